@@ -1,0 +1,383 @@
+//! Lower bounds on any schedule's collective time: ingress bandwidth, latency, and for
+//! all-gather / reduce-scatter the exact min-cut throughput bound (ForestColl).
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::limits;
+use crate::topology::Topology;
+use serde::Serialize;
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LowerBounds {
+    /// Max over NPUs of the bytes it must receive over the sum of its incoming bandwidth.
+    pub ingress_ns: Option<f64>,
+    /// Max over needed (npu, chunk) of the shortest latency from the chunk's nearest source
+    /// (combining: farthest contributor) plus one chunk over the NPU's fastest incoming link.
+    pub latency_ns: Option<f64>,
+    /// All-gather / reduce-scatter: `(M/N) · max_S |S ∩ V_c| / B⁺(S)` over node sets S,
+    /// computed exactly by Dinkelbach iteration over max-flows.
+    pub min_cut_ns: Option<f64>,
+    /// The largest of the bounds above.
+    pub lower_bound_ns: Option<f64>,
+    /// Why a bound is missing, if one is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
+    let mut b = LowerBounds::default();
+    let needed = c.needed();
+    if needed.is_empty() {
+        b.ingress_ns = Some(0.0);
+        b.latency_ns = Some(0.0);
+        b.lower_bound_ns = Some(0.0);
+        return b;
+    }
+    b.ingress_ns = ingress(topo, c, &needed);
+    if b.ingress_ns.is_none() {
+        b.notes
+            .push("ingress: an NPU that needs data has no incoming link".into());
+    }
+    match latency(topo, c, &needed) {
+        Ok(x) => b.latency_ns = x,
+        Err(note) => b.notes.push(note),
+    }
+    if matches!(
+        c.spec.kind,
+        CollectiveKind::AllGather | CollectiveKind::ReduceScatter
+    ) {
+        let t;
+        let g = if c.spec.kind == CollectiveKind::ReduceScatter {
+            t = topo.transposed();
+            &t
+        } else {
+            topo
+        };
+        match min_cut(g, &c.group, c.spec.size_bytes as f64) {
+            Ok(x) => b.min_cut_ns = x,
+            Err(note) => b.notes.push(note),
+        }
+    }
+    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
+    b
+}
+
+fn ingress(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Option<f64> {
+    let mut count: HashMap<u32, usize> = HashMap::new();
+    for &[v, _] in needed {
+        *count.entry(v).or_default() += 1;
+    }
+    let mut worst = 0.0f64;
+    for (v, n) in count {
+        let bw = topo.ingress_gb_per_s(v as usize);
+        if bw <= 0.0 {
+            return None;
+        }
+        worst = worst.max(n as f64 * c.chunk_size_bytes / bw);
+    }
+    Some(worst)
+}
+
+fn latency(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Result<Option<f64>, String> {
+    let holders = c.holders();
+    // Group needed NPUs by the holder set of their chunk: one shortest-path pass per group.
+    let mut groups: HashMap<&[u32], Vec<u32>> = HashMap::new();
+    for &[v, ch] in needed {
+        groups.entry(holders.of(ch as usize)).or_default().push(v);
+    }
+    let mut sources: Vec<Vec<u32>> = Vec::new();
+    for (h, vs) in groups.iter_mut() {
+        vs.sort_unstable();
+        vs.dedup();
+        if c.combining {
+            sources.extend(h.iter().map(|&u| vec![u]));
+        } else {
+            sources.push(h.to_vec());
+        }
+    }
+    sources.sort();
+    sources.dedup();
+    let work = sources
+        .len()
+        .saturating_mul(topo.nodes() + topo.links().len());
+    if work > limits::MIN_CUT_BUDGET * 5 {
+        return Err(format!(
+            "latency: skipped, {} shortest-path passes exceed the work budget",
+            sources.len()
+        ));
+    }
+    let last_hop: Vec<f64> = (0..topo.npus())
+        .map(|v| {
+            let best = topo
+                .in_links(v)
+                .iter()
+                .map(|&i| topo.links()[i].bandwidth_gb_per_s)
+                .fold(0.0, f64::max);
+            if best > 0.0 {
+                c.chunk_size_bytes / best
+            } else {
+                f64::INFINITY
+            }
+        })
+        .collect();
+    let mut dist_of: HashMap<Vec<u32>, Vec<f64>> = HashMap::new();
+    for s in sources {
+        let d = dijkstra(topo, &s);
+        dist_of.insert(s, d);
+    }
+    let mut worst = 0.0f64;
+    for (h, vs) in &groups {
+        for &v in vs {
+            let d = if c.combining {
+                h.iter()
+                    .filter(|&&u| u != v)
+                    .map(|&u| dist_of[&vec![u]][v as usize])
+                    .fold(0.0, f64::max)
+            } else {
+                dist_of[&h.to_vec()][v as usize]
+            };
+            worst = worst.max(d + last_hop[v as usize]);
+        }
+    }
+    Ok(worst.is_finite().then_some(worst))
+}
+
+#[derive(PartialEq)]
+struct Item(f64, usize);
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// Shortest latency (Σ latency_ns) from the nearest source to every node.
+pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
+    let mut dist = vec![f64::INFINITY; topo.nodes()];
+    let mut heap = BinaryHeap::new();
+    for &s in sources {
+        dist[s as usize] = 0.0;
+        heap.push(Item(0.0, s as usize));
+    }
+    while let Some(Item(d, u)) = heap.pop() {
+        if d > dist[u] {
+            continue;
+        }
+        for l in &topo.links()[topo.out_links(u)] {
+            let nd = d + l.latency_ns;
+            if nd < dist[l.dst] {
+                dist[l.dst] = nd;
+                heap.push(Item(nd, l.dst));
+            }
+        }
+    }
+    dist
+}
+
+/// `(M/N) · max_S |S ∩ V_c| / B⁺(S)` over node sets S with `V_c ⊄ S`, where B⁺(S) is the
+/// bandwidth of the links leaving S. Dinkelbach: for the current ratio λ, find the set
+/// maximizing `|S ∩ V_c| − λ·B⁺(S)` with max-flows; stop when the maximum is 0.
+/// For fixed λ, a set S excluding compute node t is a cut in the network
+/// `s →(1) v ∈ V_c`, `u →(λ·bw) w`, of value `|V_c \ S| + λ·B⁺(S)`; taking t over V_c in
+/// order, with earlier t forced to the source side, covers every S exactly once.
+pub fn min_cut(topo: &Topology, group: &[usize], total_bytes: f64) -> Result<Option<f64>, String> {
+    let n = group.len();
+    if n < 2 {
+        return Ok(Some(0.0));
+    }
+    let work = n.saturating_mul(topo.nodes() + topo.links().len());
+    if work > limits::MIN_CUT_BUDGET {
+        return Err(format!(
+            "min_cut: skipped, {n} max-flows on {} nodes exceed the work budget",
+            topo.nodes()
+        ));
+    }
+    let out_bw = |set: &[bool]| -> f64 {
+        topo.links()
+            .iter()
+            .filter(|l| set[l.src] && !set[l.dst])
+            .map(|l| l.bandwidth_gb_per_s)
+            .sum()
+    };
+    // Start from the best single-NPU set.
+    let mut lambda = 0.0f64;
+    for &v in group {
+        let b: f64 = topo.links()[topo.out_links(v)]
+            .iter()
+            .map(|l| l.bandwidth_gb_per_s)
+            .sum();
+        if b <= 0.0 {
+            return Ok(None);
+        }
+        lambda = lambda.max(1.0 / b);
+    }
+    let eps = 1e-9 * n as f64;
+    for _ in 0..64 {
+        let (best, set) = best_set(topo, group, lambda);
+        let gain = n as f64 - best;
+        if gain <= eps {
+            return Ok(Some(total_bytes / n as f64 * lambda));
+        }
+        let inside = group.iter().filter(|&&v| set[v]).count() as f64;
+        let b = out_bw(&set);
+        if b <= 0.0 {
+            return Ok(None);
+        }
+        let next = inside / b;
+        if next <= lambda * (1.0 + 1e-12) {
+            return Ok(Some(total_bytes / n as f64 * lambda));
+        }
+        lambda = next;
+    }
+    Err("min_cut: Dinkelbach iteration did not converge".into())
+}
+
+/// Minimum over S (with some compute node outside) of `|V_c \ S| + λ·B⁺(S)`, and the S.
+fn best_set(topo: &Topology, group: &[usize], lambda: f64) -> (f64, Vec<bool>) {
+    let nodes = topo.nodes();
+    let s = nodes;
+    let mut net = FlowNet::new(nodes + 1);
+    for l in topo.links() {
+        net.add(l.src, l.dst, lambda * l.bandwidth_gb_per_s);
+    }
+    let mut src_edge = Vec::with_capacity(group.len());
+    for &v in group {
+        src_edge.push(net.add(s, v, 1.0));
+    }
+    let mut best = f64::INFINITY;
+    let mut best_side = vec![false; nodes];
+    for (k, &t) in group.iter().enumerate() {
+        net.reset();
+        let f = net.max_flow(s, t);
+        if f < best {
+            best = f;
+            let side = net.source_side(s);
+            best_side = side[..nodes].to_vec();
+        }
+        // Every later cut keeps t on the source side.
+        net.cap[src_edge[k]] = f64::INFINITY;
+    }
+    (best, best_side)
+}
+
+/// Dinic's max-flow on f64 capacities.
+struct FlowNet {
+    head: Vec<usize>,
+    to: Vec<usize>,
+    next: Vec<usize>,
+    cap: Vec<f64>,
+    flow: Vec<f64>,
+    level: Vec<i32>,
+    iter: Vec<usize>,
+}
+
+const NONE: usize = usize::MAX;
+const EPS: f64 = 1e-12;
+
+impl FlowNet {
+    fn new(n: usize) -> FlowNet {
+        FlowNet {
+            head: vec![NONE; n],
+            to: vec![],
+            next: vec![],
+            cap: vec![],
+            flow: vec![],
+            level: vec![0; n],
+            iter: vec![0; n],
+        }
+    }
+    fn add(&mut self, u: usize, v: usize, c: f64) -> usize {
+        let e = self.to.len();
+        for (a, b, cap) in [(u, v, c), (v, u, 0.0)] {
+            self.to.push(b);
+            self.cap.push(cap);
+            self.flow.push(0.0);
+            self.next.push(self.head[a]);
+            self.head[a] = self.to.len() - 1;
+        }
+        e
+    }
+    fn reset(&mut self) {
+        self.flow.iter_mut().for_each(|f| *f = 0.0);
+    }
+    fn residual(&self, e: usize) -> f64 {
+        self.cap[e] - self.flow[e]
+    }
+    fn bfs(&mut self, s: usize, t: usize) -> bool {
+        self.level.iter_mut().for_each(|l| *l = -1);
+        let mut q = std::collections::VecDeque::new();
+        self.level[s] = 0;
+        q.push_back(s);
+        while let Some(u) = q.pop_front() {
+            let mut e = self.head[u];
+            while e != NONE {
+                let v = self.to[e];
+                if self.level[v] < 0 && self.residual(e) > EPS {
+                    self.level[v] = self.level[u] + 1;
+                    q.push_back(v);
+                }
+                e = self.next[e];
+            }
+        }
+        self.level[t] >= 0
+    }
+    fn dfs(&mut self, u: usize, t: usize, pushed: f64) -> f64 {
+        if u == t {
+            return pushed;
+        }
+        while self.iter[u] != NONE {
+            let e = self.iter[u];
+            let v = self.to[e];
+            if self.level[v] == self.level[u] + 1 && self.residual(e) > EPS {
+                let d = self.dfs(v, t, pushed.min(self.residual(e)));
+                if d > EPS {
+                    self.flow[e] += d;
+                    self.flow[e ^ 1] -= d;
+                    return d;
+                }
+            }
+            self.iter[u] = self.next[e];
+        }
+        0.0
+    }
+    fn max_flow(&mut self, s: usize, t: usize) -> f64 {
+        let mut total = 0.0;
+        while self.bfs(s, t) {
+            self.iter.copy_from_slice(&self.head);
+            loop {
+                let f = self.dfs(s, t, f64::INFINITY);
+                if f <= EPS {
+                    break;
+                }
+                total += f;
+            }
+        }
+        total
+    }
+    fn source_side(&self, s: usize) -> Vec<bool> {
+        let mut seen = vec![false; self.head.len()];
+        let mut stack = vec![s];
+        seen[s] = true;
+        while let Some(u) = stack.pop() {
+            let mut e = self.head[u];
+            while e != NONE {
+                let v = self.to[e];
+                if !seen[v] && self.residual(e) > EPS {
+                    seen[v] = true;
+                    stack.push(v);
+                }
+                e = self.next[e];
+            }
+        }
+        seen
+    }
+}

@@ -1,0 +1,554 @@
+//! Collectives as chunk sets with a precondition, a postcondition and a combining flag.
+
+use crate::error::{Errors, InputError};
+use crate::limits;
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveKind {
+    AllGather,
+    ReduceScatter,
+    AllReduce,
+    Broadcast,
+    Reduce,
+    Scatter,
+    Gather,
+    AllToAll,
+    Custom,
+}
+
+impl CollectiveKind {
+    pub const ALL: [CollectiveKind; 9] = [
+        CollectiveKind::AllGather,
+        CollectiveKind::ReduceScatter,
+        CollectiveKind::AllReduce,
+        CollectiveKind::Broadcast,
+        CollectiveKind::Reduce,
+        CollectiveKind::Scatter,
+        CollectiveKind::Gather,
+        CollectiveKind::AllToAll,
+        CollectiveKind::Custom,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::AllGather => "all_gather",
+            CollectiveKind::ReduceScatter => "reduce_scatter",
+            CollectiveKind::AllReduce => "all_reduce",
+            CollectiveKind::Broadcast => "broadcast",
+            CollectiveKind::Reduce => "reduce",
+            CollectiveKind::Scatter => "scatter",
+            CollectiveKind::Gather => "gather",
+            CollectiveKind::AllToAll => "all_to_all",
+            CollectiveKind::Custom => "custom",
+        }
+    }
+    pub fn parse(s: &str) -> Option<CollectiveKind> {
+        let s = s.replace('-', "_").to_ascii_lowercase();
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+    pub fn needs_root(self) -> bool {
+        matches!(
+            self,
+            CollectiveKind::Broadcast
+                | CollectiveKind::Reduce
+                | CollectiveKind::Scatter
+                | CollectiveKind::Gather
+        )
+    }
+    pub fn combining(self) -> bool {
+        matches!(
+            self,
+            CollectiveKind::ReduceScatter | CollectiveKind::AllReduce | CollectiveKind::Reduce
+        )
+    }
+}
+
+/// What a user asks for: the `collective` object of requests and schedules.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveSpec {
+    pub kind: CollectiveKind,
+    /// Size of the whole result buffer at one NPU (the all-reduce buffer, the all-gather
+    /// output, the root's buffer for rooted kinds, what each NPU receives in all-to-all;
+    /// for `custom`, the sum over all chunks).
+    pub size_bytes: u64,
+    #[serde(default = "one")]
+    pub chunks_per_npu: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<usize>,
+    /// The NPUs taking part, default: every live NPU. Ranks follow this order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Vec<usize>>,
+    /// Reduction cost the simulator adds to every `reduce` transfer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gamma_ns_per_byte: Option<f64>,
+    /// `custom` only: the chunk count and the conditions as `[npu, chunk]` pairs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_chunks: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Vec<[u32; 2]>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postcondition: Option<Vec<[u32; 2]>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub combining: Option<bool>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl CollectiveSpec {
+    pub fn new(kind: CollectiveKind, size_bytes: u64) -> CollectiveSpec {
+        CollectiveSpec {
+            kind,
+            size_bytes,
+            chunks_per_npu: 1,
+            root: None,
+            group: None,
+            gamma_ns_per_byte: None,
+            num_chunks: None,
+            precondition: None,
+            postcondition: None,
+            combining: None,
+        }
+    }
+    pub fn with_root(mut self, root: usize) -> Self {
+        self.root = Some(root);
+        self
+    }
+    pub fn with_chunks_per_npu(mut self, k: u32) -> Self {
+        self.chunks_per_npu = k;
+        self
+    }
+}
+
+/// A collective made concrete on a topology. Conditions are sorted `(npu, chunk)` pairs of
+/// topology NPU ids. Combining: `(v, c)` in the precondition means v holds its own
+/// contribution to c; in the postcondition, v must hold c reduced over every NPU that holds
+/// c in the precondition.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Collective {
+    pub spec: CollectiveSpec,
+    pub group: Vec<usize>,
+    pub num_chunks: usize,
+    pub chunk_size_bytes: f64,
+    pub combining: bool,
+    pub precondition: Vec<[u32; 2]>,
+    pub postcondition: Vec<[u32; 2]>,
+}
+
+impl Collective {
+    /// Builds the conditions and checks that the topology can serve them: every chunk a
+    /// postcondition needs is reachable from where it (or each of its contributions) starts.
+    pub fn build(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
+        let c = Collective::build_unchecked(spec, topo)?;
+        c.check_reachable(topo)?;
+        Ok(c)
+    }
+
+    /// Builds the conditions without the reachability check (the validator uses this: an
+    /// unreachable postcondition is then reported as unmet, not as bad input).
+    pub fn build_unchecked(
+        spec: &CollectiveSpec,
+        topo: &Topology,
+    ) -> Result<Collective, InputError> {
+        let mut errs = Errors::default();
+        let group: Vec<usize> = match &spec.group {
+            None => topo.live_npus(),
+            Some(g) => {
+                let mut seen = std::collections::HashSet::new();
+                for (i, &v) in g.iter().enumerate() {
+                    if !topo.is_npu(v) {
+                        errs.push(
+                            format!("group[{i}]"),
+                            format!("{v} is not an NPU: expected 0..{}", topo.npus()),
+                        );
+                    } else if topo.is_failed(v) {
+                        errs.push(format!("group[{i}]"), format!("NPU {v} has failed"));
+                    } else if !seen.insert(v) {
+                        errs.push(format!("group[{i}]"), format!("NPU {v} is listed twice"));
+                    }
+                }
+                g.clone()
+            }
+        };
+        if group.is_empty() {
+            errs.push("group", "expected at least one live NPU");
+        }
+        if spec.size_bytes == 0 {
+            errs.push("size_bytes", "expected a size of at least 1 byte");
+        }
+        if spec.chunks_per_npu == 0 {
+            errs.push("chunks_per_npu", "expected at least 1");
+        }
+        if let Some(g) = spec.gamma_ns_per_byte {
+            if !g.is_finite() || g < 0.0 {
+                errs.push(
+                    "gamma_ns_per_byte",
+                    format!("{g} is invalid: expected a finite value >= 0"),
+                );
+            }
+        }
+        let kind = spec.kind;
+        let root_rank = if kind.needs_root() {
+            match spec.root {
+                None => {
+                    errs.push("root", format!("{} needs a root NPU", kind.name()));
+                    None
+                }
+                Some(r) => match group.iter().position(|&v| v == r) {
+                    Some(i) => Some(i),
+                    None => {
+                        errs.push("root", format!("root {r} is not a live NPU of the group"));
+                        None
+                    }
+                },
+            }
+        } else {
+            if spec.root.is_some() {
+                errs.push("root", format!("{} takes no root", kind.name()));
+            }
+            None
+        };
+        let custom_fields = spec.num_chunks.is_some()
+            || spec.precondition.is_some()
+            || spec.postcondition.is_some()
+            || spec.combining.is_some();
+        if kind != CollectiveKind::Custom && custom_fields {
+            errs.push(".", "num_chunks, precondition, postcondition and combining are for kind \"custom\" only");
+        }
+        if !errs.is_empty() {
+            return errs.into_result(Collective::empty(spec));
+        }
+
+        let p = group.len();
+        let k = spec.chunks_per_npu as usize;
+        let num_chunks = match kind {
+            CollectiveKind::AllGather
+            | CollectiveKind::ReduceScatter
+            | CollectiveKind::AllReduce => p.checked_mul(k),
+            CollectiveKind::Scatter | CollectiveKind::Gather => p.checked_mul(k),
+            CollectiveKind::Broadcast | CollectiveKind::Reduce => Some(k),
+            CollectiveKind::AllToAll => p.checked_mul(p).and_then(|x| x.checked_mul(k)),
+            CollectiveKind::Custom => match spec.num_chunks {
+                Some(n) if n > 0 => Some(n),
+                _ => {
+                    errs.push("num_chunks", "custom collectives need num_chunks >= 1");
+                    return errs.into_result(Collective::empty(spec));
+                }
+            },
+        };
+        let num_chunks = match num_chunks {
+            Some(n) if n <= limits::MAX_CHUNKS => n,
+            _ => {
+                return Err(InputError::new(
+                    "chunks_per_npu",
+                    format!(
+                        "the collective would have more than {} chunks",
+                        limits::MAX_CHUNKS
+                    ),
+                ));
+            }
+        };
+        let pairs_estimate = match kind {
+            CollectiveKind::AllGather
+            | CollectiveKind::AllReduce
+            | CollectiveKind::ReduceScatter => num_chunks.saturating_mul(p),
+            _ => num_chunks,
+        };
+        if pairs_estimate > limits::MAX_CONDITION_PAIRS {
+            return Err(InputError::new(
+                "chunks_per_npu",
+                format!(
+                    "the conditions would exceed {} (npu, chunk) pairs",
+                    limits::MAX_CONDITION_PAIRS
+                ),
+            ));
+        }
+        let chunk_size_bytes = match kind {
+            CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k) as f64,
+            _ => spec.size_bytes as f64 / num_chunks as f64,
+        };
+        let g = |r: usize| group[r] as u32;
+        let mut pre: Vec<[u32; 2]> = Vec::new();
+        let mut post: Vec<[u32; 2]> = Vec::new();
+        let all = |v: &mut Vec<[u32; 2]>| {
+            for r in 0..p {
+                for c in 0..num_chunks {
+                    v.push([g(r), c as u32]);
+                }
+            }
+        };
+        let owned = |v: &mut Vec<[u32; 2]>| {
+            for c in 0..num_chunks {
+                v.push([g(c / k), c as u32]);
+            }
+        };
+        let at_root = |v: &mut Vec<[u32; 2]>| {
+            let r = g(root_rank.unwrap_or(0));
+            for c in 0..num_chunks {
+                v.push([r, c as u32]);
+            }
+        };
+        let combining;
+        match kind {
+            CollectiveKind::AllGather => {
+                owned(&mut pre);
+                all(&mut post);
+                combining = false;
+            }
+            CollectiveKind::ReduceScatter => {
+                all(&mut pre);
+                owned(&mut post);
+                combining = true;
+            }
+            CollectiveKind::AllReduce => {
+                all(&mut pre);
+                all(&mut post);
+                combining = true;
+            }
+            CollectiveKind::Broadcast => {
+                at_root(&mut pre);
+                all(&mut post);
+                combining = false;
+            }
+            CollectiveKind::Reduce => {
+                all(&mut pre);
+                at_root(&mut post);
+                combining = true;
+            }
+            CollectiveKind::Scatter => {
+                at_root(&mut pre);
+                owned(&mut post);
+                combining = false;
+            }
+            CollectiveKind::Gather => {
+                owned(&mut pre);
+                at_root(&mut post);
+                combining = false;
+            }
+            CollectiveKind::AllToAll => {
+                // Chunk (i·p + j)·k + x goes from rank i to rank j.
+                for i in 0..p {
+                    for j in 0..p {
+                        for x in 0..k {
+                            let c = ((i * p + j) * k + x) as u32;
+                            pre.push([g(i), c]);
+                            post.push([g(j), c]);
+                        }
+                    }
+                }
+                combining = false;
+            }
+            CollectiveKind::Custom => {
+                combining = spec.combining.unwrap_or(false);
+                for (name, given, out) in [
+                    ("precondition", &spec.precondition, &mut pre),
+                    ("postcondition", &spec.postcondition, &mut post),
+                ] {
+                    let Some(given) = given else {
+                        errs.push(
+                            name,
+                            "custom collectives need an explicit list of [npu, chunk] pairs",
+                        );
+                        continue;
+                    };
+                    if given.len() > limits::MAX_CONDITION_PAIRS {
+                        errs.push(
+                            name,
+                            format!("more than {} pairs", limits::MAX_CONDITION_PAIRS),
+                        );
+                        continue;
+                    }
+                    for (i, &[v, c]) in given.iter().enumerate() {
+                        if !group.contains(&(v as usize)) {
+                            errs.push(
+                                format!("{name}[{i}]"),
+                                format!("NPU {v} is not a live NPU of the group"),
+                            );
+                        }
+                        if c as usize >= num_chunks {
+                            errs.push(
+                                format!("{name}[{i}]"),
+                                format!("chunk {c} out of range: expected 0..{num_chunks}"),
+                            );
+                        }
+                    }
+                    out.extend_from_slice(given);
+                }
+            }
+        }
+        pre.sort_unstable();
+        pre.dedup();
+        post.sort_unstable();
+        post.dedup();
+        if kind == CollectiveKind::Custom && errs.is_empty() {
+            let mut has_source = vec![false; num_chunks];
+            for &[_, c] in &pre {
+                has_source[c as usize] = true;
+            }
+            for (i, &[v, c]) in post.iter().enumerate() {
+                if !has_source[c as usize] {
+                    errs.push(
+                        format!("postcondition[{i}]"),
+                        format!("NPU {v} needs chunk {c}, which no NPU holds in the precondition"),
+                    );
+                }
+            }
+        }
+        errs.into_result(Collective {
+            spec: spec.clone(),
+            group,
+            num_chunks,
+            chunk_size_bytes,
+            combining,
+            precondition: pre,
+            postcondition: post,
+        })
+    }
+
+    fn empty(spec: &CollectiveSpec) -> Collective {
+        Collective {
+            spec: spec.clone(),
+            group: Vec::new(),
+            num_chunks: 0,
+            chunk_size_bytes: 0.0,
+            combining: false,
+            precondition: Vec::new(),
+            postcondition: Vec::new(),
+        }
+    }
+
+    /// NPUs holding each chunk in the precondition (its sources; for combining collectives,
+    /// its contributors), as CSR: `holders(c)`.
+    pub fn holders(&self) -> Holders {
+        Holders::new(&self.precondition, self.num_chunks)
+    }
+
+    /// Postcondition pairs that need a delivery (not already satisfied by the precondition;
+    /// for combining collectives, every pair whose chunk has a contributor other than itself).
+    pub fn needed(&self) -> Vec<[u32; 2]> {
+        let holders = self.holders();
+        self.postcondition
+            .iter()
+            .copied()
+            .filter(|&[v, c]| {
+                let h = holders.of(c as usize);
+                if self.combining {
+                    h.iter().any(|&u| u != v)
+                } else {
+                    h.binary_search(&v).is_err()
+                }
+            })
+            .collect()
+    }
+
+    /// Checks that every needed pair can be served over the topology's links.
+    pub fn check_reachable(&self, topo: &Topology) -> Result<(), InputError> {
+        let needed = self.needed();
+        if needed.is_empty() {
+            return Ok(());
+        }
+        let holders = self.holders();
+        let scc = topo.scc_ids();
+        // Fast path: every NPU involved lies in one strongly connected component.
+        let first = scc[needed[0][0] as usize];
+        let same = needed.iter().all(|&[v, c]| {
+            scc[v as usize] == first
+                && holders
+                    .of(c as usize)
+                    .iter()
+                    .all(|&u| scc[u as usize] == first)
+        });
+        if same {
+            return Ok(());
+        }
+        // Slow path: reachability from each distinct source set, computed once.
+        let mut cache: std::collections::HashMap<Vec<u32>, Vec<bool>> = Default::default();
+        for &[v, c] in &needed {
+            let h = holders.of(c as usize);
+            let sources: Vec<Vec<u32>> = if self.combining {
+                h.iter().filter(|&&u| u != v).map(|&u| vec![u]).collect()
+            } else {
+                vec![h.to_vec()]
+            };
+            for src in sources {
+                let reach = cache
+                    .entry(src.clone())
+                    .or_insert_with(|| reachable_from(topo, &src));
+                if !reach[v as usize] {
+                    let what = if self.combining {
+                        format!("the contribution of NPU {} to chunk {c}", src[0])
+                    } else {
+                        format!("chunk {c} from any of its holders {:?}", src)
+                    };
+                    return Err(InputError::new(
+                        "collective",
+                        format!(
+                            "the group is not connected where the collective needs it: NPU {v} cannot receive {what}"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn reachable_from(topo: &Topology, sources: &[u32]) -> Vec<bool> {
+    let mut seen = vec![false; topo.nodes()];
+    let mut q: VecDeque<usize> = VecDeque::new();
+    for &s in sources {
+        if !seen[s as usize] {
+            seen[s as usize] = true;
+            q.push_back(s as usize);
+        }
+    }
+    while let Some(u) = q.pop_front() {
+        for l in &topo.links()[topo.out_links(u)] {
+            if !seen[l.dst] {
+                seen[l.dst] = true;
+                q.push_back(l.dst);
+            }
+        }
+    }
+    seen
+}
+
+/// Precondition holders per chunk, sorted, as one flat array with offsets.
+pub struct Holders {
+    start: Vec<usize>,
+    npus: Vec<u32>,
+}
+
+impl Holders {
+    pub fn new(pre: &[[u32; 2]], num_chunks: usize) -> Holders {
+        let mut start = vec![0usize; num_chunks + 1];
+        for &[_, c] in pre {
+            if (c as usize) < num_chunks {
+                start[c as usize + 1] += 1;
+            }
+        }
+        for c in 0..num_chunks {
+            start[c + 1] += start[c];
+        }
+        let mut fill = start.clone();
+        let mut npus = vec![0u32; start[num_chunks]];
+        for &[v, c] in pre {
+            if (c as usize) < num_chunks {
+                npus[fill[c as usize]] = v;
+                fill[c as usize] += 1;
+            }
+        }
+        for c in 0..num_chunks {
+            npus[start[c]..start[c + 1]].sort_unstable();
+        }
+        Holders { start, npus }
+    }
+    pub fn of(&self, chunk: usize) -> &[u32] {
+        &self.npus[self.start[chunk]..self.start[chunk + 1]]
+    }
+}

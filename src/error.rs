@@ -1,0 +1,107 @@
+//! Input errors that name the offending field (a JSON path) and what was expected.
+
+use serde::Serialize;
+use std::fmt;
+
+/// One problem with one field of an input document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    /// JSON path of the field, e.g. `links[3].dst`; `.` for the document itself.
+    pub path: String,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+/// A rejected input: one or more field errors. Never a panic, never a silent fix-up.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct InputError {
+    pub errors: Vec<FieldError>,
+}
+
+impl InputError {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        InputError {
+            errors: vec![FieldError {
+                path: path.into(),
+                message: message.into(),
+            }],
+        }
+    }
+
+    /// Prefixes every path with `prefix` (for documents nested in other documents).
+    pub fn within(mut self, prefix: &str) -> Self {
+        for e in &mut self.errors {
+            e.path = join_path(prefix, &e.path);
+        }
+        self
+    }
+
+    /// Turns a serde_path_to_error failure into a field error.
+    pub fn from_json(err: serde_path_to_error::Error<serde_json::Error>) -> Self {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = strip_position(&inner.to_string());
+        let message = if inner.is_syntax() || inner.is_eof() {
+            format!(
+                "malformed JSON: {message} (line {}, column {})",
+                inner.line(),
+                inner.column()
+            )
+        } else {
+            message
+        };
+        InputError::new(path, message)
+    }
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+pub(crate) fn join_path(prefix: &str, path: &str) -> String {
+    if path.is_empty() || path == "." {
+        prefix.to_string()
+    } else if path.starts_with('[') {
+        format!("{prefix}{path}")
+    } else {
+        format!("{prefix}.{path}")
+    }
+}
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{}: {}", e.path, e.message)?;
+        }
+        Ok(())
+    }
+}
+
+/// Accumulates field errors so one pass reports all of them.
+#[derive(Default)]
+pub(crate) struct Errors(pub Vec<FieldError>);
+
+impl Errors {
+    pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError {
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+    pub fn into_result<T>(self, ok: T) -> Result<T, InputError> {
+        if self.0.is_empty() {
+            Ok(ok)
+        } else {
+            Err(InputError { errors: self.0 })
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}

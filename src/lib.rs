@@ -1,0 +1,22 @@
+//! ccsynth library root: topology and collective models, the schedule interchange format,
+//! the validator, the α-β simulator and lower bounds. The core does no I/O.
+
+pub mod bounds;
+pub mod collective;
+pub mod engine;
+pub mod error;
+pub mod limits;
+pub mod schedule;
+pub mod sim;
+pub mod slots;
+pub mod spans;
+pub mod topology;
+pub mod units;
+pub mod validate;
+
+pub mod cli;
+
+pub use collective::{Collective, CollectiveKind, CollectiveSpec};
+pub use error::{FieldError, InputError};
+pub use schedule::{Op, Schedule, Transfer};
+pub use topology::{Link, Topology};

@@ -1,0 +1,136 @@
+//! The schedule interchange format `ccsynth.schedule.v1`: the one format every producer
+//! emits and every consumer reads. See docs/FORMAT.md for the semantics.
+
+use crate::collective::{Collective, CollectiveSpec};
+use crate::error::InputError;
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+
+pub const FORMAT_V1: &str = "ccsynth.schedule.v1";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// The destination's contents for each chunk become the source's.
+    #[default]
+    Copy,
+    /// The destination (already holding a partial) becomes the combination of both.
+    Reduce,
+}
+
+/// One message: `chunks` from `src` to `dst` in logical round `step`, along `path` if given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transfer {
+    pub step: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub chunks: Vec<u32>,
+    #[serde(default)]
+    pub op: Op,
+    /// Node list from `src` to `dst` along existing links; intermediate nodes only forward.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<Vec<u32>>,
+}
+
+impl Transfer {
+    pub fn copy(step: u32, src: usize, dst: usize, chunks: Vec<u32>) -> Transfer {
+        Transfer {
+            step,
+            src: src as u32,
+            dst: dst as u32,
+            chunks,
+            op: Op::Copy,
+            path: None,
+        }
+    }
+    pub fn reduce(step: u32, src: usize, dst: usize, chunks: Vec<u32>) -> Transfer {
+        Transfer {
+            op: Op::Reduce,
+            ..Transfer::copy(step, src, dst, chunks)
+        }
+    }
+    pub fn via(mut self, path: Vec<u32>) -> Transfer {
+        self.path = Some(path);
+        self
+    }
+}
+
+/// A self-contained schedule. On reading, `algorithm`, `seed` and `collective_time_ns` are
+/// optional and unknown top-level fields (a producer's statistics) are ignored; unknown
+/// fields inside `topology`, `collective` and transfers are errors.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub format: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    pub topology: Topology,
+    pub collective: CollectiveSpec,
+    pub num_chunks: usize,
+    pub chunk_size_bytes: f64,
+    pub combining: bool,
+    pub precondition: Vec<[u32; 2]>,
+    pub postcondition: Vec<[u32; 2]>,
+    pub transfers: Vec<Transfer>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective_time_ns: Option<f64>,
+}
+
+impl Schedule {
+    /// An empty schedule for `collective` on `topology`, ready for transfers.
+    pub fn new(topology: Topology, collective: &Collective, algorithm: &str) -> Schedule {
+        Schedule {
+            format: FORMAT_V1.to_string(),
+            algorithm: Some(algorithm.to_string()),
+            seed: None,
+            topology,
+            collective: collective.spec.clone(),
+            num_chunks: collective.num_chunks,
+            chunk_size_bytes: collective.chunk_size_bytes,
+            combining: collective.combining,
+            precondition: collective.precondition.clone(),
+            postcondition: collective.postcondition.clone(),
+            transfers: Vec::new(),
+            collective_time_ns: None,
+        }
+    }
+
+    /// Parses a schedule, naming the JSON path of the first problem.
+    pub fn from_json(text: &str) -> Result<Schedule, InputError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        Schedule::check_format(serde_path_to_error::deserialize(de).map_err(InputError::from_json)?)
+    }
+
+    /// Parses a schedule from a reader (large files are not held as text).
+    pub fn from_reader(r: impl std::io::Read) -> Result<Schedule, InputError> {
+        let de = &mut serde_json::Deserializer::from_reader(std::io::BufReader::new(r));
+        Schedule::check_format(serde_path_to_error::deserialize(de).map_err(InputError::from_json)?)
+    }
+
+    fn check_format(s: Schedule) -> Result<Schedule, InputError> {
+        if s.format != FORMAT_V1 {
+            return Err(InputError::new(
+                "format",
+                format!("unsupported format {:?}: expected {FORMAT_V1:?}", s.format),
+            ));
+        }
+        Ok(s)
+    }
+
+    /// Number of distinct steps that carry transfers.
+    pub fn rounds(&self) -> usize {
+        let mut steps: Vec<u32> = self.transfers.iter().map(|t| t.step).collect();
+        steps.sort_unstable();
+        steps.dedup();
+        steps.len()
+    }
+
+    /// Transfer indices ordered by (step, position in the array): the replay order.
+    pub fn replay_order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.transfers.len()).collect();
+        order.sort_by_key(|&i| (self.transfers[i].step, i));
+        order
+    }
+}

@@ -1,0 +1,178 @@
+//! The α-β simulator: replays a schedule's transfers in (step, position) order on the links
+//! they use and reports the collective time, per-link busy time and bytes.
+
+use crate::schedule::{Op, Schedule};
+use crate::slots::SlotTable;
+use crate::topology::Topology;
+use serde::Serialize;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkUsage {
+    pub src: usize,
+    pub dst: usize,
+    pub transfers: usize,
+    pub bytes: f64,
+    pub busy_ns: f64,
+    /// `busy_ns / collective_time_ns`.
+    pub utilization: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    pub collective_time_ns: f64,
+    /// Distinct steps that carry transfers.
+    pub rounds: usize,
+    pub transfers: usize,
+    /// Bytes summed over every link of every transfer's path.
+    pub bytes_on_links: f64,
+    /// Mean utilization over the links that carried anything.
+    pub mean_link_utilization: f64,
+    pub max_link_utilization: f64,
+    /// Latest end time of any transfer of each round, in round order.
+    pub round_end_ns: Vec<f64>,
+    /// Links that carried at least one transfer, sorted by (src, dst).
+    pub links: Vec<LinkUsage>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SimError {
+    #[error("transfer {transfer}: {message}")]
+    Unroutable { transfer: usize, message: String },
+}
+
+/// Replays the schedule. Each transfer starts when the source's contents for its chunks are
+/// final (end of the last write into them in an earlier step) and every link on its path is
+/// free; it takes Σ latency over the path + bytes / min bandwidth over the path (+ γ·bytes for
+/// a reduce), keeps every path link busy until it ends, and makes the destination's contents
+/// final at its end. Reads within a step never see writes of the same step.
+pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
+    let topo = &s.topology;
+    let chunk = s.chunk_size_bytes;
+    let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
+    let mut ready: SlotTable<f64> = SlotTable::new(topo.npus(), s.num_chunks);
+    let mut link_free = vec![0.0f64; topo.links().len()];
+    let mut busy = vec![0.0f64; topo.links().len()];
+    let mut bytes_on = vec![0.0f64; topo.links().len()];
+    let mut count = vec![0usize; topo.links().len()];
+    let order = s.replay_order();
+    let mut path_links: Vec<usize> = Vec::new();
+    let mut pending: Vec<(u32, u32, f64)> = Vec::new();
+    let mut round_end_ns = Vec::new();
+    let mut total = 0.0f64;
+    let mut k = 0;
+    while k < order.len() {
+        let step = s.transfers[order[k]].step;
+        let mut round_end = 0.0f64;
+        pending.clear();
+        while k < order.len() && s.transfers[order[k]].step == step {
+            let i = order[k];
+            let t = &s.transfers[i];
+            route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
+            for &c in &t.chunks {
+                if c as usize >= s.num_chunks
+                    || t.src as usize >= topo.npus()
+                    || t.dst as usize >= topo.npus()
+                {
+                    return Err(SimError::Unroutable {
+                        transfer: i,
+                        message: format!("chunk {c} or an endpoint is out of range"),
+                    });
+                }
+            }
+            let bytes = chunk * t.chunks.len() as f64;
+            let mut start = 0.0f64;
+            for &c in &t.chunks {
+                start = start.max(*ready.get(t.src as usize, c as usize));
+            }
+            let mut latency = 0.0;
+            let mut min_bw = f64::INFINITY;
+            for &l in &path_links {
+                start = start.max(link_free[l]);
+                latency += topo.links()[l].latency_ns;
+                min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
+            }
+            let mut duration = latency + bytes / min_bw;
+            if t.op == Op::Reduce {
+                duration += gamma * bytes;
+            }
+            let end = start + duration;
+            for &l in &path_links {
+                link_free[l] = end;
+                busy[l] += duration;
+                bytes_on[l] += bytes;
+                count[l] += 1;
+            }
+            for &c in &t.chunks {
+                pending.push((t.dst, c, end));
+            }
+            round_end = round_end.max(end);
+            k += 1;
+        }
+        for &(v, c, end) in &pending {
+            let r = ready.get(v as usize, c as usize).max(end);
+            ready.set(v as usize, c as usize, r);
+        }
+        round_end_ns.push(round_end);
+        total = total.max(round_end);
+    }
+    let mut links = Vec::new();
+    for (i, l) in topo.links().iter().enumerate() {
+        if count[i] > 0 {
+            links.push(LinkUsage {
+                src: l.src,
+                dst: l.dst,
+                transfers: count[i],
+                bytes: bytes_on[i],
+                busy_ns: busy[i],
+                utilization: if total > 0.0 { busy[i] / total } else { 0.0 },
+            });
+        }
+    }
+    let used = links.len().max(1) as f64;
+    Ok(Timing {
+        collective_time_ns: total,
+        rounds: round_end_ns.len(),
+        transfers: s.transfers.len(),
+        bytes_on_links: bytes_on.iter().sum(),
+        mean_link_utilization: links.iter().map(|l| l.utilization).sum::<f64>() / used,
+        max_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, f64::max),
+        round_end_ns,
+        links,
+    })
+}
+
+/// The link indices a transfer occupies.
+fn route(
+    topo: &Topology,
+    i: usize,
+    src: u32,
+    dst: u32,
+    path: Option<&[u32]>,
+    out: &mut Vec<usize>,
+) -> Result<(), SimError> {
+    out.clear();
+    let hops: Vec<(u32, u32)> = match path {
+        None => vec![(src, dst)],
+        Some(p) => {
+            if p.len() < 2 || p[0] != src || p[p.len() - 1] != dst {
+                return Err(SimError::Unroutable {
+                    transfer: i,
+                    message: format!("path {p:?} does not run from {src} to {dst}"),
+                });
+            }
+            p.windows(2).map(|w| (w[0], w[1])).collect()
+        }
+    };
+    for (a, b) in hops {
+        match topo.link_index(a as usize, b as usize) {
+            Some(l) => out.push(l),
+            None => {
+                return Err(SimError::Unroutable {
+                    transfer: i,
+                    message: format!("no link {a}->{b}"),
+                });
+            }
+        }
+    }
+    Ok(())
+}

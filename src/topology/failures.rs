@@ -1,0 +1,121 @@
+//! Failure transforms: remove links and NPUs from a topology and report what stays connected.
+
+use super::Topology;
+use crate::error::{Errors, InputError};
+use petgraph::graph::DiGraph;
+use serde::{Deserialize, Serialize};
+
+/// Links and NPUs to remove. A link `[u, v]` removes both directions unless `directed`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Failures {
+    #[serde(default)]
+    pub links: Vec<[usize; 2]>,
+    #[serde(default)]
+    pub npus: Vec<usize>,
+    #[serde(default)]
+    pub directed: bool,
+}
+
+/// Reachability among the NPUs that have not failed (switches and NPUs may forward).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Connectivity {
+    pub live_npus: usize,
+    /// Every live NPU can reach every other live NPU.
+    pub connected: bool,
+    /// Live NPUs grouped by strongly connected component, largest first.
+    pub components: Vec<Vec<usize>>,
+}
+
+impl Topology {
+    /// Removes the given links and NPUs. Failed NPUs keep their ids (schedules and
+    /// operators refer to NPUs by id) but lose every link and join no default group.
+    pub fn with_failures(&self, f: &Failures) -> Result<Topology, InputError> {
+        let mut errs = Errors::default();
+        let mut removed = vec![false; self.links.len()];
+        for (i, &[u, v]) in f.links.iter().enumerate() {
+            let mut found = false;
+            for (a, b) in [(u, v), (v, u)]
+                .into_iter()
+                .take(if f.directed { 1 } else { 2 })
+            {
+                if let Some(k) = self.link_index(a, b) {
+                    removed[k] = true;
+                    found = true;
+                }
+            }
+            if !found {
+                errs.push(
+                    format!("links[{i}]"),
+                    format!("no link {u}->{v} in the topology"),
+                );
+            }
+        }
+        let mut failed = self.failed_npus.clone();
+        for (i, &v) in f.npus.iter().enumerate() {
+            if v >= self.npus {
+                errs.push(
+                    format!("npus[{i}]"),
+                    format!("{v} is not an NPU: expected 0..{}", self.npus),
+                );
+            } else {
+                failed.push(v);
+            }
+        }
+        errs.into_result(())?;
+        failed.sort_unstable();
+        failed.dedup();
+        let links = self
+            .links
+            .iter()
+            .zip(&removed)
+            .filter(|(l, gone)| {
+                !**gone
+                    && failed.binary_search(&l.src).is_err()
+                    && failed.binary_search(&l.dst).is_err()
+            })
+            .map(|(l, _)| l.clone())
+            .collect();
+        Ok(Topology::from_sorted(
+            self.npus,
+            self.switches,
+            links,
+            failed,
+        ))
+    }
+
+    /// Strongly connected components of the live NPUs.
+    pub fn connectivity(&self) -> Connectivity {
+        let comp = self.scc_ids();
+        let live = self.live_npus();
+        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for &v in &live {
+            groups.entry(comp[v]).or_default().push(v);
+        }
+        let mut components: Vec<Vec<usize>> = groups.into_values().collect();
+        components.sort_by(|a, b| b.len().cmp(&a.len()).then(a[0].cmp(&b[0])));
+        Connectivity {
+            live_npus: live.len(),
+            connected: components.len() <= 1,
+            components,
+        }
+    }
+
+    /// Strongly-connected-component id of every node.
+    pub(crate) fn scc_ids(&self) -> Vec<usize> {
+        let mut g: DiGraph<(), ()> = DiGraph::with_capacity(self.nodes(), self.links.len());
+        for _ in 0..self.nodes() {
+            g.add_node(());
+        }
+        for l in &self.links {
+            g.add_edge((l.src as u32).into(), (l.dst as u32).into(), ());
+        }
+        let mut comp = vec![0usize; self.nodes()];
+        for (i, c) in petgraph::algo::tarjan_scc(&g).into_iter().enumerate() {
+            for v in c {
+                comp[v.index()] = i;
+            }
+        }
+        comp
+    }
+}

@@ -1,0 +1,471 @@
+//! Named topology generators (`ring:8`, `torus:8x8x8@bw=50`, `rail:4x8`, ...) with
+//! per-dimension link parameters.
+
+use super::{Link, LinkParams, Topology};
+use crate::error::InputError;
+use crate::limits;
+use std::collections::HashSet;
+
+/// Generator names, for help texts and for telling a spec from a file name.
+pub const GENERATORS: &[&str] = &[
+    "ring",
+    "mesh",
+    "torus",
+    "fc",
+    "switch",
+    "hypercube",
+    "hyperx",
+    "dragonfly",
+    "hammingmesh",
+    "hier",
+    "rail",
+];
+
+fn err(spec: &str, msg: impl std::fmt::Display) -> InputError {
+    InputError::new("spec", format!("{spec:?}: {msg}"))
+}
+
+/// Parses a generator spec `NAME:ARGS[@bw=B0,B1,..;lat=L0,L1,..]`.
+///
+/// Bandwidths are GB/s and latencies ns, one value per dimension (a single value applies to
+/// every dimension); the default is 100 GB/s and 500 ns. Dimension 0 varies fastest in the
+/// node id. See README.md for every generator's dimensions.
+pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
+    let spec = spec.trim();
+    let (body, params) = match spec.split_once('@') {
+        Some((b, p)) => (b, Some(p)),
+        None => (spec, None),
+    };
+    let (name, args) = body.split_once(':').ok_or_else(|| {
+        err(
+            spec,
+            format!(
+                "expected NAME:ARGS with NAME one of {}",
+                GENERATORS.join(", ")
+            ),
+        )
+    })?;
+    let (bw, lat) = parse_params(spec, params)?;
+    let dims_of = |n: usize| -> Result<Vec<LinkParams>, InputError> { per_dim(spec, n, &bw, &lat) };
+    let mut b;
+    match name {
+        "ring" => {
+            let (n, uni) = match args.split_once(':') {
+                Some((n, "uni")) => (n, true),
+                Some((_, other)) => {
+                    return Err(err(
+                        spec,
+                        format!("unknown ring option {other:?}; expected \"uni\""),
+                    ));
+                }
+                None => (args, false),
+            };
+            let n = count(spec, n, 1)?;
+            let p = dims_of(1)?;
+            b = Builder::new(spec, n, 0)?;
+            for i in 0..n {
+                let j = (i + 1) % n;
+                if uni {
+                    b.uni(i, j, p[0]);
+                } else {
+                    b.bi(i, j, p[0]);
+                }
+            }
+        }
+        "mesh" | "torus" => {
+            let dims = dims_list(spec, args)?;
+            let p = dims_of(dims.len())?;
+            b = Builder::new(spec, product(spec, &dims)?, 0)?;
+            grid(&mut b, &dims, &p, name == "torus");
+        }
+        "hypercube" => {
+            let d = count(spec, args, 0)?;
+            if d > 20 {
+                return Err(err(spec, "hypercube dimension must be at most 20"));
+            }
+            let dims = vec![2; d];
+            let p = dims_of(d.max(1))?;
+            b = Builder::new(spec, 1 << d, 0)?;
+            grid(&mut b, &dims, &p, false);
+        }
+        "fc" => {
+            let n = count(spec, args, 1)?;
+            let p = dims_of(1)?;
+            b = Builder::new(spec, n, 0)?;
+            b.check_links(n.saturating_mul(n))?;
+            for i in 0..n {
+                for j in i + 1..n {
+                    b.bi(i, j, p[0]);
+                }
+            }
+        }
+        "switch" => {
+            let n = count(spec, args, 1)?;
+            let p = dims_of(1)?;
+            b = Builder::new(spec, n, 1)?;
+            for i in 0..n {
+                b.bi(i, n, p[0]);
+            }
+        }
+        "hyperx" => {
+            let dims = dims_list(spec, args)?;
+            let p = dims_of(dims.len())?;
+            let n = product(spec, &dims)?;
+            b = Builder::new(spec, n, 0)?;
+            b.check_links(n.saturating_mul(dims.iter().sum::<usize>()))?;
+            for_each_line(&dims, |d, members| {
+                for (x, &u) in members.iter().enumerate() {
+                    for &v in &members[x + 1..] {
+                        b.bi(u, v, p[d]);
+                    }
+                }
+            });
+        }
+        "dragonfly" => {
+            let (a, g) = args
+                .split_once(':')
+                .ok_or_else(|| err(spec, "expected dragonfly:A:G (A NPUs per group, G groups)"))?;
+            let (a, g) = (count(spec, a, 1)?, count(spec, g, 1)?);
+            let p = dims_of(2)?;
+            b = Builder::new(spec, a.saturating_mul(g), 0)?;
+            b.check_links(
+                a.saturating_mul(a)
+                    .saturating_mul(g)
+                    .saturating_add(g.saturating_mul(g)),
+            )?;
+            for grp in 0..g {
+                for x in 0..a {
+                    for y in x + 1..a {
+                        b.bi(grp * a + x, grp * a + y, p[0]);
+                    }
+                }
+            }
+            // Group g's global link to group h leaves from router (index of h among g's peers) mod A,
+            // which spreads the G-1 global links of a group evenly over its routers.
+            let peer_index = |from: usize, to: usize| if to < from { to } else { to - 1 };
+            for g1 in 0..g {
+                for g2 in g1 + 1..g {
+                    let r1 = peer_index(g1, g2) % a;
+                    let r2 = peer_index(g2, g1) % a;
+                    b.bi(g1 * a + r1, g2 * a + r2, p[1]);
+                }
+            }
+        }
+        "hammingmesh" => {
+            let (board, grid_) = args.split_once(':').ok_or_else(|| {
+                err(
+                    spec,
+                    "expected hammingmesh:AxB:RxC (A×B boards, R×C of them)",
+                )
+            })?;
+            let bd = dims_list(spec, board)?;
+            let gd = dims_list(spec, grid_)?;
+            if bd.len() != 2 || gd.len() != 2 {
+                return Err(err(
+                    spec,
+                    "expected two-dimensional boards and board grid, e.g. hammingmesh:2x2:4x4",
+                ));
+            }
+            let p = dims_of(2)?;
+            let (a, bb, r, c) = (bd[0], bd[1], gd[0], gd[1]);
+            let width = a.saturating_mul(c);
+            let height = bb.saturating_mul(r);
+            let n = width.saturating_mul(height);
+            b = Builder::new(spec, n, width.saturating_add(height))?;
+            let id = |x: usize, y: usize| y * width + x;
+            // On-board 2D mesh links.
+            for y in 0..height {
+                for x in 0..width {
+                    if x % a + 1 < a {
+                        b.bi(id(x, y), id(x + 1, y), p[0]);
+                    }
+                    if y % bb + 1 < bb {
+                        b.bi(id(x, y), id(x, y + 1), p[0]);
+                    }
+                }
+            }
+            // One switch per global row joins the west and east edge NPUs of every board on it,
+            // one per global column the north and south edges (HammingMesh's row/column networks).
+            for y in 0..height {
+                let sw = n + y;
+                for bc in 0..c {
+                    b.bi(id(bc * a, y), sw, p[1]);
+                    b.bi(id(bc * a + a - 1, y), sw, p[1]);
+                }
+            }
+            for x in 0..width {
+                let sw = n + height + x;
+                for br in 0..r {
+                    b.bi(id(x, br * bb), sw, p[1]);
+                    b.bi(id(x, br * bb + bb - 1), sw, p[1]);
+                }
+            }
+        }
+        "hier" => {
+            let mut kinds = Vec::new();
+            let mut dims = Vec::new();
+            for part in args.split(',') {
+                let part = part.trim();
+                let k = ["ring", "fc", "switch", "mesh"]
+                    .into_iter()
+                    .find(|k| part.starts_with(k))
+                    .ok_or_else(|| {
+                        err(
+                            spec,
+                            format!(
+                                "hier dimension {part:?}: expected ringN, fcN, switchN or meshN"
+                            ),
+                        )
+                    })?;
+                kinds.push(k);
+                dims.push(count(spec, &part[k.len()..], 1)?);
+            }
+            let p = dims_of(dims.len())?;
+            let n = product(spec, &dims)?;
+            let mut switches = 0usize;
+            for (d, k) in kinds.iter().enumerate() {
+                if *k == "switch" {
+                    switches = switches.saturating_add(n / dims[d]);
+                }
+            }
+            b = Builder::new(spec, n, switches)?;
+            let mut next_switch = n;
+            for_each_line(&dims, |d, members| match kinds[d] {
+                "ring" => {
+                    if members.len() > 1 {
+                        for i in 0..members.len() {
+                            b.bi(members[i], members[(i + 1) % members.len()], p[d]);
+                        }
+                    }
+                }
+                "mesh" => {
+                    for w in members.windows(2) {
+                        b.bi(w[0], w[1], p[d]);
+                    }
+                }
+                "fc" => {
+                    for (x, &u) in members.iter().enumerate() {
+                        for &v in &members[x + 1..] {
+                            b.bi(u, v, p[d]);
+                        }
+                    }
+                }
+                _ => {
+                    for &u in members {
+                        b.bi(u, next_switch, p[d]);
+                    }
+                    next_switch += 1;
+                }
+            });
+        }
+        "rail" => {
+            let dims = dims_list(spec, args)?;
+            if dims.len() != 2 {
+                return Err(err(spec, "expected rail:NxG (N nodes of G GPUs)"));
+            }
+            let (nodes, gpus) = (dims[0], dims[1]);
+            let p = dims_of(2)?;
+            let n = nodes.saturating_mul(gpus);
+            b = Builder::new(spec, n, nodes.saturating_add(gpus))?;
+            for node in 0..nodes {
+                for g in 0..gpus {
+                    b.bi(node * gpus + g, n + node, p[0]);
+                    b.bi(node * gpus + g, n + nodes + g, p[1]);
+                }
+            }
+        }
+        other => {
+            return Err(err(
+                spec,
+                format!(
+                    "unknown generator {other:?}; expected one of {}",
+                    GENERATORS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(b.finish())
+}
+
+struct Builder {
+    npus: usize,
+    switches: usize,
+    links: Vec<Link>,
+    seen: HashSet<(usize, usize)>,
+}
+
+impl Builder {
+    fn new(spec: &str, npus: usize, switches: usize) -> Result<Builder, InputError> {
+        if npus.saturating_add(switches) > limits::MAX_NODES {
+            return Err(err(spec, format!("more than {} nodes", limits::MAX_NODES)));
+        }
+        Ok(Builder {
+            npus,
+            switches,
+            links: Vec::new(),
+            seen: HashSet::new(),
+        })
+    }
+    fn check_links(&self, n: usize) -> Result<(), InputError> {
+        if n > limits::MAX_LINKS {
+            return Err(err(
+                "generator",
+                format!("more than {} links", limits::MAX_LINKS),
+            ));
+        }
+        Ok(())
+    }
+    fn uni(&mut self, u: usize, v: usize, p: LinkParams) {
+        if u != v && self.seen.insert((u, v)) {
+            self.links.push(Link {
+                src: u,
+                dst: v,
+                latency_ns: p.latency_ns,
+                bandwidth_gb_per_s: p.bandwidth_gb_per_s,
+            });
+        }
+    }
+    fn bi(&mut self, u: usize, v: usize, p: LinkParams) {
+        self.uni(u, v, p);
+        self.uni(v, u, p);
+    }
+    fn finish(self) -> Topology {
+        Topology::from_links(self.npus, self.switches, self.links, Vec::new())
+    }
+}
+
+/// Calls `f(dim, members)` for every line of the grid: the nodes that differ only in `dim`.
+fn for_each_line(dims: &[usize], mut f: impl FnMut(usize, &[usize])) {
+    let n: usize = dims.iter().product();
+    let mut stride = 1;
+    for (d, &size) in dims.iter().enumerate() {
+        let mut members = Vec::with_capacity(size);
+        for base in 0..n {
+            if (base / stride) % size != 0 {
+                continue;
+            }
+            members.clear();
+            members.extend((0..size).map(|k| base + k * stride));
+            f(d, &members);
+        }
+        stride *= size;
+    }
+}
+
+fn grid(b: &mut Builder, dims: &[usize], p: &[LinkParams], wrap: bool) {
+    for_each_line(dims, |d, m| {
+        for w in m.windows(2) {
+            b.bi(w[0], w[1], p[d]);
+        }
+        if wrap && m.len() > 2 {
+            b.bi(m[m.len() - 1], m[0], p[d]);
+        }
+    });
+}
+
+fn count(spec: &str, s: &str, min: usize) -> Result<usize, InputError> {
+    let n: usize = s.trim().parse().map_err(|_| {
+        err(
+            spec,
+            format!("{s:?} is not a count: expected a whole number"),
+        )
+    })?;
+    if n < min {
+        return Err(err(
+            spec,
+            format!("{n} is too small: expected at least {min}"),
+        ));
+    }
+    if n > limits::MAX_NODES {
+        return Err(err(
+            spec,
+            format!("{n} exceeds the limit of {} nodes", limits::MAX_NODES),
+        ));
+    }
+    Ok(n)
+}
+
+fn dims_list(spec: &str, s: &str) -> Result<Vec<usize>, InputError> {
+    s.split('x').map(|d| count(spec, d, 1)).collect()
+}
+
+fn product(spec: &str, dims: &[usize]) -> Result<usize, InputError> {
+    dims.iter()
+        .try_fold(1usize, |acc, &d| {
+            acc.checked_mul(d).filter(|&n| n <= limits::MAX_NODES)
+        })
+        .ok_or_else(|| err(spec, format!("more than {} NPUs", limits::MAX_NODES)))
+}
+
+fn parse_params(spec: &str, params: Option<&str>) -> Result<(Vec<f64>, Vec<f64>), InputError> {
+    let (mut bw, mut lat) = (Vec::new(), Vec::new());
+    let Some(params) = params else {
+        return Ok((bw, lat));
+    };
+    for part in params.split(';').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            err(
+                spec,
+                format!("parameter {part:?}: expected bw=GBPS[,..] or lat=NS[,..]"),
+            )
+        })?;
+        let vals: Vec<f64> = v
+            .split(',')
+            .map(|x| {
+                x.trim()
+                    .parse::<f64>()
+                    .map_err(|_| err(spec, format!("{x:?} is not a number")))
+            })
+            .collect::<Result<_, _>>()?;
+        match k.trim() {
+            "bw" => {
+                if let Some(x) = vals.iter().find(|x| !x.is_finite() || **x <= 0.0) {
+                    return Err(err(
+                        spec,
+                        format!("bandwidth {x} is invalid: expected a finite value > 0 GB/s"),
+                    ));
+                }
+                bw = vals;
+            }
+            "lat" => {
+                if let Some(x) = vals.iter().find(|x| !x.is_finite() || **x < 0.0) {
+                    return Err(err(
+                        spec,
+                        format!("latency {x} is invalid: expected a finite value >= 0 ns"),
+                    ));
+                }
+                lat = vals;
+            }
+            other => {
+                return Err(err(
+                    spec,
+                    format!("unknown parameter {other:?}: expected bw or lat"),
+                ));
+            }
+        }
+    }
+    Ok((bw, lat))
+}
+
+fn per_dim(spec: &str, n: usize, bw: &[f64], lat: &[f64]) -> Result<Vec<LinkParams>, InputError> {
+    let pick = |vals: &[f64], i: usize, default: f64, what: &str| -> Result<f64, InputError> {
+        match vals.len() {
+            0 => Ok(default),
+            1 => Ok(vals[0]),
+            k if k == n => Ok(vals[i]),
+            k => Err(err(
+                spec,
+                format!("{k} {what} values for {n} dimensions: expected 1 or {n}"),
+            )),
+        }
+    };
+    let d = LinkParams::default();
+    (0..n)
+        .map(|i| {
+            Ok(LinkParams {
+                bandwidth_gb_per_s: pick(bw, i, d.bandwidth_gb_per_s, "bw")?,
+                latency_ns: pick(lat, i, d.latency_ns, "lat")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,90 @@
+//! Byte sizes as users write them (`4096`, `64KiB`, `1GB`) and unit conversions.
+
+/// Parses a byte count: a plain integer, or a number with a unit
+/// (`B`, `KB`/`MB`/`GB`/`TB` = powers of 1000, `KiB`/`MiB`/`GiB`/`TiB` = powers of 1024).
+/// Units are case-insensitive. The result must be a whole number of bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" | "k" => 1_000,
+        "mb" | "m" => 1_000_000,
+        "gb" | "g" => 1_000_000_000,
+        "tb" | "t" => 1_000_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        _ => {
+            return Err(format!(
+                "invalid size {text:?}: unknown unit {unit:?}; expected B, KB, MB, GB, TB, KiB, MiB, GiB or TiB"
+            ));
+        }
+    };
+    if num.is_empty() {
+        return Err(format!(
+            "invalid size {text:?}: expected a number such as 4096 or 64KiB"
+        ));
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        return n
+            .checked_mul(mult)
+            .ok_or_else(|| format!("invalid size {text:?}: too large"));
+    }
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid size {text:?}: {num:?} is not a number"))?;
+    let bytes = x * mult as f64;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("invalid size {text:?}: too large"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!(
+            "invalid size {text:?}: not a whole number of bytes"
+        ));
+    }
+    Ok(bytes as u64)
+}
+
+/// GiB/s expressed in the GB/s the topology format uses (1 GiB/s = 1.073741824 GB/s).
+pub fn gib_per_s(x: f64) -> f64 {
+    x * 1.073_741_824
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes() {
+        let cases = [
+            ("4096", 4096),
+            ("64KiB", 65536),
+            ("64MiB", 64 << 20),
+            ("1GiB", 1 << 30),
+            ("1GB", 1_000_000_000),
+            ("32 B", 32),
+            ("1.5KiB", 1536),
+            ("2mib", 2 << 20),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_size(s), Ok(want), "{s}");
+        }
+        for bad in [
+            "",
+            "KiB",
+            "12XB",
+            "0.3B",
+            "1e3",
+            "-5",
+            "99999999999999999999",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+}

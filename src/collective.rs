@@ -184,13 +184,13 @@ impl Collective {
         if spec.chunks_per_npu == 0 {
             errs.push("chunks_per_npu", "expected at least 1");
         }
-        if let Some(g) = spec.gamma_ns_per_byte {
-            if !g.is_finite() || g < 0.0 {
-                errs.push(
-                    "gamma_ns_per_byte",
-                    format!("{g} is invalid: expected a finite value >= 0"),
-                );
-            }
+        if let Some(g) = spec.gamma_ns_per_byte
+            && (!g.is_finite() || g < 0.0)
+        {
+            errs.push(
+                "gamma_ns_per_byte",
+                format!("{g} is invalid: expected a finite value >= 0"),
+            );
         }
         let kind = spec.kind;
         let root_rank = if kind.needs_root() {

@@ -35,7 +35,10 @@ pub fn check(s: &Schedule) -> CheckReport {
     };
     if let (Some(t), Some(declared)) = (&timing, s.collective_time_ns) {
         let tol = 1e-9 * t.collective_time_ns.abs().max(1.0);
-        if !((declared - t.collective_time_ns).abs() <= tol) {
+        // Written so that a NaN declaration also counts as a mismatch.
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        let differs = !((declared - t.collective_time_ns).abs() <= tol);
+        if differs {
             report.violation_count += 1;
             report.valid = false;
             report.violations.push(Violation {

@@ -40,7 +40,10 @@ impl InputError {
     pub fn from_json(err: serde_path_to_error::Error<serde_json::Error>) -> Self {
         let path = err.path().to_string();
         let inner = err.into_inner();
-        let message = strip_position(&inner.to_string());
+        let message = strip_position(&inner.to_string())
+            .replace("expected usize", "expected a non-negative integer")
+            .replace("expected u32", "expected a non-negative integer")
+            .replace("expected u64", "expected a non-negative integer");
         let message = if inner.is_syntax() || inner.is_eof() {
             format!(
                 "malformed JSON: {message} (line {}, column {})",

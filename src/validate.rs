@@ -150,7 +150,9 @@ pub fn validate(s: &Schedule) -> Report {
                 );
             }
             let tol = 1e-9 * c.chunk_size_bytes.abs().max(1.0);
-            if !((c.chunk_size_bytes - s.chunk_size_bytes).abs() <= tol) {
+            #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN counts as a mismatch
+            let differs = !((c.chunk_size_bytes - s.chunk_size_bytes).abs() <= tol);
+            if differs {
                 mism(
                     "chunk_size_bytes",
                     s.chunk_size_bytes.to_string(),
@@ -534,6 +536,22 @@ impl State {
                 Some(chunk),
                 format!("transfers {ids:?} all write chunk {chunk} into NPU {dst} in step {step}; at most one copy, or only reduces, may"),
             );
+            // The outcome is undefined; keep every contribution so later checks do not cascade.
+            if let State::Plain(t) = self {
+                t.set(dst as usize, chunk as usize, true);
+            }
+            if let State::Combining(t) = self {
+                let mut acc = t.get(dst as usize, chunk as usize).clone();
+                for w in ws {
+                    let v = w.value.clone().expect("written values were read");
+                    acc = Some(match acc {
+                        Some(a) => a.union(&v),
+                        None => v,
+                    });
+                }
+                t.set(dst as usize, chunk as usize, acc);
+            }
+            return;
         }
         match self {
             State::Plain(t) => t.set(dst as usize, chunk as usize, true),
@@ -548,10 +566,11 @@ impl State {
                     let at = Some((w.transfer, step));
                     match w.op {
                         Op::Copy => {
-                            if let Some(o) = &old {
-                                if !o.is_subset_of(&src) {
-                                    let lost = o.missing_from(&src, 8);
-                                    out.add(
+                            if let Some(o) = &old
+                                && !o.is_subset_of(&src)
+                            {
+                                let lost = o.missing_from(&src, 8);
+                                out.add(
                                         CopyDropsContribution,
                                         at,
                                         Some(dst),
@@ -561,12 +580,8 @@ impl State {
                                             w.transfer
                                         ),
                                     );
-                                }
                             }
-                            acc = Some(match acc {
-                                Some(a) if copies > 1 || ws.len() > 1 => a.union(&src),
-                                _ => src,
-                            });
+                            acc = Some(src);
                         }
                         Op::Reduce => match &acc {
                             None => {

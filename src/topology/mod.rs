@@ -406,21 +406,21 @@ impl Topology {
 }
 
 fn check_params(errs: &mut Errors, p: &str, lat: Option<f64>, bw: Option<f64>) {
-    if let Some(lat) = lat {
-        if !lat.is_finite() || lat < 0.0 {
-            errs.push(
-                format!("{p}.latency_ns"),
-                format!("{lat} is invalid: expected a finite latency >= 0 ns"),
-            );
-        }
+    if let Some(lat) = lat
+        && (!lat.is_finite() || lat < 0.0)
+    {
+        errs.push(
+            format!("{p}.latency_ns"),
+            format!("{lat} is invalid: expected a finite latency >= 0 ns"),
+        );
     }
-    if let Some(bw) = bw {
-        if !bw.is_finite() || bw <= 0.0 {
-            errs.push(
-                format!("{p}.bandwidth_gb_per_s"),
-                format!("{bw} is invalid: expected a finite bandwidth > 0 GB/s"),
-            );
-        }
+    if let Some(bw) = bw
+        && (!bw.is_finite() || bw <= 0.0)
+    {
+        errs.push(
+            format!("{p}.bandwidth_gb_per_s"),
+            format!("{bw} is invalid: expected a finite bandwidth > 0 GB/s"),
+        );
     }
 }
 

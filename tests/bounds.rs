@@ -1,0 +1,174 @@
+//! Lower bounds: closed forms, the min-cut bound against a brute-force oracle over all node
+//! sets, and soundness (no valid schedule beats a bound).
+
+mod common;
+use ccsynth::bounds::{lower_bounds, min_cut};
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::topology::{Link, LinkInput, Topology, TopologyInput};
+use common::*;
+use proptest::prelude::*;
+
+#[test]
+fn ring_all_gather_bounds() {
+    let p = 8.0;
+    let n = 1u64 << 20;
+    let t = topo("ring:8");
+    let b = lower_bounds(&t, &coll(&t, K::AllGather, n));
+    let m = n as f64 / p;
+    // Each NPU receives p−1 chunks over two 100 GB/s links.
+    assert!(close(b.ingress_ns.unwrap(), (p - 1.0) * m / 200.0));
+    // Diameter 4 hops, plus one chunk.
+    assert!(close(b.latency_ns.unwrap(), 4.0 * 500.0 + m / 100.0));
+    // The worst cut is an arc of p−1 NPUs with two links out: the same as ingress.
+    assert!(close(b.min_cut_ns.unwrap(), (p - 1.0) * m / 200.0));
+    assert!(close(b.lower_bound_ns.unwrap(), (p - 1.0) * m / 200.0));
+}
+
+#[test]
+fn min_cut_sees_a_bottleneck_that_ingress_misses() {
+    // Two fc:4 clusters joined by one 100 GB/s link pair.
+    let mut links = Vec::new();
+    for base in [0, 4] {
+        for a in 0..4 {
+            for b in 0..4 {
+                if a != b {
+                    links.push((base + a, base + b));
+                }
+            }
+        }
+    }
+    links.push((3, 4));
+    links.push((4, 3));
+    let t = Topology::from_input(TopologyInput {
+        npus: 8,
+        links: links
+            .into_iter()
+            .map(|(src, dst)| LinkInput {
+                src,
+                dst,
+                latency_ns: Some(0.0),
+                bandwidth_gb_per_s: Some(100.0),
+                bidirectional: false,
+            })
+            .collect(),
+        ..Default::default()
+    })
+    .unwrap();
+    let n = 8000u64;
+    let b = lower_bounds(&t, &coll(&t, K::AllGather, n));
+    // Four chunks of 1000 B must cross one 100 GB/s link.
+    assert!(close(b.min_cut_ns.unwrap(), 4.0 * 1000.0 / 100.0));
+    assert!(b.ingress_ns.unwrap() < b.min_cut_ns.unwrap());
+    // Reduce-scatter uses the transposed graph; this one is symmetric.
+    let rs = lower_bounds(&t, &coll(&t, K::ReduceScatter, n));
+    assert!(close(rs.min_cut_ns.unwrap(), 40.0));
+}
+
+#[test]
+fn reduce_scatter_min_cut_uses_incoming_bandwidth() {
+    // ring:4:uni with one fast link 0->1: the all-gather cut {1,2,3} leaves over 3->0 only,
+    // the reduce-scatter (transposed) cut is the mirror; both are (p−1)·(n/p)/bw.
+    let t = topo("ring:4:uni@bw=10");
+    let ag = lower_bounds(&t, &coll(&t, K::AllGather, 4000));
+    let rs = lower_bounds(&t, &coll(&t, K::ReduceScatter, 4000));
+    assert!(close(ag.min_cut_ns.unwrap(), 300.0));
+    assert!(close(rs.min_cut_ns.unwrap(), 300.0));
+}
+
+fn brute_force(t: &Topology, group: &[usize], total: f64) -> Option<f64> {
+    let nodes = t.nodes();
+    let mut best = 0.0f64;
+    for mask in 1u32..(1 << nodes) {
+        let inside = |v: usize| mask >> v & 1 == 1;
+        let k = group.iter().filter(|&&v| inside(v)).count();
+        if k == 0 || k == group.len() {
+            continue;
+        }
+        let out: f64 = t
+            .links()
+            .iter()
+            .filter(|l| inside(l.src) && !inside(l.dst))
+            .map(|l| l.bandwidth_gb_per_s)
+            .sum();
+        if out == 0.0 {
+            return None;
+        }
+        best = best.max(k as f64 / out);
+    }
+    Some(total / group.len() as f64 * best)
+}
+
+fn arb_topology() -> impl Strategy<Value = Topology> {
+    (2usize..7, 0usize..2).prop_flat_map(|(npus, switches)| {
+        let nodes = npus + switches;
+        let pairs: Vec<(usize, usize)> = (0..nodes)
+            .flat_map(|a| (0..nodes).map(move |b| (a, b)))
+            .filter(|(a, b)| a != b)
+            .collect();
+        let n = pairs.len();
+        (
+            Just(npus),
+            Just(switches),
+            proptest::collection::vec((any::<bool>(), 1u32..5), n),
+            Just(pairs),
+        )
+            .prop_map(|(npus, switches, pick, pairs)| {
+                let links = pairs
+                    .iter()
+                    .zip(pick)
+                    .filter(|(_, (on, _))| *on)
+                    .map(|(&(src, dst), (_, bw))| Link {
+                        src,
+                        dst,
+                        latency_ns: 1.0,
+                        bandwidth_gb_per_s: bw as f64 * 10.0,
+                    })
+                    .map(|l| LinkInput {
+                        src: l.src,
+                        dst: l.dst,
+                        latency_ns: Some(l.latency_ns),
+                        bandwidth_gb_per_s: Some(l.bandwidth_gb_per_s),
+                        bidirectional: false,
+                    })
+                    .collect();
+                Topology::from_input(TopologyInput {
+                    npus,
+                    switches,
+                    links,
+                    ..Default::default()
+                })
+                .unwrap()
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+    #[test]
+    fn min_cut_matches_brute_force(t in arb_topology()) {
+        let group: Vec<usize> = (0..t.npus()).collect();
+        let got = min_cut(&t, &group, 1e6).unwrap();
+        let want = brute_force(&t, &group, 1e6);
+        match (got, want) {
+            (Some(g), Some(w)) => prop_assert!(close(g, w), "got {g}, want {w}"),
+            (None, None) => {}
+            (g, w) => prop_assert!(false, "got {g:?}, want {w:?}"),
+        }
+    }
+}
+
+#[test]
+fn rooted_collectives_have_bounds_too() {
+    let t = topo("mesh:3x3");
+    let c = coll_spec(&t, CollectiveSpec::new(K::Broadcast, 9000).with_root(0));
+    let b = lower_bounds(&t, &c);
+    // The far corner is 4 hops away; one 9000 B chunk on its fastest link.
+    assert!(close(b.latency_ns.unwrap(), 4.0 * 500.0 + 90.0));
+    assert!(b.min_cut_ns.is_none());
+    let r = lower_bounds(
+        &t,
+        &coll_spec(&t, CollectiveSpec::new(K::Reduce, 9000).with_root(0)),
+    );
+    // The farthest contribution (the opposite corner) is 4 hops from the root.
+    assert!(close(r.latency_ns.unwrap(), 4.0 * 500.0 + 90.0));
+}

@@ -1,0 +1,129 @@
+//! The CLI as scripts use it: verbs, flags, JSON on stdout, exit codes 0/1/2.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn ccsynth(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    if let Some(s) = stdin {
+        pipe.write_all(s.as_bytes()).unwrap();
+    }
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+}
+
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/ring-allreduce-torus4x4.json"
+);
+
+#[test]
+fn topology_prints_canonical_json() {
+    let o = ccsynth(&["topology", "ring:4@bw=50"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let v = json(&o);
+    assert_eq!(v["npus"], 4);
+    assert_eq!(v["links"].as_array().unwrap().len(), 8);
+    assert_eq!(
+        v["links"][0],
+        serde_json::json!({"src": 0, "dst": 1, "latency_ns": 500.0, "bandwidth_gb_per_s": 50.0})
+    );
+}
+
+#[test]
+fn topology_applies_failures_and_reports_connectivity() {
+    let o = ccsynth(
+        &[
+            "topology",
+            "ring:4",
+            "--fail-link",
+            "0-1",
+            "--fail-link",
+            "2-3",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json(&o)["links"].as_array().unwrap().len(), 4);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("NOT connected"));
+    let o = ccsynth(&["topology", "mesh:3x3", "--fail-npu", "4"], None);
+    assert_eq!(json(&o)["failed_npus"], serde_json::json!([4]));
+    let o = ccsynth(&["topology", "ring:4", "--fail-link", "0-2"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no link 0->2"));
+    let o = ccsynth(&["topology", "ring:4", "--fail-link", "zero-one"], None);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn topology_reads_files_and_names_bad_input() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("t.json");
+    std::fs::write(&f, r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 2, "bidirectional": true}]}"#).unwrap();
+    let o = ccsynth(&["topology", f.to_str().unwrap()], None);
+    assert_eq!(json(&o)["links"].as_array().unwrap().len(), 2);
+    std::fs::write(&f, r#"{"npus": 2, "links": [{"src": 0, "dst": 3}]}"#).unwrap();
+    let o = ccsynth(&["topology", f.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("links[0].dst"));
+    let o = ccsynth(&["topology", "no-such-file"], None);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn validate_exit_codes() {
+    let o = ccsynth(&["validate", EXAMPLE], None);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v = json(&o);
+    assert_eq!(v["valid"], true);
+    assert!((v["collective_time_ns"].as_f64().unwrap() - 49660.8).abs() < 1e-6);
+    assert!(v["lower_bound_ns"].as_f64().unwrap() > 0.0);
+
+    // From stdin, broken: drop the last transfer.
+    let mut s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(EXAMPLE).unwrap()).unwrap();
+    s["transfers"].as_array_mut().unwrap().pop();
+    s.as_object_mut().unwrap().remove("collective_time_ns");
+    let o = ccsynth(&["validate", "-"], Some(&s.to_string()));
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["violations"][0]["kind"], "incomplete_reduction");
+
+    // Unreadable input: exit 2 and a message naming the problem.
+    let o = ccsynth(&["validate", "-"], Some("{\"format\": 3"));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("format"));
+    let o = ccsynth(&["validate", "/no/such/file.json"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such/file.json"));
+}
+
+#[test]
+fn simulate_prints_timing() {
+    let o = ccsynth(&["simulate", EXAMPLE], None);
+    assert_eq!(o.status.code(), Some(0));
+    let v = json(&o);
+    assert_eq!(v["rounds"], 30);
+    assert!((v["collective_time_ns"].as_f64().unwrap() - 49660.8).abs() < 1e-6);
+    assert!(v["links"].as_array().unwrap().len() > 16);
+    assert!(v["lower_bounds"]["ingress_ns"].as_f64().is_some());
+}

@@ -1,0 +1,338 @@
+//! Property tests: randomly generated valid schedules on random connected graphs always
+//! validate (and never beat the lower bounds); randomly corrupted ones never validate.
+
+mod common;
+use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine;
+use ccsynth::schedule::{Op, Schedule, Transfer};
+use ccsynth::topology::{LinkInput, Topology, TopologyInput};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+}
+
+/// A random graph whose NPUs are strongly connected: a random spanning tree of bidirectional
+/// links, extra random directed links, and maybe a switch joined to some NPUs. Returns the
+/// topology and the tree's parent of every NPU but 0.
+fn random_topology(rng: &mut Rng) -> (Topology, Vec<(usize, usize)>) {
+    let npus = 2 + rng.below(7);
+    let switches = rng.below(2);
+    let mut links: BTreeMap<(usize, usize), (f64, f64)> = BTreeMap::new();
+    let param = |rng: &mut Rng| {
+        (
+            100.0 * rng.below(5) as f64,
+            10.0 * (1 + rng.below(10)) as f64,
+        )
+    };
+    let mut tree = Vec::new();
+    for v in 1..npus {
+        let u = rng.below(v);
+        tree.push((u, v));
+        let p = param(rng);
+        links.insert((u, v), p);
+        links.insert((v, u), p);
+    }
+    for _ in 0..rng.below(2 * npus) {
+        let (a, b) = (rng.below(npus), rng.below(npus));
+        if a != b {
+            let p = param(rng);
+            links.entry((a, b)).or_insert(p);
+        }
+    }
+    if switches == 1 {
+        let p = param(rng);
+        for v in 0..npus {
+            if rng.coin() {
+                links.insert((v, npus), p);
+                links.insert((npus, v), p);
+            }
+        }
+    }
+    let input = TopologyInput {
+        npus,
+        switches,
+        links: links
+            .into_iter()
+            .map(|((src, dst), (lat, bw))| LinkInput {
+                src,
+                dst,
+                latency_ns: Some(lat),
+                bandwidth_gb_per_s: Some(bw),
+                bidirectional: false,
+            })
+            .collect(),
+        ..Default::default()
+    };
+    (Topology::from_input(input).unwrap(), tree)
+}
+
+/// Routes from u: direct links, and two-hop paths through any node.
+fn routes(t: &Topology, u: usize) -> Vec<(usize, Option<Vec<u32>>)> {
+    let mut out = Vec::new();
+    for l in &t.links()[t.out_links(u)] {
+        if t.is_npu(l.dst) {
+            out.push((l.dst, None));
+        }
+        for l2 in &t.links()[t.out_links(l.dst)] {
+            if t.is_npu(l2.dst) && l2.dst != u {
+                out.push((l2.dst, Some(vec![u as u32, l.dst as u32, l2.dst as u32])));
+            }
+        }
+    }
+    out
+}
+
+/// Random store-and-forward flooding for a non-combining collective.
+fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
+    let mut held = vec![vec![false; c.num_chunks]; t.npus()];
+    for &[v, ch] in &c.precondition {
+        held[v as usize][ch as usize] = true;
+    }
+    let done = |held: &Vec<Vec<bool>>| {
+        c.postcondition
+            .iter()
+            .all(|&[v, ch]| held[v as usize][ch as usize])
+    };
+    let mut out = Vec::new();
+    let mut step = 0u32;
+    while !done(&held) {
+        let mut cand = Vec::new();
+        for u in 0..t.npus() {
+            for (v, path) in routes(t, u) {
+                for ch in 0..c.num_chunks {
+                    if held[u][ch] && !held[v][ch] {
+                        cand.push((u, v, path.clone(), ch));
+                    }
+                }
+            }
+        }
+        assert!(!cand.is_empty(), "flooding is stuck on a connected graph");
+        for i in (1..cand.len()).rev() {
+            let j = rng.below(i + 1);
+            cand.swap(i, j);
+        }
+        let mut targeted = std::collections::HashSet::new();
+        let mut msgs: BTreeMap<(usize, usize, Option<Vec<u32>>), Vec<u32>> = BTreeMap::new();
+        for (i, (u, v, path, ch)) in cand.into_iter().enumerate() {
+            if (i == 0 || rng.coin()) && targeted.insert((v, ch)) {
+                msgs.entry((u, v, path)).or_default().push(ch as u32);
+            }
+        }
+        for ((u, v, path), chunks) in msgs {
+            for &ch in &chunks {
+                held[v][ch as usize] = true;
+            }
+            let mut tr = Transfer::copy(step, u, v, chunks);
+            tr.path = path;
+            out.push(tr);
+        }
+        step += 1;
+    }
+    // Present the transfers in a shuffled order: only (step, position) matters.
+    for i in (1..out.len()).rev() {
+        let j = rng.below(i + 1);
+        out.swap(i, j);
+    }
+    out
+}
+
+/// Random reduction trees: every chunk is reduced to a random root (or its owner) along a
+/// BFS tree of the spanning tree, then copied back out where the postcondition wants it.
+fn random_combining(
+    t: &Topology,
+    tree: &[(usize, usize)],
+    c: &Collective,
+    rng: &mut Rng,
+) -> Vec<Transfer> {
+    let n = t.npus();
+    let mut adj = vec![Vec::new(); n];
+    for &(u, v) in tree {
+        adj[u].push(v);
+        adj[v].push(u);
+    }
+    let mut msgs: BTreeMap<(u32, usize, usize, bool), Vec<u32>> = BTreeMap::new();
+    for ch in 0..c.num_chunks {
+        let wants: Vec<usize> = c
+            .postcondition
+            .iter()
+            .filter(|p| p[1] as usize == ch)
+            .map(|p| p[0] as usize)
+            .collect();
+        let root = if wants.len() == 1 {
+            wants[0]
+        } else {
+            rng.below(n)
+        };
+        let mut parent = vec![usize::MAX; n];
+        let mut depth = vec![0usize; n];
+        let mut order = vec![root];
+        parent[root] = root;
+        let mut i = 0;
+        while i < order.len() {
+            let u = order[i];
+            for &v in &adj[u] {
+                if parent[v] == usize::MAX {
+                    parent[v] = u;
+                    depth[v] = depth[u] + 1;
+                    order.push(v);
+                }
+            }
+            i += 1;
+        }
+        let maxd = *depth.iter().max().unwrap();
+        for &v in &order[1..] {
+            msgs.entry(((maxd - depth[v]) as u32, v, parent[v], true))
+                .or_default()
+                .push(ch as u32);
+        }
+        if wants.len() > 1 {
+            for &v in &order[1..] {
+                msgs.entry(((maxd + depth[v] - 1) as u32, parent[v], v, false))
+                    .or_default()
+                    .push(ch as u32);
+            }
+        }
+    }
+    msgs.into_iter()
+        .map(|((step, u, v, red), chunks)| {
+            if red {
+                Transfer::reduce(step, u, v, chunks)
+            } else {
+                Transfer::copy(step, u, v, chunks)
+            }
+        })
+        .collect()
+}
+
+fn build(seed: u64, kind: K) -> (Schedule, Rng) {
+    let mut rng = Rng(seed);
+    let (t, tree) = random_topology(&mut rng);
+    let k = 1 + rng.below(2) as u32;
+    let mut spec =
+        CollectiveSpec::new(kind, 1000 + rng.below(100_000) as u64).with_chunks_per_npu(k);
+    if kind.needs_root() {
+        spec.root = Some(rng.below(t.npus()));
+    }
+    let c = Collective::build(&spec, &t).unwrap();
+    let transfers = if kind.combining() {
+        random_combining(&t, &tree, &c, &mut rng)
+    } else {
+        random_plain(&t, &c, &mut rng)
+    };
+    let mut s = Schedule::new(t, &c, "random");
+    s.transfers = transfers;
+    (s, rng)
+}
+
+const KINDS: [K; 7] = [
+    K::AllGather,
+    K::Broadcast,
+    K::Scatter,
+    K::Gather,
+    K::AllToAll,
+    K::AllReduce,
+    K::ReduceScatter,
+];
+
+fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
+    let n = s.transfers.len();
+    let i = rng.below(n);
+    match rng.below(5) {
+        0 => {
+            // Only deliveries into a postcondition pair are certainly needed: the generators
+            // never deliver a pair twice, but flooding also feeds NPUs that only forward.
+            let post: std::collections::HashSet<[u32; 2]> =
+                s.postcondition.iter().copied().collect();
+            let needed: Vec<usize> = (0..n)
+                .filter(|&j| {
+                    s.transfers[j]
+                        .chunks
+                        .iter()
+                        .any(|&c| post.contains(&[s.transfers[j].dst, c]))
+                })
+                .collect();
+            s.transfers.remove(needed[rng.below(needed.len())]);
+            "removed a needed transfer"
+        }
+        1 => {
+            s.transfers[i].chunks.push(s.num_chunks as u32);
+            "chunk out of range"
+        }
+        2 if !s.combining => {
+            s.transfers[i].op = Op::Reduce;
+            "reduce in a non-combining collective"
+        }
+        2 => {
+            // Replaying a reduce later counts its contributions twice.
+            let reduces: Vec<usize> = (0..n)
+                .filter(|&j| s.transfers[j].op == Op::Reduce)
+                .collect();
+            let mut t = s.transfers[reduces[rng.below(reduces.len())]].clone();
+            t.step += 1 + rng.below(3) as u32;
+            s.transfers.push(t);
+            "a reduce replayed"
+        }
+        3 => {
+            let t = &s.transfers[i];
+            let src = t.src as usize;
+            let missing = (0..s.topology.npus())
+                .find(|&w| w != src && s.topology.link_index(src, w).is_none());
+            match missing {
+                Some(w) => {
+                    s.transfers[i].dst = w as u32;
+                    s.transfers[i].path = None;
+                    "dst without a link"
+                }
+                None => {
+                    s.transfers[i].chunks.clear();
+                    "emptied a transfer"
+                }
+            }
+        }
+        _ => {
+            s.transfers[i].dst = s.transfers[i].src;
+            "self transfer"
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn random_valid_schedules_validate(seed in any::<u64>(), kind in 0usize..KINDS.len()) {
+        let (s, _) = build(seed, KINDS[kind]);
+        let r = engine::check(&s);
+        prop_assert!(r.valid, "{:?}", r.violations);
+        let time = r.collective_time_ns.unwrap();
+        let bound = r.lower_bound_ns.unwrap();
+        prop_assert!(time >= bound * (1.0 - 1e-9), "time {time} beats the lower bound {bound}: {:?}", r.lower_bounds);
+        // The JSON round trip is lossless.
+        let back = Schedule::from_json(&serde_json::to_string(&s).unwrap()).unwrap();
+        prop_assert_eq!(back, s);
+    }
+
+    #[test]
+    fn random_corrupted_schedules_never_validate(seed in any::<u64>(), kind in 0usize..KINDS.len()) {
+        let (mut s, mut rng) = build(seed, KINDS[kind]);
+        prop_assume!(!s.transfers.is_empty());
+        let what = corrupt(&mut s, &mut rng);
+        let r = engine::check(&s);
+        prop_assert!(!r.valid, "{what} went unnoticed");
+    }
+}

@@ -1,0 +1,396 @@
+//! Validator: one deliberately broken schedule per violation kind (exact verdicts), the
+//! step semantics, and valid schedules that must pass.
+
+mod common;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine;
+use ccsynth::schedule::{Op, Schedule, Transfer};
+use ccsynth::validate::{ViolationKind as V, validate};
+use common::*;
+
+/// All-gather on ring:3:uni, 3 chunks: two steps of i -> i+1.
+fn ag3() -> Schedule {
+    let t = topo("ring:3:uni");
+    let c = coll(&t, K::AllGather, 3000);
+    sched(&t, &c, ring_all_gather(&[0, 1, 2], 1, &no_path))
+}
+
+/// All-reduce on ring:3, 3 chunks: ring reduce-scatter then ring all-gather.
+fn ar3() -> Schedule {
+    let t = topo("ring:3");
+    let c = coll(&t, K::AllReduce, 3000);
+    sched(&t, &c, ring_all_reduce(&[0, 1, 2], &no_path))
+}
+
+/// All-gather on switch:2 through the switch (node 2).
+fn ag_switch() -> Schedule {
+    let t = topo("switch:2");
+    let c = coll(&t, K::AllGather, 2000);
+    sched(
+        &t,
+        &c,
+        vec![
+            Transfer::copy(0, 0, 1, vec![0]).via(vec![0, 2, 1]),
+            Transfer::copy(0, 1, 0, vec![1]).via(vec![1, 2, 0]),
+        ],
+    )
+}
+
+/// Custom combining collective on ring:3: contributions to chunk 0 at NPUs 0 and 1,
+/// needed reduced at NPU 2.
+fn custom_reduce() -> Schedule {
+    let t = topo("ring:3");
+    let mut spec = CollectiveSpec::new(K::Custom, 1000);
+    spec.num_chunks = Some(1);
+    spec.precondition = Some(vec![[0, 0], [1, 0]]);
+    spec.postcondition = Some(vec![[2, 0]]);
+    spec.combining = Some(true);
+    let c = coll_spec(&t, spec);
+    sched(
+        &t,
+        &c,
+        vec![
+            Transfer::reduce(0, 0, 1, vec![0]),
+            Transfer::copy(1, 1, 2, vec![0]),
+        ],
+    )
+}
+
+fn kinds(s: &Schedule) -> Vec<V> {
+    let mut k = engine::check(s)
+        .violations
+        .iter()
+        .map(|v| v.kind)
+        .collect::<Vec<_>>();
+    k.dedup();
+    k
+}
+
+#[test]
+fn bases_are_valid() {
+    for s in [ag3(), ar3(), ag_switch(), custom_reduce()] {
+        let r = engine::check(&s);
+        assert!(r.valid, "{:?}", r.violations);
+        assert_eq!(r.violation_count, 0);
+    }
+}
+
+#[test]
+fn one_broken_schedule_per_violation_kind() {
+    type Case = (&'static str, Schedule, Vec<V>);
+    let with = |mut s: Schedule, f: &dyn Fn(&mut Schedule)| {
+        f(&mut s);
+        s
+    };
+    let cases: Vec<Case> = vec![
+        (
+            "invalid collective: a root on all_gather",
+            with(ag3(), &|s| s.collective.root = Some(0)),
+            vec![V::InvalidCollective],
+        ),
+        (
+            "num_chunks disagrees",
+            with(ag3(), &|s| s.num_chunks = 4),
+            vec![V::CollectiveMismatch],
+        ),
+        (
+            "chunk size disagrees",
+            with(ag3(), &|s| s.chunk_size_bytes = 999.0),
+            vec![V::CollectiveMismatch],
+        ),
+        (
+            "combining flag disagrees",
+            with(ag3(), &|s| s.combining = true),
+            vec![V::CollectiveMismatch],
+        ),
+        (
+            "postcondition pair dropped",
+            with(ag3(), &|s| {
+                s.postcondition.pop();
+            }),
+            vec![V::CollectiveMismatch],
+        ),
+        (
+            "precondition pair out of range",
+            with(ag3(), &|s| s.precondition.push([7, 0])),
+            vec![V::CollectiveMismatch, V::InvalidCondition],
+        ),
+        (
+            "unknown dst",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(1, 0, 7, vec![0]))
+            }),
+            vec![V::UnknownNode],
+        ),
+        (
+            "unknown path node",
+            with(ag3(), &|s| {
+                s.transfers
+                    .push(Transfer::copy(1, 0, 1, vec![0]).via(vec![0, 9, 1]))
+            }),
+            vec![V::UnknownNode],
+        ),
+        (
+            "switch as dst",
+            with(ag_switch(), &|s| {
+                s.transfers.push(Transfer::copy(1, 0, 2, vec![0]))
+            }),
+            vec![V::NotAnNpu],
+        ),
+        (
+            "self transfer",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(1, 0, 0, vec![0]))
+            }),
+            vec![V::SelfTransfer],
+        ),
+        (
+            "empty transfer",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(1, 0, 1, vec![]))
+            }),
+            vec![V::EmptyTransfer],
+        ),
+        (
+            "chunk out of range",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(1, 0, 1, vec![3]))
+            }),
+            vec![V::ChunkOutOfRange],
+        ),
+        (
+            "chunk twice in one transfer",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(5, 0, 1, vec![0, 0]))
+            }),
+            vec![V::DuplicateChunk],
+        ),
+        (
+            "no such link (uni ring)",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(5, 1, 0, vec![1]))
+            }),
+            vec![V::MissingLink],
+        ),
+        (
+            "path from the wrong node",
+            with(ag3(), &|s| {
+                s.transfers
+                    .push(Transfer::copy(5, 0, 2, vec![0]).via(vec![1, 2]))
+            }),
+            vec![V::InvalidPath],
+        ),
+        (
+            "path over a missing link",
+            with(ag3(), &|s| {
+                s.transfers
+                    .push(Transfer::copy(5, 0, 2, vec![0]).via(vec![0, 2]))
+            }),
+            vec![V::InvalidPath],
+        ),
+        (
+            "path visits a node twice",
+            with(ag_switch(), &|s| {
+                s.transfers
+                    .push(Transfer::copy(5, 0, 1, vec![0]).via(vec![0, 2, 0, 2, 1]))
+            }),
+            vec![V::InvalidPath],
+        ),
+        (
+            "reduce in all_gather",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::reduce(5, 0, 1, vec![0]))
+            }),
+            vec![V::ReduceInNonCombining],
+        ),
+        (
+            // NPU 1 receives chunk 0 at the end of step 0, so it cannot forward it in step 0.
+            "source reads a same-step write",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(0, 1, 2, vec![0]))
+            }),
+            vec![V::SourceMissingChunk],
+        ),
+        (
+            "reduce into an NPU without a partial",
+            with(custom_reduce(), &|s| s.transfers[1].op = Op::Reduce),
+            vec![V::ReduceWithoutPartial],
+        ),
+        (
+            // NPU 1 already holds {0,1} of chunk 0 after step 0; NPU 0's {0} again counts 0 twice.
+            "contribution counted twice",
+            with(ar3(), &|s| {
+                s.transfers.push(Transfer::reduce(1, 0, 1, vec![0]))
+            }),
+            vec![V::DoubleCount],
+        ),
+        (
+            // NPU 1 holds its own contribution to chunk 1; a copy of NPU 0's {0} would drop it.
+            "copy drops a contribution",
+            with(ar3(), &|s| {
+                s.transfers.push(Transfer::copy(1, 0, 1, vec![1]))
+            }),
+            vec![V::CopyDropsContribution],
+        ),
+        (
+            "two copies into one slot in one step",
+            with(ag3(), &|s| {
+                s.transfers.push(Transfer::copy(0, 0, 1, vec![0]))
+            }),
+            vec![V::WriteConflict],
+        ),
+        (
+            "a copy and a reduce into one slot in one step",
+            with(ar3(), &|s| {
+                s.transfers.push(Transfer::copy(0, 2, 0, vec![2]))
+            }),
+            vec![V::WriteConflict],
+        ),
+        (
+            "last delivery missing",
+            with(ag3(), &|s| {
+                s.transfers.pop();
+            }),
+            vec![V::PostconditionUnmet],
+        ),
+        (
+            "a contribution never arrives",
+            with(custom_reduce(), &|s| {
+                s.transfers.remove(0);
+            }),
+            vec![V::IncompleteReduction],
+        ),
+        (
+            "declared time is not the simulated time",
+            with(ag3(), &|s| s.collective_time_ns = Some(1.0)),
+            vec![V::TimeMismatch],
+        ),
+    ];
+    for (name, s, want) in cases {
+        let got = kinds(&s);
+        assert_eq!(got, want, "{name}: {:#?}", engine::check(&s).violations);
+        let r = engine::check(&s);
+        assert!(!r.valid, "{name}");
+        for v in &r.violations {
+            assert!(!v.message.is_empty());
+        }
+    }
+}
+
+#[test]
+fn violations_carry_transfer_step_npu_and_chunk() {
+    let mut s = ag3();
+    s.transfers.push(Transfer::copy(0, 1, 2, vec![0]));
+    let r = validate(&s);
+    let v = &r.violations[0];
+    assert_eq!(
+        (v.kind, v.transfer, v.step, v.npu, v.chunk),
+        (V::SourceMissingChunk, Some(6), Some(0), Some(1), Some(0))
+    );
+    let json = serde_json::to_value(v).unwrap();
+    assert_eq!(json["kind"], "source_missing_chunk");
+}
+
+#[test]
+fn forwarding_in_the_next_step_is_valid_and_redundant_copies_are_allowed() {
+    let mut s = ag3();
+    // Step 1 sees step 0's writes: NPU 1 holds chunk 0 and may send it on (NPU 2 gets it twice).
+    s.transfers.push(Transfer::copy(2, 1, 2, vec![0]));
+    assert!(validate(&s).valid);
+}
+
+#[test]
+fn several_disjoint_reduces_into_one_slot_in_one_step() {
+    // Reduce to NPU 0 on fc:3 in one step, then broadcast back.
+    let t = topo("fc:3");
+    let c = coll(&t, K::AllReduce, 3000);
+    let mut tr = Vec::new();
+    for ch in 0..3u32 {
+        tr.push(Transfer::reduce(0, 1, 0, vec![ch]));
+        tr.push(Transfer::reduce(0, 2, 0, vec![ch]));
+        tr.push(Transfer::copy(1, 0, 1, vec![ch]));
+        tr.push(Transfer::copy(1, 0, 2, vec![ch]));
+    }
+    // Merge per-peer messages: one transfer with several chunks pays α once.
+    let s = sched(&t, &c, tr);
+    let r = engine::check(&s);
+    assert!(r.valid, "{:?}", r.violations);
+    // Steps are logical, not barriers: chunk x is final at NPU 0 at (x+1)·d (the three reduces
+    // per link run back to back), so its copy runs in [(x+1)d, (x+2)d] and the last ends at 4d.
+    let d = 500.0 + 1000.0 / 100.0;
+    assert!(
+        close(r.collective_time_ns.unwrap(), 4.0 * d),
+        "{:?}",
+        r.collective_time_ns
+    );
+}
+
+#[test]
+fn a_copy_that_keeps_every_contribution_is_valid() {
+    // NPU 1 holds {0,1} of chunk 0 after step 0; NPU 2 reduces into NPU 1... then a superset
+    // copy from NPU 1 into NPU 0 (which holds {0}) keeps NPU 0's contribution.
+    let s = custom_reduce();
+    let mut s2 = s.clone();
+    s2.transfers.push(Transfer::copy(1, 1, 0, vec![0]));
+    assert!(validate(&s2).valid, "{:?}", validate(&s2).violations);
+}
+
+#[test]
+fn the_report_is_capped_but_counts_everything() {
+    let mut s = ag3();
+    for _ in 0..2000 {
+        s.transfers.push(Transfer::copy(9, 0, 0, vec![0]));
+    }
+    let r = validate(&s);
+    assert_eq!(r.violation_count, 2000);
+    assert_eq!(r.violations.len(), ccsynth::limits::MAX_REPORTED_VIOLATIONS);
+}
+
+#[test]
+fn unknown_fields_and_bad_formats_are_parse_errors() {
+    let good = serde_json::to_value(ag3()).unwrap();
+    // Unknown top-level fields (producer statistics) are ignored.
+    let mut v = good.clone();
+    v["stats"] = serde_json::json!({"synthesis_ms": 3});
+    assert!(Schedule::from_json(&v.to_string()).is_ok());
+    // Optional fields may be absent.
+    let mut v = good.clone();
+    v.as_object_mut().unwrap().remove("algorithm");
+    assert!(Schedule::from_json(&v.to_string()).is_ok());
+    for (path, mutate) in [
+        (
+            "transfers[0].hops",
+            &(|v: &mut serde_json::Value| v["transfers"][0]["hops"] = 1.into())
+                as &dyn Fn(&mut serde_json::Value),
+        ),
+        ("collective.flavour", &|v| {
+            v["collective"]["flavour"] = 1.into()
+        }),
+        ("topology", &|v| v["topology"]["colour"] = 1.into()),
+        ("format", &|v| v["format"] = "ccsynth.schedule.v0".into()),
+        ("transfers[1].op", &|v| {
+            v["transfers"][1]["op"] = "send".into()
+        }),
+    ] {
+        let mut v = good.clone();
+        mutate(&mut v);
+        let e = Schedule::from_json(&v.to_string()).unwrap_err();
+        assert!(e.errors[0].path.starts_with(path), "{path}: got {e}");
+    }
+}
+
+#[test]
+fn fractional_chunk_sizes_are_used_as_is() {
+    let t = topo("ring:3:uni");
+    let c = coll(&t, K::AllGather, 1000);
+    assert!(close(c.chunk_size_bytes, 1000.0 / 3.0));
+    let s = sched(&t, &c, ring_all_gather(&[0, 1, 2], 1, &no_path));
+    let r = engine::check(&s);
+    assert!(r.valid);
+    assert!(close(
+        r.collective_time_ns.unwrap(),
+        2.0 * (500.0 + (1000.0 / 3.0) / 100.0)
+    ));
+    let json = serde_json::to_value(&s).unwrap();
+    assert!(json["chunk_size_bytes"].as_f64().unwrap().fract() != 0.0);
+}

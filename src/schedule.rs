@@ -5,6 +5,10 @@ use crate::collective::{Collective, CollectiveSpec};
 use crate::error::InputError;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+
+/// The chunks of one transfer; most carry one or two, stored inline (millions of transfers).
+pub type ChunkList = SmallVec<[u32; 2]>;
 
 pub const FORMAT_V1: &str = "ccsynth.schedule.v1";
 
@@ -25,7 +29,7 @@ pub struct Transfer {
     pub step: u32,
     pub src: u32,
     pub dst: u32,
-    pub chunks: Vec<u32>,
+    pub chunks: ChunkList,
     #[serde(default)]
     pub op: Op,
     /// Node list from `src` to `dst` along existing links; intermediate nodes only forward.
@@ -34,17 +38,17 @@ pub struct Transfer {
 }
 
 impl Transfer {
-    pub fn copy(step: u32, src: usize, dst: usize, chunks: Vec<u32>) -> Transfer {
+    pub fn copy(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
         Transfer {
             step,
             src: src as u32,
             dst: dst as u32,
-            chunks,
+            chunks: chunks.into(),
             op: Op::Copy,
             path: None,
         }
     }
-    pub fn reduce(step: u32, src: usize, dst: usize, chunks: Vec<u32>) -> Transfer {
+    pub fn reduce(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
         Transfer {
             op: Op::Reduce,
             ..Transfer::copy(step, src, dst, chunks)

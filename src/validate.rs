@@ -271,7 +271,7 @@ pub fn validate(s: &Schedule) -> Report {
             bad(EmptyTransfer, None, None, "carries no chunks".into());
             good = false;
         }
-        let mut seen: Vec<u32> = t.chunks.clone();
+        let mut seen: Vec<u32> = t.chunks.to_vec();
         seen.sort_unstable();
         for w in seen.windows(2) {
             if w[0] == w[1] {

@@ -34,7 +34,7 @@ pub fn ring_all_gather(
     for s in 0..p - 1 {
         for i in 0..p {
             let owner = (i + p - s) % p;
-            let chunks = (0..k).map(|x| (owner * k + x) as u32).collect();
+            let chunks: Vec<u32> = (0..k).map(|x| (owner * k + x) as u32).collect();
             let (a, b) = (order[i], order[(i + 1) % p]);
             let mut t = Transfer::copy(s as u32, a, b, chunks);
             t.path = path_of(a, b);

@@ -36,17 +36,13 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
     }
     b.ingress_ns = ingress(topo, c, &needed);
     if b.ingress_ns.is_none() {
-        b.notes
-            .push("ingress: an NPU that needs data has no incoming link".into());
+        b.notes.push("ingress: an NPU that needs data has no incoming link".into());
     }
     match latency(topo, c, &needed) {
         Ok(x) => b.latency_ns = x,
         Err(note) => b.notes.push(note),
     }
-    if matches!(
-        c.spec.kind,
-        CollectiveKind::AllGather | CollectiveKind::ReduceScatter
-    ) {
+    if matches!(c.spec.kind, CollectiveKind::AllGather | CollectiveKind::ReduceScatter) {
         let t;
         let g = if c.spec.kind == CollectiveKind::ReduceScatter {
             t = topo.transposed();
@@ -59,10 +55,7 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
             Err(note) => b.notes.push(note),
         }
     }
-    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns]
-        .into_iter()
-        .flatten()
-        .reduce(f64::max);
+    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns].into_iter().flatten().reduce(f64::max);
     b
 }
 
@@ -101,27 +94,14 @@ fn latency(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Result<Optio
     }
     sources.sort();
     sources.dedup();
-    let work = sources
-        .len()
-        .saturating_mul(topo.nodes() + topo.links().len());
+    let work = sources.len().saturating_mul(topo.nodes() + topo.links().len());
     if work > limits::MIN_CUT_BUDGET * 5 {
-        return Err(format!(
-            "latency: skipped, {} shortest-path passes exceed the work budget",
-            sources.len()
-        ));
+        return Err(format!("latency: skipped, {} shortest-path passes exceed the work budget", sources.len()));
     }
     let last_hop: Vec<f64> = (0..topo.npus())
         .map(|v| {
-            let best = topo
-                .in_links(v)
-                .iter()
-                .map(|&i| topo.links()[i].bandwidth_gb_per_s)
-                .fold(0.0, f64::max);
-            if best > 0.0 {
-                c.chunk_size_bytes / best
-            } else {
-                f64::INFINITY
-            }
+            let best = topo.in_links(v).iter().map(|&i| topo.links()[i].bandwidth_gb_per_s).fold(0.0, f64::max);
+            if best > 0.0 { c.chunk_size_bytes / best } else { f64::INFINITY }
         })
         .collect();
     let mut dist_of: HashMap<Vec<u32>, Vec<f64>> = HashMap::new();
@@ -133,10 +113,7 @@ fn latency(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Result<Optio
     for (h, vs) in &groups {
         for &v in vs {
             let d = if c.combining {
-                h.iter()
-                    .filter(|&&u| u != v)
-                    .map(|&u| dist_of[&vec![u]][v as usize])
-                    .fold(0.0, f64::max)
+                h.iter().filter(|&&u| u != v).map(|&u| dist_of[&vec![u]][v as usize]).fold(0.0, f64::max)
             } else {
                 dist_of[&h.to_vec()][v as usize]
             };
@@ -196,25 +173,15 @@ pub fn min_cut(topo: &Topology, group: &[usize], total_bytes: f64) -> Result<Opt
     }
     let work = n.saturating_mul(topo.nodes() + topo.links().len());
     if work > limits::MIN_CUT_BUDGET {
-        return Err(format!(
-            "min_cut: skipped, {n} max-flows on {} nodes exceed the work budget",
-            topo.nodes()
-        ));
+        return Err(format!("min_cut: skipped, {n} max-flows on {} nodes exceed the work budget", topo.nodes()));
     }
     let out_bw = |set: &[bool]| -> f64 {
-        topo.links()
-            .iter()
-            .filter(|l| set[l.src] && !set[l.dst])
-            .map(|l| l.bandwidth_gb_per_s)
-            .sum()
+        topo.links().iter().filter(|l| set[l.src] && !set[l.dst]).map(|l| l.bandwidth_gb_per_s).sum()
     };
     // Start from the best single-NPU set.
     let mut lambda = 0.0f64;
     for &v in group {
-        let b: f64 = topo.links()[topo.out_links(v)]
-            .iter()
-            .map(|l| l.bandwidth_gb_per_s)
-            .sum();
+        let b: f64 = topo.links()[topo.out_links(v)].iter().map(|l| l.bandwidth_gb_per_s).sum();
         if b <= 0.0 {
             return Ok(None);
         }

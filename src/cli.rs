@@ -8,11 +8,7 @@ use clap::{Parser, Subcommand};
 use std::io::{Read, Write};
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "ccsynth",
-    version,
-    about = "Collective-communication algorithm synthesizer"
-)]
+#[command(name = "ccsynth", version, about = "Collective-communication algorithm synthesizer")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -38,6 +34,63 @@ pub enum Command {
     Validate { file: String },
     /// Simulate a schedule (file or - for stdin) and print the timing report.
     Simulate { file: String },
+    /// Synthesize a schedule; prints schedule v1 (validated) with bounds and stats.
+    Synth(SynthArgs),
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CollectiveArgs {
+    /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
+    #[arg(long)]
+    pub topology: String,
+    /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all.
+    #[arg(long)]
+    pub collective: String,
+    /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
+    #[arg(long)]
+    pub size: String,
+    #[arg(long, default_value_t = 1)]
+    pub chunks_per_npu: u32,
+    /// Root NPU of broadcast, reduce, scatter and gather.
+    #[arg(long)]
+    pub root: Option<usize>,
+    /// Comma-separated NPUs taking part (default: every live NPU).
+    #[arg(long, value_delimiter = ',')]
+    pub group: Option<Vec<usize>>,
+    /// Remove the link U-V before synthesizing (both directions). Repeatable.
+    #[arg(long = "fail-link", value_name = "U-V")]
+    pub fail_link: Vec<String>,
+    /// Remove NPU V before synthesizing. Repeatable.
+    #[arg(long = "fail-npu", value_name = "V")]
+    pub fail_npu: Vec<usize>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    pub target: CollectiveArgs,
+    #[arg(long, default_value = "greedy")]
+    pub algo: String,
+    /// Random seed; the same seed gives the same schedule.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Try seeds seed..seed+N in parallel and keep the best by simulated time.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: usize,
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// native, unwind:D or unwind:bi.
+    #[arg(long, default_value = "native")]
+    pub switch_model: String,
+    /// TEN timestep in ns (default: the fastest link's time for one chunk).
+    #[arg(long)]
+    pub discretization: Option<f64>,
+    /// Write the schedule here instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Indent the JSON.
+    #[arg(long)]
+    pub pretty: bool,
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -54,38 +107,13 @@ pub fn main() -> i32 {
 
 fn run(cmd: Command) -> Result<i32, String> {
     match cmd {
-        Command::Topology {
-            topology,
-            fail_link,
-            fail_npu,
-            directed,
-        } => {
+        Command::Topology { topology, fail_link, fail_npu, directed } => {
             let topo = load_topology(&topology)?;
-            let mut f = Failures {
-                links: Vec::new(),
-                npus: fail_npu,
-                directed,
-            };
-            for (i, s) in fail_link.iter().enumerate() {
-                let parsed = s
-                    .split_once('-')
-                    .and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]));
-                match parsed {
-                    Some(l) => f.links.push(l),
-                    None => {
-                        return Err(format!(
-                            "--fail-link #{}: {s:?} is not of the form U-V (two node ids)",
-                            i + 1
-                        ));
-                    }
-                }
-            }
+            let f = parse_failures(&fail_link, &fail_npu, directed)?;
             let topo = if f.links.is_empty() && f.npus.is_empty() {
                 topo
             } else {
-                let t = topo
-                    .with_failures(&f)
-                    .map_err(|e| format!("failures: {e}"))?;
+                let t = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
                 let c = t.connectivity();
                 eprintln!(
                     "ccsynth: {} live NPUs, {}",
@@ -115,11 +143,7 @@ fn run(cmd: Command) -> Result<i32, String> {
             let s = load_schedule(&file)?;
             let r = engine::check(&s);
             let Some(timing) = &r.timing else {
-                let first = r
-                    .violations
-                    .first()
-                    .map(|v| v.message.as_str())
-                    .unwrap_or("unknown");
+                let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
                 eprintln!("ccsynth: the schedule cannot be simulated: {first}");
                 return Ok(1);
             };
@@ -145,7 +169,91 @@ fn run(cmd: Command) -> Result<i32, String> {
             })?;
             Ok(0)
         }
+        Command::Synth(a) => synth(a),
     }
+}
+
+fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Failures, String> {
+    let mut f = Failures { links: Vec::new(), npus: npus.to_vec(), directed };
+    for (i, s) in links.iter().enumerate() {
+        let parsed = s.split_once('-').and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]));
+        match parsed {
+            Some(l) => f.links.push(l),
+            None => return Err(format!("--fail-link #{}: {s:?} is not of the form U-V (two node ids)", i + 1)),
+        }
+    }
+    Ok(f)
+}
+
+/// The topology and collective a synthesis or baseline command names.
+pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::CollectiveSpec), String> {
+    let mut topo = load_topology(&a.topology)?;
+    if !a.fail_link.is_empty() || !a.fail_npu.is_empty() {
+        let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
+        topo = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
+    }
+    let kind = crate::collective::CollectiveKind::parse(&a.collective).ok_or_else(|| {
+        format!(
+            "--collective {:?}: expected one of {}",
+            a.collective,
+            crate::collective::CollectiveKind::ALL.map(|k| k.name()).join(", ")
+        )
+    })?;
+    if kind == crate::collective::CollectiveKind::Custom {
+        return Err("--collective custom needs explicit conditions; they cannot be given as flags".into());
+    }
+    let size = crate::units::parse_size(&a.size).map_err(|e| format!("--size: {e}"))?;
+    let mut spec = crate::collective::CollectiveSpec::new(kind, size).with_chunks_per_npu(a.chunks_per_npu);
+    spec.root = a.root;
+    spec.group = a.group.clone();
+    Ok((topo, spec))
+}
+
+fn synth(a: SynthArgs) -> Result<i32, String> {
+    let (topo, spec) = load_target(&a.target)?;
+    let mut req = engine::SynthRequest::new(topo, spec);
+    req.algorithm = a.algo.clone();
+    req.seed = a.seed;
+    req.seeds = a.seeds;
+    req.threads = a.threads;
+    req.switch_model = crate::ten::SwitchModel::parse(&a.switch_model).map_err(|e| format!("--switch-model: {e}"))?;
+    req.discretization_ns = a.discretization;
+    let out = engine::synthesize(&req, &|| false).map_err(|e| e.to_string())?;
+    #[derive(serde::Serialize)]
+    struct Out<'a> {
+        #[serde(flatten)]
+        schedule: &'a Schedule,
+        lower_bound_ns: Option<f64>,
+        lower_bounds: &'a Option<crate::bounds::LowerBounds>,
+        stats: &'a engine::SynthStats,
+    }
+    let doc = Out {
+        schedule: &out.schedule,
+        lower_bound_ns: out.report.lower_bound_ns,
+        lower_bounds: &out.report.lower_bounds,
+        stats: &out.stats,
+    };
+    match &a.out {
+        Some(path) => {
+            let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            write_json(std::io::BufWriter::new(f), &doc, a.pretty)?;
+            eprintln!(
+                "ccsynth: wrote {} ({} transfers, {:.3} us, seed {})",
+                path.display(),
+                out.schedule.transfers.len(),
+                out.schedule.collective_time_ns.unwrap_or(0.0) / 1e3,
+                out.stats.chosen_seed
+            );
+        }
+        None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?,
+    }
+    Ok(0)
+}
+
+fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> Result<(), String> {
+    if pretty { serde_json::to_writer_pretty(&mut w, v) } else { serde_json::to_writer(&mut w, v) }
+        .map_err(|e| e.to_string())?;
+    writeln!(w).and_then(|_| w.flush()).map_err(|e| e.to_string())
 }
 
 /// A topology from a generator spec or a JSON file.
@@ -158,17 +266,13 @@ pub fn load_topology(arg: &str) -> Result<Topology, String> {
     if arg.contains(':') || arg.trim_start().starts_with('{') {
         return parse_topology(arg).map_err(|e: InputError| e.to_string());
     }
-    Err(format!(
-        "{arg:?} is neither a topology file nor a spec such as torus:4x4"
-    ))
+    Err(format!("{arg:?} is neither a topology file nor a spec such as torus:4x4"))
 }
 
 fn load_schedule(arg: &str) -> Result<Schedule, String> {
     let parsed = if arg == "-" {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("stdin: {e}"))?;
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
         Schedule::from_json(&text)
     } else {
         let f = std::fs::File::open(arg).map_err(|e| format!("{arg}: {e}"))?;
@@ -181,7 +285,5 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<(), String> {
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     serde_json::to_writer_pretty(&mut w, v).map_err(|e| e.to_string())?;
-    writeln!(w)
-        .and_then(|_| w.flush())
-        .map_err(|e| e.to_string())
+    writeln!(w).and_then(|_| w.flush()).map_err(|e| e.to_string())
 }

@@ -52,17 +52,11 @@ impl CollectiveKind {
     pub fn needs_root(self) -> bool {
         matches!(
             self,
-            CollectiveKind::Broadcast
-                | CollectiveKind::Reduce
-                | CollectiveKind::Scatter
-                | CollectiveKind::Gather
+            CollectiveKind::Broadcast | CollectiveKind::Reduce | CollectiveKind::Scatter | CollectiveKind::Gather
         )
     }
     pub fn combining(self) -> bool {
-        matches!(
-            self,
-            CollectiveKind::ReduceScatter | CollectiveKind::AllReduce | CollectiveKind::Reduce
-        )
+        matches!(self, CollectiveKind::ReduceScatter | CollectiveKind::AllReduce | CollectiveKind::Reduce)
     }
 }
 
@@ -151,10 +145,7 @@ impl Collective {
 
     /// Builds the conditions without the reachability check (the validator uses this: an
     /// unreachable postcondition is then reported as unmet, not as bad input).
-    pub fn build_unchecked(
-        spec: &CollectiveSpec,
-        topo: &Topology,
-    ) -> Result<Collective, InputError> {
+    pub fn build_unchecked(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
         let mut errs = Errors::default();
         let group: Vec<usize> = match &spec.group {
             None => topo.live_npus(),
@@ -162,10 +153,7 @@ impl Collective {
                 let mut seen = std::collections::HashSet::new();
                 for (i, &v) in g.iter().enumerate() {
                     if !topo.is_npu(v) {
-                        errs.push(
-                            format!("group[{i}]"),
-                            format!("{v} is not an NPU: expected 0..{}", topo.npus()),
-                        );
+                        errs.push(format!("group[{i}]"), format!("{v} is not an NPU: expected 0..{}", topo.npus()));
                     } else if topo.is_failed(v) {
                         errs.push(format!("group[{i}]"), format!("NPU {v} has failed"));
                     } else if !seen.insert(v) {
@@ -187,10 +175,7 @@ impl Collective {
         if let Some(g) = spec.gamma_ns_per_byte
             && (!g.is_finite() || g < 0.0)
         {
-            errs.push(
-                "gamma_ns_per_byte",
-                format!("{g} is invalid: expected a finite value >= 0"),
-            );
+            errs.push("gamma_ns_per_byte", format!("{g} is invalid: expected a finite value >= 0"));
         }
         let kind = spec.kind;
         let root_rank = if kind.needs_root() {
@@ -227,9 +212,7 @@ impl Collective {
         let p = group.len();
         let k = spec.chunks_per_npu as usize;
         let num_chunks = match kind {
-            CollectiveKind::AllGather
-            | CollectiveKind::ReduceScatter
-            | CollectiveKind::AllReduce => p.checked_mul(k),
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => p.checked_mul(k),
             CollectiveKind::Scatter | CollectiveKind::Gather => p.checked_mul(k),
             CollectiveKind::Broadcast | CollectiveKind::Reduce => Some(k),
             CollectiveKind::AllToAll => p.checked_mul(p).and_then(|x| x.checked_mul(k)),
@@ -246,26 +229,20 @@ impl Collective {
             _ => {
                 return Err(InputError::new(
                     "chunks_per_npu",
-                    format!(
-                        "the collective would have more than {} chunks",
-                        limits::MAX_CHUNKS
-                    ),
+                    format!("the collective would have more than {} chunks", limits::MAX_CHUNKS),
                 ));
             }
         };
         let pairs_estimate = match kind {
-            CollectiveKind::AllGather
-            | CollectiveKind::AllReduce
-            | CollectiveKind::ReduceScatter => num_chunks.saturating_mul(p),
+            CollectiveKind::AllGather | CollectiveKind::AllReduce | CollectiveKind::ReduceScatter => {
+                num_chunks.saturating_mul(p)
+            }
             _ => num_chunks,
         };
         if pairs_estimate > limits::MAX_CONDITION_PAIRS {
             return Err(InputError::new(
                 "chunks_per_npu",
-                format!(
-                    "the conditions would exceed {} (npu, chunk) pairs",
-                    limits::MAX_CONDITION_PAIRS
-                ),
+                format!("the conditions would exceed {} (npu, chunk) pairs", limits::MAX_CONDITION_PAIRS),
             ));
         }
         let chunk_size_bytes = match kind {
@@ -345,30 +322,20 @@ impl Collective {
             }
             CollectiveKind::Custom => {
                 combining = spec.combining.unwrap_or(false);
-                for (name, given, out) in [
-                    ("precondition", &spec.precondition, &mut pre),
-                    ("postcondition", &spec.postcondition, &mut post),
-                ] {
+                for (name, given, out) in
+                    [("precondition", &spec.precondition, &mut pre), ("postcondition", &spec.postcondition, &mut post)]
+                {
                     let Some(given) = given else {
-                        errs.push(
-                            name,
-                            "custom collectives need an explicit list of [npu, chunk] pairs",
-                        );
+                        errs.push(name, "custom collectives need an explicit list of [npu, chunk] pairs");
                         continue;
                     };
                     if given.len() > limits::MAX_CONDITION_PAIRS {
-                        errs.push(
-                            name,
-                            format!("more than {} pairs", limits::MAX_CONDITION_PAIRS),
-                        );
+                        errs.push(name, format!("more than {} pairs", limits::MAX_CONDITION_PAIRS));
                         continue;
                     }
                     for (i, &[v, c]) in given.iter().enumerate() {
                         if !group.contains(&(v as usize)) {
-                            errs.push(
-                                format!("{name}[{i}]"),
-                                format!("NPU {v} is not a live NPU of the group"),
-                            );
+                            errs.push(format!("{name}[{i}]"), format!("NPU {v} is not a live NPU of the group"));
                         }
                         if c as usize >= num_chunks {
                             errs.push(
@@ -437,11 +404,7 @@ impl Collective {
             .copied()
             .filter(|&[v, c]| {
                 let h = holders.of(c as usize);
-                if self.combining {
-                    h.iter().any(|&u| u != v)
-                } else {
-                    h.binary_search(&v).is_err()
-                }
+                if self.combining { h.iter().any(|&u| u != v) } else { h.binary_search(&v).is_err() }
             })
             .collect()
     }
@@ -457,11 +420,7 @@ impl Collective {
         // Fast path: every NPU involved lies in one strongly connected component.
         let first = scc[needed[0][0] as usize];
         let same = needed.iter().all(|&[v, c]| {
-            scc[v as usize] == first
-                && holders
-                    .of(c as usize)
-                    .iter()
-                    .all(|&u| scc[u as usize] == first)
+            scc[v as usize] == first && holders.of(c as usize).iter().all(|&u| scc[u as usize] == first)
         });
         if same {
             return Ok(());
@@ -476,9 +435,7 @@ impl Collective {
                 vec![h.to_vec()]
             };
             for src in sources {
-                let reach = cache
-                    .entry(src.clone())
-                    .or_insert_with(|| reachable_from(topo, &src));
+                let reach = cache.entry(src.clone()).or_insert_with(|| reachable_from(topo, &src));
                 if !reach[v as usize] {
                     let what = if self.combining {
                         format!("the contribution of NPU {} to chunk {c}", src[0])

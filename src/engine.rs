@@ -28,11 +28,7 @@ pub struct CheckReport {
 /// from the simulated time (relative 1e-9) is a violation: producers must report honest numbers.
 pub fn check(s: &Schedule) -> CheckReport {
     let mut report: Report = validate(s);
-    let timing = if report.simulatable {
-        simulate(s).ok()
-    } else {
-        None
-    };
+    let timing = if report.simulatable { simulate(s).ok() } else { None };
     if let (Some(t), Some(declared)) = (&timing, s.collective_time_ns) {
         let tol = 1e-9 * t.collective_time_ns.abs().max(1.0);
         // Written so that a NaN declaration also counts as a mismatch.
@@ -54,9 +50,7 @@ pub fn check(s: &Schedule) -> CheckReport {
             });
         }
     }
-    let bounds = Collective::build_unchecked(&s.collective, &s.topology)
-        .ok()
-        .map(|c| lower_bounds(&s.topology, &c));
+    let bounds = Collective::build_unchecked(&s.collective, &s.topology).ok().map(|c| lower_bounds(&s.topology, &c));
     CheckReport {
         valid: report.valid,
         violations: report.violations,
@@ -74,11 +68,7 @@ pub fn check(s: &Schedule) -> CheckReport {
 pub enum EngineError {
     /// A producer emitted a schedule the validator rejects: a bug in that producer.
     #[error("internal: the {algorithm} schedule failed validation: {first}")]
-    InvalidSchedule {
-        algorithm: String,
-        first: String,
-        report: Box<CheckReport>,
-    },
+    InvalidSchedule { algorithm: String, first: String, report: Box<CheckReport> },
 }
 
 /// The gate for producers: returns the schedule with `collective_time_ns` filled in, or an
@@ -89,14 +79,136 @@ pub fn finalize(mut s: Schedule) -> Result<(Schedule, CheckReport), EngineError>
     if !r.valid {
         return Err(EngineError::InvalidSchedule {
             algorithm: s.algorithm.clone().unwrap_or_default(),
-            first: r
-                .violations
-                .first()
-                .map(|v| v.message.clone())
-                .unwrap_or_default(),
+            first: r.violations.first().map(|v| v.message.clone()).unwrap_or_default(),
             report: Box::new(r),
         });
     }
     s.collective_time_ns = r.collective_time_ns;
     Ok((s, r))
+}
+
+/// A synthesis request as the CLI and the service pass it to the engine.
+#[derive(Clone, Debug)]
+pub struct SynthRequest {
+    pub topology: crate::topology::Topology,
+    pub collective: crate::collective::CollectiveSpec,
+    pub algorithm: String,
+    pub seed: u64,
+    /// Independent seeds `seed..seed+seeds`, run in parallel; the best by simulated time wins.
+    pub seeds: usize,
+    pub threads: usize,
+    pub switch_model: crate::ten::SwitchModel,
+    pub discretization_ns: Option<f64>,
+}
+
+impl SynthRequest {
+    pub fn new(topology: crate::topology::Topology, collective: crate::collective::CollectiveSpec) -> SynthRequest {
+        SynthRequest {
+            topology,
+            collective,
+            algorithm: "greedy".into(),
+            seed: 0,
+            seeds: 1,
+            threads: 1,
+            switch_model: Default::default(),
+            discretization_ns: None,
+        }
+    }
+}
+
+/// The top-level `stats` object of a synthesized schedule.
+#[derive(Clone, Debug, Serialize)]
+pub struct SynthStats {
+    pub algorithm: String,
+    pub synthesis_ms: f64,
+    pub seeds_tried: usize,
+    pub chosen_seed: u64,
+    pub ten_timesteps: u32,
+    pub phase_timesteps: Vec<u32>,
+    pub discretization_ns: f64,
+    pub switch_model: crate::ten::SwitchModel,
+    pub replacements: usize,
+    pub transfers: usize,
+    pub rounds: usize,
+}
+
+pub struct SynthOutput {
+    pub schedule: Schedule,
+    pub report: CheckReport,
+    pub stats: SynthStats,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SynthFailure {
+    #[error("{0}")]
+    Input(#[from] crate::error::InputError),
+    #[error("unknown algorithm {0:?}: expected one of {1}")]
+    UnknownAlgorithm(String, String),
+    #[error("{0}")]
+    Synth(#[from] crate::synth::SynthError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// The synthesizers the engine offers.
+pub const SYNTHESIZERS: &[&str] = &["greedy"];
+
+/// Synthesizes, validates and scores a schedule. The result has passed `finalize`.
+pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<SynthOutput, SynthFailure> {
+    use rayon::prelude::*;
+    let started = std::time::Instant::now();
+    let c = Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?;
+    if req.algorithm != "greedy" {
+        return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
+    }
+    let seeds = req.seeds.max(1);
+    let run = |seed: u64| -> Result<(f64, u64, Schedule, crate::synth::GreedyStats), SynthFailure> {
+        let opts = crate::synth::GreedyOptions {
+            seed,
+            switch_model: req.switch_model,
+            discretization_ns: req.discretization_ns,
+        };
+        let (s, st) = crate::synth::greedy(&req.topology, &c, &opts, cancelled).map_err(|e| match e {
+            crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::Cancelled) => SynthFailure::Cancelled,
+            e => SynthFailure::Synth(e),
+        })?;
+        let time = simulate(&s).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY);
+        Ok((time, seed, s, st))
+    };
+    let best = if seeds == 1 {
+        run(req.seed)?
+    } else {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(req.threads.max(1))
+            .build()
+            .expect("a thread pool can be built");
+        pool.install(|| {
+            (0..seeds as u64)
+                .into_par_iter()
+                .map(|i| run(req.seed.wrapping_add(i)))
+                .reduce_with(|a, b| match (a, b) {
+                    (Ok(a), Ok(b)) => Ok(if (b.0, b.1) < (a.0, a.1) { b } else { a }),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                })
+                .expect("at least one seed")
+        })?
+    };
+    let (_, seed, schedule, gst) = best;
+    let (schedule, report) = finalize(schedule)?;
+    let stats = SynthStats {
+        algorithm: req.algorithm.clone(),
+        synthesis_ms: started.elapsed().as_secs_f64() * 1e3,
+        seeds_tried: seeds,
+        chosen_seed: seed,
+        ten_timesteps: gst.ten_timesteps,
+        phase_timesteps: gst.phase_timesteps,
+        discretization_ns: gst.discretization_ns,
+        switch_model: req.switch_model,
+        replacements: gst.replacements,
+        transfers: schedule.transfers.len(),
+        rounds: report.rounds,
+    };
+    Ok(SynthOutput { schedule, report, stats })
 }

@@ -20,12 +20,7 @@ pub struct InputError {
 
 impl InputError {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        InputError {
-            errors: vec![FieldError {
-                path: path.into(),
-                message: message.into(),
-            }],
-        }
+        InputError { errors: vec![FieldError { path: path.into(), message: message.into() }] }
     }
 
     /// Prefixes every path with `prefix` (for documents nested in other documents).
@@ -45,11 +40,7 @@ impl InputError {
             .replace("expected u32", "expected a non-negative integer")
             .replace("expected u64", "expected a non-negative integer");
         let message = if inner.is_syntax() || inner.is_eof() {
-            format!(
-                "malformed JSON: {message} (line {}, column {})",
-                inner.line(),
-                inner.column()
-            )
+            format!("malformed JSON: {message} (line {}, column {})", inner.line(), inner.column())
         } else {
             message
         };
@@ -92,17 +83,10 @@ pub(crate) struct Errors(pub Vec<FieldError>);
 
 impl Errors {
     pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(FieldError {
-            path: path.into(),
-            message: message.into(),
-        });
+        self.0.push(FieldError { path: path.into(), message: message.into() });
     }
     pub fn into_result<T>(self, ok: T) -> Result<T, InputError> {
-        if self.0.is_empty() {
-            Ok(ok)
-        } else {
-            Err(InputError { errors: self.0 })
-        }
+        if self.0.is_empty() { Ok(ok) } else { Err(InputError { errors: self.0 }) }
     }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

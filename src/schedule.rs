@@ -39,20 +39,10 @@ pub struct Transfer {
 
 impl Transfer {
     pub fn copy(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
-        Transfer {
-            step,
-            src: src as u32,
-            dst: dst as u32,
-            chunks: chunks.into(),
-            op: Op::Copy,
-            path: None,
-        }
+        Transfer { step, src: src as u32, dst: dst as u32, chunks: chunks.into(), op: Op::Copy, path: None }
     }
     pub fn reduce(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
-        Transfer {
-            op: Op::Reduce,
-            ..Transfer::copy(step, src, dst, chunks)
-        }
+        Transfer { op: Op::Reduce, ..Transfer::copy(step, src, dst, chunks) }
     }
     pub fn via(mut self, path: Vec<u32>) -> Transfer {
         self.path = Some(path);

@@ -69,10 +69,7 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
             let t = &s.transfers[i];
             route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
             for &c in &t.chunks {
-                if c as usize >= s.num_chunks
-                    || t.src as usize >= topo.npus()
-                    || t.dst as usize >= topo.npus()
-                {
+                if c as usize >= s.num_chunks || t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
                     return Err(SimError::Unroutable {
                         transfer: i,
                         message: format!("chunk {c} or an endpoint is out of range"),
@@ -167,10 +164,7 @@ fn route(
         match topo.link_index(a as usize, b as usize) {
             Some(l) => out.push(l),
             None => {
-                return Err(SimError::Unroutable {
-                    transfer: i,
-                    message: format!("no link {a}->{b}"),
-                });
+                return Err(SimError::Unroutable { transfer: i, message: format!("no link {a}->{b}") });
             }
         }
     }

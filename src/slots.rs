@@ -7,29 +7,15 @@ use std::collections::HashMap;
 const DENSE_SLOTS: usize = 1 << 25;
 
 pub enum SlotTable<T> {
-    Dense {
-        chunks: usize,
-        v: Vec<T>,
-    },
-    Sparse {
-        chunks: usize,
-        m: HashMap<u64, T>,
-        default: T,
-    },
+    Dense { chunks: usize, v: Vec<T> },
+    Sparse { chunks: usize, m: HashMap<u64, T>, default: T },
 }
 
 impl<T: Clone + Default> SlotTable<T> {
     pub fn new(npus: usize, chunks: usize) -> SlotTable<T> {
         match npus.checked_mul(chunks) {
-            Some(n) if n <= DENSE_SLOTS => SlotTable::Dense {
-                chunks,
-                v: vec![T::default(); n],
-            },
-            _ => SlotTable::Sparse {
-                chunks,
-                m: HashMap::new(),
-                default: T::default(),
-            },
+            Some(n) if n <= DENSE_SLOTS => SlotTable::Dense { chunks, v: vec![T::default(); n] },
+            _ => SlotTable::Sparse { chunks, m: HashMap::new(), default: T::default() },
         }
     }
 

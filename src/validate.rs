@@ -101,14 +101,7 @@ impl Sink {
     ) {
         self.count += 1;
         if self.list.len() < limits::MAX_REPORTED_VIOLATIONS {
-            self.list.push(Violation {
-                kind,
-                transfer: t.map(|x| x.0),
-                step: t.map(|x| x.1),
-                npu,
-                chunk,
-                message,
-            });
+            self.list.push(Violation { kind, transfer: t.map(|x| x.0), step: t.map(|x| x.1), npu, chunk, message });
         }
     }
 }
@@ -116,22 +109,13 @@ impl Sink {
 /// Validates a schedule against every rule of the v1 semantics (docs/FORMAT.md).
 /// The declared `collective_time_ns` is not checked here; see `engine::check`.
 pub fn validate(s: &Schedule) -> Report {
-    let mut out = Sink {
-        list: Vec::new(),
-        count: 0,
-    };
+    let mut out = Sink { list: Vec::new(), count: 0 };
     let topo = &s.topology;
     use ViolationKind::*;
 
     // 1. The declared collective fields against the collective object.
     match Collective::build_unchecked(&s.collective, topo) {
-        Err(e) => out.add(
-            InvalidCollective,
-            None,
-            None,
-            None,
-            format!("collective: {e}"),
-        ),
+        Err(e) => out.add(InvalidCollective, None, None, None, format!("collective: {e}")),
         Ok(c) => {
             let mut mism = |what: &str, declared: String, want: String| {
                 out.add(
@@ -143,28 +127,16 @@ pub fn validate(s: &Schedule) -> Report {
                 )
             };
             if c.num_chunks != s.num_chunks {
-                mism(
-                    "num_chunks",
-                    s.num_chunks.to_string(),
-                    c.num_chunks.to_string(),
-                );
+                mism("num_chunks", s.num_chunks.to_string(), c.num_chunks.to_string());
             }
             let tol = 1e-9 * c.chunk_size_bytes.abs().max(1.0);
             #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN counts as a mismatch
             let differs = !((c.chunk_size_bytes - s.chunk_size_bytes).abs() <= tol);
             if differs {
-                mism(
-                    "chunk_size_bytes",
-                    s.chunk_size_bytes.to_string(),
-                    c.chunk_size_bytes.to_string(),
-                );
+                mism("chunk_size_bytes", s.chunk_size_bytes.to_string(), c.chunk_size_bytes.to_string());
             }
             if c.combining != s.combining {
-                mism(
-                    "combining",
-                    s.combining.to_string(),
-                    c.combining.to_string(),
-                );
+                mism("combining", s.combining.to_string(), c.combining.to_string());
             }
             for (name, declared, want) in [
                 ("precondition", &s.precondition, &c.precondition),
@@ -181,11 +153,7 @@ pub fn validate(s: &Schedule) -> Report {
                         (None, Some(x)) => format!("has extra {x:?}"),
                         _ => "differs".to_string(),
                     };
-                    mism(
-                        name,
-                        format!("a list that {detail}"),
-                        format!("{} pairs", want.len()),
-                    );
+                    mism(name, format!("a list that {detail}"), format!("{} pairs", want.len()));
                 }
             }
         }
@@ -198,19 +166,13 @@ pub fn validate(s: &Schedule) -> Report {
             None,
             None,
             None,
-            format!(
-                "num_chunks {chunks} exceeds the limit of {}",
-                limits::MAX_CHUNKS
-            ),
+            format!("num_chunks {chunks} exceeds the limit of {}", limits::MAX_CHUNKS),
         );
         return finish(out, false);
     }
     let npus = topo.npus();
     let mut pre: Vec<[u32; 2]> = Vec::with_capacity(s.precondition.len());
-    for (name, list) in [
-        ("precondition", &s.precondition),
-        ("postcondition", &s.postcondition),
-    ] {
+    for (name, list) in [("precondition", &s.precondition), ("postcondition", &s.postcondition)] {
         for (i, &[v, c]) in list.iter().enumerate() {
             if (v as usize) >= npus || (c as usize) >= chunks {
                 out.add(
@@ -242,29 +204,16 @@ pub fn validate(s: &Schedule) -> Report {
                     UnknownNode,
                     Some(v),
                     None,
-                    format!(
-                        "{role} {v} is not a node (topology has {} nodes)",
-                        topo.nodes()
-                    ),
+                    format!("{role} {v} is not a node (topology has {} nodes)", topo.nodes()),
                 );
                 good = false;
             } else if !topo.is_npu(v as usize) {
-                bad(
-                    NotAnNpu,
-                    Some(v),
-                    None,
-                    format!("{role} {v} is a switch; transfers run between NPUs"),
-                );
+                bad(NotAnNpu, Some(v), None, format!("{role} {v} is a switch; transfers run between NPUs"));
                 good = false;
             }
         }
         if t.src == t.dst {
-            bad(
-                SelfTransfer,
-                Some(t.src),
-                None,
-                format!("src and dst are both {}", t.src),
-            );
+            bad(SelfTransfer, Some(t.src), None, format!("src and dst are both {}", t.src));
             good = false;
         }
         if t.chunks.is_empty() {
@@ -275,55 +224,31 @@ pub fn validate(s: &Schedule) -> Report {
         seen.sort_unstable();
         for w in seen.windows(2) {
             if w[0] == w[1] {
-                bad(
-                    DuplicateChunk,
-                    None,
-                    Some(w[0]),
-                    format!("chunk {} appears twice", w[0]),
-                );
+                bad(DuplicateChunk, None, Some(w[0]), format!("chunk {} appears twice", w[0]));
                 good = false;
             }
         }
         for &c in &t.chunks {
             if (c as usize) >= chunks {
-                bad(
-                    ChunkOutOfRange,
-                    None,
-                    Some(c),
-                    format!("chunk {c} out of range: expected 0..{chunks}"),
-                );
+                bad(ChunkOutOfRange, None, Some(c), format!("chunk {c} out of range: expected 0..{chunks}"));
                 good = false;
             }
         }
         if t.op == Op::Reduce && !s.combining {
-            bad(
-                ReduceInNonCombining,
-                Some(t.dst),
-                None,
-                "op \"reduce\" in a non-combining collective".into(),
-            );
+            bad(ReduceInNonCombining, Some(t.dst), None, "op \"reduce\" in a non-combining collective".into());
             good = false;
         }
         if good {
             match &t.path {
                 None => {
                     if topo.link_index(t.src as usize, t.dst as usize).is_none() {
-                        bad(
-                            MissingLink,
-                            None,
-                            None,
-                            format!("no link {}->{} and no path given", t.src, t.dst),
-                        );
+                        bad(MissingLink, None, None, format!("no link {}->{} and no path given", t.src, t.dst));
                         good = false;
                     }
                 }
                 Some(p) => {
                     if let Err(msg) = check_path(topo, t.src, t.dst, p) {
-                        let kind = if msg.contains("not a node") {
-                            UnknownNode
-                        } else {
-                            InvalidPath
-                        };
+                        let kind = if msg.contains("not a node") { UnknownNode } else { InvalidPath };
                         bad(kind, None, None, msg);
                         good = false;
                     }
@@ -372,20 +297,11 @@ pub fn validate(s: &Schedule) -> Report {
                         Some((i, step)),
                         Some(t.src),
                         Some(c),
-                        format!(
-                            "transfer {i}: NPU {} does not hold chunk {c} at step {step}",
-                            t.src
-                        ),
+                        format!("transfer {i}: NPU {} does not hold chunk {c} at step {step}", t.src),
                     );
                     continue;
                 }
-                writes.push(Write {
-                    dst: t.dst,
-                    chunk: c,
-                    op: t.op,
-                    transfer: i,
-                    value,
-                });
+                writes.push(Write { dst: t.dst, chunk: c, op: t.op, transfer: i, value });
             }
         }
         // Writes land at the end of the step, grouped per destination slot.
@@ -393,10 +309,7 @@ pub fn validate(s: &Schedule) -> Report {
         let mut a = 0;
         while a < writes.len() {
             let mut b = a;
-            while b < writes.len()
-                && writes[b].dst == writes[a].dst
-                && writes[b].chunk == writes[a].chunk
-            {
+            while b < writes.len() && writes[b].dst == writes[a].dst && writes[b].chunk == writes[a].chunk {
                 b += 1;
             }
             state.apply(&writes[a..b], step, &mut out);
@@ -455,30 +368,15 @@ pub fn validate(s: &Schedule) -> Report {
 }
 
 fn finish(out: Sink, simulatable: bool) -> Report {
-    Report {
-        valid: out.count == 0,
-        violation_count: out.count,
-        violations: out.list,
-        simulatable,
-    }
+    Report { valid: out.count == 0, violation_count: out.count, violations: out.list, simulatable }
 }
 
-fn check_path(
-    topo: &crate::topology::Topology,
-    src: u32,
-    dst: u32,
-    p: &[u32],
-) -> Result<(), String> {
+fn check_path(topo: &crate::topology::Topology, src: u32, dst: u32, p: &[u32]) -> Result<(), String> {
     if p.len() < 2 || p[0] != src || p[p.len() - 1] != dst {
-        return Err(format!(
-            "path {p:?} must start at src {src} and end at dst {dst}"
-        ));
+        return Err(format!("path {p:?} must start at src {src} and end at dst {dst}"));
     }
     if let Some(&v) = p.iter().find(|&&v| v as usize >= topo.nodes()) {
-        return Err(format!(
-            "path node {v} is not a node (topology has {} nodes)",
-            topo.nodes()
-        ));
+        return Err(format!("path node {v} is not a node (topology has {} nodes)", topo.nodes()));
     }
     let mut sorted = p.to_vec();
     sorted.sort_unstable();
@@ -487,10 +385,7 @@ fn check_path(
     }
     for w in p.windows(2) {
         if topo.link_index(w[0] as usize, w[1] as usize).is_none() {
-            return Err(format!(
-                "path {p:?} uses {}->{}, which is not a link",
-                w[0], w[1]
-            ));
+            return Err(format!("path {p:?} uses {}->{}, which is not a link", w[0], w[1]));
         }
     }
     Ok(())
@@ -515,9 +410,7 @@ static HELD: std::sync::OnceLock<Spans> = std::sync::OnceLock::new();
 impl State {
     fn read(&self, npu: usize, chunk: usize) -> Option<Spans> {
         match self {
-            State::Plain(t) => t
-                .get(npu, chunk)
-                .then(|| HELD.get_or_init(|| Spans::singleton(0)).clone()),
+            State::Plain(t) => t.get(npu, chunk).then(|| HELD.get_or_init(|| Spans::singleton(0)).clone()),
             State::Combining(t) => t.get(npu, chunk).clone(),
         }
     }
@@ -559,10 +452,7 @@ impl State {
                 let old = t.get(dst as usize, chunk as usize).clone();
                 let mut acc = old.clone();
                 for w in ws {
-                    let src = w
-                        .value
-                        .clone()
-                        .expect("reads that found nothing are not written");
+                    let src = w.value.clone().expect("reads that found nothing are not written");
                     let at = Some((w.transfer, step));
                     match w.op {
                         Op::Copy => {
@@ -590,7 +480,10 @@ impl State {
                                     at,
                                     Some(dst),
                                     Some(chunk),
-                                    format!("transfer {}: NPU {dst} holds no partial of chunk {chunk} to reduce into", w.transfer),
+                                    format!(
+                                        "transfer {}: NPU {dst} holds no partial of chunk {chunk} to reduce into",
+                                        w.transfer
+                                    ),
                                 );
                                 acc = Some(src);
                             }

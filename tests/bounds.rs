@@ -84,12 +84,7 @@ fn brute_force(t: &Topology, group: &[usize], total: f64) -> Option<f64> {
         if k == 0 || k == group.len() {
             continue;
         }
-        let out: f64 = t
-            .links()
-            .iter()
-            .filter(|l| inside(l.src) && !inside(l.dst))
-            .map(|l| l.bandwidth_gb_per_s)
-            .sum();
+        let out: f64 = t.links().iter().filter(|l| inside(l.src) && !inside(l.dst)).map(|l| l.bandwidth_gb_per_s).sum();
         if out == 0.0 {
             return None;
         }
@@ -101,18 +96,11 @@ fn brute_force(t: &Topology, group: &[usize], total: f64) -> Option<f64> {
 fn arb_topology() -> impl Strategy<Value = Topology> {
     (2usize..7, 0usize..2).prop_flat_map(|(npus, switches)| {
         let nodes = npus + switches;
-        let pairs: Vec<(usize, usize)> = (0..nodes)
-            .flat_map(|a| (0..nodes).map(move |b| (a, b)))
-            .filter(|(a, b)| a != b)
-            .collect();
+        let pairs: Vec<(usize, usize)> =
+            (0..nodes).flat_map(|a| (0..nodes).map(move |b| (a, b))).filter(|(a, b)| a != b).collect();
         let n = pairs.len();
-        (
-            Just(npus),
-            Just(switches),
-            proptest::collection::vec((any::<bool>(), 1u32..5), n),
-            Just(pairs),
-        )
-            .prop_map(|(npus, switches, pick, pairs)| {
+        (Just(npus), Just(switches), proptest::collection::vec((any::<bool>(), 1u32..5), n), Just(pairs)).prop_map(
+            |(npus, switches, pick, pairs)| {
                 let links = pairs
                     .iter()
                     .zip(pick)
@@ -131,14 +119,9 @@ fn arb_topology() -> impl Strategy<Value = Topology> {
                         bidirectional: false,
                     })
                     .collect();
-                Topology::from_input(TopologyInput {
-                    npus,
-                    switches,
-                    links,
-                    ..Default::default()
-                })
-                .unwrap()
-            })
+                Topology::from_input(TopologyInput { npus, switches, links, ..Default::default() }).unwrap()
+            },
+        )
     })
 }
 
@@ -165,10 +148,7 @@ fn rooted_collectives_have_bounds_too() {
     // The far corner is 4 hops away; one 9000 B chunk on its fastest link.
     assert!(close(b.latency_ns.unwrap(), 4.0 * 500.0 + 90.0));
     assert!(b.min_cut_ns.is_none());
-    let r = lower_bounds(
-        &t,
-        &coll_spec(&t, CollectiveSpec::new(K::Reduce, 9000).with_root(0)),
-    );
+    let r = lower_bounds(&t, &coll_spec(&t, CollectiveSpec::new(K::Reduce, 9000).with_root(0)));
     // The farthest contribution (the opposite corner) is 4 hops from the root.
     assert!(close(r.latency_ns.unwrap(), 4.0 * 500.0 + 90.0));
 }

@@ -20,14 +20,10 @@ fn ccsynth(args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)))
 }
 
-const EXAMPLE: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/examples/ring-allreduce-torus4x4.json"
-);
+const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/ring-allreduce-torus4x4.json");
 
 #[test]
 fn topology_prints_canonical_json() {
@@ -36,25 +32,12 @@ fn topology_prints_canonical_json() {
     let v = json(&o);
     assert_eq!(v["npus"], 4);
     assert_eq!(v["links"].as_array().unwrap().len(), 8);
-    assert_eq!(
-        v["links"][0],
-        serde_json::json!({"src": 0, "dst": 1, "latency_ns": 500.0, "bandwidth_gb_per_s": 50.0})
-    );
+    assert_eq!(v["links"][0], serde_json::json!({"src": 0, "dst": 1, "latency_ns": 500.0, "bandwidth_gb_per_s": 50.0}));
 }
 
 #[test]
 fn topology_applies_failures_and_reports_connectivity() {
-    let o = ccsynth(
-        &[
-            "topology",
-            "ring:4",
-            "--fail-link",
-            "0-1",
-            "--fail-link",
-            "2-3",
-        ],
-        None,
-    );
+    let o = ccsynth(&["topology", "ring:4", "--fail-link", "0-1", "--fail-link", "2-3"], None);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(json(&o)["links"].as_array().unwrap().len(), 4);
     assert!(String::from_utf8_lossy(&o.stderr).contains("NOT connected"));
@@ -86,20 +69,14 @@ fn topology_reads_files_and_names_bad_input() {
 #[test]
 fn validate_exit_codes() {
     let o = ccsynth(&["validate", EXAMPLE], None);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let v = json(&o);
     assert_eq!(v["valid"], true);
     assert!((v["collective_time_ns"].as_f64().unwrap() - 49660.8).abs() < 1e-6);
     assert!(v["lower_bound_ns"].as_f64().unwrap() > 0.0);
 
     // From stdin, broken: drop the last transfer.
-    let mut s: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(EXAMPLE).unwrap()).unwrap();
+    let mut s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(EXAMPLE).unwrap()).unwrap();
     s["transfers"].as_array_mut().unwrap().pop();
     s.as_object_mut().unwrap().remove("collective_time_ns");
     let o = ccsynth(&["validate", "-"], Some(&s.to_string()));

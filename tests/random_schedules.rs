@@ -33,12 +33,7 @@ fn random_topology(rng: &mut Rng) -> (Topology, Vec<(usize, usize)>) {
     let npus = 2 + rng.below(7);
     let switches = rng.below(2);
     let mut links: BTreeMap<(usize, usize), (f64, f64)> = BTreeMap::new();
-    let param = |rng: &mut Rng| {
-        (
-            100.0 * rng.below(5) as f64,
-            10.0 * (1 + rng.below(10)) as f64,
-        )
-    };
+    let param = |rng: &mut Rng| (100.0 * rng.below(5) as f64, 10.0 * (1 + rng.below(10)) as f64);
     let mut tree = Vec::new();
     for v in 1..npus {
         let u = rng.below(v);
@@ -103,11 +98,7 @@ fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
     for &[v, ch] in &c.precondition {
         held[v as usize][ch as usize] = true;
     }
-    let done = |held: &Vec<Vec<bool>>| {
-        c.postcondition
-            .iter()
-            .all(|&[v, ch]| held[v as usize][ch as usize])
-    };
+    let done = |held: &Vec<Vec<bool>>| c.postcondition.iter().all(|&[v, ch]| held[v as usize][ch as usize]);
     let mut out = Vec::new();
     let mut step = 0u32;
     while !done(&held) {
@@ -153,12 +144,7 @@ fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
 
 /// Random reduction trees: every chunk is reduced to a random root (or its owner) along a
 /// BFS tree of the spanning tree, then copied back out where the postcondition wants it.
-fn random_combining(
-    t: &Topology,
-    tree: &[(usize, usize)],
-    c: &Collective,
-    rng: &mut Rng,
-) -> Vec<Transfer> {
+fn random_combining(t: &Topology, tree: &[(usize, usize)], c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
     let n = t.npus();
     let mut adj = vec![Vec::new(); n];
     for &(u, v) in tree {
@@ -167,17 +153,8 @@ fn random_combining(
     }
     let mut msgs: BTreeMap<(u32, usize, usize, bool), Vec<u32>> = BTreeMap::new();
     for ch in 0..c.num_chunks {
-        let wants: Vec<usize> = c
-            .postcondition
-            .iter()
-            .filter(|p| p[1] as usize == ch)
-            .map(|p| p[0] as usize)
-            .collect();
-        let root = if wants.len() == 1 {
-            wants[0]
-        } else {
-            rng.below(n)
-        };
+        let wants: Vec<usize> = c.postcondition.iter().filter(|p| p[1] as usize == ch).map(|p| p[0] as usize).collect();
+        let root = if wants.len() == 1 { wants[0] } else { rng.below(n) };
         let mut parent = vec![usize::MAX; n];
         let mut depth = vec![0usize; n];
         let mut order = vec![root];
@@ -196,26 +173,20 @@ fn random_combining(
         }
         let maxd = *depth.iter().max().unwrap();
         for &v in &order[1..] {
-            msgs.entry(((maxd - depth[v]) as u32, v, parent[v], true))
-                .or_default()
-                .push(ch as u32);
+            msgs.entry(((maxd - depth[v]) as u32, v, parent[v], true)).or_default().push(ch as u32);
         }
         if wants.len() > 1 {
             for &v in &order[1..] {
-                msgs.entry(((maxd + depth[v] - 1) as u32, parent[v], v, false))
-                    .or_default()
-                    .push(ch as u32);
+                msgs.entry(((maxd + depth[v] - 1) as u32, parent[v], v, false)).or_default().push(ch as u32);
             }
         }
     }
     msgs.into_iter()
-        .map(|((step, u, v, red), chunks)| {
-            if red {
-                Transfer::reduce(step, u, v, chunks)
-            } else {
-                Transfer::copy(step, u, v, chunks)
-            }
-        })
+        .map(
+            |((step, u, v, red), chunks)| {
+                if red { Transfer::reduce(step, u, v, chunks) } else { Transfer::copy(step, u, v, chunks) }
+            },
+        )
         .collect()
 }
 
@@ -223,31 +194,19 @@ fn build(seed: u64, kind: K) -> (Schedule, Rng) {
     let mut rng = Rng(seed);
     let (t, tree) = random_topology(&mut rng);
     let k = 1 + rng.below(2) as u32;
-    let mut spec =
-        CollectiveSpec::new(kind, 1000 + rng.below(100_000) as u64).with_chunks_per_npu(k);
+    let mut spec = CollectiveSpec::new(kind, 1000 + rng.below(100_000) as u64).with_chunks_per_npu(k);
     if kind.needs_root() {
         spec.root = Some(rng.below(t.npus()));
     }
     let c = Collective::build(&spec, &t).unwrap();
-    let transfers = if kind.combining() {
-        random_combining(&t, &tree, &c, &mut rng)
-    } else {
-        random_plain(&t, &c, &mut rng)
-    };
+    let transfers =
+        if kind.combining() { random_combining(&t, &tree, &c, &mut rng) } else { random_plain(&t, &c, &mut rng) };
     let mut s = Schedule::new(t, &c, "random");
     s.transfers = transfers;
     (s, rng)
 }
 
-const KINDS: [K; 7] = [
-    K::AllGather,
-    K::Broadcast,
-    K::Scatter,
-    K::Gather,
-    K::AllToAll,
-    K::AllReduce,
-    K::ReduceScatter,
-];
+const KINDS: [K; 7] = [K::AllGather, K::Broadcast, K::Scatter, K::Gather, K::AllToAll, K::AllReduce, K::ReduceScatter];
 
 fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
     let n = s.transfers.len();
@@ -256,15 +215,9 @@ fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
         0 => {
             // Only deliveries into a postcondition pair are certainly needed: the generators
             // never deliver a pair twice, but flooding also feeds NPUs that only forward.
-            let post: std::collections::HashSet<[u32; 2]> =
-                s.postcondition.iter().copied().collect();
+            let post: std::collections::HashSet<[u32; 2]> = s.postcondition.iter().copied().collect();
             let needed: Vec<usize> = (0..n)
-                .filter(|&j| {
-                    s.transfers[j]
-                        .chunks
-                        .iter()
-                        .any(|&c| post.contains(&[s.transfers[j].dst, c]))
-                })
+                .filter(|&j| s.transfers[j].chunks.iter().any(|&c| post.contains(&[s.transfers[j].dst, c])))
                 .collect();
             s.transfers.remove(needed[rng.below(needed.len())]);
             "removed a needed transfer"
@@ -279,9 +232,7 @@ fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
         }
         2 => {
             // Replaying a reduce later counts its contributions twice.
-            let reduces: Vec<usize> = (0..n)
-                .filter(|&j| s.transfers[j].op == Op::Reduce)
-                .collect();
+            let reduces: Vec<usize> = (0..n).filter(|&j| s.transfers[j].op == Op::Reduce).collect();
             let mut t = s.transfers[reduces[rng.below(reduces.len())]].clone();
             t.step += 1 + rng.below(3) as u32;
             s.transfers.push(t);
@@ -290,8 +241,7 @@ fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
         3 => {
             let t = &s.transfers[i];
             let src = t.src as usize;
-            let missing = (0..s.topology.npus())
-                .find(|&w| w != src && s.topology.link_index(src, w).is_none());
+            let missing = (0..s.topology.npus()).find(|&w| w != src && s.topology.link_index(src, w).is_none());
             match missing {
                 Some(w) => {
                     s.transfers[i].dst = w as u32;

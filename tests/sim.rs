@@ -17,10 +17,7 @@ fn unidirectional_ring_all_gather_takes_p_minus_1_hops() {
         for k in [1usize, 3] {
             let n = 1_000_003u64;
             let t = topo(&format!("ring:{p}:uni"));
-            let c = coll_spec(
-                &t,
-                CollectiveSpec::new(K::AllGather, n).with_chunks_per_npu(k as u32),
-            );
+            let c = coll_spec(&t, CollectiveSpec::new(K::AllGather, n).with_chunks_per_npu(k as u32));
             let order: Vec<usize> = (0..p).collect();
             let s = sched(&t, &c, ring_all_gather(&order, k, &no_path));
             let r = engine::check(&s);
@@ -72,37 +69,25 @@ fn gamma_is_charged_on_reduces_only() {
 /// set by the slowest hop: 2(p−1)(2α + (n/p)β).
 #[test]
 fn hand_written_torus_example_validates_and_simulates_as_specified() {
-    let text = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/examples/ring-allreduce-torus4x4.json"
-    ))
-    .unwrap();
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/ring-allreduce-torus4x4.json")).unwrap();
     let s = Schedule::from_json(&text).unwrap();
     let r = engine::check(&s);
     assert!(r.valid, "{:?}", r.violations);
     let want = 2.0 * 15.0 * (2.0 * ALPHA + 65536.0 / BW);
     assert!(close(r.collective_time_ns.unwrap(), want));
     assert_eq!(r.rounds, 30);
-    assert!(
-        s.transfers
-            .iter()
-            .any(|t| t.path.as_ref().is_some_and(|p| p.len() == 3))
-    );
+    assert!(s.transfers.iter().any(|t| t.path.as_ref().is_some_and(|p| p.len() == 3)));
     // Built in code from the same rule, it is the same schedule.
     let t = topo("torus:4x4");
     let c = coll(&t, K::AllReduce, 1 << 20);
-    let path =
-        |a: usize, b: usize| (a % 4 == 3).then(|| vec![a as u32, ((a + 4) % 16) as u32, b as u32]);
+    let path = |a: usize, b: usize| (a % 4 == 3).then(|| vec![a as u32, ((a + 4) % 16) as u32, b as u32]);
     let order: Vec<usize> = (0..16).collect();
     let built = sched(&t, &c, ring_all_reduce(&order, &path));
     assert_eq!(built.transfers, s.transfers);
     // The two-link hops keep both links busy for the whole transfer.
     let timing = r.timing.unwrap();
-    let l = timing
-        .links
-        .iter()
-        .find(|l| l.src == 3 && l.dst == 7)
-        .unwrap();
+    let l = timing.links.iter().find(|l| l.src == 3 && l.dst == 7).unwrap();
     assert!(close(l.busy_ns, 30.0 * (2.0 * ALPHA + 65536.0 / BW)));
     assert!(close(l.utilization, 1.0));
     assert_eq!(l.transfers, 30);
@@ -110,12 +95,7 @@ fn hand_written_torus_example_validates_and_simulates_as_specified() {
 
 fn two_chunk_broadcast(transfers: Vec<Transfer>) -> f64 {
     let t = topo("fc:2");
-    let c = coll_spec(
-        &t,
-        CollectiveSpec::new(K::Broadcast, 2000)
-            .with_root(0)
-            .with_chunks_per_npu(2),
-    );
+    let c = coll_spec(&t, CollectiveSpec::new(K::Broadcast, 2000).with_root(0).with_chunks_per_npu(2));
     let s = sched(&t, &c, transfers);
     let r = engine::check(&s);
     assert!(r.valid, "{:?}", r.violations);
@@ -126,10 +106,7 @@ fn two_chunk_broadcast(transfers: Vec<Transfer>) -> f64 {
 fn one_message_pays_alpha_once_and_shared_links_serialize() {
     let d = ALPHA + 1000.0 / BW;
     // Two messages on one link in one step run back to back.
-    let two = two_chunk_broadcast(vec![
-        Transfer::copy(0, 0, 1, vec![0]),
-        Transfer::copy(0, 0, 1, vec![1]),
-    ]);
+    let two = two_chunk_broadcast(vec![Transfer::copy(0, 0, 1, vec![0]), Transfer::copy(0, 0, 1, vec![1])]);
     assert!(close(two, 2.0 * d));
     // One message with both chunks pays α once.
     let one = two_chunk_broadcast(vec![Transfer::copy(0, 0, 1, vec![0, 1])]);
@@ -148,10 +125,7 @@ fn a_path_pays_every_latency_and_the_slowest_bandwidth() {
     let s = sched(
         &t,
         &c,
-        vec![
-            Transfer::copy(0, 0, 1, vec![0]).via(vec![0, 2, 1]),
-            Transfer::copy(0, 1, 0, vec![1]).via(vec![1, 2, 0]),
-        ],
+        vec![Transfer::copy(0, 0, 1, vec![0]).via(vec![0, 2, 1]), Transfer::copy(0, 1, 0, vec![1]).via(vec![1, 2, 0])],
     );
     let r = engine::check(&s);
     assert!(r.valid, "{:?}", r.violations);
@@ -166,14 +140,7 @@ fn a_transfer_waits_for_its_data_and_for_its_link() {
     // Chain 0 -> 1 -> 2 on ring:3:uni: the second hop starts when the first ends.
     let t = topo("ring:3:uni");
     let c = coll_spec(&t, CollectiveSpec::new(K::Broadcast, 1000).with_root(0));
-    let s = sched(
-        &t,
-        &c,
-        vec![
-            Transfer::copy(0, 0, 1, vec![0]),
-            Transfer::copy(1, 1, 2, vec![0]),
-        ],
-    );
+    let s = sched(&t, &c, vec![Transfer::copy(0, 0, 1, vec![0]), Transfer::copy(1, 1, 2, vec![0])]);
     let timing = simulate(&s).unwrap();
     let d = ALPHA + 1000.0 / BW;
     assert!(close(timing.collective_time_ns, 2.0 * d));

@@ -44,11 +44,7 @@ fn rejections_name_the_path_and_what_was_expected() {
             "links[0].latency_ns",
             ">= 0",
         ),
-        (
-            r#"{"npus": 2, "links": [{"src": 0, "dst": 1}]}"#,
-            "links[0].latency_ns",
-            "default_link",
-        ),
+        (r#"{"npus": 2, "links": [{"src": 0, "dst": 1}]}"#, "links[0].latency_ns", "default_link"),
         (r#"{"npus": 0}"#, "npus", "at least 1"),
         (r#"{"npus": -4}"#, "npus", "non-negative integer"),
         (r#"{"switches": 1}"#, ".", "missing field `npus`"),
@@ -62,11 +58,7 @@ fn rejections_name_the_path_and_what_was_expected() {
             "links",
             "malformed JSON",
         ),
-        (
-            r#"{"npus": 2, "failed_npus": [2]}"#,
-            "failed_npus[0]",
-            "not an NPU",
-        ),
+        (r#"{"npus": 2, "failed_npus": [2]}"#, "failed_npus[0]", "not an NPU"),
         (
             r#"{"npus": 2, "failed_npus": [1], "links": [{"src": 0, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 1}]}"#,
             "links[0]",
@@ -76,9 +68,7 @@ fn rejections_name_the_path_and_what_was_expected() {
     for (json, path, msg) in cases {
         let e = Topology::from_json(json).expect_err(json);
         assert!(
-            e.errors
-                .iter()
-                .any(|f| f.path == *path && f.message.contains(msg)),
+            e.errors.iter().any(|f| f.path == *path && f.message.contains(msg)),
             "{json}\n  wanted {path}: {msg}\n  got {e}"
         );
     }
@@ -92,14 +82,7 @@ fn all_problems_are_reported_at_once() {
     )
     .unwrap_err();
     let paths: Vec<&str> = e.errors.iter().map(|f| f.path.as_str()).collect();
-    assert_eq!(
-        paths,
-        [
-            "links[0].dst",
-            "links[1].latency_ns",
-            "links[1].bandwidth_gb_per_s"
-        ]
-    );
+    assert_eq!(paths, ["links[0].dst", "links[1].latency_ns", "links[1].bandwidth_gb_per_s"]);
 }
 
 #[test]
@@ -152,11 +135,7 @@ fn generators_build_the_named_shapes() {
     ];
     for &(spec, npus, switches, links, deg) in cases {
         let t = topo(spec);
-        assert_eq!(
-            (t.npus(), t.switches(), t.links().len()),
-            (npus, switches, links),
-            "{spec}"
-        );
+        assert_eq!((t.npus(), t.switches(), t.links().len()), (npus, switches, links), "{spec}");
         assert_eq!(degree_stats(&t), deg, "{spec}");
         assert!(t.connectivity().connected, "{spec}");
     }
@@ -173,11 +152,7 @@ fn generator_details() {
     assert!(t.link(31, 32).is_none());
     // One value applies to every dimension; the default is 100 GB/s and 500 ns.
     let t = topo("torus:3x3@bw=25");
-    assert!(
-        t.links()
-            .iter()
-            .all(|l| l.bandwidth_gb_per_s == 25.0 && l.latency_ns == 500.0)
-    );
+    assert!(t.links().iter().all(|l| l.bandwidth_gb_per_s == 25.0 && l.latency_ns == 500.0));
     assert!(t.link(2, 0).is_some() && t.link(6, 0).is_some());
     // Unidirectional ring goes i -> i+1.
     let t = topo("ring:4:uni");
@@ -222,43 +197,22 @@ fn bad_specs_are_rejected_clearly() {
 #[test]
 fn failures_remove_links_and_npus_and_report_connectivity() {
     let t = topo("ring:6");
-    let f = t
-        .with_failures(&Failures {
-            links: vec![[0, 1]],
-            ..Default::default()
-        })
-        .unwrap();
+    let f = t.with_failures(&Failures { links: vec![[0, 1]], ..Default::default() }).unwrap();
     assert!(f.link(0, 1).is_none() && f.link(1, 0).is_none());
     assert_eq!(f.links().len(), 10);
     assert!(f.connectivity().connected);
     // A second cut splits the ring.
-    let f2 = f
-        .with_failures(&Failures {
-            links: vec![[3, 4]],
-            ..Default::default()
-        })
-        .unwrap();
+    let f2 = f.with_failures(&Failures { links: vec![[3, 4]], ..Default::default() }).unwrap();
     let c = f2.connectivity();
     assert!(!c.connected);
     // Largest first, ties by smallest id.
     assert_eq!(c.components, vec![vec![0, 4, 5], vec![1, 2, 3]]);
     // A directed failure removes one direction only; the other arc keeps everything reachable.
-    let d = t
-        .with_failures(&Failures {
-            links: vec![[0, 1]],
-            directed: true,
-            ..Default::default()
-        })
-        .unwrap();
+    let d = t.with_failures(&Failures { links: vec![[0, 1]], directed: true, ..Default::default() }).unwrap();
     assert!(d.link(0, 1).is_none() && d.link(1, 0).is_some());
     assert!(d.connectivity().connected);
     // An NPU failure keeps ids, removes links, and leaves the NPU out of the default group.
-    let n = topo("mesh:3x3")
-        .with_failures(&Failures {
-            npus: vec![4],
-            ..Default::default()
-        })
-        .unwrap();
+    let n = topo("mesh:3x3").with_failures(&Failures { npus: vec![4], ..Default::default() }).unwrap();
     assert_eq!(n.npus(), 9);
     assert_eq!(n.failed_npus(), &[4]);
     assert!(n.out_links(4).is_empty() && n.in_links(4).is_empty());
@@ -268,13 +222,7 @@ fn failures_remove_links_and_npus_and_report_connectivity() {
     let back = Topology::from_json(&serde_json::to_string(&n).unwrap()).unwrap();
     assert_eq!(back, n);
     // Failing what does not exist is an error.
-    let e = t
-        .with_failures(&Failures {
-            links: vec![[0, 3]],
-            npus: vec![17],
-            ..Default::default()
-        })
-        .unwrap_err();
+    let e = t.with_failures(&Failures { links: vec![[0, 3]], npus: vec![17], ..Default::default() }).unwrap_err();
     assert_eq!(e.errors.len(), 2);
     assert_eq!(e.errors[0].path, "links[0]");
     assert_eq!(e.errors[1].path, "npus[0]");

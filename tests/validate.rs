@@ -29,10 +29,7 @@ fn ag_switch() -> Schedule {
     sched(
         &t,
         &c,
-        vec![
-            Transfer::copy(0, 0, 1, vec![0]).via(vec![0, 2, 1]),
-            Transfer::copy(0, 1, 0, vec![1]).via(vec![1, 2, 0]),
-        ],
+        vec![Transfer::copy(0, 0, 1, vec![0]).via(vec![0, 2, 1]), Transfer::copy(0, 1, 0, vec![1]).via(vec![1, 2, 0])],
     )
 }
 
@@ -46,22 +43,11 @@ fn custom_reduce() -> Schedule {
     spec.postcondition = Some(vec![[2, 0]]);
     spec.combining = Some(true);
     let c = coll_spec(&t, spec);
-    sched(
-        &t,
-        &c,
-        vec![
-            Transfer::reduce(0, 0, 1, vec![0]),
-            Transfer::copy(1, 1, 2, vec![0]),
-        ],
-    )
+    sched(&t, &c, vec![Transfer::reduce(0, 0, 1, vec![0]), Transfer::copy(1, 1, 2, vec![0])])
 }
 
 fn kinds(s: &Schedule) -> Vec<V> {
-    let mut k = engine::check(s)
-        .violations
-        .iter()
-        .map(|v| v.kind)
-        .collect::<Vec<_>>();
+    let mut k = engine::check(s).violations.iter().map(|v| v.kind).collect::<Vec<_>>();
     k.dedup();
     k
 }
@@ -88,21 +74,9 @@ fn one_broken_schedule_per_violation_kind() {
             with(ag3(), &|s| s.collective.root = Some(0)),
             vec![V::InvalidCollective],
         ),
-        (
-            "num_chunks disagrees",
-            with(ag3(), &|s| s.num_chunks = 4),
-            vec![V::CollectiveMismatch],
-        ),
-        (
-            "chunk size disagrees",
-            with(ag3(), &|s| s.chunk_size_bytes = 999.0),
-            vec![V::CollectiveMismatch],
-        ),
-        (
-            "combining flag disagrees",
-            with(ag3(), &|s| s.combining = true),
-            vec![V::CollectiveMismatch],
-        ),
+        ("num_chunks disagrees", with(ag3(), &|s| s.num_chunks = 4), vec![V::CollectiveMismatch]),
+        ("chunk size disagrees", with(ag3(), &|s| s.chunk_size_bytes = 999.0), vec![V::CollectiveMismatch]),
+        ("combining flag disagrees", with(ag3(), &|s| s.combining = true), vec![V::CollectiveMismatch]),
         (
             "postcondition pair dropped",
             with(ag3(), &|s| {
@@ -115,100 +89,58 @@ fn one_broken_schedule_per_violation_kind() {
             with(ag3(), &|s| s.precondition.push([7, 0])),
             vec![V::CollectiveMismatch, V::InvalidCondition],
         ),
-        (
-            "unknown dst",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(1, 0, 7, vec![0]))
-            }),
-            vec![V::UnknownNode],
-        ),
+        ("unknown dst", with(ag3(), &|s| s.transfers.push(Transfer::copy(1, 0, 7, vec![0]))), vec![V::UnknownNode]),
         (
             "unknown path node",
-            with(ag3(), &|s| {
-                s.transfers
-                    .push(Transfer::copy(1, 0, 1, vec![0]).via(vec![0, 9, 1]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(1, 0, 1, vec![0]).via(vec![0, 9, 1]))),
             vec![V::UnknownNode],
         ),
         (
             "switch as dst",
-            with(ag_switch(), &|s| {
-                s.transfers.push(Transfer::copy(1, 0, 2, vec![0]))
-            }),
+            with(ag_switch(), &|s| s.transfers.push(Transfer::copy(1, 0, 2, vec![0]))),
             vec![V::NotAnNpu],
         ),
-        (
-            "self transfer",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(1, 0, 0, vec![0]))
-            }),
-            vec![V::SelfTransfer],
-        ),
-        (
-            "empty transfer",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(1, 0, 1, vec![]))
-            }),
-            vec![V::EmptyTransfer],
-        ),
+        ("self transfer", with(ag3(), &|s| s.transfers.push(Transfer::copy(1, 0, 0, vec![0]))), vec![V::SelfTransfer]),
+        ("empty transfer", with(ag3(), &|s| s.transfers.push(Transfer::copy(1, 0, 1, vec![]))), vec![V::EmptyTransfer]),
         (
             "chunk out of range",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(1, 0, 1, vec![3]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(1, 0, 1, vec![3]))),
             vec![V::ChunkOutOfRange],
         ),
         (
             "chunk twice in one transfer",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(5, 0, 1, vec![0, 0]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(5, 0, 1, vec![0, 0]))),
             vec![V::DuplicateChunk],
         ),
         (
             "no such link (uni ring)",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(5, 1, 0, vec![1]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(5, 1, 0, vec![1]))),
             vec![V::MissingLink],
         ),
         (
             "path from the wrong node",
-            with(ag3(), &|s| {
-                s.transfers
-                    .push(Transfer::copy(5, 0, 2, vec![0]).via(vec![1, 2]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(5, 0, 2, vec![0]).via(vec![1, 2]))),
             vec![V::InvalidPath],
         ),
         (
             "path over a missing link",
-            with(ag3(), &|s| {
-                s.transfers
-                    .push(Transfer::copy(5, 0, 2, vec![0]).via(vec![0, 2]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(5, 0, 2, vec![0]).via(vec![0, 2]))),
             vec![V::InvalidPath],
         ),
         (
             "path visits a node twice",
-            with(ag_switch(), &|s| {
-                s.transfers
-                    .push(Transfer::copy(5, 0, 1, vec![0]).via(vec![0, 2, 0, 2, 1]))
-            }),
+            with(ag_switch(), &|s| s.transfers.push(Transfer::copy(5, 0, 1, vec![0]).via(vec![0, 2, 0, 2, 1]))),
             vec![V::InvalidPath],
         ),
         (
             "reduce in all_gather",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::reduce(5, 0, 1, vec![0]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::reduce(5, 0, 1, vec![0]))),
             vec![V::ReduceInNonCombining],
         ),
         (
             // NPU 1 receives chunk 0 at the end of step 0, so it cannot forward it in step 0.
             "source reads a same-step write",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(0, 1, 2, vec![0]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(0, 1, 2, vec![0]))),
             vec![V::SourceMissingChunk],
         ),
         (
@@ -219,31 +151,23 @@ fn one_broken_schedule_per_violation_kind() {
         (
             // NPU 1 already holds {0,1} of chunk 0 after step 0; NPU 0's {0} again counts 0 twice.
             "contribution counted twice",
-            with(ar3(), &|s| {
-                s.transfers.push(Transfer::reduce(1, 0, 1, vec![0]))
-            }),
+            with(ar3(), &|s| s.transfers.push(Transfer::reduce(1, 0, 1, vec![0]))),
             vec![V::DoubleCount],
         ),
         (
             // NPU 1 holds its own contribution to chunk 1; a copy of NPU 0's {0} would drop it.
             "copy drops a contribution",
-            with(ar3(), &|s| {
-                s.transfers.push(Transfer::copy(1, 0, 1, vec![1]))
-            }),
+            with(ar3(), &|s| s.transfers.push(Transfer::copy(1, 0, 1, vec![1]))),
             vec![V::CopyDropsContribution],
         ),
         (
             "two copies into one slot in one step",
-            with(ag3(), &|s| {
-                s.transfers.push(Transfer::copy(0, 0, 1, vec![0]))
-            }),
+            with(ag3(), &|s| s.transfers.push(Transfer::copy(0, 0, 1, vec![0]))),
             vec![V::WriteConflict],
         ),
         (
             "a copy and a reduce into one slot in one step",
-            with(ar3(), &|s| {
-                s.transfers.push(Transfer::copy(0, 2, 0, vec![2]))
-            }),
+            with(ar3(), &|s| s.transfers.push(Transfer::copy(0, 2, 0, vec![2]))),
             vec![V::WriteConflict],
         ),
         (
@@ -318,11 +242,7 @@ fn several_disjoint_reduces_into_one_slot_in_one_step() {
     // Steps are logical, not barriers: chunk x is final at NPU 0 at (x+1)·d (the three reduces
     // per link run back to back), so its copy runs in [(x+1)d, (x+2)d] and the last ends at 4d.
     let d = 500.0 + 1000.0 / 100.0;
-    assert!(
-        close(r.collective_time_ns.unwrap(), 4.0 * d),
-        "{:?}",
-        r.collective_time_ns
-    );
+    assert!(close(r.collective_time_ns.unwrap(), 4.0 * d), "{:?}", r.collective_time_ns);
 }
 
 #[test]
@@ -360,17 +280,12 @@ fn unknown_fields_and_bad_formats_are_parse_errors() {
     for (path, mutate) in [
         (
             "transfers[0].hops",
-            &(|v: &mut serde_json::Value| v["transfers"][0]["hops"] = 1.into())
-                as &dyn Fn(&mut serde_json::Value),
+            &(|v: &mut serde_json::Value| v["transfers"][0]["hops"] = 1.into()) as &dyn Fn(&mut serde_json::Value),
         ),
-        ("collective.flavour", &|v| {
-            v["collective"]["flavour"] = 1.into()
-        }),
+        ("collective.flavour", &|v| v["collective"]["flavour"] = 1.into()),
         ("topology", &|v| v["topology"]["colour"] = 1.into()),
         ("format", &|v| v["format"] = "ccsynth.schedule.v0".into()),
-        ("transfers[1].op", &|v| {
-            v["transfers"][1]["op"] = "send".into()
-        }),
+        ("transfers[1].op", &|v| v["transfers"][1]["op"] = "send".into()),
     ] {
         let mut v = good.clone();
         mutate(&mut v);
@@ -387,10 +302,7 @@ fn fractional_chunk_sizes_are_used_as_is() {
     let s = sched(&t, &c, ring_all_gather(&[0, 1, 2], 1, &no_path));
     let r = engine::check(&s);
     assert!(r.valid);
-    assert!(close(
-        r.collective_time_ns.unwrap(),
-        2.0 * (500.0 + (1000.0 / 3.0) / 100.0)
-    ));
+    assert!(close(r.collective_time_ns.unwrap(), 2.0 * (500.0 + (1000.0 / 3.0) / 100.0)));
     let json = serde_json::to_value(&s).unwrap();
     assert!(json["chunk_size_bytes"].as_f64().unwrap().fract() != 0.0);
 }

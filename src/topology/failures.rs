@@ -35,29 +35,20 @@ impl Topology {
         let mut removed = vec![false; self.links.len()];
         for (i, &[u, v]) in f.links.iter().enumerate() {
             let mut found = false;
-            for (a, b) in [(u, v), (v, u)]
-                .into_iter()
-                .take(if f.directed { 1 } else { 2 })
-            {
+            for (a, b) in [(u, v), (v, u)].into_iter().take(if f.directed { 1 } else { 2 }) {
                 if let Some(k) = self.link_index(a, b) {
                     removed[k] = true;
                     found = true;
                 }
             }
             if !found {
-                errs.push(
-                    format!("links[{i}]"),
-                    format!("no link {u}->{v} in the topology"),
-                );
+                errs.push(format!("links[{i}]"), format!("no link {u}->{v} in the topology"));
             }
         }
         let mut failed = self.failed_npus.clone();
         for (i, &v) in f.npus.iter().enumerate() {
             if v >= self.npus {
-                errs.push(
-                    format!("npus[{i}]"),
-                    format!("{v} is not an NPU: expected 0..{}", self.npus),
-                );
+                errs.push(format!("npus[{i}]"), format!("{v} is not an NPU: expected 0..{}", self.npus));
             } else {
                 failed.push(v);
             }
@@ -70,18 +61,11 @@ impl Topology {
             .iter()
             .zip(&removed)
             .filter(|(l, gone)| {
-                !**gone
-                    && failed.binary_search(&l.src).is_err()
-                    && failed.binary_search(&l.dst).is_err()
+                !**gone && failed.binary_search(&l.src).is_err() && failed.binary_search(&l.dst).is_err()
             })
             .map(|(l, _)| l.clone())
             .collect();
-        Ok(Topology::from_sorted(
-            self.npus,
-            self.switches,
-            links,
-            failed,
-        ))
+        Ok(Topology::from_sorted(self.npus, self.switches, links, failed))
     }
 
     /// Strongly connected components of the live NPUs.
@@ -94,11 +78,7 @@ impl Topology {
         }
         let mut components: Vec<Vec<usize>> = groups.into_values().collect();
         components.sort_by(|a, b| b.len().cmp(&a.len()).then(a[0].cmp(&b[0])));
-        Connectivity {
-            live_npus: live.len(),
-            connected: components.len() <= 1,
-            components,
-        }
+        Connectivity { live_npus: live.len(), connected: components.len() <= 1, components }
     }
 
     /// Strongly-connected-component id of every node.

@@ -37,10 +37,7 @@ pub struct LinkParams {
 
 impl Default for LinkParams {
     fn default() -> Self {
-        LinkParams {
-            latency_ns: 500.0,
-            bandwidth_gb_per_s: 100.0,
-        }
+        LinkParams { latency_ns: 500.0, bandwidth_gb_per_s: 100.0 }
     }
 }
 
@@ -98,13 +95,8 @@ struct CanonicalOut<'a> {
 
 impl Serialize for Topology {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        CanonicalOut {
-            npus: self.npus,
-            switches: self.switches,
-            links: &self.links,
-            failed_npus: &self.failed_npus,
-        }
-        .serialize(s)
+        CanonicalOut { npus: self.npus, switches: self.switches, links: &self.links, failed_npus: &self.failed_npus }
+            .serialize(s)
     }
 }
 
@@ -119,8 +111,7 @@ impl Topology {
     /// Parses topology JSON, naming the JSON path of any problem.
     pub fn from_json(text: &str) -> Result<Topology, InputError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let input: TopologyInput =
-            serde_path_to_error::deserialize(de).map_err(InputError::from_json)?;
+        let input: TopologyInput = serde_path_to_error::deserialize(de).map_err(InputError::from_json)?;
         Topology::from_input(input)
     }
 
@@ -132,22 +123,11 @@ impl Topology {
         }
         let nodes = input.npus.saturating_add(input.switches);
         if nodes > limits::MAX_NODES {
-            errs.push(
-                "npus",
-                format!(
-                    "npus + switches = {nodes} exceeds the limit of {} nodes",
-                    limits::MAX_NODES
-                ),
-            );
+            errs.push("npus", format!("npus + switches = {nodes} exceeds the limit of {} nodes", limits::MAX_NODES));
             return errs.into_result(Topology::empty());
         }
         if let Some(d) = &input.default_link {
-            check_params(
-                &mut errs,
-                "default_link",
-                Some(d.latency_ns),
-                Some(d.bandwidth_gb_per_s),
-            );
+            check_params(&mut errs, "default_link", Some(d.latency_ns), Some(d.bandwidth_gb_per_s));
         }
         let mut links = Vec::with_capacity(input.links.len() * 2);
         for (i, l) in input.links.iter().enumerate() {
@@ -167,15 +147,10 @@ impl Topology {
                 }
             }
             if l.src == l.dst {
-                errs.push(
-                    format!("{p}.dst"),
-                    format!("self-loop {0}->{0}: expected src != dst", l.src),
-                );
+                errs.push(format!("{p}.dst"), format!("self-loop {0}->{0}: expected src != dst", l.src));
             }
             let lat = l.latency_ns.or(input.default_link.map(|d| d.latency_ns));
-            let bw = l
-                .bandwidth_gb_per_s
-                .or(input.default_link.map(|d| d.bandwidth_gb_per_s));
+            let bw = l.bandwidth_gb_per_s.or(input.default_link.map(|d| d.bandwidth_gb_per_s));
             if lat.is_none() {
                 errs.push(
                     format!("{p}.latency_ns"),
@@ -193,36 +168,13 @@ impl Topology {
                 continue;
             }
             let (lat, bw) = (lat.unwrap_or(0.0), bw.unwrap_or(1.0));
-            links.push((
-                i,
-                Link {
-                    src: l.src,
-                    dst: l.dst,
-                    latency_ns: lat,
-                    bandwidth_gb_per_s: bw,
-                },
-            ));
+            links.push((i, Link { src: l.src, dst: l.dst, latency_ns: lat, bandwidth_gb_per_s: bw }));
             if l.bidirectional {
-                links.push((
-                    i,
-                    Link {
-                        src: l.dst,
-                        dst: l.src,
-                        latency_ns: lat,
-                        bandwidth_gb_per_s: bw,
-                    },
-                ));
+                links.push((i, Link { src: l.dst, dst: l.src, latency_ns: lat, bandwidth_gb_per_s: bw }));
             }
         }
         if links.len() > limits::MAX_LINKS {
-            errs.push(
-                "links",
-                format!(
-                    "{} directed links exceed the limit of {}",
-                    links.len(),
-                    limits::MAX_LINKS
-                ),
-            );
+            errs.push("links", format!("{} directed links exceed the limit of {}", links.len(), limits::MAX_LINKS));
             return errs.into_result(Topology::empty());
         }
         links.sort_by_key(|(i, l)| (l.src, l.dst, *i));
@@ -240,10 +192,7 @@ impl Topology {
         let mut failed = input.failed_npus.clone();
         for (i, &v) in input.failed_npus.iter().enumerate() {
             if v >= input.npus {
-                errs.push(
-                    format!("failed_npus[{i}]"),
-                    format!("{v} is not an NPU: expected 0..{}", input.npus),
-                );
+                errs.push(format!("failed_npus[{i}]"), format!("{v} is not an NPU: expected 0..{}", input.npus));
             }
         }
         failed.sort_unstable();
@@ -257,21 +206,13 @@ impl Topology {
         for (i, l) in &links {
             for v in [l.src, l.dst] {
                 if failed.binary_search(&v).is_ok() {
-                    errs.push(
-                        format!("links[{i}]"),
-                        format!("link {}->{} touches failed NPU {v}", l.src, l.dst),
-                    );
+                    errs.push(format!("links[{i}]"), format!("link {}->{} touches failed NPU {v}", l.src, l.dst));
                 }
             }
         }
         let links = links.into_iter().map(|(_, l)| l).collect();
         errs.into_result(())?;
-        Ok(Topology::from_sorted(
-            input.npus,
-            input.switches,
-            links,
-            failed,
-        ))
+        Ok(Topology::from_sorted(input.npus, input.switches, links, failed))
     }
 
     fn empty() -> Topology {
@@ -279,12 +220,7 @@ impl Topology {
     }
 
     /// Builds the indices; `links` must already satisfy the invariants.
-    pub(crate) fn from_sorted(
-        npus: usize,
-        switches: usize,
-        links: Vec<Link>,
-        failed_npus: Vec<usize>,
-    ) -> Topology {
+    pub(crate) fn from_sorted(npus: usize, switches: usize, links: Vec<Link>, failed_npus: Vec<usize>) -> Topology {
         let nodes = npus + switches;
         let mut out_start = vec![0usize; nodes + 1];
         let mut in_start = vec![0usize; nodes + 1];
@@ -302,25 +238,12 @@ impl Topology {
             in_links[fill[l.dst]] = i;
             fill[l.dst] += 1;
         }
-        Topology {
-            npus,
-            switches,
-            links,
-            failed_npus,
-            out_start,
-            in_start,
-            in_links,
-        }
+        Topology { npus, switches, links, failed_npus, out_start, in_start, in_links }
     }
 
     /// Builds a topology from links in any order (used by generators and transforms).
     /// Later duplicates of a `(src, dst)` pair are dropped.
-    pub(crate) fn from_links(
-        npus: usize,
-        switches: usize,
-        mut links: Vec<Link>,
-        failed: Vec<usize>,
-    ) -> Topology {
+    pub(crate) fn from_links(npus: usize, switches: usize, mut links: Vec<Link>, failed: Vec<usize>) -> Topology {
         links.sort_by_key(|l| (l.src, l.dst));
         links.dedup_by_key(|l| (l.src, l.dst));
         Topology::from_sorted(npus, switches, links, failed)
@@ -369,33 +292,19 @@ impl Topology {
         }
         let r = self.out_links(src);
         let base = r.start;
-        self.links[r]
-            .binary_search_by_key(&dst, |l| l.dst)
-            .ok()
-            .map(|i| base + i)
+        self.links[r].binary_search_by_key(&dst, |l| l.dst).ok().map(|i| base + i)
     }
     pub fn link(&self, src: usize, dst: usize) -> Option<&Link> {
         self.link_index(src, dst).map(|i| &self.links[i])
     }
     /// Sum of the bandwidths of the links entering `v`, GB/s.
     pub fn ingress_gb_per_s(&self, v: usize) -> f64 {
-        self.in_links(v)
-            .iter()
-            .map(|&i| self.links[i].bandwidth_gb_per_s)
-            .sum()
+        self.in_links(v).iter().map(|&i| self.links[i].bandwidth_gb_per_s).sum()
     }
 
     /// The same nodes with every link reversed (for combining collectives by inversion).
     pub fn transposed(&self) -> Topology {
-        let links = self
-            .links
-            .iter()
-            .map(|l| Link {
-                src: l.dst,
-                dst: l.src,
-                ..l.clone()
-            })
-            .collect();
+        let links = self.links.iter().map(|l| Link { src: l.dst, dst: l.src, ..l.clone() }).collect();
         Topology::from_links(self.npus, self.switches, links, self.failed_npus.clone())
     }
 
@@ -409,27 +318,17 @@ fn check_params(errs: &mut Errors, p: &str, lat: Option<f64>, bw: Option<f64>) {
     if let Some(lat) = lat
         && (!lat.is_finite() || lat < 0.0)
     {
-        errs.push(
-            format!("{p}.latency_ns"),
-            format!("{lat} is invalid: expected a finite latency >= 0 ns"),
-        );
+        errs.push(format!("{p}.latency_ns"), format!("{lat} is invalid: expected a finite latency >= 0 ns"));
     }
     if let Some(bw) = bw
         && (!bw.is_finite() || bw <= 0.0)
     {
-        errs.push(
-            format!("{p}.bandwidth_gb_per_s"),
-            format!("{bw} is invalid: expected a finite bandwidth > 0 GB/s"),
-        );
+        errs.push(format!("{p}.bandwidth_gb_per_s"), format!("{bw} is invalid: expected a finite bandwidth > 0 GB/s"));
     }
 }
 
 /// Reads a topology from JSON text or a generator spec (`torus:4x4@bw=50`).
 pub fn parse_topology(text_or_spec: &str) -> Result<Topology, InputError> {
     let t = text_or_spec.trim_start();
-    if t.starts_with('{') {
-        Topology::from_json(t)
-    } else {
-        parse_spec(t)
-    }
+    if t.starts_with('{') { Topology::from_json(t) } else { parse_spec(t) }
 }

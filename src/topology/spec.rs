@@ -7,19 +7,8 @@ use crate::limits;
 use std::collections::HashSet;
 
 /// Generator names, for help texts and for telling a spec from a file name.
-pub const GENERATORS: &[&str] = &[
-    "ring",
-    "mesh",
-    "torus",
-    "fc",
-    "switch",
-    "hypercube",
-    "hyperx",
-    "dragonfly",
-    "hammingmesh",
-    "hier",
-    "rail",
-];
+pub const GENERATORS: &[&str] =
+    &["ring", "mesh", "torus", "fc", "switch", "hypercube", "hyperx", "dragonfly", "hammingmesh", "hier", "rail"];
 
 fn err(spec: &str, msg: impl std::fmt::Display) -> InputError {
     InputError::new("spec", format!("{spec:?}: {msg}"))
@@ -36,15 +25,9 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
         Some((b, p)) => (b, Some(p)),
         None => (spec, None),
     };
-    let (name, args) = body.split_once(':').ok_or_else(|| {
-        err(
-            spec,
-            format!(
-                "expected NAME:ARGS with NAME one of {}",
-                GENERATORS.join(", ")
-            ),
-        )
-    })?;
+    let (name, args) = body
+        .split_once(':')
+        .ok_or_else(|| err(spec, format!("expected NAME:ARGS with NAME one of {}", GENERATORS.join(", "))))?;
     let (bw, lat) = parse_params(spec, params)?;
     let dims_of = |n: usize| -> Result<Vec<LinkParams>, InputError> { per_dim(spec, n, &bw, &lat) };
     let mut b;
@@ -53,10 +36,7 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
             let (n, uni) = match args.split_once(':') {
                 Some((n, "uni")) => (n, true),
                 Some((_, other)) => {
-                    return Err(err(
-                        spec,
-                        format!("unknown ring option {other:?}; expected \"uni\""),
-                    ));
+                    return Err(err(spec, format!("unknown ring option {other:?}; expected \"uni\"")));
                 }
                 None => (args, false),
             };
@@ -122,17 +102,12 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
             });
         }
         "dragonfly" => {
-            let (a, g) = args
-                .split_once(':')
-                .ok_or_else(|| err(spec, "expected dragonfly:A:G (A NPUs per group, G groups)"))?;
+            let (a, g) =
+                args.split_once(':').ok_or_else(|| err(spec, "expected dragonfly:A:G (A NPUs per group, G groups)"))?;
             let (a, g) = (count(spec, a, 1)?, count(spec, g, 1)?);
             let p = dims_of(2)?;
             b = Builder::new(spec, a.saturating_mul(g), 0)?;
-            b.check_links(
-                a.saturating_mul(a)
-                    .saturating_mul(g)
-                    .saturating_add(g.saturating_mul(g)),
-            )?;
+            b.check_links(a.saturating_mul(a).saturating_mul(g).saturating_add(g.saturating_mul(g)))?;
             for grp in 0..g {
                 for x in 0..a {
                     for y in x + 1..a {
@@ -152,19 +127,13 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
             }
         }
         "hammingmesh" => {
-            let (board, grid_) = args.split_once(':').ok_or_else(|| {
-                err(
-                    spec,
-                    "expected hammingmesh:AxB:RxC (A×B boards, R×C of them)",
-                )
-            })?;
+            let (board, grid_) = args
+                .split_once(':')
+                .ok_or_else(|| err(spec, "expected hammingmesh:AxB:RxC (A×B boards, R×C of them)"))?;
             let bd = dims_list(spec, board)?;
             let gd = dims_list(spec, grid_)?;
             if bd.len() != 2 || gd.len() != 2 {
-                return Err(err(
-                    spec,
-                    "expected two-dimensional boards and board grid, e.g. hammingmesh:2x2:4x4",
-                ));
+                return Err(err(spec, "expected two-dimensional boards and board grid, e.g. hammingmesh:2x2:4x4"));
             }
             let p = dims_of(2)?;
             let (a, bb, r, c) = (bd[0], bd[1], gd[0], gd[1]);
@@ -206,16 +175,9 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
             let mut dims = Vec::new();
             for part in args.split(',') {
                 let part = part.trim();
-                let k = ["ring", "fc", "switch", "mesh"]
-                    .into_iter()
-                    .find(|k| part.starts_with(k))
-                    .ok_or_else(|| {
-                        err(
-                            spec,
-                            format!(
-                                "hier dimension {part:?}: expected ringN, fcN, switchN or meshN"
-                            ),
-                        )
+                let k =
+                    ["ring", "fc", "switch", "mesh"].into_iter().find(|k| part.starts_with(k)).ok_or_else(|| {
+                        err(spec, format!("hier dimension {part:?}: expected ringN, fcN, switchN or meshN"))
                     })?;
                 kinds.push(k);
                 dims.push(count(spec, &part[k.len()..], 1)?);
@@ -275,13 +237,7 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
             }
         }
         other => {
-            return Err(err(
-                spec,
-                format!(
-                    "unknown generator {other:?}; expected one of {}",
-                    GENERATORS.join(", ")
-                ),
-            ));
+            return Err(err(spec, format!("unknown generator {other:?}; expected one of {}", GENERATORS.join(", "))));
         }
     }
     Ok(b.finish())
@@ -299,19 +255,11 @@ impl Builder {
         if npus.saturating_add(switches) > limits::MAX_NODES {
             return Err(err(spec, format!("more than {} nodes", limits::MAX_NODES)));
         }
-        Ok(Builder {
-            npus,
-            switches,
-            links: Vec::new(),
-            seen: HashSet::new(),
-        })
+        Ok(Builder { npus, switches, links: Vec::new(), seen: HashSet::new() })
     }
     fn check_links(&self, n: usize) -> Result<(), InputError> {
         if n > limits::MAX_LINKS {
-            return Err(err(
-                "generator",
-                format!("more than {} links", limits::MAX_LINKS),
-            ));
+            return Err(err("generator", format!("more than {} links", limits::MAX_LINKS)));
         }
         Ok(())
     }
@@ -364,23 +312,12 @@ fn grid(b: &mut Builder, dims: &[usize], p: &[LinkParams], wrap: bool) {
 }
 
 fn count(spec: &str, s: &str, min: usize) -> Result<usize, InputError> {
-    let n: usize = s.trim().parse().map_err(|_| {
-        err(
-            spec,
-            format!("{s:?} is not a count: expected a whole number"),
-        )
-    })?;
+    let n: usize = s.trim().parse().map_err(|_| err(spec, format!("{s:?} is not a count: expected a whole number")))?;
     if n < min {
-        return Err(err(
-            spec,
-            format!("{n} is too small: expected at least {min}"),
-        ));
+        return Err(err(spec, format!("{n} is too small: expected at least {min}")));
     }
     if n > limits::MAX_NODES {
-        return Err(err(
-            spec,
-            format!("{n} exceeds the limit of {} nodes", limits::MAX_NODES),
-        ));
+        return Err(err(spec, format!("{n} exceeds the limit of {} nodes", limits::MAX_NODES)));
     }
     Ok(n)
 }
@@ -391,9 +328,7 @@ fn dims_list(spec: &str, s: &str) -> Result<Vec<usize>, InputError> {
 
 fn product(spec: &str, dims: &[usize]) -> Result<usize, InputError> {
     dims.iter()
-        .try_fold(1usize, |acc, &d| {
-            acc.checked_mul(d).filter(|&n| n <= limits::MAX_NODES)
-        })
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d).filter(|&n| n <= limits::MAX_NODES))
         .ok_or_else(|| err(spec, format!("more than {} NPUs", limits::MAX_NODES)))
 }
 
@@ -403,44 +338,28 @@ fn parse_params(spec: &str, params: Option<&str>) -> Result<(Vec<f64>, Vec<f64>)
         return Ok((bw, lat));
     };
     for part in params.split(';').filter(|p| !p.trim().is_empty()) {
-        let (k, v) = part.split_once('=').ok_or_else(|| {
-            err(
-                spec,
-                format!("parameter {part:?}: expected bw=GBPS[,..] or lat=NS[,..]"),
-            )
-        })?;
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| err(spec, format!("parameter {part:?}: expected bw=GBPS[,..] or lat=NS[,..]")))?;
         let vals: Vec<f64> = v
             .split(',')
-            .map(|x| {
-                x.trim()
-                    .parse::<f64>()
-                    .map_err(|_| err(spec, format!("{x:?} is not a number")))
-            })
+            .map(|x| x.trim().parse::<f64>().map_err(|_| err(spec, format!("{x:?} is not a number"))))
             .collect::<Result<_, _>>()?;
         match k.trim() {
             "bw" => {
                 if let Some(x) = vals.iter().find(|x| !x.is_finite() || **x <= 0.0) {
-                    return Err(err(
-                        spec,
-                        format!("bandwidth {x} is invalid: expected a finite value > 0 GB/s"),
-                    ));
+                    return Err(err(spec, format!("bandwidth {x} is invalid: expected a finite value > 0 GB/s")));
                 }
                 bw = vals;
             }
             "lat" => {
                 if let Some(x) = vals.iter().find(|x| !x.is_finite() || **x < 0.0) {
-                    return Err(err(
-                        spec,
-                        format!("latency {x} is invalid: expected a finite value >= 0 ns"),
-                    ));
+                    return Err(err(spec, format!("latency {x} is invalid: expected a finite value >= 0 ns")));
                 }
                 lat = vals;
             }
             other => {
-                return Err(err(
-                    spec,
-                    format!("unknown parameter {other:?}: expected bw or lat"),
-                ));
+                return Err(err(spec, format!("unknown parameter {other:?}: expected bw or lat")));
             }
         }
     }
@@ -453,10 +372,7 @@ fn per_dim(spec: &str, n: usize, bw: &[f64], lat: &[f64]) -> Result<Vec<LinkPara
             0 => Ok(default),
             1 => Ok(vals[0]),
             k if k == n => Ok(vals[i]),
-            k => Err(err(
-                spec,
-                format!("{k} {what} values for {n} dimensions: expected 1 or {n}"),
-            )),
+            k => Err(err(spec, format!("{k} {what} values for {n} dimensions: expected 1 or {n}"))),
         }
     };
     let d = LinkParams::default();

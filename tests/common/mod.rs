@@ -24,11 +24,7 @@ pub fn sched(t: &Topology, c: &Collective, transfers: Vec<Transfer>) -> Schedule
 }
 
 /// Unidirectional ring all-gather along `order` (hops may carry paths from `path_of`).
-pub fn ring_all_gather(
-    order: &[usize],
-    k: usize,
-    path_of: &dyn Fn(usize, usize) -> Option<Vec<u32>>,
-) -> Vec<Transfer> {
+pub fn ring_all_gather(order: &[usize], k: usize, path_of: &dyn Fn(usize, usize) -> Option<Vec<u32>>) -> Vec<Transfer> {
     let p = order.len();
     let mut out = Vec::new();
     for s in 0..p - 1 {
@@ -46,10 +42,7 @@ pub fn ring_all_gather(
 
 /// Ring all-reduce along `order`: p−1 reduce steps, then p−1 copy steps. Chunk c belongs to
 /// rank c; rank i ends the reduce-scatter holding chunk i+1 complete.
-pub fn ring_all_reduce(
-    order: &[usize],
-    path_of: &dyn Fn(usize, usize) -> Option<Vec<u32>>,
-) -> Vec<Transfer> {
+pub fn ring_all_reduce(order: &[usize], path_of: &dyn Fn(usize, usize) -> Option<Vec<u32>>) -> Vec<Transfer> {
     let p = order.len();
     let mut out = Vec::new();
     for s in 0..p - 1 {

@@ -1,0 +1,394 @@
+//! The randomized greedy matcher (TACOS VI) on the time-expanded network: moves chunks
+//! (no combining) from where they are to where they are requested, one timestep at a time.
+//!
+//! Per timestep, every free TEN edge whose destination requests a chunk its source holds is
+//! matched with one such chunk; shorter edges go first (shorter-link-first), ties in random
+//! order, chunks at random. A chunk can be forwarded only once it has arrived (arrival-time
+//! analysis). If a faster edge can deliver a chunk that is already on its way over a slower
+//! one, the slower transfer is given another chunk its destination still needs, or dropped
+//! (chunk replacement).
+//!
+//! Work per timestep is proportional to what can still move: each TEN edge keeps the list of
+//! chunks its source holds and its destination requests, filled when a chunk arrives or a
+//! request appears; stale entries are dropped lazily.
+
+use crate::rng::Rng;
+use crate::slots::SlotTable;
+use crate::ten::Ten;
+use std::collections::HashMap;
+
+/// Chunk movement to plan on a TEN: `pre` pairs are held at t = 0, `post` pairs must be held
+/// at the end. `live_npus` is the number of NPUs that can take part (not failed).
+pub struct Problem<'a> {
+    pub ten: &'a Ten,
+    pub num_chunks: usize,
+    pub pre: &'a [[u32; 2]],
+    pub post: &'a [[u32; 2]],
+    pub live_npus: usize,
+}
+
+/// One chunk on one TEN edge, starting at timestep `step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Move {
+    pub step: u32,
+    pub edge: u32,
+    pub chunk: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Moves in the order they were made (by step).
+    pub moves: Vec<Move>,
+    /// Timesteps until the last arrival.
+    pub timesteps: u32,
+    /// Moves re-targeted or dropped because a faster edge delivered their chunk.
+    pub replacements: usize,
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum GreedyError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("no progress possible: {0} requested (npu, chunk) pairs cannot be reached")]
+    Stuck(usize),
+    #[error("relay tables would need {0} entries, over the limit of {1}")]
+    TooManyRelayTables(usize, usize),
+}
+
+const FREE: u32 = u32::MAX;
+const REQ: u32 = u32::MAX - 1;
+const INFLIGHT: u32 = u32::MAX - 2;
+/// Entries of per-holder-set distance tables allowed for relaying (4 bytes each).
+const MAX_RELAY_ENTRIES: usize = 1 << 26;
+
+struct State<'a> {
+    p: &'a Problem<'a>,
+    rng: Rng,
+    slot: SlotTable<u32>,
+    cand: Vec<Vec<u32>>,
+    active: Vec<u32>,
+    is_active: Vec<bool>,
+    inflight: HashMap<u64, u32>,
+    moves: Vec<Move>,
+    dropped: Vec<bool>,
+    outstanding: usize,
+    uniform_spans: bool,
+    relay: Option<Relay>,
+    replacements: usize,
+}
+
+struct Relay {
+    field_of_chunk: Vec<u32>,
+    fields: Vec<Vec<u32>>,
+}
+
+fn key(v: u32, c: u32) -> u64 {
+    (v as u64) << 32 | c as u64
+}
+
+#[derive(PartialEq)]
+enum Class {
+    Req,
+    Replace,
+    Stale,
+}
+
+/// Plans the movement. Deterministic for a given seed. `cancelled` is polled once per timestep.
+pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, GreedyError> {
+    let ten = p.ten;
+    let first_span = ten.edges.first().map(|e| e.span).unwrap_or(1);
+    let mut st = State {
+        p,
+        rng: Rng::new(seed),
+        slot: SlotTable::new(ten.npus, p.num_chunks),
+        cand: vec![Vec::new(); ten.edges.len()],
+        active: Vec::new(),
+        is_active: vec![false; ten.edges.len()],
+        inflight: HashMap::new(),
+        moves: Vec::new(),
+        dropped: Vec::new(),
+        outstanding: 0,
+        uniform_spans: ten.edges.iter().all(|e| e.span == first_span),
+        relay: None,
+        replacements: 0,
+    };
+    // Every slot starts FREE (the table's default is 0, so fill explicitly).
+    st.slot = fill_free(ten.npus, p.num_chunks);
+    for &[v, c] in p.pre {
+        st.slot.set(v as usize, c as usize, 0);
+    }
+    st.relay = relay_tables(p)?;
+    for &[v, c] in p.post {
+        if *st.slot.get(v as usize, c as usize) == FREE {
+            st.request(v, c);
+        }
+    }
+    for &[v, c] in p.pre {
+        st.push_out(v, c);
+    }
+    let mut arrivals: Vec<Vec<u32>> = Vec::new();
+    let mut busy_until = vec![0u32; ten.resources];
+    let mut latest_busy = 0u32;
+    let mut t: u32 = 0;
+    let mut order: Vec<(u32, u64, u32)> = Vec::new();
+    loop {
+        if let Some(list) = arrivals.get_mut(t as usize) {
+            let list = std::mem::take(list);
+            for m in list {
+                if st.dropped[m as usize] {
+                    continue;
+                }
+                let mv = st.moves[m as usize];
+                let v = ten.edges[mv.edge as usize].dst;
+                st.slot.set(v as usize, mv.chunk as usize, t);
+                st.inflight.remove(&key(v, mv.chunk));
+                st.outstanding -= 1;
+                st.push_out(v, mv.chunk);
+            }
+        }
+        if st.outstanding == 0 {
+            break;
+        }
+        if cancelled() {
+            return Err(GreedyError::Cancelled);
+        }
+        // Free edges with something to carry, shortest first, ties at random.
+        order.clear();
+        let mut k = 0;
+        while k < st.active.len() {
+            let e = st.active[k];
+            if st.cand[e as usize].is_empty() {
+                st.is_active[e as usize] = false;
+                st.active.swap_remove(k);
+                continue;
+            }
+            let edge = &ten.edges[e as usize];
+            if edge.resources.iter().all(|&r| busy_until[r as usize] <= t) {
+                order.push((edge.span, st.rng.next_u64(), e));
+            }
+            k += 1;
+        }
+        order.sort_unstable();
+        let mut matched = false;
+        for &(span, _, e) in &order {
+            let edge = &ten.edges[e as usize];
+            if edge.resources.iter().any(|&r| busy_until[r as usize] > t) {
+                continue; // a shared port was taken earlier in this timestep
+            }
+            let Some(c) = st.pick(e, t, span) else { continue };
+            for &r in &edge.resources {
+                busy_until[r as usize] = t + span;
+            }
+            latest_busy = latest_busy.max(t + span);
+            let idx = st.moves.len() as u32;
+            st.moves.push(Move { step: t, edge: e, chunk: c });
+            st.dropped.push(false);
+            let v = edge.dst;
+            st.slot.set(v as usize, c as usize, INFLIGHT);
+            st.inflight.insert(key(v, c), idx);
+            let at = (t + span) as usize;
+            if arrivals.len() <= at {
+                arrivals.resize_with(at + 1, Vec::new);
+            }
+            arrivals[at].push(idx);
+            matched = true;
+        }
+        if !matched && latest_busy <= t && arrivals.iter().skip(t as usize + 1).all(Vec::is_empty) {
+            return Err(GreedyError::Stuck(st.outstanding));
+        }
+        t += 1;
+    }
+    let mut moves = Vec::with_capacity(st.moves.len());
+    for (m, gone) in st.moves.iter().zip(&st.dropped) {
+        if !gone {
+            moves.push(*m);
+        }
+    }
+    Ok(Plan { moves, timesteps: t, replacements: st.replacements })
+}
+
+fn fill_free(npus: usize, chunks: usize) -> SlotTable<u32> {
+    let mut t: SlotTable<u32> = SlotTable::new(npus, chunks);
+    match &mut t {
+        SlotTable::Dense { v, .. } => v.iter_mut().for_each(|x| *x = FREE),
+        SlotTable::Sparse { default, .. } => *default = FREE,
+    }
+    t
+}
+
+/// Relaying is needed when some chunk is wanted by only part of the NPUs: then requests are
+/// delegated back along shortest paths from the chunk's holders.
+fn relay_tables(p: &Problem) -> Result<Option<Relay>, GreedyError> {
+    let mut count = vec![0usize; p.num_chunks];
+    let mut seen = std::collections::HashSet::new();
+    for &[v, c] in p.pre.iter().chain(p.post) {
+        if seen.insert((v, c)) {
+            count[c as usize] += 1;
+        }
+    }
+    drop(seen);
+    if count.iter().all(|&n| n >= p.live_npus) {
+        return Ok(None);
+    }
+    let holders = crate::collective::Holders::new(p.pre, p.num_chunks);
+    let mut index: HashMap<&[u32], u32> = HashMap::new();
+    let mut fields = Vec::new();
+    let mut field_of_chunk = vec![0u32; p.num_chunks];
+    for c in 0..p.num_chunks {
+        let h = holders.of(c);
+        let next = index.len() as u32;
+        let id = *index.entry(h).or_insert(next);
+        if id == next {
+            let entries = (fields.len() + 1) * p.ten.npus;
+            if entries > MAX_RELAY_ENTRIES {
+                return Err(GreedyError::TooManyRelayTables(entries, MAX_RELAY_ENTRIES));
+            }
+            fields.push(p.ten.distances_from(h));
+        }
+        field_of_chunk[c] = id;
+    }
+    Ok(Some(Relay { field_of_chunk, fields }))
+}
+
+impl State<'_> {
+    fn held(&self, v: u32, c: u32) -> bool {
+        *self.slot.get(v as usize, c as usize) < INFLIGHT
+    }
+
+    fn activate(&mut self, e: u32) {
+        if !self.is_active[e as usize] {
+            self.is_active[e as usize] = true;
+            self.active.push(e);
+        }
+    }
+
+    /// `u` now holds `c`: offer it on every edge to an NPU that wants it.
+    fn push_out(&mut self, u: u32, c: u32) {
+        let ten = self.p.ten;
+        for &e in ten.out_edges(u as usize) {
+            let w = ten.edges[e as usize].dst;
+            let s = *self.slot.get(w as usize, c as usize);
+            if s == REQ || (s == INFLIGHT && !self.uniform_spans) {
+                self.cand[e as usize].push(c);
+                self.activate(e);
+            }
+        }
+    }
+
+    /// `v` requests `c`; with relaying, make sure some shortest-path predecessor will have it.
+    fn request(&mut self, v: u32, c: u32) {
+        let ten = self.p.ten;
+        let mut v = v;
+        loop {
+            self.slot.set(v as usize, c as usize, REQ);
+            self.outstanding += 1;
+            for &e in ten.in_edges(v as usize) {
+                let u = ten.edges[e as usize].src;
+                if self.held(u, c) {
+                    self.cand[e as usize].push(c);
+                    self.activate(e);
+                }
+            }
+            let Some(relay) = &self.relay else { return };
+            let field = &relay.fields[relay.field_of_chunk[c as usize] as usize];
+            let dv = field[v as usize];
+            let mut preds = Vec::new();
+            for &e in ten.in_edges(v as usize) {
+                let edge = &ten.edges[e as usize];
+                let du = field[edge.src as usize];
+                if du != u32::MAX && du + edge.span == dv {
+                    if *self.slot.get(edge.src as usize, c as usize) != FREE {
+                        return; // held, requested or on its way: it will be offered to v
+                    }
+                    preds.push(edge.src);
+                }
+            }
+            if preds.is_empty() {
+                return; // unreachable; the stuck check reports it
+            }
+            v = preds[self.rng.below(preds.len())];
+        }
+    }
+
+    fn classify(&self, v: u32, c: u32, t: u32, span: u32) -> Class {
+        match *self.slot.get(v as usize, c as usize) {
+            REQ => Class::Req,
+            INFLIGHT => {
+                let m = self.moves[self.inflight[&key(v, c)] as usize];
+                let arrival = m.step + self.p.ten.edges[m.edge as usize].span;
+                if t + span < arrival { Class::Replace } else { Class::Stale }
+            }
+            _ => Class::Stale,
+        }
+    }
+
+    /// Chooses a chunk for edge `e` at timestep `t`, or `None`.
+    fn pick(&mut self, e: u32, t: u32, span: u32) -> Option<u32> {
+        let v = self.p.ten.edges[e as usize].dst;
+        // Fast path: a few random probes.
+        for _ in 0..4 {
+            let n = self.cand[e as usize].len();
+            if n == 0 {
+                return None;
+            }
+            let i = self.rng.below(n);
+            let c = self.cand[e as usize][i];
+            match self.classify(v, c, t, span) {
+                Class::Req => {
+                    self.cand[e as usize].swap_remove(i);
+                    return Some(c);
+                }
+                Class::Stale => {
+                    self.cand[e as usize].swap_remove(i);
+                }
+                Class::Replace => {}
+            }
+        }
+        // Slow path: drop every stale entry, then choose.
+        let mut list = std::mem::take(&mut self.cand[e as usize]);
+        list.retain(|&c| self.classify(v, c, t, span) != Class::Stale);
+        let reqs: Vec<usize> = (0..list.len()).filter(|&i| self.classify(v, list[i], t, span) == Class::Req).collect();
+        let chosen = if !reqs.is_empty() {
+            let i = reqs[self.rng.below(reqs.len())];
+            Some(list.swap_remove(i))
+        } else if !list.is_empty() {
+            let i = self.rng.below(list.len());
+            let c = list.swap_remove(i);
+            self.replace(v, c);
+            Some(c)
+        } else {
+            None
+        };
+        self.cand[e as usize] = list;
+        chosen
+    }
+
+    /// `c` will reach `v` sooner over another edge: give its current move another chunk its
+    /// source held when it started, or drop it.
+    fn replace(&mut self, v: u32, c: u32) {
+        self.replacements += 1;
+        let old = self.inflight[&key(v, c)];
+        let m = self.moves[old as usize];
+        let u = self.p.ten.edges[m.edge as usize].src;
+        let list = &self.cand[m.edge as usize];
+        let found = (0..list.len()).find(|&i| {
+            let c2 = list[i];
+            *self.slot.get(v as usize, c2 as usize) == REQ && *self.slot.get(u as usize, c2 as usize) <= m.step
+        });
+        // The new move for c is recorded by the caller and overwrites inflight[(v, c)].
+        self.inflight.remove(&key(v, c));
+        match found {
+            Some(i) => {
+                let c2 = self.cand[m.edge as usize].swap_remove(i);
+                self.moves[old as usize].chunk = c2;
+                self.slot.set(v as usize, c2 as usize, INFLIGHT);
+                self.inflight.insert(key(v, c2), old);
+            }
+            None => {
+                self.dropped[old as usize] = true;
+                // The dropped move was one delivery of an outstanding request; the new move
+                // for `c` takes its place, so the count stays.
+            }
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Synthesizers: turn a topology and a collective into a schedule. Combining collectives are
+//! synthesized by inversion (TACOS VII-A): the reduction is the reverse of a broadcast-like
+//! movement on the transposed topology, then the result is spread forward.
+
+pub mod greedy;
+
+use crate::collective::Collective;
+use crate::schedule::{Op, Schedule, Transfer};
+use crate::ten::{SwitchModel, Ten, TenError};
+use crate::topology::Topology;
+use serde::Serialize;
+use std::collections::HashMap;
+
+#[derive(Clone, Debug)]
+pub struct GreedyOptions {
+    pub seed: u64,
+    pub switch_model: SwitchModel,
+    pub discretization_ns: Option<f64>,
+}
+
+/// What one greedy run reports beside its schedule.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct GreedyStats {
+    /// TEN timesteps of each phase (reduce phase first for combining collectives).
+    pub ten_timesteps: u32,
+    pub phase_timesteps: Vec<u32>,
+    pub discretization_ns: f64,
+    pub replacements: usize,
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum SynthError {
+    #[error(transparent)]
+    Ten(#[from] TenError),
+    #[error("greedy: {0}")]
+    Greedy(#[from] greedy::GreedyError),
+}
+
+/// Synthesizes `c` on `topo` with the greedy matcher.
+pub fn greedy(
+    topo: &Topology,
+    c: &Collective,
+    opts: &GreedyOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, GreedyStats), SynthError> {
+    let live = topo.live_npus().len();
+    let mut stats = GreedyStats::default();
+    let mut transfers = Vec::new();
+    let mut next_step = 0u32;
+    let forward_pre: Vec<[u32; 2]>;
+    if c.combining {
+        // Phase 1: reduce every chunk to one root by reversing a spread from the root to the
+        // contributors on the transposed topology.
+        let roots = reduction_roots(c);
+        let transposed = topo.transposed();
+        let ten = Ten::build(&transposed, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
+        stats.discretization_ns = ten.discretization_ns;
+        let pre: Vec<[u32; 2]> = roots.iter().enumerate().map(|(ch, &r)| [r, ch as u32]).collect();
+        let post = c.precondition.clone();
+        let problem = greedy::Problem { ten: &ten, num_chunks: c.num_chunks, pre: &pre, post: &post, live_npus: live };
+        let plan = greedy::plan(&problem, opts.seed, cancelled)?;
+        let moves = prune_dead_ends(&ten, plan.moves, &post);
+        stats.phase_timesteps.push(plan.timesteps);
+        stats.replacements += plan.replacements;
+        transfers = reverse(&ten, &moves, plan.timesteps, &c.precondition);
+        next_step = transfers.iter().map(|t| t.step + 1).max().unwrap_or(0);
+        forward_pre = pre;
+    } else {
+        forward_pre = c.precondition.clone();
+    }
+    // Phase 2 (or the whole of a non-combining collective): move chunks forward.
+    let needs_forward = {
+        let have: std::collections::HashSet<[u32; 2]> = forward_pre.iter().copied().collect();
+        c.postcondition.iter().any(|p| !have.contains(p))
+    };
+    if needs_forward {
+        let ten = Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
+        stats.discretization_ns = ten.discretization_ns;
+        let problem = greedy::Problem {
+            ten: &ten,
+            num_chunks: c.num_chunks,
+            pre: &forward_pre,
+            post: &c.postcondition,
+            live_npus: live,
+        };
+        let plan = greedy::plan(&problem, opts.seed.wrapping_add(0x9E37_79B9), cancelled)?;
+        let moves = prune_dead_ends(&ten, plan.moves, &c.postcondition);
+        stats.phase_timesteps.push(plan.timesteps);
+        stats.replacements += plan.replacements;
+        for m in moves {
+            let e = &ten.edges[m.edge as usize];
+            let mut t =
+                Transfer::copy((next_step + m.step) as usize as u32, e.src as usize, e.dst as usize, vec![m.chunk]);
+            t.path = e.path.clone();
+            transfers.push(t);
+        }
+    }
+    stats.ten_timesteps = stats.phase_timesteps.iter().sum();
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(opts.seed);
+    s.transfers = transfers;
+    Ok((s, stats))
+}
+
+/// The NPU each chunk is reduced to: its owner rank when the collective has one chunk block per
+/// rank (reduce-scatter, all-reduce), else a postcondition holder, spread over the holders.
+fn reduction_roots(c: &Collective) -> Vec<u32> {
+    let mut dests: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
+    for &[v, ch] in &c.postcondition {
+        dests[ch as usize].push(v);
+    }
+    let p = c.group.len();
+    let k = c.spec.chunks_per_npu as usize;
+    (0..c.num_chunks)
+        .map(|ch| {
+            let d = &dests[ch];
+            if c.num_chunks == p * k {
+                let owner = c.group[ch / k] as u32;
+                if d.contains(&owner) {
+                    return owner;
+                }
+            }
+            d[ch % d.len()]
+        })
+        .collect()
+}
+
+/// Drops deliveries to NPUs that neither need the chunk nor pass it on (relays left behind
+/// when the chunk reached its destination another way), repeatedly.
+fn prune_dead_ends(ten: &Ten, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
+    let wanted: std::collections::HashSet<(u32, u32)> = post.iter().map(|p| (p[0], p[1])).collect();
+    let is_dead_end = |m: &greedy::Move| !wanted.contains(&(ten.edges[m.edge as usize].dst, m.chunk));
+    if !moves.iter().any(is_dead_end) {
+        return moves;
+    }
+    let mut forwards: HashMap<(u32, u32), usize> = HashMap::new();
+    for m in &moves {
+        *forwards.entry((ten.edges[m.edge as usize].src, m.chunk)).or_default() += 1;
+    }
+    let mut alive = vec![true; moves.len()];
+    loop {
+        let mut changed = false;
+        for (i, m) in moves.iter().enumerate() {
+            let dst = ten.edges[m.edge as usize].dst;
+            if alive[i] && is_dead_end(m) && forwards.get(&(dst, m.chunk)).copied().unwrap_or(0) == 0 {
+                alive[i] = false;
+                changed = true;
+                if let Some(n) = forwards.get_mut(&(ten.edges[m.edge as usize].src, m.chunk)) {
+                    *n -= 1;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    moves.into_iter().zip(alive).filter(|(_, a)| *a).map(|(m, _)| m).collect()
+}
+
+/// Reverses a spread planned on the transposed TEN into reductions on the original topology.
+/// A move over [t, t+span) becomes a reduce over [T−t−span, T−t) the other way. An NPU that
+/// only relayed the chunk (no contribution of its own) receives its first partial as a copy,
+/// in a step of its own before any reduce into it.
+fn reverse(ten_t: &Ten, moves: &[greedy::Move], horizon: u32, contributors: &[[u32; 2]]) -> Vec<Transfer> {
+    let has: std::collections::HashSet<[u32; 2]> = contributors.iter().copied().collect();
+    let mut out: Vec<Transfer> = moves
+        .iter()
+        .map(|m| {
+            let e = &ten_t.edges[m.edge as usize];
+            let step = horizon - m.step - e.span;
+            let mut t = Transfer::reduce((2 * step + 1) as usize as u32, e.dst as usize, e.src as usize, vec![m.chunk]);
+            t.path = e.path.as_ref().map(|p| p.iter().rev().copied().collect());
+            t
+        })
+        .collect();
+    let mut first: HashMap<(u32, u32), usize> = HashMap::new();
+    for (i, t) in out.iter().enumerate() {
+        if !has.contains(&[t.dst, t.chunks[0]]) {
+            let k = first.entry((t.dst, t.chunks[0])).or_insert(i);
+            if out[*k].step > t.step {
+                *k = i;
+            }
+        }
+    }
+    for (_, i) in first {
+        out[i].op = Op::Copy;
+        out[i].step -= 1;
+    }
+    // Renumber the steps densely, keeping their order.
+    let mut steps: Vec<u32> = out.iter().map(|t| t.step).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    for t in &mut out {
+        t.step = steps.binary_search(&t.step).expect("step present") as u32;
+    }
+    out.sort_by_key(|t| t.step);
+    out
+}

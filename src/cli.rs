@@ -36,6 +36,23 @@ pub enum Command {
     Simulate { file: String },
     /// Synthesize a schedule; prints schedule v1 (validated) with bounds and stats.
     Synth(SynthArgs),
+    /// Run a benchmark suite and print a markdown table (or JSON).
+    Bench {
+        /// greedy
+        #[arg(long, default_value = "greedy")]
+        suite: String,
+        /// Runs per case; the median synthesis time is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Only the smaller cases.
+        #[arg(long)]
+        quick: bool,
+        /// Only cases whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -170,6 +187,31 @@ fn run(cmd: Command) -> Result<i32, String> {
             Ok(0)
         }
         Command::Synth(a) => synth(a),
+        Command::Bench { suite, runs, quick, filter, json } => {
+            let cases = match suite.as_str() {
+                "greedy" => crate::bench::greedy_suite(quick),
+                other => return Err(format!("--suite {other:?}: expected greedy")),
+            };
+            let mut results = Vec::new();
+            for c in cases.iter().filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str()))) {
+                eprintln!("ccsynth bench: {} ...", c.name);
+                let r = crate::bench::run_case(c, runs);
+                eprintln!(
+                    "  synthesis {:.3} s, {:.1} us, met {:?} {}",
+                    r.synthesis_s_median,
+                    r.collective_time_us,
+                    r.met,
+                    r.error.clone().unwrap_or_default()
+                );
+                results.push(r);
+            }
+            if json {
+                print_json(&results)?;
+            } else {
+                print!("{}", crate::bench::markdown(&results));
+            }
+            Ok(0)
+        }
     }
 }
 

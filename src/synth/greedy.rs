@@ -18,7 +18,7 @@ use crate::ten::Ten;
 use std::collections::HashMap;
 
 /// Chunk movement to plan on a TEN: `pre` pairs are held at t = 0, `post` pairs must be held
-/// at the end. `live_npus` is the number of NPUs that can take part (not failed).
+/// at the end; both sorted by (npu, chunk) without duplicates. `live_npus` is the number of NPUs that can take part (not failed).
 pub struct Problem<'a> {
     pub ten: &'a Ten,
     pub num_chunks: usize,
@@ -73,6 +73,8 @@ struct State<'a> {
     dropped: Vec<bool>,
     outstanding: usize,
     uniform_spans: bool,
+    /// Requests per NPU not yet matched to a move.
+    pending: Vec<u32>,
     relay: Option<Relay>,
     replacements: usize,
 }
@@ -88,7 +90,11 @@ fn key(v: u32, c: u32) -> u64 {
 
 #[derive(PartialEq)]
 enum Class {
+    /// Requested, and no faster neighbour will bring it sooner.
     Req,
+    /// Requested, but a neighbour over a shorter edge has it (or is getting it) in time.
+    Covered,
+    /// On its way over a slower edge; this one would deliver it sooner.
     Replace,
     Stale,
 }
@@ -100,7 +106,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
     let mut st = State {
         p,
         rng: Rng::new(seed),
-        slot: SlotTable::new(ten.npus, p.num_chunks),
+        slot: fill_free(ten.npus, p.num_chunks),
         cand: vec![Vec::new(); ten.edges.len()],
         active: Vec::new(),
         is_active: vec![false; ten.edges.len()],
@@ -109,11 +115,10 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         dropped: Vec::new(),
         outstanding: 0,
         uniform_spans: ten.edges.iter().all(|e| e.span == first_span),
+        pending: vec![0; ten.npus],
         relay: None,
         replacements: 0,
     };
-    // Every slot starts FREE (the table's default is 0, so fill explicitly).
-    st.slot = fill_free(ten.npus, p.num_chunks);
     for &[v, c] in p.pre {
         st.slot.set(v as usize, c as usize, 0);
     }
@@ -130,7 +135,8 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
     let mut busy_until = vec![0u32; ten.resources];
     let mut latest_busy = 0u32;
     let mut t: u32 = 0;
-    let mut order: Vec<(u32, u64, u32)> = Vec::new();
+    let mut order: Vec<(u32, u32, u64, u32)> = Vec::new();
+    let mut options = vec![0u32; ten.npus];
     loop {
         if let Some(list) = arrivals.get_mut(t as usize) {
             let list = std::mem::take(list);
@@ -164,13 +170,22 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             }
             let edge = &ten.edges[e as usize];
             if edge.resources.iter().all(|&r| busy_until[r as usize] <= t) {
-                order.push((edge.span, st.rng.next_u64(), e));
+                order.push((edge.span, 0, st.rng.next_u64(), e));
+                options[edge.dst as usize] += 1;
             }
             k += 1;
         }
+        // Most constrained destination first: an NPU reachable over few free edges now gets
+        // its pick before the ports it needs are taken by NPUs with other options.
+        for o in order.iter_mut() {
+            o.1 = options[ten.edges[o.3 as usize].dst as usize];
+        }
+        for o in order.iter() {
+            options[ten.edges[o.3 as usize].dst as usize] = 0;
+        }
         order.sort_unstable();
         let mut matched = false;
-        for &(span, _, e) in &order {
+        for &(span, _, _, e) in &order {
             let edge = &ten.edges[e as usize];
             if edge.resources.iter().any(|&r| busy_until[r as usize] > t) {
                 continue; // a shared port was taken earlier in this timestep
@@ -184,6 +199,9 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             st.moves.push(Move { step: t, edge: e, chunk: c });
             st.dropped.push(false);
             let v = edge.dst;
+            if *st.slot.get(v as usize, c as usize) == REQ {
+                st.pending[v as usize] -= 1;
+            }
             st.slot.set(v as usize, c as usize, INFLIGHT);
             st.inflight.insert(key(v, c), idx);
             let at = (t + span) as usize;
@@ -219,14 +237,23 @@ fn fill_free(npus: usize, chunks: usize) -> SlotTable<u32> {
 /// Relaying is needed when some chunk is wanted by only part of the NPUs: then requests are
 /// delegated back along shortest paths from the chunk's holders.
 fn relay_tables(p: &Problem) -> Result<Option<Relay>, GreedyError> {
+    // NPUs per chunk in pre ∪ post; both lists are sorted and free of duplicates.
     let mut count = vec![0usize; p.num_chunks];
-    let mut seen = std::collections::HashSet::new();
-    for &[v, c] in p.pre.iter().chain(p.post) {
-        if seen.insert((v, c)) {
-            count[c as usize] += 1;
+    for &[_, c] in p.pre.iter().chain(p.post) {
+        count[c as usize] += 1;
+    }
+    let (mut i, mut j) = (0, 0);
+    while i < p.pre.len() && j < p.post.len() {
+        match p.pre[i].cmp(&p.post[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                count[p.pre[i][1] as usize] -= 1;
+                i += 1;
+                j += 1;
+            }
         }
     }
-    drop(seen);
     if count.iter().all(|&n| n >= p.live_npus) {
         return Ok(None);
     }
@@ -282,6 +309,7 @@ impl State<'_> {
         loop {
             self.slot.set(v as usize, c as usize, REQ);
             self.outstanding += 1;
+            self.pending[v as usize] += 1;
             for &e in ten.in_edges(v as usize) {
                 let u = ten.edges[e as usize].src;
                 if self.held(u, c) {
@@ -310,8 +338,32 @@ impl State<'_> {
         }
     }
 
+    /// When `c` will be at `w`: its arrival if held or on its way, else never.
+    fn available_at(&self, w: u32, c: u32) -> u32 {
+        match *self.slot.get(w as usize, c as usize) {
+            REQ | FREE => u32::MAX,
+            INFLIGHT => {
+                let m = self.moves[self.inflight[&key(w, c)] as usize];
+                m.step + self.p.ten.edges[m.edge as usize].span
+            }
+            at => at,
+        }
+    }
+
+    /// `v` gets `c` about as soon as `t + span` (within half a span: the slow edge is the scarce
+    /// one) over a shorter edge from a neighbour that has it or is getting it: a slow edge should
+    /// not carry it (arrival-time analysis).
+    fn covered(&self, v: u32, c: u32, t: u32, span: u32) -> bool {
+        let ten = self.p.ten;
+        ten.in_edges(v as usize).iter().any(|&e| {
+            let edge = &ten.edges[e as usize];
+            edge.span < span && self.available_at(edge.src, c).saturating_add(edge.span) <= t + span + span / 2
+        })
+    }
+
     fn classify(&self, v: u32, c: u32, t: u32, span: u32) -> Class {
         match *self.slot.get(v as usize, c as usize) {
+            REQ if !self.uniform_spans && self.covered(v, c, t, span) => Class::Covered,
             REQ => Class::Req,
             INFLIGHT => {
                 let m = self.moves[self.inflight[&key(v, c)] as usize];
@@ -320,6 +372,25 @@ impl State<'_> {
             }
             _ => Class::Stale,
         }
+    }
+
+    /// Whether `v`'s shorter in-edges alone would take longer than `span` to deliver what `v`
+    /// still requests: then a slow edge helps even with a chunk a fast neighbour could bring.
+    fn fast_path_saturated(&self, v: u32, span: u32) -> bool {
+        let ten = self.p.ten;
+        let mut last: Vec<u32> = Vec::new();
+        let mut fast_span = u32::MAX;
+        for &e in ten.in_edges(v as usize) {
+            let edge = &ten.edges[e as usize];
+            if edge.span < span {
+                fast_span = fast_span.min(edge.span);
+                last.push(*edge.resources.last().expect("edges occupy resources"));
+            }
+        }
+        last.sort_unstable();
+        last.dedup();
+        last.is_empty()
+            || self.pending[v as usize] as u64 * fast_span as u64 > SATURATION * span as u64 * last.len() as u64
     }
 
     /// Chooses a chunk for edge `e` at timestep `t`, or `None`.
@@ -341,24 +412,40 @@ impl State<'_> {
                 Class::Stale => {
                     self.cand[e as usize].swap_remove(i);
                 }
-                Class::Replace => {}
+                Class::Replace | Class::Covered => {}
             }
         }
-        // Slow path: drop every stale entry, then choose.
+        // Slow path: drop every stale entry, then choose by preference.
         let mut list = std::mem::take(&mut self.cand[e as usize]);
-        list.retain(|&c| self.classify(v, c, t, span) != Class::Stale);
-        let reqs: Vec<usize> = (0..list.len()).filter(|&i| self.classify(v, list[i], t, span) == Class::Req).collect();
-        let chosen = if !reqs.is_empty() {
-            let i = reqs[self.rng.below(reqs.len())];
-            Some(list.swap_remove(i))
-        } else if !list.is_empty() {
-            let i = self.rng.below(list.len());
-            let c = list.swap_remove(i);
-            self.replace(v, c);
-            Some(c)
-        } else {
-            None
+        let mut classes: Vec<Class> = Vec::with_capacity(list.len());
+        list.retain(|&c| {
+            let k = self.classify(v, c, t, span);
+            let keep = k != Class::Stale;
+            if keep {
+                classes.push(k);
+            }
+            keep
+        });
+        let of = |want: Class, classes: &[Class]| -> Vec<usize> {
+            (0..classes.len()).filter(|&i| classes[i] == want).collect()
         };
+        let mut chosen = None;
+        for want in [Class::Req, Class::Replace, Class::Covered] {
+            let idx = of(want, &classes);
+            if idx.is_empty() {
+                continue;
+            }
+            if classes[idx[0]] == Class::Covered && !self.fast_path_saturated(v, span) {
+                break; // the fast neighbours will bring these in time; leave the edge idle
+            }
+            let i = idx[self.rng.below(idx.len())];
+            let c = list.swap_remove(i);
+            if classes[i] == Class::Replace {
+                self.replace(v, c);
+            }
+            chosen = Some(c);
+            break;
+        }
         self.cand[e as usize] = list;
         chosen
     }
@@ -381,6 +468,7 @@ impl State<'_> {
             Some(i) => {
                 let c2 = self.cand[m.edge as usize].swap_remove(i);
                 self.moves[old as usize].chunk = c2;
+                self.pending[v as usize] -= 1;
                 self.slot.set(v as usize, c2 as usize, INFLIGHT);
                 self.inflight.insert(key(v, c2), old);
             }
@@ -392,3 +480,5 @@ impl State<'_> {
         }
     }
 }
+
+const SATURATION: u64 = 1;

@@ -55,7 +55,8 @@ pub fn greedy(
         let transposed = topo.transposed();
         let ten = Ten::build(&transposed, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
         stats.discretization_ns = ten.discretization_ns;
-        let pre: Vec<[u32; 2]> = roots.iter().enumerate().map(|(ch, &r)| [r, ch as u32]).collect();
+        let mut pre: Vec<[u32; 2]> = roots.iter().enumerate().map(|(ch, &r)| [r, ch as u32]).collect();
+        pre.sort_unstable();
         let post = c.precondition.clone();
         let problem = greedy::Problem { ten: &ten, num_chunks: c.num_chunks, pre: &pre, post: &post, live_npus: live };
         let plan = greedy::plan(&problem, opts.seed, cancelled)?;
@@ -69,10 +70,7 @@ pub fn greedy(
         forward_pre = c.precondition.clone();
     }
     // Phase 2 (or the whole of a non-combining collective): move chunks forward.
-    let needs_forward = {
-        let have: std::collections::HashSet<[u32; 2]> = forward_pre.iter().copied().collect();
-        c.postcondition.iter().any(|p| !have.contains(p))
-    };
+    let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
     if needs_forward {
         let ten = Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
         stats.discretization_ns = ten.discretization_ns;
@@ -102,6 +100,27 @@ pub fn greedy(
     Ok((s, stats))
 }
 
+/// Discretization factors worth trying: the fastest edge's time f, and when some edge's time
+/// is not (nearly) a whole multiple of f, also f/2, f/3 and the coarsest f/k (k ≤ 32) whose
+/// rounding overstates no edge by more than 0.5%: a coarse grid misjudges the slower links, and
+/// so the balance between fast and slow paths.
+pub fn auto_discretizations(topo: &Topology, chunk_size_bytes: f64, model: SwitchModel) -> Result<Vec<f64>, TenError> {
+    let ten = Ten::build(topo, chunk_size_bytes, model, None)?;
+    let f = ten.discretization_ns;
+    let mut times: Vec<f64> = ten.edges.iter().map(|e| e.time_ns / f).collect();
+    times.sort_by(f64::total_cmp);
+    times.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * *b);
+    let error = |k: f64| times.iter().map(|&r| ((r * k - 1e-9).ceil() - r * k) / (r * k)).fold(0.0, f64::max);
+    if error(1.0) <= 1e-6 {
+        return Ok(vec![f]);
+    }
+    let mut ks = vec![1.0, 2.0, 3.0];
+    if let Some(k) = (4..=32).map(|k| k as f64).find(|&k| error(k) <= 0.005) {
+        ks.push(k);
+    }
+    Ok(ks.into_iter().map(|k| f / k).collect())
+}
+
 /// The NPU each chunk is reduced to: its owner rank when the collective has one chunk block per
 /// rank (reduce-scatter, all-reduce), else a postcondition holder, spread over the holders.
 fn reduction_roots(c: &Collective) -> Vec<u32> {
@@ -128,8 +147,7 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
 /// Drops deliveries to NPUs that neither need the chunk nor pass it on (relays left behind
 /// when the chunk reached its destination another way), repeatedly.
 fn prune_dead_ends(ten: &Ten, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
-    let wanted: std::collections::HashSet<(u32, u32)> = post.iter().map(|p| (p[0], p[1])).collect();
-    let is_dead_end = |m: &greedy::Move| !wanted.contains(&(ten.edges[m.edge as usize].dst, m.chunk));
+    let is_dead_end = |m: &greedy::Move| post.binary_search(&[ten.edges[m.edge as usize].dst, m.chunk]).is_err();
     if !moves.iter().any(is_dead_end) {
         return moves;
     }
@@ -162,7 +180,6 @@ fn prune_dead_ends(ten: &Ten, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Ve
 /// only relayed the chunk (no contribution of its own) receives its first partial as a copy,
 /// in a step of its own before any reduce into it.
 fn reverse(ten_t: &Ten, moves: &[greedy::Move], horizon: u32, contributors: &[[u32; 2]]) -> Vec<Transfer> {
-    let has: std::collections::HashSet<[u32; 2]> = contributors.iter().copied().collect();
     let mut out: Vec<Transfer> = moves
         .iter()
         .map(|m| {
@@ -175,7 +192,7 @@ fn reverse(ten_t: &Ten, moves: &[greedy::Move], horizon: u32, contributors: &[[u
         .collect();
     let mut first: HashMap<(u32, u32), usize> = HashMap::new();
     for (i, t) in out.iter().enumerate() {
-        if !has.contains(&[t.dst, t.chunks[0]]) {
+        if contributors.binary_search(&[t.dst, t.chunks[0]]).is_err() {
             let k = first.entry((t.dst, t.chunks[0])).or_insert(i);
             if out[*k].step > t.step {
                 *k = i;

@@ -1,0 +1,240 @@
+//! `ccsynth bench`: the benchmark suites behind docs/BENCHMARKS.md (wall-clock timing lives
+//! here, never in unit tests).
+
+use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::engine::{SynthRequest, synthesize};
+use crate::topology::parse_spec;
+use serde::Serialize;
+
+/// 1 GiB/s in the topology format's GB/s (TACOS quotes GiB/s).
+const GIB: f64 = 1.073_741_824;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchCase {
+    pub name: String,
+    pub topology: String,
+    pub collective: CollectiveKind,
+    pub size_bytes: u64,
+    pub chunks_per_npu: u32,
+    pub switch_model: String,
+    /// Target synthesis time, seconds.
+    pub target_synthesis_s: Option<f64>,
+    /// Target collective time, µs.
+    pub target_time_us: Option<f64>,
+    /// Target ratio of the collective time to a reference bound (µs).
+    pub target_ratio_to: Option<(f64, f64)>,
+    pub reference: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResult {
+    pub case: BenchCase,
+    pub npus: usize,
+    pub synthesis_s_runs: Vec<f64>,
+    pub synthesis_s_median: f64,
+    pub check_s: f64,
+    pub collective_time_us: f64,
+    pub lower_bound_us: Option<f64>,
+    pub ratio_to_bound: Option<f64>,
+    pub transfers: usize,
+    pub peak_rss_mib: Option<f64>,
+    pub met: Option<bool>,
+    pub error: Option<String>,
+}
+
+fn case(name: &str, topology: String, kind: CollectiveKind, size: u64) -> BenchCase {
+    BenchCase {
+        name: name.into(),
+        topology,
+        collective: kind,
+        size_bytes: size,
+        chunks_per_npu: 1,
+        switch_model: "native".into(),
+        target_synthesis_s: None,
+        target_time_us: None,
+        target_ratio_to: None,
+        reference: None,
+    }
+}
+
+/// The greedy suite of the greedy issue: TACOS's scaling cases and targets.
+pub fn greedy_suite(quick: bool) -> Vec<BenchCase> {
+    let gib = 1u64 << 30;
+    let l50 = format!("@bw={};lat=500", 50.0 * GIB);
+    let mut v = Vec::new();
+    let mut c = case("torus 8x8x8 (512)", format!("torus:8x8x8{l50}"), CollectiveKind::AllGather, gib);
+    c.target_synthesis_s = Some(0.2);
+    c.target_time_us = Some(3402.0);
+    c.reference = Some("TACOS: 3.6-4.0 s, 3402 us".into());
+    v.push(c);
+    let mut c = case(
+        "hetero mesh 32x16 (512)",
+        format!("mesh:32x16@bw={},{};lat=500,1000", 50.0 * GIB, 100.0 * GIB),
+        CollectiveKind::AllGather,
+        gib,
+    );
+    c.target_synthesis_s = Some(1.0);
+    c.target_time_us = Some(6919.0);
+    c.reference = Some("TACOS: 141-153 s, 6919 us".into());
+    v.push(c);
+    let mut c = case("torus 10x10x10 (1000)", format!("torus:10x10x10{l50}"), CollectiveKind::AllGather, gib);
+    c.target_synthesis_s = Some(2.0);
+    c.reference = Some("TACOS: 42.5 s, 3423.5 us".into());
+    v.push(c);
+    if !quick {
+        let mut c = case("torus 12x12x12 (1728)", format!("torus:12x12x12{l50}"), CollectiveKind::AllGather, gib);
+        c.target_synthesis_s = Some(10.0);
+        c.reference = Some("TACOS: 286 s, 3477 us".into());
+        v.push(c);
+    }
+    for model in ["native", "unwind:1"] {
+        let mut c = case(
+            &format!("rail 4x8 ({model})"),
+            format!("rail:4x8@bw={},{};lat=500", 400.0 * GIB, 50.0 * GIB),
+            CollectiveKind::AllGather,
+            gib,
+        );
+        c.switch_model = model.into();
+        if model == "native" {
+            c.target_ratio_to = Some((1.15, 2153.0));
+        }
+        c.reference = Some("TACOS: 3754 us unwound; bound 2153 us".into());
+        v.push(c);
+    }
+    let max_nodes = if quick { 8 } else { 64 };
+    let mut n = 1;
+    while n <= max_nodes {
+        let mut c = case(
+            &format!("Ring(2)_FC(4)_Switch({n}) ({} NPUs)", 8 * n),
+            format!("hier:ring2,fc4,switch{n}@bw=200,100,50;lat=500"),
+            CollectiveKind::AllReduce,
+            gib,
+        );
+        c.reference = Some("TACOS Table I".into());
+        v.push(c);
+        n *= 2;
+    }
+    if !quick {
+        let mut c = case("torus 64x64 all-reduce (4096)", format!("torus:64x64{l50}"), CollectiveKind::AllReduce, gib);
+        c.target_synthesis_s = Some(60.0);
+        c.reference = Some("target: 60 s and 4 GiB".into());
+        v.push(c);
+    }
+    v
+}
+
+fn peak_rss_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
+    let mut r = BenchResult {
+        case: c.clone(),
+        npus: 0,
+        synthesis_s_runs: Vec::new(),
+        synthesis_s_median: f64::NAN,
+        check_s: f64::NAN,
+        collective_time_us: f64::NAN,
+        lower_bound_us: None,
+        ratio_to_bound: None,
+        transfers: 0,
+        peak_rss_mib: None,
+        met: None,
+        error: None,
+    };
+    let topo = match parse_spec(&c.topology) {
+        Ok(t) => t,
+        Err(e) => {
+            r.error = Some(e.to_string());
+            return r;
+        }
+    };
+    r.npus = topo.npus();
+    let spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
+    let mut req = SynthRequest::new(topo, spec);
+    req.switch_model = crate::ten::SwitchModel::parse(&c.switch_model).unwrap_or_default();
+    for _ in 0..runs.max(1) {
+        match synthesize(&req, &|| false) {
+            Ok(out) => {
+                r.synthesis_s_runs.push(out.stats.synthesis_ms / 1e3);
+                r.check_s = out.stats.check_ms / 1e3;
+                r.collective_time_us = out.schedule.collective_time_ns.unwrap_or(f64::NAN) / 1e3;
+                r.lower_bound_us = out.report.lower_bound_ns.map(|x| x / 1e3);
+                r.transfers = out.schedule.transfers.len();
+            }
+            Err(e) => {
+                r.error = Some(e.to_string());
+                return r;
+            }
+        }
+    }
+    let mut s = r.synthesis_s_runs.clone();
+    s.sort_by(f64::total_cmp);
+    r.synthesis_s_median = s[s.len() / 2];
+    r.ratio_to_bound = r.lower_bound_us.map(|b| r.collective_time_us / b);
+    r.peak_rss_mib = peak_rss_mib();
+    let mut met = true;
+    let mut any = false;
+    if let Some(t) = c.target_synthesis_s {
+        any = true;
+        met &= r.synthesis_s_median <= t;
+    }
+    if let Some(t) = c.target_time_us {
+        any = true;
+        // Targets are quoted to 0.1 µs or coarser.
+        met &= r.collective_time_us <= t + 0.5;
+    }
+    if let Some((ratio, bound)) = c.target_ratio_to {
+        any = true;
+        met &= r.collective_time_us <= ratio * bound;
+    }
+    r.met = any.then_some(met);
+    r
+}
+
+pub fn markdown(results: &[BenchResult]) -> String {
+    let mut out = String::from(
+        "| case | NPUs | synthesis s (median) | check s | collective µs | bound µs | ratio to bound | transfers | peak RSS MiB | target | met | reference |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in results {
+        let c = &r.case;
+        let mut target = Vec::new();
+        if let Some(t) = c.target_synthesis_s {
+            target.push(format!("synth ≤ {t} s"));
+        }
+        if let Some(t) = c.target_time_us {
+            target.push(format!("time ≤ {t} µs"));
+        }
+        if let Some((x, b)) = c.target_ratio_to {
+            target.push(format!("time ≤ {x} × {b} µs"));
+        }
+        let f = |x: Option<f64>, d: usize| x.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "–".into());
+        if let Some(e) = &r.error {
+            out += &format!("| {} | {} | error: {e} | | | | | | | | no | |\n", c.name, r.npus);
+            continue;
+        }
+        out += &format!(
+            "| {} | {} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} | {} | {} | {} |\n",
+            c.name,
+            r.npus,
+            r.synthesis_s_median,
+            r.check_s,
+            r.collective_time_us,
+            f(r.lower_bound_us, 1),
+            f(r.ratio_to_bound, 3),
+            r.transfers,
+            f(r.peak_rss_mib, 0),
+            if target.is_empty() { "–".into() } else { target.join(", ") },
+            match r.met {
+                Some(true) => "yes",
+                Some(false) => "**no**",
+                None => "–",
+            },
+            c.reference.clone().unwrap_or_default()
+        );
+    }
+    out
+}

@@ -6,6 +6,7 @@ use crate::error::InputError;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
+use std::sync::Arc;
 
 /// The chunks of one transfer; most carry one or two, stored inline (millions of transfers).
 pub type ChunkList = SmallVec<[u32; 2]>;
@@ -33,8 +34,9 @@ pub struct Transfer {
     #[serde(default)]
     pub op: Op,
     /// Node list from `src` to `dst` along existing links; intermediate nodes only forward.
+    /// Shared (`Arc`) because many transfers take the same route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path: Option<Vec<u32>>,
+    pub path: Option<Arc<[u32]>>,
 }
 
 impl Transfer {
@@ -44,8 +46,8 @@ impl Transfer {
     pub fn reduce(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
         Transfer { op: Op::Reduce, ..Transfer::copy(step, src, dst, chunks) }
     }
-    pub fn via(mut self, path: Vec<u32>) -> Transfer {
-        self.path = Some(path);
+    pub fn via(mut self, path: impl Into<Arc<[u32]>>) -> Transfer {
+        self.path = Some(path.into());
         self
     }
 }

@@ -15,7 +15,7 @@ pub enum SwitchModel {
     #[default]
     Native,
     /// TACOS IV-D: NPU n of a switch's N NPUs gets edges to n+1..n+d (mod N), each with the
-    /// port bandwidth divided by d, and no sharing between them.
+    /// port bandwidth divided by d, and no sharing between them (d is capped at N−1).
     Unwind { degree: usize },
     /// The degree-1 variant as a bidirectional ring (edges to n+1 and n−1, half bandwidth each).
     UnwindBiRing,
@@ -65,7 +65,7 @@ pub struct TenEdge {
     /// α-β time of one chunk: Σ latency over the path + chunk / min bandwidth.
     pub time_ns: f64,
     /// The node path for the transfer (`None`: the direct link `src -> dst`).
-    pub path: Option<Vec<u32>>,
+    pub path: Option<std::sync::Arc<[u32]>>,
     /// Resources the edge occupies for its whole span, each carrying one chunk per timestep:
     /// topology link indices, or ids ≥ `links().len()` for unwound virtual links.
     pub resources: Vec<u32>,
@@ -77,8 +77,6 @@ pub enum TenError {
         "switch model {model}: switch {switch} is linked to another switch ({other}); only native switches may chain"
     )]
     SwitchChain { model: String, switch: usize, other: usize },
-    #[error("switch model unwind:{degree}: switch {switch} has only {npus} NPUs; expected a degree below that")]
-    DegreeTooHigh { degree: usize, switch: usize, npus: usize },
     #[error("discretization {0} ns is invalid: expected a finite value > 0")]
     Discretization(f64),
     #[error("the TEN has no edges: nothing can move")]
@@ -136,7 +134,7 @@ impl Ten {
                 dst,
                 span: span(time_ns, f),
                 time_ns,
-                path,
+                path: path.map(Into::into),
                 resources,
             })
             .collect();
@@ -336,10 +334,9 @@ fn unwound_switch_edges(
         }
         let offsets: Vec<(usize, usize)> = match model {
             SwitchModel::Unwind { degree } => {
-                if degree >= n {
-                    return Err(TenError::DegreeTooHigh { degree, switch: sw, npus: n });
-                }
-                (1..=degree).map(|d| (d, degree)).collect()
+                // A switch with fewer NPUs than the degree is unwound fully (degree N−1).
+                let d = degree.min(n - 1);
+                (1..=d).map(|k| (k, d)).collect()
             }
             SwitchModel::UnwindBiRing => {
                 if n == 2 {

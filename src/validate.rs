@@ -318,7 +318,8 @@ pub fn validate(s: &Schedule) -> Report {
         k = end;
     }
 
-    // 4. The postcondition.
+    // 4. The postcondition. Each chunk's full contributor set is built once.
+    let mut required: Vec<Option<Spans>> = vec![None; if s.combining { chunks } else { 0 }];
     for &[v, c] in &s.postcondition {
         if (v as usize) >= npus || (c as usize) >= chunks {
             continue;
@@ -336,7 +337,7 @@ pub fn validate(s: &Schedule) -> Report {
                 }
             }
             State::Combining(t) => {
-                let want = Spans::from_sorted_ids(holders.of(c as usize));
+                let want = required[c as usize].get_or_insert_with(|| Spans::from_sorted_ids(holders.of(c as usize)));
                 match t.get(v as usize, c as usize) {
                     None => out.add(
                         PostconditionUnmet,
@@ -345,7 +346,7 @@ pub fn validate(s: &Schedule) -> Report {
                         Some(c),
                         format!("NPU {v} does not hold chunk {c} at the end"),
                     ),
-                    Some(have) if *have != want => {
+                    Some(have) if have != want => {
                         let missing = want.missing_from(have, 8);
                         out.add(
                             IncompleteReduction,

@@ -129,7 +129,7 @@ fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
                 held[v][ch as usize] = true;
             }
             let mut tr = Transfer::copy(step, u, v, chunks);
-            tr.path = path;
+            tr.path = path.map(Into::into);
             out.push(tr);
         }
         step += 1;

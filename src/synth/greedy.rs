@@ -351,13 +351,14 @@ impl State<'_> {
     }
 
     /// `v` gets `c` about as soon as `t + span` (within half a span: the slow edge is the scarce
-    /// one) over a shorter edge from a neighbour that has it or is getting it: a slow edge should
-    /// not carry it (arrival-time analysis).
+    /// one) over a much shorter edge (a third of the span or less: a fast domain such as a node's
+    /// switch beside a slow rail) from a neighbour that has it or is getting it: the slow edge
+    /// should not carry it (arrival-time analysis).
     fn covered(&self, v: u32, c: u32, t: u32, span: u32) -> bool {
         let ten = self.p.ten;
         ten.in_edges(v as usize).iter().any(|&e| {
             let edge = &ten.edges[e as usize];
-            edge.span < span && self.available_at(edge.src, c).saturating_add(edge.span) <= t + span + span / 2
+            edge.span * 3 <= span && self.available_at(edge.src, c).saturating_add(edge.span) <= t + span + span / 2
         })
     }
 
@@ -389,8 +390,7 @@ impl State<'_> {
         }
         last.sort_unstable();
         last.dedup();
-        last.is_empty()
-            || self.pending[v as usize] as u64 * fast_span as u64 > SATURATION * span as u64 * last.len() as u64
+        last.is_empty() || self.pending[v as usize] as u64 * fast_span as u64 > span as u64 * last.len() as u64
     }
 
     /// Chooses a chunk for edge `e` at timestep `t`, or `None`.
@@ -480,5 +480,3 @@ impl State<'_> {
         }
     }
 }
-
-const SATURATION: u64 = 1;

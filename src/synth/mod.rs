@@ -186,7 +186,7 @@ fn reverse(ten_t: &Ten, moves: &[greedy::Move], horizon: u32, contributors: &[[u
             let e = &ten_t.edges[m.edge as usize];
             let step = horizon - m.step - e.span;
             let mut t = Transfer::reduce((2 * step + 1) as usize as u32, e.dst as usize, e.src as usize, vec![m.chunk]);
-            t.path = e.path.as_ref().map(|p| p.iter().rev().copied().collect());
+            t.path = e.path.as_ref().map(|p| p.iter().rev().copied().collect::<Vec<u32>>().into());
             t
         })
         .collect();

@@ -33,7 +33,7 @@ pub fn ring_all_gather(order: &[usize], k: usize, path_of: &dyn Fn(usize, usize)
             let chunks: Vec<u32> = (0..k).map(|x| (owner * k + x) as u32).collect();
             let (a, b) = (order[i], order[(i + 1) % p]);
             let mut t = Transfer::copy(s as u32, a, b, chunks);
-            t.path = path_of(a, b);
+            t.path = path_of(a, b).map(Into::into);
             out.push(t);
         }
     }
@@ -50,7 +50,7 @@ pub fn ring_all_reduce(order: &[usize], path_of: &dyn Fn(usize, usize) -> Option
             let c = ((i + p - s) % p) as u32;
             let (a, b) = (order[i], order[(i + 1) % p]);
             let mut t = Transfer::reduce(s as u32, a, b, vec![c]);
-            t.path = path_of(a, b);
+            t.path = path_of(a, b).map(Into::into);
             out.push(t);
         }
     }
@@ -59,7 +59,7 @@ pub fn ring_all_reduce(order: &[usize], path_of: &dyn Fn(usize, usize) -> Option
             let c = ((i + 1 + p - j) % p) as u32;
             let (a, b) = (order[i], order[(i + 1) % p]);
             let mut t = Transfer::copy((p - 1 + j) as u32, a, b, vec![c]);
-            t.path = path_of(a, b);
+            t.path = path_of(a, b).map(Into::into);
             out.push(t);
         }
     }

@@ -419,9 +419,9 @@ impl Collective {
         let scc = topo.scc_ids();
         // Fast path: every NPU involved lies in one strongly connected component.
         let first = scc[needed[0][0] as usize];
-        let same = needed.iter().all(|&[v, c]| {
-            scc[v as usize] == first && holders.of(c as usize).iter().all(|&u| scc[u as usize] == first)
-        });
+        let chunk_ok: Vec<bool> =
+            (0..self.num_chunks).map(|c| holders.of(c).iter().all(|&u| scc[u as usize] == first)).collect();
+        let same = needed.iter().all(|&[v, c]| scc[v as usize] == first && chunk_ok[c as usize]);
         if same {
             return Ok(());
         }

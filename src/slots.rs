@@ -45,3 +45,46 @@ impl<T: Clone + Default> SlotTable<T> {
 fn key(npu: usize, chunk: usize) -> u64 {
     ((npu as u64) << 32) | chunk as u64
 }
+
+/// A set of (npu, chunk) pairs: a bitset when `npus × chunks` is small enough, else a hash set.
+/// Membership tests on sorted pair lists with binary search miss the cache at scale.
+pub enum PairSet {
+    Dense { chunks: usize, bits: Vec<u64> },
+    Sparse(std::collections::HashSet<u64>),
+}
+
+/// Dense pair sets up to this many bits (128 MiB).
+const DENSE_BITS: usize = 1 << 30;
+
+impl PairSet {
+    pub fn new(npus: usize, chunks: usize, pairs: &[[u32; 2]]) -> PairSet {
+        let mut s = match npus.checked_mul(chunks) {
+            Some(n) if n <= DENSE_BITS => PairSet::Dense { chunks, bits: vec![0; n.div_ceil(64)] },
+            _ => PairSet::Sparse(Default::default()),
+        };
+        for &[v, c] in pairs {
+            s.insert(v as usize, c as usize);
+        }
+        s
+    }
+    pub fn insert(&mut self, npu: usize, chunk: usize) {
+        match self {
+            PairSet::Dense { chunks, bits } => {
+                let i = npu * *chunks + chunk;
+                bits[i / 64] |= 1 << (i % 64);
+            }
+            PairSet::Sparse(h) => {
+                h.insert(key(npu, chunk));
+            }
+        }
+    }
+    pub fn contains(&self, npu: usize, chunk: usize) -> bool {
+        match self {
+            PairSet::Dense { chunks, bits } => {
+                let i = npu * chunks + chunk;
+                bits[i / 64] >> (i % 64) & 1 == 1
+            }
+            PairSet::Sparse(h) => h.contains(&key(npu, chunk)),
+        }
+    }
+}

@@ -220,7 +220,7 @@ pub fn validate(s: &Schedule) -> Report {
             bad(EmptyTransfer, None, None, "carries no chunks".into());
             good = false;
         }
-        let mut seen: Vec<u32> = t.chunks.to_vec();
+        let mut seen: crate::schedule::ChunkList = t.chunks.clone(); // inline for ≤ 2 chunks: no allocation
         seen.sort_unstable();
         for w in seen.windows(2) {
             if w[0] == w[1] {

@@ -6,6 +6,7 @@ pub mod greedy;
 
 use crate::collective::Collective;
 use crate::schedule::{Op, Schedule, Transfer};
+use crate::slots::PairSet;
 use crate::ten::{SwitchModel, Ten, TenError};
 use crate::topology::Topology;
 use serde::Serialize;
@@ -60,10 +61,10 @@ pub fn greedy(
         let post = c.precondition.clone();
         let problem = greedy::Problem { ten: &ten, num_chunks: c.num_chunks, pre: &pre, post: &post, live_npus: live };
         let plan = greedy::plan(&problem, opts.seed, cancelled)?;
-        let moves = prune_dead_ends(&ten, plan.moves, &post);
+        let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &post);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
-        transfers = reverse(&ten, &moves, plan.timesteps, &c.precondition);
+        transfers = reverse(&ten, c.num_chunks, &moves, plan.timesteps, &c.precondition);
         next_step = transfers.iter().map(|t| t.step + 1).max().unwrap_or(0);
         forward_pre = pre;
     } else {
@@ -82,9 +83,10 @@ pub fn greedy(
             live_npus: live,
         };
         let plan = greedy::plan(&problem, opts.seed.wrapping_add(0x9E37_79B9), cancelled)?;
-        let moves = prune_dead_ends(&ten, plan.moves, &c.postcondition);
+        let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &c.postcondition);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
+        transfers.reserve_exact(moves.len());
         for m in moves {
             let e = &ten.edges[m.edge as usize];
             let mut t =
@@ -146,8 +148,9 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
 
 /// Drops deliveries to NPUs that neither need the chunk nor pass it on (relays left behind
 /// when the chunk reached its destination another way), repeatedly.
-fn prune_dead_ends(ten: &Ten, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
-    let is_dead_end = |m: &greedy::Move| post.binary_search(&[ten.edges[m.edge as usize].dst, m.chunk]).is_err();
+fn prune_dead_ends(ten: &Ten, num_chunks: usize, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
+    let wanted = PairSet::new(ten.npus, num_chunks, post);
+    let is_dead_end = |m: &greedy::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
     if !moves.iter().any(is_dead_end) {
         return moves;
     }
@@ -179,7 +182,8 @@ fn prune_dead_ends(ten: &Ten, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Ve
 /// A move over [t, t+span) becomes a reduce over [T−t−span, T−t) the other way. An NPU that
 /// only relayed the chunk (no contribution of its own) receives its first partial as a copy,
 /// in a step of its own before any reduce into it.
-fn reverse(ten_t: &Ten, moves: &[greedy::Move], horizon: u32, contributors: &[[u32; 2]]) -> Vec<Transfer> {
+fn reverse(ten_t: &Ten, num_chunks: usize, moves: &[greedy::Move], horizon: u32, contributors: &[[u32; 2]]) -> Vec<Transfer> {
+    let has = PairSet::new(ten_t.npus, num_chunks, contributors);
     let mut out: Vec<Transfer> = moves
         .iter()
         .map(|m| {
@@ -192,7 +196,7 @@ fn reverse(ten_t: &Ten, moves: &[greedy::Move], horizon: u32, contributors: &[[u
         .collect();
     let mut first: HashMap<(u32, u32), usize> = HashMap::new();
     for (i, t) in out.iter().enumerate() {
-        if contributors.binary_search(&[t.dst, t.chunks[0]]).is_err() {
+        if !has.contains(t.dst as usize, t.chunks[0] as usize) {
             let k = first.entry((t.dst, t.chunks[0])).or_insert(i);
             if out[*k].step > t.step {
                 *k = i;

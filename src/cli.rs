@@ -35,7 +35,7 @@ pub enum Command {
     /// Simulate a schedule (file or - for stdin) and print the timing report.
     Simulate { file: String },
     /// Synthesize a schedule; prints schedule v1 (validated) with bounds and stats.
-    Synth(SynthArgs),
+    Synth(Box<SynthArgs>),
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
         /// greedy
@@ -61,11 +61,14 @@ pub struct CollectiveArgs {
     #[arg(long)]
     pub topology: String,
     /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all.
-    #[arg(long)]
-    pub collective: String,
+    #[arg(long, required_unless_present = "tenants")]
+    pub collective: Option<String>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
-    #[arg(long)]
-    pub size: String,
+    #[arg(long, required_unless_present = "tenants")]
+    pub size: Option<String>,
+    /// A JSON file with a list of collective objects to synthesize jointly (multi-tenant).
+    #[arg(long, conflicts_with_all = ["collective", "size", "root", "group"])]
+    pub tenants: Option<std::path::PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub chunks_per_npu: u32,
     /// Root NPU of broadcast, reduce, scatter and gather.
@@ -186,7 +189,7 @@ fn run(cmd: Command) -> Result<i32, String> {
             })?;
             Ok(0)
         }
-        Command::Synth(a) => synth(a),
+        Command::Synth(a) => synth(*a),
         Command::Bench { suite, runs, quick, filter, json } => {
             let cases = match suite.as_str() {
                 "greedy" => crate::bench::greedy_suite(quick),
@@ -227,24 +230,30 @@ fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Fa
     Ok(f)
 }
 
+fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology, String> {
+    let topo = load_topology(&a.topology)?;
+    if a.fail_link.is_empty() && a.fail_npu.is_empty() {
+        return Ok(topo);
+    }
+    let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
+    topo.with_failures(&f).map_err(|e| format!("failures: {e}"))
+}
+
 /// The topology and collective a synthesis or baseline command names.
 pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::CollectiveSpec), String> {
-    let mut topo = load_topology(&a.topology)?;
-    if !a.fail_link.is_empty() || !a.fail_npu.is_empty() {
-        let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
-        topo = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
-    }
-    let kind = crate::collective::CollectiveKind::parse(&a.collective).ok_or_else(|| {
+    let topo = load_topology_with_failures(a)?;
+    let name = a.collective.as_deref().ok_or("--collective is required")?;
+    let kind = crate::collective::CollectiveKind::parse(name).ok_or_else(|| {
         format!(
-            "--collective {:?}: expected one of {}",
-            a.collective,
+            "--collective {name:?}: expected one of {}",
             crate::collective::CollectiveKind::ALL.map(|k| k.name()).join(", ")
         )
     })?;
     if kind == crate::collective::CollectiveKind::Custom {
-        return Err("--collective custom needs explicit conditions; they cannot be given as flags".into());
+        return Err("--collective custom needs explicit conditions; give them in a --tenants file".into());
     }
-    let size = crate::units::parse_size(&a.size).map_err(|e| format!("--size: {e}"))?;
+    let size =
+        crate::units::parse_size(a.size.as_deref().ok_or("--size is required")?).map_err(|e| format!("--size: {e}"))?;
     let mut spec = crate::collective::CollectiveSpec::new(kind, size).with_chunks_per_npu(a.chunks_per_npu);
     spec.root = a.root;
     spec.group = a.group.clone();
@@ -252,8 +261,24 @@ pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::C
 }
 
 fn synth(a: SynthArgs) -> Result<i32, String> {
-    let (topo, spec) = load_target(&a.target)?;
-    let mut req = engine::SynthRequest::new(topo, spec);
+    let mut req = match &a.target.tenants {
+        None => {
+            let (topo, spec) = load_target(&a.target)?;
+            engine::SynthRequest::new(topo, spec)
+        }
+        Some(path) => {
+            let topo = load_topology_with_failures(&a.target)?;
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let de = &mut serde_json::Deserializer::from_str(&text);
+            let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(de)
+                .map_err(|e| format!("{}: {}", path.display(), InputError::from_json(e)))?;
+            let first =
+                list.first().cloned().ok_or_else(|| format!("{}: expected a non-empty list", path.display()))?;
+            let mut req = engine::SynthRequest::new(topo, first);
+            req.tenants = Some(list);
+            req
+        }
+    };
     req.algorithm = a.algo.clone();
     req.seed = a.seed;
     req.seeds = a.seeds;

@@ -99,6 +99,8 @@ pub struct SynthRequest {
     pub threads: usize,
     pub switch_model: crate::ten::SwitchModel,
     pub discretization_ns: Option<f64>,
+    /// Several collectives at once (multi-tenant); when set, `collective` is not used.
+    pub tenants: Option<Vec<crate::collective::CollectiveSpec>>,
 }
 
 impl SynthRequest {
@@ -112,6 +114,7 @@ impl SynthRequest {
             threads: 1,
             switch_model: Default::default(),
             discretization_ns: None,
+            tenants: None,
         }
     }
 }
@@ -134,6 +137,15 @@ pub struct SynthStats {
     pub replacements: usize,
     pub transfers: usize,
     pub rounds: usize,
+    /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<TenantChunks>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantChunks {
+    pub kind: crate::collective::CollectiveKind,
+    pub chunks: [usize; 2],
 }
 
 pub struct SynthOutput {
@@ -163,10 +175,22 @@ pub const SYNTHESIZERS: &[&str] = &["greedy"];
 pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<SynthOutput, SynthFailure> {
     use rayon::prelude::*;
     let started = std::time::Instant::now();
-    let c = Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?;
-    if req.algorithm != "greedy" {
-        return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
-    }
+    let tenants: Option<Vec<Collective>> = match &req.tenants {
+        None => None,
+        Some(list) => Some(
+            list.iter()
+                .enumerate()
+                .map(|(i, t)| Collective::build(t, &req.topology).map_err(|e| e.within(&format!("tenants[{i}]"))))
+                .collect::<Result<_, _>>()?,
+        ),
+    };
+    let c = match &tenants {
+        Some(t) => t
+            .first()
+            .cloned()
+            .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
+        None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
+    };
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
     // multiples of the fastest, two finer ones (a coarse grid can misjudge the slower links).
@@ -186,7 +210,11 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
         |(seed, fi): (u64, usize)| -> Result<(f64, u64, usize, Schedule, crate::synth::GreedyStats), SynthFailure> {
             let opts =
                 crate::synth::GreedyOptions { seed, switch_model: req.switch_model, discretization_ns: factors[fi] };
-            let (s, st) = crate::synth::greedy(&req.topology, &c, &opts, cancelled).map_err(|e| match e {
+            let produced = match &tenants {
+                None => crate::synth::greedy(&req.topology, &c, &opts, cancelled),
+                Some(t) => crate::synth::greedy_multi(&req.topology, t, &opts, cancelled).map(|(s, _, st)| (s, st)),
+            };
+            let (s, st) = produced.map_err(|e| match e {
                 crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::Cancelled) => {
                     SynthFailure::Cancelled
                 }
@@ -231,6 +259,15 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
         replacements: gst.replacements,
         transfers: schedule.transfers.len(),
         rounds: report.rounds,
+        tenants: tenants
+            .iter()
+            .flatten()
+            .scan(0usize, |base, t| {
+                let r = TenantChunks { kind: t.spec.kind, chunks: [*base, *base + t.num_chunks] };
+                *base += t.num_chunks;
+                Some(r)
+            })
+            .collect(),
     };
     Ok(SynthOutput { schedule, report, stats })
 }

@@ -71,6 +71,9 @@ pub struct TenEdge {
     pub resources: Vec<u32>,
 }
 
+/// An edge before discretization: src, dst, time of one chunk, path, resources.
+type RawEdge = (u32, u32, f64, Option<Vec<u32>>, Vec<u32>);
+
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum TenError {
     #[error(
@@ -107,7 +110,7 @@ impl Ten {
         discretization_ns: Option<f64>,
     ) -> Result<Ten, TenError> {
         let links = topo.links();
-        let mut raw: Vec<(u32, u32, f64, Option<Vec<u32>>, Vec<u32>)> = Vec::new();
+        let mut raw: Vec<RawEdge> = Vec::new();
         for (i, l) in links.iter().enumerate() {
             if topo.is_npu(l.src) && topo.is_npu(l.dst) {
                 raw.push((l.src as u32, l.dst as u32, l.time_ns(chunk_size_bytes), None, vec![i as u32]));
@@ -242,7 +245,7 @@ impl Ord for Item {
 
 /// For every NPU a, the fastest path through switches only to every other NPU b it reaches
 /// that way: an edge `a -> b` occupying every link on the path.
-fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<(u32, u32, f64, Option<Vec<u32>>, Vec<u32>)>) {
+fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<RawEdge>) {
     if topo.switches() == 0 {
         return;
     }
@@ -314,7 +317,7 @@ fn unwound_switch_edges(
     topo: &Topology,
     chunk: f64,
     model: SwitchModel,
-    raw: &mut Vec<(u32, u32, f64, Option<Vec<u32>>, Vec<u32>)>,
+    raw: &mut Vec<RawEdge>,
 ) -> Result<(), TenError> {
     let links = topo.links();
     let mut next_virtual = links.len() as u32;

@@ -178,3 +178,42 @@ fn refusals_are_clear_errors() {
     let req = request("torus:8x8", K::AllGather, 1 << 20);
     assert!(matches!(synthesize(&req, &|| true), Err(SynthFailure::Cancelled)));
 }
+
+#[test]
+fn multi_tenant_collectives_are_planned_jointly() {
+    // TACOS VIII-G: a broadcast, a reduce and an all-gather at once on a 6x6 mesh.
+    let t = topo("mesh:6x6");
+    let mib = 1u64 << 20;
+    let tenants = vec![
+        CollectiveSpec::new(K::Broadcast, mib).with_root(0),
+        CollectiveSpec::new(K::Reduce, mib).with_root(35),
+        CollectiveSpec::new(K::AllGather, 36 * mib),
+    ];
+    let mut req = SynthRequest::new(t.clone(), tenants[0].clone());
+    req.tenants = Some(tenants.clone());
+    let out = synthesize(&req, &|| false).unwrap();
+    assert!(out.report.valid);
+    assert_eq!(out.schedule.collective.kind, K::Custom);
+    assert_eq!(out.schedule.num_chunks, 38);
+    assert!(out.schedule.combining);
+    let ranges: Vec<[usize; 2]> = out.stats.tenants.iter().map(|t| t.chunks).collect();
+    assert_eq!(ranges, vec![[0, 1], [1, 2], [2, 38]]);
+    // Run together they finish sooner than one after another.
+    let alone: f64 = tenants
+        .iter()
+        .map(|spec| {
+            synthesize(&SynthRequest::new(t.clone(), spec.clone()), &|| false)
+                .unwrap()
+                .schedule
+                .collective_time_ns
+                .unwrap()
+        })
+        .sum();
+    assert!(out.schedule.collective_time_ns.unwrap() < alone);
+    // Unequal chunk sizes are refused with the tenant's path.
+    let mut bad = req.clone();
+    bad.tenants =
+        Some(vec![CollectiveSpec::new(K::Broadcast, mib).with_root(0), CollectiveSpec::new(K::AllGather, mib)]);
+    let e = synthesize(&bad, &|| false).err().unwrap();
+    assert!(e.to_string().contains("tenants[1]"), "{e}");
+}

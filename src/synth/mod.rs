@@ -35,6 +35,8 @@ pub enum SynthError {
     Ten(#[from] TenError),
     #[error("greedy: {0}")]
     Greedy(#[from] greedy::GreedyError),
+    #[error("{0}")]
+    Input(#[from] crate::error::InputError),
 }
 
 /// Synthesizes `c` on `topo` with the greedy matcher.
@@ -44,33 +46,53 @@ pub fn greedy(
     opts: &GreedyOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, GreedyStats), SynthError> {
+    let combining = vec![c.combining; c.num_chunks];
+    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
+    let (transfers, stats) = greedy_core(topo, c, &combining, &roots, opts, cancelled)?;
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(opts.seed);
+    s.transfers = transfers;
+    Ok((s, stats))
+}
+
+/// Chunk movement with a per-chunk combining flag; `roots[c]` is where combining chunk c is
+/// reduced to (indexed by chunk; ignored for non-combining chunks).
+///
+/// Phase 1 reduces every combining chunk to its root by reversing a spread from the root to
+/// the contributors, planned on the transposed topology. Phase 2 moves everything forward:
+/// non-combining chunks from their holders, reduced chunks from their roots.
+fn greedy_core(
+    topo: &Topology,
+    c: &Collective,
+    combining: &[bool],
+    roots: &[u32],
+    opts: &GreedyOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Vec<Transfer>, GreedyStats), SynthError> {
     let live = topo.live_npus().len();
     let mut stats = GreedyStats::default();
     let mut transfers = Vec::new();
     let mut next_step = 0u32;
-    let forward_pre: Vec<[u32; 2]>;
-    if c.combining {
-        // Phase 1: reduce every chunk to one root by reversing a spread from the root to the
-        // contributors on the transposed topology.
-        let roots = reduction_roots(c);
+    let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| !combining[p[1] as usize]).collect();
+    if combining.iter().any(|&x| x) {
         let transposed = topo.transposed();
         let ten = Ten::build(&transposed, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
         stats.discretization_ns = ten.discretization_ns;
-        let mut pre: Vec<[u32; 2]> = roots.iter().enumerate().map(|(ch, &r)| [r, ch as u32]).collect();
+        let mut pre: Vec<[u32; 2]> =
+            (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect();
         pre.sort_unstable();
-        let post = c.precondition.clone();
+        let post: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| combining[p[1] as usize]).collect();
         let problem = greedy::Problem { ten: &ten, num_chunks: c.num_chunks, pre: &pre, post: &post, live_npus: live };
         let plan = greedy::plan(&problem, opts.seed, cancelled)?;
         let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &post);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
-        transfers = reverse(&ten, c.num_chunks, &moves, plan.timesteps, &c.precondition);
+        transfers = reverse(&ten, c.num_chunks, &moves, plan.timesteps, &post);
         next_step = transfers.iter().map(|t| t.step + 1).max().unwrap_or(0);
-        forward_pre = pre;
-    } else {
-        forward_pre = c.precondition.clone();
+        forward_pre.extend(pre);
+        forward_pre.sort_unstable();
+        forward_pre.dedup();
     }
-    // Phase 2 (or the whole of a non-combining collective): move chunks forward.
     let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
     if needs_forward {
         let ten = Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
@@ -89,17 +111,85 @@ pub fn greedy(
         transfers.reserve_exact(moves.len());
         for m in moves {
             let e = &ten.edges[m.edge as usize];
-            let mut t =
-                Transfer::copy((next_step + m.step) as usize as u32, e.src as usize, e.dst as usize, vec![m.chunk]);
+            let mut t = Transfer::copy(next_step + m.step, e.src as usize, e.dst as usize, vec![m.chunk]);
             t.path = e.path.clone();
             transfers.push(t);
         }
     }
     stats.ten_timesteps = stats.phase_timesteps.iter().sum();
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    Ok((transfers, stats))
+}
+
+/// Several collectives at once on one topology (TACOS VIII-G), planned jointly: every
+/// tenant's reductions share one reduce phase, and every forward movement one forward phase,
+/// so tenants share links without congestion within a phase. Chunk ids are the tenants'
+/// chunks one after another. Tenants must have equal chunk sizes (one TEN); a non-combining
+/// tenant whose chunks have several holders cannot share a schedule with combining tenants
+/// (the format has one combining flag, under which several holders would be summed).
+pub fn greedy_multi(
+    topo: &Topology,
+    tenants: &[Collective],
+    opts: &GreedyOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats), SynthError> {
+    use crate::error::InputError;
+    let first = tenants.first().ok_or_else(|| InputError::new("tenants", "expected at least one collective"))?;
+    if tenants.len() > 64 {
+        return Err(InputError::new("tenants", "at most 64 collectives at once").into());
+    }
+    let size = first.chunk_size_bytes;
+    let any_combining = tenants.iter().any(|t| t.combining);
+    let mut ranges = Vec::new();
+    let (mut pre, mut post, mut combining, mut roots) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, t) in tenants.iter().enumerate() {
+        if (t.chunk_size_bytes - size).abs() > 1e-9 * size {
+            return Err(SynthError::Input(InputError::new(
+                format!("tenants[{i}]"),
+                format!(
+                    "chunk size {} B differs from the first tenant's {size} B; expected equal chunk sizes (adjust size_bytes or chunks_per_npu)",
+                    t.chunk_size_bytes
+                ),
+            )));
+        }
+        if any_combining && !t.combining {
+            let h = t.holders();
+            if (0..t.num_chunks).any(|c| h.of(c).len() > 1) {
+                return Err(InputError::new(
+                    format!("tenants[{i}]"),
+                    "a non-combining tenant with several holders of one chunk cannot be mixed with combining tenants",
+                )
+                .into());
+            }
+        }
+        let base = ranges.last().map(|r: &std::ops::Range<usize>| r.end).unwrap_or(0);
+        ranges.push(base..base + t.num_chunks);
+        let shift = |p: &[u32; 2]| [p[0], p[1] + base as u32];
+        pre.extend(t.precondition.iter().map(shift));
+        post.extend(t.postcondition.iter().map(shift));
+        combining.extend(std::iter::repeat_n(t.combining, t.num_chunks));
+        if t.combining {
+            roots.extend(reduction_roots(t));
+        } else {
+            roots.extend(std::iter::repeat_n(0, t.num_chunks));
+        }
+    }
+    let num_chunks = ranges.last().map(|r| r.end).unwrap_or(0);
+    let total = size * num_chunks as f64;
+    if total.fract().abs() > 1e-6 {
+        return Err(InputError::new("tenants", "the tenants' chunks do not add up to a whole number of bytes").into());
+    }
+    let mut spec =
+        crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::Custom, total.round() as u64);
+    spec.num_chunks = Some(num_chunks);
+    spec.precondition = Some(pre);
+    spec.postcondition = Some(post);
+    spec.combining = Some(any_combining);
+    let merged = Collective::build(&spec, topo).map_err(|e| e.within("tenants"))?;
+    let (transfers, stats) = greedy_core(topo, &merged, &combining, &roots, opts, cancelled)?;
+    let mut s = Schedule::new(topo.clone(), &merged, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
-    Ok((s, stats))
+    Ok((s, ranges, stats))
 }
 
 /// Discretization factors worth trying: the fastest edge's time f, and when some edge's time
@@ -182,7 +272,13 @@ fn prune_dead_ends(ten: &Ten, num_chunks: usize, moves: Vec<greedy::Move>, post:
 /// A move over [t, t+span) becomes a reduce over [T−t−span, T−t) the other way. An NPU that
 /// only relayed the chunk (no contribution of its own) receives its first partial as a copy,
 /// in a step of its own before any reduce into it.
-fn reverse(ten_t: &Ten, num_chunks: usize, moves: &[greedy::Move], horizon: u32, contributors: &[[u32; 2]]) -> Vec<Transfer> {
+fn reverse(
+    ten_t: &Ten,
+    num_chunks: usize,
+    moves: &[greedy::Move],
+    horizon: u32,
+    contributors: &[[u32; 2]],
+) -> Vec<Transfer> {
     let has = PairSet::new(ten_t.npus, num_chunks, contributors);
     let mut out: Vec<Transfer> = moves
         .iter()

@@ -1,0 +1,127 @@
+//! The shared conformance suite: one body run over every producer (synthesizers, and the
+//! baselines as they land) × topology × collective. Every schedule a producer emits must
+//! validate and must not beat the lower bound; a producer may refuse a case, with a reason,
+//! but never emit an invalid schedule or panic.
+
+mod common;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, SynthFailure, SynthRequest};
+use ccsynth::schedule::Schedule;
+use ccsynth::ten::SwitchModel;
+use ccsynth::topology::{Failures, Topology};
+use common::*;
+
+type Produce = fn(&Topology, &CollectiveSpec) -> Result<Schedule, String>;
+
+fn greedy_with(t: &Topology, spec: &CollectiveSpec, model: SwitchModel) -> Result<Schedule, String> {
+    let mut req = SynthRequest::new(t.clone(), spec.clone());
+    req.switch_model = model;
+    req.seed = 7;
+    match engine::synthesize(&req, &|| false) {
+        Ok(out) => Ok(out.schedule),
+        Err(SynthFailure::Engine(e)) => panic!("the engine let an invalid schedule through: {e}"),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn producers() -> Vec<(&'static str, Produce)> {
+    vec![
+        ("greedy", |t, s| greedy_with(t, s, SwitchModel::Native)),
+        ("greedy/unwind:1", |t, s| greedy_with(t, s, SwitchModel::Unwind { degree: 1 })),
+        ("greedy/unwind:bi", |t, s| greedy_with(t, s, SwitchModel::UnwindBiRing)),
+    ]
+}
+
+fn topologies() -> Vec<(String, Topology)> {
+    let mut v: Vec<(String, Topology)> = [
+        "ring:5",
+        "ring:6:uni",
+        "mesh:3x3",
+        "torus:3x4",
+        "fc:5",
+        "switch:5",
+        "hyperx:3x3",
+        "dragonfly:2:4",
+        "hier:ring2,fc2,switch2",
+        "rail:2x3",
+        "hammingmesh:2x2:2x1",
+        "hypercube:3",
+        "mesh:3x3@bw=50,100;lat=300,700",
+    ]
+    .iter()
+    .map(|s| (s.to_string(), topo(s)))
+    .collect();
+    let failed =
+        topo("mesh:4x4").with_failures(&Failures { links: vec![[5, 6], [1, 2]], npus: vec![10], ..Default::default() });
+    v.push(("mesh:4x4 minus links 5-6, 1-2 and NPU 10".into(), failed.unwrap()));
+    v
+}
+
+fn collectives(t: &Topology) -> Vec<CollectiveSpec> {
+    let live = t.live_npus();
+    let root = live[live.len() / 2];
+    let mut v = Vec::new();
+    for k in [1, 2] {
+        for kind in [K::AllGather, K::ReduceScatter, K::AllReduce, K::AllToAll] {
+            v.push(CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k));
+        }
+        for kind in [K::Broadcast, K::Reduce, K::Scatter, K::Gather] {
+            v.push(CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k).with_root(root));
+        }
+    }
+    // A subgroup: the others only forward.
+    let sub: Vec<usize> = live.iter().copied().step_by(2).collect();
+    if sub.len() >= 2 {
+        for kind in [K::AllGather, K::AllReduce] {
+            v.push(CollectiveSpec { group: Some(sub.clone()), ..CollectiveSpec::new(kind, 999_999) });
+        }
+    }
+    // A custom non-combining and a custom combining collective.
+    let (a, b, c) = (live[0], live[live.len() - 1], live[1]);
+    v.push(CollectiveSpec {
+        num_chunks: Some(3),
+        precondition: Some(vec![[a as u32, 0], [b as u32, 1], [a as u32, 2], [c as u32, 2]]),
+        postcondition: Some(vec![[b as u32, 0], [c as u32, 0], [a as u32, 1], [b as u32, 2]]),
+        ..CollectiveSpec::new(K::Custom, 3000)
+    });
+    v.push(CollectiveSpec {
+        num_chunks: Some(2),
+        combining: Some(true),
+        precondition: Some(vec![[a as u32, 0], [b as u32, 0], [c as u32, 0], [a as u32, 1], [c as u32, 1]]),
+        postcondition: Some(vec![[b as u32, 0], [a as u32, 0], [b as u32, 1]]),
+        ..CollectiveSpec::new(K::Custom, 2000)
+    });
+    v
+}
+
+#[test]
+fn every_producer_on_every_topology_and_collective() {
+    let mut produced = 0;
+    let mut refused = Vec::new();
+    for (tname, t) in topologies() {
+        for spec in collectives(&t) {
+            for (pname, produce) in producers() {
+                let what =
+                    format!("{pname} on {tname}: {:?} k={} group={:?}", spec.kind, spec.chunks_per_npu, spec.group);
+                match produce(&t, &spec) {
+                    Ok(s) => {
+                        let r = engine::check(&s);
+                        assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
+                        let time = r.collective_time_ns.unwrap();
+                        let bound = r.lower_bound_ns.unwrap();
+                        assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
+                        assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
+                        produced += 1;
+                    }
+                    Err(reason) => {
+                        assert!(!reason.is_empty());
+                        refused.push(format!("{what}: {reason}"));
+                    }
+                }
+            }
+        }
+    }
+    // The greedy serves every case; only baselines may refuse.
+    assert!(refused.is_empty(), "refused: {refused:#?}");
+    assert!(produced > 700, "{produced}");
+}

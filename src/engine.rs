@@ -191,6 +191,9 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
             .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
         None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
     };
+    if req.algorithm != "greedy" {
+        return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
+    }
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
     // multiples of the fastest, two finer ones (a coarse grid can misjudge the slower links).

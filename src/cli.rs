@@ -36,6 +36,16 @@ pub enum Command {
     Simulate { file: String },
     /// Synthesize a schedule; prints schedule v1 (validated) with bounds and stats.
     Synth(Box<SynthArgs>),
+    /// Build a hand-built baseline (validated, timed) and print it as schedule v1.
+    Baseline(Box<BaselineArgs>),
+    /// Run every applicable baseline and print a table (algorithm, time, ratio to the best and
+    /// to the lower bound).
+    Compare {
+        #[command(flatten)]
+        target: CollectiveArgs,
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
         /// greedy
@@ -86,6 +96,31 @@ pub struct CollectiveArgs {
 }
 
 #[derive(clap::Args, Debug, Clone)]
+pub struct BaselineArgs {
+    /// List the baselines and what they support.
+    #[arg(long)]
+    pub list: bool,
+    /// ring, ring-bidir, direct, recursive-doubling, rabenseifner, bde, swing-latency,
+    /// swing-bandwidth, bucket, mst.
+    #[arg(long, required_unless_present = "list")]
+    pub algo: Option<String>,
+    #[arg(long, required_unless_present = "list")]
+    pub topology: Option<String>,
+    #[arg(long, required_unless_present = "list")]
+    pub collective: Option<String>,
+    #[arg(long, required_unless_present = "list")]
+    pub size: Option<String>,
+    #[arg(long, default_value_t = 1)]
+    pub chunks_per_npu: u32,
+    #[arg(long)]
+    pub root: Option<usize>,
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+#[derive(clap::Args, Debug, Clone)]
 pub struct SynthArgs {
     #[command(flatten)]
     pub target: CollectiveArgs,
@@ -111,6 +146,9 @@ pub struct SynthArgs {
     /// Indent the JSON.
     #[arg(long)]
     pub pretty: bool,
+    /// Add a `comparison` object: every applicable baseline on the same simulator.
+    #[arg(long)]
+    pub compare: bool,
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -190,6 +228,17 @@ fn run(cmd: Command) -> Result<i32, String> {
             Ok(0)
         }
         Command::Synth(a) => synth(*a),
+        Command::Baseline(a) => baseline(*a),
+        Command::Compare { target, json } => {
+            let (topo, spec) = load_target(&target)?;
+            let cmp = engine::compare(&topo, &spec, None);
+            if json {
+                print_json(&cmp)?;
+            } else {
+                print!("{}", comparison_table(&cmp));
+            }
+            Ok(0)
+        }
         Command::Bench { suite, runs, quick, filter, json } => {
             let cases = match suite.as_str() {
                 "greedy" => crate::bench::greedy_suite(quick),
@@ -286,6 +335,8 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     req.switch_model = crate::ten::SwitchModel::parse(&a.switch_model).map_err(|e| format!("--switch-model: {e}"))?;
     req.discretization_ns = a.discretization;
     let out = engine::synthesize(&req, &|| false).map_err(|e| e.to_string())?;
+    let comparison = (a.compare && req.tenants.is_none())
+        .then(|| engine::compare(&req.topology, &out.schedule.collective, Some(("greedy", &out.schedule))));
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
@@ -293,12 +344,15 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         lower_bound_ns: Option<f64>,
         lower_bounds: &'a Option<crate::bounds::LowerBounds>,
         stats: &'a engine::SynthStats,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        comparison: Option<engine::Comparison>,
     }
     let doc = Out {
         schedule: &out.schedule,
         lower_bound_ns: out.report.lower_bound_ns,
         lower_bounds: &out.report.lower_bounds,
         stats: &out.stats,
+        comparison,
     };
     match &a.out {
         Some(path) => {
@@ -315,6 +369,59 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?,
     }
     Ok(0)
+}
+
+fn baseline(a: BaselineArgs) -> Result<i32, String> {
+    if a.list {
+        print_json(&crate::baselines::list())?;
+        return Ok(0);
+    }
+    let target = CollectiveArgs {
+        topology: a.topology.clone().unwrap_or_default(),
+        collective: a.collective.clone(),
+        size: a.size.clone(),
+        tenants: None,
+        chunks_per_npu: a.chunks_per_npu,
+        root: a.root,
+        group: None,
+        fail_link: Vec::new(),
+        fail_npu: Vec::new(),
+    };
+    let (topo, spec) = load_target(&target)?;
+    let name = a.algo.as_deref().unwrap_or_default();
+    let (s, _) = engine::baseline(name, &topo, &spec).map_err(|e| e.to_string())?;
+    match &a.out {
+        Some(path) => {
+            let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            write_json(std::io::BufWriter::new(f), &s, a.pretty)?;
+        }
+        None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &s, a.pretty)?,
+    }
+    Ok(0)
+}
+
+/// The comparison as an aligned text table; the best row is marked with `*`.
+pub fn comparison_table(c: &engine::Comparison) -> String {
+    let mut out =
+        format!("{:<20} {:>16} {:>10} {:>10} {:>7}\n", "algorithm", "time (us)", "vs best", "vs bound", "rounds");
+    for r in &c.rows {
+        out += &format!(
+            "{:<20} {:>16.3} {:>10.3} {:>10} {:>7}{}\n",
+            r.algorithm,
+            r.collective_time_ns / 1e3,
+            r.ratio_to_best,
+            r.ratio_to_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
+            r.rounds,
+            if r.best { "  *" } else { "" }
+        );
+    }
+    if let Some(b) = c.lower_bound_ns {
+        out += &format!("lower bound: {:.3} us\n", b / 1e3);
+    }
+    for (name, why) in &c.refused {
+        out += &format!("not applicable: {name}: {why}\n");
+    }
+    out
 }
 
 fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> Result<(), String> {

@@ -274,3 +274,104 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     };
     Ok(SynthOutput { schedule, report, stats })
 }
+
+/// Builds, validates and times a hand-built baseline. The result has passed `finalize`.
+pub fn baseline(
+    name: &str,
+    topology: &crate::topology::Topology,
+    spec: &crate::collective::CollectiveSpec,
+) -> Result<(Schedule, CheckReport), BaselineFailure> {
+    let s = crate::baselines::build(name, topology, spec)?;
+    Ok(finalize(s)?)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BaselineFailure {
+    #[error(transparent)]
+    Baseline(#[from] crate::baselines::BaselineError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// One row of a comparison table.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComparisonRow {
+    pub algorithm: String,
+    pub collective_time_ns: f64,
+    /// This time over the best row's.
+    pub ratio_to_best: f64,
+    /// This time over the lower bound.
+    pub ratio_to_bound: Option<f64>,
+    pub rounds: usize,
+    pub transfers: usize,
+    pub chunks_per_npu: u32,
+    pub best: bool,
+}
+
+/// Every applicable baseline (and optionally a synthesized schedule) on one simulator.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub lower_bound_ns: Option<f64>,
+    pub rows: Vec<ComparisonRow>,
+    /// Baselines that refused the case, with their reasons.
+    pub refused: Vec<(String, String)>,
+    /// The best baseline's time over the synthesized schedule's, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup_over_best_baseline: Option<f64>,
+}
+
+/// Runs every baseline that supports the collective; `extra` rows (a synthesized schedule)
+/// join the table. A baseline that fails validation is a bug and is reported as refused with
+/// the reason rather than hidden.
+pub fn compare(
+    topology: &crate::topology::Topology,
+    spec: &crate::collective::CollectiveSpec,
+    extra: Option<(&str, &Schedule)>,
+) -> Comparison {
+    let mut rows = Vec::new();
+    let mut refused = Vec::new();
+    for name in crate::baselines::names() {
+        match baseline(name, topology, spec) {
+            Ok((s, r)) => rows.push((
+                name.to_string(),
+                s.collective_time_ns.unwrap_or(f64::NAN),
+                r.rounds,
+                s.transfers.len(),
+                s.collective.chunks_per_npu,
+            )),
+            Err(e) => refused.push((name.to_string(), e.to_string())),
+        }
+    }
+    let best_baseline = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    let mut speedup = None;
+    if let Some((name, s)) = extra {
+        let t = s.collective_time_ns.unwrap_or(f64::NAN);
+        rows.push((name.to_string(), t, s.rounds(), s.transfers.len(), s.collective.chunks_per_npu));
+        if best_baseline.is_finite() {
+            speedup = Some(best_baseline / t);
+        }
+    }
+    let bound = Collective::build_unchecked(spec, topology)
+        .ok()
+        .and_then(|c| crate::bounds::lower_bounds(topology, &c).lower_bound_ns);
+    let best = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    rows.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    Comparison {
+        lower_bound_ns: bound,
+        rows: rows
+            .into_iter()
+            .map(|(algorithm, t, rounds, transfers, k)| ComparisonRow {
+                best: t == best,
+                ratio_to_best: t / best,
+                ratio_to_bound: bound.filter(|&b| b > 0.0).map(|b| t / b),
+                algorithm,
+                collective_time_ns: t,
+                rounds,
+                transfers,
+                chunks_per_npu: k,
+            })
+            .collect(),
+        refused,
+        speedup_over_best_baseline: speedup,
+    }
+}

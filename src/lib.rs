@@ -1,6 +1,7 @@
 //! ccsynth library root: topology and collective models, the schedule interchange format,
 //! the validator, the α-β simulator and lower bounds. The core does no I/O.
 
+pub mod baselines;
 pub mod bench;
 pub mod bounds;
 pub mod collective;

@@ -11,8 +11,6 @@ use ccsynth::ten::SwitchModel;
 use ccsynth::topology::{Failures, Topology};
 use common::*;
 
-type Produce = fn(&Topology, &CollectiveSpec) -> Result<Schedule, String>;
-
 fn greedy_with(t: &Topology, spec: &CollectiveSpec, model: SwitchModel) -> Result<Schedule, String> {
     let mut req = SynthRequest::new(t.clone(), spec.clone());
     req.switch_model = model;
@@ -24,12 +22,24 @@ fn greedy_with(t: &Topology, spec: &CollectiveSpec, model: SwitchModel) -> Resul
     }
 }
 
-fn producers() -> Vec<(&'static str, Produce)> {
-    vec![
-        ("greedy", |t, s| greedy_with(t, s, SwitchModel::Native)),
-        ("greedy/unwind:1", |t, s| greedy_with(t, s, SwitchModel::Unwind { degree: 1 })),
-        ("greedy/unwind:bi", |t, s| greedy_with(t, s, SwitchModel::UnwindBiRing)),
-    ]
+fn baseline(name: &str, t: &Topology, spec: &CollectiveSpec) -> Result<Schedule, String> {
+    match engine::baseline(name, t, spec) {
+        Ok((s, _)) => Ok(s),
+        Err(engine::BaselineFailure::Engine(e)) => panic!("{name} produced an invalid schedule: {e}"),
+        Err(e) => Err(format!("refused: {e}")),
+    }
+}
+
+fn producers() -> Vec<(String, Box<dyn Fn(&Topology, &CollectiveSpec) -> Result<Schedule, String>>)> {
+    let mut v: Vec<(String, Box<dyn Fn(&Topology, &CollectiveSpec) -> Result<Schedule, String>>)> = vec![
+        ("greedy".into(), Box::new(|t, s| greedy_with(t, s, SwitchModel::Native))),
+        ("greedy/unwind:1".into(), Box::new(|t, s| greedy_with(t, s, SwitchModel::Unwind { degree: 1 }))),
+        ("greedy/unwind:bi".into(), Box::new(|t, s| greedy_with(t, s, SwitchModel::UnwindBiRing))),
+    ];
+    for name in ccsynth::baselines::names() {
+        v.push((format!("baseline {name}"), Box::new(move |t, s| baseline(name, t, s))));
+    }
+    v
 }
 
 fn topologies() -> Vec<(String, Topology)> {
@@ -47,6 +57,11 @@ fn topologies() -> Vec<(String, Topology)> {
         "hammingmesh:2x2:2x1",
         "hypercube:3",
         "mesh:3x3@bw=50,100;lat=300,700",
+        "ring:7",
+        "torus:6x6",
+        "torus:4x8",
+        "torus:2x8",
+        "torus:4x4x2",
     ]
     .iter()
     .map(|s| (s.to_string(), topo(s)))
@@ -100,7 +115,7 @@ fn every_producer_on_every_topology_and_collective() {
     let mut refused = Vec::new();
     for (tname, t) in topologies() {
         for spec in collectives(&t) {
-            for (pname, produce) in producers() {
+            for (pname, produce) in &producers() {
                 let what =
                     format!("{pname} on {tname}: {:?} k={} group={:?}", spec.kind, spec.chunks_per_npu, spec.group);
                 match produce(&t, &spec) {
@@ -122,6 +137,33 @@ fn every_producer_on_every_topology_and_collective() {
         }
     }
     // The greedy serves every case; only baselines may refuse.
-    assert!(refused.is_empty(), "refused: {refused:#?}");
-    assert!(produced > 700, "{produced}");
+    let greedy_refused: Vec<&String> = refused.iter().filter(|r| r.starts_with("greedy")).collect();
+    assert!(greedy_refused.is_empty(), "refused: {greedy_refused:#?}");
+    assert!(refused.iter().all(|r| r.contains("refused: ")));
+    assert!(produced > 1500, "{produced}");
+}
+
+#[test]
+fn every_producer_for_p_from_2_to_33() {
+    let mut produced = 0;
+    for p in 2..=33usize {
+        for spec in [format!("ring:{p}"), format!("fc:{p}")] {
+            let t = topo(&spec);
+            for kind in [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce] {
+                let mut c = CollectiveSpec::new(kind, 3 << 20);
+                if kind.needs_root() {
+                    c.root = Some(p / 2);
+                }
+                for (pname, produce) in &producers() {
+                    if let Ok(s) = produce(&t, &c) {
+                        let r = engine::check(&s);
+                        assert!(r.valid, "{pname} on {spec} {kind:?}: {:?}", &r.violations[..1]);
+                        assert!(r.collective_time_ns.unwrap() >= r.lower_bound_ns.unwrap() * (1.0 - 1e-9));
+                        produced += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(produced > 2000, "{produced}");
 }

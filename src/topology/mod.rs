@@ -2,9 +2,11 @@
 //! α-β links; JSON input with conveniences, and the canonical sorted output.
 
 mod failures;
+mod grid;
 mod spec;
 
 pub use failures::{Connectivity, Failures};
+pub use grid::Grid;
 pub use spec::parse_spec;
 
 use crate::error::{Errors, InputError};

@@ -1,0 +1,420 @@
+//! Butterfly algorithms over a power-of-two core of ranks, in one engine:
+//! - recursive doubling (latency-optimal all-reduce: the whole vector each step) and
+//!   Rabenseifner (recursive-halving reduce-scatter, recursive-doubling all-gather) — Thakur,
+//!   Rabenseifner & Gropp 2005; torus-aware dimension order as in the Swing paper 2.3.2–2.3.3;
+//! - BDE all-gather / reduce-scatter (lecture notes 1.8), the same halving/doubling exchange;
+//! - Swing (De Sensi et al., NSDI'24): peers at ±ρ(s) = Σ(−2)^i, dimension ω(s) = s mod D with
+//!   relative step σ(s), latency-optimal (whole vector) and bandwidth-optimal (reduce-scatter
+//!   then all-gather), multi-port with D plain and D mirrored collectives on 2D ports;
+//! - bucket (per-dimension ring reduce-scatters then all-gathers, 2D concurrent buckets).
+//!
+//! In a reduce-scatter step s, rank r sends peer q the blocks of every rank q reaches through
+//! steps after s (including q); the all-gather replays the steps backwards with the same sets.
+//! Non-power-of-two groups are folded: the extra ranks p' + j first hand everything to rank j
+//! and get the result back at the end. Where the group is a whole mesh or torus with
+//! power-of-two sides, peers follow coordinates and messages the grid lines; elsewhere ranks
+//! are a logical line and messages take shortest paths. Swing's own schemes for even
+//! non-powers of two and odd p (its §3.2) are not implemented; folding serves those p.
+
+use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out, ring};
+use crate::collective::CollectiveKind as K;
+use crate::schedule::{Op, Transfer};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Family {
+    RecursiveDoubling,
+    Halving,
+    Swing,
+}
+
+pub(super) const RECURSIVE_DOUBLING: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "recursive-doubling",
+        collectives: vec![K::AllReduce],
+        topologies: "any; torus-aware on tori with power-of-two sides",
+        source: "Thakur, Rabenseifner & Gropp 2005; Swing paper 2.3.2",
+    },
+    chunking: |_, s| s.chunks_per_npu,
+    build: |ctx| latency_optimal(ctx, Family::RecursiveDoubling, 1),
+};
+
+pub(super) const RABENSEIFNER: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "rabenseifner",
+        collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
+        topologies: "any; torus-aware on tori with power-of-two sides",
+        source: "Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; Swing paper 2.3.3",
+    },
+    chunking: |_, s| s.chunks_per_npu,
+    build: |ctx| bandwidth_optimal(ctx, Family::Halving, 1),
+};
+
+pub(super) const BDE: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "bde",
+        collectives: vec![K::AllGather, K::ReduceScatter],
+        topologies: "any",
+        source: "lecture notes 1.8 (bidirectional exchange)",
+    },
+    chunking: |_, s| s.chunks_per_npu,
+    build: |ctx| bandwidth_optimal(ctx, Family::Halving, 1),
+};
+
+pub(super) const SWING_LATENCY: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "swing-latency",
+        collectives: vec![K::AllReduce],
+        topologies: "any; multi-port on tori with power-of-two sides",
+        source: "De Sensi et al., Swing, NSDI 2024, §3 (latency-optimal)",
+    },
+    chunking: swing_chunks,
+    build: |ctx| {
+        let parts = ports(ctx);
+        latency_optimal(ctx, Family::Swing, parts)
+    },
+};
+
+pub(super) const SWING_BANDWIDTH: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "swing-bandwidth",
+        collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
+        topologies: "any; multi-port on tori with power-of-two sides",
+        source: "De Sensi et al., Swing, NSDI 2024, §3–4 (bandwidth-optimal)",
+    },
+    chunking: swing_chunks,
+    build: |ctx| {
+        let parts = ports(ctx);
+        bandwidth_optimal(ctx, Family::Swing, parts)
+    },
+};
+
+pub(super) const BUCKET: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "bucket",
+        collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
+        topologies: "meshes and tori (whole grid as the group)",
+        source: "Swing paper 2.3.4 (bucket / per-dimension rings, 2D concurrent buckets)",
+    },
+    chunking: |t, s| {
+        let d = t.infer_grid().map(|g| g.dims.len()).unwrap_or(1) as u32;
+        s.chunks_per_npu.max(1).next_multiple_of(2 * d)
+    },
+    build: bucket,
+};
+
+fn swing_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec) -> u32 {
+    let d = t
+        .infer_grid()
+        .filter(|g| g.torus && g.dims.iter().all(|d| d.is_power_of_two()))
+        .map(|g| g.dims.len())
+        .unwrap_or(1);
+    s.chunks_per_npu.max(1).next_multiple_of(2 * d as u32)
+}
+
+/// Parts run concurrently: 2D on a power-of-two torus (D plain, D mirrored), else 2 (plain
+/// and mirrored over the logical line).
+fn ports(ctx: &Ctx) -> usize {
+    match &ctx.grid {
+        Some(g) if g.torus && g.dims.iter().all(|d| d.is_power_of_two()) => 2 * g.dims.len(),
+        _ => 2,
+    }
+}
+
+/// ρ(s) = Σ_{i=0..s} (−2)^i.
+pub fn rho(s: u32) -> i64 {
+    (1 - (-2i64).pow(s + 1)) / 3
+}
+
+/// Swing's peer of rank r at step s on a 1D torus of p nodes (paper Eq. 2).
+pub fn swing_peer(r: usize, s: u32, p: usize) -> usize {
+    let d = rho(s);
+    let x = if r % 2 == 0 { r as i64 + d } else { r as i64 - d };
+    x.rem_euclid(p as i64) as usize
+}
+
+/// One butterfly step: each core rank's peer and the route (grid dimension and signed
+/// distance, or a logical-line route).
+struct Step {
+    peer: Vec<usize>,
+    along: Vec<Option<(usize, i64)>>,
+}
+
+/// The pattern over core ranks 0..q: steps in reduce-scatter order.
+struct Pattern {
+    q: usize,
+    steps: Vec<Step>,
+}
+
+fn pattern(ctx: &Ctx, fam: Family, part: usize, parts: usize, q: usize, on_grid: bool) -> Pattern {
+    let mut steps = Vec::new();
+    let mirrored = part >= parts / 2 && parts > 1;
+    if on_grid {
+        let g = ctx.grid.as_ref().expect("on_grid");
+        let dims = g.dims.len();
+        let logs: Vec<u32> = g.dims.iter().map(|d| d.trailing_zeros()).collect();
+        let start = part % dims;
+        let mut used = vec![0u32; dims];
+        // Round-robin over the dimensions that still have steps, starting at `start`.
+        let total: u32 = logs.iter().sum();
+        let mut j = start;
+        while steps.len() < total as usize {
+            if used[j] < logs[j] {
+                let sigma = used[j];
+                used[j] += 1;
+                let mut peer = vec![0; q];
+                let mut along = vec![None; q];
+                for r in 0..q {
+                    let c = g.coords(r);
+                    let d = g.dims[j];
+                    let a = c[j];
+                    let delta: i64 = match fam {
+                        Family::Swing => {
+                            // Eq. 2 per dimension: even coordinates move by +ρ(σ), odd by −ρ(σ);
+                            // ρ alternates in sign, so peers swing left and right.
+                            let sign = if (a % 2 == 0) != mirrored { 1 } else { -1 };
+                            sign * rho(sigma)
+                        }
+                        Family::RecursiveDoubling | Family::Halving => {
+                            let bit = if fam == Family::Halving { logs[j] - 1 - sigma } else { sigma };
+                            let b = a ^ (1 << bit);
+                            let fwd = (b as i64 - a as i64).rem_euclid(d as i64);
+                            let back = fwd - d as i64;
+                            if !g.torus {
+                                b as i64 - a as i64
+                            } else if fwd <= -back {
+                                fwd
+                            } else {
+                                back
+                            }
+                        }
+                    };
+                    let mut cc = c.clone();
+                    cc[j] = (a as i64 + delta).rem_euclid(d as i64) as usize;
+                    peer[r] = g.node(&cc);
+                    along[r] = Some((j, delta));
+                }
+                steps.push(Step { peer, along });
+            }
+            j = (j + 1) % dims;
+        }
+    } else {
+        let s_count = q.trailing_zeros();
+        for s in 0..s_count {
+            let peer: Vec<usize> = (0..q)
+                .map(|r| match fam {
+                    Family::Swing => {
+                        let x = swing_peer(r, s, q);
+                        if mirrored { (2 * r + q - x) % q } else { x }
+                    }
+                    Family::RecursiveDoubling => r ^ (1 << s),
+                    Family::Halving => r ^ (q >> (s + 1)),
+                })
+                .collect();
+            steps.push(Step { peer, along: vec![None; q] });
+        }
+    }
+    Pattern { q, steps }
+}
+
+/// Blocks (core ranks) that core `c` is responsible for after step `s` of the reduce-scatter:
+/// itself and everything it reaches through later steps.
+fn reach(p: &Pattern, c: usize, s: usize, out: &mut Vec<usize>) {
+    out.push(c);
+    for h in s + 1..p.steps.len() {
+        reach(p, p.steps[h].peer[c], h, out);
+    }
+}
+
+struct Setup {
+    /// Core size (power of two) and whether peers follow grid coordinates.
+    q: usize,
+    on_grid: bool,
+}
+
+fn setup(ctx: &Ctx) -> Setup {
+    let p = ctx.p();
+    match &ctx.grid {
+        Some(g) if g.dims.iter().all(|d| d.is_power_of_two()) => Setup { q: p, on_grid: true },
+        _ => Setup { q: 1 << (usize::BITS - 1 - p.leading_zeros()), on_grid: false },
+    }
+}
+
+/// The chunks of part `part` (of `parts`) of rank r's block.
+fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> Vec<u32> {
+    let b: Vec<u32> = ctx.block(r).collect();
+    let per = b.len() / parts;
+    b[part * per..(part + 1) * per].to_vec()
+}
+
+fn send_step(out: &mut Out, ctx: &Ctx, step: u32, pat: &Pattern, s: usize, c: usize, chunks: Vec<u32>, op: Op) {
+    let to = pat.steps[s].peer[c];
+    match pat.steps[s].along[c] {
+        Some((dim, delta)) => {
+            let (v, path) = ctx.route_along(ctx.ranks[c], dim, delta);
+            debug_assert_eq!(v, ctx.ranks[to]);
+            out.push(step, ctx.ranks[c], ctx.ranks[to], chunks, op, path);
+        }
+        None => out.send(step, c, to, chunks, op),
+    }
+}
+
+fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>, BaselineError> {
+    let p = ctx.p();
+    let kind = ctx.c.spec.kind;
+    let Setup { q, on_grid } = setup(ctx);
+    let mut out = Out::new(ctx);
+    let extra = |c: usize| (c + q < p).then_some(c + q);
+    let fold = q < p;
+    let body = u32::from(fold);
+    let mut end_step = 0;
+    for part in 0..parts {
+        let pat = pattern(ctx, fam, part, parts, q, on_grid);
+        let s_count = pat.steps.len();
+        let blocks_of = |cores: &[usize]| -> Vec<u32> {
+            let mut v = Vec::new();
+            for &c in cores {
+                v.extend(sub_block(ctx, c, part, parts));
+                if let Some(e) = extra(c) {
+                    v.extend(sub_block(ctx, e, part, parts));
+                }
+            }
+            v
+        };
+        let everything: Vec<u32> = (0..p).flat_map(|r| sub_block(ctx, r, part, parts)).collect();
+        let mut step = 0u32;
+        let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
+        let ag = matches!(kind, K::AllReduce | K::AllGather);
+        if fold {
+            for c in 0..q {
+                if let Some(e) = extra(c) {
+                    let what = if rs { everything.clone() } else { sub_block(ctx, e, part, parts) };
+                    out.send(0, e, c, what, if rs { Op::Reduce } else { Op::Copy });
+                }
+            }
+            step = body;
+        }
+        if rs {
+            for s in 0..s_count {
+                for c in 0..pat.q {
+                    let mut set = Vec::new();
+                    reach(&pat, pat.steps[s].peer[c], s, &mut set);
+                    send_step(&mut out, ctx, step, &pat, s, c, blocks_of(&set), Op::Reduce);
+                }
+                step += 1;
+            }
+        }
+        if ag {
+            for s in (0..s_count).rev() {
+                for c in 0..pat.q {
+                    let mut set = Vec::new();
+                    reach(&pat, c, s, &mut set);
+                    send_step(&mut out, ctx, step, &pat, s, c, blocks_of(&set), Op::Copy);
+                }
+                step += 1;
+            }
+        }
+        if fold {
+            for c in 0..q {
+                if let Some(e) = extra(c) {
+                    let what = if ag { everything.clone() } else { sub_block(ctx, e, part, parts) };
+                    out.send(step, c, e, what, Op::Copy);
+                }
+            }
+            step += 1;
+        }
+        end_step = end_step.max(step);
+    }
+    let _ = end_step;
+    Ok(out.transfers)
+}
+
+fn latency_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>, BaselineError> {
+    let p = ctx.p();
+    let Setup { q, on_grid } = setup(ctx);
+    let mut out = Out::new(ctx);
+    let extra = |c: usize| (c + q < p).then_some(c + q);
+    for part in 0..parts {
+        // Latency-optimal: doubling distances for recursive doubling, Swing's own order.
+        let pat = pattern(ctx, fam, part, parts, q, on_grid);
+        let everything: Vec<u32> = (0..p).flat_map(|r| sub_block(ctx, r, part, parts)).collect();
+        let mut step = 0u32;
+        if q < p {
+            for c in 0..q {
+                if let Some(e) = extra(c) {
+                    out.send(0, e, c, everything.clone(), Op::Reduce);
+                }
+            }
+            step = 1;
+        }
+        for s in 0..pat.steps.len() {
+            for c in 0..pat.q {
+                send_step(&mut out, ctx, step, &pat, s, c, everything.clone(), Op::Reduce);
+            }
+            step += 1;
+        }
+        if q < p {
+            for c in 0..q {
+                if let Some(e) = extra(c) {
+                    out.send(step, c, e, everything.clone(), Op::Copy);
+                }
+            }
+        }
+    }
+    Ok(out.transfers)
+}
+
+fn bucket(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
+    let g = ctx.grid.clone().ok_or(BaselineError::Unsupported {
+        algorithm: "bucket",
+        what: "topologies that are not a whole mesh or torus".into(),
+    })?;
+    let kind = ctx.c.spec.kind;
+    let dims = g.dims.len();
+    let parts = 2 * dims;
+    let p = ctx.p();
+    let mut out = Out::new(ctx);
+    let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
+    let ag = matches!(kind, K::AllReduce | K::AllGather);
+    for part in 0..parts {
+        let dir: i64 = if part < dims { 1 } else { -1 };
+        let order: Vec<usize> = (0..dims).map(|i| (part + i) % dims).collect();
+        let chunks_of =
+            |blocks: &[usize]| -> Vec<u32> { blocks.iter().flat_map(|&b| sub_block(ctx, b, part, parts)).collect() };
+        // Blocks node v is responsible for once dims `done` are reduced: those agreeing with v there.
+        let resp = |v: usize, done: &[usize]| -> Vec<usize> {
+            let cv = g.coords(v);
+            (0..p).filter(|&b| done.iter().all(|&j| g.coords(b)[j] == cv[j])).collect()
+        };
+        let mut step = 0u32;
+        let line_phase = |out: &mut Out, step: &mut u32, j: usize, done: &[usize], reduce: bool| {
+            let d = g.dims[j];
+            for s in 0..d - 1 {
+                for v in 0..p {
+                    let a = g.coords(v)[j];
+                    // Position along the ring in direction `dir`.
+                    let pos = if dir > 0 { a } else { (d - a) % d };
+                    let gpos = if reduce { (pos + 2 * d - s - 1) % d } else { (pos + d - s) % d };
+                    let gcoord = if dir > 0 { gpos } else { (d - gpos) % d };
+                    let blocks: Vec<usize> = resp(v, done).into_iter().filter(|&b| g.coords(b)[j] == gcoord).collect();
+                    let (w, path) = ctx.route_along(v, j, dir);
+                    out.push(*step, v, w, chunks_of(&blocks), if reduce { Op::Reduce } else { Op::Copy }, path);
+                }
+                *step += 1;
+            }
+        };
+        if rs {
+            for i in 0..dims {
+                line_phase(&mut out, &mut step, order[i], &order[..i], true);
+            }
+        }
+        if ag {
+            for i in (0..dims).rev() {
+                line_phase(&mut out, &mut step, order[i], &order[..i], false);
+            }
+        }
+    }
+    let _: Option<Arc<[u32]>> = None;
+    let _ = ring::ring_phase;
+    Ok(out.transfers)
+}

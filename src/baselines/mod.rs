@@ -1,0 +1,261 @@
+//! Hand-built collective algorithms as schedules in the interchange format, for comparison
+//! with synthesized ones on the same simulator. Each algorithm module cites its source. An
+//! algorithm refuses, with a reason, a collective or topology it cannot serve; it never emits
+//! an invalid schedule (the engine validates everything it returns).
+//!
+//! Baselines choose their own chunking where the algorithm needs it (bidirectional rings split
+//! every block in two, Swing and bucket in 2D parts for their 2D ports, ring broadcast and
+//! reduce use p chunks): `chunks_per_npu` in the request is a minimum.
+
+mod butterfly;
+mod direct;
+mod mst;
+mod ring;
+
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::schedule::{Op, Schedule, Transfer};
+use crate::topology::{Grid, Topology};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum BaselineError {
+    #[error("unknown baseline {0:?}; expected one of {1}")]
+    Unknown(String, String),
+    #[error("{algorithm} does not support {what}")]
+    Unsupported { algorithm: &'static str, what: String },
+    #[error("{0}")]
+    Input(#[from] crate::error::InputError),
+}
+
+/// What `ccsynth baseline --list` prints for each algorithm.
+#[derive(Clone, Debug, Serialize)]
+pub struct BaselineInfo {
+    pub name: &'static str,
+    pub collectives: Vec<CollectiveKind>,
+    pub topologies: &'static str,
+    pub source: &'static str,
+}
+
+type BuildFn = fn(&Ctx) -> Result<Vec<Transfer>, BaselineError>;
+
+struct Algorithm {
+    info: fn() -> BaselineInfo,
+    /// chunks_per_npu the algorithm needs given the requested one and the context.
+    chunking: fn(&Topology, &CollectiveSpec) -> u32,
+    build: BuildFn,
+}
+
+fn registry() -> Vec<(&'static str, Algorithm)> {
+    vec![
+        ("ring", ring::UNI),
+        ("ring-bidir", ring::BIDIR),
+        ("direct", direct::DIRECT),
+        ("recursive-doubling", butterfly::RECURSIVE_DOUBLING),
+        ("rabenseifner", butterfly::RABENSEIFNER),
+        ("bde", butterfly::BDE),
+        ("swing-latency", butterfly::SWING_LATENCY),
+        ("swing-bandwidth", butterfly::SWING_BANDWIDTH),
+        ("bucket", butterfly::BUCKET),
+        ("mst", mst::MST),
+    ]
+}
+
+/// Every baseline with what it supports.
+pub fn list() -> Vec<BaselineInfo> {
+    registry().iter().map(|(_, a)| (a.info)()).collect()
+}
+
+pub fn names() -> Vec<&'static str> {
+    registry().iter().map(|(n, _)| *n).collect()
+}
+
+/// Builds the named baseline for `spec` on `topo` (not yet validated or timed; see
+/// `engine::baseline`).
+pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule, BaselineError> {
+    let reg = registry();
+    let (_, alg) = reg
+        .iter()
+        .find(|(n, _)| *n == name)
+        .ok_or_else(|| BaselineError::Unknown(name.to_string(), names().join(", ")))?;
+    let info = (alg.info)();
+    if !info.collectives.contains(&spec.kind) {
+        return Err(BaselineError::Unsupported {
+            algorithm: info.name,
+            what: format!("{} collectives", spec.kind.name()),
+        });
+    }
+    let mut spec = spec.clone();
+    spec.chunks_per_npu = (alg.chunking)(topo, &spec).max(spec.chunks_per_npu);
+    let c = Collective::build(&spec, topo).map_err(|e| e.within("collective"))?;
+    let ctx = Ctx::new(topo, &c);
+    let transfers = (alg.build)(&ctx)?;
+    let mut s = Schedule::new(topo.clone(), &c, name);
+    s.transfers = in_waves(transfers);
+    Ok(s)
+}
+
+/// Orders the transfers of each step in waves of link-disjoint messages. The simulator takes
+/// a step's transfers in array order and a multi-hop message holds its whole path, so an
+/// unlucky order chains every message of a step behind its neighbour's (a convoy); waves let
+/// disjoint messages run together, as the algorithms' own cost models assume. Steps, and so
+/// the data flow, are unchanged.
+pub fn in_waves(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
+    transfers.sort_by_key(|t| t.step);
+    let mut out = Vec::with_capacity(transfers.len());
+    let mut i = 0;
+    while i < transfers.len() {
+        let mut j = i;
+        while j < transfers.len() && transfers[j].step == transfers[i].step {
+            j += 1;
+        }
+        let mut left: Vec<Transfer> = transfers[i..j].to_vec();
+        while !left.is_empty() {
+            let mut used: std::collections::HashSet<(u32, u32)> = Default::default();
+            let mut later = Vec::new();
+            for t in left {
+                let hops: Vec<(u32, u32)> = match &t.path {
+                    Some(p) => p.windows(2).map(|w| (w[0], w[1])).collect(),
+                    None => vec![(t.src, t.dst)],
+                };
+                if hops.iter().all(|h| !used.contains(h)) {
+                    used.extend(hops);
+                    out.push(t);
+                } else {
+                    later.push(t);
+                }
+            }
+            left = later;
+        }
+        i = j;
+    }
+    out
+}
+
+/// What an algorithm sees: the topology, the collective, ranks (the group in order), the torus
+/// shape when the group is a whole mesh or torus, and a router.
+pub(crate) struct Ctx<'a> {
+    pub topo: &'a Topology,
+    pub c: &'a Collective,
+    pub ranks: Vec<usize>,
+    /// Set when the group is every NPU of a recognized mesh or torus, in id order.
+    pub grid: Option<Grid>,
+    router: std::cell::RefCell<HashMap<usize, Vec<usize>>>,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(topo: &'a Topology, c: &'a Collective) -> Ctx<'a> {
+        let ranks = c.group.clone();
+        let grid = topo.infer_grid().filter(|_| ranks.iter().enumerate().all(|(i, &v)| i == v));
+        Ctx { topo, c, ranks, grid, router: Default::default() }
+    }
+    pub fn p(&self) -> usize {
+        self.ranks.len()
+    }
+    pub fn k(&self) -> usize {
+        self.c.spec.chunks_per_npu as usize
+    }
+    /// The chunks of rank r's block: the collective's chunks in p equal blocks (r·k .. r·k+k for
+    /// the per-rank kinds; broadcast and reduce use p·k chunks, so the same rule applies).
+    pub fn block(&self, r: usize) -> std::ops::Range<u32> {
+        let b = (self.c.num_chunks / self.p()) as u32;
+        r as u32 * b..(r as u32 + 1) * b
+    }
+    pub fn root_rank(&self) -> usize {
+        let root = self.c.spec.root.unwrap_or(self.ranks[0]);
+        self.ranks.iter().position(|&v| v == root).unwrap_or(0)
+    }
+
+    /// The shortest path (by latency) from NPU u to NPU v, as a transfer path: `None` when it
+    /// is the single link u→v.
+    pub fn route(&self, u: usize, v: usize) -> Option<Arc<[u32]>> {
+        if self.topo.link_index(u, v).is_some() {
+            return None;
+        }
+        let mut cache = self.router.borrow_mut();
+        let pred = cache.entry(u).or_insert_with(|| shortest_tree(self.topo, u));
+        let mut path = vec![v as u32];
+        let mut x = v;
+        while x != u {
+            x = pred[x];
+            assert!(x != usize::MAX, "collective reachability was checked");
+            path.push(x as u32);
+        }
+        path.reverse();
+        Some(path.into())
+    }
+
+    /// A path along one grid dimension (`delta` signed), or the shortest path off-grid.
+    pub fn route_along(&self, u: usize, dim: usize, delta: i64) -> (usize, Option<Arc<[u32]>>) {
+        let g = self.grid.as_ref().expect("grid routes need a grid");
+        let path = g.path_along(u, dim, delta);
+        let v = *path.last().expect("non-empty") as usize;
+        let ok = path.windows(2).all(|w| self.topo.link_index(w[0] as usize, w[1] as usize).is_some());
+        if !ok {
+            return (v, self.route(u, v));
+        }
+        (v, if path.len() == 2 { None } else { Some(path.into()) })
+    }
+}
+
+/// Predecessors on shortest-latency paths from `src` (ties: fewer hops, then lower ids).
+fn shortest_tree(topo: &Topology, src: usize) -> Vec<usize> {
+    use std::cmp::Reverse;
+    let n = topo.nodes();
+    let mut dist = vec![(f64::INFINITY, usize::MAX); n];
+    let mut pred = vec![usize::MAX; n];
+    let mut heap = std::collections::BinaryHeap::new();
+    dist[src] = (0.0, 0);
+    heap.push(Reverse((OrdF(0.0), 0usize, src)));
+    while let Some(Reverse((OrdF(d), h, u))) = heap.pop() {
+        if (d, h) > dist[u] {
+            continue;
+        }
+        // Only NPU endpoints and switches forward; failed NPUs have no links anyway.
+        for l in &topo.links()[topo.out_links(u)] {
+            let nd = (d + l.latency_ns, h + 1);
+            if nd < dist[l.dst] {
+                dist[l.dst] = nd;
+                pred[l.dst] = u;
+                heap.push(Reverse((OrdF(nd.0), nd.1, l.dst)));
+            }
+        }
+    }
+    pred
+}
+
+#[derive(PartialEq, PartialOrd, Clone, Copy)]
+struct OrdF(f64);
+impl Eq for OrdF {}
+impl Ord for OrdF {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// Accumulates transfers between ranks.
+pub(crate) struct Out<'c, 'a> {
+    pub ctx: &'c Ctx<'a>,
+    pub transfers: Vec<Transfer>,
+}
+
+impl<'c, 'a> Out<'c, 'a> {
+    pub fn new(ctx: &'c Ctx<'a>) -> Self {
+        Out { ctx, transfers: Vec::new() }
+    }
+    /// One message from rank a to rank b along the shortest path.
+    pub fn send(&mut self, step: u32, a: usize, b: usize, chunks: Vec<u32>, op: Op) {
+        let (u, v) = (self.ctx.ranks[a], self.ctx.ranks[b]);
+        let path = self.ctx.route(u, v);
+        self.push(step, u, v, chunks, op, path);
+    }
+    pub fn push(&mut self, step: u32, u: usize, v: usize, chunks: Vec<u32>, op: Op, path: Option<Arc<[u32]>>) {
+        if chunks.is_empty() {
+            return;
+        }
+        let mut t = Transfer { op, ..Transfer::copy(step, u, v, chunks) };
+        t.path = path;
+        self.transfers.push(t);
+    }
+}

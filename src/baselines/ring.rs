@@ -1,0 +1,187 @@
+//! Ring algorithms (Patarasuk and Yuan; the lecture notes §1.7, §1.10; Swing paper §2.3.1):
+//! reduce-scatter and all-gather in p−1 steps around a ring, all-reduce as both, broadcast as
+//! a binomial scatter then a ring all-gather, reduce as a ring reduce-scatter then a binomial
+//! gather. Unidirectional, or bidirectional with every block split over two opposite rings.
+//!
+//! The ring follows a Hamiltonian cycle where one is found (a return column on 2D meshes, snake
+//! order on tori, Warnsdorff's rule elsewhere); hops between NPUs without a link carry the
+//! shortest path.
+
+use super::{Algorithm, BaselineInfo, Ctx, Out, mst};
+use crate::collective::CollectiveKind as K;
+use crate::schedule::{Op, Transfer};
+
+const KINDS: [K; 5] = [K::AllReduce, K::ReduceScatter, K::AllGather, K::Broadcast, K::Reduce];
+
+pub(super) const UNI: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "ring",
+        collectives: KINDS.to_vec(),
+        topologies: "any (logical ring with routed hops where the topology has no Hamiltonian cycle)",
+        source: "Patarasuk & Yuan 2009; lecture notes 1.7, 1.10",
+    },
+    chunking: |t, s| rooted_chunks(t, s, 1),
+    build: |ctx| build(ctx, false),
+};
+
+pub(super) const BIDIR: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "ring-bidir",
+        collectives: KINDS.to_vec(),
+        topologies: "any",
+        source: "two half-size rings in opposite directions (Swing paper 2.3.1)",
+    },
+    chunking: |t, s| rooted_chunks(t, s, 2),
+    build: |ctx| build(ctx, true),
+};
+
+/// Broadcast and reduce need one block per rank (p·parts chunks); the others `parts` per rank.
+fn rooted_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec, parts: u32) -> u32 {
+    let p = s.group.as_ref().map(Vec::len).unwrap_or_else(|| t.live_npus().len()) as u32;
+    let k = s.chunks_per_npu.max(1).next_multiple_of(parts);
+    match s.kind {
+        K::Broadcast | K::Reduce => p * k,
+        _ => k,
+    }
+}
+
+/// The ring: positions → ranks.
+pub(super) fn ring_order(ctx: &Ctx) -> Vec<usize> {
+    let p = ctx.p();
+    if let Some(g) = &ctx.grid {
+        let ids = grid_cycle(g);
+        return ids
+            .into_iter()
+            .map(|v| ctx.ranks.iter().position(|&r| r == v).expect("grid nodes are ranks"))
+            .collect();
+    }
+    // Warnsdorff: walk to the unvisited linked neighbour with the fewest unvisited neighbours.
+    let is_rank: std::collections::HashMap<usize, usize> = ctx.ranks.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let mut visited = vec![false; p];
+    let mut order = vec![0usize];
+    visited[0] = true;
+    let neighbours = |r: usize| -> Vec<usize> {
+        let v = ctx.ranks[r];
+        ctx.topo.links()[ctx.topo.out_links(v)].iter().filter_map(|l| is_rank.get(&l.dst).copied()).collect()
+    };
+    while order.len() < p {
+        let cur = *order.last().expect("non-empty");
+        let next = neighbours(cur)
+            .into_iter()
+            .filter(|&r| !visited[r])
+            .min_by_key(|&r| (neighbours(r).into_iter().filter(|&x| !visited[x]).count(), r))
+            .unwrap_or_else(|| (0..p).find(|&r| !visited[r]).expect("some rank is unvisited"));
+        visited[next] = true;
+        order.push(next);
+    }
+    order
+}
+
+/// A Hamiltonian cycle of a grid where the shape allows: on a 2D mesh with an even number of
+/// rows, snake through columns 1.. and return along column 0; otherwise snake order (on a torus
+/// the wrap links close it).
+fn grid_cycle(g: &crate::topology::Grid) -> Vec<usize> {
+    if g.dims.len() == 2 && g.dims[1] % 2 == 0 && g.dims[0] > 1 {
+        let (w, h) = (g.dims[0], g.dims[1]);
+        let mut out = vec![0];
+        for y in 0..h {
+            let xs: Vec<usize> = if y % 2 == 0 { (1..w).collect() } else { (1..w).rev().collect() };
+            out.extend(xs.into_iter().map(|x| y * w + x));
+        }
+        out.extend((1..h).rev().map(|y| y * w));
+        return out;
+    }
+    snake(&g.dims)
+}
+
+fn snake(dims: &[usize]) -> Vec<usize> {
+    if dims.len() == 1 {
+        return (0..dims[0]).collect();
+    }
+    let inner = snake(&dims[..dims.len() - 1]);
+    let stride: usize = dims[..dims.len() - 1].iter().product();
+    let mut out = Vec::new();
+    for y in 0..dims[dims.len() - 1] {
+        if y % 2 == 0 {
+            out.extend(inner.iter().map(|&v| y * stride + v));
+        } else {
+            out.extend(inner.iter().rev().map(|&v| y * stride + v));
+        }
+    }
+    out
+}
+
+/// Chunk lists of each rank's block, split into the parts the rings carry.
+fn parts(ctx: &Ctx, bidir: bool) -> Vec<Vec<Vec<u32>>> {
+    (0..ctx.p())
+        .map(|r| {
+            let b: Vec<u32> = ctx.block(r).collect();
+            if bidir {
+                let h = b.len().div_ceil(2);
+                vec![b[..h].to_vec(), b[h..].to_vec()]
+            } else {
+                vec![b]
+            }
+        })
+        .collect()
+}
+
+/// Ring reduce-scatter (`reduce`) or all-gather from step `step0`: `blocks[r]` are rank r's
+/// chunks; in the reduce-scatter position i ends with the block of rank order[i] complete.
+pub(super) fn ring_phase(out: &mut Out, order: &[usize], blocks: &[Vec<u32>], step0: u32, reduce: bool) -> u32 {
+    let p = order.len();
+    for s in 0..p.saturating_sub(1) {
+        for i in 0..p {
+            let b = if reduce { (i + 2 * p - s - 1) % p } else { (i + p - s) % p };
+            out.send(
+                step0 + s as u32,
+                order[i],
+                order[(i + 1) % p],
+                blocks[order[b]].clone(),
+                if reduce { Op::Reduce } else { Op::Copy },
+            );
+        }
+    }
+    step0 + p.saturating_sub(1) as u32
+}
+
+fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> {
+    let mut out = Out::new(ctx);
+    let order = ring_order(ctx);
+    let rev: Vec<usize> = order.iter().rev().copied().collect();
+    let parts = parts(ctx, bidir);
+    let rings: Vec<(&[usize], Vec<Vec<u32>>)> = if bidir {
+        vec![
+            (&order, parts.iter().map(|b| b[0].clone()).collect()),
+            (&rev, parts.iter().map(|b| b[1].clone()).collect()),
+        ]
+    } else {
+        vec![(&order, parts.iter().map(|b| b[0].clone()).collect())]
+    };
+    let p = ctx.p() as u32;
+    for (ring, blocks) in &rings {
+        match ctx.c.spec.kind {
+            K::AllGather => {
+                ring_phase(&mut out, ring, blocks, 0, false);
+            }
+            K::ReduceScatter => {
+                ring_phase(&mut out, ring, blocks, 0, true);
+            }
+            K::AllReduce => {
+                let s = ring_phase(&mut out, ring, blocks, 0, true);
+                ring_phase(&mut out, ring, blocks, s, false);
+            }
+            K::Broadcast => {
+                let s = mst::scatter(&mut out, ctx.root_rank(), blocks, 0);
+                ring_phase(&mut out, ring, blocks, s, false);
+            }
+            K::Reduce => {
+                let s = ring_phase(&mut out, ring, blocks, 0, true);
+                mst::gather(&mut out, ctx.root_rank(), blocks, s);
+            }
+            _ => unreachable!("checked against KINDS"),
+        }
+    }
+    let _ = p;
+    Ok(out.transfers)
+}

@@ -67,6 +67,11 @@ pub fn list() -> Vec<BaselineInfo> {
     registry().iter().map(|(_, a)| (a.info)()).collect()
 }
 
+/// Swing's peer function (paper Eq. 2), exposed for tests against the paper's figures.
+pub fn swing_peer_for_tests(r: usize, s: u32, p: usize) -> usize {
+    butterfly::swing_peer(r, s, p)
+}
+
 pub fn names() -> Vec<&'static str> {
     registry().iter().map(|(n, _)| *n).collect()
 }

@@ -144,3 +144,44 @@ fn compare_ranks_every_applicable_baseline() {
     assert!(c.rows.iter().all(|r| r.ratio_to_bound.unwrap() >= 1.0));
     assert!(c.refused.iter().any(|(n, _)| n == "mst"));
 }
+
+#[test]
+fn traff_reduce_scatter_is_round_and_volume_optimal_for_every_p() {
+    for p in 2..=40usize {
+        let n = 1u64 << 20;
+        let (t, s) = time("traff", &format!("fc:{p}"), CollectiveSpec::new(K::ReduceScatter, n));
+        let rounds = (p as f64).log2().ceil() as usize;
+        assert_eq!(s.rounds(), rounds, "p={p}");
+        for r in 0..p as u32 {
+            let blocks: usize = s.transfers.iter().filter(|t| t.src == r).map(|t| t.chunks.len()).sum();
+            assert_eq!(blocks, p - 1, "p={p} r={r}");
+        }
+        // Corollary 1 with γ = 0, α⌈log2 p⌉ + β(p−1)/p·m, charges every round in lock step;
+        // the simulator starts a message once its own data is ready, so it is never slower,
+        // and equal when every round depends on the one before (p a power of two).
+        let bsp = rounds as f64 * ALPHA + (p - 1) as f64 / p as f64 * n as f64 / BW;
+        assert!(t <= bsp * (1.0 + 1e-12), "p={p}: {t} vs {bsp}");
+        if p.is_power_of_two() {
+            assert!(close(t, bsp), "p={p}: {t} vs {bsp}");
+        }
+    }
+}
+
+#[test]
+fn traff_and_kolmakov_all_reduce_are_bandwidth_optimal_for_any_p() {
+    for p in [2usize, 3, 4, 5, 6, 7, 8, 12, 16, 22, 31] {
+        let n = 3u64 << 20;
+        for name in ["traff", "kolmakov"] {
+            let (t, s) = time(name, &format!("fc:{p}"), CollectiveSpec::new(K::AllReduce, n));
+            let rounds = (p as f64).log2().ceil();
+            // Kolmakov eq. 25 with γ = 0, 2⌈log P⌉α + 2(P−1)uβ with u = m/P, is the lock-step
+            // time; data-driven execution is never slower.
+            let bsp = 2.0 * rounds * ALPHA + 2.0 * (p - 1) as f64 * (n as f64 / p as f64) / BW;
+            assert!(t <= bsp * (1.0 + 1e-12), "{name} p={p}: {t} vs {bsp}");
+            assert_eq!(s.rounds(), 2 * rounds as usize);
+            if p.is_power_of_two() {
+                assert!(close(t, bsp), "{name} p={p}: {t} vs {bsp}");
+            }
+        }
+    }
+}

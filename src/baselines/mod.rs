@@ -8,6 +8,7 @@
 //! reduce use p chunks): `chunks_per_npu` in the request is a minimum.
 
 mod butterfly;
+mod circulant;
 mod direct;
 mod mst;
 mod ring;
@@ -58,6 +59,8 @@ fn registry() -> Vec<(&'static str, Algorithm)> {
         ("swing-latency", butterfly::SWING_LATENCY),
         ("swing-bandwidth", butterfly::SWING_BANDWIDTH),
         ("bucket", butterfly::BUCKET),
+        ("traff", circulant::TRAFF),
+        ("kolmakov", circulant::KOLMAKOV),
         ("mst", mst::MST),
     ]
 }

@@ -104,3 +104,147 @@ fn simulate_prints_timing() {
     assert!(v["links"].as_array().unwrap().len() > 16);
     assert!(v["lower_bounds"]["ingress_ns"].as_f64().is_some());
 }
+
+#[test]
+fn synth_prints_a_validated_schedule_with_bounds_and_stats() {
+    let o = ccsynth(
+        &["synth", "--topology", "ring:6", "--collective", "all_reduce", "--size", "6MiB", "--seed", "3"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    assert_eq!(v["format"], "ccsynth.schedule.v1");
+    assert_eq!(v["algorithm"], "greedy");
+    assert_eq!(v["seed"], 3);
+    assert_eq!(v["stats"]["chosen_seed"], 3);
+    assert!(v["stats"]["synthesis_ms"].as_f64().is_some());
+    assert!(v["stats"]["ten_timesteps"].as_u64().unwrap() > 0);
+    assert!(v["stats"]["discretization_ns"].as_f64().unwrap() > 0.0);
+    assert!(v["collective_time_ns"].as_f64().unwrap() >= v["lower_bound_ns"].as_f64().unwrap());
+    // The output is itself a valid schedule.
+    let again = ccsynth(&["validate", "-"], Some(&String::from_utf8_lossy(&o.stdout)));
+    assert_eq!(again.status.code(), Some(0));
+    // Same seed, same bytes.
+    let o2 = ccsynth(
+        &["synth", "--topology", "ring:6", "--collective", "all_reduce", "--size", "6MiB", "--seed", "3"],
+        None,
+    );
+    let strip = |v: &mut serde_json::Value| {
+        v["stats"].as_object_mut().unwrap().retain(|k, _| !k.ends_with("_ms"));
+    };
+    let (mut a, mut b) = (v, json(&o2));
+    strip(&mut a);
+    strip(&mut b);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn synth_compare_adds_the_baseline_table() {
+    let o = ccsynth(
+        &["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--compare"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let v = json(&o);
+    let rows = v["comparison"]["rows"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["algorithm"].as_str().unwrap()).collect();
+    for want in ["greedy", "ring", "swing-bandwidth", "bucket"] {
+        assert!(names.contains(&want), "{names:?}");
+    }
+    assert!(v["comparison"]["speedup_over_best_baseline"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn synth_refuses_bad_requests_with_exit_2() {
+    for args in [
+        &["synth", "--topology", "ring:4", "--collective", "all_reduce", "--size", "12XB"][..],
+        &["synth", "--topology", "ring:4", "--collective", "allreduce", "--size", "1KiB"],
+        &["synth", "--topology", "ring:4", "--collective", "broadcast", "--size", "1KiB"],
+        &["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "1KiB", "--switch-model", "tree"],
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "1KiB",
+            "--fail-link",
+            "0-1",
+            "--fail-link",
+            "2-3",
+        ],
+    ] {
+        let o = ccsynth(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(!o.stderr.is_empty());
+        assert!(o.stdout.is_empty());
+    }
+}
+
+#[test]
+fn baseline_and_compare_verbs() {
+    let o = ccsynth(&["baseline", "--list"], None);
+    let names: Vec<String> =
+        json(&o).as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap().to_string()).collect();
+    for want in [
+        "ring",
+        "ring-bidir",
+        "direct",
+        "recursive-doubling",
+        "rabenseifner",
+        "bucket",
+        "swing-latency",
+        "swing-bandwidth",
+        "traff",
+        "kolmakov",
+        "mst",
+        "bde",
+    ] {
+        assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
+    }
+    let o = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_reduce", "--size", "4KiB"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let v = json(&o);
+    assert_eq!(v["algorithm"], "ring");
+    // 2(p−1)(α + (n/p)β) with α = 500 ns, β = 1/100 ns per byte.
+    assert!((v["collective_time_ns"].as_f64().unwrap() - 6.0 * (500.0 + 1024.0 / 100.0)).abs() < 1e-6);
+    let o = ccsynth(
+        &["baseline", "--algo", "bucket", "--topology", "fc:4", "--collective", "all_reduce", "--size", "4KiB"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("does not support"));
+    let o = ccsynth(&["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("swing-bandwidth") && text.contains("  *") && text.contains("lower bound"));
+    let o = ccsynth(
+        &["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--json"],
+        None,
+    );
+    assert!(json(&o)["rows"].as_array().unwrap().len() >= 8);
+}
+
+#[test]
+fn synth_writes_multi_tenant_schedules_from_a_file() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-mt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("tenants.json");
+    std::fs::write(
+        &f,
+        r#"[{"kind": "broadcast", "size_bytes": 1024, "root": 0}, {"kind": "all_gather", "size_bytes": 9216}]"#,
+    )
+    .unwrap();
+    let out = dir.join("s.json");
+    let o = ccsynth(
+        &["synth", "--topology", "mesh:3x3", "--tenants", f.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(&["validate", out.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(0));
+}

@@ -5,6 +5,9 @@ use super::{Algorithm, BaselineInfo, Out};
 use crate::collective::CollectiveKind as K;
 use crate::schedule::Op;
 
+/// Above this many NPUs the p² routed messages of the pairwise kinds are refused (memory).
+pub const MAX_DIRECT_NPUS: usize = 1024;
+
 pub(super) const DIRECT: Algorithm = Algorithm {
     info: || BaselineInfo {
         name: "direct",
@@ -23,6 +26,12 @@ pub(super) const DIRECT: Algorithm = Algorithm {
     },
     chunking: |_, s| s.chunks_per_npu,
     build: |ctx| {
+        if ctx.p() > MAX_DIRECT_NPUS && ctx.c.spec.kind != K::Broadcast && ctx.c.spec.kind != K::Scatter {
+            return Err(super::BaselineError::Unsupported {
+                algorithm: "direct",
+                what: format!("groups above {MAX_DIRECT_NPUS} NPUs (p² routed messages)"),
+            });
+        }
         let mut out = Out::new(ctx);
         let p = ctx.p();
         let root = ctx.root_rank();

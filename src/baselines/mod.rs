@@ -20,6 +20,10 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Baselines whose schedule would have more transfers than this are refused (memory: each
+/// transfer is stored, validated and simulated).
+pub const MAX_TRANSFERS: usize = 1 << 25;
+
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum BaselineError {
     #[error("unknown baseline {0:?}; expected one of {1}")]
@@ -99,6 +103,12 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
     let c = Collective::build(&spec, topo).map_err(|e| e.within("collective"))?;
     let ctx = Ctx::new(topo, &c);
     let transfers = (alg.build)(&ctx)?;
+    if transfers.len() > MAX_TRANSFERS {
+        return Err(BaselineError::Unsupported {
+            algorithm: info.name,
+            what: format!("this size: {} transfers exceed the limit of {MAX_TRANSFERS}", transfers.len()),
+        });
+    }
     let mut s = Schedule::new(topo.clone(), &c, name);
     s.transfers = in_waves(transfers);
     Ok(s)

@@ -146,6 +146,14 @@ pub(super) fn ring_phase(out: &mut Out, order: &[usize], blocks: &[Vec<u32>], st
 }
 
 fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> {
+    let phases = if ctx.c.spec.kind == K::AllReduce { 2 } else { 1 };
+    let estimate = (1 + usize::from(bidir)) * phases * ctx.p() * ctx.p().saturating_sub(1);
+    if estimate > super::MAX_TRANSFERS {
+        return Err(super::BaselineError::Unsupported {
+            algorithm: if bidir { "ring-bidir" } else { "ring" },
+            what: format!("{} NPUs here: {estimate} transfers exceed the limit of {}", ctx.p(), super::MAX_TRANSFERS),
+        });
+    }
     let mut out = Out::new(ctx);
     let order = ring_order(ctx);
     let rev: Vec<usize> = order.iter().rev().copied().collect();

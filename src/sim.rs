@@ -61,11 +61,11 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
     let mut total = 0.0f64;
     let mut k = 0;
     while k < order.len() {
-        let step = s.transfers[order[k]].step;
+        let step = s.transfers[order[k] as usize].step;
         let mut round_end = 0.0f64;
         pending.clear();
-        while k < order.len() && s.transfers[order[k]].step == step {
-            let i = order[k];
+        while k < order.len() && s.transfers[order[k] as usize].step == step {
+            let i = order[k] as usize;
             let t = &s.transfers[i];
             route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
             for &c in &t.chunks {

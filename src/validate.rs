@@ -277,14 +277,15 @@ pub fn validate(s: &Schedule) -> Report {
     };
     let mut k = 0;
     while k < order.len() {
-        let step = s.transfers[order[k]].step;
+        let step = s.transfers[order[k] as usize].step;
         let mut end = k;
-        while end < order.len() && s.transfers[order[end]].step == step {
+        while end < order.len() && s.transfers[order[end] as usize].step == step {
             end += 1;
         }
         // Reads see the state after every earlier step.
         let mut writes: Vec<Write> = Vec::new();
         for &i in &order[k..end] {
+            let i = i as usize;
             if !ok[i] {
                 continue;
             }

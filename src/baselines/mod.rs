@@ -121,34 +121,38 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
 /// the data flow, are unchanged.
 pub fn in_waves(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
     transfers.sort_by_key(|t| t.step);
-    let mut out = Vec::with_capacity(transfers.len());
+    let mut wave = vec![0u32; transfers.len()];
+    let mut next_free: HashMap<(u32, u32), u64> = HashMap::new();
     let mut i = 0;
     while i < transfers.len() {
         let mut j = i;
         while j < transfers.len() && transfers[j].step == transfers[i].step {
             j += 1;
         }
-        let mut left: Vec<Transfer> = transfers[i..j].to_vec();
-        while !left.is_empty() {
-            let mut used: std::collections::HashSet<(u32, u32)> = Default::default();
-            let mut later = Vec::new();
-            for t in left {
-                let hops: Vec<(u32, u32)> = match &t.path {
-                    Some(p) => p.windows(2).map(|w| (w[0], w[1])).collect(),
-                    None => vec![(t.src, t.dst)],
-                };
-                if hops.iter().all(|h| !used.contains(h)) {
-                    used.extend(hops);
-                    out.push(t);
-                } else {
-                    later.push(t);
+        // First fit: each message joins the first of 64 waves none of its links is used in
+        // (later ones, rare, go after all 64).
+        next_free.clear();
+        for k in i..j {
+            let t = &transfers[k];
+            let hops: Vec<(u32, u32)> = match &t.path {
+                Some(p) => p.windows(2).map(|w| (w[0], w[1])).collect(),
+                None => vec![(t.src, t.dst)],
+            };
+            let used = hops.iter().fold(0u64, |m, h| m | next_free.get(h).copied().unwrap_or(0));
+            let w = used.trailing_ones();
+            if w < 64 {
+                for h in hops {
+                    *next_free.entry(h).or_default() |= 1 << w;
                 }
             }
-            left = later;
+            wave[k] = w;
         }
         i = j;
     }
-    out
+    let mut order: Vec<usize> = (0..transfers.len()).collect();
+    order.sort_by_key(|&k| (transfers[k].step, wave[k], k));
+    let mut slots: Vec<Option<Transfer>> = transfers.into_iter().map(Some).collect();
+    order.into_iter().map(|k| slots[k].take().expect("each index once")).collect()
 }
 
 /// What an algorithm sees: the topology, the collective, ranks (the group in order), the torus

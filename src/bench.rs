@@ -17,6 +17,10 @@ pub struct BenchCase {
     pub size_bytes: u64,
     pub chunks_per_npu: u32,
     pub switch_model: String,
+    /// Seeds tried (in parallel with `threads`); the best by simulated time is kept.
+    pub seeds: usize,
+    /// Compare with every applicable baseline (costly on thousands of NPUs).
+    pub baselines: bool,
     /// Target synthesis time, seconds.
     pub target_synthesis_s: Option<f64>,
     /// Target collective time, µs.
@@ -36,6 +40,10 @@ pub struct BenchResult {
     pub collective_time_us: f64,
     pub lower_bound_us: Option<f64>,
     pub ratio_to_bound: Option<f64>,
+    pub best_baseline: Option<String>,
+    pub best_baseline_us: Option<f64>,
+    /// The collective time over the best baseline's (below 1: the synthesized one is faster).
+    pub ratio_to_best_baseline: Option<f64>,
     pub transfers: usize,
     pub peak_rss_mib: Option<f64>,
     pub met: Option<bool>,
@@ -50,6 +58,8 @@ fn case(name: &str, topology: String, kind: CollectiveKind, size: u64) -> BenchC
         size_bytes: size,
         chunks_per_npu: 1,
         switch_model: "native".into(),
+        seeds: 1,
+        baselines: true,
         target_synthesis_s: None,
         target_time_us: None,
         target_ratio_to: None,
@@ -87,19 +97,23 @@ pub fn greedy_suite(quick: bool) -> Vec<BenchCase> {
         c.reference = Some("TACOS: 286 s, 3477 us".into());
         v.push(c);
     }
-    for model in ["native", "unwind:1"] {
-        let mut c = case(
-            &format!("rail 4x8 ({model})"),
-            format!("rail:4x8@bw={},{};lat=500", 400.0 * GIB, 50.0 * GIB),
-            CollectiveKind::AllGather,
-            gib,
-        );
-        c.switch_model = model.into();
-        if model == "native" {
-            c.target_ratio_to = Some((1.15, 2153.0));
+    for k in [1u32, 2] {
+        for model in ["native", "unwind:1", "unwind:3", "unwind:7"] {
+            let mut c = case(
+                &format!("rail 4x8, k={k} ({model}, best of 20 seeds)"),
+                format!("rail:4x8@bw={},{};lat=500", 400.0 * GIB, 50.0 * GIB),
+                CollectiveKind::AllGather,
+                gib,
+            );
+            c.chunks_per_npu = k;
+            c.switch_model = model.into();
+            c.seeds = 20;
+            if model == "native" && k == 1 {
+                c.target_ratio_to = Some((1.15, 2153.0));
+            }
+            c.reference = Some("TACOS: 3754 us unwound; bound 2153 us".into());
+            v.push(c);
         }
-        c.reference = Some("TACOS: 3754 us unwound; bound 2153 us".into());
-        v.push(c);
     }
     let max_nodes = if quick { 8 } else { 64 };
     let mut n = 1;
@@ -117,6 +131,7 @@ pub fn greedy_suite(quick: bool) -> Vec<BenchCase> {
     if !quick {
         let mut c = case("torus 64x64 all-reduce (4096)", format!("torus:64x64{l50}"), CollectiveKind::AllReduce, gib);
         c.target_synthesis_s = Some(60.0);
+        c.baselines = false;
         c.reference = Some("target: 60 s and 4 GiB".into());
         v.push(c);
     }
@@ -140,6 +155,9 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
         collective_time_us: f64::NAN,
         lower_bound_us: None,
         ratio_to_bound: None,
+        best_baseline: None,
+        best_baseline_us: None,
+        ratio_to_best_baseline: None,
         transfers: 0,
         peak_rss_mib: None,
         met: None,
@@ -154,8 +172,9 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
     };
     r.npus = topo.npus();
     let spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
-    let mut req = SynthRequest::new(topo, spec);
+    let mut req = SynthRequest::new(topo.clone(), spec.clone());
     req.switch_model = crate::ten::SwitchModel::parse(&c.switch_model).unwrap_or_default();
+    req.seeds = c.seeds;
     for _ in 0..runs.max(1) {
         match synthesize(&req, &|| false) {
             Ok(out) => {
@@ -175,6 +194,14 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
     s.sort_by(f64::total_cmp);
     r.synthesis_s_median = s[s.len() / 2];
     r.ratio_to_bound = r.lower_bound_us.map(|b| r.collective_time_us / b);
+    if c.baselines {
+        let cmp = crate::engine::compare(&topo, &spec, None);
+        if let Some(best) = cmp.rows.first() {
+            r.best_baseline = Some(best.algorithm.clone());
+            r.best_baseline_us = Some(best.collective_time_ns / 1e3);
+            r.ratio_to_best_baseline = Some(r.collective_time_us * 1e3 / best.collective_time_ns);
+        }
+    }
     r.peak_rss_mib = peak_rss_mib();
     let mut met = true;
     let mut any = false;
@@ -197,7 +224,7 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
 
 pub fn markdown(results: &[BenchResult]) -> String {
     let mut out = String::from(
-        "| case | NPUs | synthesis s (median) | check s | collective µs | bound µs | ratio to bound | transfers | peak RSS MiB | target | met | reference |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| case | NPUs | synthesis s (median) | check s | collective µs | bound µs | ratio to bound | best baseline µs | ratio to it | transfers | peak RSS MiB | target | met | reference |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results {
         let c = &r.case;
@@ -213,11 +240,11 @@ pub fn markdown(results: &[BenchResult]) -> String {
         }
         let f = |x: Option<f64>, d: usize| x.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "–".into());
         if let Some(e) = &r.error {
-            out += &format!("| {} | {} | error: {e} | | | | | | | | no | |\n", c.name, r.npus);
+            out += &format!("| {} | {} | error: {e} | | | | | | | | | | no | |\n", c.name, r.npus);
             continue;
         }
         out += &format!(
-            "| {} | {} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {:.3} | {:.3} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             c.name,
             r.npus,
             r.synthesis_s_median,
@@ -225,6 +252,11 @@ pub fn markdown(results: &[BenchResult]) -> String {
             r.collective_time_us,
             f(r.lower_bound_us, 1),
             f(r.ratio_to_bound, 3),
+            match (&r.best_baseline, r.best_baseline_us) {
+                (Some(n), Some(t)) => format!("{t:.1} ({n})"),
+                _ => "–".into(),
+            },
+            f(r.ratio_to_best_baseline, 3),
             r.transfers,
             f(r.peak_rss_mib, 0),
             if target.is_empty() { "–".into() } else { target.join(", ") },

@@ -55,6 +55,8 @@ pub enum GreedyError {
     TooManyRelayTables(usize, usize),
 }
 
+/// Free edges per timestep up to which crossbar ports are matched with augmenting paths.
+const MATCHING_LIMIT: usize = 50_000;
 const FREE: u32 = u32::MAX;
 const REQ: u32 = u32::MAX - 1;
 const INFLIGHT: u32 = u32::MAX - 2;
@@ -73,8 +75,6 @@ struct State<'a> {
     dropped: Vec<bool>,
     outstanding: usize,
     uniform_spans: bool,
-    /// Requests per NPU not yet matched to a move.
-    pending: Vec<u32>,
     relay: Option<Relay>,
     replacements: usize,
 }
@@ -92,8 +92,6 @@ fn key(v: u32, c: u32) -> u64 {
 enum Class {
     /// Requested, and no faster neighbour will bring it sooner.
     Req,
-    /// Requested, but a neighbour over a shorter edge has it (or is getting it) in time.
-    Covered,
     /// On its way over a slower edge; this one would deliver it sooner.
     Replace,
     Stale,
@@ -115,7 +113,6 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         dropped: Vec::new(),
         outstanding: 0,
         uniform_spans: ten.edges.iter().all(|e| e.span == first_span),
-        pending: vec![0; ten.npus],
         relay: None,
         replacements: 0,
     };
@@ -136,6 +133,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
     let mut latest_busy = 0u32;
     let mut t: u32 = 0;
     let mut order: Vec<(u32, u32, u64, u32)> = Vec::new();
+    let crossbar = ten.edges.iter().any(|e| e.resources.len() == 2);
     let mut options = vec![0u32; ten.npus];
     loop {
         if let Some(list) = arrivals.get_mut(t as usize) {
@@ -184,6 +182,9 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             options[ten.edges[o.3 as usize].dst as usize] = 0;
         }
         order.sort_unstable();
+        if crossbar && order.len() <= MATCHING_LIMIT {
+            st.matching_first(&mut order, &busy_until, t);
+        }
         let mut matched = false;
         for &(span, _, _, e) in &order {
             let edge = &ten.edges[e as usize];
@@ -199,9 +200,6 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             st.moves.push(Move { step: t, edge: e, chunk: c });
             st.dropped.push(false);
             let v = edge.dst;
-            if *st.slot.get(v as usize, c as usize) == REQ {
-                st.pending[v as usize] -= 1;
-            }
             st.slot.set(v as usize, c as usize, INFLIGHT);
             st.inflight.insert(key(v, c), idx);
             let at = (t + span) as usize;
@@ -309,7 +307,6 @@ impl State<'_> {
         loop {
             self.slot.set(v as usize, c as usize, REQ);
             self.outstanding += 1;
-            self.pending[v as usize] += 1;
             for &e in ten.in_edges(v as usize) {
                 let u = ten.edges[e as usize].src;
                 if self.held(u, c) {
@@ -364,7 +361,8 @@ impl State<'_> {
 
     fn classify(&self, v: u32, c: u32, t: u32, span: u32) -> Class {
         match *self.slot.get(v as usize, c as usize) {
-            REQ if !self.uniform_spans && self.covered(v, c, t, span) => Class::Covered,
+            // Covered chunks stay covered (availability only improves): the fast edge brings them.
+            REQ if !self.uniform_spans && self.covered(v, c, t, span) => Class::Stale,
             REQ => Class::Req,
             INFLIGHT => {
                 let m = self.moves[self.inflight[&key(v, c)] as usize];
@@ -375,22 +373,93 @@ impl State<'_> {
         }
     }
 
-    /// Whether `v`'s shorter in-edges alone would take longer than `span` to deliver what `v`
-    /// still requests: then a slow edge helps even with a chunk a fast neighbour could bring.
-    fn fast_path_saturated(&self, v: u32, span: u32) -> bool {
-        let ten = self.p.ten;
-        let mut last: Vec<u32> = Vec::new();
-        let mut fast_span = u32::MAX;
-        for &e in ten.in_edges(v as usize) {
-            let edge = &ten.edges[e as usize];
-            if edge.span < span {
-                fast_span = fast_span.min(edge.span);
-                last.push(*edge.resources.last().expect("edges occupy resources"));
+    /// Whether edge `e` has a requested chunk to carry now (drops stale entries on the way).
+    fn viable(&mut self, e: u32, t: u32, span: u32) -> bool {
+        let v = self.p.ten.edges[e as usize].dst;
+        let mut i = 0;
+        while i < self.cand[e as usize].len() {
+            let c = self.cand[e as usize][i];
+            match self.classify(v, c, t, span) {
+                Class::Req => return true,
+                Class::Stale => {
+                    self.cand[e as usize].swap_remove(i);
+                }
+                _ => i += 1,
             }
         }
-        last.sort_unstable();
-        last.dedup();
-        last.is_empty() || self.pending[v as usize] as u64 * fast_span as u64 > span as u64 * last.len() as u64
+        false
+    }
+
+    /// Crossbar edges (an uplink and a downlink port) compete for ports: a greedy pass can
+    /// leave ports idle that a better pairing would use. Put a maximum matching of free
+    /// uplinks to free downlinks (augmenting paths, seeded with the greedy order) first, so the
+    /// pass below takes it; the other edges keep their order behind it.
+    fn matching_first(&mut self, order: &mut Vec<(u32, u32, u64, u32)>, busy_until: &[u32], t: u32) {
+        let ten = self.p.ten;
+        let mut cand_edges: Vec<usize> = Vec::new(); // positions in `order`
+        for (i, o) in order.iter().enumerate() {
+            let edge = &ten.edges[o.3 as usize];
+            if edge.resources.len() == 2
+                && edge.resources.iter().all(|&r| busy_until[r as usize] <= t)
+                && self.viable(o.3, t, o.0)
+            {
+                cand_edges.push(i);
+            }
+        }
+        if cand_edges.len() < 2 {
+            return;
+        }
+        // Compact port ids.
+        let mut up_id: HashMap<u32, usize> = HashMap::new();
+        let mut down_id: HashMap<u32, usize> = HashMap::new();
+        let mut adj: Vec<Vec<(usize, usize)>> = Vec::new(); // up -> (down, position)
+        for &i in &cand_edges {
+            let r = &ten.edges[order[i].3 as usize].resources;
+            let n = up_id.len();
+            let u = *up_id.entry(r[0]).or_insert(n);
+            let n = down_id.len();
+            let d = *down_id.entry(r[1]).or_insert(n);
+            if adj.len() <= u {
+                adj.resize_with(u + 1, Vec::new);
+            }
+            adj[u].push((d, i));
+        }
+        let mut match_down: Vec<Option<(usize, usize)>> = vec![None; down_id.len()]; // down -> (up, position)
+        fn augment(
+            u: usize,
+            adj: &[Vec<(usize, usize)>],
+            seen: &mut [bool],
+            match_down: &mut [Option<(usize, usize)>],
+        ) -> bool {
+            for &(d, pos) in &adj[u] {
+                if seen[d] {
+                    continue;
+                }
+                seen[d] = true;
+                let free = match match_down[d] {
+                    None => true,
+                    Some((u2, _)) => augment(u2, adj, seen, match_down),
+                };
+                if free {
+                    match_down[d] = Some((u, pos));
+                    return true;
+                }
+            }
+            false
+        }
+        let mut seen = vec![false; down_id.len()];
+        for u in 0..adj.len() {
+            seen.iter_mut().for_each(|x| *x = false);
+            augment(u, &adj, &mut seen, &mut match_down);
+        }
+        let mut first = vec![false; order.len()];
+        for (_, pos) in match_down.into_iter().flatten() {
+            first[pos] = true;
+        }
+        let mut reordered: Vec<(u32, u32, u64, u32)> = Vec::with_capacity(order.len());
+        reordered.extend(order.iter().enumerate().filter(|(i, _)| first[*i]).map(|(_, o)| *o));
+        reordered.extend(order.iter().enumerate().filter(|(i, _)| !first[*i]).map(|(_, o)| *o));
+        *order = reordered;
     }
 
     /// Chooses a chunk for edge `e` at timestep `t`, or `None`.
@@ -412,7 +481,7 @@ impl State<'_> {
                 Class::Stale => {
                     self.cand[e as usize].swap_remove(i);
                 }
-                Class::Replace | Class::Covered => {}
+                Class::Replace => {}
             }
         }
         // Slow path: drop every stale entry, then choose by preference.
@@ -430,13 +499,10 @@ impl State<'_> {
             (0..classes.len()).filter(|&i| classes[i] == want).collect()
         };
         let mut chosen = None;
-        for want in [Class::Req, Class::Replace, Class::Covered] {
+        for want in [Class::Req, Class::Replace] {
             let idx = of(want, &classes);
             if idx.is_empty() {
                 continue;
-            }
-            if classes[idx[0]] == Class::Covered && !self.fast_path_saturated(v, span) {
-                break; // the fast neighbours will bring these in time; leave the edge idle
             }
             let i = idx[self.rng.below(idx.len())];
             let c = list.swap_remove(i);
@@ -468,7 +534,6 @@ impl State<'_> {
             Some(i) => {
                 let c2 = self.cand[m.edge as usize].swap_remove(i);
                 self.moves[old as usize].chunk = c2;
-                self.pending[v as usize] -= 1;
                 self.slot.set(v as usize, c2 as usize, INFLIGHT);
                 self.inflight.insert(key(v, c2), old);
             }

@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
-/// Dense tables up to this many slots; beyond it, a hash map of the slots touched.
-const DENSE_SLOTS: usize = 1 << 25;
+/// Dense tables up to this many slots (a 4096-NPU all-reduce split in 2D parts has 2^26);
+/// beyond it, a hash map of the slots touched (all-to-all at scale).
+const DENSE_SLOTS: usize = 1 << 27;
 
 pub enum SlotTable<T> {
     Dense { chunks: usize, v: Vec<T> },

@@ -129,7 +129,7 @@ pub fn rho(s: u32) -> i64 {
 /// Swing's peer of rank r at step s on a 1D torus of p nodes (paper Eq. 2).
 pub fn swing_peer(r: usize, s: u32, p: usize) -> usize {
     let d = rho(s);
-    let x = if r % 2 == 0 { r as i64 + d } else { r as i64 - d };
+    let x = if r.is_multiple_of(2) { r as i64 + d } else { r as i64 - d };
     x.rem_euclid(p as i64) as usize
 }
 
@@ -172,7 +172,7 @@ fn pattern(ctx: &Ctx, fam: Family, part: usize, parts: usize, q: usize, on_grid:
                         Family::Swing => {
                             // Eq. 2 per dimension: even coordinates move by +ρ(σ), odd by −ρ(σ);
                             // ρ alternates in sign, so peers swing left and right.
-                            let sign = if (a % 2 == 0) != mirrored { 1 } else { -1 };
+                            let sign = if a.is_multiple_of(2) != mirrored { 1 } else { -1 };
                             sign * rho(sigma)
                         }
                         Family::RecursiveDoubling | Family::Halving => {
@@ -247,6 +247,7 @@ fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> Vec<u32> {
     b[part * per..(part + 1) * per].to_vec()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn send_step(out: &mut Out, ctx: &Ctx, step: u32, pat: &Pattern, s: usize, c: usize, chunks: Vec<u32>, op: Op) {
     let to = pat.steps[s].peer[c];
     match pat.steps[s].along[c] {

@@ -81,7 +81,7 @@ pub(super) fn ring_order(ctx: &Ctx) -> Vec<usize> {
 /// rows, snake through columns 1.. and return along column 0; otherwise snake order (on a torus
 /// the wrap links close it).
 fn grid_cycle(g: &crate::topology::Grid) -> Vec<usize> {
-    if g.dims.len() == 2 && g.dims[1] % 2 == 0 && g.dims[0] > 1 {
+    if g.dims.len() == 2 && g.dims[1].is_multiple_of(2) && g.dims[0] > 1 {
         let (w, h) = (g.dims[0], g.dims[1]);
         let mut out = vec![0];
         for y in 0..h {

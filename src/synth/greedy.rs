@@ -259,7 +259,7 @@ fn relay_tables(p: &Problem) -> Result<Option<Relay>, GreedyError> {
     let mut index: HashMap<&[u32], u32> = HashMap::new();
     let mut fields = Vec::new();
     let mut field_of_chunk = vec![0u32; p.num_chunks];
-    for c in 0..p.num_chunks {
+    for (c, slot) in field_of_chunk.iter_mut().enumerate() {
         let h = holders.of(c);
         let next = index.len() as u32;
         let id = *index.entry(h).or_insert(next);
@@ -270,7 +270,7 @@ fn relay_tables(p: &Problem) -> Result<Option<Relay>, GreedyError> {
             }
             fields.push(p.ten.distances_from(h));
         }
-        field_of_chunk[c] = id;
+        *slot = id;
     }
     Ok(Some(Relay { field_of_chunk, fields }))
 }

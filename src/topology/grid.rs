@@ -107,7 +107,7 @@ fn factorizations(n: usize, max_len: usize, cur: &mut Vec<usize>, out: &mut Vec<
         return;
     }
     for f in 2..=n {
-        if n % f == 0 {
+        if n.is_multiple_of(f) {
             cur.push(f);
             factorizations(n / f, max_len, cur, out);
             cur.pop();

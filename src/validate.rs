@@ -307,13 +307,14 @@ pub fn validate(s: &Schedule) -> Report {
         }
         // Writes land at the end of the step, grouped per destination slot.
         writes.sort_by_key(|w| (w.dst, w.chunk, w.transfer));
+        let mut interner = Interner::default();
         let mut a = 0;
         while a < writes.len() {
             let mut b = a;
             while b < writes.len() && writes[b].dst == writes[a].dst && writes[b].chunk == writes[a].chunk {
                 b += 1;
             }
-            state.apply(&writes[a..b], step, &mut out);
+            state.apply(&writes[a..b], step, &mut out, &mut interner);
             a = b;
         }
         k = end;
@@ -393,6 +394,25 @@ fn check_path(topo: &crate::topology::Topology, src: u32, dst: u32, p: &[u32]) -
     Ok(())
 }
 
+/// Shares equal contributor sets made in one step (one message reduces many chunks the same
+/// way): without it, strided sets (a torus column is 64 ranges) copied into every slot of a
+/// 4096-NPU all-reduce would take tens of GB.
+#[derive(Default)]
+struct Interner(std::collections::HashSet<Spans>);
+
+impl Interner {
+    fn intern(&mut self, s: Spans) -> Spans {
+        if s.ranges().len() <= 2 {
+            return s; // small sets are cheaper to keep than to hash
+        }
+        if let Some(x) = self.0.get(&s) {
+            return x.clone();
+        }
+        self.0.insert(s.clone());
+        s
+    }
+}
+
 struct Write {
     dst: u32,
     chunk: u32,
@@ -418,7 +438,7 @@ impl State {
     }
 
     /// Applies all writes into one (npu, chunk) slot from one step.
-    fn apply(&mut self, ws: &[Write], step: u32, out: &mut Sink) {
+    fn apply(&mut self, ws: &[Write], step: u32, out: &mut Sink, interner: &mut Interner) {
         use ViolationKind::*;
         let (dst, chunk) = (ws[0].dst, ws[0].chunk);
         let copies = ws.iter().filter(|w| w.op == Op::Copy).count();
@@ -444,7 +464,7 @@ impl State {
                         None => v,
                     });
                 }
-                t.set(dst as usize, chunk as usize, acc);
+                t.set(dst as usize, chunk as usize, acc.map(|a| interner.intern(a)));
             }
             return;
         }
@@ -507,7 +527,7 @@ impl State {
                         },
                     }
                 }
-                t.set(dst as usize, chunk as usize, acc);
+                t.set(dst as usize, chunk as usize, acc.map(|a| interner.intern(a)));
             }
         }
     }

@@ -383,9 +383,32 @@ fn bucket(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
         let chunks_of =
             |blocks: &[usize]| -> Vec<u32> { blocks.iter().flat_map(|&b| sub_block(ctx, b, part, parts)).collect() };
         // Blocks node v is responsible for once dims `done` are reduced: those agreeing with v there.
-        let resp = |v: usize, done: &[usize]| -> Vec<usize> {
-            let cv = g.coords(v);
-            (0..p).filter(|&b| done.iter().all(|&j| g.coords(b)[j] == cv[j])).collect()
+        // Blocks agreeing with node v on the reduced dimensions `done` and with coordinate
+        // `gcoord` on dimension j: enumerated directly over the free dimensions.
+        let group = |v: usize, done: &[usize], j: usize, gcoord: usize| -> Vec<usize> {
+            let mut c = g.coords(v);
+            c[j] = gcoord;
+            let free: Vec<usize> = (0..dims).filter(|i| *i != j && !done.contains(i)).collect();
+            for &i in &free {
+                c[i] = 0;
+            }
+            let mut out = Vec::new();
+            loop {
+                out.push(g.node(&c));
+                let mut k = 0;
+                while k < free.len() {
+                    let i = free[k];
+                    c[i] += 1;
+                    if c[i] < g.dims[i] {
+                        break;
+                    }
+                    c[i] = 0;
+                    k += 1;
+                }
+                if k == free.len() {
+                    return out;
+                }
+            }
         };
         let mut step = 0u32;
         let line_phase = |out: &mut Out, step: &mut u32, j: usize, done: &[usize], reduce: bool| {
@@ -397,7 +420,7 @@ fn bucket(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
                     let pos = if dir > 0 { a } else { (d - a) % d };
                     let gpos = if reduce { (pos + 2 * d - s - 1) % d } else { (pos + d - s) % d };
                     let gcoord = if dir > 0 { gpos } else { (d - gpos) % d };
-                    let blocks: Vec<usize> = resp(v, done).into_iter().filter(|&b| g.coords(b)[j] == gcoord).collect();
+                    let blocks = group(v, done, j, gcoord);
                     let (w, path) = ctx.route_along(v, j, dir);
                     out.push(*step, v, w, chunks_of(&blocks), if reduce { Op::Reduce } else { Op::Copy }, path);
                 }

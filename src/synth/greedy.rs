@@ -56,7 +56,7 @@ pub enum GreedyError {
 }
 
 /// Free edges per timestep up to which crossbar ports are matched with augmenting paths.
-const MATCHING_LIMIT: usize = 50_000;
+const MATCHING_LIMIT: usize = 4_096;
 const FREE: u32 = u32::MAX;
 const REQ: u32 = u32::MAX - 1;
 const INFLIGHT: u32 = u32::MAX - 2;
@@ -135,6 +135,8 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
     let mut order: Vec<(u32, u32, u64, u32)> = Vec::new();
     let crossbar = ten.edges.iter().any(|e| e.resources.len() == 2);
     let mut options = vec![0u32; ten.npus];
+    // Active edges whose ports are busy, by the timestep they free up (still `is_active`).
+    let mut parked: Vec<Vec<u32>> = Vec::new();
     loop {
         if let Some(list) = arrivals.get_mut(t as usize) {
             let list = std::mem::take(list);
@@ -157,6 +159,9 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             return Err(GreedyError::Cancelled);
         }
         // Free edges with something to carry, shortest first, ties at random.
+        if let Some(list) = parked.get_mut(t as usize) {
+            st.active.append(list);
+        }
         order.clear();
         let mut k = 0;
         while k < st.active.len() {
@@ -167,10 +172,20 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
                 continue;
             }
             let edge = &ten.edges[e as usize];
-            if edge.resources.iter().all(|&r| busy_until[r as usize] <= t) {
-                order.push((edge.span, 0, st.rng.next_u64(), e));
-                options[edge.dst as usize] += 1;
+            let wake = edge.resources.iter().map(|&r| busy_until[r as usize]).max().unwrap_or(0);
+            if wake > t {
+                // Busy: park it until its ports free up instead of rechecking every timestep.
+                st.active.swap_remove(k);
+                if parked.len() <= wake as usize {
+                    parked.resize_with(wake as usize + 1, Vec::new);
+                }
+                parked[wake as usize].push(e);
+                continue;
             }
+            // Tie-break keys hash (seed, timestep, edge), so the order does not depend on how
+            // the active list happens to be arranged.
+            order.push((edge.span, 0, tie_key(seed, t, e), e));
+            options[edge.dst as usize] += 1;
             k += 1;
         }
         // Most constrained destination first: an NPU reachable over few free edges now gets
@@ -221,6 +236,13 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         }
     }
     Ok(Plan { moves, timesteps: t, replacements: st.replacements })
+}
+
+fn tie_key(seed: u64, t: u32, e: u32) -> u64 {
+    let mut z = seed ^ ((t as u64) << 32 | e as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 fn fill_free(npus: usize, chunks: usize) -> SlotTable<u32> {

@@ -193,7 +193,7 @@ pub fn greedy_multi(
 }
 
 /// Discretization factors worth trying: the fastest edge's time f, and when some edge's time
-/// is not (nearly) a whole multiple of f, also f/2, f/3 and the coarsest f/k (k ≤ 32) whose
+/// is not (nearly) a whole multiple of f, also f/2, f/3, f/4 and the coarsest f/k (k ≤ 32) whose
 /// rounding overstates no edge by more than 0.5%: a coarse grid misjudges the slower links, and
 /// so the balance between fast and slow paths.
 pub fn auto_discretizations(topo: &Topology, chunk_size_bytes: f64, model: SwitchModel) -> Result<Vec<f64>, TenError> {
@@ -206,8 +206,8 @@ pub fn auto_discretizations(topo: &Topology, chunk_size_bytes: f64, model: Switc
     if error(1.0) <= 1e-6 {
         return Ok(vec![f]);
     }
-    let mut ks = vec![1.0, 2.0, 3.0];
-    if let Some(k) = (4..=32).map(|k| k as f64).find(|&k| error(k) <= 0.005) {
+    let mut ks = vec![1.0, 2.0, 3.0, 4.0];
+    if let Some(k) = (5..=32).map(|k| k as f64).find(|&k| error(k) <= 0.005) {
         ks.push(k);
     }
     Ok(ks.into_iter().map(|k| f / k).collect())

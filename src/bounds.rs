@@ -2,10 +2,10 @@
 //! all-gather / reduce-scatter the exact min-cut throughput bound (ForestColl).
 
 use crate::collective::{Collective, CollectiveKind};
+use crate::heap::MinItem;
 use crate::limits;
 use crate::topology::Topology;
 use serde::Serialize;
-use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -137,29 +137,15 @@ fn latency(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Result<Optio
     Ok(worst.is_finite().then_some(worst))
 }
 
-#[derive(PartialEq)]
-struct Item(f64, usize);
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
-    }
-}
-
 /// Shortest latency (Σ latency_ns) from the nearest source to every node.
 pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
     let mut dist = vec![f64::INFINITY; topo.nodes()];
     let mut heap = BinaryHeap::new();
     for &s in sources {
         dist[s as usize] = 0.0;
-        heap.push(Item(0.0, s as usize));
+        heap.push(MinItem(0.0, s as usize));
     }
-    while let Some(Item(d, u)) = heap.pop() {
+    while let Some(MinItem(d, u)) = heap.pop() {
         if d > dist[u] {
             continue;
         }
@@ -167,7 +153,7 @@ pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
             let nd = d + l.latency_ns;
             if nd < dist[l.dst] {
                 dist[l.dst] = nd;
-                heap.push(Item(nd, l.dst));
+                heap.push(MinItem(nd, l.dst));
             }
         }
     }

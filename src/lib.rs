@@ -7,6 +7,7 @@ pub mod bounds;
 pub mod collective;
 pub mod engine;
 pub mod error;
+pub mod heap;
 pub mod limits;
 pub mod rng;
 pub mod schedule;

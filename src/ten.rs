@@ -2,9 +2,9 @@
 //! whole number of timesteps at a given chunk size and occupying named link resources. The
 //! greedy and the ILP both read it; it knows nothing about either.
 
+use crate::heap::MinItem;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// How switches appear in the TEN.
@@ -229,20 +229,6 @@ fn csr(n: usize, keys: impl Iterator<Item = usize> + Clone) -> (Vec<usize>, Vec<
     (start, out)
 }
 
-#[derive(PartialEq)]
-struct Item(f64, usize);
-impl Eq for Item {}
-impl PartialOrd for Item {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Item {
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
-    }
-}
-
 /// For every NPU a, the fastest path through switches only to every other NPU b it reaches
 /// that way: an edge `a -> b` occupying every link on the path.
 fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<RawEdge>) {
@@ -266,9 +252,9 @@ fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<RawEdge>) {
         let mut heap = BinaryHeap::new();
         dist[a] = 0.0;
         touched.push(a);
-        heap.push(Item(0.0, a));
+        heap.push(MinItem(0.0, a));
         let mut reached = Vec::new();
-        while let Some(Item(d, u)) = heap.pop() {
+        while let Some(MinItem(d, u)) = heap.pop() {
             if d > dist[u] {
                 continue;
             }
@@ -289,7 +275,7 @@ fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<RawEdge>) {
                     }
                     dist[l.dst] = nd;
                     via[l.dst] = li;
-                    heap.push(Item(nd, l.dst));
+                    heap.push(MinItem(nd, l.dst));
                 }
             }
         }

@@ -185,3 +185,31 @@ fn traff_and_kolmakov_all_reduce_are_bandwidth_optimal_for_any_p() {
         }
     }
 }
+
+#[test]
+fn square_tori_get_two_edge_disjoint_hamiltonian_rings() {
+    use std::collections::HashSet;
+    for n in 3..=12usize {
+        let t = topo(&format!("torus:{n}x{n}"));
+        let [h1, h2] = baselines::hamiltonian_cycles_for_tests(n);
+        let mut edges: [HashSet<(usize, usize)>; 2] = Default::default();
+        for (i, h) in [&h1, &h2].into_iter().enumerate() {
+            let mut seen = h.clone();
+            seen.sort();
+            seen.dedup();
+            assert_eq!(seen.len(), n * n, "n={n}: every node once");
+            for w in 0..h.len() {
+                let (a, b) = (h[w], h[(w + 1) % h.len()]);
+                assert!(t.link(a, b).is_some(), "n={n}: {a}->{b} is a torus link");
+                edges[i].insert((a.min(b), a.max(b)));
+            }
+        }
+        assert!(edges[0].is_disjoint(&edges[1]), "n={n}");
+        // All four ports: four rings each carrying a quarter of every block, on disjoint links.
+        let p = (n * n) as f64;
+        let size = 1u64 << 24;
+        let (t4, s) = time("ring-bidir", &format!("torus:{n}x{n}"), CollectiveSpec::new(K::AllReduce, size));
+        assert_eq!(s.collective.chunks_per_npu, 4);
+        assert!(close(t4, 2.0 * (p - 1.0) * (ALPHA + size as f64 / p / 4.0 / BW)), "n={n}");
+    }
+}

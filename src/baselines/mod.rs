@@ -74,6 +74,11 @@ pub fn list() -> Vec<BaselineInfo> {
     registry().iter().map(|(_, a)| (a.info)()).collect()
 }
 
+/// The two edge-disjoint Hamiltonian cycles of an n×n torus the rings use, for tests.
+pub fn hamiltonian_cycles_for_tests(n: usize) -> [Vec<usize>; 2] {
+    ring::disjoint_hamiltonian_cycles(n)
+}
+
 /// Swing's peer function (paper Eq. 2), exposed for tests against the paper's figures.
 pub fn swing_peer_for_tests(r: usize, s: u32, p: usize) -> usize {
     butterfly::swing_peer(r, s, p)

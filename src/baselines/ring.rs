@@ -5,7 +5,8 @@
 //!
 //! The ring follows a Hamiltonian cycle where one is found (a return column on 2D meshes, snake
 //! order on tori, Warnsdorff's rule elsewhere); hops between NPUs without a link carry the
-//! shortest path.
+//! shortest path. On square 2D tori it runs on two edge-disjoint Hamiltonian cycles at once
+//! (and the bidirectional ring on both in both directions: all four ports, Swing 2.3.1).
 
 use super::{Algorithm, BaselineInfo, Ctx, Out, mst};
 use crate::collective::CollectiveKind as K;
@@ -20,7 +21,7 @@ pub(super) const UNI: Algorithm = Algorithm {
         topologies: "any (logical ring with routed hops where the topology has no Hamiltonian cycle)",
         source: "Patarasuk & Yuan 2009; lecture notes 1.7, 1.10",
     },
-    chunking: |t, s| rooted_chunks(t, s, 1),
+    chunking: |t, s| rooted_chunks(t, s, ring_count(t, false)),
     build: |ctx| build(ctx, false),
 };
 
@@ -31,9 +32,44 @@ pub(super) const BIDIR: Algorithm = Algorithm {
         topologies: "any",
         source: "two half-size rings in opposite directions (Swing paper 2.3.1)",
     },
-    chunking: |t, s| rooted_chunks(t, s, 2),
+    chunking: |t, s| rooted_chunks(t, s, ring_count(t, true)),
     build: |ctx| build(ctx, true),
 };
+
+/// An n×n torus (n ≥ 3) has two edge-disjoint Hamiltonian cycles (Swing 2.3.1): the ring then
+/// runs on both, and the bidirectional ring on both in both directions (all four ports).
+fn square_torus(t: &crate::topology::Topology) -> Option<usize> {
+    t.infer_grid()
+        .filter(|g| g.torus && g.dims.len() == 2 && g.dims[0] == g.dims[1] && g.dims[0] >= 3)
+        .map(|g| g.dims[0])
+}
+
+/// Rings the algorithm runs at once: 1 or 2 (bidirectional), doubled on square 2D tori.
+fn ring_count(t: &crate::topology::Topology, bidir: bool) -> u32 {
+    (1 + u32::from(bidir)) * if square_torus(t).is_some() { 2 } else { 1 }
+}
+
+/// The two edge-disjoint Hamiltonian cycles of an n×n torus (node y·n + x): H1 takes n−1 steps
+/// along x then one along y, n times; H2 the same with x and y swapped. H1 leaves out exactly
+/// the x-edge (−y−1, y)→(−y, y) of each row y and uses only the y-edge (−y−1, y)→(−y−1, y+1);
+/// H2 uses exactly those x-edges and leaves out exactly those y-edges.
+pub(super) fn disjoint_hamiltonian_cycles(n: usize) -> [Vec<usize>; 2] {
+    let walk = |swap: bool| -> Vec<usize> {
+        let (mut a, mut b) = (0usize, 0usize);
+        let mut out = Vec::with_capacity(n * n);
+        for _ in 0..n {
+            for i in 0..n {
+                out.push(if swap { a * n + b } else { b * n + a });
+                if i + 1 < n {
+                    a = (a + 1) % n;
+                }
+            }
+            b = (b + 1) % n;
+        }
+        out
+    };
+    [walk(false), walk(true)]
+}
 
 /// Broadcast and reduce need one block per rank (p·parts chunks); the others `parts` per rank.
 fn rooted_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec, parts: u32) -> u32 {
@@ -111,19 +147,11 @@ fn snake(dims: &[usize]) -> Vec<usize> {
     out
 }
 
-/// Chunk lists of each rank's block, split into the parts the rings carry.
-fn parts(ctx: &Ctx, bidir: bool) -> Vec<Vec<Vec<u32>>> {
-    (0..ctx.p())
-        .map(|r| {
-            let b: Vec<u32> = ctx.block(r).collect();
-            if bidir {
-                let h = b.len().div_ceil(2);
-                vec![b[..h].to_vec(), b[h..].to_vec()]
-            } else {
-                vec![b]
-            }
-        })
-        .collect()
+/// Rank r's block for ring `i` of `rings`: its share of the block's chunks.
+fn share(ctx: &Ctx, r: usize, i: usize, rings: usize) -> Vec<u32> {
+    let b: Vec<u32> = ctx.block(r).collect();
+    let per = b.len().div_ceil(rings);
+    b[(i * per).min(b.len())..((i + 1) * per).min(b.len())].to_vec()
 }
 
 /// Ring reduce-scatter (`reduce`) or all-gather from step `step0`: `blocks[r]` are rank r's
@@ -147,7 +175,7 @@ pub(super) fn ring_phase(out: &mut Out, order: &[usize], blocks: &[Vec<u32>], st
 
 fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> {
     let phases = if ctx.c.spec.kind == K::AllReduce { 2 } else { 1 };
-    let estimate = (1 + usize::from(bidir)) * phases * ctx.p() * ctx.p().saturating_sub(1);
+    let estimate = ring_count(ctx.topo, bidir) as usize * phases * ctx.p() * ctx.p().saturating_sub(1);
     if estimate > super::MAX_TRANSFERS {
         return Err(super::BaselineError::Unsupported {
             algorithm: if bidir { "ring-bidir" } else { "ring" },
@@ -155,18 +183,20 @@ fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> 
         });
     }
     let mut out = Out::new(ctx);
-    let order = ring_order(ctx);
-    let rev: Vec<usize> = order.iter().rev().copied().collect();
-    let parts = parts(ctx, bidir);
-    let rings: Vec<(&[usize], Vec<Vec<u32>>)> = if bidir {
-        vec![
-            (&order, parts.iter().map(|b| b[0].clone()).collect()),
-            (&rev, parts.iter().map(|b| b[1].clone()).collect()),
-        ]
-    } else {
-        vec![(&order, parts.iter().map(|b| b[0].clone()).collect())]
+    let mut orders: Vec<Vec<usize>> = match square_torus(ctx.topo).filter(|_| ctx.grid.is_some()) {
+        Some(n) => disjoint_hamiltonian_cycles(n).into(),
+        None => vec![ring_order(ctx)],
     };
-    let p = ctx.p() as u32;
+    if bidir {
+        let reversed: Vec<Vec<usize>> = orders.iter().map(|o| o.iter().rev().copied().collect()).collect();
+        orders.extend(reversed);
+    }
+    let count = orders.len();
+    let rings: Vec<(&[usize], Vec<Vec<u32>>)> = orders
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o.as_slice(), (0..ctx.p()).map(|r| share(ctx, r, i, count)).collect()))
+        .collect();
     for (ring, blocks) in &rings {
         match ctx.c.spec.kind {
             K::AllGather => {
@@ -190,6 +220,5 @@ fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> 
             _ => unreachable!("checked against KINDS"),
         }
     }
-    let _ = p;
     Ok(out.transfers)
 }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 /// Baselines whose schedule would have more transfers than this are refused (memory: each
 /// transfer is stored, validated and simulated).
-pub const MAX_TRANSFERS: usize = 1 << 25;
+pub const MAX_TRANSFERS: usize = 1 << 26;
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum BaselineError {

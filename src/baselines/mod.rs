@@ -127,15 +127,15 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
 pub fn in_waves(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
     transfers.sort_by_key(|t| t.step);
     let mut wave = vec![0u32; transfers.len()];
-    let mut next_free: HashMap<(u32, u32), u64> = HashMap::new();
+    let mut next_free: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
     let mut i = 0;
     while i < transfers.len() {
         let mut j = i;
         while j < transfers.len() && transfers[j].step == transfers[i].step {
             j += 1;
         }
-        // First fit: each message joins the first of 64 waves none of its links is used in
-        // (later ones, rare, go after all 64).
+        // First fit: each message joins the first wave none of its links is used in (per link,
+        // a growable bitset of the waves that use it).
         next_free.clear();
         for k in i..j {
             let t = &transfers[k];
@@ -143,12 +143,25 @@ pub fn in_waves(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
                 Some(p) => p.windows(2).map(|w| (w[0], w[1])).collect(),
                 None => vec![(t.src, t.dst)],
             };
-            let used = hops.iter().fold(0u64, |m, h| m | next_free.get(h).copied().unwrap_or(0));
-            let w = used.trailing_ones();
-            if w < 64 {
-                for h in hops {
-                    *next_free.entry(h).or_default() |= 1 << w;
+            let mut w = 0u32;
+            'search: loop {
+                let word = (w / 64) as usize;
+                let used =
+                    hops.iter().fold(0u64, |m, h| m | next_free.get(h).and_then(|v| v.get(word)).copied().unwrap_or(0));
+                let free = (!used) & (u64::MAX << (w % 64));
+                if free != 0 {
+                    w = word as u32 * 64 + free.trailing_zeros();
+                    break 'search;
                 }
+                w = (word as u32 + 1) * 64;
+            }
+            for h in hops {
+                let v = next_free.entry(h).or_default();
+                let word = (w / 64) as usize;
+                if v.len() <= word {
+                    v.resize(word + 1, 0);
+                }
+                v[word] |= 1 << (w % 64);
             }
             wave[k] = w;
         }

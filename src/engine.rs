@@ -197,7 +197,12 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
     // multiples of the fastest, two finer ones (a coarse grid can misjudge the slower links).
+    let trivial = match &tenants {
+        None => c.needed().is_empty(),
+        Some(t) => t.iter().all(|t| t.needed().is_empty()),
+    };
     let factors: Vec<Option<f64>> = match req.discretization_ns {
+        _ if trivial => vec![None], // nothing moves: no TEN is built
         Some(f) => vec![Some(f)],
         None => crate::synth::auto_discretizations(&req.topology, c.chunk_size_bytes, req.switch_model)
             .map_err(crate::synth::SynthError::from)

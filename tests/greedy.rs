@@ -217,3 +217,18 @@ fn multi_tenant_collectives_are_planned_jointly() {
     let e = synthesize(&bad, &|| false).err().unwrap();
     assert!(e.to_string().contains("tenants[1]"), "{e}");
 }
+
+#[test]
+fn collectives_with_nothing_to_move_give_empty_schedules() {
+    for spec in ["ring:1", "switch:1", "fc:1"] {
+        for kind in [K::AllGather, K::ReduceScatter, K::AllReduce, K::AllToAll, K::Broadcast, K::Reduce, K::Scatter, K::Gather] {
+            let mut req = request(spec, kind, 1024);
+            if kind.needs_root() {
+                req.collective.root = Some(0);
+            }
+            let out = synthesize(&req, &|| false).unwrap_or_else(|e| panic!("{spec} {kind:?}: {e}"));
+            assert!(out.schedule.transfers.is_empty());
+            assert_eq!(out.schedule.collective_time_ns, Some(0.0));
+        }
+    }
+}

@@ -74,7 +74,14 @@ fn greedy_core(
     let mut transfers = Vec::new();
     let mut next_step = 0u32;
     let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| !combining[p[1] as usize]).collect();
+    // Phase 1 is needed when some combining chunk has a contribution away from its root.
+    let reduce_needed = c.precondition.iter().any(|p| combining[p[1] as usize] && p[0] != roots[p[1] as usize]);
     if combining.iter().any(|&x| x) {
+        forward_pre.extend((0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]));
+        forward_pre.sort_unstable();
+        forward_pre.dedup();
+    }
+    if reduce_needed {
         let transposed = topo.transposed();
         let ten = Ten::build(&transposed, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
         stats.discretization_ns = ten.discretization_ns;
@@ -89,9 +96,6 @@ fn greedy_core(
         stats.replacements += plan.replacements;
         transfers = reverse(&ten, c.num_chunks, &moves, plan.timesteps, &post);
         next_step = transfers.iter().map(|t| t.step + 1).max().unwrap_or(0);
-        forward_pre.extend(pre);
-        forward_pre.sort_unstable();
-        forward_pre.dedup();
     }
     let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
     if needs_forward {

@@ -221,7 +221,9 @@ fn multi_tenant_collectives_are_planned_jointly() {
 #[test]
 fn collectives_with_nothing_to_move_give_empty_schedules() {
     for spec in ["ring:1", "switch:1", "fc:1"] {
-        for kind in [K::AllGather, K::ReduceScatter, K::AllReduce, K::AllToAll, K::Broadcast, K::Reduce, K::Scatter, K::Gather] {
+        for kind in
+            [K::AllGather, K::ReduceScatter, K::AllReduce, K::AllToAll, K::Broadcast, K::Reduce, K::Scatter, K::Gather]
+        {
             let mut req = request(spec, kind, 1024);
             if kind.needs_root() {
                 req.collective.root = Some(0);

@@ -16,10 +16,9 @@
 //! are a logical line and messages take shortest paths. Swing's own schemes for even
 //! non-powers of two and odd p (its §3.2) are not implemented; folding serves those p.
 
-use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out, ring};
+use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;
 use crate::schedule::{Op, Transfer};
-use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Family {
@@ -268,7 +267,6 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
     let extra = |c: usize| (c + q < p).then_some(c + q);
     let fold = q < p;
     let body = u32::from(fold);
-    let mut end_step = 0;
     for part in 0..parts {
         let pat = pattern(ctx, fam, part, parts, q, on_grid);
         let s_count = pat.steps.len();
@@ -322,11 +320,8 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
                     out.send(step, c, e, what, Op::Copy);
                 }
             }
-            step += 1;
         }
-        end_step = end_step.max(step);
     }
-    let _ = end_step;
     Ok(out.transfers)
 }
 
@@ -438,7 +433,5 @@ fn bucket(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
             }
         }
     }
-    let _: Option<Arc<[u32]>> = None;
-    let _ = ring::ring_phase;
     Ok(out.transfers)
 }

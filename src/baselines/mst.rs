@@ -2,7 +2,7 @@
 //! broadcast and reduce move the whole message ⌈log₂p⌉ times; scatter and gather halve the
 //! range each round. Rank offsets are taken relative to the root.
 
-use super::{Algorithm, BaselineInfo, Ctx, Out};
+use super::{Algorithm, BaselineInfo, Out};
 use crate::collective::CollectiveKind as K;
 use crate::schedule::Op;
 
@@ -93,6 +93,3 @@ pub(super) fn gather(out: &mut Out, root: usize, blocks: &[Vec<u32>], step0: u32
     }
     step0 + r
 }
-
-#[allow(dead_code)]
-fn _ctx_used(_: &Ctx) {}

@@ -167,3 +167,34 @@ fn every_producer_for_p_from_2_to_33() {
     }
     assert!(produced > 2000, "{produced}");
 }
+
+#[test]
+fn directed_topologies_never_make_a_producer_panic() {
+    // A star pointing out of NPU 0: only rooted spreads from 0 are servable.
+    let star = Topology::from_json(
+        r#"{"npus": 4, "default_link": {"latency_ns": 1, "bandwidth_gb_per_s": 1},
+            "links": [{"src": 0, "dst": 1}, {"src": 0, "dst": 2}, {"src": 0, "dst": 3}]}"#,
+    )
+    .unwrap();
+    let mut produced = 0;
+    for kind in [K::Broadcast, K::Scatter] {
+        let spec = CollectiveSpec::new(kind, 4096).with_root(0);
+        for (pname, produce) in &producers() {
+            if let Ok(s) = produce(&star, &spec) {
+                assert!(engine::check(&s).valid, "{pname} {kind:?}");
+                produced += 1;
+            }
+        }
+        // Everything else is refused as bad input, never a panic.
+        for other in [K::AllGather, K::AllReduce, K::Gather] {
+            let mut bad = CollectiveSpec::new(other, 4096);
+            if other.needs_root() {
+                bad.root = Some(0);
+            }
+            for (_, produce) in &producers() {
+                assert!(produce(&star, &bad).is_err());
+            }
+        }
+    }
+    assert!(produced >= 4, "{produced}");
+}

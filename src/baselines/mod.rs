@@ -108,6 +108,12 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
     let c = Collective::build(&spec, topo).map_err(|e| e.within("collective"))?;
     let ctx = Ctx::new(topo, &c);
     let transfers = (alg.build)(&ctx)?;
+    if let Some((u, v)) = *ctx.unroutable.borrow() {
+        return Err(BaselineError::Unsupported {
+            algorithm: info.name,
+            what: format!("this topology: it needs NPU {u} to reach NPU {v}, and no path leads there"),
+        });
+    }
     if transfers.len() > MAX_TRANSFERS {
         return Err(BaselineError::Unsupported {
             algorithm: info.name,
@@ -182,13 +188,15 @@ pub(crate) struct Ctx<'a> {
     /// Set when the group is every NPU of a recognized mesh or torus, in id order.
     pub grid: Option<Grid>,
     router: std::cell::RefCell<HashMap<usize, Vec<usize>>>,
+    /// The first pair of NPUs an algorithm needed but the topology cannot connect.
+    unroutable: std::cell::RefCell<Option<(usize, usize)>>,
 }
 
 impl<'a> Ctx<'a> {
     fn new(topo: &'a Topology, c: &'a Collective) -> Ctx<'a> {
         let ranks = c.group.clone();
         let grid = topo.infer_grid().filter(|_| ranks.iter().enumerate().all(|(i, &v)| i == v));
-        Ctx { topo, c, ranks, grid, router: Default::default() }
+        Ctx { topo, c, ranks, grid, router: Default::default(), unroutable: Default::default() }
     }
     pub fn p(&self) -> usize {
         self.ranks.len()
@@ -219,7 +227,12 @@ impl<'a> Ctx<'a> {
         let mut x = v;
         while x != u {
             x = pred[x];
-            assert!(x != usize::MAX, "collective reachability was checked");
+            if x == usize::MAX {
+                // The algorithm wants a pair the topology cannot connect (the collective itself
+                // is served, e.g. a broadcast on a directed star): recorded, and the build refused.
+                self.unroutable.borrow_mut().get_or_insert((u, v));
+                return None;
+            }
             path.push(x as u32);
         }
         path.reverse();

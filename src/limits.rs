@@ -12,3 +12,7 @@ pub const MAX_CONDITION_PAIRS: usize = 1 << 26;
 pub const MAX_REPORTED_VIOLATIONS: usize = 1000;
 /// Work budget (compute NPUs × (nodes + links)) above which the exact min-cut bound is skipped.
 pub const MIN_CUT_BUDGET: usize = 40_000_000;
+/// Timesteps one TEN edge may span (a finer discretization is refused).
+pub const MAX_TEN_SPAN: usize = 1 << 16;
+/// Timesteps the greedy may plan over before it gives up (memory and time stay bounded).
+pub const MAX_GREEDY_TIMESTEPS: u32 = 1 << 26;

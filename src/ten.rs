@@ -84,6 +84,8 @@ pub enum TenError {
     Discretization(f64),
     #[error("the TEN has no edges: nothing can move")]
     Empty,
+    #[error("discretization {factor} ns is too fine: a link spans {span} timesteps, over the limit of {limit}")]
+    TooFine { factor: f64, span: u64, limit: u64 },
 }
 
 #[derive(Clone, Debug)]
@@ -129,6 +131,14 @@ impl Ten {
             None => raw.iter().map(|e| e.2).fold(f64::INFINITY, f64::min),
         };
         let f = if f > 0.0 { f } else { 1.0 };
+        let longest = raw.iter().map(|e| e.2).fold(0.0, f64::max);
+        if longest / f > crate::limits::MAX_TEN_SPAN as f64 {
+            return Err(TenError::TooFine {
+                factor: f,
+                span: (longest / f).ceil() as u64,
+                limit: crate::limits::MAX_TEN_SPAN as u64,
+            });
+        }
         let resources = raw.iter().flat_map(|e| e.4.iter()).map(|&r| r as usize + 1).max().unwrap_or(0);
         let edges: Vec<TenEdge> = raw
             .into_iter()

@@ -87,3 +87,11 @@ fn distances_and_diameter() {
     let ten = Ten::build(&topo("torus:4x4"), 1.0, SwitchModel::Native, None).unwrap();
     assert_eq!(ten.diameter(&(0..16).collect::<Vec<_>>()), 4);
 }
+
+#[test]
+fn a_discretization_too_fine_is_refused() {
+    let t = topo("ring:4");
+    let e = Ten::build(&t, 10.0, SwitchModel::Native, Some(0.001)).unwrap_err();
+    assert!(matches!(e, TenError::TooFine { .. }), "{e}");
+    assert!(e.to_string().contains("too fine"));
+}

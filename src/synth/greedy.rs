@@ -53,6 +53,8 @@ pub enum GreedyError {
     Stuck(usize),
     #[error("relay tables would need {0} entries, over the limit of {1}")]
     TooManyRelayTables(usize, usize),
+    #[error("the plan exceeds {0} timesteps; use a coarser discretization")]
+    Horizon(u32),
 }
 
 /// Free edges per timestep up to which crossbar ports are matched with augmenting paths.
@@ -157,6 +159,9 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         }
         if cancelled() {
             return Err(GreedyError::Cancelled);
+        }
+        if t >= crate::limits::MAX_GREEDY_TIMESTEPS {
+            return Err(GreedyError::Horizon(crate::limits::MAX_GREEDY_TIMESTEPS));
         }
         // Free edges with something to carry, shortest first, ties at random.
         if let Some(list) = parked.get_mut(t as usize) {

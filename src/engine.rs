@@ -194,6 +194,20 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     if req.algorithm != "greedy" {
         return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
     }
+    if req.seeds > crate::limits::MAX_SEEDS {
+        return Err(crate::error::InputError::new(
+            "options.seeds",
+            format!("{} seeds: expected at most {}", req.seeds, crate::limits::MAX_SEEDS),
+        )
+        .into());
+    }
+    if req.threads > crate::limits::MAX_THREADS {
+        return Err(crate::error::InputError::new(
+            "options.threads",
+            format!("{} threads: expected at most {}", req.threads, crate::limits::MAX_THREADS),
+        )
+        .into());
+    }
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
     // multiples of the fastest, two finer ones (a coarse grid can misjudge the slower links).

@@ -16,3 +16,7 @@ pub const MIN_CUT_BUDGET: usize = 40_000_000;
 pub const MAX_TEN_SPAN: usize = 1 << 16;
 /// Timesteps the greedy may plan over before it gives up (memory and time stay bounded).
 pub const MAX_GREEDY_TIMESTEPS: u32 = 1 << 26;
+/// Seeds one synthesis request may try.
+pub const MAX_SEEDS: usize = 4096;
+/// Threads one synthesis request may use.
+pub const MAX_THREADS: usize = 256;

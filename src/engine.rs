@@ -210,7 +210,7 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     }
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
-    // multiples of the fastest, two finer ones (a coarse grid can misjudge the slower links).
+    // multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
     let trivial = match &tenants {
         None => c.needed().is_empty(),
         Some(t) => t.iter().all(|t| t.needed().is_empty()),
@@ -249,19 +249,17 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     let best = if single {
         run(runs[0])?
     } else {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(req.threads.max(1))
-            .build()
-            .expect("a thread pool can be built");
-        pool.install(|| {
-            runs.par_iter()
-                .map(|&r| run(r))
-                .reduce_with(|a, b| match (a, b) {
-                    (Ok(a), Ok(b)) => Ok(if (b.0, b.1, b.2) < (a.0, a.1, a.2) { b } else { a }),
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                })
-                .expect("at least one run")
-        })?
+        type Run = Result<(f64, u64, usize, Schedule, crate::synth::GreedyStats), SynthFailure>;
+        let better = |a: Run, b: Run| match (a, b) {
+            (Ok(a), Ok(b)) => Ok(if (b.0, b.1, b.2) < (a.0, a.1, a.2) { b } else { a }),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        match rayon::ThreadPoolBuilder::new().num_threads(req.threads.max(1)).build() {
+            Ok(pool) => pool.install(|| runs.par_iter().map(|&r| run(r)).reduce_with(better)),
+            // No threads to be had: the same runs, one after another.
+            Err(_) => runs.iter().map(|&r| run(r)).reduce(better),
+        }
+        .expect("at least one run")?
     };
     let (_, seed, _, schedule, gst) = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -5,7 +5,7 @@ use crate::bounds::{LowerBounds, lower_bounds};
 use crate::collective::Collective;
 use crate::schedule::Schedule;
 use crate::sim::{Timing, simulate};
-use crate::validate::{Report, Violation, ViolationKind, validate};
+use crate::validate::{Report, Violation, ViolationKind, validate_with_collective};
 use serde::Serialize;
 
 /// What `ccsynth validate` prints: the validator's verdict plus time and bounds.
@@ -27,7 +27,7 @@ pub struct CheckReport {
 /// Validates, simulates and bounds a schedule. A declared `collective_time_ns` that differs
 /// from the simulated time (relative 1e-9) is a violation: producers must report honest numbers.
 pub fn check(s: &Schedule) -> CheckReport {
-    let mut report: Report = validate(s);
+    let (mut report, collective): (Report, Option<Collective>) = validate_with_collective(s);
     let timing = if report.simulatable { simulate(s).ok() } else { None };
     if let (Some(t), Some(declared)) = (&timing, s.collective_time_ns) {
         let tol = 1e-9 * t.collective_time_ns.abs().max(1.0);
@@ -50,7 +50,7 @@ pub fn check(s: &Schedule) -> CheckReport {
             });
         }
     }
-    let bounds = Collective::build_unchecked(&s.collective, &s.topology).ok().map(|c| lower_bounds(&s.topology, &c));
+    let bounds = collective.map(|c| lower_bounds(&s.topology, &c));
     CheckReport {
         valid: report.valid,
         violations: report.violations,

@@ -109,12 +109,19 @@ impl Sink {
 /// Validates a schedule against every rule of the v1 semantics (docs/FORMAT.md).
 /// The declared `collective_time_ns` is not checked here; see `engine::check`.
 pub fn validate(s: &Schedule) -> Report {
+    validate_with_collective(s).0
+}
+
+/// `validate`, also handing back the collective built from the `collective` object (when it
+/// builds), so callers that need it too (the bounds) do not build it again.
+pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collective>) {
     let mut out = Sink { list: Vec::new(), count: 0 };
     let topo = &s.topology;
     use ViolationKind::*;
 
     // 1. The declared collective fields against the collective object.
-    match Collective::build_unchecked(&s.collective, topo) {
+    let built = Collective::build_unchecked(&s.collective, topo);
+    match &built {
         Err(e) => out.add(InvalidCollective, None, None, None, format!("collective: {e}")),
         Ok(c) => {
             let mut mism = |what: &str, declared: String, want: String| {
@@ -168,7 +175,7 @@ pub fn validate(s: &Schedule) -> Report {
             None,
             format!("num_chunks {chunks} exceeds the limit of {}", limits::MAX_CHUNKS),
         );
-        return finish(out, false);
+        return (finish(out, false), built.ok());
     }
     let npus = topo.npus();
     let mut pre: Vec<[u32; 2]> = Vec::with_capacity(s.precondition.len());
@@ -367,7 +374,7 @@ pub fn validate(s: &Schedule) -> Report {
             }
         }
     }
-    finish(out, simulatable)
+    (finish(out, simulatable), built.ok())
 }
 
 fn finish(out: Sink, simulatable: bool) -> Report {

@@ -3,9 +3,13 @@
 # everything is present. Both README commands and .ci/run call it.
 set -euo pipefail
 
-# Debian packages the build needs, as "command-to-check:package" pairs. Empty today: the crate
-# is pure Rust. The HiGHS solver (ILP issue) adds cmake and libclang here.
-NEEDED=()
+# Debian packages the build needs, as "command-to-check:package" pairs. The HiGHS solver (the
+# ILP synthesizer, linked statically) is built from source by highs-sys: cmake drives its C++
+# build and bindgen needs libclang. Neither is needed at run time.
+NEEDED=(
+  "cmake:cmake"
+  "/usr/lib/llvm-14/lib/libclang.so.1:libclang1-14"
+)
 
 missing=()
 for pair in "${NEEDED[@]+"${NEEDED[@]}"}"; do

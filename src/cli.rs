@@ -149,6 +149,26 @@ pub struct SynthArgs {
     /// Add a `comparison` object: every applicable baseline on the same simulator.
     #[arg(long)]
     pub compare: bool,
+    /// ilp: overall time budget in seconds (every phase and solve); on time-out the best
+    /// complete schedule found is returned, marked `feasible`.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub time_limit: f64,
+    /// ilp: cap on one HiGHS solve in seconds (default: what is left of --time-limit).
+    #[arg(long, value_name = "SECONDS")]
+    pub solve_time_limit: Option<f64>,
+    /// ilp: write the last model of each phase in LP format (FILE, or FILE with the phase
+    /// name before the extension when a collective has two phases).
+    #[arg(long, value_name = "FILE")]
+    pub dump_lp: Option<std::path::PathBuf>,
+    /// ilp: drop the congestion constraint (TACCL-like); the result is still simulated honestly.
+    #[arg(long)]
+    pub ignore_congestion: bool,
+    /// ilp: time clustering (TACOS V-C), solving windows of W timesteps one after another.
+    #[arg(long, value_name = "W")]
+    pub window: Option<u32>,
+    /// ilp: relative MIP gap at which the final solve stops.
+    #[arg(long, default_value_t = 1e-4)]
+    pub mip_gap: f64,
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -334,9 +354,21 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     req.threads = a.threads;
     req.switch_model = crate::ten::SwitchModel::parse(&a.switch_model).map_err(|e| format!("--switch-model: {e}"))?;
     req.discretization_ns = a.discretization;
+    req.ilp = crate::synth::ilp::IlpOptions {
+        time_limit_s: a.time_limit,
+        solve_time_limit_s: a.solve_time_limit,
+        threads: 1,
+        ignore_congestion: a.ignore_congestion,
+        window: a.window,
+        keep_lp: a.dump_lp.is_some(),
+        mip_rel_gap: a.mip_gap,
+    };
     let out = engine::synthesize(&req, &|| false).map_err(|e| e.to_string())?;
+    if let Some(path) = &a.dump_lp {
+        write_lp(path, &out.lp)?;
+    }
     let comparison = (a.compare && req.tenants.is_none())
-        .then(|| engine::compare(&req.topology, &out.schedule.collective, Some(("greedy", &out.schedule))));
+        .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((&req.algorithm, &out.schedule))));
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
@@ -369,6 +401,28 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?,
     }
     Ok(0)
+}
+
+/// Writes each phase's LP text: to `path` when there is one, else to `stem.PHASE.ext`.
+fn write_lp(path: &std::path::Path, models: &[(&'static str, String)]) -> Result<(), String> {
+    if models.is_empty() {
+        eprintln!("ccsynth: --dump-lp: no model was built (nothing to move, or not the ilp algorithm)");
+    }
+    for (phase, text) in models {
+        let target = if models.len() == 1 {
+            path.to_path_buf()
+        } else {
+            let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let name = match path.extension() {
+                Some(ext) => format!("{stem}.{phase}.{}", ext.to_string_lossy()),
+                None => format!("{stem}.{phase}"),
+            };
+            path.with_file_name(name)
+        };
+        std::fs::write(&target, text).map_err(|e| format!("--dump-lp {}: {e}", target.display()))?;
+        eprintln!("ccsynth: wrote the {phase} model to {}", target.display());
+    }
+    Ok(())
 }
 
 fn baseline(a: BaselineArgs) -> Result<i32, String> {

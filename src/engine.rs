@@ -101,6 +101,8 @@ pub struct SynthRequest {
     pub discretization_ns: Option<f64>,
     /// Several collectives at once (multi-tenant); when set, `collective` is not used.
     pub tenants: Option<Vec<crate::collective::CollectiveSpec>>,
+    /// Options of the `ilp` algorithm (its HiGHS threads come from `threads`).
+    pub ilp: crate::synth::ilp::IlpOptions,
 }
 
 impl SynthRequest {
@@ -115,6 +117,7 @@ impl SynthRequest {
             switch_model: Default::default(),
             discretization_ns: None,
             tenants: None,
+            ilp: Default::default(),
         }
     }
 }
@@ -140,6 +143,9 @@ pub struct SynthStats {
     /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantChunks>,
+    /// The `ilp` algorithm's search: status, horizon, bounds, gap, solves and times.
+    #[serde(flatten)]
+    pub ilp: Option<crate::synth::ilp::IlpStats>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -152,6 +158,8 @@ pub struct SynthOutput {
     pub schedule: Schedule,
     pub report: CheckReport,
     pub stats: SynthStats,
+    /// The ILP's last model of each phase in LP format, when `ilp.keep_lp` was set.
+    pub lp: Vec<(&'static str, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -169,7 +177,7 @@ pub enum SynthFailure {
 }
 
 /// The synthesizers the engine offers.
-pub const SYNTHESIZERS: &[&str] = &["greedy"];
+pub const SYNTHESIZERS: &[&str] = &["greedy", "ilp"];
 
 /// Synthesizes, validates and scores a schedule. The result has passed `finalize`.
 pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<SynthOutput, SynthFailure> {
@@ -191,7 +199,7 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
             .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
         None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
     };
-    if req.algorithm != "greedy" {
+    if !SYNTHESIZERS.contains(&req.algorithm.as_str()) {
         return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
     }
     if req.seeds > crate::limits::MAX_SEEDS {
@@ -207,6 +215,9 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
             format!("{} threads: expected at most {}", req.threads, crate::limits::MAX_THREADS),
         )
         .into());
+    }
+    if req.algorithm == "ilp" {
+        return synthesize_ilp(req, &c, tenants.as_deref(), started, cancelled);
     }
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
@@ -265,13 +276,30 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     let (schedule, report) = finalize(schedule)?;
-    let stats = SynthStats {
+    let mut stats = base_stats(req, gst, &schedule, &report, tenants.as_deref(), synthesis_ms, checked);
+    stats.seeds_tried = seeds;
+    stats.discretizations_tried = factors.len();
+    stats.chosen_seed = seed;
+    Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
+}
+
+/// The statistics every synthesizer reports, for one run with the request's seed.
+fn base_stats(
+    req: &SynthRequest,
+    gst: crate::synth::GreedyStats,
+    schedule: &Schedule,
+    report: &CheckReport,
+    tenants: Option<&[Collective]>,
+    synthesis_ms: f64,
+    checked: std::time::Instant,
+) -> SynthStats {
+    SynthStats {
         algorithm: req.algorithm.clone(),
         synthesis_ms,
         check_ms: checked.elapsed().as_secs_f64() * 1e3,
-        seeds_tried: seeds,
-        discretizations_tried: factors.len(),
-        chosen_seed: seed,
+        seeds_tried: 1,
+        discretizations_tried: 1,
+        chosen_seed: req.seed,
         ten_timesteps: gst.ten_timesteps,
         phase_timesteps: gst.phase_timesteps,
         discretization_ns: gst.discretization_ns,
@@ -280,7 +308,7 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
         transfers: schedule.transfers.len(),
         rounds: report.rounds,
         tenants: tenants
-            .iter()
+            .into_iter()
             .flatten()
             .scan(0usize, |base, t| {
                 let r = TenantChunks { kind: t.spec.kind, chunks: [*base, *base + t.num_chunks] };
@@ -288,8 +316,63 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
                 Some(r)
             })
             .collect(),
+        ilp: None,
+    }
+}
+
+/// Checks the ILP options a request carries (JSON paths as the service names them).
+pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions) -> Result<(), crate::error::InputError> {
+    use crate::error::InputError;
+    let max = crate::limits::MAX_SOLVE_TIME_S;
+    if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0 && o.time_limit_s <= max) {
+        return Err(InputError::new(
+            "options.time_limit_s",
+            format!("{}: expected seconds in (0, {max}]", o.time_limit_s),
+        ));
+    }
+    if let Some(t) = o.solve_time_limit_s
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(InputError::new("options.solve_time_limit_s", format!("{t}: expected seconds > 0")));
+    }
+    if o.window == Some(0) {
+        return Err(InputError::new("options.window", "0: expected a window of at least 1 timestep"));
+    }
+    if !(o.mip_rel_gap.is_finite() && (0.0..=1.0).contains(&o.mip_rel_gap)) {
+        return Err(InputError::new("options.mip_rel_gap", format!("{}: expected a value in [0, 1]", o.mip_rel_gap)));
+    }
+    Ok(())
+}
+
+/// The `ilp` algorithm: one run (the seed drives the greedy warm start) on one discretization
+/// (the given one, or the fastest edge's time).
+fn synthesize_ilp(
+    req: &SynthRequest,
+    c: &Collective,
+    tenants: Option<&[Collective]>,
+    started: std::time::Instant,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<SynthOutput, SynthFailure> {
+    let mut iopts = req.ilp.clone();
+    check_ilp_options(&iopts)?;
+    iopts.threads = req.threads.max(1) as u32;
+    let opts = crate::synth::GreedyOptions {
+        seed: req.seed,
+        switch_model: req.switch_model,
+        discretization_ns: req.discretization_ns,
     };
-    Ok(SynthOutput { schedule, report, stats })
+    let produced = match tenants {
+        None => crate::synth::ilp(&req.topology, c, &opts, &iopts, cancelled),
+        Some(t) => crate::synth::ilp_multi(&req.topology, t, &opts, &iopts, cancelled).map(|(s, _, g, i)| (s, g, i)),
+    };
+    let (schedule, gst, iout) =
+        produced.map_err(|e| if e.is_cancelled() { SynthFailure::Cancelled } else { e.into() })?;
+    let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
+    let checked = std::time::Instant::now();
+    let (schedule, report) = finalize(schedule)?;
+    let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
+    stats.ilp = Some(iout.stats);
+    Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
 }
 
 /// Builds, validates and times a hand-built baseline. The result has passed `finalize`.

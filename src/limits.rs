@@ -20,3 +20,5 @@ pub const MAX_GREEDY_TIMESTEPS: u32 = 1 << 26;
 pub const MAX_SEEDS: usize = 4096;
 /// Threads one synthesis request may use.
 pub const MAX_THREADS: usize = 256;
+/// Overall wall-clock budget one ILP synthesis may be given (seconds).
+pub const MAX_SOLVE_TIME_S: f64 = 86_400.0;

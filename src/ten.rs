@@ -201,6 +201,31 @@ impl Ten {
         dist
     }
 
+    /// Shortest distance in timesteps from every NPU to the nearest of `targets`
+    /// (`u32::MAX` where none is reachable).
+    pub fn distances_to(&self, targets: &[u32]) -> Vec<u32> {
+        let mut dist = vec![u32::MAX; self.npus];
+        let mut heap = BinaryHeap::new();
+        for &s in targets {
+            dist[s as usize] = 0;
+            heap.push(std::cmp::Reverse((0u32, s)));
+        }
+        while let Some(std::cmp::Reverse((d, v))) = heap.pop() {
+            if d > dist[v as usize] {
+                continue;
+            }
+            for &e in self.in_edges(v as usize) {
+                let e = &self.edges[e as usize];
+                let nd = d + e.span;
+                if nd < dist[e.src as usize] {
+                    dist[e.src as usize] = nd;
+                    heap.push(std::cmp::Reverse((nd, e.src)));
+                }
+            }
+        }
+        dist
+    }
+
     /// The largest finite shortest distance between two NPUs of `group` (timesteps).
     pub fn diameter(&self, group: &[usize]) -> u32 {
         let mut worst = 0;

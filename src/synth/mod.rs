@@ -3,6 +3,7 @@
 //! movement on the transposed topology, then the result is spread forward.
 
 pub mod greedy;
+pub mod ilp;
 
 use crate::collective::Collective;
 use crate::schedule::{Op, Schedule, Transfer};
@@ -37,6 +38,87 @@ pub enum SynthError {
     Greedy(#[from] greedy::GreedyError),
     #[error("{0}")]
     Input(#[from] crate::error::InputError),
+    #[error("ilp: {0}")]
+    Ilp(#[from] ilp::IlpError),
+}
+
+impl SynthError {
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, SynthError::Greedy(greedy::GreedyError::Cancelled) | SynthError::Ilp(ilp::IlpError::Cancelled))
+    }
+}
+
+/// Plans one phase's chunk movement on a TEN: (problem, seed, phase name, phases left including
+/// this one) -> plan. The greedy and the ILP are the two planners; everything around them
+/// (inversion, pruning, reversal, tenants) is shared.
+type Planner<'a> = dyn FnMut(&greedy::Problem, u64, &'static str, u32) -> Result<greedy::Plan, SynthError> + 'a;
+
+/// What the ILP adds to a synthesis: its statistics and, if asked, each phase's LP text.
+#[derive(Clone, Debug)]
+pub struct IlpOutput {
+    pub stats: ilp::IlpStats,
+    pub lp: Vec<(&'static str, String)>,
+}
+
+/// A planner running the ILP per phase, collecting each phase's statistics.
+fn ilp_planner<'a>(
+    opts: &'a ilp::IlpOptions,
+    cancelled: &'a dyn Fn() -> bool,
+    phases: &'a mut Vec<ilp::PhaseStats>,
+    lp: &'a mut Vec<(&'static str, String)>,
+) -> impl FnMut(&greedy::Problem, u64, &'static str, u32) -> Result<greedy::Plan, SynthError> + 'a {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(opts.time_limit_s.clamp(0.0, 1e7));
+    move |p, seed, phase, phases_left| {
+        // Phases share what is left of the budget evenly; a phase that finishes early leaves
+        // its rest to the next.
+        let now = std::time::Instant::now();
+        let share = deadline.saturating_duration_since(now) / phases_left.max(1);
+        let out = ilp::plan(p, seed, opts, now + share, phase, cancelled)?;
+        phases.push(out.stats);
+        if let Some(text) = out.lp {
+            lp.push((phase, text));
+        }
+        Ok(out.plan)
+    }
+}
+
+/// Synthesizes `c` on `topo` with the ILP (greedy warm start, same inversion for combining
+/// collectives).
+pub fn ilp(
+    topo: &Topology,
+    c: &Collective,
+    opts: &GreedyOptions,
+    ilp_opts: &ilp::IlpOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, GreedyStats, IlpOutput), SynthError> {
+    let (mut phases, mut lp) = (Vec::new(), Vec::new());
+    let combining = vec![c.combining; c.num_chunks];
+    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
+    let (transfers, stats) = {
+        let mut planner = ilp_planner(ilp_opts, cancelled, &mut phases, &mut lp);
+        movement_core(topo, c, &combining, &roots, opts, &mut planner)?
+    };
+    let mut s = Schedule::new(topo.clone(), c, "ilp");
+    s.seed = Some(opts.seed);
+    s.transfers = transfers;
+    Ok((s, stats, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
+}
+
+/// Several collectives in one ILP per phase (see `greedy_multi`).
+pub fn ilp_multi(
+    topo: &Topology,
+    tenants: &[Collective],
+    opts: &GreedyOptions,
+    ilp_opts: &ilp::IlpOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats, IlpOutput), SynthError> {
+    let (mut phases, mut lp) = (Vec::new(), Vec::new());
+    let (mut s, ranges, stats) = {
+        let mut planner = ilp_planner(ilp_opts, cancelled, &mut phases, &mut lp);
+        multi_core(topo, tenants, opts, &mut planner)?
+    };
+    s.algorithm = Some("ilp".into());
+    Ok((s, ranges, stats, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
 }
 
 /// Synthesizes `c` on `topo` with the greedy matcher.
@@ -48,7 +130,8 @@ pub fn greedy(
 ) -> Result<(Schedule, GreedyStats), SynthError> {
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let (transfers, stats) = greedy_core(topo, c, &combining, &roots, opts, cancelled)?;
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
+    let (transfers, stats) = movement_core(topo, c, &combining, &roots, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
@@ -61,13 +144,13 @@ pub fn greedy(
 /// Phase 1 reduces every combining chunk to its root by reversing a spread from the root to
 /// the contributors, planned on the transposed topology. Phase 2 moves everything forward:
 /// non-combining chunks from their holders, reduced chunks from their roots.
-fn greedy_core(
+fn movement_core(
     topo: &Topology,
     c: &Collective,
     combining: &[bool],
     roots: &[u32],
     opts: &GreedyOptions,
-    cancelled: &dyn Fn() -> bool,
+    planner: &mut Planner,
 ) -> Result<(Vec<Transfer>, GreedyStats), SynthError> {
     let live = topo.live_npus().len();
     let mut stats = GreedyStats::default();
@@ -81,6 +164,7 @@ fn greedy_core(
         forward_pre.sort_unstable();
         forward_pre.dedup();
     }
+    let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
     if reduce_needed {
         let transposed = topo.transposed();
         let ten = Ten::build(&transposed, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
@@ -90,14 +174,13 @@ fn greedy_core(
         pre.sort_unstable();
         let post: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| combining[p[1] as usize]).collect();
         let problem = greedy::Problem { ten: &ten, num_chunks: c.num_chunks, pre: &pre, post: &post, live_npus: live };
-        let plan = greedy::plan(&problem, opts.seed, cancelled)?;
+        let plan = planner(&problem, opts.seed, "reduce", 1 + needs_forward as u32)?;
         let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &post);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
         transfers = reverse(&ten, c.num_chunks, &moves, plan.timesteps, &post);
         next_step = transfers.iter().map(|t| t.step + 1).max().unwrap_or(0);
     }
-    let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
     if needs_forward {
         let ten = Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
         stats.discretization_ns = ten.discretization_ns;
@@ -108,7 +191,7 @@ fn greedy_core(
             post: &c.postcondition,
             live_npus: live,
         };
-        let plan = greedy::plan(&problem, opts.seed.wrapping_add(0x9E37_79B9), cancelled)?;
+        let plan = planner(&problem, opts.seed.wrapping_add(0x9E37_79B9), "forward", 1)?;
         let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &c.postcondition);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
@@ -135,6 +218,16 @@ pub fn greedy_multi(
     tenants: &[Collective],
     opts: &GreedyOptions,
     cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats), SynthError> {
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
+    multi_core(topo, tenants, opts, &mut planner)
+}
+
+fn multi_core(
+    topo: &Topology,
+    tenants: &[Collective],
+    opts: &GreedyOptions,
+    planner: &mut Planner,
 ) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats), SynthError> {
     use crate::error::InputError;
     let first = tenants.first().ok_or_else(|| InputError::new("tenants", "expected at least one collective"))?;
@@ -189,7 +282,7 @@ pub fn greedy_multi(
     spec.postcondition = Some(post);
     spec.combining = Some(any_combining);
     let merged = Collective::build(&spec, topo).map_err(|e| e.within("tenants"))?;
-    let (transfers, stats) = greedy_core(topo, &merged, &combining, &roots, opts, cancelled)?;
+    let (transfers, stats) = movement_core(topo, &merged, &combining, &roots, opts, planner)?;
     let mut s = Schedule::new(topo.clone(), &merged, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
@@ -242,7 +335,12 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
 
 /// Drops deliveries to NPUs that neither need the chunk nor pass it on (relays left behind
 /// when the chunk reached its destination another way), repeatedly.
-fn prune_dead_ends(ten: &Ten, num_chunks: usize, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
+pub(crate) fn prune_dead_ends(
+    ten: &Ten,
+    num_chunks: usize,
+    moves: Vec<greedy::Move>,
+    post: &[[u32; 2]],
+) -> Vec<greedy::Move> {
     let wanted = PairSet::new(ten.npus, num_chunks, post);
     let is_dead_end = |m: &greedy::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
     if !moves.iter().any(is_dead_end) {

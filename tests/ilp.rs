@@ -1,0 +1,351 @@
+//! The ILP synthesizer: proven-optimal step counts on small cases (each expected number argued
+//! in a comment), ILP ≤ greedy on the same TEN, metamorphic checks (a link added never
+//! lengthens the optimum, one removed never shortens it), the time-out path, time clustering,
+//! the TACCL-like variant, the LP dump, cancellation and option errors.
+
+mod common;
+use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, SynthFailure, SynthOutput, SynthRequest};
+use ccsynth::synth::ilp::{IlpOptions, IlpStats, IlpStatus};
+use ccsynth::topology::Topology;
+use common::*;
+use proptest::prelude::*;
+
+fn ilp_request(t: &Topology, spec: CollectiveSpec, time_limit_s: f64) -> SynthRequest {
+    let mut req = SynthRequest::new(t.clone(), spec);
+    req.algorithm = "ilp".into();
+    req.ilp = IlpOptions { time_limit_s, ..Default::default() };
+    req
+}
+
+fn ilp(t: &Topology, spec: CollectiveSpec) -> SynthOutput {
+    engine::synthesize(&ilp_request(t, spec, 60.0), &|| false).expect("the ILP serves the case")
+}
+
+fn stats(out: &SynthOutput) -> &IlpStats {
+    out.stats.ilp.as_ref().expect("ilp stats")
+}
+
+/// The proven-optimal horizon in TEN timesteps (all links equal here: one step per hop).
+fn optimal_steps(spec: &str, c: CollectiveSpec) -> u32 {
+    let out = ilp(&topo(spec), c);
+    let s = stats(&out);
+    assert_eq!(s.status, IlpStatus::Optimal, "{spec}: {s:?}");
+    assert_eq!(s.horizon, out.stats.ten_timesteps);
+    assert!(s.horizon_lower_bound <= s.horizon && s.horizon <= s.greedy_horizon, "{s:?}");
+    assert!(out.report.valid);
+    s.horizon
+}
+
+#[test]
+fn all_gather_optimal_step_counts() {
+    let ag = || CollectiveSpec::new(K::AllGather, 4 << 10);
+    // ring:4, bidirectional: each NPU takes its two neighbours' chunks in step 1 (one per
+    // in-link) and the opposite NPU's, two hops away, in step 2. Two steps are needed because
+    // the opposite NPU is two hops away.
+    assert_eq!(optimal_steps("ring:4", ag()), 2);
+    // ring:5:uni: one in-link per NPU and four chunks to receive: at least four steps; the
+    // ring algorithm takes exactly four.
+    assert_eq!(optimal_steps("ring:5:uni", ag()), 4);
+    // fc:4: every chunk has its own link to every NPU: one step.
+    assert_eq!(optimal_steps("fc:4", ag()), 1);
+    // mesh:3x3: a corner NPU has two in-links and needs eight chunks, so at least ⌈8/2⌉ = 4
+    // steps; the opposite corner is 4 hops away, the same bound. 4 is achievable: the ILP's
+    // schedule meets both bounds, which the validator checks.
+    assert_eq!(optimal_steps("mesh:3x3", ag()), 4);
+}
+
+#[test]
+fn broadcast_on_a_mesh_from_a_corner() {
+    // One chunk: the far corner is 4 hops from corner 0, and a flood reaches every NPU in 4.
+    let one = CollectiveSpec::new(K::Broadcast, 4 << 10).with_root(0);
+    assert_eq!(optimal_steps("mesh:3x3", one), 4);
+    // Three chunks: corner 0 has two out-links, so its third chunk leaves at step 2 at the
+    // earliest, and still needs 4 hops to the far corner: it cannot arrive before step 5
+    // (ceil(3/2) - 1 + 4 = 5). Five is achievable (the ILP proves 4 infeasible and finds 5).
+    let three = CollectiveSpec::new(K::Broadcast, 3 * (4 << 10)).with_root(0).with_chunks_per_npu(3);
+    let out = ilp(&topo("mesh:3x3"), three);
+    let s = stats(&out);
+    assert_eq!((s.status, s.horizon), (IlpStatus::Optimal, 5), "{s:?}");
+}
+
+#[test]
+fn all_reduce_on_ring4_is_two_optimal_phases() {
+    // Reduce-scatter is the all-gather reversed on the transposed ring (2 steps), then the
+    // all-gather (2 steps).
+    let out = ilp(&topo("ring:4"), CollectiveSpec::new(K::AllReduce, 4 << 10));
+    let s = stats(&out);
+    assert_eq!(s.status, IlpStatus::Optimal);
+    assert_eq!(out.stats.phase_timesteps, vec![2, 2]);
+    assert_eq!(s.horizon, 4);
+    assert_eq!(s.phases.iter().map(|p| p.phase).collect::<Vec<_>>(), ["reduce", "forward"]);
+}
+
+#[test]
+fn ilp_never_takes_more_steps_than_the_greedy_on_the_same_ten() {
+    use ccsynth::synth::{GreedyOptions, greedy};
+    let cases = ["ring:5", "ring:6:uni", "mesh:3x3", "fc:5", "switch:5", "hypercube:3", "torus:3x3", "rail:2x3"];
+    let mut checked = 0;
+    for spec in cases {
+        let t = topo(spec);
+        let live = t.live_npus();
+        let mut colls = vec![];
+        for kind in [K::AllGather, K::ReduceScatter, K::AllReduce, K::AllToAll] {
+            colls.push(CollectiveSpec::new(kind, 1 << 20));
+        }
+        for kind in [K::Broadcast, K::Reduce, K::Scatter, K::Gather] {
+            colls.push(CollectiveSpec::new(kind, 1 << 20).with_root(live[live.len() / 2]).with_chunks_per_npu(2));
+        }
+        for c in colls {
+            let collective = Collective::build(&c, &t).unwrap();
+            for seed in [5u64] {
+                let opts = GreedyOptions { seed, switch_model: Default::default(), discretization_ns: None };
+                let (_, g) = greedy(&t, &collective, &opts, &|| false).unwrap();
+                let mut req = ilp_request(&t, c.clone(), 20.0);
+                req.seed = seed;
+                let out = engine::synthesize(&req, &|| false).unwrap();
+                assert!(
+                    out.stats.ten_timesteps <= g.ten_timesteps,
+                    "{spec} {:?} seed {seed}: ilp {} > greedy {}",
+                    c.kind,
+                    out.stats.ten_timesteps,
+                    g.ten_timesteps
+                );
+                assert_eq!(stats(&out).greedy_horizon, g.ten_timesteps, "the warm start is that greedy");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 8 * 8);
+}
+
+#[test]
+fn the_same_request_gives_the_same_schedule() {
+    let t = topo("mesh:3x3");
+    let c = CollectiveSpec::new(K::AllReduce, 1 << 20);
+    let a = ilp(&t, c.clone());
+    let b = ilp(&t, c);
+    assert_eq!(a.schedule.transfers, b.schedule.transfers);
+    assert_eq!(a.schedule.seed, Some(0));
+}
+
+#[test]
+fn a_large_case_with_a_one_second_limit_returns_a_valid_feasible_schedule() {
+    // TACOS Table I's Ring(2)_FC(4)_Switch(4), 32 NPUs: the greedy takes 22 timesteps against
+    // a bound of 12, and a single model has about 10^5 variables, so one second cannot settle
+    // it.
+    let t = topo("hier:ring2,fc4,switch4@bw=200,100,50;lat=500");
+    let req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 64 << 20), 1.0);
+    let out = engine::synthesize(&req, &|| false).unwrap();
+    let s = stats(&out);
+    assert_eq!(s.status, IlpStatus::Feasible, "{s:?}");
+    assert!(s.reason.as_deref().unwrap_or("").contains("time limit"), "{:?}", s.reason);
+    assert!(s.horizon_gap > 0.0 && s.horizon_lower_bound < s.horizon);
+    assert!(out.report.valid && engine::check(&out.schedule).valid);
+    assert!(out.schedule.collective_time_ns.is_some());
+}
+
+#[test]
+fn time_clustering_gives_valid_schedules_and_recovers_what_windows_leave() {
+    for (spec, kind, window) in [
+        ("mesh:3x3", K::AllGather, 2),
+        ("mesh:3x3", K::AllReduce, 1),
+        ("ring:6:uni", K::AllToAll, 2),
+        ("torus:3x4", K::AllGather, 3),
+    ] {
+        let t = topo(spec);
+        let mut req = ilp_request(&t, CollectiveSpec::new(kind, 1 << 20), 30.0);
+        req.ilp.window = Some(window);
+        let out = engine::synthesize(&req, &|| false).unwrap();
+        let s = stats(&out);
+        assert!(out.report.valid, "{spec} {kind:?}");
+        assert_eq!(s.window, Some(window));
+        assert!(s.phases.iter().all(|p| p.solves.iter().all(|r| r.kind == "window")), "{s:?}");
+        assert!(s.horizon <= s.greedy_horizon);
+    }
+}
+
+#[test]
+fn shortest_path_recovery_completes_any_partial_plan() {
+    use ccsynth::synth::greedy::Move;
+    use ccsynth::synth::ilp::recover;
+    use ccsynth::ten::Ten;
+    // All-gather on ring:6:uni from scratch (no window solved): recovery alone must deliver
+    // every chunk over existing edges with no resource used twice in one timestep.
+    let t = topo("ring:6:uni");
+    let ten = Ten::build(&t, 1024.0, Default::default(), None).unwrap();
+    let mut holders: Vec<Vec<u32>> = (0..6).map(|c| vec![c]).collect();
+    let missing: Vec<[u32; 2]> =
+        (0..6u32).flat_map(|n| (0..6u32).filter(move |&c| c != n).map(move |c| [n, c])).collect();
+    let moves: Vec<Move> = recover(&ten, &mut holders, &missing, 3);
+    assert!(moves.iter().all(|m| m.step >= 3));
+    let mut used = std::collections::HashSet::new();
+    for m in &moves {
+        for &r in &ten.edges[m.edge as usize].resources {
+            assert!(used.insert((r, m.step)), "resource {r} used twice at {}", m.step);
+        }
+    }
+    for (c, h) in holders.iter().enumerate() {
+        let mut h = h.clone();
+        h.sort_unstable();
+        assert_eq!(h, (0..6).collect::<Vec<u32>>(), "chunk {c}");
+    }
+}
+
+#[test]
+fn ignoring_congestion_reaches_the_distance_bound_and_is_scored_honestly() {
+    // TACCL-like on mesh:3x3 all-gather: without congestion every chunk floods along shortest
+    // paths, so the horizon is the diameter, 4 steps. The corners then get 8 chunks over 2
+    // links in "4 steps", which the simulator serializes: the real time is no better than the
+    // congestion-aware optimum's.
+    let t = topo("mesh:3x3");
+    let c = CollectiveSpec::new(K::AllGather, 9 << 20);
+    let mut req = ilp_request(&t, c.clone(), 30.0);
+    req.ilp.ignore_congestion = true;
+    let taccl = engine::synthesize(&req, &|| false).unwrap();
+    let s = stats(&taccl);
+    assert!(s.ignore_congestion);
+    assert_eq!(s.horizon, 4);
+    assert!(taccl.report.valid);
+    let exact = ilp(&t, c);
+    assert!(
+        taccl.schedule.collective_time_ns.unwrap() >= exact.schedule.collective_time_ns.unwrap() * (1.0 - 1e-9),
+        "{:?} vs {:?}",
+        taccl.schedule.collective_time_ns,
+        exact.schedule.collective_time_ns
+    );
+    // On a hub, congestion is what matters: fc:5 all-to-all is 1 step either way, but a
+    // star-like switch all-gather without congestion claims 2 steps (up and down) for all.
+    let sw = topo("switch:4");
+    let mut req = ilp_request(&sw, CollectiveSpec::new(K::AllGather, 4 << 20), 30.0);
+    req.ilp.ignore_congestion = true;
+    let taccl = engine::synthesize(&req, &|| false).unwrap();
+    let exact = ilp(&sw, CollectiveSpec::new(K::AllGather, 4 << 20));
+    assert!(stats(&taccl).horizon < stats(&exact).horizon);
+    assert!(taccl.schedule.collective_time_ns.unwrap() >= exact.schedule.collective_time_ns.unwrap() * (1.0 - 1e-9));
+}
+
+#[test]
+fn the_lp_dump_names_variables_and_constraint_families() {
+    let t = topo("mesh:3x3");
+    let mut req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 1 << 20), 30.0);
+    req.ilp.keep_lp = true;
+    let out = engine::synthesize(&req, &|| false).unwrap();
+    assert_eq!(out.lp.len(), 1);
+    let (phase, text) = &out.lp[0];
+    assert_eq!(*phase, "forward");
+    for needle in [
+        "Maximize",
+        "Subject To",
+        "sent_c0_0to1_e",
+        "hold_c0_n1_t",
+        "congestion_r",
+        "consistency_c",
+        "holding_c",
+        "post_c",
+        "Binary",
+        "End",
+    ] {
+        assert!(text.contains(needle), "missing {needle}");
+    }
+    // Every line stays short enough for LP readers (CPLEX limits lines to 510 characters).
+    assert!(text.lines().all(|l| l.len() < 510));
+}
+
+#[test]
+fn multi_tenant_collectives_share_one_model_per_phase() {
+    let t = topo("mesh:3x3");
+    let mut req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 9 << 10), 30.0);
+    req.tenants = Some(vec![
+        CollectiveSpec::new(K::Broadcast, 1 << 10).with_root(2),
+        CollectiveSpec::new(K::Reduce, 1 << 10).with_root(6),
+        CollectiveSpec::new(K::AllGather, 9 << 10),
+    ]);
+    let out = engine::synthesize(&req, &|| false).unwrap();
+    assert!(out.report.valid);
+    assert_eq!(out.stats.tenants.len(), 3);
+    assert_eq!(stats(&out).phases.len(), 2);
+}
+
+#[test]
+fn cancellation_and_bad_options_are_errors() {
+    let t = topo("mesh:3x3");
+    let req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 1 << 20), 30.0);
+    assert!(matches!(engine::synthesize(&req, &|| true), Err(SynthFailure::Cancelled)));
+    for (field, tweak) in [
+        ("options.time_limit_s", Box::new(|o: &mut IlpOptions| o.time_limit_s = 0.0) as Box<dyn Fn(&mut IlpOptions)>),
+        ("options.time_limit_s", Box::new(|o: &mut IlpOptions| o.time_limit_s = f64::NAN)),
+        ("options.solve_time_limit_s", Box::new(|o: &mut IlpOptions| o.solve_time_limit_s = Some(-1.0))),
+        ("options.window", Box::new(|o: &mut IlpOptions| o.window = Some(0))),
+        ("options.mip_rel_gap", Box::new(|o: &mut IlpOptions| o.mip_rel_gap = 2.0)),
+    ] {
+        let mut r = req.clone();
+        tweak(&mut r.ilp);
+        match engine::synthesize(&r, &|| false) {
+            Err(SynthFailure::Input(e)) => assert!(e.to_string().contains(field), "{e}"),
+            other => panic!("{field}: {:?}", other.map(|o| o.stats.ilp)),
+        }
+    }
+}
+
+#[test]
+fn a_degraded_mesh_is_served_without_failed_links() {
+    // TACOS Table III's shape: a 4x4 mesh with NPUs 7 and 9 failed.
+    use ccsynth::topology::Failures;
+    let t = topo("mesh:4x4").with_failures(&Failures { npus: vec![7, 9], ..Default::default() }).unwrap();
+    let out =
+        engine::synthesize(&ilp_request(&t, CollectiveSpec::new(K::AllReduce, 14 << 20), 20.0), &|| false).unwrap();
+    assert!(out.report.valid);
+    for tr in &out.schedule.transfers {
+        assert!(![tr.src, tr.dst].iter().any(|&v| v == 7 || v == 9));
+    }
+}
+
+/// A ring with chords: the metamorphic cases.
+fn ring_with(n: usize, chords: &[(usize, usize)]) -> Topology {
+    let mut links: Vec<String> = Vec::new();
+    let mut add = |a: usize, b: usize| {
+        links.push(format!(r#"{{"src": {a}, "dst": {b}}}"#));
+        links.push(format!(r#"{{"src": {b}, "dst": {a}}}"#));
+    };
+    for i in 0..n {
+        add(i, (i + 1) % n);
+    }
+    for &(a, b) in chords {
+        add(a, b);
+    }
+    Topology::from_json(&format!(
+        r#"{{"npus": {n}, "default_link": {{"latency_ns": 100, "bandwidth_gb_per_s": 10}}, "links": [{}]}}"#,
+        links.join(",")
+    ))
+    .unwrap()
+}
+
+fn optimum(t: &Topology, kind: K) -> u32 {
+    let out = engine::synthesize(&ilp_request(t, CollectiveSpec::new(kind, 1 << 20), 60.0), &|| false).unwrap();
+    let s = stats(&out);
+    assert_eq!(s.status, IlpStatus::Optimal, "{s:?}");
+    s.horizon
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn adding_a_link_never_lengthens_the_optimum(
+        n in 5usize..8,
+        chords in proptest::collection::vec((0usize..8, 0usize..8), 0..2),
+        extra in (0usize..8, 0usize..8),
+        kind in prop_oneof![Just(K::AllGather), Just(K::AllToAll)],
+    ) {
+        let ok = |&(a, b): &(usize, usize)| a % n != b % n && (a % n + 1) % n != b % n && (b % n + 1) % n != a % n;
+        let chords: Vec<(usize, usize)> = chords.into_iter().filter(ok).map(|(a, b)| (a % n, b % n)).collect();
+        prop_assume!(ok(&extra) && !chords.iter().any(|&(a, b)| (a, b) == (extra.0 % n, extra.1 % n) || (b, a) == (extra.0 % n, extra.1 % n)));
+        let base = ring_with(n, &chords);
+        let mut more = chords.clone();
+        more.push((extra.0 % n, extra.1 % n));
+        let richer = ring_with(n, &more);
+        // Adding never lengthens; equivalently, removing never shortens.
+        prop_assert!(optimum(&richer, kind) <= optimum(&base, kind));
+    }
+}

@@ -48,7 +48,7 @@ pub enum Command {
     },
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
-        /// greedy
+        /// greedy or ilp (the ilp suite runs each case once; --runs applies to greedy).
         #[arg(long, default_value = "greedy")]
         suite: String,
         /// Runs per case; the median synthesis time is reported.
@@ -166,9 +166,6 @@ pub struct SynthArgs {
     /// ilp: time clustering (TACOS V-C), solving windows of W timesteps one after another.
     #[arg(long, value_name = "W")]
     pub window: Option<u32>,
-    /// ilp: relative MIP gap at which the final solve stops.
-    #[arg(long, default_value_t = 1e-4)]
-    pub mip_gap: f64,
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -260,9 +257,34 @@ fn run(cmd: Command) -> Result<i32, String> {
             Ok(0)
         }
         Command::Bench { suite, runs, quick, filter, json } => {
+            if suite == "ilp" {
+                let mut rows = Vec::new();
+                let cases = crate::bench::ilp_suite(quick);
+                for c in cases.iter().filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str()))) {
+                    eprintln!("ccsynth bench: {} ...", c.name);
+                    let r = crate::bench::run_ilp_case(c);
+                    eprintln!(
+                        "  {:?} T = {} (bound {}), {:.2} s, {:.1} us, met {:?} {}",
+                        r.status,
+                        r.horizon,
+                        r.horizon_lower_bound,
+                        r.synthesis_s,
+                        r.ilp_us,
+                        r.met,
+                        r.error.clone().unwrap_or_default()
+                    );
+                    rows.push(r);
+                }
+                if json {
+                    print_json(&rows)?;
+                } else {
+                    print!("{}", crate::bench::ilp_markdown(&rows));
+                }
+                return Ok(0);
+            }
             let cases = match suite.as_str() {
                 "greedy" => crate::bench::greedy_suite(quick),
-                other => return Err(format!("--suite {other:?}: expected greedy")),
+                other => return Err(format!("--suite {other:?}: expected greedy or ilp")),
             };
             let mut results = Vec::new();
             for c in cases.iter().filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str()))) {
@@ -361,7 +383,6 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         ignore_congestion: a.ignore_congestion,
         window: a.window,
         keep_lp: a.dump_lp.is_some(),
-        mip_rel_gap: a.mip_gap,
     };
     let out = engine::synthesize(&req, &|| false).map_err(|e| e.to_string())?;
     if let Some(path) = &a.dump_lp {

@@ -338,9 +338,6 @@ pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions) -> Result<(), crate:
     if o.window == Some(0) {
         return Err(InputError::new("options.window", "0: expected a window of at least 1 timestep"));
     }
-    if !(o.mip_rel_gap.is_finite() && (0.0..=1.0).contains(&o.mip_rel_gap)) {
-        return Err(InputError::new("options.mip_rel_gap", format!("{}: expected a value in [0, 1]", o.mip_rel_gap)));
-    }
     Ok(())
 }
 

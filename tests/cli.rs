@@ -248,3 +248,65 @@ fn synth_writes_multi_tenant_schedules_from_a_file() {
     let o = ccsynth(&["validate", out.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(0));
 }
+
+#[test]
+fn synth_ilp_reports_its_search_and_dumps_the_model() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-cli-ilp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let lp = dir.join("model.lp");
+    let lp_arg = lp.to_str().unwrap();
+    let args = [
+        "synth",
+        "--algo",
+        "ilp",
+        "--topology",
+        "mesh:3x3",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "9KiB",
+        "--time-limit",
+        "30",
+        "--dump-lp",
+        lp_arg,
+        "--compare",
+    ];
+    let o = ccsynth(&args, None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    assert_eq!(v["algorithm"], "ilp");
+    let stats = &v["stats"];
+    assert_eq!(stats["status"], "optimal");
+    for field in
+        ["horizon", "horizon_lower_bound", "horizon_gap", "greedy_horizon", "solves", "highs_ms", "model_build_ms"]
+    {
+        assert!(stats.get(field).is_some(), "stats.{field} missing: {stats}");
+    }
+    assert_eq!(stats["horizon"], stats["ten_timesteps"]);
+    assert!(v["comparison"]["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "ilp"));
+    // All-reduce has two phases, so two models, the phase name before the extension.
+    for phase in ["reduce", "forward"] {
+        let text = std::fs::read_to_string(dir.join(format!("model.{phase}.lp"))).unwrap();
+        assert!(text.starts_with("\\ ccsynth ILP") && text.contains("Subject To") && text.trim_end().ends_with("End"));
+    }
+    // Bad ILP options are input errors (exit 2) that name the option.
+    let o = ccsynth(
+        &[
+            "synth",
+            "--algo",
+            "ilp",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "1KiB",
+            "--time-limit",
+            "0",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("time_limit"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

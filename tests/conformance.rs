@@ -198,3 +198,36 @@ fn directed_topologies_never_make_a_producer_panic() {
     }
     assert!(produced >= 4, "{produced}");
 }
+
+/// The ILP through the same body, on every case small enough to solve (≤ 9 NPUs), with a short
+/// budget so that large ones end on the time-out path: each result validates, never beats the
+/// bound, and never takes more TEN steps than the greedy warm start it began from.
+#[test]
+fn the_ilp_on_every_small_topology_and_collective() {
+    let mut produced = 0;
+    let mut optimal = 0;
+    for (tname, t) in topologies().into_iter().filter(|(_, t)| t.npus() <= 9) {
+        for spec in collectives(&t) {
+            let what = format!("ilp on {tname}: {:?} k={} group={:?}", spec.kind, spec.chunks_per_npu, spec.group);
+            let mut req = SynthRequest::new(t.clone(), spec.clone());
+            req.algorithm = "ilp".into();
+            req.ilp.time_limit_s = 2.0;
+            let out = match engine::synthesize(&req, &|| false) {
+                Ok(out) => out,
+                Err(SynthFailure::Engine(e)) => panic!("{what}: the engine let an invalid schedule through: {e}"),
+                Err(e) => panic!("{what}: refused: {e}"),
+            };
+            let r = engine::check(&out.schedule);
+            assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
+            assert!(r.collective_time_ns.unwrap() >= r.lower_bound_ns.unwrap() * (1.0 - 1e-9), "{what}");
+            let s = out.stats.ilp.as_ref().unwrap();
+            assert!(s.horizon <= s.greedy_horizon && s.horizon_lower_bound <= s.horizon, "{what}: {s:?}");
+            assert_eq!(s.horizon, out.stats.ten_timesteps, "{what}");
+            optimal += (s.status == ccsynth::synth::ilp::IlpStatus::Optimal) as usize;
+            produced += 1;
+        }
+    }
+    assert!(produced > 200, "{produced}");
+    // Most small cases are proven optimal within two seconds.
+    assert!(optimal * 10 >= produced * 7, "{optimal} of {produced}");
+}

@@ -277,7 +277,6 @@ fn cancellation_and_bad_options_are_errors() {
         ("options.time_limit_s", Box::new(|o: &mut IlpOptions| o.time_limit_s = f64::NAN)),
         ("options.solve_time_limit_s", Box::new(|o: &mut IlpOptions| o.solve_time_limit_s = Some(-1.0))),
         ("options.window", Box::new(|o: &mut IlpOptions| o.window = Some(0))),
-        ("options.mip_rel_gap", Box::new(|o: &mut IlpOptions| o.mip_rel_gap = 2.0)),
     ] {
         let mut r = req.clone();
         tweak(&mut r.ilp);

@@ -293,6 +293,7 @@ pub struct IlpCase {
     pub collective: CollectiveKind,
     pub root: Option<usize>,
     pub size_bytes: u64,
+    pub chunks_per_npu: u32,
     pub time_limit_s: f64,
     pub target: Option<IlpTarget>,
     pub reference: String,
@@ -334,6 +335,7 @@ pub fn ilp_suite(quick: bool) -> Vec<IlpCase> {
         collective: kind,
         root: None,
         size_bytes: gib,
+        chunks_per_npu: 1,
         time_limit_s: 60.0,
         target,
         reference: "TACOS Table I (Gurobi): 8 NPUs 70 ms, 16 NPUs 0.79 s, 32 NPUs 20 s (all-reduce)".into(),
@@ -355,6 +357,7 @@ pub fn ilp_suite(quick: bool) -> Vec<IlpCase> {
         collective: kind,
         root,
         size_bytes: 64 << 20,
+        chunks_per_npu: 1,
         time_limit_s: 60.0,
         target: None,
         reference: reference.into(),
@@ -375,6 +378,16 @@ pub fn ilp_suite(quick: bool) -> Vec<IlpCase> {
         Some(2),
         "TACOS Table IV: ILP 0.10 s; direct 3.90× the ILP",
     ));
+    let mut c = mesh(
+        "mesh 6x6 broadcast from NPU 2, 8 chunks",
+        "mesh:6x6",
+        Vec::new(),
+        CollectiveKind::Broadcast,
+        Some(2),
+        "not in TACOS: one chunk cannot pipeline, so ring broadcast (scatter + all-gather) wins above",
+    );
+    c.chunks_per_npu = 8;
+    v.push(c);
     if !quick {
         v.push(mesh(
             "mesh 6x6 gather to NPU 2",
@@ -421,7 +434,7 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
         }
     };
     row.npus = topo.live_npus().len();
-    let mut spec = CollectiveSpec::new(c.collective, c.size_bytes);
+    let mut spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
     spec.root = c.root;
     let mut req = SynthRequest::new(topo.clone(), spec.clone());
     req.algorithm = "ilp".into();

@@ -348,3 +348,24 @@ proptest! {
         prop_assert!(optimum(&richer, kind) <= optimum(&base, kind));
     }
 }
+
+#[test]
+fn a_cancel_stops_a_running_solve() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // The 32-NPU case keeps HiGHS busy for the whole budget; the cancel arrives mid-solve and
+    // HiGHS's interrupt callback must stop it long before its 120 s budget ends (the bound
+    // here is generous: it guards "promptly", it does not measure speed).
+    let t = topo("hier:ring2,fc4,switch4@bw=200,100,50;lat=500");
+    let req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 64 << 20), 120.0);
+    let flag = AtomicBool::new(false);
+    let started = std::time::Instant::now();
+    let result = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            flag.store(true, Ordering::SeqCst);
+        });
+        engine::synthesize(&req, &|| flag.load(Ordering::SeqCst))
+    });
+    assert!(matches!(result, Err(SynthFailure::Cancelled)), "{:?}", result.map(|o| o.stats.ilp));
+    assert!(started.elapsed().as_secs() < 30, "took {:?}", started.elapsed());
+}

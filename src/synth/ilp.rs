@@ -21,10 +21,11 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-/// A probe at horizon T starts from the best plan's deliveries that arrive by this share of T
-/// (HiGHS completes the rest). Measured: 80% found solutions on Ring(2)_FC(4)_Switch(4),
-/// torus:4x4 and mesh:4x4 all-to-all that no start (and a 50% start) did not, within 20 s.
-const START_KEEP_PERCENT: u32 = 80;
+/// A probe at horizon T first tries to repair the best plan: its deliveries that arrive by
+/// these shares of T are fixed and HiGHS completes the rest, a small MIP after presolve.
+/// Measured (docs/BENCHMARKS.md): on Ring(2)_FC(4)_Switch(4), torus:4x4 and mesh:4x4
+/// all-to-all, repairs found in under a second horizons the full model did not in 20 s.
+const REPAIR_KEEP_PERCENT: [u32; 2] = [80, 50];
 
 const OUT_OF_TIME: &str = "time limit reached";
 
@@ -264,9 +265,9 @@ pub fn plan(
             lo + (hi - lo) / 2
         };
         first = false;
-        // A partial start: the best plan's first part, for HiGHS to complete within T.
+        // The best plan so far, for a repair at T.
         let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
-        match search.solve(t, Goal::Probe, Some((plan, t * START_KEEP_PERCENT / 100)))? {
+        match search.solve(t, Goal::Probe, Some(plan))? {
             Outcome::Solved(moves) => {
                 // A probe has no objective: drop deliveries that lead nowhere.
                 let moves = super::prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
@@ -294,7 +295,7 @@ pub fn plan(
     {
         search.whole_budget = true;
         let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
-        match search.solve(t, Goal::Probe, Some((plan, t * START_KEEP_PERCENT / 100)))? {
+        match search.solve(t, Goal::Probe, Some(plan))? {
             Outcome::Solved(moves) => {
                 let moves = super::prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
                 hi = plan_of(p.ten, moves.clone()).timesteps.min(t);
@@ -559,7 +560,7 @@ impl Search<'_> {
         self.deadline.saturating_duration_since(Instant::now()).as_secs_f64()
     }
 
-    fn solve(&mut self, horizon: u32, goal: Goal, start: Option<(&[Move], u32)>) -> Result<Outcome, IlpError> {
+    fn solve(&mut self, horizon: u32, goal: Goal, start: Option<&[Move]>) -> Result<Outcome, IlpError> {
         self.solve_with(self.info, horizon, goal, start)
     }
 
@@ -568,7 +569,7 @@ impl Search<'_> {
         info: &ChunkInfo,
         horizon: u32,
         goal: Goal,
-        start: Option<(&[Move], u32)>,
+        start: Option<&[Move]>,
     ) -> Result<Outcome, IlpError> {
         if (self.cancelled)() {
             return Err(IlpError::Cancelled);
@@ -612,46 +613,77 @@ impl Search<'_> {
         if self.opts.keep_lp {
             self.lp.push((horizon, model.lp_text(self.p.ten, horizon, goal)));
         }
-        // A probe gets at most a third of what is left (at least a second), so one hard
-        // horizon cannot use up the budget; other solves may use all of it.
-        let left = self.time_left();
-        let share = if goal == Goal::Probe && !self.whole_budget { (left / 3.0).max(1.0).min(left) } else { left };
-        let limit = match self.opts.solve_time_limit_s {
-            Some(cap) => cap.min(share),
-            None => share,
-        };
-        let start_values = match start {
-            Some((plan, keep_until)) => model.partial_start(self.p.ten, info, plan, keep_until),
-            None => Vec::new(),
-        };
-        // The limit runs from now: handing the model to HiGHS counts against it.
-        let solve_deadline = Instant::now() + std::time::Duration::from_secs_f64(limit.max(0.01));
-        let out = model.solve(solve_deadline, self.opts.threads, goal, &start_values)?;
-        let (build_ms, highs_ms) = (build_ms + out.convert_ms, out.highs_ms);
-        tracing::debug!(
-            horizon,
-            goal = goal.name(),
-            variables = model.cols.len(),
-            constraints = model.rows.len(),
-            result = ?out.result,
-            highs_ms,
-            "HiGHS solve"
-        );
-        self.solves.push(SolveRecord {
-            kind: goal.name(),
-            horizon,
-            result: out.result,
-            variables: model.cols.len(),
-            constraints: model.rows.len(),
-            build_ms,
-            highs_ms,
-            mip_gap: out.mip_gap,
-        });
+        let mut build_ms = build_ms;
+        // Repair first: the best plan's early deliveries fixed, HiGHS completes the rest.
+        // Presolve shrinks this to a small MIP; a solution answers the probe. Neither
+        // "infeasible" nor a time-out proves anything here: the full model follows.
+        for percent in REPAIR_KEEP_PERCENT {
+            let Some(plan) = start else { break };
+            let fixed = model.partial_start(self.p.ten, info, plan, horizon * percent / 100);
+            if fixed.is_empty() {
+                break;
+            }
+            let out = self.run(&model, horizon, "repair", &fixed, build_ms)?;
+            build_ms = 0.0;
+            if let (SolveResult::Optimal | SolveResult::Feasible, Some(values)) = (out.result, out.values) {
+                return Ok(Outcome::Solved(model.moves(&values)));
+            }
+            if (self.cancelled)() {
+                return Err(IlpError::Cancelled);
+            }
+        }
+        let out = self.run(&model, horizon, goal.name(), &[], build_ms)?;
         Ok(match (out.result, out.values) {
             (SolveResult::Infeasible, _) => Outcome::Infeasible,
             (_, Some(values)) => Outcome::Solved(model.moves(&values)),
             (_, None) => Outcome::Undecided,
         })
+    }
+
+    /// One HiGHS solve of `model` with the columns `fixed` at 1, recorded in `solves`.
+    fn run(
+        &mut self,
+        model: &Model,
+        horizon: u32,
+        kind: &'static str,
+        fixed: &[u32],
+        build_ms: f64,
+    ) -> Result<Solved, IlpError> {
+        // A probe gets at most a third of what is left (at least a second), so one hard
+        // horizon cannot use up the budget; a window or a last try may use all of it.
+        let left = self.time_left();
+        let probe = kind != Goal::Window.name();
+        let share = if probe && !self.whole_budget { (left / 3.0).max(1.0).min(left) } else { left };
+        let limit = match self.opts.solve_time_limit_s {
+            Some(cap) => cap.min(share),
+            None => share,
+        };
+        // The limit runs from now: handing the model to HiGHS counts against it.
+        let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit.max(0.01));
+        let goal = if probe { Goal::Probe } else { Goal::Window };
+        let out = model.solve(deadline, self.opts.threads, goal, fixed, self.cancelled)?;
+        let (build_ms, highs_ms) = (build_ms + out.convert_ms, out.highs_ms);
+        tracing::debug!(
+            horizon,
+            kind,
+            variables = model.cols.len(),
+            constraints = model.rows.len(),
+            fixed = fixed.len(),
+            result = ?out.result,
+            highs_ms,
+            "HiGHS solve"
+        );
+        self.solves.push(SolveRecord {
+            kind,
+            horizon,
+            result: out.result,
+            variables: model.cols.len(),
+            constraints: model.rows.len() + fixed.len(),
+            build_ms,
+            highs_ms,
+            mip_gap: out.mip_gap,
+        });
+        Ok(out)
     }
 
     /// TACOS V-C: windows of `w` timesteps from the current holders, one after another, then
@@ -984,11 +1016,10 @@ impl Model {
         Ok(Some(m))
     }
 
-    /// A partial MIP start from a complete plan with a longer horizon: its deliveries that
-    /// arrive by `keep_until` (≤ the horizon), with their holds; every other column is left for
-    /// HiGHS to complete (a sub-MIP over the free columns). Deliveries the model has no column
-    /// for (useless at this horizon) are skipped.
-    fn partial_start(&self, ten: &Ten, info: &ChunkInfo, plan: &[Move], keep_until: u32) -> Vec<(u32, f64)> {
+    /// Columns to fix at 1 from a complete plan with a longer horizon: its deliveries that
+    /// arrive by `keep_until` (≤ the horizon), with their holds; the rest is left free.
+    /// Deliveries the model has no column for (useless at this horizon) are skipped.
+    fn partial_start(&self, ten: &Ten, info: &ChunkInfo, plan: &[Move], keep_until: u32) -> Vec<u32> {
         let tracked: std::collections::HashSet<u32> = info.chunks.iter().map(|c| c.id).collect();
         // Earliest arrival per (chunk, npu); later deliveries are dropped (holding is monotone).
         let mut arrival: HashMap<(u32, u32), (u32, Move)> = HashMap::new();
@@ -1014,8 +1045,8 @@ impl Model {
             if a < t0 {
                 continue;
             }
-            fixed.push((col, 1.0));
-            fixed.extend((a..=self.horizon).map(|t| (base + (t - t0), 1.0)));
+            fixed.push(col);
+            fixed.extend((a..=self.horizon).map(|t| base + (t - t0)));
         }
         fixed
     }
@@ -1031,11 +1062,22 @@ impl Model {
             .collect()
     }
 
-    fn solve(&self, deadline: Instant, threads: u32, goal: Goal, start: &[(u32, f64)]) -> Result<Solved, IlpError> {
+    fn solve(
+        &self,
+        deadline: Instant,
+        threads: u32,
+        goal: Goal,
+        fixed: &[u32],
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Solved, IlpError> {
         use good_lp::{Expression, ProblemVariables, SolverModel, variable};
         let converting = Instant::now();
         let mut vars = ProblemVariables::new();
-        let cols: Vec<good_lp::Variable> = (0..self.cols.len()).map(|_| vars.add(variable().binary())).collect();
+        let mut lower = vec![0.0; self.cols.len()];
+        for &c in fixed {
+            lower[c as usize] = 1.0;
+        }
+        let cols: Vec<good_lp::Variable> = lower.iter().map(|&lo| vars.add(variable().binary().min(lo))).collect();
         let mut objective = Expression::with_capacity(self.cols.len());
         for (v, &w) in cols.iter().zip(&self.obj) {
             if w != 0.0 {
@@ -1067,29 +1109,37 @@ impl Model {
         if goal == Goal::Probe {
             // Feasibility is the question: the first solution answers it.
             let _ = model.try_set_option("mip_max_improving_sols", 1);
-            // A start completed by HiGHS is not an "improving" solution; a gap of 100% stops
-            // the solve on it too.
+            // And any solution is good enough: a gap of 100% stops on solutions found by
+            // heuristics that do not count as "improving".
             let _ = model.try_set_option("mip_rel_gap", 1.0);
         }
-        if !start.is_empty() {
-            let index: Vec<highs_sys::HighsInt> = start.iter().map(|&(c, _)| c as highs_sys::HighsInt).collect();
-            let value: Vec<f64> = start.iter().map(|&(_, v)| v).collect();
-            // SAFETY: the pointer is the live model's; index and value have `len` entries, each
-            // index a column of the model.
-            let status = unsafe {
-                highs_sys::Highs_setSparseSolution(
-                    model.as_mut_ptr(),
-                    index.len() as highs_sys::HighsInt,
-                    index.as_ptr(),
-                    value.as_ptr(),
-                )
-            };
-            if status != 0 {
-                tracing::debug!(status, "HiGHS refused the partial start");
+        // HiGHS calls back during the solve: its log goes to tracing, and the cancel flag is
+        // polled at its interrupt points, so a cancelled solve stops within moments.
+        let hooks = Hooks { cancelled };
+        let log = tracing::enabled!(target: "ccsynth::highs", tracing::Level::DEBUG);
+        if log {
+            let _ = model.try_set_option("output_flag", true);
+            let _ = model.try_set_option("log_to_console", false);
+        }
+        // SAFETY: `hooks` outlives the solve (it is dropped after `try_solve` returns), and
+        // `on_highs_event` only reads it through a shared reference.
+        unsafe {
+            let ptr = model.as_mut_ptr();
+            highs_sys::Highs_setCallback(ptr, Some(on_highs_event), &hooks as *const Hooks as *mut std::ffi::c_void);
+            for kind in [
+                highs_sys::kHighsCallbackMipInterrupt,
+                highs_sys::kHighsCallbackSimplexInterrupt,
+                highs_sys::kHighsCallbackIpmInterrupt,
+            ] {
+                highs_sys::Highs_startCallback(ptr, kind);
+            }
+            if log {
+                highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackLogging);
             }
         }
         let solving = Instant::now();
         let solved = model.try_solve().map_err(|e| IlpError::Solver(format!("{e:?}")))?;
+        drop(hooks);
         let highs_ms = ms(solving);
         use highs::{HighsModelStatus as S, HighsSolutionStatus};
         let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
@@ -1189,6 +1239,39 @@ impl Model {
         s.push_str("End\n");
         s
     }
+}
+
+/// What HiGHS's callback sees.
+struct Hooks<'a> {
+    cancelled: &'a dyn Fn() -> bool,
+}
+
+/// HiGHS's C callback: log lines to tracing (target `ccsynth::highs`, debug), and an interrupt
+/// when the cancel flag is set. Never unwinds into C.
+unsafe extern "C" fn on_highs_event(
+    kind: std::ffi::c_int,
+    message: *const std::ffi::c_char,
+    _out: *const highs_sys::HighsCallbackDataOut,
+    data_in: *mut highs_sys::HighsCallbackDataIn,
+    user: *mut std::ffi::c_void,
+) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if user.is_null() {
+            return;
+        }
+        // SAFETY: `user` is the `Hooks` that `Model::solve` registered and keeps alive.
+        let hooks = unsafe { &*(user as *const Hooks) };
+        if kind == highs_sys::kHighsCallbackLogging as std::ffi::c_int {
+            if !message.is_null() {
+                // SAFETY: HiGHS passes a NUL-terminated string valid for the call.
+                let text = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
+                tracing::debug!(target: "ccsynth::highs", "{}", text.trim_end());
+            }
+        } else if !data_in.is_null() && (hooks.cancelled)() {
+            // SAFETY: HiGHS passes a valid input struct for interrupt callbacks.
+            unsafe { (*data_in).user_interrupt = 1 };
+        }
+    }));
 }
 
 struct Solved {

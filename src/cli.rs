@@ -46,6 +46,40 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the HTTP service (API v1, documented in openapi.yaml) until SIGTERM or Ctrl-C.
+    Serve {
+        /// Address to listen on (env CCSYNTH_ADDR).
+        #[arg(long, env = "CCSYNTH_ADDR", default_value = "127.0.0.1:8080")]
+        addr: String,
+        /// sqlite:PATH or postgres://… (env DATABASE_URL; default an SQLite file
+        /// ccsynth.db in the working directory).
+        #[arg(long, env = "DATABASE_URL", default_value = "sqlite:ccsynth.db")]
+        database_url: String,
+        /// Concurrent solves (default: the number of cores).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Jobs waiting beyond which new ones are refused with 429.
+        #[arg(long, default_value_t = 10_000)]
+        max_queue: i64,
+        /// Request body limit in bytes (413 beyond).
+        #[arg(long, default_value_t = 16 << 20)]
+        max_body_bytes: usize,
+        /// NPUs per topology.
+        #[arg(long, default_value_t = 4096)]
+        max_npus: usize,
+        /// Chunks per collective.
+        #[arg(long, default_value_t = 1 << 20)]
+        max_chunks: usize,
+        /// Cap on a request's time limit, seconds.
+        #[arg(long, default_value_t = 600.0)]
+        max_solve_s: f64,
+        /// A running job is run again by another worker when its lease lapses (ms).
+        #[arg(long, default_value_t = 15_000)]
+        lease_ms: i64,
+        /// On SIGTERM, time running jobs get before they go back to the queue (ms).
+        #[arg(long, default_value_t = 10_000)]
+        grace_ms: u64,
+    },
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
         /// greedy or ilp (the ilp suite runs each case once; --runs applies to greedy).
@@ -254,6 +288,37 @@ fn run(cmd: Command) -> Result<i32, String> {
             } else {
                 print!("{}", comparison_table(&cmp));
             }
+            Ok(0)
+        }
+        Command::Serve {
+            addr,
+            database_url,
+            workers,
+            max_queue,
+            max_body_bytes,
+            max_npus,
+            max_chunks,
+            max_solve_s,
+            lease_ms,
+            grace_ms,
+        } => {
+            let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
+            let mut config = crate::api::Config::new(database_url);
+            if let Some(w) = workers {
+                config.workers = w.max(1);
+            }
+            config.max_queue = max_queue;
+            config.max_body_bytes = max_body_bytes;
+            config.max_npus = max_npus;
+            config.max_chunks = max_chunks;
+            config.max_solve_s = max_solve_s;
+            config.lease_ms = lease_ms;
+            config.grace_ms = grace_ms;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("starting the runtime: {e}"))?;
+            rt.block_on(crate::api::serve(config, addr)).map_err(|e| e.to_string())?;
             Ok(0)
         }
         Command::Bench { suite, runs, quick, filter, json } => {

@@ -1,6 +1,8 @@
 //! ccsynth library root: topology and collective models, the schedule interchange format,
-//! the validator, the α-β simulator and lower bounds. The core does no I/O.
+//! the validator, the α-β simulator and lower bounds, the synthesizers and baselines (the
+//! pure core, no I/O), then the edges: `api` (HTTP), `store` (database) and `cli`.
 
+pub mod api;
 pub mod baselines;
 pub mod bench;
 pub mod bounds;
@@ -14,6 +16,7 @@ pub mod schedule;
 pub mod sim;
 pub mod slots;
 pub mod spans;
+pub mod store;
 pub mod synth;
 pub mod ten;
 pub mod topology;

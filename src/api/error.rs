@@ -1,0 +1,100 @@
+//! The API's one error type: every failure a client can see, mapped to an HTTP status and an
+//! `application/problem+json` body (`type`, `title`, `status`, `detail`, `errors`). Internal
+//! errors are logged with the request's id and never described to the client.
+
+use crate::error::{FieldError, InputError};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not JSON (syntax).
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    #[error("the request body exceeds {0} bytes")]
+    TooLarge(usize),
+    #[error("no {0} with id {1:?}")]
+    NotFound(&'static str, String),
+    /// Parses, but cannot be served: wrong fields, unknown NPU, unsupported algorithm, …
+    #[error("{0}")]
+    Unprocessable(InputError),
+    #[error("the job queue is full ({0} queued)")]
+    QueueFull(i64),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl From<InputError> for ApiError {
+    fn from(e: InputError) -> Self {
+        ApiError::Unprocessable(e)
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(e: crate::store::StoreError) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: String,
+    errors: &'a [FieldError],
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::NotFound(..) => StatusCode::NOT_FOUND,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn slug(&self) -> &'static str {
+        match self {
+            ApiError::MalformedJson(_) => "malformed-json",
+            ApiError::TooLarge(_) => "body-too-large",
+            ApiError::NotFound(..) => "not-found",
+            ApiError::Unprocessable(_) => "unprocessable",
+            ApiError::QueueFull(_) => "queue-full",
+            ApiError::ShuttingDown => "shutting-down",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let (detail, errors) = match &self {
+            ApiError::Internal(why) => {
+                tracing::error!(error = %why, "internal error");
+                ("the server failed to serve the request; it is logged".to_string(), Vec::new())
+            }
+            ApiError::Unprocessable(e) => (e.to_string(), e.errors.clone()),
+            other => (other.to_string(), Vec::new()),
+        };
+        let body = Problem {
+            kind: format!("https://ccsynth.dev/problems/{}", self.slug()),
+            title: status.canonical_reason().unwrap_or("error"),
+            status: status.as_u16(),
+            detail,
+            errors: &errors,
+        };
+        let mut resp = (status, serde_json::to_string(&body).unwrap_or_default()).into_response();
+        resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        resp
+    }
+}

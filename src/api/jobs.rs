@@ -1,0 +1,608 @@
+//! Syntheses as durable jobs: `/v1/syntheses` (normalize, cache by request key, queue, wait up
+//! to `wait_ms`), `/v1/jobs`, `/v1/batches`, `/v1/schedules` (body, summary, comparison,
+//! regeneration after failures), and the workers that run jobs on the blocking pool.
+
+use super::topologies;
+use super::{ApiError, JsonBody, Shared, json};
+use crate::collective::{Collective, CollectiveSpec};
+use crate::error::InputError;
+use crate::topology::{Failures, Topology};
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub fn router() -> Router<Shared> {
+    Router::new()
+        .route("/v1/syntheses", post(create))
+        .route("/v1/jobs/{id}", get(job).delete(cancel))
+        .route("/v1/batches", post(create_batch))
+        .route("/v1/batches/{id}", get(batch))
+        .route("/v1/schedules/{id}", get(schedule))
+        .route("/v1/schedules/{id}/summary", get(summary))
+        .route("/v1/schedules/{id}/comparison", get(comparison))
+        .route("/v1/schedules/{id}/regenerate", post(regenerate))
+}
+
+/// `POST /v1/syntheses` as clients send it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesisRequest {
+    #[serde(default)]
+    pub topology_id: Option<String>,
+    #[serde(default)]
+    pub topology: Option<serde_json::Value>,
+    #[serde(default)]
+    pub spec: Option<String>,
+    pub collective: CollectiveSpec,
+    #[serde(default = "default_algorithm")]
+    pub algorithm: String,
+    #[serde(default)]
+    pub options: SynthesisOptions,
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
+    #[serde(default)]
+    pub force: bool,
+}
+
+fn default_algorithm() -> String {
+    "greedy".into()
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SynthesisOptions {
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub seeds: Option<usize>,
+    #[serde(default)]
+    pub chunks_per_npu: Option<u32>,
+    #[serde(default)]
+    pub time_limit_s: Option<f64>,
+    #[serde(default)]
+    pub switch_model: Option<String>,
+    #[serde(default)]
+    pub discretization: Option<f64>,
+    #[serde(default)]
+    pub ignore_congestion: Option<bool>,
+    #[serde(default)]
+    pub window: Option<u32>,
+}
+
+/// What a job runs: the request with its topology stored and every default filled in. Its
+/// JSON (fields in this order) is hashed into the request key for the result cache.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+pub struct JobRequest {
+    pub topology_id: String,
+    pub topology_digest: String,
+    pub collective: CollectiveSpec,
+    pub algorithm: String,
+    pub seed: u64,
+    pub seeds: usize,
+    pub time_limit_s: f64,
+    pub switch_model: String,
+    pub discretization: Option<f64>,
+    pub ignore_congestion: bool,
+    pub window: Option<u32>,
+}
+
+impl JobRequest {
+    fn key(&self) -> String {
+        let text = serde_json::to_string(self).unwrap_or_default();
+        format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
+    }
+}
+
+fn is_baseline(name: &str) -> bool {
+    crate::baselines::names().contains(&name)
+}
+
+/// Checks a request against the topology and the limits, and normalizes it.
+async fn normalize(st: &Shared, r: SynthesisRequest, path: &str) -> Result<JobRequest, ApiError> {
+    let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
+    let given = [r.topology_id.is_some(), r.topology.is_some(), r.spec.is_some()].iter().filter(|&&b| b).count();
+    if given != 1 {
+        return Err(InputError::new(at("topology_id"), "give exactly one of topology_id, topology or spec").into());
+    }
+    let (row, topo) = if let Some(id) = &r.topology_id {
+        topologies::load(st, id).await.map_err(|e| match e {
+            ApiError::NotFound(..) => InputError::new(at("topology_id"), format!("no topology with id {id:?}")).into(),
+            e => e,
+        })?
+    } else {
+        let t = match (&r.topology, &r.spec) {
+            (Some(v), _) => topologies::topology_from_value(v.clone(), &at("topology"))?,
+            (_, Some(spec)) => crate::topology::parse_spec(spec).map_err(|e| e.within(&at("spec")))?,
+            _ => unreachable!("one source was checked above"),
+        };
+        let (row, _) = topologies::store_topology(st, &t, None).await?;
+        (row, t)
+    };
+    let algorithm = r.algorithm.clone();
+    if !crate::engine::SYNTHESIZERS.contains(&algorithm.as_str()) && !is_baseline(&algorithm) {
+        return Err(InputError::new(
+            at("algorithm"),
+            format!(
+                "{algorithm:?}: expected one of {}, {}",
+                crate::engine::SYNTHESIZERS.join(", "),
+                crate::baselines::names().join(", ")
+            ),
+        )
+        .into());
+    }
+    let mut collective = r.collective.clone();
+    if let Some(k) = r.options.chunks_per_npu {
+        collective.chunks_per_npu = k;
+    }
+    // The collective must make sense on this topology now, not when a worker gets to it.
+    let built = Collective::build(&collective, &topo).map_err(|e| e.within(&at("collective")))?;
+    if built.num_chunks > st.config.max_chunks {
+        return Err(InputError::new(
+            at("collective.chunks_per_npu"),
+            format!("{} chunks: this server accepts at most {}", built.num_chunks, st.config.max_chunks),
+        )
+        .into());
+    }
+    if is_baseline(&algorithm) {
+        let supported = crate::baselines::list()
+            .into_iter()
+            .find(|b| b.name == algorithm)
+            .is_some_and(|b| b.collectives.contains(&collective.kind));
+        if !supported {
+            return Err(InputError::new(
+                at("algorithm"),
+                format!("{algorithm} does not support {}", collective.kind.name()),
+            )
+            .into());
+        }
+    }
+    let o = &r.options;
+    let time_limit_s = o.time_limit_s.unwrap_or(60.0_f64.min(st.config.max_solve_s));
+    if !(time_limit_s.is_finite() && time_limit_s > 0.0 && time_limit_s <= st.config.max_solve_s) {
+        return Err(InputError::new(
+            at("options.time_limit_s"),
+            format!("{time_limit_s}: expected seconds in (0, {}]", st.config.max_solve_s),
+        )
+        .into());
+    }
+    let switch_model = o.switch_model.clone().unwrap_or_else(|| "native".into());
+    crate::ten::SwitchModel::parse(&switch_model).map_err(|e| InputError::new(at("options.switch_model"), e))?;
+    let seeds = o.seeds.unwrap_or(1);
+    if seeds == 0 || seeds > crate::limits::MAX_SEEDS {
+        return Err(InputError::new(
+            at("options.seeds"),
+            format!("{seeds}: expected 1..={}", crate::limits::MAX_SEEDS),
+        )
+        .into());
+    }
+    if let Some(d) = o.discretization
+        && !(d.is_finite() && d > 0.0)
+    {
+        return Err(InputError::new(at("options.discretization"), format!("{d}: expected nanoseconds > 0")).into());
+    }
+    if o.window == Some(0) {
+        return Err(InputError::new(at("options.window"), "0: expected at least 1 timestep").into());
+    }
+    Ok(JobRequest {
+        topology_id: row.id,
+        topology_digest: row.digest,
+        collective,
+        algorithm,
+        seed: o.seed.unwrap_or(0),
+        seeds,
+        time_limit_s,
+        switch_model,
+        discretization: o.discretization,
+        ignore_congestion: o.ignore_congestion.unwrap_or(false),
+        window: o.window,
+    })
+}
+
+#[derive(Serialize)]
+struct JobOut {
+    id: String,
+    status: String,
+    algorithm: String,
+    progress: Progress,
+    created_at_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    finished_at_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedule_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_id: Option<String>,
+    url: String,
+}
+
+#[derive(Serialize)]
+struct Progress {
+    fraction: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+fn job_out(j: &crate::store::JobRow) -> JobOut {
+    JobOut {
+        id: j.id.clone(),
+        status: j.status.clone(),
+        algorithm: j.algorithm.clone(),
+        progress: Progress { fraction: j.progress, message: j.message.clone() },
+        created_at_ms: j.created_at,
+        started_at_ms: j.started_at,
+        finished_at_ms: j.finished_at,
+        schedule_id: j.schedule_id.clone(),
+        schedule_url: j.schedule_id.as_ref().map(|s| format!("/v1/schedules/{s}")),
+        error: j.error.clone(),
+        batch_id: j.batch_id.clone(),
+        url: format!("/v1/jobs/{}", j.id),
+    }
+}
+
+/// Queues a normalized request (or finds its cached result); returns the job id and whether
+/// it was a cache hit.
+async fn enqueue(st: &Shared, req: &JobRequest, force: bool, batch: Option<&str>) -> Result<(String, bool), ApiError> {
+    let key = req.key();
+    if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
+        return Ok((hit.id, true));
+    }
+    let depth = st.store.queued_count().await?;
+    if depth >= st.config.max_queue {
+        return Err(ApiError::QueueFull(depth));
+    }
+    let id = crate::store::new_id();
+    let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
+    st.store.create_job(&id, batch, &key, &body, &req.algorithm).await?;
+    st.queued.notify_one();
+    Ok((id, false))
+}
+
+/// Waits up to `wait_ms` for a job to end, then answers 201 (ended) or 202 (still going).
+async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(600_000));
+    loop {
+        let j = st.store.job(id).await?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))?;
+        let ended = matches!(j.status.as_str(), "succeeded" | "failed" | "cancelled");
+        if ended || tokio::time::Instant::now() >= deadline {
+            let mut body = serde_json::to_value(job_out(&j)).map_err(|e| ApiError::Internal(e.to_string()))?;
+            body["cached"] = serde_json::Value::Bool(cached);
+            if let Some(sid) = &j.schedule_id
+                && let Some(summary) = st.store.schedule_summary(sid).await?
+            {
+                body["summary"] = serde_json::from_str(&summary).unwrap_or_default();
+            }
+            let status = if ended { StatusCode::CREATED } else { StatusCode::ACCEPTED };
+            let mut resp = json(status, &body);
+            let location = match (&j.schedule_id, ended) {
+                (Some(s), true) => format!("/v1/schedules/{s}"),
+                _ => format!("/v1/jobs/{}", j.id),
+            };
+            if let Ok(v) = location.parse() {
+                resp.headers_mut().insert(header::LOCATION, v);
+            }
+            return Ok(resp);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+fn refuse_if_stopping(st: &Shared) -> Result<(), ApiError> {
+    if st.shutting_down.load(Ordering::SeqCst) { Err(ApiError::ShuttingDown) } else { Ok(()) }
+}
+
+async fn create(State(st): State<Shared>, JsonBody(r): JsonBody<SynthesisRequest>) -> Result<Response, ApiError> {
+    refuse_if_stopping(&st)?;
+    let (wait, force) = (r.wait_ms.unwrap_or(1000), r.force);
+    let req = normalize(&st, r, "").await?;
+    let (id, cached) = enqueue(&st, &req, force, None).await?;
+    answer(&st, &id, wait, cached).await
+}
+
+async fn job(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let j = st.store.job(&id).await?.ok_or(ApiError::NotFound("job", id))?;
+    Ok(json(StatusCode::OK, &job_out(&j)))
+}
+
+async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let j = st.store.job(&id).await?.ok_or_else(|| ApiError::NotFound("job", id.clone()))?;
+    if let Some(flag) = st.cancels.lock().unwrap().get(&id) {
+        flag.store(true, Ordering::SeqCst);
+    }
+    st.store.end_job(&id, "cancelled", None).await?;
+    let j = st.store.job(&id).await?.unwrap_or(j);
+    Ok(json(StatusCode::OK, &job_out(&j)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchIn {
+    requests: Vec<SynthesisRequest>,
+}
+
+async fn create_batch(State(st): State<Shared>, JsonBody(b): JsonBody<BatchIn>) -> Result<Response, ApiError> {
+    refuse_if_stopping(&st)?;
+    if b.requests.is_empty() || b.requests.len() > 10_000 {
+        return Err(InputError::new("requests", "expected 1 to 10000 requests").into());
+    }
+    // Every request is checked before any is queued: a batch is accepted whole or not at all.
+    let mut normalized = Vec::with_capacity(b.requests.len());
+    for (i, r) in b.requests.into_iter().enumerate() {
+        let force = r.force;
+        normalized.push((normalize(&st, r, &format!("requests[{i}]")).await?, force));
+    }
+    let depth = st.store.queued_count().await?;
+    if depth + normalized.len() as i64 > st.config.max_queue {
+        return Err(ApiError::QueueFull(depth));
+    }
+    let batch_id = crate::store::new_id();
+    st.store.create_batch(&batch_id).await?;
+    let mut job_ids = Vec::new();
+    for (req, force) in &normalized {
+        // A cached result is reported by the job that produced it.
+        let (id, _) = enqueue(&st, req, *force, Some(&batch_id)).await?;
+        job_ids.push(id);
+    }
+    let mut resp = json(
+        StatusCode::CREATED,
+        &serde_json::json!({ "batch_id": batch_id, "job_ids": job_ids, "url": format!("/v1/batches/{batch_id}") }),
+    );
+    if let Ok(v) = format!("/v1/batches/{batch_id}").parse() {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(resp)
+}
+
+async fn batch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    if !st.store.batch_exists(&id).await? {
+        return Err(ApiError::NotFound("batch", id));
+    }
+    let jobs = st.store.batch_jobs(&id).await?;
+    let count = |s: &str| jobs.iter().filter(|j| j.status == s).count();
+    let fraction = if jobs.is_empty() { 1.0 } else { jobs.iter().map(|j| j.progress).sum::<f64>() / jobs.len() as f64 };
+    let outs: Vec<JobOut> = jobs.iter().map(job_out).collect();
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "batch_id": id,
+            "total": jobs.len(),
+            "queued": count("queued"),
+            "running": count("running"),
+            "succeeded": count("succeeded"),
+            "failed": count("failed"),
+            "cancelled": count("cancelled"),
+            "progress": { "fraction": fraction },
+            "jobs": outs,
+        }),
+    ))
+}
+
+async fn schedule(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+async fn summary(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let s = st.store.schedule_summary(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
+    Ok(([(header::CONTENT_TYPE, "application/json")], s).into_response())
+}
+
+async fn comparison(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
+    let cmp = tokio::task::spawn_blocking(move || -> Result<crate::engine::Comparison, String> {
+        let s = crate::schedule::Schedule::from_json(&body).map_err(|e| e.to_string())?;
+        let name = s.algorithm.clone().unwrap_or_else(|| "schedule".into());
+        Ok(crate::engine::compare(&s.topology, &s.collective, Some((&name, &s))))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))?
+    .map_err(ApiError::Internal)?;
+    Ok(json(StatusCode::OK, &cmp))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegenerateIn {
+    #[serde(default)]
+    failed_links: Vec<[usize; 2]>,
+    #[serde(default)]
+    failed_npus: Vec<usize>,
+    #[serde(default)]
+    algorithm: Option<String>,
+    #[serde(default)]
+    wait_ms: Option<u64>,
+}
+
+async fn regenerate(
+    State(st): State<Shared>,
+    Path(id): Path<String>,
+    JsonBody(r): JsonBody<RegenerateIn>,
+) -> Result<Response, ApiError> {
+    refuse_if_stopping(&st)?;
+    let request = st.store.schedule_request(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
+    let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let failures = Failures { links: r.failed_links, npus: r.failed_npus.clone(), directed: false };
+    let (row, _) = topologies::degrade(&st, &req.topology_id, &failures).await.map_err(|e| match e {
+        ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within("failures")),
+        e => e,
+    })?;
+    // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
+    if let Some(g) = &mut req.collective.group {
+        g.retain(|v| !r.failed_npus.contains(v));
+    }
+    if let Some(root) = req.collective.root
+        && r.failed_npus.contains(&root)
+    {
+        return Err(InputError::new("failed_npus", format!("NPU {root} is the collective's root")).into());
+    }
+    let topo = Topology::from_json(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    Collective::build(&req.collective, &topo).map_err(|e| e.within("collective"))?;
+    req.topology_id = row.id;
+    req.topology_digest = row.digest;
+    if let Some(a) = r.algorithm {
+        if !crate::engine::SYNTHESIZERS.contains(&a.as_str()) && !is_baseline(&a) {
+            return Err(InputError::new("algorithm", format!("{a:?}: unknown algorithm")).into());
+        }
+        req.algorithm = a;
+    }
+    let (job_id, cached) = enqueue(&st, &req, false, None).await?;
+    answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
+}
+
+/// One worker: claims jobs, runs each on the blocking pool (renewing its lease), stores the
+/// result, until the server shuts down.
+pub async fn worker(st: Shared, index: usize) {
+    loop {
+        if st.shutting_down.load(Ordering::SeqCst) {
+            return;
+        }
+        let job = match st.store.claim_job(st.config.lease_ms).await {
+            Ok(j) => j,
+            Err(e) => {
+                tracing::error!(worker = index, error = %e, "claiming a job failed");
+                None
+            }
+        };
+        let Some(job) = job else {
+            // Idle: wait for a new job, or poll for lapsed leases now and then.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), st.queued.notified()).await;
+            continue;
+        };
+        let span = tracing::info_span!("job", job_id = %job.id, algorithm = %job.algorithm, worker = index);
+        tracing::Instrument::instrument(run_job(&st, job), span).await;
+    }
+}
+
+async fn run_job(st: &Shared, job: crate::store::JobRow) {
+    let flag = Arc::new(AtomicBool::new(false));
+    st.cancels.lock().unwrap().insert(job.id.clone(), flag.clone());
+    let started = std::time::Instant::now();
+    let outcome = execute(st, &job, flag.clone()).await;
+    st.cancels.lock().unwrap().remove(&job.id);
+    let seconds = started.elapsed().as_secs_f64();
+    let result = match outcome {
+        Ok((schedule_id, topology_id, body, summary)) => {
+            st.metrics.synthesis(&job.algorithm, "succeeded", seconds);
+            st.store.finish_job(&job.id, &schedule_id, &topology_id, &body, &summary).await
+        }
+        Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => st.store.requeue(&job.id).await,
+        Err(JobEnd::Cancelled) => {
+            st.metrics.synthesis(&job.algorithm, "cancelled", seconds);
+            st.store.end_job(&job.id, "cancelled", None).await.map(|_| ())
+        }
+        Err(JobEnd::Failed(why)) => {
+            st.metrics.synthesis(&job.algorithm, "failed", seconds);
+            st.store.end_job(&job.id, "failed", Some(&why)).await.map(|_| ())
+        }
+    };
+    if let Err(e) = result {
+        tracing::error!(error = %e, "recording a job's end failed");
+    }
+}
+
+enum JobEnd {
+    Cancelled,
+    Failed(String),
+}
+
+/// Runs one job; returns (schedule id, topology id, schedule JSON, summary JSON).
+async fn execute(
+    st: &Shared,
+    job: &crate::store::JobRow,
+    flag: Arc<AtomicBool>,
+) -> Result<(String, String, String, String), JobEnd> {
+    let req: JobRequest =
+        serde_json::from_str(&job.request).map_err(|e| JobEnd::Failed(format!("unreadable job request: {e}")))?;
+    let row = st
+        .store
+        .topology(&req.topology_id)
+        .await
+        .map_err(|e| JobEnd::Failed(e.to_string()))?
+        .ok_or_else(|| JobEnd::Failed(format!("topology {} was deleted", req.topology_id)))?;
+    let schedule_id = crate::store::new_id();
+    let sid = schedule_id.clone();
+    let span = tracing::Span::current();
+    // Keep the lease while the solve runs, so no other worker takes the job.
+    let renew = {
+        let st = st.clone();
+        let id = job.id.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis((st.config.lease_ms / 3).max(100) as u64)).await;
+                let _ = st.store.renew_lease(&id, st.config.lease_ms).await;
+                // A DELETE from another replica ends the job in the database: stop solving.
+                if let Ok(Some(j)) = st.store.job(&id).await
+                    && j.status == "cancelled"
+                    && let Some(f) = st.cancels.lock().unwrap().get(&id)
+                {
+                    f.store(true, Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let solved = tokio::task::spawn_blocking(move || {
+        let _enter = span.enter();
+        solve(&req, &row.body, &sid, &flag)
+    })
+    .await;
+    renew.abort();
+    let (body, summary) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
+    Ok((schedule_id, job_request_topology(job), body, summary))
+}
+
+fn job_request_topology(job: &crate::store::JobRow) -> String {
+    serde_json::from_str::<JobRequest>(&job.request).map(|r| r.topology_id).unwrap_or_default()
+}
+
+/// The synthesis itself (blocking): the engine, then the schedule and its summary as JSON.
+fn solve(req: &JobRequest, topology: &str, schedule_id: &str, flag: &AtomicBool) -> Result<(String, String), JobEnd> {
+    let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
+    let cancelled = || flag.load(Ordering::Relaxed);
+    let (schedule, report, stats) = if is_baseline(&req.algorithm) {
+        let (s, r) = crate::engine::baseline(&req.algorithm, &topo, &req.collective)
+            .map_err(|e| JobEnd::Failed(e.to_string()))?;
+        (s, r, serde_json::json!({ "algorithm": req.algorithm }))
+    } else {
+        let mut sr = crate::engine::SynthRequest::new(topo, req.collective.clone());
+        sr.algorithm = req.algorithm.clone();
+        sr.seed = req.seed;
+        sr.seeds = req.seeds;
+        sr.switch_model = crate::ten::SwitchModel::parse(&req.switch_model).map_err(JobEnd::Failed)?;
+        sr.discretization_ns = req.discretization;
+        sr.ilp.time_limit_s = req.time_limit_s;
+        sr.ilp.ignore_congestion = req.ignore_congestion;
+        sr.ilp.window = req.window;
+        let out = crate::engine::synthesize(&sr, &cancelled).map_err(|e| match e {
+            crate::engine::SynthFailure::Cancelled => JobEnd::Cancelled,
+            e => JobEnd::Failed(e.to_string()),
+        })?;
+        let stats = serde_json::to_value(&out.stats).unwrap_or_default();
+        (out.schedule, out.report, stats)
+    };
+    let body = serde_json::to_string(&schedule).map_err(|e| JobEnd::Failed(e.to_string()))?;
+    let summary = serde_json::json!({
+        "schedule_id": schedule_id,
+        "algorithm": schedule.algorithm,
+        "seed": schedule.seed,
+        "collective": schedule.collective,
+        "collective_time_ns": schedule.collective_time_ns,
+        "lower_bound_ns": report.lower_bound_ns,
+        "lower_bounds": report.lower_bounds,
+        "stats": stats,
+        "validation": { "valid": report.valid, "violation_count": report.violation_count },
+        "rounds": report.rounds,
+        "transfers": report.transfers,
+        "url": format!("/v1/schedules/{schedule_id}"),
+    });
+    Ok((body, summary.to_string()))
+}

@@ -1,0 +1,357 @@
+//! The HTTP service (`ccsynth serve`): axum routers per resource over the `store`, a pool of
+//! workers that run syntheses on the blocking pool, and the service's limits and metrics.
+//! Everything the engine computes reaches clients through here unchanged (schedule format v1).
+
+pub mod error;
+mod jobs;
+mod topologies;
+
+pub use jobs::SynthesisRequest;
+
+use crate::store::Store;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+pub use error::ApiError;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Service settings; `ccsynth serve` fills them from flags and the environment.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub database_url: String,
+    /// Concurrent solves (workers).
+    pub workers: usize,
+    /// Queued jobs beyond which new ones are refused with 429.
+    pub max_queue: i64,
+    pub max_body_bytes: usize,
+    pub max_npus: usize,
+    pub max_chunks: usize,
+    /// Cap on a synthesis's time limit (seconds), and the default ILP limit.
+    pub max_solve_s: f64,
+    /// A running job's lease; a job whose worker stops renewing it is run again after this.
+    pub lease_ms: i64,
+    /// On SIGTERM, how long running jobs may take before they are re-queued.
+    pub grace_ms: u64,
+}
+
+impl Config {
+    pub fn new(database_url: impl Into<String>) -> Config {
+        Config {
+            database_url: database_url.into(),
+            workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            max_queue: 10_000,
+            max_body_bytes: 16 << 20,
+            max_npus: 4096,
+            max_chunks: 1 << 20,
+            max_solve_s: 600.0,
+            lease_ms: 15_000,
+            grace_ms: 10_000,
+        }
+    }
+}
+
+/// Prometheus counters, kept in memory per process.
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<HashMap<(String, String, u16), u64>>,
+    syntheses: Mutex<HashMap<(String, String), u64>>,
+    /// Solve-time histogram: counts per upper bound in seconds, then the sum in ms.
+    solve_buckets: Mutex<Vec<u64>>,
+    solve_ms_total: AtomicU64,
+    solve_count: AtomicU64,
+}
+
+const SOLVE_BUCKETS_S: [f64; 9] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 600.0];
+
+impl Metrics {
+    pub fn synthesis(&self, algorithm: &str, outcome: &str, seconds: f64) {
+        *self.syntheses.lock().unwrap().entry((algorithm.to_string(), outcome.to_string())).or_default() += 1;
+        let mut b = self.solve_buckets.lock().unwrap();
+        b.resize(SOLVE_BUCKETS_S.len(), 0);
+        for (i, &le) in SOLVE_BUCKETS_S.iter().enumerate() {
+            if seconds <= le {
+                b[i] += 1;
+            }
+        }
+        self.solve_ms_total.fetch_add((seconds * 1e3) as u64, Ordering::Relaxed);
+        self.solve_count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub struct AppState {
+    pub store: Store,
+    pub config: Config,
+    pub metrics: Metrics,
+    /// Cancel flags of the jobs running in this process.
+    pub cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Wakes idle workers when a job is queued.
+    pub queued: tokio::sync::Notify,
+    /// Set on SIGTERM: new work is refused with 503.
+    pub shutting_down: AtomicBool,
+}
+
+pub type Shared = Arc<AppState>;
+
+/// Every route: (method, path). `openapi.yaml` documents exactly these (a test checks both ways).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.yaml"),
+    ("GET", "/v1/algorithms"),
+    ("POST", "/v1/validate"),
+    ("POST", "/v1/topologies"),
+    ("GET", "/v1/topologies"),
+    ("GET", "/v1/topologies/{id}"),
+    ("DELETE", "/v1/topologies/{id}"),
+    ("POST", "/v1/topologies/{id}/failures"),
+    ("POST", "/v1/syntheses"),
+    ("GET", "/v1/jobs/{id}"),
+    ("DELETE", "/v1/jobs/{id}"),
+    ("POST", "/v1/batches"),
+    ("GET", "/v1/batches/{id}"),
+    ("GET", "/v1/schedules/{id}"),
+    ("GET", "/v1/schedules/{id}/summary"),
+    ("GET", "/v1/schedules/{id}/comparison"),
+    ("POST", "/v1/schedules/{id}/regenerate"),
+];
+
+pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
+
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.yaml", get(|| async { ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI_YAML) }))
+        .route("/v1/algorithms", get(algorithms))
+        .route("/v1/validate", post(validate))
+        .merge(topologies::router())
+        .merge(jobs::router())
+        .fallback(|| async { ApiError::NotFound("route", String::new()) })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
+        .with_state(state)
+}
+
+/// Request ids, tracing spans, and the per-route request counter.
+async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware::Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let id = crate::store::new_id();
+    let span = tracing::info_span!("request", request_id = %id, %method, %route);
+    let resp = tracing::Instrument::instrument(next.run(req), span).await;
+    *st.metrics.requests.lock().unwrap().entry((method, route, resp.status().as_u16())).or_default() += 1;
+    resp
+}
+
+/// Reads a JSON body within the size limit: 413 beyond it, 400 for broken JSON, 422 (with the
+/// field's path) for JSON of the wrong shape.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> axum::extract::FromRequest<Shared> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
+        let limit = st.config.max_body_bytes;
+        let bytes = axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| ApiError::TooLarge(limit))?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    // Syntax first: broken JSON is a 400, a well-formed document of the wrong shape a 422.
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        ApiError::Unprocessable(crate::error::InputError::new(path, e.into_inner().to_string()))
+    })
+}
+
+/// A JSON response with a status.
+pub fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(b) => (status, [(header::CONTENT_TYPE, "application/json")], b).into_response(),
+        Err(e) => ApiError::Internal(format!("serializing a response: {e}")).into_response(),
+    }
+}
+
+async fn readyz(State(st): State<Shared>) -> Response {
+    match st.store.ping().await {
+        Ok(()) if !st.shutting_down.load(Ordering::SeqCst) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(()) => ApiError::ShuttingDown.into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "database unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n").into_response()
+        }
+    }
+}
+
+async fn algorithms() -> Response {
+    #[derive(serde::Serialize)]
+    struct Synth {
+        name: &'static str,
+        kind: &'static str,
+        collectives: Vec<crate::collective::CollectiveKind>,
+        options: &'static [&'static str],
+    }
+    let all: Vec<crate::collective::CollectiveKind> = crate::collective::CollectiveKind::ALL
+        .iter()
+        .copied()
+        .filter(|k| *k != crate::collective::CollectiveKind::Custom)
+        .collect();
+    let synth = vec![
+        Synth {
+            name: "greedy",
+            kind: "synthesizer",
+            collectives: all.clone(),
+            options: &["seed", "seeds", "chunks_per_npu", "switch_model", "discretization"],
+        },
+        Synth {
+            name: "ilp",
+            kind: "synthesizer",
+            collectives: all,
+            options: &[
+                "seed",
+                "chunks_per_npu",
+                "time_limit_s",
+                "switch_model",
+                "discretization",
+                "ignore_congestion",
+                "window",
+            ],
+        },
+    ];
+    json(StatusCode::OK, &serde_json::json!({ "synthesizers": synth, "baselines": crate::baselines::list() }))
+}
+
+async fn validate(State(_st): State<Shared>, body: axum::body::Bytes) -> Result<Response, ApiError> {
+    let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    let _: serde_json::Value = serde_json::from_str(text).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    let schedule = crate::schedule::Schedule::from_json(text)?;
+    let report = tokio::task::spawn_blocking(move || crate::engine::check(&schedule))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(json(StatusCode::OK, &report))
+}
+
+async fn metrics(State(st): State<Shared>) -> Response {
+    use std::fmt::Write;
+    let mut out = String::new();
+    out.push_str("# HELP ccsynth_http_requests_total HTTP requests by method, route and status.\n");
+    out.push_str("# TYPE ccsynth_http_requests_total counter\n");
+    let mut reqs: Vec<_> = st.metrics.requests.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect();
+    reqs.sort();
+    for ((m, r, s), n) in reqs {
+        let _ = writeln!(out, "ccsynth_http_requests_total{{method=\"{m}\",route=\"{r}\",status=\"{s}\"}} {n}");
+    }
+    out.push_str("# HELP ccsynth_syntheses_total Syntheses by algorithm and outcome.\n");
+    out.push_str("# TYPE ccsynth_syntheses_total counter\n");
+    let mut syn: Vec<_> = st.metrics.syntheses.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect();
+    syn.sort();
+    for ((a, o), n) in syn {
+        let _ = writeln!(out, "ccsynth_syntheses_total{{algorithm=\"{a}\",outcome=\"{o}\"}} {n}");
+    }
+    out.push_str("# HELP ccsynth_solve_seconds Time to run one synthesis job.\n");
+    out.push_str("# TYPE ccsynth_solve_seconds histogram\n");
+    let buckets = st.metrics.solve_buckets.lock().unwrap().clone();
+    let count = st.metrics.solve_count.load(Ordering::Relaxed);
+    for (i, le) in SOLVE_BUCKETS_S.iter().enumerate() {
+        let _ = writeln!(out, "ccsynth_solve_seconds_bucket{{le=\"{le}\"}} {}", buckets.get(i).copied().unwrap_or(0));
+    }
+    let _ = writeln!(out, "ccsynth_solve_seconds_bucket{{le=\"+Inf\"}} {count}");
+    let _ =
+        writeln!(out, "ccsynth_solve_seconds_sum {}", st.metrics.solve_ms_total.load(Ordering::Relaxed) as f64 / 1e3);
+    let _ = writeln!(out, "ccsynth_solve_seconds_count {count}");
+    out.push_str("# HELP ccsynth_queue_depth Jobs waiting for a worker.\n# TYPE ccsynth_queue_depth gauge\n");
+    let depth = st.store.queued_count().await.unwrap_or(-1);
+    let _ = writeln!(out, "ccsynth_queue_depth {depth}");
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+/// Runs the service until SIGTERM or Ctrl-C: binds `addr`, starts the workers, serves, then
+/// drains (running jobs get `grace_ms`, then go back to the queue).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+}
+
+pub async fn serve(config: Config, addr: std::net::SocketAddr) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    serve_on(config, listener, shutdown_signal()).await
+}
+
+pub async fn serve_on(
+    config: Config,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let store = Store::connect(&config.database_url).await?;
+    let state = Arc::new(AppState {
+        store,
+        config: config.clone(),
+        metrics: Metrics::default(),
+        cancels: Mutex::new(HashMap::new()),
+        queued: tokio::sync::Notify::new(),
+        shutting_down: AtomicBool::new(false),
+    });
+    let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
+    tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");
+    // Machine-readable for scripts and tests that start the server on port 0.
+    eprintln!("ccsynth: listening on {}", listener.local_addr()?);
+    let st = state.clone();
+    axum::serve(listener, router(state.clone()))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            st.shutting_down.store(true, Ordering::SeqCst);
+            st.queued.notify_waiters();
+        })
+        .await?;
+    state.shutting_down.store(true, Ordering::SeqCst);
+    state.queued.notify_waiters();
+    let grace = std::time::Duration::from_millis(config.grace_ms);
+    let _ = tokio::time::timeout(grace, futures_join(workers)).await;
+    // Whatever still runs goes back to the queue for the next start (or another replica).
+    let running: Vec<(String, Arc<AtomicBool>)> =
+        state.cancels.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    for (id, flag) in running {
+        flag.store(true, Ordering::SeqCst);
+        let _ = state.store.requeue(&id).await;
+    }
+    Ok(())
+}
+
+async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
+    for h in handles {
+        let _ = h.await;
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

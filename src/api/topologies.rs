@@ -1,0 +1,176 @@
+//! `/v1/topologies`: store topologies (idempotent by the digest of their canonical JSON), list,
+//! fetch, delete, and derive degraded ones from failures.
+
+use super::{ApiError, JsonBody, Shared, json};
+use crate::store::TopologyRow;
+use crate::topology::{Failures, Topology};
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use sha2::Digest;
+
+pub fn router() -> Router<Shared> {
+    Router::new()
+        .route("/v1/topologies", post(create).get(list))
+        .route("/v1/topologies/{id}", get(fetch).delete(remove))
+        .route("/v1/topologies/{id}/failures", post(fail))
+}
+
+/// A topology JSON document, or `{"spec": "torus:8x8@bw=50"}`.
+pub fn topology_from_value(v: serde_json::Value, path: &str) -> Result<Topology, ApiError> {
+    let within = |e: crate::error::InputError| ApiError::Unprocessable(e.within(path));
+    if let Some(spec) = v.get("spec") {
+        let spec = spec.as_str().ok_or_else(|| {
+            ApiError::Unprocessable(crate::error::InputError::new(format!("{path}.spec"), "expected a string"))
+        })?;
+        return crate::topology::parse_spec(spec).map_err(|e| within(e.within("spec")));
+    }
+    let text = v.to_string();
+    Topology::from_json(&text).map_err(within)
+}
+
+/// What clients see of a stored topology.
+#[derive(Serialize)]
+pub struct TopologyOut {
+    pub id: String,
+    pub digest: String,
+    pub npus: i64,
+    pub switches: i64,
+    pub links: i64,
+    pub connected: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<serde_json::Value>,
+    pub created_at_ms: i64,
+}
+
+impl From<&TopologyRow> for TopologyOut {
+    fn from(r: &TopologyRow) -> Self {
+        TopologyOut {
+            id: r.id.clone(),
+            digest: r.digest.clone(),
+            npus: r.npus,
+            switches: r.switches,
+            links: r.links,
+            connected: r.connected,
+            parent_id: r.parent_id.clone(),
+            failures: r.failures.as_deref().and_then(|f| serde_json::from_str(f).ok()),
+            created_at_ms: r.created_at,
+        }
+    }
+}
+
+/// Stores `t` (or finds it by digest) and returns its row and whether it is new.
+pub async fn store_topology(
+    st: &Shared,
+    t: &Topology,
+    parent: Option<(&str, &Failures)>,
+) -> Result<(TopologyRow, bool), ApiError> {
+    if t.npus() > st.config.max_npus {
+        return Err(crate::error::InputError::new(
+            "topology.npus",
+            format!("{} NPUs: this server accepts at most {}", t.npus(), st.config.max_npus),
+        )
+        .into());
+    }
+    let body = serde_json::to_string(t).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let digest = format!("{:x}", sha2::Sha256::digest(body.as_bytes()));
+    let connected = t.connectivity().connected;
+    let row = TopologyRow {
+        id: crate::store::new_id(),
+        digest,
+        body,
+        npus: t.npus() as i64,
+        switches: t.switches() as i64,
+        links: t.links().len() as i64,
+        connected,
+        parent_id: parent.map(|(p, _)| p.to_string()),
+        failures: parent.map(|(_, f)| serde_json::to_string(f).unwrap_or_default()),
+        created_at: crate::store::now_ms(),
+    };
+    Ok(st.store.put_topology(&row).await?)
+}
+
+fn created(row: &TopologyRow, new: bool) -> Response {
+    let status = if new { StatusCode::CREATED } else { StatusCode::OK };
+    let mut resp = json(status, &TopologyOut::from(row));
+    if let Ok(v) = format!("/v1/topologies/{}", row.id).parse() {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
+}
+
+async fn create(State(st): State<Shared>, JsonBody(v): JsonBody<serde_json::Value>) -> Result<Response, ApiError> {
+    let t = topology_from_value(v, "")?;
+    let (row, new) = store_topology(&st, &t, None).await?;
+    Ok(created(&row, new))
+}
+
+#[derive(Deserialize)]
+struct Page {
+    offset: Option<i64>,
+    limit: Option<i64>,
+}
+
+async fn list(State(st): State<Shared>, Query(p): Query<Page>) -> Result<Response, ApiError> {
+    let offset = p.offset.unwrap_or(0).max(0);
+    let limit = p.limit.unwrap_or(50).clamp(1, 500);
+    let (rows, total) = st.store.topologies(offset, limit).await?;
+    let items: Vec<TopologyOut> = rows.iter().map(TopologyOut::from).collect();
+    Ok(json(StatusCode::OK, &serde_json::json!({ "items": items, "offset": offset, "limit": limit, "total": total })))
+}
+
+async fn fetch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let row = st.store.topology(&id).await?.ok_or(ApiError::NotFound("topology", id))?;
+    let topology: serde_json::Value = serde_json::from_str(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let mut out = serde_json::to_value(TopologyOut::from(&row)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    out["topology"] = topology;
+    Ok(json(StatusCode::OK, &out))
+}
+
+async fn remove(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+    if st.store.delete_topology(&id).await? {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::NotFound("topology", id))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailuresIn {
+    #[serde(default)]
+    pub links: Vec<[usize; 2]>,
+    #[serde(default)]
+    pub npus: Vec<usize>,
+    #[serde(default)]
+    pub directed: bool,
+}
+
+/// Loads a stored topology as the model type.
+pub async fn load(st: &Shared, id: &str) -> Result<(TopologyRow, Topology), ApiError> {
+    let row = st.store.topology(id).await?.ok_or_else(|| ApiError::NotFound("topology", id.to_string()))?;
+    let t = Topology::from_json(&row.body).map_err(|e| ApiError::Internal(format!("stored topology {id}: {e}")))?;
+    Ok((row, t))
+}
+
+/// The degraded topology: stored with its parent and the failures.
+pub async fn degrade(st: &Shared, parent_id: &str, f: &Failures) -> Result<(TopologyRow, bool), ApiError> {
+    let (_, t) = load(st, parent_id).await?;
+    let degraded = t.with_failures(f)?;
+    store_topology(st, &degraded, Some((parent_id, f))).await
+}
+
+async fn fail(
+    State(st): State<Shared>,
+    Path(id): Path<String>,
+    JsonBody(f): JsonBody<FailuresIn>,
+) -> Result<Response, ApiError> {
+    let f = Failures { links: f.links, npus: f.npus, directed: f.directed };
+    let (row, new) = degrade(&st, &id, &f).await?;
+    Ok(created(&row, new))
+}

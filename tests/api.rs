@@ -1,0 +1,655 @@
+//! The HTTP service, black-box over real TCP: each test starts the app on port 0 with a fresh
+//! database, on SQLite and on PostgreSQL (the same body twice), and talks HTTP/1.1 to it. The
+//! durability test runs the real binary and kills it with SIGKILL.
+//!
+//! PostgreSQL: `CCSYNTH_TEST_POSTGRES_URL` (default `postgres://ccsynth:ccsynth@127.0.0.1/postgres`,
+//! the role `scripts/setup.sh` creates) names a server where each test creates its own database.
+
+use ccsynth::api::{Config, ROUTES};
+use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug)]
+enum Db {
+    Sqlite,
+    Postgres,
+}
+
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+fn fresh_database(db: Db) -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    match db {
+        Db::Sqlite => format!("sqlite:{}", std::env::temp_dir().join(format!("ccsynth-api-{id}.db")).display()),
+        Db::Postgres => {
+            let admin = std::env::var("CCSYNTH_TEST_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://ccsynth:ccsynth@127.0.0.1/postgres".into());
+            let name = format!("ccsynth_test_{id}");
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                sqlx::any::install_default_drivers();
+                let pool = sqlx::AnyPool::connect(&admin).await.unwrap_or_else(|e| {
+                    panic!("PostgreSQL at {admin} (run ./scripts/setup.sh, or set CCSYNTH_TEST_POSTGRES_URL): {e}")
+                });
+                sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&pool).await.unwrap();
+            });
+            match admin.rsplit_once('/') {
+                Some((base, _)) => format!("{base}/{name}"),
+                None => panic!("CCSYNTH_TEST_POSTGRES_URL {admin:?} has no database part"),
+            }
+        }
+    }
+}
+
+fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
+    let mut config = Config::new(fresh_database(db));
+    config.workers = 2;
+    tweak(&mut config);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    rt.spawn(async move {
+        let stop = async move {
+            let _ = rx.await;
+        };
+        if let Err(e) = ccsynth::api::serve_on(config, listener, stop).await {
+            panic!("server: {e}");
+        }
+    });
+    let server = Server { addr, stop: Some(tx), rt: Some(rt) };
+    wait_until(Duration::from_secs(20), || call(&server, "GET", "/readyz", None).0 == 200);
+    server
+}
+
+fn start(db: Db) -> Server {
+    start_with(db, |_| {})
+}
+
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+fn raw(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let body = body.unwrap_or(b"");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    // A server may answer (413) before reading a large body; the answer is what counts.
+    let _ = s.write_all(body);
+    let mut buf = Vec::new();
+    let _ = s.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines.next().and_then(|l| l.split_whitespace().nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let headers =
+        lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))).collect();
+    Resp { status, headers, body: body.to_string() }
+}
+
+fn call(s: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let r = raw(s.addr, method, path, body.map(|b| b.to_string().into_bytes()).as_deref());
+    let v = serde_json::from_str(&r.body).unwrap_or(Value::String(r.body.clone()));
+    (r.status, v)
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "condition not met within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_for_job(s: &Server, id: &str, statuses: &[&str]) -> Value {
+    let mut last = Value::Null;
+    wait_until(Duration::from_secs(120), || {
+        let (code, v) = call(s, "GET", &format!("/v1/jobs/{id}"), None);
+        assert_eq!(code, 200);
+        last = v;
+        statuses.contains(&last["status"].as_str().unwrap_or(""))
+    });
+    last
+}
+
+fn assert_problem(r: &Resp, status: u16) -> Value {
+    assert_eq!(r.status, status, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("application/problem+json"), "{}", r.body);
+    let v = r.json();
+    for f in ["type", "title", "status", "detail", "errors"] {
+        assert!(v.get(f).is_some(), "problem without {f}: {v}");
+    }
+    assert_eq!(v["status"], status);
+    v
+}
+
+macro_rules! on_both_databases {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn sqlite() {
+                    super::$name(super::Db::Sqlite)
+                }
+                #[test]
+                fn postgres() {
+                    super::$name(super::Db::Postgres)
+                }
+            }
+        )*
+    };
+}
+
+on_both_databases!(
+    health_metadata_and_metrics,
+    topologies_are_idempotent_paginated_and_deletable,
+    syntheses_wait_cache_and_serve_schedules,
+    errors_are_problems_with_the_right_status,
+    a_full_queue_is_a_429,
+    jobs_can_be_cancelled_while_running,
+    batches_report_aggregate_progress,
+    regeneration_avoids_the_failed_link,
+    the_validate_route_reports_both_verdicts,
+    documented_examples_are_served,
+);
+
+fn health_metadata_and_metrics(db: Db) {
+    let s = start(db);
+    assert_eq!(raw(s.addr, "GET", "/healthz", None).status, 200);
+    assert_eq!(raw(s.addr, "GET", "/readyz", None).status, 200);
+    let doc = raw(s.addr, "GET", "/openapi.yaml", None);
+    assert_eq!(doc.status, 200);
+    assert!(doc.body.starts_with("openapi: 3"));
+    let (code, algos) = call(&s, "GET", "/v1/algorithms", None);
+    assert_eq!(code, 200);
+    let names: Vec<&str> =
+        algos["synthesizers"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["greedy", "ilp"]);
+    assert!(algos["baselines"].as_array().unwrap().iter().any(|b| b["name"] == "ring"));
+    call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}})),
+    );
+    let m = raw(s.addr, "GET", "/metrics", None);
+    assert_eq!(m.status, 200);
+    assert!(
+        m.body.contains("ccsynth_http_requests_total{method=\"POST\",route=\"/v1/syntheses\",status=\"201\"} 1"),
+        "{}",
+        m.body
+    );
+    assert!(m.body.contains("ccsynth_syntheses_total{algorithm=\"greedy\",outcome=\"succeeded\"} 1"));
+    assert!(m.body.contains("ccsynth_solve_seconds_count 1"));
+    assert!(m.body.contains("ccsynth_queue_depth 0"));
+}
+
+fn topologies_are_idempotent_paginated_and_deletable(db: Db) {
+    let s = start(db);
+    let r = raw(s.addr, "POST", "/v1/topologies", Some(br#"{"spec": "torus:4x4@bw=50"}"#));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let t = r.json();
+    let id = t["id"].as_str().unwrap().to_string();
+    assert_eq!(r.header("location"), Some(format!("/v1/topologies/{id}").as_str()));
+    assert_eq!((t["npus"].as_i64(), t["links"].as_i64(), t["connected"].as_bool()), (Some(16), Some(64), Some(true)));
+    // The same topology, as a spec or as its own canonical JSON, is the same id.
+    let again = raw(s.addr, "POST", "/v1/topologies", Some(br#"{"spec": "torus:4x4@bw=50"}"#));
+    assert_eq!((again.status, again.json()["id"].as_str()), (200, Some(id.as_str())));
+    let (code, full) = call(&s, "GET", &format!("/v1/topologies/{id}"), None);
+    assert_eq!(code, 200);
+    let (code, same) = call(&s, "POST", "/v1/topologies", Some(full["topology"].clone()));
+    assert_eq!((code, same["id"].as_str()), (200, Some(id.as_str())));
+    let (code, _) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "ring:4"})));
+    assert_eq!(code, 201);
+    let (code, page) = call(&s, "GET", "/v1/topologies?limit=1&offset=1", None);
+    assert_eq!(code, 200);
+    assert_eq!((page["total"].as_i64(), page["items"].as_array().unwrap().len()), (Some(2), 1));
+    // A failed link: a new topology that records its parent.
+    let (code, degraded) = call(&s, "POST", &format!("/v1/topologies/{id}/failures"), Some(json!({"links": [[0, 1]]})));
+    assert_eq!(code, 201, "{degraded}");
+    assert_eq!(degraded["parent_id"].as_str(), Some(id.as_str()));
+    assert_eq!(degraded["links"].as_i64(), Some(62));
+    let bad = raw(s.addr, "POST", &format!("/v1/topologies/{id}/failures"), Some(br#"{"links": [[0, 5]]}"#));
+    let p = assert_problem(&bad, 422);
+    assert!(p["errors"][0]["path"].as_str().unwrap().contains("links"), "{p}");
+    assert_eq!(raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None).status, 204);
+    assert_problem(&raw(s.addr, "GET", &format!("/v1/topologies/{id}"), None), 404);
+    assert_problem(&raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None), 404);
+}
+
+fn syntheses_wait_cache_and_serve_schedules(db: Db) {
+    let s = start(db);
+    let req = json!({"spec": "torus:4x4@bw=50", "collective": {"kind": "all_reduce", "size_bytes": 1048576}, "options": {"seed": 3}});
+    let r = raw(s.addr, "POST", "/v1/syntheses", Some(req.to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let first = r.json();
+    assert_eq!((first["status"].as_str(), first["cached"].as_bool()), (Some("succeeded"), Some(false)));
+    let sid = first["schedule_id"].as_str().unwrap().to_string();
+    assert_eq!(r.header("location"), Some(format!("/v1/schedules/{sid}").as_str()));
+    let summary = &first["summary"];
+    assert_eq!(summary["validation"]["valid"], true);
+    assert_eq!(summary["seed"], 3);
+    assert!(summary["collective_time_ns"].as_f64().unwrap() >= summary["lower_bound_ns"].as_f64().unwrap());
+    // The identical request is served from the store; force solves again.
+    let (code, cached) = call(&s, "POST", "/v1/syntheses", Some(req.clone()));
+    assert_eq!(
+        (code, cached["cached"].as_bool(), cached["schedule_id"].as_str()),
+        (201, Some(true), Some(sid.as_str()))
+    );
+    let mut forced = req.clone();
+    forced["force"] = json!(true);
+    let (code, again) = call(&s, "POST", "/v1/syntheses", Some(forced));
+    assert_eq!((code, again["cached"].as_bool()), (201, Some(false)));
+    assert_ne!(again["schedule_id"], first["schedule_id"]);
+    // The schedule is format v1 and validates; the summary leaves the transfers out.
+    let body = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
+    assert_eq!(body.status, 200);
+    let schedule = ccsynth::schedule::Schedule::from_json(&body.body).unwrap();
+    assert!(ccsynth::engine::check(&schedule).valid);
+    assert_eq!(schedule.seed, Some(3));
+    let (code, summ) = call(&s, "GET", &format!("/v1/schedules/{sid}/summary"), None);
+    assert_eq!(code, 200);
+    assert!(summ.get("transfers").is_some_and(|t| t.is_number()) && summ["stats"]["algorithm"] == "greedy");
+    let (code, cmp) = call(&s, "GET", &format!("/v1/schedules/{sid}/comparison"), None);
+    assert_eq!(code, 200);
+    assert!(cmp["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "greedy"));
+    assert!(cmp["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "ring"));
+    // A baseline by name, through the same job path.
+    let (code, ring) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:8", "collective": {"kind": "all_reduce", "size_bytes": 8192}, "algorithm": "ring"})),
+    );
+    assert_eq!((code, ring["summary"]["algorithm"].as_str()), (201, Some("ring")));
+    // wait_ms 0: a 202 with the job's URL, then the job ends on its own.
+    let r = raw(
+        s.addr,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "mesh:3x3", "collective": {"kind": "all_gather", "size_bytes": 9216}, "algorithm": "ilp", "wait_ms": 0}).to_string().as_bytes()),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(r.header("location"), Some(format!("/v1/jobs/{id}").as_str()));
+    let done = wait_for_job(&s, &id, &["succeeded", "failed"]);
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let (_, summ) = call(&s, "GET", &format!("/v1/schedules/{}/summary", done["schedule_id"].as_str().unwrap()), None);
+    assert_eq!(summ["stats"]["status"], "optimal");
+    assert_problem(&raw(s.addr, "GET", "/v1/jobs/unknown", None), 404);
+    assert_problem(&raw(s.addr, "GET", "/v1/schedules/unknown", None), 404);
+    assert_problem(&raw(s.addr, "GET", "/v1/schedules/unknown/summary", None), 404);
+}
+
+fn errors_are_problems_with_the_right_status(db: Db) {
+    let s = start_with(db, |c| c.max_body_bytes = 4096);
+    assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(b"{not json")), 400);
+    assert_problem(&raw(s.addr, "POST", "/v1/topologies", Some(b"")), 400);
+    let big = format!(r#"{{"spec": "ring:4", "pad": "{}"}}"#, "x".repeat(10_000));
+    assert_problem(&raw(s.addr, "POST", "/v1/topologies", Some(big.as_bytes())), 413);
+    let cases = [
+        (json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 1}, "colour": 1}), "colour"),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "broadcast", "size_bytes": 64, "root": 9}}),
+            "collective.root",
+        ),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 64}, "algorithm": "mst"}),
+            "algorithm",
+        ),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 64}, "algorithm": "nope"}),
+            "algorithm",
+        ),
+        (json!({"spec": "ring:0", "collective": {"kind": "all_reduce", "size_bytes": 64}}), "spec"),
+        (json!({"collective": {"kind": "all_reduce", "size_bytes": 64}}), "topology_id"),
+        (json!({"topology_id": "missing", "collective": {"kind": "all_reduce", "size_bytes": 64}}), "topology_id"),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 64}, "options": {"time_limit_s": -1}}),
+            "options.time_limit_s",
+        ),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 64}, "options": {"switch_model": "tree"}}),
+            "options.switch_model",
+        ),
+    ];
+    for (body, path) in cases {
+        let r = raw(s.addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes()));
+        let p = assert_problem(&r, 422);
+        assert!(
+            p["errors"].as_array().unwrap().iter().any(|e| e["path"].as_str().unwrap().contains(path)),
+            "{path}: {p}"
+        );
+    }
+    // A disconnected group is refused up front.
+    // (ring:4 is stored already: the requests above named it before they were refused.)
+    let (code, t) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "ring:4"})));
+    assert_eq!(code, 200);
+    let (_, split) = call(
+        &s,
+        "POST",
+        &format!("/v1/topologies/{}/failures", t["id"].as_str().unwrap()),
+        Some(json!({"links": [[0, 1], [2, 3]]})),
+    );
+    let r = raw(
+        s.addr,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"topology_id": split["id"], "collective": {"kind": "all_gather", "size_bytes": 64}})
+                .to_string()
+                .as_bytes(),
+        ),
+    );
+    assert_problem(&r, 422);
+    let p = assert_problem(&raw(s.addr, "GET", "/v2/nothing", None), 404);
+    assert!(p["detail"].as_str().unwrap().contains("route"));
+}
+
+fn a_full_queue_is_a_429(db: Db) {
+    let s = start_with(db, |c| {
+        c.max_queue = 1;
+        c.workers = 1;
+    });
+    // One slow job occupies the worker, one waits in the queue; the next is refused.
+    let slow = |seed: u64| {
+        json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+               "algorithm": "ilp", "options": {"time_limit_s": 20, "seed": seed}, "wait_ms": 0})
+    };
+    let (code, running) = call(&s, "POST", "/v1/syntheses", Some(slow(1)));
+    assert_eq!(code, 202);
+    wait_for_job(&s, running["id"].as_str().unwrap(), &["running"]);
+    let (code, queued) = call(&s, "POST", "/v1/syntheses", Some(slow(2)));
+    assert_eq!(code, 202);
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(slow(3).to_string().as_bytes())), 429);
+    assert!(p["detail"].as_str().unwrap().contains("queue"));
+    for j in [&running, &queued] {
+        assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{}", j["id"].as_str().unwrap()), None).status, 200);
+    }
+}
+
+fn jobs_can_be_cancelled_while_running(db: Db) {
+    let s = start(db);
+    let (code, job) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+                    "algorithm": "ilp", "options": {"time_limit_s": 120}, "wait_ms": 0}),
+        ),
+    );
+    assert_eq!(code, 202);
+    let id = job["id"].as_str().unwrap().to_string();
+    wait_for_job(&s, &id, &["running"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let (code, v) = call(&s, "DELETE", &format!("/v1/jobs/{id}"), None);
+    assert_eq!((code, v["status"].as_str()), (200, Some("cancelled")));
+    // The solver stops (its worker takes the next job) and the job stays cancelled.
+    let (code, next) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:5", "collective": {"kind": "all_gather", "size_bytes": 5120}, "wait_ms": 30000})),
+    );
+    assert_eq!(code, 201, "{next}");
+    let (_, v) = call(&s, "GET", &format!("/v1/jobs/{id}"), None);
+    assert_eq!(v["status"], "cancelled");
+    assert!(v.get("schedule_id").is_none());
+}
+
+fn batches_report_aggregate_progress(db: Db) {
+    let s = start(db);
+    let requests: Vec<Value> = [4, 6, 8]
+        .iter()
+        .map(|p| json!({"spec": format!("ring:{p}"), "collective": {"kind": "all_gather", "size_bytes": 1024 * p}}))
+        .collect();
+    let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": requests}).to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let b = r.json();
+    let bid = b["batch_id"].as_str().unwrap().to_string();
+    assert_eq!(b["job_ids"].as_array().unwrap().len(), 3);
+    let mut last = Value::Null;
+    wait_until(Duration::from_secs(60), || {
+        last = call(&s, "GET", &format!("/v1/batches/{bid}"), None).1;
+        last["succeeded"] == 3
+    });
+    assert_eq!((last["total"].as_i64(), last["progress"]["fraction"].as_f64()), (Some(3), Some(1.0)));
+    assert!(last["jobs"].as_array().unwrap().iter().all(|j| j["schedule_id"].is_string()));
+    // One bad request refuses the whole batch, naming it.
+    let bad = json!({"requests": [requests[0], {"spec": "ring:4", "collective": {"kind": "gather", "size_bytes": 8}}]});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
+    assert!(p["errors"][0]["path"].as_str().unwrap().starts_with("requests[1]"), "{p}");
+    assert_problem(&raw(s.addr, "GET", "/v1/batches/unknown", None), 404);
+}
+
+fn regeneration_avoids_the_failed_link(db: Db) {
+    let s = start(db);
+    let (code, first) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "torus:4x4", "collective": {"kind": "all_reduce", "size_bytes": 65536}})),
+    );
+    assert_eq!(code, 201);
+    let sid = first["schedule_id"].as_str().unwrap();
+    let old = ccsynth::schedule::Schedule::from_json(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None).body)
+        .unwrap();
+    let uses = |sch: &ccsynth::schedule::Schedule, a: u32, b: u32| {
+        sch.transfers.iter().any(|t| {
+            let hops: Vec<u32> = t.path.as_deref().map(|p| p.to_vec()).unwrap_or_else(|| vec![t.src, t.dst]);
+            hops.windows(2).any(|w| (w[0], w[1]) == (a, b) || (w[0], w[1]) == (b, a))
+        })
+    };
+    assert!(uses(&old, 0, 1), "the test needs a schedule that used link 0-1");
+    let (code, job) = call(
+        &s,
+        "POST",
+        &format!("/v1/schedules/{sid}/regenerate"),
+        Some(json!({"failed_links": [[0, 1]], "wait_ms": 30000})),
+    );
+    assert_eq!(code, 201, "{job}");
+    assert_eq!(job["status"], "succeeded");
+    let new_id = job["schedule_id"].as_str().unwrap();
+    let new =
+        ccsynth::schedule::Schedule::from_json(&raw(s.addr, "GET", &format!("/v1/schedules/{new_id}"), None).body)
+            .unwrap();
+    assert!(ccsynth::engine::check(&new).valid);
+    assert!(!uses(&new, 0, 1));
+    assert!(new.topology.link(0, 1).is_none());
+    // A failed NPU: the same collective on the survivors.
+    let (code, job) = call(
+        &s,
+        "POST",
+        &format!("/v1/schedules/{sid}/regenerate"),
+        Some(json!({"failed_npus": [5], "algorithm": "greedy", "wait_ms": 30000})),
+    );
+    assert_eq!((code, job["status"].as_str()), (201, Some("succeeded")), "{job}");
+    let new = ccsynth::schedule::Schedule::from_json(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None).body,
+    )
+    .unwrap();
+    assert!(new.transfers.iter().all(|t| t.src != 5 && t.dst != 5));
+    assert_problem(
+        &raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(br#"{"failed_links": [[0, 9]]}"#)),
+        422,
+    );
+    assert_problem(&raw(s.addr, "POST", "/v1/schedules/unknown/regenerate", Some(b"{}")), 404);
+}
+
+fn the_validate_route_reports_both_verdicts(db: Db) {
+    let s = start(db);
+    let (_, job) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 4096}})),
+    );
+    let body = raw(s.addr, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None).body;
+    let r = raw(s.addr, "POST", "/v1/validate", Some(body.as_bytes()));
+    assert_eq!((r.status, r.json()["valid"].as_bool()), (200, Some(true)));
+    let mut broken: Value = serde_json::from_str(&body).unwrap();
+    broken["transfers"].as_array_mut().unwrap().pop();
+    broken.as_object_mut().unwrap().remove("collective_time_ns");
+    let r = raw(s.addr, "POST", "/v1/validate", Some(broken.to_string().as_bytes()));
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(v["valid"], false);
+    assert!(v["violation_count"].as_u64().unwrap() >= 1);
+    assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(b"[1, 2")), 400);
+    assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(br#"{"format": "other"}"#)), 422);
+}
+
+/// Every `value:` example in openapi.yaml is JSON the live server accepts on its route.
+fn documented_examples_are_served(db: Db) {
+    let s = start(db);
+    let (_, topo) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "torus:4x4"})));
+    let (_, job) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "torus:4x4", "collective": {"kind": "all_gather", "size_bytes": 4096}})),
+    );
+    let mut path = String::new();
+    let mut served = 0;
+    for line in ccsynth::api::OPENAPI_YAML.lines() {
+        if let Some(p) = line.strip_prefix("  /").and_then(|p| p.strip_suffix(':')) {
+            path = format!("/{p}");
+        }
+        let Some(example) = line.trim_start().strip_prefix("value: ") else { continue };
+        let v: Value =
+            serde_json::from_str(example).unwrap_or_else(|e| panic!("{path}: example is not JSON ({e}): {example}"));
+        if path == "/v1/syntheses" {
+            let _: ccsynth::api::SynthesisRequest = serde_json::from_value(v.clone()).unwrap();
+        }
+        let target = path
+            .replace("/v1/topologies/{id}", &format!("/v1/topologies/{}", topo["id"].as_str().unwrap()))
+            .replace("/v1/schedules/{id}", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()));
+        let r = raw(s.addr, "POST", &target, Some(v.to_string().as_bytes()));
+        assert!((200..300).contains(&r.status), "{path}: {} {}", r.status, r.body);
+        served += 1;
+    }
+    assert!(served >= 7, "{served}");
+}
+
+#[test]
+fn routes_and_openapi_match_exactly() {
+    let mut documented = Vec::new();
+    let mut path = None;
+    for line in ccsynth::api::OPENAPI_YAML.lines() {
+        if line.starts_with("components:") {
+            break;
+        }
+        if let Some(p) = line.strip_prefix("  /").and_then(|p| p.strip_suffix(':')) {
+            path = Some(format!("/{p}"));
+            continue;
+        }
+        for m in ["get", "post", "delete", "put", "patch"] {
+            if line == format!("    {m}:")
+                && let Some(p) = &path
+            {
+                documented.push((m.to_uppercase(), p.clone()));
+            }
+        }
+    }
+    let mut routes: Vec<(String, String)> = ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+    documented.sort();
+    routes.sort();
+    assert_eq!(documented, routes);
+    // And every listed route is really routed (not the fallback's 404 or a 405).
+    let s = start(Db::Sqlite);
+    for (m, p) in ROUTES {
+        let r = raw(s.addr, m, &p.replace("{id}", "x"), Some(b"{}"));
+        assert_ne!(r.status, 405, "{m} {p}");
+        assert!(!(r.status == 404 && r.body.contains("no route")), "{m} {p}: {}", r.body);
+    }
+}
+
+/// A real process killed with SIGKILL mid-job: after a restart the queued and the running jobs
+/// run again, and the finished result is still there.
+#[test]
+fn jobs_survive_a_kill_9_and_a_restart() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let db = fresh_database(Db::Sqlite);
+    let spawn = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--database-url", &db, "--workers", "1", "--lease-ms", "1000"])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let addr: SocketAddr = loop {
+            let line = lines.next().expect("the server printed its address").unwrap();
+            if let Some(a) = line.strip_prefix("ccsynth: listening on ") {
+                break a.trim().parse().unwrap();
+            }
+        };
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        (child, addr)
+    };
+    let (mut child, addr) = spawn();
+    let s = Server { addr, stop: None, rt: None };
+    let (code, done) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:6", "collective": {"kind": "all_reduce", "size_bytes": 6144}})),
+    );
+    assert_eq!(code, 201);
+    let slow = |seed: u64| {
+        json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+               "algorithm": "ilp", "options": {"time_limit_s": 4, "seed": seed}, "wait_ms": 0})
+    };
+    let (_, running) = call(&s, "POST", "/v1/syntheses", Some(slow(1)));
+    let (_, queued) = call(&s, "POST", "/v1/syntheses", Some(slow(2)));
+    wait_for_job(&s, running["id"].as_str().unwrap(), &["running"]);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let (mut child, addr) = spawn();
+    let s = Server { addr, stop: None, rt: None };
+    for j in [&running, &queued] {
+        let v = wait_for_job(&s, j["id"].as_str().unwrap(), &["succeeded", "failed"]);
+        assert_eq!(v["status"], "succeeded", "{v}");
+    }
+    let (code, _) = call(&s, "GET", &format!("/v1/schedules/{}", done["schedule_id"].as_str().unwrap()), None);
+    assert_eq!(code, 200);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

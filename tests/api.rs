@@ -653,3 +653,61 @@ fn jobs_survive_a_kill_9_and_a_restart() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// SIGTERM: the server stops, running jobs get the grace period, then go back to the queue;
+/// the next start runs them.
+#[test]
+fn sigterm_requeues_what_the_grace_period_does_not_finish() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let db = fresh_database(Db::Sqlite);
+    let spawn = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+            .args(["serve", "--addr", "127.0.0.1:0", "--database-url", &db, "--workers", "1", "--grace-ms", "300"])
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr: SocketAddr = loop {
+            let line = lines.next().expect("the server printed its address").unwrap();
+            if let Some(a) = line.strip_prefix("ccsynth: listening on ") {
+                break a.trim().parse().unwrap();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        (child, addr)
+    };
+    let (mut child, addr) = spawn();
+    let s = Server { addr, stop: None, rt: None };
+    let (_, job) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+                    "algorithm": "ilp", "options": {"time_limit_s": 5}, "wait_ms": 0}),
+        ),
+    );
+    let id = job["id"].as_str().unwrap().to_string();
+    wait_for_job(&s, &id, &["running"]);
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let exited = child.wait().unwrap();
+    assert!(exited.success(), "{exited:?}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let status: String = rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&db).await.unwrap();
+        let row = sqlx::query("SELECT status FROM jobs WHERE id = $1").bind(&id).fetch_one(&pool).await.unwrap();
+        sqlx::Row::get(&row, "status")
+    });
+    assert_eq!(status, "queued", "the running job goes back to the queue on SIGTERM");
+    // Restart: the job was put back in the queue, not lost, and now runs to the end.
+    let (mut child, addr) = spawn();
+    let s = Server { addr, stop: None, rt: None };
+    let v = wait_for_job(&s, &id, &["succeeded", "failed"]);
+    assert_eq!(v["status"], "succeeded", "{v}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -79,6 +79,10 @@ pub enum Command {
         /// On SIGTERM, time running jobs get before they go back to the queue (ms).
         #[arg(long, default_value_t = 10_000)]
         grace_ms: u64,
+        /// On SIGTERM, time the server keeps answering 503 to new work and to /readyz before
+        /// it closes the listener (ms).
+        #[arg(long, default_value_t = 1_000)]
+        drain_ms: u64,
     },
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
@@ -301,6 +305,7 @@ fn run(cmd: Command) -> Result<i32, String> {
             max_solve_s,
             lease_ms,
             grace_ms,
+            drain_ms,
         } => {
             let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
             let mut config = crate::api::Config::new(database_url);
@@ -314,6 +319,7 @@ fn run(cmd: Command) -> Result<i32, String> {
             config.max_solve_s = max_solve_s;
             config.lease_ms = lease_ms;
             config.grace_ms = grace_ms;
+            config.drain_ms = drain_ms;
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

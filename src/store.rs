@@ -51,6 +51,8 @@ pub struct TopologyRow {
 pub struct JobRow {
     pub id: String,
     pub batch_id: Option<String>,
+    /// The HTTP request that created the job (for tracing across the queue).
+    pub request_id: Option<String>,
     pub request_key: String,
     pub request: String,
     pub algorithm: String,
@@ -73,7 +75,7 @@ pub fn new_id() -> String {
 }
 
 const TOPOLOGY_COLS: &str = "id, digest, body, npus, switches, links, connected, parent_id, failures, created_at";
-const JOB_COLS: &str = "id, batch_id, request_key, request, algorithm, status, progress, message, error, schedule_id, created_at, started_at, finished_at";
+const JOB_COLS: &str = "id, batch_id, request_id, request_key, request, algorithm, status, progress, message, error, schedule_id, created_at, started_at, finished_at";
 
 fn topology_row(r: &sqlx::any::AnyRow) -> Result<TopologyRow, sqlx::Error> {
     Ok(TopologyRow {
@@ -94,6 +96,7 @@ fn job_row(r: &sqlx::any::AnyRow) -> Result<JobRow, sqlx::Error> {
     Ok(JobRow {
         id: r.try_get("id")?,
         batch_id: r.try_get("batch_id")?,
+        request_id: r.try_get("request_id")?,
         request_key: r.try_get("request_key")?,
         request: r.try_get("request")?,
         algorithm: r.try_get("algorithm")?,
@@ -221,16 +224,18 @@ impl Store {
         &self,
         id: &str,
         batch_id: Option<&str>,
+        request_id: Option<&str>,
         key: &str,
         request: &str,
         algorithm: &str,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO jobs (id, batch_id, request_key, request, algorithm, status, progress, created_at) \
-             VALUES ($1, $2, $3, $4, $5, 'queued', 0, $6)",
+            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7)",
         )
         .bind(id)
         .bind(batch_id.map(str::to_string))
+        .bind(request_id.map(str::to_string))
         .bind(key)
         .bind(request)
         .bind(algorithm)

@@ -188,7 +188,9 @@ on_both_databases!(
 
 fn health_metadata_and_metrics(db: Db) {
     let s = start(db);
-    assert_eq!(raw(s.addr, "GET", "/healthz", None).status, 200);
+    let h = raw(s.addr, "GET", "/healthz", None);
+    assert_eq!(h.status, 200);
+    assert_eq!(h.header("x-request-id").map(str::len), Some(32), "every response names its request");
     assert_eq!(raw(s.addr, "GET", "/readyz", None).status, 200);
     let doc = raw(s.addr, "GET", "/openapi.yaml", None);
     assert_eq!(doc.status, 200);
@@ -598,32 +600,35 @@ fn routes_and_openapi_match_exactly() {
     }
 }
 
+/// Starts the real binary on port 0 with one worker; returns it and the address it printed.
+fn spawn_binary(db: &str, extra: &[&str]) -> (std::process::Child, SocketAddr) {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db, "--workers", "1"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr: SocketAddr = loop {
+        let line = lines.next().expect("the server printed its address").unwrap();
+        if let Some(a) = line.strip_prefix("ccsynth: listening on ") {
+            break a.trim().parse().unwrap();
+        }
+    };
+    // Keep draining stderr so the child never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, addr)
+}
+
 /// A real process killed with SIGKILL mid-job: after a restart the queued and the running jobs
 /// run again, and the finished result is still there.
 #[test]
 fn jobs_survive_a_kill_9_and_a_restart() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
     let db = fresh_database(Db::Sqlite);
-    let spawn = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--database-url", &db, "--workers", "1", "--lease-ms", "1000"])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let addr: SocketAddr = loop {
-            let line = lines.next().expect("the server printed its address").unwrap();
-            if let Some(a) = line.strip_prefix("ccsynth: listening on ") {
-                break a.trim().parse().unwrap();
-            }
-        };
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        (child, addr)
-    };
+    let spawn = || spawn_binary(&db, &["--lease-ms", "1000"]);
     let (mut child, addr) = spawn();
     let s = Server { addr, stop: None, rt: None };
     let (code, done) = call(
@@ -658,26 +663,8 @@ fn jobs_survive_a_kill_9_and_a_restart() {
 /// the next start runs them.
 #[test]
 fn sigterm_requeues_what_the_grace_period_does_not_finish() {
-    use std::io::BufRead;
-    use std::process::{Command, Stdio};
     let db = fresh_database(Db::Sqlite);
-    let spawn = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
-            .args(["serve", "--addr", "127.0.0.1:0", "--database-url", &db, "--workers", "1", "--grace-ms", "300"])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let addr: SocketAddr = loop {
-            let line = lines.next().expect("the server printed its address").unwrap();
-            if let Some(a) = line.strip_prefix("ccsynth: listening on ") {
-                break a.trim().parse().unwrap();
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
-        (child, addr)
-    };
+    let spawn = || spawn_binary(&db, &["--grace-ms", "300", "--drain-ms", "3000"]);
     let (mut child, addr) = spawn();
     let s = Server { addr, stop: None, rt: None };
     let (_, job) = call(
@@ -691,8 +678,18 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     );
     let id = job["id"].as_str().unwrap().to_string();
     wait_for_job(&s, &id, &["running"]);
-    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
+    // While it drains, it says so: new work and readiness get 503.
+    std::thread::sleep(Duration::from_millis(300));
+    let r = raw(
+        addr,
+        "POST",
+        "/v1/syntheses",
+        Some(br#"{"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 64}}"#),
+    );
+    assert_problem(&r, 503);
+    assert_eq!(raw(addr, "GET", "/readyz", None).status, 503);
     let exited = child.wait().unwrap();
     assert!(exited.success(), "{exited:?}");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -710,4 +707,64 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     assert_eq!(v["status"], "succeeded", "{v}");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Two replicas on one PostgreSQL share the queue: both take jobs, and no job runs twice (a
+/// second run would store a second schedule for it).
+#[test]
+fn replicas_share_one_postgres_queue() {
+    let url = fresh_database(Db::Postgres);
+    let start_on = |url: &str| {
+        let url = url.to_string();
+        let mut config = Config::new(url);
+        config.workers = 2;
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        rt.spawn(async move {
+            let _ = ccsynth::api::serve_on(config, listener, async move {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        let s = Server { addr, stop: Some(tx), rt: Some(rt) };
+        wait_until(Duration::from_secs(20), || call(&s, "GET", "/readyz", None).0 == 200);
+        s
+    };
+    let a = start_on(&url);
+    let b = start_on(&url);
+    let requests: Vec<Value> = (0..10)
+        .map(|seed| {
+            json!({"spec": "hier:ring2,fc4,switch2@bw=200,100,50;lat=500", "collective": {"kind": "all_reduce", "size_bytes": 16777216},
+                   "algorithm": "ilp", "options": {"seed": seed}})
+        })
+        .collect();
+    let (code, batch) = call(&a, "POST", "/v1/batches", Some(json!({"requests": requests})));
+    assert_eq!(code, 201, "{batch}");
+    let bid = batch["batch_id"].as_str().unwrap().to_string();
+    wait_until(Duration::from_secs(120), || call(&b, "GET", &format!("/v1/batches/{bid}"), None).1["succeeded"] == 10);
+    let solved = |s: &Server| {
+        let m = raw(s.addr, "GET", "/metrics", None).body;
+        m.lines()
+            .find(|l| l.starts_with("ccsynth_syntheses_total{algorithm=\"ilp\",outcome=\"succeeded\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (na, nb) = (solved(&a), solved(&b));
+    assert_eq!(na + nb, 10, "each job solved once: {na} + {nb}");
+    assert!(na > 0 && nb > 0, "both replicas took jobs: {na} + {nb}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dupes: i64 = rt.block_on(async {
+        let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM (SELECT job_id FROM schedules GROUP BY job_id HAVING COUNT(*) > 1) d",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        sqlx::Row::get(&row, "n")
+    });
+    assert_eq!(dupes, 0);
 }

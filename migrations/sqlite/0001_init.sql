@@ -21,6 +21,7 @@ CREATE TABLE batches (
 CREATE TABLE jobs (
     id TEXT PRIMARY KEY,
     batch_id TEXT,
+    request_id TEXT,
     request_key TEXT NOT NULL,
     request TEXT NOT NULL,
     algorithm TEXT NOT NULL,

@@ -3,12 +3,12 @@
 //! regeneration after failures), and the workers that run jobs on the blocking pool.
 
 use super::topologies;
-use super::{ApiError, JsonBody, Shared, json};
+use super::{ApiError, JsonBody, RequestId, Shared, json};
 use crate::collective::{Collective, CollectiveSpec};
 use crate::error::InputError;
 use crate::topology::{Failures, Topology};
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -252,7 +252,13 @@ fn job_out(j: &crate::store::JobRow) -> JobOut {
 
 /// Queues a normalized request (or finds its cached result); returns the job id and whether
 /// it was a cache hit.
-async fn enqueue(st: &Shared, req: &JobRequest, force: bool, batch: Option<&str>) -> Result<(String, bool), ApiError> {
+async fn enqueue(
+    st: &Shared,
+    req: &JobRequest,
+    force: bool,
+    batch: Option<&str>,
+    request_id: &RequestId,
+) -> Result<(String, bool), ApiError> {
     let key = req.key();
     if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
         return Ok((hit.id, true));
@@ -263,7 +269,7 @@ async fn enqueue(st: &Shared, req: &JobRequest, force: bool, batch: Option<&str>
     }
     let id = crate::store::new_id();
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
-    st.store.create_job(&id, batch, &key, &body, &req.algorithm).await?;
+    st.store.create_job(&id, batch, Some(&request_id.0), &key, &body, &req.algorithm).await?;
     st.queued.notify_one();
     Ok((id, false))
 }
@@ -301,11 +307,15 @@ fn refuse_if_stopping(st: &Shared) -> Result<(), ApiError> {
     if st.shutting_down.load(Ordering::SeqCst) { Err(ApiError::ShuttingDown) } else { Ok(()) }
 }
 
-async fn create(State(st): State<Shared>, JsonBody(r): JsonBody<SynthesisRequest>) -> Result<Response, ApiError> {
+async fn create(
+    State(st): State<Shared>,
+    Extension(rid): Extension<RequestId>,
+    JsonBody(r): JsonBody<SynthesisRequest>,
+) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let (wait, force) = (r.wait_ms.unwrap_or(1000), r.force);
     let req = normalize(&st, r, "").await?;
-    let (id, cached) = enqueue(&st, &req, force, None).await?;
+    let (id, cached) = enqueue(&st, &req, force, None, &rid).await?;
     answer(&st, &id, wait, cached).await
 }
 
@@ -330,7 +340,11 @@ struct BatchIn {
     requests: Vec<SynthesisRequest>,
 }
 
-async fn create_batch(State(st): State<Shared>, JsonBody(b): JsonBody<BatchIn>) -> Result<Response, ApiError> {
+async fn create_batch(
+    State(st): State<Shared>,
+    Extension(rid): Extension<RequestId>,
+    JsonBody(b): JsonBody<BatchIn>,
+) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     if b.requests.is_empty() || b.requests.len() > 10_000 {
         return Err(InputError::new("requests", "expected 1 to 10000 requests").into());
@@ -350,7 +364,7 @@ async fn create_batch(State(st): State<Shared>, JsonBody(b): JsonBody<BatchIn>) 
     let mut job_ids = Vec::new();
     for (req, force) in &normalized {
         // A cached result is reported by the job that produced it.
-        let (id, _) = enqueue(&st, req, *force, Some(&batch_id)).await?;
+        let (id, _) = enqueue(&st, req, *force, Some(&batch_id), &rid).await?;
         job_ids.push(id);
     }
     let mut resp = json(
@@ -425,6 +439,7 @@ struct RegenerateIn {
 
 async fn regenerate(
     State(st): State<Shared>,
+    Extension(rid): Extension<RequestId>,
     Path(id): Path<String>,
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
@@ -455,7 +470,7 @@ async fn regenerate(
         }
         req.algorithm = a;
     }
-    let (job_id, cached) = enqueue(&st, &req, false, None).await?;
+    let (job_id, cached) = enqueue(&st, &req, false, None, &rid).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }
 
@@ -478,7 +493,14 @@ pub async fn worker(st: Shared, index: usize) {
             let _ = tokio::time::timeout(std::time::Duration::from_millis(500), st.queued.notified()).await;
             continue;
         };
-        let span = tracing::info_span!("job", job_id = %job.id, algorithm = %job.algorithm, worker = index);
+        // The job's span names the request that queued it: a solve's log lines lead back to it.
+        let span = tracing::info_span!(
+            "job",
+            job_id = %job.id,
+            request_id = job.request_id.as_deref().unwrap_or("-"),
+            algorithm = %job.algorithm,
+            worker = index
+        );
         tracing::Instrument::instrument(run_job(&st, job), span).await;
     }
 }

@@ -37,6 +37,9 @@ pub struct Config {
     pub lease_ms: i64,
     /// On SIGTERM, how long running jobs may take before they are re-queued.
     pub grace_ms: u64,
+    /// On SIGTERM, how long the server keeps answering (503 to new work and to `/readyz`, so
+    /// balancers stop sending) before it closes the listener.
+    pub drain_ms: u64,
 }
 
 impl Config {
@@ -51,6 +54,7 @@ impl Config {
             max_solve_s: 600.0,
             lease_ms: 15_000,
             grace_ms: 10_000,
+            drain_ms: 1_000,
         }
     }
 }
@@ -138,6 +142,11 @@ pub fn router(state: Shared) -> Router {
         .with_state(state)
 }
 
+/// The id of the HTTP request being served (also the `x-request-id` response header); jobs
+/// record it, so a solve's log lines can be traced to the request that queued it.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
 /// Request ids, tracing spans, and the per-route request counter.
 async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware::Next) -> Response {
     let route = req
@@ -148,7 +157,12 @@ async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware:
     let method = req.method().to_string();
     let id = crate::store::new_id();
     let span = tracing::info_span!("request", request_id = %id, %method, %route);
-    let resp = tracing::Instrument::instrument(next.run(req), span).await;
+    let mut req = req;
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let mut resp = tracing::Instrument::instrument(next.run(req), span).await;
+    if let Ok(v) = id.parse() {
+        resp.headers_mut().insert("x-request-id", v);
+    }
     *st.metrics.requests.lock().unwrap().entry((method, route, resp.status().as_u16())).or_default() += 1;
     resp
 }
@@ -316,6 +330,7 @@ pub async fn serve_on(
             shutdown.await;
             st.shutting_down.store(true, Ordering::SeqCst);
             st.queued.notify_waiters();
+            tokio::time::sleep(std::time::Duration::from_millis(st.config.drain_ms)).await;
         })
         .await?;
     state.shutting_down.store(true, Ordering::SeqCst);

@@ -140,17 +140,6 @@ async fn remove(State(st): State<Shared>, Path(id): Path<String>) -> Result<Resp
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FailuresIn {
-    #[serde(default)]
-    pub links: Vec<[usize; 2]>,
-    #[serde(default)]
-    pub npus: Vec<usize>,
-    #[serde(default)]
-    pub directed: bool,
-}
-
 /// Loads a stored topology as the model type.
 pub async fn load(st: &Shared, id: &str) -> Result<(TopologyRow, Topology), ApiError> {
     let row = st.store.topology(id).await?.ok_or_else(|| ApiError::NotFound("topology", id.to_string()))?;
@@ -168,9 +157,8 @@ pub async fn degrade(st: &Shared, parent_id: &str, f: &Failures) -> Result<(Topo
 async fn fail(
     State(st): State<Shared>,
     Path(id): Path<String>,
-    JsonBody(f): JsonBody<FailuresIn>,
+    JsonBody(f): JsonBody<Failures>,
 ) -> Result<Response, ApiError> {
-    let f = Failures { links: f.links, npus: f.npus, directed: f.directed };
     let (row, new) = degrade(&st, &id, &f).await?;
     Ok(created(&row, new))
 }

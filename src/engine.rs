@@ -352,6 +352,15 @@ fn synthesize_ilp(
 ) -> Result<SynthOutput, SynthFailure> {
     let mut iopts = req.ilp.clone();
     check_ilp_options(&iopts)?;
+    if req.seeds > 1 {
+        // Refused rather than ignored: the ILP's result does not depend on seeds the way the
+        // greedy's does (the seed only picks its warm start).
+        return Err(crate::error::InputError::new(
+            "options.seeds",
+            format!("{}: the ilp runs one seed (its greedy warm start); give seeds only with greedy", req.seeds),
+        )
+        .into());
+    }
     iopts.threads = req.threads.max(1) as u32;
     let opts = crate::synth::GreedyOptions {
         seed: req.seed,

@@ -277,9 +277,13 @@ fn cancellation_and_bad_options_are_errors() {
         ("options.time_limit_s", Box::new(|o: &mut IlpOptions| o.time_limit_s = f64::NAN)),
         ("options.solve_time_limit_s", Box::new(|o: &mut IlpOptions| o.solve_time_limit_s = Some(-1.0))),
         ("options.window", Box::new(|o: &mut IlpOptions| o.window = Some(0))),
+        ("options.seeds", Box::new(|_: &mut IlpOptions| {})),
     ] {
         let mut r = req.clone();
         tweak(&mut r.ilp);
+        if field == "options.seeds" {
+            r.seeds = 3;
+        }
         match engine::synthesize(&r, &|| false) {
             Err(SynthFailure::Input(e)) => assert!(e.to_string().contains(field), "{e}"),
             other => panic!("{field}: {:?}", other.map(|o| o.stats.ilp)),

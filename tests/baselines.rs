@@ -187,29 +187,42 @@ fn traff_and_kolmakov_all_reduce_are_bandwidth_optimal_for_any_p() {
 }
 
 #[test]
-fn square_tori_get_two_edge_disjoint_hamiltonian_rings() {
+fn tori_with_r_a_multiple_of_c_get_two_edge_disjoint_hamiltonian_rings() {
     use std::collections::HashSet;
-    for n in 3..=12usize {
-        let t = topo(&format!("torus:{n}x{n}"));
-        let [h1, h2] = baselines::hamiltonian_cycles_for_tests(n);
+    // Swing 2.3.1: possible when r = c·k and gcd(r, c − 1) = 1; every square torus qualifies.
+    let mut shapes: Vec<(usize, usize)> = (3..=12).map(|n| (n, n)).collect();
+    shapes.extend([(3, 9), (4, 8), (4, 16), (5, 15), (6, 12), (6, 18), (8, 16)]);
+    for (c, r) in shapes {
+        let spec = format!("torus:{c}x{r}");
+        let t = topo(&spec);
+        let [h1, h2] = baselines::hamiltonian_cycles_for_tests(c, r);
         let mut edges: [HashSet<(usize, usize)>; 2] = Default::default();
         for (i, h) in [&h1, &h2].into_iter().enumerate() {
             let mut seen = h.clone();
             seen.sort();
             seen.dedup();
-            assert_eq!(seen.len(), n * n, "n={n}: every node once");
+            assert_eq!(seen.len(), c * r, "{spec}: every node once");
             for w in 0..h.len() {
                 let (a, b) = (h[w], h[(w + 1) % h.len()]);
-                assert!(t.link(a, b).is_some(), "n={n}: {a}->{b} is a torus link");
+                assert!(t.link(a, b).is_some(), "{spec}: {a}->{b} is a torus link");
                 edges[i].insert((a.min(b), a.max(b)));
             }
         }
-        assert!(edges[0].is_disjoint(&edges[1]), "n={n}");
-        // All four ports: four rings each carrying a quarter of every block, on disjoint links.
-        let p = (n * n) as f64;
+        assert!(edges[0].is_disjoint(&edges[1]), "{spec}");
+        // All four ports: four rings each carrying a quarter of every block, on disjoint links,
+        // whichever dimension is the longer one.
+        let p = (c * r) as f64;
         let size = 1u64 << 24;
-        let (t4, s) = time("ring-bidir", &format!("torus:{n}x{n}"), CollectiveSpec::new(K::AllReduce, size));
-        assert_eq!(s.collective.chunks_per_npu, 4);
-        assert!(close(t4, 2.0 * (p - 1.0) * (ALPHA + size as f64 / p / 4.0 / BW)), "n={n}");
+        for shape in [format!("torus:{c}x{r}"), format!("torus:{r}x{c}")] {
+            let (t4, s) = time("ring-bidir", &shape, CollectiveSpec::new(K::AllReduce, size));
+            assert_eq!(s.collective.chunks_per_npu, 4, "{shape}");
+            assert!(close(t4, 2.0 * (p - 1.0) * (ALPHA + size as f64 / p / 4.0 / BW)), "{shape}: {t4}");
+        }
+    }
+    // Where the condition fails (3×6: gcd(6, 2) = 2; 5×10; 4×6: 4 does not divide 6) the
+    // bidirectional ring is the plain pair of rings: two halves, one per direction.
+    for shape in ["torus:3x6", "torus:5x10", "torus:4x6"] {
+        let (_, s) = time("ring-bidir", shape, CollectiveSpec::new(K::AllReduce, 1 << 24));
+        assert_eq!(s.collective.chunks_per_npu, 2, "{shape}");
     }
 }

@@ -74,9 +74,10 @@ pub fn list() -> Vec<BaselineInfo> {
     registry().iter().map(|(_, a)| (a.info)()).collect()
 }
 
-/// The two edge-disjoint Hamiltonian cycles of an n×n torus the rings use, for tests.
-pub fn hamiltonian_cycles_for_tests(n: usize) -> [Vec<usize>; 2] {
-    ring::disjoint_hamiltonian_cycles(n)
+/// The two edge-disjoint Hamiltonian cycles the rings use on a c × r torus (node id x + c·y),
+/// for tests. Only meaningful when r = c·k and gcd(r, c − 1) = 1.
+pub fn hamiltonian_cycles_for_tests(c: usize, r: usize) -> [Vec<usize>; 2] {
+    ring::disjoint_hamiltonian_cycles(ring::HamiltonianTorus { c, r, x_first: true })
 }
 
 /// Swing's peer function (paper Eq. 2), exposed for tests against the paper's figures.

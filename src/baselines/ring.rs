@@ -5,7 +5,7 @@
 //!
 //! The ring follows a Hamiltonian cycle where one is found (a return column on 2D meshes, snake
 //! order on tori, Warnsdorff's rule elsewhere); hops between NPUs without a link carry the
-//! shortest path. On square 2D tori it runs on two edge-disjoint Hamiltonian cycles at once
+//! shortest path. On 2D tori that allow it it runs on two edge-disjoint Hamiltonian cycles at once
 //! (and the bidirectional ring on both in both directions: all four ports, Swing 2.3.1).
 
 use super::{Algorithm, BaselineInfo, Ctx, Out, mst};
@@ -36,39 +36,66 @@ pub(super) const BIDIR: Algorithm = Algorithm {
     build: |ctx| build(ctx, true),
 };
 
-/// An n×n torus (n ≥ 3) has two edge-disjoint Hamiltonian cycles (Swing 2.3.1): the ring then
-/// runs on both, and the bidirectional ring on both in both directions (all four ports).
-fn square_torus(t: &crate::topology::Topology) -> Option<usize> {
-    t.infer_grid()
-        .filter(|g| g.torus && g.dims.len() == 2 && g.dims[0] == g.dims[1] && g.dims[0] >= 3)
-        .map(|g| g.dims[0])
+/// A 2D torus with two edge-disjoint Hamiltonian cycles (Swing 2.3.1): `c` × `r` with the
+/// smaller size `c` ≥ 3 dividing the larger `r` and gcd(r, c − 1) = 1 (every square torus is
+/// one). The ring then runs on both cycles, and the bidirectional ring on both in both
+/// directions (all four ports). `x_first`: the size-`c` dimension is the topology's first
+/// (fastest-varying node id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct HamiltonianTorus {
+    pub c: usize,
+    pub r: usize,
+    pub x_first: bool,
 }
 
-/// Rings the algorithm runs at once: 1 or 2 (bidirectional), doubled on square 2D tori.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+fn hamiltonian_torus(t: &crate::topology::Topology) -> Option<HamiltonianTorus> {
+    let g = t.infer_grid().filter(|g| g.torus && g.dims.len() == 2)?;
+    let (a, b) = (g.dims[0], g.dims[1]);
+    let fits = |c: usize, r: usize| c >= 3 && r % c == 0 && gcd(r, c - 1) == 1;
+    if fits(a, b) {
+        Some(HamiltonianTorus { c: a, r: b, x_first: true })
+    } else if fits(b, a) {
+        Some(HamiltonianTorus { c: b, r: a, x_first: false })
+    } else {
+        None
+    }
+}
+
+/// Rings the algorithm runs at once: 1 or 2 (bidirectional), doubled on tori with two
+/// edge-disjoint Hamiltonian cycles.
 fn ring_count(t: &crate::topology::Topology, bidir: bool) -> u32 {
-    (1 + u32::from(bidir)) * if square_torus(t).is_some() { 2 } else { 1 }
+    (1 + u32::from(bidir)) * if hamiltonian_torus(t).is_some() { 2 } else { 1 }
 }
 
-/// The two edge-disjoint Hamiltonian cycles of an n×n torus (node y·n + x): H1 takes n−1 steps
-/// along x then one along y, n times; H2 the same with x and y swapped. H1 leaves out exactly
-/// the x-edge (−y−1, y)→(−y, y) of each row y and uses only the y-edge (−y−1, y)→(−y−1, y+1);
-/// H2 uses exactly those x-edges and leaves out exactly those y-edges.
-pub(super) fn disjoint_hamiltonian_cycles(n: usize) -> [Vec<usize>; 2] {
-    let walk = |swap: bool| -> Vec<usize> {
-        let (mut a, mut b) = (0usize, 0usize);
-        let mut out = Vec::with_capacity(n * n);
-        for _ in 0..n {
-            for i in 0..n {
-                out.push(if swap { a * n + b } else { b * n + a });
-                if i + 1 < n {
-                    a = (a + 1) % n;
+/// The two edge-disjoint Hamiltonian cycles of a c × r torus (x of size c, y of size r, r = c·k,
+/// gcd(r, c − 1) = 1), as node ids. H1 takes c − 1 steps along x then one along y, r times: it
+/// covers each row once, shifting its start by −1 a row, and closes because c divides r. It
+/// leaves out exactly the x-edge (−y−1, y)→(−y, y) of each row and uses only the y-edge
+/// (−y−1, y)→(−y−1, y+1). H2 is what remains: c − 1 steps along y then one along x, r times;
+/// after m such blocks it is at (m, m(c−1)), back at the start first when m = r exactly when
+/// gcd(r, c − 1) = 1, so it visits every node once.
+pub(super) fn disjoint_hamiltonian_cycles(h: HamiltonianTorus) -> [Vec<usize>; 2] {
+    let HamiltonianTorus { c, r, x_first } = h;
+    let id = |x: usize, y: usize| if x_first { x + c * y } else { y + r * x };
+    let walk = |along_x: bool| -> Vec<usize> {
+        let (mut x, mut y) = (0usize, 0usize);
+        let mut out = Vec::with_capacity(c * r);
+        for _ in 0..r {
+            for i in 0..c {
+                out.push(id(x, y));
+                if i + 1 < c {
+                    if along_x { x = (x + 1) % c } else { y = (y + 1) % r }
                 }
             }
-            b = (b + 1) % n;
+            if along_x { y = (y + 1) % r } else { x = (x + 1) % c }
         }
         out
     };
-    [walk(false), walk(true)]
+    [walk(true), walk(false)]
 }
 
 /// Broadcast and reduce need one block per rank (p·parts chunks); the others `parts` per rank.
@@ -183,8 +210,8 @@ fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> 
         });
     }
     let mut out = Out::new(ctx);
-    let mut orders: Vec<Vec<usize>> = match square_torus(ctx.topo).filter(|_| ctx.grid.is_some()) {
-        Some(n) => disjoint_hamiltonian_cycles(n).into(),
+    let mut orders: Vec<Vec<usize>> = match hamiltonian_torus(ctx.topo).filter(|_| ctx.grid.is_some()) {
+        Some(h) => disjoint_hamiltonian_cycles(h).into(),
         None => vec![ring_order(ctx)],
     };
     if bidir {

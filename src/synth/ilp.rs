@@ -88,7 +88,8 @@ pub enum SolveResult {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SolveRecord {
-    /// `probe` (is horizon T feasible?) or `window` (time clustering).
+    /// `repair` (the best plan's early deliveries fixed, the rest completed), `probe` (the full
+    /// model: is horizon T feasible?) or `window` (time clustering).
     pub kind: &'static str,
     pub horizon: u32,
     pub result: SolveResult,

@@ -181,7 +181,48 @@ pub const SYNTHESIZERS: &[&str] = &["greedy", "ilp"];
 
 /// Synthesizes, validates and scores a schedule. The result has passed `finalize`.
 pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<SynthOutput, SynthFailure> {
+    synthesize_with_progress(req, cancelled, &|_, _| {})
+}
+
+/// Where a synthesis reports how far it got: (fraction in [0, 1), message). Called from the
+/// synthesizers' own cancel polls, at most a few times a second.
+pub type Progress<'a> = &'a (dyn Fn(f64, &str) + Sync);
+
+/// A cancel poll that also reports progress, throttled to one report per 200 ms.
+struct Reporter<'a> {
+    cancelled: &'a (dyn Fn() -> bool + Sync),
+    progress: Progress<'a>,
+    last: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl Reporter<'_> {
+    fn poll(&self, estimate: &dyn Fn() -> (f64, String)) -> bool {
+        let now = std::time::Instant::now();
+        let due = {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            let due = last.is_none_or(|t| now.duration_since(t).as_millis() >= 200);
+            if due {
+                *last = Some(now);
+            }
+            due
+        };
+        if due {
+            let (fraction, message) = estimate();
+            (self.progress)(fraction.clamp(0.0, 0.99), &message);
+        }
+        (self.cancelled)()
+    }
+}
+
+/// `synthesize`, reporting progress: the greedy by runs finished (seeds × discretizations), the
+/// ILP by the share of its time limit used (an upper bound on what is left).
+pub fn synthesize_with_progress(
+    req: &SynthRequest,
+    cancelled: &(dyn Fn() -> bool + Sync),
+    progress: Progress,
+) -> Result<SynthOutput, SynthFailure> {
     use rayon::prelude::*;
+    let reporter = Reporter { cancelled, progress, last: std::sync::Mutex::new(None) };
     let started = std::time::Instant::now();
     let tenants: Option<Vec<Collective>> = match &req.tenants {
         None => None,
@@ -217,7 +258,14 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
         .into());
     }
     if req.algorithm == "ilp" {
-        return synthesize_ilp(req, &c, tenants.as_deref(), started, cancelled);
+        let limit = req.ilp.time_limit_s;
+        let polled = || {
+            reporter.poll(&|| {
+                let spent = started.elapsed().as_secs_f64();
+                (spent / limit, format!("ilp: {spent:.0} s of the {limit} s limit"))
+            })
+        };
+        return synthesize_ilp(req, &c, tenants.as_deref(), started, &polled);
     }
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
@@ -239,6 +287,15 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
     let runs: Vec<(u64, usize)> =
         (0..seeds as u64).flat_map(|i| (0..factors.len()).map(move |f| (req.seed.wrapping_add(i), f))).collect();
     let single = runs.len() == 1;
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let total = runs.len();
+    let polled = || {
+        reporter.poll(&|| {
+            let done = finished.load(std::sync::atomic::Ordering::Relaxed);
+            (done as f64 / total as f64, format!("greedy: {done} of {total} runs done"))
+        })
+    };
+    let cancelled: &(dyn Fn() -> bool + Sync) = &polled;
     let run =
         |(seed, fi): (u64, usize)| -> Result<(f64, u64, usize, Schedule, crate::synth::GreedyStats), SynthFailure> {
             let opts =
@@ -255,6 +312,7 @@ pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> 
             })?;
             // One candidate needs no ranking; the gate simulates it anyway.
             let time = if single { 0.0 } else { simulate(&s).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY) };
+            finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             Ok((time, seed, fi, s, st))
         };
     let best = if single {

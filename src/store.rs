@@ -297,6 +297,17 @@ impl Store {
         Ok(())
     }
 
+    /// Records a running job's progress.
+    pub async fn set_progress(&self, id: &str, fraction: f64, message: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET progress = $1, message = $2 WHERE id = $3 AND status = 'running'")
+            .bind(fraction)
+            .bind(message)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     /// Stores the schedule and marks the job succeeded, in one transaction.
     pub async fn finish_job(
         &self,

@@ -417,7 +417,14 @@ fn jobs_can_be_cancelled_while_running(db: Db) {
     assert_eq!(code, 202);
     let id = job["id"].as_str().unwrap().to_string();
     wait_for_job(&s, &id, &["running"]);
-    std::thread::sleep(Duration::from_millis(500));
+    // A running ILP reports how much of its time limit it has used.
+    let mut seen = Value::Null;
+    wait_until(Duration::from_secs(20), || {
+        seen = call(&s, "GET", &format!("/v1/jobs/{id}"), None).1;
+        seen["progress"]["fraction"].as_f64().unwrap_or(0.0) > 0.0
+    });
+    assert!(seen["progress"]["message"].as_str().unwrap().starts_with("ilp: "), "{seen}");
+    assert!(seen["progress"]["fraction"].as_f64().unwrap() < 1.0);
     let (code, v) = call(&s, "DELETE", &format!("/v1/jobs/{id}"), None);
     assert_eq!((code, v["status"].as_str()), (200, Some("cancelled")));
     // The solver stops (its worker takes the next job) and the job stays cancelled.

@@ -554,13 +554,27 @@ async fn execute(
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();
     let span = tracing::Span::current();
-    // Keep the lease while the solve runs, so no other worker takes the job.
+    // The solver reports progress here; a ticker writes it to the job twice a second, and
+    // keeps the lease while the solve runs, so no other worker takes the job.
+    let progress: Arc<std::sync::Mutex<Option<(f64, String)>>> = Arc::default();
     let renew = {
         let st = st.clone();
         let id = job.id.clone();
+        let progress = progress.clone();
         tokio::spawn(async move {
+            let tick = std::time::Duration::from_millis(500);
+            let renew_every = std::time::Duration::from_millis((st.config.lease_ms / 3).max(100) as u64);
+            let mut renewed = tokio::time::Instant::now();
             loop {
-                tokio::time::sleep(std::time::Duration::from_millis((st.config.lease_ms / 3).max(100) as u64)).await;
+                tokio::time::sleep(tick).await;
+                let latest = progress.lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some((fraction, message)) = latest {
+                    let _ = st.store.set_progress(&id, fraction, &message).await;
+                }
+                if renewed.elapsed() < renew_every {
+                    continue;
+                }
+                renewed = tokio::time::Instant::now();
                 let _ = st.store.renew_lease(&id, st.config.lease_ms).await;
                 // A DELETE from another replica ends the job in the database: stop solving.
                 if let Ok(Some(j)) = st.store.job(&id).await
@@ -574,7 +588,10 @@ async fn execute(
     };
     let solved = tokio::task::spawn_blocking(move || {
         let _enter = span.enter();
-        solve(&req, &row.body, &sid, &flag)
+        let report = |fraction: f64, message: &str| {
+            *progress.lock().unwrap_or_else(|e| e.into_inner()) = Some((fraction, message.to_string()));
+        };
+        solve(&req, &row.body, &sid, &flag, &report)
     })
     .await;
     renew.abort();
@@ -587,7 +604,13 @@ fn job_request_topology(job: &crate::store::JobRow) -> String {
 }
 
 /// The synthesis itself (blocking): the engine, then the schedule and its summary as JSON.
-fn solve(req: &JobRequest, topology: &str, schedule_id: &str, flag: &AtomicBool) -> Result<(String, String), JobEnd> {
+fn solve(
+    req: &JobRequest,
+    topology: &str,
+    schedule_id: &str,
+    flag: &AtomicBool,
+    progress: crate::engine::Progress,
+) -> Result<(String, String), JobEnd> {
     let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
     let cancelled = || flag.load(Ordering::Relaxed);
     let (schedule, report, stats) = if is_baseline(&req.algorithm) {
@@ -604,7 +627,7 @@ fn solve(req: &JobRequest, topology: &str, schedule_id: &str, flag: &AtomicBool)
         sr.ilp.time_limit_s = req.time_limit_s;
         sr.ilp.ignore_congestion = req.ignore_congestion;
         sr.ilp.window = req.window;
-        let out = crate::engine::synthesize(&sr, &cancelled).map_err(|e| match e {
+        let out = crate::engine::synthesize_with_progress(&sr, &cancelled, progress).map_err(|e| match e {
             crate::engine::SynthFailure::Cancelled => JobEnd::Cancelled,
             e => JobEnd::Failed(e.to_string()),
         })?;

@@ -179,7 +179,14 @@ impl Ten {
     /// Shortest distance in timesteps from the nearest of `sources` to every NPU
     /// (`u32::MAX` where unreachable).
     pub fn distances_from(&self, sources: &[u32]) -> Vec<u32> {
+        self.shortest_tree(sources).0
+    }
+
+    /// Distances from the nearest of `sources` (as `distances_from`) and, per NPU, the edge
+    /// that reaches it on a shortest path (`u32::MAX` for sources and unreachable NPUs).
+    pub fn shortest_tree(&self, sources: &[u32]) -> (Vec<u32>, Vec<u32>) {
         let mut dist = vec![u32::MAX; self.npus];
+        let mut via = vec![u32::MAX; self.npus];
         let mut heap = BinaryHeap::new();
         for &s in sources {
             dist[s as usize] = 0;
@@ -190,15 +197,16 @@ impl Ten {
                 continue;
             }
             for &e in self.out_edges(u as usize) {
-                let e = &self.edges[e as usize];
-                let nd = d + e.span;
-                if nd < dist[e.dst as usize] {
-                    dist[e.dst as usize] = nd;
-                    heap.push(std::cmp::Reverse((nd, e.dst)));
+                let edge = &self.edges[e as usize];
+                let nd = d + edge.span;
+                if nd < dist[edge.dst as usize] {
+                    dist[edge.dst as usize] = nd;
+                    via[edge.dst as usize] = e;
+                    heap.push(std::cmp::Reverse((nd, edge.dst)));
                 }
             }
         }
-        dist
+        (dist, via)
     }
 
     /// Shortest distance in timesteps from every NPU to the nearest of `targets`

@@ -553,6 +553,7 @@ async fn execute(
         .ok_or_else(|| JobEnd::Failed(format!("topology {} was deleted", req.topology_id)))?;
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();
+    let topology_id = req.topology_id.clone();
     let span = tracing::Span::current();
     // The solver reports progress here; a ticker writes it to the job twice a second, and
     // keeps the lease while the solve runs, so no other worker takes the job.
@@ -596,11 +597,7 @@ async fn execute(
     .await;
     renew.abort();
     let (body, summary) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
-    Ok((schedule_id, job_request_topology(job), body, summary))
-}
-
-fn job_request_topology(job: &crate::store::JobRow) -> String {
-    serde_json::from_str::<JobRequest>(&job.request).map(|r| r.topology_id).unwrap_or_default()
+    Ok((schedule_id, topology_id, body, summary))
 }
 
 /// The synthesis itself (blocking): the engine, then the schedule and its summary as JSON.

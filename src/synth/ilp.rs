@@ -780,30 +780,7 @@ pub fn recover(ten: &Ten, holders: &mut [Vec<u32>], missing: &[[u32; 2]], start:
 
 /// Edge ids of a shortest (in timesteps) path from the nearest of `from` to `to`.
 fn shortest_path(ten: &Ten, from: &[u32], to: u32) -> Option<Vec<u32>> {
-    let mut dist = vec![u32::MAX; ten.npus];
-    let mut via = vec![u32::MAX; ten.npus];
-    let mut heap = std::collections::BinaryHeap::new();
-    for &s in from {
-        dist[s as usize] = 0;
-        heap.push(std::cmp::Reverse((0u32, s)));
-    }
-    while let Some(std::cmp::Reverse((d, u))) = heap.pop() {
-        if d > dist[u as usize] {
-            continue;
-        }
-        if u == to {
-            break;
-        }
-        for &e in ten.out_edges(u as usize) {
-            let edge = &ten.edges[e as usize];
-            let nd = d + edge.span;
-            if nd < dist[edge.dst as usize] {
-                dist[edge.dst as usize] = nd;
-                via[edge.dst as usize] = e;
-                heap.push(std::cmp::Reverse((nd, edge.dst)));
-            }
-        }
-    }
+    let (dist, via) = ten.shortest_tree(from);
     if dist[to as usize] == u32::MAX {
         return None;
     }

@@ -179,14 +179,20 @@ impl Ten {
     /// Shortest distance in timesteps from the nearest of `sources` to every NPU
     /// (`u32::MAX` where unreachable).
     pub fn distances_from(&self, sources: &[u32]) -> Vec<u32> {
-        self.shortest_tree(sources).0
+        // The greedy computes one of these per holder set: no edge table it would not read.
+        self.dijkstra(sources, None)
     }
 
     /// Distances from the nearest of `sources` (as `distances_from`) and, per NPU, the edge
     /// that reaches it on a shortest path (`u32::MAX` for sources and unreachable NPUs).
     pub fn shortest_tree(&self, sources: &[u32]) -> (Vec<u32>, Vec<u32>) {
-        let mut dist = vec![u32::MAX; self.npus];
         let mut via = vec![u32::MAX; self.npus];
+        let dist = self.dijkstra(sources, Some(&mut via));
+        (dist, via)
+    }
+
+    fn dijkstra(&self, sources: &[u32], mut via: Option<&mut Vec<u32>>) -> Vec<u32> {
+        let mut dist = vec![u32::MAX; self.npus];
         let mut heap = BinaryHeap::new();
         for &s in sources {
             dist[s as usize] = 0;
@@ -201,12 +207,14 @@ impl Ten {
                 let nd = d + edge.span;
                 if nd < dist[edge.dst as usize] {
                     dist[edge.dst as usize] = nd;
-                    via[edge.dst as usize] = e;
+                    if let Some(via) = via.as_deref_mut() {
+                        via[edge.dst as usize] = e;
+                    }
                     heap.push(std::cmp::Reverse((nd, edge.dst)));
                 }
             }
         }
-        (dist, via)
+        dist
     }
 
     /// Shortest distance in timesteps from every NPU to the nearest of `targets`

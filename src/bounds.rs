@@ -27,7 +27,8 @@ pub struct LowerBounds {
 
 pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
     let mut b = LowerBounds::default();
-    let needed = c.needed();
+    let holders = c.holders();
+    let needed = c.needed_with(&holders);
     if needed.is_empty() {
         b.ingress_ns = Some(0.0);
         b.latency_ns = Some(0.0);
@@ -38,7 +39,7 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
     if b.ingress_ns.is_none() {
         b.notes.push("ingress: an NPU that needs data has no incoming link".into());
     }
-    match latency(topo, c, &needed) {
+    match latency(topo, c, &holders, &needed) {
         Ok(x) => b.latency_ns = x,
         Err(note) => b.notes.push(note),
     }
@@ -83,8 +84,12 @@ fn ingress(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Option<f64> 
 /// terms.
 const MAX_LATENCY_PASSES: usize = 256;
 
-fn latency(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Result<Option<f64>, String> {
-    let holders = c.holders();
+fn latency(
+    topo: &Topology,
+    c: &Collective,
+    holders: &crate::collective::Holders,
+    needed: &[[u32; 2]],
+) -> Result<Option<f64>, String> {
     // Needed NPUs per chunk, then per distinct holder set (each slice hashed once per chunk).
     let mut by_chunk: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
     for &[v, ch] in needed {

@@ -45,6 +45,9 @@ pub enum Command {
         target: CollectiveArgs,
         #[arg(long)]
         json: bool,
+        /// Only these baselines, comma-separated (default: every one; see `baseline --list`).
+        #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+        algos: Option<Vec<String>>,
     },
     /// Run the HTTP service (API v1, documented in openapi.yaml) until SIGTERM or Ctrl-C.
     Serve {
@@ -284,9 +287,28 @@ fn run(cmd: Command) -> Result<i32, String> {
         }
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
-        Command::Compare { target, json } => {
+        Command::Compare { target, json, algos } => {
+            let all = crate::baselines::names();
+            let names: Vec<&str> = match &algos {
+                None => all.clone(),
+                Some(list) => {
+                    let mut names = Vec::new();
+                    for a in list {
+                        match all.iter().find(|&&n| n == a.trim()) {
+                            Some(&n) => names.push(n),
+                            None => {
+                                return Err(format!(
+                                    "--algos: unknown baseline {a:?}; expected some of {}",
+                                    all.join(", ")
+                                ));
+                            }
+                        }
+                    }
+                    names
+                }
+            };
             let (topo, spec) = load_target(&target)?;
-            let cmp = engine::compare(&topo, &spec, None);
+            let cmp = engine::compare_among(&topo, &spec, None, &names);
             if json {
                 print_json(&cmp)?;
             } else {

@@ -398,7 +398,12 @@ impl Collective {
     /// Postcondition pairs that need a delivery (not already satisfied by the precondition;
     /// for combining collectives, every pair whose chunk has a contributor other than itself).
     pub fn needed(&self) -> Vec<[u32; 2]> {
-        let holders = self.holders();
+        self.needed_with(&self.holders())
+    }
+
+    /// `needed`, given `holders()` (a 4096-NPU all-reduce has 2^26 precondition pairs, so
+    /// callers that need both build the holders once).
+    pub fn needed_with(&self, holders: &Holders) -> Vec<[u32; 2]> {
         self.postcondition
             .iter()
             .copied()
@@ -411,11 +416,11 @@ impl Collective {
 
     /// Checks that every needed pair can be served over the topology's links.
     pub fn check_reachable(&self, topo: &Topology) -> Result<(), InputError> {
-        let needed = self.needed();
+        let holders = self.holders();
+        let needed = self.needed_with(&holders);
         if needed.is_empty() {
             return Ok(());
         }
-        let holders = self.holders();
         let scc = topo.scc_ids();
         // Fast path: every NPU involved lies in one strongly connected component.
         let first = scc[needed[0][0] as usize];

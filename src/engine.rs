@@ -492,9 +492,20 @@ pub fn compare(
     spec: &crate::collective::CollectiveSpec,
     extra: Option<(&str, &Schedule)>,
 ) -> Comparison {
+    compare_among(topology, spec, extra, &crate::baselines::names())
+}
+
+/// `compare` over the named baselines only (names from `baselines::names()`; others are
+/// refused with the reason "unknown baseline").
+pub fn compare_among(
+    topology: &crate::topology::Topology,
+    spec: &crate::collective::CollectiveSpec,
+    extra: Option<(&str, &Schedule)>,
+    names: &[&str],
+) -> Comparison {
     let mut rows = Vec::new();
     let mut refused = Vec::new();
-    for name in crate::baselines::names() {
+    for &name in names {
         match baseline(name, topology, spec) {
             Ok((s, r)) => rows.push((
                 name.to_string(),

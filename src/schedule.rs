@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// The chunks of one transfer. Synthesized schedules hold tens of millions of single-chunk
-/// transfers, so one chunk is stored inline and the whole list takes 16 bytes.
+/// transfers, so one chunk is stored inline and the whole list takes 16 bytes. Longer lists
+/// are shared: a latency-optimal all-reduce on 4096 NPUs sends the same 4096-chunk list in
+/// every one of its 200 000 messages.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum ChunkList {
     One(u32),
-    Many(Box<[u32]>),
+    Many(Arc<[u32]>),
 }
 
 impl ChunkList {
@@ -22,7 +24,7 @@ impl ChunkList {
         *self = v.into();
     }
     pub fn clear(&mut self) {
-        *self = ChunkList::Many(Box::new([]));
+        *self = ChunkList::Many(Arc::new([]));
     }
 }
 
@@ -40,14 +42,14 @@ impl std::ops::DerefMut for ChunkList {
     fn deref_mut(&mut self) -> &mut [u32] {
         match self {
             ChunkList::One(c) => std::slice::from_mut(c),
-            ChunkList::Many(b) => b,
+            ChunkList::Many(b) => Arc::make_mut(b),
         }
     }
 }
 
 impl From<Vec<u32>> for ChunkList {
     fn from(v: Vec<u32>) -> Self {
-        if v.len() == 1 { ChunkList::One(v[0]) } else { ChunkList::Many(v.into_boxed_slice()) }
+        if v.len() == 1 { ChunkList::One(v[0]) } else { ChunkList::Many(v.into()) }
     }
 }
 

@@ -56,7 +56,8 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
     let mut count = vec![0usize; topo.links().len()];
     let order = s.replay_order();
     let mut path_links: Vec<usize> = Vec::new();
-    let mut pending: Vec<(u32, u32, f64)> = Vec::new();
+    // (transfer, end) of the current step: their writes land after every read of the step.
+    let mut pending: Vec<(usize, f64)> = Vec::new();
     let mut round_end_ns = Vec::new();
     let mut total = 0.0f64;
     let mut k = 0;
@@ -68,13 +69,11 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
             let i = order[k] as usize;
             let t = &s.transfers[i];
             route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
-            for &c in &t.chunks {
-                if c as usize >= s.num_chunks || t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
-                    return Err(SimError::Unroutable {
-                        transfer: i,
-                        message: format!("chunk {c} or an endpoint is out of range"),
-                    });
-                }
+            if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
+                return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
+            }
+            if let Some(&c) = t.chunks.iter().find(|&&c| c as usize >= s.num_chunks) {
+                return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
             }
             let bytes = chunk * t.chunks.len() as f64;
             let mut start = 0.0f64;
@@ -99,15 +98,16 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
                 bytes_on[l] += bytes;
                 count[l] += 1;
             }
-            for &c in &t.chunks {
-                pending.push((t.dst, c, end));
-            }
+            pending.push((i, end));
             round_end = round_end.max(end);
             k += 1;
         }
-        for &(v, c, end) in &pending {
-            let r = ready.get(v as usize, c as usize).max(end);
-            ready.set(v as usize, c as usize, r);
+        for &(i, end) in &pending {
+            let t = &s.transfers[i];
+            for &c in &t.chunks {
+                let r = ready.get(t.dst as usize, c as usize).max(end);
+                ready.set(t.dst as usize, c as usize, r);
+            }
         }
         round_end_ns.push(round_end);
         total = total.max(round_end);

@@ -23,6 +23,17 @@ impl Spans {
         Spans(out.into())
     }
 
+    /// From ranges already in canonical form: sorted, non-empty, disjoint and non-adjacent.
+    pub fn from_canonical_ranges(r: Vec<(u32, u32)>) -> Spans {
+        debug_assert!(r.iter().all(|&(a, b)| a < b) && r.windows(2).all(|w| w[0].1 < w[1].0));
+        Spans(r.into())
+    }
+
+    /// Identity of the shared storage: equal ids mean equal sets (the converse need not hold).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as *const (u32, u32) as usize
+    }
+
     pub fn ranges(&self) -> &[(u32, u32)] {
         &self.0
     }

@@ -1,12 +1,13 @@
 //! The validator: replays a schedule under the v1 semantics and lists every rule it breaks
 //! as structured violations. A schedule is valid exactly when the list is empty.
 
-use crate::collective::{Collective, Holders};
+use crate::collective::Collective;
 use crate::limits;
 use crate::schedule::{Op, Schedule};
 use crate::slots::SlotTable;
 use crate::spans::Spans;
 use serde::Serialize;
+use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -266,22 +267,13 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
     }
     let simulatable = ok.iter().all(|&g| g);
 
-    // 3. Replay the data flow step by step.
-    let holders = Holders::new(&pre, chunks);
+    // 3. Replay the data flow step by step. A step reads the state after every earlier step
+    // and its writes land at its end. Most slots get one write per step; they are applied as
+    // they come, and only slots written more than once are gathered and sorted.
     let order = s.replay_order();
-    let mut state = if s.combining {
-        let mut t: SlotTable<Option<Spans>> = SlotTable::new(npus, chunks);
-        for &[v, c] in &pre {
-            t.set(v as usize, c as usize, Some(Spans::singleton(v)));
-        }
-        State::Combining(t)
-    } else {
-        let mut t: SlotTable<bool> = SlotTable::new(npus, chunks);
-        for &[v, c] in &pre {
-            t.set(v as usize, c as usize, true);
-        }
-        State::Plain(t)
-    };
+    let mut state = State::new(s.combining, npus, chunks, &pre);
+    let mut stamps: SlotTable<u32> = SlotTable::new(npus, chunks);
+    let mut ordinal: u32 = 0;
     let mut k = 0;
     while k < order.len() {
         let step = s.transfers[order[k] as usize].step;
@@ -289,89 +281,95 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         while end < order.len() && s.transfers[order[end] as usize].step == step {
             end += 1;
         }
-        // Reads see the state after every earlier step.
-        let mut writes: Vec<Write> = Vec::new();
+        ordinal += 1;
+        let (once, many) = (2 * ordinal, 2 * ordinal + 1);
+        // Pass 1: every read, as runs of one value, and how often each slot is written.
+        let mut reads: Vec<Vec<(SetId, u32)>> = Vec::with_capacity(end - k);
         for &i in &order[k..end] {
             let i = i as usize;
-            if !ok[i] {
-                continue;
-            }
-            let t = &s.transfers[i];
-            for &c in &t.chunks {
-                let value = state.read(t.src as usize, c as usize);
-                if value.is_none() {
-                    out.add(
-                        SourceMissingChunk,
-                        Some((i, step)),
-                        Some(t.src),
-                        Some(c),
-                        format!("transfer {i}: NPU {} does not hold chunk {c} at step {step}", t.src),
-                    );
-                    continue;
+            let mut runs: Vec<(SetId, u32)> = Vec::new();
+            if ok[i] {
+                let t = &s.transfers[i];
+                for &c in &t.chunks {
+                    let value = state.read(t.src as usize, c as usize);
+                    if value == NONE {
+                        out.add(
+                            SourceMissingChunk,
+                            Some((i, step)),
+                            Some(t.src),
+                            Some(c),
+                            format!("transfer {i}: NPU {} does not hold chunk {c} at step {step}", t.src),
+                        );
+                    } else {
+                        let st = *stamps.get(t.dst as usize, c as usize);
+                        stamps.set(t.dst as usize, c as usize, if st == once || st == many { many } else { once });
+                    }
+                    match runs.last_mut() {
+                        Some((v, n)) if *v == value => *n += 1,
+                        _ => runs.push((value, 1)),
+                    }
                 }
-                writes.push(Write { dst: t.dst, chunk: c, op: t.op, transfer: i, value });
+            }
+            reads.push(runs);
+        }
+        // Pass 2: apply the single writes; gather the rest.
+        state.new_step();
+        let mut shared: Vec<Write> = Vec::new();
+        for (&i, runs) in order[k..end].iter().zip(&reads) {
+            let i = i as usize;
+            let t = &s.transfers[i];
+            let mut chunk_iter = t.chunks.iter();
+            for &(value, n) in runs {
+                for &c in chunk_iter.by_ref().take(n as usize) {
+                    if value == NONE {
+                        continue;
+                    }
+                    let w = Write { dst: t.dst, chunk: c, op: t.op, transfer: i, value };
+                    if *stamps.get(t.dst as usize, c as usize) == once {
+                        state.apply(std::slice::from_ref(&w), step, &mut out);
+                    } else {
+                        shared.push(w);
+                    }
+                }
             }
         }
-        // Writes land at the end of the step, grouped per destination slot.
-        writes.sort_by_key(|w| (w.dst, w.chunk, w.transfer));
-        let mut interner = Interner::default();
+        shared.sort_by_key(|w| (w.dst, w.chunk, w.transfer));
         let mut a = 0;
-        while a < writes.len() {
+        while a < shared.len() {
             let mut b = a;
-            while b < writes.len() && writes[b].dst == writes[a].dst && writes[b].chunk == writes[a].chunk {
+            while b < shared.len() && shared[b].dst == shared[a].dst && shared[b].chunk == shared[a].chunk {
                 b += 1;
             }
-            state.apply(&writes[a..b], step, &mut out, &mut interner);
+            state.apply(&shared[a..b], step, &mut out);
             a = b;
         }
         k = end;
     }
 
-    // 4. The postcondition. Each chunk's full contributor set is built once.
-    let mut required: Vec<Option<Spans>> = vec![None; if s.combining { chunks } else { 0 }];
+    // 4. The postcondition. A combining chunk must hold every initial holder's contribution;
+    // sets are interned, so that is an equality of ids.
+    let required: Vec<SetId> = if s.combining { state.required_sets(&pre, chunks) } else { Vec::new() };
     for &[v, c] in &s.postcondition {
         if (v as usize) >= npus || (c as usize) >= chunks {
             continue;
         }
-        match &state {
-            State::Plain(t) => {
-                if !*t.get(v as usize, c as usize) {
-                    out.add(
-                        PostconditionUnmet,
-                        None,
-                        Some(v),
-                        Some(c),
-                        format!("NPU {v} does not hold chunk {c} at the end"),
-                    );
-                }
-            }
-            State::Combining(t) => {
-                let want = required[c as usize].get_or_insert_with(|| Spans::from_sorted_ids(holders.of(c as usize)));
-                match t.get(v as usize, c as usize) {
-                    None => out.add(
-                        PostconditionUnmet,
-                        None,
-                        Some(v),
-                        Some(c),
-                        format!("NPU {v} does not hold chunk {c} at the end"),
-                    ),
-                    Some(have) if have != want => {
-                        let missing = want.missing_from(have, 8);
-                        out.add(
-                            IncompleteReduction,
-                            None,
-                            Some(v),
-                            Some(c),
-                            format!(
-                                "NPU {v} holds chunk {c} reduced over {} of {} contributors; missing e.g. {missing:?}",
-                                have.count(),
-                                want.count()
-                            ),
-                        );
-                    }
-                    Some(_) => {}
-                }
-            }
+        let have = state.read(v as usize, c as usize);
+        if have == NONE {
+            out.add(PostconditionUnmet, None, Some(v), Some(c), format!("NPU {v} does not hold chunk {c} at the end"));
+        } else if s.combining && have != required[c as usize] {
+            let (have, want) = (state.sets.get(have), state.sets.get(required[c as usize]));
+            let missing = want.missing_from(have, 8);
+            out.add(
+                IncompleteReduction,
+                None,
+                Some(v),
+                Some(c),
+                format!(
+                    "NPU {v} holds chunk {c} reduced over {} of {} contributors; missing e.g. {missing:?}",
+                    have.count(),
+                    want.count()
+                ),
+            );
         }
     }
     (finish(out, simulatable), built.ok())
@@ -401,22 +399,63 @@ fn check_path(topo: &crate::topology::Topology, src: u32, dst: u32, p: &[u32]) -
     Ok(())
 }
 
-/// Shares equal contributor sets made in one step (one message reduces many chunks the same
-/// way): without it, strided sets (a torus column is 64 ranges) copied into every slot of a
-/// 4096-NPU all-reduce would take tens of GB.
-#[derive(Default)]
-struct Interner(std::collections::HashSet<Spans>);
+/// A contributor set interned in `Sets`; `NONE` means the slot is not held.
+type SetId = u32;
+const NONE: SetId = 0;
 
-impl Interner {
-    fn intern(&mut self, s: Spans) -> Spans {
-        if s.ranges().len() <= 2 {
-            return s; // small sets are cheaper to keep than to hash
+/// Every contributor set the replay meets, stored once and numbered from 1: slots hold 4-byte
+/// ids (a 4096-NPU all-reduce split in 4 parts has 2^26 slots), and equal sets have equal ids.
+#[derive(Default)]
+struct Sets {
+    list: Vec<Spans>,
+    index: HashMap<Spans, SetId>,
+}
+
+impl Sets {
+    fn intern(&mut self, s: Spans) -> SetId {
+        if let Some(&i) = self.index.get(&s) {
+            return i;
         }
-        if let Some(x) = self.0.get(&s) {
-            return x.clone();
+        self.list.push(s.clone());
+        let id = self.list.len() as SetId;
+        self.index.insert(s, id);
+        id
+    }
+
+    fn get(&self, id: SetId) -> &Spans {
+        &self.list[id as usize - 1]
+    }
+}
+
+/// Hashes a pair of ids: set operations are memoized per step, because one message reduces
+/// many chunks with the same two sets (a whole-vector message of a 4096-NPU all-reduce: 4096
+/// chunks, one union), and SipHash on hundreds of millions of lookups showed up in profiles.
+#[derive(Default, Clone, Copy)]
+struct IdHash;
+
+impl std::hash::BuildHasher for IdHash {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
         }
-        self.0.insert(s.clone());
-        s
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
@@ -425,29 +464,89 @@ struct Write {
     chunk: u32,
     op: Op,
     transfer: usize,
-    /// The source's contents: `Some` for held (contributors when combining).
-    value: Option<Spans>,
+    /// The source's contents (its contributors when combining).
+    value: SetId,
 }
 
-enum State {
-    Plain(SlotTable<bool>),
-    Combining(SlotTable<Option<Spans>>),
+struct State {
+    combining: bool,
+    slots: SlotTable<SetId>,
+    sets: Sets,
+    /// (a, b) -> (first common contributor, a ∪ b), for the current step.
+    reduce_memo: HashMap<(SetId, SetId), (Option<u32>, SetId), IdHash>,
+    /// (a, b) -> a ⊆ b, for the current step.
+    subset_memo: HashMap<(SetId, SetId), bool, IdHash>,
 }
-
-static HELD: std::sync::OnceLock<Spans> = std::sync::OnceLock::new();
 
 impl State {
-    fn read(&self, npu: usize, chunk: usize) -> Option<Spans> {
-        match self {
-            State::Plain(t) => t.get(npu, chunk).then(|| HELD.get_or_init(|| Spans::singleton(0)).clone()),
-            State::Combining(t) => t.get(npu, chunk).clone(),
+    fn new(combining: bool, npus: usize, chunks: usize, pre: &[[u32; 2]]) -> State {
+        let mut st = State {
+            combining,
+            slots: SlotTable::new(npus, chunks),
+            sets: Sets::default(),
+            reduce_memo: HashMap::default(),
+            subset_memo: HashMap::default(),
+        };
+        // Non-combining collectives only track "held": one set stands for it.
+        let held = (!combining).then(|| st.sets.intern(Spans::singleton(0)));
+        for &[v, c] in pre {
+            let id = held.unwrap_or_else(|| st.sets.intern(Spans::singleton(v)));
+            st.slots.set(v as usize, c as usize, id);
         }
+        st
+    }
+
+    fn new_step(&mut self) {
+        self.reduce_memo.clear();
+        self.subset_memo.clear();
+    }
+
+    fn read(&self, npu: usize, chunk: usize) -> SetId {
+        *self.slots.get(npu, chunk)
+    }
+
+    fn reduce(&mut self, a: SetId, b: SetId) -> (Option<u32>, SetId) {
+        if let Some(&r) = self.reduce_memo.get(&(a, b)) {
+            return r;
+        }
+        let (x, y) = (self.sets.get(a), self.sets.get(b));
+        let common = x.first_common(y);
+        let u = x.union(y);
+        let r = (common, self.sets.intern(u));
+        self.reduce_memo.insert((a, b), r);
+        r
+    }
+
+    fn is_subset(&mut self, a: SetId, b: SetId) -> bool {
+        if a == b {
+            return true;
+        }
+        let sets = &self.sets;
+        *self.subset_memo.entry((a, b)).or_insert_with(|| sets.get(a).is_subset_of(sets.get(b)))
+    }
+
+    /// Every chunk's initial holders as an interned contributor set. `pre` is sorted by NPU,
+    /// so each chunk's ranges grow at their end.
+    fn required_sets(&mut self, pre: &[[u32; 2]], chunks: usize) -> Vec<SetId> {
+        let mut ranges: Vec<Vec<(u32, u32)>> = vec![Vec::new(); chunks];
+        for &[v, c] in pre {
+            let r = &mut ranges[c as usize];
+            match r.last_mut() {
+                Some(last) if last.1 == v => last.1 = v + 1,
+                _ => r.push((v, v + 1)),
+            }
+        }
+        ranges.into_iter().map(|r| self.sets.intern(Spans::from_canonical_ranges(r))).collect()
     }
 
     /// Applies all writes into one (npu, chunk) slot from one step.
-    fn apply(&mut self, ws: &[Write], step: u32, out: &mut Sink, interner: &mut Interner) {
+    fn apply(&mut self, ws: &[Write], step: u32, out: &mut Sink) {
         use ViolationKind::*;
         let (dst, chunk) = (ws[0].dst, ws[0].chunk);
+        let slot = (dst as usize, chunk as usize);
+        if !self.combining {
+            self.slots.set(slot.0, slot.1, ws[0].value);
+        }
         let copies = ws.iter().filter(|w| w.op == Op::Copy).count();
         if copies > 1 || (copies == 1 && ws.len() > 1) {
             let ids: Vec<usize> = ws.iter().map(|w| w.transfer).collect();
@@ -459,83 +558,68 @@ impl State {
                 format!("transfers {ids:?} all write chunk {chunk} into NPU {dst} in step {step}; at most one copy, or only reduces, may"),
             );
             // The outcome is undefined; keep every contribution so later checks do not cascade.
-            if let State::Plain(t) = self {
-                t.set(dst as usize, chunk as usize, true);
-            }
-            if let State::Combining(t) = self {
-                let mut acc = t.get(dst as usize, chunk as usize).clone();
+            if self.combining {
+                let mut acc = self.read(slot.0, slot.1);
                 for w in ws {
-                    let v = w.value.clone().expect("written values were read");
-                    acc = Some(match acc {
-                        Some(a) => a.union(&v),
-                        None => v,
-                    });
+                    acc = if acc == NONE { w.value } else { self.reduce(acc, w.value).1 };
                 }
-                t.set(dst as usize, chunk as usize, acc.map(|a| interner.intern(a)));
+                self.slots.set(slot.0, slot.1, acc);
             }
             return;
         }
-        match self {
-            State::Plain(t) => t.set(dst as usize, chunk as usize, true),
-            State::Combining(t) => {
-                let old = t.get(dst as usize, chunk as usize).clone();
-                let mut acc = old.clone();
-                for w in ws {
-                    let src = w.value.clone().expect("reads that found nothing are not written");
-                    let at = Some((w.transfer, step));
-                    match w.op {
-                        Op::Copy => {
-                            if let Some(o) = &old
-                                && !o.is_subset_of(&src)
-                            {
-                                let lost = o.missing_from(&src, 8);
-                                out.add(
-                                        CopyDropsContribution,
-                                        at,
-                                        Some(dst),
-                                        Some(chunk),
-                                        format!(
-                                            "transfer {}: copying chunk {chunk} into NPU {dst} drops contributions {lost:?} it already had",
-                                            w.transfer
-                                        ),
-                                    );
-                            }
-                            acc = Some(src);
-                        }
-                        Op::Reduce => match &acc {
-                            None => {
-                                out.add(
-                                    ReduceWithoutPartial,
-                                    at,
-                                    Some(dst),
-                                    Some(chunk),
-                                    format!(
-                                        "transfer {}: NPU {dst} holds no partial of chunk {chunk} to reduce into",
-                                        w.transfer
-                                    ),
-                                );
-                                acc = Some(src);
-                            }
-                            Some(a) => {
-                                if let Some(v) = a.first_common(&src) {
-                                    out.add(
-                                        DoubleCount,
-                                        at,
-                                        Some(dst),
-                                        Some(chunk),
-                                        format!(
-                                            "transfer {}: the contribution of NPU {v} to chunk {chunk} would be counted twice at NPU {dst}",
-                                            w.transfer
-                                        ),
-                                    );
-                                }
-                                acc = Some(a.union(&src));
-                            }
-                        },
+        if !self.combining {
+            return;
+        }
+        let old = self.read(slot.0, slot.1);
+        let mut acc = old;
+        for w in ws {
+            let src = w.value;
+            let at = Some((w.transfer, step));
+            match w.op {
+                Op::Copy => {
+                    if old != NONE && !self.is_subset(old, src) {
+                        let lost = self.sets.get(old).missing_from(self.sets.get(src), 8);
+                        out.add(
+                            CopyDropsContribution,
+                            at,
+                            Some(dst),
+                            Some(chunk),
+                            format!(
+                                "transfer {}: copying chunk {chunk} into NPU {dst} drops contributions {lost:?} it already had",
+                                w.transfer
+                            ),
+                        );
                     }
+                    acc = src;
                 }
-                t.set(dst as usize, chunk as usize, acc.map(|a| interner.intern(a)));
+                Op::Reduce if acc == NONE => {
+                    out.add(
+                        ReduceWithoutPartial,
+                        at,
+                        Some(dst),
+                        Some(chunk),
+                        format!("transfer {}: NPU {dst} holds no partial of chunk {chunk} to reduce into", w.transfer),
+                    );
+                    acc = src;
+                }
+                Op::Reduce => {
+                    let (common, union) = self.reduce(acc, src);
+                    if let Some(v) = common {
+                        out.add(
+                            DoubleCount,
+                            at,
+                            Some(dst),
+                            Some(chunk),
+                            format!(
+                                "transfer {}: the contribution of NPU {v} to chunk {chunk} would be counted twice at NPU {dst}",
+                                w.transfer
+                            ),
+                        );
+                    }
+                    acc = union;
+                }
             }
         }
+        self.slots.set(slot.0, slot.1, acc);
     }
 }

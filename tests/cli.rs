@@ -227,6 +227,16 @@ fn baseline_and_compare_verbs() {
         None,
     );
     assert!(json(&o)["rows"].as_array().unwrap().len() >= 8);
+    // --algos: only the named baselines; an unknown name is a usage error naming it.
+    let some = ["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--json"];
+    let o = ccsynth(&[&some[..], &["--algos", "bucket,swing-bandwidth"]].concat(), None);
+    let rows: Vec<String> =
+        json(&o)["rows"].as_array().unwrap().iter().map(|r| r["algorithm"].as_str().unwrap().to_string()).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.contains(&"bucket".to_string()) && rows.contains(&"swing-bandwidth".to_string()));
+    let o = ccsynth(&[&some[..], &["--algos", "bucket,fastest"]].concat(), None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown baseline \"fastest\""));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use super::{Algorithm, BaselineInfo, Out};
 use crate::collective::CollectiveKind as K;
-use crate::schedule::Op;
+use crate::schedule::{ChunkList, Op};
 
 /// Above this many NPUs the p² routed messages of the pairwise kinds are refused (memory).
 pub const MAX_DIRECT_NPUS: usize = 1024;
@@ -53,7 +53,7 @@ pub(super) const DIRECT: Algorithm = Algorithm {
                     K::Gather if b == root => out.send(0, a, b, block(a), Op::Copy),
                     K::AllToAll => {
                         let base = ((a * p + b) as u32) * k;
-                        out.send(0, a, b, (base..base + k).collect(), Op::Copy);
+                        out.send(0, a, b, (base..base + k).collect::<ChunkList>(), Op::Copy);
                     }
                     _ => {}
                 }

@@ -14,7 +14,7 @@ mod mst;
 mod ring;
 
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
-use crate::schedule::{Op, Schedule, Transfer};
+use crate::schedule::{ChunkList, Op, Schedule, Transfer};
 use crate::topology::{Grid, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -304,12 +304,21 @@ impl<'c, 'a> Out<'c, 'a> {
         Out { ctx, transfers: Vec::new() }
     }
     /// One message from rank a to rank b along the shortest path.
-    pub fn send(&mut self, step: u32, a: usize, b: usize, chunks: Vec<u32>, op: Op) {
+    pub fn send(&mut self, step: u32, a: usize, b: usize, chunks: impl Into<ChunkList>, op: Op) {
         let (u, v) = (self.ctx.ranks[a], self.ctx.ranks[b]);
         let path = self.ctx.route(u, v);
         self.push(step, u, v, chunks, op, path);
     }
-    pub fn push(&mut self, step: u32, u: usize, v: usize, chunks: Vec<u32>, op: Op, path: Option<Arc<[u32]>>) {
+    pub fn push(
+        &mut self,
+        step: u32,
+        u: usize,
+        v: usize,
+        chunks: impl Into<ChunkList>,
+        op: Op,
+        path: Option<Arc<[u32]>>,
+    ) {
+        let chunks: ChunkList = chunks.into();
         if chunks.is_empty() {
             return;
         }

@@ -55,7 +55,7 @@ fn gcd(a: usize, b: usize) -> usize {
 fn hamiltonian_torus(t: &crate::topology::Topology) -> Option<HamiltonianTorus> {
     let g = t.infer_grid().filter(|g| g.torus && g.dims.len() == 2)?;
     let (a, b) = (g.dims[0], g.dims[1]);
-    let fits = |c: usize, r: usize| c >= 3 && r % c == 0 && gcd(r, c - 1) == 1;
+    let fits = |c: usize, r: usize| c >= 3 && r.is_multiple_of(c) && gcd(r, c - 1) == 1;
     if fits(a, b) {
         Some(HamiltonianTorus { c: a, r: b, x_first: true })
     } else if fits(b, a) {

@@ -947,7 +947,7 @@ impl Model {
                     }
                 }
                 polled += 1;
-                if polled % 4096 == 0 {
+                if polled.is_multiple_of(4096) {
                     if stop() {
                         return Err(BuildStop::Interrupted);
                     }

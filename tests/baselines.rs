@@ -110,6 +110,61 @@ fn swing_on_a_4x4_torus_first_step_and_step_count() {
     }
 }
 
+/// Swing §3.2 / Appendix A.2 for any p: even p runs ⌈log₂p⌉ steps and each rank sends each
+/// block once ("never send a block twice"); odd p runs on p − 1 ranks while the last one trades
+/// blocks directly. Either way every NPU sends exactly p − 1 blocks (k chunks each), for the
+/// reduce-scatter and the all-gather alike: no folding, no block sent twice.
+#[test]
+fn swing_bandwidth_sends_every_block_once_for_any_p() {
+    let spec = |kind| CollectiveSpec::new(kind, 1 << 20);
+    let mut cases: Vec<(String, usize)> = (2..=40).map(|p| (format!("ring:{p}"), p)).collect();
+    cases.extend((2..=24).map(|p| (format!("fc:{p}"), p)));
+    cases.extend(
+        [("torus:6x6", 36), ("torus:6x10", 60), ("torus:4x6", 24), ("torus:3x3", 9), ("torus:5x5", 25)]
+            .map(|(t, p)| (t.to_string(), p)),
+    );
+    for (topo_spec, p) in cases {
+        for kind in [K::ReduceScatter, K::AllGather] {
+            let (_, s) = time("swing-bandwidth", &topo_spec, spec(kind));
+            let k = s.collective.chunks_per_npu as usize;
+            for r in 0..p as u32 {
+                let sent: usize = s.transfers.iter().filter(|t| t.src == r).map(|t| t.chunks.len()).sum();
+                assert_eq!(sent, (p - 1) * k, "{topo_spec} {kind:?} NPU {r}");
+            }
+            // Steps: ⌈log₂⌉ of the core (p, or p − 1 when p is odd) on a line; the sum of
+            // ⌈log₂ side⌉ on tori with even sides.
+            let core = if p % 2 == 1 { p - 1 } else { p };
+            let want = match topo_spec.as_str() {
+                "torus:6x6" => 6,
+                "torus:6x10" => 7,
+                "torus:4x6" => 5,
+                _ => core.next_power_of_two().trailing_zeros() as usize,
+            };
+            assert_eq!(s.rounds(), want, "{topo_spec} {kind:?}");
+        }
+    }
+}
+
+/// Fig. 4: on 7 nodes, nodes 0..5 run Swing and node 6 trades its blocks with nodes 0, 1, 2 in
+/// step 0, 3 and 4 in step 1, and 5 in the last step; the others pair as on 6 nodes.
+#[test]
+fn swing_on_7_nodes_serves_the_last_node_directly() {
+    let (_, s) = time("swing-bandwidth", "ring:7", CollectiveSpec::new(K::ReduceScatter, 7 << 10));
+    let with_6 = |step: u32| -> Vec<u32> {
+        let mut v: Vec<u32> = s.transfers.iter().filter(|t| t.step == step && t.src == 6).map(|t| t.dst).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    assert_eq!(with_6(0), [0, 1, 2]);
+    assert_eq!(with_6(1), [3, 4]);
+    assert_eq!(with_6(2), [5]);
+    // Node 0 (plain collective) pairs with π(0, s) on 6 nodes: 1, 5 (= 0 − 1), 3.
+    for (step, peer) in [(0u32, 1u32), (1, 5), (2, 3)] {
+        assert!(s.transfers.iter().any(|t| t.step == step && t.src == 0 && t.dst == peer), "step {step}");
+    }
+}
+
 /// Swing's deficiency model (Table 2): with α negligible, bandwidth-optimal Swing over the
 /// ideal (n/D)·β tends to 1.19 on 2D square tori and 1.03 on 3D ones. Measured here (see
 /// docs/BASELINES.md): 1.195 on 16×16, 1.27 on 32×32, 1.039 on 8×8×8.

@@ -10,15 +10,19 @@
 //!
 //! In a reduce-scatter step s, rank r sends peer q the blocks of every rank q reaches through
 //! steps after s (including q); the all-gather replays the steps backwards with the same sets.
-//! Non-power-of-two groups are folded: the extra ranks p' + j first hand everything to rank j
+//! Bandwidth-optimal Swing serves any p with its own schemes (§3.2, Appendix A.2): for even p
+//! (and tori with even sides) it runs ⌈log₂⌉ steps per dimension and each rank sends every
+//! block once, at the last step whose peer reaches it; for odd p it runs on p − 1 ranks while
+//! the last rank trades blocks directly with ⌈m/2⌉ of the m ranks left at each step. Other
+//! non-power-of-two groups are folded: the extra ranks p' + j first hand everything to rank j
 //! and get the result back at the end. Where the group is a whole mesh or torus with
-//! power-of-two sides, peers follow coordinates and messages the grid lines; elsewhere ranks
-//! are a logical line and messages take shortest paths. Swing's own schemes for even
-//! non-powers of two and odd p (its §3.2) are not implemented; folding serves those p.
+//! power-of-two sides (or a torus with even sides, for Swing), peers follow coordinates and
+//! messages the grid lines; elsewhere ranks are a logical line and messages take shortest
+//! paths.
 
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;
-use crate::schedule::{Op, Transfer};
+use crate::schedule::{ChunkList, Op, Transfer};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Family {
@@ -103,21 +107,27 @@ pub(super) const BUCKET: Algorithm = Algorithm {
 };
 
 fn swing_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec) -> u32 {
-    let d = t
-        .infer_grid()
-        .filter(|g| g.torus && g.dims.iter().all(|d| d.is_power_of_two()))
-        .map(|g| g.dims.len())
-        .unwrap_or(1);
+    let d = t.infer_grid().filter(swing_grid).map(|g| g.dims.len()).unwrap_or(1);
     s.chunks_per_npu.max(1).next_multiple_of(2 * d as u32)
 }
 
-/// Parts run concurrently: 2D on a power-of-two torus (D plain, D mirrored), else 2 (plain
+/// Tori on which Swing follows coordinates: every side even (a power of two, or served by the
+/// even non-power-of-two scheme).
+fn swing_grid(g: &crate::topology::Grid) -> bool {
+    g.torus && g.dims.iter().all(|d| d.is_multiple_of(2))
+}
+
+/// Parts run concurrently: 2D on a torus with even sides (D plain, D mirrored), else 2 (plain
 /// and mirrored over the logical line).
 fn ports(ctx: &Ctx) -> usize {
     match &ctx.grid {
-        Some(g) if g.torus && g.dims.iter().all(|d| d.is_power_of_two()) => 2 * g.dims.len(),
+        Some(g) if swing_grid(g) => 2 * g.dims.len(),
         _ => 2,
     }
+}
+
+fn ceil_log2(n: usize) -> u32 {
+    n.next_power_of_two().trailing_zeros()
 }
 
 /// ρ(s) = Σ_{i=0..s} (−2)^i.
@@ -151,7 +161,8 @@ fn pattern(ctx: &Ctx, fam: Family, part: usize, parts: usize, q: usize, on_grid:
     if on_grid {
         let g = ctx.grid.as_ref().expect("on_grid");
         let dims = g.dims.len();
-        let logs: Vec<u32> = g.dims.iter().map(|d| d.trailing_zeros()).collect();
+        // Swing takes ⌈log₂ d⌉ steps on a side of d (even d: §3.2); the others need 2^k sides.
+        let logs: Vec<u32> = g.dims.iter().map(|&d| ceil_log2(d)).collect();
         let start = part % dims;
         let mut used = vec![0u32; dims];
         // Round-robin over the dimensions that still have steps, starting at `start`.
@@ -198,7 +209,7 @@ fn pattern(ctx: &Ctx, fam: Family, part: usize, parts: usize, q: usize, on_grid:
             j = (j + 1) % dims;
         }
     } else {
-        let s_count = q.trailing_zeros();
+        let s_count = ceil_log2(q);
         for s in 0..s_count {
             let peer: Vec<usize> = (0..q)
                 .map(|r| match fam {
@@ -217,7 +228,8 @@ fn pattern(ctx: &Ctx, fam: Family, part: usize, parts: usize, q: usize, on_grid:
 }
 
 /// Blocks (core ranks) that core `c` is responsible for after step `s` of the reduce-scatter:
-/// itself and everything it reaches through later steps.
+/// itself and everything it reaches through later steps (with repeats when q is not a power
+/// of two: Appendix A.2).
 fn reach(p: &Pattern, c: usize, s: usize, out: &mut Vec<usize>) {
     out.push(c);
     for h in s + 1..p.steps.len() {
@@ -225,18 +237,92 @@ fn reach(p: &Pattern, c: usize, s: usize, out: &mut Vec<usize>) {
     }
 }
 
+/// `sends[s][c]`: the blocks core c sends its peer in reduce-scatter step s. A block goes to
+/// the peer of the *last* step whose peer reaches it (Swing §3.2: "if it would send a block
+/// twice, send that only in the last step"), so each rank sends each block once, and a block
+/// reaches a rank only at a step before the one in which that rank passes it on: the flows of
+/// a block form a tree into its owner. None when the steps are not pairings or some rank
+/// never reaches some block (then the caller folds instead).
+fn send_sets(p: &Pattern) -> Option<Vec<Vec<Vec<usize>>>> {
+    let (q, steps) = (p.q, p.steps.len());
+    for st in &p.steps {
+        if (0..q).any(|c| st.peer[c] >= q || st.peer[c] == c || st.peer[st.peer[c]] != c) {
+            return None;
+        }
+    }
+    let mut sends: Vec<Vec<Vec<usize>>> = vec![vec![Vec::new(); q]; steps];
+    let mut last = vec![usize::MAX; q];
+    let mut set = Vec::new();
+    #[allow(clippy::needless_range_loop)] // c indexes the inner level of `sends`
+    for c in 0..q {
+        last.fill(usize::MAX);
+        for (s, st) in p.steps.iter().enumerate() {
+            set.clear();
+            reach(p, st.peer[c], s, &mut set);
+            for &b in &set {
+                last[b] = s;
+            }
+        }
+        for (b, &s) in last.iter().enumerate() {
+            if b == c {
+                continue;
+            }
+            if s == usize::MAX {
+                return None;
+            }
+            sends[s][c].push(b);
+        }
+    }
+    Some(sends)
+}
+
 struct Setup {
-    /// Core size (power of two) and whether peers follow grid coordinates.
+    /// Core size and whether peers follow grid coordinates.
     q: usize,
     on_grid: bool,
+    /// Rank q (= p − 1, p odd) trades blocks directly with the core (Swing §3.2), instead of
+    /// being folded.
+    lone: bool,
 }
 
 fn setup(ctx: &Ctx) -> Setup {
     let p = ctx.p();
     match &ctx.grid {
-        Some(g) if g.dims.iter().all(|d| d.is_power_of_two()) => Setup { q: p, on_grid: true },
-        _ => Setup { q: 1 << (usize::BITS - 1 - p.leading_zeros()), on_grid: false },
+        Some(g) if g.dims.iter().all(|d| d.is_power_of_two()) => Setup { q: p, on_grid: true, lone: false },
+        _ => fold_setup(p),
     }
+}
+
+fn fold_setup(p: usize) -> Setup {
+    Setup { q: 1 << (usize::BITS - 1 - p.leading_zeros()), on_grid: false, lone: false }
+}
+
+/// Bandwidth-optimal Swing's shape: the grid when its sides are even, else the logical line
+/// of p ranks (p even) or of p − 1 ranks and a lone one (p odd).
+fn swing_setup(ctx: &Ctx) -> Setup {
+    let p = ctx.p();
+    match &ctx.grid {
+        Some(g) if g.dims.iter().all(|d| d.is_power_of_two()) || swing_grid(g) => {
+            Setup { q: p, on_grid: true, lone: false }
+        }
+        _ if p.is_multiple_of(2) => Setup { q: p, on_grid: false, lone: false },
+        _ if p >= 3 => Setup { q: p - 1, on_grid: false, lone: true },
+        _ => fold_setup(p),
+    }
+}
+
+/// The lone rank's partners in step s of its reduce-scatter: of the m core ranks not yet
+/// served, the first ⌈m/2⌉ (7 ranks: {0, 1, 2}, {3, 4}, {5}, as in the paper's Fig. 4).
+fn lone_groups(q: usize, steps: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::with_capacity(steps);
+    let mut next = 0;
+    for s in 0..steps {
+        let m = q - next;
+        let take = if s + 1 == steps { m } else { m.div_ceil(2) };
+        out.push(next..next + take);
+        next += take;
+    }
+    out
 }
 
 /// The chunks of part `part` (of `parts`) of rank r's block.
@@ -247,7 +333,16 @@ fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> Vec<u32> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn send_step(out: &mut Out, ctx: &Ctx, step: u32, pat: &Pattern, s: usize, c: usize, chunks: Vec<u32>, op: Op) {
+fn send_step(
+    out: &mut Out,
+    ctx: &Ctx,
+    step: u32,
+    pat: &Pattern,
+    s: usize,
+    c: usize,
+    chunks: impl Into<ChunkList>,
+    op: Op,
+) {
     let to = pat.steps[s].peer[c];
     match pat.steps[s].along[c] {
         Some((dim, delta)) => {
@@ -262,14 +357,24 @@ fn send_step(out: &mut Out, ctx: &Ctx, step: u32, pat: &Pattern, s: usize, c: us
 fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>, BaselineError> {
     let p = ctx.p();
     let kind = ctx.c.spec.kind;
-    let Setup { q, on_grid } = setup(ctx);
     let mut out = Out::new(ctx);
-    let extra = |c: usize| (c + q < p).then_some(c + q);
-    let fold = q < p;
-    let body = u32::from(fold);
     for part in 0..parts {
-        let pat = pattern(ctx, fam, part, parts, q, on_grid);
+        let first = if fam == Family::Swing { swing_setup(ctx) } else { setup(ctx) };
+        let built = pattern(ctx, fam, part, parts, first.q, first.on_grid);
+        let (Setup { q, lone, .. }, pat, sends) = match send_sets(&built) {
+            Some(sends) => (first, built, sends),
+            None => {
+                let f = fold_setup(p);
+                let pat = pattern(ctx, fam, part, parts, f.q, f.on_grid);
+                let sends = send_sets(&pat).expect("power-of-two butterflies pair every rank with every block");
+                (f, pat, sends)
+            }
+        };
+        let extra = |c: usize| (!lone && c + q < p).then_some(c + q);
+        let fold = q < p && !lone;
+        let body = u32::from(fold);
         let s_count = pat.steps.len();
+        let groups = if lone { lone_groups(q, s_count) } else { Vec::new() };
         let blocks_of = |cores: &[usize]| -> Vec<u32> {
             let mut v = Vec::new();
             for &c in cores {
@@ -280,14 +385,14 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
             }
             v
         };
-        let everything: Vec<u32> = (0..p).flat_map(|r| sub_block(ctx, r, part, parts)).collect();
+        let everything: ChunkList = (0..p).flat_map(|r| sub_block(ctx, r, part, parts)).collect();
         let mut step = 0u32;
         let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
         let ag = matches!(kind, K::AllReduce | K::AllGather);
         if fold {
             for c in 0..q {
                 if let Some(e) = extra(c) {
-                    let what = if rs { everything.clone() } else { sub_block(ctx, e, part, parts) };
+                    let what = if rs { everything.clone() } else { sub_block(ctx, e, part, parts).into() };
                     out.send(0, e, c, what, if rs { Op::Reduce } else { Op::Copy });
                 }
             }
@@ -295,20 +400,30 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
         }
         if rs {
             for s in 0..s_count {
-                for c in 0..pat.q {
-                    let mut set = Vec::new();
-                    reach(&pat, pat.steps[s].peer[c], s, &mut set);
-                    send_step(&mut out, ctx, step, &pat, s, c, blocks_of(&set), Op::Reduce);
+                for (c, set) in sends[s].iter().enumerate() {
+                    send_step(&mut out, ctx, step, &pat, s, c, blocks_of(set), Op::Reduce);
+                }
+                if lone {
+                    for b in groups[s].clone() {
+                        out.send(step, q, b, sub_block(ctx, b, part, parts), Op::Reduce);
+                        out.send(step, b, q, sub_block(ctx, q, part, parts), Op::Reduce);
+                    }
                 }
                 step += 1;
             }
         }
         if ag {
+            // The reduce-scatter backwards: what c's peer sent c, c now sends back.
             for s in (0..s_count).rev() {
                 for c in 0..pat.q {
-                    let mut set = Vec::new();
-                    reach(&pat, c, s, &mut set);
-                    send_step(&mut out, ctx, step, &pat, s, c, blocks_of(&set), Op::Copy);
+                    let peer = pat.steps[s].peer[c];
+                    send_step(&mut out, ctx, step, &pat, s, c, blocks_of(&sends[s][peer]), Op::Copy);
+                }
+                if lone {
+                    for b in groups[s].clone() {
+                        out.send(step, q, b, sub_block(ctx, q, part, parts), Op::Copy);
+                        out.send(step, b, q, sub_block(ctx, b, part, parts), Op::Copy);
+                    }
                 }
                 step += 1;
             }
@@ -316,7 +431,7 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
         if fold {
             for c in 0..q {
                 if let Some(e) = extra(c) {
-                    let what = if ag { everything.clone() } else { sub_block(ctx, e, part, parts) };
+                    let what = if ag { everything.clone() } else { sub_block(ctx, e, part, parts).into() };
                     out.send(step, c, e, what, Op::Copy);
                 }
             }
@@ -327,13 +442,13 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
 
 fn latency_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>, BaselineError> {
     let p = ctx.p();
-    let Setup { q, on_grid } = setup(ctx);
+    let Setup { q, on_grid, .. } = setup(ctx);
     let mut out = Out::new(ctx);
     let extra = |c: usize| (c + q < p).then_some(c + q);
     for part in 0..parts {
         // Latency-optimal: doubling distances for recursive doubling, Swing's own order.
         let pat = pattern(ctx, fam, part, parts, q, on_grid);
-        let everything: Vec<u32> = (0..p).flat_map(|r| sub_block(ctx, r, part, parts)).collect();
+        let everything: ChunkList = (0..p).flat_map(|r| sub_block(ctx, r, part, parts)).collect();
         let mut step = 0u32;
         if q < p {
             for c in 0..q {

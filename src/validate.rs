@@ -346,9 +346,8 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         k = end;
     }
 
-    // 4. The postcondition. A combining chunk must hold every initial holder's contribution;
-    // sets are interned, so that is an equality of ids.
-    let required: Vec<SetId> = if s.combining { state.required_sets(&pre, chunks) } else { Vec::new() };
+    // 4. The postcondition. A combining chunk must hold every initial holder's contribution.
+    let required: Vec<Spans> = if s.combining { required_sets(&pre, chunks) } else { Vec::new() };
     for &[v, c] in &s.postcondition {
         if (v as usize) >= npus || (c as usize) >= chunks {
             continue;
@@ -356,8 +355,8 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         let have = state.read(v as usize, c as usize);
         if have == NONE {
             out.add(PostconditionUnmet, None, Some(v), Some(c), format!("NPU {v} does not hold chunk {c} at the end"));
-        } else if s.combining && have != required[c as usize] {
-            let (have, want) = (state.sets.get(have), state.sets.get(required[c as usize]));
+        } else if s.combining && state.sets.get(have) != &required[c as usize] {
+            let (have, want) = (state.sets.get(have), &required[c as usize]);
             let missing = want.missing_from(have, 8);
             out.add(
                 IncompleteReduction,
@@ -373,6 +372,24 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         }
     }
     (finish(out, simulatable), built.ok())
+}
+
+/// Every chunk's initial holders as a contributor set. `pre` is sorted by NPU, so each chunk's
+/// ranges grow at their end; equal sets (all of them, in an all-reduce) share storage.
+fn required_sets(pre: &[[u32; 2]], chunks: usize) -> Vec<Spans> {
+    let mut ranges: Vec<Vec<(u32, u32)>> = vec![Vec::new(); chunks];
+    for &[v, c] in pre {
+        let r = &mut ranges[c as usize];
+        match r.last_mut() {
+            Some(last) if last.1 == v => last.1 = v + 1,
+            _ => r.push((v, v + 1)),
+        }
+    }
+    let mut shared: HashMap<Vec<(u32, u32)>, Spans> = HashMap::new();
+    ranges
+        .into_iter()
+        .map(|r| shared.entry(r).or_insert_with_key(|r| Spans::from_canonical_ranges(r.clone())).clone())
+        .collect()
 }
 
 fn finish(out: Sink, simulatable: bool) -> Report {
@@ -399,31 +416,66 @@ fn check_path(topo: &crate::topology::Topology, src: u32, dst: u32, p: &[u32]) -
     Ok(())
 }
 
-/// A contributor set interned in `Sets`; `NONE` means the slot is not held.
+/// A contributor set stored in `Sets`; `NONE` means the slot is not held.
 type SetId = u32;
 const NONE: SetId = 0;
 
-/// Every contributor set the replay meets, stored once and numbered from 1: slots hold 4-byte
-/// ids (a 4096-NPU all-reduce split in 4 parts has 2^26 slots), and equal sets have equal ids.
+/// The contributor sets the slots hold, numbered from 1 and counted by the slots that hold
+/// them: a slot is 4 bytes (a 4096-NPU all-reduce split in 4 parts has 2^26 slots), one set
+/// serves every chunk a message carries, and sets no slot holds any more are freed at the end
+/// of the step (a ring all-reduce on 4096 NPUs makes 67 million of them, a few alive at once).
+/// Ids are not canonical: equal sets may have different ids.
 #[derive(Default)]
 struct Sets {
-    list: Vec<Spans>,
-    index: HashMap<Spans, SetId>,
+    list: Vec<Option<Spans>>,
+    refs: Vec<u32>,
+    /// Ids whose count dropped to zero (or that were made) in this step: freed at its end
+    /// unless held again, so ids in the step's reads and memos stay valid while it runs.
+    doomed: Vec<SetId>,
+    free: Vec<SetId>,
 }
 
 impl Sets {
-    fn intern(&mut self, s: Spans) -> SetId {
-        if let Some(&i) = self.index.get(&s) {
-            return i;
-        }
-        self.list.push(s.clone());
-        let id = self.list.len() as SetId;
-        self.index.insert(s, id);
+    fn add(&mut self, s: Spans) -> SetId {
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.list[id as usize - 1] = Some(s);
+                id
+            }
+            None => {
+                self.list.push(Some(s));
+                self.refs.push(0);
+                self.list.len() as SetId
+            }
+        };
+        self.doomed.push(id);
         id
     }
 
     fn get(&self, id: SetId) -> &Spans {
-        &self.list[id as usize - 1]
+        self.list[id as usize - 1].as_ref().expect("live set id")
+    }
+
+    fn hold(&mut self, id: SetId) {
+        self.refs[id as usize - 1] += 1;
+    }
+
+    fn release(&mut self, id: SetId) {
+        let r = &mut self.refs[id as usize - 1];
+        *r -= 1;
+        if *r == 0 {
+            self.doomed.push(id);
+        }
+    }
+
+    fn end_step(&mut self) {
+        for id in std::mem::take(&mut self.doomed) {
+            let i = id as usize - 1;
+            if self.refs[i] == 0 && self.list[i].is_some() {
+                self.list[i] = None;
+                self.free.push(id);
+            }
+        }
     }
 }
 
@@ -487,18 +539,41 @@ impl State {
             reduce_memo: HashMap::default(),
             subset_memo: HashMap::default(),
         };
-        // Non-combining collectives only track "held": one set stands for it.
-        let held = (!combining).then(|| st.sets.intern(Spans::singleton(0)));
+        // Non-combining collectives only track "held": one set stands for it. Combining ones
+        // start with one singleton per NPU, shared by all its chunks.
+        let held = (!combining).then(|| st.sets.add(Spans::singleton(0)));
+        let mut own: Vec<SetId> = vec![NONE; if combining { npus } else { 0 }];
         for &[v, c] in pre {
-            let id = held.unwrap_or_else(|| st.sets.intern(Spans::singleton(v)));
-            st.slots.set(v as usize, c as usize, id);
+            let id = match held {
+                Some(h) => h,
+                None if own[v as usize] == NONE => {
+                    own[v as usize] = st.sets.add(Spans::singleton(v));
+                    own[v as usize]
+                }
+                None => own[v as usize],
+            };
+            st.store(v as usize, c as usize, id);
         }
+        st.sets.end_step();
         st
     }
 
+    /// Called before a step's writes: memos and freed ids from the last step go.
     fn new_step(&mut self) {
         self.reduce_memo.clear();
         self.subset_memo.clear();
+        self.sets.end_step();
+    }
+
+    fn store(&mut self, npu: usize, chunk: usize, id: SetId) {
+        let old = *self.slots.get(npu, chunk);
+        if old != id {
+            self.sets.hold(id);
+            if old != NONE {
+                self.sets.release(old);
+            }
+            self.slots.set(npu, chunk, id);
+        }
     }
 
     fn read(&self, npu: usize, chunk: usize) -> SetId {
@@ -512,7 +587,7 @@ impl State {
         let (x, y) = (self.sets.get(a), self.sets.get(b));
         let common = x.first_common(y);
         let u = x.union(y);
-        let r = (common, self.sets.intern(u));
+        let r = (common, self.sets.add(u));
         self.reduce_memo.insert((a, b), r);
         r
     }
@@ -525,27 +600,13 @@ impl State {
         *self.subset_memo.entry((a, b)).or_insert_with(|| sets.get(a).is_subset_of(sets.get(b)))
     }
 
-    /// Every chunk's initial holders as an interned contributor set. `pre` is sorted by NPU,
-    /// so each chunk's ranges grow at their end.
-    fn required_sets(&mut self, pre: &[[u32; 2]], chunks: usize) -> Vec<SetId> {
-        let mut ranges: Vec<Vec<(u32, u32)>> = vec![Vec::new(); chunks];
-        for &[v, c] in pre {
-            let r = &mut ranges[c as usize];
-            match r.last_mut() {
-                Some(last) if last.1 == v => last.1 = v + 1,
-                _ => r.push((v, v + 1)),
-            }
-        }
-        ranges.into_iter().map(|r| self.sets.intern(Spans::from_canonical_ranges(r))).collect()
-    }
-
     /// Applies all writes into one (npu, chunk) slot from one step.
     fn apply(&mut self, ws: &[Write], step: u32, out: &mut Sink) {
         use ViolationKind::*;
         let (dst, chunk) = (ws[0].dst, ws[0].chunk);
         let slot = (dst as usize, chunk as usize);
         if !self.combining {
-            self.slots.set(slot.0, slot.1, ws[0].value);
+            self.store(slot.0, slot.1, ws[0].value);
         }
         let copies = ws.iter().filter(|w| w.op == Op::Copy).count();
         if copies > 1 || (copies == 1 && ws.len() > 1) {
@@ -563,7 +624,7 @@ impl State {
                 for w in ws {
                     acc = if acc == NONE { w.value } else { self.reduce(acc, w.value).1 };
                 }
-                self.slots.set(slot.0, slot.1, acc);
+                self.store(slot.0, slot.1, acc);
             }
             return;
         }
@@ -620,6 +681,6 @@ impl State {
                 }
             }
         }
-        self.slots.set(slot.0, slot.1, acc);
+        self.store(slot.0, slot.1, acc);
     }
 }

@@ -1,13 +1,16 @@
 //! Property tests: randomly generated valid schedules on random connected graphs always
-//! validate (and never beat the lower bounds); randomly corrupted ones never validate.
+//! validate (and never beat the lower bounds); randomly corrupted ones never validate; and on
+//! schedules with their data flow scrambled, the validator reports exactly what a naive
+//! replay over `BTreeSet`s (the oracle, written from docs/FORMAT.md) finds.
 
 mod common;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine;
 use ccsynth::schedule::{Op, Schedule, Transfer};
 use ccsynth::topology::{LinkInput, Topology, TopologyInput};
+use ccsynth::validate::ViolationKind;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 struct Rng(u64);
 impl Rng {
@@ -261,8 +264,123 @@ fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
     }
 }
 
+/// The data-flow rules of docs/FORMAT.md, replayed naively: one `BTreeSet` of contributors per
+/// (npu, chunk). Returns the violation kinds, sorted.
+fn oracle(s: &Schedule) -> Vec<ViolationKind> {
+    use ViolationKind::*;
+    type Slot = Option<BTreeSet<u32>>;
+    let mut state: BTreeMap<(u32, u32), BTreeSet<u32>> = BTreeMap::new();
+    for &[v, c] in &s.precondition {
+        state.insert((v, c), [if s.combining { v } else { 0 }].into());
+    }
+    let mut found = Vec::new();
+    let mut order: Vec<usize> = (0..s.transfers.len()).collect();
+    order.sort_by_key(|&i| (s.transfers[i].step, i));
+    for group in order.chunk_by(|&a, &b| s.transfers[a].step == s.transfers[b].step) {
+        let mut writes: BTreeMap<(u32, u32), Vec<(usize, Op, BTreeSet<u32>)>> = BTreeMap::new();
+        for &i in group {
+            let t = &s.transfers[i];
+            for &c in t.chunks.iter() {
+                match state.get(&(t.src, c)) {
+                    None => found.push(SourceMissingChunk),
+                    Some(v) => writes.entry((t.dst, c)).or_default().push((i, t.op, v.clone())),
+                }
+            }
+        }
+        for (slot, ws) in writes {
+            let copies = ws.iter().filter(|w| w.1 == Op::Copy).count();
+            let old: Slot = state.get(&slot).cloned();
+            if copies > 1 || (copies == 1 && ws.len() > 1) {
+                found.push(WriteConflict);
+                let mut all = old.unwrap_or_default();
+                for w in &ws {
+                    all.extend(w.2.iter().copied());
+                }
+                state.insert(slot, all);
+                continue;
+            }
+            let mut acc = old.clone();
+            for (_, op, v) in ws {
+                match (op, &mut acc) {
+                    (Op::Copy, _) => {
+                        if old.as_ref().is_some_and(|o| !o.is_subset(&v)) {
+                            found.push(CopyDropsContribution);
+                        }
+                        acc = Some(v);
+                    }
+                    (Op::Reduce, None) => {
+                        found.push(ReduceWithoutPartial);
+                        acc = Some(v);
+                    }
+                    (Op::Reduce, Some(a)) => {
+                        if !a.is_disjoint(&v) {
+                            found.push(DoubleCount);
+                        }
+                        a.extend(v);
+                    }
+                }
+            }
+            state.insert(slot, acc.expect("a write happened"));
+        }
+    }
+    let mut holders: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for &[v, c] in &s.precondition {
+        holders.entry(c).or_default().insert(v);
+    }
+    for &[v, c] in &s.postcondition {
+        match state.get(&(v, c)) {
+            None => found.push(PostconditionUnmet),
+            Some(have) if s.combining && Some(have) != holders.get(&c) => found.push(IncompleteReduction),
+            Some(_) => {}
+        }
+    }
+    found.sort_by_key(|k| format!("{k:?}"));
+    found
+}
+
+/// Moves, duplicates, drops or flips transfers, keeping each one well formed.
+fn scramble(s: &mut Schedule, rng: &mut Rng) {
+    for _ in 0..1 + rng.below(3) {
+        let n = s.transfers.len();
+        if n == 0 {
+            return;
+        }
+        let i = rng.below(n);
+        let last = s.transfers.iter().map(|t| t.step).max().unwrap_or(0) as usize;
+        match rng.below(4) {
+            0 => s.transfers[i].step = rng.below(last + 2) as u32,
+            1 => {
+                let mut t = s.transfers[i].clone();
+                t.step = rng.below(last + 2) as u32;
+                s.transfers.push(t);
+            }
+            2 => {
+                s.transfers.remove(i);
+            }
+            _ if s.combining => {
+                let t = &mut s.transfers[i];
+                t.op = if t.op == Op::Copy { Op::Reduce } else { Op::Copy };
+            }
+            _ => s.transfers[i].step = 0,
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn the_validator_agrees_with_a_naive_replay(seed in any::<u64>(), kind in 0usize..KINDS.len()) {
+        let (mut s, mut rng) = build(seed, KINDS[kind]);
+        scramble(&mut s, &mut rng);
+        let r = ccsynth::validate::validate(&s);
+        let want = oracle(&s);
+        prop_assert!(want.len() < ccsynth::limits::MAX_REPORTED_VIOLATIONS);
+        let mut got = r.kinds();
+        got.sort_by_key(|k| format!("{k:?}"));
+        prop_assert_eq!(got, want);
+        prop_assert_eq!(r.valid, r.violation_count == 0);
+    }
 
     #[test]
     fn random_valid_schedules_validate(seed in any::<u64>(), kind in 0usize..KINDS.len()) {

@@ -68,7 +68,7 @@ pub(super) const SWING_LATENCY: Algorithm = Algorithm {
     info: || BaselineInfo {
         name: "swing-latency",
         collectives: vec![K::AllReduce],
-        topologies: "any; multi-port on tori with power-of-two sides",
+        topologies: "any; multi-port on tori with even sides; other p folded to a power of two",
         source: "De Sensi et al., Swing, NSDI 2024, §3 (latency-optimal)",
     },
     chunking: swing_chunks,
@@ -82,7 +82,7 @@ pub(super) const SWING_BANDWIDTH: Algorithm = Algorithm {
     info: || BaselineInfo {
         name: "swing-bandwidth",
         collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
-        topologies: "any; multi-port on tori with power-of-two sides",
+        topologies: "any; multi-port on tori with even sides; any p without folding (§3.2)",
         source: "De Sensi et al., Swing, NSDI 2024, §3–4 (bandwidth-optimal)",
     },
     chunking: swing_chunks,

@@ -296,6 +296,7 @@ fn run(cmd: Command) -> Result<i32, String> {
                     for a in list {
                         match all.iter().find(|&&n| n == a.trim()) {
                             Some(&n) => names.push(n),
+                            None if crate::baselines::is_known(a.trim()) => names.push(a.trim()),
                             None => {
                                 return Err(format!(
                                     "--algos: unknown baseline {a:?}; expected some of {}",

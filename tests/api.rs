@@ -297,6 +297,16 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
         Some(json!({"spec": "ring:8", "collective": {"kind": "all_reduce", "size_bytes": 8192}, "algorithm": "ring"})),
     );
     assert_eq!((code, ring["summary"]["algorithm"].as_str()), (201, Some("ring")));
+    // A kolmakov-r<R> variant is a baseline name too.
+    let (code, k) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "fc:8", "collective": {"kind": "all_reduce", "size_bytes": 8192}, "algorithm": "kolmakov-r1"}),
+        ),
+    );
+    assert_eq!((code, k["summary"]["algorithm"].as_str()), (201, Some("kolmakov-r1")), "{k}");
     // wait_ms 0: a 202 with the job's URL, then the job ends on its own.
     let r = raw(
         s.addr,
@@ -334,6 +344,10 @@ fn errors_are_problems_with_the_right_status(db: Db) {
         ),
         (
             json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 64}, "algorithm": "nope"}),
+            "algorithm",
+        ),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 64}, "algorithm": "kolmakov-r1"}),
             "algorithm",
         ),
         (json!({"spec": "ring:0", "collective": {"kind": "all_reduce", "size_bytes": 64}}), "spec"),

@@ -187,7 +187,18 @@ fn refusals_are_clear() {
     assert!(e.to_string().contains("does not support all_reduce"), "{e}");
     let e = engine::baseline("fastest", &t, &CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
     assert!(e.to_string().contains("unknown baseline"), "{e}");
-    assert_eq!(baselines::list().len(), baselines::names().len());
+    // `list` has the kolmakov-r<R> family besides what `compare` runs.
+    assert_eq!(baselines::list().len(), baselines::names().len() + 1);
+    for (name, why) in [
+        ("kolmakov-r1", "power of two"),
+        ("kolmakov-r3", "1 ≤ R < log₂P = 3"),
+        ("kolmakov-r0", "unknown baseline"),
+        ("kolmakov-rx", "unknown baseline"),
+    ] {
+        let p = if why == "power of two" { "fc:6" } else { "fc:8" };
+        let e = engine::baseline(name, &topo(p), &CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
+        assert!(e.to_string().contains(why), "{name}: {e}");
+    }
 }
 
 #[test]
@@ -237,6 +248,26 @@ fn traff_and_kolmakov_all_reduce_are_bandwidth_optimal_for_any_p() {
             if p.is_power_of_two() {
                 assert!(close(t, bsp), "{name} p={p}: {t} vs {bsp}");
             }
+        }
+    }
+}
+
+/// Kolmakov eq. 36 with γ = 0: (2⌈log P⌉ − R)·α + (2(P − 1) + (2^R − 1)(⌈log P⌉ − 1))·u·β,
+/// u = n/P, exact on `fc:P` for P = 4..128 powers of two and every 1 ≤ R < log₂P; R = 0 is
+/// eq. 25 (`kolmakov`).
+#[test]
+fn kolmakov_variants_with_fewer_distribution_steps_match_eq_36() {
+    let n = 1u64 << 22;
+    for log in 2..=7u32 {
+        let p = 1usize << log;
+        let u = n as f64 / p as f64;
+        for r in 0..log {
+            let name = if r == 0 { "kolmakov".to_string() } else { format!("kolmakov-r{r}") };
+            let (t, s) = time(&name, &format!("fc:{p}"), CollectiveSpec::new(K::AllReduce, n));
+            assert_eq!(s.rounds(), (2 * log - r) as usize, "{name} P={p}");
+            let blocks = 2.0 * (p - 1) as f64 + ((1u64 << r) - 1) as f64 * (log - 1) as f64;
+            let eq36 = (2 * log - r) as f64 * ALPHA + blocks * u / BW;
+            assert!(close(t, eq36), "{name} P={p}: {t} vs {eq36}");
         }
     }
 }

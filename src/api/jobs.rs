@@ -100,7 +100,7 @@ impl JobRequest {
 }
 
 fn is_baseline(name: &str) -> bool {
-    crate::baselines::names().contains(&name)
+    crate::baselines::is_known(name)
 }
 
 /// Checks a request against the topology and the limits, and normalizes it.
@@ -150,10 +150,7 @@ async fn normalize(st: &Shared, r: SynthesisRequest, path: &str) -> Result<JobRe
         .into());
     }
     if is_baseline(&algorithm) {
-        let supported = crate::baselines::list()
-            .into_iter()
-            .find(|b| b.name == algorithm)
-            .is_some_and(|b| b.collectives.contains(&collective.kind));
+        let supported = crate::baselines::info(&algorithm).is_some_and(|b| b.collectives.contains(&collective.kind));
         if !supported {
             return Err(InputError::new(
                 at("algorithm"),

@@ -52,6 +52,30 @@ struct Algorithm {
     build: BuildFn,
 }
 
+/// The family of Kolmakov's variants with r fewer distribution steps: `kolmakov-r1`,
+/// `kolmakov-r2`, … (`kolmakov` is r = 0).
+pub const KOLMAKOV_VARIANTS: &str = "kolmakov-r<R>";
+
+/// Splits `kolmakov-r<R>` into its family entry and R.
+fn variant(name: &str) -> Option<(&'static str, u32)> {
+    let r = name.strip_prefix("kolmakov-r")?;
+    if r.is_empty() || !r.bytes().all(|b| b.is_ascii_digit()) || r.starts_with('0') {
+        return None;
+    }
+    r.parse().ok().map(|r| (KOLMAKOV_VARIANTS, r))
+}
+
+/// Whether `name` is a baseline: one of `names()` or a `kolmakov-r<R>` variant.
+pub fn is_known(name: &str) -> bool {
+    names().contains(&name) || variant(name).is_some()
+}
+
+/// What `name` supports (variants resolve to their family's entry).
+pub fn info(name: &str) -> Option<BaselineInfo> {
+    let key = variant(name).map(|(k, _)| k).unwrap_or(name);
+    registry().into_iter().find(|(n, _)| *n == key).map(|(_, a)| (a.info)())
+}
+
 fn registry() -> Vec<(&'static str, Algorithm)> {
     vec![
         ("ring", ring::UNI),
@@ -66,6 +90,7 @@ fn registry() -> Vec<(&'static str, Algorithm)> {
         ("traff", circulant::TRAFF),
         ("kolmakov", circulant::KOLMAKOV),
         ("mst", mst::MST),
+        (KOLMAKOV_VARIANTS, circulant::KOLMAKOV_STEPS),
     ]
 }
 
@@ -85,18 +110,23 @@ pub fn swing_peer_for_tests(r: usize, s: u32, p: usize) -> usize {
     butterfly::swing_peer(r, s, p)
 }
 
+/// The baselines `compare` runs (every registry entry but the `kolmakov-r<R>` family).
 pub fn names() -> Vec<&'static str> {
-    registry().iter().map(|(n, _)| *n).collect()
+    registry().iter().map(|(n, _)| *n).filter(|n| *n != KOLMAKOV_VARIANTS).collect()
 }
 
 /// Builds the named baseline for `spec` on `topo` (not yet validated or timed; see
 /// `engine::baseline`).
 pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule, BaselineError> {
     let reg = registry();
-    let (_, alg) = reg
-        .iter()
-        .find(|(n, _)| *n == name)
-        .ok_or_else(|| BaselineError::Unknown(name.to_string(), names().join(", ")))?;
+    let (key, r) = match variant(name) {
+        Some((k, r)) => (k, Some(r)),
+        None if name == KOLMAKOV_VARIANTS => ("", None),
+        None => (name, None),
+    };
+    let (_, alg) = reg.iter().find(|(n, _)| *n == key).ok_or_else(|| {
+        BaselineError::Unknown(name.to_string(), format!("{}, {KOLMAKOV_VARIANTS}", names().join(", ")))
+    })?;
     let info = (alg.info)();
     if !info.collectives.contains(&spec.kind) {
         return Err(BaselineError::Unsupported {
@@ -107,7 +137,8 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
     let mut spec = spec.clone();
     spec.chunks_per_npu = (alg.chunking)(topo, &spec).max(spec.chunks_per_npu);
     let c = Collective::build(&spec, topo).map_err(|e| e.within("collective"))?;
-    let ctx = Ctx::new(topo, &c);
+    let mut ctx = Ctx::new(topo, &c);
+    ctx.variant = r;
     let transfers = (alg.build)(&ctx)?;
     if let Some((u, v)) = *ctx.unroutable.borrow() {
         return Err(BaselineError::Unsupported {
@@ -191,13 +222,15 @@ pub(crate) struct Ctx<'a> {
     router: std::cell::RefCell<HashMap<usize, Vec<usize>>>,
     /// The first pair of NPUs an algorithm needed but the topology cannot connect.
     unroutable: std::cell::RefCell<Option<(usize, usize)>>,
+    /// R of a `kolmakov-r<R>` variant.
+    pub variant: Option<u32>,
 }
 
 impl<'a> Ctx<'a> {
     fn new(topo: &'a Topology, c: &'a Collective) -> Ctx<'a> {
         let ranks = c.group.clone();
         let grid = topo.infer_grid().filter(|_| ranks.iter().enumerate().all(|(i, &v)| i == v));
-        Ctx { topo, c, ranks, grid, router: Default::default(), unroutable: Default::default() }
+        Ctx { topo, c, ranks, grid, router: Default::default(), unroutable: Default::default(), variant: None }
     }
     pub fn p(&self) -> usize {
         self.ranks.len()

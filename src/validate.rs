@@ -274,6 +274,8 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
     let mut state = State::new(s.combining, npus, chunks, &pre);
     let mut stamps: SlotTable<u32> = SlotTable::new(npus, chunks);
     let mut ordinal: u32 = 0;
+    let mut runs: Vec<(SetId, u32)> = Vec::new();
+    let mut starts: Vec<usize> = Vec::new();
     let mut k = 0;
     while k < order.len() {
         let step = s.transfers[order[k] as usize].step;
@@ -283,13 +285,16 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         }
         ordinal += 1;
         let (once, many) = (2 * ordinal, 2 * ordinal + 1);
-        // Pass 1: every read, as runs of one value, and how often each slot is written.
-        let mut reads: Vec<Vec<(SetId, u32)>> = Vec::with_capacity(end - k);
+        // Pass 1: every read, as runs of one value (flat, `starts` per transfer), and how
+        // often each slot is written.
+        runs.clear();
+        starts.clear();
         for &i in &order[k..end] {
             let i = i as usize;
-            let mut runs: Vec<(SetId, u32)> = Vec::new();
+            starts.push(runs.len());
             if ok[i] {
                 let t = &s.transfers[i];
+                let first = runs.len();
                 for &c in &t.chunks {
                     let value = state.read(t.src as usize, c as usize);
                     if value == NONE {
@@ -304,22 +309,25 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
                         let st = *stamps.get(t.dst as usize, c as usize);
                         stamps.set(t.dst as usize, c as usize, if st == once || st == many { many } else { once });
                     }
+                    let len = runs.len();
                     match runs.last_mut() {
-                        Some((v, n)) if *v == value => *n += 1,
+                        Some((v, n)) if len > first && *v == value => *n += 1,
                         _ => runs.push((value, 1)),
                     }
                 }
             }
-            reads.push(runs);
         }
+        starts.push(runs.len());
         // Pass 2: apply the single writes; gather the rest.
         state.new_step();
         let mut shared: Vec<Write> = Vec::new();
-        for (&i, runs) in order[k..end].iter().zip(&reads) {
+        for (j, &i) in order[k..end].iter().enumerate() {
             let i = i as usize;
             let t = &s.transfers[i];
+            // Memoizing set operations pays when a message carries several chunks.
+            state.memo_on = t.chunks.len() > 1;
             let mut chunk_iter = t.chunks.iter();
-            for &(value, n) in runs {
+            for &(value, n) in &runs[starts[j]..starts[j + 1]] {
                 for &c in chunk_iter.by_ref().take(n as usize) {
                     if value == NONE {
                         continue;
@@ -333,6 +341,7 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
                 }
             }
         }
+        state.memo_on = true;
         shared.sort_by_key(|w| (w.dst, w.chunk, w.transfer));
         let mut a = 0;
         while a < shared.len() {
@@ -528,6 +537,8 @@ struct State {
     reduce_memo: HashMap<(SetId, SetId), (Option<u32>, SetId), IdHash>,
     /// (a, b) -> a ⊆ b, for the current step.
     subset_memo: HashMap<(SetId, SetId), bool, IdHash>,
+    /// Whether `reduce` and `is_subset` consult and fill the memos.
+    memo_on: bool,
 }
 
 impl State {
@@ -538,6 +549,7 @@ impl State {
             sets: Sets::default(),
             reduce_memo: HashMap::default(),
             subset_memo: HashMap::default(),
+            memo_on: true,
         };
         // Non-combining collectives only track "held": one set stands for it. Combining ones
         // start with one singleton per NPU, shared by all its chunks.
@@ -581,20 +593,27 @@ impl State {
     }
 
     fn reduce(&mut self, a: SetId, b: SetId) -> (Option<u32>, SetId) {
-        if let Some(&r) = self.reduce_memo.get(&(a, b)) {
+        if self.memo_on
+            && let Some(&r) = self.reduce_memo.get(&(a, b))
+        {
             return r;
         }
         let (x, y) = (self.sets.get(a), self.sets.get(b));
         let common = x.first_common(y);
         let u = x.union(y);
         let r = (common, self.sets.add(u));
-        self.reduce_memo.insert((a, b), r);
+        if self.memo_on {
+            self.reduce_memo.insert((a, b), r);
+        }
         r
     }
 
     fn is_subset(&mut self, a: SetId, b: SetId) -> bool {
         if a == b {
             return true;
+        }
+        if !self.memo_on {
+            return self.sets.get(a).is_subset_of(self.sets.get(b));
         }
         let sets = &self.sets;
         *self.subset_memo.entry((a, b)).or_insert_with(|| sets.get(a).is_subset_of(sets.get(b)))

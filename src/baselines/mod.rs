@@ -380,3 +380,57 @@ impl<'c, 'a> Out<'c, 'a> {
         self.transfers.push(t);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::in_waves;
+    use crate::schedule::Transfer;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    /// First fit written plainly: per step, in array order, each message takes the first wave
+    /// whose messages share none of its links; the output lists steps, then waves, in order.
+    fn oracle(ts: &[Transfer]) -> Vec<Transfer> {
+        let hops = |t: &Transfer| -> Vec<(u32, u32)> {
+            match &t.path {
+                Some(p) => p.windows(2).map(|w| (w[0], w[1])).collect(),
+                None => vec![(t.src, t.dst)],
+            }
+        };
+        let steps: BTreeSet<u32> = ts.iter().map(|t| t.step).collect();
+        let mut out = Vec::new();
+        for s in steps {
+            let mut waves: Vec<(BTreeSet<(u32, u32)>, Vec<Transfer>)> = Vec::new();
+            for t in ts.iter().filter(|t| t.step == s) {
+                let h = hops(t);
+                match waves.iter_mut().find(|(used, _)| h.iter().all(|x| !used.contains(x))) {
+                    Some((used, list)) => {
+                        used.extend(h);
+                        list.push(t.clone());
+                    }
+                    None => waves.push((h.into_iter().collect(), vec![t.clone()])),
+                }
+            }
+            out.extend(waves.into_iter().flat_map(|(_, l)| l));
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn in_waves_is_first_fit(raw in proptest::collection::vec((0u32..4, 0u32..6, 0u32..6, 0u32..6, any::<bool>()), 0..150)) {
+            let ts: Vec<Transfer> = raw
+                .into_iter()
+                .enumerate()
+                .map(|(i, (step, a, b, c, routed))| {
+                    let mut t = Transfer::copy(step, a as usize, b as usize, vec![i as u32]);
+                    if routed {
+                        t.path = Some(vec![a, c + 10, b].into());
+                    }
+                    t
+                })
+                .collect();
+            prop_assert_eq!(in_waves(ts.clone()), oracle(&ts));
+        }
+    }
+}

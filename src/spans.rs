@@ -29,11 +29,6 @@ impl Spans {
         Spans(r.into())
     }
 
-    /// Identity of the shared storage: equal ids mean equal sets (the converse need not hold).
-    pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.0) as *const (u32, u32) as usize
-    }
-
     pub fn ranges(&self) -> &[(u32, u32)] {
         &self.0
     }

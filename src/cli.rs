@@ -288,24 +288,17 @@ fn run(cmd: Command) -> Result<i32, String> {
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
         Command::Compare { target, json, algos } => {
-            let all = crate::baselines::names();
             let names: Vec<&str> = match &algos {
-                None => all.clone(),
+                None => crate::baselines::names(),
                 Some(list) => {
-                    let mut names = Vec::new();
-                    for a in list {
-                        match all.iter().find(|&&n| n == a.trim()) {
-                            Some(&n) => names.push(n),
-                            None if crate::baselines::is_known(a.trim()) => names.push(a.trim()),
-                            None => {
-                                return Err(format!(
-                                    "--algos: unknown baseline {a:?}; expected some of {}",
-                                    all.join(", ")
-                                ));
-                            }
-                        }
+                    if let Some(a) = list.iter().find(|a| !crate::baselines::is_known(a.trim())) {
+                        return Err(format!(
+                            "--algos: unknown baseline {a:?}; expected some of {}, {}",
+                            crate::baselines::names().join(", "),
+                            crate::baselines::KOLMAKOV_VARIANTS
+                        ));
                     }
-                    names
+                    list.iter().map(|a| a.trim()).collect()
                 }
             };
             let (topo, spec) = load_target(&target)?;

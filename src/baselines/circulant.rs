@@ -51,12 +51,17 @@ fn kolmakov_rounds(p: usize) -> (i64, Vec<Round>) {
     (-1, rounds)
 }
 
+/// The chunks of processor r's partials with indices lo..hi, index i being block r + sign·i.
+fn chunks(ctx: &Ctx, sign: i64, r: usize, lo: usize, hi: usize) -> Vec<u32> {
+    let p = ctx.p() as i64;
+    (lo..hi).flat_map(|i| ctx.block((r as i64 + sign * i as i64).rem_euclid(p) as usize)).collect()
+}
+
 fn build(ctx: &Ctx, rounds: (i64, Vec<Round>)) -> Vec<Transfer> {
     let (sign, rounds) = rounds;
     let p = ctx.p();
     let mut out = Out::new(ctx);
-    let blk = |r: usize, i: usize| -> usize { (r as i64 + sign * i as i64).rem_euclid(p as i64) as usize };
-    let chunks = |r: usize, lo: usize, hi: usize| -> Vec<u32> { (lo..hi).flat_map(|i| ctx.block(blk(r, i))).collect() };
+    let chunks = |r: usize, lo: usize, hi: usize| chunks(ctx, sign, r, lo, hi);
     let to = |r: usize, shift: i64| -> usize { (r as i64 + shift).rem_euclid(p as i64) as usize };
     let kind = ctx.c.spec.kind;
     let mut step = 0u32;
@@ -119,8 +124,7 @@ fn kolmakov_steps(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
     }
     let extra = (1usize << r) - 1;
     let mut out = Out::new(ctx);
-    let blk = |x: usize, i: usize| -> usize { (x + p - i % p) % p };
-    let chunks = |x: usize, lo: usize, hi: usize| -> Vec<u32> { (lo..hi).flat_map(|i| ctx.block(blk(x, i))).collect() };
+    let chunks = |x: usize, lo: usize, hi: usize| chunks(ctx, -1, x, lo, hi);
     let mut step = 0u32;
     let mut n = p;
     while n > 1 {

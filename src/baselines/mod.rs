@@ -121,7 +121,6 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
     let reg = registry();
     let (key, r) = match variant(name) {
         Some((k, r)) => (k, Some(r)),
-        None if name == KOLMAKOV_VARIANTS => ("", None),
         None => (name, None),
     };
     let (_, alg) = reg.iter().find(|(n, _)| *n == key).ok_or_else(|| {

@@ -117,11 +117,25 @@ pub struct Transfer {
     /// Shared (`Arc`) because many transfers take the same route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<Arc<[u32]>>,
+    /// The slots written at `dst`, one per entry of `chunks` (default: `chunks` itself). Entry
+    /// i may name a scratch slot of the same chunk as `chunks[i]`; with it, a chunk may appear
+    /// more than once in `chunks` (one received chunk written into several slots), and
+    /// `src == dst` is a local move between slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_chunks: Option<ChunkList>,
 }
 
 impl Transfer {
     pub fn copy(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
-        Transfer { step, src: src as u32, dst: dst as u32, chunks: chunks.into(), op: Op::Copy, path: None }
+        Transfer {
+            step,
+            src: src as u32,
+            dst: dst as u32,
+            chunks: chunks.into(),
+            op: Op::Copy,
+            path: None,
+            dst_chunks: None,
+        }
     }
     pub fn reduce(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
         Transfer { op: Op::Reduce, ..Transfer::copy(step, src, dst, chunks) }
@@ -129,6 +143,29 @@ impl Transfer {
     pub fn via(mut self, path: impl Into<Arc<[u32]>>) -> Transfer {
         self.path = Some(path.into());
         self
+    }
+    /// Writes entry i of `chunks` into slot `dst_chunks[i]` at the destination.
+    pub fn into_slots(mut self, dst_chunks: impl Into<ChunkList>) -> Transfer {
+        self.dst_chunks = Some(dst_chunks.into());
+        self
+    }
+    /// The slots written at the destination.
+    pub fn written(&self) -> &[u32] {
+        self.dst_chunks.as_deref().unwrap_or(&self.chunks)
+    }
+    /// A move between two slots of one NPU: no link, no wire time.
+    pub fn is_local(&self) -> bool {
+        self.src == self.dst && self.dst_chunks.is_some()
+    }
+    /// How many chunks cross the wire: each distinct chunk once, however many slots it feeds.
+    pub fn wire_chunks(&self) -> usize {
+        if self.dst_chunks.is_none() || self.chunks.len() < 2 {
+            return self.chunks.len();
+        }
+        let mut v = self.chunks.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
     }
 }
 
@@ -149,6 +186,10 @@ pub struct Schedule {
     pub combining: bool,
     pub precondition: Vec<[u32; 2]>,
     pub postcondition: Vec<[u32; 2]>,
+    /// Scratch slots: slot `num_chunks + i` is a private buffer for chunk `scratch[i]` at every
+    /// NPU. Empty at the start, never part of the postcondition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scratch: Vec<u32>,
     pub transfers: Vec<Transfer>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective_time_ns: Option<f64>,
@@ -168,6 +209,7 @@ impl Schedule {
             combining: collective.combining,
             precondition: collective.precondition.clone(),
             postcondition: collective.postcondition.clone(),
+            scratch: Vec::new(),
             transfers: Vec::new(),
             collective_time_ns: None,
         }
@@ -193,6 +235,17 @@ impl Schedule {
             ));
         }
         Ok(s)
+    }
+
+    /// Slots per NPU: the chunks, then the scratch slots.
+    pub fn slots(&self) -> usize {
+        self.num_chunks + self.scratch.len()
+    }
+
+    /// The chunk a slot belongs to (itself for a chunk; `None` when out of range).
+    pub fn chunk_of(&self, slot: u32) -> Option<u32> {
+        let s = slot as usize;
+        if s < self.num_chunks { Some(slot) } else { self.scratch.get(s - self.num_chunks).copied() }
     }
 
     /// Number of distinct steps that carry transfers.

@@ -44,12 +44,15 @@ pub enum SimError {
 /// final (end of the last write into them in an earlier step) and every link on its path is
 /// free; it takes Σ latency over the path + bytes / min bandwidth over the path (+ γ·bytes for
 /// a reduce), keeps every path link busy until it ends, and makes the destination's contents
-/// final at its end. Reads within a step never see writes of the same step.
+/// final at its end. Reads within a step never see writes of the same step. Bytes count each
+/// distinct chunk once (one received chunk may feed several slots); a local move between
+/// slots uses no link and takes only its γ time.
 pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
     let topo = &s.topology;
     let chunk = s.chunk_size_bytes;
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
-    let mut ready: SlotTable<f64> = SlotTable::new(topo.npus(), s.num_chunks);
+    let slots = s.slots();
+    let mut ready: SlotTable<f64> = SlotTable::new(topo.npus(), slots);
     let mut link_free = vec![0.0f64; topo.links().len()];
     let mut busy = vec![0.0f64; topo.links().len()];
     let mut bytes_on = vec![0.0f64; topo.links().len()];
@@ -68,14 +71,26 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
         while k < order.len() && s.transfers[order[k] as usize].step == step {
             let i = order[k] as usize;
             let t = &s.transfers[i];
-            route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
+            if t.is_local() {
+                path_links.clear();
+            } else {
+                route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
+            }
             if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
                 return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
             }
-            if let Some(&c) = t.chunks.iter().find(|&&c| c as usize >= s.num_chunks) {
+            if let Some(&c) = t.chunks.iter().chain(t.written()).find(|&&c| c as usize >= slots) {
                 return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
             }
-            let bytes = chunk * t.chunks.len() as f64;
+            if t.written().len() != t.chunks.len() {
+                return Err(SimError::Unroutable {
+                    transfer: i,
+                    message: "dst_chunks and chunks differ in length".into(),
+                });
+            }
+            // On the wire each distinct chunk once; a reduce combines into every slot written.
+            let bytes = chunk * t.wire_chunks() as f64;
+            let combined = chunk * t.written().len() as f64;
             let mut start = 0.0f64;
             for &c in &t.chunks {
                 start = start.max(*ready.get(t.src as usize, c as usize));
@@ -87,9 +102,9 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
                 latency += topo.links()[l].latency_ns;
                 min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
             }
-            let mut duration = latency + bytes / min_bw;
+            let mut duration = if path_links.is_empty() { 0.0 } else { latency + bytes / min_bw };
             if t.op == Op::Reduce {
-                duration += gamma * bytes;
+                duration += gamma * combined;
             }
             let end = start + duration;
             for &l in &path_links {
@@ -104,7 +119,7 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
         }
         for &(i, end) in &pending {
             let t = &s.transfers[i];
-            for &c in &t.chunks {
+            for &c in t.written() {
                 let r = ready.get(t.dst as usize, c as usize).max(end);
                 ready.set(t.dst as usize, c as usize, r);
             }

@@ -51,6 +51,10 @@ pub enum ViolationKind {
     IncompleteReduction,
     /// The declared `collective_time_ns` differs from the simulated time.
     TimeMismatch,
+    /// A `scratch` entry names a chunk out of range, or there are too many.
+    InvalidScratch,
+    /// `dst_chunks` is not as long as `chunks`, or entry i is a slot of another chunk.
+    SlotMismatch,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -197,6 +201,35 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
     }
     pre.sort_unstable();
     pre.dedup();
+    if s.scratch.len() > limits::MAX_CHUNKS {
+        out.add(
+            InvalidScratch,
+            None,
+            None,
+            None,
+            format!("scratch has {} slots, over the limit of {}", s.scratch.len(), limits::MAX_CHUNKS),
+        );
+        return (finish(out, false), built.ok());
+    }
+    // Slots of an unknown chunk make every later rule meaningless: stop here.
+    let before = out.count;
+    for (i, &c) in s.scratch.iter().enumerate() {
+        if c as usize >= chunks {
+            out.add(
+                InvalidScratch,
+                None,
+                None,
+                Some(c),
+                format!("scratch[{i}] = {c}: expected a chunk in 0..{chunks}"),
+            );
+        }
+    }
+    if out.count > before {
+        return (finish(out, false), built.ok());
+    }
+    // Chunks, then scratch slots: every (npu, slot) holds one value.
+    let slots = s.slots();
+    let name = |c: u32| slot_name(c, chunks);
 
     // 2. Each transfer on its own: nodes, chunks, links, path.
     let mut ok = vec![true; s.transfers.len()];
@@ -220,25 +253,75 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
                 good = false;
             }
         }
-        if t.src == t.dst {
-            bad(SelfTransfer, Some(t.src), None, format!("src and dst are both {}", t.src));
-            good = false;
+        let local = t.src == t.dst;
+        if local {
+            let v = t.src;
+            let why = if t.dst_chunks.is_none() {
+                Some(format!("src and dst are both {v}; a local move between slots names its dst_chunks"))
+            } else if t.path.is_some() {
+                Some(format!("a local move (src == dst == {v}) takes no path"))
+            } else {
+                t.chunks
+                    .iter()
+                    .zip(t.written())
+                    .find(|(a, b)| a == b)
+                    .map(|(&c, _)| format!("a local move at NPU {v} writes {} onto itself", name(c)))
+            };
+            if let Some(why) = why {
+                bad(SelfTransfer, Some(v), None, why);
+                good = false;
+            }
         }
         if t.chunks.is_empty() {
             bad(EmptyTransfer, None, None, "carries no chunks".into());
             good = false;
         }
-        let mut seen: crate::schedule::ChunkList = t.chunks.clone(); // inline for ≤ 2 chunks: no allocation
+        // A chunk may feed several slots (with dst_chunks); a slot takes one write per message.
+        let mut seen: crate::schedule::ChunkList = t.written().iter().copied().collect();
         seen.sort_unstable();
         for w in seen.windows(2) {
             if w[0] == w[1] {
-                bad(DuplicateChunk, None, Some(w[0]), format!("chunk {} appears twice", w[0]));
+                let what = if t.dst_chunks.is_some() { "dst_chunks" } else { "chunks" };
+                bad(DuplicateChunk, None, Some(w[0]), format!("{} appears twice in {what}", name(w[0])));
                 good = false;
             }
         }
-        for &c in &t.chunks {
-            if (c as usize) >= chunks {
-                bad(ChunkOutOfRange, None, Some(c), format!("chunk {c} out of range: expected 0..{chunks}"));
+        for &c in t.chunks.iter().chain(t.dst_chunks.iter().flat_map(|d| d.iter())) {
+            if (c as usize) >= slots {
+                let scratch = if s.scratch.is_empty() { "" } else { " (chunks, then scratch slots)" };
+                bad(ChunkOutOfRange, None, Some(c), format!("chunk {c} out of range: expected 0..{slots}{scratch}"));
+                good = false;
+            }
+        }
+        if let Some(d) = &t.dst_chunks {
+            if d.len() != t.chunks.len() {
+                bad(
+                    SlotMismatch,
+                    None,
+                    None,
+                    format!(
+                        "dst_chunks has {} entries, chunks {}: expected one slot per chunk",
+                        d.len(),
+                        t.chunks.len()
+                    ),
+                );
+                good = false;
+            } else if let Some((&a, &b)) = t.chunks.iter().zip(d.iter()).find(|&(&a, &b)| {
+                let (x, y) = (s.chunk_of(a), s.chunk_of(b));
+                x.is_some() && y.is_some() && x != y
+            }) {
+                bad(
+                    SlotMismatch,
+                    None,
+                    Some(b),
+                    format!(
+                        "{} is written into {}, a slot of chunk {}: expected a slot of chunk {}",
+                        name(a),
+                        name(b),
+                        s.chunk_of(b).unwrap_or(b),
+                        s.chunk_of(a).unwrap_or(a)
+                    ),
+                );
                 good = false;
             }
         }
@@ -246,7 +329,7 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             bad(ReduceInNonCombining, Some(t.dst), None, "op \"reduce\" in a non-combining collective".into());
             good = false;
         }
-        if good {
+        if good && !local {
             match &t.path {
                 None => {
                     if topo.link_index(t.src as usize, t.dst as usize).is_none() {
@@ -271,8 +354,8 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
     // and its writes land at its end. Most slots get one write per step; they are applied as
     // they come, and only slots written more than once are gathered and sorted.
     let order = s.replay_order();
-    let mut state = State::new(s.combining, npus, chunks, &pre);
-    let mut stamps: SlotTable<u32> = SlotTable::new(npus, chunks);
+    let mut state = State::new(s.combining, npus, slots, chunks, &pre);
+    let mut stamps: SlotTable<u32> = SlotTable::new(npus, slots);
     let mut ordinal: u32 = 0;
     let mut runs: Vec<(SetId, u32)> = Vec::new();
     let mut starts: Vec<usize> = Vec::new();
@@ -295,7 +378,7 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             if ok[i] {
                 let t = &s.transfers[i];
                 let first = runs.len();
-                for &c in &t.chunks {
+                for (&c, &d) in t.chunks.iter().zip(t.written()) {
                     let value = state.read(t.src as usize, c as usize);
                     if value == NONE {
                         out.add(
@@ -303,11 +386,11 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
                             Some((i, step)),
                             Some(t.src),
                             Some(c),
-                            format!("transfer {i}: NPU {} does not hold chunk {c} at step {step}", t.src),
+                            format!("transfer {i}: NPU {} does not hold {} at step {step}", t.src, name(c)),
                         );
                     } else {
-                        let st = *stamps.get(t.dst as usize, c as usize);
-                        stamps.set(t.dst as usize, c as usize, if st == once || st == many { many } else { once });
+                        let st = *stamps.get(t.dst as usize, d as usize);
+                        stamps.set(t.dst as usize, d as usize, if st == once || st == many { many } else { once });
                     }
                     let len = runs.len();
                     match runs.last_mut() {
@@ -326,7 +409,7 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             let t = &s.transfers[i];
             // Memoizing set operations pays when a message carries several chunks.
             state.memo_on = t.chunks.len() > 1;
-            let mut chunk_iter = t.chunks.iter();
+            let mut chunk_iter = t.written().iter();
             for &(value, n) in &runs[starts[j]..starts[j + 1]] {
                 for &c in chunk_iter.by_ref().take(n as usize) {
                     if value == NONE {
@@ -399,6 +482,11 @@ fn required_sets(pre: &[[u32; 2]], chunks: usize) -> Vec<Spans> {
         .into_iter()
         .map(|r| shared.entry(r).or_insert_with_key(|r| Spans::from_canonical_ranges(r.clone())).clone())
         .collect()
+}
+
+/// How messages name a slot: `chunk 3`, or `scratch slot 17`.
+fn slot_name(c: u32, chunks: usize) -> String {
+    if (c as usize) < chunks { format!("chunk {c}") } else { format!("scratch slot {c}") }
 }
 
 fn finish(out: Sink, simulatable: bool) -> Report {
@@ -531,6 +619,8 @@ struct Write {
 
 struct State {
     combining: bool,
+    /// Slots below this are chunks, the rest scratch (for messages).
+    chunks: usize,
     slots: SlotTable<SetId>,
     sets: Sets,
     /// (a, b) -> (first common contributor, a ∪ b), for the current step.
@@ -542,10 +632,11 @@ struct State {
 }
 
 impl State {
-    fn new(combining: bool, npus: usize, chunks: usize, pre: &[[u32; 2]]) -> State {
+    fn new(combining: bool, npus: usize, slots: usize, chunks: usize, pre: &[[u32; 2]]) -> State {
         let mut st = State {
             combining,
-            slots: SlotTable::new(npus, chunks),
+            chunks,
+            slots: SlotTable::new(npus, slots),
             sets: Sets::default(),
             reduce_memo: HashMap::default(),
             subset_memo: HashMap::default(),
@@ -624,6 +715,7 @@ impl State {
         use ViolationKind::*;
         let (dst, chunk) = (ws[0].dst, ws[0].chunk);
         let slot = (dst as usize, chunk as usize);
+        let what = slot_name(chunk, self.chunks);
         if !self.combining {
             self.store(slot.0, slot.1, ws[0].value);
         }
@@ -635,7 +727,7 @@ impl State {
                 Some((ws[1].transfer, step)),
                 Some(dst),
                 Some(chunk),
-                format!("transfers {ids:?} all write chunk {chunk} into NPU {dst} in step {step}; at most one copy, or only reduces, may"),
+                format!("transfers {ids:?} all write {what} into NPU {dst} in step {step}; at most one copy, or only reduces, may"),
             );
             // The outcome is undefined; keep every contribution so later checks do not cascade.
             if self.combining {
@@ -665,7 +757,7 @@ impl State {
                             Some(dst),
                             Some(chunk),
                             format!(
-                                "transfer {}: copying chunk {chunk} into NPU {dst} drops contributions {lost:?} it already had",
+                                "transfer {}: copying {what} into NPU {dst} drops contributions {lost:?} it already had",
                                 w.transfer
                             ),
                         );
@@ -678,7 +770,7 @@ impl State {
                         at,
                         Some(dst),
                         Some(chunk),
-                        format!("transfer {}: NPU {dst} holds no partial of chunk {chunk} to reduce into", w.transfer),
+                        format!("transfer {}: NPU {dst} holds no partial of {what} to reduce into", w.transfer),
                     );
                     acc = src;
                 }
@@ -691,7 +783,7 @@ impl State {
                             Some(dst),
                             Some(chunk),
                             format!(
-                                "transfer {}: the contribution of NPU {v} to chunk {chunk} would be counted twice at NPU {dst}",
+                                "transfer {}: the contribution of NPU {v} to {what} would be counted twice at NPU {dst}",
                                 w.transfer
                             ),
                         );

@@ -280,10 +280,12 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
         let mut writes: BTreeMap<(u32, u32), Vec<(usize, Op, BTreeSet<u32>)>> = BTreeMap::new();
         for &i in group {
             let t = &s.transfers[i];
-            for &c in t.chunks.iter() {
+            // Entry j reads slot chunks[j] at src and writes slot dst_chunks[j] at dst.
+            let dst = t.dst_chunks.clone().unwrap_or_else(|| t.chunks.clone());
+            for (&c, &d) in t.chunks.iter().zip(dst.iter()) {
                 match state.get(&(t.src, c)) {
                     None => found.push(SourceMissingChunk),
-                    Some(v) => writes.entry((t.dst, c)).or_default().push((i, t.op, v.clone())),
+                    Some(v) => writes.entry((t.dst, d)).or_default().push((i, t.op, v.clone())),
                 }
             }
         }
@@ -338,8 +340,11 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
     found
 }
 
-/// Moves, duplicates, drops or flips transfers, keeping each one well formed.
+/// Moves, duplicates, drops or flips transfers, or routes them through scratch slots (one per
+/// chunk, slot c + num_chunks), keeping each one well formed.
 fn scramble(s: &mut Schedule, rng: &mut Rng) {
+    let nc = s.num_chunks as u32;
+    let twin = |c: u32| if c < nc { c + nc } else { c - nc };
     for _ in 0..1 + rng.below(3) {
         let n = s.transfers.len();
         if n == 0 {
@@ -347,6 +352,41 @@ fn scramble(s: &mut Schedule, rng: &mut Rng) {
         }
         let i = rng.below(n);
         let last = s.transfers.iter().map(|t| t.step).max().unwrap_or(0) as usize;
+        if rng.below(3) == 0 {
+            s.scratch = (0..nc).collect();
+            let t = &mut s.transfers[i];
+            let mut dst: Vec<u32> = t.written().to_vec();
+            // A local move stays one: redirecting it could make it write the slot it reads.
+            match if t.src == t.dst { 2 } else { rng.below(3) } {
+                // Some entries land in the other slot of their chunk.
+                0 => {
+                    for j in 0..dst.len() {
+                        if rng.coin() && !dst.contains(&twin(dst[j])) {
+                            dst[j] = twin(dst[j]);
+                        }
+                    }
+                }
+                // One entry also feeds the other slot (fan-out), unless that slot is written.
+                1 if !dst.contains(&twin(dst[0])) => {
+                    let (c, d) = (t.chunks[0], twin(dst[0]));
+                    let mut chunks = t.chunks.to_vec();
+                    chunks.push(c);
+                    dst.push(d);
+                    t.chunks = chunks.into();
+                }
+                // A local move between the slots of one chunk.
+                _ => {
+                    let v = if rng.coin() { t.src } else { t.dst } as usize;
+                    let c = if rng.coin() { t.chunks[0] } else { dst[0] };
+                    let op = if s.combining && rng.coin() { Op::Reduce } else { Op::Copy };
+                    let mv = Transfer { op, ..Transfer::copy(rng.below(last + 2) as u32, v, v, vec![c]) };
+                    s.transfers.push(mv.into_slots(vec![twin(c)]));
+                    continue;
+                }
+            }
+            t.dst_chunks = Some(dst.into());
+            continue;
+        }
         match rng.below(4) {
             0 => s.transfers[i].step = rng.below(last + 2) as u32,
             1 => {

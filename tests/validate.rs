@@ -46,6 +46,19 @@ fn custom_reduce() -> Schedule {
     sched(&t, &c, vec![Transfer::reduce(0, 0, 1, vec![0]), Transfer::copy(1, 1, 2, vec![0])])
 }
 
+/// `custom_reduce` through a scratch slot: NPU 0's contribution lands in NPU 1's scratch slot
+/// for chunk 0 (slot 1), a local reduce folds it into the chunk's slot, which goes on to 2.
+fn custom_reduce_via_scratch() -> Schedule {
+    let mut s = custom_reduce();
+    s.scratch = vec![0];
+    s.transfers = vec![
+        Transfer::copy(0, 0, 1, vec![0]).into_slots(vec![1]),
+        Transfer::reduce(1, 1, 1, vec![1]).into_slots(vec![0]),
+        Transfer::copy(2, 1, 2, vec![0]),
+    ];
+    s
+}
+
 fn kinds(s: &Schedule) -> Vec<V> {
     let mut k = engine::check(s).violations.iter().map(|v| v.kind).collect::<Vec<_>>();
     k.dedup();
@@ -54,7 +67,7 @@ fn kinds(s: &Schedule) -> Vec<V> {
 
 #[test]
 fn bases_are_valid() {
-    for s in [ag3(), ar3(), ag_switch(), custom_reduce()] {
+    for s in [ag3(), ar3(), ag_switch(), custom_reduce(), custom_reduce_via_scratch()] {
         let r = engine::check(&s);
         assert!(r.valid, "{:?}", r.violations);
         assert_eq!(r.violation_count, 0);
@@ -184,6 +197,66 @@ fn one_broken_schedule_per_violation_kind() {
             }),
             vec![V::IncompleteReduction],
         ),
+        // Scratch slots, dst_chunks and local moves (the format's optional extension). A
+        // malformed transfer is skipped, so what it should have delivered is missing later.
+        (
+            "a scratch slot for a chunk that does not exist",
+            with(custom_reduce_via_scratch(), &|s| s.scratch = vec![1]),
+            vec![V::InvalidScratch],
+        ),
+        (
+            "dst_chunks shorter than chunks",
+            with(custom_reduce_via_scratch(), &|s| s.transfers[0].chunks = vec![0, 0].into()),
+            // The malformed transfer is skipped, so the scratch slot stays empty.
+            vec![V::SlotMismatch, V::SourceMissingChunk, V::IncompleteReduction],
+        ),
+        (
+            "a chunk written into another chunk's slot",
+            with(ag3(), &|s| s.transfers[0] = s.transfers[0].clone().into_slots(vec![1])),
+            vec![V::SlotMismatch, V::SourceMissingChunk, V::PostconditionUnmet],
+        ),
+        (
+            "a local move onto the slot it reads",
+            with(custom_reduce_via_scratch(), &|s| s.transfers[1].dst_chunks = Some(vec![1].into())),
+            vec![V::SelfTransfer, V::IncompleteReduction],
+        ),
+        (
+            "a local move with a path",
+            with(custom_reduce_via_scratch(), &|s| s.transfers[1].path = Some(vec![1, 2, 1].into())),
+            vec![V::SelfTransfer, V::IncompleteReduction],
+        ),
+        (
+            "one message writing a slot twice",
+            with(custom_reduce_via_scratch(), &|s| {
+                s.transfers[0] = Transfer::copy(0, 0, 1, vec![0, 0]).into_slots(vec![1, 1])
+            }),
+            vec![V::DuplicateChunk, V::SourceMissingChunk, V::IncompleteReduction],
+        ),
+        (
+            "a scratch slot out of range",
+            with(custom_reduce_via_scratch(), &|s| s.transfers[0].dst_chunks = Some(vec![2].into())),
+            vec![V::ChunkOutOfRange, V::SourceMissingChunk, V::IncompleteReduction],
+        ),
+        (
+            "the result left in a scratch slot",
+            with(custom_reduce_via_scratch(), &|s| {
+                s.transfers[2] = Transfer::copy(2, 1, 2, vec![0]).into_slots(vec![1])
+            }),
+            vec![V::PostconditionUnmet],
+        ),
+        (
+            "a local reduce of a contribution the slot already has",
+            with(custom_reduce_via_scratch(), &|s| {
+                s.transfers.insert(1, Transfer::reduce(0, 0, 1, vec![0]));
+                s.transfers[2].step = 1;
+            }),
+            vec![V::DoubleCount],
+        ),
+        (
+            "a local move reads an empty scratch slot",
+            with(custom_reduce_via_scratch(), &|s| s.transfers[1].step = 0),
+            vec![V::SourceMissingChunk, V::IncompleteReduction],
+        ),
         (
             "declared time is not the simulated time",
             with(ag3(), &|s| s.collective_time_ns = Some(1.0)),
@@ -305,4 +378,34 @@ fn fractional_chunk_sizes_are_used_as_is() {
     assert!(close(r.collective_time_ns.unwrap(), 2.0 * (500.0 + (1000.0 / 3.0) / 100.0)));
     let json = serde_json::to_value(&s).unwrap();
     assert!(json["chunk_size_bytes"].as_f64().unwrap().fract() != 0.0);
+}
+
+/// The optional extension in use: a received chunk written into two slots crosses the wire
+/// once, and a local move takes no time (γ = 0) and no link.
+#[test]
+fn scratch_slots_fan_out_once_on_the_wire_and_local_moves_are_free() {
+    let s = custom_reduce_via_scratch();
+    let r = engine::check(&s);
+    assert!(r.valid, "{:?}", r.violations);
+    let hop = 500.0 + 1000.0 / 100.0; // the generators' default α and bandwidth
+    assert!(close(r.collective_time_ns.unwrap(), 2.0 * hop), "{r:?}");
+    // Fan-out: NPU 0's chunk also lands in NPU 1's scratch slot, in the same message.
+    let mut fan = ag3();
+    fan.scratch = vec![0, 1, 2];
+    let first = fan.transfers.iter().position(|t| t.src == 0 && t.dst == 1).unwrap();
+    let t = &fan.transfers[first];
+    let c = t.chunks[0];
+    fan.transfers[first] = Transfer::copy(t.step, 0, 1, vec![c, c]).into_slots(vec![c, c + 3]);
+    let r = engine::check(&fan);
+    assert!(r.valid, "{:?}", r.violations);
+    assert!(close(r.collective_time_ns.unwrap(), engine::check(&ag3()).collective_time_ns.unwrap()));
+    let sim = ccsynth::sim::simulate(&fan).unwrap();
+    let link = sim.links.iter().find(|l| (l.src, l.dst) == (0, 1)).unwrap();
+    assert_eq!(link.bytes, 2000.0, "two messages of one 1000-byte chunk each");
+    // JSON: the fields appear only when used, and round-trip.
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["scratch"], serde_json::json!([0]));
+    assert_eq!(json["transfers"][1]["dst_chunks"], serde_json::json!([0]));
+    assert!(serde_json::to_value(ag3()).unwrap().get("scratch").is_none());
+    assert_eq!(Schedule::from_json(&json.to_string()).unwrap(), s);
 }

@@ -189,13 +189,13 @@ fn refusals_are_clear() {
     assert!(e.to_string().contains("unknown baseline"), "{e}");
     // `list` has the kolmakov-r<R> family besides what `compare` runs.
     assert_eq!(baselines::list().len(), baselines::names().len() + 1);
-    for (name, why) in [
-        ("kolmakov-r1", "power of two"),
-        ("kolmakov-r3", "1 ≤ R < log₂P = 3"),
-        ("kolmakov-r0", "unknown baseline"),
-        ("kolmakov-rx", "unknown baseline"),
+    for (name, p, why) in [
+        ("kolmakov-r1", "fc:2", "1 ≤ R < ⌈log₂P⌉ = 1"),
+        ("kolmakov-r3", "fc:8", "1 ≤ R < ⌈log₂P⌉ = 3"),
+        ("kolmakov-r3", "fc:7", "1 ≤ R < ⌈log₂P⌉ = 3"),
+        ("kolmakov-r0", "fc:8", "unknown baseline"),
+        ("kolmakov-rx", "fc:8", "unknown baseline"),
     ] {
-        let p = if why == "power of two" { "fc:6" } else { "fc:8" };
         let e = engine::baseline(name, &topo(p), &CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
         assert!(e.to_string().contains(why), "{name}: {e}");
     }
@@ -265,11 +265,51 @@ fn kolmakov_variants_with_fewer_distribution_steps_match_eq_36() {
             let name = if r == 0 { "kolmakov".to_string() } else { format!("kolmakov-r{r}") };
             let (t, s) = time(&name, &format!("fc:{p}"), CollectiveSpec::new(K::AllReduce, n));
             assert_eq!(s.rounds(), (2 * log - r) as usize, "{name} P={p}");
+            assert!(s.scratch.is_empty(), "{name} P={p}: a power of two needs no scratch");
             let blocks = 2.0 * (p - 1) as f64 + ((1u64 << r) - 1) as f64 * (log - 1) as f64;
             let eq36 = (2 * log - r) as f64 * ALPHA + blocks * u / BW;
             assert!(close(t, eq36), "{name} P={p}: {t} vs {eq36}");
         }
     }
+}
+
+/// The variants for any P (the paper's Fig. 6 is P = 7, R = 1). The last R reduction rounds
+/// start from C = N_{L−R} blocks (N halving up from P, L = ⌈log₂P⌉ rounds), so each processor
+/// ends with C complete blocks and sends, over all 2L − R rounds, exactly
+/// 2(P − 1) + (C − 1)(L − 1) blocks: eq. 36's count with 2^R replaced by C ≤ 2^R. Rounds run in
+/// lock step on `fc:P` at worst; data-driven execution is never slower.
+#[test]
+fn kolmakov_variants_for_any_p_send_eq_36_blocks_or_fewer() {
+    for p in 3..=40usize {
+        let n = 3u64 << 20;
+        let u = n as f64 / p as f64;
+        let mut sizes = vec![p];
+        while *sizes.last().unwrap() > 1 {
+            sizes.push(sizes.last().unwrap().div_ceil(2));
+        }
+        let l = sizes.len() - 1;
+        for r in 1..l {
+            let name = format!("kolmakov-r{r}");
+            let (t, s) = time(&name, &format!("fc:{p}"), CollectiveSpec::new(K::AllReduce, n));
+            let c = sizes[l - r];
+            assert_eq!(s.rounds(), 2 * l - r, "{name} P={p}");
+            let blocks = 2 * (p - 1) + (c - 1) * (l - 1);
+            for x in 0..p as u32 {
+                let sent: usize =
+                    s.transfers.iter().filter(|t| t.src == x && !t.is_local()).map(|t| t.wire_chunks()).sum();
+                assert_eq!(sent, blocks, "{name} P={p} processor {x}");
+            }
+            let lock_step = (2 * l - r) as f64 * ALPHA + blocks as f64 * u / BW;
+            assert!(t <= lock_step * (1.0 + 1e-12), "{name} P={p}: {t} vs {lock_step}");
+            let eq36 = 2 * (p - 1) + ((1 << r) - 1) * (l - 1);
+            assert!(blocks <= eq36 && (blocks == eq36) == (c == 1 << r), "{name} P={p}");
+            // Scratch slots exactly when some round is odd.
+            assert_eq!(s.scratch.is_empty(), p.is_power_of_two(), "{name} P={p}");
+        }
+    }
+    // Fig. 6: P = 7 with one distribution step fewer runs 5 rounds.
+    let (_, s) = time("kolmakov-r1", "fc:7", CollectiveSpec::new(K::AllReduce, 7 << 10));
+    assert_eq!(s.rounds(), 5);
 }
 
 #[test]

@@ -39,7 +39,7 @@ fn producers() -> Vec<(String, Box<dyn Fn(&Topology, &CollectiveSpec) -> Result<
     for name in ccsynth::baselines::names() {
         v.push((format!("baseline {name}"), Box::new(move |t, s| baseline(name, t, s))));
     }
-    for name in ["kolmakov-r1", "kolmakov-r2"] {
+    for name in ["kolmakov-r1", "kolmakov-r2", "kolmakov-r3"] {
         v.push((format!("baseline {name}"), Box::new(move |t, s| baseline(name, t, s))));
     }
     v

@@ -152,6 +152,7 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
         });
     }
     let mut s = Schedule::new(topo.clone(), &c, name);
+    s.scratch = ctx.scratch.take();
     s.transfers = in_waves(transfers);
     Ok(s)
 }
@@ -243,13 +244,24 @@ pub(crate) struct Ctx<'a> {
     unroutable: std::cell::RefCell<Option<(usize, usize)>>,
     /// R of a `kolmakov-r<R>` variant.
     pub variant: Option<u32>,
+    /// The schedule's scratch slots, when the algorithm needs them (the chunk of each).
+    pub scratch: std::cell::RefCell<Vec<u32>>,
 }
 
 impl<'a> Ctx<'a> {
     fn new(topo: &'a Topology, c: &'a Collective) -> Ctx<'a> {
         let ranks = c.group.clone();
         let grid = topo.infer_grid().filter(|_| ranks.iter().enumerate().all(|(i, &v)| i == v));
-        Ctx { topo, c, ranks, grid, router: Default::default(), unroutable: Default::default(), variant: None }
+        Ctx {
+            topo,
+            c,
+            ranks,
+            grid,
+            router: Default::default(),
+            unroutable: Default::default(),
+            variant: None,
+            scratch: Default::default(),
+        }
     }
     pub fn p(&self) -> usize {
         self.ranks.len()
@@ -376,6 +388,24 @@ impl<'c, 'a> Out<'c, 'a> {
         }
         let mut t = Transfer { op, ..Transfer::copy(step, u, v, chunks) };
         t.path = path;
+        self.transfers.push(t);
+    }
+    /// One message from rank a to rank b whose entry i lands in slot `dst[i]`.
+    pub fn send_into(&mut self, step: u32, a: usize, b: usize, chunks: Vec<u32>, dst: Vec<u32>, op: Op) {
+        if chunks.is_empty() || chunks == dst {
+            return self.send(step, a, b, chunks, op);
+        }
+        self.send(step, a, b, chunks, op);
+        let t = self.transfers.last_mut().expect("just pushed");
+        t.dst_chunks = Some(dst.into());
+    }
+    /// A move between slots of rank a: no link, no wire time.
+    pub fn local(&mut self, step: u32, a: usize, chunks: Vec<u32>, dst: Vec<u32>, op: Op) {
+        if chunks.is_empty() {
+            return;
+        }
+        let u = self.ctx.ranks[a];
+        let t = Transfer { op, ..Transfer::copy(step, u, u, chunks) }.into_slots(dst);
         self.transfers.push(t);
     }
 }

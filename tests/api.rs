@@ -544,6 +544,21 @@ fn the_validate_route_reports_both_verdicts(db: Db) {
     let body = raw(s.addr, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None).body;
     let r = raw(s.addr, "POST", "/v1/validate", Some(body.as_bytes()));
     assert_eq!((r.status, r.json()["valid"].as_bool()), (200, Some(true)));
+    // A schedule with scratch slots, dst_chunks and local moves survives the store and
+    // validates as served.
+    let (code, k) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "fc:7", "collective": {"kind": "all_reduce", "size_bytes": 7168}, "algorithm": "kolmakov-r1"})),
+    );
+    assert_eq!(code, 201, "{k}");
+    let served = raw(s.addr, "GET", &format!("/v1/schedules/{}", k["schedule_id"].as_str().unwrap()), None).body;
+    let v: Value = serde_json::from_str(&served).unwrap();
+    assert_eq!(v["scratch"].as_array().map(|a| a.len()), Some(7));
+    assert!(v["transfers"].as_array().unwrap().iter().any(|t| t["src"] == t["dst"] && t.get("dst_chunks").is_some()));
+    let r = raw(s.addr, "POST", "/v1/validate", Some(served.as_bytes()));
+    assert_eq!((r.status, r.json()["valid"].as_bool()), (200, Some(true)), "{}", r.body);
     let mut broken: Value = serde_json::from_str(&body).unwrap();
     broken["transfers"].as_array_mut().unwrap().pop();
     broken.as_object_mut().unwrap().remove("collective_time_ns");

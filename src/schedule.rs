@@ -120,9 +120,10 @@ pub struct Transfer {
     /// The slots written at `dst`, one per entry of `chunks` (default: `chunks` itself). Entry
     /// i may name a scratch slot of the same chunk as `chunks[i]`; with it, a chunk may appear
     /// more than once in `chunks` (one received chunk written into several slots), and
-    /// `src == dst` is a local move between slots.
+    /// `src == dst` is a local move between slots. Boxed: rare, and a synthesized schedule
+    /// holds tens of millions of transfers (8 bytes each instead of 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst_chunks: Option<ChunkList>,
+    pub dst_chunks: Option<Box<ChunkList>>,
 }
 
 impl Transfer {
@@ -146,12 +147,15 @@ impl Transfer {
     }
     /// Writes entry i of `chunks` into slot `dst_chunks[i]` at the destination.
     pub fn into_slots(mut self, dst_chunks: impl Into<ChunkList>) -> Transfer {
-        self.dst_chunks = Some(dst_chunks.into());
+        self.dst_chunks = Some(Box::new(dst_chunks.into()));
         self
     }
     /// The slots written at the destination.
     pub fn written(&self) -> &[u32] {
-        self.dst_chunks.as_deref().unwrap_or(&self.chunks)
+        match &self.dst_chunks {
+            Some(d) => d,
+            None => &self.chunks,
+        }
     }
     /// A move between two slots of one NPU: no link, no wire time.
     pub fn is_local(&self) -> bool {

@@ -277,7 +277,8 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             good = false;
         }
         // A chunk may feed several slots (with dst_chunks); a slot takes one write per message.
-        let mut seen: crate::schedule::ChunkList = t.written().iter().copied().collect();
+        let written = t.written();
+        let mut seen: Vec<u32> = if written.len() > 1 { written.to_vec() } else { Vec::new() };
         seen.sort_unstable();
         for w in seen.windows(2) {
             if w[0] == w[1] {
@@ -715,7 +716,9 @@ impl State {
         use ViolationKind::*;
         let (dst, chunk) = (ws[0].dst, ws[0].chunk);
         let slot = (dst as usize, chunk as usize);
-        let what = slot_name(chunk, self.chunks);
+        // Named only when a rule is broken: this runs once per write.
+        let n = self.chunks;
+        let what = || slot_name(chunk, n);
         if !self.combining {
             self.store(slot.0, slot.1, ws[0].value);
         }
@@ -727,7 +730,7 @@ impl State {
                 Some((ws[1].transfer, step)),
                 Some(dst),
                 Some(chunk),
-                format!("transfers {ids:?} all write {what} into NPU {dst} in step {step}; at most one copy, or only reduces, may"),
+                format!("transfers {ids:?} all write {} into NPU {dst} in step {step}; at most one copy, or only reduces, may", what()),
             );
             // The outcome is undefined; keep every contribution so later checks do not cascade.
             if self.combining {
@@ -757,8 +760,9 @@ impl State {
                             Some(dst),
                             Some(chunk),
                             format!(
-                                "transfer {}: copying {what} into NPU {dst} drops contributions {lost:?} it already had",
-                                w.transfer
+                                "transfer {}: copying {} into NPU {dst} drops contributions {lost:?} it already had",
+                                w.transfer,
+                                what()
                             ),
                         );
                     }
@@ -770,7 +774,7 @@ impl State {
                         at,
                         Some(dst),
                         Some(chunk),
-                        format!("transfer {}: NPU {dst} holds no partial of {what} to reduce into", w.transfer),
+                        format!("transfer {}: NPU {dst} holds no partial of {} to reduce into", w.transfer, what()),
                     );
                     acc = src;
                 }
@@ -783,8 +787,9 @@ impl State {
                             Some(dst),
                             Some(chunk),
                             format!(
-                                "transfer {}: the contribution of NPU {v} to {what} would be counted twice at NPU {dst}",
-                                w.transfer
+                                "transfer {}: the contribution of NPU {v} to {} would be counted twice at NPU {dst}",
+                                w.transfer,
+                                what()
                             ),
                         );
                     }

@@ -550,7 +550,9 @@ fn the_validate_route_reports_both_verdicts(db: Db) {
         &s,
         "POST",
         "/v1/syntheses",
-        Some(json!({"spec": "fc:7", "collective": {"kind": "all_reduce", "size_bytes": 7168}, "algorithm": "kolmakov-r1"})),
+        Some(
+            json!({"spec": "fc:7", "collective": {"kind": "all_reduce", "size_bytes": 7168}, "algorithm": "kolmakov-r1"}),
+        ),
     );
     assert_eq!(code, 201, "{k}");
     let served = raw(s.addr, "GET", &format!("/v1/schedules/{}", k["schedule_id"].as_str().unwrap()), None).body;

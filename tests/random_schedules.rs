@@ -281,7 +281,7 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
         for &i in group {
             let t = &s.transfers[i];
             // Entry j reads slot chunks[j] at src and writes slot dst_chunks[j] at dst.
-            let dst = t.dst_chunks.clone().unwrap_or_else(|| t.chunks.clone());
+            let dst = t.dst_chunks.as_deref().cloned().unwrap_or_else(|| t.chunks.clone());
             for (&c, &d) in t.chunks.iter().zip(dst.iter()) {
                 match state.get(&(t.src, c)) {
                     None => found.push(SourceMissingChunk),
@@ -384,7 +384,7 @@ fn scramble(s: &mut Schedule, rng: &mut Rng) {
                     continue;
                 }
             }
-            t.dst_chunks = Some(dst.into());
+            t.dst_chunks = Some(Box::new(dst.into()));
             continue;
         }
         match rng.below(4) {

@@ -217,7 +217,7 @@ fn one_broken_schedule_per_violation_kind() {
         ),
         (
             "a local move onto the slot it reads",
-            with(custom_reduce_via_scratch(), &|s| s.transfers[1].dst_chunks = Some(vec![1].into())),
+            with(custom_reduce_via_scratch(), &|s| s.transfers[1].dst_chunks = Some(Box::new(vec![1].into()))),
             vec![V::SelfTransfer, V::IncompleteReduction],
         ),
         (
@@ -234,7 +234,7 @@ fn one_broken_schedule_per_violation_kind() {
         ),
         (
             "a scratch slot out of range",
-            with(custom_reduce_via_scratch(), &|s| s.transfers[0].dst_chunks = Some(vec![2].into())),
+            with(custom_reduce_via_scratch(), &|s| s.transfers[0].dst_chunks = Some(Box::new(vec![2].into()))),
             vec![V::ChunkOutOfRange, V::SourceMissingChunk, V::IncompleteReduction],
         ),
         (

@@ -397,7 +397,7 @@ impl<'c, 'a> Out<'c, 'a> {
         }
         self.send(step, a, b, chunks, op);
         let t = self.transfers.last_mut().expect("just pushed");
-        t.dst_chunks = Some(dst.into());
+        t.dst_chunks = Some(Box::new(dst.into()));
     }
     /// A move between slots of rank a: no link, no wire time.
     pub fn local(&mut self, step: u32, a: usize, chunks: Vec<u32>, dst: Vec<u32>, op: Op) {

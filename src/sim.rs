@@ -79,7 +79,8 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
             if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
                 return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
             }
-            if let Some(&c) = t.chunks.iter().chain(t.written()).find(|&&c| c as usize >= slots) {
+            let dst_slots: &[u32] = t.dst_chunks.as_deref().map_or(&[], |d| d);
+            if let Some(&c) = t.chunks.iter().chain(dst_slots).find(|&&c| c as usize >= slots) {
                 return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
             }
             if t.written().len() != t.chunks.len() {

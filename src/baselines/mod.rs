@@ -429,7 +429,9 @@ mod tests {
         let steps: BTreeSet<u32> = ts.iter().map(|t| t.step).collect();
         let mut out = Vec::new();
         for s in steps {
-            let mut waves: Vec<(BTreeSet<(u32, u32)>, Vec<Transfer>)> = Vec::new();
+            // (links used, transfers) of each wave, first fit.
+            type Wave = (BTreeSet<(u32, u32)>, Vec<Transfer>);
+            let mut waves: Vec<Wave> = Vec::new();
             for t in ts.iter().filter(|t| t.step == s) {
                 let h = hops(t);
                 match waves.iter_mut().find(|(used, _)| h.iter().all(|x| !used.contains(x))) {

@@ -104,6 +104,16 @@ pub fn ilp(
     Ok((s, stats, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
 }
 
+/// Several collectives synthesized jointly (multi-tenant).
+#[derive(Clone, Debug)]
+pub struct Joint {
+    /// One schedule moving every tenant's chunks.
+    pub schedule: Schedule,
+    /// Each tenant's chunk ids in it, in tenant order.
+    pub ranges: Vec<std::ops::Range<usize>>,
+    pub stats: GreedyStats,
+}
+
 /// Several collectives in one ILP per phase (see `greedy_multi`).
 pub fn ilp_multi(
     topo: &Topology,
@@ -111,14 +121,14 @@ pub fn ilp_multi(
     opts: &GreedyOptions,
     ilp_opts: &ilp::IlpOptions,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats, IlpOutput), SynthError> {
+) -> Result<(Joint, IlpOutput), SynthError> {
     let (mut phases, mut lp) = (Vec::new(), Vec::new());
-    let (mut s, ranges, stats) = {
+    let mut joint = {
         let mut planner = ilp_planner(ilp_opts, cancelled, &mut phases, &mut lp);
         multi_core(topo, tenants, opts, &mut planner)?
     };
-    s.algorithm = Some("ilp".into());
-    Ok((s, ranges, stats, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
+    joint.schedule.algorithm = Some("ilp".into());
+    Ok((joint, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
 }
 
 /// Synthesizes `c` on `topo` with the greedy matcher.
@@ -218,7 +228,7 @@ pub fn greedy_multi(
     tenants: &[Collective],
     opts: &GreedyOptions,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats), SynthError> {
+) -> Result<Joint, SynthError> {
     let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
     multi_core(topo, tenants, opts, &mut planner)
 }
@@ -228,7 +238,7 @@ fn multi_core(
     tenants: &[Collective],
     opts: &GreedyOptions,
     planner: &mut Planner,
-) -> Result<(Schedule, Vec<std::ops::Range<usize>>, GreedyStats), SynthError> {
+) -> Result<Joint, SynthError> {
     use crate::error::InputError;
     let first = tenants.first().ok_or_else(|| InputError::new("tenants", "expected at least one collective"))?;
     if tenants.len() > 64 {
@@ -286,7 +296,7 @@ fn multi_core(
     let mut s = Schedule::new(topo.clone(), &merged, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
-    Ok((s, ranges, stats))
+    Ok(Joint { schedule: s, ranges, stats })
 }
 
 /// Discretization factors worth trying: the fastest edge's time f, and when some edge's time

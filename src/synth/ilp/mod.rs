@@ -1,0 +1,242 @@
+//! The ILP synthesizer (TACOS V) on the time-expanded network, solved by HiGHS through good_lp:
+//! binary `hold`/`sent` variables over a horizon of T timesteps, the search for the least
+//! feasible T between the TEN's lower bound and the greedy's step count, time limits with a
+//! complete fallback, time clustering with shortest-path recovery, and the TACCL-like variant
+//! that ignores congestion.
+//!
+//! The model moves chunks without combining; combining collectives reach it through the same
+//! inversion as the greedy (`synth::movement_core`), one model per phase.
+//!
+//! Invariants of the model (they are what make a solution a valid plan):
+//! - `hold[c,n,t] = hold[c,n,t-1] + Σ arrivals of c at n at t` with `hold` binary, so holding is
+//!   monotone, a new hold needs a delivery, and no (npu, chunk) is delivered twice (a reduce
+//!   phase reversed from the plan would otherwise count a contribution twice);
+//! - a send starting at t needs `hold[c,src,t]` (arrivals at t may be forwarded at t);
+//! - a resource carries at most one chunk per timestep, for an edge's whole span.
+//!
+//! Layout: this module holds the public types and the per-phase entry point [`plan`];
+//! `chunks` the per-chunk facts and horizon lower bounds, `model` the integer program, `lp` its
+//! LP text, `extract` the translation between plans and columns, `solve` one HiGHS solve,
+//! `search` the horizon search, `cluster` time clustering and `recover` shortest-path recovery.
+
+mod chunks;
+mod cluster;
+mod extract;
+mod lp;
+mod model;
+mod recover;
+mod search;
+mod solve;
+
+pub use recover::recover;
+
+use super::greedy::{self, Plan, Problem};
+use chunks::ChunkInfo;
+use search::Search;
+use serde::Serialize;
+use std::time::Instant;
+
+/// Variables one model may have; a larger model is not built (the greedy plan is returned,
+/// marked `feasible`, with the reason).
+pub const MAX_VARIABLES: usize = 3_000_000;
+
+#[derive(Clone, Debug)]
+pub struct IlpOptions {
+    /// Wall-clock budget of all the ILP work of one synthesis (every phase, every solve).
+    pub time_limit_s: f64,
+    /// Cap on a single HiGHS solve (default: what is left of the overall budget).
+    pub solve_time_limit_s: Option<f64>,
+    /// HiGHS threads per solve.
+    pub threads: u32,
+    /// TACCL-like: no congestion constraint (the result is still scored on the simulator).
+    pub ignore_congestion: bool,
+    /// Time clustering (TACOS V-C): windows of this many timesteps solved one after another.
+    pub window: Option<u32>,
+    /// Keep the LP text of each phase's model at its chosen horizon (for `--dump-lp`).
+    pub keep_lp: bool,
+}
+
+impl Default for IlpOptions {
+    fn default() -> Self {
+        IlpOptions {
+            time_limit_s: 60.0,
+            solve_time_limit_s: None,
+            threads: 1,
+            ignore_congestion: false,
+            window: None,
+            keep_lp: false,
+        }
+    }
+}
+
+/// `optimal`: the horizon is proven minimal (T−1 infeasible, or T equals the lower bound).
+/// `feasible`: a valid, complete plan whose horizon is not proven minimal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IlpStatus {
+    Optimal,
+    Feasible,
+}
+
+/// What one HiGHS solve ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SolveResult {
+    /// Solved to the end (a feasibility probe: a solution exists; with an objective: proven
+    /// within the MIP gap).
+    Optimal,
+    /// Stopped by the time limit with a solution in hand.
+    Feasible,
+    /// Proven to have no solution.
+    Infeasible,
+    /// Stopped by the time limit without a solution.
+    TimeLimit,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SolveRecord {
+    /// `repair` (the best plan's early deliveries fixed, the rest completed), `probe` (the full
+    /// model: is horizon T feasible?) or `window` (time clustering).
+    pub kind: &'static str,
+    pub horizon: u32,
+    pub result: SolveResult,
+    pub variables: usize,
+    pub constraints: usize,
+    pub build_ms: f64,
+    pub highs_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mip_gap: Option<f64>,
+}
+
+/// One phase's search (reduce phase or forward phase).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PhaseStats {
+    pub phase: &'static str,
+    pub status: IlpStatus,
+    /// TEN timesteps of the returned plan.
+    pub horizon: u32,
+    /// The proven lower bound on the horizon: the TEN bound (distances, and arrivals per NPU
+    /// over its ingress resources), raised past every horizon proven infeasible.
+    pub lower_bound: u32,
+    /// The greedy's timesteps on the same TEN (the search's first upper bound).
+    pub greedy_horizon: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mip_gap: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Where the plan came from: `ilp`, `greedy` (no ILP solution beat it), `clustered`
+    /// (windows) or `clustered+recovery` (windows finished by shortest paths).
+    pub source: &'static str,
+    pub solves: Vec<SolveRecord>,
+}
+
+/// The ILP part of a synthesis's `stats`, summed over phases.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct IlpStats {
+    pub status: IlpStatus,
+    pub horizon: u32,
+    pub horizon_lower_bound: u32,
+    /// (horizon − horizon_lower_bound) / horizon: how far from proven optimal the horizon may be.
+    pub horizon_gap: f64,
+    pub greedy_horizon: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mip_gap: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub solves: usize,
+    pub highs_ms: f64,
+    pub model_build_ms: f64,
+    pub ignore_congestion: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    pub phases: Vec<PhaseStats>,
+}
+
+impl IlpStats {
+    pub fn from_phases(phases: Vec<PhaseStats>, opts: &IlpOptions) -> IlpStats {
+        let all = || phases.iter().flat_map(|p| p.solves.iter());
+        let reasons: Vec<String> =
+            phases.iter().filter_map(|p| p.reason.as_ref().map(|r| format!("{}: {r}", p.phase))).collect();
+        IlpStats {
+            status: if phases.iter().all(|p| p.status == IlpStatus::Optimal) {
+                IlpStatus::Optimal
+            } else {
+                IlpStatus::Feasible
+            },
+            horizon: phases.iter().map(|p| p.horizon).sum(),
+            horizon_lower_bound: phases.iter().map(|p| p.lower_bound).sum(),
+            horizon_gap: {
+                let (h, l) =
+                    (phases.iter().map(|p| p.horizon).sum::<u32>(), phases.iter().map(|p| p.lower_bound).sum::<u32>());
+                if h == 0 { 0.0 } else { (h - l.min(h)) as f64 / h as f64 }
+            },
+            greedy_horizon: phases.iter().map(|p| p.greedy_horizon).sum(),
+            mip_gap: phases.iter().filter_map(|p| p.mip_gap).reduce(f64::max),
+            reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+            solves: all().count(),
+            // `+ 0.0`: an empty float sum is −0.0.
+            highs_ms: all().map(|s| s.highs_ms).sum::<f64>() + 0.0,
+            model_build_ms: all().map(|s| s.build_ms).sum::<f64>() + 0.0,
+            ignore_congestion: opts.ignore_congestion,
+            window: opts.window,
+            phases,
+        }
+    }
+}
+
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum IlpError {
+    #[error("cancelled")]
+    Cancelled,
+    #[error("greedy warm start: {0}")]
+    Greedy(greedy::GreedyError),
+    #[error("HiGHS: {0}")]
+    Solver(String),
+}
+
+/// One phase's result: the plan, its statistics and (if asked) the LP text of its last model.
+pub struct PhasePlan {
+    pub plan: Plan,
+    pub stats: PhaseStats,
+    pub lp: Option<String>,
+}
+
+/// Plans the movement of `p` with the ILP. Polls `cancelled` between solves and while
+/// building; stops searching at `deadline` and returns the best complete plan found.
+pub fn plan(
+    p: &Problem,
+    seed: u64,
+    opts: &IlpOptions,
+    deadline: Instant,
+    phase: &'static str,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<PhasePlan, IlpError> {
+    let greedy_plan = greedy::plan(p, seed, cancelled).map_err(|e| match e {
+        greedy::GreedyError::Cancelled => IlpError::Cancelled,
+        e => IlpError::Greedy(e),
+    })?;
+    let greedy_moves = super::prune_dead_ends(p.ten, p.num_chunks, greedy_plan.moves.clone(), p.post);
+    let info = ChunkInfo::new(p);
+    let ub = greedy_plan.timesteps;
+    let lb = if opts.ignore_congestion { info.distance_bound() } else { info.lower_bound(p.ten) }.min(ub);
+    let search = Search::new(p, &info, opts, deadline, cancelled);
+    let stats = PhaseStats {
+        phase,
+        status: IlpStatus::Feasible,
+        horizon: ub,
+        lower_bound: lb,
+        greedy_horizon: ub,
+        mip_gap: None,
+        reason: None,
+        source: "greedy",
+        solves: Vec::new(),
+    };
+    match opts.window {
+        Some(w) => search.clustered_plan(w, lb, ub, greedy_moves, stats),
+        None => search.horizons(lb, ub, greedy_moves, stats),
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}

@@ -1,0 +1,226 @@
+//! The integer program at one horizon: its columns (`sent`, `hold`), rows (holding,
+//! consistency, congestion, post) and objective, built from the chunks' facts on the TEN.
+
+use super::MAX_VARIABLES;
+use super::chunks::ChunkInfo;
+use crate::ten::Ten;
+use std::collections::HashMap;
+
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Goal {
+    /// Is horizon T feasible? Every target held at T, earlier arrivals rewarded (TACOS's sum
+    /// of holds); HiGHS stops at the first solution, which answers the question.
+    Probe,
+    /// A time-clustering window: no target required; deliveries, and progress towards the
+    /// targets, rewarded.
+    Window,
+}
+
+impl Goal {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Goal::Probe => "probe",
+            Goal::Window => "window",
+        }
+    }
+}
+
+/// A column: `sent[chunk, edge, t]` or `hold[chunk, npu, t]`.
+#[derive(Clone, Copy)]
+pub(super) enum Col {
+    Sent { c: u32, e: u32, t: u32 },
+    Hold { c: u32, n: u32, t: u32 },
+}
+
+/// A constraint family, for names in an LP dump.
+#[derive(Clone, Copy)]
+pub(super) enum Family {
+    /// Holding is monotone and a new hold needs a delivery (one delivery at most).
+    Holding { c: u32, n: u32, t: u32 },
+    /// A send needs the source to hold the chunk when it starts.
+    Consistency { c: u32, e: u32, t: u32 },
+    /// One chunk per resource per timestep.
+    Congestion { r: u32, t: u32 },
+    /// The target holds the chunk at the horizon.
+    Post { c: u32, n: u32 },
+}
+
+pub(super) struct Row {
+    pub(super) family: Family,
+    pub(super) terms: Vec<(u32, f64)>,
+    pub(super) lo: f64,
+    pub(super) hi: f64,
+}
+
+pub(super) enum BuildStop {
+    Interrupted,
+    TooLarge(usize),
+}
+
+pub(super) struct Model {
+    pub(super) cols: Vec<Col>,
+    pub(super) obj: Vec<f64>,
+    pub(super) rows: Vec<Row>,
+    /// Per (chunk, npu) with hold columns: the first timestep and the column of hold at it.
+    pub(super) holds: HashMap<(u32, u32), (u32, u32)>,
+    /// Column of `sent[c,e,t]`.
+    pub(super) sents: HashMap<(u32, u32, u32), u32>,
+    pub(super) horizon: u32,
+}
+
+impl Model {
+    /// `Ok(None)`: some target cannot be reached within the horizon (trivially infeasible).
+    pub(super) fn build(
+        ten: &Ten,
+        info: &ChunkInfo,
+        horizon: u32,
+        goal: Goal,
+        ignore_congestion: bool,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Option<Model>, BuildStop> {
+        let mut m = Model {
+            cols: Vec::new(),
+            obj: Vec::new(),
+            rows: Vec::new(),
+            holds: HashMap::new(),
+            sents: HashMap::new(),
+            horizon,
+        };
+        let soft = goal == Goal::Window;
+        let mut congestion: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        let mut polled = 0usize;
+        for ch in &info.chunks {
+            if !soft && ch.targets.iter().any(|&n| ch.from[n as usize] > horizon) {
+                return Ok(None);
+            }
+            let holder = |n: u32| ch.holders.contains(&n);
+            // Candidate sends: after the source can have the chunk, early enough for the
+            // destination to still reach a target (a window only needs progress).
+            let mut sends: Vec<(u32, u32, u32)> = Vec::new(); // (edge, t, dst)
+            for (ei, e) in ten.edges.iter().enumerate() {
+                let (from, to_dst) = (ch.from[e.src as usize], ch.to[e.dst as usize]);
+                if from == u32::MAX || to_dst == u32::MAX || holder(e.dst) {
+                    continue;
+                }
+                let last = if soft {
+                    if to_dst != 0 && to_dst >= ch.to[e.src as usize] {
+                        continue; // a window relays only towards the targets
+                    }
+                    horizon.checked_sub(e.span)
+                } else {
+                    horizon.checked_sub(e.span + to_dst)
+                };
+                let Some(last) = last else { continue };
+                for t in from..=last {
+                    sends.push((ei as u32, t, e.dst));
+                }
+            }
+            // Hold columns from each receiving NPU's earliest arrival to the horizon.
+            let mut first: HashMap<u32, u32> = HashMap::new();
+            for &(e, t, dst) in &sends {
+                let a = t + ten.edges[e as usize].span;
+                let f = first.entry(dst).or_insert(a);
+                *f = (*f).min(a);
+            }
+            let mut receivers: Vec<(u32, u32)> = first.into_iter().collect();
+            receivers.sort_unstable();
+            for &(n, t0) in &receivers {
+                let base = m.cols.len() as u32;
+                m.holds.insert((ch.id, n), (t0, base));
+                let target = ch.to[n as usize] == 0;
+                for t in t0..=horizon {
+                    m.cols.push(Col::Hold { c: ch.id, n, t });
+                    m.obj.push(match goal {
+                        Goal::Probe => f64::from(target),
+                        Goal::Window if target => 1.0,
+                        Goal::Window => 0.5 / (1.0 + ch.to[n as usize] as f64),
+                    });
+                }
+            }
+            if !soft {
+                for &n in &ch.targets {
+                    if !m.holds.contains_key(&(ch.id, n)) {
+                        return Ok(None);
+                    }
+                }
+            }
+            // Send columns whose source can hold the chunk at their start.
+            let mut arrivals: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+            for &(e, t, dst) in &sends {
+                let edge = &ten.edges[e as usize];
+                let src_hold = if holder(edge.src) {
+                    None
+                } else {
+                    match m.holds.get(&(ch.id, edge.src)) {
+                        Some(&(t0, base)) if t >= t0 => Some(base + (t - t0)),
+                        _ => continue,
+                    }
+                };
+                let col = m.cols.len() as u32;
+                m.cols.push(Col::Sent { c: ch.id, e, t });
+                m.obj.push(0.0);
+                m.sents.insert((ch.id, e, t), col);
+                arrivals.entry((dst, t + edge.span)).or_default().push(col);
+                if let Some(h) = src_hold {
+                    m.rows.push(Row {
+                        family: Family::Consistency { c: ch.id, e, t },
+                        terms: vec![(col, 1.0), (h, -1.0)],
+                        lo: f64::NEG_INFINITY,
+                        hi: 0.0,
+                    });
+                }
+                if !ignore_congestion {
+                    for &r in &edge.resources {
+                        for s in t..t + edge.span {
+                            congestion.entry((r, s)).or_default().push(col);
+                        }
+                    }
+                }
+                polled += 1;
+                if polled.is_multiple_of(4096) {
+                    if stop() {
+                        return Err(BuildStop::Interrupted);
+                    }
+                    if m.cols.len() > MAX_VARIABLES {
+                        return Err(BuildStop::TooLarge(m.cols.len()));
+                    }
+                }
+            }
+            for &(n, t0) in &receivers {
+                let base = m.holds[&(ch.id, n)].1;
+                for t in t0..=horizon {
+                    let h = base + (t - t0);
+                    let mut terms = vec![(h, 1.0)];
+                    if t > t0 {
+                        terms.push((h - 1, -1.0));
+                    }
+                    for &a in arrivals.get(&(n, t)).map(Vec::as_slice).unwrap_or(&[]) {
+                        terms.push((a, -1.0));
+                    }
+                    m.rows.push(Row { family: Family::Holding { c: ch.id, n, t }, terms, lo: 0.0, hi: 0.0 });
+                }
+            }
+            if !soft {
+                for &n in &ch.targets {
+                    let (t0, base) = m.holds[&(ch.id, n)];
+                    m.rows.push(Row {
+                        family: Family::Post { c: ch.id, n },
+                        terms: vec![(base + (horizon - t0), 1.0)],
+                        lo: 1.0,
+                        hi: 1.0,
+                    });
+                }
+            }
+            if m.cols.len() > MAX_VARIABLES {
+                return Err(BuildStop::TooLarge(m.cols.len()));
+            }
+        }
+        let mut keys: Vec<(u32, u32)> = congestion.keys().copied().filter(|k| congestion[k].len() > 1).collect();
+        keys.sort_unstable();
+        for (r, t) in keys {
+            let terms = congestion[&(r, t)].iter().map(|&c| (c, 1.0)).collect();
+            m.rows.push(Row { family: Family::Congestion { r, t }, terms, lo: f64::NEG_INFINITY, hi: 1.0 });
+        }
+        Ok(Some(m))
+    }
+}

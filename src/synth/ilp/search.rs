@@ -1,0 +1,328 @@
+//! The search for the least feasible horizon: each probe (a repair of the best plan, then the
+//! full model) under its share of the time budget, the bisection over horizons between the
+//! lower bound and the greedy's, and why a search stopped short.
+
+use super::chunks::ChunkInfo;
+use super::extract::plan_of;
+use super::model::{BuildStop, Goal, Model};
+use super::solve::Solved;
+use super::{IlpError, IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SolveRecord, SolveResult, ms};
+use crate::synth::greedy::{Move, Problem};
+use crate::synth::prune_dead_ends;
+use std::fmt;
+use std::time::Instant;
+
+/// A probe at horizon T first tries to repair the best plan: its deliveries that arrive by
+/// these shares of T are fixed and HiGHS completes the rest, a small MIP after presolve.
+/// Measured (docs/BENCHMARKS.md): on Ring(2)_FC(4)_Switch(4), torus:4x4 and mesh:4x4
+/// all-to-all, repairs found in under a second horizons the full model did not in 20 s.
+const REPAIR_KEEP_PERCENT: [u32; 2] = [80, 50];
+
+/// Why a search stopped before deciding every horizon; `Display` is the text reported in
+/// `PhaseStats::reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum StopReason {
+    /// No time left for another solve.
+    OutOfTime,
+    /// The time ran out while building the model at this horizon.
+    OutOfTimeBuilding { horizon: u32 },
+    /// The model at this horizon needs more than `MAX_VARIABLES` variables (over `variables`).
+    TooLarge { horizon: u32, variables: usize },
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            StopReason::OutOfTime => f.write_str("time limit reached"),
+            StopReason::OutOfTimeBuilding { horizon } => {
+                write!(f, "time limit reached while building the T = {horizon} model")
+            }
+            StopReason::TooLarge { horizon, variables } => {
+                write!(f, "the T = {horizon} model needs over {variables} variables (limit {MAX_VARIABLES})")
+            }
+        }
+    }
+}
+
+pub(super) enum Outcome {
+    Solved(Vec<Move>),
+    Infeasible,
+    /// The solve's own time limit passed without an answer; time is left for other horizons.
+    Undecided,
+    /// No time left (or the model cannot be built): the search stops.
+    Stopped(StopReason),
+}
+
+pub(super) struct Search<'a> {
+    pub(super) p: &'a Problem<'a>,
+    info: &'a ChunkInfo,
+    opts: &'a IlpOptions,
+    deadline: Instant,
+    cancelled: &'a dyn Fn() -> bool,
+    pub(super) solves: Vec<SolveRecord>,
+    /// LP texts of the models solved, by horizon (only with `keep_lp`).
+    pub(super) lp: Vec<(u32, String)>,
+    /// The next solve may use all the time left (a last try), not a probe's third.
+    whole_budget: bool,
+}
+
+impl<'a> Search<'a> {
+    pub(super) fn new(
+        p: &'a Problem<'a>,
+        info: &'a ChunkInfo,
+        opts: &'a IlpOptions,
+        deadline: Instant,
+        cancelled: &'a dyn Fn() -> bool,
+    ) -> Search<'a> {
+        Search { p, info, opts, deadline, cancelled, solves: Vec::new(), lp: Vec::new(), whole_budget: false }
+    }
+}
+
+impl Search<'_> {
+    fn time_left(&self) -> f64 {
+        self.deadline.saturating_duration_since(Instant::now()).as_secs_f64()
+    }
+
+    /// The horizon search of one phase: the least feasible T from `lb` up to `ub`, the greedy's
+    /// (feasible) horizon; returns the best plan found with its statistics.
+    pub(super) fn horizons(
+        mut self,
+        lb: u32,
+        ub: u32,
+        greedy_moves: Vec<Move>,
+        mut stats: PhaseStats,
+    ) -> Result<PhasePlan, IlpError> {
+        let (p, opts) = (self.p, self.opts);
+        // Search T in [lo, hi); hi is known feasible (the greedy, or a solution found). The first
+        // probe is hi − 1: refuting it proves the greedy optimal at once, and a solution there is
+        // found fast. Then bisection, upward from lo once the range is small. A probe that times out
+        // without an answer moves the search above it, unproven.
+        let (mut proven_lo, mut lo, mut hi) = (lb, lb, ub);
+        let mut best: Option<Vec<Move>> = None;
+        let mut stopped: Option<StopReason> = None;
+        let mut undecided: Vec<u32> = Vec::new();
+        let mut first = true;
+        while lo < hi {
+            let t = if first || opts.ignore_congestion {
+                // Without congestion the distance bound is always feasible.
+                if opts.ignore_congestion { lo } else { hi - 1 }
+            } else if hi - lo <= 2 {
+                lo
+            } else {
+                lo + (hi - lo) / 2
+            };
+            first = false;
+            // The best plan so far, for a repair at T.
+            let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
+            match self.solve(t, Goal::Probe, Some(plan))? {
+                Outcome::Solved(moves) => {
+                    // A probe has no objective: drop deliveries that lead nowhere.
+                    let moves = prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
+                    hi = plan_of(p.ten, moves.clone()).timesteps.min(t);
+                    best = Some(moves);
+                }
+                Outcome::Infeasible => {
+                    lo = t + 1;
+                    proven_lo = proven_lo.max(t + 1);
+                }
+                Outcome::Undecided => {
+                    undecided.push(t);
+                    lo = t + 1;
+                }
+                Outcome::Stopped(why) => {
+                    stopped = Some(why);
+                    break;
+                }
+            }
+        }
+        // Horizons left undecided: the highest below the best gets whatever time is left.
+        if stopped.is_none()
+            && let Some(&t) = undecided.iter().filter(|&&t| t < hi).max()
+            && self.time_left() > 1.0
+        {
+            self.whole_budget = true;
+            let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
+            match self.solve(t, Goal::Probe, Some(plan))? {
+                Outcome::Solved(moves) => {
+                    let moves = prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
+                    hi = plan_of(p.ten, moves.clone()).timesteps.min(t);
+                    best = Some(moves);
+                    undecided.retain(|&u| u != t);
+                }
+                Outcome::Infeasible => {
+                    proven_lo = proven_lo.max(t + 1);
+                    undecided.retain(|&u| u != t);
+                }
+                Outcome::Undecided => {}
+                Outcome::Stopped(why) => stopped = Some(why),
+            }
+        }
+        let proven = proven_lo >= hi;
+        // No solve after the search: polishing arrival times at the chosen horizon was tried and
+        // never changed a simulated time on the test topologies, at up to 100× the search's cost.
+        let source = if best.is_some() { "ilp" } else { "greedy" };
+        let moves = best.unwrap_or(greedy_moves);
+        stats.mip_gap = self
+            .solves
+            .iter()
+            .rev()
+            .find(|s| s.horizon == hi && s.result != SolveResult::Infeasible)
+            .and_then(|s| s.mip_gap);
+        if opts.keep_lp && !self.lp.iter().any(|(h, _)| *h == hi) {
+            // The dump shows the model at the chosen horizon even when no solve needed it.
+            if let Ok(Some(m)) = Model::build(p.ten, self.info, hi, Goal::Probe, opts.ignore_congestion, &|| false) {
+                self.lp.push((hi, m.lp_text(p.ten, hi, Goal::Probe)));
+            }
+        }
+        let lp = self.lp.iter().rev().find(|(h, _)| *h == hi).or(self.lp.last()).map(|(_, t)| t.clone());
+        let result = plan_of(p.ten, moves);
+        stats.horizon = result.timesteps;
+        stats.lower_bound = proven_lo.min(stats.horizon);
+        stats.source = source;
+        if proven {
+            stats.status = IlpStatus::Optimal;
+        }
+        let mut why = Vec::new();
+        if !proven {
+            if !undecided.is_empty() {
+                why.push(format!("time limit reached at T = {undecided:?} without an answer"));
+            }
+            why.push(format!("horizons {proven_lo}..{} not refuted; best plan from the {source}", stats.horizon));
+        }
+        match stopped {
+            // Undecided horizons already say the time ran out.
+            Some(StopReason::OutOfTime) if !undecided.is_empty() => {}
+            Some(s) => why.insert(0, s.to_string()),
+            None => {}
+        }
+        if !why.is_empty() {
+            stats.reason = Some(why.join("; "));
+        }
+        stats.solves = self.solves;
+        Ok(PhasePlan { plan: result, stats, lp })
+    }
+
+    fn solve(&mut self, horizon: u32, goal: Goal, start: Option<&[Move]>) -> Result<Outcome, IlpError> {
+        self.solve_with(self.info, horizon, goal, start)
+    }
+
+    pub(super) fn solve_with(
+        &mut self,
+        info: &ChunkInfo,
+        horizon: u32,
+        goal: Goal,
+        start: Option<&[Move]>,
+    ) -> Result<Outcome, IlpError> {
+        if (self.cancelled)() {
+            return Err(IlpError::Cancelled);
+        }
+        let left = self.time_left();
+        if left < 0.01 {
+            return Ok(Outcome::Stopped(StopReason::OutOfTime));
+        }
+        let built_at = Instant::now();
+        let model = match Model::build(self.p.ten, info, horizon, goal, self.opts.ignore_congestion, &|| {
+            (self.cancelled)() || Instant::now() >= self.deadline
+        }) {
+            Ok(Some(m)) => m,
+            Ok(None) => {
+                // Some target is farther than the horizon: infeasible without a solve.
+                self.solves.push(SolveRecord {
+                    kind: goal.name(),
+                    horizon,
+                    result: SolveResult::Infeasible,
+                    variables: 0,
+                    constraints: 0,
+                    build_ms: ms(built_at),
+                    highs_ms: 0.0,
+                    mip_gap: None,
+                });
+                return Ok(Outcome::Infeasible);
+            }
+            Err(BuildStop::Interrupted) => {
+                if (self.cancelled)() {
+                    return Err(IlpError::Cancelled);
+                }
+                return Ok(Outcome::Stopped(StopReason::OutOfTimeBuilding { horizon }));
+            }
+            Err(BuildStop::TooLarge(n)) => {
+                return Ok(Outcome::Stopped(StopReason::TooLarge { horizon, variables: n }));
+            }
+        };
+        let build_ms = ms(built_at);
+        if self.opts.keep_lp {
+            self.lp.push((horizon, model.lp_text(self.p.ten, horizon, goal)));
+        }
+        let mut build_ms = build_ms;
+        // Repair first: the best plan's early deliveries fixed, HiGHS completes the rest.
+        // Presolve shrinks this to a small MIP; a solution answers the probe. Neither
+        // "infeasible" nor a time-out proves anything here: the full model follows.
+        for percent in REPAIR_KEEP_PERCENT {
+            let Some(plan) = start else { break };
+            let fixed = model.partial_start(self.p.ten, info, plan, horizon * percent / 100);
+            if fixed.is_empty() {
+                break;
+            }
+            let out = self.run(&model, horizon, "repair", &fixed, build_ms)?;
+            build_ms = 0.0;
+            if let (SolveResult::Optimal | SolveResult::Feasible, Some(values)) = (out.result, out.values) {
+                return Ok(Outcome::Solved(model.moves(&values)));
+            }
+            if (self.cancelled)() {
+                return Err(IlpError::Cancelled);
+            }
+        }
+        let out = self.run(&model, horizon, goal.name(), &[], build_ms)?;
+        Ok(match (out.result, out.values) {
+            (SolveResult::Infeasible, _) => Outcome::Infeasible,
+            (_, Some(values)) => Outcome::Solved(model.moves(&values)),
+            (_, None) => Outcome::Undecided,
+        })
+    }
+
+    /// One HiGHS solve of `model` with the columns `fixed` at 1, recorded in `solves`.
+    fn run(
+        &mut self,
+        model: &Model,
+        horizon: u32,
+        kind: &'static str,
+        fixed: &[u32],
+        build_ms: f64,
+    ) -> Result<Solved, IlpError> {
+        // A probe gets at most a third of what is left (at least a second), so one hard
+        // horizon cannot use up the budget; a window or a last try may use all of it.
+        let left = self.time_left();
+        let probe = kind != Goal::Window.name();
+        let share = if probe && !self.whole_budget { (left / 3.0).max(1.0).min(left) } else { left };
+        let limit = match self.opts.solve_time_limit_s {
+            Some(cap) => cap.min(share),
+            None => share,
+        };
+        // The limit runs from now: handing the model to HiGHS counts against it.
+        let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit.max(0.01));
+        let goal = if probe { Goal::Probe } else { Goal::Window };
+        let out = model.solve(deadline, self.opts.threads, goal, fixed, self.cancelled)?;
+        let (build_ms, highs_ms) = (build_ms + out.convert_ms, out.highs_ms);
+        tracing::debug!(
+            horizon,
+            kind,
+            variables = model.cols.len(),
+            constraints = model.rows.len(),
+            fixed = fixed.len(),
+            result = ?out.result,
+            highs_ms,
+            "HiGHS solve"
+        );
+        self.solves.push(SolveRecord {
+            kind,
+            horizon,
+            result: out.result,
+            variables: model.cols.len(),
+            constraints: model.rows.len() + fixed.len(),
+            build_ms,
+            highs_ms,
+            mip_gap: out.mip_gap,
+        });
+        Ok(out)
+    }
+}

@@ -1,0 +1,162 @@
+//! One HiGHS solve of a model (through good_lp): conversion, solver options, the C callback
+//! (log lines to tracing, interrupt on cancel) and the mapping of HiGHS's status to a
+//! `SolveResult`.
+
+use super::model::{Goal, Model};
+use super::{IlpError, SolveResult, ms};
+use std::time::Instant;
+
+pub(super) struct Solved {
+    pub(super) result: SolveResult,
+    pub(super) values: Option<Vec<f64>>,
+    pub(super) mip_gap: Option<f64>,
+    /// Handing the model to HiGHS (through good_lp): part of model building.
+    pub(super) convert_ms: f64,
+    pub(super) highs_ms: f64,
+}
+
+impl Model {
+    pub(super) fn solve(
+        &self,
+        deadline: Instant,
+        threads: u32,
+        goal: Goal,
+        fixed: &[u32],
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<Solved, IlpError> {
+        use good_lp::{Expression, ProblemVariables, SolverModel, variable};
+        let converting = Instant::now();
+        let mut vars = ProblemVariables::new();
+        let mut lower = vec![0.0; self.cols.len()];
+        for &c in fixed {
+            lower[c as usize] = 1.0;
+        }
+        let cols: Vec<good_lp::Variable> = lower.iter().map(|&lo| vars.add(variable().binary().min(lo))).collect();
+        let mut objective = Expression::with_capacity(self.cols.len());
+        for (v, &w) in cols.iter().zip(&self.obj) {
+            if w != 0.0 {
+                objective.add_mul(w, *v);
+            }
+        }
+        let mut problem = vars.maximise(objective).using(good_lp::solvers::highs::highs);
+        for row in &self.rows {
+            let mut e = Expression::with_capacity(row.terms.len());
+            for &(c, k) in &row.terms {
+                e.add_mul(k, cols[c as usize]);
+            }
+            let constraint = if row.lo == row.hi {
+                e.eq(row.lo)
+            } else if row.lo == f64::NEG_INFINITY {
+                e.leq(row.hi)
+            } else {
+                e.geq(row.lo)
+            };
+            problem.add_constraint(constraint);
+        }
+        let mut model = problem.try_into_inner().map_err(|e| IlpError::Solver(e.to_string()))?;
+        let convert_ms = ms(converting);
+        model.make_quiet();
+        let time_limit_s = deadline.saturating_duration_since(Instant::now()).as_secs_f64().max(0.01);
+        let _ = model.try_set_option("time_limit", time_limit_s);
+        let _ = model.try_set_option("threads", threads.max(1) as i32);
+        let _ = model.try_set_option("random_seed", 0);
+        if goal == Goal::Probe {
+            // Feasibility is the question: the first solution answers it.
+            let _ = model.try_set_option("mip_max_improving_sols", 1);
+            // And any solution is good enough: a gap of 100% stops on solutions found by
+            // heuristics that do not count as "improving".
+            let _ = model.try_set_option("mip_rel_gap", 1.0);
+        }
+        // HiGHS calls back during the solve: its log goes to tracing, and the cancel flag is
+        // polled at its interrupt points, so a cancelled solve stops within moments.
+        let hooks = Hooks { cancelled };
+        let log = tracing::enabled!(target: "ccsynth::highs", tracing::Level::DEBUG);
+        if log {
+            let _ = model.try_set_option("output_flag", true);
+            let _ = model.try_set_option("log_to_console", false);
+        }
+        // SAFETY: `hooks` outlives the solve (it is dropped after `try_solve` returns), and
+        // `on_highs_event` only reads it through a shared reference.
+        unsafe {
+            let ptr = model.as_mut_ptr();
+            highs_sys::Highs_setCallback(ptr, Some(on_highs_event), &hooks as *const Hooks as *mut std::ffi::c_void);
+            for kind in [
+                highs_sys::kHighsCallbackMipInterrupt,
+                highs_sys::kHighsCallbackSimplexInterrupt,
+                highs_sys::kHighsCallbackIpmInterrupt,
+            ] {
+                highs_sys::Highs_startCallback(ptr, kind);
+            }
+            if log {
+                highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackLogging);
+            }
+        }
+        let solving = Instant::now();
+        let solved = model.try_solve().map_err(|e| IlpError::Solver(format!("{e:?}")))?;
+        // `hooks` (which HiGHS calls back into through a raw pointer) lives to the end of this
+        // function, past the solve.
+        let highs_ms = ms(solving);
+        use highs::{HighsModelStatus as S, HighsSolutionStatus};
+        let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+        let values = has_solution.then(|| solved.get_solution().columns().to_vec());
+        let mip_gap = has_solution.then(|| solved.mip_gap()).filter(|g| g.is_finite());
+        let result = match solved.status() {
+            S::Infeasible => SolveResult::Infeasible,
+            S::Optimal | S::ObjectiveBound | S::ObjectiveTarget => {
+                if has_solution {
+                    SolveResult::Optimal
+                } else {
+                    SolveResult::TimeLimit
+                }
+            }
+            // The first-solution limit of a probe.
+            S::ReachedSolutionLimit => match (has_solution, goal) {
+                (true, Goal::Probe) => SolveResult::Optimal,
+                (true, _) => SolveResult::Feasible,
+                (false, _) => SolveResult::TimeLimit,
+            },
+            S::ReachedTimeLimit | S::ReachedInterrupt | S::ReachedIterationLimit | S::ReachedMemoryLimit => {
+                if has_solution {
+                    SolveResult::Feasible
+                } else {
+                    SolveResult::TimeLimit
+                }
+            }
+            other => return Err(IlpError::Solver(format!("unexpected model status {other:?}"))),
+        };
+        Ok(Solved { result, values, mip_gap, convert_ms, highs_ms })
+    }
+}
+
+/// What HiGHS's callback sees.
+struct Hooks<'a> {
+    cancelled: &'a dyn Fn() -> bool,
+}
+
+/// HiGHS's C callback: log lines to tracing (target `ccsynth::highs`, debug), and an interrupt
+/// when the cancel flag is set. Never unwinds into C.
+unsafe extern "C" fn on_highs_event(
+    kind: std::ffi::c_int,
+    message: *const std::ffi::c_char,
+    _out: *const highs_sys::HighsCallbackDataOut,
+    data_in: *mut highs_sys::HighsCallbackDataIn,
+    user: *mut std::ffi::c_void,
+) {
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if user.is_null() {
+            return;
+        }
+        // SAFETY: `user` is the `Hooks` that `Model::solve` registered and keeps alive.
+        let hooks = unsafe { &*(user as *const Hooks) };
+        if kind == highs_sys::kHighsCallbackLogging as std::ffi::c_int {
+            if !message.is_null() {
+                // SAFETY: HiGHS passes a NUL-terminated string valid for the call.
+                let text = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
+                tracing::debug!(target: "ccsynth::highs", "{}", text.trim_end());
+            }
+        } else if !data_in.is_null() && (hooks.cancelled)() {
+            // SAFETY: HiGHS passes a valid input struct for interrupt callbacks.
+            unsafe { (*data_in).user_interrupt = 1 };
+        }
+    }));
+}

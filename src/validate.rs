@@ -3,11 +3,13 @@
 
 use crate::collective::Collective;
 use crate::limits;
-use crate::schedule::{Op, Schedule};
+use crate::schedule::{Op, Schedule, Transfer};
 use crate::slots::SlotTable;
 use crate::spans::Spans;
+use crate::topology::Topology;
 use serde::Serialize;
 use std::collections::HashMap;
+use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -90,23 +92,30 @@ impl Report {
     }
 }
 
+/// Where a violation happened: a transfer, and the step it runs in.
+#[derive(Clone, Copy)]
+struct At {
+    transfer: usize,
+    step: u32,
+}
+
 struct Sink {
     list: Vec<Violation>,
     count: usize,
 }
 
 impl Sink {
-    fn add(
-        &mut self,
-        kind: ViolationKind,
-        t: Option<(usize, u32)>,
-        npu: Option<u32>,
-        chunk: Option<u32>,
-        message: String,
-    ) {
+    fn add(&mut self, kind: ViolationKind, at: Option<At>, npu: Option<u32>, chunk: Option<u32>, message: String) {
         self.count += 1;
         if self.list.len() < limits::MAX_REPORTED_VIOLATIONS {
-            self.list.push(Violation { kind, transfer: t.map(|x| x.0), step: t.map(|x| x.1), npu, chunk, message });
+            self.list.push(Violation {
+                kind,
+                transfer: at.map(|a| a.transfer),
+                step: at.map(|a| a.step),
+                npu,
+                chunk,
+                message,
+            });
         }
     }
 }
@@ -121,56 +130,80 @@ pub fn validate(s: &Schedule) -> Report {
 /// builds), so callers that need it too (the bounds) do not build it again.
 pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collective>) {
     let mut out = Sink { list: Vec::new(), count: 0 };
-    let topo = &s.topology;
-    use ViolationKind::*;
 
     // 1. The declared collective fields against the collective object.
-    let built = Collective::build_unchecked(&s.collective, topo);
+    let built = Collective::build_unchecked(&s.collective, &s.topology);
     match &built {
-        Err(e) => out.add(InvalidCollective, None, None, None, format!("collective: {e}")),
-        Ok(c) => {
-            let mut mism = |what: &str, declared: String, want: String| {
-                out.add(
-                    CollectiveMismatch,
-                    None,
-                    None,
-                    None,
-                    format!("{what} is {declared} but the collective implies {want}"),
-                )
-            };
-            if c.num_chunks != s.num_chunks {
-                mism("num_chunks", s.num_chunks.to_string(), c.num_chunks.to_string());
-            }
-            let tol = 1e-9 * c.chunk_size_bytes.abs().max(1.0);
-            #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN counts as a mismatch
-            let differs = !((c.chunk_size_bytes - s.chunk_size_bytes).abs() <= tol);
-            if differs {
-                mism("chunk_size_bytes", s.chunk_size_bytes.to_string(), c.chunk_size_bytes.to_string());
-            }
-            if c.combining != s.combining {
-                mism("combining", s.combining.to_string(), c.combining.to_string());
-            }
-            for (name, declared, want) in [
-                ("precondition", &s.precondition, &c.precondition),
-                ("postcondition", &s.postcondition, &c.postcondition),
-            ] {
-                let mut d = declared.clone();
-                d.sort_unstable();
-                d.dedup();
-                if &d != want {
-                    let extra = d.iter().find(|p| want.binary_search(p).is_err());
-                    let missing = want.iter().find(|p| d.binary_search(p).is_err());
-                    let detail = match (missing, extra) {
-                        (Some(m), _) => format!("lacks {m:?}"),
-                        (None, Some(x)) => format!("has extra {x:?}"),
-                        _ => "differs".to_string(),
-                    };
-                    mism(name, format!("a list that {detail}"), format!("{} pairs", want.len()));
-                }
-            }
-        }
+        Err(e) => out.add(ViolationKind::InvalidCollective, None, None, None, format!("collective: {e}")),
+        Ok(c) => check_declared(s, c, &mut out),
     }
 
+    let Some(pre) = check_conditions(s, &mut out) else {
+        return (finish(out, false), built.ok());
+    };
+
+    // 2. Each transfer on its own: nodes, chunks, links, path.
+    let ok = check_transfers(s, &mut out);
+    let simulatable = ok.iter().all(|&g| g);
+
+    // 3. Replay the data flow step by step. A step reads the state after every earlier step
+    // and its writes land at its end. Most slots get one write per step; they are applied as
+    // they come, and only slots written more than once are gathered and sorted.
+    let state = replay(s, &ok, &pre, &mut out);
+
+    // 4. The postcondition. A combining chunk must hold every initial holder's contribution.
+    check_postcondition(s, &pre, &state, &mut out);
+    (finish(out, simulatable), built.ok())
+}
+
+/// `num_chunks`, `chunk_size_bytes`, `combining` and the conditions as declared, against the
+/// collective they name.
+fn check_declared(s: &Schedule, c: &Collective, out: &mut Sink) {
+    let mut mism = |what: &str, declared: String, want: String| {
+        out.add(
+            ViolationKind::CollectiveMismatch,
+            None,
+            None,
+            None,
+            format!("{what} is {declared} but the collective implies {want}"),
+        )
+    };
+    if c.num_chunks != s.num_chunks {
+        mism("num_chunks", s.num_chunks.to_string(), c.num_chunks.to_string());
+    }
+    let tol = 1e-9 * c.chunk_size_bytes.abs().max(1.0);
+    #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN counts as a mismatch
+    let differs = !((c.chunk_size_bytes - s.chunk_size_bytes).abs() <= tol);
+    if differs {
+        mism("chunk_size_bytes", s.chunk_size_bytes.to_string(), c.chunk_size_bytes.to_string());
+    }
+    if c.combining != s.combining {
+        mism("combining", s.combining.to_string(), c.combining.to_string());
+    }
+    for (name, declared, want) in
+        [("precondition", &s.precondition, &c.precondition), ("postcondition", &s.postcondition, &c.postcondition)]
+    {
+        let mut d = declared.clone();
+        d.sort_unstable();
+        d.dedup();
+        if &d != want {
+            let extra = d.iter().find(|p| want.binary_search(p).is_err());
+            let missing = want.iter().find(|p| d.binary_search(p).is_err());
+            let detail = match (missing, extra) {
+                (Some(m), _) => format!("lacks {m:?}"),
+                (None, Some(x)) => format!("has extra {x:?}"),
+                _ => "differs".to_string(),
+            };
+            mism(name, format!("a list that {detail}"), format!("{} pairs", want.len()));
+        }
+    }
+}
+
+/// The chunk count, the condition pairs and the scratch slots. Gives the initial holders (the
+/// precondition pairs in range, sorted and deduplicated), or `None` when nothing later can be
+/// checked.
+fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Vec<[u32; 2]>> {
+    use ViolationKind::*;
     let chunks = s.num_chunks;
     if chunks > limits::MAX_CHUNKS {
         out.add(
@@ -180,9 +213,9 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             None,
             format!("num_chunks {chunks} exceeds the limit of {}", limits::MAX_CHUNKS),
         );
-        return (finish(out, false), built.ok());
+        return None;
     }
-    let npus = topo.npus();
+    let npus = s.topology.npus();
     let mut pre: Vec<[u32; 2]> = Vec::with_capacity(s.precondition.len());
     for (name, list) in [("precondition", &s.precondition), ("postcondition", &s.postcondition)] {
         for (i, &[v, c]) in list.iter().enumerate() {
@@ -209,7 +242,7 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             None,
             format!("scratch has {} slots, over the limit of {}", s.scratch.len(), limits::MAX_CHUNKS),
         );
-        return (finish(out, false), built.ok());
+        return None;
     }
     // Slots of an unknown chunk make every later rule meaningless: stop here.
     let before = out.count;
@@ -225,56 +258,104 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         }
     }
     if out.count > before {
-        return (finish(out, false), built.ok());
+        return None;
     }
-    // Chunks, then scratch slots: every (npu, slot) holds one value.
-    let slots = s.slots();
-    let name = |c: u32| slot_name(c, chunks);
+    Some(pre)
+}
 
-    // 2. Each transfer on its own: nodes, chunks, links, path.
-    let mut ok = vec![true; s.transfers.len()];
-    for (i, t) in s.transfers.iter().enumerate() {
-        let at = Some((i, t.step));
-        let mut bad = |kind, npu, chunk, msg: String| {
-            out.add(kind, at, npu, chunk, format!("transfer {i}: {msg}"));
-        };
-        let mut good = true;
+/// Checks every transfer on its own. Gives, per transfer, whether it names existing NPUs,
+/// chunks and links, so that its data flow can be replayed.
+fn check_transfers(s: &Schedule, out: &mut Sink) -> Vec<bool> {
+    s.transfers.iter().enumerate().map(|(i, t)| check_transfer(s, i, t, out)).collect()
+}
+
+/// Checks transfer `i`; true when it broke no rule.
+fn check_transfer(s: &Schedule, i: usize, t: &Transfer, out: &mut Sink) -> bool {
+    let mut ck = TransferCheck { s, t, i, out, good: true };
+    ck.endpoints();
+    let local = t.src == t.dst;
+    if local {
+        ck.local_move();
+    }
+    ck.chunk_list();
+    ck.dst_slots();
+    if t.op == Op::Reduce && !s.combining {
+        ck.bad(ViolationKind::ReduceInNonCombining, Some(t.dst), None, "op \"reduce\" in a non-combining collective");
+    }
+    if ck.good && !local {
+        ck.route();
+    }
+    ck.good
+}
+
+/// The rules of one transfer on its own; `good` turns false at the first one it breaks.
+struct TransferCheck<'a> {
+    s: &'a Schedule,
+    t: &'a Transfer,
+    /// The transfer's index.
+    i: usize,
+    out: &'a mut Sink,
+    good: bool,
+}
+
+impl TransferCheck<'_> {
+    /// Records a violation of this transfer; the message is prefixed with its index.
+    fn bad(&mut self, kind: ViolationKind, npu: Option<u32>, chunk: Option<u32>, msg: impl fmt::Display) {
+        let i = self.i;
+        let at = At { transfer: i, step: self.t.step };
+        self.out.add(kind, Some(at), npu, chunk, format!("transfer {i}: {msg}"));
+        self.good = false;
+    }
+
+    /// `src` and `dst` are NPUs of the topology.
+    fn endpoints(&mut self) {
+        let (s, t) = (self.s, self.t);
+        let topo = &s.topology;
         for (role, v) in [("src", t.src), ("dst", t.dst)] {
             if (v as usize) >= topo.nodes() {
-                bad(
-                    UnknownNode,
+                self.bad(
+                    ViolationKind::UnknownNode,
                     Some(v),
                     None,
                     format!("{role} {v} is not a node (topology has {} nodes)", topo.nodes()),
                 );
-                good = false;
             } else if !topo.is_npu(v as usize) {
-                bad(NotAnNpu, Some(v), None, format!("{role} {v} is a switch; transfers run between NPUs"));
-                good = false;
+                self.bad(
+                    ViolationKind::NotAnNpu,
+                    Some(v),
+                    None,
+                    format!("{role} {v} is a switch; transfers run between NPUs"),
+                );
             }
         }
-        let local = t.src == t.dst;
-        if local {
-            let v = t.src;
-            let why = if t.dst_chunks.is_none() {
-                Some(format!("src and dst are both {v}; a local move between slots names its dst_chunks"))
-            } else if t.path.is_some() {
-                Some(format!("a local move (src == dst == {v}) takes no path"))
-            } else {
-                t.chunks
-                    .iter()
-                    .zip(t.written())
-                    .find(|(a, b)| a == b)
-                    .map(|(&c, _)| format!("a local move at NPU {v} writes {} onto itself", name(c)))
-            };
-            if let Some(why) = why {
-                bad(SelfTransfer, Some(v), None, why);
-                good = false;
-            }
+    }
+
+    /// A local move (`src == dst`) names its slots, takes no path and moves every chunk.
+    fn local_move(&mut self) {
+        let (s, t) = (self.s, self.t);
+        let v = t.src;
+        let why = if t.dst_chunks.is_none() {
+            Some(format!("src and dst are both {v}; a local move between slots names its dst_chunks"))
+        } else if t.path.is_some() {
+            Some(format!("a local move (src == dst == {v}) takes no path"))
+        } else {
+            t.chunks
+                .iter()
+                .zip(t.written())
+                .find(|(a, b)| a == b)
+                .map(|(&c, _)| format!("a local move at NPU {v} writes {} onto itself", slot_name(c, s.num_chunks)))
+        };
+        if let Some(why) = why {
+            self.bad(ViolationKind::SelfTransfer, Some(v), None, why);
         }
+    }
+
+    /// The chunks: at least one, no slot written twice, every slot in range.
+    fn chunk_list(&mut self) {
+        use ViolationKind::*;
+        let (s, t) = (self.s, self.t);
         if t.chunks.is_empty() {
-            bad(EmptyTransfer, None, None, "carries no chunks".into());
-            good = false;
+            self.bad(EmptyTransfer, None, None, "carries no chunks");
         }
         // A chunk may feed several slots (with dst_chunks); a slot takes one write per message.
         let written = t.written();
@@ -283,164 +364,224 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
         for w in seen.windows(2) {
             if w[0] == w[1] {
                 let what = if t.dst_chunks.is_some() { "dst_chunks" } else { "chunks" };
-                bad(DuplicateChunk, None, Some(w[0]), format!("{} appears twice in {what}", name(w[0])));
-                good = false;
+                self.bad(
+                    DuplicateChunk,
+                    None,
+                    Some(w[0]),
+                    format!("{} appears twice in {what}", slot_name(w[0], s.num_chunks)),
+                );
             }
         }
+        let slots = s.slots();
         for &c in t.chunks.iter().chain(t.dst_chunks.iter().flat_map(|d| d.iter())) {
             if (c as usize) >= slots {
                 let scratch = if s.scratch.is_empty() { "" } else { " (chunks, then scratch slots)" };
-                bad(ChunkOutOfRange, None, Some(c), format!("chunk {c} out of range: expected 0..{slots}{scratch}"));
-                good = false;
-            }
-        }
-        if let Some(d) = &t.dst_chunks {
-            if d.len() != t.chunks.len() {
-                bad(
-                    SlotMismatch,
+                self.bad(
+                    ChunkOutOfRange,
                     None,
-                    None,
-                    format!(
-                        "dst_chunks has {} entries, chunks {}: expected one slot per chunk",
-                        d.len(),
-                        t.chunks.len()
-                    ),
+                    Some(c),
+                    format!("chunk {c} out of range: expected 0..{slots}{scratch}"),
                 );
-                good = false;
-            } else if let Some((&a, &b)) = t.chunks.iter().zip(d.iter()).find(|&(&a, &b)| {
-                let (x, y) = (s.chunk_of(a), s.chunk_of(b));
-                x.is_some() && y.is_some() && x != y
-            }) {
-                bad(
-                    SlotMismatch,
-                    None,
-                    Some(b),
-                    format!(
-                        "{} is written into {}, a slot of chunk {}: expected a slot of chunk {}",
-                        name(a),
-                        name(b),
-                        s.chunk_of(b).unwrap_or(b),
-                        s.chunk_of(a).unwrap_or(a)
-                    ),
-                );
-                good = false;
             }
         }
-        if t.op == Op::Reduce && !s.combining {
-            bad(ReduceInNonCombining, Some(t.dst), None, "op \"reduce\" in a non-combining collective".into());
-            good = false;
-        }
-        if good && !local {
-            match &t.path {
-                None => {
-                    if topo.link_index(t.src as usize, t.dst as usize).is_none() {
-                        bad(MissingLink, None, None, format!("no link {}->{} and no path given", t.src, t.dst));
-                        good = false;
-                    }
-                }
-                Some(p) => {
-                    if let Err(msg) = check_path(topo, t.src, t.dst, p) {
-                        let kind = if msg.contains("not a node") { UnknownNode } else { InvalidPath };
-                        bad(kind, None, None, msg);
-                        good = false;
-                    }
-                }
-            }
-        }
-        ok[i] = good;
     }
-    let simulatable = ok.iter().all(|&g| g);
 
-    // 3. Replay the data flow step by step. A step reads the state after every earlier step
-    // and its writes land at its end. Most slots get one write per step; they are applied as
-    // they come, and only slots written more than once are gathered and sorted.
-    let order = s.replay_order();
-    let mut state = State::new(s.combining, npus, slots, chunks, &pre);
-    let mut stamps: SlotTable<u32> = SlotTable::new(npus, slots);
-    let mut ordinal: u32 = 0;
-    let mut runs: Vec<(SetId, u32)> = Vec::new();
-    let mut starts: Vec<usize> = Vec::new();
-    let mut k = 0;
-    while k < order.len() {
-        let step = s.transfers[order[k] as usize].step;
-        let mut end = k;
-        while end < order.len() && s.transfers[order[end] as usize].step == step {
-            end += 1;
+    /// `dst_chunks`, if given: one slot per chunk, each a slot of the chunk written into it.
+    fn dst_slots(&mut self) {
+        let (s, t) = (self.s, self.t);
+        let Some(d) = &t.dst_chunks else {
+            return;
+        };
+        if d.len() != t.chunks.len() {
+            self.bad(
+                ViolationKind::SlotMismatch,
+                None,
+                None,
+                format!("dst_chunks has {} entries, chunks {}: expected one slot per chunk", d.len(), t.chunks.len()),
+            );
+        } else if let Some((&a, &b)) = t.chunks.iter().zip(d.iter()).find(|&(&a, &b)| {
+            let (x, y) = (s.chunk_of(a), s.chunk_of(b));
+            x.is_some() && y.is_some() && x != y
+        }) {
+            let name = |c: u32| slot_name(c, s.num_chunks);
+            self.bad(
+                ViolationKind::SlotMismatch,
+                None,
+                Some(b),
+                format!(
+                    "{} is written into {}, a slot of chunk {}: expected a slot of chunk {}",
+                    name(a),
+                    name(b),
+                    s.chunk_of(b).unwrap_or(b),
+                    s.chunk_of(a).unwrap_or(a)
+                ),
+            );
         }
-        ordinal += 1;
-        let (once, many) = (2 * ordinal, 2 * ordinal + 1);
-        // Pass 1: every read, as runs of one value (flat, `starts` per transfer), and how
-        // often each slot is written.
-        runs.clear();
-        starts.clear();
-        for &i in &order[k..end] {
-            let i = i as usize;
-            starts.push(runs.len());
-            if ok[i] {
-                let t = &s.transfers[i];
-                let first = runs.len();
-                for (&c, &d) in t.chunks.iter().zip(t.written()) {
-                    let value = state.read(t.src as usize, c as usize);
-                    if value == NONE {
-                        out.add(
-                            SourceMissingChunk,
-                            Some((i, step)),
-                            Some(t.src),
-                            Some(c),
-                            format!("transfer {i}: NPU {} does not hold {} at step {step}", t.src, name(c)),
-                        );
-                    } else {
-                        let st = *stamps.get(t.dst as usize, d as usize);
-                        stamps.set(t.dst as usize, d as usize, if st == once || st == many { many } else { once });
-                    }
-                    let len = runs.len();
-                    match runs.last_mut() {
-                        Some((v, n)) if len > first && *v == value => *n += 1,
-                        _ => runs.push((value, 1)),
-                    }
+    }
+
+    /// Between two NPUs: a link, or a path over links.
+    fn route(&mut self) {
+        let (s, t) = (self.s, self.t);
+        let topo = &s.topology;
+        match &t.path {
+            None => {
+                if topo.link_index(t.src as usize, t.dst as usize).is_none() {
+                    self.bad(
+                        ViolationKind::MissingLink,
+                        None,
+                        None,
+                        format!("no link {}->{} and no path given", t.src, t.dst),
+                    );
+                }
+            }
+            Some(p) => {
+                if let Err(e) = check_path(topo, t.src, t.dst, p) {
+                    self.bad(e.kind(), None, None, e);
                 }
             }
         }
-        starts.push(runs.len());
-        // Pass 2: apply the single writes; gather the rest.
-        state.new_step();
+    }
+}
+
+/// A run of consecutive chunks of one transfer that read the same value at the source.
+#[derive(Clone, Copy)]
+struct Run {
+    value: SetId,
+    count: u32,
+}
+
+/// The replay of the data flow: the slots, and what one step passes from its reads to its
+/// writes (kept from step to step, so a step allocates nothing new for them).
+struct Replay<'a> {
+    s: &'a Schedule,
+    /// Per transfer, whether it passed `check_transfer`; only those are replayed.
+    ok: &'a [bool],
+    state: State,
+    /// Per (npu, slot): `2 * ordinal` when the current step writes it once, `2 * ordinal + 1`
+    /// when more than once; older stamps mean it does not.
+    stamps: SlotTable<u32>,
+    /// The current step's number, from 1.
+    ordinal: u32,
+    /// The current step's reads, as runs of one value (flat, `starts` per transfer).
+    runs: Vec<Run>,
+    starts: Vec<usize>,
+}
+
+/// Replays the transfers that passed `check_transfer` (`ok`) from the initial holders `pre`;
+/// gives the state at the end.
+fn replay(s: &Schedule, ok: &[bool], pre: &[[u32; 2]], out: &mut Sink) -> State {
+    let npus = s.topology.npus();
+    // Chunks, then scratch slots: every (npu, slot) holds one value.
+    let slots = s.slots();
+    let order = s.replay_order();
+    let mut r = Replay {
+        s,
+        ok,
+        state: State::new(s.combining, npus, slots, s.num_chunks, pre),
+        stamps: SlotTable::new(npus, slots),
+        ordinal: 0,
+        runs: Vec::new(),
+        starts: Vec::new(),
+    };
+    let step_of = |i: u32| s.transfers[i as usize].step;
+    for group in order.chunk_by(|&a, &b| step_of(a) == step_of(b)) {
+        r.step(group, out);
+    }
+    r.state
+}
+
+impl Replay<'_> {
+    /// One step: `group` holds its transfers, in array order.
+    fn step(&mut self, group: &[u32], out: &mut Sink) {
+        let step = self.s.transfers[group[0] as usize].step;
+        self.ordinal += 1;
+        self.gather_reads(group, step, out);
+        self.state.new_step();
+        self.apply_writes(group, step, out);
+    }
+
+    /// Pass 1: every read, as runs of one value (flat, `starts` per transfer), and how often
+    /// each slot is written.
+    fn gather_reads(&mut self, group: &[u32], step: u32, out: &mut Sink) {
+        let s = self.s;
+        let (once, many) = (2 * self.ordinal, 2 * self.ordinal + 1);
+        self.runs.clear();
+        self.starts.clear();
+        for &i in group {
+            let i = i as usize;
+            self.starts.push(self.runs.len());
+            if !self.ok[i] {
+                continue;
+            }
+            let t = &s.transfers[i];
+            let first = self.runs.len();
+            for (&c, &d) in t.chunks.iter().zip(t.written()) {
+                let value = self.state.read(t.src as usize, c as usize);
+                if value == NONE {
+                    out.add(
+                        ViolationKind::SourceMissingChunk,
+                        Some(At { transfer: i, step }),
+                        Some(t.src),
+                        Some(c),
+                        format!(
+                            "transfer {i}: NPU {} does not hold {} at step {step}",
+                            t.src,
+                            slot_name(c, s.num_chunks)
+                        ),
+                    );
+                } else {
+                    let st = *self.stamps.get(t.dst as usize, d as usize);
+                    self.stamps.set(t.dst as usize, d as usize, if st == once || st == many { many } else { once });
+                }
+                let len = self.runs.len();
+                match self.runs.last_mut() {
+                    Some(run) if len > first && run.value == value => run.count += 1,
+                    _ => self.runs.push(Run { value, count: 1 }),
+                }
+            }
+        }
+        self.starts.push(self.runs.len());
+    }
+
+    /// Pass 2: apply the single writes; gather the rest, then apply them slot by slot.
+    fn apply_writes(&mut self, group: &[u32], step: u32, out: &mut Sink) {
+        let s = self.s;
+        let once = 2 * self.ordinal;
         let mut shared: Vec<Write> = Vec::new();
-        for (j, &i) in order[k..end].iter().enumerate() {
+        for (j, &i) in group.iter().enumerate() {
             let i = i as usize;
             let t = &s.transfers[i];
             // Memoizing set operations pays when a message carries several chunks.
-            state.memo_on = t.chunks.len() > 1;
+            self.state.memo_on = t.chunks.len() > 1;
             let mut chunk_iter = t.written().iter();
-            for &(value, n) in &runs[starts[j]..starts[j + 1]] {
-                for &c in chunk_iter.by_ref().take(n as usize) {
+            for &Run { value, count } in &self.runs[self.starts[j]..self.starts[j + 1]] {
+                for &c in chunk_iter.by_ref().take(count as usize) {
                     if value == NONE {
                         continue;
                     }
                     let w = Write { dst: t.dst, chunk: c, op: t.op, transfer: i, value };
-                    if *stamps.get(t.dst as usize, c as usize) == once {
-                        state.apply(std::slice::from_ref(&w), step, &mut out);
+                    if *self.stamps.get(t.dst as usize, c as usize) == once {
+                        self.state.apply(std::slice::from_ref(&w), step, out);
                     } else {
                         shared.push(w);
                     }
                 }
             }
         }
-        state.memo_on = true;
+        self.state.memo_on = true;
         shared.sort_by_key(|w| (w.dst, w.chunk, w.transfer));
-        let mut a = 0;
-        while a < shared.len() {
-            let mut b = a;
-            while b < shared.len() && shared[b].dst == shared[a].dst && shared[b].chunk == shared[a].chunk {
-                b += 1;
-            }
-            state.apply(&shared[a..b], step, &mut out);
-            a = b;
+        for ws in shared.chunk_by(|a, b| a.dst == b.dst && a.chunk == b.chunk) {
+            self.state.apply(ws, step, out);
         }
-        k = end;
     }
+}
 
-    // 4. The postcondition. A combining chunk must hold every initial holder's contribution.
-    let required: Vec<Spans> = if s.combining { required_sets(&pre, chunks) } else { Vec::new() };
+/// Checks the postcondition against the final `state`; `pre` gives the contributors a
+/// combining chunk must hold.
+fn check_postcondition(s: &Schedule, pre: &[[u32; 2]], state: &State, out: &mut Sink) {
+    use ViolationKind::*;
+    let (npus, chunks) = (s.topology.npus(), s.num_chunks);
+    let required: Vec<Spans> = if s.combining { required_sets(pre, chunks) } else { Vec::new() };
     for &[v, c] in &s.postcondition {
         if (v as usize) >= npus || (c as usize) >= chunks {
             continue;
@@ -464,7 +605,6 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
             );
         }
     }
-    (finish(out, simulatable), built.ok())
 }
 
 /// Every chunk's initial holders as a contributor set. `pre` is sorted by NPU, so each chunk's
@@ -494,21 +634,63 @@ fn finish(out: Sink, simulatable: bool) -> Report {
     Report { valid: out.count == 0, violation_count: out.count, violations: out.list, simulatable }
 }
 
-fn check_path(topo: &crate::topology::Topology, src: u32, dst: u32, p: &[u32]) -> Result<(), String> {
-    if p.len() < 2 || p[0] != src || p[p.len() - 1] != dst {
-        return Err(format!("path {p:?} must start at src {src} and end at dst {dst}"));
+/// Why a transfer's `path` is rejected. `Display` gives the violation's message (after the
+/// transfer's name), `kind` its kind.
+#[derive(Debug)]
+enum PathError<'a> {
+    /// Shorter than one link, or not from `src` to `dst`.
+    Ends { path: &'a [u32], src: u32, dst: u32 },
+    /// A node the topology does not have (it has `nodes`).
+    UnknownNode { node: u32, nodes: usize },
+    /// A node visited twice.
+    Revisit { path: &'a [u32] },
+    /// A hop `from -> to` that is not a link.
+    NotALink { path: &'a [u32], from: u32, to: u32 },
+}
+
+impl PathError<'_> {
+    fn kind(&self) -> ViolationKind {
+        match self {
+            PathError::UnknownNode { .. } => ViolationKind::UnknownNode,
+            PathError::Ends { .. } | PathError::Revisit { .. } | PathError::NotALink { .. } => {
+                ViolationKind::InvalidPath
+            }
+        }
     }
-    if let Some(&v) = p.iter().find(|&&v| v as usize >= topo.nodes()) {
-        return Err(format!("path node {v} is not a node (topology has {} nodes)", topo.nodes()));
+}
+
+impl fmt::Display for PathError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathError::Ends { path, src, dst } => {
+                write!(f, "path {path:?} must start at src {src} and end at dst {dst}")
+            }
+            PathError::UnknownNode { node, nodes } => {
+                write!(f, "path node {node} is not a node (topology has {nodes} nodes)")
+            }
+            PathError::Revisit { path } => write!(f, "path {path:?} visits a node twice"),
+            PathError::NotALink { path, from, to } => {
+                write!(f, "path {path:?} uses {from}->{to}, which is not a link")
+            }
+        }
     }
-    let mut sorted = p.to_vec();
+}
+
+fn check_path<'p>(topo: &Topology, src: u32, dst: u32, path: &'p [u32]) -> Result<(), PathError<'p>> {
+    if path.len() < 2 || path[0] != src || path[path.len() - 1] != dst {
+        return Err(PathError::Ends { path, src, dst });
+    }
+    if let Some(&node) = path.iter().find(|&&v| v as usize >= topo.nodes()) {
+        return Err(PathError::UnknownNode { node, nodes: topo.nodes() });
+    }
+    let mut sorted = path.to_vec();
     sorted.sort_unstable();
     if sorted.windows(2).any(|w| w[0] == w[1]) {
-        return Err(format!("path {p:?} visits a node twice"));
+        return Err(PathError::Revisit { path });
     }
-    for w in p.windows(2) {
+    for w in path.windows(2) {
         if topo.link_index(w[0] as usize, w[1] as usize).is_none() {
-            return Err(format!("path {p:?} uses {}->{}, which is not a link", w[0], w[1]));
+            return Err(PathError::NotALink { path, from: w[0], to: w[1] });
         }
     }
     Ok(())
@@ -618,14 +800,22 @@ struct Write {
     value: SetId,
 }
 
+/// Two contributor sets reduced: the first contributor they share (counted twice), and their
+/// union.
+#[derive(Clone, Copy)]
+struct Reduced {
+    common: Option<u32>,
+    union: SetId,
+}
+
 struct State {
     combining: bool,
     /// Slots below this are chunks, the rest scratch (for messages).
     chunks: usize,
     slots: SlotTable<SetId>,
     sets: Sets,
-    /// (a, b) -> (first common contributor, a ∪ b), for the current step.
-    reduce_memo: HashMap<(SetId, SetId), (Option<u32>, SetId), IdHash>,
+    /// (a, b) -> a and b reduced (first common contributor, a ∪ b), for the current step.
+    reduce_memo: HashMap<(SetId, SetId), Reduced, IdHash>,
     /// (a, b) -> a ⊆ b, for the current step.
     subset_memo: HashMap<(SetId, SetId), bool, IdHash>,
     /// Whether `reduce` and `is_subset` consult and fill the memos.
@@ -684,7 +874,7 @@ impl State {
         *self.slots.get(npu, chunk)
     }
 
-    fn reduce(&mut self, a: SetId, b: SetId) -> (Option<u32>, SetId) {
+    fn reduce(&mut self, a: SetId, b: SetId) -> Reduced {
         if self.memo_on
             && let Some(&r) = self.reduce_memo.get(&(a, b))
         {
@@ -693,7 +883,7 @@ impl State {
         let (x, y) = (self.sets.get(a), self.sets.get(b));
         let common = x.first_common(y);
         let u = x.union(y);
-        let r = (common, self.sets.add(u));
+        let r = Reduced { common, union: self.sets.add(u) };
         if self.memo_on {
             self.reduce_memo.insert((a, b), r);
         }
@@ -713,43 +903,57 @@ impl State {
 
     /// Applies all writes into one (npu, chunk) slot from one step.
     fn apply(&mut self, ws: &[Write], step: u32, out: &mut Sink) {
+        if !self.combining {
+            self.store(ws[0].dst as usize, ws[0].chunk as usize, ws[0].value);
+        }
+        let copies = ws.iter().filter(|w| w.op == Op::Copy).count();
+        if copies > 1 || (copies == 1 && ws.len() > 1) {
+            self.conflict(ws, step, out);
+        } else if self.combining {
+            self.combine(ws, step, out);
+        }
+    }
+
+    /// Writes that may not meet in one slot: more than one copy, or a copy and a reduce.
+    fn conflict(&mut self, ws: &[Write], step: u32, out: &mut Sink) {
+        let (dst, chunk) = (ws[0].dst, ws[0].chunk);
+        let ids: Vec<usize> = ws.iter().map(|w| w.transfer).collect();
+        out.add(
+            ViolationKind::WriteConflict,
+            Some(At { transfer: ws[1].transfer, step }),
+            Some(dst),
+            Some(chunk),
+            format!(
+                "transfers {ids:?} all write {} into NPU {dst} in step {step}; at most one copy, or only reduces, may",
+                slot_name(chunk, self.chunks)
+            ),
+        );
+        // The outcome is undefined; keep every contribution so later checks do not cascade.
+        if self.combining {
+            let slot = (dst as usize, chunk as usize);
+            let mut acc = self.read(slot.0, slot.1);
+            for w in ws {
+                acc = if acc == NONE { w.value } else { self.reduce(acc, w.value).union };
+            }
+            self.store(slot.0, slot.1, acc);
+        }
+    }
+
+    /// The writes of a combining collective into one slot, in transfer order: one copy, or
+    /// reduces.
+    #[inline]
+    fn combine(&mut self, ws: &[Write], step: u32, out: &mut Sink) {
         use ViolationKind::*;
         let (dst, chunk) = (ws[0].dst, ws[0].chunk);
         let slot = (dst as usize, chunk as usize);
         // Named only when a rule is broken: this runs once per write.
         let n = self.chunks;
         let what = || slot_name(chunk, n);
-        if !self.combining {
-            self.store(slot.0, slot.1, ws[0].value);
-        }
-        let copies = ws.iter().filter(|w| w.op == Op::Copy).count();
-        if copies > 1 || (copies == 1 && ws.len() > 1) {
-            let ids: Vec<usize> = ws.iter().map(|w| w.transfer).collect();
-            out.add(
-                WriteConflict,
-                Some((ws[1].transfer, step)),
-                Some(dst),
-                Some(chunk),
-                format!("transfers {ids:?} all write {} into NPU {dst} in step {step}; at most one copy, or only reduces, may", what()),
-            );
-            // The outcome is undefined; keep every contribution so later checks do not cascade.
-            if self.combining {
-                let mut acc = self.read(slot.0, slot.1);
-                for w in ws {
-                    acc = if acc == NONE { w.value } else { self.reduce(acc, w.value).1 };
-                }
-                self.store(slot.0, slot.1, acc);
-            }
-            return;
-        }
-        if !self.combining {
-            return;
-        }
         let old = self.read(slot.0, slot.1);
         let mut acc = old;
         for w in ws {
             let src = w.value;
-            let at = Some((w.transfer, step));
+            let at = Some(At { transfer: w.transfer, step });
             match w.op {
                 Op::Copy => {
                     if old != NONE && !self.is_subset(old, src) {
@@ -779,7 +983,7 @@ impl State {
                     acc = src;
                 }
                 Op::Reduce => {
-                    let (common, union) = self.reduce(acc, src);
+                    let Reduced { common, union } = self.reduce(acc, src);
                     if let Some(v) = common {
                         out.add(
                             DoubleCount,

@@ -102,56 +102,14 @@ enum Class {
 /// Plans the movement. Deterministic for a given seed. `cancelled` is polled once per timestep.
 pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, GreedyError> {
     let ten = p.ten;
-    let first_span = ten.edges.first().map(|e| e.span).unwrap_or(1);
-    let mut st = State {
-        p,
-        rng: Rng::new(seed),
-        slot: fill_free(ten.npus, p.num_chunks),
-        cand: vec![Vec::new(); ten.edges.len()],
-        active: Vec::new(),
-        is_active: vec![false; ten.edges.len()],
-        inflight: HashMap::new(),
-        moves: Vec::new(),
-        dropped: Vec::new(),
-        outstanding: 0,
-        uniform_spans: ten.edges.iter().all(|e| e.span == first_span),
-        relay: None,
-        replacements: 0,
-    };
-    for &[v, c] in p.pre {
-        st.slot.set(v as usize, c as usize, 0);
-    }
-    st.relay = relay_tables(p)?;
-    for &[v, c] in p.post {
-        if *st.slot.get(v as usize, c as usize) == FREE {
-            st.request(v, c);
-        }
-    }
-    for &[v, c] in p.pre {
-        st.push_out(v, c);
-    }
-    let mut arrivals: Vec<Vec<u32>> = Vec::new();
-    let mut busy_until = vec![0u32; ten.resources];
-    let mut latest_busy = 0u32;
-    let mut t: u32 = 0;
-    let mut order: Vec<(u32, u32, u64, u32)> = Vec::new();
+    let mut st = State::new(p, seed)?;
+    let mut tl = Timeline::new(ten);
     let crossbar = ten.edges.iter().any(|e| e.resources.len() == 2);
-    let mut options = vec![0u32; ten.npus];
-    // Active edges whose ports are busy, by the timestep they free up (still `is_active`).
-    let mut parked: Vec<Vec<u32>> = Vec::new();
+    let mut t: u32 = 0;
     loop {
-        if let Some(list) = arrivals.get_mut(t as usize) {
-            let list = std::mem::take(list);
-            for m in list {
-                if st.dropped[m as usize] {
-                    continue;
-                }
-                let mv = st.moves[m as usize];
-                let v = ten.edges[mv.edge as usize].dst;
-                st.slot.set(v as usize, mv.chunk as usize, t);
-                st.inflight.remove(&key(v, mv.chunk));
-                st.outstanding -= 1;
-                st.push_out(v, mv.chunk);
+        if let Some(list) = tl.arrivals.get_mut(t as usize) {
+            for m in std::mem::take(list) {
+                st.arrive(m, t);
             }
         }
         if st.outstanding == 0 {
@@ -163,11 +121,130 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         if t >= crate::limits::MAX_GREEDY_TIMESTEPS {
             return Err(GreedyError::Horizon(crate::limits::MAX_GREEDY_TIMESTEPS));
         }
-        // Free edges with something to carry, shortest first, ties at random.
-        if let Some(list) = parked.get_mut(t as usize) {
+        tl.rank(&mut st, seed, t);
+        if crossbar && tl.order.len() <= MATCHING_LIMIT {
+            st.matching_first(&mut tl.order, &tl.busy_until, t);
+        }
+        let matched = tl.assign(&mut st, t);
+        if !matched && tl.quiet_after(t) {
+            return Err(GreedyError::Stuck(st.outstanding));
+        }
+        t += 1;
+    }
+    Ok(st.into_plan(t))
+}
+
+impl<'a> State<'a> {
+    /// The state at t = 0: the precondition held, the postcondition requested, and held chunks
+    /// offered on the edges towards NPUs that request them.
+    fn new(p: &'a Problem<'a>, seed: u64) -> Result<State<'a>, GreedyError> {
+        let ten = p.ten;
+        let first_span = ten.edges.first().map(|e| e.span).unwrap_or(1);
+        let mut st = State {
+            p,
+            rng: Rng::new(seed),
+            slot: fill_free(ten.npus, p.num_chunks),
+            cand: vec![Vec::new(); ten.edges.len()],
+            active: Vec::new(),
+            is_active: vec![false; ten.edges.len()],
+            inflight: HashMap::new(),
+            moves: Vec::new(),
+            dropped: Vec::new(),
+            outstanding: 0,
+            uniform_spans: ten.edges.iter().all(|e| e.span == first_span),
+            relay: None,
+            replacements: 0,
+        };
+        for &[v, c] in p.pre {
+            st.slot.set(v as usize, c as usize, 0);
+        }
+        st.relay = relay_tables(p)?;
+        for &[v, c] in p.post {
+            if *st.slot.get(v as usize, c as usize) == FREE {
+                st.request(v, c);
+            }
+        }
+        for &[v, c] in p.pre {
+            st.push_out(v, c);
+        }
+        Ok(st)
+    }
+
+    /// Move `m` lands at timestep `t` (unless it was dropped): its destination holds the chunk
+    /// and offers it on.
+    #[inline]
+    fn arrive(&mut self, m: u32, t: u32) {
+        if self.dropped[m as usize] {
+            return;
+        }
+        let mv = self.moves[m as usize];
+        let v = self.p.ten.edges[mv.edge as usize].dst;
+        self.slot.set(v as usize, mv.chunk as usize, t);
+        self.inflight.remove(&key(v, mv.chunk));
+        self.outstanding -= 1;
+        self.push_out(v, mv.chunk);
+    }
+
+    /// Records chunk `c` leaving over edge `e` at timestep `t`; returns the move's index.
+    #[inline]
+    fn start_move(&mut self, e: u32, c: u32, t: u32) -> u32 {
+        let idx = self.moves.len() as u32;
+        self.moves.push(Move { step: t, edge: e, chunk: c });
+        self.dropped.push(false);
+        let v = self.p.ten.edges[e as usize].dst;
+        self.slot.set(v as usize, c as usize, INFLIGHT);
+        self.inflight.insert(key(v, c), idx);
+        idx
+    }
+
+    /// The moves that were not dropped, in order, and the plan's length `t`.
+    fn into_plan(self, t: u32) -> Plan {
+        let mut moves = Vec::with_capacity(self.moves.len());
+        for (m, gone) in self.moves.iter().zip(&self.dropped) {
+            if !gone {
+                moves.push(*m);
+            }
+        }
+        Plan { moves, timesteps: t, replacements: self.replacements }
+    }
+}
+
+/// What `plan` tracks from one timestep to the next besides the chunks: when moves land,
+/// when ports free up, and the per-timestep edge order (kept to reuse its allocation).
+struct Timeline {
+    /// Moves by the timestep they land.
+    arrivals: Vec<Vec<u32>>,
+    /// Per TEN resource (port), the timestep it is free again.
+    busy_until: Vec<u32>,
+    latest_busy: u32,
+    /// Free edges with something to carry, in the order they get to pick:
+    /// (span, free edges into the destination, tie-break key, edge).
+    order: Vec<(u32, u32, u64, u32)>,
+    /// Per NPU, free edges into it this timestep (zero between timesteps).
+    options: Vec<u32>,
+    /// Active edges whose ports are busy, by the timestep they free up (still `is_active`).
+    parked: Vec<Vec<u32>>,
+}
+
+impl Timeline {
+    fn new(ten: &Ten) -> Timeline {
+        Timeline {
+            arrivals: Vec::new(),
+            busy_until: vec![0u32; ten.resources],
+            latest_busy: 0,
+            order: Vec::new(),
+            options: vec![0u32; ten.npus],
+            parked: Vec::new(),
+        }
+    }
+
+    /// Fills `order`: free edges with something to carry, shortest first, ties at random.
+    fn rank(&mut self, st: &mut State, seed: u64, t: u32) {
+        let ten = st.p.ten;
+        if let Some(list) = self.parked.get_mut(t as usize) {
             st.active.append(list);
         }
-        order.clear();
+        self.order.clear();
         let mut k = 0;
         while k < st.active.len() {
             let e = st.active[k];
@@ -177,70 +254,63 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
                 continue;
             }
             let edge = &ten.edges[e as usize];
-            let wake = edge.resources.iter().map(|&r| busy_until[r as usize]).max().unwrap_or(0);
+            let wake = edge.resources.iter().map(|&r| self.busy_until[r as usize]).max().unwrap_or(0);
             if wake > t {
                 // Busy: park it until its ports free up instead of rechecking every timestep.
                 st.active.swap_remove(k);
-                if parked.len() <= wake as usize {
-                    parked.resize_with(wake as usize + 1, Vec::new);
+                if self.parked.len() <= wake as usize {
+                    self.parked.resize_with(wake as usize + 1, Vec::new);
                 }
-                parked[wake as usize].push(e);
+                self.parked[wake as usize].push(e);
                 continue;
             }
             // Tie-break keys hash (seed, timestep, edge), so the order does not depend on how
             // the active list happens to be arranged.
-            order.push((edge.span, 0, tie_key(seed, t, e), e));
-            options[edge.dst as usize] += 1;
+            self.order.push((edge.span, 0, tie_key(seed, t, e), e));
+            self.options[edge.dst as usize] += 1;
             k += 1;
         }
         // Most constrained destination first: an NPU reachable over few free edges now gets
         // its pick before the ports it needs are taken by NPUs with other options.
-        for o in order.iter_mut() {
-            o.1 = options[ten.edges[o.3 as usize].dst as usize];
+        for o in self.order.iter_mut() {
+            o.1 = self.options[ten.edges[o.3 as usize].dst as usize];
         }
-        for o in order.iter() {
-            options[ten.edges[o.3 as usize].dst as usize] = 0;
+        for o in self.order.iter() {
+            self.options[ten.edges[o.3 as usize].dst as usize] = 0;
         }
-        order.sort_unstable();
-        if crossbar && order.len() <= MATCHING_LIMIT {
-            st.matching_first(&mut order, &busy_until, t);
-        }
+        self.order.sort_unstable();
+    }
+
+    /// Gives each edge of `order` whose ports are still free a chunk, if it has one to carry;
+    /// whether any edge got one.
+    fn assign(&mut self, st: &mut State, t: u32) -> bool {
+        let ten = st.p.ten;
         let mut matched = false;
-        for &(span, _, _, e) in &order {
+        for &(span, _, _, e) in &self.order {
             let edge = &ten.edges[e as usize];
-            if edge.resources.iter().any(|&r| busy_until[r as usize] > t) {
+            if edge.resources.iter().any(|&r| self.busy_until[r as usize] > t) {
                 continue; // a shared port was taken earlier in this timestep
             }
             let Some(c) = st.pick(e, t, span) else { continue };
             for &r in &edge.resources {
-                busy_until[r as usize] = t + span;
+                self.busy_until[r as usize] = t + span;
             }
-            latest_busy = latest_busy.max(t + span);
-            let idx = st.moves.len() as u32;
-            st.moves.push(Move { step: t, edge: e, chunk: c });
-            st.dropped.push(false);
-            let v = edge.dst;
-            st.slot.set(v as usize, c as usize, INFLIGHT);
-            st.inflight.insert(key(v, c), idx);
+            self.latest_busy = self.latest_busy.max(t + span);
+            let idx = st.start_move(e, c, t);
             let at = (t + span) as usize;
-            if arrivals.len() <= at {
-                arrivals.resize_with(at + 1, Vec::new);
+            if self.arrivals.len() <= at {
+                self.arrivals.resize_with(at + 1, Vec::new);
             }
-            arrivals[at].push(idx);
+            self.arrivals[at].push(idx);
             matched = true;
         }
-        if !matched && latest_busy <= t && arrivals.iter().skip(t as usize + 1).all(Vec::is_empty) {
-            return Err(GreedyError::Stuck(st.outstanding));
-        }
-        t += 1;
+        matched
     }
-    let mut moves = Vec::with_capacity(st.moves.len());
-    for (m, gone) in st.moves.iter().zip(&st.dropped) {
-        if !gone {
-            moves.push(*m);
-        }
+
+    /// Whether every port is free after timestep `t` and no move lands after it.
+    fn quiet_after(&self, t: u32) -> bool {
+        self.latest_busy <= t && self.arrivals.iter().skip(t as usize + 1).all(Vec::is_empty)
     }
-    Ok(Plan { moves, timesteps: t, replacements: st.replacements })
 }
 
 fn tie_key(seed: u64, t: u32, e: u32) -> u64 {

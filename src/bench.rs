@@ -2,8 +2,8 @@
 //! here, never in unit tests).
 
 use crate::collective::{CollectiveKind, CollectiveSpec};
-use crate::engine::{SynthRequest, synthesize};
-use crate::topology::parse_spec;
+use crate::engine::{self, Options, Request, RequestSpec};
+use crate::topology::{Topology, parse_spec};
 use serde::Serialize;
 
 /// 1 GiB/s in the topology format's GB/s (TACOS quotes GiB/s).
@@ -149,6 +149,19 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// Runs one request through the engine's front door, as every bench case does.
+pub fn run_on(topology: &Topology, spec: RequestSpec) -> Result<engine::Output, engine::Error> {
+    let req = Request::new(topology.clone(), spec, &engine::Limits::default())?;
+    engine::run(&req, engine::Control::none())
+}
+
+/// `run_on` a generator spec (`torus:4x4`): the bench's door for a request, as the CLI's and
+/// the API's are theirs.
+pub fn run_request(topology: &str, spec: RequestSpec) -> Result<engine::Output, engine::Error> {
+    let topology = engine::topology_from_spec(topology, &engine::Limits::default())?;
+    run_on(&topology, spec)
+}
+
 pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
     let mut r = BenchResult {
         case: c.clone(),
@@ -176,14 +189,14 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
     };
     r.npus = topo.npus();
     let spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
-    let mut req = SynthRequest::new(topo.clone(), spec.clone());
-    req.switch_model = crate::ten::SwitchModel::parse(&c.switch_model).unwrap_or_default();
-    req.seeds = c.seeds;
+    let options = Options { seeds: Some(c.seeds), switch_model: Some(c.switch_model.clone()), ..Options::default() };
+    let request = RequestSpec { options, ..RequestSpec::new(spec.clone()) };
     for _ in 0..c.runs.unwrap_or(runs).max(1) {
-        match synthesize(&req, &|| false) {
+        match run_on(&topo, request.clone()) {
             Ok(out) => {
-                r.synthesis_s_runs.push(out.stats.synthesis_ms / 1e3);
-                r.check_s = out.stats.check_ms / 1e3;
+                let Some(stats) = out.stats.synthesis() else { unreachable!("greedy reports synthesis stats") };
+                r.synthesis_s_runs.push(stats.synthesis_ms / 1e3);
+                r.check_s = stats.check_ms / 1e3;
                 r.collective_time_us = out.schedule.collective_time_ns.unwrap_or(f64::NAN) / 1e3;
                 r.lower_bound_us = out.report.lower_bound_ns.map(|x| x / 1e3);
                 r.transfers = out.schedule.transfers.len();
@@ -305,7 +318,7 @@ pub struct IlpCase {
 pub struct IlpRow {
     pub case: IlpCase,
     pub npus: usize,
-    pub status: Option<crate::synth::ilp::IlpStatus>,
+    pub status: Option<engine::IlpStatus>,
     pub horizon: u32,
     pub horizon_lower_bound: u32,
     pub horizon_gap: f64,
@@ -436,12 +449,19 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
     row.npus = topo.live_npus().len();
     let mut spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
     spec.root = c.root;
-    let mut req = SynthRequest::new(topo.clone(), spec.clone());
-    req.algorithm = "ilp".into();
-    req.ilp.time_limit_s = c.time_limit_s;
-    match synthesize(&req, &|| false) {
+    let ilp = |ignore_congestion: bool| RequestSpec {
+        algorithm: "ilp".into(),
+        options: Options {
+            time_limit_s: Some(c.time_limit_s),
+            ignore_congestion: Some(ignore_congestion),
+            ..Options::default()
+        },
+        ..RequestSpec::new(spec.clone())
+    };
+    match run_on(&topo, ilp(false)) {
         Ok(out) => {
-            let s = out.stats.ilp.expect("ilp stats");
+            let Some(st) = out.stats.synthesis() else { unreachable!("the ilp reports synthesis stats") };
+            let Some(s) = st.ilp.clone() else { unreachable!("the ilp reports its stats") };
             row.status = Some(s.status);
             row.horizon = s.horizon;
             row.horizon_lower_bound = s.horizon_lower_bound;
@@ -449,7 +469,7 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
             row.mip_gap = s.mip_gap;
             row.solves = s.solves;
             row.reason = s.reason;
-            row.synthesis_s = out.stats.synthesis_ms / 1e3;
+            row.synthesis_s = st.synthesis_ms / 1e3;
             row.ilp_us = out.schedule.collective_time_ns.unwrap_or(f64::NAN) / 1e3;
         }
         Err(e) => {
@@ -457,23 +477,23 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
             return row;
         }
     }
-    req.ilp.ignore_congestion = true;
-    row.taccl_like_us = synthesize(&req, &|| false).ok().and_then(|o| o.schedule.collective_time_ns).map(|t| t / 1e3);
-    req.algorithm = "greedy".into();
-    if let Ok(out) = synthesize(&req, &|| false) {
+    let time_us = |out: engine::Output| out.schedule.collective_time_ns.map(|t| t / 1e3);
+    row.taccl_like_us = run_on(&topo, ilp(true)).ok().and_then(time_us);
+    if let Ok(out) = run_on(&topo, RequestSpec::new(spec.clone()))
+        && let Some(st) = out.stats.synthesis()
+    {
         row.greedy_us = out.schedule.collective_time_ns.map(|t| t / 1e3);
-        row.greedy_steps = Some(out.stats.ten_timesteps);
-        row.greedy_s = Some(out.stats.synthesis_ms / 1e3);
+        row.greedy_steps = Some(st.ten_timesteps);
+        row.greedy_s = Some(st.synthesis_ms / 1e3);
     }
     let base = |name: &str| {
-        crate::engine::baseline(name, &topo, &spec).ok().and_then(|(s, _)| s.collective_time_ns).map(|t| t / 1e3)
+        let spec = RequestSpec { algorithm: name.into(), ..RequestSpec::new(spec.clone()) };
+        run_on(&topo, spec).ok().and_then(time_us)
     };
     row.ring_us = base("ring");
     row.direct_us = base("direct");
     row.met = c.target.as_ref().map(|t| match *t {
-        IlpTarget::OptimalWithin(s) => {
-            row.status == Some(crate::synth::ilp::IlpStatus::Optimal) && row.synthesis_s <= s
-        }
+        IlpTarget::OptimalWithin(s) => row.status == Some(engine::IlpStatus::Optimal) && row.synthesis_s <= s,
         // The limit bounds the ILP's search; the greedy warm start and the model hand-over
         // come on top, so allow 2%.
         IlpTarget::Within(s) => row.synthesis_s <= s * 1.02,
@@ -496,7 +516,7 @@ pub fn ilp_markdown(rows: &[IlpRow]) -> String {
             None => "–".into(),
         };
         let status = match (r.status, r.mip_gap) {
-            (Some(crate::synth::ilp::IlpStatus::Optimal), _) => "optimal".to_string(),
+            (Some(engine::IlpStatus::Optimal), _) => "optimal".to_string(),
             (_, Some(g)) => format!("feasible, horizon gap {:.0}%, MIP gap {:.0}%", r.horizon_gap * 100.0, g * 100.0),
             _ => format!("feasible, horizon gap {:.0}%", r.horizon_gap * 100.0),
         };

@@ -224,176 +224,194 @@ pub fn main() -> i32 {
 fn run(cmd: Command) -> Result<i32, String> {
     match cmd {
         Command::Topology { topology, fail_link, fail_npu, directed } => {
-            let topo = load_topology(&topology)?;
-            let f = parse_failures(&fail_link, &fail_npu, directed)?;
-            let topo = if f.links.is_empty() && f.npus.is_empty() {
-                topo
-            } else {
-                let t = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
-                let c = t.connectivity();
-                eprintln!(
-                    "ccsynth: {} live NPUs, {}",
-                    c.live_npus,
-                    if c.connected {
-                        "connected".to_string()
-                    } else {
-                        format!(
-                            "NOT connected: {} components, sizes {:?}",
-                            c.components.len(),
-                            c.components.iter().map(Vec::len).collect::<Vec<_>>()
-                        )
-                    }
-                );
-                t
-            };
-            print_json(&topo)?;
-            Ok(0)
+            topology_cmd(&topology, &fail_link, &fail_npu, directed)
         }
-        Command::Validate { file } => {
-            let s = load_schedule(&file)?;
-            let r = engine::check(&s);
-            print_json(&r)?;
-            Ok(if r.valid { 0 } else { 1 })
-        }
-        Command::Simulate { file } => {
-            let s = load_schedule(&file)?;
-            let r = engine::check(&s);
-            let Some(timing) = &r.timing else {
-                let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
-                eprintln!("ccsynth: the schedule cannot be simulated: {first}");
-                return Ok(1);
-            };
-            if !r.valid {
-                eprintln!(
-                    "ccsynth: warning: the schedule is not valid ({} violations); timing shown anyway",
-                    r.violation_count
-                );
-            }
-            #[derive(serde::Serialize)]
-            struct Out<'a> {
-                valid: bool,
-                #[serde(flatten)]
-                timing: &'a crate::sim::Timing,
-                lower_bound_ns: Option<f64>,
-                lower_bounds: &'a Option<crate::bounds::LowerBounds>,
-            }
-            print_json(&Out {
-                valid: r.valid,
-                timing,
-                lower_bound_ns: r.lower_bound_ns,
-                lower_bounds: &r.lower_bounds,
-            })?;
-            Ok(0)
-        }
+        Command::Validate { file } => validate_cmd(&file),
+        Command::Simulate { file } => simulate_cmd(&file),
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
-        Command::Compare { target, json, algos } => {
-            let names: Vec<&str> = match &algos {
-                None => crate::baselines::names(),
-                Some(list) => {
-                    if let Some(a) = list.iter().find(|a| !crate::baselines::is_known(a.trim())) {
-                        return Err(format!(
-                            "--algos: unknown baseline {a:?}; expected some of {}, {}",
-                            crate::baselines::names().join(", "),
-                            crate::baselines::KOLMAKOV_VARIANTS
-                        ));
-                    }
-                    list.iter().map(|a| a.trim()).collect()
-                }
-            };
-            let (topo, spec) = load_target(&target)?;
-            let cmp = engine::compare_among(&topo, &spec, None, &names);
-            if json {
-                print_json(&cmp)?;
-            } else {
-                print!("{}", comparison_table(&cmp));
-            }
-            Ok(0)
-        }
-        Command::Serve {
-            addr,
-            database_url,
-            workers,
-            max_queue,
-            max_body_bytes,
-            max_npus,
-            max_chunks,
-            max_solve_s,
-            lease_ms,
-            grace_ms,
-            drain_ms,
-        } => {
-            let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
-            let mut config = crate::api::Config::new(database_url);
-            if let Some(w) = workers {
-                config.workers = w.max(1);
-            }
-            config.max_queue = max_queue;
-            config.max_body_bytes = max_body_bytes;
-            config.max_npus = max_npus;
-            config.max_chunks = max_chunks;
-            config.max_solve_s = max_solve_s;
-            config.lease_ms = lease_ms;
-            config.grace_ms = grace_ms;
-            config.drain_ms = drain_ms;
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("starting the runtime: {e}"))?;
-            rt.block_on(crate::api::serve(config, addr)).map_err(|e| e.to_string())?;
-            Ok(0)
-        }
-        Command::Bench { suite, runs, quick, filter, json } => {
-            if suite == "ilp" {
-                let mut rows = Vec::new();
-                let cases = crate::bench::ilp_suite(quick);
-                for c in cases.iter().filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str()))) {
-                    eprintln!("ccsynth bench: {} ...", c.name);
-                    let r = crate::bench::run_ilp_case(c);
-                    eprintln!(
-                        "  {:?} T = {} (bound {}), {:.2} s, {:.1} us, met {:?} {}",
-                        r.status,
-                        r.horizon,
-                        r.horizon_lower_bound,
-                        r.synthesis_s,
-                        r.ilp_us,
-                        r.met,
-                        r.error.clone().unwrap_or_default()
-                    );
-                    rows.push(r);
-                }
-                if json {
-                    print_json(&rows)?;
-                } else {
-                    print!("{}", crate::bench::ilp_markdown(&rows));
-                }
-                return Ok(0);
-            }
-            let cases = match suite.as_str() {
-                "greedy" => crate::bench::greedy_suite(quick),
-                other => return Err(format!("--suite {other:?}: expected greedy or ilp")),
-            };
-            let mut results = Vec::new();
-            for c in cases.iter().filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str()))) {
-                eprintln!("ccsynth bench: {} ...", c.name);
-                let r = crate::bench::run_case(c, runs);
-                eprintln!(
-                    "  synthesis {:.3} s, {:.1} us, met {:?} {}",
-                    r.synthesis_s_median,
-                    r.collective_time_us,
-                    r.met,
-                    r.error.clone().unwrap_or_default()
-                );
-                results.push(r);
-            }
-            if json {
-                print_json(&results)?;
-            } else {
-                print!("{}", crate::bench::markdown(&results));
-            }
-            Ok(0)
-        }
+        Command::Compare { target, json, algos } => compare_cmd(&target, json, algos.as_deref()),
+        serve @ Command::Serve { .. } => serve_cmd(serve),
+        Command::Bench { suite, runs, quick, filter, json } => bench_cmd(&suite, runs, quick, filter.as_deref(), json),
     }
+}
+
+/// `topology`: prints the canonical JSON, after the failures (reporting what is left).
+fn topology_cmd(topology: &str, fail_link: &[String], fail_npu: &[usize], directed: bool) -> Result<i32, String> {
+    let topo = load_topology(topology)?;
+    let f = parse_failures(fail_link, fail_npu, directed)?;
+    let topo = if f.links.is_empty() && f.npus.is_empty() {
+        topo
+    } else {
+        let t = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
+        let c = t.connectivity();
+        eprintln!(
+            "ccsynth: {} live NPUs, {}",
+            c.live_npus,
+            if c.connected {
+                "connected".to_string()
+            } else {
+                format!(
+                    "NOT connected: {} components, sizes {:?}",
+                    c.components.len(),
+                    c.components.iter().map(Vec::len).collect::<Vec<_>>()
+                )
+            }
+        );
+        t
+    };
+    print_json(&topo)?;
+    Ok(0)
+}
+
+/// `validate`: prints the report; exit 0 when valid, 1 when not.
+fn validate_cmd(file: &str) -> Result<i32, String> {
+    let s = load_schedule(file)?;
+    let r = engine::check(&s);
+    print_json(&r)?;
+    Ok(if r.valid { 0 } else { 1 })
+}
+
+/// `simulate`: prints the timing (with a warning when the schedule is not valid); exit 1 when
+/// it cannot be simulated at all.
+fn simulate_cmd(file: &str) -> Result<i32, String> {
+    let s = load_schedule(file)?;
+    let r = engine::check(&s);
+    let Some(timing) = &r.timing else {
+        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+        eprintln!("ccsynth: the schedule cannot be simulated: {first}");
+        return Ok(1);
+    };
+    if !r.valid {
+        eprintln!(
+            "ccsynth: warning: the schedule is not valid ({} violations); timing shown anyway",
+            r.violation_count
+        );
+    }
+    #[derive(serde::Serialize)]
+    struct Out<'a> {
+        valid: bool,
+        #[serde(flatten)]
+        timing: &'a crate::sim::Timing,
+        lower_bound_ns: Option<f64>,
+        lower_bounds: &'a Option<engine::LowerBounds>,
+    }
+    print_json(&Out { valid: r.valid, timing, lower_bound_ns: r.lower_bound_ns, lower_bounds: &r.lower_bounds })?;
+    Ok(0)
+}
+
+/// `compare`: every baseline (or those `--algos` names) on the target, as a table or JSON.
+fn compare_cmd(target: &CollectiveArgs, json: bool, algos: Option<&[String]>) -> Result<i32, String> {
+    let names: Vec<&str> = match algos {
+        None => engine::registry::baseline_names(),
+        Some(list) => engine::registry::check_baselines("--algos", list).map_err(|e| e.to_string())?,
+    };
+    let (topo, spec) = load_target(target)?;
+    let cmp = engine::compare_among(&topo, &spec, None, &names);
+    if json {
+        print_json(&cmp)?;
+    } else {
+        print!("{}", comparison_table(&cmp));
+    }
+    Ok(0)
+}
+
+/// `serve`: runs the HTTP service until it is stopped. Takes the whole `Command::Serve` (eleven
+/// flags, too many for parameters).
+fn serve_cmd(cmd: Command) -> Result<i32, String> {
+    let Command::Serve {
+        addr,
+        database_url,
+        workers,
+        max_queue,
+        max_body_bytes,
+        max_npus,
+        max_chunks,
+        max_solve_s,
+        lease_ms,
+        grace_ms,
+        drain_ms,
+    } = cmd
+    else {
+        unreachable!("run passes only Command::Serve to serve_cmd");
+    };
+    let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
+    let mut config = crate::api::Config::new(database_url);
+    if let Some(w) = workers {
+        config.workers = w.max(1);
+    }
+    config.max_queue = max_queue;
+    config.max_body_bytes = max_body_bytes;
+    config.max_npus = max_npus;
+    config.max_chunks = max_chunks;
+    config.max_solve_s = max_solve_s;
+    config.lease_ms = lease_ms;
+    config.grace_ms = grace_ms;
+    config.drain_ms = drain_ms;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    rt.block_on(crate::api::serve(config, addr)).map_err(|e| e.to_string())?;
+    Ok(0)
+}
+
+/// `bench`: runs the greedy or the ilp suite (the cases whose name contains `filter`).
+fn bench_cmd(suite: &str, runs: usize, quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    match suite {
+        "ilp" => bench_ilp(quick, filter, json),
+        "greedy" => bench_greedy(runs, quick, filter, json),
+        other => Err(format!("--suite {other:?}: expected greedy or ilp")),
+    }
+}
+
+fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    let mut rows = Vec::new();
+    let cases = crate::bench::ilp_suite(quick);
+    for c in cases.iter().filter(|c| filter.is_none_or(|f| c.name.contains(f))) {
+        eprintln!("ccsynth bench: {} ...", c.name);
+        let r = crate::bench::run_ilp_case(c);
+        eprintln!(
+            "  {:?} T = {} (bound {}), {:.2} s, {:.1} us, met {:?} {}",
+            r.status,
+            r.horizon,
+            r.horizon_lower_bound,
+            r.synthesis_s,
+            r.ilp_us,
+            r.met,
+            r.error.clone().unwrap_or_default()
+        );
+        rows.push(r);
+    }
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", crate::bench::ilp_markdown(&rows));
+    }
+    Ok(0)
+}
+
+fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    let cases = crate::bench::greedy_suite(quick);
+    let mut results = Vec::new();
+    for c in cases.iter().filter(|c| filter.is_none_or(|f| c.name.contains(f))) {
+        eprintln!("ccsynth bench: {} ...", c.name);
+        let r = crate::bench::run_case(c, runs);
+        eprintln!(
+            "  synthesis {:.3} s, {:.1} us, met {:?} {}",
+            r.synthesis_s_median,
+            r.collective_time_us,
+            r.met,
+            r.error.clone().unwrap_or_default()
+        );
+        results.push(r);
+    }
+    if json {
+        print_json(&results)?;
+    } else {
+        print!("{}", crate::bench::markdown(&results));
+    }
+    Ok(0)
 }
 
 fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Failures, String> {
@@ -420,6 +438,11 @@ fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology, String> {
 /// The topology and collective a synthesis or baseline command names.
 pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::CollectiveSpec), String> {
     let topo = load_topology_with_failures(a)?;
+    Ok((topo, collective_spec(a)?))
+}
+
+/// The collective `--collective`, `--size`, `--chunks-per-npu`, `--root` and `--group` name.
+fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSpec, String> {
     let name = a.collective.as_deref().ok_or("--collective is required")?;
     let kind = crate::collective::CollectiveKind::parse(name).ok_or_else(|| {
         format!(
@@ -435,55 +458,57 @@ pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::C
     let mut spec = crate::collective::CollectiveSpec::new(kind, size).with_chunks_per_npu(a.chunks_per_npu);
     spec.root = a.root;
     spec.group = a.group.clone();
-    Ok((topo, spec))
+    Ok(spec)
+}
+
+/// The collective the flags name, or the list a `--tenants` file holds.
+fn load_collectives(a: &CollectiveArgs) -> Result<engine::Target, String> {
+    let Some(path) = &a.tenants else {
+        return collective_spec(a).map(engine::Target::One);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(de)
+        .map_err(|e| format!("{}: {}", path.display(), InputError::from_json(e)))?;
+    if list.is_empty() {
+        return Err(format!("{}: expected a non-empty list", path.display()));
+    }
+    Ok(engine::Target::Tenants(list))
 }
 
 fn synth(a: SynthArgs) -> Result<i32, String> {
-    let mut req = match &a.target.tenants {
-        None => {
-            let (topo, spec) = load_target(&a.target)?;
-            engine::SynthRequest::new(topo, spec)
-        }
-        Some(path) => {
-            let topo = load_topology_with_failures(&a.target)?;
-            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let de = &mut serde_json::Deserializer::from_str(&text);
-            let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(de)
-                .map_err(|e| format!("{}: {}", path.display(), InputError::from_json(e)))?;
-            let first =
-                list.first().cloned().ok_or_else(|| format!("{}: expected a non-empty list", path.display()))?;
-            let mut req = engine::SynthRequest::new(topo, first);
-            req.tenants = Some(list);
-            req
-        }
+    let topo = load_topology_with_failures(&a.target)?;
+    let spec = engine::RequestSpec {
+        target: load_collectives(&a.target)?,
+        algorithm: a.algo.clone(),
+        options: engine::Options {
+            seed: Some(a.seed),
+            seeds: Some(a.seeds),
+            threads: Some(a.threads),
+            chunks_per_npu: None,
+            time_limit_s: Some(a.time_limit),
+            solve_time_limit_s: a.solve_time_limit,
+            switch_model: Some(a.switch_model.clone()),
+            discretization: a.discretization,
+            ignore_congestion: Some(a.ignore_congestion),
+            window: a.window,
+            keep_lp: a.dump_lp.is_some(),
+        },
     };
-    req.algorithm = a.algo.clone();
-    req.seed = a.seed;
-    req.seeds = a.seeds;
-    req.threads = a.threads;
-    req.switch_model = crate::ten::SwitchModel::parse(&a.switch_model).map_err(|e| format!("--switch-model: {e}"))?;
-    req.discretization_ns = a.discretization;
-    req.ilp = crate::synth::ilp::IlpOptions {
-        time_limit_s: a.time_limit,
-        solve_time_limit_s: a.solve_time_limit,
-        threads: 1,
-        ignore_congestion: a.ignore_congestion,
-        window: a.window,
-        keep_lp: a.dump_lp.is_some(),
-    };
-    let out = engine::synthesize(&req, &|| false).map_err(|e| e.to_string())?;
+    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
+    let out = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?;
     if let Some(path) = &a.dump_lp {
         write_lp(path, &out.lp)?;
     }
-    let comparison = (a.compare && req.tenants.is_none())
-        .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((&req.algorithm, &out.schedule))));
+    let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))
+        .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((req.algorithm.name(), &out.schedule))));
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
         schedule: &'a Schedule,
         lower_bound_ns: Option<f64>,
-        lower_bounds: &'a Option<crate::bounds::LowerBounds>,
-        stats: &'a engine::SynthStats,
+        lower_bounds: &'a Option<engine::LowerBounds>,
+        stats: &'a engine::RunStats,
         #[serde(skip_serializing_if = "Option::is_none")]
         comparison: Option<engine::Comparison>,
     }
@@ -503,7 +528,7 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
                 path.display(),
                 out.schedule.transfers.len(),
                 out.schedule.collective_time_ns.unwrap_or(0.0) / 1e3,
-                out.stats.chosen_seed
+                out.schedule.seed.unwrap_or(0)
             );
         }
         None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?,
@@ -535,7 +560,7 @@ fn write_lp(path: &std::path::Path, models: &[(&'static str, String)]) -> Result
 
 fn baseline(a: BaselineArgs) -> Result<i32, String> {
     if a.list {
-        print_json(&crate::baselines::list())?;
+        print_json(&engine::registry::baselines())?;
         return Ok(0);
     }
     let target = CollectiveArgs {
@@ -549,9 +574,14 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
         fail_link: Vec::new(),
         fail_npu: Vec::new(),
     };
-    let (topo, spec) = load_target(&target)?;
+    let (topo, collective) = load_target(&target)?;
     let name = a.algo.as_deref().unwrap_or_default();
-    let (s, _) = engine::baseline(name, &topo, &spec).map_err(|e| e.to_string())?;
+    if engine::Algorithm::parse(name).is_some_and(|alg| alg.is_synthesizer()) {
+        return Err(format!("--algo {name:?} is a synthesizer; run it with `ccsynth synth --algo {name}`"));
+    }
+    let spec = engine::RequestSpec { algorithm: name.to_string(), ..engine::RequestSpec::new(collective) };
+    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
+    let s = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?.schedule;
     match &a.out {
         Some(path) => {
             let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -119,6 +119,29 @@ impl CollectiveSpec {
     }
 }
 
+/// Chunks of a collective of `kind` over `p` NPUs with `k` chunks per NPU (`None` on
+/// overflow); not for `custom`, whose count is given.
+pub fn chunk_count(kind: CollectiveKind, p: usize, k: usize) -> Option<usize> {
+    match kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce | CollectiveKind::Custom => Some(k),
+        CollectiveKind::AllToAll => p.checked_mul(p).and_then(|x| x.checked_mul(k)),
+        _ => p.checked_mul(k),
+    }
+}
+
+/// (npu, chunk) pairs in the larger of the pre- and postcondition of a collective of `kind`
+/// over `p` NPUs with `chunks` chunks (`None` on overflow): every NPU holds every chunk at one
+/// end of all-gather, reduce-scatter, all-reduce, broadcast and reduce; one NPU each of the
+/// others.
+pub fn condition_pairs(kind: CollectiveKind, p: usize, chunks: usize) -> Option<usize> {
+    match kind {
+        CollectiveKind::Scatter | CollectiveKind::Gather | CollectiveKind::AllToAll | CollectiveKind::Custom => {
+            Some(chunks)
+        }
+        _ => chunks.checked_mul(p),
+    }
+}
+
 /// A collective made concrete on a topology. Conditions are sorted `(npu, chunk)` pairs of
 /// topology NPU ids. Combining: `(v, c)` in the precondition means v holds its own
 /// contribution to c; in the postcondition, v must hold c reduced over every NPU that holds
@@ -147,57 +170,10 @@ impl Collective {
     /// unreachable postcondition is then reported as unmet, not as bad input).
     pub fn build_unchecked(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
         let mut errs = Errors::default();
-        let group: Vec<usize> = match &spec.group {
-            None => topo.live_npus(),
-            Some(g) => {
-                let mut seen = std::collections::HashSet::new();
-                for (i, &v) in g.iter().enumerate() {
-                    if !topo.is_npu(v) {
-                        errs.push(format!("group[{i}]"), format!("{v} is not an NPU: expected 0..{}", topo.npus()));
-                    } else if topo.is_failed(v) {
-                        errs.push(format!("group[{i}]"), format!("NPU {v} has failed"));
-                    } else if !seen.insert(v) {
-                        errs.push(format!("group[{i}]"), format!("NPU {v} is listed twice"));
-                    }
-                }
-                g.clone()
-            }
-        };
-        if group.is_empty() {
-            errs.push("group", "expected at least one live NPU");
-        }
-        if spec.size_bytes == 0 {
-            errs.push("size_bytes", "expected a size of at least 1 byte");
-        }
-        if spec.chunks_per_npu == 0 {
-            errs.push("chunks_per_npu", "expected at least 1");
-        }
-        if let Some(g) = spec.gamma_ns_per_byte
-            && (!g.is_finite() || g < 0.0)
-        {
-            errs.push("gamma_ns_per_byte", format!("{g} is invalid: expected a finite value >= 0"));
-        }
+        let group = resolve_group(spec, topo, &mut errs);
+        check_fields(spec, &mut errs);
+        let root_rank = resolve_root(spec, &group, &mut errs);
         let kind = spec.kind;
-        let root_rank = if kind.needs_root() {
-            match spec.root {
-                None => {
-                    errs.push("root", format!("{} needs a root NPU", kind.name()));
-                    None
-                }
-                Some(r) => match group.iter().position(|&v| v == r) {
-                    Some(i) => Some(i),
-                    None => {
-                        errs.push("root", format!("root {r} is not a live NPU of the group"));
-                        None
-                    }
-                },
-            }
-        } else {
-            if spec.root.is_some() {
-                errs.push("root", format!("{} takes no root", kind.name()));
-            }
-            None
-        };
         let custom_fields = spec.num_chunks.is_some()
             || spec.precondition.is_some()
             || spec.postcondition.is_some()
@@ -211,160 +187,14 @@ impl Collective {
 
         let p = group.len();
         let k = spec.chunks_per_npu as usize;
-        let num_chunks = match kind {
-            CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllReduce => p.checked_mul(k),
-            CollectiveKind::Scatter | CollectiveKind::Gather => p.checked_mul(k),
-            CollectiveKind::Broadcast | CollectiveKind::Reduce => Some(k),
-            CollectiveKind::AllToAll => p.checked_mul(p).and_then(|x| x.checked_mul(k)),
-            CollectiveKind::Custom => match spec.num_chunks {
-                Some(n) if n > 0 => Some(n),
-                _ => {
-                    errs.push("num_chunks", "custom collectives need num_chunks >= 1");
-                    return errs.into_result(Collective::empty(spec));
-                }
-            },
-        };
-        let num_chunks = match num_chunks {
-            Some(n) if n <= limits::MAX_CHUNKS => n,
-            _ => {
-                return Err(InputError::new(
-                    "chunks_per_npu",
-                    format!("the collective would have more than {} chunks", limits::MAX_CHUNKS),
-                ));
-            }
-        };
-        let pairs_estimate = match kind {
-            CollectiveKind::AllGather | CollectiveKind::AllReduce | CollectiveKind::ReduceScatter => {
-                num_chunks.saturating_mul(p)
-            }
-            _ => num_chunks,
-        };
-        if pairs_estimate > limits::MAX_CONDITION_PAIRS {
-            return Err(InputError::new(
-                "chunks_per_npu",
-                format!("the conditions would exceed {} (npu, chunk) pairs", limits::MAX_CONDITION_PAIRS),
-            ));
-        }
+        let num_chunks = count_chunks(spec, p, k)?;
         let chunk_size_bytes = match kind {
             CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k) as f64,
             _ => spec.size_bytes as f64 / num_chunks as f64,
         };
-        let g = |r: usize| group[r] as u32;
-        let mut pre: Vec<[u32; 2]> = Vec::new();
-        let mut post: Vec<[u32; 2]> = Vec::new();
-        let all = |v: &mut Vec<[u32; 2]>| {
-            for r in 0..p {
-                for c in 0..num_chunks {
-                    v.push([g(r), c as u32]);
-                }
-            }
-        };
-        let owned = |v: &mut Vec<[u32; 2]>| {
-            for c in 0..num_chunks {
-                v.push([g(c / k), c as u32]);
-            }
-        };
-        let at_root = |v: &mut Vec<[u32; 2]>| {
-            let r = g(root_rank.unwrap_or(0));
-            for c in 0..num_chunks {
-                v.push([r, c as u32]);
-            }
-        };
-        let combining;
-        match kind {
-            CollectiveKind::AllGather => {
-                owned(&mut pre);
-                all(&mut post);
-                combining = false;
-            }
-            CollectiveKind::ReduceScatter => {
-                all(&mut pre);
-                owned(&mut post);
-                combining = true;
-            }
-            CollectiveKind::AllReduce => {
-                all(&mut pre);
-                all(&mut post);
-                combining = true;
-            }
-            CollectiveKind::Broadcast => {
-                at_root(&mut pre);
-                all(&mut post);
-                combining = false;
-            }
-            CollectiveKind::Reduce => {
-                all(&mut pre);
-                at_root(&mut post);
-                combining = true;
-            }
-            CollectiveKind::Scatter => {
-                at_root(&mut pre);
-                owned(&mut post);
-                combining = false;
-            }
-            CollectiveKind::Gather => {
-                owned(&mut pre);
-                at_root(&mut post);
-                combining = false;
-            }
-            CollectiveKind::AllToAll => {
-                // Chunk (i·p + j)·k + x goes from rank i to rank j.
-                for i in 0..p {
-                    for j in 0..p {
-                        for x in 0..k {
-                            let c = ((i * p + j) * k + x) as u32;
-                            pre.push([g(i), c]);
-                            post.push([g(j), c]);
-                        }
-                    }
-                }
-                combining = false;
-            }
-            CollectiveKind::Custom => {
-                combining = spec.combining.unwrap_or(false);
-                for (name, given, out) in
-                    [("precondition", &spec.precondition, &mut pre), ("postcondition", &spec.postcondition, &mut post)]
-                {
-                    let Some(given) = given else {
-                        errs.push(name, "custom collectives need an explicit list of [npu, chunk] pairs");
-                        continue;
-                    };
-                    if given.len() > limits::MAX_CONDITION_PAIRS {
-                        errs.push(name, format!("more than {} pairs", limits::MAX_CONDITION_PAIRS));
-                        continue;
-                    }
-                    for (i, &[v, c]) in given.iter().enumerate() {
-                        if !group.contains(&(v as usize)) {
-                            errs.push(format!("{name}[{i}]"), format!("NPU {v} is not a live NPU of the group"));
-                        }
-                        if c as usize >= num_chunks {
-                            errs.push(
-                                format!("{name}[{i}]"),
-                                format!("chunk {c} out of range: expected 0..{num_chunks}"),
-                            );
-                        }
-                    }
-                    out.extend_from_slice(given);
-                }
-            }
-        }
-        pre.sort_unstable();
-        pre.dedup();
-        post.sort_unstable();
-        post.dedup();
+        let (pre, post, combining) = conditions(spec, &group, num_chunks, root_rank, &mut errs);
         if kind == CollectiveKind::Custom && errs.is_empty() {
-            let mut has_source = vec![false; num_chunks];
-            for &[_, c] in &pre {
-                has_source[c as usize] = true;
-            }
-            for (i, &[v, c]) in post.iter().enumerate() {
-                if !has_source[c as usize] {
-                    errs.push(
-                        format!("postcondition[{i}]"),
-                        format!("NPU {v} needs chunk {c}, which no NPU holds in the precondition"),
-                    );
-                }
-            }
+            check_sources(&pre, &post, num_chunks, &mut errs);
         }
         errs.into_result(Collective {
             spec: spec.clone(),
@@ -457,6 +287,245 @@ impl Collective {
             }
         }
         Ok(())
+    }
+}
+
+/// The group's NPUs (every live NPU by default), reporting any that is not a live NPU or is
+/// listed twice, and an empty group.
+fn resolve_group(spec: &CollectiveSpec, topo: &Topology, errs: &mut Errors) -> Vec<usize> {
+    let group: Vec<usize> = match &spec.group {
+        None => topo.live_npus(),
+        Some(g) => {
+            let mut seen = std::collections::HashSet::new();
+            for (i, &v) in g.iter().enumerate() {
+                if !topo.is_npu(v) {
+                    errs.push(format!("group[{i}]"), format!("{v} is not an NPU: expected 0..{}", topo.npus()));
+                } else if topo.is_failed(v) {
+                    errs.push(format!("group[{i}]"), format!("NPU {v} has failed"));
+                } else if !seen.insert(v) {
+                    errs.push(format!("group[{i}]"), format!("NPU {v} is listed twice"));
+                }
+            }
+            g.clone()
+        }
+    };
+    if group.is_empty() {
+        errs.push("group", "expected at least one live NPU");
+    }
+    group
+}
+
+/// Reports a zero size or chunks per NPU and an invalid reduction cost.
+fn check_fields(spec: &CollectiveSpec, errs: &mut Errors) {
+    if spec.size_bytes == 0 {
+        errs.push("size_bytes", "expected a size of at least 1 byte");
+    }
+    if spec.chunks_per_npu == 0 {
+        errs.push("chunks_per_npu", "expected at least 1");
+    }
+    if let Some(g) = spec.gamma_ns_per_byte
+        && (!g.is_finite() || g < 0.0)
+    {
+        errs.push("gamma_ns_per_byte", format!("{g} is invalid: expected a finite value >= 0"));
+    }
+}
+
+/// The root's rank in `group` for the kinds that need one; reports a missing root, a root
+/// outside the group, and a root given to a kind that takes none.
+fn resolve_root(spec: &CollectiveSpec, group: &[usize], errs: &mut Errors) -> Option<usize> {
+    let kind = spec.kind;
+    if kind.needs_root() {
+        match spec.root {
+            None => {
+                errs.push("root", format!("{} needs a root NPU", kind.name()));
+                None
+            }
+            Some(r) => match group.iter().position(|&v| v == r) {
+                Some(i) => Some(i),
+                None => {
+                    errs.push("root", format!("root {r} is not a live NPU of the group"));
+                    None
+                }
+            },
+        }
+    } else {
+        if spec.root.is_some() {
+            errs.push("root", format!("{} takes no root", kind.name()));
+        }
+        None
+    }
+}
+
+/// The collective's chunk count over `p` NPUs with `k` chunks per NPU (given for `custom`),
+/// refused beyond the chunk and condition-pair limits.
+fn count_chunks(spec: &CollectiveSpec, p: usize, k: usize) -> Result<usize, InputError> {
+    let kind = spec.kind;
+    let num_chunks = match kind {
+        CollectiveKind::Custom => match spec.num_chunks {
+            Some(n) if n > 0 => Some(n),
+            _ => return Err(InputError::new("num_chunks", "custom collectives need num_chunks >= 1")),
+        },
+        _ => chunk_count(kind, p, k),
+    };
+    let num_chunks = match num_chunks {
+        Some(n) if n <= limits::MAX_CHUNKS => n,
+        _ => {
+            return Err(InputError::new(
+                "chunks_per_npu",
+                format!("the collective would have more than {} chunks", limits::MAX_CHUNKS),
+            ));
+        }
+    };
+    if kind != CollectiveKind::Custom
+        && condition_pairs(kind, p, num_chunks).is_none_or(|n| n > limits::MAX_CONDITION_PAIRS)
+    {
+        return Err(InputError::new(
+            "chunks_per_npu",
+            format!("the conditions would exceed {} (npu, chunk) pairs", limits::MAX_CONDITION_PAIRS),
+        ));
+    }
+    Ok(num_chunks)
+}
+
+/// The precondition and postcondition (sorted, without duplicates) and the combining flag:
+/// built for the standard kinds, checked and taken from the spec for `custom`.
+fn conditions(
+    spec: &CollectiveSpec,
+    group: &[usize],
+    num_chunks: usize,
+    root_rank: Option<usize>,
+    errs: &mut Errors,
+) -> (Vec<[u32; 2]>, Vec<[u32; 2]>, bool) {
+    let p = group.len();
+    let k = spec.chunks_per_npu as usize;
+    let g = |r: usize| group[r] as u32;
+    let mut pre: Vec<[u32; 2]> = Vec::new();
+    let mut post: Vec<[u32; 2]> = Vec::new();
+    let all = |v: &mut Vec<[u32; 2]>| {
+        for r in 0..p {
+            for c in 0..num_chunks {
+                v.push([g(r), c as u32]);
+            }
+        }
+    };
+    let owned = |v: &mut Vec<[u32; 2]>| {
+        for c in 0..num_chunks {
+            v.push([g(c / k), c as u32]);
+        }
+    };
+    let at_root = |v: &mut Vec<[u32; 2]>| {
+        let r = g(root_rank.unwrap_or(0));
+        for c in 0..num_chunks {
+            v.push([r, c as u32]);
+        }
+    };
+    let combining = match spec.kind {
+        CollectiveKind::AllGather => {
+            owned(&mut pre);
+            all(&mut post);
+            false
+        }
+        CollectiveKind::ReduceScatter => {
+            all(&mut pre);
+            owned(&mut post);
+            true
+        }
+        CollectiveKind::AllReduce => {
+            all(&mut pre);
+            all(&mut post);
+            true
+        }
+        CollectiveKind::Broadcast => {
+            at_root(&mut pre);
+            all(&mut post);
+            false
+        }
+        CollectiveKind::Reduce => {
+            all(&mut pre);
+            at_root(&mut post);
+            true
+        }
+        CollectiveKind::Scatter => {
+            at_root(&mut pre);
+            owned(&mut post);
+            false
+        }
+        CollectiveKind::Gather => {
+            owned(&mut pre);
+            at_root(&mut post);
+            false
+        }
+        CollectiveKind::AllToAll => {
+            // Chunk (i·p + j)·k + x goes from rank i to rank j.
+            for i in 0..p {
+                for j in 0..p {
+                    for x in 0..k {
+                        let c = ((i * p + j) * k + x) as u32;
+                        pre.push([g(i), c]);
+                        post.push([g(j), c]);
+                    }
+                }
+            }
+            false
+        }
+        CollectiveKind::Custom => {
+            custom_conditions(spec, group, num_chunks, &mut pre, &mut post, errs);
+            spec.combining.unwrap_or(false)
+        }
+    };
+    pre.sort_unstable();
+    pre.dedup();
+    post.sort_unstable();
+    post.dedup();
+    (pre, post, combining)
+}
+
+/// Appends a custom collective's given conditions to `pre` and `post`, reporting a missing or
+/// oversized list and pairs outside the group or the chunk range.
+fn custom_conditions(
+    spec: &CollectiveSpec,
+    group: &[usize],
+    num_chunks: usize,
+    pre: &mut Vec<[u32; 2]>,
+    post: &mut Vec<[u32; 2]>,
+    errs: &mut Errors,
+) {
+    for (name, given, out) in [("precondition", &spec.precondition, pre), ("postcondition", &spec.postcondition, post)]
+    {
+        let Some(given) = given else {
+            errs.push(name, "custom collectives need an explicit list of [npu, chunk] pairs");
+            continue;
+        };
+        if given.len() > limits::MAX_CONDITION_PAIRS {
+            errs.push(name, format!("more than {} pairs", limits::MAX_CONDITION_PAIRS));
+            continue;
+        }
+        for (i, &[v, c]) in given.iter().enumerate() {
+            if !group.contains(&(v as usize)) {
+                errs.push(format!("{name}[{i}]"), format!("NPU {v} is not a live NPU of the group"));
+            }
+            if c as usize >= num_chunks {
+                errs.push(format!("{name}[{i}]"), format!("chunk {c} out of range: expected 0..{num_chunks}"));
+            }
+        }
+        out.extend_from_slice(given);
+    }
+}
+
+/// Reports postcondition pairs of a custom collective whose chunk no NPU holds in the
+/// precondition.
+fn check_sources(pre: &[[u32; 2]], post: &[[u32; 2]], num_chunks: usize, errs: &mut Errors) {
+    let mut has_source = vec![false; num_chunks];
+    for &[_, c] in pre {
+        has_source[c as usize] = true;
+    }
+    for (i, &[v, c]) in post.iter().enumerate() {
+        if !has_source[c as usize] {
+            errs.push(
+                format!("postcondition[{i}]"),
+                format!("NPU {v} needs chunk {c}, which no NPU holds in the precondition"),
+            );
+        }
     }
 }
 

@@ -4,8 +4,10 @@
 
 use super::topologies;
 use super::{ApiError, JsonBody, RequestId, Shared, json};
-use crate::collective::{Collective, CollectiveSpec};
+use crate::collective::CollectiveSpec;
+use crate::engine;
 use crate::error::InputError;
+use crate::store::JobStatus;
 use crate::topology::{Failures, Topology};
 use axum::Router;
 use axum::extract::{Extension, Path, State};
@@ -99,10 +101,6 @@ impl JobRequest {
     }
 }
 
-fn is_baseline(name: &str) -> bool {
-    crate::baselines::is_known(name)
-}
-
 /// Checks a request against the topology and the limits, and normalizes it.
 async fn normalize(st: &Shared, r: SynthesisRequest, path: &str) -> Result<JobRequest, ApiError> {
     let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
@@ -117,94 +115,86 @@ async fn normalize(st: &Shared, r: SynthesisRequest, path: &str) -> Result<JobRe
         })?
     } else {
         let t = match (&r.topology, &r.spec) {
-            (Some(v), _) => topologies::topology_from_value(v.clone(), &at("topology"))?,
-            (_, Some(spec)) => crate::topology::parse_spec(spec).map_err(|e| e.within(&at("spec")))?,
+            (Some(v), _) => topologies::topology_from_value(v.clone(), &at("topology"), st.config.max_npus)?,
+            (_, Some(spec)) => {
+                // Its errors name `spec` already.
+                engine::topology_from_spec(spec, &st.config.limits())
+                    .map_err(|e| if path.is_empty() { e } else { e.within(path) })?
+            }
             _ => unreachable!("one source was checked above"),
         };
         let (row, _) = topologies::store_topology(st, &t, None).await?;
         (row, t)
     };
-    let algorithm = r.algorithm.clone();
-    if !crate::engine::SYNTHESIZERS.contains(&algorithm.as_str()) && !is_baseline(&algorithm) {
-        return Err(InputError::new(
-            at("algorithm"),
-            format!(
-                "{algorithm:?}: expected one of {}, {}",
-                crate::engine::SYNTHESIZERS.join(", "),
-                crate::baselines::names().join(", ")
-            ),
-        )
-        .into());
-    }
-    let mut collective = r.collective.clone();
-    if let Some(k) = r.options.chunks_per_npu {
-        collective.chunks_per_npu = k;
-    }
-    // The collective must make sense on this topology now, not when a worker gets to it.
-    let built = Collective::build(&collective, &topo).map_err(|e| e.within(&at("collective")))?;
-    if built.num_chunks > st.config.max_chunks {
-        return Err(InputError::new(
-            at("collective.chunks_per_npu"),
-            format!("{} chunks: this server accepts at most {}", built.num_chunks, st.config.max_chunks),
-        )
-        .into());
-    }
-    if is_baseline(&algorithm) {
-        let supported = crate::baselines::info(&algorithm).is_some_and(|b| b.collectives.contains(&collective.kind));
-        if !supported {
-            return Err(InputError::new(
-                at("algorithm"),
-                format!("{algorithm} does not support {}", collective.kind.name()),
-            )
-            .into());
-        }
-    }
-    let o = &r.options;
-    let time_limit_s = o.time_limit_s.unwrap_or(60.0_f64.min(st.config.max_solve_s));
-    if !(time_limit_s.is_finite() && time_limit_s > 0.0 && time_limit_s <= st.config.max_solve_s) {
-        return Err(InputError::new(
-            at("options.time_limit_s"),
-            format!("{time_limit_s}: expected seconds in (0, {}]", st.config.max_solve_s),
-        )
-        .into());
-    }
-    let switch_model = o.switch_model.clone().unwrap_or_else(|| "native".into());
-    crate::ten::SwitchModel::parse(&switch_model).map_err(|e| InputError::new(at("options.switch_model"), e))?;
-    let seeds = o.seeds.unwrap_or(1);
-    if seeds == 0 || seeds > crate::limits::MAX_SEEDS {
-        return Err(InputError::new(
-            at("options.seeds"),
-            format!("{seeds}: expected 1..={}", crate::limits::MAX_SEEDS),
-        )
-        .into());
-    }
-    if let Some(d) = o.discretization
-        && !(d.is_finite() && d > 0.0)
-    {
-        return Err(InputError::new(at("options.discretization"), format!("{d}: expected nanoseconds > 0")).into());
-    }
-    if o.window == Some(0) {
-        return Err(InputError::new(at("options.window"), "0: expected at least 1 timestep").into());
-    }
+    // Checked by the engine, as every door's requests are, off the async threads: building the
+    // collective is linear in its (already bounded) size.
+    let spec = r.engine_spec();
+    let limits = st.config.limits();
+    let request = tokio::task::spawn_blocking(move || engine::Request::new(topo, spec, &limits))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
     Ok(JobRequest {
         topology_id: row.id,
         topology_digest: row.digest,
-        collective,
-        algorithm,
-        seed: o.seed.unwrap_or(0),
-        seeds,
-        time_limit_s,
-        switch_model,
-        discretization: o.discretization,
-        ignore_congestion: o.ignore_congestion.unwrap_or(false),
-        window: o.window,
+        collective: request.collective().clone(),
+        algorithm: request.algorithm.name().to_string(),
+        seed: request.seed,
+        seeds: request.seeds,
+        time_limit_s: request.ilp.time_limit_s,
+        switch_model: r.options.switch_model.unwrap_or_else(|| "native".into()),
+        discretization: request.discretization_ns,
+        ignore_congestion: request.ilp.ignore_congestion,
+        window: request.ilp.window,
     })
+}
+
+impl SynthesisRequest {
+    /// The request in the engine's wire form (the topology travels beside it).
+    fn engine_spec(&self) -> engine::RequestSpec {
+        let o = &self.options;
+        engine::RequestSpec {
+            target: engine::Target::One(self.collective.clone()),
+            algorithm: self.algorithm.clone(),
+            options: engine::Options {
+                seed: o.seed,
+                seeds: o.seeds,
+                chunks_per_npu: o.chunks_per_npu,
+                time_limit_s: o.time_limit_s,
+                switch_model: o.switch_model.clone(),
+                discretization: o.discretization,
+                ignore_congestion: o.ignore_congestion,
+                window: o.window,
+                ..engine::Options::default()
+            },
+        }
+    }
+}
+
+impl JobRequest {
+    /// The stored request in the engine's wire form, for the worker.
+    fn spec(&self) -> engine::RequestSpec {
+        engine::RequestSpec {
+            target: engine::Target::One(self.collective.clone()),
+            algorithm: self.algorithm.clone(),
+            options: engine::Options {
+                seed: Some(self.seed),
+                seeds: Some(self.seeds),
+                time_limit_s: Some(self.time_limit_s),
+                switch_model: Some(self.switch_model.clone()),
+                discretization: self.discretization,
+                ignore_congestion: Some(self.ignore_congestion),
+                window: self.window,
+                ..engine::Options::default()
+            },
+        }
+    }
 }
 
 #[derive(Serialize)]
 struct JobOut {
     id: String,
-    status: String,
+    status: JobStatus,
     algorithm: String,
     progress: Progress,
     created_at_ms: i64,
@@ -233,7 +223,7 @@ struct Progress {
 fn job_out(j: &crate::store::JobRow) -> JobOut {
     JobOut {
         id: j.id.clone(),
-        status: j.status.clone(),
+        status: j.status,
         algorithm: j.algorithm.clone(),
         progress: Progress { fraction: j.progress, message: j.message.clone() },
         created_at_ms: j.created_at,
@@ -260,6 +250,14 @@ async fn enqueue(
     if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
         return Ok((hit.id, true));
     }
+    // The same request already queued or running (outside a batch, whose jobs each report
+    // on their own): wait for that job rather than solve it twice.
+    if !force
+        && batch.is_none()
+        && let Some(twin) = st.store.active_with_key(&key).await?
+    {
+        return Ok((twin.id, false));
+    }
     let depth = st.store.queued_count().await?;
     if depth >= st.config.max_queue {
         return Err(ApiError::QueueFull(depth));
@@ -276,7 +274,7 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(600_000));
     loop {
         let j = st.store.job(id).await?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))?;
-        let ended = matches!(j.status.as_str(), "succeeded" | "failed" | "cancelled");
+        let ended = j.status.is_ended();
         if ended || tokio::time::Instant::now() >= deadline {
             let mut body = serde_json::to_value(job_out(&j)).map_err(|e| ApiError::Internal(e.to_string()))?;
             body["cached"] = serde_json::Value::Bool(cached);
@@ -326,7 +324,7 @@ async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Result<Resp
     if let Some(flag) = st.cancels.lock().unwrap().get(&id) {
         flag.store(true, Ordering::SeqCst);
     }
-    st.store.end_job(&id, "cancelled", None).await?;
+    st.store.end_job(&id, JobStatus::Cancelled, None).await?;
     let j = st.store.job(&id).await?.unwrap_or(j);
     Ok(json(StatusCode::OK, &job_out(&j)))
 }
@@ -379,23 +377,19 @@ async fn batch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Respo
         return Err(ApiError::NotFound("batch", id));
     }
     let jobs = st.store.batch_jobs(&id).await?;
-    let count = |s: &str| jobs.iter().filter(|j| j.status == s).count();
     let fraction = if jobs.is_empty() { 1.0 } else { jobs.iter().map(|j| j.progress).sum::<f64>() / jobs.len() as f64 };
     let outs: Vec<JobOut> = jobs.iter().map(job_out).collect();
-    Ok(json(
-        StatusCode::OK,
-        &serde_json::json!({
-            "batch_id": id,
-            "total": jobs.len(),
-            "queued": count("queued"),
-            "running": count("running"),
-            "succeeded": count("succeeded"),
-            "failed": count("failed"),
-            "cancelled": count("cancelled"),
-            "progress": { "fraction": fraction },
-            "jobs": outs,
-        }),
-    ))
+    let mut body = serde_json::json!({
+        "batch_id": id,
+        "total": jobs.len(),
+        "progress": { "fraction": fraction },
+        "jobs": outs,
+    });
+    // The count of jobs in each status, under the status's name.
+    for s in JobStatus::ALL {
+        body[s.as_str()] = serde_json::Value::from(jobs.iter().filter(|j| j.status == s).count());
+    }
+    Ok(json(StatusCode::OK, &body))
 }
 
 async fn schedule(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
@@ -410,10 +404,10 @@ async fn summary(State(st): State<Shared>, Path(id): Path<String>) -> Result<Res
 
 async fn comparison(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
     let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
-    let cmp = tokio::task::spawn_blocking(move || -> Result<crate::engine::Comparison, String> {
+    let cmp = tokio::task::spawn_blocking(move || -> Result<engine::Comparison, String> {
         let s = crate::schedule::Schedule::from_json(&body).map_err(|e| e.to_string())?;
         let name = s.algorithm.clone().unwrap_or_else(|| "schedule".into());
-        Ok(crate::engine::compare(&s.topology, &s.collective, Some((&name, &s))))
+        Ok(engine::compare(&s.topology, &s.collective, Some((&name, &s))))
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))?
@@ -458,15 +452,16 @@ async fn regenerate(
         return Err(InputError::new("failed_npus", format!("NPU {root} is the collective's root")).into());
     }
     let topo = Topology::from_json(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    Collective::build(&req.collective, &topo).map_err(|e| e.within("collective"))?;
     req.topology_id = row.id;
     req.topology_digest = row.digest;
     if let Some(a) = r.algorithm {
-        if !crate::engine::SYNTHESIZERS.contains(&a.as_str()) && !is_baseline(&a) {
-            return Err(InputError::new("algorithm", format!("{a:?}: unknown algorithm")).into());
-        }
         req.algorithm = a;
     }
+    // The same checks as a new request's, on the degraded topology.
+    let (spec, limits) = (req.spec(), st.config.limits());
+    tokio::task::spawn_blocking(move || engine::Request::new(topo, spec, &limits))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
     let (job_id, cached) = enqueue(&st, &req, false, None, &rid).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }
@@ -503,32 +498,43 @@ pub async fn worker(st: Shared, index: usize) {
 }
 
 async fn run_job(st: &Shared, job: crate::store::JobRow) {
+    let Some(lease) = job.lease() else {
+        tracing::error!(status = %job.status, "a claimed job is not running");
+        return;
+    };
     let flag = Arc::new(AtomicBool::new(false));
     st.cancels.lock().unwrap().insert(job.id.clone(), flag.clone());
     let started = std::time::Instant::now();
-    let outcome = execute(st, &job, flag.clone()).await;
+    let outcome = execute(st, &job, &lease, flag.clone()).await;
     st.cancels.lock().unwrap().remove(&job.id);
     let seconds = started.elapsed().as_secs_f64();
-    let result = match outcome {
+    let (status, result) = match outcome {
         Ok((schedule_id, topology_id, body, summary)) => {
-            st.metrics.synthesis(&job.algorithm, "succeeded", seconds);
-            st.store.finish_job(&job.id, &schedule_id, &topology_id, &body, &summary).await
+            (JobStatus::Succeeded, st.store.finish_job(&lease, &schedule_id, &topology_id, &body, &summary).await)
         }
-        Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => st.store.requeue(&job.id).await,
+        Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => {
+            (JobStatus::Queued, st.store.requeue_claimed(&lease).await)
+        }
         Err(JobEnd::Cancelled) => {
-            st.metrics.synthesis(&job.algorithm, "cancelled", seconds);
-            st.store.end_job(&job.id, "cancelled", None).await.map(|_| ())
+            (JobStatus::Cancelled, st.store.end_claimed(&lease, JobStatus::Cancelled, None).await)
         }
         Err(JobEnd::Failed(why)) => {
-            st.metrics.synthesis(&job.algorithm, "failed", seconds);
-            st.store.end_job(&job.id, "failed", Some(&why)).await.map(|_| ())
+            (JobStatus::Failed, st.store.end_claimed(&lease, JobStatus::Failed, Some(&why)).await)
         }
     };
-    if let Err(e) = result {
-        tracing::error!(error = %e, "recording a job's end failed");
+    match result {
+        Ok(true) if status != JobStatus::Queued => st.metrics.synthesis(&job.algorithm, status, seconds),
+        Ok(true) => {}
+        // Cancelled meanwhile, or the lease lapsed and another worker owns the job now: its
+        // result (or its cancellation) stands, this one is dropped.
+        Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
+        Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
     }
 }
 
+/// How a run ended short of a schedule: `Cancelled` becomes `JobStatus::Cancelled` (or a
+/// re-queue on shutdown), `Failed` becomes `JobStatus::Failed` with the reason (a status alone
+/// cannot carry it).
 enum JobEnd {
     Cancelled,
     Failed(String),
@@ -538,6 +544,7 @@ enum JobEnd {
 async fn execute(
     st: &Shared,
     job: &crate::store::JobRow,
+    lease: &crate::store::Lease,
     flag: Arc<AtomicBool>,
 ) -> Result<(String, String, String, String), JobEnd> {
     let req: JobRequest =
@@ -558,6 +565,7 @@ async fn execute(
     let renew = {
         let st = st.clone();
         let id = job.id.clone();
+        let lease = lease.clone();
         let progress = progress.clone();
         tokio::spawn(async move {
             let tick = std::time::Duration::from_millis(500);
@@ -573,10 +581,9 @@ async fn execute(
                     continue;
                 }
                 renewed = tokio::time::Instant::now();
-                let _ = st.store.renew_lease(&id, st.config.lease_ms).await;
-                // A DELETE from another replica ends the job in the database: stop solving.
-                if let Ok(Some(j)) = st.store.job(&id).await
-                    && j.status == "cancelled"
+                // A DELETE from another replica ended the job, or the lease lapsed and another
+                // worker owns it now: stop solving (nothing this worker finds would be stored).
+                if let Ok(false) = st.store.renew_lease(&lease, st.config.lease_ms).await
                     && let Some(f) = st.cancels.lock().unwrap().get(&id)
                 {
                     f.store(true, Ordering::SeqCst);
@@ -584,12 +591,13 @@ async fn execute(
             }
         })
     };
+    let limits = st.config.limits();
     let solved = tokio::task::spawn_blocking(move || {
         let _enter = span.enter();
         let report = |fraction: f64, message: &str| {
             *progress.lock().unwrap_or_else(|e| e.into_inner()) = Some((fraction, message.to_string()));
         };
-        solve(&req, &row.body, &sid, &flag, &report)
+        solve(&req, &row.body, &sid, &flag, &limits, &report)
     })
     .await;
     renew.abort();
@@ -603,31 +611,17 @@ fn solve(
     topology: &str,
     schedule_id: &str,
     flag: &AtomicBool,
-    progress: crate::engine::Progress,
+    limits: &engine::Limits,
+    progress: engine::Progress,
 ) -> Result<(String, String), JobEnd> {
     let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
+    let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);
-    let (schedule, report, stats) = if is_baseline(&req.algorithm) {
-        let (s, r) = crate::engine::baseline(&req.algorithm, &topo, &req.collective)
-            .map_err(|e| JobEnd::Failed(e.to_string()))?;
-        (s, r, serde_json::json!({ "algorithm": req.algorithm }))
-    } else {
-        let mut sr = crate::engine::SynthRequest::new(topo, req.collective.clone());
-        sr.algorithm = req.algorithm.clone();
-        sr.seed = req.seed;
-        sr.seeds = req.seeds;
-        sr.switch_model = crate::ten::SwitchModel::parse(&req.switch_model).map_err(JobEnd::Failed)?;
-        sr.discretization_ns = req.discretization;
-        sr.ilp.time_limit_s = req.time_limit_s;
-        sr.ilp.ignore_congestion = req.ignore_congestion;
-        sr.ilp.window = req.window;
-        let out = crate::engine::synthesize_with_progress(&sr, &cancelled, progress).map_err(|e| match e {
-            crate::engine::SynthFailure::Cancelled => JobEnd::Cancelled,
-            e => JobEnd::Failed(e.to_string()),
-        })?;
-        let stats = serde_json::to_value(&out.stats).unwrap_or_default();
-        (out.schedule, out.report, stats)
-    };
+    let out = engine::run(&request, engine::Control { cancelled: &cancelled, progress }).map_err(|e| match e {
+        engine::Error::Cancelled => JobEnd::Cancelled,
+        e => JobEnd::Failed(e.to_string()),
+    })?;
+    let (schedule, report, stats) = (out.schedule, out.report, out.stats);
     let body = serde_json::to_string(&schedule).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let summary = serde_json::json!({
         "schedule_id": schedule_id,

@@ -8,7 +8,7 @@ mod topologies;
 
 pub use jobs::SynthesisRequest;
 
-use crate::store::Store;
+use crate::store::{JobStatus, Store};
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -59,6 +59,18 @@ impl Config {
     }
 }
 
+impl Config {
+    /// What the engine may accept from this server's clients.
+    pub fn limits(&self) -> crate::engine::Limits {
+        crate::engine::Limits {
+            max_npus: self.max_npus,
+            max_chunks: self.max_chunks,
+            max_solve_s: self.max_solve_s,
+            ..crate::engine::Limits::default()
+        }
+    }
+}
+
 /// Prometheus counters, kept in memory per process.
 #[derive(Default)]
 pub struct Metrics {
@@ -73,7 +85,8 @@ pub struct Metrics {
 const SOLVE_BUCKETS_S: [f64; 9] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 600.0];
 
 impl Metrics {
-    pub fn synthesis(&self, algorithm: &str, outcome: &str, seconds: f64) {
+    /// Counts a solve by its outcome (the job's final status) and times it.
+    pub fn synthesis(&self, algorithm: &str, outcome: JobStatus, seconds: f64) {
         *self.syntheses.lock().unwrap().entry((algorithm.to_string(), outcome.to_string())).or_default() += 1;
         let mut b = self.solve_buckets.lock().unwrap();
         b.resize(SOLVE_BUCKETS_S.len(), 0);
@@ -175,9 +188,20 @@ impl<T: DeserializeOwned> axum::extract::FromRequest<Shared> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
-        let limit = st.config.max_body_bytes;
-        let bytes = axum::body::to_bytes(req.into_body(), limit).await.map_err(|_| ApiError::TooLarge(limit))?;
+        let RawBody(bytes) = RawBody::from_request(req, st).await?;
         parse_json(&bytes).map(JsonBody)
+    }
+}
+
+/// A request body of at most `max_body_bytes` (413 problem+json beyond), unparsed.
+pub struct RawBody(pub axum::body::Bytes);
+
+impl axum::extract::FromRequest<Shared> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
+        let limit = st.config.max_body_bytes;
+        axum::body::to_bytes(req.into_body(), limit).await.map(RawBody).map_err(|_| ApiError::TooLarge(limit))
     }
 }
 
@@ -210,50 +234,21 @@ async fn readyz(State(st): State<Shared>) -> Response {
 }
 
 async fn algorithms() -> Response {
-    #[derive(serde::Serialize)]
-    struct Synth {
-        name: &'static str,
-        kind: &'static str,
-        collectives: Vec<crate::collective::CollectiveKind>,
-        options: &'static [&'static str],
-    }
-    let all: Vec<crate::collective::CollectiveKind> = crate::collective::CollectiveKind::ALL
-        .iter()
-        .copied()
-        .filter(|k| *k != crate::collective::CollectiveKind::Custom)
-        .collect();
-    let synth = vec![
-        Synth {
-            name: "greedy",
-            kind: "synthesizer",
-            collectives: all.clone(),
-            options: &["seed", "seeds", "chunks_per_npu", "switch_model", "discretization"],
-        },
-        Synth {
-            name: "ilp",
-            kind: "synthesizer",
-            collectives: all,
-            options: &[
-                "seed",
-                "chunks_per_npu",
-                "time_limit_s",
-                "switch_model",
-                "discretization",
-                "ignore_congestion",
-                "window",
-            ],
-        },
-    ];
-    json(StatusCode::OK, &serde_json::json!({ "synthesizers": synth, "baselines": crate::baselines::list() }))
+    json(StatusCode::OK, &crate::engine::registry::listing())
 }
 
-async fn validate(State(_st): State<Shared>, body: axum::body::Bytes) -> Result<Response, ApiError> {
-    let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-    let _: serde_json::Value = serde_json::from_str(text).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-    let schedule = crate::schedule::Schedule::from_json(text)?;
-    let report = tokio::task::spawn_blocking(move || crate::engine::check(&schedule))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Response, ApiError> {
+    let limits = st.config.limits();
+    // Parsing and checking are linear in the body (bounded by `max_body_bytes`) and the
+    // schedule's declared sizes (bounded by `limits` before the validator allocates).
+    let report = tokio::task::spawn_blocking(move || -> Result<crate::engine::CheckReport, ApiError> {
+        let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        let _: serde_json::Value = serde_json::from_str(text).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        let schedule = crate::schedule::Schedule::from_json(text)?;
+        Ok(crate::engine::check_within(&schedule, &limits)?)
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
     Ok(json(StatusCode::OK, &report))
 }
 

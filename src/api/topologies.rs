@@ -19,14 +19,17 @@ pub fn router() -> Router<Shared> {
         .route("/v1/topologies/{id}/failures", post(fail))
 }
 
-/// A topology JSON document, or `{"spec": "torus:8x8@bw=50"}`.
-pub fn topology_from_value(v: serde_json::Value, path: &str) -> Result<Topology, ApiError> {
-    let within = |e: crate::error::InputError| ApiError::Unprocessable(e.within(path));
+/// A topology JSON document, or `{"spec": "torus:8x8@bw=50"}` (refused beyond `max_npus` before
+/// it is built).
+pub fn topology_from_value(v: serde_json::Value, path: &str, max_npus: usize) -> Result<Topology, ApiError> {
+    // Field paths relative to the request: a spec's errors already name `spec`.
+    let within =
+        |e: crate::error::InputError| ApiError::Unprocessable(if path.is_empty() { e } else { e.within(path) });
     if let Some(spec) = v.get("spec") {
         let spec = spec.as_str().ok_or_else(|| {
             ApiError::Unprocessable(crate::error::InputError::new(format!("{path}.spec"), "expected a string"))
         })?;
-        return crate::topology::parse_spec(spec).map_err(|e| within(e.within("spec")));
+        return crate::topology::parse_spec_capped(spec, max_npus).map_err(within);
     }
     let text = v.to_string();
     Topology::from_json(&text).map_err(within)
@@ -105,7 +108,7 @@ fn created(row: &TopologyRow, new: bool) -> Response {
 }
 
 async fn create(State(st): State<Shared>, JsonBody(v): JsonBody<serde_json::Value>) -> Result<Response, ApiError> {
-    let t = topology_from_value(v, "")?;
+    let t = topology_from_value(v, "", st.config.max_npus)?;
     let (row, new) = store_topology(&st, &t, None).await?;
     Ok(created(&row, new))
 }

@@ -1,7 +1,18 @@
-//! The engine facade: the one gate schedules pass through (validate, simulate, bound) before
-//! anyone sees them.
+//! The engine: the only front door to the core. Doors (CLI, HTTP workers, batches, bench)
+//! build a `Request` and call `run`; every schedule leaves through `finalize` (validate,
+//! simulate, bound). The registry says which algorithms exist and what they serve.
 
-use crate::bounds::{LowerBounds, lower_bounds};
+#![deny(missing_docs)]
+
+pub mod registry;
+pub mod request;
+
+pub use crate::bounds::LowerBounds;
+pub use crate::synth::ilp::{IlpStats, IlpStatus};
+pub use registry::{Algorithm, SYNTHESIZERS};
+pub use request::{Limits, Options, Request, RequestSpec, Target};
+
+use crate::bounds::lower_bounds;
 use crate::collective::Collective;
 use crate::schedule::Schedule;
 use crate::sim::{Timing, simulate};
@@ -11,15 +22,23 @@ use serde::Serialize;
 /// What `ccsynth validate` prints: the validator's verdict plus time and bounds.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {
+    /// No violation was found.
     pub valid: bool,
+    /// The violations found (at most `limits::MAX_REPORTED_VIOLATIONS` listed).
     pub violations: Vec<Violation>,
+    /// Every violation found, listed or not.
     pub violation_count: usize,
     /// Simulated time; present whenever every transfer names existing nodes and links.
     pub collective_time_ns: Option<f64>,
+    /// The largest of the lower bounds.
     pub lower_bound_ns: Option<f64>,
+    /// Every lower bound, with why one is missing.
     pub lower_bounds: Option<LowerBounds>,
+    /// Distinct steps of the schedule.
     pub rounds: usize,
+    /// Transfers of the schedule.
     pub transfers: usize,
+    /// The simulator's full report, when the schedule could be simulated.
     #[serde(skip)]
     pub timing: Option<Timing>,
 }
@@ -64,11 +83,27 @@ pub fn check(s: &Schedule) -> CheckReport {
     }
 }
 
+/// `check`, after refusing a schedule larger than `limits` allow (its topology's NPUs, its
+/// collective's chunks and conditions), estimated before the validator allocates for it.
+pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate::error::InputError> {
+    request::check_npus(&s.topology, limits)?;
+    request::check_chunks(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
+    Ok(check(s))
+}
+
+/// A failure of the engine itself (never the caller's fault).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     /// A producer emitted a schedule the validator rejects: a bug in that producer.
     #[error("internal: the {algorithm} schedule failed validation: {first}")]
-    InvalidSchedule { algorithm: String, first: String, report: Box<CheckReport> },
+    InvalidSchedule {
+        /// The producer.
+        algorithm: String,
+        /// The first violation's message.
+        first: String,
+        /// The whole verdict.
+        report: Box<CheckReport>,
+    },
 }
 
 /// The gate for producers: returns the schedule with `collective_time_ns` filled in, or an
@@ -90,14 +125,21 @@ pub fn finalize(mut s: Schedule) -> Result<(Schedule, CheckReport), EngineError>
 /// A synthesis request as the CLI and the service pass it to the engine.
 #[derive(Clone, Debug)]
 pub struct SynthRequest {
+    /// Where to synthesize.
     pub topology: crate::topology::Topology,
+    /// What to synthesize (the first tenant's collective with `tenants`).
     pub collective: crate::collective::CollectiveSpec,
+    /// `greedy` or `ilp`.
     pub algorithm: String,
+    /// The first seed.
     pub seed: u64,
     /// Independent seeds `seed..seed+seeds`, run in parallel; the best by simulated time wins.
     pub seeds: usize,
+    /// Threads for the seeds (and HiGHS).
     pub threads: usize,
+    /// How switches appear in the time-expanded network.
     pub switch_model: crate::ten::SwitchModel,
+    /// The TEN timestep; `None` tries the automatic ones.
     pub discretization_ns: Option<f64>,
     /// Several collectives at once (multi-tenant); when set, `collective` is not used.
     pub tenants: Option<Vec<crate::collective::CollectiveSpec>>,
@@ -106,6 +148,7 @@ pub struct SynthRequest {
 }
 
 impl SynthRequest {
+    /// The greedy with one seed (0) on one thread, default options.
     pub fn new(topology: crate::topology::Topology, collective: crate::collective::CollectiveSpec) -> SynthRequest {
         SynthRequest {
             topology,
@@ -125,20 +168,31 @@ impl SynthRequest {
 /// The top-level `stats` object of a synthesized schedule.
 #[derive(Clone, Debug, Serialize)]
 pub struct SynthStats {
+    /// The synthesizer.
     pub algorithm: String,
     /// Wall time of the synthesis proper (every seed and discretization tried).
     pub synthesis_ms: f64,
     /// Wall time of validating, simulating and bounding the chosen schedule.
     pub check_ms: f64,
+    /// Greedy runs with distinct seeds (1 for the ilp).
     pub seeds_tried: usize,
+    /// TEN timesteps tried (the given one, or the automatic ones).
     pub discretizations_tried: usize,
+    /// The seed whose schedule was kept.
     pub chosen_seed: u64,
+    /// TEN timesteps of the kept schedule (all phases).
     pub ten_timesteps: u32,
+    /// TEN timesteps per phase (reduce phase first for combining collectives).
     pub phase_timesteps: Vec<u32>,
+    /// The kept schedule's TEN timestep.
     pub discretization_ns: f64,
+    /// How switches appeared in the TEN.
     pub switch_model: crate::ten::SwitchModel,
+    /// Greedy replacements of a chosen edge by a better one.
     pub replacements: usize,
+    /// Transfers of the kept schedule.
     pub transfers: usize,
+    /// Distinct steps of the kept schedule.
     pub rounds: usize,
     /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -148,36 +202,46 @@ pub struct SynthStats {
     pub ilp: Option<crate::synth::ilp::IlpStats>,
 }
 
+/// One tenant of a multi-tenant synthesis and its chunk ids.
 #[derive(Clone, Debug, Serialize)]
 pub struct TenantChunks {
+    /// The tenant's collective.
     pub kind: crate::collective::CollectiveKind,
+    /// Its chunk ids `[start, end)` in the joint schedule.
     pub chunks: [usize; 2],
 }
 
+/// A synthesis's result (it passed `finalize`).
 pub struct SynthOutput {
+    /// The schedule, with its simulated time.
     pub schedule: Schedule,
+    /// Its check report.
     pub report: CheckReport,
+    /// How it was found.
     pub stats: SynthStats,
     /// The ILP's last model of each phase in LP format, when `ilp.keep_lp` was set.
     pub lp: Vec<(&'static str, String)>,
 }
 
+/// Why `synthesize` gave no schedule (`run` maps it onto `Error`).
 #[derive(Debug, thiserror::Error)]
 pub enum SynthFailure {
+    /// The request is wrong.
     #[error("{0}")]
     Input(#[from] crate::error::InputError),
+    /// Not a synthesizer: (the name, the synthesizers).
     #[error("unknown algorithm {0:?}: expected one of {1}")]
     UnknownAlgorithm(String, String),
+    /// The synthesizer could not serve the case.
     #[error("{0}")]
     Synth(#[from] crate::synth::SynthError),
+    /// A bug: the result did not validate.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The cancel poll said stop.
     #[error("cancelled")]
     Cancelled,
 }
-
-/// The synthesizers the engine offers.
-pub const SYNTHESIZERS: &[&str] = &["greedy", "ilp"];
 
 /// Synthesizes, validates and scores a schedule. The result has passed `finalize`.
 pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<SynthOutput, SynthFailure> {
@@ -221,8 +285,6 @@ pub fn synthesize_with_progress(
     cancelled: &(dyn Fn() -> bool + Sync),
     progress: Progress,
 ) -> Result<SynthOutput, SynthFailure> {
-    use rayon::prelude::*;
-    let reporter = Reporter { cancelled, progress, last: std::sync::Mutex::new(None) };
     let started = std::time::Instant::now();
     let tenants: Option<Vec<Collective>> = match &req.tenants {
         None => None,
@@ -240,6 +302,21 @@ pub fn synthesize_with_progress(
             .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
         None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
     };
+    synthesize_built(req, &c, tenants.as_deref(), started, cancelled, progress)
+}
+
+/// `synthesize_with_progress` on collectives already built on the request's topology (`c`
+/// is the first tenant's when there are tenants).
+fn synthesize_built(
+    req: &SynthRequest,
+    c: &Collective,
+    tenants: Option<&[Collective]>,
+    started: std::time::Instant,
+    cancelled: &(dyn Fn() -> bool + Sync),
+    progress: Progress,
+) -> Result<SynthOutput, SynthFailure> {
+    use rayon::prelude::*;
+    let reporter = Reporter { cancelled, progress, last: std::sync::Mutex::new(None) };
     if !SYNTHESIZERS.contains(&req.algorithm.as_str()) {
         return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
     }
@@ -265,12 +342,12 @@ pub fn synthesize_with_progress(
                 (spent / limit, format!("ilp: {spent:.0} s of the {limit} s limit"))
             })
         };
-        return synthesize_ilp(req, &c, tenants.as_deref(), started, &polled);
+        return synthesize_ilp(req, c, tenants, started, &polled);
     }
     let seeds = req.seeds.max(1);
     // Discretizations to try: the given one, or the default and, when link times are not
     // multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
-    let trivial = match &tenants {
+    let trivial = match tenants {
         None => c.needed().is_empty(),
         Some(t) => t.iter().all(|t| t.needed().is_empty()),
     };
@@ -296,31 +373,31 @@ pub fn synthesize_with_progress(
         })
     };
     let cancelled: &(dyn Fn() -> bool + Sync) = &polled;
-    let run =
-        |(seed, fi): (u64, usize)| -> Result<(f64, u64, usize, Schedule, crate::synth::GreedyStats), SynthFailure> {
-            let opts =
-                crate::synth::GreedyOptions { seed, switch_model: req.switch_model, discretization_ns: factors[fi] };
-            let produced = match &tenants {
-                None => crate::synth::greedy(&req.topology, &c, &opts, cancelled),
-                Some(t) => crate::synth::greedy_multi(&req.topology, t, &opts, cancelled).map(|(s, _, st)| (s, st)),
-            };
-            let (s, st) = produced.map_err(|e| match e {
-                crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::Cancelled) => {
-                    SynthFailure::Cancelled
-                }
-                e => SynthFailure::Synth(e),
-            })?;
-            // One candidate needs no ranking; the gate simulates it anyway.
-            let time = if single { 0.0 } else { simulate(&s).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY) };
-            finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            Ok((time, seed, fi, s, st))
+    let run = |(seed, fi): (u64, usize)| -> Result<Candidate, SynthFailure> {
+        let opts = crate::synth::GreedyOptions { seed, switch_model: req.switch_model, discretization_ns: factors[fi] };
+        let produced = match tenants {
+            None => crate::synth::greedy(&req.topology, c, &opts, cancelled),
+            Some(t) => crate::synth::greedy_multi(&req.topology, t, &opts, cancelled).map(|j| (j.schedule, j.stats)),
         };
+        let (schedule, stats) = produced.map_err(|e| match e {
+            crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::Cancelled) => SynthFailure::Cancelled,
+            e => SynthFailure::Synth(e),
+        })?;
+        // One candidate needs no ranking; the gate simulates it anyway.
+        let time_ns =
+            if single { 0.0 } else { simulate(&schedule).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY) };
+        finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(Candidate { time_ns, seed, discretization: fi, schedule, stats })
+    };
     let best = if single {
         run(runs[0])?
     } else {
-        type Run = Result<(f64, u64, usize, Schedule, crate::synth::GreedyStats), SynthFailure>;
-        let better = |a: Run, b: Run| match (a, b) {
-            (Ok(a), Ok(b)) => Ok(if (b.0, b.1, b.2) < (a.0, a.1, a.2) { b } else { a }),
+        // The fastest, ties to the lower seed, then to the earlier discretization: the same
+        // winner whatever order the threads finish in.
+        let better = |a: Result<Candidate, SynthFailure>, b: Result<Candidate, SynthFailure>| match (a, b) {
+            (Ok(a), Ok(b)) => {
+                Ok(if (b.time_ns, b.seed, b.discretization) < (a.time_ns, a.seed, a.discretization) { b } else { a })
+            }
             (Err(e), _) | (_, Err(e)) => Err(e),
         };
         match rayon::ThreadPoolBuilder::new().num_threads(req.threads.max(1)).build() {
@@ -330,15 +407,25 @@ pub fn synthesize_with_progress(
         }
         .expect("at least one run")?
     };
-    let (_, seed, _, schedule, gst) = best;
+    let Candidate { seed, schedule, stats: gst, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     let (schedule, report) = finalize(schedule)?;
-    let mut stats = base_stats(req, gst, &schedule, &report, tenants.as_deref(), synthesis_ms, checked);
+    let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.seeds_tried = seeds;
     stats.discretizations_tried = factors.len();
     stats.chosen_seed = seed;
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
+}
+
+/// One greedy run of a synthesis: its schedule, simulated time and where it came from.
+struct Candidate {
+    time_ns: f64,
+    seed: u64,
+    /// Index into the discretizations tried.
+    discretization: usize,
+    schedule: Schedule,
+    stats: crate::synth::GreedyStats,
 }
 
 /// The statistics every synthesizer reports, for one run with the request's seed.
@@ -427,7 +514,9 @@ fn synthesize_ilp(
     };
     let produced = match tenants {
         None => crate::synth::ilp(&req.topology, c, &opts, &iopts, cancelled),
-        Some(t) => crate::synth::ilp_multi(&req.topology, t, &opts, &iopts, cancelled).map(|(s, _, g, i)| (s, g, i)),
+        Some(t) => {
+            crate::synth::ilp_multi(&req.topology, t, &opts, &iopts, cancelled).map(|(j, i)| (j.schedule, j.stats, i))
+        }
     };
     let (schedule, gst, iout) =
         produced.map_err(|e| if e.is_cancelled() { SynthFailure::Cancelled } else { e.into() })?;
@@ -449,10 +538,13 @@ pub fn baseline(
     Ok(finalize(s)?)
 }
 
+/// Why `baseline` gave no schedule.
 #[derive(Debug, thiserror::Error)]
 pub enum BaselineFailure {
+    /// The baseline refused the case (or does not exist).
     #[error(transparent)]
     Baseline(#[from] crate::baselines::BaselineError),
+    /// A bug: the baseline's schedule did not validate.
     #[error(transparent)]
     Engine(#[from] EngineError),
 }
@@ -460,22 +552,30 @@ pub enum BaselineFailure {
 /// One row of a comparison table.
 #[derive(Clone, Debug, Serialize)]
 pub struct ComparisonRow {
+    /// The algorithm of the row.
     pub algorithm: String,
+    /// Its simulated time.
     pub collective_time_ns: f64,
     /// This time over the best row's.
     pub ratio_to_best: f64,
     /// This time over the lower bound.
     pub ratio_to_bound: Option<f64>,
+    /// Distinct steps.
     pub rounds: usize,
+    /// Transfers.
     pub transfers: usize,
+    /// The chunking the algorithm used.
     pub chunks_per_npu: u32,
+    /// The fastest row (ties all marked).
     pub best: bool,
 }
 
 /// Every applicable baseline (and optionally a synthesized schedule) on one simulator.
 #[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
+    /// The collective's lower bound.
     pub lower_bound_ns: Option<f64>,
+    /// Fastest first.
     pub rows: Vec<ComparisonRow>,
     /// Baselines that refused the case, with their reasons.
     pub refused: Vec<(String, String)>,
@@ -503,50 +603,187 @@ pub fn compare_among(
     extra: Option<(&str, &Schedule)>,
     names: &[&str],
 ) -> Comparison {
+    let row = |algorithm: &str, s: &Schedule, rounds: usize| ComparisonRow {
+        algorithm: algorithm.to_string(),
+        collective_time_ns: s.collective_time_ns.unwrap_or(f64::NAN),
+        ratio_to_best: f64::NAN,
+        ratio_to_bound: None,
+        rounds,
+        transfers: s.transfers.len(),
+        chunks_per_npu: s.collective.chunks_per_npu,
+        best: false,
+    };
     let mut rows = Vec::new();
     let mut refused = Vec::new();
     for &name in names {
         match baseline(name, topology, spec) {
-            Ok((s, r)) => rows.push((
-                name.to_string(),
-                s.collective_time_ns.unwrap_or(f64::NAN),
-                r.rounds,
-                s.transfers.len(),
-                s.collective.chunks_per_npu,
-            )),
+            Ok((s, r)) => rows.push(row(name, &s, r.rounds)),
             Err(e) => refused.push((name.to_string(), e.to_string())),
         }
     }
-    let best_baseline = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    let best_baseline = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
     let mut speedup = None;
     if let Some((name, s)) = extra {
-        let t = s.collective_time_ns.unwrap_or(f64::NAN);
-        rows.push((name.to_string(), t, s.rounds(), s.transfers.len(), s.collective.chunks_per_npu));
+        let r = row(name, s, s.rounds());
         if best_baseline.is_finite() {
-            speedup = Some(best_baseline / t);
+            speedup = Some(best_baseline / r.collective_time_ns);
         }
+        rows.push(r);
     }
     let bound = Collective::build_unchecked(spec, topology)
         .ok()
         .and_then(|c| crate::bounds::lower_bounds(topology, &c).lower_bound_ns);
-    let best = rows.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
-    rows.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-    Comparison {
-        lower_bound_ns: bound,
-        rows: rows
-            .into_iter()
-            .map(|(algorithm, t, rounds, transfers, k)| ComparisonRow {
-                best: t == best,
-                ratio_to_best: t / best,
-                ratio_to_bound: bound.filter(|&b| b > 0.0).map(|b| t / b),
-                algorithm,
-                collective_time_ns: t,
-                rounds,
-                transfers,
-                chunks_per_npu: k,
+    let best = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
+    rows.sort_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns).then(a.algorithm.cmp(&b.algorithm)));
+    for r in &mut rows {
+        let t = r.collective_time_ns;
+        r.best = t == best;
+        r.ratio_to_best = t / best;
+        r.ratio_to_bound = bound.filter(|&b| b > 0.0).map(|b| t / b);
+    }
+    Comparison { lower_bound_ns: bound, rows, refused, speedup_over_best_baseline: speedup }
+}
+
+/// How a door watches and stops a run: a cancel poll every algorithm calls, and where the
+/// synthesizers report progress.
+#[derive(Clone, Copy)]
+pub struct Control<'a> {
+    /// Polled by every algorithm; `true` stops the run with `Error::Cancelled`.
+    pub cancelled: &'a (dyn Fn() -> bool + Sync),
+    /// Where the synthesizers report how far they got.
+    pub progress: Progress<'a>,
+}
+
+impl Control<'static> {
+    /// Runs to the end, reports nothing.
+    pub fn none() -> Control<'static> {
+        Control { cancelled: &|| false, progress: &|_, _| {} }
+    }
+}
+
+/// What `run` reports beside the schedule: a synthesizer's full statistics, or a baseline's
+/// name.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum RunStats {
+    /// A synthesizer's statistics.
+    Synthesis(Box<SynthStats>),
+    /// A baseline's name.
+    Baseline {
+        /// The baseline.
+        algorithm: String,
+    },
+}
+
+/// A run's result: a schedule that passed `finalize`, its check report and statistics.
+pub struct Output {
+    /// The schedule, with its simulated time.
+    pub schedule: Schedule,
+    /// Its check report.
+    pub report: CheckReport,
+    /// How it was made.
+    pub stats: RunStats,
+    /// The ILP's last model of each phase in LP format, when `options.keep_lp` was set.
+    pub lp: Vec<(&'static str, String)>,
+}
+
+/// Why a run gave no schedule. Every door maps these the same way: `Input` is the caller's
+/// mistake (exit 2, HTTP 422), naming the request's field; `Unsupported` is an algorithm that
+/// cannot serve this case; `Internal` is a bug.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The request is wrong; the error names its field.
+    #[error("{0}")]
+    Input(#[from] crate::error::InputError),
+    /// The algorithm cannot serve this case (a baseline's topology, a TEN too fine, …).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The cancel poll said stop.
+    #[error("cancelled")]
+    Cancelled,
+    /// A bug: a producer's schedule failed validation.
+    #[error(transparent)]
+    Internal(#[from] EngineError),
+}
+
+impl From<SynthFailure> for Error {
+    fn from(e: SynthFailure) -> Self {
+        match e {
+            SynthFailure::Input(e) | SynthFailure::Synth(crate::synth::SynthError::Input(e)) => Error::Input(e),
+            SynthFailure::UnknownAlgorithm(name, expected) => Error::Input(crate::error::InputError::new(
+                "algorithm",
+                format!("{name:?}: expected one of {expected}"),
+            )),
+            SynthFailure::Synth(e) => Error::Unsupported(e.to_string()),
+            SynthFailure::Engine(e) => Error::Internal(e),
+            SynthFailure::Cancelled => Error::Cancelled,
+        }
+    }
+}
+
+impl From<BaselineFailure> for Error {
+    fn from(e: BaselineFailure) -> Self {
+        match e {
+            BaselineFailure::Baseline(crate::baselines::BaselineError::Input(e)) => Error::Input(e),
+            BaselineFailure::Baseline(e) => Error::Unsupported(e.to_string()),
+            BaselineFailure::Engine(e) => Error::Internal(e),
+        }
+    }
+}
+
+/// Parses a topology generator spec (`torus:8x8@bw=50`), refusing one of more than
+/// `limits.max_npus` NPUs before building it.
+pub fn topology_from_spec(spec: &str, limits: &Limits) -> Result<crate::topology::Topology, crate::error::InputError> {
+    crate::topology::parse_spec_capped(spec, limits.max_npus)
+}
+
+/// Runs a checked request: the synthesizer or baseline it names, then the gate. The one entry
+/// point of every door.
+pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
+    match &req.algorithm {
+        Algorithm::Baseline(name) => {
+            if (ctl.cancelled)() {
+                return Err(Error::Cancelled);
+            }
+            let (schedule, report) = baseline(name, &req.topology, req.collective())?;
+            Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.clone() }, lp: Vec::new() })
+        }
+        Algorithm::Greedy | Algorithm::Ilp => {
+            let (collective, tenants) = match &req.target {
+                Target::One(c) => (c.clone(), None),
+                Target::Tenants(list) => (list[0].clone(), Some(list.clone())),
+            };
+            let sr = SynthRequest {
+                topology: req.topology.clone(),
+                collective,
+                algorithm: req.algorithm.name().to_string(),
+                seed: req.seed,
+                seeds: req.seeds,
+                threads: req.threads,
+                switch_model: req.switch_model,
+                discretization_ns: req.discretization_ns,
+                tenants,
+                ilp: req.ilp.clone(),
+            };
+            let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
+            let out =
+                synthesize_built(&sr, &req.built[0], tenants, std::time::Instant::now(), ctl.cancelled, ctl.progress)?;
+            Ok(Output {
+                schedule: out.schedule,
+                report: out.report,
+                stats: RunStats::Synthesis(Box::new(out.stats)),
+                lp: out.lp,
             })
-            .collect(),
-        refused,
-        speedup_over_best_baseline: speedup,
+        }
+    }
+}
+
+impl RunStats {
+    /// A synthesizer's statistics (`None` for a baseline).
+    pub fn synthesis(&self) -> Option<&SynthStats> {
+        match self {
+            RunStats::Synthesis(s) => Some(s),
+            RunStats::Baseline { .. } => None,
+        }
     }
 }

@@ -7,7 +7,7 @@ mod spec;
 
 pub use failures::{Connectivity, Failures};
 pub use grid::Grid;
-pub use spec::parse_spec;
+pub use spec::{parse_spec, parse_spec_capped};
 
 use crate::error::{Errors, InputError};
 use crate::limits;

@@ -20,6 +20,12 @@ fn err(spec: &str, msg: impl std::fmt::Display) -> InputError {
 /// every dimension); the default is 100 GB/s and 500 ns. Dimension 0 varies fastest in the
 /// node id. See README.md for every generator's dimensions.
 pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
+    parse_spec_capped(spec, limits::MAX_NODES)
+}
+
+/// `parse_spec`, refusing a generator of more than `max_npus` NPUs from its arguments alone,
+/// before anything is built (a server's limit: `hypercube:20` is a million nodes).
+pub fn parse_spec_capped(spec: &str, max_npus: usize) -> Result<Topology, InputError> {
     let spec = spec.trim();
     let (body, params) = match spec.split_once('@') {
         Some((b, p)) => (b, Some(p)),
@@ -29,218 +35,275 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
         .split_once(':')
         .ok_or_else(|| err(spec, format!("expected NAME:ARGS with NAME one of {}", GENERATORS.join(", "))))?;
     let (bw, lat) = parse_params(spec, params)?;
-    let dims_of = |n: usize| -> Result<Vec<LinkParams>, InputError> { per_dim(spec, n, &bw, &lat) };
-    let mut b;
-    match name {
-        "ring" => {
-            let (n, uni) = match args.split_once(':') {
-                Some((n, "uni")) => (n, true),
-                Some((_, other)) => {
-                    return Err(err(spec, format!("unknown ring option {other:?}; expected \"uni\"")));
-                }
-                None => (args, false),
-            };
-            let n = count(spec, n, 1)?;
-            let p = dims_of(1)?;
-            b = Builder::new(spec, n, 0)?;
-            for i in 0..n {
-                let j = (i + 1) % n;
-                if uni {
-                    b.uni(i, j, p[0]);
-                } else {
-                    b.bi(i, j, p[0]);
-                }
-            }
-        }
-        "mesh" | "torus" => {
-            let dims = dims_list(spec, args)?;
-            let p = dims_of(dims.len())?;
-            b = Builder::new(spec, product(spec, &dims)?, 0)?;
-            grid(&mut b, &dims, &p, name == "torus");
-        }
-        "hypercube" => {
-            let d = count(spec, args, 0)?;
-            if d > 20 {
-                return Err(err(spec, "hypercube dimension must be at most 20"));
-            }
-            let dims = vec![2; d];
-            let p = dims_of(d.max(1))?;
-            b = Builder::new(spec, 1 << d, 0)?;
-            grid(&mut b, &dims, &p, false);
-        }
-        "fc" => {
-            let n = count(spec, args, 1)?;
-            let p = dims_of(1)?;
-            b = Builder::new(spec, n, 0)?;
-            b.check_links(n.saturating_mul(n))?;
-            for i in 0..n {
-                for j in i + 1..n {
-                    b.bi(i, j, p[0]);
-                }
-            }
-        }
-        "switch" => {
-            let n = count(spec, args, 1)?;
-            let p = dims_of(1)?;
-            b = Builder::new(spec, n, 1)?;
-            for i in 0..n {
-                b.bi(i, n, p[0]);
-            }
-        }
-        "hyperx" => {
-            let dims = dims_list(spec, args)?;
-            let p = dims_of(dims.len())?;
-            let n = product(spec, &dims)?;
-            b = Builder::new(spec, n, 0)?;
-            b.check_links(n.saturating_mul(dims.iter().sum::<usize>()))?;
-            for_each_line(&dims, |d, members| {
-                for (x, &u) in members.iter().enumerate() {
-                    for &v in &members[x + 1..] {
-                        b.bi(u, v, p[d]);
-                    }
-                }
-            });
-        }
-        "dragonfly" => {
-            let (a, g) =
-                args.split_once(':').ok_or_else(|| err(spec, "expected dragonfly:A:G (A NPUs per group, G groups)"))?;
-            let (a, g) = (count(spec, a, 1)?, count(spec, g, 1)?);
-            let p = dims_of(2)?;
-            b = Builder::new(spec, a.saturating_mul(g), 0)?;
-            b.check_links(a.saturating_mul(a).saturating_mul(g).saturating_add(g.saturating_mul(g)))?;
-            for grp in 0..g {
-                for x in 0..a {
-                    for y in x + 1..a {
-                        b.bi(grp * a + x, grp * a + y, p[0]);
-                    }
-                }
-            }
-            // Group g's global link to group h leaves from router (index of h among g's peers) mod A,
-            // which spreads the G-1 global links of a group evenly over its routers.
-            let peer_index = |from: usize, to: usize| if to < from { to } else { to - 1 };
-            for g1 in 0..g {
-                for g2 in g1 + 1..g {
-                    let r1 = peer_index(g1, g2) % a;
-                    let r2 = peer_index(g2, g1) % a;
-                    b.bi(g1 * a + r1, g2 * a + r2, p[1]);
-                }
-            }
-        }
-        "hammingmesh" => {
-            let (board, grid_) = args
-                .split_once(':')
-                .ok_or_else(|| err(spec, "expected hammingmesh:AxB:RxC (A×B boards, R×C of them)"))?;
-            let bd = dims_list(spec, board)?;
-            let gd = dims_list(spec, grid_)?;
-            if bd.len() != 2 || gd.len() != 2 {
-                return Err(err(spec, "expected two-dimensional boards and board grid, e.g. hammingmesh:2x2:4x4"));
-            }
-            let p = dims_of(2)?;
-            let (a, bb, r, c) = (bd[0], bd[1], gd[0], gd[1]);
-            let width = a.saturating_mul(c);
-            let height = bb.saturating_mul(r);
-            let n = width.saturating_mul(height);
-            b = Builder::new(spec, n, width.saturating_add(height))?;
-            let id = |x: usize, y: usize| y * width + x;
-            // On-board 2D mesh links.
-            for y in 0..height {
-                for x in 0..width {
-                    if x % a + 1 < a {
-                        b.bi(id(x, y), id(x + 1, y), p[0]);
-                    }
-                    if y % bb + 1 < bb {
-                        b.bi(id(x, y), id(x, y + 1), p[0]);
-                    }
-                }
-            }
-            // One switch per global row joins the west and east edge NPUs of every board on it,
-            // one per global column the north and south edges (HammingMesh's row/column networks).
-            for y in 0..height {
-                let sw = n + y;
-                for bc in 0..c {
-                    b.bi(id(bc * a, y), sw, p[1]);
-                    b.bi(id(bc * a + a - 1, y), sw, p[1]);
-                }
-            }
-            for x in 0..width {
-                let sw = n + height + x;
-                for br in 0..r {
-                    b.bi(id(x, br * bb), sw, p[1]);
-                    b.bi(id(x, br * bb + bb - 1), sw, p[1]);
-                }
-            }
-        }
-        "hier" => {
-            let mut kinds = Vec::new();
-            let mut dims = Vec::new();
-            for part in args.split(',') {
-                let part = part.trim();
-                let k =
-                    ["ring", "fc", "switch", "mesh"].into_iter().find(|k| part.starts_with(k)).ok_or_else(|| {
-                        err(spec, format!("hier dimension {part:?}: expected ringN, fcN, switchN or meshN"))
-                    })?;
-                kinds.push(k);
-                dims.push(count(spec, &part[k.len()..], 1)?);
-            }
-            let p = dims_of(dims.len())?;
-            let n = product(spec, &dims)?;
-            let mut switches = 0usize;
-            for (d, k) in kinds.iter().enumerate() {
-                if *k == "switch" {
-                    switches = switches.saturating_add(n / dims[d]);
-                }
-            }
-            b = Builder::new(spec, n, switches)?;
-            let mut next_switch = n;
-            for_each_line(&dims, |d, members| match kinds[d] {
-                "ring" => {
-                    if members.len() > 1 {
-                        for i in 0..members.len() {
-                            b.bi(members[i], members[(i + 1) % members.len()], p[d]);
-                        }
-                    }
-                }
-                "mesh" => {
-                    for w in members.windows(2) {
-                        b.bi(w[0], w[1], p[d]);
-                    }
-                }
-                "fc" => {
-                    for (x, &u) in members.iter().enumerate() {
-                        for &v in &members[x + 1..] {
-                            b.bi(u, v, p[d]);
-                        }
-                    }
-                }
-                _ => {
-                    for &u in members {
-                        b.bi(u, next_switch, p[d]);
-                    }
-                    next_switch += 1;
-                }
-            });
-        }
-        "rail" => {
-            let dims = dims_list(spec, args)?;
-            if dims.len() != 2 {
-                return Err(err(spec, "expected rail:NxG (N nodes of G GPUs)"));
-            }
-            let (nodes, gpus) = (dims[0], dims[1]);
-            let p = dims_of(2)?;
-            let n = nodes.saturating_mul(gpus);
-            b = Builder::new(spec, n, nodes.saturating_add(gpus))?;
-            for node in 0..nodes {
-                for g in 0..gpus {
-                    b.bi(node * gpus + g, n + node, p[0]);
-                    b.bi(node * gpus + g, n + nodes + g, p[1]);
-                }
-            }
-        }
+    let cx = GenCtx { spec, bw, lat, max_npus };
+    let b = match name {
+        "ring" => ring(&cx, args)?,
+        "mesh" | "torus" => mesh_torus(&cx, args, name == "torus")?,
+        "hypercube" => hypercube(&cx, args)?,
+        "fc" => fc(&cx, args)?,
+        "switch" => switch(&cx, args)?,
+        "hyperx" => hyperx(&cx, args)?,
+        "dragonfly" => dragonfly(&cx, args)?,
+        "hammingmesh" => hammingmesh(&cx, args)?,
+        "hier" => hier(&cx, args)?,
+        "rail" => rail(&cx, args)?,
         other => {
             return Err(err(spec, format!("unknown generator {other:?}; expected one of {}", GENERATORS.join(", "))));
         }
-    }
+    };
     Ok(b.finish())
+}
+
+/// What every generator needs besides its arguments: the whole spec (for messages), the link
+/// parameters after `@` and the NPU cap.
+struct GenCtx<'a> {
+    spec: &'a str,
+    bw: Vec<f64>,
+    lat: Vec<f64>,
+    max_npus: usize,
+}
+
+impl GenCtx<'_> {
+    /// Link parameters of each of `n` dimensions.
+    fn dims(&self, n: usize) -> Result<Vec<LinkParams>, InputError> {
+        per_dim(self.spec, n, &self.bw, &self.lat)
+    }
+    fn builder(&self, npus: usize, switches: usize) -> Result<Builder, InputError> {
+        Builder::new(self.spec, npus, switches, self.max_npus)
+    }
+}
+
+/// `ring:N` (bidirectional) or `ring:N:uni`.
+fn ring(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let (n, uni) = match args.split_once(':') {
+        Some((n, "uni")) => (n, true),
+        Some((_, other)) => {
+            return Err(err(cx.spec, format!("unknown ring option {other:?}; expected \"uni\"")));
+        }
+        None => (args, false),
+    };
+    let n = count(cx.spec, n, 1)?;
+    let p = cx.dims(1)?;
+    let mut b = cx.builder(n, 0)?;
+    for i in 0..n {
+        let j = (i + 1) % n;
+        if uni {
+            b.uni(i, j, p[0]);
+        } else {
+            b.bi(i, j, p[0]);
+        }
+    }
+    Ok(b)
+}
+
+/// `mesh:AxBx..`, or `torus:AxBx..` with `wrap`.
+fn mesh_torus(cx: &GenCtx, args: &str, wrap: bool) -> Result<Builder, InputError> {
+    let dims = dims_list(cx.spec, args)?;
+    let p = cx.dims(dims.len())?;
+    let mut b = cx.builder(product(cx.spec, &dims)?, 0)?;
+    grid(&mut b, &dims, &p, wrap);
+    Ok(b)
+}
+
+/// `hypercube:D`: 2^D NPUs.
+fn hypercube(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let d = count(cx.spec, args, 0)?;
+    if d > 20 {
+        return Err(err(cx.spec, "hypercube dimension must be at most 20"));
+    }
+    let dims = vec![2; d];
+    let p = cx.dims(d.max(1))?;
+    let mut b = cx.builder(1 << d, 0)?;
+    grid(&mut b, &dims, &p, false);
+    Ok(b)
+}
+
+/// `fc:N`: fully connected.
+fn fc(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let n = count(cx.spec, args, 1)?;
+    let p = cx.dims(1)?;
+    let mut b = cx.builder(n, 0)?;
+    b.check_links(n.saturating_mul(n))?;
+    for i in 0..n {
+        for j in i + 1..n {
+            b.bi(i, j, p[0]);
+        }
+    }
+    Ok(b)
+}
+
+/// `switch:N`: N NPUs on one switch.
+fn switch(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let n = count(cx.spec, args, 1)?;
+    let p = cx.dims(1)?;
+    let mut b = cx.builder(n, 1)?;
+    for i in 0..n {
+        b.bi(i, n, p[0]);
+    }
+    Ok(b)
+}
+
+/// `hyperx:AxBx..`: every line of the grid fully connected.
+fn hyperx(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let dims = dims_list(cx.spec, args)?;
+    let p = cx.dims(dims.len())?;
+    let n = product(cx.spec, &dims)?;
+    let mut b = cx.builder(n, 0)?;
+    b.check_links(n.saturating_mul(dims.iter().sum::<usize>()))?;
+    for_each_line(&dims, |d, members| {
+        for (x, &u) in members.iter().enumerate() {
+            for &v in &members[x + 1..] {
+                b.bi(u, v, p[d]);
+            }
+        }
+    });
+    Ok(b)
+}
+
+/// `dragonfly:A:G`: G fully connected groups of A NPUs, one global link between each two groups.
+fn dragonfly(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let (a, g) =
+        args.split_once(':').ok_or_else(|| err(cx.spec, "expected dragonfly:A:G (A NPUs per group, G groups)"))?;
+    let (a, g) = (count(cx.spec, a, 1)?, count(cx.spec, g, 1)?);
+    let p = cx.dims(2)?;
+    let mut b = cx.builder(a.saturating_mul(g), 0)?;
+    b.check_links(a.saturating_mul(a).saturating_mul(g).saturating_add(g.saturating_mul(g)))?;
+    for grp in 0..g {
+        for x in 0..a {
+            for y in x + 1..a {
+                b.bi(grp * a + x, grp * a + y, p[0]);
+            }
+        }
+    }
+    // Group g's global link to group h leaves from router (index of h among g's peers) mod A,
+    // which spreads the G-1 global links of a group evenly over its routers.
+    let peer_index = |from: usize, to: usize| if to < from { to } else { to - 1 };
+    for g1 in 0..g {
+        for g2 in g1 + 1..g {
+            let r1 = peer_index(g1, g2) % a;
+            let r2 = peer_index(g2, g1) % a;
+            b.bi(g1 * a + r1, g2 * a + r2, p[1]);
+        }
+    }
+    Ok(b)
+}
+
+/// `hammingmesh:AxB:RxC`: R×C boards of A×B NPUs, with row and column switches.
+fn hammingmesh(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let (board, grid_) =
+        args.split_once(':').ok_or_else(|| err(cx.spec, "expected hammingmesh:AxB:RxC (A×B boards, R×C of them)"))?;
+    let bd = dims_list(cx.spec, board)?;
+    let gd = dims_list(cx.spec, grid_)?;
+    if bd.len() != 2 || gd.len() != 2 {
+        return Err(err(cx.spec, "expected two-dimensional boards and board grid, e.g. hammingmesh:2x2:4x4"));
+    }
+    let p = cx.dims(2)?;
+    let (a, bb, r, c) = (bd[0], bd[1], gd[0], gd[1]);
+    let width = a.saturating_mul(c);
+    let height = bb.saturating_mul(r);
+    let n = width.saturating_mul(height);
+    let mut b = cx.builder(n, width.saturating_add(height))?;
+    let id = |x: usize, y: usize| y * width + x;
+    // On-board 2D mesh links.
+    for y in 0..height {
+        for x in 0..width {
+            if x % a + 1 < a {
+                b.bi(id(x, y), id(x + 1, y), p[0]);
+            }
+            if y % bb + 1 < bb {
+                b.bi(id(x, y), id(x, y + 1), p[0]);
+            }
+        }
+    }
+    // One switch per global row joins the west and east edge NPUs of every board on it,
+    // one per global column the north and south edges (HammingMesh's row/column networks).
+    for y in 0..height {
+        let sw = n + y;
+        for bc in 0..c {
+            b.bi(id(bc * a, y), sw, p[1]);
+            b.bi(id(bc * a + a - 1, y), sw, p[1]);
+        }
+    }
+    for x in 0..width {
+        let sw = n + height + x;
+        for br in 0..r {
+            b.bi(id(x, br * bb), sw, p[1]);
+            b.bi(id(x, br * bb + bb - 1), sw, p[1]);
+        }
+    }
+    Ok(b)
+}
+
+/// `hier:ringN,fcM,switchK,meshL,..`: one network kind per dimension.
+fn hier(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let mut kinds = Vec::new();
+    let mut dims = Vec::new();
+    for part in args.split(',') {
+        let part = part.trim();
+        let k = ["ring", "fc", "switch", "mesh"]
+            .into_iter()
+            .find(|k| part.starts_with(k))
+            .ok_or_else(|| err(cx.spec, format!("hier dimension {part:?}: expected ringN, fcN, switchN or meshN")))?;
+        kinds.push(k);
+        dims.push(count(cx.spec, &part[k.len()..], 1)?);
+    }
+    let p = cx.dims(dims.len())?;
+    let n = product(cx.spec, &dims)?;
+    let mut switches = 0usize;
+    for (d, k) in kinds.iter().enumerate() {
+        if *k == "switch" {
+            switches = switches.saturating_add(n / dims[d]);
+        }
+    }
+    let mut b = cx.builder(n, switches)?;
+    let mut next_switch = n;
+    for_each_line(&dims, |d, members| match kinds[d] {
+        "ring" => {
+            if members.len() > 1 {
+                for i in 0..members.len() {
+                    b.bi(members[i], members[(i + 1) % members.len()], p[d]);
+                }
+            }
+        }
+        "mesh" => {
+            for w in members.windows(2) {
+                b.bi(w[0], w[1], p[d]);
+            }
+        }
+        "fc" => {
+            for (x, &u) in members.iter().enumerate() {
+                for &v in &members[x + 1..] {
+                    b.bi(u, v, p[d]);
+                }
+            }
+        }
+        _ => {
+            for &u in members {
+                b.bi(u, next_switch, p[d]);
+            }
+            next_switch += 1;
+        }
+    });
+    Ok(b)
+}
+
+/// `rail:NxG`: N nodes of G GPUs, a switch per node and one per rail (GPU index).
+fn rail(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
+    let dims = dims_list(cx.spec, args)?;
+    if dims.len() != 2 {
+        return Err(err(cx.spec, "expected rail:NxG (N nodes of G GPUs)"));
+    }
+    let (nodes, gpus) = (dims[0], dims[1]);
+    let p = cx.dims(2)?;
+    let n = nodes.saturating_mul(gpus);
+    let mut b = cx.builder(n, nodes.saturating_add(gpus))?;
+    for node in 0..nodes {
+        for g in 0..gpus {
+            b.bi(node * gpus + g, n + node, p[0]);
+            b.bi(node * gpus + g, n + nodes + g, p[1]);
+        }
+    }
+    Ok(b)
 }
 
 struct Builder {
@@ -251,9 +314,12 @@ struct Builder {
 }
 
 impl Builder {
-    fn new(spec: &str, npus: usize, switches: usize) -> Result<Builder, InputError> {
+    fn new(spec: &str, npus: usize, switches: usize, max_npus: usize) -> Result<Builder, InputError> {
         if npus.saturating_add(switches) > limits::MAX_NODES {
             return Err(err(spec, format!("more than {} nodes", limits::MAX_NODES)));
+        }
+        if npus > max_npus {
+            return Err(err(spec, format!("{npus} NPUs: at most {max_npus} are accepted")));
         }
         Ok(Builder { npus, switches, links: Vec::new(), seen: HashSet::new() })
     }

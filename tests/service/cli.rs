@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-fn ccsynth(args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn ccsynth(args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
         .args(args)
         .stdin(Stdio::piped())

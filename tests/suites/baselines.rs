@@ -1,11 +1,10 @@
 //! Baselines against the papers: closed forms on their home topologies, Swing's peer function
 //! and deficiency, refusals.
 
-mod common;
+use crate::common::*;
 use ccsynth::baselines::{self, BaselineError};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, BaselineFailure};
-use common::*;
 
 const ALPHA: f64 = 500.0;
 const BW: f64 = 100.0;

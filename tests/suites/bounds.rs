@@ -1,11 +1,10 @@
 //! Lower bounds: closed forms, the min-cut bound against a brute-force oracle over all node
 //! sets, and soundness (no valid schedule beats a bound).
 
-mod common;
+use crate::common::*;
 use ccsynth::bounds::{lower_bounds, min_cut};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::topology::{Link, LinkInput, Topology, TopologyInput};
-use common::*;
 use proptest::prelude::*;
 
 #[test]

@@ -1,10 +1,9 @@
 //! Collectives: chunk counts, sizes and conditions of every kind; bad requests; reachability
 //! measured only where the collective needs it.
 
-mod common;
+use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::topology::{Failures, Topology};
-use common::*;
 
 fn pairs(v: &[[u32; 2]]) -> Vec<(u32, u32)> {
     v.iter().map(|p| (p[0], p[1])).collect()

@@ -1,48 +1,108 @@
-//! The shared conformance suite: one body run over every producer (synthesizers, and the
-//! baselines as they land) × topology × collective. Every schedule a producer emits must
-//! validate and must not beat the lower bound; a producer may refuse a case, with a reason,
-//! but never emit an invalid schedule or panic.
+//! The shared conformance suite: one body run over every producer × topology × collective.
+//! The producers come from the engine's registry (every synthesizer, with option variants
+//! where listed here, and every baseline), and all go through the engine's one front door,
+//! `engine::Request::new` + `engine::run`, so a new registry entry joins the suite without
+//! an edit here. Every schedule a producer emits must validate, must not beat the lower bound
+//! and must declare its simulated time; a producer may refuse a case, with a reason, but never
+//! emit an invalid schedule or panic.
 
-mod common;
+use crate::common::*;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
-use ccsynth::engine::{self, SynthFailure, SynthRequest};
+use ccsynth::engine::{self, registry};
 use ccsynth::schedule::Schedule;
-use ccsynth::ten::SwitchModel;
 use ccsynth::topology::{Failures, Topology};
-use common::*;
 
-fn greedy_with(t: &Topology, spec: &CollectiveSpec, model: SwitchModel) -> Result<Schedule, String> {
-    let mut req = SynthRequest::new(t.clone(), spec.clone());
-    req.switch_model = model;
-    req.seed = 7;
-    match engine::synthesize(&req, &|| false) {
-        Ok(out) => Ok(out.schedule),
-        Err(SynthFailure::Engine(e)) => panic!("the engine let an invalid schedule through: {e}"),
-        Err(e) => Err(e.to_string()),
+/// The ILP runs only where it has a chance within its short budget.
+const ILP_MAX_NPUS: usize = 9;
+
+/// One way of producing schedules: an algorithm of the registry with its options.
+struct Producer {
+    /// How failures name it: `greedy`, `greedy/unwind:1`, `ilp`, `baseline ring`.
+    name: String,
+    /// The registry name the request carries.
+    algorithm: String,
+    options: engine::Options,
+    /// Cases on more NPUs are not given to it.
+    max_npus: Option<usize>,
+}
+
+impl Producer {
+    fn new(name: impl Into<String>, algorithm: &str, options: engine::Options) -> Producer {
+        Producer { name: name.into(), algorithm: algorithm.to_string(), options, max_npus: None }
+    }
+
+    fn serves(&self, t: &Topology) -> bool {
+        self.max_npus.is_none_or(|max| t.npus() <= max)
+    }
+
+    fn is_baseline(&self) -> bool {
+        !registry::SYNTHESIZERS.contains(&self.algorithm.as_str())
     }
 }
 
-fn baseline(name: &str, t: &Topology, spec: &CollectiveSpec) -> Result<Schedule, String> {
-    match engine::baseline(name, t, spec) {
-        Ok((s, _)) => Ok(s),
-        Err(engine::BaselineFailure::Engine(e)) => panic!("{name} produced an invalid schedule: {e}"),
-        Err(e) => Err(format!("refused: {e}")),
+/// Every producer: each synthesizer of the registry (the greedy with seed 7 under each switch
+/// model, the ILP with a 2 s budget on small cases, any other with its defaults), then every
+/// baseline and three Kolmakov variants.
+fn producers() -> Vec<Producer> {
+    let mut v = Vec::new();
+    for &name in registry::SYNTHESIZERS {
+        match name {
+            "greedy" => {
+                for model in [None, Some("unwind:1"), Some("unwind:bi")] {
+                    let options =
+                        engine::Options { seed: Some(7), switch_model: model.map(String::from), ..Default::default() };
+                    let display = model.map_or_else(|| name.to_string(), |m| format!("{name}/{m}"));
+                    v.push(Producer::new(display, name, options));
+                }
+            }
+            "ilp" => {
+                let options = engine::Options { time_limit_s: Some(2.0), ..Default::default() };
+                v.push(Producer { max_npus: Some(ILP_MAX_NPUS), ..Producer::new(name, name, options) });
+            }
+            other => v.push(Producer::new(other, other, engine::Options::default())),
+        }
     }
-}
-
-fn producers() -> Vec<(String, Box<dyn Fn(&Topology, &CollectiveSpec) -> Result<Schedule, String>>)> {
-    let mut v: Vec<(String, Box<dyn Fn(&Topology, &CollectiveSpec) -> Result<Schedule, String>>)> = vec![
-        ("greedy".into(), Box::new(|t, s| greedy_with(t, s, SwitchModel::Native))),
-        ("greedy/unwind:1".into(), Box::new(|t, s| greedy_with(t, s, SwitchModel::Unwind { degree: 1 }))),
-        ("greedy/unwind:bi".into(), Box::new(|t, s| greedy_with(t, s, SwitchModel::UnwindBiRing))),
-    ];
-    for name in ccsynth::baselines::names() {
-        v.push((format!("baseline {name}"), Box::new(move |t, s| baseline(name, t, s))));
-    }
-    for name in ["kolmakov-r1", "kolmakov-r2", "kolmakov-r3"] {
-        v.push((format!("baseline {name}"), Box::new(move |t, s| baseline(name, t, s))));
+    for name in registry::baseline_names().into_iter().chain(["kolmakov-r1", "kolmakov-r2", "kolmakov-r3"]) {
+        v.push(Producer::new(format!("baseline {name}"), name, engine::Options::default()));
     }
     v
+}
+
+/// Runs `p` on one case through the engine's front door. A refusal (bad input, or a case the
+/// algorithm does not serve) is `Err` with its reason, prefixed `refused: ` for a baseline; a
+/// schedule that fails the engine's own gate is a bug and panics.
+fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedule, engine::RunStats), String> {
+    let refusal = |reason: String| {
+        assert!(!reason.is_empty(), "{}: a refusal without a reason", p.name);
+        if p.is_baseline() { format!("refused: {reason}") } else { reason }
+    };
+    let rs = engine::RequestSpec {
+        target: engine::Target::One(spec.clone()),
+        algorithm: p.algorithm.clone(),
+        options: p.options.clone(),
+    };
+    let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).map_err(|e| refusal(e.to_string()))?;
+    match engine::run(&req, engine::Control::none()) {
+        Ok(out) => Ok((out.schedule, out.stats)),
+        Err(engine::Error::Internal(e)) => panic!("{}: the engine let an invalid schedule through: {e}", p.name),
+        Err(engine::Error::Cancelled) => panic!("{}: cancelled, though nothing asked it to stop", p.name),
+        Err(e @ (engine::Error::Input(_) | engine::Error::Unsupported(_))) => Err(refusal(e.to_string())),
+    }
+}
+
+/// The conformance body: the schedule validates, does not beat the lower bound, and declares
+/// the time the simulator gives.
+fn conform(what: &str, s: &Schedule) {
+    let r = engine::check(s);
+    assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
+    let time = r.collective_time_ns.unwrap_or_else(|| panic!("{what}: a valid schedule has no simulated time"));
+    let bound = r.lower_bound_ns.unwrap_or_else(|| panic!("{what}: a valid schedule has no lower bound"));
+    assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
+    assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
+}
+
+fn describe(p: &Producer, tname: &str, spec: &CollectiveSpec) -> String {
+    format!("{} on {tname}: {:?} k={} group={:?}", p.name, spec.kind, spec.chunks_per_npu, spec.group)
 }
 
 fn topologies() -> Vec<(String, Topology)> {
@@ -114,27 +174,21 @@ fn collectives(t: &Topology) -> Vec<CollectiveSpec> {
 
 #[test]
 fn every_producer_on_every_topology_and_collective() {
+    // The ILP runs these very cases, with its statistics checked too, in
+    // `the_ilp_on_every_small_topology_and_collective` below: not twice.
+    let producers: Vec<Producer> = producers().into_iter().filter(|p| p.algorithm != "ilp").collect();
     let mut produced = 0;
     let mut refused = Vec::new();
     for (tname, t) in topologies() {
         for spec in collectives(&t) {
-            for (pname, produce) in &producers() {
-                let what =
-                    format!("{pname} on {tname}: {:?} k={} group={:?}", spec.kind, spec.chunks_per_npu, spec.group);
-                match produce(&t, &spec) {
-                    Ok(s) => {
-                        let r = engine::check(&s);
-                        assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
-                        let time = r.collective_time_ns.unwrap();
-                        let bound = r.lower_bound_ns.unwrap();
-                        assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
-                        assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
+            for p in producers.iter().filter(|p| p.serves(&t)) {
+                let what = describe(p, &tname, &spec);
+                match produce(p, &t, &spec) {
+                    Ok((s, _)) => {
+                        conform(&what, &s);
                         produced += 1;
                     }
-                    Err(reason) => {
-                        assert!(!reason.is_empty());
-                        refused.push(format!("{what}: {reason}"));
-                    }
+                    Err(reason) => refused.push(format!("{what}: {reason}")),
                 }
             }
         }
@@ -142,26 +196,25 @@ fn every_producer_on_every_topology_and_collective() {
     // The greedy serves every case; only baselines may refuse.
     let greedy_refused: Vec<&String> = refused.iter().filter(|r| r.starts_with("greedy")).collect();
     assert!(greedy_refused.is_empty(), "refused: {greedy_refused:#?}");
-    assert!(refused.iter().all(|r| r.contains("refused: ")));
+    assert!(refused.iter().all(|r| r.contains("refused: ")), "{refused:#?}");
     assert!(produced > 1500, "{produced}");
 }
 
 #[test]
 fn every_producer_for_p_from_2_to_33() {
+    let producers = producers();
     let mut produced = 0;
     for p in 2..=33usize {
-        for spec in [format!("ring:{p}"), format!("fc:{p}")] {
-            let t = topo(&spec);
+        for tspec in [format!("ring:{p}"), format!("fc:{p}")] {
+            let t = topo(&tspec);
             for kind in [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce] {
                 let mut c = CollectiveSpec::new(kind, 3 << 20);
                 if kind.needs_root() {
                     c.root = Some(p / 2);
                 }
-                for (pname, produce) in &producers() {
-                    if let Ok(s) = produce(&t, &c) {
-                        let r = engine::check(&s);
-                        assert!(r.valid, "{pname} on {spec} {kind:?}: {:?}", &r.violations[..1]);
-                        assert!(r.collective_time_ns.unwrap() >= r.lower_bound_ns.unwrap() * (1.0 - 1e-9));
+                for producer in producers.iter().filter(|x| x.serves(&t)) {
+                    if let Ok((s, _)) = produce(producer, &t, &c) {
+                        conform(&format!("{} on {tspec}: {kind:?}", producer.name), &s);
                         produced += 1;
                     }
                 }
@@ -179,24 +232,25 @@ fn directed_topologies_never_make_a_producer_panic() {
             "links": [{"src": 0, "dst": 1}, {"src": 0, "dst": 2}, {"src": 0, "dst": 3}]}"#,
     )
     .unwrap();
+    let producers: Vec<Producer> = producers().into_iter().filter(|p| p.serves(&star)).collect();
     let mut produced = 0;
     for kind in [K::Broadcast, K::Scatter] {
         let spec = CollectiveSpec::new(kind, 4096).with_root(0);
-        for (pname, produce) in &producers() {
-            if let Ok(s) = produce(&star, &spec) {
-                assert!(engine::check(&s).valid, "{pname} {kind:?}");
+        for p in &producers {
+            if let Ok((s, _)) = produce(p, &star, &spec) {
+                conform(&describe(p, "the out-star", &spec), &s);
                 produced += 1;
             }
         }
-        // Everything else is refused as bad input, never a panic.
-        for other in [K::AllGather, K::AllReduce, K::Gather] {
-            let mut bad = CollectiveSpec::new(other, 4096);
-            if other.needs_root() {
-                bad.root = Some(0);
-            }
-            for (_, produce) in &producers() {
-                assert!(produce(&star, &bad).is_err());
-            }
+    }
+    // Everything else is refused as bad input, never a panic.
+    for other in [K::AllGather, K::AllReduce, K::Gather] {
+        let mut bad = CollectiveSpec::new(other, 4096);
+        if other.needs_root() {
+            bad.root = Some(0);
+        }
+        for p in &producers {
+            assert!(produce(p, &star, &bad).is_err(), "{}", describe(p, "the out-star", &bad));
         }
     }
     assert!(produced >= 4, "{produced}");
@@ -207,26 +261,19 @@ fn directed_topologies_never_make_a_producer_panic() {
 /// bound, and never takes more TEN steps than the greedy warm start it began from.
 #[test]
 fn the_ilp_on_every_small_topology_and_collective() {
+    let ilp = producers().into_iter().find(|p| p.algorithm == "ilp").expect("the registry offers the ilp");
     let mut produced = 0;
     let mut optimal = 0;
-    for (tname, t) in topologies().into_iter().filter(|(_, t)| t.npus() <= 9) {
+    for (tname, t) in topologies().into_iter().filter(|(_, t)| ilp.serves(t)) {
         for spec in collectives(&t) {
-            let what = format!("ilp on {tname}: {:?} k={} group={:?}", spec.kind, spec.chunks_per_npu, spec.group);
-            let mut req = SynthRequest::new(t.clone(), spec.clone());
-            req.algorithm = "ilp".into();
-            req.ilp.time_limit_s = 2.0;
-            let out = match engine::synthesize(&req, &|| false) {
-                Ok(out) => out,
-                Err(SynthFailure::Engine(e)) => panic!("{what}: the engine let an invalid schedule through: {e}"),
-                Err(e) => panic!("{what}: refused: {e}"),
-            };
-            let r = engine::check(&out.schedule);
-            assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
-            assert!(r.collective_time_ns.unwrap() >= r.lower_bound_ns.unwrap() * (1.0 - 1e-9), "{what}");
-            let s = out.stats.ilp.as_ref().unwrap();
-            assert!(s.horizon <= s.greedy_horizon && s.horizon_lower_bound <= s.horizon, "{what}: {s:?}");
-            assert_eq!(s.horizon, out.stats.ten_timesteps, "{what}");
-            optimal += (s.status == ccsynth::synth::ilp::IlpStatus::Optimal) as usize;
+            let what = describe(&ilp, &tname, &spec);
+            let (s, stats) = produce(&ilp, &t, &spec).unwrap_or_else(|reason| panic!("{what}: refused: {reason}"));
+            conform(&what, &s);
+            let st = stats.synthesis().unwrap_or_else(|| panic!("{what}: no synthesis statistics"));
+            let i = st.ilp.as_ref().unwrap_or_else(|| panic!("{what}: no ILP statistics"));
+            assert!(i.horizon <= i.greedy_horizon && i.horizon_lower_bound <= i.horizon, "{what}: {i:?}");
+            assert_eq!(i.horizon, st.ten_timesteps, "{what}");
+            optimal += (i.status == engine::IlpStatus::Optimal) as usize;
             produced += 1;
         }
     }

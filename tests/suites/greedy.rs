@@ -1,11 +1,10 @@
 //! The greedy synthesizer: determinism, known step optima, TACOS's own fixtures, refusals.
 
-mod common;
+use crate::common::*;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{SynthFailure, SynthRequest, synthesize};
 use ccsynth::ten::SwitchModel;
 use ccsynth::topology::Failures;
-use common::*;
 
 fn request(spec: &str, kind: K, size: u64) -> SynthRequest {
     SynthRequest::new(topo(spec), CollectiveSpec::new(kind, size))

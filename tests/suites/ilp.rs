@@ -3,12 +3,11 @@
 //! lengthens the optimum, one removed never shortens it), the time-out path, time clustering,
 //! the TACCL-like variant, the LP dump, cancellation and option errors.
 
-mod common;
+use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, SynthFailure, SynthOutput, SynthRequest};
 use ccsynth::synth::ilp::{IlpOptions, IlpStats, IlpStatus};
 use ccsynth::topology::Topology;
-use common::*;
 use proptest::prelude::*;
 
 fn ilp_request(t: &Topology, spec: CollectiveSpec, time_limit_s: f64) -> SynthRequest {
@@ -98,7 +97,8 @@ fn ilp_never_takes_more_steps_than_the_greedy_on_the_same_ten() {
         }
         for c in colls {
             let collective = Collective::build(&c, &t).unwrap();
-            for seed in [5u64] {
+            {
+                let seed = 5u64;
                 let opts = GreedyOptions { seed, switch_model: Default::default(), discretization_ns: None };
                 let (_, g) = greedy(&t, &collective, &opts, &|| false).unwrap();
                 let mut req = ilp_request(&t, c.clone(), 20.0);

@@ -3,7 +3,6 @@
 //! schedules with their data flow scrambled, the validator reports exactly what a naive
 //! replay over `BTreeSet`s (the oracle, written from docs/FORMAT.md) finds.
 
-mod common;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine;
 use ccsynth::schedule::{Op, Schedule, Transfer};
@@ -108,8 +107,8 @@ fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
         let mut cand = Vec::new();
         for u in 0..t.npus() {
             for (v, path) in routes(t, u) {
-                for ch in 0..c.num_chunks {
-                    if held[u][ch] && !held[v][ch] {
+                for (ch, (&at_u, &at_v)) in held[u].iter().zip(&held[v]).enumerate() {
+                    if at_u && !at_v {
                         cand.push((u, v, path.clone(), ch));
                     }
                 }
@@ -121,7 +120,9 @@ fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
             cand.swap(i, j);
         }
         let mut targeted = std::collections::HashSet::new();
-        let mut msgs: BTreeMap<(usize, usize, Option<Vec<u32>>), Vec<u32>> = BTreeMap::new();
+        // (src, dst, path) -> chunks of one message.
+        type Messages = BTreeMap<(usize, usize, Option<Vec<u32>>), Vec<u32>>;
+        let mut msgs = Messages::new();
         for (i, (u, v, path, ch)) in cand.into_iter().enumerate() {
             if (i == 0 || rng.coin()) && targeted.insert((v, ch)) {
                 msgs.entry((u, v, path)).or_default().push(ch as u32);
@@ -277,7 +278,9 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
     let mut order: Vec<usize> = (0..s.transfers.len()).collect();
     order.sort_by_key(|&i| (s.transfers[i].step, i));
     for group in order.chunk_by(|&a, &b| s.transfers[a].step == s.transfers[b].step) {
-        let mut writes: BTreeMap<(u32, u32), Vec<(usize, Op, BTreeSet<u32>)>> = BTreeMap::new();
+        // (npu, slot) -> the step's writes to it: (transfer, op, contributions).
+        type Writes = BTreeMap<(u32, u32), Vec<(usize, Op, BTreeSet<u32>)>>;
+        let mut writes = Writes::new();
         for &i in group {
             let t = &s.transfers[i];
             // Entry j reads slot chunks[j] at src and writes slot dst_chunks[j] at dst.

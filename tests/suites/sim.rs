@@ -1,12 +1,11 @@
 //! Simulator: closed-form α-β times, link sharing, paths, γ, and the hand-written example.
 
-mod common;
+use crate::common::*;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine;
 use ccsynth::schedule::{Schedule, Transfer};
 use ccsynth::sim::simulate;
 use ccsynth::topology::Topology;
-use common::*;
 
 const ALPHA: f64 = 500.0;
 const BW: f64 = 100.0;

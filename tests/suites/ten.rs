@@ -1,9 +1,8 @@
 //! The time-expanded network: spans, native and unwound switches, distances.
 
-mod common;
+use crate::common::*;
 use ccsynth::ten::{SwitchModel, Ten, TenError};
 use ccsynth::topology::Topology;
-use common::*;
 
 #[test]
 fn spans_follow_the_discretization() {

@@ -1,8 +1,7 @@
 //! Topology JSON (errors name their path), canonical output, generators and failures.
 
-mod common;
+use crate::common::*;
 use ccsynth::topology::{Failures, Topology, parse_spec, parse_topology};
-use common::*;
 
 #[test]
 fn rejections_name_the_path_and_what_was_expected() {
@@ -114,7 +113,8 @@ fn degree_stats(t: &Topology) -> (usize, usize) {
 #[test]
 fn generators_build_the_named_shapes() {
     // (spec, npus, switches, directed links, min and max NPU out-degree)
-    let cases: &[(&str, usize, usize, usize, (usize, usize))] = &[
+    type Case = (&'static str, usize, usize, usize, (usize, usize));
+    let cases: &[Case] = &[
         ("ring:8", 8, 0, 16, (2, 2)),
         ("ring:8:uni", 8, 0, 8, (1, 1)),
         ("ring:2", 2, 0, 2, (1, 1)),

@@ -1,12 +1,11 @@
 //! Validator: one deliberately broken schedule per violation kind (exact verdicts), the
 //! step semantics, and valid schedules that must pass.
 
-mod common;
+use crate::common::*;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine;
 use ccsynth::schedule::{Op, Schedule, Transfer};
 use ccsynth::validate::{ViolationKind as V, validate};
-use common::*;
 
 /// All-gather on ring:3:uni, 3 chunks: two steps of i -> i+1.
 fn ag3() -> Schedule {

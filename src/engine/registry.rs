@@ -1,0 +1,140 @@
+//! The algorithm registry: every algorithm the engine runs (the synthesizers and the
+//! hand-built baselines), what each serves and which options it reads. Doors list and check
+//! algorithms here only; adding an algorithm is an entry here and an arm in `engine::run`.
+
+use crate::collective::CollectiveKind;
+use crate::error::InputError;
+use serde::Serialize;
+
+pub use crate::baselines::BaselineInfo;
+
+/// An algorithm the engine can run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// The randomized greedy matcher on the time-expanded network.
+    Greedy,
+    /// The integer program on the time-expanded network (HiGHS).
+    Ilp,
+    /// A hand-built algorithm, by its registry name (`ring`, `swing-bandwidth`, `kolmakov-r2`).
+    Baseline(String),
+}
+
+impl Algorithm {
+    /// The algorithm of that name (baseline variants such as `kolmakov-r2` included).
+    pub fn parse(name: &str) -> Option<Algorithm> {
+        match name {
+            "greedy" => Some(Algorithm::Greedy),
+            "ilp" => Some(Algorithm::Ilp),
+            b if crate::baselines::is_known(b) => Some(Algorithm::Baseline(b.to_string())),
+            _ => None,
+        }
+    }
+
+    /// Its name as requests and schedules spell it.
+    pub fn name(&self) -> &str {
+        match self {
+            Algorithm::Greedy => "greedy",
+            Algorithm::Ilp => "ilp",
+            Algorithm::Baseline(b) => b,
+        }
+    }
+
+    /// Whether it synthesizes (rather than builds a fixed pattern).
+    pub fn is_synthesizer(&self) -> bool {
+        !matches!(self, Algorithm::Baseline(_))
+    }
+}
+
+/// The synthesizers the engine offers.
+pub const SYNTHESIZERS: &[&str] = &["greedy", "ilp"];
+
+/// A synthesizer as `/v1/algorithms` lists it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SynthesizerInfo {
+    /// Its name in requests.
+    pub name: &'static str,
+    /// Always `synthesizer`.
+    pub kind: &'static str,
+    /// The collectives it serves.
+    pub collectives: Vec<CollectiveKind>,
+    /// The `options` fields it reads.
+    pub options: &'static [&'static str],
+}
+
+/// Every algorithm, as `GET /v1/algorithms` answers.
+#[derive(Clone, Debug, Serialize)]
+pub struct Listing {
+    /// The synthesizers.
+    pub synthesizers: Vec<SynthesizerInfo>,
+    /// The hand-built algorithms.
+    pub baselines: Vec<BaselineInfo>,
+}
+
+/// The whole registry.
+pub fn listing() -> Listing {
+    let all: Vec<CollectiveKind> =
+        CollectiveKind::ALL.iter().copied().filter(|k| *k != CollectiveKind::Custom).collect();
+    Listing {
+        synthesizers: vec![
+            SynthesizerInfo {
+                name: "greedy",
+                kind: "synthesizer",
+                collectives: all.clone(),
+                options: &["seed", "seeds", "chunks_per_npu", "switch_model", "discretization"],
+            },
+            SynthesizerInfo {
+                name: "ilp",
+                kind: "synthesizer",
+                collectives: all,
+                options: &[
+                    "seed",
+                    "chunks_per_npu",
+                    "time_limit_s",
+                    "switch_model",
+                    "discretization",
+                    "ignore_congestion",
+                    "window",
+                ],
+            },
+        ],
+        baselines: baselines(),
+    }
+}
+
+/// Every baseline with what it supports (`ccsynth baseline --list`).
+pub fn baselines() -> Vec<BaselineInfo> {
+    crate::baselines::list()
+}
+
+/// The baselines `compare` runs by default.
+pub fn baseline_names() -> Vec<&'static str> {
+    crate::baselines::names()
+}
+
+/// Every algorithm name: the synthesizers, then the baselines (variants by their pattern).
+pub fn names() -> Vec<&'static str> {
+    let mut v = SYNTHESIZERS.to_vec();
+    v.extend(baseline_names());
+    v.push(crate::baselines::KOLMAKOV_VARIANTS);
+    v
+}
+
+/// Whether the named baseline serves `kind` (false for unknown names).
+pub fn baseline_supports(name: &str, kind: CollectiveKind) -> bool {
+    crate::baselines::info(name).is_some_and(|b| b.collectives.contains(&kind))
+}
+
+/// Checks a list of baseline names (`compare --algos`); the error names `field`.
+pub fn check_baselines<'a>(field: &str, list: &'a [String]) -> Result<Vec<&'a str>, InputError> {
+    match list.iter().find(|a| !crate::baselines::is_known(a.trim())) {
+        Some(a) => Err(InputError::new(
+            field,
+            format!(
+                "unknown baseline {a:?}; expected some of {}, {}",
+                baseline_names().join(", "),
+                crate::baselines::KOLMAKOV_VARIANTS
+            ),
+        )),
+        None => Ok(list.iter().map(|a| a.trim()).collect()),
+    }
+}

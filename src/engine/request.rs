@@ -1,0 +1,299 @@
+//! `engine::Request`: what every door (CLI, HTTP, batch, bench) asks the engine for, in one
+//! wire form (`RequestSpec`), checked once against the caller's `Limits` into a `Request`
+//! whose errors name the request's own fields (`collective.chunks_per_npu`, `options.seeds`).
+
+use super::registry::Algorithm;
+use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
+use crate::error::InputError;
+use crate::synth::ilp::IlpOptions;
+use crate::ten::SwitchModel;
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+
+/// The options of a request, as the API's `options` object names them. Every field is
+/// optional; `Request::new` fills in the defaults. Options that an algorithm does not use are
+/// ignored by it (`window` means nothing to the greedy).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// Random seed (default 0); the same seed gives the same schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Seeds `seed..seed+seeds` are tried and the best by simulated time kept (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<usize>,
+    /// Threads for the seeds (and HiGHS). Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// Overrides `collective.chunks_per_npu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks_per_npu: Option<u32>,
+    /// The ILP's overall budget in seconds (default 60, at most `Limits::max_solve_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_limit_s: Option<f64>,
+    /// The ILP's cap on one HiGHS solve, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solve_time_limit_s: Option<f64>,
+    /// `native`, `unwind:D` or `unwind:bi` (default `native`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch_model: Option<String>,
+    /// TEN timestep in ns (default: chosen from the links).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discretization: Option<f64>,
+    /// The ILP without its congestion constraint (TACCL-like).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_congestion: Option<bool>,
+    /// The ILP's time clustering window, in timesteps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    /// Keep each ILP phase's LP text in the output (`--dump-lp`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_lp: bool,
+}
+
+/// What is to be run: one collective, or several at once (multi-tenant).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// One collective.
+    One(CollectiveSpec),
+    /// Several collectives synthesized jointly; a synthesizer's job only.
+    Tenants(Vec<CollectiveSpec>),
+}
+
+/// A request in its wire form, before any check: the topology is given beside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestSpec {
+    /// What to run.
+    pub target: Target,
+    /// An algorithm name of the registry (`greedy`, `ilp`, a baseline).
+    pub algorithm: String,
+    /// How to run it.
+    pub options: Options,
+}
+
+impl RequestSpec {
+    /// One collective with the default algorithm (`greedy`) and options.
+    pub fn new(collective: CollectiveSpec) -> RequestSpec {
+        RequestSpec { target: Target::One(collective), algorithm: "greedy".into(), options: Options::default() }
+    }
+}
+
+/// What a caller allows: the library's own limits by default, narrowed by a server's flags.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// NPUs in the topology.
+    pub max_npus: usize,
+    /// Chunks of the collective (NPUs × chunks per NPU for most kinds), estimated before
+    /// anything is allocated.
+    pub max_chunks: usize,
+    /// Cap on `options.time_limit_s`, seconds.
+    pub max_solve_s: f64,
+    /// Cap on `options.seeds`.
+    pub max_seeds: usize,
+    /// Cap on `options.threads`.
+    pub max_threads: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_npus: crate::limits::MAX_NODES,
+            max_chunks: crate::limits::MAX_CHUNKS,
+            max_solve_s: crate::limits::MAX_SOLVE_TIME_S,
+            max_seeds: crate::limits::MAX_SEEDS,
+            max_threads: crate::limits::MAX_THREADS,
+        }
+    }
+}
+
+/// The default ILP budget, seconds (capped by `Limits::max_solve_s`).
+pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
+
+/// A checked request: everything `engine::run` needs, defaults filled in.
+#[derive(Clone, Debug)]
+pub struct Request {
+    /// Where to run.
+    pub topology: Topology,
+    /// What to run (chunks per NPU as `options.chunks_per_npu` set it).
+    pub target: Target,
+    /// What runs it.
+    pub algorithm: Algorithm,
+    /// The first seed.
+    pub seed: u64,
+    /// Seeds tried (1 for everything but the greedy).
+    pub seeds: usize,
+    /// Threads for the seeds and HiGHS.
+    pub threads: usize,
+    /// How switches appear in the time-expanded network.
+    pub switch_model: SwitchModel,
+    /// The TEN timestep, if given.
+    pub discretization_ns: Option<f64>,
+    /// The ILP's options (its `time_limit_s` is the request's budget).
+    pub ilp: IlpOptions,
+    /// The collectives made concrete on the topology, in `target` order.
+    pub(crate) built: Vec<Collective>,
+}
+
+impl Request {
+    /// Checks `spec` against `topology` and `limits`: every field once, sizes before anything
+    /// is allocated for them. Errors name the request's fields (`algorithm`,
+    /// `collective.root`, `options.seeds`, `tenants[1].kind`, …).
+    pub fn new(topology: Topology, spec: RequestSpec, limits: &Limits) -> Result<Request, InputError> {
+        let algorithm = Algorithm::parse(&spec.algorithm).ok_or_else(|| {
+            InputError::new(
+                "algorithm",
+                format!("{:?}: expected one of {}", spec.algorithm, super::registry::names().join(", ")),
+            )
+        })?;
+        check_npus(&topology, limits)?;
+        let o = &spec.options;
+        let tenants = matches!(spec.target, Target::Tenants(_));
+        let mut targets: Vec<(String, CollectiveSpec)> = match spec.target {
+            Target::One(c) => vec![("collective".to_string(), c)],
+            Target::Tenants(list) => {
+                if list.is_empty() {
+                    return Err(InputError::new("tenants", "expected at least one collective"));
+                }
+                if !algorithm.is_synthesizer() {
+                    return Err(InputError::new(
+                        "tenants",
+                        format!("{} runs one collective; several at once need greedy or ilp", algorithm.name()),
+                    ));
+                }
+                list.into_iter().enumerate().map(|(i, c)| (format!("tenants[{i}]"), c)).collect()
+            }
+        };
+        let mut built = Vec::with_capacity(targets.len());
+        for (path, c) in &mut targets {
+            if let Some(k) = o.chunks_per_npu {
+                c.chunks_per_npu = k;
+            }
+            check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
+            built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
+        }
+        if let Algorithm::Baseline(name) = &algorithm {
+            let kind = targets[0].1.kind;
+            if !super::registry::baseline_supports(name, kind) {
+                return Err(InputError::new("algorithm", format!("{name} does not support {}", kind.name())));
+            }
+        }
+        let seeds = o.seeds.unwrap_or(1);
+        if seeds == 0 || seeds > limits.max_seeds {
+            return Err(InputError::new("options.seeds", format!("{seeds}: expected 1..={}", limits.max_seeds)));
+        }
+        if seeds > 1 && algorithm == Algorithm::Ilp {
+            // Refused rather than ignored: the seed only picks the ILP's warm start.
+            return Err(InputError::new(
+                "options.seeds",
+                format!("{seeds}: the ilp runs one seed (its greedy warm start); give seeds only with greedy"),
+            ));
+        }
+        let threads = o.threads.unwrap_or(1);
+        if threads == 0 || threads > limits.max_threads {
+            return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
+        }
+        let time_limit_s = o.time_limit_s.unwrap_or(DEFAULT_TIME_LIMIT_S.min(limits.max_solve_s));
+        if !(time_limit_s.is_finite() && time_limit_s > 0.0 && time_limit_s <= limits.max_solve_s) {
+            return Err(InputError::new(
+                "options.time_limit_s",
+                format!("{time_limit_s}: expected seconds in (0, {}]", limits.max_solve_s),
+            ));
+        }
+        if let Some(t) = o.solve_time_limit_s
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(InputError::new("options.solve_time_limit_s", format!("{t}: expected seconds > 0")));
+        }
+        let switch_model = match &o.switch_model {
+            None => SwitchModel::default(),
+            Some(s) => SwitchModel::parse(s).map_err(|e| InputError::new("options.switch_model", e))?,
+        };
+        if let Some(d) = o.discretization
+            && !(d.is_finite() && d > 0.0)
+        {
+            return Err(InputError::new("options.discretization", format!("{d}: expected nanoseconds > 0")));
+        }
+        if o.window == Some(0) {
+            return Err(InputError::new("options.window", "0: expected at least 1 timestep"));
+        }
+        let mut specs = targets.into_iter().map(|(_, c)| c);
+        let target = match (tenants, specs.next()) {
+            (false, Some(one)) => Target::One(one),
+            (_, first) => Target::Tenants(first.into_iter().chain(specs).collect()),
+        };
+        Ok(Request {
+            topology,
+            target,
+            algorithm,
+            seed: o.seed.unwrap_or(0),
+            seeds,
+            threads,
+            switch_model,
+            discretization_ns: o.discretization,
+            ilp: IlpOptions {
+                time_limit_s,
+                solve_time_limit_s: o.solve_time_limit_s,
+                threads: threads as u32,
+                ignore_congestion: o.ignore_congestion.unwrap_or(false),
+                window: o.window,
+                keep_lp: o.keep_lp,
+            },
+            built,
+        })
+    }
+
+    /// The first (or only) collective of the request.
+    pub fn collective(&self) -> &CollectiveSpec {
+        match &self.target {
+            Target::One(c) => c,
+            Target::Tenants(list) => &list[0],
+        }
+    }
+}
+
+/// Refuses a topology of more NPUs than the limit.
+pub(crate) fn check_npus(topology: &Topology, limits: &Limits) -> Result<(), InputError> {
+    if topology.npus() > limits.max_npus {
+        return Err(InputError::new(
+            "topology.npus",
+            format!("{} NPUs: at most {} are accepted", topology.npus(), limits.max_npus),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a collective whose chunk count, or whose conditions' (npu, chunk) pairs, would
+/// exceed the limits, from its parameters alone: nothing is allocated for it yet.
+pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Limits) -> Result<(), InputError> {
+    if c.kind == CollectiveKind::Custom {
+        // Custom conditions are listed in the request itself, so they are already bounded.
+        return match c.num_chunks {
+            Some(n) if n > limits.max_chunks => {
+                Err(InputError::new("num_chunks", format!("{n} chunks: at most {} are accepted", limits.max_chunks)))
+            }
+            _ => Ok(()),
+        };
+    }
+    let p = c.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len);
+    let k = c.chunks_per_npu as usize;
+    let chunks = crate::collective::chunk_count(c.kind, p, k);
+    let pairs = chunks.and_then(|n| crate::collective::condition_pairs(c.kind, p, n));
+    match (chunks, pairs) {
+        (Some(n), Some(pairs)) if n <= limits.max_chunks && pairs <= crate::limits::MAX_CONDITION_PAIRS => Ok(()),
+        (Some(n), _) if n <= limits.max_chunks => Err(InputError::new(
+            "chunks_per_npu",
+            format!(
+                "{k}: {n} chunks on {p} NPUs make more than {} (npu, chunk) pairs",
+                crate::limits::MAX_CONDITION_PAIRS
+            ),
+        )),
+        (n, _) => Err(InputError::new(
+            "chunks_per_npu",
+            format!(
+                "{k}: {} chunks on {p} NPUs; at most {} are accepted",
+                n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
+                limits.max_chunks
+            ),
+        )),
+    }
+}

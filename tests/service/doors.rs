@@ -1,0 +1,195 @@
+//! One front door: the same request through the CLI, the HTTP API and the bench gives the same
+//! schedule, or an error of the same kind naming the same field of the request.
+
+use super::api::{Db, call, start};
+use super::cli::ccsynth;
+use ccsynth::collective::{CollectiveKind, CollectiveSpec};
+use ccsynth::engine::{self, Options, RequestSpec};
+use serde_json::{Value, json};
+
+/// One request, spelled for each door.
+struct Case {
+    name: &'static str,
+    topology: &'static str,
+    kind: CollectiveKind,
+    size_bytes: u64,
+    chunks_per_npu: u32,
+    root: Option<usize>,
+    algorithm: &'static str,
+    options: Options,
+    /// `None`: a schedule; `Some(path)`: an input error naming this field.
+    error_at: Option<&'static str>,
+}
+
+impl Case {
+    fn collective(&self) -> CollectiveSpec {
+        let mut c = CollectiveSpec::new(self.kind, self.size_bytes).with_chunks_per_npu(self.chunks_per_npu);
+        c.root = self.root;
+        c
+    }
+
+    fn cli_args(&self) -> Vec<String> {
+        let synthesizer = matches!(self.algorithm, "greedy" | "ilp");
+        let mut a: Vec<String> = vec![if synthesizer { "synth" } else { "baseline" }.into()];
+        let mut flag = |f: &str, v: String| {
+            a.push(format!("--{f}"));
+            a.push(v);
+        };
+        flag("topology", self.topology.into());
+        flag("collective", self.kind.name().into());
+        flag("size", self.size_bytes.to_string());
+        flag("chunks-per-npu", self.chunks_per_npu.to_string());
+        flag("algo", self.algorithm.into());
+        if let Some(r) = self.root {
+            flag("root", r.to_string());
+        }
+        let o = &self.options;
+        if let Some(s) = o.seed {
+            flag("seed", s.to_string());
+        }
+        if let Some(s) = o.seeds {
+            flag("seeds", s.to_string());
+        }
+        if let Some(s) = &o.switch_model {
+            flag("switch-model", s.clone());
+        }
+        if let Some(t) = o.time_limit_s {
+            flag("time-limit", t.to_string());
+        }
+        a
+    }
+
+    fn api_body(&self) -> Value {
+        let mut options = serde_json::to_value(&self.options).unwrap();
+        options.as_object_mut().unwrap().retain(|_, v| !v.is_null());
+        json!({
+            "spec": self.topology,
+            "collective": self.collective(),
+            "algorithm": self.algorithm,
+            "options": options,
+            "wait_ms": 60000,
+        })
+    }
+
+    fn request(&self) -> RequestSpec {
+        RequestSpec {
+            algorithm: self.algorithm.into(),
+            options: self.options.clone(),
+            ..RequestSpec::new(self.collective())
+        }
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let base = |name, topology, kind, algorithm| Case {
+        name,
+        topology,
+        kind,
+        size_bytes: 1 << 16,
+        chunks_per_npu: 1,
+        root: None,
+        algorithm,
+        options: Options::default(),
+        error_at: None,
+    };
+    let mut v = Vec::new();
+    let mut c = base("greedy all-gather, seed 3", "ring:5", CollectiveKind::AllGather, "greedy");
+    c.options.seed = Some(3);
+    v.push(c);
+    let mut c = base("greedy all-reduce, 2 seeds", "torus:3x3", CollectiveKind::AllReduce, "greedy");
+    c.options.seeds = Some(2);
+    c.chunks_per_npu = 2;
+    v.push(c);
+    let mut c = base("unwound switch broadcast", "switch:4", CollectiveKind::Broadcast, "greedy");
+    c.root = Some(2);
+    c.options.switch_model = Some("unwind:1".into());
+    v.push(c);
+    v.push(base("a baseline", "torus:4x4", CollectiveKind::AllReduce, "swing-bandwidth"));
+    let mut c = base("ilp", "ring:4", CollectiveKind::AllGather, "ilp");
+    c.options.time_limit_s = Some(30.0);
+    v.push(c);
+
+    let mut c = base("no seeds", "ring:4", CollectiveKind::AllGather, "greedy");
+    c.options.seeds = Some(0);
+    c.error_at = Some("options.seeds");
+    v.push(c);
+    let mut c = base("unknown algorithm", "ring:4", CollectiveKind::AllGather, "fastest");
+    c.error_at = Some("algorithm");
+    v.push(c);
+    let mut c = base("a root where none is taken", "ring:4", CollectiveKind::AllGather, "greedy");
+    c.root = Some(1);
+    c.error_at = Some("collective.root");
+    v.push(c);
+    let mut c = base("a baseline that does not serve the kind", "ring:4", CollectiveKind::Scatter, "swing-bandwidth");
+    c.root = Some(0);
+    c.error_at = Some("algorithm");
+    v.push(c);
+    let mut c = base("bad switch model", "switch:4", CollectiveKind::AllGather, "greedy");
+    c.options.switch_model = Some("unwind:zero".into());
+    c.error_at = Some("options.switch_model");
+    v.push(c);
+    let mut c = base("no time", "ring:4", CollectiveKind::AllGather, "ilp");
+    c.options.time_limit_s = Some(0.0);
+    c.error_at = Some("options.time_limit_s");
+    v.push(c);
+    let mut c = base("seeds for the ilp", "ring:4", CollectiveKind::AllGather, "ilp");
+    c.options.seeds = Some(3);
+    c.error_at = Some("options.seeds");
+    v.push(c);
+    // The 130-byte request that used to crash the server: 2^25 chunks at 4096 NPUs.
+    let mut c = base("broadcast of 2^25 chunks on 4096 NPUs", "ring:4096", CollectiveKind::Broadcast, "greedy");
+    c.root = Some(0);
+    c.chunks_per_npu = 1 << 25;
+    c.error_at = Some("collective.chunks_per_npu");
+    v.push(c);
+    v
+}
+
+/// The transfers and time of a schedule document, the parts that must agree across doors.
+fn essence(doc: &Value) -> (Value, Value, Value) {
+    (doc["algorithm"].clone(), doc["transfers"].clone(), doc["collective_time_ns"].clone())
+}
+
+#[test]
+fn cli_api_and_bench_agree_on_every_request() {
+    let server = start(Db::Sqlite);
+    for case in cases() {
+        let name = case.name;
+        // CLI.
+        let args = case.cli_args();
+        let o = ccsynth(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        // Bench.
+        let bench = ccsynth::bench::run_request(case.topology, case.request());
+        // API.
+        let (code, body) = call(&server, "POST", "/v1/syntheses", Some(case.api_body()));
+        match case.error_at {
+            Some(field) => {
+                assert_eq!(o.status.code(), Some(2), "{name}: CLI exit; stderr {stderr}");
+                assert!(stderr.contains(&format!("{field}: ")), "{name}: the CLI names {field}: {stderr}");
+                match bench {
+                    Err(engine::Error::Input(e)) => {
+                        assert_eq!(e.errors[0].path, field, "{name}: bench: {e}");
+                    }
+                    Err(e) => panic!("{name}: bench gave another kind of error: {e}"),
+                    Ok(_) => panic!("{name}: bench accepted it"),
+                }
+                assert_eq!(code, 422, "{name}: API status; {body}");
+                assert_eq!(body["errors"][0]["path"], field, "{name}: API: {body}");
+            }
+            None => {
+                assert_eq!(o.status.code(), Some(0), "{name}: CLI: {stderr}");
+                let cli: Value = serde_json::from_slice(&o.stdout).unwrap();
+                let out = bench.unwrap_or_else(|e| panic!("{name}: bench: {e}"));
+                let bench = serde_json::to_value(&out.schedule).unwrap();
+                assert_eq!(code, 201, "{name}: API: {body}");
+                let url = body["schedule_url"].as_str().unwrap_or_else(|| panic!("{name}: {body}"));
+                let (code, api) = call(&server, "GET", url, None);
+                assert_eq!(code, 200);
+                assert_eq!(essence(&cli), essence(&bench), "{name}: CLI and bench differ");
+                assert_eq!(essence(&api), essence(&bench), "{name}: API and bench differ");
+                assert!(bench["transfers"].as_array().is_some_and(|t| !t.is_empty()), "{name}: nothing moved");
+            }
+        }
+    }
+}

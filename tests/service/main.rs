@@ -1,0 +1,8 @@
+//! The binary and the HTTP service, black-box: the CLI as scripts use it (`cli`, through the
+//! real `ccsynth` executable) and the service over real TCP on SQLite and PostgreSQL (`api`).
+//! `doors` drives the CLI, the API and the bench with one table of requests. Run alone with
+//! `cargo test --test service`.
+
+mod api;
+mod cli;
+mod doors;

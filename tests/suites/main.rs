@@ -1,0 +1,17 @@
+//! The library's integration suites in one test binary: topology, collectives, TEN, the
+//! validator, simulator and lower bounds, the greedy and ILP synthesizers, the baselines, the
+//! shared conformance suite and the property tests. Run alone with `cargo test --test suites`.
+
+mod common;
+
+mod baselines;
+mod bounds;
+mod collective;
+mod conformance;
+mod greedy;
+mod ilp;
+mod random_schedules;
+mod sim;
+mod ten;
+mod topology;
+mod validate;

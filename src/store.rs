@@ -19,6 +19,60 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("unsupported database URL {0:?}: expected sqlite:… or postgres://…")]
     Url(String),
+    #[error("jobs table: {0}")]
+    Status(#[from] UnknownJobStatus),
+}
+
+/// A job's state. `as_str()` is what `jobs.status` holds and what the API serves: the SQL
+/// binds it, never spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobStatus {
+    pub const ALL: [JobStatus; 5] =
+        [JobStatus::Queued, JobStatus::Running, JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled];
+
+    /// The stored (and JSON) spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            JobStatus::Queued => "queued",
+            JobStatus::Running => "running",
+            JobStatus::Succeeded => "succeeded",
+            JobStatus::Failed => "failed",
+            JobStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether the job is over (it will not run again).
+    pub fn is_ended(&self) -> bool {
+        matches!(self, JobStatus::Succeeded | JobStatus::Failed | JobStatus::Cancelled)
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A status value that names no [`JobStatus`].
+#[derive(Debug, thiserror::Error)]
+#[error("unknown job status {0:?}")]
+pub struct UnknownJobStatus(pub String);
+
+impl std::str::FromStr for JobStatus {
+    type Err = UnknownJobStatus;
+
+    fn from_str(s: &str) -> Result<JobStatus, UnknownJobStatus> {
+        JobStatus::ALL.into_iter().find(|v| v.as_str() == s).ok_or_else(|| UnknownJobStatus(s.to_string()))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,7 +110,7 @@ pub struct JobRow {
     pub request_key: String,
     pub request: String,
     pub algorithm: String,
-    pub status: String,
+    pub status: JobStatus,
     pub progress: f64,
     pub message: Option<String>,
     pub error: Option<String>,
@@ -66,12 +120,37 @@ pub struct JobRow {
     pub finished_at: Option<i64>,
 }
 
+/// A worker's claim on a job: the job and the time it was claimed (`started_at`, which every
+/// new claim of the same job changes, since a lease must lapse before it can be re-claimed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub job_id: String,
+    pub claimed_at: i64,
+}
+
+impl JobRow {
+    /// The claim this row records, if it is running.
+    pub fn lease(&self) -> Option<Lease> {
+        match (self.status, self.started_at) {
+            (JobStatus::Running, Some(claimed_at)) => Some(Lease { job_id: self.id.clone(), claimed_at }),
+            _ => None,
+        }
+    }
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// Whether `id` could be one of ours (`new_id`'s 32 hex digits). Anything else, a `%00` or a
+/// megabyte of text, names no row and is answered "not found" without asking the database
+/// (PostgreSQL refuses a NUL byte in text with an error, not an empty result).
+pub fn plausible_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 const TOPOLOGY_COLS: &str = "id, digest, body, npus, switches, links, connected, parent_id, failures, created_at";
@@ -92,7 +171,7 @@ fn topology_row(r: &sqlx::any::AnyRow) -> Result<TopologyRow, sqlx::Error> {
     })
 }
 
-fn job_row(r: &sqlx::any::AnyRow) -> Result<JobRow, sqlx::Error> {
+fn job_row(r: &sqlx::any::AnyRow) -> Result<JobRow, StoreError> {
     Ok(JobRow {
         id: r.try_get("id")?,
         batch_id: r.try_get("batch_id")?,
@@ -100,7 +179,7 @@ fn job_row(r: &sqlx::any::AnyRow) -> Result<JobRow, sqlx::Error> {
         request_key: r.try_get("request_key")?,
         request: r.try_get("request")?,
         algorithm: r.try_get("algorithm")?,
-        status: r.try_get("status")?,
+        status: r.try_get::<String, _>("status")?.parse()?,
         progress: r.try_get("progress")?,
         message: r.try_get("message")?,
         error: r.try_get("error")?,
@@ -188,6 +267,9 @@ impl Store {
     }
 
     pub async fn topology(&self, id: &str) -> Result<Option<TopologyRow>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
         let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
         Ok(row.as_ref().map(topology_row).transpose()?)
@@ -203,6 +285,9 @@ impl Store {
     }
 
     pub async fn delete_topology(&self, id: &str) -> Result<bool, StoreError> {
+        if !plausible_id(id) {
+            return Ok(false);
+        }
         let r = sqlx::query("DELETE FROM topologies WHERE id = $1").bind(id).execute(&self.pool).await?;
         Ok(r.rows_affected() > 0)
     }
@@ -217,6 +302,9 @@ impl Store {
     }
 
     pub async fn batch_exists(&self, id: &str) -> Result<bool, StoreError> {
+        if !plausible_id(id) {
+            return Ok(false);
+        }
         Ok(sqlx::query("SELECT id FROM batches WHERE id = $1").bind(id).fetch_optional(&self.pool).await?.is_some())
     }
 
@@ -231,7 +319,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, 'queued', 0, $7)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)",
         )
         .bind(id)
         .bind(batch_id.map(str::to_string))
@@ -239,6 +327,7 @@ impl Store {
         .bind(key)
         .bind(request)
         .bind(algorithm)
+        .bind(JobStatus::Queued.as_str())
         .bind(now_ms())
         .execute(&self.pool)
         .await?;
@@ -246,28 +335,54 @@ impl Store {
     }
 
     pub async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
         let q = format!("SELECT {JOB_COLS} FROM jobs WHERE id = $1");
         let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
-        Ok(row.as_ref().map(job_row).transpose()?)
+        row.as_ref().map(job_row).transpose()
     }
 
     pub async fn batch_jobs(&self, batch_id: &str) -> Result<Vec<JobRow>, StoreError> {
+        if !plausible_id(batch_id) {
+            return Ok(Vec::new());
+        }
         let q = format!("SELECT {JOB_COLS} FROM jobs WHERE batch_id = $1 ORDER BY created_at, id");
         let rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(batch_id).fetch_all(&self.pool).await?;
-        Ok(rows.iter().map(job_row).collect::<Result<_, _>>()?)
+        rows.iter().map(job_row).collect()
     }
 
     /// The newest succeeded job with this request key (a cache hit).
     pub async fn succeeded_with_key(&self, key: &str) -> Result<Option<JobRow>, StoreError> {
         let q = format!(
-            "SELECT {JOB_COLS} FROM jobs WHERE request_key = $1 AND status = 'succeeded' ORDER BY finished_at DESC LIMIT 1"
+            "SELECT {JOB_COLS} FROM jobs WHERE request_key = $1 AND status = $2 ORDER BY finished_at DESC LIMIT 1"
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(key).fetch_optional(&self.pool).await?;
-        Ok(row.as_ref().map(job_row).transpose()?)
+        let row = sqlx::query(sqlx::AssertSqlSafe(q))
+            .bind(key)
+            .bind(JobStatus::Succeeded.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    /// The oldest queued or running job with this request key: an identical request in flight,
+    /// which a new one joins instead of solving the same thing twice.
+    pub async fn active_with_key(&self, key: &str) -> Result<Option<JobRow>, StoreError> {
+        let q = format!(
+            "SELECT {JOB_COLS} FROM jobs WHERE request_key = $1 AND status IN ($2, $3) ORDER BY created_at, id LIMIT 1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(q))
+            .bind(key)
+            .bind(JobStatus::Queued.as_str())
+            .bind(JobStatus::Running.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_row).transpose()
     }
 
     pub async fn queued_count(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = 'queued'")
+        Ok(sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = $1")
+            .bind(JobStatus::Queued.as_str())
             .fetch_one(&self.pool)
             .await?
             .try_get("n")?)
@@ -278,81 +393,139 @@ impl Store {
     pub async fn claim_job(&self, lease_ms: i64) -> Result<Option<JobRow>, StoreError> {
         let now = now_ms();
         let lock = if self.backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+        // $3 is `running` (the new status and message), $4 `queued`.
         let q = format!(
-            "UPDATE jobs SET status = 'running', started_at = $1, lease_until = $2, progress = 0, message = 'running' \
-             WHERE id = (SELECT id FROM jobs WHERE status = 'queued' OR (status = 'running' AND lease_until < $1) \
+            "UPDATE jobs SET status = $3, started_at = $1, lease_until = $2, progress = 0, message = $3 \
+             WHERE id = (SELECT id FROM jobs WHERE status = $4 OR (status = $3 AND lease_until < $1) \
              ORDER BY created_at, id LIMIT 1{lock}) \
-             AND (status = 'queued' OR (status = 'running' AND lease_until < $1)) RETURNING {JOB_COLS}"
+             AND (status = $4 OR (status = $3 AND lease_until < $1)) RETURNING {JOB_COLS}"
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(now).bind(now + lease_ms).fetch_optional(&self.pool).await?;
-        Ok(row.as_ref().map(job_row).transpose()?)
+        let row = sqlx::query(sqlx::AssertSqlSafe(q))
+            .bind(now)
+            .bind(now + lease_ms)
+            .bind(JobStatus::Running.as_str())
+            .bind(JobStatus::Queued.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_row).transpose()
     }
 
-    pub async fn renew_lease(&self, id: &str, lease_ms: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET lease_until = $1 WHERE id = $2 AND status = 'running'")
+    /// Extends a lease; `false` when the job is no longer this claim's (it ended, or its lease
+    /// lapsed and another worker claimed it).
+    pub async fn renew_lease(&self, lease: &Lease, lease_ms: i64) -> Result<bool, StoreError> {
+        let r = sqlx::query("UPDATE jobs SET lease_until = $1 WHERE id = $2 AND status = $3 AND started_at = $4")
             .bind(now_ms() + lease_ms)
-            .bind(id)
+            .bind(&lease.job_id)
+            .bind(JobStatus::Running.as_str())
+            .bind(lease.claimed_at)
             .execute(&self.pool)
             .await?;
-        Ok(())
+        Ok(r.rows_affected() > 0)
     }
 
     /// Records a running job's progress.
     pub async fn set_progress(&self, id: &str, fraction: f64, message: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE jobs SET progress = $1, message = $2 WHERE id = $3 AND status = 'running'")
+        sqlx::query("UPDATE jobs SET progress = $1, message = $2 WHERE id = $3 AND status = $4")
             .bind(fraction)
             .bind(message)
             .bind(id)
+            .bind(JobStatus::Running.as_str())
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    /// Stores the schedule and marks the job succeeded, in one transaction.
+    /// Marks the job succeeded and stores its schedule, in one transaction, only if the job is
+    /// still running under this claim (compare-and-set): a worker whose lease lapsed, or whose
+    /// job was cancelled, writes nothing and gets `false`. So a job has at most one result.
     pub async fn finish_job(
         &self,
-        job_id: &str,
+        lease: &Lease,
         schedule_id: &str,
         topology_id: &str,
         body: &str,
         summary: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let now = now_ms();
+        let claimed = sqlx::query(
+            "UPDATE jobs SET status = $4, progress = 1, message = 'done', schedule_id = $1, finished_at = $2, \
+             lease_until = NULL WHERE id = $3 AND status = $5 AND started_at = $6",
+        )
+        .bind(schedule_id)
+        .bind(now)
+        .bind(&lease.job_id)
+        .bind(JobStatus::Succeeded.as_str())
+        .bind(JobStatus::Running.as_str())
+        .bind(lease.claimed_at)
+        .execute(&mut *tx)
+        .await?;
+        if claimed.rows_affected() == 0 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
         sqlx::query(
             "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(schedule_id)
-        .bind(job_id)
+        .bind(&lease.job_id)
         .bind(topology_id)
         .bind(body)
         .bind(summary)
         .bind(now)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "UPDATE jobs SET status = 'succeeded', progress = 1, message = 'done', schedule_id = $1, finished_at = $2, \
-             lease_until = NULL WHERE id = $3",
-        )
-        .bind(schedule_id)
-        .bind(now)
-        .bind(job_id)
-        .execute(&mut *tx)
-        .await?;
         tx.commit().await?;
-        Ok(())
+        Ok(true)
     }
 
-    /// Ends a job as `failed` or `cancelled` (unless it already ended).
-    pub async fn end_job(&self, id: &str, status: &str, error: Option<&str>) -> Result<bool, StoreError> {
+    /// Ends a running job as `Failed` or `Cancelled`, only if it is still this claim's.
+    pub async fn end_claimed(&self, lease: &Lease, status: JobStatus, error: Option<&str>) -> Result<bool, StoreError> {
+        debug_assert!(matches!(status, JobStatus::Failed | JobStatus::Cancelled), "end_claimed({status})");
         let r = sqlx::query(
             "UPDATE jobs SET status = $1, error = $2, message = $1, finished_at = $3, lease_until = NULL \
-             WHERE id = $4 AND status IN ('queued', 'running')",
+             WHERE id = $4 AND status = $5 AND started_at = $6",
         )
-        .bind(status)
+        .bind(status.as_str())
+        .bind(error.map(str::to_string))
+        .bind(now_ms())
+        .bind(&lease.job_id)
+        .bind(JobStatus::Running.as_str())
+        .bind(lease.claimed_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    /// Puts a job back in the queue if it is still running under this claim (graceful
+    /// shutdown).
+    pub async fn requeue_claimed(&self, lease: &Lease) -> Result<bool, StoreError> {
+        let r = sqlx::query(
+            "UPDATE jobs SET status = $2, lease_until = NULL, message = 'requeued' \
+             WHERE id = $1 AND status = $3 AND started_at = $4",
+        )
+        .bind(&lease.job_id)
+        .bind(JobStatus::Queued.as_str())
+        .bind(JobStatus::Running.as_str())
+        .bind(lease.claimed_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(r.rows_affected() > 0)
+    }
+
+    /// Ends a job as `Failed` or `Cancelled` (unless it already ended).
+    pub async fn end_job(&self, id: &str, status: JobStatus, error: Option<&str>) -> Result<bool, StoreError> {
+        debug_assert!(matches!(status, JobStatus::Failed | JobStatus::Cancelled), "end_job({status})");
+        let r = sqlx::query(
+            "UPDATE jobs SET status = $1, error = $2, message = $1, finished_at = $3, lease_until = NULL \
+             WHERE id = $4 AND status IN ($5, $6)",
+        )
+        .bind(status.as_str())
         .bind(error.map(str::to_string))
         .bind(now_ms())
         .bind(id)
+        .bind(JobStatus::Queued.as_str())
+        .bind(JobStatus::Running.as_str())
         .execute(&self.pool)
         .await?;
         Ok(r.rows_affected() > 0)
@@ -361,15 +534,20 @@ impl Store {
     /// Puts a running job back in the queue (graceful shutdown).
     pub async fn requeue(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET status = 'queued', lease_until = NULL, message = 'requeued' WHERE id = $1 AND status = 'running'",
+            "UPDATE jobs SET status = $2, lease_until = NULL, message = 'requeued' WHERE id = $1 AND status = $3",
         )
         .bind(id)
+        .bind(JobStatus::Queued.as_str())
+        .bind(JobStatus::Running.as_str())
         .execute(&self.pool)
         .await?;
         Ok(())
     }
 
     pub async fn schedule_body(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
         let row = sqlx::query("SELECT body, topology_id FROM schedules WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
@@ -381,6 +559,9 @@ impl Store {
     }
 
     pub async fn schedule_summary(&self, id: &str) -> Result<Option<String>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
         let row =
             sqlx::query("SELECT summary FROM schedules WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
         Ok(match row {
@@ -391,6 +572,9 @@ impl Store {
 
     /// The request of the job that produced a schedule.
     pub async fn schedule_request(&self, id: &str) -> Result<Option<String>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
         let row =
             sqlx::query("SELECT j.request AS request FROM schedules s JOIN jobs j ON j.id = s.job_id WHERE s.id = $1")
                 .bind(id)
@@ -400,5 +584,30 @@ impl Store {
             Some(r) => Some(r.try_get("request")?),
             None => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobStatus;
+
+    /// These spellings are in every database's `jobs.status` and in the API's JSON: they must
+    /// not change.
+    #[test]
+    fn job_status_spellings() {
+        let names = ["queued", "running", "succeeded", "failed", "cancelled"];
+        assert_eq!(JobStatus::ALL.len(), names.len());
+        for (status, name) in JobStatus::ALL.into_iter().zip(names) {
+            assert_eq!(status.as_str(), name);
+            assert_eq!(status.to_string(), name);
+            assert_eq!(name.parse::<JobStatus>().unwrap(), status);
+            assert_eq!(serde_json::to_string(&status).unwrap(), format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<JobStatus>(&format!("\"{name}\"")).unwrap(), status);
+        }
+        for unknown in ["", "Cancelled", "canceled", "done"] {
+            assert!(unknown.parse::<JobStatus>().is_err(), "{unknown:?}");
+        }
+        let ended: Vec<JobStatus> = JobStatus::ALL.into_iter().filter(JobStatus::is_ended).collect();
+        assert_eq!(ended, [JobStatus::Succeeded, JobStatus::Failed, JobStatus::Cancelled]);
     }
 }

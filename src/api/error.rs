@@ -39,6 +39,9 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+/// `Retry-After` of a 429, seconds.
+pub const RETRY_AFTER_S: &str = "5";
+
 #[derive(Serialize)]
 struct Problem<'a> {
     #[serde(rename = "type")]
@@ -95,6 +98,10 @@ impl IntoResponse for ApiError {
         };
         let mut resp = (status, serde_json::to_string(&body).unwrap_or_default()).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if let ApiError::QueueFull(_) = self {
+            // A full queue drains at the workers' pace: ask for a retry a few seconds on.
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+        }
         resp
     }
 }

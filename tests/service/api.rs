@@ -12,12 +12,12 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
-enum Db {
+pub(crate) enum Db {
     Sqlite,
     Postgres,
 }
 
-struct Server {
+pub(crate) struct Server {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     rt: Option<tokio::runtime::Runtime>,
@@ -79,7 +79,7 @@ fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
     server
 }
 
-fn start(db: Db) -> Server {
+pub(crate) fn start(db: Db) -> Server {
     start_with(db, |_| {})
 }
 
@@ -120,7 +120,7 @@ fn raw(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Resp 
     Resp { status, headers, body: body.to_string() }
 }
 
-fn call(s: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+pub(crate) fn call(s: &Server, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
     let r = raw(s.addr, method, path, body.map(|b| b.to_string().into_bytes()).as_deref());
     let v = serde_json::from_str(&r.body).unwrap_or(Value::String(r.body.clone()));
     (r.status, v)
@@ -184,6 +184,9 @@ on_both_databases!(
     regeneration_avoids_the_failed_link,
     the_validate_route_reports_both_verdicts,
     documented_examples_are_served,
+    a_job_has_one_result_even_when_its_lease_lapses,
+    oversized_requests_are_refused_before_they_are_built,
+    identical_requests_in_flight_share_one_job,
 );
 
 fn health_metadata_and_metrics(db: Db) {
@@ -324,6 +327,25 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
     assert_problem(&raw(s.addr, "GET", "/v1/jobs/unknown", None), 404);
     assert_problem(&raw(s.addr, "GET", "/v1/schedules/unknown", None), 404);
     assert_problem(&raw(s.addr, "GET", "/v1/schedules/unknown/summary", None), 404);
+    // A NUL byte (or anything else) in an id is a 404 on every route that takes one, never a
+    // 500 (PostgreSQL refuses NUL in text).
+    for (m, path) in [
+        ("GET", "/v1/topologies/a%00b"),
+        ("DELETE", "/v1/topologies/a%00b"),
+        ("GET", "/v1/jobs/a%00b"),
+        ("DELETE", "/v1/jobs/a%00b"),
+        ("GET", "/v1/batches/a%00b"),
+        ("GET", "/v1/schedules/a%00b"),
+        ("GET", "/v1/schedules/a%00b/summary"),
+        ("GET", "/v1/schedules/a%00b/comparison"),
+    ] {
+        assert_problem(&raw(s.addr, m, path, None), 404);
+    }
+    assert_problem(&raw(s.addr, "POST", "/v1/topologies/a%00b/failures", Some(b"{}")), 404);
+    assert_problem(&raw(s.addr, "POST", "/v1/schedules/a%00b/regenerate", Some(b"{}")), 404);
+    let body = json!({"topology_id": "a\u{0}b", "collective": {"kind": "all_gather", "size_bytes": 64}});
+    let r = raw(s.addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes()));
+    assert_eq!(assert_problem(&r, 422)["errors"][0]["path"], "topology_id");
 }
 
 fn errors_are_problems_with_the_right_status(db: Db) {
@@ -410,8 +432,10 @@ fn a_full_queue_is_a_429(db: Db) {
     wait_for_job(&s, running["id"].as_str().unwrap(), &["running"]);
     let (code, queued) = call(&s, "POST", "/v1/syntheses", Some(slow(2)));
     assert_eq!(code, 202);
-    let p = assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(slow(3).to_string().as_bytes())), 429);
+    let r = raw(s.addr, "POST", "/v1/syntheses", Some(slow(3).to_string().as_bytes()));
+    let p = assert_problem(&r, 429);
     assert!(p["detail"].as_str().unwrap().contains("queue"));
+    assert_eq!(r.header("retry-after"), Some("5"), "a 429 says when to come back");
     for j in [&running, &queued] {
         assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{}", j["id"].as_str().unwrap()), None).status, 200);
     }
@@ -571,6 +595,48 @@ fn the_validate_route_reports_both_verdicts(db: Db) {
     assert!(v["violation_count"].as_u64().unwrap() >= 1);
     assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(b"[1, 2")), 400);
     assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(br#"{"format": "other"}"#)), 422);
+    // The crash of the hostile-requests issue: a broadcast of 2^25 chunks on 4096 NPUs is
+    // refused from its parameters, before the validator allocates its tables.
+    let mut huge: Value = serde_json::from_str(&body).unwrap();
+    huge["collective"] = json!({"kind": "broadcast", "size_bytes": 1 << 25, "chunks_per_npu": 1 << 25, "root": 0});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(huge.to_string().as_bytes())), 422);
+    assert_eq!(p["errors"][0]["path"], "collective.chunks_per_npu", "{p}");
+}
+
+/// Requests are measured before anything is built for them: limits of the server, not of
+/// the library, and answers in milliseconds rather than a frozen server.
+fn oversized_requests_are_refused_before_they_are_built(db: Db) {
+    let s = start_with(db, |c| {
+        c.max_npus = 64;
+        c.max_body_bytes = 1 << 16;
+    });
+    let t = Instant::now();
+    for spec in ["hypercube:20", "torus:1024x1024", "ring:65", "fc:100000"] {
+        let (code, v) = call(
+            &s,
+            "POST",
+            "/v1/syntheses",
+            Some(json!({"spec": spec, "collective": {"kind": "all_gather", "size_bytes": 4096}})),
+        );
+        assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("spec")), "{spec}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains("at most 64"), "{spec}: {v}");
+        let (code, _) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": spec})));
+        assert_eq!(code, 422, "{spec}");
+    }
+    assert!(t.elapsed() < Duration::from_secs(20), "refusals took {:?}", t.elapsed());
+    // A collective too large for the server's chunk limit, on a topology it accepts.
+    let (code, v) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "ring:64", "collective": {"kind": "all_to_all", "size_bytes": 4096, "chunks_per_npu": 1024}}),
+        ),
+    );
+    assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("collective.chunks_per_npu")), "{v}");
+    // The validate route's body limit is the server's, answered as a problem.
+    let big = vec![b' '; 70_000];
+    assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(&big)), 413);
 }
 
 /// Every `value:` example in openapi.yaml is JSON the live server accepts on its route.
@@ -805,4 +871,73 @@ fn replicas_share_one_postgres_queue() {
         sqlx::Row::get(&row, "n")
     });
     assert_eq!(dupes, 0);
+}
+
+/// Completion is a compare-and-set on the claim: a worker whose lease lapsed mid-solve (and
+/// whose job another worker claimed) writes nothing, and a cancelled job stays cancelled.
+fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
+    use ccsynth::store::{JobStatus, Store, new_id};
+    let url = fresh_database(db);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Store::connect(&url).await.unwrap();
+        let [j1, j2, late, s1, again, s2] = std::array::from_fn(|_| new_id());
+        store.create_job(&j1, None, None, "key-1", "{}", "greedy").await.unwrap();
+        // A lease of 0 ms lapses at once: the job is claimable again while the first worker
+        // is still "solving".
+        let first = store.claim_job(0).await.unwrap().unwrap().lease().unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let second = store.claim_job(60_000).await.unwrap().expect("a lapsed job is claimed again").lease().unwrap();
+        assert_ne!(first, second);
+        assert!(!store.renew_lease(&first, 60_000).await.unwrap(), "the lapsed worker lost its lease");
+        assert!(store.renew_lease(&second, 60_000).await.unwrap());
+        assert!(!store.finish_job(&first, &late, "t", "{}", "{}").await.unwrap(), "the lapsed worker wrote");
+        assert!(store.finish_job(&second, &s1, "t", "{}", "{}").await.unwrap());
+        assert!(!store.finish_job(&second, &again, "t", "{}", "{}").await.unwrap(), "a second result");
+        assert!(!store.end_claimed(&second, JobStatus::Failed, Some("late")).await.unwrap());
+        let j = store.job(&j1).await.unwrap().unwrap();
+        assert_eq!((j.status, j.schedule_id.as_deref()), (JobStatus::Succeeded, Some(s1.as_str())));
+        assert!(store.schedule_body(&late).await.unwrap().is_none());
+        // Ids that could not be ours name nothing, on both backends (PostgreSQL refuses NUL).
+        for bad in ["a\0b", "../x", "", &"f".repeat(33)] {
+            assert!(store.job(bad).await.unwrap().is_none(), "{bad:?}");
+            assert!(store.schedule_body(bad).await.unwrap().is_none(), "{bad:?}");
+        }
+        assert!(store.schedule_body(&again).await.unwrap().is_none());
+
+        // Cancelled while running: the worker's result is dropped, the job stays cancelled.
+        store.create_job(&j2, None, None, "key-2", "{}", "greedy").await.unwrap();
+        let lease = store.claim_job(60_000).await.unwrap().unwrap().lease().unwrap();
+        assert!(store.end_job(&j2, JobStatus::Cancelled, None).await.unwrap());
+        assert!(!store.renew_lease(&lease, 60_000).await.unwrap());
+        assert!(!store.finish_job(&lease, &s2, "t", "{}", "{}").await.unwrap());
+        assert!(!store.requeue_claimed(&lease).await.unwrap());
+        let j = store.job(&j2).await.unwrap().unwrap();
+        assert_eq!((j.status, j.schedule_id), (JobStatus::Cancelled, None));
+    });
+}
+
+/// Twenty identical requests while the first is still solving make one job, not twenty.
+fn identical_requests_in_flight_share_one_job(db: Db) {
+    let s = start_with(db, |c| c.workers = 1);
+    let slow = json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500",
+                      "collective": {"kind": "all_gather", "size_bytes": 67108864},
+                      "algorithm": "ilp", "options": {"time_limit_s": 20}, "wait_ms": 0});
+    let ids: Vec<String> = (0..20)
+        .map(|_| {
+            let (code, v) = call(&s, "POST", "/v1/syntheses", Some(slow.clone()));
+            assert_eq!(code, 202, "{v}");
+            v["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    // `force` asks for a run of its own.
+    let mut forced = slow.clone();
+    forced["force"] = json!(true);
+    let (code, v) = call(&s, "POST", "/v1/syntheses", Some(forced));
+    assert_eq!(code, 202);
+    assert_ne!(v["id"].as_str().unwrap(), ids[0]);
+    for id in [ids[0].as_str(), v["id"].as_str().unwrap()] {
+        assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{id}"), None).status, 200);
+    }
 }

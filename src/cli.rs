@@ -50,43 +50,7 @@ pub enum Command {
         algos: Option<Vec<String>>,
     },
     /// Run the HTTP service (API v1, documented in openapi.yaml) until SIGTERM or Ctrl-C.
-    Serve {
-        /// Address to listen on (env CCSYNTH_ADDR).
-        #[arg(long, env = "CCSYNTH_ADDR", default_value = "127.0.0.1:8080")]
-        addr: String,
-        /// sqlite:PATH or postgres://… (env DATABASE_URL; default an SQLite file
-        /// ccsynth.db in the working directory).
-        #[arg(long, env = "DATABASE_URL", default_value = "sqlite:ccsynth.db")]
-        database_url: String,
-        /// Concurrent solves (default: the number of cores).
-        #[arg(long)]
-        workers: Option<usize>,
-        /// Jobs waiting beyond which new ones are refused with 429.
-        #[arg(long, default_value_t = 10_000)]
-        max_queue: i64,
-        /// Request body limit in bytes (413 beyond).
-        #[arg(long, default_value_t = 16 << 20)]
-        max_body_bytes: usize,
-        /// NPUs per topology.
-        #[arg(long, default_value_t = 4096)]
-        max_npus: usize,
-        /// Chunks per collective.
-        #[arg(long, default_value_t = 1 << 20)]
-        max_chunks: usize,
-        /// Cap on a request's time limit, seconds.
-        #[arg(long, default_value_t = 600.0)]
-        max_solve_s: f64,
-        /// A running job is run again by another worker when its lease lapses (ms).
-        #[arg(long, default_value_t = 15_000)]
-        lease_ms: i64,
-        /// On SIGTERM, time running jobs get before they go back to the queue (ms).
-        #[arg(long, default_value_t = 10_000)]
-        grace_ms: u64,
-        /// On SIGTERM, time the server keeps answering 503 to new work and to /readyz before
-        /// it closes the listener (ms).
-        #[arg(long, default_value_t = 1_000)]
-        drain_ms: u64,
-    },
+    Serve(Box<ServeArgs>),
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
         /// greedy or ilp (the ilp suite runs each case once; --runs applies to greedy).
@@ -104,6 +68,52 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `ccsynth serve`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on (env CCSYNTH_ADDR).
+    #[arg(long, env = "CCSYNTH_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// sqlite:PATH or postgres://… (env DATABASE_URL; default an SQLite file
+    /// ccsynth.db in the working directory).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite:ccsynth.db")]
+    pub database_url: String,
+    /// Concurrent solves (default: the number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Jobs waiting beyond which new ones are refused with 429.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_queue: i64,
+    /// Request body limit in bytes (413 beyond).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_body_bytes: usize,
+    /// NPUs per topology.
+    #[arg(long, default_value_t = 4096)]
+    pub max_npus: usize,
+    /// Chunks per collective.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_chunks: usize,
+    /// Cap on a request's time limit, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub max_solve_s: f64,
+    /// A running job is run again by another worker when its lease lapses (ms).
+    #[arg(long, default_value_t = 15_000)]
+    pub lease_ms: i64,
+    /// On SIGTERM, time running jobs get before they go back to the queue (ms).
+    #[arg(long, default_value_t = 10_000)]
+    pub grace_ms: u64,
+    /// On SIGTERM, time the server keeps answering 503 to new work and to /readyz before
+    /// it closes the listener (ms).
+    #[arg(long, default_value_t = 1_000)]
+    pub drain_ms: u64,
+    /// Claims of one job before it is failed (its worker keeps stopping without finishing).
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: i64,
+    /// Largest schedule JSON stored (bytes); a larger result fails its job with the reason.
+    #[arg(long, default_value_t = 512 << 20)]
+    pub max_result_bytes: usize,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -231,7 +241,7 @@ fn run(cmd: Command) -> Result<i32, String> {
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
         Command::Compare { target, json, algos } => compare_cmd(&target, json, algos.as_deref()),
-        serve @ Command::Serve { .. } => serve_cmd(serve),
+        Command::Serve(a) => serve_cmd(*a),
         Command::Bench { suite, runs, quick, filter, json } => bench_cmd(&suite, runs, quick, filter.as_deref(), json),
     }
 }
@@ -316,10 +326,9 @@ fn compare_cmd(target: &CollectiveArgs, json: bool, algos: Option<&[String]>) ->
     Ok(0)
 }
 
-/// `serve`: runs the HTTP service until it is stopped. Takes the whole `Command::Serve` (eleven
-/// flags, too many for parameters).
-fn serve_cmd(cmd: Command) -> Result<i32, String> {
-    let Command::Serve {
+/// `serve`: runs the HTTP service until it is stopped.
+fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
+    let ServeArgs {
         addr,
         database_url,
         workers,
@@ -331,10 +340,9 @@ fn serve_cmd(cmd: Command) -> Result<i32, String> {
         lease_ms,
         grace_ms,
         drain_ms,
-    } = cmd
-    else {
-        unreachable!("run passes only Command::Serve to serve_cmd");
-    };
+        max_attempts,
+        max_result_bytes,
+    } = a;
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
     let mut config = crate::api::Config::new(database_url);
     if let Some(w) = workers {
@@ -348,6 +356,8 @@ fn serve_cmd(cmd: Command) -> Result<i32, String> {
     config.lease_ms = lease_ms;
     config.grace_ms = grace_ms;
     config.drain_ms = drain_ms;
+    config.max_attempts = max_attempts.max(1);
+    config.max_result_bytes = max_result_bytes;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

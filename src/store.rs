@@ -277,7 +277,9 @@ impl Store {
 
     /// Topologies by creation, `limit` after `offset`, and the total count.
     pub async fn topologies(&self, offset: i64, limit: i64) -> Result<(Vec<TopologyRow>, i64), StoreError> {
-        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies ORDER BY created_at, id LIMIT $1 OFFSET $2");
+        // Without bodies: a page of 500 large topologies would load gigabytes to show counts.
+        let cols = TOPOLOGY_COLS.replace("body", "'' AS body");
+        let q = format!("SELECT {cols} FROM topologies ORDER BY created_at, id LIMIT $1 OFFSET $2");
         let rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(limit).bind(offset).fetch_all(&self.pool).await?;
         let total: i64 =
             sqlx::query("SELECT COUNT(*) AS n FROM topologies").fetch_one(&self.pool).await?.try_get("n")?;
@@ -389,13 +391,30 @@ impl Store {
     }
 
     /// Claims the oldest queued job, or a running one whose lease lapsed (its worker died),
-    /// for `lease_ms`. Exactly one caller gets a given job.
-    pub async fn claim_job(&self, lease_ms: i64) -> Result<Option<JobRow>, StoreError> {
+    /// for `lease_ms`. Exactly one caller gets a given job. A job is claimed at most
+    /// `max_attempts` times: one whose lease lapsed that often is failed instead (its worker
+    /// keeps dying on it, e.g. of memory, and would again).
+    pub async fn claim_job(&self, lease_ms: i64, max_attempts: i64) -> Result<Option<JobRow>, StoreError> {
         let now = now_ms();
+        sqlx::query(
+            "UPDATE jobs SET status = $1, error = $2, message = $1, finished_at = $3, lease_until = NULL \
+             WHERE status = $4 AND lease_until < $3 AND attempts >= $5",
+        )
+        .bind(JobStatus::Failed.as_str())
+        .bind(format!(
+            "the job was started {max_attempts} times and its worker stopped each time without finishing \
+             (a crash, or a lapsed lease); it is not tried again"
+        ))
+        .bind(now)
+        .bind(JobStatus::Running.as_str())
+        .bind(max_attempts)
+        .execute(&self.pool)
+        .await?;
         let lock = if self.backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
         // $3 is `running` (the new status and message), $4 `queued`.
         let q = format!(
-            "UPDATE jobs SET status = $3, started_at = $1, lease_until = $2, progress = 0, message = $3 \
+            "UPDATE jobs SET status = $3, started_at = $1, lease_until = $2, progress = 0, message = $3, \
+             attempts = attempts + 1 \
              WHERE id = (SELECT id FROM jobs WHERE status = $4 OR (status = $3 AND lease_until < $1) \
              ORDER BY created_at, id LIMIT 1{lock}) \
              AND (status = $4 OR (status = $3 AND lease_until < $1)) RETURNING {JOB_COLS}"
@@ -501,7 +520,7 @@ impl Store {
     /// shutdown).
     pub async fn requeue_claimed(&self, lease: &Lease) -> Result<bool, StoreError> {
         let r = sqlx::query(
-            "UPDATE jobs SET status = $2, lease_until = NULL, message = 'requeued' \
+            "UPDATE jobs SET status = $2, lease_until = NULL, message = 'requeued', attempts = attempts - 1 \
              WHERE id = $1 AND status = $3 AND started_at = $4",
         )
         .bind(&lease.job_id)
@@ -534,7 +553,8 @@ impl Store {
     /// Puts a running job back in the queue (graceful shutdown).
     pub async fn requeue(&self, id: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE jobs SET status = $2, lease_until = NULL, message = 'requeued' WHERE id = $1 AND status = $3",
+            "UPDATE jobs SET status = $2, lease_until = NULL, message = 'requeued', attempts = attempts - 1 \
+             WHERE id = $1 AND status = $3",
         )
         .bind(id)
         .bind(JobStatus::Queued.as_str())

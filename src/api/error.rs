@@ -21,6 +21,14 @@ pub enum ApiError {
     Unprocessable(InputError),
     #[error("the job queue is full ({0} queued)")]
     QueueFull(i64),
+    /// A body that is not `application/json` (the media type given).
+    #[error("the body must be application/json, not {0:?}")]
+    UnsupportedMediaType(String),
+    #[error("this route does not take that method")]
+    MethodNotAllowed,
+    /// A query string that does not parse (the reason).
+    #[error("bad query string: {0}")]
+    BadQuery(String),
     #[error("the server is shutting down")]
     ShuttingDown,
     #[error("internal error")]
@@ -60,6 +68,9 @@ impl ApiError {
             ApiError::NotFound(..) => StatusCode::NOT_FOUND,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -72,6 +83,9 @@ impl ApiError {
             ApiError::NotFound(..) => "not-found",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::QueueFull(_) => "queue-full",
+            ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::MethodNotAllowed => "method-not-allowed",
+            ApiError::BadQuery(_) => "bad-query",
             ApiError::ShuttingDown => "shutting-down",
             ApiError::Internal(_) => "internal",
         }

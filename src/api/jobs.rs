@@ -473,7 +473,7 @@ pub async fn worker(st: Shared, index: usize) {
         if st.shutting_down.load(Ordering::SeqCst) {
             return;
         }
-        let job = match st.store.claim_job(st.config.lease_ms).await {
+        let job = match st.store.claim_job(st.config.lease_ms, st.config.max_attempts).await {
             Ok(j) => j,
             Err(e) => {
                 tracing::error!(worker = index, error = %e, "claiming a job failed");
@@ -602,6 +602,14 @@ async fn execute(
     .await;
     renew.abort();
     let (body, summary) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
+    if body.len() > st.config.max_result_bytes {
+        // Refused for good: storing it would fail (or fill the disk) every time it is retried.
+        return Err(JobEnd::Failed(format!(
+            "the schedule is {} bytes; this server stores at most {} (--max-result-bytes)",
+            body.len(),
+            st.config.max_result_bytes
+        )));
+    }
     Ok((schedule_id, topology_id, body, summary))
 }
 

@@ -40,6 +40,10 @@ pub struct Config {
     /// On SIGTERM, how long the server keeps answering (503 to new work and to `/readyz`, so
     /// balancers stop sending) before it closes the listener.
     pub drain_ms: u64,
+    /// Claims of one job before it is failed (its worker keeps stopping without finishing).
+    pub max_attempts: i64,
+    /// Largest schedule JSON stored; a larger result fails its job with the reason.
+    pub max_result_bytes: usize,
 }
 
 impl Config {
@@ -55,6 +59,8 @@ impl Config {
             lease_ms: 15_000,
             grace_ms: 10_000,
             drain_ms: 1_000,
+            max_attempts: 3,
+            max_result_bytes: 512 << 20,
         }
     }
 }
@@ -151,6 +157,7 @@ pub fn router(state: Shared) -> Router {
         .merge(topologies::router())
         .merge(jobs::router())
         .fallback(|| async { ApiError::NotFound("route", String::new()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -193,13 +200,21 @@ impl<T: DeserializeOwned> axum::extract::FromRequest<Shared> for JsonBody<T> {
     }
 }
 
-/// A request body of at most `max_body_bytes` (413 problem+json beyond), unparsed.
+/// A JSON request body of at most `max_body_bytes` (413 problem+json beyond), unparsed; any
+/// other media type is a 415.
 pub struct RawBody(pub axum::body::Bytes);
 
 impl axum::extract::FromRequest<Shared> for RawBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
+        // Only JSON: a form or text/plain POST is what a browser on another site can send
+        // without asking (CORS preflights only the others).
+        let media = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let essence = media.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        if essence != "application/json" && !(essence.starts_with("application/") && essence.ends_with("+json")) {
+            return Err(ApiError::UnsupportedMediaType(media.to_string()));
+        }
         let limit = st.config.max_body_bytes;
         axum::body::to_bytes(req.into_body(), limit).await.map(RawBody).map_err(|_| ApiError::TooLarge(limit))
     }

@@ -119,7 +119,11 @@ struct Page {
     limit: Option<i64>,
 }
 
-async fn list(State(st): State<Shared>, Query(p): Query<Page>) -> Result<Response, ApiError> {
+async fn list(
+    State(st): State<Shared>,
+    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(p) = page.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let offset = p.offset.unwrap_or(0).max(0);
     let limit = p.limit.unwrap_or(50).clamp(1, 500);
     let (rows, total) = st.store.topologies(offset, limit).await?;

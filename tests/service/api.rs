@@ -99,11 +99,15 @@ impl Resp {
 }
 
 fn raw(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Resp {
+    raw_typed(addr, method, path, body, "application/json")
+}
+
+fn raw_typed(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>, media: &str) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let body = body.unwrap_or(b"");
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: {media}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).unwrap();
@@ -187,6 +191,9 @@ on_both_databases!(
     a_job_has_one_result_even_when_its_lease_lapses,
     oversized_requests_are_refused_before_they_are_built,
     identical_requests_in_flight_share_one_job,
+    http_hygiene_every_error_is_a_problem,
+    a_job_is_tried_a_fixed_number_of_times,
+    a_result_too_large_to_store_fails_its_job,
 );
 
 fn health_metadata_and_metrics(db: Db) {
@@ -885,9 +892,9 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         store.create_job(&j1, None, None, "key-1", "{}", "greedy").await.unwrap();
         // A lease of 0 ms lapses at once: the job is claimable again while the first worker
         // is still "solving".
-        let first = store.claim_job(0).await.unwrap().unwrap().lease().unwrap();
+        let first = store.claim_job(0, 3).await.unwrap().unwrap().lease().unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
-        let second = store.claim_job(60_000).await.unwrap().expect("a lapsed job is claimed again").lease().unwrap();
+        let second = store.claim_job(60_000, 3).await.unwrap().expect("a lapsed job is claimed again").lease().unwrap();
         assert_ne!(first, second);
         assert!(!store.renew_lease(&first, 60_000).await.unwrap(), "the lapsed worker lost its lease");
         assert!(store.renew_lease(&second, 60_000).await.unwrap());
@@ -907,7 +914,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
 
         // Cancelled while running: the worker's result is dropped, the job stays cancelled.
         store.create_job(&j2, None, None, "key-2", "{}", "greedy").await.unwrap();
-        let lease = store.claim_job(60_000).await.unwrap().unwrap().lease().unwrap();
+        let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
         assert!(store.end_job(&j2, JobStatus::Cancelled, None).await.unwrap());
         assert!(!store.renew_lease(&lease, 60_000).await.unwrap());
         assert!(!store.finish_job(&lease, &s2, "t", "{}", "{}").await.unwrap());
@@ -940,4 +947,68 @@ fn identical_requests_in_flight_share_one_job(db: Db) {
     for id in [ids[0].as_str(), v["id"].as_str().unwrap()] {
         assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{id}"), None).status, 200);
     }
+}
+
+/// Only JSON bodies are read (415 otherwise: a text/plain or form POST is what another site's
+/// page can send unasked); a wrong method and a bad query string are problems too.
+fn http_hygiene_every_error_is_a_problem(db: Db) {
+    let s = start(db);
+    let body = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}}).to_string();
+    for media in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""] {
+        for path in ["/v1/syntheses", "/v1/validate", "/v1/topologies", "/v1/batches"] {
+            let r = raw_typed(s.addr, "POST", path, Some(body.as_bytes()), media);
+            assert_problem(&r, 415);
+        }
+    }
+    let r = raw_typed(s.addr, "POST", "/v1/syntheses", Some(body.as_bytes()), "application/json; charset=utf-8");
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_problem(&raw(s.addr, "PUT", "/v1/syntheses", Some(body.as_bytes())), 405);
+    assert_problem(&raw(s.addr, "DELETE", "/v1/algorithms", None), 405);
+    let p = assert_problem(&raw(s.addr, "GET", "/v1/topologies?limit=many", None), 400);
+    assert!(p["detail"].as_str().unwrap().contains("limit"), "{p}");
+}
+
+/// A job whose worker keeps stopping without finishing (every lease lapses) is failed after
+/// `max_attempts` claims, with the reason, instead of being solved again forever.
+fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
+    use ccsynth::store::{JobStatus, Store, new_id};
+    let url = fresh_database(db);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Store::connect(&url).await.unwrap();
+        let id = new_id();
+        store.create_job(&id, None, None, "key", "{}", "greedy").await.unwrap();
+        for attempt in 1..=3 {
+            let j = store.claim_job(0, 3).await.unwrap().unwrap_or_else(|| panic!("claim {attempt}"));
+            assert_eq!(j.id, id);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(store.claim_job(0, 3).await.unwrap().is_none(), "a fourth claim");
+        let j = store.job(&id).await.unwrap().unwrap();
+        assert_eq!(j.status, JobStatus::Failed);
+        assert!(j.error.as_deref().unwrap().contains("started 3 times"), "{:?}", j.error);
+        // A graceful re-queue (shutdown) does not count as a failed attempt.
+        let other = new_id();
+        store.create_job(&other, None, None, "key-2", "{}", "greedy").await.unwrap();
+        for _ in 0..5 {
+            let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
+            assert!(store.requeue_claimed(&lease).await.unwrap());
+        }
+        assert_eq!(store.job(&other).await.unwrap().unwrap().status, JobStatus::Queued);
+    });
+}
+
+/// A schedule larger than the server stores fails its job once, with the limit named, rather
+/// than being solved again at every lease.
+fn a_result_too_large_to_store_fails_its_job(db: Db) {
+    let s = start_with(db, |c| c.max_result_bytes = 1000);
+    let (code, v) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:8", "collective": {"kind": "all_gather", "size_bytes": 8192}, "wait_ms": 30000})),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"], "failed", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("--max-result-bytes"), "{v}");
 }

@@ -189,7 +189,13 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
     };
     r.npus = topo.npus();
     let spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
-    let options = Options { seeds: Some(c.seeds), switch_model: Some(c.switch_model.clone()), ..Options::default() };
+    // The bench times the greedy to the end, whatever it takes.
+    let options = Options {
+        seeds: Some(c.seeds),
+        switch_model: Some(c.switch_model.clone()),
+        time_limit_s: Some(engine::Limits::default().max_solve_s),
+        ..Options::default()
+    };
     let request = RequestSpec { options, ..RequestSpec::new(spec.clone()) };
     for _ in 0..c.runs.unwrap_or(runs).max(1) {
         match run_on(&topo, request.clone()) {

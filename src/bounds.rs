@@ -18,6 +18,13 @@ pub struct LowerBounds {
     /// All-gather / reduce-scatter: `(M/N) · max_S |S ∩ V_c| / B⁺(S)` over node sets S,
     /// computed exactly by Dinkelbach iteration over max-flows.
     pub min_cut_ns: Option<f64>,
+    /// All-reduce over every live NPU: without in-network reduction the NPUs together receive
+    /// at least 2(p−1) times the buffer (Patarasuk and Yuan), so the time is at least that
+    /// volume over the NPUs' summed ingress bandwidth: 2(p−1)/p of the buffer per NPU on a
+    /// uniform fabric, twice the one-pass ingress bound's volume. Not a per-NPU bound on
+    /// heterogeneous fabrics. Omitted for a subgroup (the others could share the work).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub two_pass_ns: Option<f64>,
     /// The largest of the bounds above.
     pub lower_bound_ns: Option<f64>,
     /// Why a bound is missing, if one is.
@@ -56,8 +63,22 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
             Err(note) => b.notes.push(note),
         }
     }
-    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns].into_iter().flatten().reduce(f64::max);
+    if c.spec.kind == CollectiveKind::AllReduce {
+        b.two_pass_ns = two_pass(topo, c);
+    }
+    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns, b.two_pass_ns].into_iter().flatten().reduce(f64::max);
     b
+}
+
+/// The two-pass all-reduce bound (see `LowerBounds::two_pass_ns`); `None` for a subgroup or
+/// when the NPUs have no incoming bandwidth.
+fn two_pass(topo: &Topology, c: &Collective) -> Option<f64> {
+    let p = c.group.len();
+    if p < 2 || p != topo.live_npus().len() {
+        return None;
+    }
+    let ingress: f64 = c.group.iter().map(|&v| topo.ingress_gb_per_s(v)).sum();
+    (ingress > 0.0).then(|| 2.0 * (p - 1) as f64 * c.spec.size_bytes as f64 / ingress)
 }
 
 fn ingress(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Option<f64> {

@@ -116,6 +116,23 @@ pub struct ServeArgs {
     pub max_result_bytes: usize,
 }
 
+/// `--chunks-per-npu`: a number, or `auto` (left to the engine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunks(pub Option<u32>);
+
+impl std::str::FromStr for Chunks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Chunks, String> {
+        match s {
+            "auto" => Ok(Chunks(None)),
+            n => n
+                .parse::<u32>()
+                .map(|k| Chunks(Some(k)))
+                .map_err(|e| format!("{n:?}: expected `auto` or a number ({e})")),
+        }
+    }
+}
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct CollectiveArgs {
     /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
@@ -130,8 +147,10 @@ pub struct CollectiveArgs {
     /// A JSON file with a list of collective objects to synthesize jointly (multi-tenant).
     #[arg(long, conflicts_with_all = ["collective", "size", "root", "group"])]
     pub tenants: Option<std::path::PathBuf>,
-    #[arg(long, default_value_t = 1)]
-    pub chunks_per_npu: u32,
+    /// Chunks each NPU's share is cut into: a number, or `auto` (the greedy and `auto` search
+    /// a few from the links' costs and the size; the ILP takes 1, a baseline its minimum).
+    #[arg(long, default_value = "auto")]
+    pub chunks_per_npu: Chunks,
     /// Root NPU of broadcast, reduce, scatter and gather.
     #[arg(long)]
     pub root: Option<usize>,
@@ -161,8 +180,10 @@ pub struct BaselineArgs {
     pub collective: Option<String>,
     #[arg(long, required_unless_present = "list")]
     pub size: Option<String>,
-    #[arg(long, default_value_t = 1)]
-    pub chunks_per_npu: u32,
+    /// Chunks per NPU: a number (a minimum: some baselines need more), or `auto` (the
+    /// baseline's own minimum).
+    #[arg(long, default_value = "auto")]
+    pub chunks_per_npu: Chunks,
     #[arg(long)]
     pub root: Option<usize>,
     #[arg(long)]
@@ -175,7 +196,9 @@ pub struct BaselineArgs {
 pub struct SynthArgs {
     #[command(flatten)]
     pub target: CollectiveArgs,
-    #[arg(long, default_value = "greedy")]
+    /// `auto` (the portfolio: the fastest of the greedy, the ILP on small topologies and every
+    /// applicable baseline), `greedy`, `ilp`, or a baseline's name.
+    #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Random seed; the same seed gives the same schedule.
     #[arg(long, default_value_t = 0)]
@@ -200,8 +223,9 @@ pub struct SynthArgs {
     /// Add a `comparison` object: every applicable baseline on the same simulator.
     #[arg(long)]
     pub compare: bool,
-    /// ilp: overall time budget in seconds (every phase and solve); on time-out the best
-    /// complete schedule found is returned, marked `feasible`.
+    /// Overall time budget in seconds: `auto` returns the fastest candidate finished within it
+    /// (`stats.portfolio` marks those it cut), the greedy its best finished run, the ilp its
+    /// best complete schedule (marked `feasible`).
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub time_limit: f64,
     /// ilp: cap on one HiGHS solve in seconds (default: what is left of --time-limit).
@@ -465,7 +489,8 @@ fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSp
     }
     let size =
         crate::units::parse_size(a.size.as_deref().ok_or("--size is required")?).map_err(|e| format!("--size: {e}"))?;
-    let mut spec = crate::collective::CollectiveSpec::new(kind, size).with_chunks_per_npu(a.chunks_per_npu);
+    let mut spec = crate::collective::CollectiveSpec::new(kind, size);
+    spec.chunks_per_npu = a.chunks_per_npu.0;
     spec.root = a.root;
     spec.group = a.group.clone();
     Ok(spec)

@@ -69,8 +69,10 @@ pub struct CollectiveSpec {
     /// output, the root's buffer for rooted kinds, what each NPU receives in all-to-all;
     /// for `custom`, the sum over all chunks).
     pub size_bytes: u64,
-    #[serde(default = "one")]
-    pub chunks_per_npu: u32,
+    /// Chunks each NPU's share is cut into. `None` (omitted): a request lets the engine choose
+    /// (`auto`); a schedule without it has 1, as format v1 always said. See `chunks()`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks_per_npu: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<usize>,
     /// The NPUs taking part, default: every live NPU. Ranks follow this order.
@@ -90,16 +92,12 @@ pub struct CollectiveSpec {
     pub combining: Option<bool>,
 }
 
-fn one() -> u32 {
-    1
-}
-
 impl CollectiveSpec {
     pub fn new(kind: CollectiveKind, size_bytes: u64) -> CollectiveSpec {
         CollectiveSpec {
             kind,
             size_bytes,
-            chunks_per_npu: 1,
+            chunks_per_npu: None,
             root: None,
             group: None,
             gamma_ns_per_byte: None,
@@ -114,8 +112,12 @@ impl CollectiveSpec {
         self
     }
     pub fn with_chunks_per_npu(mut self, k: u32) -> Self {
-        self.chunks_per_npu = k;
+        self.chunks_per_npu = Some(k);
         self
+    }
+    /// Chunks per NPU as the collective is built: the given number, or 1 when none was given.
+    pub fn chunks(&self) -> u32 {
+        self.chunks_per_npu.unwrap_or(1)
     }
 }
 
@@ -186,7 +188,7 @@ impl Collective {
         }
 
         let p = group.len();
-        let k = spec.chunks_per_npu as usize;
+        let k = spec.chunks() as usize;
         let num_chunks = count_chunks(spec, p, k)?;
         let chunk_size_bytes = match kind {
             CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k) as f64,
@@ -320,7 +322,7 @@ fn check_fields(spec: &CollectiveSpec, errs: &mut Errors) {
     if spec.size_bytes == 0 {
         errs.push("size_bytes", "expected a size of at least 1 byte");
     }
-    if spec.chunks_per_npu == 0 {
+    if spec.chunks_per_npu == Some(0) {
         errs.push("chunks_per_npu", "expected at least 1");
     }
     if let Some(g) = spec.gamma_ns_per_byte
@@ -397,7 +399,7 @@ fn conditions(
     errs: &mut Errors,
 ) -> (Vec<[u32; 2]>, Vec<[u32; 2]>, bool) {
     let p = group.len();
-    let k = spec.chunks_per_npu as usize;
+    let k = spec.chunks() as usize;
     let g = |r: usize| group[r] as u32;
     let mut pre: Vec<[u32; 2]> = Vec::new();
     let mut post: Vec<[u32; 2]> = Vec::new();

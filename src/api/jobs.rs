@@ -53,7 +53,7 @@ pub struct SynthesisRequest {
 }
 
 fn default_algorithm() -> String {
-    "greedy".into()
+    engine::registry::PORTFOLIO.into()
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]

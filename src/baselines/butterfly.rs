@@ -38,7 +38,7 @@ pub(super) const RECURSIVE_DOUBLING: Algorithm = Algorithm {
         topologies: "any; torus-aware on tori with power-of-two sides",
         source: "Thakur, Rabenseifner & Gropp 2005; Swing paper 2.3.2",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| latency_optimal(ctx, Family::RecursiveDoubling, 1),
 };
 
@@ -49,7 +49,7 @@ pub(super) const RABENSEIFNER: Algorithm = Algorithm {
         topologies: "any; torus-aware on tori with power-of-two sides",
         source: "Rabenseifner 2004; Thakur, Rabenseifner & Gropp 2005; Swing paper 2.3.3",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| bandwidth_optimal(ctx, Family::Halving, 1),
 };
 
@@ -60,7 +60,7 @@ pub(super) const BDE: Algorithm = Algorithm {
         topologies: "any",
         source: "lecture notes 1.8 (bidirectional exchange)",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| bandwidth_optimal(ctx, Family::Halving, 1),
 };
 
@@ -101,14 +101,14 @@ pub(super) const BUCKET: Algorithm = Algorithm {
     },
     chunking: |t, s| {
         let d = t.infer_grid().map(|g| g.dims.len()).unwrap_or(1) as u32;
-        s.chunks_per_npu.max(1).next_multiple_of(2 * d)
+        s.chunks().max(1).next_multiple_of(2 * d)
     },
     build: bucket,
 };
 
 fn swing_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec) -> u32 {
     let d = t.infer_grid().filter(swing_grid).map(|g| g.dims.len()).unwrap_or(1);
-    s.chunks_per_npu.max(1).next_multiple_of(2 * d as u32)
+    s.chunks().max(1).next_multiple_of(2 * d as u32)
 }
 
 /// Tori on which Swing follows coordinates: every side even (a power of two, or served by the

@@ -90,7 +90,7 @@ pub(super) const TRAFF: Algorithm = Algorithm {
         topologies: "any (circulant peers routed by shortest path)",
         source: "Träff 2025, Algorithms 1 and 2",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| Ok(build(ctx, traff_rounds(ctx.p()))),
 };
 
@@ -101,7 +101,7 @@ pub(super) const KOLMAKOV: Algorithm = Algorithm {
         topologies: "any (cyclic-group peers routed by shortest path)",
         source: "Kolmakov 2020, §7 (bandwidth-optimal, any P)",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| Ok(build(ctx, kolmakov_rounds(ctx.p()))),
 };
 
@@ -214,6 +214,6 @@ pub(super) const KOLMAKOV_STEPS: Algorithm = Algorithm {
         topologies: "any, P ≥ 3; 1 ≤ R < ⌈log₂P⌉ (cyclic-group peers routed by shortest path)",
         source: "Kolmakov 2020, §7 eq. 26–36 (R fewer distribution steps)",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: kolmakov_steps,
 };

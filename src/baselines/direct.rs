@@ -24,7 +24,7 @@ pub(super) const DIRECT: Algorithm = Algorithm {
         topologies: "any (shortest-path routing)",
         source: "TACOS VII-C (Direct baseline)",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| {
         if ctx.p() > MAX_DIRECT_NPUS && ctx.c.spec.kind != K::Broadcast && ctx.c.spec.kind != K::Scatter {
             return Err(super::BaselineError::Unsupported {

@@ -134,7 +134,7 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
         });
     }
     let mut spec = spec.clone();
-    spec.chunks_per_npu = (alg.chunking)(topo, &spec).max(spec.chunks_per_npu);
+    spec.chunks_per_npu = Some((alg.chunking)(topo, &spec).max(spec.chunks()));
     let c = Collective::build(&spec, topo).map_err(|e| e.within("collective"))?;
     let mut ctx = Ctx::new(topo, &c);
     ctx.variant = r;
@@ -267,7 +267,7 @@ impl<'a> Ctx<'a> {
         self.ranks.len()
     }
     pub fn k(&self) -> usize {
-        self.c.spec.chunks_per_npu as usize
+        self.c.spec.chunks() as usize
     }
     /// The chunks of rank r's block: the collective's chunks in p equal blocks (r·k .. r·k+k for
     /// the per-rank kinds; broadcast and reduce use p·k chunks, so the same rule applies).

@@ -13,7 +13,7 @@ pub(super) const MST: Algorithm = Algorithm {
         topologies: "any (tree edges routed by shortest path)",
         source: "lecture notes 1 (MST broadcast), 1.1 (reduce), 1.2 (scatter), 1.4 (gather)",
     },
-    chunking: |_, s| s.chunks_per_npu,
+    chunking: |_, s| s.chunks(),
     build: |ctx| {
         let mut out = Out::new(ctx);
         let root = ctx.root_rank();

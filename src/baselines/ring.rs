@@ -101,7 +101,7 @@ pub(super) fn disjoint_hamiltonian_cycles(h: HamiltonianTorus) -> [Vec<usize>; 2
 /// Broadcast and reduce need one block per rank (p·parts chunks); the others `parts` per rank.
 fn rooted_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec, parts: u32) -> u32 {
     let p = s.group.as_ref().map(Vec::len).unwrap_or_else(|| t.live_npus().len()) as u32;
-    let k = s.chunks_per_npu.max(1).next_multiple_of(parts);
+    let k = s.chunks().max(1).next_multiple_of(parts);
     match s.kind {
         K::Broadcast | K::Reduce => p * k,
         _ => k,

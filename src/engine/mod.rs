@@ -4,13 +4,16 @@
 
 #![deny(missing_docs)]
 
+pub mod chunking;
+pub mod portfolio;
 pub mod registry;
 pub mod request;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::synth::ilp::{IlpStats, IlpStatus};
+pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use registry::{Algorithm, SYNTHESIZERS};
-pub use request::{Limits, Options, Request, RequestSpec, Target};
+pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
 
 use crate::bounds::lower_bounds;
 use crate::collective::Collective;
@@ -110,6 +113,8 @@ pub enum EngineError {
 /// error if it does not validate. Nothing leaves the engine without passing here.
 pub fn finalize(mut s: Schedule) -> Result<(Schedule, CheckReport), EngineError> {
     s.collective_time_ns = None;
+    // A schedule records the chunking it was built with (format v1 reads a missing one as 1).
+    s.collective.chunks_per_npu = Some(s.collective.chunks());
     let r = check(&s);
     if !r.valid {
         return Err(EngineError::InvalidSchedule {
@@ -194,6 +199,10 @@ pub struct SynthStats {
     pub transfers: usize,
     /// Distinct steps of the kept schedule.
     pub rounds: usize,
+    /// Chunks per NPU tried (the request's, or those the engine chose to search).
+    pub chunks_per_npu_tried: Vec<u32>,
+    /// Greedy runs the time limit cut before they finished (their schedules were not kept).
+    pub runs_cut: usize,
     /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantChunks>,
@@ -241,6 +250,9 @@ pub enum SynthFailure {
     /// The cancel poll said stop.
     #[error("cancelled")]
     Cancelled,
+    /// The time limit (seconds) ran out before any run finished.
+    #[error("the time limit of {0} s ran out before any run finished; raise options.time_limit_s")]
+    TimeLimit(f64),
 }
 
 /// Synthesizes, validates and scores a schedule. The result has passed `finalize`.
@@ -302,16 +314,20 @@ pub fn synthesize_with_progress(
             .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
         None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
     };
-    synthesize_built(req, &c, tenants.as_deref(), started, cancelled, progress)
+    synthesize_built(req, &[&c], tenants.as_deref(), started, None, cancelled, progress)
 }
 
-/// `synthesize_with_progress` on collectives already built on the request's topology (`c`
-/// is the first tenant's when there are tenants).
+/// `synthesize_with_progress` on collectives already built on the request's topology.
+/// `variants` are the same collective at each chunks-per-NPU value to try (the first tenant's
+/// alone when there are tenants); the greedy runs every seed and discretization of each and
+/// keeps the fastest. Runs the `deadline` cuts are dropped; if none finished, the run fails
+/// with `SynthFailure::TimeLimit`.
 fn synthesize_built(
     req: &SynthRequest,
-    c: &Collective,
+    variants: &[&Collective],
     tenants: Option<&[Collective]>,
     started: std::time::Instant,
+    deadline: Option<std::time::Instant>,
     cancelled: &(dyn Fn() -> bool + Sync),
     progress: Progress,
 ) -> Result<SynthOutput, SynthFailure> {
@@ -334,6 +350,7 @@ fn synthesize_built(
         )
         .into());
     }
+    let c = variants[0];
     if req.algorithm == "ilp" {
         let limit = req.ilp.time_limit_s;
         let polled = || {
@@ -345,85 +362,144 @@ fn synthesize_built(
         return synthesize_ilp(req, c, tenants, started, &polled);
     }
     let seeds = req.seeds.max(1);
-    // Discretizations to try: the given one, or the default and, when link times are not
-    // multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
+    // Discretizations to try per variant: the given one, or the default and, when link times
+    // are not multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
     let trivial = match tenants {
         None => c.needed().is_empty(),
         Some(t) => t.iter().all(|t| t.needed().is_empty()),
     };
-    let factors: Vec<Option<f64>> = match req.discretization_ns {
-        _ if trivial => vec![None], // nothing moves: no TEN is built
-        Some(f) => vec![Some(f)],
-        None => crate::synth::auto_discretizations(&req.topology, c.chunk_size_bytes, req.switch_model)
-            .map_err(crate::synth::SynthError::from)
-            .map_err(SynthFailure::Synth)?
-            .into_iter()
-            .map(Some)
-            .collect(),
-    };
-    let runs: Vec<(u64, usize)> =
-        (0..seeds as u64).flat_map(|i| (0..factors.len()).map(move |f| (req.seed.wrapping_add(i), f))).collect();
+    let factors: Vec<Vec<Option<f64>>> = variants
+        .iter()
+        .map(|v| match req.discretization_ns {
+            _ if trivial => Ok(vec![None]), // nothing moves: no TEN is built
+            Some(f) => Ok(vec![Some(f)]),
+            None => crate::synth::auto_discretizations(&req.topology, v.chunk_size_bytes, req.switch_model)
+                .map(|fs| fs.into_iter().map(Some).collect())
+                .map_err(|e| SynthFailure::Synth(e.into())),
+        })
+        .collect::<Result<_, _>>()?;
+    let runs: Vec<Run> = (0..variants.len())
+        .flat_map(|variant| {
+            let fs = factors[variant].len();
+            (0..seeds as u64).flat_map(move |i| {
+                (0..fs).map(move |discretization| Run { variant, seed: req.seed.wrapping_add(i), discretization })
+            })
+        })
+        .collect();
     let single = runs.len() == 1;
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let total = runs.len();
+    let past_deadline = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let polled = || {
         reporter.poll(&|| {
             let done = finished.load(std::sync::atomic::Ordering::Relaxed);
             (done as f64 / total as f64, format!("greedy: {done} of {total} runs done"))
-        })
+        }) || past_deadline()
     };
-    let cancelled: &(dyn Fn() -> bool + Sync) = &polled;
-    let run = |(seed, fi): (u64, usize)| -> Result<Candidate, SynthFailure> {
-        let opts = crate::synth::GreedyOptions { seed, switch_model: req.switch_model, discretization_ns: factors[fi] };
-        let produced = match tenants {
-            None => crate::synth::greedy(&req.topology, c, &opts, cancelled),
-            Some(t) => crate::synth::greedy_multi(&req.topology, t, &opts, cancelled).map(|j| (j.schedule, j.stats)),
-        };
-        let (schedule, stats) = produced.map_err(|e| match e {
-            crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::Cancelled) => SynthFailure::Cancelled,
-            e => SynthFailure::Synth(e),
-        })?;
-        // One candidate needs no ranking; the gate simulates it anyway.
-        let time_ns =
-            if single { 0.0 } else { simulate(&schedule).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY) };
-        finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(Candidate { time_ns, seed, discretization: fi, schedule, stats })
-    };
-    let best = if single {
-        run(runs[0])?
-    } else {
-        // The fastest, ties to the lower seed, then to the earlier discretization: the same
-        // winner whatever order the threads finish in.
-        let better = |a: Result<Candidate, SynthFailure>, b: Result<Candidate, SynthFailure>| match (a, b) {
-            (Ok(a), Ok(b)) => {
-                Ok(if (b.time_ns, b.seed, b.discretization) < (a.time_ns, a.seed, a.discretization) { b } else { a })
-            }
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        match rayon::ThreadPoolBuilder::new().num_threads(req.threads.max(1)).build() {
-            Ok(pool) => pool.install(|| runs.par_iter().map(|&r| run(r)).reduce_with(better)),
-            // No threads to be had: the same runs, one after another.
-            Err(_) => runs.iter().map(|&r| run(r)).reduce(better),
+    let polled: &(dyn Fn() -> bool + Sync) = &polled;
+    let run = |(index, r): (usize, &Run)| -> Outcome {
+        if past_deadline() {
+            return Outcome::cut();
         }
-        .expect("at least one run")?
+        let opts = crate::synth::GreedyOptions {
+            seed: r.seed,
+            switch_model: req.switch_model,
+            discretization_ns: factors[r.variant][r.discretization],
+        };
+        let produced = match tenants {
+            None => crate::synth::greedy(&req.topology, variants[r.variant], &opts, polled),
+            Some(t) => crate::synth::greedy_multi(&req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
+        };
+        finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match produced {
+            Ok((schedule, stats)) => {
+                // One candidate needs no ranking; the gate simulates it anyway.
+                let time_ns = if single {
+                    0.0
+                } else {
+                    simulate(&schedule).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY)
+                };
+                Outcome { best: Some(Candidate { time_ns, run: *r, schedule, stats }), ..Outcome::default() }
+            }
+            Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
+            Err(e) if e.is_cancelled() => Outcome::cut(),
+            Err(e) => Outcome { error: Some((index, SynthFailure::Synth(e))), ..Outcome::default() },
+        }
     };
-    let Candidate { seed, schedule, stats: gst, .. } = best;
+    let outcome = match rayon::ThreadPoolBuilder::new().num_threads(req.threads.max(1)).build() {
+        _ if single => run((0, &runs[0])),
+        Ok(pool) => pool.install(|| runs.par_iter().enumerate().map(run).reduce(Outcome::default, Outcome::merge)),
+        // No threads to be had: the same runs, one after another.
+        Err(_) => runs.iter().enumerate().map(run).fold(Outcome::default(), Outcome::merge),
+    };
+    if outcome.cancelled {
+        return Err(SynthFailure::Cancelled);
+    }
+    let Some(best) = outcome.best else {
+        return Err(match outcome.error {
+            Some((_, e)) => e,
+            None => SynthFailure::TimeLimit(req.ilp.time_limit_s),
+        });
+    };
+    let Candidate { run, schedule, stats: gst, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     let (schedule, report) = finalize(schedule)?;
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.seeds_tried = seeds;
-    stats.discretizations_tried = factors.len();
-    stats.chosen_seed = seed;
+    stats.discretizations_tried = factors[run.variant].len();
+    stats.chosen_seed = run.seed;
+    stats.chunks_per_npu_tried = variants.iter().map(|v| v.spec.chunks()).collect();
+    stats.runs_cut = outcome.cut;
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
+}
+
+/// One greedy run's parameters: which variant (chunks per NPU), seed and discretization.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Index into the variants tried.
+    variant: usize,
+    seed: u64,
+    /// Index into the variant's discretizations.
+    discretization: usize,
+}
+
+/// The runs of a synthesis folded together: the fastest schedule, the first failure (by run
+/// order), how many runs the deadline cut, and whether the caller cancelled. Merging is
+/// associative and picks the same winner whatever order the threads finish in.
+#[derive(Default)]
+struct Outcome {
+    best: Option<Candidate>,
+    error: Option<(usize, SynthFailure)>,
+    cut: usize,
+    cancelled: bool,
+}
+
+impl Outcome {
+    fn cut() -> Outcome {
+        Outcome { cut: 1, ..Outcome::default() }
+    }
+
+    fn merge(self, other: Outcome) -> Outcome {
+        // The fastest, ties to the smaller chunks per NPU, then the lower seed, then the
+        // earlier discretization.
+        let key = |c: &Candidate| (c.time_ns, c.run.variant, c.run.seed, c.run.discretization);
+        let best = match (self.best, other.best) {
+            (Some(a), Some(b)) => Some(if key(&b) < key(&a) { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        let error = match (self.error, other.error) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        Outcome { best, error, cut: self.cut + other.cut, cancelled: self.cancelled || other.cancelled }
+    }
 }
 
 /// One greedy run of a synthesis: its schedule, simulated time and where it came from.
 struct Candidate {
     time_ns: f64,
-    seed: u64,
-    /// Index into the discretizations tried.
-    discretization: usize,
+    run: Run,
     schedule: Schedule,
     stats: crate::synth::GreedyStats,
 }
@@ -450,6 +526,8 @@ fn base_stats(
         discretization_ns: gst.discretization_ns,
         switch_model: req.switch_model,
         replacements: gst.replacements,
+        chunks_per_npu_tried: vec![schedule.collective.chunks()],
+        runs_cut: 0,
         transfers: schedule.transfers.len(),
         rounds: report.rounds,
         tenants: tenants
@@ -610,7 +688,7 @@ pub fn compare_among(
         ratio_to_bound: None,
         rounds,
         transfers: s.transfers.len(),
-        chunks_per_npu: s.collective.chunks_per_npu,
+        chunks_per_npu: s.collective.chunks(),
         best: false,
     };
     let mut rows = Vec::new();
@@ -673,6 +751,8 @@ pub enum RunStats {
         /// The baseline.
         algorithm: String,
     },
+    /// `auto`: the winner and every candidate.
+    Portfolio(Box<PortfolioRun>),
 }
 
 /// A run's result: a schedule that passed `finalize`, its check report and statistics.
@@ -701,6 +781,12 @@ pub enum Error {
     /// The cancel poll said stop.
     #[error("cancelled")]
     Cancelled,
+    /// The time limit ran out before the algorithm had any schedule.
+    #[error("the time limit of {limit_s} s ran out before any schedule was found; raise options.time_limit_s")]
+    TimeLimit {
+        /// The limit, seconds.
+        limit_s: f64,
+    },
     /// A bug: a producer's schedule failed validation.
     #[error(transparent)]
     Internal(#[from] EngineError),
@@ -717,6 +803,7 @@ impl From<SynthFailure> for Error {
             SynthFailure::Synth(e) => Error::Unsupported(e.to_string()),
             SynthFailure::Engine(e) => Error::Internal(e),
             SynthFailure::Cancelled => Error::Cancelled,
+            SynthFailure::TimeLimit(limit_s) => Error::TimeLimit { limit_s },
         }
     }
 }
@@ -737,53 +824,104 @@ pub fn topology_from_spec(spec: &str, limits: &Limits) -> Result<crate::topology
     crate::topology::parse_spec_capped(spec, limits.max_npus)
 }
 
-/// Runs a checked request: the synthesizer or baseline it names, then the gate. The one entry
-/// point of every door.
+/// Runs a checked request: the synthesizer, baseline or portfolio it names, then the gate.
+/// The one entry point of every door. `options.time_limit_s` is the run's overall budget.
 pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
+    let started = std::time::Instant::now();
+    let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     match &req.algorithm {
-        Algorithm::Baseline(name) => {
-            if (ctl.cancelled)() {
-                return Err(Error::Cancelled);
-            }
-            let (schedule, report) = baseline(name, &req.topology, req.collective())?;
-            Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.clone() }, lp: Vec::new() })
-        }
-        Algorithm::Greedy | Algorithm::Ilp => {
-            let (collective, tenants) = match &req.target {
-                Target::One(c) => (c.clone(), None),
-                Target::Tenants(list) => (list[0].clone(), Some(list.clone())),
-            };
-            let sr = SynthRequest {
-                topology: req.topology.clone(),
-                collective,
-                algorithm: req.algorithm.name().to_string(),
-                seed: req.seed,
-                seeds: req.seeds,
-                threads: req.threads,
-                switch_model: req.switch_model,
-                discretization_ns: req.discretization_ns,
-                tenants,
-                ilp: req.ilp.clone(),
-            };
-            let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
-            let out =
-                synthesize_built(&sr, &req.built[0], tenants, std::time::Instant::now(), ctl.cancelled, ctl.progress)?;
-            Ok(Output {
-                schedule: out.schedule,
-                report: out.report,
-                stats: RunStats::Synthesis(Box::new(out.stats)),
-                lp: out.lp,
-            })
-        }
+        Algorithm::Baseline(name) => run_baseline(req, name, ctl),
+        Algorithm::Greedy | Algorithm::Ilp => run_synthesizer(req, &req.algorithm, ctl, deadline),
+        Algorithm::Auto => portfolio::run(req, ctl, deadline),
     }
 }
 
+/// A baseline on the request's collective (the chunks it asks for, or its own minimum).
+fn run_baseline(req: &Request, name: &str, ctl: Control) -> Result<Output, Error> {
+    if (ctl.cancelled)() {
+        return Err(Error::Cancelled);
+    }
+    let (schedule, report) = baseline(name, &req.topology, req.collective())?;
+    Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
+}
+
+/// The greedy or the ILP on the request, within `deadline`. The greedy with
+/// `Chunking::Auto` searches the chunks per NPU `chunking::candidates` proposes; the ILP
+/// takes 1 (its model grows with the chunks).
+fn run_synthesizer(
+    req: &Request,
+    algorithm: &Algorithm,
+    ctl: Control,
+    deadline: std::time::Instant,
+) -> Result<Output, Error> {
+    let (collective, tenants) = match &req.target {
+        Target::One(c) => (c.clone(), None),
+        Target::Tenants(list) => (list[0].clone(), Some(list.clone())),
+    };
+    let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
+    let sr = SynthRequest {
+        topology: req.topology.clone(),
+        collective,
+        algorithm: algorithm.name().to_string(),
+        seed: req.seed,
+        seeds: req.seeds,
+        threads: req.threads,
+        switch_model: req.switch_model,
+        discretization_ns: req.discretization_ns,
+        tenants,
+        ilp: crate::synth::ilp::IlpOptions {
+            time_limit_s: req.ilp.time_limit_s.min(remaining_s).max(1e-3),
+            ..req.ilp.clone()
+        },
+    };
+    let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
+    let searched: Vec<Collective> = match (algorithm, req.chunking, &req.target) {
+        (Algorithm::Greedy, Chunking::Auto, Target::One(spec)) => {
+            chunking::candidates(&req.topology, spec, &req.limits)
+                .into_iter()
+                .skip(1) // k = 1 is the collective the request already built
+                .filter_map(|k| {
+                    let mut at_k = spec.clone();
+                    at_k.chunks_per_npu = Some(k);
+                    Collective::build(&at_k, &req.topology).ok()
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let variants: Vec<&Collective> = std::iter::once(&req.built[0]).chain(&searched).collect();
+    let out = synthesize_built(
+        &sr,
+        &variants,
+        tenants,
+        std::time::Instant::now(),
+        Some(deadline),
+        ctl.cancelled,
+        ctl.progress,
+    )?;
+    Ok(Output {
+        schedule: out.schedule,
+        report: out.report,
+        stats: RunStats::Synthesis(Box::new(out.stats)),
+        lp: out.lp,
+    })
+}
+
 impl RunStats {
-    /// A synthesizer's statistics (`None` for a baseline).
+    /// A synthesizer's statistics (`None` for a baseline, or a portfolio a baseline won).
     pub fn synthesis(&self) -> Option<&SynthStats> {
         match self {
             RunStats::Synthesis(s) => Some(s),
+            RunStats::Portfolio(p) => p.synthesis.as_ref(),
             RunStats::Baseline { .. } => None,
+        }
+    }
+
+    /// The portfolio's candidates, when `auto` ran.
+    pub fn portfolio(&self) -> Option<&PortfolioStats> {
+        match self {
+            RunStats::Portfolio(p) => Some(&p.portfolio),
+            _ => None,
         }
     }
 }

@@ -11,6 +11,9 @@ pub use crate::baselines::BaselineInfo;
 /// An algorithm the engine can run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Algorithm {
+    /// The portfolio: the synthesizers and every applicable baseline of `compare`'s default
+    /// set within the time limit; the fastest validated schedule wins (`engine::portfolio`).
+    Auto,
     /// The randomized greedy matcher on the time-expanded network.
     Greedy,
     /// The integer program on the time-expanded network (HiGHS).
@@ -23,6 +26,7 @@ impl Algorithm {
     /// The algorithm of that name (baseline variants such as `kolmakov-r2` included).
     pub fn parse(name: &str) -> Option<Algorithm> {
         match name {
+            PORTFOLIO => Some(Algorithm::Auto),
             "greedy" => Some(Algorithm::Greedy),
             "ilp" => Some(Algorithm::Ilp),
             b if crate::baselines::is_known(b) => Some(Algorithm::Baseline(b.to_string())),
@@ -33,13 +37,15 @@ impl Algorithm {
     /// Its name as requests and schedules spell it.
     pub fn name(&self) -> &str {
         match self {
+            Algorithm::Auto => PORTFOLIO,
             Algorithm::Greedy => "greedy",
             Algorithm::Ilp => "ilp",
             Algorithm::Baseline(b) => b,
         }
     }
 
-    /// Whether it synthesizes (rather than builds a fixed pattern).
+    /// Whether it synthesizes (rather than builds a fixed pattern): the portfolio counts, as
+    /// it serves several collectives at once through its synthesizers.
     pub fn is_synthesizer(&self) -> bool {
         !matches!(self, Algorithm::Baseline(_))
     }
@@ -48,12 +54,15 @@ impl Algorithm {
 /// The synthesizers the engine offers.
 pub const SYNTHESIZERS: &[&str] = &["greedy", "ilp"];
 
+/// The portfolio's name, the default algorithm of `synth` and of the API.
+pub const PORTFOLIO: &str = "auto";
+
 /// A synthesizer as `/v1/algorithms` lists it.
 #[derive(Clone, Debug, Serialize)]
 pub struct SynthesizerInfo {
     /// Its name in requests.
     pub name: &'static str,
-    /// Always `synthesizer`.
+    /// `synthesizer`, or `portfolio` for `auto`.
     pub kind: &'static str,
     /// The collectives it serves.
     pub collectives: Vec<CollectiveKind>,
@@ -77,10 +86,34 @@ pub fn listing() -> Listing {
     Listing {
         synthesizers: vec![
             SynthesizerInfo {
+                name: PORTFOLIO,
+                kind: "portfolio",
+                collectives: all.clone(),
+                options: &[
+                    "seed",
+                    "seeds",
+                    "threads",
+                    "chunks_per_npu",
+                    "time_limit_s",
+                    "switch_model",
+                    "discretization",
+                    "ignore_congestion",
+                    "window",
+                ],
+            },
+            SynthesizerInfo {
                 name: "greedy",
                 kind: "synthesizer",
                 collectives: all.clone(),
-                options: &["seed", "seeds", "chunks_per_npu", "switch_model", "discretization"],
+                options: &[
+                    "seed",
+                    "seeds",
+                    "threads",
+                    "chunks_per_npu",
+                    "time_limit_s",
+                    "switch_model",
+                    "discretization",
+                ],
             },
             SynthesizerInfo {
                 name: "ilp",
@@ -111,9 +144,11 @@ pub fn baseline_names() -> Vec<&'static str> {
     crate::baselines::names()
 }
 
-/// Every algorithm name: the synthesizers, then the baselines (variants by their pattern).
+/// Every algorithm name: the portfolio, the synthesizers, then the baselines (variants by
+/// their pattern).
 pub fn names() -> Vec<&'static str> {
-    let mut v = SYNTHESIZERS.to_vec();
+    let mut v = vec![PORTFOLIO];
+    v.extend(SYNTHESIZERS);
     v.extend(baseline_names());
     v.push(crate::baselines::KOLMAKOV_VARIANTS);
     v

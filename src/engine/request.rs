@@ -25,10 +25,12 @@ pub struct Options {
     /// Threads for the seeds (and HiGHS). Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
-    /// Overrides `collective.chunks_per_npu`.
+    /// Overrides `collective.chunks_per_npu`. Omitted from both: the engine chooses (`auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks_per_npu: Option<u32>,
-    /// The ILP's overall budget in seconds (default 60, at most `Limits::max_solve_s`).
+    /// The overall budget in seconds of the run (default 60, at most `Limits::max_solve_s`):
+    /// the greedy keeps its best finished run, `auto` its best finished candidate, the ILP its
+    /// best schedule found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_s: Option<f64>,
     /// The ILP's cap on one HiGHS solve, seconds.
@@ -109,6 +111,15 @@ impl Default for Limits {
 /// The default ILP budget, seconds (capped by `Limits::max_solve_s`).
 pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
 
+/// How chunks per NPU are decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chunking {
+    /// The request gave this number.
+    Given(u32),
+    /// Omitted: the engine picks from the link costs and the size (`engine::chunking`).
+    Auto,
+}
+
 /// A checked request: everything `engine::run` needs, defaults filled in.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -128,10 +139,17 @@ pub struct Request {
     pub switch_model: SwitchModel,
     /// The TEN timestep, if given.
     pub discretization_ns: Option<f64>,
+    /// Chunks per NPU: given, or chosen by the engine (the greedy and `auto` search a few;
+    /// the ILP, baselines and multi-tenant runs take 1 or their own minimum).
+    pub chunking: Chunking,
+    /// The run's overall budget, seconds (`options.time_limit_s`).
+    pub time_limit_s: f64,
     /// The ILP's options (its `time_limit_s` is the request's budget).
     pub ilp: IlpOptions,
     /// The collectives made concrete on the topology, in `target` order.
     pub(crate) built: Vec<Collective>,
+    /// The caller's limits (the chunk search stays within them).
+    pub(crate) limits: Limits,
 }
 
 impl Request {
@@ -166,7 +184,7 @@ impl Request {
         let mut built = Vec::with_capacity(targets.len());
         for (path, c) in &mut targets {
             if let Some(k) = o.chunks_per_npu {
-                c.chunks_per_npu = k;
+                c.chunks_per_npu = Some(k);
             }
             check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
             built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
@@ -216,6 +234,11 @@ impl Request {
         if o.window == Some(0) {
             return Err(InputError::new("options.window", "0: expected at least 1 timestep"));
         }
+        let chunking = match targets[0].1.chunks_per_npu {
+            Some(k) => Chunking::Given(k),
+            None if tenants => Chunking::Given(1),
+            None => Chunking::Auto,
+        };
         let mut specs = targets.into_iter().map(|(_, c)| c);
         let target = match (tenants, specs.next()) {
             (false, Some(one)) => Target::One(one),
@@ -230,6 +253,8 @@ impl Request {
             threads,
             switch_model,
             discretization_ns: o.discretization,
+            chunking,
+            time_limit_s,
             ilp: IlpOptions {
                 time_limit_s,
                 solve_time_limit_s: o.solve_time_limit_s,
@@ -239,6 +264,7 @@ impl Request {
                 keep_lp: o.keep_lp,
             },
             built,
+            limits: limits.clone(),
         })
     }
 
@@ -275,7 +301,7 @@ pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Lim
         };
     }
     let p = c.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len);
-    let k = c.chunks_per_npu as usize;
+    let k = c.chunks() as usize;
     let chunks = crate::collective::chunk_count(c.kind, p, k);
     let pairs = chunks.and_then(|n| crate::collective::condition_pairs(c.kind, p, n));
     match (chunks, pairs) {

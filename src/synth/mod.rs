@@ -328,7 +328,7 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
         dests[ch as usize].push(v);
     }
     let p = c.group.len();
-    let k = c.spec.chunks_per_npu as usize;
+    let k = c.spec.chunks() as usize;
     (0..c.num_chunks)
         .map(|ch| {
             let d = &dests[ch];

@@ -209,14 +209,24 @@ fn health_metadata_and_metrics(db: Db) {
     assert_eq!(code, 200);
     let names: Vec<&str> =
         algos["synthesizers"].as_array().unwrap().iter().map(|a| a["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["greedy", "ilp"]);
+    assert_eq!(names, ["auto", "greedy", "ilp"]);
+    assert_eq!(algos["synthesizers"][0]["kind"], "portfolio");
     assert!(algos["baselines"].as_array().unwrap().iter().any(|b| b["name"] == "ring"));
-    call(
+    // Without `algorithm` the portfolio runs; without `chunks_per_npu` the engine picks k.
+    let (code, job) = call(
         &s,
         "POST",
         "/v1/syntheses",
         Some(json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}})),
     );
+    assert_eq!(code, 201, "{job}");
+    let summary = &job["summary"];
+    assert_eq!(summary["stats"]["portfolio"]["chosen_by"], "auto", "{summary}");
+    let candidates = summary["stats"]["portfolio"]["candidates"].as_array().unwrap();
+    assert!(candidates.iter().any(|c| c["algorithm"] == "ilp"), "4 NPUs: the ilp joins");
+    let winner = candidates.iter().find(|c| c["chosen"] == true).unwrap();
+    assert_eq!(summary["algorithm"], winner["algorithm"]);
+    assert_eq!(summary["collective"]["chunks_per_npu"], winner["chunks_per_npu"]);
     let m = raw(s.addr, "GET", "/metrics", None);
     assert_eq!(m.status, 200);
     assert!(
@@ -224,7 +234,7 @@ fn health_metadata_and_metrics(db: Db) {
         "{}",
         m.body
     );
-    assert!(m.body.contains("ccsynth_syntheses_total{algorithm=\"greedy\",outcome=\"succeeded\"} 1"));
+    assert!(m.body.contains("ccsynth_syntheses_total{algorithm=\"auto\",outcome=\"succeeded\"} 1"));
     assert!(m.body.contains("ccsynth_solve_seconds_count 1"));
     assert!(m.body.contains("ccsynth_queue_depth 0"));
 }
@@ -264,7 +274,7 @@ fn topologies_are_idempotent_paginated_and_deletable(db: Db) {
 
 fn syntheses_wait_cache_and_serve_schedules(db: Db) {
     let s = start(db);
-    let req = json!({"spec": "torus:4x4@bw=50", "collective": {"kind": "all_reduce", "size_bytes": 1048576}, "options": {"seed": 3}});
+    let req = json!({"spec": "torus:4x4@bw=50", "collective": {"kind": "all_reduce", "size_bytes": 1048576}, "algorithm": "greedy", "options": {"seed": 3}});
     let r = raw(s.addr, "POST", "/v1/syntheses", Some(req.to_string().as_bytes()));
     assert_eq!(r.status, 201, "{}", r.body);
     let first = r.json();

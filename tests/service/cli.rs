@@ -108,7 +108,19 @@ fn simulate_prints_timing() {
 #[test]
 fn synth_prints_a_validated_schedule_with_bounds_and_stats() {
     let o = ccsynth(
-        &["synth", "--topology", "ring:6", "--collective", "all_reduce", "--size", "6MiB", "--seed", "3"],
+        &[
+            "synth",
+            "--algo",
+            "greedy",
+            "--topology",
+            "ring:6",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "6MiB",
+            "--seed",
+            "3",
+        ],
         None,
     );
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -126,7 +138,19 @@ fn synth_prints_a_validated_schedule_with_bounds_and_stats() {
     assert_eq!(again.status.code(), Some(0));
     // Same seed, same bytes.
     let o2 = ccsynth(
-        &["synth", "--topology", "ring:6", "--collective", "all_reduce", "--size", "6MiB", "--seed", "3"],
+        &[
+            "synth",
+            "--algo",
+            "greedy",
+            "--topology",
+            "ring:6",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "6MiB",
+            "--seed",
+            "3",
+        ],
         None,
     );
     let strip = |v: &mut serde_json::Value| {
@@ -148,10 +172,39 @@ fn synth_compare_adds_the_baseline_table() {
     let v = json(&o);
     let rows = v["comparison"]["rows"].as_array().unwrap();
     let names: Vec<&str> = rows.iter().map(|r| r["algorithm"].as_str().unwrap()).collect();
-    for want in ["greedy", "ring", "swing-bandwidth", "bucket"] {
+    for want in ["auto", "ring", "swing-bandwidth", "bucket"] {
         assert!(names.contains(&want), "{names:?}");
     }
-    assert!(v["comparison"]["speedup_over_best_baseline"].as_f64().unwrap() > 0.0);
+    // `auto` is the default and is never slower than a baseline: its row is the best.
+    assert_eq!(rows[0]["best"], true);
+    assert!(rows.iter().any(|r| r["algorithm"] == "auto" && r["best"] == true), "{rows:?}");
+    assert!(v["comparison"]["speedup_over_best_baseline"].as_f64().unwrap() >= 1.0);
+}
+
+#[test]
+fn synth_defaults_to_auto_and_says_which_candidate_won() {
+    let o = ccsynth(&["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "32"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let p = &v["stats"]["portfolio"];
+    assert_eq!(p["chosen_by"], "auto");
+    let candidates = p["candidates"].as_array().unwrap();
+    let chosen: Vec<&serde_json::Value> = candidates.iter().filter(|c| c["chosen"] == true).collect();
+    assert_eq!(chosen.len(), 1, "{p}");
+    assert_eq!(v["algorithm"], chosen[0]["algorithm"]);
+    assert_eq!(v["stats"]["algorithm"], chosen[0]["algorithm"]);
+    assert_eq!(v["collective_time_ns"], chosen[0]["collective_time_ns"]);
+    // At 32 B latency rules: a latency-optimal baseline beats the step-bound greedy here.
+    let greedy = candidates.iter().find(|c| c["algorithm"] == "greedy").unwrap();
+    assert!(greedy["collective_time_ns"].as_f64() >= v["collective_time_ns"].as_f64());
+    // `--chunks-per-npu auto` is the default; the schedule records the k used.
+    assert!(v["collective"]["chunks_per_npu"].as_u64().is_some());
+    let bad = ccsynth(
+        &["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "32", "--chunks-per-npu", "many"],
+        None,
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("auto"));
 }
 
 #[test]

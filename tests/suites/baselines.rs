@@ -125,7 +125,7 @@ fn swing_bandwidth_sends_every_block_once_for_any_p() {
     for (topo_spec, p) in cases {
         for kind in [K::ReduceScatter, K::AllGather] {
             let (_, s) = time("swing-bandwidth", &topo_spec, spec(kind));
-            let k = s.collective.chunks_per_npu as usize;
+            let k = s.collective.chunks() as usize;
             for r in 0..p as u32 {
                 let sent: usize = s.transfers.iter().filter(|t| t.src == r).map(|t| t.chunks.len()).sum();
                 assert_eq!(sent, (p - 1) * k, "{topo_spec} {kind:?} NPU {r}");
@@ -340,7 +340,7 @@ fn tori_with_r_a_multiple_of_c_get_two_edge_disjoint_hamiltonian_rings() {
         let size = 1u64 << 24;
         for shape in [format!("torus:{c}x{r}"), format!("torus:{r}x{c}")] {
             let (t4, s) = time("ring-bidir", &shape, CollectiveSpec::new(K::AllReduce, size));
-            assert_eq!(s.collective.chunks_per_npu, 4, "{shape}");
+            assert_eq!(s.collective.chunks_per_npu, Some(4), "{shape}");
             assert!(close(t4, 2.0 * (p - 1.0) * (ALPHA + size as f64 / p / 4.0 / BW)), "{shape}: {t4}");
         }
     }
@@ -348,6 +348,6 @@ fn tori_with_r_a_multiple_of_c_get_two_edge_disjoint_hamiltonian_rings() {
     // bidirectional ring is the plain pair of rings: two halves, one per direction.
     for shape in ["torus:3x6", "torus:5x10", "torus:4x6"] {
         let (_, s) = time("ring-bidir", shape, CollectiveSpec::new(K::AllReduce, 1 << 24));
-        assert_eq!(s.collective.chunks_per_npu, 2, "{shape}");
+        assert_eq!(s.collective.chunks_per_npu, Some(2), "{shape}");
     }
 }

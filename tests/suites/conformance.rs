@@ -24,27 +24,36 @@ struct Producer {
     options: engine::Options,
     /// Cases on more NPUs are not given to it.
     max_npus: Option<usize>,
+    /// Cases on fewer NPUs are not given to it.
+    min_npus: usize,
 }
 
 impl Producer {
     fn new(name: impl Into<String>, algorithm: &str, options: engine::Options) -> Producer {
-        Producer { name: name.into(), algorithm: algorithm.to_string(), options, max_npus: None }
+        Producer { name: name.into(), algorithm: algorithm.to_string(), options, max_npus: None, min_npus: 0 }
     }
 
     fn serves(&self, t: &Topology) -> bool {
-        self.max_npus.is_none_or(|max| t.npus() <= max)
+        self.max_npus.is_none_or(|max| t.npus() <= max) && t.npus() >= self.min_npus
     }
 
     fn is_baseline(&self) -> bool {
-        !registry::SYNTHESIZERS.contains(&self.algorithm.as_str())
+        !registry::SYNTHESIZERS.contains(&self.algorithm.as_str()) && self.algorithm != registry::PORTFOLIO
     }
 }
 
 /// Every producer: each synthesizer of the registry (the greedy with seed 7 under each switch
-/// model, the ILP with a 2 s budget on small cases, any other with its defaults), then every
-/// baseline and three Kolmakov variants.
+/// model, the ILP with a 2 s budget on small cases, any other with its defaults), the
+/// portfolio `auto` (on topologies beyond the size where it adds the ILP, whose candidate
+/// `auto_on_small_topologies_includes_the_ilp` covers), then every baseline and three
+/// Kolmakov variants.
 fn producers() -> Vec<Producer> {
     let mut v = Vec::new();
+    let auto = engine::Options { time_limit_s: Some(600.0), ..Default::default() };
+    v.push(Producer {
+        min_npus: engine::portfolio::ILP_MAX_NPUS + 1,
+        ..Producer::new("auto", registry::PORTFOLIO, auto)
+    });
     for &name in registry::SYNTHESIZERS {
         match name {
             "greedy" => {
@@ -86,6 +95,7 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
         Ok(out) => Ok((out.schedule, out.stats)),
         Err(engine::Error::Internal(e)) => panic!("{}: the engine let an invalid schedule through: {e}", p.name),
         Err(engine::Error::Cancelled) => panic!("{}: cancelled, though nothing asked it to stop", p.name),
+        Err(e @ engine::Error::TimeLimit { .. }) => panic!("{}: {e} on a small case", p.name),
         Err(e @ (engine::Error::Input(_) | engine::Error::Unsupported(_))) => Err(refusal(e.to_string())),
     }
 }
@@ -102,7 +112,7 @@ fn conform(what: &str, s: &Schedule) {
 }
 
 fn describe(p: &Producer, tname: &str, spec: &CollectiveSpec) -> String {
-    format!("{} on {tname}: {:?} k={} group={:?}", p.name, spec.kind, spec.chunks_per_npu, spec.group)
+    format!("{} on {tname}: {:?} k={} group={:?}", p.name, spec.kind, spec.chunks(), spec.group)
 }
 
 fn topologies() -> Vec<(String, Topology)> {

@@ -89,7 +89,7 @@ fn tacos_fixtures_are_matched_or_beaten() {
     ];
     for (spec, k, tacos_us) in cases {
         let mut req = request(&spec, K::AllGather, 1 << 30);
-        req.collective.chunks_per_npu = k;
+        req.collective.chunks_per_npu = Some(k);
         req.seeds = 20;
         req.threads = 2;
         let out = synthesize(&req, &|| false).unwrap();
@@ -171,7 +171,7 @@ fn refusals_are_clear_errors() {
     assert!(matches!(synthesize(&req, &|| false), Err(SynthFailure::UnknownAlgorithm(..))));
     // Over the documented chunk limit.
     let mut req = request("ring:64", K::AllToAll, 64);
-    req.collective.chunks_per_npu = 100_000;
+    req.collective.chunks_per_npu = Some(100_000);
     assert!(matches!(synthesize(&req, &|| false), Err(SynthFailure::Input(_))));
     // Cancellation is honoured.
     let req = request("torus:8x8", K::AllGather, 1 << 20);

@@ -11,16 +11,16 @@ use ccsynth::validate::ViolationKind;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
     fn coin(&mut self) -> bool {
@@ -31,7 +31,7 @@ impl Rng {
 /// A random graph whose NPUs are strongly connected: a random spanning tree of bidirectional
 /// links, extra random directed links, and maybe a switch joined to some NPUs. Returns the
 /// topology and the tree's parent of every NPU but 0.
-fn random_topology(rng: &mut Rng) -> (Topology, Vec<(usize, usize)>) {
+pub(crate) fn random_topology(rng: &mut Rng) -> (Topology, Vec<(usize, usize)>) {
     let npus = 2 + rng.below(7);
     let switches = rng.below(2);
     let mut links: BTreeMap<(usize, usize), (f64, f64)> = BTreeMap::new();

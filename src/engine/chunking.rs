@@ -1,0 +1,53 @@
+//! Granularity: which chunks-per-NPU values the greedy tries when a request leaves
+//! `chunks_per_npu` open (`Chunking::Auto`), chosen from the links' α and β, the size, the
+//! collective and the caller's limits. The engine runs them all and keeps the fastest by
+//! simulated time, so this list only prunes work: a k whose chunks would be mostly latency,
+//! or whose synthesis would be too large to be worth it, is not tried.
+
+use super::request::{Limits, check_chunks};
+use crate::collective::{CollectiveKind, CollectiveSpec, chunk_count};
+use crate::topology::Topology;
+
+/// Chunks per NPU tried for collectives with one block per NPU (all-gather, reduce-scatter,
+/// all-reduce, scatter, gather, all-to-all).
+const PER_NPU: [u32; 4] = [1, 2, 4, 8];
+/// Chunks tried for the rooted collectives with one buffer (broadcast, reduce): a pipeline
+/// along the tree wants more pieces.
+const ONE_BUFFER: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
+/// Greedy work above which a larger k is not tried: chunks × NPUs (the greedy's matching is
+/// about linear in both).
+pub const WORK_CAP: usize = 1 << 19;
+
+/// The k values to try, smallest first; always at least `[1]`. A k > 1 is kept when a chunk's
+/// transfer time on the fastest link is at least half the smallest link latency (below that
+/// the extra steps cost more α than the finer pipeline saves), when its chunks × NPUs is
+/// within `WORK_CAP`, and when it passes the request's chunk limits.
+pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -> Vec<u32> {
+    let links = topology.links();
+    let bw_max = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
+    let alpha_min = links.iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
+    let p = spec.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len).max(1);
+    let ks: &[u32] = match spec.kind {
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => &ONE_BUFFER,
+        CollectiveKind::Custom => &[1],
+        _ => &PER_NPU,
+    };
+    let mut out = vec![1];
+    for &k in &ks[1..] {
+        let Some(n) = chunk_count(spec.kind, p, k as usize) else { break };
+        let per_chunk = match spec.kind {
+            CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k as usize) as f64,
+            _ => spec.size_bytes as f64 / n as f64,
+        };
+        let beta_ns = if bw_max > 0.0 { per_chunk / bw_max } else { f64::INFINITY };
+        let worth = !alpha_min.is_finite() || beta_ns >= 0.5 * alpha_min;
+        let mut at_k = spec.clone();
+        at_k.chunks_per_npu = Some(k);
+        let fits = n.saturating_mul(topology.npus()) <= WORK_CAP && check_chunks(&at_k, topology, limits).is_ok();
+        if !(worth && fits) {
+            break;
+        }
+        out.push(k);
+    }
+    out
+}

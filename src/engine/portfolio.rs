@@ -1,0 +1,176 @@
+//! `auto`, the portfolio: runs the greedy (searching chunks per NPU when the request leaves it
+//! open), the ILP where the instance is small, and every applicable baseline of `compare`'s
+//! default set, within the request's time limit, and returns the fastest validated schedule.
+//! `stats.portfolio` lists every candidate; the result is deterministic whenever no candidate
+//! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
+//! registry order).
+
+use super::registry::{self, Algorithm};
+use super::request::{Request, Target};
+use super::{Control, Error, Output, RunStats, SynthStats};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// The ILP joins the portfolio on topologies of at most this many NPUs (beyond, its model
+/// rarely proves anything within a default budget; `--algo ilp` still runs it).
+pub const ILP_MAX_NPUS: usize = 8;
+/// The ILP candidate's share of the budget: at most this many seconds, and at most half of
+/// what is left when its turn comes (the baselines run after it).
+pub const ILP_BUDGET_S: f64 = 10.0;
+
+/// One candidate of the portfolio.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortfolioEntry {
+    /// The algorithm (`greedy`, `ilp`, a baseline).
+    pub algorithm: String,
+    /// The chunks per NPU of its schedule, when it gave one.
+    pub chunks_per_npu: Option<u32>,
+    /// Seeds it ran (the greedy only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<usize>,
+    /// Its simulated time, when it gave a schedule.
+    pub collective_time_ns: Option<f64>,
+    /// Its schedule passed the validator (false when it gave none).
+    pub valid: bool,
+    /// The time limit stopped it: its time, if any, is the best it found so far.
+    pub cut: bool,
+    /// Its wall time, milliseconds.
+    pub wall_ms: f64,
+    /// Why it gave no schedule (it does not serve this case, it ran out of time, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// It won.
+    pub chosen: bool,
+}
+
+/// What `auto` reports: how the winner was chosen, and every candidate.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortfolioStats {
+    /// Always `auto`.
+    pub chosen_by: &'static str,
+    /// The overall budget, seconds.
+    pub time_limit_s: f64,
+    /// Some candidate was cut by the limit, so another run may choose differently.
+    pub cut: bool,
+    /// Every candidate, in the order ties are broken.
+    pub candidates: Vec<PortfolioEntry>,
+}
+
+/// The statistics of an `auto` run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortfolioRun {
+    /// The winning algorithm (also the schedule's `algorithm`).
+    pub algorithm: String,
+    /// Every candidate and how the winner was chosen.
+    pub portfolio: PortfolioStats,
+    /// The winner's synthesis statistics, when a synthesizer won.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthesis: Option<SynthStats>,
+}
+
+/// The algorithms `auto` tries on this request, in tie-break order.
+pub fn candidates(req: &Request) -> Vec<Algorithm> {
+    let mut v = vec![Algorithm::Greedy];
+    if req.topology.npus() <= ILP_MAX_NPUS {
+        v.push(Algorithm::Ilp);
+    }
+    if let Target::One(spec) = &req.target {
+        v.extend(
+            registry::baseline_names()
+                .into_iter()
+                .filter(|b| registry::baseline_supports(b, spec.kind))
+                .map(|b| Algorithm::Baseline(b.to_string())),
+        );
+    }
+    v
+}
+
+/// Runs the portfolio; see the module doc.
+pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Error> {
+    let algorithms = candidates(req);
+    let mut entries = Vec::with_capacity(algorithms.len());
+    let mut best: Option<(f64, Output)> = None;
+    let mut first_error: Option<Error> = None;
+    for (i, algorithm) in algorithms.iter().enumerate() {
+        if (ctl.cancelled)() {
+            return Err(Error::Cancelled);
+        }
+        let mut entry = PortfolioEntry {
+            algorithm: algorithm.name().to_string(),
+            chunks_per_npu: None,
+            seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
+            collective_time_ns: None,
+            valid: false,
+            cut: false,
+            wall_ms: 0.0,
+            note: None,
+            chosen: false,
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            entry.cut = true;
+            entry.note = Some("not started: the time limit had run out".into());
+            entries.push(entry);
+            continue;
+        }
+        (ctl.progress)(i as f64 / algorithms.len() as f64, &format!("auto: {}", algorithm.name()));
+        let result = match algorithm {
+            Algorithm::Ilp => {
+                let left = deadline.saturating_duration_since(now).as_secs_f64();
+                let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
+                let mut ilp = req.clone();
+                ilp.seeds = 1;
+                super::run_synthesizer(&ilp, algorithm, ctl, share)
+            }
+            Algorithm::Baseline(name) => super::run_baseline(req, name, ctl),
+            _ => super::run_synthesizer(req, algorithm, ctl, deadline),
+        };
+        entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+        match result {
+            Ok(out) => {
+                let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
+                entry.collective_time_ns = out.schedule.collective_time_ns;
+                entry.chunks_per_npu = Some(out.schedule.collective.chunks());
+                entry.valid = out.report.valid;
+                entry.cut = out.stats.synthesis().is_some_and(|s| {
+                    s.runs_cut > 0 || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
+                });
+                if best.as_ref().is_none_or(|(t, _)| time < *t) {
+                    best = Some((time, out));
+                }
+            }
+            Err(Error::Cancelled) => return Err(Error::Cancelled),
+            Err(e) => {
+                entry.cut = matches!(e, Error::TimeLimit { .. });
+                entry.note = Some(e.to_string());
+                if first_error.is_none() && !entry.cut && *algorithm == Algorithm::Greedy {
+                    first_error = Some(e);
+                }
+            }
+        }
+        entries.push(entry);
+    }
+    let Some((_, mut out)) = best else {
+        return Err(first_error.unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
+    };
+    let winner = out.schedule.algorithm.clone().unwrap_or_default();
+    let synthesis = out.stats.synthesis().cloned();
+    // The winner's entry: the first with the best time (the order ties are broken in).
+    let won = entries.iter().position(|e| e.collective_time_ns == out.schedule.collective_time_ns);
+    if let Some(i) = won {
+        entries[i].chosen = true;
+    }
+    let name = won.map_or(winner, |i| entries[i].algorithm.clone());
+    let cut = entries.iter().any(|e| e.cut);
+    out.stats = RunStats::Portfolio(Box::new(PortfolioRun {
+        algorithm: name,
+        portfolio: PortfolioStats {
+            chosen_by: registry::PORTFOLIO,
+            time_limit_s: req.time_limit_s,
+            cut,
+            candidates: entries,
+        },
+        synthesis,
+    }));
+    Ok(out)
+}

@@ -1,0 +1,224 @@
+//! The portfolio (`auto`), the chunk search (`chunks_per_npu` left open) and the two-pass
+//! all-reduce bound: `auto` returns exactly the fastest of its candidates, each of which is
+//! what that algorithm gives alone; it never loses to a baseline on random graphs and sizes;
+//! it is deterministic; the time limit cuts candidates and says so.
+
+use crate::common::*;
+use crate::random_schedules::{Rng, random_topology};
+use ccsynth::bounds::lower_bounds;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, Options, RequestSpec, registry};
+use ccsynth::topology::Topology;
+use proptest::prelude::*;
+
+fn request(t: &Topology, spec: CollectiveSpec, algorithm: &str, options: Options) -> engine::Request {
+    let rs = RequestSpec { algorithm: algorithm.into(), options, ..RequestSpec::new(spec) };
+    engine::Request::new(t.clone(), rs, &engine::Limits::default()).unwrap()
+}
+
+fn run(t: &Topology, spec: CollectiveSpec, algorithm: &str, options: Options) -> Result<engine::Output, engine::Error> {
+    engine::run(&request(t, spec, algorithm, options), engine::Control::none())
+}
+
+fn generous() -> Options {
+    Options { time_limit_s: Some(600.0), ..Options::default() }
+}
+
+#[test]
+fn auto_is_the_fastest_of_its_candidates_and_each_is_what_it_gives_alone() {
+    for (spec, kind, size) in [
+        ("torus:4x4", K::AllReduce, 32u64),
+        ("torus:4x4", K::AllReduce, 2 << 20),
+        ("ring:8", K::AllGather, 1 << 20),
+        ("mesh:3x3@bw=50,100;lat=300,700", K::ReduceScatter, 300_000),
+        ("dragonfly:2:4", K::Broadcast, 1 << 20),
+    ] {
+        let t = topo(spec);
+        let mut c = CollectiveSpec::new(kind, size);
+        if kind.needs_root() {
+            c = c.with_root(1);
+        }
+        let out = run(&t, c.clone(), registry::PORTFOLIO, generous()).unwrap();
+        let p = out.stats.portfolio().expect("auto reports its portfolio");
+        assert_eq!(p.chosen_by, "auto");
+        assert!(!p.cut, "{spec}: nothing was cut with a generous limit");
+        let times: Vec<f64> = p.candidates.iter().filter_map(|e| e.collective_time_ns).collect();
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        assert_eq!(out.schedule.collective_time_ns, Some(best), "{spec}");
+        let chosen: Vec<_> = p.candidates.iter().filter(|e| e.chosen).collect();
+        assert_eq!(chosen.len(), 1, "{spec}: one winner");
+        assert_eq!(out.schedule.algorithm.as_deref(), Some(chosen[0].algorithm.as_str()), "{spec}");
+        // Every candidate is the algorithm run on its own, and every applicable baseline is one.
+        for e in &p.candidates {
+            let alone = run(&t, c.clone(), &e.algorithm, generous());
+            match (alone, e.collective_time_ns) {
+                (Ok(o), Some(time)) => {
+                    assert_eq!(o.schedule.collective_time_ns, Some(time), "{spec}: {}", e.algorithm);
+                    assert!(e.valid);
+                }
+                (Err(_), None) => assert!(e.note.is_some(), "{spec}: {} says why it gave nothing", e.algorithm),
+                (a, b) => panic!(
+                    "{spec}: {} alone {:?} vs in auto {b:?}",
+                    e.algorithm,
+                    a.map(|o| o.schedule.collective_time_ns)
+                ),
+            }
+        }
+        for b in registry::baseline_names().into_iter().filter(|b| registry::baseline_supports(b, kind)) {
+            assert!(p.candidates.iter().any(|e| e.algorithm == b), "{spec}: {b} is a candidate");
+        }
+    }
+}
+
+#[test]
+fn auto_on_small_topologies_includes_the_ilp() {
+    let t = topo("ring:4");
+    let out = run(&t, CollectiveSpec::new(K::AllGather, 4096), registry::PORTFOLIO, generous()).unwrap();
+    let p = out.stats.portfolio().unwrap();
+    let names: Vec<&str> = p.candidates.iter().map(|e| e.algorithm.as_str()).collect();
+    assert_eq!(&names[..2], ["greedy", "ilp"], "the synthesizers come first, in tie-break order");
+    let ilp = &p.candidates[1];
+    assert!(ilp.valid && ilp.collective_time_ns.is_some(), "{ilp:?}");
+    // On 16 NPUs the ILP is left out.
+    let big =
+        run(&topo("torus:4x4"), CollectiveSpec::new(K::AllGather, 4096), registry::PORTFOLIO, generous()).unwrap();
+    assert!(big.stats.portfolio().unwrap().candidates.iter().all(|e| e.algorithm != "ilp"));
+}
+
+#[test]
+fn auto_is_deterministic_and_ties_go_to_the_earlier_candidate() {
+    let t = topo("hypercube:3");
+    let spec = CollectiveSpec::new(K::AllReduce, 64 << 10);
+    let a = run(&t, spec.clone(), registry::PORTFOLIO, generous()).unwrap();
+    let b = run(&t, spec, registry::PORTFOLIO, generous()).unwrap();
+    assert_eq!(a.schedule, b.schedule);
+    let p = a.stats.portfolio().unwrap();
+    let best = a.schedule.collective_time_ns;
+    let first = p.candidates.iter().position(|e| e.collective_time_ns == best).unwrap();
+    assert!(p.candidates[first].chosen, "the first of equal times wins");
+}
+
+#[test]
+fn a_time_limit_cuts_candidates_and_says_so() {
+    // 1 ms is gone before the greedy's first run on 512 NPUs ends; what the limit stopped is
+    // marked cut and `auto` still returns the best it has, or says it has none.
+    let t = topo("torus:8x8x8");
+    let options = Options { time_limit_s: Some(1e-3), ..Options::default() };
+    match run(&t, CollectiveSpec::new(K::AllGather, 1 << 30), registry::PORTFOLIO, options.clone()) {
+        Ok(out) => {
+            let p = out.stats.portfolio().unwrap();
+            assert!(p.cut && p.candidates.iter().any(|e| e.cut), "{p:?}");
+            assert!(engine::check(&out.schedule).valid);
+        }
+        Err(e) => assert!(matches!(e, engine::Error::TimeLimit { .. }), "{e}"),
+    }
+    let greedy = run(&t, CollectiveSpec::new(K::AllGather, 1 << 30), "greedy", options);
+    assert!(matches!(greedy, Err(engine::Error::TimeLimit { .. })), "{:?}", greedy.map(|o| o.stats));
+}
+
+#[test]
+fn the_chunk_search_follows_the_costs_and_an_explicit_number_is_honoured() {
+    let t = topo("torus:4x4");
+    let at = |size: u64, k: Option<u32>| {
+        let mut c = CollectiveSpec::new(K::AllGather, size);
+        c.chunks_per_npu = k;
+        let out = run(&t, c, "greedy", Options::default()).unwrap();
+        let st = out.stats.synthesis().unwrap().clone();
+        (out.schedule, st)
+    };
+    // 32 B: every chunk is all latency; only k = 1 is tried.
+    let (s, st) = at(32, None);
+    assert_eq!(st.chunks_per_npu_tried, vec![1]);
+    assert_eq!(s.collective.chunks_per_npu, Some(1));
+    // 512 MiB on 100 GB/s links with 500 ns latency: 1, 2, 4 and 8 are all worth trying, and
+    // the schedule records the k that won, whose time is the best of the four.
+    let (s, st) = at(512 << 20, None);
+    assert_eq!(st.chunks_per_npu_tried, vec![1, 2, 4, 8]);
+    let k = s.collective.chunks_per_npu.unwrap();
+    for tried in [1, 2, 4, 8] {
+        let (alone, _) = at(512 << 20, Some(tried));
+        assert!(s.collective_time_ns.unwrap() <= alone.collective_time_ns.unwrap(), "k={k} vs {tried}");
+        if tried == k {
+            assert_eq!(alone.collective_time_ns, s.collective_time_ns);
+        }
+    }
+    // Given: honoured, nothing else tried.
+    let (s, st) = at(512 << 20, Some(3));
+    assert_eq!((s.collective.chunks_per_npu, st.chunks_per_npu_tried), (Some(3), vec![3]));
+    // The option overrides the collective.
+    let mut c = CollectiveSpec::new(K::AllGather, 512 << 20);
+    c.chunks_per_npu = Some(5);
+    let out = run(&t, c, "greedy", Options { chunks_per_npu: Some(2), ..Options::default() }).unwrap();
+    assert_eq!(out.schedule.collective.chunks_per_npu, Some(2));
+}
+
+#[test]
+fn the_ilp_and_tenants_take_one_chunk_when_none_is_given() {
+    let t = topo("ring:4");
+    let out = run(&t, CollectiveSpec::new(K::AllGather, 1 << 30), "ilp", Options::default()).unwrap();
+    assert_eq!(out.schedule.collective.chunks_per_npu, Some(1));
+    let rs = RequestSpec {
+        target: engine::Target::Tenants(vec![
+            CollectiveSpec::new(K::AllGather, 1 << 20),
+            CollectiveSpec::new(K::AllReduce, 1 << 20),
+        ]),
+        algorithm: registry::PORTFOLIO.into(),
+        options: Options::default(),
+    };
+    let req = engine::Request::new(t, rs, &engine::Limits::default()).unwrap();
+    let out = engine::run(&req, engine::Control::none()).unwrap();
+    assert!(engine::check(&out.schedule).valid);
+    let p = out.stats.portfolio().unwrap();
+    assert!(p.candidates.iter().all(|e| registry::SYNTHESIZERS.contains(&e.algorithm.as_str())), "{p:?}");
+}
+
+#[test]
+fn the_two_pass_all_reduce_bound_in_closed_form() {
+    // ring:6, bidirectional 100 GB/s links: every NPU has 200 GB/s of ingress. 2(p-1) buffers
+    // over 6 × 200 GB/s.
+    let t = topo("ring:6");
+    let size = 6u64 << 20;
+    let c = coll(&t, K::AllReduce, size);
+    let b = lower_bounds(&t, &c);
+    let want = 2.0 * 5.0 * size as f64 / (6.0 * 200.0);
+    assert!(close(b.two_pass_ns.unwrap(), want), "{b:?}");
+    assert!(close(b.lower_bound_ns.unwrap(), want.max(b.latency_ns.unwrap())));
+    // It is twice the one-pass ingress bound's volume, less the NPU's own share.
+    assert!(close(b.two_pass_ns.unwrap() / b.ingress_ns.unwrap(), 2.0 * 5.0 / 6.0));
+    // The bidirectional ring all-reduce meets its bandwidth term: 2(p-1) steps of size/p over
+    // one 100 GB/s link each way, half the buffer each way.
+    let ring = run(&t, CollectiveSpec::new(K::AllReduce, size), "ring-bidir", Options::default()).unwrap();
+    assert!(ring.schedule.collective_time_ns.unwrap() >= b.two_pass_ns.unwrap());
+    // A subgroup gets none (the others could share the work); other kinds neither.
+    let sub = coll_spec(&t, CollectiveSpec { group: Some(vec![0, 2, 4]), ..CollectiveSpec::new(K::AllReduce, size) });
+    assert_eq!(lower_bounds(&t, &sub).two_pass_ns, None);
+    assert_eq!(lower_bounds(&t, &coll(&t, K::AllGather, size)).two_pass_ns, None);
+}
+
+const KINDS: [K; 5] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::AllToAll];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// On random graphs and sizes, `auto` is never slower than any applicable baseline run
+    /// alone, and never faster than the lower bound.
+    #[test]
+    fn auto_never_loses_to_a_baseline(seed in any::<u64>(), kind in 0usize..KINDS.len(), log_size in 5u32..30) {
+        let (t, _) = random_topology(&mut Rng(seed));
+        let kind = KINDS[kind];
+        let mut c = CollectiveSpec::new(kind, 1u64 << log_size);
+        if kind.needs_root() {
+            c = c.with_root(0);
+        }
+        let out = run(&t, c.clone(), registry::PORTFOLIO, generous()).unwrap();
+        let time = out.schedule.collective_time_ns.unwrap();
+        prop_assert!(engine::check(&out.schedule).valid);
+        for b in registry::baseline_names().into_iter().filter(|b| registry::baseline_supports(b, kind)) {
+            if let Ok(o) = run(&t, c.clone(), b, Options::default()) {
+                prop_assert!(time <= o.schedule.collective_time_ns.unwrap(), "{b} beat auto on {t:?}");
+            }
+        }
+        let bound = out.report.lower_bound_ns.unwrap();
+        prop_assert!(time >= bound * (1.0 - 1e-9));
+    }
+}

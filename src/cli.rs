@@ -53,7 +53,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
-        /// greedy or ilp (the ilp suite runs each case once; --runs applies to greedy).
+        /// greedy, ilp or sizes (the ilp and sizes suites run each case once; --runs applies
+        /// to greedy). `sizes` is the message-size sweep: `auto`, its greedy candidate and the
+        /// best baseline from 32 B to 512 MiB; run it from the repository root (it reads
+        /// examples/irregular-hetero.json).
         #[arg(long, default_value = "greedy")]
         suite: String,
         /// Runs per case; the median synthesis time is reported.
@@ -395,7 +398,8 @@ fn bench_cmd(suite: &str, runs: usize, quick: bool, filter: Option<&str>, json: 
     match suite {
         "ilp" => bench_ilp(quick, filter, json),
         "greedy" => bench_greedy(runs, quick, filter, json),
-        other => Err(format!("--suite {other:?}: expected greedy or ilp")),
+        "sizes" => bench_sizes(quick, filter, json),
+        other => Err(format!("--suite {other:?}: expected greedy, ilp or sizes")),
     }
 }
 
@@ -421,6 +425,31 @@ fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Strin
         print_json(&rows)?;
     } else {
         print!("{}", crate::bench::ilp_markdown(&rows));
+    }
+    Ok(0)
+}
+
+fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    let mut rows = Vec::new();
+    for c in crate::bench::sizes_suite(quick) {
+        let name = format!("{} {} {}", c.topology, c.collective.name(), c.size_bytes);
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let r = crate::bench::run_size_case(&c);
+        eprintln!(
+            "ccsynth bench: {name}: greedy/best {}, auto/best {}, {:.2} s {}",
+            r.greedy_vs_best_baseline.map_or_else(|| "–".into(), |x| format!("{x:.2}")),
+            r.auto_vs_best_baseline.map_or_else(|| "–".into(), |x| format!("{x:.2}")),
+            r.auto_s,
+            r.error.clone().unwrap_or_default()
+        );
+        rows.push(r);
+    }
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", crate::bench::sizes_markdown(&rows));
     }
     Ok(0)
 }

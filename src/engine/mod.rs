@@ -150,6 +150,9 @@ pub struct SynthRequest {
     pub tenants: Option<Vec<crate::collective::CollectiveSpec>>,
     /// Options of the `ilp` algorithm (its HiGHS threads come from `threads`).
     pub ilp: crate::synth::ilp::IlpOptions,
+    /// The greedy also tries its latency mode (batched messages; all-reduce by flooding the
+    /// contributions) beside the matcher, and keeps the fastest. One collective only.
+    pub latency_mode: bool,
 }
 
 impl SynthRequest {
@@ -166,6 +169,7 @@ impl SynthRequest {
             discretization_ns: None,
             tenants: None,
             ilp: Default::default(),
+            latency_mode: false,
         }
     }
 }
@@ -199,6 +203,13 @@ pub struct SynthStats {
     pub transfers: usize,
     /// Distinct steps of the kept schedule.
     pub rounds: usize,
+    /// The greedy's planner that made the kept schedule: `matching` (the TEN matcher),
+    /// `batched` (latency mode) or `contributions` (all-reduce flooding every contribution).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub greedy_mode: Option<&'static str>,
+    /// The planners the greedy tried.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub modes_tried: Vec<&'static str>,
     /// Chunks per NPU tried (the request's, or those the engine chose to search).
     pub chunks_per_npu_tried: Vec<u32>,
     /// Greedy runs the time limit cut before they finished (their schedules were not kept).
@@ -378,14 +389,21 @@ fn synthesize_built(
                 .map_err(|e| SynthFailure::Synth(e.into())),
         })
         .collect::<Result<_, _>>()?;
-    let runs: Vec<Run> = (0..variants.len())
+    let mut runs: Vec<Run> = (0..variants.len())
         .flat_map(|variant| {
             let fs = factors[variant].len();
             (0..seeds as u64).flat_map(move |i| {
-                (0..fs).map(move |discretization| Run { variant, seed: req.seed.wrapping_add(i), discretization })
+                (0..fs).map(move |f| Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Matching(f) })
             })
         })
         .collect();
+    if req.latency_mode && tenants.is_none() && !trivial {
+        // Deterministic on direct links and cheap: the first seed, the request's chunking.
+        runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Batched });
+        if crate::synth::flood::contributions_apply(c, req.topology.npus()) {
+            runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
+        }
+    }
     let single = runs.len() == 1;
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let total = runs.len();
@@ -404,11 +422,29 @@ fn synthesize_built(
         let opts = crate::synth::GreedyOptions {
             seed: r.seed,
             switch_model: req.switch_model,
-            discretization_ns: factors[r.variant][r.discretization],
+            discretization_ns: match r.mode {
+                Mode::Matching(f) => factors[r.variant][f],
+                _ => None,
+            },
         };
-        let produced = match tenants {
-            None => crate::synth::greedy(&req.topology, variants[r.variant], &opts, polled),
-            Some(t) => crate::synth::greedy_multi(&req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
+        let c = variants[r.variant];
+        let produced = match (tenants, r.mode) {
+            (Some(t), _) => crate::synth::greedy_multi(&req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
+            (None, Mode::Matching(_)) => crate::synth::greedy(&req.topology, c, &opts, polled),
+            (None, Mode::Batched) => crate::synth::batched(&req.topology, c, &opts, polled),
+            (None, Mode::Contributions) => {
+                crate::synth::flood::all_reduce_by_contributions(&req.topology, c, req.switch_model, r.seed, polled).map(
+                    |(s, rounds, discretization_ns)| {
+                        let stats = crate::synth::GreedyStats {
+                            ten_timesteps: rounds,
+                            phase_timesteps: vec![rounds],
+                            discretization_ns,
+                            replacements: 0,
+                        };
+                        (s, stats)
+                    },
+                )
+            }
         };
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match produced {
@@ -449,19 +485,48 @@ fn synthesize_built(
     stats.seeds_tried = seeds;
     stats.discretizations_tried = factors[run.variant].len();
     stats.chosen_seed = run.seed;
+    stats.greedy_mode = Some(run.mode.name());
+    stats.modes_tried = {
+        let mut m: Vec<&'static str> = runs.iter().map(|r| r.mode.name()).collect();
+        m.dedup();
+        m
+    };
     stats.chunks_per_npu_tried = variants.iter().map(|v| v.spec.chunks()).collect();
     stats.runs_cut = outcome.cut;
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
 }
 
-/// One greedy run's parameters: which variant (chunks per NPU), seed and discretization.
+/// One greedy run's parameters: which variant (chunks per NPU), seed and planner.
 #[derive(Clone, Copy, Debug)]
 struct Run {
     /// Index into the variants tried.
     variant: usize,
     seed: u64,
-    /// Index into the variant's discretizations.
-    discretization: usize,
+    mode: Mode,
+}
+
+/// How a greedy run plans: the matcher at one of the variant's discretizations, or the
+/// latency mode (batched messages, or for all-reduce every contribution flooded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// The matcher, at this index into the discretizations tried.
+    Matching(usize),
+    /// Batched messages along shortest paths (`synth::flood::plan`).
+    Batched,
+    /// All-reduce by flooding every contribution (`synth::flood::all_reduce_by_contributions`).
+    Contributions,
+}
+
+impl Mode {
+    /// The name `stats.greedy_mode` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Matching(_) => "matching",
+            Mode::Batched => "batched",
+            Mode::Contributions => "contributions",
+        }
+    }
 }
 
 /// The runs of a synthesis folded together: the fastest schedule, the first failure (by run
@@ -483,7 +548,7 @@ impl Outcome {
     fn merge(self, other: Outcome) -> Outcome {
         // The fastest, ties to the smaller chunks per NPU, then the lower seed, then the
         // earlier discretization.
-        let key = |c: &Candidate| (c.time_ns, c.run.variant, c.run.seed, c.run.discretization);
+        let key = |c: &Candidate| (c.time_ns, c.run.variant, c.run.seed, c.run.mode);
         let best = match (self.best, other.best) {
             (Some(a), Some(b)) => Some(if key(&b) < key(&a) { b } else { a }),
             (a, b) => a.or(b),
@@ -526,6 +591,8 @@ fn base_stats(
         discretization_ns: gst.discretization_ns,
         switch_model: req.switch_model,
         replacements: gst.replacements,
+        greedy_mode: None,
+        modes_tried: Vec::new(),
         chunks_per_npu_tried: vec![schedule.collective.chunks()],
         runs_cut: 0,
         transfers: schedule.transfers.len(),
@@ -873,6 +940,7 @@ fn run_synthesizer(
             time_limit_s: req.ilp.time_limit_s.min(remaining_s).max(1e-3),
             ..req.ilp.clone()
         },
+        latency_mode: *algorithm == Algorithm::Greedy,
     };
     let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
     let searched: Vec<Collective> = match (algorithm, req.chunking, &req.target) {

@@ -25,6 +25,9 @@ pub struct PortfolioEntry {
     pub algorithm: String,
     /// The chunks per NPU of its schedule, when it gave one.
     pub chunks_per_npu: Option<u32>,
+    /// The greedy's planner that made its schedule (`matching`, `batched`, `contributions`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub greedy_mode: Option<&'static str>,
     /// Seeds it ran (the greedy only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seeds: Option<usize>,
@@ -98,6 +101,7 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
         let mut entry = PortfolioEntry {
             algorithm: algorithm.name().to_string(),
             chunks_per_npu: None,
+            greedy_mode: None,
             seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
             collective_time_ns: None,
             valid: false,
@@ -131,6 +135,7 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
                 let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
                 entry.collective_time_ns = out.schedule.collective_time_ns;
                 entry.chunks_per_npu = Some(out.schedule.collective.chunks());
+                entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode);
                 entry.valid = out.report.valid;
                 entry.cut = out.stats.synthesis().is_some_and(|s| {
                     s.runs_cut > 0 || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)

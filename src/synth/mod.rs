@@ -2,6 +2,7 @@
 //! synthesized by inversion (TACOS VII-A): the reduction is the reverse of a broadcast-like
 //! movement on the transposed topology, then the result is spread forward.
 
+pub mod flood;
 pub mod greedy;
 pub mod ilp;
 
@@ -145,6 +146,28 @@ pub fn greedy(
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
+    Ok((s, stats))
+}
+
+/// Synthesizes `c` on `topo` in the latency mode: the batched planner (`flood`) in every phase
+/// on a TEN whose timestep is the slowest edge's (one round per edge), then one message per
+/// step and pair of NPUs. Combining collectives are reduced along shortest-path trees, as
+/// the matcher's phases are, by inversion.
+pub fn batched(
+    topo: &Topology,
+    c: &Collective,
+    opts: &GreedyOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, GreedyStats), SynthError> {
+    let round = flood::round_ten(topo, c.chunk_size_bytes, opts.switch_model)?;
+    let opts = GreedyOptions { discretization_ns: Some(round.discretization_ns), ..opts.clone() };
+    let combining = vec![c.combining; c.num_chunks];
+    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(flood::plan(p, seed, cancelled)?);
+    let (transfers, stats) = movement_core(topo, c, &combining, &roots, &opts, &mut planner)?;
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(opts.seed);
+    s.transfers = flood::batch(transfers);
     Ok((s, stats))
 }
 

@@ -10,6 +10,7 @@ mod collective;
 mod conformance;
 mod greedy;
 mod ilp;
+mod latency;
 mod portfolio;
 mod random_schedules;
 mod sim;

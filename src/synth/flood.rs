@@ -1,0 +1,253 @@
+//! The batched planner (the synthesizer's latency mode): few, large messages. Where the
+//! matcher moves one chunk per TEN edge per timestep, here one round lets every edge carry
+//! every chunk its source holds and its destination lacks, as one message that pays α once.
+//! Chunks spread along shortest paths (all of them at once), so a phase takes about the
+//! eccentricity of the holders in rounds: the diameter for all-gather, the root's
+//! eccentricity for broadcast. Reversed on the transposed topology (as every phase of a
+//! combining collective is) it is a reduction along shortest-path trees with every chunk's
+//! tree running at once: reduce and reduce-scatter in as many rounds.
+//!
+//! Links shared by several edges (a switch port) carry one message per round; edges are
+//! taken in order of how much their destination needs what they bring. A destination
+//! reached by several edges in one round takes each chunk from the edge that finishes
+//! soonest with it, which spreads the bytes over its incoming links.
+//!
+//! `all_reduce_by_contributions` floods every contribution separately (into scratch slots)
+//! and reduces locally at the end: an all-reduce in as many rounds as an all-gather, for the
+//! sizes where rounds cost more than bytes.
+
+use super::greedy::{GreedyError, Move, Plan, Problem};
+use crate::collective::Collective;
+use crate::rng::Rng;
+use crate::schedule::{Op, Schedule, Transfer};
+use crate::ten::Ten;
+
+/// Bits of the per-NPU holding tables above which the batched planner refuses (32 MiB per
+/// table): the relay-everything flood is for the latency-bound cases, not for all-to-all on
+/// thousands of NPUs.
+pub const MAX_BITS: usize = 1 << 28;
+
+/// Plans one phase in rounds of batched messages (see the module doc). Every TEN edge must
+/// span one timestep (the caller discretizes at the slowest edge), so a round is a timestep.
+pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, GreedyError> {
+    let ten = p.ten;
+    let (n, items) = (ten.npus, p.num_chunks);
+    let words = items.div_ceil(64).max(1);
+    let bits = n.saturating_mul(words * 64);
+    if bits > MAX_BITS {
+        return Err(GreedyError::TooManyRelayTables(bits, MAX_BITS));
+    }
+    let mut has = vec![0u64; n * words];
+    let mut want = vec![0u64; n * words];
+    let set = |t: &mut [u64], v: usize, x: usize| t[v * words + x / 64] |= 1 << (x % 64);
+    let get = |t: &[u64], v: usize, x: usize| t[v * words + x / 64] >> (x % 64) & 1 == 1;
+    for &[v, x] in p.pre {
+        set(&mut has, v as usize, x as usize);
+    }
+    let mut remaining = 0usize;
+    for &[v, x] in p.post {
+        set(&mut want, v as usize, x as usize);
+        remaining += !get(&has, v as usize, x as usize) as usize;
+    }
+    let mut rng = Rng::new(seed);
+    let mut moves = Vec::new();
+    let mut round = 0u32;
+    let mut busy = vec![false; ten.resources];
+    let mut order: Vec<u32> = (0..ten.edges.len() as u32).collect();
+    while remaining > 0 {
+        if cancelled() {
+            return Err(GreedyError::Cancelled);
+        }
+        // Edges by what they bring: needed chunks first, then any (relays), random ties.
+        rng.shuffle(&mut order);
+        let mut gains: Vec<(usize, usize, u32)> = Vec::new();
+        for &e in &order {
+            let edge = &ten.edges[e as usize];
+            let (s, d) = (edge.src as usize, edge.dst as usize);
+            let (mut needed, mut any) = (0usize, 0usize);
+            for w in 0..words {
+                let new = has[s * words + w] & !has[d * words + w];
+                any += new.count_ones() as usize;
+                needed += (new & want[d * words + w]).count_ones() as usize;
+            }
+            if any > 0 {
+                gains.push((needed, any, e));
+            }
+        }
+        gains.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+        let mut into: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut taken = Vec::new();
+        for &(_, _, e) in &gains {
+            let edge = &ten.edges[e as usize];
+            if edge.resources.iter().all(|&r| !busy[r as usize]) {
+                for &r in &edge.resources {
+                    busy[r as usize] = true;
+                    taken.push(r);
+                }
+                into[edge.dst as usize].push(e);
+            }
+        }
+        for r in taken {
+            busy[r as usize] = false;
+        }
+        // Each destination takes each new chunk from the edge that would finish soonest with
+        // it, counting what that edge already carries this round.
+        let mut arrived = Vec::new();
+        for (d, edges) in into.iter().enumerate() {
+            if edges.is_empty() {
+                continue;
+            }
+            let mut load = vec![0usize; edges.len()];
+            for w in 0..words {
+                let mut union = 0u64;
+                for &e in edges {
+                    union |= has[ten.edges[e as usize].src as usize * words + w];
+                }
+                let mut new = union & !has[d * words + w];
+                while new != 0 {
+                    let b = new.trailing_zeros() as usize;
+                    new &= new - 1;
+                    let x = w * 64 + b;
+                    let pick = (0..edges.len())
+                        .filter(|&i| get(&has, ten.edges[edges[i] as usize].src as usize, x))
+                        .min_by(|&i, &j| {
+                            let cost = |i: usize| (load[i] + 1) as f64 * ten.edges[edges[i] as usize].time_ns;
+                            cost(i).total_cmp(&cost(j))
+                        })
+                        .expect("some edge brings it");
+                    load[pick] += 1;
+                    moves.push(Move { step: round, edge: edges[pick], chunk: x as u32 });
+                    arrived.push((d, x));
+                }
+            }
+        }
+        if arrived.is_empty() {
+            return Err(GreedyError::Stuck(remaining));
+        }
+        for (d, x) in arrived {
+            set(&mut has, d, x);
+            remaining -= get(&want, d, x) as usize;
+        }
+        round += 1;
+    }
+    Ok(Plan { moves, timesteps: round, replacements: 0 })
+}
+
+/// Merges the single-chunk transfers of one step between the same NPUs over the same route
+/// with the same op into one message (α paid once), keeping the order of first appearance.
+pub fn batch(transfers: Vec<Transfer>) -> Vec<Transfer> {
+    use std::collections::HashMap;
+    type Key = (u32, u32, u32, Op, Option<std::sync::Arc<[u32]>>);
+    let mut groups: Vec<(Transfer, Vec<u32>, Option<Vec<u32>>)> = Vec::new();
+    let mut slot: HashMap<Key, usize> = HashMap::new();
+    for t in transfers {
+        let key = (t.step, t.src, t.dst, t.op, t.path.clone());
+        let i = *slot.entry(key).or_insert_with(|| {
+            groups.push((t.clone(), Vec::new(), t.dst_chunks.as_ref().map(|_| Vec::new())));
+            groups.len() - 1
+        });
+        let (_, chunks, dst) = &mut groups[i];
+        chunks.extend(t.chunks.iter().copied());
+        if let (Some(dst), Some(extra)) = (dst.as_mut(), t.dst_chunks.as_deref()) {
+            dst.extend(extra.iter().copied());
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(mut t, chunks, dst)| {
+            t.chunks = chunks.into();
+            t.dst_chunks = dst.map(|d| Box::new(d.into()));
+            t
+        })
+        .collect()
+}
+
+/// The TEN of `topo` at the granularity of the batched planner: the slowest edge's time, so
+/// every edge spans one timestep (a round).
+pub fn round_ten(
+    topo: &crate::topology::Topology,
+    chunk_size_bytes: f64,
+    model: crate::ten::SwitchModel,
+) -> Result<Ten, crate::ten::TenError> {
+    let probe = Ten::build(topo, chunk_size_bytes, model, None)?;
+    let slowest = probe.edges.iter().map(|e| e.time_ns).fold(0.0, f64::max);
+    if slowest > 0.0 && slowest.is_finite() { Ten::build(topo, chunk_size_bytes, model, Some(slowest)) } else { Ok(probe) }
+}
+
+/// Whether `all_reduce_by_contributions` serves `c`: all-reduce, reduce-scatter or reduce,
+/// whose postcondition holders also contribute to their chunks (so each reduces what it
+/// receives into its own partial), within `MAX_BITS` of contributions × NPUs.
+pub fn contributions_apply(c: &Collective, npus: usize) -> bool {
+    use crate::collective::CollectiveKind as K;
+    if !c.combining || !matches!(c.spec.kind, K::AllReduce | K::ReduceScatter | K::Reduce) {
+        return false;
+    }
+    let items = c.precondition.len();
+    npus.saturating_mul(items.div_ceil(64) * 64) <= MAX_BITS
+        && npus.saturating_mul(items) <= crate::limits::MAX_CONDITION_PAIRS
+}
+
+/// All-reduce by flooding every contribution: contribution (u, c) is an item of its own,
+/// held by u in its slot c and carried to every other NPU needing c, into a scratch slot of
+/// its own; relays forward it from there. In a last step every NPU reduces each received
+/// contribution into its own partial with a local move (the sets are disjoint: one per
+/// contributor). Rounds: the all-gather's; bytes: every NPU receives every other's buffer.
+pub fn all_reduce_by_contributions(
+    topo: &crate::topology::Topology,
+    c: &Collective,
+    model: crate::ten::SwitchModel,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, u32, f64), super::SynthError> {
+    let ten = round_ten(topo, c.chunk_size_bytes, model)?;
+    let holders = c.holders();
+    // Items: the precondition pairs, in order; item i is (u, chunk) = precondition[i].
+    let items = c.precondition.len();
+    let pre: Vec<[u32; 2]> = c.precondition.iter().enumerate().map(|(i, &[u, _])| [u, i as u32]).collect();
+    // The precondition is sorted by (npu, chunk); index items by chunk instead.
+    let mut by_chunk: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
+    for (i, &[_, ch]) in c.precondition.iter().enumerate() {
+        by_chunk[ch as usize].push(i as u32);
+    }
+    let mut post = Vec::new();
+    for &[v, ch] in &c.postcondition {
+        if holders.of(ch as usize).binary_search(&v).is_err() {
+            return Err(crate::error::InputError::new("collective", "a postcondition holder has no partial of its own")
+                .into());
+        }
+        for &i in &by_chunk[ch as usize] {
+            if c.precondition[i as usize][0] != v {
+                post.push([v, i]);
+            }
+        }
+    }
+    post.sort_unstable();
+    let problem = Problem { ten: &ten, num_chunks: items, pre: &pre, post: &post, live_npus: topo.live_npus().len() };
+    let plan = plan(&problem, seed, cancelled)?;
+    let moves = super::prune_dead_ends(&ten, items, plan.moves, &post);
+    let scratch_of = |i: u32| (c.num_chunks as u32) + i;
+    let mut transfers: Vec<Transfer> = moves
+        .iter()
+        .map(|m| {
+            let e = &ten.edges[m.edge as usize];
+            let [u, ch] = c.precondition[m.chunk as usize];
+            let read = if e.src == u { ch } else { scratch_of(m.chunk) };
+            let mut t = Transfer::copy(m.step, e.src as usize, e.dst as usize, vec![read]).into_slots(vec![scratch_of(m.chunk)]);
+            t.path = e.path.clone();
+            t
+        })
+        .collect();
+    let last = plan.timesteps;
+    for &[v, i] in &post {
+        let ch = c.precondition[i as usize][1];
+        transfers.push(Transfer::reduce(last, v as usize, v as usize, vec![scratch_of(i)]).into_slots(vec![ch]));
+    }
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.scratch = c.precondition.iter().map(|&[_, ch]| ch).collect();
+    s.seed = Some(seed);
+    // Local moves stay one per contribution: a slot may be written once per transfer.
+    let (wire, local): (Vec<Transfer>, Vec<Transfer>) = transfers.into_iter().partition(|t| !t.is_local());
+    s.transfers = batch(wire);
+    s.transfers.extend(local);
+    Ok((s, plan.timesteps + 1, ten.discretization_ns))
+}

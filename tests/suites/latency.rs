@@ -1,0 +1,146 @@
+//! The greedy's latency mode: batched messages along shortest paths (`synth::batched`) and the
+//! all-reduce that floods every contribution (`synth::flood::all_reduce_by_contributions`).
+//! Exact round counts on small tori, α-β times in closed form at small sizes, validity under
+//! the no-double-counting rule (and a deliberately broken copy that double counts), and a
+//! property test over random graphs.
+
+use crate::common::*;
+use crate::random_schedules::{Rng, random_topology};
+use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, RequestSpec};
+use ccsynth::schedule::Schedule;
+use ccsynth::synth::{self, GreedyOptions, flood};
+use ccsynth::topology::Topology;
+use ccsynth::validate::{ViolationKind, validate};
+use proptest::prelude::*;
+
+fn opts() -> GreedyOptions {
+    GreedyOptions { seed: 0, switch_model: Default::default(), discretization_ns: None }
+}
+
+fn batched(t: &Topology, c: &Collective) -> Schedule {
+    synth::batched(t, c, &opts(), &|| false).unwrap().0
+}
+
+fn contributions(t: &Topology, c: &Collective) -> Schedule {
+    flood::all_reduce_by_contributions(t, c, Default::default(), 0, &|| false).unwrap().0
+}
+
+fn time(s: &Schedule) -> f64 {
+    engine::check(s).collective_time_ns.unwrap()
+}
+
+#[test]
+fn batched_all_gather_takes_the_diameter_in_rounds_on_tori() {
+    for (spec, diameter) in [("torus:4x4", 4), ("torus:6x6", 6), ("torus:8x8", 8), ("torus:4x4x4", 6), ("ring:7", 3)] {
+        let t = topo(spec);
+        let c = coll(&t, K::AllGather, 32);
+        let s = batched(&t, &c);
+        let r = engine::check(&s);
+        assert!(r.valid, "{spec}: {:?}", r.violations.first());
+        assert_eq!(r.rounds, diameter, "{spec}");
+        // One message per link per round, each chunk delivered once to each NPU.
+        let p = t.npus();
+        let delivered: usize = s.transfers.iter().map(|x| x.chunks.len()).sum();
+        assert_eq!(delivered, p * (p - 1), "{spec}");
+        // 32 B is all latency: the diameter times α (500 ns), plus the bytes of the fullest
+        // message of each round on 100 GB/s links.
+        let alpha_part = diameter as f64 * 500.0;
+        assert!(time(&s) >= alpha_part && time(&s) < alpha_part + 2.0, "{spec}: {}", time(&s));
+    }
+}
+
+#[test]
+fn batched_reduce_and_broadcast_take_the_roots_eccentricity() {
+    let t = topo("mesh:4x4");
+    for (root, ecc) in [(0usize, 6usize), (5, 4)] {
+        for kind in [K::Broadcast, K::Reduce] {
+            let c = coll_spec(&t, CollectiveSpec::new(kind, 64).with_root(root));
+            let s = batched(&t, &c);
+            let r = engine::check(&s);
+            assert!(r.valid, "{kind:?} from {root}: {:?}", r.violations.first());
+            // A reduce's inversion adds a copy step where a relay first receives a partial;
+            // on a mesh every NPU contributes, so there is none.
+            assert_eq!(r.rounds, ecc, "{kind:?} from {root}");
+        }
+    }
+}
+
+#[test]
+fn the_contribution_flood_all_reduces_in_the_diameter_plus_a_local_step() {
+    for (spec, diameter) in [("torus:4x4", 4u32), ("hypercube:4", 4), ("ring:6", 3)] {
+        let t = topo(spec);
+        let c = coll(&t, K::AllReduce, 32);
+        let s = contributions(&t, &c);
+        let r = engine::check(&s);
+        assert!(r.valid, "{spec}: {:?}", r.violations.first());
+        assert_eq!(r.rounds as u32, diameter + 1, "{spec}: the wire rounds, then the local reduces");
+        let p = t.npus();
+        // Every NPU reduces every other NPU's contribution to every chunk once, locally.
+        let local = s.transfers.iter().filter(|x| x.is_local()).count();
+        assert_eq!(local, p * (p - 1) * c.num_chunks, "{spec}");
+        let alpha_part = diameter as f64 * 500.0;
+        assert!(time(&s) >= alpha_part && time(&s) < alpha_part + 5.0, "{spec}: {}", time(&s));
+    }
+}
+
+#[test]
+fn a_contribution_reduced_twice_is_a_double_count() {
+    let t = topo("ring:4");
+    let c = coll(&t, K::AllReduce, 32);
+    let mut s = contributions(&t, &c);
+    let local = s.transfers.iter().position(|x| x.is_local()).unwrap();
+    let again = s.transfers[local].clone();
+    s.transfers.push(ccsynth::schedule::Transfer { step: again.step + 1, ..again });
+    let r = validate(&s);
+    assert!(!r.valid);
+    assert!(r.violations.iter().any(|v| v.kind == ViolationKind::DoubleCount), "{:?}", r.violations);
+}
+
+#[test]
+fn the_greedy_matches_the_latency_optimal_baselines_at_32_bytes() {
+    // The table had the greedy at 2.50x (torus:4x4) and 3.67x (torus:4x4x4) the best
+    // baseline at 32 B; with the latency mode it is within 1% of it, or faster.
+    for spec in ["torus:4x4", "torus:4x4x4", "torus:8x8@bw=50;lat=400"] {
+        let t = topo(spec);
+        let greedy = {
+            let rs = RequestSpec { algorithm: "greedy".into(), ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 32)) };
+            let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).unwrap();
+            engine::run(&req, engine::Control::none()).unwrap()
+        };
+        let st = greedy.stats.synthesis().unwrap();
+        assert_eq!(st.modes_tried, ["matching", "batched", "contributions"], "{spec}");
+        let best = engine::compare(&t, &CollectiveSpec::new(K::AllReduce, 32), None).rows[0].collective_time_ns;
+        let g = greedy.schedule.collective_time_ns.unwrap();
+        assert!(g <= best * 1.01, "{spec}: greedy {g} ns, best baseline {best} ns ({:?})", st.greedy_mode);
+    }
+}
+
+const KINDS: [K; 6] = [K::AllGather, K::ReduceScatter, K::AllReduce, K::Broadcast, K::Reduce, K::AllToAll];
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// On random graphs (switches included), every kind and a few sizes and chunkings: the
+    /// batched schedule and, where it applies, the contribution flood validate and respect the
+    /// lower bound.
+    #[test]
+    fn latency_mode_schedules_validate_on_random_graphs(seed in any::<u64>(), kind in 0usize..KINDS.len(), k in 1u32..3, log_size in 5u32..24) {
+        let (t, _) = random_topology(&mut Rng(seed));
+        let kind = KINDS[kind];
+        let mut spec = CollectiveSpec::new(kind, 1u64 << log_size).with_chunks_per_npu(k);
+        if kind.needs_root() {
+            spec = spec.with_root(0);
+        }
+        let c = coll_spec(&t, spec);
+        let mut schedules = vec![("batched", batched(&t, &c))];
+        if flood::contributions_apply(&c, t.npus()) {
+            schedules.push(("contributions", contributions(&t, &c)));
+        }
+        for (name, s) in schedules {
+            let r = engine::check(&s);
+            prop_assert!(r.valid, "{name}: {:?}", r.violations.first());
+            prop_assert!(r.collective_time_ns.unwrap() >= r.lower_bound_ns.unwrap() * (1.0 - 1e-9), "{name}");
+        }
+    }
+}

@@ -21,8 +21,8 @@ pub struct LowerBounds {
     /// All-reduce over every live NPU: without in-network reduction the NPUs together receive
     /// at least 2(p−1) times the buffer (Patarasuk and Yuan), so the time is at least that
     /// volume over the NPUs' summed ingress bandwidth: 2(p−1)/p of the buffer per NPU on a
-    /// uniform fabric, twice the one-pass ingress bound's volume. Not a per-NPU bound on
-    /// heterogeneous fabrics. Omitted for a subgroup (the others could share the work).
+    /// uniform fabric, where the one-pass ingress bound counts one buffer. Not a per-NPU bound
+    /// on heterogeneous fabrics. Omitted for a subgroup (the others could share the work).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub two_pass_ns: Option<f64>,
     /// The largest of the bounds above.

@@ -397,11 +397,14 @@ fn synthesize_built(
             })
         })
         .collect();
-    if req.latency_mode && tenants.is_none() && !trivial {
+    if req.latency_mode && tenants.is_none() && !trivial && latency_mode_pays(&req.topology, c) {
         // Deterministic on direct links and cheap: the first seed, the request's chunking.
         runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Batched });
         if crate::synth::flood::contributions_apply(c, req.topology.npus()) {
             runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
+        }
+        if crate::synth::doubling::applies(c) {
+            runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Doubling });
         }
     }
     let single = runs.len() == 1;
@@ -432,18 +435,13 @@ fn synthesize_built(
             (Some(t), _) => crate::synth::greedy_multi(&req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
             (None, Mode::Matching(_)) => crate::synth::greedy(&req.topology, c, &opts, polled),
             (None, Mode::Batched) => crate::synth::batched(&req.topology, c, &opts, polled),
+            (None, Mode::Doubling) => {
+                crate::synth::doubling::synthesize(&req.topology, c, req.switch_model, r.seed, polled)
+                    .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
+            }
             (None, Mode::Contributions) => {
-                crate::synth::flood::all_reduce_by_contributions(&req.topology, c, req.switch_model, r.seed, polled).map(
-                    |(s, rounds, discretization_ns)| {
-                        let stats = crate::synth::GreedyStats {
-                            ten_timesteps: rounds,
-                            phase_timesteps: vec![rounds],
-                            discretization_ns,
-                            replacements: 0,
-                        };
-                        (s, stats)
-                    },
-                )
+                crate::synth::flood::all_reduce_by_contributions(&req.topology, c, req.switch_model, r.seed, polled)
+                    .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
             }
         };
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -496,6 +494,22 @@ fn synthesize_built(
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
 }
 
+/// NPUs up to which the greedy always tries its latency mode; beyond, only where one chunk is
+/// mostly latency (its transfer time on the fastest link below the smallest link latency),
+/// as the batched planner relays every chunk everywhere and the ranking then simulates every
+/// candidate: on thousands of NPUs at large sizes it costs more than it can win.
+pub const LATENCY_MODE_MAX_NPUS: usize = 256;
+
+/// Whether the greedy tries its latency mode on `c` (see `LATENCY_MODE_MAX_NPUS`).
+fn latency_mode_pays(topo: &crate::topology::Topology, c: &Collective) -> bool {
+    if topo.npus() <= LATENCY_MODE_MAX_NPUS {
+        return true;
+    }
+    let bw_max = topo.links().iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
+    let alpha_min = topo.links().iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
+    bw_max > 0.0 && c.chunk_size_bytes / bw_max < alpha_min
+}
+
 /// One greedy run's parameters: which variant (chunks per NPU), seed and planner.
 #[derive(Clone, Copy, Debug)]
 struct Run {
@@ -516,6 +530,18 @@ pub enum Mode {
     Batched,
     /// All-reduce by flooding every contribution (`synth::flood::all_reduce_by_contributions`).
     Contributions,
+    /// Recursive doubling on a searched hypercube labelling (`synth::doubling`).
+    Doubling,
+}
+
+/// The statistics of a planner that works in rounds, not on the matcher's TEN.
+fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::GreedyStats {
+    crate::synth::GreedyStats {
+        ten_timesteps: rounds,
+        phase_timesteps: vec![rounds],
+        discretization_ns,
+        replacements: 0,
+    }
 }
 
 impl Mode {
@@ -525,6 +551,7 @@ impl Mode {
             Mode::Matching(_) => "matching",
             Mode::Batched => "batched",
             Mode::Contributions => "contributions",
+            Mode::Doubling => "doubling",
         }
     }
 }

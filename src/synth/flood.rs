@@ -171,7 +171,11 @@ pub fn round_ten(
 ) -> Result<Ten, crate::ten::TenError> {
     let probe = Ten::build(topo, chunk_size_bytes, model, None)?;
     let slowest = probe.edges.iter().map(|e| e.time_ns).fold(0.0, f64::max);
-    if slowest > 0.0 && slowest.is_finite() { Ten::build(topo, chunk_size_bytes, model, Some(slowest)) } else { Ok(probe) }
+    if slowest > 0.0 && slowest.is_finite() {
+        Ten::build(topo, chunk_size_bytes, model, Some(slowest))
+    } else {
+        Ok(probe)
+    }
 }
 
 /// Whether `all_reduce_by_contributions` serves `c`: all-reduce, reduce-scatter or reduce,
@@ -212,8 +216,11 @@ pub fn all_reduce_by_contributions(
     let mut post = Vec::new();
     for &[v, ch] in &c.postcondition {
         if holders.of(ch as usize).binary_search(&v).is_err() {
-            return Err(crate::error::InputError::new("collective", "a postcondition holder has no partial of its own")
-                .into());
+            return Err(crate::error::InputError::new(
+                "collective",
+                "a postcondition holder has no partial of its own",
+            )
+            .into());
         }
         for &i in &by_chunk[ch as usize] {
             if c.precondition[i as usize][0] != v {
@@ -232,7 +239,8 @@ pub fn all_reduce_by_contributions(
             let e = &ten.edges[m.edge as usize];
             let [u, ch] = c.precondition[m.chunk as usize];
             let read = if e.src == u { ch } else { scratch_of(m.chunk) };
-            let mut t = Transfer::copy(m.step, e.src as usize, e.dst as usize, vec![read]).into_slots(vec![scratch_of(m.chunk)]);
+            let mut t = Transfer::copy(m.step, e.src as usize, e.dst as usize, vec![read])
+                .into_slots(vec![scratch_of(m.chunk)]);
             t.path = e.path.clone();
             t
         })

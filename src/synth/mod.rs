@@ -2,6 +2,7 @@
 //! synthesized by inversion (TACOS VII-A): the reduction is the reverse of a broadcast-like
 //! movement on the transposed topology, then the result is spread forward.
 
+pub mod doubling;
 pub mod flood;
 pub mod greedy;
 pub mod ilp;

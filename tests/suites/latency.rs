@@ -1,5 +1,6 @@
-//! The greedy's latency mode: batched messages along shortest paths (`synth::batched`) and the
-//! all-reduce that floods every contribution (`synth::flood::all_reduce_by_contributions`).
+//! The greedy's latency mode: batched messages along shortest paths (`synth::batched`), the
+//! all-reduce that floods every contribution (`synth::flood::all_reduce_by_contributions`) and
+//! recursive doubling on a searched labelling (`synth::doubling`).
 //! Exact round counts on small tori, α-β times in closed form at small sizes, validity under
 //! the no-double-counting rule (and a deliberately broken copy that double counts), and a
 //! property test over random graphs.
@@ -24,6 +25,10 @@ fn batched(t: &Topology, c: &Collective) -> Schedule {
 
 fn contributions(t: &Topology, c: &Collective) -> Schedule {
     flood::all_reduce_by_contributions(t, c, Default::default(), 0, &|| false).unwrap().0
+}
+
+fn doubling(t: &Topology, c: &Collective) -> Schedule {
+    synth::doubling::synthesize(t, c, Default::default(), 0, &|| false).unwrap().0
 }
 
 fn time(s: &Schedule) -> f64 {
@@ -85,6 +90,32 @@ fn the_contribution_flood_all_reduces_in_the_diameter_plus_a_local_step() {
 }
 
 #[test]
+fn recursive_doubling_on_a_torus_finds_the_one_hop_labelling() {
+    // torus:4x4: 4 rounds, every exchange one hop, the buffer split over the 4 links: at
+    // 32 KiB each round is α + (32 KiB / 4) / 100 GB/s, exactly multi-port Swing's time.
+    let t = topo("torus:4x4");
+    let c = coll(&t, K::AllReduce, 32 << 10);
+    let s = doubling(&t, &c);
+    let r = engine::check(&s);
+    assert!(r.valid, "{:?}", r.violations.first());
+    assert_eq!(r.rounds, 4);
+    assert!(s.transfers.iter().all(|x| x.path.is_none()), "every partner is a neighbour");
+    let round = 500.0 + (32 << 10) as f64 / 4.0 / 100.0;
+    assert!(close(time(&s), 4.0 * round), "{}", time(&s));
+    let swing = engine::baseline("swing-latency", &t, &CollectiveSpec::new(K::AllReduce, 32 << 10)).unwrap().0;
+    assert!(time(&s) <= swing.collective_time_ns.unwrap() * (1.0 + 1e-9));
+    // All-gather the same way: 4 rounds, what is sent doubles each round.
+    let ag = doubling(&t, &coll(&t, K::AllGather, 32 << 10));
+    let r = engine::check(&ag);
+    assert!(r.valid && r.rounds == 4, "{:?}", r.violations.first());
+    let per_round: Vec<usize> =
+        (0..4).map(|st| ag.transfers.iter().filter(|x| x.step == st).map(|x| x.chunks.len()).sum()).collect();
+    assert_eq!(per_round, [16, 32, 64, 128]);
+    // Not a power of two: not served.
+    assert!(!synth::doubling::applies(&coll(&topo("ring:6"), K::AllReduce, 32)));
+}
+
+#[test]
 fn a_contribution_reduced_twice_is_a_double_count() {
     let t = topo("ring:4");
     let c = coll(&t, K::AllReduce, 32);
@@ -104,12 +135,13 @@ fn the_greedy_matches_the_latency_optimal_baselines_at_32_bytes() {
     for spec in ["torus:4x4", "torus:4x4x4", "torus:8x8@bw=50;lat=400"] {
         let t = topo(spec);
         let greedy = {
-            let rs = RequestSpec { algorithm: "greedy".into(), ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 32)) };
+            let rs =
+                RequestSpec { algorithm: "greedy".into(), ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 32)) };
             let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).unwrap();
             engine::run(&req, engine::Control::none()).unwrap()
         };
         let st = greedy.stats.synthesis().unwrap();
-        assert_eq!(st.modes_tried, ["matching", "batched", "contributions"], "{spec}");
+        assert_eq!(st.modes_tried, ["matching", "batched", "contributions", "doubling"], "{spec}");
         let best = engine::compare(&t, &CollectiveSpec::new(K::AllReduce, 32), None).rows[0].collective_time_ns;
         let g = greedy.schedule.collective_time_ns.unwrap();
         assert!(g <= best * 1.01, "{spec}: greedy {g} ns, best baseline {best} ns ({:?})", st.greedy_mode);
@@ -136,6 +168,9 @@ proptest! {
         let mut schedules = vec![("batched", batched(&t, &c))];
         if flood::contributions_apply(&c, t.npus()) {
             schedules.push(("contributions", contributions(&t, &c)));
+        }
+        if synth::doubling::applies(&c) {
+            schedules.push(("doubling", doubling(&t, &c)));
         }
         for (name, s) in schedules {
             let r = engine::check(&s);

@@ -1,0 +1,225 @@
+//! Recursive doubling found on the graph (the greedy's third latency-mode planner): for a
+//! group of 2^m NPUs, a search for the hypercube labelling of the NPUs whose partners
+//! (labels differing in one bit) are closest, then all-reduce (exchange and reduce the whole
+//! partial, m rounds, every contribution set doubling) or all-gather (exchange everything held,
+//! m rounds) along shortest paths. The chunks are split into as many groups as an NPU has
+//! links (at most m); group g takes the bits in the order g, g+1, …, so in one round the groups
+//! talk to different partners over different links, as multi-port Swing does on a torus.
+//!
+//! Where a baseline assumes its topology (rank order on a ring or torus), this finds the
+//! labelling on any graph: on a 4-ring the Gray order puts both partners one hop away.
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::rng::Rng;
+use crate::schedule::{Op, Schedule, Transfer};
+use crate::ten::Ten;
+use std::sync::Arc;
+
+/// Group sizes up to which the labelling search runs (its cost grows as p² log p per pass).
+pub const MAX_GROUP: usize = 256;
+
+/// Whether it serves `c`: all-reduce or all-gather (one block of chunks per rank) on a group
+/// of a power of two of NPUs, 2 to `MAX_GROUP`.
+pub fn applies(c: &Collective) -> bool {
+    let p = c.group.len();
+    matches!(c.spec.kind, CollectiveKind::AllReduce | CollectiveKind::AllGather)
+        && p >= 2
+        && p.is_power_of_two()
+        && p <= MAX_GROUP
+        && c.num_chunks % p == 0
+}
+
+/// Synthesizes `c` (see the module doc); returns the schedule and its rounds.
+pub fn synthesize(
+    topo: &crate::topology::Topology,
+    c: &Collective,
+    model: crate::ten::SwitchModel,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, u32, f64), super::SynthError> {
+    let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
+    let p = c.group.len();
+    let m = p.trailing_zeros() as usize;
+    // Distances (TEN timesteps: latency-weighted hops) and shortest-path trees between ranks.
+    let mut dist = vec![0u32; p * p];
+    let mut via: Vec<Vec<u32>> = Vec::with_capacity(p);
+    for (r, &u) in c.group.iter().enumerate() {
+        let (d, tree) = ten.shortest_tree(&[u as u32]);
+        for (s, &v) in c.group.iter().enumerate() {
+            if d[v] == u32::MAX {
+                return Err(crate::error::InputError::new("collective", "the group is not strongly connected").into());
+            }
+            dist[r * p + s] = d[v];
+        }
+        via.push(tree);
+    }
+    if cancelled() {
+        return Err(super::greedy::GreedyError::Cancelled.into());
+    }
+    let at = search(&dist, p, m, grid_labels(topo, c).unwrap_or_else(|| (0..p).collect()), seed, cancelled)?;
+    let degree = c.group.iter().map(|&v| ten.out_edges(v).len()).max().unwrap_or(1);
+    let groups = degree.clamp(1, m);
+    let block = c.num_chunks / p;
+    let chunks_of_group =
+        |g: usize| -> Vec<u32> { (0..c.num_chunks as u32).filter(|ch| *ch as usize % groups == g).collect() };
+    let group_chunks: Vec<Vec<u32>> = (0..groups).map(chunks_of_group).collect();
+    let route = |r: usize, s: usize| -> Option<Arc<[u32]>> {
+        let (u, v) = (c.group[r], c.group[s]);
+        let mut edges = Vec::new();
+        let mut x = v;
+        while x != u {
+            let e = &ten.edges[via[r][x] as usize];
+            edges.push(via[r][x]);
+            x = e.src as usize;
+        }
+        if edges.len() == 1 && ten.edges[edges[0] as usize].path.is_none() {
+            return None;
+        }
+        let mut nodes = vec![u as u32];
+        for &e in edges.iter().rev() {
+            let e = &ten.edges[e as usize];
+            match &e.path {
+                Some(path) => nodes.extend(path.iter().skip(1)),
+                None => nodes.push(e.dst),
+            }
+        }
+        Some(nodes.into())
+    };
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(seed);
+    for round in 0..m {
+        for (g, chunks) in group_chunks.iter().enumerate() {
+            let bit = 1usize << ((round + g) % m);
+            // Bits group g has exchanged before this round.
+            let done: usize = (0..round).map(|i| 1usize << ((i + g) % m)).sum();
+            for x in 0..p {
+                let (r, s_rank) = (at[x], at[x ^ bit]);
+                let sent: Vec<u32> = match c.spec.kind {
+                    CollectiveKind::AllReduce => chunks.clone(),
+                    _ => {
+                        // Everything of this group that x's subcube (the bits done) holds.
+                        let mut held = Vec::new();
+                        for y in 0..p {
+                            if y & !done == x & !done {
+                                let owner = at[y];
+                                held.extend(
+                                    (owner * block..(owner + 1) * block)
+                                        .map(|ch| ch as u32)
+                                        .filter(|ch| *ch as usize % groups == g),
+                                );
+                            }
+                        }
+                        held.sort_unstable();
+                        held
+                    }
+                };
+                if sent.is_empty() {
+                    continue;
+                }
+                let op = if c.spec.kind == CollectiveKind::AllReduce { Op::Reduce } else { Op::Copy };
+                let mut t = Transfer::copy(round as u32, c.group[r], c.group[s_rank], sent);
+                t.op = op;
+                t.path = route(r, s_rank);
+                s.transfers.push(t);
+            }
+        }
+    }
+    Ok((s, m as u32, ten.discretization_ns))
+}
+
+/// A starting labelling for a mesh or torus whose every side is a power of two (the group
+/// being every NPU in id order): per dimension, the Gray code of the position, so that the
+/// low bits' partners are neighbours along each ring (the labelling multi-port Swing and
+/// recursive doubling use on tori). `None` elsewhere: the search starts from rank order.
+fn grid_labels(topo: &crate::topology::Topology, c: &Collective) -> Option<Vec<usize>> {
+    let g = topo.infer_grid()?;
+    if !c.group.iter().enumerate().all(|(i, &v)| i == v) || g.dims.iter().any(|d| !d.is_power_of_two()) {
+        return None;
+    }
+    let p = c.group.len();
+    let gray_inverse = |mut x: usize| {
+        let mut pos = 0;
+        while x != 0 {
+            pos ^= x;
+            x >>= 1;
+        }
+        pos
+    };
+    let mut at = vec![0usize; p];
+    for (label, slot) in at.iter_mut().enumerate() {
+        // Split the label into per-dimension fields (dimension 0 in the low bits).
+        let (mut rest, mut coords) = (label, Vec::with_capacity(g.dims.len()));
+        for &d in &g.dims {
+            coords.push(gray_inverse(rest % d));
+            rest /= d;
+        }
+        *slot = g.node(&coords);
+    }
+    Some(at)
+}
+
+/// The labelling: `at[label]` is the rank at that hypercube label. Simulated annealing over
+/// label swaps from the identity, minimizing the summed distance of every exchange (both
+/// ways); seeded, so reproducible. A swap changes only the 2m pairs of its two labels, so each
+/// step costs O(m).
+fn search(
+    dist: &[u32],
+    p: usize,
+    m: usize,
+    start: Vec<usize>,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<usize>, super::SynthError> {
+    let pair = |at: &[usize], x: usize, y: usize| (dist[at[x] * p + at[y]] + dist[at[y] * p + at[x]]) as i64;
+    let touched = |a: usize, b: usize| -> Vec<(usize, usize)> {
+        let mut v: Vec<(usize, usize)> = Vec::with_capacity(4 * m);
+        for x in [a, b] {
+            for bit in 0..m {
+                let y = x ^ (1 << bit);
+                v.push((x.min(y), x.max(y)));
+            }
+        }
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let mut at = start;
+    let total = |at: &[usize]| -> i64 {
+        (0..p)
+            .flat_map(|x| (0..m).map(move |b| (x, x ^ (1 << b))))
+            .filter(|(x, y)| x < y)
+            .map(|(x, y)| pair(at, x, y))
+            .sum()
+    };
+    let mut cost = total(&at);
+    let (mut best, mut best_cost) = (at.clone(), cost);
+    let mut rng = Rng::new(seed);
+    let iterations = (2000 * p * m).min(2_000_000);
+    let (t0, t1) = (4.0f64, 0.05f64);
+    for i in 0..iterations {
+        if i % 4096 == 0 && cancelled() {
+            return Err(super::greedy::GreedyError::Cancelled.into());
+        }
+        let (a, b) = (rng.below(p), rng.below(p));
+        if a == b {
+            continue;
+        }
+        let pairs = touched(a, b);
+        let before: i64 = pairs.iter().map(|&(x, y)| pair(&at, x, y)).sum();
+        at.swap(a, b);
+        let after: i64 = pairs.iter().map(|&(x, y)| pair(&at, x, y)).sum();
+        let delta = after - before;
+        let t = t0 * (t1 / t0).powf(i as f64 / iterations as f64);
+        let accept = delta <= 0 || (rng.next_u64() as f64 / u64::MAX as f64) < (-(delta as f64) / t).exp();
+        if accept {
+            cost += delta;
+            if cost < best_cost {
+                best_cost = cost;
+                best.clone_from(&at);
+            }
+        } else {
+            at.swap(a, b);
+        }
+    }
+    Ok(best)
+}

@@ -325,7 +325,7 @@ pub fn synthesize_with_progress(
             .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
         None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
     };
-    synthesize_built(req, &[&c], tenants.as_deref(), started, None, cancelled, progress)
+    synthesize_built(req, Variants { all: &[&c], matcher: 1 }, tenants.as_deref(), started, None, cancelled, progress)
 }
 
 /// `synthesize_with_progress` on collectives already built on the request's topology.
@@ -335,7 +335,7 @@ pub fn synthesize_with_progress(
 /// with `SynthFailure::TimeLimit`.
 fn synthesize_built(
     req: &SynthRequest,
-    variants: &[&Collective],
+    variants: Variants,
     tenants: Option<&[Collective]>,
     started: std::time::Instant,
     deadline: Option<std::time::Instant>,
@@ -343,6 +343,7 @@ fn synthesize_built(
     progress: Progress,
 ) -> Result<SynthOutput, SynthFailure> {
     use rayon::prelude::*;
+    let Variants { all: variants, matcher: matcher_variants } = variants;
     let reporter = Reporter { cancelled, progress, last: std::sync::Mutex::new(None) };
     if !SYNTHESIZERS.contains(&req.algorithm.as_str()) {
         return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
@@ -389,7 +390,7 @@ fn synthesize_built(
                 .map_err(|e| SynthFailure::Synth(e.into())),
         })
         .collect::<Result<_, _>>()?;
-    let mut runs: Vec<Run> = (0..variants.len())
+    let mut runs: Vec<Run> = (0..matcher_variants.clamp(1, variants.len()))
         .flat_map(|variant| {
             let fs = factors[variant].len();
             (0..seeds as u64).flat_map(move |i| {
@@ -403,8 +404,14 @@ fn synthesize_built(
         if crate::synth::flood::contributions_apply(c, req.topology.npus()) {
             runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
         }
-        if crate::synth::doubling::applies(c) {
-            runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Doubling });
+        // Doubling patterns gain from finer chunks (every owner's block in every port's
+        // group), so they run at every chunking tried.
+        for (variant, v) in variants.iter().enumerate() {
+            if crate::synth::doubling::applies(v) {
+                for shape in crate::synth::doubling::Shape::for_collective(v) {
+                    runs.push(Run { variant, seed: req.seed, mode: Mode::Doubling(shape) });
+                }
+            }
         }
     }
     let single = runs.len() == 1;
@@ -418,6 +425,7 @@ fn synthesize_built(
         }) || past_deadline()
     };
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
+    let labels: std::sync::OnceLock<Result<Vec<usize>, crate::synth::SynthError>> = std::sync::OnceLock::new();
     let run = |(index, r): (usize, &Run)| -> Outcome {
         if past_deadline() {
             return Outcome::cut();
@@ -435,8 +443,15 @@ fn synthesize_built(
             (Some(t), _) => crate::synth::greedy_multi(&req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
             (None, Mode::Matching(_)) => crate::synth::greedy(&req.topology, c, &opts, polled),
             (None, Mode::Batched) => crate::synth::batched(&req.topology, c, &opts, polled),
-            (None, Mode::Doubling) => {
-                crate::synth::doubling::synthesize(&req.topology, c, req.switch_model, r.seed, polled)
+            (None, Mode::Doubling(shape)) => {
+                // One labelling search for every shape and chunking (runs wait for the first).
+                let at = labels.get_or_init(|| {
+                    crate::synth::doubling::labelling(&req.topology, variants[0], req.switch_model, r.seed, polled)
+                });
+                at.clone()
+                    .and_then(|at| {
+                        crate::synth::doubling::synthesize(&req.topology, c, req.switch_model, shape, &at, r.seed)
+                    })
                     .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
             }
             (None, Mode::Contributions) => {
@@ -484,11 +499,12 @@ fn synthesize_built(
     stats.discretizations_tried = factors[run.variant].len();
     stats.chosen_seed = run.seed;
     stats.greedy_mode = Some(run.mode.name());
-    stats.modes_tried = {
-        let mut m: Vec<&'static str> = runs.iter().map(|r| r.mode.name()).collect();
-        m.dedup();
+    stats.modes_tried = runs.iter().map(|r| r.mode.name()).fold(Vec::new(), |mut m, name| {
+        if !m.contains(&name) {
+            m.push(name);
+        }
         m
-    };
+    });
     stats.chunks_per_npu_tried = variants.iter().map(|v| v.spec.chunks()).collect();
     stats.runs_cut = outcome.cut;
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
@@ -510,6 +526,15 @@ fn latency_mode_pays(topo: &crate::topology::Topology, c: &Collective) -> bool {
     bw_max > 0.0 && c.chunk_size_bytes / bw_max < alpha_min
 }
 
+/// The collective at each chunks per NPU a synthesis tries: the first `matcher` for every
+/// planner, the rest (finer chunkings that only the doubling patterns gain from) for the
+/// doubling patterns alone.
+#[derive(Clone, Copy)]
+struct Variants<'a> {
+    all: &'a [&'a Collective],
+    matcher: usize,
+}
+
 /// One greedy run's parameters: which variant (chunks per NPU), seed and planner.
 #[derive(Clone, Copy, Debug)]
 struct Run {
@@ -521,8 +546,7 @@ struct Run {
 
 /// How a greedy run plans: the matcher at one of the variant's discretizations, or the
 /// latency mode (batched messages, or for all-reduce every contribution flooded).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mode {
     /// The matcher, at this index into the discretizations tried.
     Matching(usize),
@@ -530,8 +554,9 @@ pub enum Mode {
     Batched,
     /// All-reduce by flooding every contribution (`synth::flood::all_reduce_by_contributions`).
     Contributions,
-    /// Recursive doubling on a searched hypercube labelling (`synth::doubling`).
-    Doubling,
+    /// Recursive doubling (or halving then doubling) on a searched hypercube labelling
+    /// (`synth::doubling`).
+    Doubling(crate::synth::doubling::Shape),
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
@@ -551,7 +576,8 @@ impl Mode {
             Mode::Matching(_) => "matching",
             Mode::Batched => "batched",
             Mode::Contributions => "contributions",
-            Mode::Doubling => "doubling",
+            Mode::Doubling(s) if s.halving => "halving_doubling",
+            Mode::Doubling(_) => "doubling",
         }
     }
 }
@@ -984,10 +1010,28 @@ fn run_synthesizer(
         }
         _ => Vec::new(),
     };
-    let variants: Vec<&Collective> = std::iter::once(&req.built[0]).chain(&searched).collect();
+    // The doubling patterns split every block over the ports when k is a multiple of them: that
+    // k joins for them alone (finer chunks cost them no extra rounds, unlike the matcher).
+    let even: Vec<Collective> = match (algorithm, req.chunking, &req.target) {
+        (Algorithm::Greedy, Chunking::Auto, Target::One(spec)) if crate::synth::doubling::applies(&req.built[0]) => {
+            crate::synth::doubling::even_chunks(&req.topology, &req.built[0], req.switch_model)
+                .ok()
+                .filter(|&k| k > 1 && !searched.iter().any(|c| c.spec.chunks() == k))
+                .and_then(|k| {
+                    let mut at_k = spec.clone();
+                    at_k.chunks_per_npu = Some(k);
+                    request::check_chunks(&at_k, &req.topology, &req.limits).ok()?;
+                    Collective::build(&at_k, &req.topology).ok()
+                })
+                .into_iter()
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let variants: Vec<&Collective> = std::iter::once(&req.built[0]).chain(&searched).chain(&even).collect();
     let out = synthesize_built(
         &sr,
-        &variants,
+        Variants { all: &variants, matcher: 1 + searched.len() },
         tenants,
         std::time::Instant::now(),
         Some(deadline),

@@ -26,21 +26,51 @@ pub fn applies(c: &Collective) -> bool {
         && p >= 2
         && p.is_power_of_two()
         && p <= MAX_GROUP
-        && c.num_chunks % p == 0
+        && c.num_chunks.is_multiple_of(p)
 }
 
-/// Synthesizes `c` (see the module doc); returns the schedule and its rounds.
-pub fn synthesize(
+/// Which exchange pattern runs on the labelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Shape {
+    /// All-reduce by recursive halving (reduce-scatter) then doubling (all-gather): 2m rounds,
+    /// the bandwidth-optimal volume (Rabenseifner, Swing's bandwidth variant). Otherwise every
+    /// round exchanges the whole partial (all-reduce) or everything held (all-gather): m
+    /// rounds.
+    pub halving: bool,
+    /// The chunks split into as many groups as an NPU has links (at most m), each taking the
+    /// bits in its own rotation; otherwise one group.
+    pub multiport: bool,
+}
+
+impl Shape {
+    /// The shapes worth trying for `c`.
+    pub fn for_collective(c: &Collective) -> Vec<Shape> {
+        let halving: &[bool] = if c.spec.kind == CollectiveKind::AllReduce { &[false, true] } else { &[false] };
+        halving.iter().flat_map(|&h| [false, true].map(|multiport| Shape { halving: h, multiport })).collect()
+    }
+}
+
+/// The multi-port shapes' chunk groups: the most TEN edges leaving a rank, at most m.
+fn port_groups(ten: &Ten, c: &Collective) -> usize {
+    let m = c.group.len().trailing_zeros() as usize;
+    c.group.iter().map(|&v| ten.out_edges(v).len()).max().unwrap_or(1).clamp(1, m.max(1))
+}
+
+/// The chunks per NPU at which the multi-port shapes split every block evenly over the ports
+/// (each rank's block then has a chunk in every group).
+pub fn even_chunks(
     topo: &crate::topology::Topology,
     c: &Collective,
     model: crate::ten::SwitchModel,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, u32, f64), super::SynthError> {
+) -> Result<u32, super::SynthError> {
     let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
+    Ok(port_groups(&ten, c) as u32)
+}
+
+/// Ranks' distances (TEN timesteps at `c`'s chunk size: latency-weighted hops) and each
+/// rank's shortest-path tree (the TEN edge reaching every NPU).
+fn distances(ten: &Ten, c: &Collective) -> Result<(Vec<u32>, Vec<Vec<u32>>), super::SynthError> {
     let p = c.group.len();
-    let m = p.trailing_zeros() as usize;
-    // Distances (TEN timesteps: latency-weighted hops) and shortest-path trees between ranks.
     let mut dist = vec![0u32; p * p];
     let mut via: Vec<Vec<u32>> = Vec::with_capacity(p);
     for (r, &u) in c.group.iter().enumerate() {
@@ -53,16 +83,50 @@ pub fn synthesize(
         }
         via.push(tree);
     }
-    if cancelled() {
-        return Err(super::greedy::GreedyError::Cancelled.into());
-    }
-    let at = search(&dist, p, m, grid_labels(topo, c).unwrap_or_else(|| (0..p).collect()), seed, cancelled)?;
-    let degree = c.group.iter().map(|&v| ten.out_edges(v).len()).max().unwrap_or(1);
-    let groups = degree.clamp(1, m);
+    Ok((dist, via))
+}
+
+/// The hypercube labelling of `c`'s group: `at[label]` is the rank at that label. It depends
+/// on the group and the links only, so one search serves every shape and chunking.
+pub fn labelling(
+    topo: &crate::topology::Topology,
+    c: &Collective,
+    model: crate::ten::SwitchModel,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<usize>, super::SynthError> {
+    let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
+    let (dist, _) = distances(&ten, c)?;
+    let p = c.group.len();
+    let m = p.trailing_zeros() as usize;
+    search(&dist, p, m, grid_labels(topo, c).unwrap_or_else(|| (0..p).collect()), seed, cancelled)
+}
+
+/// Synthesizes `c` with `shape` on the labelling `at` (from `labelling`); returns the
+/// schedule, its rounds and the TEN timestep its distances were measured in.
+pub fn synthesize(
+    topo: &crate::topology::Topology,
+    c: &Collective,
+    model: crate::ten::SwitchModel,
+    shape: Shape,
+    at: &[usize],
+    seed: u64,
+) -> Result<(Schedule, u32, f64), super::SynthError> {
+    let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
+    let p = c.group.len();
+    let m = p.trailing_zeros() as usize;
+    let (_, via) = distances(&ten, c)?;
+    let groups = if shape.multiport { port_groups(&ten, c) } else { 1 };
     let block = c.num_chunks / p;
-    let chunks_of_group =
-        |g: usize| -> Vec<u32> { (0..c.num_chunks as u32).filter(|ch| *ch as usize % groups == g).collect() };
-    let group_chunks: Vec<Vec<u32>> = (0..groups).map(chunks_of_group).collect();
+    // A chunk's group: its index within its block when blocks have enough chunks (every owner
+    // then has data in every group), else its id.
+    let group_of = |ch: usize| if block >= groups { (ch % block) % groups } else { ch % groups };
+    let mut label_of = vec![0usize; p];
+    for (x, &r) in at.iter().enumerate() {
+        label_of[r] = x;
+    }
+    // The final owner's label of a chunk (halving sends each chunk toward it).
+    let target = |ch: usize| label_of[ch / block];
     let route = |r: usize, s: usize| -> Option<Arc<[u32]>> {
         let (u, v) = (c.group[r], c.group[s]);
         let mut edges = Vec::new();
@@ -87,44 +151,57 @@ pub fn synthesize(
     };
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(seed);
-    for round in 0..m {
-        for (g, chunks) in group_chunks.iter().enumerate() {
-            let bit = 1usize << ((round + g) % m);
-            // Bits group g has exchanged before this round.
-            let done: usize = (0..round).map(|i| 1usize << ((i + g) % m)).sum();
-            for x in 0..p {
-                let (r, s_rank) = (at[x], at[x ^ bit]);
-                let sent: Vec<u32> = match c.spec.kind {
-                    CollectiveKind::AllReduce => chunks.clone(),
-                    _ => {
-                        // Everything of this group that x's subcube (the bits done) holds.
-                        let mut held = Vec::new();
-                        for y in 0..p {
-                            if y & !done == x & !done {
-                                let owner = at[y];
-                                held.extend(
-                                    (owner * block..(owner + 1) * block)
-                                        .map(|ch| ch as u32)
-                                        .filter(|ch| *ch as usize % groups == g),
-                                );
-                            }
-                        }
-                        held.sort_unstable();
-                        held
-                    }
-                };
-                if sent.is_empty() {
-                    continue;
+    let all_reduce = c.spec.kind == CollectiveKind::AllReduce;
+    let halving = shape.halving && all_reduce;
+    let mut send = |step: usize, x: usize, bit: usize, chunks: Vec<u32>, op: Op| {
+        if chunks.is_empty() {
+            return;
+        }
+        let (r, to) = (at[x], at[x ^ bit]);
+        let mut t = Transfer::copy(step as u32, c.group[r], c.group[to], chunks);
+        t.op = op;
+        t.path = route(r, to);
+        s.transfers.push(t);
+    };
+    for g in 0..groups {
+        let chunks: Vec<usize> = (0..c.num_chunks).filter(|&ch| group_of(ch) == g).collect();
+        let bits: Vec<usize> = (0..m).map(|i| 1usize << ((i + g) % m)).collect();
+        if halving {
+            // Reduce-scatter by recursive halving, then all-gather by recursive doubling back.
+            for (i, &bit) in bits.iter().enumerate() {
+                let prefix: usize = bits[..i].iter().sum();
+                for x in 0..p {
+                    let y = x ^ bit;
+                    let sent =
+                        chunks.iter().filter(|&&ch| target(ch) & prefix == x & prefix && target(ch) & bit == y & bit);
+                    send(i, x, bit, sent.map(|&ch| ch as u32).collect(), Op::Reduce);
                 }
-                let op = if c.spec.kind == CollectiveKind::AllReduce { Op::Reduce } else { Op::Copy };
-                let mut t = Transfer::copy(round as u32, c.group[r], c.group[s_rank], sent);
-                t.op = op;
-                t.path = route(r, s_rank);
-                s.transfers.push(t);
+            }
+            let mut expanded = 0usize;
+            for (j, &bit) in bits.iter().enumerate().rev() {
+                for x in 0..p {
+                    let held = chunks.iter().filter(|&&ch| target(ch) & !expanded == x & !expanded);
+                    send(m + (m - 1 - j), x, bit, held.map(|&ch| ch as u32).collect(), Op::Copy);
+                }
+                expanded |= bit;
+            }
+        } else {
+            for (i, &bit) in bits.iter().enumerate() {
+                let done: usize = bits[..i].iter().sum();
+                for x in 0..p {
+                    let sent: Vec<u32> = if all_reduce {
+                        chunks.iter().map(|&ch| ch as u32).collect()
+                    } else {
+                        // Everything of this group that x's subcube (the bits done) holds.
+                        chunks.iter().filter(|&&ch| target(ch) & !done == x & !done).map(|&ch| ch as u32).collect()
+                    };
+                    send(i, x, bit, sent, if all_reduce { Op::Reduce } else { Op::Copy });
+                }
             }
         }
     }
-    Ok((s, m as u32, ten.discretization_ns))
+    let rounds = if halving { 2 * m } else { m };
+    Ok((s, rounds as u32, ten.discretization_ns))
 }
 
 /// A starting labelling for a mesh or torus whose every side is a power of two (the group

@@ -74,7 +74,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
                 gains.push((needed, any, e));
             }
         }
-        gains.sort_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+        gains.sort_by_key(|&(needed, any, _)| std::cmp::Reverse((needed, any)));
         let mut into: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut taken = Vec::new();
         for &(_, _, e) in &gains {

@@ -10,6 +10,7 @@ use crate::random_schedules::{Rng, random_topology};
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, RequestSpec};
 use ccsynth::schedule::Schedule;
+use ccsynth::synth::doubling::Shape;
 use ccsynth::synth::{self, GreedyOptions, flood};
 use ccsynth::topology::Topology;
 use ccsynth::validate::{ViolationKind, validate};
@@ -28,7 +29,12 @@ fn contributions(t: &Topology, c: &Collective) -> Schedule {
 }
 
 fn doubling(t: &Topology, c: &Collective) -> Schedule {
-    synth::doubling::synthesize(t, c, Default::default(), 0, &|| false).unwrap().0
+    shaped(t, c, Shape { halving: false, multiport: true })
+}
+
+fn shaped(t: &Topology, c: &Collective, shape: Shape) -> Schedule {
+    let at = synth::doubling::labelling(t, c, Default::default(), 0, &|| false).unwrap();
+    synth::doubling::synthesize(t, c, Default::default(), shape, &at, 0).unwrap().0
 }
 
 fn time(s: &Schedule) -> f64 {
@@ -116,6 +122,29 @@ fn recursive_doubling_on_a_torus_finds_the_one_hop_labelling() {
 }
 
 #[test]
+fn halving_then_doubling_moves_the_bandwidth_optimal_volume() {
+    // torus:4x4, 2 MiB, 4 chunks per NPU: 8 rounds; every NPU sends (p-1)/p of the buffer in
+    // each phase, a quarter per link, so its bytes are 2 (p-1)/p · size, the two-pass bound's.
+    let t = topo("torus:4x4");
+    let size = 2u64 << 20;
+    let c = coll_spec(&t, CollectiveSpec::new(K::AllReduce, size).with_chunks_per_npu(4));
+    let s = shaped(&t, &c, Shape { halving: true, multiport: true });
+    let r = engine::check(&s);
+    assert!(r.valid, "{:?}", r.violations.first());
+    assert_eq!(r.rounds, 8);
+    let sent_by_0: f64 =
+        s.transfers.iter().filter(|x| x.src == 0).map(|x| x.chunks.len() as f64 * s.chunk_size_bytes).sum();
+    assert!(close(sent_by_0, 2.0 * 15.0 / 16.0 * size as f64), "{sent_by_0}");
+    // Multi-port Swing's bandwidth variant does the same on a torus: within 1%.
+    let swing = engine::baseline("swing-bandwidth", &t, &CollectiveSpec::new(K::AllReduce, size)).unwrap().0;
+    assert!(time(&s) <= swing.collective_time_ns.unwrap() * 1.01, "{} vs {:?}", time(&s), swing.collective_time_ns);
+    // One port: the same volume over one link at a time, slower.
+    let one = shaped(&t, &c, Shape { halving: true, multiport: false });
+    assert!(engine::check(&one).valid);
+    assert!(time(&one) > time(&s));
+}
+
+#[test]
 fn a_contribution_reduced_twice_is_a_double_count() {
     let t = topo("ring:4");
     let c = coll(&t, K::AllReduce, 32);
@@ -141,7 +170,7 @@ fn the_greedy_matches_the_latency_optimal_baselines_at_32_bytes() {
             engine::run(&req, engine::Control::none()).unwrap()
         };
         let st = greedy.stats.synthesis().unwrap();
-        assert_eq!(st.modes_tried, ["matching", "batched", "contributions", "doubling"], "{spec}");
+        assert_eq!(st.modes_tried, ["matching", "batched", "contributions", "doubling", "halving_doubling"], "{spec}");
         let best = engine::compare(&t, &CollectiveSpec::new(K::AllReduce, 32), None).rows[0].collective_time_ns;
         let g = greedy.schedule.collective_time_ns.unwrap();
         assert!(g <= best * 1.01, "{spec}: greedy {g} ns, best baseline {best} ns ({:?})", st.greedy_mode);
@@ -170,7 +199,9 @@ proptest! {
             schedules.push(("contributions", contributions(&t, &c)));
         }
         if synth::doubling::applies(&c) {
-            schedules.push(("doubling", doubling(&t, &c)));
+            for shape in Shape::for_collective(&c) {
+                schedules.push(("doubling", shaped(&t, &c, shape)));
+            }
         }
         for (name, s) in schedules {
             let r = engine::check(&s);

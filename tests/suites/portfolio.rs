@@ -126,10 +126,14 @@ fn the_chunk_search_follows_the_costs_and_an_explicit_number_is_honoured() {
         let st = out.stats.synthesis().unwrap().clone();
         (out.schedule, st)
     };
-    // 32 B: every chunk is all latency; only k = 1 is tried.
+    // 32 B: every chunk is all latency; the matcher tries k = 1 only, and the doubling
+    // patterns also k = 4 (one chunk of each block per link of the torus: no extra rounds).
     let (s, st) = at(32, None);
-    assert_eq!(st.chunks_per_npu_tried, vec![1]);
-    assert_eq!(s.collective.chunks_per_npu, Some(1));
+    assert_eq!(st.chunks_per_npu_tried, vec![1, 4]);
+    assert!(matches!(s.collective.chunks_per_npu, Some(1 | 4)));
+    let ring6 = topo("ring:6");
+    let out = run(&ring6, CollectiveSpec::new(K::AllGather, 32), "greedy", Options::default()).unwrap();
+    assert_eq!(out.stats.synthesis().unwrap().chunks_per_npu_tried, vec![1], "6 NPUs: no doubling");
     // 512 MiB on 100 GB/s links with 500 ns latency: 1, 2, 4 and 8 are all worth trying, and
     // the schedule records the k that won, whose time is the best of the four.
     let (s, st) = at(512 << 20, None);

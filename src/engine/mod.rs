@@ -49,6 +49,12 @@ pub struct CheckReport {
 /// Validates, simulates and bounds a schedule. A declared `collective_time_ns` that differs
 /// from the simulated time (relative 1e-9) is a violation: producers must report honest numbers.
 pub fn check(s: &Schedule) -> CheckReport {
+    check_bounded(s, true)
+}
+
+/// `check`, computing the lower bounds only when `bounds` says so: callers that check many
+/// schedules of one collective (the portfolio, `compare`) compute them once instead.
+fn check_bounded(s: &Schedule, bounds: bool) -> CheckReport {
     let (mut report, collective): (Report, Option<Collective>) = validate_with_collective(s);
     let timing = if report.simulatable { simulate(s).ok() } else { None };
     if let (Some(t), Some(declared)) = (&timing, s.collective_time_ns) {
@@ -72,7 +78,7 @@ pub fn check(s: &Schedule) -> CheckReport {
             });
         }
     }
-    let bounds = collective.map(|c| lower_bounds(&s.topology, &c));
+    let bounds = collective.filter(|_| bounds).map(|c| lower_bounds(&s.topology, &c));
     CheckReport {
         valid: report.valid,
         violations: report.violations,
@@ -111,11 +117,17 @@ pub enum EngineError {
 
 /// The gate for producers: returns the schedule with `collective_time_ns` filled in, or an
 /// error if it does not validate. Nothing leaves the engine without passing here.
-pub fn finalize(mut s: Schedule) -> Result<(Schedule, CheckReport), EngineError> {
+pub fn finalize(s: Schedule) -> Result<(Schedule, CheckReport), EngineError> {
+    finalize_bounded(s, true)
+}
+
+/// `finalize`, with the lower bounds left out of the report unless `bounds` (see
+/// `check_bounded`); the schedule is validated and timed all the same.
+fn finalize_bounded(mut s: Schedule, bounds: bool) -> Result<(Schedule, CheckReport), EngineError> {
     s.collective_time_ns = None;
     // A schedule records the chunking it was built with (format v1 reads a missing one as 1).
     s.collective.chunks_per_npu = Some(s.collective.chunks());
-    let r = check(&s);
+    let r = check_bounded(&s, bounds);
     if !r.valid {
         return Err(EngineError::InvalidSchedule {
             algorithm: s.algorithm.clone().unwrap_or_default(),
@@ -732,8 +744,18 @@ pub fn baseline(
     topology: &crate::topology::Topology,
     spec: &crate::collective::CollectiveSpec,
 ) -> Result<(Schedule, CheckReport), BaselineFailure> {
+    baseline_bounded(name, topology, spec, true)
+}
+
+/// `baseline`, with the lower bounds in its report only when `bounds` (see `check_bounded`).
+fn baseline_bounded(
+    name: &str,
+    topology: &crate::topology::Topology,
+    spec: &crate::collective::CollectiveSpec,
+    bounds: bool,
+) -> Result<(Schedule, CheckReport), BaselineFailure> {
     let s = crate::baselines::build(name, topology, spec)?;
-    Ok(finalize(s)?)
+    Ok(finalize_bounded(s, bounds)?)
 }
 
 /// Why `baseline` gave no schedule.
@@ -814,7 +836,8 @@ pub fn compare_among(
     let mut rows = Vec::new();
     let mut refused = Vec::new();
     for &name in names {
-        match baseline(name, topology, spec) {
+        // The bound is computed once below, not per row.
+        match baseline_bounded(name, topology, spec, false) {
             Ok((s, r)) => rows.push(row(name, &s, r.rounds)),
             Err(e) => refused.push((name.to_string(), e.to_string())),
         }
@@ -958,10 +981,15 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
 
 /// A baseline on the request's collective (the chunks it asks for, or its own minimum).
 fn run_baseline(req: &Request, name: &str, ctl: Control) -> Result<Output, Error> {
+    run_baseline_bounded(req, name, ctl, true)
+}
+
+/// `run_baseline`, with the lower bounds in its report only when `bounds`.
+fn run_baseline_bounded(req: &Request, name: &str, ctl: Control, bounds: bool) -> Result<Output, Error> {
     if (ctl.cancelled)() {
         return Err(Error::Cancelled);
     }
-    let (schedule, report) = baseline(name, &req.topology, req.collective())?;
+    let (schedule, report) = baseline_bounded(name, &req.topology, req.collective(), bounds)?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 

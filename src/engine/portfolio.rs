@@ -126,7 +126,8 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
                 ilp.seeds = 1;
                 super::run_synthesizer(&ilp, algorithm, ctl, share)
             }
-            Algorithm::Baseline(name) => super::run_baseline(req, name, ctl),
+            // Every candidate serves one collective: its bounds are computed once, at the end.
+            Algorithm::Baseline(name) => super::run_baseline_bounded(req, name, ctl, false),
             _ => super::run_synthesizer(req, algorithm, ctl, deadline),
         };
         entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
@@ -158,6 +159,13 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
     let Some((_, mut out)) = best else {
         return Err(first_error.unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
+    if out.report.lower_bounds.is_none()
+        && let Ok(c) = crate::collective::Collective::build_unchecked(&out.schedule.collective, &out.schedule.topology)
+    {
+        let b = crate::bounds::lower_bounds(&out.schedule.topology, &c);
+        out.report.lower_bound_ns = b.lower_bound_ns;
+        out.report.lower_bounds = Some(b);
+    }
     let winner = out.schedule.algorithm.clone().unwrap_or_default();
     let synthesis = out.stats.synthesis().cloned();
     // The winner's entry: the first with the best time (the order ties are broken in).

@@ -48,6 +48,10 @@ fn auto_is_the_fastest_of_its_candidates_and_each_is_what_it_gives_alone() {
         let chosen: Vec<_> = p.candidates.iter().filter(|e| e.chosen).collect();
         assert_eq!(chosen.len(), 1, "{spec}: one winner");
         assert_eq!(out.schedule.algorithm.as_deref(), Some(chosen[0].algorithm.as_str()), "{spec}");
+        // The candidates skip the bounds; the winner's report has them, as `check` computes them.
+        let checked = engine::check(&out.schedule);
+        assert_eq!(out.report.lower_bounds, checked.lower_bounds, "{spec}");
+        assert!(out.report.lower_bound_ns.is_some(), "{spec}");
         // Every candidate is the algorithm run on its own, and every applicable baseline is one.
         for e in &p.candidates {
             let alone = run(&t, c.clone(), &e.algorithm, generous());

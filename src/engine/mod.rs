@@ -439,6 +439,11 @@ fn synthesize_built(
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
     let labels: std::sync::OnceLock<Result<Vec<usize>, crate::synth::SynthError>> = std::sync::OnceLock::new();
     let run = |(index, r): (usize, &Run)| -> Outcome {
+        // Checked before a run builds anything: a cancel or the deadline skips every run not
+        // yet started at once (a run's own first poll comes only after its problem is built).
+        if cancelled() {
+            return Outcome { cancelled: true, ..Outcome::default() };
+        }
         if past_deadline() {
             return Outcome::cut();
         }

@@ -3,7 +3,7 @@
 //! default set, within the request's time limit, and returns the fastest validated schedule.
 //! `stats.portfolio` lists every candidate; the result is deterministic whenever no candidate
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
-//! registry order).
+//! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
 
 use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
@@ -91,71 +91,24 @@ pub fn candidates(req: &Request) -> Vec<Algorithm> {
 /// Runs the portfolio; see the module doc.
 pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Error> {
     let algorithms = candidates(req);
-    let mut entries = Vec::with_capacity(algorithms.len());
-    let mut best: Option<(f64, Output)> = None;
-    let mut first_error: Option<Error> = None;
-    for (i, algorithm) in algorithms.iter().enumerate() {
-        if (ctl.cancelled)() {
-            return Err(Error::Cancelled);
-        }
-        let mut entry = PortfolioEntry {
-            algorithm: algorithm.name().to_string(),
-            chunks_per_npu: None,
-            greedy_mode: None,
-            seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
-            collective_time_ns: None,
-            valid: false,
-            cut: false,
-            wall_ms: 0.0,
-            note: None,
-            chosen: false,
-        };
-        let now = Instant::now();
-        if now >= deadline {
-            entry.cut = true;
-            entry.note = Some("not started: the time limit had run out".into());
-            entries.push(entry);
-            continue;
-        }
-        (ctl.progress)(i as f64 / algorithms.len() as f64, &format!("auto: {}", algorithm.name()));
-        let result = match algorithm {
-            Algorithm::Ilp => {
-                let left = deadline.saturating_duration_since(now).as_secs_f64();
-                let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
-                let mut ilp = req.clone();
-                ilp.seeds = 1;
-                super::run_synthesizer(&ilp, algorithm, ctl, share)
-            }
-            // Every candidate serves one collective: its bounds are computed once, at the end.
-            Algorithm::Baseline(name) => super::run_baseline_bounded(req, name, ctl, false),
-            _ => super::run_synthesizer(req, algorithm, ctl, deadline),
-        };
-        entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
-        match result {
-            Ok(out) => {
-                let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
-                entry.collective_time_ns = out.schedule.collective_time_ns;
-                entry.chunks_per_npu = Some(out.schedule.collective.chunks());
-                entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode);
-                entry.valid = out.report.valid;
-                entry.cut = out.stats.synthesis().is_some_and(|s| {
-                    s.runs_cut > 0 || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
-                });
-                if best.as_ref().is_none_or(|(t, _)| time < *t) {
-                    best = Some((time, out));
-                }
-            }
-            Err(Error::Cancelled) => return Err(Error::Cancelled),
-            Err(e) => {
-                entry.cut = matches!(e, Error::TimeLimit { .. });
-                entry.note = Some(e.to_string());
-                if first_error.is_none() && !entry.cut && *algorithm == Algorithm::Greedy {
-                    first_error = Some(e);
-                }
-            }
-        }
-        entries.push(entry);
+    let n = algorithms.len();
+    // Every candidate on the pool (they are independent; the greedy and the ILP use the
+    // request's threads within theirs); only the fastest schedule so far is kept.
+    let mut acc = {
+        use rayon::prelude::*;
+        algorithms
+            .par_iter()
+            .enumerate()
+            .map(|(i, algorithm)| attempt(req, algorithm, i, n, ctl, deadline))
+            .reduce(Acc::default, Acc::merge)
+    };
+    if acc.cancelled {
+        return Err(Error::Cancelled);
     }
+    acc.entries.sort_by_key(|(i, _)| *i);
+    let mut entries: Vec<PortfolioEntry> = acc.entries.into_iter().map(|(_, e)| e).collect();
+    let best = acc.best.map(|(t, _, out)| (t, out));
+    let first_error = acc.first_error.map(|(_, e)| e);
     let Some((_, mut out)) = best else {
         return Err(first_error.unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
@@ -186,4 +139,96 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
         synthesis,
     }));
     Ok(out)
+}
+
+/// Candidates folded together: their entries (by candidate index), the fastest schedule
+/// (ties to the earlier candidate), the greedy's error if it gave none, and whether the caller
+/// cancelled. Merging is associative, so the pool's order does not change the result.
+#[derive(Default)]
+struct Acc {
+    entries: Vec<(usize, PortfolioEntry)>,
+    best: Option<(f64, usize, Output)>,
+    first_error: Option<(usize, Error)>,
+    cancelled: bool,
+}
+
+impl Acc {
+    fn merge(mut self, other: Acc) -> Acc {
+        self.entries.extend(other.entries);
+        self.best = match (self.best, other.best) {
+            (Some(a), Some(b)) => Some(if (b.0, b.1) < (a.0, a.1) { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        self.first_error = match (self.first_error, other.first_error) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        self.cancelled |= other.cancelled;
+        self
+    }
+}
+
+/// Runs candidate `i` of `n` within `deadline` and says how it went.
+fn attempt(req: &Request, algorithm: &Algorithm, i: usize, n: usize, ctl: Control, deadline: Instant) -> Acc {
+    let mut acc = Acc::default();
+    if (ctl.cancelled)() {
+        acc.cancelled = true;
+        return acc;
+    }
+    let mut entry = PortfolioEntry {
+        algorithm: algorithm.name().to_string(),
+        chunks_per_npu: None,
+        greedy_mode: None,
+        seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
+        collective_time_ns: None,
+        valid: false,
+        cut: false,
+        wall_ms: 0.0,
+        note: None,
+        chosen: false,
+    };
+    let now = Instant::now();
+    if now >= deadline {
+        entry.cut = true;
+        entry.note = Some("not started: the time limit had run out".into());
+        acc.entries.push((i, entry));
+        return acc;
+    }
+    (ctl.progress)(i as f64 / n as f64, &format!("auto: {}", algorithm.name()));
+    let result = match algorithm {
+        Algorithm::Ilp => {
+            let left = deadline.saturating_duration_since(now).as_secs_f64();
+            let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
+            let mut ilp = req.clone();
+            ilp.seeds = 1;
+            super::run_synthesizer(&ilp, algorithm, ctl, share)
+        }
+        // Every candidate serves one collective: its bounds are computed once, at the end.
+        Algorithm::Baseline(name) => super::run_baseline_bounded(req, name, ctl, false),
+        _ => super::run_synthesizer(req, algorithm, ctl, deadline),
+    };
+    entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+    match result {
+        Ok(out) => {
+            let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
+            entry.collective_time_ns = out.schedule.collective_time_ns;
+            entry.chunks_per_npu = Some(out.schedule.collective.chunks());
+            entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode);
+            entry.valid = out.report.valid;
+            entry.cut = out.stats.synthesis().is_some_and(|s| {
+                s.runs_cut > 0 || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
+            });
+            acc.best = Some((time, i, out));
+        }
+        Err(Error::Cancelled) => acc.cancelled = true,
+        Err(e) => {
+            entry.cut = matches!(e, Error::TimeLimit { .. });
+            entry.note = Some(e.to_string());
+            if !entry.cut && *algorithm == Algorithm::Greedy {
+                acc.first_error = Some((i, e));
+            }
+        }
+    }
+    acc.entries.push((i, entry));
+    acc
 }

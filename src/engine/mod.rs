@@ -447,7 +447,7 @@ fn synthesize_built(
         if past_deadline() {
             return Outcome::cut();
         }
-        let opts = crate::synth::GreedyOptions {
+        let opts = crate::synth::PlanOptions {
             seed: r.seed,
             switch_model: req.switch_model,
             discretization_ns: match r.mode {
@@ -577,13 +577,8 @@ pub enum Mode {
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
-fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::GreedyStats {
-    crate::synth::GreedyStats {
-        ten_timesteps: rounds,
-        phase_timesteps: vec![rounds],
-        discretization_ns,
-        replacements: 0,
-    }
+fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
+    crate::synth::PlanStats { ten_timesteps: rounds, phase_timesteps: vec![rounds], discretization_ns, replacements: 0 }
 }
 
 impl Mode {
@@ -636,13 +631,13 @@ struct Candidate {
     time_ns: f64,
     run: Run,
     schedule: Schedule,
-    stats: crate::synth::GreedyStats,
+    stats: crate::synth::PlanStats,
 }
 
 /// The statistics every synthesizer reports, for one run with the request's seed.
 fn base_stats(
     req: &SynthRequest,
-    gst: crate::synth::GreedyStats,
+    gst: crate::synth::PlanStats,
     schedule: &Schedule,
     report: &CheckReport,
     tenants: Option<&[Collective]>,
@@ -680,10 +675,11 @@ fn base_stats(
     }
 }
 
-/// Checks the ILP options a request carries (JSON paths as the service names them).
-pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions) -> Result<(), crate::error::InputError> {
+/// Checks the budget options a request carries against a cap on `time_limit_s` (JSON paths
+/// as the service names them): `Request::new` with the caller's `Limits::max_solve_s`, a
+/// direct `SynthRequest` with the library's.
+pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> Result<(), crate::error::InputError> {
     use crate::error::InputError;
-    let max = crate::limits::MAX_SOLVE_TIME_S;
     if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0 && o.time_limit_s <= max) {
         return Err(InputError::new(
             "options.time_limit_s",
@@ -711,7 +707,7 @@ fn synthesize_ilp(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<SynthOutput, SynthFailure> {
     let mut iopts = req.ilp.clone();
-    check_ilp_options(&iopts)?;
+    check_ilp_options(&iopts, crate::limits::MAX_SOLVE_TIME_S)?;
     if req.seeds > 1 {
         // Refused rather than ignored: the ILP's result does not depend on seeds the way the
         // greedy's does (the seed only picks its warm start).
@@ -722,7 +718,7 @@ fn synthesize_ilp(
         .into());
     }
     iopts.threads = req.threads.max(1) as u32;
-    let opts = crate::synth::GreedyOptions {
+    let opts = crate::synth::PlanOptions {
         seed: req.seed,
         switch_model: req.switch_model,
         discretization_ns: req.discretization_ns,

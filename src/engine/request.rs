@@ -211,17 +211,15 @@ impl Request {
             return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
         }
         let time_limit_s = o.time_limit_s.unwrap_or(DEFAULT_TIME_LIMIT_S.min(limits.max_solve_s));
-        if !(time_limit_s.is_finite() && time_limit_s > 0.0 && time_limit_s <= limits.max_solve_s) {
-            return Err(InputError::new(
-                "options.time_limit_s",
-                format!("{time_limit_s}: expected seconds in (0, {}]", limits.max_solve_s),
-            ));
-        }
-        if let Some(t) = o.solve_time_limit_s
-            && !(t.is_finite() && t > 0.0)
-        {
-            return Err(InputError::new("options.solve_time_limit_s", format!("{t}: expected seconds > 0")));
-        }
+        let ilp = IlpOptions {
+            time_limit_s,
+            solve_time_limit_s: o.solve_time_limit_s,
+            threads: threads as u32,
+            ignore_congestion: o.ignore_congestion.unwrap_or(false),
+            window: o.window,
+            keep_lp: o.keep_lp,
+        };
+        super::check_ilp_options(&ilp, limits.max_solve_s)?;
         let switch_model = match &o.switch_model {
             None => SwitchModel::default(),
             Some(s) => SwitchModel::parse(s).map_err(|e| InputError::new("options.switch_model", e))?,
@@ -230,9 +228,6 @@ impl Request {
             && !(d.is_finite() && d > 0.0)
         {
             return Err(InputError::new("options.discretization", format!("{d}: expected nanoseconds > 0")));
-        }
-        if o.window == Some(0) {
-            return Err(InputError::new("options.window", "0: expected at least 1 timestep"));
         }
         let chunking = match targets[0].1.chunks_per_npu {
             Some(k) => Chunking::Given(k),
@@ -255,14 +250,7 @@ impl Request {
             discretization_ns: o.discretization,
             chunking,
             time_limit_s,
-            ilp: IlpOptions {
-                time_limit_s,
-                solve_time_limit_s: o.solve_time_limit_s,
-                threads: threads as u32,
-                ignore_congestion: o.ignore_congestion.unwrap_or(false),
-                window: o.window,
-                keep_lp: o.keep_lp,
-            },
+            ilp,
             built,
             limits: limits.clone(),
         })

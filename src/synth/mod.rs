@@ -15,16 +15,19 @@ use crate::topology::Topology;
 use serde::Serialize;
 use std::collections::HashMap;
 
+/// What every planner takes, whichever plans the phases (the greedy matcher, the latency-mode
+/// planners, the ILP, whose own options are `ilp::IlpOptions`): the seed (the greedy's choices,
+/// the ILP's warm start), how switches appear in the TEN, and its timestep.
 #[derive(Clone, Debug)]
-pub struct GreedyOptions {
+pub struct PlanOptions {
     pub seed: u64,
     pub switch_model: SwitchModel,
     pub discretization_ns: Option<f64>,
 }
 
-/// What one greedy run reports beside its schedule.
+/// What every planner reports beside its schedule (the ILP adds `ilp::IlpStats`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct GreedyStats {
+pub struct PlanStats {
     /// TEN timesteps of each phase (reduce phase first for combining collectives).
     pub ten_timesteps: u32,
     pub phase_timesteps: Vec<u32>,
@@ -89,10 +92,10 @@ fn ilp_planner<'a>(
 pub fn ilp(
     topo: &Topology,
     c: &Collective,
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     ilp_opts: &ilp::IlpOptions,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, GreedyStats, IlpOutput), SynthError> {
+) -> Result<(Schedule, PlanStats, IlpOutput), SynthError> {
     let (mut phases, mut lp) = (Vec::new(), Vec::new());
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
@@ -113,14 +116,14 @@ pub struct Joint {
     pub schedule: Schedule,
     /// Each tenant's chunk ids in it, in tenant order.
     pub ranges: Vec<std::ops::Range<usize>>,
-    pub stats: GreedyStats,
+    pub stats: PlanStats,
 }
 
 /// Several collectives in one ILP per phase (see `greedy_multi`).
 pub fn ilp_multi(
     topo: &Topology,
     tenants: &[Collective],
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     ilp_opts: &ilp::IlpOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Joint, IlpOutput), SynthError> {
@@ -137,9 +140,9 @@ pub fn ilp_multi(
 pub fn greedy(
     topo: &Topology,
     c: &Collective,
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, GreedyStats), SynthError> {
+) -> Result<(Schedule, PlanStats), SynthError> {
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
     let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
@@ -157,11 +160,11 @@ pub fn greedy(
 pub fn batched(
     topo: &Topology,
     c: &Collective,
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, GreedyStats), SynthError> {
+) -> Result<(Schedule, PlanStats), SynthError> {
     let round = flood::round_ten(topo, c.chunk_size_bytes, opts.switch_model)?;
-    let opts = GreedyOptions { discretization_ns: Some(round.discretization_ns), ..opts.clone() };
+    let opts = PlanOptions { discretization_ns: Some(round.discretization_ns), ..opts.clone() };
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
     let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(flood::plan(p, seed, cancelled)?);
@@ -183,11 +186,11 @@ fn movement_core(
     c: &Collective,
     combining: &[bool],
     roots: &[u32],
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     planner: &mut Planner,
-) -> Result<(Vec<Transfer>, GreedyStats), SynthError> {
+) -> Result<(Vec<Transfer>, PlanStats), SynthError> {
     let live = topo.live_npus().len();
-    let mut stats = GreedyStats::default();
+    let mut stats = PlanStats::default();
     let mut transfers = Vec::new();
     let mut next_step = 0u32;
     let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| !combining[p[1] as usize]).collect();
@@ -250,7 +253,7 @@ fn movement_core(
 pub fn greedy_multi(
     topo: &Topology,
     tenants: &[Collective],
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Joint, SynthError> {
     let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
@@ -260,7 +263,7 @@ pub fn greedy_multi(
 fn multi_core(
     topo: &Topology,
     tenants: &[Collective],
-    opts: &GreedyOptions,
+    opts: &PlanOptions,
     planner: &mut Planner,
 ) -> Result<Joint, SynthError> {
     use crate::error::InputError;

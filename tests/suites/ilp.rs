@@ -82,7 +82,7 @@ fn all_reduce_on_ring4_is_two_optimal_phases() {
 
 #[test]
 fn ilp_never_takes_more_steps_than_the_greedy_on_the_same_ten() {
-    use ccsynth::synth::{GreedyOptions, greedy};
+    use ccsynth::synth::{PlanOptions, greedy};
     let cases = ["ring:5", "ring:6:uni", "mesh:3x3", "fc:5", "switch:5", "hypercube:3", "torus:3x3", "rail:2x3"];
     let mut checked = 0;
     for spec in cases {
@@ -99,7 +99,7 @@ fn ilp_never_takes_more_steps_than_the_greedy_on_the_same_ten() {
             let collective = Collective::build(&c, &t).unwrap();
             {
                 let seed = 5u64;
-                let opts = GreedyOptions { seed, switch_model: Default::default(), discretization_ns: None };
+                let opts = PlanOptions { seed, switch_model: Default::default(), discretization_ns: None };
                 let (_, g) = greedy(&t, &collective, &opts, &|| false).unwrap();
                 let mut req = ilp_request(&t, c.clone(), 20.0);
                 req.seed = seed;

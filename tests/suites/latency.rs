@@ -11,13 +11,13 @@ use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, RequestSpec};
 use ccsynth::schedule::Schedule;
 use ccsynth::synth::doubling::Shape;
-use ccsynth::synth::{self, GreedyOptions, flood};
+use ccsynth::synth::{self, PlanOptions, flood};
 use ccsynth::topology::Topology;
 use ccsynth::validate::{ViolationKind, validate};
 use proptest::prelude::*;
 
-fn opts() -> GreedyOptions {
-    GreedyOptions { seed: 0, switch_model: Default::default(), discretization_ns: None }
+fn opts() -> PlanOptions {
+    PlanOptions { seed: 0, switch_model: Default::default(), discretization_ns: None }
 }
 
 fn batched(t: &Topology, c: &Collective) -> Schedule {

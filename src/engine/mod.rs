@@ -411,14 +411,16 @@ fn synthesize_built(
         })
         .collect();
     if req.latency_mode && tenants.is_none() && !trivial && latency_mode_pays(&req.topology, c) {
-        // Deterministic on direct links and cheap: the first seed, the request's chunking.
-        runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Batched });
+        // Deterministic on direct links and cheap: the first seed. The contribution flood's
+        // bytes do not depend on the chunking: the request's alone.
         if crate::synth::flood::contributions_apply(c, req.topology.npus()) {
             runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
         }
-        // Doubling patterns gain from finer chunks (every owner's block in every port's
-        // group), so they run at every chunking tried.
+        // The batched planner balances finer chunks better over an NPU's incoming links, and
+        // the doubling patterns put every owner's block in every port's group: both run at
+        // every chunking tried.
         for (variant, v) in variants.iter().enumerate() {
+            runs.push(Run { variant, seed: req.seed, mode: Mode::Batched });
             if crate::synth::doubling::applies(v) {
                 for shape in crate::synth::doubling::Shape::for_collective(v) {
                     runs.push(Run { variant, seed: req.seed, mode: Mode::Doubling(shape) });
@@ -544,8 +546,8 @@ fn latency_mode_pays(topo: &crate::topology::Topology, c: &Collective) -> bool {
 }
 
 /// The collective at each chunks per NPU a synthesis tries: the first `matcher` for every
-/// planner, the rest (finer chunkings that only the doubling patterns gain from) for the
-/// doubling patterns alone.
+/// planner, the rest (finer chunkings that cost the latency-mode planners no extra rounds) for
+/// those alone.
 #[derive(Clone, Copy)]
 struct Variants<'a> {
     all: &'a [&'a Collective],
@@ -1040,7 +1042,8 @@ fn run_synthesizer(
         _ => Vec::new(),
     };
     // The doubling patterns split every block over the ports when k is a multiple of them: that
-    // k joins for them alone (finer chunks cost them no extra rounds, unlike the matcher).
+    // k joins for the latency-mode planners alone (finer chunks cost them no extra rounds,
+    // unlike the matcher).
     let even: Vec<Collective> = match (algorithm, req.chunking, &req.target) {
         (Algorithm::Greedy, Chunking::Auto, Target::One(spec)) if crate::synth::doubling::applies(&req.built[0]) => {
             crate::synth::doubling::even_chunks(&req.topology, &req.built[0], req.switch_model)

@@ -271,7 +271,7 @@ fn search(
     let mut cost = total(&at);
     let (mut best, mut best_cost) = (at.clone(), cost);
     let mut rng = Rng::new(seed);
-    let iterations = (2000 * p * m).min(2_000_000);
+    let iterations = (500 * p * m).min(500_000);
     let (t0, t1) = (4.0f64, 0.05f64);
     for i in 0..iterations {
         if i % 4096 == 0 && cancelled() {

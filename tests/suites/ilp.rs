@@ -332,7 +332,14 @@ fn optimum(t: &Topology, kind: K) -> u32 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    // A fixed seed: each case is two ILP solves with a 60 s budget, and a random draw now and
+    // then is an instance HiGHS takes minutes on (seen: over 9 minutes for one run of this
+    // test), which would make CI's time depend on luck. The same 12 cases every run.
+    #![proptest_config(ProptestConfig {
+        cases: 12,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x1C5_2026),
+        ..ProptestConfig::default()
+    })]
 
     #[test]
     fn adding_a_link_never_lengthens_the_optimum(

@@ -206,7 +206,13 @@ fn the_two_pass_all_reduce_bound_in_closed_form() {
 const KINDS: [K; 5] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::AllToAll];
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(24))]
+    // A fixed seed: `auto` runs the ILP on these (≤ 8 NPU) graphs with up to 10 s each, so a
+    // random draw could make CI's time depend on luck. The same 24 cases every run.
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0xA070_2026),
+        ..ProptestConfig::default()
+    })]
 
     /// On random graphs and sizes, `auto` is never slower than any applicable baseline run
     /// alone, and never faster than the lower bound.

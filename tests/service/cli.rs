@@ -373,3 +373,25 @@ fn synth_ilp_reports_its_search_and_dumps_the_model() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("time_limit"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn bench_sizes_sweeps_auto_against_the_best_baseline() {
+    // Two rows of the size sweep through the CLI door: the greedy within its target of the
+    // best baseline, `auto` never above it, and the irregular example graph read from
+    // examples/ (the sweep runs from the repository root, as cargo runs tests).
+    for filter in ["torus:4x4 all_reduce 32768", "irregular-hetero.json all_gather 2097152"] {
+        let o = ccsynth(&["bench", "--suite", "sizes", "--filter", filter, "--json"], None);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let rows = json(&o);
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 1, "{filter}: {rows:?}");
+        let r = &rows[0];
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["met"], true, "{r}");
+        assert!(r["auto_vs_best_baseline"].as_f64().unwrap() <= 1.0 + 1e-9, "{r}");
+        assert!(r["greedy_us"].as_f64().unwrap() >= r["lower_bound_us"].as_f64().unwrap() * (1.0 - 1e-9), "{r}");
+    }
+    let bad = ccsynth(&["bench", "--suite", "sizez"], None);
+    assert_ne!(bad.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("sizes"));
+}

@@ -18,14 +18,25 @@ const ONE_BUFFER: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// about linear in both).
 pub const WORK_CAP: usize = 1 << 19;
 
+/// A chunk of `chunk_bytes`: its transfer time on the fastest link over the smallest link
+/// latency; infinite where either is missing or the latency is 0 (nothing is latency-bound).
+/// Below 1 a chunk is mostly latency.
+pub(super) fn beta_over_alpha(topology: &Topology, chunk_bytes: f64) -> f64 {
+    let links = topology.links();
+    let bw_max = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
+    let alpha_min = links.iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
+    if bw_max > 0.0 && alpha_min.is_finite() && alpha_min > 0.0 {
+        chunk_bytes / bw_max / alpha_min
+    } else {
+        f64::INFINITY
+    }
+}
+
 /// The k values to try, smallest first; always at least `[1]`. A k > 1 is kept when a chunk's
 /// transfer time on the fastest link is at least half the smallest link latency (below that
 /// the extra steps cost more α than the finer pipeline saves), when its chunks × NPUs is
 /// within `WORK_CAP`, and when it passes the request's chunk limits.
 pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -> Vec<u32> {
-    let links = topology.links();
-    let bw_max = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
-    let alpha_min = links.iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
     let p = spec.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len).max(1);
     let ks: &[u32] = match spec.kind {
         CollectiveKind::Broadcast | CollectiveKind::Reduce => &ONE_BUFFER,
@@ -39,8 +50,7 @@ pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -
             CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k as usize) as f64,
             _ => spec.size_bytes as f64 / n as f64,
         };
-        let beta_ns = if bw_max > 0.0 { per_chunk / bw_max } else { f64::INFINITY };
-        let worth = !alpha_min.is_finite() || beta_ns >= 0.5 * alpha_min;
+        let worth = beta_over_alpha(topology, per_chunk) >= 0.5;
         let mut at_k = spec.clone();
         at_k.chunks_per_npu = Some(k);
         let fits = n.saturating_mul(topology.npus()) <= WORK_CAP && check_chunks(&at_k, topology, limits).is_ok();

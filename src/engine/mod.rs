@@ -540,9 +540,7 @@ fn latency_mode_pays(topo: &crate::topology::Topology, c: &Collective) -> bool {
     if topo.npus() <= LATENCY_MODE_MAX_NPUS {
         return true;
     }
-    let bw_max = topo.links().iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
-    let alpha_min = topo.links().iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
-    bw_max > 0.0 && c.chunk_size_bytes / bw_max < alpha_min
+    chunking::beta_over_alpha(topo, c.chunk_size_bytes) < 1.0
 }
 
 /// The collective at each chunks per NPU a synthesis tries: the first `matcher` for every

@@ -34,6 +34,9 @@ pub enum Command {
     Validate { file: String },
     /// Simulate a schedule (file or - for stdin) and print the timing report.
     Simulate { file: String },
+    /// Convert a schedule (file or - for stdin) to another program's format after validating
+    /// it: `--format msccl-xml` writes the MSCCL executor's algorithm XML.
+    Export(Box<ExportArgs>),
     /// Synthesize a schedule; prints schedule v1 (validated) with bounds and stats.
     Synth(Box<SynthArgs>),
     /// Build a hand-built baseline (validated, timed) and print it as schedule v1.
@@ -117,6 +120,96 @@ pub struct ServeArgs {
     /// Largest schedule JSON stored (bytes); a larger result fails its job with the reason.
     #[arg(long, default_value_t = 512 << 20)]
     pub max_result_bytes: usize,
+}
+
+/// What `synth --format` and `export --format` write.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Schedule v1 JSON (docs/FORMAT.md).
+    #[default]
+    Json,
+    /// The MSCCL executor's algorithm XML (docs/FORMAT.md, "MSCCL XML").
+    MscclXml,
+}
+
+/// The executor an MSCCL file is for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MscclTargetArg {
+    /// The MSCCL executor for NCCL and RCCL's MSCCL: 64 steps per thread block.
+    #[default]
+    Current,
+    /// The original MSCCL: 256 steps per thread block, spells `reduce_scatter`.
+    Legacy,
+}
+
+/// NCCL's protocol named in an MSCCL file.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MscclProtoArg {
+    #[default]
+    #[value(name = "Simple", alias = "simple")]
+    Simple,
+    #[value(name = "LL", alias = "ll")]
+    Ll,
+    #[value(name = "LL128", alias = "ll128")]
+    Ll128,
+}
+
+/// The flags of an MSCCL XML file (`export`, `synth --format msccl-xml`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MscclArgs {
+    /// The executor the file is for (its step limit and spelling).
+    #[arg(long, value_enum, default_value_t = MscclTargetArg::Current)]
+    pub msccl_target: MscclTargetArg,
+    /// NCCL protocol the executor runs the algorithm with.
+    #[arg(long, value_enum, default_value_t = MscclProtoArg::Simple)]
+    pub msccl_proto: MscclProtoArg,
+    /// The algorithm's name in the file (default: ccsynth-<algorithm>).
+    #[arg(long, value_name = "NAME")]
+    pub msccl_name: Option<String>,
+    /// Smallest message size, in bytes or as 64KiB, the executor picks the algorithm for
+    /// (default 0).
+    #[arg(long, value_name = "SIZE")]
+    pub min_bytes: Option<String>,
+    /// Size from which the executor no longer picks the algorithm (default: none).
+    #[arg(long, value_name = "SIZE")]
+    pub max_bytes: Option<String>,
+}
+
+impl MscclArgs {
+    fn options(&self) -> Result<engine::MscclOptions, String> {
+        let size = |flag: &str, v: &Option<String>| {
+            v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
+        };
+        Ok(engine::MscclOptions {
+            target: match self.msccl_target {
+                MscclTargetArg::Current => engine::MscclTarget::Current,
+                MscclTargetArg::Legacy => engine::MscclTarget::Legacy,
+            },
+            protocol: match self.msccl_proto {
+                MscclProtoArg::Simple => engine::MscclProtocol::Simple,
+                MscclProtoArg::Ll => engine::MscclProtocol::Ll,
+                MscclProtoArg::Ll128 => engine::MscclProtocol::Ll128,
+            },
+            name: self.msccl_name.clone(),
+            min_bytes: size("--min-bytes", &self.min_bytes)?,
+            max_bytes: size("--max-bytes", &self.max_bytes)?,
+        })
+    }
+}
+
+/// `ccsynth export`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// The schedule v1 JSON file, or - for stdin.
+    pub file: String,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Write here instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub msccl: MscclArgs,
 }
 
 /// `--chunks-per-npu`: a number, or `auto` (left to the engine).
@@ -220,6 +313,11 @@ pub struct SynthArgs {
     /// Write the schedule here instead of stdout.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// What to write: the schedule JSON with bounds and stats, or the MSCCL executor's XML.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    #[command(flatten)]
+    pub msccl: MscclArgs,
     /// Indent the JSON.
     #[arg(long)]
     pub pretty: bool,
@@ -265,6 +363,7 @@ fn run(cmd: Command) -> Result<i32, String> {
         }
         Command::Validate { file } => validate_cmd(&file),
         Command::Simulate { file } => simulate_cmd(&file),
+        Command::Export(a) => export_cmd(*a),
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
         Command::Compare { target, json, algos } => compare_cmd(&target, json, algos.as_deref()),
@@ -335,6 +434,43 @@ fn simulate_cmd(file: &str) -> Result<i32, String> {
     }
     print_json(&Out { valid: r.valid, timing, lower_bound_ns: r.lower_bound_ns, lower_bounds: &r.lower_bounds })?;
     Ok(0)
+}
+
+/// `export`: validates the schedule and writes it in `--format`.
+fn export_cmd(a: ExportArgs) -> Result<i32, String> {
+    let opts = a.msccl.options()?;
+    let s = load_schedule(&a.file)?;
+    let text = match a.format {
+        Format::Json => {
+            let r = engine::check(&s);
+            if !r.valid {
+                let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+                return Err(format!(
+                    "{}: not a valid schedule ({} violations; the first: {first})",
+                    a.file, r.violation_count
+                ));
+            }
+            serde_json::to_string(&s).map_err(|e| e.to_string())? + "\n"
+        }
+        Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| format!("{}: {e}", a.file))?,
+    };
+    write_text(a.out.as_deref(), &text)?;
+    Ok(0)
+}
+
+/// Writes `text` to `out`, or to stdout.
+fn write_text(out: Option<&std::path::Path>, text: &str) -> Result<(), String> {
+    match out {
+        Some(path) => {
+            std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!("ccsynth: wrote {}", path.display());
+            Ok(())
+        }
+        None => {
+            let mut w = std::io::stdout().lock();
+            w.write_all(text.as_bytes()).and_then(|_| w.flush()).map_err(|e| e.to_string())
+        }
+    }
 }
 
 /// `compare`: every baseline (or those `--algos` names) on the target, as a table or JSON.
@@ -541,6 +677,7 @@ fn load_collectives(a: &CollectiveArgs) -> Result<engine::Target, String> {
 }
 
 fn synth(a: SynthArgs) -> Result<i32, String> {
+    let msccl = a.msccl.options()?;
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
         target: load_collectives(&a.target)?,
@@ -563,6 +700,11 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     let out = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?;
     if let Some(path) = &a.dump_lp {
         write_lp(path, &out.lp)?;
+    }
+    if a.format == Format::MscclXml {
+        let xml = engine::export_msccl(&out.schedule, &msccl).map_err(|e| e.to_string())?;
+        write_text(a.out.as_deref(), &xml)?;
+        return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))
         .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((req.algorithm.name(), &out.schedule))));

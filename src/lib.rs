@@ -9,6 +9,7 @@ pub mod bounds;
 pub mod collective;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod heap;
 pub mod limits;
 pub mod rng;

@@ -28,6 +28,7 @@ pub fn router() -> Router<Shared> {
         .route("/v1/schedules/{id}", get(schedule))
         .route("/v1/schedules/{id}/summary", get(summary))
         .route("/v1/schedules/{id}/comparison", get(comparison))
+        .route("/v1/schedules/{id}/export", get(export))
         .route("/v1/schedules/{id}/regenerate", post(regenerate))
 }
 
@@ -413,6 +414,54 @@ async fn comparison(State(st): State<Shared>, Path(id): Path<String>) -> Result<
     .map_err(|e| ApiError::Internal(e.to_string()))?
     .map_err(ApiError::Internal)?;
     Ok(json(StatusCode::OK, &cmp))
+}
+
+/// `?format=msccl-xml` and the MSCCL file's options.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportQuery {
+    format: String,
+    #[serde(default)]
+    msccl_target: Option<engine::MscclTarget>,
+    #[serde(default)]
+    protocol: Option<engine::MscclProtocol>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    min_bytes: Option<u64>,
+    #[serde(default)]
+    max_bytes: Option<u64>,
+}
+
+/// The stored schedule in another program's format (validated again before it is written).
+async fn export(
+    State(st): State<Shared>,
+    Path(id): Path<String>,
+    q: Result<axum::extract::Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    if q.format != "msccl-xml" {
+        return Err(InputError::new("format", format!("{:?}: expected msccl-xml", q.format)).into());
+    }
+    let opts = engine::MscclOptions {
+        target: q.msccl_target.unwrap_or_default(),
+        protocol: q.protocol.unwrap_or_default(),
+        name: q.name,
+        min_bytes: q.min_bytes,
+        max_bytes: q.max_bytes,
+    };
+    let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
+    let xml = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
+        let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+        engine::export_msccl(&s, &opts).map_err(|e| match e {
+            // A stored schedule passed the validator when it was stored.
+            engine::Error::Input(e) => ApiError::Internal(e.to_string()),
+            e => ApiError::Unprocessable(InputError::new("format", e.to_string())),
+        })
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    Ok(([(header::CONTENT_TYPE, "application/xml")], xml).into_response())
 }
 
 #[derive(Deserialize)]

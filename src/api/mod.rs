@@ -141,6 +141,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/v1/schedules/{id}"),
     ("GET", "/v1/schedules/{id}/summary"),
     ("GET", "/v1/schedules/{id}/comparison"),
+    ("GET", "/v1/schedules/{id}/export"),
     ("POST", "/v1/schedules/{id}/regenerate"),
 ];
 

@@ -10,6 +10,7 @@ pub mod registry;
 pub mod request;
 
 pub use crate::bounds::LowerBounds;
+pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
 pub use crate::synth::ilp::{IlpStats, IlpStatus};
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use registry::{Algorithm, SYNTHESIZERS};
@@ -98,6 +99,23 @@ pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate:
     request::check_npus(&s.topology, limits)?;
     request::check_chunks(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
     Ok(check(s))
+}
+
+/// A schedule as MSCCL XML (docs/FORMAT.md, "MSCCL XML"): refused when it cannot fit the
+/// executor's limits (a cheap estimate first, before anything is built), when it is not
+/// valid, or when the file would break a limit of the executor (each error names it).
+pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> {
+    use crate::export::msccl;
+    msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
+    let r = check_bounded(s, false);
+    if !r.valid {
+        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+        return Err(Error::Input(crate::error::InputError::new(
+            "schedule",
+            format!("not a valid schedule ({} violations; the first: {first})", r.violation_count),
+        )));
+    }
+    msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
 }
 
 /// A failure of the engine itself (never the caller's fault).

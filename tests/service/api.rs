@@ -194,7 +194,49 @@ on_both_databases!(
     http_hygiene_every_error_is_a_problem,
     a_job_is_tried_a_fixed_number_of_times,
     a_result_too_large_to_store_fails_its_job,
+    schedules_export_as_msccl_xml,
 );
+
+fn schedules_export_as_msccl_xml(db: Db) {
+    let s = start(db);
+    let req =
+        json!({"spec": "ring:4", "collective": {"kind": "reduce_scatter", "size_bytes": 4096}, "algorithm": "ring"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{job}");
+    let sid = job["schedule_id"].as_str().unwrap();
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml"), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("content-type"), Some("application/xml"));
+    assert!(r.body.starts_with(r#"<algo name="ccsynth-ring" proto="Simple""#), "{}", r.body);
+    assert!(r.body.contains(r#"coll="reducescatter""#));
+    let r = raw(
+        s.addr,
+        "GET",
+        &format!(
+            "/v1/schedules/{sid}/export?format=msccl-xml&msccl_target=legacy&protocol=LL&name=rs4&min_bytes=1&max_bytes=8192"
+        ),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.starts_with(r#"<algo name="rs4" proto="LL""#) && r.body.contains(r#"coll="reduce_scatter""#));
+    assert!(r.body.contains(r#"minBytes="1" maxBytes="8192""#), "{}", r.body);
+    // Bad queries are problems: an unknown format (422), an unknown parameter or value (400),
+    // an unknown schedule (404), a collective MSCCL cannot run (422 naming it).
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=svg"), None), 422);
+    assert_eq!(p["errors"][0]["path"], "format");
+    assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&colour=red"), None), 400);
+    assert_problem(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&protocol=fast"), None),
+        400,
+    );
+    assert_problem(&raw(s.addr, "GET", "/v1/schedules/nope/export?format=msccl-xml", None), 404);
+    let req = json!({"spec": "ring:4", "collective": {"kind": "scatter", "size_bytes": 4096, "root": 0}, "algorithm": "greedy"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{job}");
+    let sid = job["schedule_id"].as_str().unwrap();
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml"), None), 422);
+    assert!(p["detail"].as_str().unwrap().contains("MSCCL has no collective for scatter"), "{p}");
+}
 
 fn health_metadata_and_metrics(db: Db) {
     let s = start(db);

@@ -208,6 +208,106 @@ fn synth_defaults_to_auto_and_says_which_candidate_won() {
 }
 
 #[test]
+fn export_and_synth_write_msccl_xml() {
+    // synth --format msccl-xml: the XML on stdout, nothing else.
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "1MiB",
+            "--algo",
+            "ring",
+            "--format",
+            "msccl-xml",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let xml = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        xml.starts_with(
+            r#"<algo name="ccsynth-ring" proto="Simple" nchannels="1" nchunksperloop="4" ngpus="4" coll="allgather""#
+        ),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<gpu ").count(), 4);
+    // export reads a schedule (file or stdin) and honours the MSCCL flags and --out.
+    let schedule = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_reduce", "--size", "4096"],
+        None,
+    );
+    let text = String::from_utf8(schedule.stdout).unwrap();
+    let o = ccsynth(
+        &[
+            "export",
+            "--format",
+            "msccl-xml",
+            "--msccl-proto",
+            "LL128",
+            "--msccl-target",
+            "legacy",
+            "--msccl-name",
+            "ar4",
+            "--max-bytes",
+            "1MiB",
+            "-",
+        ],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let xml = String::from_utf8(o.stdout).unwrap();
+    assert!(xml.starts_with(r#"<algo name="ar4" proto="LL128""#) && xml.contains(r#"maxBytes="1048576""#), "{xml}");
+    let dir = std::env::temp_dir().join(format!("ccsynth-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("ar.xml");
+    let o = ccsynth(&["export", "--format", "msccl-xml", "-", "--out", out.to_str().unwrap()], Some(&text));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty());
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("<algo "));
+    // --format json re-emits the validated schedule.
+    let o = ccsynth(&["export", "--format", "json", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json(&o)["algorithm"], "ring");
+    // Refusals exit 2 and say why: an invalid schedule, a collective MSCCL has no name for,
+    // an unknown format.
+    let mut broken: serde_json::Value = serde_json::from_str(&text).unwrap();
+    broken["transfers"].as_array_mut().unwrap().pop();
+    let o = ccsynth(&["export", "--format", "msccl-xml", "-"], Some(&broken.to_string()));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid schedule"));
+    let scatter = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "scatter",
+            "--root",
+            "0",
+            "--size",
+            "4096",
+            "--algo",
+            "greedy",
+        ],
+        None,
+    );
+    let o = ccsynth(&["export", "--format", "msccl-xml", "-"], Some(&String::from_utf8(scatter.stdout).unwrap()));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("MSCCL has no collective for scatter"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = ccsynth(&["export", "--format", "svg", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn synth_refuses_bad_requests_with_exit_2() {
     for args in [
         &["synth", "--topology", "ring:4", "--collective", "all_reduce", "--size", "12XB"][..],

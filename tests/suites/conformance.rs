@@ -100,15 +100,17 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
     }
 }
 
-/// The conformance body: the schedule validates, does not beat the lower bound, and declares
-/// the time the simulator gives.
-fn conform(what: &str, s: &Schedule) {
+/// The conformance body: the schedule validates, does not beat the lower bound, declares the
+/// time the simulator gives, and, when MSCCL runs its collective, exports to MSCCL XML that
+/// the independent replay accepts. Returns whether it was replayed.
+fn conform(what: &str, s: &Schedule) -> bool {
     let r = engine::check(s);
     assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
     let time = r.collective_time_ns.unwrap_or_else(|| panic!("{what}: a valid schedule has no simulated time"));
     let bound = r.lower_bound_ns.unwrap_or_else(|| panic!("{what}: a valid schedule has no lower bound"));
     assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
     assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
+    crate::msccl::replays_if_msccl_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn describe(p: &Producer, tname: &str, spec: &CollectiveSpec) -> String {
@@ -188,6 +190,7 @@ fn every_producer_on_every_topology_and_collective() {
     // `the_ilp_on_every_small_topology_and_collective` below: not twice.
     let producers: Vec<Producer> = producers().into_iter().filter(|p| p.algorithm != "ilp").collect();
     let mut produced = 0;
+    let mut replayed = 0;
     let mut refused = Vec::new();
     for (tname, t) in topologies() {
         for spec in collectives(&t) {
@@ -195,7 +198,7 @@ fn every_producer_on_every_topology_and_collective() {
                 let what = describe(p, &tname, &spec);
                 match produce(p, &t, &spec) {
                     Ok((s, _)) => {
-                        conform(&what, &s);
+                        replayed += conform(&what, &s) as usize;
                         produced += 1;
                     }
                     Err(reason) => refused.push(format!("{what}: {reason}")),
@@ -208,6 +211,8 @@ fn every_producer_on_every_topology_and_collective() {
     assert!(greedy_refused.is_empty(), "refused: {greedy_refused:#?}");
     assert!(refused.iter().all(|r| r.contains("refused: ")), "{refused:#?}");
     assert!(produced > 1500, "{produced}");
+    // Most schedules are of a collective MSCCL runs, and export.
+    assert!(replayed > 900, "{replayed} of {produced} replayed as MSCCL XML");
 }
 
 #[test]

@@ -11,6 +11,8 @@ mod conformance;
 mod greedy;
 mod ilp;
 mod latency;
+mod msccl;
+mod msccl_replay;
 mod portfolio;
 mod random_schedules;
 mod sim;

@@ -1,0 +1,264 @@
+//! MSCCL XML export through the engine's front door: every collective MSCCL names, on a ring,
+//! a torus and an irregular graph, from the synthesizers and the baselines alike, replayed by
+//! the independent interpreter of `msccl_replay` in place and out of place; the executor's
+//! limits and the collectives it has no name for give errors that name them.
+
+use crate::common::*;
+use crate::msccl_replay::{self, Mode};
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, MscclOptions, MscclTarget, registry};
+use ccsynth::schedule::Schedule;
+use ccsynth::topology::{Failures, Topology};
+
+/// The collectives MSCCL names, as ccsynth kinds.
+const NAMED: [K; 6] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll, K::Broadcast, K::Reduce];
+
+fn run(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
+    let rs = engine::RequestSpec {
+        target: engine::Target::One(spec.clone()),
+        algorithm: algorithm.to_string(),
+        options: engine::Options { seed: Some(3), time_limit_s: Some(600.0), ..Default::default() },
+    };
+    let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).map_err(|e| e.to_string())?;
+    engine::run(&req, engine::Control::none()).map(|o| o.schedule).map_err(|e| e.to_string())
+}
+
+/// The root of a rooted collective: the middle live NPU.
+fn spec(t: &Topology, kind: K, k: u32) -> CollectiveSpec {
+    let mut s = CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k);
+    if kind.needs_root() {
+        let live = t.live_npus();
+        s.root = Some(live[live.len() / 2]);
+    }
+    s
+}
+
+/// The root's rank: its position among the live NPUs.
+fn root_rank(t: &Topology, s: &CollectiveSpec) -> Option<usize> {
+    s.root.map(|r| t.live_npus().iter().position(|&v| v == r).expect("the root is live"))
+}
+
+fn irregular() -> Topology {
+    topo("mesh:4x4")
+        .with_failures(&Failures { links: vec![[5, 6], [1, 2]], npus: vec![10], ..Default::default() })
+        .expect("a connected survivor")
+}
+
+/// The test body: export through the engine, then replay under every scheduling policy, in
+/// place and out of place, and check the collective's postcondition.
+fn export_and_replay(what: &str, s: &Schedule, root: Option<usize>) {
+    let xml = engine::export_msccl(s, &MscclOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    msccl_replay::replay_all(&xml, root, MscclTarget::Current.max_steps()).unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// For the conformance body: exports a schedule every producer made and replays it (in place
+/// under `WritesFirst`, out of place under a random order). `Ok(false)` when the engine
+/// refuses it for a reason MSCCL gives (a collective it has no name for, a rank outside the
+/// group, a limit of the executor); `Err` when the export is wrong.
+pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String> {
+    let xml = match engine::export_msccl(s, &MscclOptions::default()) {
+        Ok(xml) => xml,
+        Err(engine::Error::Unsupported(why)) if why.starts_with("MSCCL XML: ") => return Ok(false),
+        Err(e) => return Err(format!("{what}: {e}")),
+    };
+    let ranks: Vec<usize> = match &s.collective.group {
+        Some(g) => g.clone(),
+        None => s.topology.live_npus(),
+    };
+    let root = s.collective.root.and_then(|r| ranks.iter().position(|&v| v == r));
+    for (inplace, policy) in [(true, msccl_replay::Policy::WritesFirst), (false, msccl_replay::Policy::Random(7))] {
+        let mode = Mode { inplace, policy, fifo_capacity: 2, max_steps: MscclTarget::Current.max_steps() };
+        msccl_replay::replay(&xml, mode)
+            .and_then(|r| msccl_replay::check(&r, root))
+            .map_err(|e| format!("{what}: {e}"))?;
+    }
+    Ok(true)
+}
+
+#[test]
+fn every_collective_msccl_names_replays_on_a_ring_a_torus_and_an_irregular_graph() {
+    let topologies = [("ring:6", topo("ring:6")), ("torus:3x3", topo("torus:3x3")), ("mesh:4x4 degraded", irregular())];
+    let algorithms: Vec<&str> = ["greedy", registry::PORTFOLIO].into_iter().chain(registry::baseline_names()).collect();
+    let mut replayed = 0;
+    for (tname, t) in &topologies {
+        for kind in NAMED {
+            let mut synthesized = 0;
+            let mut baselines = 0;
+            for k in [1, 2] {
+                let spec = spec(t, kind, k);
+                for &alg in &algorithms {
+                    let Ok(s) = run(t, &spec, alg) else { continue };
+                    export_and_replay(&format!("{alg} {kind:?} k={k} on {tname}"), &s, root_rank(t, &spec));
+                    replayed += 1;
+                    if registry::SYNTHESIZERS.contains(&alg) || alg == registry::PORTFOLIO {
+                        synthesized += 1;
+                    } else {
+                        baselines += 1;
+                    }
+                }
+            }
+            assert_eq!(synthesized, 4, "{kind:?} on {tname}: the greedy and auto at k = 1 and 2");
+            // Every baseline family is topology-specific; the direct and ring ones serve all three.
+            assert!(baselines >= 1, "{kind:?} on {tname}: no baseline replayed");
+        }
+    }
+    assert!(replayed >= 150, "{replayed}");
+}
+
+#[test]
+fn the_ilp_and_the_latency_planners_export_too() {
+    // The ILP on a small case; the greedy's latency planners (contributions with scratch
+    // slots and local reduces, doubling) at small sizes.
+    let t = topo("torus:2x4");
+    for kind in [K::AllReduce, K::AllGather, K::ReduceScatter] {
+        let s = run(&t, &CollectiveSpec::new(kind, 1 << 20), "ilp").expect("the ilp serves torus:2x4");
+        export_and_replay(&format!("ilp {kind:?}"), &s, None);
+    }
+    for size in [64u64, 4096, 1 << 16] {
+        for tspec in ["torus:4x4", "ring:8", "fc:8"] {
+            let t = topo(tspec);
+            let s = run(&t, &CollectiveSpec::new(K::AllReduce, size), "greedy").expect("the greedy serves all");
+            export_and_replay(&format!("greedy all_reduce {size} B on {tspec}"), &s, None);
+        }
+    }
+}
+
+/// A hand-checked file: the ring all-reduce on 4 NPUs is, at every GPU, one block sending to
+/// the next GPU and one receiving from the previous, with 6 steps each (3 reduce-scatter, 3
+/// all-gather); each receive waits for the send that last read its cell.
+#[test]
+fn the_ring_all_reduce_on_four_npus_is_two_blocks_of_six_steps_per_gpu() {
+    let t = topo("ring:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllReduce, 1 << 20).with_chunks_per_npu(1), "ring").unwrap();
+    let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    assert!(xml.starts_with("<algo name=\"ccsynth-ring\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"4\" ngpus=\"4\" coll=\"allreduce\" inplace=\"1\" outofplace=\"1\""), "{xml}");
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let gpus: Vec<_> = doc.root_element().children().filter(|n| n.has_tag_name("gpu")).collect();
+    assert_eq!(gpus.len(), 4);
+    for (r, g) in gpus.iter().enumerate() {
+        let tbs: Vec<_> = g.children().filter(|n| n.has_tag_name("tb")).collect();
+        assert_eq!(tbs.len(), 2, "gpu {r}");
+        let next = ((r + 1) % 4).to_string();
+        let prev = ((r + 3) % 4).to_string();
+        let find = |send: &str, recv: &str| {
+            *tbs.iter()
+                .find(|t| t.attribute("send") == Some(send) && t.attribute("recv") == Some(recv))
+                .unwrap_or_else(|| panic!("gpu {r}: no tb sending to {send} and receiving from {recv}"))
+        };
+        let types = |tb: roxmltree::Node| -> Vec<String> {
+            tb.children().filter(|n| n.has_tag_name("step")).map(|n| n.attribute("type").unwrap().to_string()).collect()
+        };
+        assert_eq!(types(find(&next, "-1")), ["s"; 6]);
+        assert_eq!(types(find("-1", &prev)), ["rrc", "rrc", "rrc", "r", "r", "r"]);
+        assert_eq!(g.attribute("s_chunks"), Some("0"), "nothing goes through scratch");
+    }
+    msccl_replay::replay_all(&xml, None, 64).unwrap();
+}
+
+/// Recursive doubling on 4 GPUs: each exchange receives and reduces into the cells it has just
+/// sent. The receive's wait for that send is what makes the file correct in place; without it
+/// the replay finds the race (the peer is sent an already reduced value: a double count),
+/// while out of place, where the two are different cells, it is still correct.
+#[test]
+fn the_write_after_read_dependency_is_what_makes_in_place_correct() {
+    let t = topo("fc:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllReduce, 4096), "recursive-doubling").unwrap();
+    let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    msccl_replay::replay_all(&xml, None, 64).unwrap();
+    let waits = r#"type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="4" depid="0" deps="0""#;
+    assert!(xml.contains(waits), "{xml}");
+    let broken = xml.replacen(
+        waits,
+        r#"type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="4" depid="-1" deps="-1""#,
+        1,
+    );
+    let outcome = |inplace, policy| {
+        let mode = Mode { inplace, policy, fifo_capacity: 2, max_steps: 64 };
+        msccl_replay::replay(&broken, mode).and_then(|r| msccl_replay::check(&r, None))
+    };
+    for policy in msccl_replay::POLICIES {
+        assert!(outcome(false, policy).is_ok(), "out of place, {policy:?}: {:?}", outcome(false, policy));
+    }
+    let caught: Vec<String> = msccl_replay::POLICIES.iter().filter_map(|&p| outcome(true, p).err()).collect();
+    assert!(!caught.is_empty(), "no policy finds the write-after-read race");
+    assert!(caught.iter().all(|e| e.contains("double")), "{caught:?}");
+}
+
+#[test]
+fn the_legacy_target_spells_reduce_scatter_and_allows_256_steps() {
+    let t = topo("ring:4");
+    let s = run(&t, &CollectiveSpec::new(K::ReduceScatter, 1 << 20), "greedy").unwrap();
+    let legacy = MscclOptions { target: MscclTarget::Legacy, ..Default::default() };
+    let xml = engine::export_msccl(&s, &legacy).unwrap();
+    assert!(xml.contains(r#"coll="reduce_scatter""#), "{}", &xml[..200]);
+    let current = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    assert!(current.contains(r#"coll="reducescatter""#));
+    // The legacy executor has no broadcast.
+    let b = run(&t, &CollectiveSpec::new(K::Broadcast, 1 << 20).with_root(0), "greedy").unwrap();
+    let e = engine::export_msccl(&b, &legacy).unwrap_err().to_string();
+    assert!(e.contains("no collective for broadcast in the legacy executor"), "{e}");
+}
+
+#[test]
+fn options_name_the_algorithm_its_protocol_and_size_range() {
+    let t = topo("ring:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "greedy").unwrap();
+    let o = MscclOptions {
+        protocol: engine::MscclProtocol::Ll128,
+        name: Some("ag \"ring\" <4>".into()),
+        min_bytes: Some(1024),
+        max_bytes: Some(1 << 30),
+        ..Default::default()
+    };
+    let xml = engine::export_msccl(&s, &o).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let algo = doc.root_element();
+    assert_eq!(algo.attribute("name"), Some("ag \"ring\" <4>"), "escaped and read back");
+    assert_eq!(algo.attribute("proto"), Some("LL128"));
+    assert_eq!((algo.attribute("minBytes"), algo.attribute("maxBytes")), (Some("1024"), Some("1073741824")));
+    let bad = MscclOptions { min_bytes: Some(10), max_bytes: Some(5), ..Default::default() };
+    let e = engine::export_msccl(&s, &bad).unwrap_err().to_string();
+    assert!(e.contains("min_bytes 10 is above max_bytes 5"), "{e}");
+}
+
+#[test]
+fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
+    let t = topo("ring:4");
+    // Collectives MSCCL has no name for.
+    for kind in [K::Scatter, K::Gather] {
+        let s = run(&t, &CollectiveSpec::new(kind, 1 << 20).with_root(0), "greedy").unwrap();
+        let e = engine::export_msccl(&s, &MscclOptions::default()).unwrap_err();
+        assert!(matches!(e, engine::Error::Unsupported(_)), "{e:?}");
+        assert!(e.to_string().contains(&format!("MSCCL has no collective for {}", kind.name())), "{e}");
+    }
+    // A subgroup whose schedule forwards through an NPU outside it.
+    let line = topo("ring:6");
+    let sub = CollectiveSpec { group: Some(vec![0, 3]), ..CollectiveSpec::new(K::AllGather, 1 << 20) };
+    let s = run(&line, &sub, "greedy").unwrap();
+    let e = engine::export_msccl(&s, &MscclOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("not a rank of the collective's group"), "{e}");
+    // Too many steps for the executor's reader: refused before the schedule is even validated.
+    let mut big = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
+    let one = big.transfers.clone();
+    while big.transfers.len() < 9000 {
+        big.transfers.extend(one.iter().cloned());
+    }
+    let e = engine::export_msccl(&big, &MscclOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("at least 18000 steps; the executor's reader keeps at most 16384 for 4 ranks"), "{e}");
+    // One step putting more messages on a link than its channels buffer: the greedy sends
+    // 4,096 chunks per NPU in few transfers whose chunks are not contiguous.
+    let burst = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(4096), "greedy").unwrap();
+    let e = engine::export_msccl(&burst, &MscclOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("messages on this connection in one step; at most 64"), "{e}");
+    // More messages on one link than 32 channels of 64 steps hold (the greedy sends each
+    // chunk alone here: about 1,950 messages per link).
+    let many = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(1300), "greedy").unwrap();
+    let e = engine::export_msccl(&many, &MscclOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("at most"), "{e}");
+    // An invalid schedule is the caller's error, named as such.
+    let mut broken = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
+    broken.transfers.pop();
+    let e = engine::export_msccl(&broken, &MscclOptions::default()).unwrap_err();
+    assert!(matches!(e, engine::Error::Input(_)), "{e:?}");
+    assert!(e.to_string().contains("not a valid schedule"), "{e}");
+}

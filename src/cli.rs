@@ -33,7 +33,22 @@ pub enum Command {
     /// Validate a schedule (file or - for stdin). Exit 0 valid, 1 invalid, 2 unreadable.
     Validate { file: String },
     /// Simulate a schedule (file or - for stdin) and print the timing report.
-    Simulate { file: String },
+    Simulate {
+        /// The schedule v1 JSON file, or - for stdin.
+        file: String,
+        /// Also write a Chrome/Perfetto trace of the replay here (open it in ui.perfetto.dev):
+        /// one track per link, one slice per transfer on each link of its path.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<std::path::PathBuf>,
+        /// Add each transfer's start and end (`transfer_times`, indexed as `transfers`).
+        #[arg(long)]
+        transfers: bool,
+    },
+    /// Draw SVG: a schedule's timeline of link use, or goodput against message size.
+    Plot {
+        #[command(subcommand)]
+        what: PlotCommand,
+    },
     /// Convert a schedule (file or - for stdin) to another program's format after validating
     /// it: `--format msccl-xml` writes the MSCCL executor's algorithm XML.
     Export(Box<ExportArgs>),
@@ -73,6 +88,27 @@ pub enum Command {
         filter: Option<String>,
         #[arg(long)]
         json: bool,
+    },
+}
+
+/// What `ccsynth plot` draws.
+#[derive(Subcommand, Debug)]
+pub enum PlotCommand {
+    /// A schedule's replay (file or - for stdin): one row per link, one bar per transfer.
+    Timeline {
+        file: String,
+        /// Write the SVG here instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Goodput (size / time) against message size from `ccsynth bench --suite sizes --json`
+    /// (file or -): one chart per topology and collective, lines for auto, the greedy, the
+    /// best baseline and the lower bound.
+    Goodput {
+        file: String,
+        /// Write the SVG here instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
     },
 }
 
@@ -362,7 +398,8 @@ fn run(cmd: Command) -> Result<i32, String> {
             topology_cmd(&topology, &fail_link, &fail_npu, directed)
         }
         Command::Validate { file } => validate_cmd(&file),
-        Command::Simulate { file } => simulate_cmd(&file),
+        Command::Simulate { file, trace, transfers } => simulate_cmd(&file, trace.as_deref(), transfers),
+        Command::Plot { what } => plot_cmd(what),
         Command::Export(a) => export_cmd(*a),
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
@@ -408,9 +445,10 @@ fn validate_cmd(file: &str) -> Result<i32, String> {
     Ok(if r.valid { 0 } else { 1 })
 }
 
-/// `simulate`: prints the timing (with a warning when the schedule is not valid); exit 1 when
-/// it cannot be simulated at all.
-fn simulate_cmd(file: &str) -> Result<i32, String> {
+/// `simulate`: prints the timing (with a warning when the schedule is not valid), with each
+/// transfer's times when asked, and writes the trace when asked; exit 1 when it cannot be
+/// simulated at all.
+fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) -> Result<i32, String> {
     let s = load_schedule(file)?;
     let r = engine::check(&s);
     let Some(timing) = &r.timing else {
@@ -424,6 +462,11 @@ fn simulate_cmd(file: &str) -> Result<i32, String> {
             r.violation_count
         );
     }
+    if let Some(path) = trace {
+        let text = engine::export_trace(&s).map_err(|e| format!("--trace: {e}"))?;
+        write_text(Some(path), &text)?;
+    }
+    let times = if transfers { Some(engine::transfer_times(&s).map_err(|e| e.to_string())?) } else { None };
     #[derive(serde::Serialize)]
     struct Out<'a> {
         valid: bool,
@@ -431,9 +474,88 @@ fn simulate_cmd(file: &str) -> Result<i32, String> {
         timing: &'a crate::sim::Timing,
         lower_bound_ns: Option<f64>,
         lower_bounds: &'a Option<engine::LowerBounds>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        transfer_times: Option<Vec<crate::sim::TransferTime>>,
     }
-    print_json(&Out { valid: r.valid, timing, lower_bound_ns: r.lower_bound_ns, lower_bounds: &r.lower_bounds })?;
+    print_json(&Out {
+        valid: r.valid,
+        timing,
+        lower_bound_ns: r.lower_bound_ns,
+        lower_bounds: &r.lower_bounds,
+        transfer_times: times,
+    })?;
     Ok(0)
+}
+
+/// `plot`: SVG of a schedule's timeline, or of a size sweep's goodput.
+fn plot_cmd(what: PlotCommand) -> Result<i32, String> {
+    let (svg, out) = match what {
+        PlotCommand::Timeline { file, out } => {
+            let s = load_schedule(&file)?;
+            (engine::plot_timeline(&s).map_err(|e| format!("{file}: {e}"))?, out)
+        }
+        PlotCommand::Goodput { file, out } => {
+            let text = read_input(&file)?;
+            (engine::plot_goodput(&goodput_charts(&text).map_err(|e| format!("{file}: {e}"))?), out)
+        }
+    };
+    write_text(out.as_deref(), &svg)?;
+    Ok(0)
+}
+
+/// The charts of a `bench --suite sizes --json` output: per (topology, collective), the
+/// series auto, greedy, best baseline and lower bound over the sizes.
+fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, String> {
+    let rows: Vec<serde_json::Value> = serde_json::from_str(text)
+        .map_err(|e| format!("expected the JSON of `ccsynth bench --suite sizes --json`: {e}"))?;
+    let mut charts: Vec<engine::GoodputChart> = Vec::new();
+    const SERIES: [(&str, &str); 4] = [
+        ("auto", "auto_us"),
+        ("greedy", "greedy_us"),
+        ("best baseline", "best_baseline_us"),
+        ("lower bound", "lower_bound_us"),
+    ];
+    for (i, row) in rows.iter().enumerate() {
+        let case = &row["case"];
+        let (Some(topology), Some(kind), Some(size)) =
+            (case["topology"].as_str(), case["collective"].as_str(), case["size_bytes"].as_u64())
+        else {
+            return Err(format!("row {i}: expected case.topology, case.collective and case.size_bytes"));
+        };
+        let title = format!("{kind} on {topology}");
+        let chart = match charts.iter_mut().position(|c| c.title == title) {
+            Some(at) => &mut charts[at],
+            None => {
+                charts.push(engine::GoodputChart {
+                    title,
+                    series: SERIES
+                        .iter()
+                        .map(|(name, _)| engine::Series { name: name.to_string(), points: Vec::new() })
+                        .collect(),
+                });
+                charts.last_mut().expect("just pushed")
+            }
+        };
+        for (series, (_, field)) in chart.series.iter_mut().zip(SERIES) {
+            if let Some(us) = row[field].as_f64() {
+                series.points.push((size, us * 1e3));
+            }
+        }
+    }
+    if charts.is_empty() {
+        return Err("no rows".into());
+    }
+    Ok(charts)
+}
+
+/// A whole input: a file, or stdin for `-`.
+fn read_input(arg: &str) -> Result<String, String> {
+    if arg == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))
 }
 
 /// `export`: validates the schedule and writes it in `--format`.

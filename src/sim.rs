@@ -34,6 +34,13 @@ pub struct Timing {
     pub links: Vec<LinkUsage>,
 }
 
+/// When one transfer occupies its path in the replay: from `start_ns` to `end_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TransferTime {
+    pub start_ns: f64,
+    pub end_ns: f64,
+}
+
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SimError {
     #[error("transfer {transfer}: {message}")]
@@ -48,6 +55,18 @@ pub enum SimError {
 /// distinct chunk once (one received chunk may feed several slots); a local move between
 /// slots uses no link and takes only its γ time.
 pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
+    replay(s, None)
+}
+
+/// `simulate`, with each transfer's start and end (indexed as `s.transfers`). Opt-in: a
+/// 33-million-transfer schedule would need half a gigabyte for them.
+pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), SimError> {
+    let mut times = vec![TransferTime { start_ns: 0.0, end_ns: 0.0 }; s.transfers.len()];
+    let timing = replay(s, Some(&mut times))?;
+    Ok((timing, times))
+}
+
+fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>) -> Result<Timing, SimError> {
     let topo = &s.topology;
     let chunk = s.chunk_size_bytes;
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
@@ -114,6 +133,9 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
                 bytes_on[l] += bytes;
                 count[l] += 1;
             }
+            if let Some(times) = times.as_deref_mut() {
+                times[i] = TransferTime { start_ns: start, end_ns: end };
+            }
             pending.push((i, end));
             round_end = round_end.max(end);
             k += 1;
@@ -152,6 +174,16 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
         round_end_ns,
         links,
     })
+}
+
+/// The link indices a transfer occupies (none for a local move).
+pub fn links_of(s: &Schedule, i: usize) -> Result<Vec<usize>, SimError> {
+    let t = &s.transfers[i];
+    let mut out = Vec::new();
+    if !t.is_local() {
+        route(&s.topology, i, t.src, t.dst, t.path.as_deref(), &mut out)?;
+    }
+    Ok(out)
 }
 
 /// The link indices a transfer occupies.

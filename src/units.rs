@@ -46,6 +46,20 @@ pub fn gib_per_s(x: f64) -> f64 {
     x * 1.073_741_824
 }
 
+/// A byte count for people: `32 B`, `32 KiB`, `2 MiB`, `1.5 GiB` (binary units; at most two
+/// decimals).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    let s = format!("{v:.2}");
+    format!("{} {}", s.trim_end_matches('0').trim_end_matches('.'), UNITS[u])
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_size;
@@ -68,5 +82,14 @@ mod tests {
         for bad in ["", "KiB", "12XB", "0.3B", "1e3", "-5", "99999999999999999999"] {
             assert!(parse_size(bad).is_err(), "{bad} should be rejected");
         }
+    }
+
+    #[test]
+    fn sizes_format_in_binary_units() {
+        assert_eq!(super::format_size(32), "32 B");
+        assert_eq!(super::format_size(32 << 10), "32 KiB");
+        assert_eq!(super::format_size(3 << 19), "1.5 MiB");
+        assert_eq!(super::format_size(512 << 20), "512 MiB");
+        assert_eq!(super::format_size(1 << 30), "1 GiB");
     }
 }

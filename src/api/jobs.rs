@@ -440,9 +440,18 @@ async fn export(
     q: Result<axum::extract::Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
-    if q.format != "msccl-xml" {
-        return Err(InputError::new("format", format!("{:?}: expected msccl-xml", q.format)).into());
-    }
+    let (format, media) = match q.format.as_str() {
+        "msccl-xml" => (ExportFormat::MscclXml, "application/xml"),
+        "chrome-trace" => (ExportFormat::ChromeTrace, "application/json"),
+        "timeline-svg" => (ExportFormat::TimelineSvg, "image/svg+xml"),
+        other => {
+            return Err(InputError::new(
+                "format",
+                format!("{other:?}: expected msccl-xml, chrome-trace or timeline-svg"),
+            )
+            .into());
+        }
+    };
     let opts = engine::MscclOptions {
         target: q.msccl_target.unwrap_or_default(),
         protocol: q.protocol.unwrap_or_default(),
@@ -451,9 +460,14 @@ async fn export(
         max_bytes: q.max_bytes,
     };
     let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
-    let xml = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
+    let text = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
         let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
-        engine::export_msccl(&s, &opts).map_err(|e| match e {
+        let out = match format {
+            ExportFormat::MscclXml => engine::export_msccl(&s, &opts),
+            ExportFormat::ChromeTrace => engine::export_trace(&s),
+            ExportFormat::TimelineSvg => engine::plot_timeline(&s),
+        };
+        out.map_err(|e| match e {
             // A stored schedule passed the validator when it was stored.
             engine::Error::Input(e) => ApiError::Internal(e.to_string()),
             e => ApiError::Unprocessable(InputError::new("format", e.to_string())),
@@ -461,7 +475,15 @@ async fn export(
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
-    Ok(([(header::CONTENT_TYPE, "application/xml")], xml).into_response())
+    Ok(([(header::CONTENT_TYPE, media)], text).into_response())
+}
+
+/// What `GET /v1/schedules/{id}/export` writes.
+#[derive(Clone, Copy)]
+enum ExportFormat {
+    MscclXml,
+    ChromeTrace,
+    TimelineSvg,
 }
 
 #[derive(Deserialize)]

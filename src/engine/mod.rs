@@ -11,6 +11,7 @@ pub mod request;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
+pub use crate::export::plot::{GoodputChart, Series};
 pub use crate::synth::ilp::{IlpStats, IlpStatus};
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use registry::{Algorithm, SYNTHESIZERS};
@@ -116,6 +117,54 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
         )));
     }
     msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+}
+
+/// Slices a Chrome trace may hold (one per transfer and link of its path).
+pub const MAX_TRACE_SLICES: usize = 2_000_000;
+
+/// The replay's per-transfer times and links, for the pictures: refused when the schedule
+/// cannot be simulated or would draw more than `max_slices` slices (estimated first).
+fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::TransferTime>, Vec<Vec<usize>>), Error> {
+    let n = crate::export::trace::slices(s);
+    if n > max_slices {
+        return Err(Error::Unsupported(format!(
+            "the picture would hold {n} slices (one per transfer and link of its path); at most {max_slices}"
+        )));
+    }
+    let r = check_bounded(s, false);
+    if r.timing.is_none() {
+        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+        return Err(Error::Input(crate::error::InputError::new("schedule", format!("cannot be simulated: {first}"))));
+    }
+    let internal = |e: crate::sim::SimError| Error::Unsupported(e.to_string());
+    let (_, times) = crate::sim::simulate_with_times(s).map_err(internal)?;
+    let links =
+        (0..s.transfers.len()).map(|i| crate::sim::links_of(s, i)).collect::<Result<_, _>>().map_err(internal)?;
+    Ok((times, links))
+}
+
+/// Each transfer's start and end in the replay (indexed as `s.transfers`).
+pub fn transfer_times(s: &Schedule) -> Result<Vec<crate::sim::TransferTime>, Error> {
+    crate::sim::simulate_with_times(s).map(|(_, t)| t).map_err(|e| Error::Unsupported(e.to_string()))
+}
+
+/// The schedule's replay as a Chrome/Perfetto trace (JSON): one track per link, one slice per
+/// transfer on each link of its path, times in µs. Invalid but simulatable schedules are
+/// drawn too (that is when one looks).
+pub fn export_trace(s: &Schedule) -> Result<String, Error> {
+    let (times, links) = replayed(s, MAX_TRACE_SLICES)?;
+    Ok(crate::export::trace::chrome_trace(s, &times, &links))
+}
+
+/// The schedule's replay as an SVG timeline of link use.
+pub fn plot_timeline(s: &Schedule) -> Result<String, Error> {
+    let (times, links) = replayed(s, crate::export::plot::MAX_TIMELINE_SLICES)?;
+    Ok(crate::export::plot::timeline_svg(s, &times, &links))
+}
+
+/// Goodput against message size as SVG, one chart per entry.
+pub fn plot_goodput(charts: &[GoodputChart]) -> String {
+    crate::export::plot::goodput_svg(charts)
 }
 
 /// A failure of the engine itself (never the caller's fault).

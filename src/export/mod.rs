@@ -1,4 +1,7 @@
-//! Schedules in other programs' formats: MSCCL XML, for the MSCCL executor and RCCL. Pure
-//! functions of a valid schedule; the engine validates before it calls them.
+//! Schedules in other programs' formats and as pictures: MSCCL XML for the MSCCL executor and
+//! RCCL, Chrome/Perfetto traces, SVG timelines and goodput charts. Pure functions; the engine
+//! validates or replays before it calls them.
 
 pub mod msccl;
+pub mod plot;
+pub mod trace;

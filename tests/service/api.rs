@@ -220,6 +220,13 @@ fn schedules_export_as_msccl_xml(db: Db) {
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.starts_with(r#"<algo name="rs4" proto="LL""#) && r.body.contains(r#"coll="reduce_scatter""#));
     assert!(r.body.contains(r#"minBytes="1" maxBytes="8192""#), "{}", r.body);
+    // Pictures of the replay.
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chrome-trace"), None);
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);
+    assert!(r.json()["traceEvents"].as_array().unwrap().iter().any(|e| e["ph"] == "X"));
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=timeline-svg"), None);
+    assert_eq!((r.status, r.header("content-type")), (200, Some("image/svg+xml")), "{}", r.body);
+    assert!(r.body.starts_with("<svg "));
     // Bad queries are problems: an unknown format (422), an unknown parameter or value (400),
     // an unknown schedule (404), a collective MSCCL cannot run (422 naming it).
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=svg"), None), 422);

@@ -308,6 +308,43 @@ fn export_and_synth_write_msccl_xml() {
 }
 
 #[test]
+fn simulate_traces_and_plot_draws() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-pictures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.json");
+    let o = ccsynth(&["simulate", EXAMPLE, "--trace", trace.to_str().unwrap(), "--transfers"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let times = v["transfer_times"].as_array().unwrap();
+    assert_eq!(times.len() as u64, v["transfers"].as_u64().unwrap());
+    let last = times.iter().map(|t| t["end_ns"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!((last - v["collective_time_ns"].as_f64().unwrap()).abs() < 1e-6);
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(t["traceEvents"].as_array().unwrap().iter().any(|e| e["ph"] == "X"));
+    // Without --transfers, no per-transfer list.
+    let o = ccsynth(&["simulate", EXAMPLE], None);
+    assert!(json(&o).get("transfer_times").is_none());
+    let o = ccsynth(&["plot", "timeline", EXAMPLE], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("<svg "));
+    // The goodput chart from the size sweep's JSON.
+    let o = ccsynth(&["bench", "--suite", "sizes", "--filter", "torus:4x4 all_reduce 32768", "--json"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let svg = dir.join("g.svg");
+    let p =
+        ccsynth(&["plot", "goodput", "-", "--out", svg.to_str().unwrap()], Some(&String::from_utf8(o.stdout).unwrap()));
+    assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for name in ["auto", "greedy", "best baseline", "lower bound"] {
+        assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}: {text}");
+    }
+    let bad = ccsynth(&["plot", "goodput", "-"], Some("{}"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("bench --suite sizes --json"));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn synth_refuses_bad_requests_with_exit_2() {
     for args in [
         &["synth", "--topology", "ring:4", "--collective", "all_reduce", "--size", "12XB"][..],

@@ -13,6 +13,7 @@ mod ilp;
 mod latency;
 mod msccl;
 mod msccl_replay;
+mod pictures;
 mod portfolio;
 mod random_schedules;
 mod sim;

@@ -1,0 +1,266 @@
+//! SVG pictures, written by hand (rectangles, lines and text need no plotting crate, and no
+//! fonts are embedded): a timeline of link use for one replayed schedule, and goodput against
+//! message size for the synthesizer and the baselines.
+
+use crate::schedule::{Op, Schedule};
+use crate::sim::TransferTime;
+use std::fmt::Write;
+
+/// Most slices a timeline draws; beyond, the picture is refused (and unreadable anyway).
+pub const MAX_TIMELINE_SLICES: usize = 200_000;
+
+const LEFT: f64 = 170.0;
+const WIDTH: f64 = 1000.0;
+const ROW: f64 = 14.0;
+const TOP: f64 = 40.0;
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// "Nice" tick values covering 0..=max: 1, 2 or 5 times a power of ten.
+fn ticks(max: f64, n: usize) -> Vec<f64> {
+    if max <= 0.0 || !max.is_finite() {
+        return vec![0.0];
+    }
+    let raw = max / n as f64;
+    let p = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * p).find(|&s| s >= raw).unwrap_or(10.0 * p);
+    (0..).map(|i| i as f64 * step).take_while(|&v| v <= max * 1.0001).collect()
+}
+
+/// A number for an axis label: at most 3 significant decimals, no trailing zeros.
+fn label(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The timeline: one row per link that carries something (then one per NPU with local
+/// moves), one rectangle per transfer on each link of its path, copies blue and reduces
+/// orange, time in µs along the bottom. `times` and `links` are the replay's.
+pub fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
+    let topo = &s.topology;
+    let total = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
+    // Rows: used links in link order, then NPUs with local moves.
+    let mut row_of_link = vec![None; topo.links().len()];
+    let mut row_of_npu = vec![None; topo.npus()];
+    let mut labels: Vec<String> = Vec::new();
+    for l in links.iter().flatten() {
+        row_of_link[*l] = Some(0);
+    }
+    for (l, r) in row_of_link.iter_mut().enumerate() {
+        if r.is_some() {
+            *r = Some(labels.len());
+            let link = &topo.links()[l];
+            labels.push(format!("link {}→{}", link.src, link.dst));
+        }
+    }
+    for (i, t) in s.transfers.iter().enumerate() {
+        if links[i].is_empty() && row_of_npu[t.dst as usize].is_none() {
+            row_of_npu[t.dst as usize] = Some(usize::MAX);
+        }
+    }
+    for (v, r) in row_of_npu.iter_mut().enumerate() {
+        if r.is_some() {
+            *r = Some(labels.len());
+            labels.push(format!("NPU {v} local"));
+        }
+    }
+    let height = TOP + labels.len() as f64 * ROW + 50.0;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="sans-serif" font-size="11">"#,
+        LEFT + WIDTH + 20.0
+    );
+    let title = format!(
+        "{} {} of {} B on {} NPUs: {} µs",
+        s.algorithm.as_deref().unwrap_or("schedule"),
+        s.collective.kind.name(),
+        s.collective.size_bytes,
+        topo.npus(),
+        label(total / 1e3)
+    );
+    let _ = writeln!(out, r#"<text x="{LEFT}" y="20" font-size="14">{}</text>"#, escape(&title));
+    for (r, name) in labels.iter().enumerate() {
+        let y = TOP + r as f64 * ROW;
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
+            LEFT - 6.0,
+            y + ROW - 3.0,
+            escape(name)
+        );
+        let _ = writeln!(out, r##"<rect x="{LEFT}" y="{y}" width="{WIDTH}" height="{}" fill="#f4f4f4"/>"##, ROW - 2.0);
+    }
+    let _ = writeln!(out, r#"<g class="transfers">"#);
+    for (i, t) in s.transfers.iter().enumerate() {
+        let tm = times[i];
+        let x = LEFT + tm.start_ns / total * WIDTH;
+        let w = ((tm.end_ns - tm.start_ns) / total * WIDTH).max(0.5);
+        let fill = if t.op == Op::Reduce { "#f28e2b" } else { "#4e79a7" };
+        let rows: Vec<usize> = if links[i].is_empty() {
+            row_of_npu[t.dst as usize].into_iter().collect()
+        } else {
+            links[i].iter().filter_map(|&l| row_of_link[l]).collect()
+        };
+        for r in rows {
+            let y = TOP + r as f64 * ROW;
+            let _ = writeln!(
+                out,
+                r#"<rect x="{x:.2}" y="{y}" width="{w:.2}" height="{}" fill="{fill}"><title>transfer {i}, step {}: {}→{}, {} chunk(s), {}–{} µs</title></rect>"#,
+                ROW - 2.0,
+                t.step,
+                t.src,
+                t.dst,
+                t.chunks.len(),
+                label(tm.start_ns / 1e3),
+                label(tm.end_ns / 1e3)
+            );
+        }
+    }
+    let _ = writeln!(out, "</g>");
+    let axis_y = TOP + labels.len() as f64 * ROW + 4.0;
+    for v in ticks(total / 1e3, 8) {
+        let x = LEFT + v * 1e3 / total * WIDTH;
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x:.2}" y1="{TOP}" x2="{x:.2}" y2="{axis_y}" stroke="#bbb" stroke-width="0.5"/>"##
+        );
+        let _ = writeln!(out, r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#, axis_y + 14.0, label(v));
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">time (µs)</text>"#,
+        LEFT + WIDTH / 2.0,
+        axis_y + 30.0
+    );
+    out.push_str("</svg>\n");
+    out
+}
+
+/// One line of a goodput chart: (message size in bytes, collective time in ns) points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(u64, f64)>,
+}
+
+/// One chart: a topology and collective, its series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GoodputChart {
+    pub title: String,
+    pub series: Vec<Series>,
+}
+
+const COLORS: [&str; 6] = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"];
+const CHART_H: f64 = 260.0;
+const CHART_W: f64 = 640.0;
+
+/// Goodput (message size / collective time, GB/s) against message size (log scale), one
+/// chart per entry stacked vertically, one coloured line per series with a legend.
+pub fn goodput_svg(charts: &[GoodputChart]) -> String {
+    let left = 70.0;
+    let block = CHART_H + 90.0;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="11">"#,
+        left + CHART_W + 180.0,
+        block * charts.len().max(1) as f64
+    );
+    for (ci, chart) in charts.iter().enumerate() {
+        let top = ci as f64 * block + 40.0;
+        let goodput = |size: u64, ns: f64| if ns > 0.0 { size as f64 / ns } else { 0.0 };
+        let pts = chart.series.iter().flat_map(|s| s.points.iter());
+        let (mut lo, mut hi, mut ymax) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+        for &(size, ns) in pts {
+            let x = (size.max(1) as f64).log2();
+            lo = lo.min(x);
+            hi = hi.max(x);
+            ymax = ymax.max(goodput(size, ns));
+        }
+        if !lo.is_finite() {
+            (lo, hi) = (0.0, 1.0);
+        }
+        if hi - lo < 1.0 {
+            hi = lo + 1.0;
+        }
+        let yticks = ticks(ymax * 1.05, 5);
+        let ytop = yticks.last().copied().unwrap_or(1.0).max(ymax).max(1e-12);
+        let px = |size: u64| left + ((size.max(1) as f64).log2() - lo) / (hi - lo) * CHART_W;
+        let py = |g: f64| top + CHART_H - g / ytop * CHART_H;
+        let _ = writeln!(out, r#"<g class="chart" data-title="{}">"#, escape(&chart.title));
+        let _ = writeln!(out, r#"<text x="{left}" y="{}" font-size="14">{}</text>"#, top - 14.0, escape(&chart.title));
+        let _ = writeln!(
+            out,
+            r##"<rect x="{left}" y="{top}" width="{CHART_W}" height="{CHART_H}" fill="none" stroke="#888"/>"##
+        );
+        for &v in &yticks {
+            let y = py(v);
+            let _ =
+                writeln!(out, r##"<line x1="{left}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#ddd"/>"##, left + CHART_W);
+            let _ =
+                writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, label(v));
+        }
+        let mut sizes: Vec<u64> = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for &size in &sizes {
+            let x = px(size);
+            let _ = writeln!(
+                out,
+                r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#,
+                top + CHART_H + 16.0,
+                crate::units::format_size(size)
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" text-anchor="middle">message size</text><text x="{}" y="{}" transform="rotate(-90 {} {})" text-anchor="middle">goodput (GB/s)</text>"#,
+            left + CHART_W / 2.0,
+            top + CHART_H + 34.0,
+            left - 48.0,
+            top + CHART_H / 2.0,
+            left - 48.0,
+            top + CHART_H / 2.0
+        );
+        for (si, series) in chart.series.iter().enumerate() {
+            let color = COLORS[si % COLORS.len()];
+            let mut points: Vec<(u64, f64)> = series.points.clone();
+            points.sort_by_key(|p| p.0);
+            let coords: Vec<String> =
+                points.iter().map(|&(size, ns)| format!("{:.2},{:.2}", px(size), py(goodput(size, ns)))).collect();
+            let _ = writeln!(out, r#"<g class="series" data-name="{}">"#, escape(&series.name));
+            let _ = writeln!(
+                out,
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+                coords.join(" ")
+            );
+            for &(size, ns) in &points {
+                let _ = writeln!(
+                    out,
+                    r#"<circle cx="{:.2}" cy="{:.2}" r="3" fill="{color}"><title>{}: {} at {}, {} µs</title></circle>"#,
+                    px(size),
+                    py(goodput(size, ns)),
+                    escape(&series.name),
+                    label(goodput(size, ns)),
+                    crate::units::format_size(size),
+                    label(ns / 1e3)
+                );
+            }
+            let ly = top + 10.0 + si as f64 * 18.0;
+            let lx = left + CHART_W + 16.0;
+            let _ = writeln!(
+                out,
+                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/>"#,
+                lx + 20.0
+            );
+            let _ = writeln!(out, r#"<text x="{}" y="{}">{}</text>"#, lx + 26.0, ly + 4.0, escape(&series.name));
+            let _ = writeln!(out, "</g>");
+        }
+        let _ = writeln!(out, "</g>");
+    }
+    out.push_str("</svg>\n");
+    out
+}

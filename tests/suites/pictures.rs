@@ -1,0 +1,162 @@
+//! Pictures of a replay through the engine's doors: per-transfer times from the simulator, the
+//! Chrome/Perfetto trace (checked against the Trace Event Format's rules), the SVG timeline and
+//! the goodput chart (parsed as XML, with the expected rows and series).
+
+use crate::common::*;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, GoodputChart, Series};
+use ccsynth::schedule::Schedule;
+use ccsynth::sim;
+
+fn run(spec: &str, c: CollectiveSpec, algorithm: &str) -> Schedule {
+    let rs = engine::RequestSpec {
+        target: engine::Target::One(c),
+        algorithm: algorithm.into(),
+        options: engine::Options { seed: Some(1), ..Default::default() },
+    };
+    let req = engine::Request::new(topo(spec), rs, &engine::Limits::default()).unwrap();
+    engine::run(&req, engine::Control::none()).unwrap().schedule
+}
+
+#[test]
+fn the_simulator_reports_each_transfers_start_and_end() {
+    // Ring all-reduce on a uniform ring: 6 rounds, each transfer α + chunk/β, back to back.
+    let s = run("ring:4@bw=50;lat=400", CollectiveSpec::new(K::AllReduce, 4 << 20).with_chunks_per_npu(1), "ring");
+    let (timing, times) = sim::simulate_with_times(&s).unwrap();
+    assert_eq!(times.len(), s.transfers.len());
+    let hop = 400.0 + (1 << 20) as f64 / 50.0;
+    for (t, tm) in s.transfers.iter().zip(&times) {
+        assert!(close(tm.end_ns - tm.start_ns, hop), "{tm:?}");
+        assert!(close(tm.start_ns, t.step as f64 * hop), "step {}: {tm:?}", t.step);
+    }
+    let last = times.iter().map(|t| t.end_ns).fold(0.0, f64::max);
+    assert!(close(last, timing.collective_time_ns) && close(last, 6.0 * hop));
+    assert_eq!(engine::transfer_times(&s).unwrap(), times);
+}
+
+/// The Trace Event Format's rules for the JSON object form, as Perfetto and chrome://tracing
+/// read it, and the trace's own promises: one slice per transfer and link of its path, the
+/// slices of one link never overlapping, the last ending at the collective time.
+fn check_trace(s: &Schedule, text: &str) {
+    let v: serde_json::Value = serde_json::from_str(text).expect("the trace is JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents is an array");
+    assert_eq!(v["displayTimeUnit"], "ns");
+    let mut named = std::collections::HashSet::new();
+    let mut slices: Vec<(u64, u64, f64, f64)> = Vec::new();
+    for e in events {
+        let ph = e["ph"].as_str().expect("ph is a string");
+        let pid = e["pid"].as_u64().expect("pid is a non-negative integer");
+        let tid = e["tid"].as_u64().expect("tid is a non-negative integer");
+        assert!(e["name"].is_string(), "{e}");
+        match ph {
+            "M" => {
+                assert!(
+                    ["process_name", "thread_name", "thread_sort_index"].contains(&e["name"].as_str().unwrap()),
+                    "{e}"
+                );
+                assert!(e["args"].is_object(), "{e}");
+                if e["name"] == "thread_name" {
+                    assert!(e["args"]["name"].is_string());
+                    named.insert((pid, tid));
+                }
+            }
+            "X" => {
+                let ts = e["ts"].as_f64().expect("ts is a number");
+                let dur = e["dur"].as_f64().expect("dur is a number");
+                assert!(ts >= 0.0 && dur >= 0.0, "{e}");
+                let i = e["args"]["transfer"].as_u64().expect("args.transfer") as usize;
+                let t = &s.transfers[i];
+                assert_eq!(e["args"]["step"], t.step);
+                assert_eq!(e["args"]["chunk_count"], t.chunks.len());
+                assert!(e["cat"] == "copy" || e["cat"] == "reduce");
+                slices.push((pid, tid, ts, ts + dur));
+            }
+            other => panic!("unexpected phase {other}"),
+        }
+    }
+    assert_eq!(slices.len(), ccsynth::export::trace::slices(s));
+    for &(pid, tid, ..) in &slices {
+        assert!(named.contains(&(pid, tid)), "track {pid}/{tid} has no name");
+    }
+    // A link carries one transfer at a time in the α-β model.
+    slices.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)).then(a.2.total_cmp(&b.2)));
+    for w in slices.windows(2) {
+        if (w[0].0, w[0].1) == (w[1].0, w[1].1) && w[0].0 == 1 {
+            assert!(w[1].2 >= w[0].3 - 1e-9, "overlap on link {}: {w:?}", w[0].1);
+        }
+    }
+    let end = slices.iter().map(|x| x.3).fold(0.0, f64::max);
+    assert!(close(end, s.collective_time_ns.unwrap() / 1e3), "{end}");
+}
+
+#[test]
+fn traces_follow_the_trace_event_format() {
+    // A 4x4 torus all-reduce from the greedy, a switch fabric (paths through the switch),
+    // and a latency planner's schedule with scratch slots and local moves.
+    let cases = [
+        run("torus:4x4", CollectiveSpec::new(K::AllReduce, 1 << 20), "greedy"),
+        run("switch:6", CollectiveSpec::new(K::AllGather, 1 << 20), "greedy"),
+        run("ring:7", CollectiveSpec::new(K::AllReduce, 64), "greedy"),
+        run("fc:6", CollectiveSpec::new(K::AllReduce, 6 << 20), "kolmakov-r1"),
+    ];
+    for s in &cases {
+        check_trace(s, &engine::export_trace(s).unwrap());
+    }
+}
+
+#[test]
+fn the_timeline_draws_one_bar_per_transfer_and_link() {
+    let s = run("torus:4x4", CollectiveSpec::new(K::AllReduce, 1 << 20), "greedy");
+    let svg = engine::plot_timeline(&s).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("the timeline is XML");
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    let bars = doc
+        .descendants()
+        .find(|n| n.attribute("class") == Some("transfers"))
+        .expect("a transfers group")
+        .children()
+        .filter(|n| n.has_tag_name("rect"))
+        .count();
+    assert_eq!(bars, ccsynth::export::trace::slices(&s));
+    let used: std::collections::HashSet<usize> =
+        (0..s.transfers.len()).flat_map(|i| sim::links_of(&s, i).unwrap()).collect();
+    let rows = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.text().is_some_and(|t| t.starts_with("link ")))
+        .count();
+    assert_eq!(rows, used.len(), "one row per link used");
+    // A schedule that cannot be simulated is refused, naming the problem.
+    let mut broken = s.clone();
+    broken.transfers[0].src = 999;
+    let e = engine::plot_timeline(&broken).unwrap_err();
+    assert!(e.to_string().contains("cannot be simulated"), "{e}");
+}
+
+#[test]
+fn the_goodput_chart_has_one_line_per_series() {
+    let charts = vec![
+        GoodputChart {
+            title: "all_reduce on torus:4x4".into(),
+            series: vec![
+                Series { name: "auto".into(), points: vec![(32, 2000.0), (32 << 10, 3000.0), (2 << 20, 40_000.0)] },
+                Series { name: "best baseline".into(), points: vec![(32, 2500.0), (2 << 20, 45_000.0)] },
+            ],
+        },
+        GoodputChart {
+            title: "all_gather on <ring>".into(),
+            series: vec![Series { name: "greedy".into(), points: vec![(1024, 10.0)] }],
+        },
+    ];
+    let svg = engine::plot_goodput(&charts);
+    let doc = roxmltree::Document::parse(&svg).expect("the chart is XML");
+    let titles: Vec<&str> = doc.descendants().filter_map(|n| n.attribute("data-title")).collect();
+    assert_eq!(titles, ["all_reduce on torus:4x4", "all_gather on <ring>"]);
+    let series: Vec<(&str, usize)> = doc
+        .descendants()
+        .filter(|n| n.attribute("class") == Some("series"))
+        .map(|g| (g.attribute("data-name").unwrap(), g.children().filter(|c| c.has_tag_name("circle")).count()))
+        .collect();
+    assert_eq!(series, [("auto", 3), ("best baseline", 2), ("greedy", 1)]);
+    // Goodput is size / time: auto at 2 MiB in 40 µs is 52.4288 GB/s.
+    assert!(svg.contains("auto: 52.429 at 2 MiB, 40 µs"), "{svg}");
+}

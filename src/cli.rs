@@ -5,7 +5,7 @@ use crate::error::InputError;
 use crate::schedule::Schedule;
 use crate::topology::{Failures, Topology, parse_topology};
 use clap::{Parser, Subcommand};
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 
 #[derive(Parser, Debug)]
 #[command(name = "ccsynth", version, about = "Collective-communication algorithm synthesizer")]
@@ -31,7 +31,10 @@ pub enum Command {
         directed: bool,
     },
     /// Validate a schedule (file or - for stdin). Exit 0 valid, 1 invalid, 2 unreadable.
-    Validate { file: String },
+    Validate {
+        /// The schedule v1 JSON file, or - for stdin.
+        file: String,
+    },
     /// Simulate a schedule (file or - for stdin) and print the timing report.
     Simulate {
         /// The schedule v1 JSON file, or - for stdin.
@@ -61,8 +64,13 @@ pub enum Command {
     Compare {
         #[command(flatten)]
         target: CollectiveArgs,
+        /// Print the comparison as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Add the synthesizer's row: `auto`'s schedule (the fastest of the greedy, the ILP on
+        /// small topologies and the baselines).
+        #[arg(long)]
+        with_synth: bool,
         /// Only these baselines, comma-separated (default: every one; see `baseline --list`).
         #[arg(long, value_delimiter = ',', value_name = "NAMES")]
         algos: Option<Vec<String>>,
@@ -86,6 +94,7 @@ pub enum Command {
         /// Only cases whose name contains this.
         #[arg(long)]
         filter: Option<String>,
+        /// Print the rows as JSON instead of a markdown table.
         #[arg(long)]
         json: bool,
     },
@@ -96,6 +105,7 @@ pub enum Command {
 pub enum PlotCommand {
     /// A schedule's replay (file or - for stdin): one row per link, one bar per transfer.
     Timeline {
+        /// The schedule v1 JSON file, or - for stdin.
         file: String,
         /// Write the SVG here instead of stdout.
         #[arg(long)]
@@ -105,6 +115,7 @@ pub enum PlotCommand {
     /// (file or -): one chart per topology and collective, lines for auto, the greedy, the
     /// best baseline and the lower bound.
     Goodput {
+        /// The JSON of `ccsynth bench --suite sizes --json`, or - for stdin.
         file: String,
         /// Write the SVG here instead of stdout.
         #[arg(long)]
@@ -270,15 +281,13 @@ pub struct CollectiveArgs {
     /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
     #[arg(long)]
     pub topology: String,
-    /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all.
-    #[arg(long, required_unless_present = "tenants")]
+    /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all
+    /// (required unless `synth --tenants` gives a list).
+    #[arg(long)]
     pub collective: Option<String>,
-    /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
-    #[arg(long, required_unless_present = "tenants")]
+    /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ... (required with --collective).
+    #[arg(long)]
     pub size: Option<String>,
-    /// A JSON file with a list of collective objects to synthesize jointly (multi-tenant).
-    #[arg(long, conflicts_with_all = ["collective", "size", "root", "group"])]
-    pub tenants: Option<std::path::PathBuf>,
     /// Chunks each NPU's share is cut into: a number, or `auto` (the greedy and `auto` search
     /// a few from the links' costs and the size; the ILP takes 1, a baseline its minimum).
     #[arg(long, default_value = "auto")]
@@ -303,23 +312,37 @@ pub struct BaselineArgs {
     #[arg(long)]
     pub list: bool,
     /// ring, ring-bidir, direct, recursive-doubling, rabenseifner, bde, swing-latency,
-    /// swing-bandwidth, bucket, mst.
+    /// swing-bandwidth, bucket, traff, kolmakov, kolmakov-r<R> (R = 1, 2, …), mst; `--list`
+    /// says what each supports.
     #[arg(long, required_unless_present = "list")]
     pub algo: Option<String>,
+    /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
     #[arg(long, required_unless_present = "list")]
     pub topology: Option<String>,
+    /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all.
     #[arg(long, required_unless_present = "list")]
     pub collective: Option<String>,
+    /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
     #[arg(long, required_unless_present = "list")]
     pub size: Option<String>,
     /// Chunks per NPU: a number (a minimum: some baselines need more), or `auto` (the
     /// baseline's own minimum).
     #[arg(long, default_value = "auto")]
     pub chunks_per_npu: Chunks,
+    /// Root NPU of broadcast, reduce, scatter and gather.
     #[arg(long)]
     pub root: Option<usize>,
+    /// Write the schedule here instead of stdout.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
+    /// Print the schedule JSON on stdout even at a terminal (where, without --out, a short
+    /// summary is printed instead).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the human summary even when stdout is not a terminal.
+    #[arg(long, conflicts_with_all = ["json", "pretty"])]
+    pub summary: bool,
+    /// Indent the JSON (implies --json).
     #[arg(long)]
     pub pretty: bool,
 }
@@ -328,6 +351,10 @@ pub struct BaselineArgs {
 pub struct SynthArgs {
     #[command(flatten)]
     pub target: CollectiveArgs,
+    /// A JSON file with a list of collective objects to synthesize jointly (multi-tenant),
+    /// instead of --collective and --size.
+    #[arg(long, conflicts_with_all = ["collective", "size", "root", "group"])]
+    pub tenants: Option<std::path::PathBuf>,
     /// `auto` (the portfolio: the fastest of the greedy, the ILP on small topologies and every
     /// applicable baseline), `greedy`, `ilp`, or a baseline's name.
     #[arg(long, default_value = "auto")]
@@ -338,6 +365,7 @@ pub struct SynthArgs {
     /// Try seeds seed..seed+N in parallel and keep the best by simulated time.
     #[arg(long, default_value_t = 1)]
     pub seeds: usize,
+    /// Threads for the seeds (1: one after another).
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// native, unwind:D or unwind:bi.
@@ -354,7 +382,15 @@ pub struct SynthArgs {
     pub format: Format,
     #[command(flatten)]
     pub msccl: MscclArgs,
-    /// Indent the JSON.
+    /// Print the schedule JSON on stdout even at a terminal (where, without --out, a short
+    /// summary is printed instead).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the human summary even when stdout is not a terminal (instead of the JSON,
+    /// unless --out takes the JSON).
+    #[arg(long, conflicts_with_all = ["json", "pretty"])]
+    pub summary: bool,
+    /// Indent the JSON (implies --json).
     #[arg(long)]
     pub pretty: bool,
     /// Add a `comparison` object: every applicable baseline on the same simulator.
@@ -403,7 +439,9 @@ fn run(cmd: Command) -> Result<i32, String> {
         Command::Export(a) => export_cmd(*a),
         Command::Synth(a) => synth(*a),
         Command::Baseline(a) => baseline(*a),
-        Command::Compare { target, json, algos } => compare_cmd(&target, json, algos.as_deref()),
+        Command::Compare { target, json, with_synth, algos } => {
+            compare_cmd(&target, json, with_synth, algos.as_deref())
+        }
         Command::Serve(a) => serve_cmd(*a),
         Command::Bench { suite, runs, quick, filter, json } => bench_cmd(&suite, runs, quick, filter.as_deref(), json),
     }
@@ -596,13 +634,26 @@ fn write_text(out: Option<&std::path::Path>, text: &str) -> Result<(), String> {
 }
 
 /// `compare`: every baseline (or those `--algos` names) on the target, as a table or JSON.
-fn compare_cmd(target: &CollectiveArgs, json: bool, algos: Option<&[String]>) -> Result<i32, String> {
+fn compare_cmd(target: &CollectiveArgs, json: bool, with_synth: bool, algos: Option<&[String]>) -> Result<i32, String> {
     let names: Vec<&str> = match algos {
         None => engine::registry::baseline_names(),
         Some(list) => engine::registry::check_baselines("--algos", list).map_err(|e| e.to_string())?,
     };
     let (topo, spec) = load_target(target)?;
-    let cmp = engine::compare_among(&topo, &spec, None, &names);
+    let synthesized = if with_synth {
+        let rs = engine::RequestSpec {
+            algorithm: engine::registry::PORTFOLIO.to_string(),
+            ..engine::RequestSpec::new(spec.clone())
+        };
+        let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(|e| e.to_string())?;
+        let out =
+            with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl)).map_err(|e| e.to_string())?;
+        Some(out.schedule)
+    } else {
+        None
+    };
+    let extra = synthesized.as_ref().map(|s| (engine::registry::PORTFOLIO, s));
+    let cmp = engine::compare_among(&topo, &spec, extra, &names);
     if json {
         print_json(&cmp)?;
     } else {
@@ -668,13 +719,13 @@ fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Strin
         eprintln!("ccsynth bench: {} ...", c.name);
         let r = crate::bench::run_ilp_case(c);
         eprintln!(
-            "  {:?} T = {} (bound {}), {:.2} s, {:.1} us, met {:?} {}",
+            "  {:?} T = {} (bound {}), {:.2} s, {:.1} us, met {} {}",
             r.status,
             r.horizon,
             r.horizon_lower_bound,
             r.synthesis_s,
             r.ilp_us,
-            r.met,
+            met(r.met),
             r.error.clone().unwrap_or_default()
         );
         rows.push(r);
@@ -719,10 +770,10 @@ fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> R
         eprintln!("ccsynth bench: {} ...", c.name);
         let r = crate::bench::run_case(c, runs);
         eprintln!(
-            "  synthesis {:.3} s, {:.1} us, met {:?} {}",
+            "  synthesis {:.3} s, {:.1} us, met {} {}",
             r.synthesis_s_median,
             r.collective_time_us,
-            r.met,
+            met(r.met),
             r.error.clone().unwrap_or_default()
         );
         results.push(r);
@@ -733,6 +784,15 @@ fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> R
         print!("{}", crate::bench::markdown(&results));
     }
     Ok(0)
+}
+
+/// A bench case's verdict for people: `yes`, `no`, or `–` when there is no target.
+fn met(m: Option<bool>) -> &'static str {
+    match m {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "–",
+    }
 }
 
 fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Failures, String> {
@@ -764,7 +824,7 @@ pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::C
 
 /// The collective `--collective`, `--size`, `--chunks-per-npu`, `--root` and `--group` name.
 fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSpec, String> {
-    let name = a.collective.as_deref().ok_or("--collective is required")?;
+    let name = a.collective.as_deref().ok_or("--collective is required (or, for synth, --tenants FILE)")?;
     let kind = crate::collective::CollectiveKind::parse(name).ok_or_else(|| {
         format!(
             "--collective {name:?}: expected one of {}",
@@ -784,8 +844,8 @@ fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSp
 }
 
 /// The collective the flags name, or the list a `--tenants` file holds.
-fn load_collectives(a: &CollectiveArgs) -> Result<engine::Target, String> {
-    let Some(path) = &a.tenants else {
+fn load_collectives(a: &CollectiveArgs, tenants: Option<&std::path::Path>) -> Result<engine::Target, String> {
+    let Some(path) = tenants else {
         return collective_spec(a).map(engine::Target::One);
     };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -802,7 +862,7 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     let msccl = a.msccl.options()?;
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
-        target: load_collectives(&a.target)?,
+        target: load_collectives(&a.target, a.tenants.as_deref())?,
         algorithm: a.algo.clone(),
         options: engine::Options {
             seed: Some(a.seed),
@@ -819,7 +879,8 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         },
     };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
-    let out = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?;
+    let out = with_progress(&format!("ccsynth synth --algo {}", req.algorithm.name()), |ctl| engine::run(&req, ctl))
+        .map_err(|e| e.to_string())?;
     if let Some(path) = &a.dump_lp {
         write_lp(path, &out.lp)?;
     }
@@ -838,30 +899,139 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         lower_bounds: &'a Option<engine::LowerBounds>,
         stats: &'a engine::RunStats,
         #[serde(skip_serializing_if = "Option::is_none")]
-        comparison: Option<engine::Comparison>,
+        comparison: Option<&'a engine::Comparison>,
     }
     let doc = Out {
         schedule: &out.schedule,
         lower_bound_ns: out.report.lower_bound_ns,
         lower_bounds: &out.report.lower_bounds,
         stats: &out.stats,
-        comparison,
+        comparison: comparison.as_ref(),
     };
-    match &a.out {
-        Some(path) => {
-            let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            write_json(std::io::BufWriter::new(f), &doc, a.pretty)?;
-            eprintln!(
-                "ccsynth: wrote {} ({} transfers, {:.3} us, seed {})",
-                path.display(),
-                out.schedule.transfers.len(),
-                out.schedule.collective_time_ns.unwrap_or(0.0) / 1e3,
-                out.schedule.seed.unwrap_or(0)
-            );
-        }
-        None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?,
+    let human = a.summary || (std::io::stdout().is_terminal() && !a.json && !a.pretty);
+    if let Some(path) = &a.out {
+        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_json(std::io::BufWriter::new(f), &doc, a.pretty)?;
+    }
+    if human {
+        let text = summary(&out, comparison.as_ref(), a.out.as_deref());
+        print!("{text}");
+        std::io::stdout().flush().map_err(|e| e.to_string())?;
+    } else if a.out.is_none() {
+        write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?;
+    } else if let Some(path) = &a.out {
+        eprintln!(
+            "ccsynth: wrote {} ({} transfers, {} , seed {})",
+            path.display(),
+            out.schedule.transfers.len(),
+            duration(out.schedule.collective_time_ns.unwrap_or(0.0)),
+            out.schedule.seed.unwrap_or(0)
+        );
     }
     Ok(0)
+}
+
+/// Runs `f` with a progress bar on stderr when it is a terminal (drawn only after a second, so
+/// quick runs stay quiet), fed by the engine's progress reports.
+fn with_progress<T>(what: &str, f: impl FnOnce(engine::Control) -> T) -> T {
+    if !std::io::stderr().is_terminal() {
+        return f(engine::Control::none());
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(Some(1000), indicatif::ProgressDrawTarget::stderr());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{elapsed}] {wide_bar} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(what.to_string());
+    let started = std::time::Instant::now();
+    let report = |fraction: f64, message: &str| {
+        if started.elapsed() >= std::time::Duration::from_secs(1) {
+            bar.set_position((fraction * 1000.0) as u64);
+            bar.set_message(message.to_string());
+        }
+    };
+    let out = f(engine::Control { cancelled: &|| false, progress: &report });
+    bar.finish_and_clear();
+    out
+}
+
+/// A duration for people: ns, µs, ms or s with three decimals (JSON keeps the exact number).
+fn duration(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.3} ns")
+    } else if ns < 1e6 {
+        format!("{:.3} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// What `synth` prints for a person: what ran, how fast the schedule is against the bound and
+/// the best baseline (from `--compare`, or from `auto`'s candidates), and where it went.
+fn summary(out: &engine::Output, comparison: Option<&engine::Comparison>, written: Option<&std::path::Path>) -> String {
+    let s = &out.schedule;
+    let time = s.collective_time_ns.unwrap_or(0.0);
+    let algorithm = s.algorithm.as_deref().unwrap_or("?");
+    let mut lines = Vec::new();
+    match out.stats.portfolio() {
+        Some(p) => {
+            lines.push(format!("algorithm       {algorithm} (auto's fastest of {} candidates)", p.candidates.len()))
+        }
+        None => lines.push(format!("algorithm       {algorithm}")),
+    }
+    if let Some(seed) = s.seed {
+        lines.push(format!("seed            {seed}"));
+    }
+    lines.push(format!(
+        "collective      {} of {} on {} NPUs, {} chunk(s) per NPU",
+        s.collective.kind.name(),
+        crate::units::format_size(s.collective.size_bytes),
+        s.topology.live_npus().len(),
+        s.collective.chunks()
+    ));
+    lines.push(format!("steps           {} rounds, {} transfers", s.rounds(), s.transfers.len()));
+    let bound = match out.report.lower_bound_ns {
+        Some(b) if b > 0.0 => format!(" (lower bound {}, {:.2}× it)", duration(b), time / b),
+        _ => String::new(),
+    };
+    lines.push(format!("time            {}{bound}", duration(time)));
+    // The fastest baseline: from the comparison, else among auto's candidates.
+    let is_synth = |name: &str| engine::Algorithm::parse(name).is_some_and(|a| a.is_synthesizer());
+    let best = match comparison {
+        Some(c) => c
+            .rows
+            .iter()
+            .filter(|r| !is_synth(&r.algorithm) && r.algorithm != algorithm)
+            .min_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns))
+            .map(|r| (r.algorithm.clone(), r.collective_time_ns)),
+        None => out.stats.portfolio().and_then(|p| {
+            p.candidates
+                .iter()
+                .filter(|c| c.valid && !is_synth(&c.algorithm))
+                .filter_map(|c| c.collective_time_ns.map(|t| (c.algorithm.clone(), t)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+        }),
+    };
+    match best {
+        Some((name, t)) if time > 0.0 => {
+            let verdict = if (t / time - 1.0).abs() < 0.005 {
+                "this schedule is as fast".to_string()
+            } else if t > time {
+                format!("this schedule is {:.2}× faster", t / time)
+            } else {
+                format!("this schedule is {:.2}× slower", time / t)
+            };
+            lines.push(format!("best baseline   {name}, {}: {verdict}", duration(t)))
+        }
+        _ => lines.push("best baseline   (add --compare to run them)".to_string()),
+    }
+    match written {
+        Some(p) => lines.push(format!("schedule        written to {}", p.display())),
+        None => lines.push("schedule        not printed: give --out FILE, or --json for stdout".to_string()),
+    }
+    lines.join("\n") + "\n"
 }
 
 /// Writes each phase's LP text: to `path` when there is one, else to `stem.PHASE.ext`.
@@ -895,7 +1065,6 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
         topology: a.topology.clone().unwrap_or_default(),
         collective: a.collective.clone(),
         size: a.size.clone(),
-        tenants: None,
         chunks_per_npu: a.chunks_per_npu,
         root: a.root,
         group: None,
@@ -909,13 +1078,15 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
     }
     let spec = engine::RequestSpec { algorithm: name.to_string(), ..engine::RequestSpec::new(collective) };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
-    let s = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?.schedule;
-    match &a.out {
-        Some(path) => {
-            let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            write_json(std::io::BufWriter::new(f), &s, a.pretty)?;
-        }
-        None => write_json(std::io::BufWriter::new(std::io::stdout().lock()), &s, a.pretty)?,
+    let out = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?;
+    if let Some(path) = &a.out {
+        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_json(std::io::BufWriter::new(f), &out.schedule, a.pretty)?;
+    }
+    if a.summary || (std::io::stdout().is_terminal() && !a.json && !a.pretty) {
+        print!("{}", summary(&out, None, a.out.as_deref()));
+    } else if a.out.is_none() {
+        write_json(std::io::BufWriter::new(std::io::stdout().lock()), &out.schedule, a.pretty)?;
     }
     Ok(0)
 }

@@ -345,6 +345,120 @@ fn simulate_traces_and_plot_draws() {
 }
 
 #[test]
+fn people_get_a_summary_and_every_flag_has_help() {
+    // The summary (forced here: stdout is a pipe in tests; at a terminal it is the default).
+    let o = ccsynth(
+        &["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--summary"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    for line in [
+        "algorithm ",
+        "auto's fastest of",
+        "collective      all_reduce of 1 MiB on 16 NPUs",
+        "steps ",
+        "time ",
+        "lower bound",
+        "best baseline   ",
+        "not printed: give --out FILE, or --json",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    assert!(!text.contains('{'), "no JSON in the summary: {text}");
+    // Times are rounded for people: three decimals and a unit.
+    let time = text.lines().find(|l| l.starts_with("time")).unwrap();
+    assert!(regex_like_time(time), "{time}");
+    let o = ccsynth(
+        &[
+            "baseline",
+            "--algo",
+            "ring",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "4KiB",
+            "--summary",
+        ],
+        None,
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.starts_with("algorithm       ring\n") && text.contains("add --compare"), "{text}");
+    // --summary with --json is refused by the parser.
+    let o = ccsynth(
+        &[
+            "baseline",
+            "--algo",
+            "ring",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "4KiB",
+            "--summary",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    // compare --with-synth adds auto's row; --tenants is not a compare flag.
+    let o = ccsynth(
+        &["compare", "--topology", "ring:6", "--collective", "all_reduce", "--size", "1MiB", "--with-synth", "--json"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(json(&o)["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "auto"));
+    let o = ccsynth(&["compare", "--topology", "ring:6", "--tenants", "x.json"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument '--tenants'"));
+    // Every flag and argument of every verb says what it is for (`-h` puts the help on the
+    // flag's line or, when some help is long, on the next lines).
+    for verb in [
+        "synth",
+        "baseline",
+        "compare",
+        "export",
+        "simulate",
+        "validate",
+        "topology",
+        "bench",
+        "serve",
+        "plot timeline",
+        "plot goodput",
+    ] {
+        let args: Vec<&str> = verb.split(' ').chain(["-h"]).collect();
+        let help = String::from_utf8(ccsynth(&args, None).stdout).unwrap();
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            let indent = line.len() - t.len();
+            let is_item = indent > 0
+                && (t.starts_with("--")
+                    || t.starts_with("-h")
+                    || (t.starts_with('<') && !t.contains("  ") && t.ends_with('>')));
+            let Some(first) = t.split("  ").next() else { continue };
+            if !is_item || t.len() > first.len() {
+                continue; // not a flag, or its help is on the same line
+            }
+            let next = lines.get(i + 1).copied().unwrap_or("");
+            let next_t = next.trim_start();
+            let has_help = next.len() - next_t.len() > indent && !next_t.is_empty() && !next_t.starts_with('-');
+            assert!(has_help, "`ccsynth {verb}`: {t} has no help text");
+        }
+    }
+}
+
+/// `time            8.915 µs ...`: a number with exactly three decimals and a unit.
+fn regex_like_time(line: &str) -> bool {
+    let value = line.split_whitespace().nth(1).unwrap_or("");
+    let unit = line.split_whitespace().nth(2).unwrap_or("");
+    value.split_once('.').is_some_and(|(_, d)| d.len() == 3) && ["ns", "µs", "ms", "s"].contains(&unit)
+}
+
+#[test]
 fn synth_refuses_bad_requests_with_exit_2() {
     for args in [
         &["synth", "--topology", "ring:4", "--collective", "all_reduce", "--size", "12XB"][..],

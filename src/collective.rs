@@ -67,7 +67,9 @@ pub struct CollectiveSpec {
     pub kind: CollectiveKind,
     /// Size of the whole result buffer at one NPU (the all-reduce buffer, the all-gather
     /// output, the root's buffer for rooted kinds, what each NPU receives in all-to-all;
-    /// for `custom`, the sum over all chunks).
+    /// for `custom`, the sum over all chunks). Read from a number or, as the CLI takes it, a
+    /// size string (`"1MiB"`); always written as a number.
+    #[serde(deserialize_with = "crate::units::deserialize_size")]
     pub size_bytes: u64,
     /// Chunks each NPU's share is cut into. `None` (omitted): a request lets the engine choose
     /// (`auto`); a schedule without it has 1, as format v1 always said. See `chunks()`.

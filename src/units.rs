@@ -60,6 +60,35 @@ pub fn format_size(bytes: u64) -> String {
     format!("{} {}", s.trim_end_matches('0').trim_end_matches('.'), UNITS[u])
 }
 
+/// Deserializes a byte count from a JSON number or a size string as `parse_size` reads it
+/// (`"1MiB"`), with an error that names the value.
+pub fn deserialize_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct Size;
+    impl serde::de::Visitor<'_> for Size {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a byte count: a non-negative integer or a size such as \"64KiB\" or \"1GiB\"")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::custom(format!("{v} is negative: expected a byte count")))
+        }
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<u64, E> {
+            if v.fract() == 0.0 && v >= 0.0 && v < u64::MAX as f64 {
+                Ok(v as u64)
+            } else {
+                Err(E::custom(format!("{v} is not a whole number of bytes")))
+            }
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
+            parse_size(v).map_err(|e| E::custom(format!("{v:?}: {e}")))
+        }
+    }
+    d.deserialize_any(Size)
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_size;

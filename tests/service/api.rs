@@ -195,7 +195,29 @@ on_both_databases!(
     a_job_is_tried_a_fixed_number_of_times,
     a_result_too_large_to_store_fails_its_job,
     schedules_export_as_msccl_xml,
+    sizes_may_be_written_as_the_cli_writes_them,
 );
+
+fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
+    let s = start(db);
+    let req =
+        json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": "64KiB"}, "algorithm": "ring"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{job}");
+    let sid = job["schedule_id"].as_str().unwrap();
+    let (_, schedule) = call(&s, "GET", &format!("/v1/schedules/{sid}"), None);
+    assert_eq!(schedule["collective"]["size_bytes"], 65536, "stored as an integer");
+    // The same request with the number is the same job (served from the store).
+    let req = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring"});
+    let (_, again) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(again["schedule_id"].as_str(), Some(sid), "{again}");
+    for (bad, says) in [(json!("12XB"), "12XB"), (json!(-5), "negative"), (json!(1.5), "whole number")] {
+        let req = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": bad}});
+        let r = raw(s.addr, "POST", "/v1/syntheses", Some(req.to_string().as_bytes()));
+        let p = assert_problem(&r, 422);
+        assert!(p.to_string().contains("size_bytes") && p.to_string().contains(says), "{p}");
+    }
+}
 
 fn schedules_export_as_msccl_xml(db: Db) {
     let s = start(db);

@@ -148,7 +148,8 @@ pub fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclError> {
     fits(s)?;
     let collective = Collective::build_unchecked(&s.collective, &s.topology)
         .map_err(|e| MscclError::InvalidCollective(e.to_string()))?;
-    let layout = Layout::new(&collective, opts.target)?;
+    let mut layout = Layout::new(&collective, opts.target)?;
+    layout.number_chunks(s);
     if let (Some(min), Some(max)) = (opts.min_bytes, opts.max_bytes)
         && min > max
     {
@@ -183,6 +184,8 @@ struct Layout {
     rank_of: HashMap<u32, u32>,
     i_chunks: usize,
     o_chunks: usize,
+    /// Chunk → the chunk whose cells it takes (see `number_chunks`).
+    perm: Vec<u32>,
 }
 
 impl Layout {
@@ -216,11 +219,45 @@ impl Layout {
             CollectiveKind::AllToAll => (p * k, p * k),
             _ => (k, k),
         };
-        Ok(Layout { kind, coll, p, k, root, rank_of, i_chunks, o_chunks })
+        let perm = (0..c.num_chunks as u32).collect();
+        Ok(Layout { kind, coll, p, k, root, rank_of, i_chunks, o_chunks, perm })
+    }
+
+    /// Numbers the chunks so that chunks that travel together get consecutive cells, and a
+    /// message carrying them becomes one step instead of many. The cells of a chunk are free
+    /// within a block of chunks the collective treats alike (every chunk of all-reduce,
+    /// broadcast and reduce; one rank's k chunks of all-gather and reduce-scatter; one
+    /// sender-receiver pair's k chunks of all-to-all): within it, chunks are ordered by the
+    /// list of transfers that carry them, so chunks moved together from the start sort next to
+    /// each other (a recursive halving's nested halves become ranges).
+    fn number_chunks(&mut self, s: &Schedule) {
+        let n = self.perm.len();
+        let mut carried_by: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (pos, &ti) in s.replay_order().iter().enumerate() {
+            for &c in s.transfers[ti as usize].chunks.iter() {
+                if (c as usize) < n && carried_by[c as usize].last() != Some(&(pos as u32)) {
+                    carried_by[c as usize].push(pos as u32);
+                }
+            }
+        }
+        let block = match self.kind {
+            CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce => n,
+            _ => self.k,
+        }
+        .max(1);
+        for start in (0..n).step_by(block) {
+            let end = (start + block).min(n);
+            let mut order: Vec<u32> = (start as u32..end as u32).collect();
+            order.sort_by(|&a, &b| carried_by[a as usize].cmp(&carried_by[b as usize]).then(a.cmp(&b)));
+            for (i, c) in order.into_iter().enumerate() {
+                self.perm[c as usize] = (start + i) as u32;
+            }
+        }
     }
 
     /// The input cell chunk `c` starts in at rank `r`, if it starts there.
     fn input(&self, r: usize, c: usize) -> Option<u32> {
+        let c = self.perm[c] as usize;
         let (k, p) = (self.k, self.p);
         let off = match self.kind {
             CollectiveKind::AllReduce | CollectiveKind::ReduceScatter => Some(c),
@@ -238,6 +275,7 @@ impl Layout {
 
     /// The output cell chunk `c` must end in at rank `r`, if it must end there.
     fn output(&self, r: usize, c: usize) -> Option<u32> {
+        let c = self.perm[c] as usize;
         let (k, p) = (self.k, self.p);
         let off = match self.kind {
             CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::Broadcast => Some(c),
@@ -552,8 +590,15 @@ impl<'a> Builder<'a> {
                     continue;
                 }
                 let (a, b) = (hops[*bi][h], hops[*bi][h + 1]);
+                let last = h + 2 == hops[*bi].len();
                 for (k, run) in rs.iter().enumerate() {
-                    let ch = self.channel_for(a, b, step)?;
+                    // Steps the two ends may need, dependencies' no-ops included.
+                    let need_send = self.dep_tbs(a, Some(at[ri][k]), None, run.cnt);
+                    let need_recv = match &run.land {
+                        Land::Direct { dst, partial, .. } if last => self.dep_tbs(b, *partial, Some(*dst), run.cnt),
+                        _ => 1,
+                    };
+                    let ch = self.channel_for(a, b, step, need_send + 1, need_recv + 2)?;
                     let tb = self.tb(a, Role::Send(b), ch);
                     self.push_op(tb, StepType::Send, Some(at[ri][k]), None, run.cnt);
                     chans[ri].push(ch);
@@ -796,7 +841,7 @@ impl<'a> Builder<'a> {
 
     /// The lowest channel of connection a→b with room: fewer than `FIFO_CAPACITY` messages
     /// in flight, and room for the step (or a new thread block) at both ends.
-    fn channel_for(&mut self, a: u32, b: u32, step: u32) -> Result<u32, MscclError> {
+    fn channel_for(&mut self, a: u32, b: u32, step: u32, need_a: usize, need_b: usize) -> Result<u32, MscclError> {
         let max = self.target.max_steps();
         let msgs = self.messages.entry((a, b)).or_default();
         *msgs += 1;
@@ -806,11 +851,11 @@ impl<'a> Builder<'a> {
                 continue;
             }
             // A step may bring no-ops for its dependencies: keep a margin of a few steps.
-            let room = |me: &Self, r: u32, role: Role| match me.tb_of.get(&(r, role, ch)) {
-                Some(&tb) => me.tbs[tb as usize].steps + 4 <= max,
+            let room = |me: &Self, r: u32, role: Role, need: usize| match me.tb_of.get(&(r, role, ch)) {
+                Some(&tb) => me.tbs[tb as usize].steps + need <= max,
                 None => me.tbs_on_channel.get(&(r, ch)).copied().unwrap_or(0) < MAX_TBS_PER_CHANNEL,
             };
-            if room(self, a, Role::Send(b)) && room(self, b, Role::Recv(a)) {
+            if room(self, a, Role::Send(b), need_a) && room(self, b, Role::Recv(a), need_b) {
                 *self.outstanding.entry((a, b, ch)).or_default() += 1;
                 // Both ends' blocks now, so later choices count them.
                 self.tb(a, Role::Send(b), ch);
@@ -839,8 +884,9 @@ impl<'a> Builder<'a> {
     /// A local step at rank `r`, in its local thread block (a new one when it is full).
     fn local_op(&mut self, r: u32, ty: StepType, src: Option<Cell>, dst: Cell, cnt: u32) {
         let max = self.target.max_steps();
+        let need = self.dep_tbs(r, src, Some(dst), cnt).max(1);
         let tb = match self.local_tb[r as usize] {
-            Some(tb) if self.tbs[tb as usize].steps + 4 <= max => tb,
+            Some(tb) if self.tbs[tb as usize].steps + need <= max => tb,
             _ => {
                 // Local blocks use no connection: the first channel with room.
                 let chan = (0..MAX_CHANNELS)
@@ -854,6 +900,28 @@ impl<'a> Builder<'a> {
             }
         };
         self.push_op(tb, ty, src, Some(dst), cnt);
+    }
+
+    /// How many thread blocks a step at rank `r` reading `src` and writing `dst` would wait for
+    /// (its own block counted too: an upper bound on its no-ops plus one).
+    fn dep_tbs(&self, r: u32, src: Option<Cell>, dst: Option<Cell>, cnt: u32) -> usize {
+        let r = r as usize;
+        let mut tbs: Vec<u32> = Vec::new();
+        let mut add = |d: OpId| {
+            if !tbs.contains(&d.tb) {
+                tbs.push(d.tb);
+            }
+        };
+        for i in 0..cnt {
+            if let Some(st) = src.and_then(|s| self.cells[r].get(&self.layout.canonical(r, s.plus(i)))) {
+                st.last_write.into_iter().for_each(&mut add);
+            }
+            if let Some(st) = dst.and_then(|d| self.cells[r].get(&self.layout.canonical(r, d.plus(i)))) {
+                st.last_write.into_iter().for_each(&mut add);
+                st.readers.iter().copied().for_each(&mut add);
+            }
+        }
+        tbs.len()
     }
 
     /// Appends a step to thread block `tb` with the dependencies its cell accesses need, and

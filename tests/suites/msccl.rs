@@ -7,7 +7,7 @@ use crate::common::*;
 use crate::msccl_replay::{self, Mode};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclOptions, MscclTarget, registry};
-use ccsynth::schedule::Schedule;
+use ccsynth::schedule::{Schedule, Transfer};
 use ccsynth::topology::{Failures, Topology};
 
 /// The collectives MSCCL names, as ccsynth kinds.
@@ -21,6 +21,14 @@ fn run(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule,
     };
     let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).map_err(|e| e.to_string())?;
     engine::run(&req, engine::Control::none()).map(|o| o.schedule).map_err(|e| e.to_string())
+}
+
+/// The error of an export expected to be refused (without printing a whole file if not).
+fn refused(r: Result<String, engine::Error>) -> engine::Error {
+    match r {
+        Ok(xml) => panic!("exported ({} bytes) instead of refusing", xml.len()),
+        Err(e) => e,
+    }
 }
 
 /// The root of a rooted collective: the middle live NPU.
@@ -114,8 +122,14 @@ fn the_ilp_and_the_latency_planners_export_too() {
         let s = run(&t, &CollectiveSpec::new(kind, 1 << 20), "ilp").expect("the ilp serves torus:2x4");
         export_and_replay(&format!("ilp {kind:?}"), &s, None);
     }
+    // The greedy's recursive halving on 64 NPUs at 6 chunks each: its messages carry
+    // scattered chunk ids, which the export numbers so that each is one step (else 6,977
+    // steps on GPU 0, beyond the reader's 4,096).
+    let t = topo("torus:4x4x4");
+    let s = run(&t, &CollectiveSpec::new(K::AllReduce, 32 << 10), registry::PORTFOLIO).unwrap();
+    export_and_replay("auto all_reduce 32 KiB on torus:4x4x4", &s, None);
     for size in [64u64, 4096, 1 << 16] {
-        for tspec in ["torus:4x4", "ring:8", "fc:8"] {
+        for tspec in ["torus:4x4", "ring:8", "fc:8", "fc:16"] {
             let t = topo(tspec);
             let s = run(&t, &CollectiveSpec::new(K::AllReduce, size), "greedy").expect("the greedy serves all");
             export_and_replay(&format!("greedy all_reduce {size} B on {tspec}"), &s, None);
@@ -195,7 +209,7 @@ fn the_legacy_target_spells_reduce_scatter_and_allows_256_steps() {
     assert!(current.contains(r#"coll="reducescatter""#));
     // The legacy executor has no broadcast.
     let b = run(&t, &CollectiveSpec::new(K::Broadcast, 1 << 20).with_root(0), "greedy").unwrap();
-    let e = engine::export_msccl(&b, &legacy).unwrap_err().to_string();
+    let e = refused(engine::export_msccl(&b, &legacy)).to_string();
     assert!(e.contains("no collective for broadcast in the legacy executor"), "{e}");
 }
 
@@ -217,7 +231,7 @@ fn options_name_the_algorithm_its_protocol_and_size_range() {
     assert_eq!(algo.attribute("proto"), Some("LL128"));
     assert_eq!((algo.attribute("minBytes"), algo.attribute("maxBytes")), (Some("1024"), Some("1073741824")));
     let bad = MscclOptions { min_bytes: Some(10), max_bytes: Some(5), ..Default::default() };
-    let e = engine::export_msccl(&s, &bad).unwrap_err().to_string();
+    let e = refused(engine::export_msccl(&s, &bad)).to_string();
     assert!(e.contains("min_bytes 10 is above max_bytes 5"), "{e}");
 }
 
@@ -227,7 +241,7 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     // Collectives MSCCL has no name for.
     for kind in [K::Scatter, K::Gather] {
         let s = run(&t, &CollectiveSpec::new(kind, 1 << 20).with_root(0), "greedy").unwrap();
-        let e = engine::export_msccl(&s, &MscclOptions::default()).unwrap_err();
+        let e = refused(engine::export_msccl(&s, &MscclOptions::default()));
         assert!(matches!(e, engine::Error::Unsupported(_)), "{e:?}");
         assert!(e.to_string().contains(&format!("MSCCL has no collective for {}", kind.name())), "{e}");
     }
@@ -235,7 +249,7 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     let line = topo("ring:6");
     let sub = CollectiveSpec { group: Some(vec![0, 3]), ..CollectiveSpec::new(K::AllGather, 1 << 20) };
     let s = run(&line, &sub, "greedy").unwrap();
-    let e = engine::export_msccl(&s, &MscclOptions::default()).unwrap_err().to_string();
+    let e = refused(engine::export_msccl(&s, &MscclOptions::default())).to_string();
     assert!(e.contains("not a rank of the collective's group"), "{e}");
     // Too many steps for the executor's reader: refused before the schedule is even validated.
     let mut big = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
@@ -243,22 +257,28 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     while big.transfers.len() < 9000 {
         big.transfers.extend(one.iter().cloned());
     }
-    let e = engine::export_msccl(&big, &MscclOptions::default()).unwrap_err().to_string();
+    let e = refused(engine::export_msccl(&big, &MscclOptions::default())).to_string();
     assert!(e.contains("at least 18000 steps; the executor's reader keeps at most 16384 for 4 ranks"), "{e}");
-    // One step putting more messages on a link than its channels buffer: the greedy sends
-    // 4,096 chunks per NPU in few transfers whose chunks are not contiguous.
-    let burst = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(4096), "greedy").unwrap();
-    let e = engine::export_msccl(&burst, &MscclOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("messages on this connection in one step; at most 64"), "{e}");
-    // More messages on one link than 32 channels of 64 steps hold (the greedy sends each
-    // chunk alone here: about 1,950 messages per link).
-    let many = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(1300), "greedy").unwrap();
-    let e = engine::export_msccl(&many, &MscclOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("at most"), "{e}");
+    // One step putting more messages on a link than its channels buffer: 200 transfers of one
+    // chunk each from GPU 0 to GPU 1 (and back) in the same step.
+    let two = topo("ring:2");
+    let c = coll_spec(&two, CollectiveSpec::new(K::AllGather, 400 << 10).with_chunks_per_npu(200));
+    let transfers =
+        (0..400).map(|ch| if ch < 200 { Transfer::copy(0, 0, 1, [ch]) } else { Transfer::copy(0, 1, 0, [ch]) });
+    let burst = sched(&two, &c, transfers.collect());
+    let e = refused(engine::export_msccl(&burst, &MscclOptions::default())).to_string();
+    assert!(e.contains("step 0 of the schedule puts more than 64 messages on this connection in one step"), "{e}");
+    // More messages on one link than 32 channels of 64 steps hold: a broadcast sending its
+    // 2,100 chunks one per step.
+    let c = coll_spec(&two, CollectiveSpec::new(K::Broadcast, 2100 << 10).with_chunks_per_npu(2100).with_root(0));
+    let many = sched(&two, &c, (0..2100).map(|ch| Transfer::copy(ch, 0, 1, [ch])).collect());
+    let e = refused(engine::export_msccl(&many, &MscclOptions::default())).to_string();
+    assert!(e.contains("GPU 0 to GPU 1: no channel has room for message"), "{e}");
+    assert!(e.contains("at most 32 channels, 32 thread blocks per channel and 64 steps per thread block"), "{e}");
     // An invalid schedule is the caller's error, named as such.
     let mut broken = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
     broken.transfers.pop();
-    let e = engine::export_msccl(&broken, &MscclOptions::default()).unwrap_err();
+    let e = refused(engine::export_msccl(&broken, &MscclOptions::default()));
     assert!(matches!(e, engine::Error::Input(_)), "{e:?}");
     assert!(e.to_string().contains("not a valid schedule"), "{e}");
 }

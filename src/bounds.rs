@@ -2,10 +2,11 @@
 //! all-gather / reduce-scatter the exact min-cut throughput bound (ForestColl).
 
 use crate::collective::{Collective, CollectiveKind};
-use crate::heap::MinItem;
 use crate::limits;
 use crate::topology::Topology;
+use ordered_float::OrderedFloat;
 use serde::Serialize;
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -169,9 +170,9 @@ pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
     let mut heap = BinaryHeap::new();
     for &s in sources {
         dist[s as usize] = 0.0;
-        heap.push(MinItem(0.0, s as usize));
+        heap.push(Reverse((OrderedFloat(0.0), s as usize)));
     }
-    while let Some(MinItem(d, u)) = heap.pop() {
+    while let Some(Reverse((OrderedFloat(d), u))) = heap.pop() {
         if d > dist[u] {
             continue;
         }
@@ -179,7 +180,7 @@ pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
             let nd = d + l.latency_ns;
             if nd < dist[l.dst] {
                 dist[l.dst] = nd;
-                heap.push(MinItem(nd, l.dst));
+                heap.push(Reverse((OrderedFloat(nd), l.dst)));
             }
         }
     }

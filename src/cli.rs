@@ -259,6 +259,41 @@ pub struct ExportArgs {
     pub msccl: MscclArgs,
 }
 
+/// `--collective`: the kinds a command line can name (a `custom` collective needs its
+/// conditions, given in a `--tenants` file).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+pub enum CollectiveArg {
+    #[value(alias = "all-gather")]
+    AllGather,
+    #[value(alias = "reduce-scatter")]
+    ReduceScatter,
+    #[value(alias = "all-reduce")]
+    AllReduce,
+    Broadcast,
+    Reduce,
+    Scatter,
+    Gather,
+    #[value(alias = "all-to-all")]
+    AllToAll,
+}
+
+impl CollectiveArg {
+    pub fn kind(self) -> crate::collective::CollectiveKind {
+        use crate::collective::CollectiveKind as K;
+        match self {
+            CollectiveArg::AllGather => K::AllGather,
+            CollectiveArg::ReduceScatter => K::ReduceScatter,
+            CollectiveArg::AllReduce => K::AllReduce,
+            CollectiveArg::Broadcast => K::Broadcast,
+            CollectiveArg::Reduce => K::Reduce,
+            CollectiveArg::Scatter => K::Scatter,
+            CollectiveArg::Gather => K::Gather,
+            CollectiveArg::AllToAll => K::AllToAll,
+        }
+    }
+}
+
 /// `--chunks-per-npu`: a number, or `auto` (left to the engine).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Chunks(pub Option<u32>);
@@ -281,10 +316,10 @@ pub struct CollectiveArgs {
     /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
     #[arg(long)]
     pub topology: String,
-    /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all
-    /// (required unless `synth --tenants` gives a list).
-    #[arg(long)]
-    pub collective: Option<String>,
+    /// The collective (required unless `synth --tenants` gives a list; `custom` ones only
+    /// there).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub collective: Option<CollectiveArg>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ... (required with --collective).
     #[arg(long)]
     pub size: Option<String>,
@@ -319,9 +354,9 @@ pub struct BaselineArgs {
     /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
     #[arg(long, required_unless_present = "list")]
     pub topology: Option<String>,
-    /// all_gather, reduce_scatter, all_reduce, broadcast, reduce, scatter, gather, all_to_all.
-    #[arg(long, required_unless_present = "list")]
-    pub collective: Option<String>,
+    /// The collective.
+    #[arg(long, value_enum, ignore_case = true, required_unless_present = "list")]
+    pub collective: Option<CollectiveArg>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
     #[arg(long, required_unless_present = "list")]
     pub size: Option<String>,
@@ -824,16 +859,7 @@ pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::C
 
 /// The collective `--collective`, `--size`, `--chunks-per-npu`, `--root` and `--group` name.
 fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSpec, String> {
-    let name = a.collective.as_deref().ok_or("--collective is required (or, for synth, --tenants FILE)")?;
-    let kind = crate::collective::CollectiveKind::parse(name).ok_or_else(|| {
-        format!(
-            "--collective {name:?}: expected one of {}",
-            crate::collective::CollectiveKind::ALL.map(|k| k.name()).join(", ")
-        )
-    })?;
-    if kind == crate::collective::CollectiveKind::Custom {
-        return Err("--collective custom needs explicit conditions; give them in a --tenants file".into());
-    }
+    let kind = a.collective.ok_or("--collective is required (or, for synth, --tenants FILE)")?.kind();
     let size =
         crate::units::parse_size(a.size.as_deref().ok_or("--size is required")?).map_err(|e| format!("--size: {e}"))?;
     let mut spec = crate::collective::CollectiveSpec::new(kind, size);
@@ -1063,7 +1089,7 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
     }
     let target = CollectiveArgs {
         topology: a.topology.clone().unwrap_or_default(),
-        collective: a.collective.clone(),
+        collective: a.collective,
         size: a.size.clone(),
         chunks_per_npu: a.chunks_per_npu,
         root: a.root,

@@ -10,7 +10,6 @@ pub mod collective;
 pub mod engine;
 pub mod error;
 pub mod export;
-pub mod heap;
 pub mod limits;
 pub mod rng;
 pub mod schedule;

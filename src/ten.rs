@@ -2,9 +2,10 @@
 //! whole number of timesteps at a given chunk size and occupying named link resources. The
 //! greedy and the ILP both read it; it knows nothing about either.
 
-use crate::heap::MinItem;
 use crate::topology::Topology;
+use ordered_float::OrderedFloat;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// How switches appear in the TEN.
@@ -303,9 +304,9 @@ fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<RawEdge>) {
         let mut heap = BinaryHeap::new();
         dist[a] = 0.0;
         touched.push(a);
-        heap.push(MinItem(0.0, a));
+        heap.push(Reverse((OrderedFloat(0.0), a)));
         let mut reached = Vec::new();
-        while let Some(MinItem(d, u)) = heap.pop() {
+        while let Some(Reverse((OrderedFloat(d), u))) = heap.pop() {
             if d > dist[u] {
                 continue;
             }
@@ -326,7 +327,7 @@ fn native_switch_edges(topo: &Topology, chunk: f64, raw: &mut Vec<RawEdge>) {
                     }
                     dist[l.dst] = nd;
                     via[l.dst] = li;
-                    heap.push(MinItem(nd, l.dst));
+                    heap.push(Reverse((OrderedFloat(nd), l.dst)));
                 }
             }
         }

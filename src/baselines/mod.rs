@@ -323,10 +323,11 @@ fn shortest_tree(topo: &Topology, src: usize) -> Vec<usize> {
     let n = topo.nodes();
     let mut dist = vec![(f64::INFINITY, usize::MAX); n];
     let mut pred = vec![usize::MAX; n];
+    use ordered_float::OrderedFloat;
     let mut heap = std::collections::BinaryHeap::new();
     dist[src] = (0.0, 0);
-    heap.push(Reverse((OrdF(0.0), 0usize, src)));
-    while let Some(Reverse((OrdF(d), h, u))) = heap.pop() {
+    heap.push(Reverse((OrderedFloat(0.0), 0usize, src)));
+    while let Some(Reverse((OrderedFloat(d), h, u))) = heap.pop() {
         if (d, h) > dist[u] {
             continue;
         }
@@ -336,25 +337,11 @@ fn shortest_tree(topo: &Topology, src: usize) -> Vec<usize> {
             if nd < dist[l.dst] {
                 dist[l.dst] = nd;
                 pred[l.dst] = u;
-                heap.push(Reverse((OrdF(nd.0), nd.1, l.dst)));
+                heap.push(Reverse((OrderedFloat(nd.0), nd.1, l.dst)));
             }
         }
     }
     pred
-}
-
-#[derive(PartialEq, Clone, Copy)]
-struct OrdF(f64);
-impl Eq for OrdF {}
-impl PartialOrd for OrdF {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for OrdF {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&o.0)
-    }
 }
 
 /// Accumulates transfers between ranks.

@@ -176,6 +176,37 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>) -> Result<Timing
     })
 }
 
+/// A lower bound on the simulated time that needs no replay: the busiest link's total busy
+/// time (each transfer keeps every link of its path busy for its whole duration, and a link
+/// carries one transfer at a time). `None` when a transfer does not route. Linear in the
+/// transfers' path lengths, so the portfolio can drop a candidate that cannot win before
+/// validating and simulating it.
+pub fn link_load_bound_ns(s: &Schedule) -> Option<f64> {
+    let topo = &s.topology;
+    let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
+    let mut busy = vec![0.0f64; topo.links().len()];
+    let mut links = Vec::new();
+    for (i, t) in s.transfers.iter().enumerate() {
+        if t.is_local() {
+            continue;
+        }
+        route(topo, i, t.src, t.dst, t.path.as_deref(), &mut links).ok()?;
+        let (mut latency, mut min_bw) = (0.0, f64::INFINITY);
+        for &l in &links {
+            latency += topo.links()[l].latency_ns;
+            min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
+        }
+        let mut duration = latency + s.chunk_size_bytes * t.wire_chunks() as f64 / min_bw;
+        if t.op == Op::Reduce {
+            duration += gamma * s.chunk_size_bytes * t.written().len() as f64;
+        }
+        for &l in &links {
+            busy[l] += duration;
+        }
+    }
+    Some(busy.into_iter().fold(0.0, f64::max))
+}
+
 /// The link indices a transfer occupies (none for a local move).
 pub fn links_of(s: &Schedule, i: usize) -> Result<Vec<usize>, SimError> {
     let t = &s.transfers[i];

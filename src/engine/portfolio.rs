@@ -94,12 +94,13 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
     let n = algorithms.len();
     // Every candidate on the pool (they are independent; the greedy and the ILP use the
     // request's threads within theirs); only the fastest schedule so far is kept.
+    let best = Best::default();
     let mut acc = {
         use rayon::prelude::*;
         algorithms
             .par_iter()
             .enumerate()
-            .map(|(i, algorithm)| attempt(req, algorithm, i, n, ctl, deadline))
+            .map(|(i, algorithm)| attempt(req, algorithm, i, n, ctl, deadline, &best))
             .reduce(Acc::default, Acc::merge)
     };
     if acc.cancelled {
@@ -168,8 +169,58 @@ impl Acc {
     }
 }
 
+/// The fastest time any candidate has finished with so far (f64 bits; +∞ at first), shared
+/// by the candidates running on the pool.
+struct Best(std::sync::atomic::AtomicU64);
+
+impl Default for Best {
+    fn default() -> Best {
+        Best(std::sync::atomic::AtomicU64::new(f64::INFINITY.to_bits()))
+    }
+}
+
+impl Best {
+    fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    fn offer(&self, t: f64) {
+        let _ = self.0.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |b| {
+            (t < f64::from_bits(b)).then_some(t.to_bits())
+        });
+    }
+}
+
+/// A baseline candidate: built, then dropped before the validator and the simulator (most of
+/// its cost) when its busiest link alone is busy longer than a schedule some candidate has
+/// already finished with. Such a candidate is strictly slower than that schedule, so it can
+/// neither win nor tie: the winner is the same as without the test.
+fn baseline_candidate(req: &Request, name: &str, best: &Best) -> Result<Result<Output, String>, Error> {
+    let s = crate::baselines::build(name, &req.topology, req.collective()).map_err(super::BaselineFailure::from)?;
+    let so_far = best.get();
+    if let Some(bound) = crate::sim::link_load_bound_ns(&s)
+        && bound > so_far
+    {
+        return Ok(Err(format!(
+            "skipped: its busiest link alone is busy {:.3} us, longer than a schedule already found ({:.3} us)",
+            bound / 1e3,
+            so_far / 1e3
+        )));
+    }
+    // Every candidate serves one collective: its bounds are computed once, at the end.
+    let (schedule, report) = super::finalize_bounded(s, false).map_err(super::BaselineFailure::from)?;
+    Ok(Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() }))
+}
+
 /// Runs candidate `i` of `n` within `deadline` and says how it went.
-fn attempt(req: &Request, algorithm: &Algorithm, i: usize, n: usize, ctl: Control, deadline: Instant) -> Acc {
+fn attempt(
+    req: &Request,
+    algorithm: &Algorithm,
+    i: usize,
+    n: usize,
+    ctl: Control,
+    deadline: Instant,
+    best: &Best,
+) -> Acc {
     let mut acc = Acc::default();
     if (ctl.cancelled)() {
         acc.cancelled = true;
@@ -203,13 +254,24 @@ fn attempt(req: &Request, algorithm: &Algorithm, i: usize, n: usize, ctl: Contro
             ilp.seeds = 1;
             super::run_synthesizer(&ilp, algorithm, ctl, share)
         }
-        // Every candidate serves one collective: its bounds are computed once, at the end.
-        Algorithm::Baseline(name) => super::run_baseline_bounded(req, name, ctl, false),
+        Algorithm::Baseline(name) => match baseline_candidate(req, name, best) {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(skipped)) => {
+                entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+                entry.note = Some(skipped);
+                acc.entries.push((i, entry));
+                return acc;
+            }
+            Err(e) => Err(e),
+        },
         _ => super::run_synthesizer(req, algorithm, ctl, deadline),
     };
     entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
     match result {
         Ok(out) => {
+            if out.report.valid {
+                best.offer(out.schedule.collective_time_ns.unwrap_or(f64::INFINITY));
+            }
             let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
             entry.collective_time_ns = out.schedule.collective_time_ns;
             entry.chunks_per_npu = Some(out.schedule.collective.chunks());

@@ -61,6 +61,14 @@ fn auto_is_the_fastest_of_its_candidates_and_each_is_what_it_gives_alone() {
                     assert!(e.valid);
                 }
                 (Err(_), None) => assert!(e.note.is_some(), "{spec}: {} says why it gave nothing", e.algorithm),
+                // Skipped because its busiest link alone outlasts a schedule already found: it
+                // is strictly slower than the winner, and its link load says so.
+                (Ok(o), None) if e.note.as_deref().is_some_and(|n| n.starts_with("skipped: its busiest link")) => {
+                    let time = o.schedule.collective_time_ns.unwrap();
+                    assert!(time > best, "{spec}: {} skipped at {time} ns, not slower than {best}", e.algorithm);
+                    let load = ccsynth::sim::link_load_bound_ns(&o.schedule).unwrap();
+                    assert!(load > best && load <= time * (1.0 + 1e-12), "{spec}: {}: {load} vs {best}", e.algorithm);
+                }
                 (a, b) => panic!(
                     "{spec}: {} alone {:?} vs in auto {b:?}",
                     e.algorithm,
@@ -71,6 +79,31 @@ fn auto_is_the_fastest_of_its_candidates_and_each_is_what_it_gives_alone() {
         for b in registry::baseline_names().into_iter().filter(|b| registry::baseline_supports(b, kind)) {
             assert!(p.candidates.iter().any(|e| e.algorithm == b), "{spec}: {b} is a candidate");
         }
+    }
+}
+
+/// On 512 NPUs at 1 GiB, `direct` sends every pair's share over multi-hop paths: its busiest
+/// link alone is busy far longer than the schedules the others find, so `auto` drops it before
+/// validating it, and the winner is the same.
+#[test]
+fn auto_skips_a_baseline_whose_link_load_cannot_win() {
+    let t = topo("torus:8x8x8");
+    let c = CollectiveSpec::new(K::AllReduce, 1 << 30);
+    let out = run(&t, c.clone(), registry::PORTFOLIO, generous()).unwrap();
+    let p = out.stats.portfolio().unwrap();
+    let skipped: Vec<&str> = p
+        .candidates
+        .iter()
+        .filter(|e| e.note.as_deref().is_some_and(|n| n.starts_with("skipped:")))
+        .map(|e| e.algorithm.as_str())
+        .collect();
+    // Which are skipped depends on which finished first on the pool; the slowest, `direct`,
+    // is far beyond every other (its load alone is 65x the best time).
+    assert!(!skipped.is_empty(), "{:?}", p.candidates);
+    let best = out.schedule.collective_time_ns.unwrap();
+    for name in &skipped {
+        let alone = run(&t, c.clone(), name, generous()).unwrap();
+        assert!(alone.schedule.collective_time_ns.unwrap() > best, "{name}");
     }
 }
 

@@ -157,3 +157,26 @@ fn empty_schedules_take_no_time() {
     assert_eq!(r.collective_time_ns, Some(0.0));
     assert_eq!(r.lower_bound_ns, Some(0.0));
 }
+
+/// The link-load bound: exact for a ring all-gather on a uniform ring (every link busy back to
+/// back), never above the simulated time on the conformance producers' schedules.
+#[test]
+fn the_link_load_bound_is_exact_on_a_ring_and_never_above_the_time() {
+    let t = topo("ring:6@bw=50;lat=400");
+    let c = coll(&t, K::AllGather, 6 << 20);
+    let s = sched(&t, &c, ring_all_gather(&[0, 1, 2, 3, 4, 5], 1, &no_path));
+    let time = ccsynth::sim::simulate(&s).unwrap().collective_time_ns;
+    assert!(close(ccsynth::sim::link_load_bound_ns(&s).unwrap(), time));
+    assert!(close(time, 5.0 * (400.0 + (1 << 20) as f64 / 50.0)));
+    for spec in ["torus:4x4", "fc:6", "switch:5", "mesh:3x3@bw=50,100;lat=300,700"] {
+        let t = topo(spec);
+        for name in ["direct", "ring", "recursive-doubling", "bucket"] {
+            let Ok((s, r)) = engine::baseline(name, &t, &CollectiveSpec::new(K::AllReduce, 1 << 20)) else {
+                continue;
+            };
+            let bound = ccsynth::sim::link_load_bound_ns(&s).unwrap();
+            let time = r.collective_time_ns.unwrap();
+            assert!(bound > 0.0 && bound <= time * (1.0 + 1e-12), "{name} on {spec}: {bound} > {time}");
+        }
+    }
+}

@@ -1117,21 +1117,28 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-/// The comparison as an aligned text table; the best row is marked with `*`.
+/// The comparison as an aligned text table (comfy-table, no borders); the best row is marked
+/// with `*`, then the bound and the baselines that refused.
 pub fn comparison_table(c: &engine::Comparison) -> String {
-    let mut out =
-        format!("{:<20} {:>16} {:>10} {:>10} {:>7}\n", "algorithm", "time (us)", "vs best", "vs bound", "rounds");
+    use comfy_table::{CellAlignment, Table, presets};
+    let mut table = Table::new();
+    table.load_style(presets::NOTHING).set_header(["algorithm", "time (us)", "vs best", "vs bound", "rounds", "best"]);
     for r in &c.rows {
-        out += &format!(
-            "{:<20} {:>16.3} {:>10.3} {:>10} {:>7}{}\n",
-            r.algorithm,
-            r.collective_time_ns / 1e3,
-            r.ratio_to_best,
+        table.add_row([
+            r.algorithm.clone(),
+            format!("{:.3}", r.collective_time_ns / 1e3),
+            format!("{:.3}", r.ratio_to_best),
             r.ratio_to_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
-            r.rounds,
-            if r.best { "  *" } else { "" }
-        );
+            r.rounds.to_string(),
+            if r.best { "*".into() } else { String::new() },
+        ]);
     }
+    for i in 1..5 {
+        if let Some(col) = table.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out: String = table.lines().map(|l| l.trim_end().to_string() + "\n").collect();
     if let Some(b) = c.lower_bound_ns {
         out += &format!("lower bound: {:.3} us\n", b / 1e3);
     }

@@ -525,7 +525,23 @@ fn baseline_and_compare_verbs() {
     let o = ccsynth(&["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"], None);
     assert_eq!(o.status.code(), Some(0));
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("swing-bandwidth") && text.contains("  *") && text.contains("lower bound"));
+    let best = text.lines().find(|l| l.trim_start().starts_with("swing-bandwidth")).expect("a swing-bandwidth row");
+    assert!(best.trim_end().ends_with('*'), "{text}");
+    assert!(
+        text.lines().next().unwrap().split_whitespace().eq([
+            "algorithm",
+            "time",
+            "(us)",
+            "vs",
+            "best",
+            "vs",
+            "bound",
+            "rounds",
+            "best"
+        ]),
+        "{text}"
+    );
+    assert!(text.contains("lower bound: 4.915 us"), "{text}");
     let o = ccsynth(
         &["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--json"],
         None,

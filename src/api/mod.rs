@@ -15,9 +15,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 pub use error::ApiError;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram};
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Service settings; `ccsynth serve` fills them from flags and the environment.
@@ -77,32 +79,64 @@ impl Config {
     }
 }
 
-/// Prometheus counters, kept in memory per process.
-#[derive(Default)]
+/// The service's Prometheus metrics (prometheus-client), kept in memory per process.
 pub struct Metrics {
-    requests: Mutex<HashMap<(String, String, u16), u64>>,
-    syntheses: Mutex<HashMap<(String, String), u64>>,
-    /// Solve-time histogram: counts per upper bound in seconds, then the sum in ms.
-    solve_buckets: Mutex<Vec<u64>>,
-    solve_ms_total: AtomicU64,
-    solve_count: AtomicU64,
+    registry: prometheus_client::registry::Registry,
+    requests: Family<RequestLabels, Counter>,
+    syntheses: Family<SynthesisLabels, Counter>,
+    solve_seconds: Histogram,
+    queue_depth: Gauge,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    route: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SynthesisLabels {
+    algorithm: String,
+    outcome: String,
 }
 
 const SOLVE_BUCKETS_S: [f64; 9] = [0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 60.0, 600.0];
 
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let syntheses = Family::<SynthesisLabels, Counter>::default();
+        let solve_seconds = Histogram::new(SOLVE_BUCKETS_S);
+        let queue_depth = Gauge::default();
+        registry.register("ccsynth_http_requests", "HTTP requests by method, route and status", requests.clone());
+        registry.register("ccsynth_syntheses", "Syntheses by algorithm and outcome", syntheses.clone());
+        registry.register("ccsynth_solve_seconds", "Time to run one synthesis job", solve_seconds.clone());
+        registry.register("ccsynth_queue_depth", "Jobs waiting for a worker", queue_depth.clone());
+        Metrics { registry, requests, syntheses, solve_seconds, queue_depth }
+    }
+}
+
 impl Metrics {
     /// Counts a solve by its outcome (the job's final status) and times it.
     pub fn synthesis(&self, algorithm: &str, outcome: JobStatus, seconds: f64) {
-        *self.syntheses.lock().unwrap().entry((algorithm.to_string(), outcome.to_string())).or_default() += 1;
-        let mut b = self.solve_buckets.lock().unwrap();
-        b.resize(SOLVE_BUCKETS_S.len(), 0);
-        for (i, &le) in SOLVE_BUCKETS_S.iter().enumerate() {
-            if seconds <= le {
-                b[i] += 1;
-            }
-        }
-        self.solve_ms_total.fetch_add((seconds * 1e3) as u64, Ordering::Relaxed);
-        self.solve_count.fetch_add(1, Ordering::Relaxed);
+        let labels = SynthesisLabels { algorithm: algorithm.to_string(), outcome: outcome.to_string() };
+        self.syntheses.get_or_create(&labels).inc();
+        self.solve_seconds.observe(seconds);
+    }
+
+    /// Counts an answered request.
+    fn request(&self, method: String, route: String, status: u16) {
+        self.requests.get_or_create(&RequestLabels { method, route, status }).inc();
+    }
+
+    /// The text exposition, with the queue's depth as of now.
+    fn encode(&self, queue_depth: i64) -> String {
+        self.queue_depth.set(queue_depth);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String");
+        out
     }
 }
 
@@ -184,7 +218,7 @@ async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware:
     if let Ok(v) = id.parse() {
         resp.headers_mut().insert("x-request-id", v);
     }
-    *st.metrics.requests.lock().unwrap().entry((method, route, resp.status().as_u16())).or_default() += 1;
+    st.metrics.request(method, route, resp.status().as_u16());
     resp
 }
 
@@ -269,37 +303,9 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
 }
 
 async fn metrics(State(st): State<Shared>) -> Response {
-    use std::fmt::Write;
-    let mut out = String::new();
-    out.push_str("# HELP ccsynth_http_requests_total HTTP requests by method, route and status.\n");
-    out.push_str("# TYPE ccsynth_http_requests_total counter\n");
-    let mut reqs: Vec<_> = st.metrics.requests.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect();
-    reqs.sort();
-    for ((m, r, s), n) in reqs {
-        let _ = writeln!(out, "ccsynth_http_requests_total{{method=\"{m}\",route=\"{r}\",status=\"{s}\"}} {n}");
-    }
-    out.push_str("# HELP ccsynth_syntheses_total Syntheses by algorithm and outcome.\n");
-    out.push_str("# TYPE ccsynth_syntheses_total counter\n");
-    let mut syn: Vec<_> = st.metrics.syntheses.lock().unwrap().iter().map(|(k, v)| (k.clone(), *v)).collect();
-    syn.sort();
-    for ((a, o), n) in syn {
-        let _ = writeln!(out, "ccsynth_syntheses_total{{algorithm=\"{a}\",outcome=\"{o}\"}} {n}");
-    }
-    out.push_str("# HELP ccsynth_solve_seconds Time to run one synthesis job.\n");
-    out.push_str("# TYPE ccsynth_solve_seconds histogram\n");
-    let buckets = st.metrics.solve_buckets.lock().unwrap().clone();
-    let count = st.metrics.solve_count.load(Ordering::Relaxed);
-    for (i, le) in SOLVE_BUCKETS_S.iter().enumerate() {
-        let _ = writeln!(out, "ccsynth_solve_seconds_bucket{{le=\"{le}\"}} {}", buckets.get(i).copied().unwrap_or(0));
-    }
-    let _ = writeln!(out, "ccsynth_solve_seconds_bucket{{le=\"+Inf\"}} {count}");
-    let _ =
-        writeln!(out, "ccsynth_solve_seconds_sum {}", st.metrics.solve_ms_total.load(Ordering::Relaxed) as f64 / 1e3);
-    let _ = writeln!(out, "ccsynth_solve_seconds_count {count}");
-    out.push_str("# HELP ccsynth_queue_depth Jobs waiting for a worker.\n# TYPE ccsynth_queue_depth gauge\n");
     let depth = st.store.queued_count().await.unwrap_or(-1);
-    let _ = writeln!(out, "ccsynth_queue_depth {depth}");
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+    let text = st.metrics.encode(depth);
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }
 
 /// Runs the service until SIGTERM or Ctrl-C: binds `addr`, starts the workers, serves, then

@@ -308,6 +308,11 @@ fn health_metadata_and_metrics(db: Db) {
     assert!(m.body.contains("ccsynth_syntheses_total{algorithm=\"auto\",outcome=\"succeeded\"} 1"));
     assert!(m.body.contains("ccsynth_solve_seconds_count 1"));
     assert!(m.body.contains("ccsynth_queue_depth 0"));
+    // The OpenMetrics text format (prometheus-client), which Prometheus scrapes.
+    assert!(m.header("content-type").is_some_and(|c| c.starts_with("application/openmetrics-text")));
+    assert!(m.body.contains("# TYPE ccsynth_solve_seconds histogram"), "{}", m.body);
+    assert!(m.body.contains("ccsynth_solve_seconds_bucket{le=\"+Inf\"} 1"), "{}", m.body);
+    assert!(m.body.ends_with("# EOF\n"), "{}", m.body);
 }
 
 fn topologies_are_idempotent_paginated_and_deletable(db: Db) {

@@ -11,7 +11,7 @@ pub mod request;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
-pub use crate::export::plot::{GoodputChart, Series};
+pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
 pub use crate::synth::ilp::{IlpStats, IlpStatus};
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use registry::{Algorithm, SYNTHESIZERS};
@@ -861,6 +861,13 @@ pub struct ComparisonRow {
 /// Every applicable baseline (and optionally a synthesized schedule) on one simulator.
 #[derive(Clone, Debug, Serialize)]
 pub struct Comparison {
+    /// The collective compared (its kind's name): with the size and the NPUs, what a chart of
+    /// several comparisons needs (`ccsynth plot goodput`).
+    pub collective: &'static str,
+    /// Its size in bytes.
+    pub size_bytes: u64,
+    /// The live NPUs of the topology.
+    pub npus: usize,
     /// The collective's lower bound.
     pub lower_bound_ns: Option<f64>,
     /// Fastest first.
@@ -930,7 +937,15 @@ pub fn compare_among(
         r.ratio_to_best = t / best;
         r.ratio_to_bound = bound.filter(|&b| b > 0.0).map(|b| t / b);
     }
-    Comparison { lower_bound_ns: bound, rows, refused, speedup_over_best_baseline: speedup }
+    Comparison {
+        collective: spec.kind.name(),
+        size_bytes: spec.size_bytes,
+        npus: topology.live_npus().len(),
+        lower_bound_ns: bound,
+        rows,
+        refused,
+        speedup_over_best_baseline: speedup,
+    }
 }
 
 /// How a door watches and stops a run: a cancel poll every algorithm calls, and where the

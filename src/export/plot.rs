@@ -108,7 +108,7 @@ pub fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) 
             let y = TOP + r as f64 * ROW;
             let _ = writeln!(
                 out,
-                r#"<rect x="{x:.2}" y="{y}" width="{w:.2}" height="{}" fill="{fill}"><title>transfer {i}, step {}: {}→{}, {} chunk(s), {}–{} µs</title></rect>"#,
+                r##"<rect x="{x:.2}" y="{y}" width="{w:.2}" height="{}" fill="{fill}" stroke="#ffffff" stroke-width="0.5"><title>transfer {i}, step {}: {}→{}, {} chunk(s), {}–{} µs</title></rect>"##,
                 ROW - 2.0,
                 t.step,
                 t.src,
@@ -153,12 +153,19 @@ pub struct GoodputChart {
     pub series: Vec<Series>,
 }
 
-const COLORS: [&str; 6] = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1"];
+/// Tableau's ten colours; past ten series the lines are also dashed.
+const COLORS: [&str; 10] =
+    ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
+
+/// The series of a chart drawn as the best achievable: grey and dashed.
+pub const BOUND_SERIES: &str = "bound";
 const CHART_H: f64 = 260.0;
 const CHART_W: f64 = 640.0;
 
 /// Goodput (message size / collective time, GB/s) against message size (log scale), one
-/// chart per entry stacked vertically, one coloured line per series with a legend.
+/// chart per entry stacked vertically, one coloured line per series with a legend; the series
+/// named `BOUND_SERIES` (size over the lower bound on time: no schedule does better) grey and
+/// dashed.
 pub fn goodput_svg(charts: &[GoodputChart]) -> String {
     let left = 70.0;
     let block = CHART_H + 90.0;
@@ -226,7 +233,15 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             top + CHART_H / 2.0
         );
         for (si, series) in chart.series.iter().enumerate() {
-            let color = COLORS[si % COLORS.len()];
+            let bound = series.name == BOUND_SERIES;
+            let color = if bound { "#555555" } else { COLORS[si % COLORS.len()] };
+            let dash = if bound {
+                r#" stroke-dasharray="6 4""#
+            } else if si >= COLORS.len() {
+                r#" stroke-dasharray="2 2""#
+            } else {
+                ""
+            };
             let mut points: Vec<(u64, f64)> = series.points.clone();
             points.sort_by_key(|p| p.0);
             let coords: Vec<String> =
@@ -234,7 +249,7 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             let _ = writeln!(out, r#"<g class="series" data-name="{}">"#, escape(&series.name));
             let _ = writeln!(
                 out,
-                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
                 coords.join(" ")
             );
             for &(size, ns) in &points {
@@ -253,7 +268,7 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             let lx = left + CHART_W + 16.0;
             let _ = writeln!(
                 out,
-                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/>"#,
+                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>"#,
                 lx + 20.0
             );
             let _ = writeln!(out, r#"<text x="{}" y="{}">{}</text>"#, lx + 26.0, ly + 4.0, escape(&series.name));

@@ -335,8 +335,22 @@ fn simulate_traces_and_plot_draws() {
         ccsynth(&["plot", "goodput", "-", "--out", svg.to_str().unwrap()], Some(&String::from_utf8(o.stdout).unwrap()));
     assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
     let text = std::fs::read_to_string(&svg).unwrap();
-    for name in ["auto", "greedy", "best baseline", "lower bound"] {
+    for name in ["auto", "greedy", "best baseline", "bound"] {
         assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}: {text}");
+    }
+    // Or from compare --json runs at several sizes, one after another.
+    let mut runs = String::new();
+    for size in ["32KiB", "1MiB"] {
+        let o =
+            ccsynth(&["compare", "--topology", "ring:4", "--collective", "all_gather", "--size", size, "--json"], None);
+        runs += &String::from_utf8(o.stdout).unwrap();
+    }
+    let p = ccsynth(&["plot", "goodput", "-"], Some(&runs));
+    assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
+    let text = String::from_utf8(p.stdout).unwrap();
+    assert!(text.contains(r#"data-title="all_gather on 4 NPUs""#), "{text}");
+    for name in ["ring", "direct", "bound"] {
+        assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}");
     }
     let bad = ccsynth(&["plot", "goodput", "-"], Some("{}"));
     assert_eq!(bad.status.code(), Some(2));

@@ -1085,7 +1085,12 @@ fn summary(out: &engine::Output, comparison: Option<&engine::Comparison>, writte
         Some(p) => lines.push(format!("schedule        written to {}", p.display())),
         None => lines.push("schedule        not printed: give --out FILE, or --json for stdout".to_string()),
     }
-    lines.join("\n") + "\n"
+    let mut text = lines.join("\n") + "\n";
+    if let Some(c) = comparison {
+        text += "\n";
+        text += &comparison_table(c);
+    }
+    text
 }
 
 /// Writes each phase's LP text: to `path` when there is one, else to `stem.PHASE.ext`.

@@ -400,6 +400,14 @@ fn people_get_a_summary_and_every_flag_has_help() {
     );
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.starts_with("algorithm       ring\n") && text.contains("add --compare"), "{text}");
+    // With --compare, the summary ends with the comparison table, the synthesized row in it.
+    let o = ccsynth(
+        &["synth", "--topology", "ring:6", "--collective", "all_reduce", "--size", "1MiB", "--compare", "--summary"],
+        None,
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("\n algorithm ") && text.contains("lower bound:"), "{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("auto ")), "{text}");
     // --summary with --json is refused by the parser.
     let o = ccsynth(
         &[

@@ -383,21 +383,8 @@ fn people_get_a_summary_and_every_flag_has_help() {
     // Times are rounded for people: three decimals and a unit.
     let time = text.lines().find(|l| l.starts_with("time")).unwrap();
     assert!(regex_like_time(time), "{time}");
-    let o = ccsynth(
-        &[
-            "baseline",
-            "--algo",
-            "ring",
-            "--topology",
-            "ring:4",
-            "--collective",
-            "all_gather",
-            "--size",
-            "4KiB",
-            "--summary",
-        ],
-        None,
-    );
+    let ring = ["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "4KiB"];
+    let o = ccsynth(&[&ring[..], &["--summary"]].concat(), None);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.starts_with("algorithm       ring\n") && text.contains("add --compare"), "{text}");
     // With --compare, the summary ends with the comparison table, the synthesized row in it.
@@ -409,22 +396,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
     assert!(text.contains("\n algorithm ") && text.contains("lower bound:"), "{text}");
     assert!(text.lines().any(|l| l.trim_start().starts_with("auto ")), "{text}");
     // --summary with --json is refused by the parser.
-    let o = ccsynth(
-        &[
-            "baseline",
-            "--algo",
-            "ring",
-            "--topology",
-            "ring:4",
-            "--collective",
-            "all_gather",
-            "--size",
-            "4KiB",
-            "--summary",
-            "--json",
-        ],
-        None,
-    );
+    let o = ccsynth(&[&ring[..], &["--summary", "--json"]].concat(), None);
     assert_eq!(o.status.code(), Some(2));
     // compare --with-synth adds auto's row; --tenants is not a compare flag.
     let o = ccsynth(

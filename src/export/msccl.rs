@@ -143,8 +143,9 @@ pub enum MscclError {
     SizeRange { min: u64, max: u64 },
 }
 
-/// Writes `s` (which must be valid: the engine validates before calling) as MSCCL XML.
-pub fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclError> {
+/// Writes `s` as MSCCL XML. Crate-private: `s` must be valid (it reads where every chunk is),
+/// and `engine::export_msccl`, the door, validates it first.
+pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclError> {
     fits(s)?;
     let collective = Collective::build_unchecked(&s.collective, &s.topology)
         .map_err(|e| MscclError::InvalidCollective(e.to_string()))?;

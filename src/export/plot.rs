@@ -38,7 +38,7 @@ fn label(v: f64) -> String {
 /// The timeline: one row per link that carries something (then one per NPU with local
 /// moves), one rectangle per transfer on each link of its path, copies blue and reduces
 /// orange, time in µs along the bottom. `times` and `links` are the replay's.
-pub fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
+pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
     let topo = &s.topology;
     let total = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
     // Rows: used links in link order, then NPUs with local moves.

@@ -27,7 +27,7 @@ pub fn slices(s: &Schedule) -> usize {
 
 /// The trace. `times` and `links` are the replay's (`sim::simulate_with_times`,
 /// `sim::links_of`), indexed as `s.transfers`.
-pub fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
+pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
     const LINKS: u32 = 1;
     const NPUS: u32 = 2;
     let topo = &s.topology;

@@ -509,7 +509,7 @@ async fn regenerate(
     let request = st.store.schedule_request(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
     let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
     let failures = Failures { links: r.failed_links, npus: r.failed_npus.clone(), directed: false };
-    let (row, _) = topologies::degrade(&st, &req.topology_id, &failures).await.map_err(|e| match e {
+    let topo = topologies::degraded(&st, &req.topology_id, &failures).await.map_err(|e| match e {
         ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within("failures")),
         e => e,
     })?;
@@ -522,17 +522,19 @@ async fn regenerate(
     {
         return Err(InputError::new("failed_npus", format!("NPU {root} is the collective's root")).into());
     }
-    let topo = Topology::from_json(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    req.topology_id = row.id;
-    req.topology_digest = row.digest;
     if let Some(a) = r.algorithm {
         req.algorithm = a;
     }
-    // The same checks as a new request's, on the degraded topology.
-    let (spec, limits) = (req.spec(), st.config.limits());
-    tokio::task::spawn_blocking(move || engine::Request::new(topo, spec, &limits))
+    // The same checks as a new request's, on the degraded topology, before it is stored: a
+    // regeneration refused with 422 leaves nothing behind.
+    let (spec, limits, checked) = (req.spec(), st.config.limits(), topo.clone());
+    tokio::task::spawn_blocking(move || engine::Request::new(checked, spec, &limits))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let parent = req.topology_id.clone();
+    let (row, _) = topologies::store_topology(&st, &topo, Some((&parent, &failures))).await?;
+    req.topology_id = row.id;
+    req.topology_digest = row.digest;
     let (job_id, cached) = enqueue(&st, &req, false, None, &rid).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }

@@ -156,9 +156,15 @@ pub async fn load(st: &Shared, id: &str) -> Result<(TopologyRow, Topology), ApiE
 
 /// The degraded topology: stored with its parent and the failures.
 pub async fn degrade(st: &Shared, parent_id: &str, f: &Failures) -> Result<(TopologyRow, bool), ApiError> {
-    let (_, t) = load(st, parent_id).await?;
-    let degraded = t.with_failures(f)?;
+    let degraded = degraded(st, parent_id, f).await?;
     store_topology(st, &degraded, Some((parent_id, f))).await
+}
+
+/// The stored topology `parent_id` without the failed links and NPUs, not stored (a caller
+/// that must check a request on it first stores it only then).
+pub async fn degraded(st: &Shared, parent_id: &str, f: &Failures) -> Result<Topology, ApiError> {
+    let (_, t) = load(st, parent_id).await?;
+    Ok(t.with_failures(f)?)
 }
 
 async fn fail(

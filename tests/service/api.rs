@@ -648,6 +648,14 @@ fn regeneration_avoids_the_failed_link(db: Db) {
         422,
     );
     assert_problem(&raw(s.addr, "POST", "/v1/schedules/unknown/regenerate", Some(b"{}")), 404);
+    // Failures that cut NPU 0 off: the collective cannot run on what is left, a 422, and the
+    // degraded topology is not stored.
+    let topologies = || call(&s, "GET", "/v1/topologies", None).1["total"].as_i64().unwrap();
+    let before = topologies();
+    let cut = json!({"failed_links": [[0, 1], [0, 3], [0, 4], [0, 12]]});
+    let r = raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(cut.to_string().as_bytes()));
+    assert_problem(&r, 422);
+    assert_eq!(topologies(), before, "a refused regeneration stores nothing");
 }
 
 fn the_validate_route_reports_both_verdicts(db: Db) {

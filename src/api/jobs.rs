@@ -271,9 +271,16 @@ async fn enqueue(
 }
 
 /// Waits up to `wait_ms` for a job to end, then answers 201 (ended) or 202 (still going).
+/// Answers with the job once it has ended or `wait_ms` has passed. A job this process runs
+/// wakes its waiters as it ends; one another replica runs (or a cancellation there) is seen by
+/// polling the database, every 10 ms at first and backing off to every 250 ms, so many waiters
+/// do not keep the database busy.
 async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(600_000));
+    let mut poll = std::time::Duration::from_millis(10);
     loop {
+        // Registered before the read, so an end between the read and the wait is not missed.
+        let ended_here = st.job_ended.notified();
         let j = st.store.job(id).await?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))?;
         let ended = j.status.is_ended();
         if ended || tokio::time::Instant::now() >= deadline {
@@ -295,7 +302,11 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
             }
             return Ok(resp);
         }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let nap = poll.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        tokio::select! {
+            _ = ended_here => {}
+            _ = tokio::time::sleep(nap) => poll = (poll * 2).min(std::time::Duration::from_millis(250)),
+        }
     }
 }
 
@@ -326,6 +337,7 @@ async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Result<Resp
         flag.store(true, Ordering::SeqCst);
     }
     st.store.end_job(&id, JobStatus::Cancelled, None).await?;
+    st.job_ended.notify_waiters();
     let j = st.store.job(&id).await?.unwrap_or(j);
     Ok(json(StatusCode::OK, &job_out(&j)))
 }
@@ -595,6 +607,7 @@ async fn run_job(st: &Shared, job: crate::store::JobRow) {
             (JobStatus::Failed, st.store.end_claimed(&lease, JobStatus::Failed, Some(&why)).await)
         }
     };
+    st.job_ended.notify_waiters();
     match result {
         Ok(true) if status != JobStatus::Queued => st.metrics.synthesis(&job.algorithm, status, seconds),
         Ok(true) => {}

@@ -148,6 +148,9 @@ pub struct AppState {
     pub cancels: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Wakes idle workers when a job is queued.
     pub queued: tokio::sync::Notify,
+    /// Wakes the requests waiting for a job (`wait_ms`) when a job of this process ends or is
+    /// cancelled, so they need not poll the database often.
+    pub job_ended: tokio::sync::Notify,
     /// Set on SIGTERM: new work is refused with 503.
     pub shutting_down: AtomicBool,
 }
@@ -335,6 +338,7 @@ pub async fn serve_on(
         metrics: Metrics::default(),
         cancels: Mutex::new(HashMap::new()),
         queued: tokio::sync::Notify::new(),
+        job_ended: tokio::sync::Notify::new(),
         shutting_down: AtomicBool::new(false),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();

@@ -29,6 +29,8 @@ pub struct BenchCase {
     pub target_time_us: Option<f64>,
     /// Target ratio of the collective time to a reference bound (µs).
     pub target_ratio_to: Option<(f64, f64)>,
+    /// Target peak resident memory of the case, MiB.
+    pub target_peak_rss_mib: Option<f64>,
     pub reference: Option<String>,
 }
 
@@ -47,7 +49,13 @@ pub struct BenchResult {
     /// The collective time over the best baseline's (below 1: the synthesized one is faster).
     pub ratio_to_best_baseline: Option<f64>,
     pub transfers: usize,
+    /// The process's peak resident memory during this case (its high-water mark is reset
+    /// before the case), MiB.
     pub peak_rss_mib: Option<f64>,
+    /// `case` when the peak is this case's own; `process` when the kernel would not reset the
+    /// high-water mark and the figure covers every case run before too.
+    pub peak_rss_scope: &'static str,
+    /// Every target of the case is met (time, quality and memory); `None` without targets.
     pub met: Option<bool>,
     pub error: Option<String>,
 }
@@ -66,6 +74,7 @@ fn case(name: &str, topology: String, kind: CollectiveKind, size: u64) -> BenchC
         target_synthesis_s: None,
         target_time_us: None,
         target_ratio_to: None,
+        target_peak_rss_mib: None,
         reference: None,
     }
 }
@@ -134,12 +143,20 @@ pub fn greedy_suite(quick: bool) -> Vec<BenchCase> {
     if !quick {
         let mut c = case("torus 64x64 all-reduce (4096)", format!("torus:64x64{l50}"), CollectiveKind::AllReduce, gib);
         c.target_synthesis_s = Some(60.0);
+        c.target_peak_rss_mib = Some(4096.0);
         c.baselines = false;
         c.runs = Some(1);
         c.reference = Some("target: 60 s and 4 GiB".into());
         v.push(c);
     }
     v
+}
+
+/// Resets the process's peak resident memory (Linux: `5` written to `/proc/self/clear_refs`
+/// sets VmHWM to the current RSS), so the next reading is one case's own. False when the
+/// kernel does not allow it.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
 fn peak_rss_mib() -> Option<f64> {
@@ -177,9 +194,13 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
         ratio_to_best_baseline: None,
         transfers: 0,
         peak_rss_mib: None,
+        peak_rss_scope: "process",
         met: None,
         error: None,
     };
+    if reset_peak_rss() {
+        r.peak_rss_scope = "case";
+    }
     let topo = match parse_spec(&c.topology) {
         Ok(t) => t,
         Err(e) => {
@@ -241,6 +262,11 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
         any = true;
         met &= r.collective_time_us <= ratio * bound;
     }
+    if let Some(t) = c.target_peak_rss_mib {
+        any = true;
+        // A memory target is met only by this case's own peak.
+        met &= r.peak_rss_scope == "case" && r.peak_rss_mib.is_some_and(|m| m <= t);
+    }
     r.met = any.then_some(met);
     r
 }
@@ -260,6 +286,9 @@ pub fn markdown(results: &[BenchResult]) -> String {
         }
         if let Some((x, b)) = c.target_ratio_to {
             target.push(format!("time ≤ {x} × {b} µs"));
+        }
+        if let Some(m) = c.target_peak_rss_mib {
+            target.push(format!("peak ≤ {m} MiB"));
         }
         let f = |x: Option<f64>, d: usize| x.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "–".into());
         if let Some(e) = &r.error {
@@ -281,7 +310,7 @@ pub fn markdown(results: &[BenchResult]) -> String {
             },
             f(r.ratio_to_best_baseline, 3),
             r.transfers,
-            f(r.peak_rss_mib, 0),
+            f(r.peak_rss_mib, 0) + if r.peak_rss_scope == "case" { "" } else { " (process)" },
             if target.is_empty() { "–".into() } else { target.join(", ") },
             match r.met {
                 Some(true) => "yes",

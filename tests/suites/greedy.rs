@@ -233,3 +233,24 @@ fn collectives_with_nothing_to_move_give_empty_schedules() {
         }
     }
 }
+
+/// The bench reads each case's own peak memory (the high-water mark is reset before it) and
+/// its `met` checks a memory target with the rest.
+#[test]
+fn the_bench_checks_each_cases_own_peak_memory() {
+    use ccsynth::bench;
+    let mut c = bench::greedy_suite(true)
+        .into_iter()
+        .find(|c| c.name.starts_with("Ring(2)_FC(4)_Switch(1)"))
+        .expect("the quick suite has the Table I case");
+    c.baselines = false;
+    c.target_peak_rss_mib = Some(1e6);
+    let r = bench::run_case(&c, 1);
+    assert_eq!(r.peak_rss_scope, "case", "the kernel resets the high-water mark");
+    assert!(r.peak_rss_mib.is_some_and(|m| m > 0.0), "{r:?}");
+    assert_eq!(r.met, Some(true), "{r:?}");
+    // No process fits in 1 MiB: the case is not met, though its time has no target.
+    c.target_peak_rss_mib = Some(1.0);
+    assert_eq!(bench::run_case(&c, 1).met, Some(false));
+    assert!(bench::markdown(&[bench::run_case(&c, 1)]).contains("peak ≤ 1 MiB"));
+}

@@ -538,7 +538,7 @@ fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) ->
         );
     }
     if let Some(path) = trace {
-        let text = engine::export_trace(&s).map_err(|e| format!("--trace: {e}"))?;
+        let text = engine::export_trace(&s, engine::MAX_TRACE_SLICES).map_err(|e| format!("--trace: {e}"))?;
         write_text(Some(path), &text)?;
     }
     let times = if transfers { Some(engine::transfer_times(&s).map_err(|e| e.to_string())?) } else { None };

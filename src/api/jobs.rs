@@ -476,7 +476,7 @@ async fn export(
         let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
         let out = match format {
             ExportFormat::MscclXml => engine::export_msccl(&s, &opts),
-            ExportFormat::ChromeTrace => engine::export_trace(&s),
+            ExportFormat::ChromeTrace => engine::export_trace(&s, engine::API_MAX_TRACE_SLICES),
             ExportFormat::TimelineSvg => engine::plot_timeline(&s),
         };
         out.map_err(|e| match e {

@@ -119,8 +119,11 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
     msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
 }
 
-/// Slices a Chrome trace may hold (one per transfer and link of its path).
+/// Slices a Chrome trace written by the CLI may hold (one per transfer and link of its path;
+/// about 300 bytes each).
 pub const MAX_TRACE_SLICES: usize = 2_000_000;
+/// The same for the HTTP service, where one request must not take hundreds of megabytes.
+pub const API_MAX_TRACE_SLICES: usize = 200_000;
 
 /// The replay's per-transfer times and links, for the pictures: refused when the schedule
 /// cannot be simulated or would draw more than `max_slices` slices (estimated first).
@@ -149,10 +152,11 @@ pub fn transfer_times(s: &Schedule) -> Result<Vec<crate::sim::TransferTime>, Err
 }
 
 /// The schedule's replay as a Chrome/Perfetto trace (JSON): one track per link, one slice per
-/// transfer on each link of its path, times in µs. Invalid but simulatable schedules are
+/// transfer on each link of its path, times in µs; refused beyond `max_slices` slices
+/// (`MAX_TRACE_SLICES` for the CLI, `API_MAX_TRACE_SLICES` for the service). Invalid but simulatable schedules are
 /// drawn too (that is when one looks).
-pub fn export_trace(s: &Schedule) -> Result<String, Error> {
-    let (times, links) = replayed(s, MAX_TRACE_SLICES)?;
+pub fn export_trace(s: &Schedule, max_slices: usize) -> Result<String, Error> {
+    let (times, links) = replayed(s, max_slices)?;
     Ok(crate::export::trace::chrome_trace(s, &times, &links))
 }
 

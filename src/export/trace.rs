@@ -4,21 +4,10 @@
 
 use crate::schedule::{Op, Schedule};
 use crate::sim::TransferTime;
-use serde::Serialize;
 use serde_json::{Value, json};
 
 /// Chunk ids listed per slice; longer lists are cut (the slice's `chunk_count` has the size).
 const LISTED_CHUNKS: usize = 16;
-
-#[derive(Serialize)]
-struct Trace {
-    #[serde(rename = "traceEvents")]
-    trace_events: Vec<Value>,
-    #[serde(rename = "displayTimeUnit")]
-    display_time_unit: &'static str,
-    #[serde(rename = "otherData")]
-    other_data: Value,
-}
 
 /// Slices the trace holds for `s`: one per link of each transfer's path, one per local move.
 pub fn slices(s: &Schedule) -> usize {
@@ -31,10 +20,19 @@ pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<us
     const LINKS: u32 = 1;
     const NPUS: u32 = 2;
     let topo = &s.topology;
-    let mut events = vec![
-        json!({"ph": "M", "pid": LINKS, "tid": 0, "name": "process_name", "args": {"name": "links"}}),
-        json!({"ph": "M", "pid": NPUS, "tid": 0, "name": "process_name", "args": {"name": "local moves (NPUs)"}}),
-    ];
+    // Written event by event: the text is all the memory a trace of millions of slices takes.
+    let mut out: Vec<u8> = Vec::with_capacity(64 + slices(s) * 320);
+    out.extend_from_slice(b"{\"traceEvents\":[");
+    let mut first = true;
+    let mut push = |e: Value| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        serde_json::to_writer(&mut out, &e).expect("writing JSON to memory");
+    };
+    push(json!({"ph": "M", "pid": LINKS, "tid": 0, "name": "process_name", "args": {"name": "links"}}));
+    push(json!({"ph": "M", "pid": NPUS, "tid": 0, "name": "process_name", "args": {"name": "local moves (NPUs)"}}));
     let mut named_links = vec![false; topo.links().len()];
     let mut named_npus = vec![false; topo.npus()];
     for (i, t) in s.transfers.iter().enumerate() {
@@ -73,9 +71,11 @@ pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<us
             let npu = t.dst as usize;
             if !named_npus[npu] {
                 named_npus[npu] = true;
-                events.push(json!({"ph": "M", "pid": NPUS, "tid": npu, "name": "thread_name", "args": {"name": format!("NPU {npu}")}}));
+                push(
+                    json!({"ph": "M", "pid": NPUS, "tid": npu, "name": "thread_name", "args": {"name": format!("NPU {npu}")}}),
+                );
             }
-            events.push(slice(NPUS, npu));
+            push(slice(NPUS, npu));
             continue;
         }
         for &l in &links[i] {
@@ -84,24 +84,23 @@ pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<us
                 let link = &topo.links()[l];
                 let label =
                     format!("{}→{} ({} GB/s, {} ns)", link.src, link.dst, link.bandwidth_gb_per_s, link.latency_ns);
-                events.push(json!({"ph": "M", "pid": LINKS, "tid": l, "name": "thread_name", "args": {"name": label}}));
+                push(json!({"ph": "M", "pid": LINKS, "tid": l, "name": "thread_name", "args": {"name": label}}));
                 // Tracks in link order, not in order of first use.
-                events.push(
+                push(
                     json!({"ph": "M", "pid": LINKS, "tid": l, "name": "thread_sort_index", "args": {"sort_index": l}}),
                 );
             }
-            events.push(slice(LINKS, l));
+            push(slice(LINKS, l));
         }
     }
-    let trace = Trace {
-        trace_events: events,
-        display_time_unit: "ns",
-        other_data: json!({
-            "algorithm": s.algorithm,
-            "collective": s.collective.kind.name(),
-            "size_bytes": s.collective.size_bytes,
-            "collective_time_ns": s.collective_time_ns,
-        }),
-    };
-    serde_json::to_string(&trace).expect("a trace serializes") + "\n"
+    let other = json!({
+        "algorithm": s.algorithm,
+        "collective": s.collective.kind.name(),
+        "size_bytes": s.collective.size_bytes,
+        "collective_time_ns": s.collective_time_ns,
+    });
+    out.extend_from_slice(b"],\"displayTimeUnit\":\"ns\",\"otherData\":");
+    serde_json::to_writer(&mut out, &other).expect("writing JSON to memory");
+    out.extend_from_slice(b"}\n");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }

@@ -100,8 +100,17 @@ fn traces_follow_the_trace_event_format() {
         run("fc:6", CollectiveSpec::new(K::AllReduce, 6 << 20), "kolmakov-r1"),
     ];
     for s in &cases {
-        check_trace(s, &engine::export_trace(s).unwrap());
+        check_trace(s, &engine::export_trace(s, engine::MAX_TRACE_SLICES).unwrap());
     }
+}
+
+#[test]
+fn a_trace_beyond_its_slice_limit_is_refused_before_the_replay() {
+    let s = run("torus:4x4", CollectiveSpec::new(K::AllReduce, 1 << 20), "greedy");
+    let n = ccsynth::export::trace::slices(&s);
+    assert!(engine::export_trace(&s, n).is_ok());
+    let e = engine::export_trace(&s, n - 1).unwrap_err().to_string();
+    assert!(e.contains(&format!("would hold {n} slices")) && e.contains(&format!("at most {}", n - 1)), "{e}");
 }
 
 #[test]

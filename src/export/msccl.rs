@@ -137,6 +137,8 @@ pub enum MscclError {
         2 * transfers
     )]
     TooLarge { transfers: usize, ranks: usize, max_steps: usize },
+    #[error("{ranks} ranks × {slots} chunk slots is more than the {max} (rank, slot) cells the MSCCL writer tracks")]
+    TooManyCells { ranks: usize, slots: usize, max: usize },
     #[error("the collective does not build: {0}")]
     InvalidCollective(String),
     #[error("min_bytes {min} is above max_bytes {max}")]
@@ -171,8 +173,17 @@ pub fn fits(s: &Schedule) -> Result<(), MscclError> {
     if s.transfers.len().saturating_mul(2) > max {
         return Err(MscclError::TooLarge { transfers: s.transfers.len(), ranks, max_steps: max });
     }
+    // The writer tracks where every slot of every rank lives: bound that table (12 bytes a
+    // cell) before building it.
+    let cells = ranks.saturating_mul(s.slots());
+    if cells > MAX_TRACKED_CELLS {
+        return Err(MscclError::TooManyCells { ranks, slots: s.slots(), max: MAX_TRACKED_CELLS });
+    }
     Ok(())
 }
+
+/// Most (rank, slot) pairs the writer tracks: 2^24, about 200 MB.
+pub const MAX_TRACKED_CELLS: usize = 1 << 24;
 
 /// Which cells a collective's chunks start and end in, per rank.
 struct Layout {

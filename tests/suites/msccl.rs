@@ -266,6 +266,12 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     }
     let e = refused(engine::export_msccl(&big, &MscclOptions::default())).to_string();
     assert!(e.contains("at least 18000 steps; the executor's reader keeps at most 16384 for 4 ranks"), "{e}");
+    // A table of where every chunk of every rank lives that would be too large: refused up
+    // front (a 4096-NPU all-reduce at 4,096 chunks per NPU is 2^36 cells).
+    let mut huge = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
+    huge.num_chunks = 1 << 23;
+    let e = refused(engine::export_msccl(&huge, &MscclOptions::default())).to_string();
+    assert!(e.contains("4 ranks × 8388608 chunk slots is more than the 16777216 (rank, slot) cells"), "{e}");
     // One step putting more messages on a link than its channels buffer: 200 transfers of one
     // chunk each from GPU 0 to GPU 1 (and back) in the same step.
     let two = topo("ring:2");

@@ -55,9 +55,11 @@ pub enum Command {
     /// Convert a schedule (file or - for stdin) to another program's format after validating
     /// it: `--format msccl-xml` writes the MSCCL executor's algorithm XML.
     Export(Box<ExportArgs>),
-    /// Synthesize a schedule; prints schedule v1 (validated) with bounds and stats.
+    /// Synthesize a schedule: schedule v1 (validated) with bounds and stats as JSON on stdout
+    /// or to --out; at a terminal without --out or --json, a short summary instead.
     Synth(Box<SynthArgs>),
-    /// Build a hand-built baseline (validated, timed) and print it as schedule v1.
+    /// Build a hand-built baseline (validated, timed) as schedule v1 JSON; at a terminal
+    /// without --out or --json, a short summary instead.
     Baseline(Box<BaselineArgs>),
     /// Run every applicable baseline and print a table (algorithm, time, ratio to the best and
     /// to the lower bound).

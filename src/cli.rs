@@ -667,14 +667,7 @@ fn export_cmd(a: ExportArgs) -> Result<i32, String> {
     let s = load_schedule(&a.file)?;
     let text = match a.format {
         Format::Json => {
-            let r = engine::check(&s);
-            if !r.valid {
-                let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
-                return Err(format!(
-                    "{}: not a valid schedule ({} violations; the first: {first})",
-                    a.file, r.violation_count
-                ));
-            }
+            engine::require_valid(&s).map_err(|e| format!("{}: {e}", a.file))?;
             serde_json::to_string(&s).map_err(|e| e.to_string())? + "\n"
         }
         Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| format!("{}: {e}", a.file))?,

@@ -108,6 +108,13 @@ pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate:
 pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> {
     use crate::export::msccl;
     msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
+    require_valid(s)?;
+    msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+}
+
+/// Validates and simulates a schedule a caller gives (without the lower bounds): an invalid one
+/// is the caller's error, naming the violation count and the first violation.
+pub fn require_valid(s: &Schedule) -> Result<CheckReport, Error> {
     let r = check_bounded(s, false);
     if !r.valid {
         let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
@@ -116,7 +123,7 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
             format!("not a valid schedule ({} violations; the first: {first})", r.violation_count),
         )));
     }
-    msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+    Ok(r)
 }
 
 /// Slices a Chrome trace written by the CLI may hold (one per transfer and link of its path;

@@ -488,10 +488,23 @@ fn synthesize_built(
             })
         })
         .collect();
+    // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
+    // reaches the bound of any schedule moving one chunk per link per step, the matcher at
+    // that chunking cannot be faster and does not run.
+    let patterns = translation_patterns(req, variants, tenants.is_none() && !trivial, cancelled);
+    for (variant, pattern) in patterns.iter().enumerate() {
+        let Some((_, pattern, optimal)) = pattern else { continue };
+        if *optimal {
+            runs.retain(|r| r.variant != variant || !matches!(r.mode, Mode::Matching(_)));
+        }
+        runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
+    }
     if req.latency_mode && tenants.is_none() && !trivial && latency_mode_pays(&req.topology, c) {
         // Deterministic on direct links and cheap: the first seed. The contribution flood's
         // bytes do not depend on the chunking: the request's alone.
-        if crate::synth::flood::contributions_apply(c, req.topology.npus()) {
+        if crate::synth::flood::contributions_apply(c, req.topology.npus())
+            && crate::synth::flood::contributions_pay(&req.topology, c)
+        {
             runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
         }
         // The batched planner balances finer chunks better over an NPU's incoming links, and
@@ -551,6 +564,10 @@ fn synthesize_built(
                     })
                     .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
             }
+            (None, Mode::Translation) => {
+                let (torus, pattern, _) = patterns[r.variant].as_ref().expect("a translation run has its pattern");
+                crate::synth::translated(&req.topology, c, &opts, torus, pattern, polled)
+            }
             (None, Mode::Contributions) => {
                 crate::synth::flood::all_reduce_by_contributions(&req.topology, c, req.switch_model, r.seed, polled)
                     .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
@@ -607,6 +624,35 @@ fn synthesize_built(
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
 }
 
+/// Each variant's translation pattern (`synth::translate`), where it serves: the torus, the
+/// pattern, and whether it is optimal among schedules of one chunk per link per step (every
+/// NPU receives k(N−1) chunks per phase over its links; with a reduce cost γ the two phases'
+/// transfers differ in length, so a two-phase bound is not claimed then).
+type TranslationPattern = (crate::synth::translate::Torus, crate::synth::translate::Pattern, bool);
+
+fn translation_patterns(
+    req: &SynthRequest,
+    variants: &[&Collective],
+    eligible: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Vec<Option<TranslationPattern>> {
+    use crate::synth::translate;
+    let torus = if eligible && req.latency_mode { translate::Torus::of(&req.topology) } else { None };
+    variants
+        .iter()
+        .map(|v| {
+            let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
+            let k = v.spec.chunks() as usize;
+            let pattern = translate::search(torus, k, req.seed, cancelled).ok()?;
+            let phases: u32 = if v.spec.kind == crate::collective::CollectiveKind::AllReduce { 2 } else { 1 };
+            let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
+            let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
+            let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
+            Some((torus.clone(), pattern, optimal))
+        })
+        .collect()
+}
+
 /// NPUs up to which the greedy always tries its latency mode; beyond, only where one chunk is
 /// mostly latency (its transfer time on the fastest link below the smallest link latency),
 /// as the batched planner relays every chunk everywhere and the ranking then simulates every
@@ -652,6 +698,8 @@ pub enum Mode {
     /// Recursive doubling (or halving then doubling) on a searched hypercube labelling
     /// (`synth::doubling`).
     Doubling(crate::synth::doubling::Shape),
+    /// One broadcast pattern translated to every source on a torus (`synth::translate`).
+    Translation,
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
@@ -668,6 +716,7 @@ impl Mode {
             Mode::Contributions => "contributions",
             Mode::Doubling(s) if s.halving => "halving_doubling",
             Mode::Doubling(_) => "doubling",
+            Mode::Translation => "translation",
         }
     }
 }

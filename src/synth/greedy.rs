@@ -55,6 +55,10 @@ pub enum GreedyError {
     TooManyRelayTables(usize, usize),
     #[error("the plan exceeds {0} timesteps; use a coarser discretization")]
     Horizon(u32),
+    /// A planner that serves only some problems was given another (a caller's bug: the
+    /// engine checks first).
+    #[error("{0}")]
+    Unsupported(&'static str),
 }
 
 /// Free edges per timestep up to which crossbar ports are matched with augmenting paths.

@@ -6,6 +6,7 @@ pub mod doubling;
 pub mod flood;
 pub mod greedy;
 pub mod ilp;
+pub mod translate;
 
 use crate::collective::Collective;
 use crate::schedule::{Op, Schedule, Transfer};
@@ -172,6 +173,27 @@ pub fn batched(
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = flood::batch(transfers);
+    Ok((s, stats))
+}
+
+/// Synthesizes `c` on a torus by translating one broadcast `pattern` (from
+/// `translate::search`) to every source, in every phase: reduce-scatter is the pattern reversed
+/// on the transposed torus, all-reduce that and then the pattern forward.
+pub fn translated(
+    topo: &Topology,
+    c: &Collective,
+    opts: &PlanOptions,
+    torus: &translate::Torus,
+    pattern: &translate::Pattern,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, PlanStats), SynthError> {
+    let combining = vec![c.combining; c.num_chunks];
+    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
+    let mut planner = |p: &greedy::Problem, _seed, _phase, _left| Ok(translate::plan(p, torus, pattern, cancelled)?);
+    let (transfers, stats) = movement_core(topo, c, &combining, &roots, opts, &mut planner)?;
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(opts.seed);
+    s.transfers = transfers;
     Ok((s, stats))
 }
 
@@ -371,7 +393,8 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
 }
 
 /// Drops deliveries to NPUs that neither need the chunk nor pass it on (relays left behind
-/// when the chunk reached its destination another way), repeatedly.
+/// when the chunk reached its destination another way), repeatedly: a worklist, so a chain of
+/// dead relays costs its length, not a pass over every move per link of the chain.
 pub(crate) fn prune_dead_ends(
     ten: &Ten,
     num_chunks: usize,
@@ -379,29 +402,68 @@ pub(crate) fn prune_dead_ends(
     post: &[[u32; 2]],
 ) -> Vec<greedy::Move> {
     let wanted = PairSet::new(ten.npus, num_chunks, post);
-    let is_dead_end = |m: &greedy::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
+    let ends = |m: &greedy::Move| {
+        let e = &ten.edges[m.edge as usize];
+        (e.src, e.dst)
+    };
+    let is_dead_end = |m: &greedy::Move| !wanted.contains(ends(m).1 as usize, m.chunk as usize);
     if !moves.iter().any(is_dead_end) {
         return moves;
     }
-    let mut forwards: HashMap<(u32, u32), usize> = HashMap::new();
-    for m in &moves {
-        *forwards.entry((ten.edges[m.edge as usize].src, m.chunk)).or_default() += 1;
-    }
-    let mut alive = vec![true; moves.len()];
-    loop {
-        let mut changed = false;
-        for (i, m) in moves.iter().enumerate() {
-            let dst = ten.edges[m.edge as usize].dst;
-            if alive[i] && is_dead_end(m) && forwards.get(&(dst, m.chunk)).copied().unwrap_or(0) == 0 {
-                alive[i] = false;
-                changed = true;
-                if let Some(n) = forwards.get_mut(&(ten.edges[m.edge as usize].src, m.chunk)) {
-                    *n -= 1;
-                }
-            }
+    // Every (NPU, chunk) a move leaves or enters gets a dense index (the pairs sorted), so
+    // the counts and lists below are arrays: there can be tens of millions of moves.
+    let pair = |v: u32, c: u32| (v as u64) << 32 | c as u64;
+    let mut keys: Vec<u64> = moves
+        .iter()
+        .flat_map(|m| {
+            let (src, dst) = ends(m);
+            [pair(src, m.chunk), pair(dst, m.chunk)]
+        })
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let index = |v: u32, c: u32| keys.binary_search(&pair(v, c)).expect("every move's pairs are indexed");
+    let (from, into): (Vec<u32>, Vec<u32>) = moves
+        .iter()
+        .map(|m| {
+            let (src, dst) = ends(m);
+            (index(src, m.chunk) as u32, index(dst, m.chunk) as u32)
+        })
+        .unzip();
+    // Live forwards out of each pair, and the unwanted deliveries into each (in CSR form).
+    let mut forwards = vec![0u32; keys.len()];
+    let mut start = vec![0usize; keys.len() + 1];
+    for (i, m) in moves.iter().enumerate() {
+        forwards[from[i] as usize] += 1;
+        if is_dead_end(m) {
+            start[into[i] as usize + 1] += 1;
         }
-        if !changed {
-            break;
+    }
+    for k in 0..keys.len() {
+        start[k + 1] += start[k];
+    }
+    let mut fill = start.clone();
+    let mut unwanted = vec![0u32; start[keys.len()]];
+    for (i, m) in moves.iter().enumerate() {
+        if is_dead_end(m) {
+            let k = into[i] as usize;
+            unwanted[fill[k]] = i as u32;
+            fill[k] += 1;
+        }
+    }
+    let mut queue: Vec<u32> = (0..keys.len())
+        .filter(|&k| forwards[k] == 0)
+        .flat_map(|k| unwanted[start[k]..start[k + 1]].iter().copied())
+        .collect();
+    let mut alive = vec![true; moves.len()];
+    while let Some(i) = queue.pop() {
+        if !std::mem::replace(&mut alive[i as usize], false) {
+            continue;
+        }
+        let k = from[i as usize] as usize;
+        forwards[k] -= 1;
+        if forwards[k] == 0 {
+            queue.extend(unwanted[start[k]..start[k + 1]].iter().copied().filter(|&j| alive[j as usize]));
         }
     }
     moves.into_iter().zip(alive).filter(|(_, a)| *a).map(|(m, _)| m).collect()
@@ -451,4 +513,65 @@ fn reverse(
     }
     out.sort_by_key(|t| t.step);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `prune_dead_ends` as it was first written (a pass over every move until nothing
+    /// changes): the oracle for the worklist.
+    fn prune_by_passes(ten: &Ten, num_chunks: usize, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
+        let wanted = PairSet::new(ten.npus, num_chunks, post);
+        let is_dead_end =
+            |m: &greedy::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
+        let mut forwards: HashMap<(u32, u32), usize> = HashMap::new();
+        for m in &moves {
+            *forwards.entry((ten.edges[m.edge as usize].src, m.chunk)).or_default() += 1;
+        }
+        let mut alive = vec![true; moves.len()];
+        loop {
+            let mut changed = false;
+            for (i, m) in moves.iter().enumerate() {
+                let dst = ten.edges[m.edge as usize].dst;
+                if alive[i] && is_dead_end(m) && forwards.get(&(dst, m.chunk)).copied().unwrap_or(0) == 0 {
+                    alive[i] = false;
+                    changed = true;
+                    *forwards.get_mut(&(ten.edges[m.edge as usize].src, m.chunk)).unwrap() -= 1;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        moves.into_iter().zip(alive).filter(|(_, a)| *a).map(|(m, _)| m).collect()
+    }
+
+    #[test]
+    fn pruning_by_worklist_equals_pruning_by_passes() {
+        let topo = crate::topology::parse_spec("torus:3x4").unwrap();
+        let ten = Ten::build(&topo, 1024.0, SwitchModel::default(), None).unwrap();
+        let mut rng = crate::rng::Rng::new(7);
+        for case in 0..200 {
+            let num_chunks = 1 + rng.below(6);
+            // Random walks of chunks (relay chains), and random wanted pairs.
+            let mut moves = Vec::new();
+            for _ in 0..rng.below(60) {
+                let chunk = rng.below(num_chunks) as u32;
+                let mut v = rng.below(ten.npus);
+                for step in 0..1 + rng.below(6) as u32 {
+                    let out = ten.out_edges(v);
+                    let edge = out[rng.below(out.len())];
+                    moves.push(greedy::Move { step, edge, chunk });
+                    v = ten.edges[edge as usize].dst as usize;
+                }
+            }
+            let mut post: Vec<[u32; 2]> =
+                (0..rng.below(20)).map(|_| [rng.below(ten.npus) as u32, rng.below(num_chunks) as u32]).collect();
+            post.sort_unstable();
+            post.dedup();
+            let expected = prune_by_passes(&ten, num_chunks, moves.clone(), &post);
+            assert_eq!(prune_dead_ends(&ten, num_chunks, moves, &post), expected, "case {case}");
+        }
+    }
 }

@@ -170,7 +170,12 @@ fn the_greedy_matches_the_latency_optimal_baselines_at_32_bytes() {
             engine::run(&req, engine::Control::none()).unwrap()
         };
         let st = greedy.stats.synthesis().unwrap();
-        assert_eq!(st.modes_tried, ["matching", "contributions", "batched", "doubling", "halving_doubling"], "{spec}");
+        // Translation reaches its step bound on these uniform tori, so the matcher is not run.
+        assert_eq!(
+            st.modes_tried,
+            ["translation", "contributions", "batched", "doubling", "halving_doubling"],
+            "{spec}"
+        );
         let best = engine::compare(&t, &CollectiveSpec::new(K::AllReduce, 32), None).rows[0].collective_time_ns;
         let g = greedy.schedule.collective_time_ns.unwrap();
         assert!(g <= best * 1.01, "{spec}: greedy {g} ns, best baseline {best} ns ({:?})", st.greedy_mode);

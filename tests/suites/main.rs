@@ -19,4 +19,5 @@ mod random_schedules;
 mod sim;
 mod ten;
 mod topology;
+mod translate;
 mod validate;

@@ -257,7 +257,12 @@ fn movement_core(
         transfers.reserve_exact(moves.len());
         for m in moves {
             let e = &ten.edges[m.edge as usize];
-            let mut t = Transfer::copy(next_step + m.step, e.src as usize, e.dst as usize, vec![m.chunk]);
+            let mut t = Transfer::copy(
+                next_step + m.step,
+                e.src as usize,
+                e.dst as usize,
+                crate::schedule::ChunkList::One(m.chunk),
+            );
             t.path = e.path.clone();
             transfers.push(t);
         }
@@ -486,7 +491,12 @@ fn reverse(
         .map(|m| {
             let e = &ten_t.edges[m.edge as usize];
             let step = horizon - m.step - e.span;
-            let mut t = Transfer::reduce((2 * step + 1) as usize as u32, e.dst as usize, e.src as usize, vec![m.chunk]);
+            let mut t = Transfer::reduce(
+                (2 * step + 1) as usize as u32,
+                e.dst as usize,
+                e.src as usize,
+                crate::schedule::ChunkList::One(m.chunk),
+            );
             t.path = e.path.as_ref().map(|p| p.iter().rev().copied().collect::<Vec<u32>>().into());
             t
         })

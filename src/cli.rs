@@ -171,6 +171,14 @@ pub struct ServeArgs {
     /// Largest schedule JSON stored (bytes); a larger result fails its job with the reason.
     #[arg(long, default_value_t = 512 << 20)]
     pub max_result_bytes: usize,
+    /// A connection that has not sent a whole request head this long after it opened, or
+    /// after its last response, is closed (ms).
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// Open connections at most; one more is closed on accept. Keep it below the process's
+    /// file-descriptor limit (`ulimit -n`).
+    #[arg(long, default_value_t = 4_096)]
+    pub max_connections: usize,
 }
 
 /// What `synth --format` and `export --format` write.
@@ -736,6 +744,8 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         drain_ms,
         max_attempts,
         max_result_bytes,
+        header_timeout_ms,
+        max_connections,
     } = a;
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
     let mut config = crate::api::Config::new(database_url);
@@ -752,6 +762,8 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.drain_ms = drain_ms;
     config.max_attempts = max_attempts.max(1);
     config.max_result_bytes = max_result_bytes;
+    config.header_timeout_ms = header_timeout_ms;
+    config.max_connections = max_connections;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -46,6 +46,11 @@ pub struct Config {
     pub max_attempts: i64,
     /// Largest schedule JSON stored; a larger result fails its job with the reason.
     pub max_result_bytes: usize,
+    /// A connection that has not sent a complete request head this long after it opened, or
+    /// after its last response, is closed (slow or idle clients hold no connection for long).
+    pub header_timeout_ms: u64,
+    /// Open connections at most; one more is closed at once (before anything is read).
+    pub max_connections: usize,
 }
 
 impl Config {
@@ -63,6 +68,8 @@ impl Config {
             drain_ms: 1_000,
             max_attempts: 3,
             max_result_bytes: 512 << 20,
+            header_timeout_ms: 10_000,
+            max_connections: 4_096,
         }
     }
 }
@@ -346,14 +353,13 @@ pub async fn serve_on(
     // Machine-readable for scripts and tests that start the server on port 0.
     eprintln!("ccsynth: listening on {}", listener.local_addr()?);
     let st = state.clone();
-    axum::serve(listener, router(state.clone()))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            st.shutting_down.store(true, Ordering::SeqCst);
-            st.queued.notify_waiters();
-            tokio::time::sleep(std::time::Duration::from_millis(st.config.drain_ms)).await;
-        })
-        .await?;
+    accept_loop(listener, router(state.clone()), &config, async move {
+        shutdown.await;
+        st.shutting_down.store(true, Ordering::SeqCst);
+        st.queued.notify_waiters();
+        tokio::time::sleep(std::time::Duration::from_millis(st.config.drain_ms)).await;
+    })
+    .await;
     state.shutting_down.store(true, Ordering::SeqCst);
     state.queued.notify_waiters();
     let grace = std::time::Duration::from_millis(config.grace_ms);
@@ -366,6 +372,82 @@ pub async fn serve_on(
         let _ = state.store.requeue(&id).await;
     }
     Ok(())
+}
+
+/// Accepts and serves HTTP/1 connections until `shutdown` completes, then lets every open
+/// connection finish its request in flight (keep-alive off) for up to `grace_ms`.
+///
+/// Written out instead of `axum::serve`, which sets no hyper timer, so hyper's header-read
+/// timeout never fires: a client could hold a connection forever by sending nothing, or a
+/// request head a byte at a time. Here each connection must send its first byte within
+/// `header_timeout_ms` (hyper's own timeout does not cover a connection that never sends,
+/// axum#3478) and each request head within `header_timeout_ms` of the connection opening or
+/// its previous response (hyper's header-read timeout, which since hyper 1.6 also covers idle
+/// keep-alive connections); at most `max_connections` are open at once, and one over is
+/// closed on accept.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    config: &Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let timeout = std::time::Duration::from_millis(config.header_timeout_ms.max(1));
+    let cap = config.max_connections.clamp(1, 1 << 20);
+    let slots = Arc::new(tokio::sync::Semaphore::new(cap));
+    let (closing, _) = tokio::sync::watch::channel(false);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let socket = match accepted {
+            Ok((socket, _)) => socket,
+            Err(e) => {
+                // Out of file descriptors and the like: pause instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(max_connections = config.max_connections, "connection refused: at the limit");
+            continue; // dropped: closed
+        };
+        let _ = socket.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut closing = closing.subscribe();
+        tokio::spawn(async move {
+            let _slot = slot;
+            if tokio::time::timeout(timeout, socket.readable()).await.is_err() {
+                return; // nothing sent: closed
+            }
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(TokioTimer::new()).header_read_timeout(timeout);
+            let conn = builder.serve_connection(TokioIo::new(socket), service);
+            let mut conn = std::pin::pin!(conn);
+            loop {
+                tokio::select! {
+                    _ = conn.as_mut() => break,
+                    changed = closing.changed() => {
+                        conn.as_mut().graceful_shutdown();
+                        if changed.is_err() {
+                            // The server is gone; finish the request in flight.
+                            let _ = conn.as_mut().await;
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    let _ = closing.send(true);
+    // Every connection holds a slot: all slots back means all closed.
+    let all = cap as u32;
+    let grace = std::time::Duration::from_millis(config.grace_ms);
+    let _ = tokio::time::timeout(grace, slots.acquire_many(all)).await;
 }
 
 async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {

@@ -1106,3 +1106,83 @@ fn a_result_too_large_to_store_fails_its_job(db: Db) {
     assert_eq!(v["status"], "failed", "{v}");
     assert!(v["error"].as_str().unwrap().contains("--max-result-bytes"), "{v}");
 }
+
+/// Reads until the server closes the connection or `limit` passes; the time it closed at
+/// (None: still open at `limit`).
+fn closed_within(s: &mut TcpStream, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < limit {
+        match s.read(&mut buf) {
+            Ok(0) => return Some(started.elapsed()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return Some(started.elapsed()), // reset: closed too
+        }
+    }
+    None
+}
+
+/// Slow and idle clients (issue 15): a connection that sends nothing, one that sends its
+/// request head a byte at a time, and a keep-alive connection left idle after its response
+/// are each closed after the header timeout; the same connection that keeps sending requests
+/// in time is served every time.
+#[test]
+fn slow_and_idle_connections_are_closed_after_the_header_timeout() {
+    let s = start_with(Db::Sqlite, |c| c.header_timeout_ms = 400);
+    let limit = Duration::from_secs(5);
+    // Nothing sent.
+    let mut silent = TcpStream::connect(s.addr).unwrap();
+    let t = closed_within(&mut silent, limit).expect("a silent connection is closed");
+    assert!(t >= Duration::from_millis(300), "closed after {t:?}, before the timeout");
+    // A request head trickling in, one byte every 50 ms (the whole head would take > 1 s).
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    let started = Instant::now();
+    let mut closed = false;
+    for b in b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Padding: aaaaaaaaaaaaaaaaaaaa\r\n\r\n" {
+        if slow.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(closed || closed_within(&mut slow, Duration::from_millis(500)).is_some(), "the slow head was served");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // Keep-alive: served twice in time, then closed once idle.
+    let mut kept = TcpStream::connect(s.addr).unwrap();
+    for _ in 0..2 {
+        kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n").unwrap();
+        kept.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 1024];
+        let n = kept.read(&mut buf).unwrap();
+        assert!(
+            String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let t = closed_within(&mut kept, limit).expect("an idle keep-alive connection is closed");
+    assert!(t >= Duration::from_millis(200), "closed after {t:?}");
+    assert_eq!(call(&s, "GET", "/healthz", None).0, 200);
+}
+
+/// Connections beyond `max_connections` are closed on accept, and the slots come back when
+/// connections close.
+#[test]
+fn connections_over_the_limit_are_closed_at_once() {
+    let s = start_with(Db::Sqlite, |c| {
+        c.max_connections = 4;
+        c.header_timeout_ms = 30_000;
+    });
+    // start_with's readiness probe may still hold its slot for a moment.
+    std::thread::sleep(Duration::from_millis(200));
+    let held: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(s.addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut over = TcpStream::connect(s.addr).unwrap();
+    let t = closed_within(&mut over, Duration::from_secs(3)).expect("the fifth connection is closed");
+    assert!(t < Duration::from_secs(2), "closed after {t:?}");
+    drop(held);
+    wait_until(Duration::from_secs(10), || call(&s, "GET", "/healthz", None).0 == 200);
+}

@@ -81,6 +81,28 @@ pub enum Backend {
     Postgres,
 }
 
+/// A job to queue: its id, batch, the id of the HTTP request that queued it, the normalized
+/// request (its cache key and JSON), its algorithm and the topology it runs on.
+#[derive(Clone, Copy, Debug)]
+pub struct NewJob<'a> {
+    pub id: &'a str,
+    pub batch_id: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+    pub key: &'a str,
+    pub request: &'a str,
+    pub algorithm: &'a str,
+    pub topology_id: &'a str,
+}
+
+/// What deleting a topology did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    Deleted,
+    NotFound,
+    /// Not deleted: this many queued or running jobs run on it.
+    InUse(i64),
+}
+
 #[derive(Clone)]
 pub struct Store {
     pool: AnyPool,
@@ -286,12 +308,31 @@ impl Store {
         Ok((rows.iter().map(topology_row).collect::<Result<_, _>>()?, total))
     }
 
-    pub async fn delete_topology(&self, id: &str) -> Result<bool, StoreError> {
+    /// Deletes a topology unless a queued or running job needs it (one statement, so a job
+    /// cannot slip in between the check and the delete).
+    pub async fn delete_topology(&self, id: &str) -> Result<Deletion, StoreError> {
         if !plausible_id(id) {
-            return Ok(false);
+            return Ok(Deletion::NotFound);
         }
-        let r = sqlx::query("DELETE FROM topologies WHERE id = $1").bind(id).execute(&self.pool).await?;
-        Ok(r.rows_affected() > 0)
+        let r = sqlx::query(
+            "DELETE FROM topologies WHERE id = $1 AND NOT EXISTS \
+             (SELECT 1 FROM jobs WHERE topology_id = $1 AND status IN ($2, $3))",
+        )
+        .bind(id)
+        .bind(JobStatus::Queued.as_str())
+        .bind(JobStatus::Running.as_str())
+        .execute(&self.pool)
+        .await?;
+        if r.rows_affected() > 0 {
+            return Ok(Deletion::Deleted);
+        }
+        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE topology_id = $1 AND status IN ($2, $3)")
+            .bind(id)
+            .bind(JobStatus::Queued.as_str())
+            .bind(JobStatus::Running.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(if users > 0 { Deletion::InUse(users) } else { Deletion::NotFound })
     }
 
     pub async fn create_batch(&self, id: &str) -> Result<(), StoreError> {
@@ -310,18 +351,11 @@ impl Store {
         Ok(sqlx::query("SELECT id FROM batches WHERE id = $1").bind(id).fetch_optional(&self.pool).await?.is_some())
     }
 
-    pub async fn create_job(
-        &self,
-        id: &str,
-        batch_id: Option<&str>,
-        request_id: Option<&str>,
-        key: &str,
-        request: &str,
-        algorithm: &str,
-    ) -> Result<(), StoreError> {
+    pub async fn create_job(&self, job: NewJob<'_>) -> Result<(), StoreError> {
+        let NewJob { id, batch_id, request_id, key, request, algorithm, topology_id } = job;
         sqlx::query(
-            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8)",
+            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9)",
         )
         .bind(id)
         .bind(batch_id.map(str::to_string))
@@ -331,6 +365,7 @@ impl Store {
         .bind(algorithm)
         .bind(JobStatus::Queued.as_str())
         .bind(now_ms())
+        .bind(topology_id)
         .execute(&self.pool)
         .await?;
         Ok(())

@@ -19,6 +19,9 @@ pub enum ApiError {
     /// Parses, but cannot be served: wrong fields, unknown NPU, unsupported algorithm, …
     #[error("{0}")]
     Unprocessable(InputError),
+    /// Still needed: (what, id, how many queued or running jobs use it).
+    #[error("{0} {1:?} is used by {2} queued or running job(s); cancel them or wait for them to end")]
+    InUse(&'static str, String, i64),
     #[error("the job queue is full ({0} queued)")]
     QueueFull(i64),
     /// A body that is not `application/json` (the media type given).
@@ -67,6 +70,7 @@ impl ApiError {
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::NotFound(..) => StatusCode::NOT_FOUND,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::InUse(..) => StatusCode::CONFLICT,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -82,6 +86,7 @@ impl ApiError {
             ApiError::TooLarge(_) => "body-too-large",
             ApiError::NotFound(..) => "not-found",
             ApiError::Unprocessable(_) => "unprocessable",
+            ApiError::InUse(..) => "in-use",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed => "method-not-allowed",

@@ -265,7 +265,17 @@ async fn enqueue(
     }
     let id = crate::store::new_id();
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
-    st.store.create_job(&id, batch, Some(&request_id.0), &key, &body, &req.algorithm).await?;
+    st.store
+        .create_job(crate::store::NewJob {
+            id: &id,
+            batch_id: batch,
+            request_id: Some(&request_id.0),
+            key: &key,
+            request: &body,
+            algorithm: &req.algorithm,
+            topology_id: &req.topology_id,
+        })
+        .await?;
     st.queued.notify_one();
     Ok((id, false))
 }

@@ -140,10 +140,10 @@ async fn fetch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Respo
 }
 
 async fn remove(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    if st.store.delete_topology(&id).await? {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError::NotFound("topology", id))
+    match st.store.delete_topology(&id).await? {
+        crate::store::Deletion::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
+        crate::store::Deletion::NotFound => Err(ApiError::NotFound("topology", id)),
+        crate::store::Deletion::InUse(jobs) => Err(ApiError::InUse("topology", id, jobs)),
     }
 }
 

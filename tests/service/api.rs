@@ -189,6 +189,7 @@ on_both_databases!(
     the_validate_route_reports_both_verdicts,
     documented_examples_are_served,
     a_job_has_one_result_even_when_its_lease_lapses,
+    a_topology_in_use_is_not_deleted,
     oversized_requests_are_refused_before_they_are_built,
     identical_requests_in_flight_share_one_job,
     http_hygiene_every_error_is_a_problem,
@@ -977,13 +978,24 @@ fn replicas_share_one_postgres_queue() {
 /// Completion is a compare-and-set on the claim: a worker whose lease lapsed mid-solve (and
 /// whose job another worker claimed) writes nothing, and a cancelled job stays cancelled.
 fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
-    use ccsynth::store::{JobStatus, Store, new_id};
+    use ccsynth::store::{JobStatus, NewJob, Store, new_id};
     let url = fresh_database(db);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Store::connect(&url).await.unwrap();
         let [j1, j2, late, s1, again, s2] = std::array::from_fn(|_| new_id());
-        store.create_job(&j1, None, None, "key-1", "{}", "greedy").await.unwrap();
+        store
+            .create_job(NewJob {
+                id: &j1,
+                batch_id: None,
+                request_id: None,
+                key: "key-1",
+                request: "{}",
+                algorithm: "greedy",
+                topology_id: "no-topology",
+            })
+            .await
+            .unwrap();
         // A lease of 0 ms lapses at once: the job is claimable again while the first worker
         // is still "solving".
         let first = store.claim_job(0, 3).await.unwrap().unwrap().lease().unwrap();
@@ -1007,7 +1019,18 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         assert!(store.schedule_body(&again).await.unwrap().is_none());
 
         // Cancelled while running: the worker's result is dropped, the job stays cancelled.
-        store.create_job(&j2, None, None, "key-2", "{}", "greedy").await.unwrap();
+        store
+            .create_job(NewJob {
+                id: &j2,
+                batch_id: None,
+                request_id: None,
+                key: "key-2",
+                request: "{}",
+                algorithm: "greedy",
+                topology_id: "no-topology",
+            })
+            .await
+            .unwrap();
         let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
         assert!(store.end_job(&j2, JobStatus::Cancelled, None).await.unwrap());
         assert!(!store.renew_lease(&lease, 60_000).await.unwrap());
@@ -1065,13 +1088,24 @@ fn http_hygiene_every_error_is_a_problem(db: Db) {
 /// A job whose worker keeps stopping without finishing (every lease lapses) is failed after
 /// `max_attempts` claims, with the reason, instead of being solved again forever.
 fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
-    use ccsynth::store::{JobStatus, Store, new_id};
+    use ccsynth::store::{JobStatus, NewJob, Store, new_id};
     let url = fresh_database(db);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Store::connect(&url).await.unwrap();
         let id = new_id();
-        store.create_job(&id, None, None, "key", "{}", "greedy").await.unwrap();
+        store
+            .create_job(NewJob {
+                id: &id,
+                batch_id: None,
+                request_id: None,
+                key: "key",
+                request: "{}",
+                algorithm: "greedy",
+                topology_id: "no-topology",
+            })
+            .await
+            .unwrap();
         for attempt in 1..=3 {
             let j = store.claim_job(0, 3).await.unwrap().unwrap_or_else(|| panic!("claim {attempt}"));
             assert_eq!(j.id, id);
@@ -1083,7 +1117,18 @@ fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
         assert!(j.error.as_deref().unwrap().contains("started 3 times"), "{:?}", j.error);
         // A graceful re-queue (shutdown) does not count as a failed attempt.
         let other = new_id();
-        store.create_job(&other, None, None, "key-2", "{}", "greedy").await.unwrap();
+        store
+            .create_job(NewJob {
+                id: &other,
+                batch_id: None,
+                request_id: None,
+                key: "key-2",
+                request: "{}",
+                algorithm: "greedy",
+                topology_id: "no-topology",
+            })
+            .await
+            .unwrap();
         for _ in 0..5 {
             let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
             assert!(store.requeue_claimed(&lease).await.unwrap());
@@ -1185,4 +1230,75 @@ fn connections_over_the_limit_are_closed_at_once() {
     assert!(t < Duration::from_secs(2), "closed after {t:?}");
     drop(held);
     wait_until(Duration::from_secs(10), || call(&s, "GET", "/healthz", None).0 == 200);
+}
+
+/// A topology that a queued or running job runs on is not deleted (409 over HTTP, naming the
+/// jobs); once its jobs have ended it is (issue 15).
+fn a_topology_in_use_is_not_deleted(db: Db) {
+    use ccsynth::store::{Deletion, JobStatus, NewJob, Store, TopologyRow, new_id};
+    let url = fresh_database(db);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let store = Store::connect(&url).await.unwrap();
+        let row = |id: &str, digest: &str| TopologyRow {
+            id: id.into(),
+            digest: digest.into(),
+            body: "{}".into(),
+            npus: 2,
+            switches: 0,
+            links: 2,
+            connected: true,
+            parent_id: None,
+            failures: None,
+            created_at: 0,
+        };
+        let (used, free) = (new_id(), new_id());
+        store.put_topology(&row(&used, "d-used")).await.unwrap();
+        store.put_topology(&row(&free, "d-free")).await.unwrap();
+        let [queued, running] = std::array::from_fn(|_| new_id());
+        for (id, key) in [(&queued, "k1"), (&running, "k2")] {
+            let job = NewJob {
+                id,
+                batch_id: None,
+                request_id: None,
+                key,
+                request: "{}",
+                algorithm: "greedy",
+                topology_id: &used,
+            };
+            store.create_job(job).await.unwrap();
+        }
+        let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
+        assert_eq!(store.delete_topology(&used).await.unwrap(), Deletion::InUse(2));
+        assert_eq!(store.delete_topology(&free).await.unwrap(), Deletion::Deleted);
+        assert_eq!(store.delete_topology(&free).await.unwrap(), Deletion::NotFound);
+        // One job ends: still in use by the other.
+        assert!(store.end_claimed(&lease, JobStatus::Failed, Some("done")).await.unwrap());
+        assert_eq!(store.delete_topology(&used).await.unwrap(), Deletion::InUse(1));
+        let other = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
+        assert!(store.end_claimed(&other, JobStatus::Failed, Some("done")).await.unwrap());
+        assert_eq!(store.delete_topology(&used).await.unwrap(), Deletion::Deleted);
+        assert!(store.topology(&used).await.unwrap().is_none());
+    });
+    // Over HTTP: a 409 problem naming the jobs, while a long job runs on the topology.
+    let s = start(db);
+    let (status, t) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "mesh:8x8"})));
+    assert!(status == 200 || status == 201, "{status} {t}");
+    let id = t["id"].as_str().unwrap().to_string();
+    let (status, job) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"topology_id": id, "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
+                    "algorithm": "greedy", "options": {"seeds": 4000}}),
+        ),
+    );
+    assert!(status == 201 || status == 202, "{status} {job}");
+    let job_id = job["id"].as_str().unwrap().to_string();
+    let r = raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None);
+    assert_problem(&r, 409);
+    assert!(r.json()["detail"].as_str().unwrap().contains("1 queued or running job"), "{}", r.body);
+    assert_eq!(call(&s, "DELETE", &format!("/v1/jobs/{job_id}"), None).0, 200);
+    wait_until(Duration::from_secs(30), || raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None).status == 204);
 }

@@ -22,8 +22,12 @@ USER ccsynth
 WORKDIR /data
 # The SQLite file lives here unless DATABASE_URL points at PostgreSQL.
 VOLUME ["/data"]
+# Listening beyond loopback needs tokens: mount NAME:TOKEN lines (tokens of 16 characters or
+# more) at /run/secrets/ccsynth_tokens (a Docker secret, or -v FILE:/run/secrets/ccsynth_tokens:ro).
+# Without the file the server refuses to start; `serve --allow-open` serves it open anyway.
 ENV CCSYNTH_ADDR=0.0.0.0:8080 \
-    DATABASE_URL=sqlite:/data/ccsynth.db
+    DATABASE_URL=sqlite:/data/ccsynth.db \
+    CCSYNTH_TOKENS_FILE=/run/secrets/ccsynth_tokens
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
   CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1

@@ -179,6 +179,23 @@ pub struct ServeArgs {
     /// file-descriptor limit (`ulimit -n`).
     #[arg(long, default_value_t = 4_096)]
     pub max_connections: usize,
+    /// Clients and their bearer tokens, one NAME:TOKEN per line (tokens of 16 characters or
+    /// more); with it every /v1/ route needs `Authorization: Bearer TOKEN`, and a job can be
+    /// cancelled only by the client that queued it (env CCSYNTH_TOKENS_FILE).
+    #[arg(long, env = "CCSYNTH_TOKENS_FILE")]
+    pub tokens_file: Option<std::path::PathBuf>,
+    /// Serve without tokens on an address other than loopback (anyone who can reach it may
+    /// queue, cancel and delete).
+    #[arg(long)]
+    pub allow_open: bool,
+    /// A Host name the server answers to (repeatable; env CCSYNTH_ALLOWED_HOSTS, comma-separated).
+    /// Default on a loopback address: localhost, 127.0.0.1 and ::1 (a page that rebinds its
+    /// own name to 127.0.0.1 is refused); elsewhere any.
+    #[arg(long = "allowed-host", env = "CCSYNTH_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+    /// Queued and running jobs one client may have (429 beyond); with --tokens-file.
+    #[arg(long, default_value_t = 1_000)]
+    pub max_active_per_client: i64,
 }
 
 /// What `synth --format` and `export --format` write.
@@ -746,8 +763,25 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         max_result_bytes,
         header_timeout_ms,
         max_connections,
+        tokens_file,
+        allow_open,
+        allowed_hosts,
+        max_active_per_client,
     } = a;
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
+    let clients = match &tokens_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+            crate::api::parse_clients(&text).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?
+        }
+        None => Vec::new(),
+    };
+    if clients.is_empty() && !addr.ip().is_loopback() && !allow_open {
+        return Err(format!(
+            "--addr {addr} is not a loopback address and no --tokens-file is given: anyone who can reach it could queue, \
+             cancel and delete. Give --tokens-file FILE (NAME:TOKEN lines), or --allow-open to serve it open anyway"
+        ));
+    }
     let mut config = crate::api::Config::new(database_url);
     if let Some(w) = workers {
         config.workers = w.max(1);
@@ -764,6 +798,20 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.max_result_bytes = max_result_bytes;
     config.header_timeout_ms = header_timeout_ms;
     config.max_connections = max_connections;
+    config.clients = clients;
+    config.max_active_per_client = max_active_per_client.max(1);
+    config.allowed_hosts = if !allowed_hosts.is_empty() {
+        Some(
+            allowed_hosts
+                .iter()
+                .map(|h| h.trim().trim_start_matches('[').trim_end_matches(']').to_lowercase())
+                .collect(),
+        )
+    } else if addr.ip().is_loopback() {
+        Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()])
+    } else {
+        None
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -92,6 +92,8 @@ pub struct NewJob<'a> {
     pub request: &'a str,
     pub algorithm: &'a str,
     pub topology_id: &'a str,
+    /// The client queuing it (None without tokens).
+    pub owner: Option<&'a str>,
 }
 
 /// What deleting a topology did.
@@ -140,6 +142,8 @@ pub struct JobRow {
     pub created_at: i64,
     pub started_at: Option<i64>,
     pub finished_at: Option<i64>,
+    /// The client that queued it (None without tokens).
+    pub owner: Option<String>,
 }
 
 /// A worker's claim on a job: the job and the time it was claimed (`started_at`, which every
@@ -176,7 +180,7 @@ pub fn plausible_id(id: &str) -> bool {
 }
 
 const TOPOLOGY_COLS: &str = "id, digest, body, npus, switches, links, connected, parent_id, failures, created_at";
-const JOB_COLS: &str = "id, batch_id, request_id, request_key, request, algorithm, status, progress, message, error, schedule_id, created_at, started_at, finished_at";
+const JOB_COLS: &str = "id, batch_id, request_id, request_key, request, algorithm, status, progress, message, error, schedule_id, created_at, started_at, finished_at, owner";
 
 fn topology_row(r: &sqlx::any::AnyRow) -> Result<TopologyRow, sqlx::Error> {
     Ok(TopologyRow {
@@ -209,6 +213,7 @@ fn job_row(r: &sqlx::any::AnyRow) -> Result<JobRow, StoreError> {
         created_at: r.try_get("created_at")?,
         started_at: r.try_get("started_at")?,
         finished_at: r.try_get("finished_at")?,
+        owner: r.try_get("owner")?,
     })
 }
 
@@ -352,10 +357,10 @@ impl Store {
     }
 
     pub async fn create_job(&self, job: NewJob<'_>) -> Result<(), StoreError> {
-        let NewJob { id, batch_id, request_id, key, request, algorithm, topology_id } = job;
+        let NewJob { id, batch_id, request_id, key, request, algorithm, topology_id, owner } = job;
         sqlx::query(
-            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9)",
+            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10)",
         )
         .bind(id)
         .bind(batch_id.map(str::to_string))
@@ -366,9 +371,20 @@ impl Store {
         .bind(JobStatus::Queued.as_str())
         .bind(now_ms())
         .bind(topology_id)
+        .bind(owner.map(str::to_string))
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Queued and running jobs of one client (its quota).
+    pub async fn active_count_of(&self, owner: &str) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE owner = $1 AND status IN ($2, $3)")
+            .bind(owner)
+            .bind(JobStatus::Queued.as_str())
+            .bind(JobStatus::Running.as_str())
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     pub async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {

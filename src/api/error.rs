@@ -22,6 +22,17 @@ pub enum ApiError {
     /// Still needed: (what, id, how many queued or running jobs use it).
     #[error("{0} {1:?} is used by {2} queued or running job(s); cancel them or wait for them to end")]
     InUse(&'static str, String, i64),
+    /// A `Host` the server does not answer to (DNS rebinding): the host given.
+    #[error("host {0:?} is not one this server answers to (--allowed-host)")]
+    BadHost(String),
+    #[error("this route needs `Authorization: Bearer TOKEN` with a token the server knows")]
+    Unauthorized,
+    /// Allowed to others only: what was refused.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The caller's queued and running jobs, and its limit.
+    #[error("you have {0} queued or running jobs, the limit per client is {1}; wait for some to end")]
+    ClientQuota(i64, i64),
     #[error("the job queue is full ({0} queued)")]
     QueueFull(i64),
     /// A body that is not `application/json` (the media type given).
@@ -71,6 +82,10 @@ impl ApiError {
             ApiError::NotFound(..) => StatusCode::NOT_FOUND,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InUse(..) => StatusCode::CONFLICT,
+            ApiError::BadHost(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::ClientQuota(..) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -87,6 +102,10 @@ impl ApiError {
             ApiError::NotFound(..) => "not-found",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::InUse(..) => "in-use",
+            ApiError::BadHost(_) => "bad-host",
+            ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::ClientQuota(..) => "client-quota",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed => "method-not-allowed",
@@ -117,9 +136,16 @@ impl IntoResponse for ApiError {
         };
         let mut resp = (status, serde_json::to_string(&body).unwrap_or_default()).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
-        if let ApiError::QueueFull(_) = self {
+        match self {
             // A full queue drains at the workers' pace: ask for a retry a few seconds on.
-            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+            ApiError::QueueFull(_) | ApiError::ClientQuota(..) => {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+            }
+            ApiError::Unauthorized => {
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"ccsynth\""));
+            }
+            _ => {}
         }
         resp
     }

@@ -3,7 +3,7 @@
 //! regeneration after failures), and the workers that run jobs on the blocking pool.
 
 use super::topologies;
-use super::{ApiError, JsonBody, RequestId, Shared, json};
+use super::{ApiError, Caller, JsonBody, RequestId, Shared, json};
 use crate::collective::CollectiveSpec;
 use crate::engine;
 use crate::error::InputError;
@@ -246,6 +246,7 @@ async fn enqueue(
     force: bool,
     batch: Option<&str>,
     request_id: &RequestId,
+    caller: &Caller,
 ) -> Result<(String, bool), ApiError> {
     let key = req.key();
     if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
@@ -263,6 +264,12 @@ async fn enqueue(
     if depth >= st.config.max_queue {
         return Err(ApiError::QueueFull(depth));
     }
+    if let Some(owner) = &caller.0 {
+        let active = st.store.active_count_of(owner).await?;
+        if active >= st.config.max_active_per_client {
+            return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
+        }
+    }
     let id = crate::store::new_id();
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
     st.store
@@ -274,6 +281,7 @@ async fn enqueue(
             request: &body,
             algorithm: &req.algorithm,
             topology_id: &req.topology_id,
+            owner: caller.0.as_deref(),
         })
         .await?;
     st.queued.notify_one();
@@ -327,12 +335,13 @@ fn refuse_if_stopping(st: &Shared) -> Result<(), ApiError> {
 async fn create(
     State(st): State<Shared>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     JsonBody(r): JsonBody<SynthesisRequest>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let (wait, force) = (r.wait_ms.unwrap_or(1000), r.force);
     let req = normalize(&st, r, "").await?;
-    let (id, cached) = enqueue(&st, &req, force, None, &rid).await?;
+    let (id, cached) = enqueue(&st, &req, force, None, &rid, &caller).await?;
     answer(&st, &id, wait, cached).await
 }
 
@@ -341,8 +350,17 @@ async fn job(State(st): State<Shared>, Path(id): Path<String>) -> Result<Respons
     Ok(json(StatusCode::OK, &job_out(&j)))
 }
 
-async fn cancel(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn cancel(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let j = st.store.job(&id).await?.ok_or_else(|| ApiError::NotFound("job", id.clone()))?;
+    if let Some(name) = &caller.0
+        && j.owner.as_deref() != Some(name.as_str())
+    {
+        return Err(ApiError::Forbidden(format!("job {id:?} was queued by another client; only it may cancel it")));
+    }
     if let Some(flag) = st.cancels.lock().unwrap().get(&id) {
         flag.store(true, Ordering::SeqCst);
     }
@@ -361,6 +379,7 @@ struct BatchIn {
 async fn create_batch(
     State(st): State<Shared>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     JsonBody(b): JsonBody<BatchIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
@@ -377,12 +396,18 @@ async fn create_batch(
     if depth + normalized.len() as i64 > st.config.max_queue {
         return Err(ApiError::QueueFull(depth));
     }
+    if let Some(owner) = &caller.0 {
+        let active = st.store.active_count_of(owner).await?;
+        if active + normalized.len() as i64 > st.config.max_active_per_client {
+            return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
+        }
+    }
     let batch_id = crate::store::new_id();
     st.store.create_batch(&batch_id).await?;
     let mut job_ids = Vec::new();
     for (req, force) in &normalized {
         // A cached result is reported by the job that produced it.
-        let (id, _) = enqueue(&st, req, *force, Some(&batch_id), &rid).await?;
+        let (id, _) = enqueue(&st, req, *force, Some(&batch_id), &rid, &caller).await?;
         job_ids.push(id);
     }
     let mut resp = json(
@@ -524,6 +549,7 @@ struct RegenerateIn {
 async fn regenerate(
     State(st): State<Shared>,
     Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
@@ -557,7 +583,7 @@ async fn regenerate(
     let (row, _) = topologies::store_topology(&st, &topo, Some((&parent, &failures))).await?;
     req.topology_id = row.id;
     req.topology_digest = row.digest;
-    let (job_id, cached) = enqueue(&st, &req, false, None, &rid).await?;
+    let (job_id, cached) = enqueue(&st, &req, false, None, &rid, &caller).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }
 

@@ -51,7 +51,67 @@ pub struct Config {
     pub header_timeout_ms: u64,
     /// Open connections at most; one more is closed at once (before anything is read).
     pub max_connections: usize,
+    /// `Host` names (without port, lower case) the server answers to; `None`: any. A page on
+    /// another site that rebinds its DNS name to 127.0.0.1 sends its own name: refused.
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Clients and their bearer tokens. Empty: no authentication (every caller may do
+    /// anything; `ccsynth serve` allows that on a loopback address only).
+    pub clients: Vec<Client>,
+    /// Queued and running jobs one client may have (429 beyond); only with `clients`.
+    pub max_active_per_client: i64,
 }
+
+/// A client of the service: its name (recorded as the owner of its jobs) and its token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Client {
+    pub name: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("name", &self.name).field("token", &"…").finish()
+    }
+}
+
+/// Shortest token accepted (characters).
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Reads a tokens file: one `NAME:TOKEN` per line, `#` comments and blank lines ignored.
+/// Names are unique; tokens are at least `MIN_TOKEN_LEN` characters and unique.
+pub fn parse_clients(text: &str) -> Result<Vec<Client>, String> {
+    let mut clients: Vec<Client> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let at = || format!("line {}", i + 1);
+        let (name, token) = line.split_once(':').ok_or_else(|| format!("{}: expected NAME:TOKEN", at()))?;
+        let (name, token) = (name.trim(), token.trim());
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(format!("{}: name {name:?}: expected letters, digits, '-', '_' or '.'", at()));
+        }
+        if token.chars().count() < MIN_TOKEN_LEN || token.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "{}: the token of {name:?} is shorter than {MIN_TOKEN_LEN} characters or has spaces",
+                at()
+            ));
+        }
+        if clients.iter().any(|c| c.name == name || c.token == token) {
+            return Err(format!("{}: {name:?} or its token appears twice", at()));
+        }
+        clients.push(Client { name: name.into(), token: token.into() });
+    }
+    if clients.is_empty() {
+        return Err("no NAME:TOKEN line".into());
+    }
+    Ok(clients)
+}
+
+/// Who is calling: the client's name, or `None` when the service runs without tokens.
+#[derive(Clone, Debug)]
+pub struct Caller(pub Option<String>);
 
 impl Config {
     pub fn new(database_url: impl Into<String>) -> Config {
@@ -70,6 +130,9 @@ impl Config {
             max_result_bytes: 512 << 20,
             header_timeout_ms: 10_000,
             max_connections: 4_096,
+            allowed_hosts: None,
+            clients: Vec::new(),
+            max_active_per_client: 1_000,
         }
     }
 }
@@ -203,6 +266,7 @@ pub fn router(state: Shared) -> Router {
         .merge(jobs::router())
         .fallback(|| async { ApiError::NotFound("route", String::new()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
@@ -230,6 +294,46 @@ async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware:
     }
     st.metrics.request(method, route, resp.status().as_u16());
     resp
+}
+
+/// The `Host` allow-list (every route) and, with tokens, the bearer token (the `/v1/` routes;
+/// health, metrics and the OpenAPI document stay open): a `Caller` for the handlers.
+async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middleware::Next) -> Response {
+    if let Some(allowed) = &st.config.allowed_hosts {
+        let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(host_name(host))) {
+            return ApiError::BadHost(host.chars().take(100).collect()).into_response();
+        }
+    }
+    let caller = if st.config.clients.is_empty() || !req.uri().path().starts_with("/v1/") {
+        Caller(None)
+    } else {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .map(str::trim);
+        let Some(client) = given.and_then(|t| st.config.clients.iter().find(|c| same_secret(&c.token, t))) else {
+            return ApiError::Unauthorized.into_response();
+        };
+        Caller(Some(client.name.clone()))
+    };
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
+
+/// The host part of a `Host` header: without its port, brackets kept off an IPv6 literal.
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    host.rsplit_once(':').map_or(host, |(h, port)| if port.chars().all(|c| c.is_ascii_digit()) { h } else { host })
+}
+
+/// Compares two secrets in time independent of where they differ (their lengths may leak).
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Reads a JSON body within the size limit: 413 beyond it, 400 for broken JSON, 422 (with the

@@ -103,13 +103,17 @@ fn raw(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>) -> Resp 
 }
 
 fn raw_typed(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>, media: &str) -> Resp {
+    raw_headers(addr, method, path, body, &[("Host", "127.0.0.1"), ("Content-Type", media)])
+}
+
+/// A request with exactly these headers (and `Connection: close`, `Content-Length`).
+fn raw_headers(addr: SocketAddr, method: &str, path: &str, body: Option<&[u8]>, headers: &[(&str, &str)]) -> Resp {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     let body = body.unwrap_or(b"");
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: {media}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let head =
+        format!("{method} {path} HTTP/1.1\r\n{extra}Connection: close\r\nContent-Length: {}\r\n\r\n", body.len());
     s.write_all(head.as_bytes()).unwrap();
     // A server may answer (413) before reading a large body; the answer is what counts.
     let _ = s.write_all(body);
@@ -190,6 +194,7 @@ on_both_databases!(
     documented_examples_are_served,
     a_job_has_one_result_even_when_its_lease_lapses,
     a_topology_in_use_is_not_deleted,
+    tokens_authenticate_and_jobs_belong_to_their_client,
     oversized_requests_are_refused_before_they_are_built,
     identical_requests_in_flight_share_one_job,
     http_hygiene_every_error_is_a_problem,
@@ -993,6 +998,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
                 request: "{}",
                 algorithm: "greedy",
                 topology_id: "no-topology",
+                owner: None,
             })
             .await
             .unwrap();
@@ -1028,6 +1034,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
                 request: "{}",
                 algorithm: "greedy",
                 topology_id: "no-topology",
+                owner: None,
             })
             .await
             .unwrap();
@@ -1103,6 +1110,7 @@ fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
                 request: "{}",
                 algorithm: "greedy",
                 topology_id: "no-topology",
+                owner: None,
             })
             .await
             .unwrap();
@@ -1126,6 +1134,7 @@ fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
                 request: "{}",
                 algorithm: "greedy",
                 topology_id: "no-topology",
+                owner: None,
             })
             .await
             .unwrap();
@@ -1265,6 +1274,7 @@ fn a_topology_in_use_is_not_deleted(db: Db) {
                 request: "{}",
                 algorithm: "greedy",
                 topology_id: &used,
+                owner: None,
             };
             store.create_job(job).await.unwrap();
         }
@@ -1301,4 +1311,90 @@ fn a_topology_in_use_is_not_deleted(db: Db) {
     assert!(r.json()["detail"].as_str().unwrap().contains("1 queued or running job"), "{}", r.body);
     assert_eq!(call(&s, "DELETE", &format!("/v1/jobs/{job_id}"), None).0, 200);
     wait_until(Duration::from_secs(30), || raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None).status == 204);
+}
+
+/// A `Host` outside the allow-list (a page that rebound its DNS name to 127.0.0.1) is a 400
+/// problem on every route; the names allowed pass with any port and in any case.
+#[test]
+fn hosts_outside_the_allow_list_are_refused() {
+    let s =
+        start_with(Db::Sqlite, |c| c.allowed_hosts = Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()]));
+    let get = |host: &str, path: &str| raw_headers(s.addr, "GET", path, None, &[("Host", host)]);
+    for path in ["/healthz", "/v1/algorithms"] {
+        let r = get("evil.example", path);
+        let p = assert_problem(&r, 400);
+        assert!(p["type"].as_str().unwrap().ends_with("/bad-host"), "{p}");
+        assert!(p["detail"].as_str().unwrap().contains("evil.example"), "{p}");
+        let r = get("evil.example:8080", path);
+        assert_eq!(r.status, 400);
+    }
+    for host in ["localhost", "LOCALHOST:8080", "127.0.0.1:1234", "[::1]:80"] {
+        assert_eq!(get(host, "/healthz").status, 200, "{host}");
+    }
+    // No Host at all: refused too.
+    assert_eq!(raw_headers(s.addr, "GET", "/healthz", None, &[]).status, 400);
+}
+
+/// With tokens: the /v1/ routes need a bearer token (401 with `WWW-Authenticate` otherwise;
+/// health and metrics stay open), a job is cancelled only by the client that queued it (403
+/// for another), and a client's queued and running jobs are capped (429 with `Retry-After`)
+/// without holding back another client.
+fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
+    let clients =
+        ccsynth::api::parse_clients("# two clients\nalice:alice-token-0123456789\n\nbob: bob-token-0123456789xx\n")
+            .unwrap();
+    assert_eq!(clients.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["alice", "bob"]);
+    let s = start_with(db, |c| {
+        c.clients = clients;
+        c.max_active_per_client = 2;
+    });
+    let as_ = |who: Option<&str>, method: &str, path: &str, body: Option<Value>| {
+        let token = who.map(|w| format!("Bearer {w}-token-0123456789{}", if w == "bob" { "xx" } else { "" }));
+        let mut headers = vec![("Host", "127.0.0.1"), ("Content-Type", "application/json")];
+        if let Some(t) = &token {
+            headers.push(("Authorization", t.as_str()));
+        }
+        let body = body.map(|b| b.to_string().into_bytes());
+        raw_headers(s.addr, method, path, body.as_deref(), &headers)
+    };
+    let r = as_(None, "GET", "/v1/algorithms", None);
+    assert_problem(&r, 401);
+    assert!(r.header("www-authenticate").is_some_and(|v| v.starts_with("Bearer")), "{:?}", r.headers);
+    let wrong = raw_headers(
+        s.addr,
+        "GET",
+        "/v1/algorithms",
+        None,
+        &[("Host", "127.0.0.1"), ("Authorization", "Bearer alice-token-0123456780")],
+    );
+    assert_eq!(wrong.status, 401);
+    assert_eq!(as_(Some("alice"), "GET", "/v1/algorithms", None).status, 200);
+    assert_eq!(as_(None, "GET", "/healthz", None).status, 200);
+    assert_eq!(as_(None, "GET", "/metrics", None).status, 200);
+    // Long jobs (4000 seeds of the matcher on a mesh), each a different request.
+    let long = |seeds: u32| {
+        json!({"spec": "mesh:8x8", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
+               "algorithm": "greedy", "options": {"seeds": seeds}, "wait_ms": 0})
+    };
+    let queue = |who: &str, seeds: u32| as_(Some(who), "POST", "/v1/syntheses", Some(long(seeds)));
+    let id_of = |r: Resp| {
+        assert_eq!(r.status, 202, "{}", r.body);
+        r.json()["id"].as_str().unwrap().to_string()
+    };
+    let first = id_of(queue("alice", 4000));
+    let r = as_(Some("bob"), "DELETE", &format!("/v1/jobs/{first}"), None);
+    assert_problem(&r, 403);
+    let second = id_of(queue("alice", 4001));
+    let r = queue("alice", 4002);
+    let p = assert_problem(&r, 429);
+    assert!(p["detail"].as_str().unwrap().contains("limit per client is 2"), "{p}");
+    assert!(r.header("retry-after").is_some());
+    let theirs = id_of(queue("bob", 4003));
+    // Its owner cancels it; then alice has room again.
+    assert_eq!(as_(Some("alice"), "DELETE", &format!("/v1/jobs/{first}"), None).status, 200);
+    let third = id_of(queue("alice", 4004));
+    // Clean up: every long job cancelled by its owner.
+    for (who, id) in [("alice", &second), ("alice", &third), ("bob", &theirs)] {
+        assert_eq!(as_(Some(who), "DELETE", &format!("/v1/jobs/{id}"), None).status, 200);
+    }
 }

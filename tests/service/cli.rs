@@ -656,3 +656,24 @@ fn bench_sizes_sweeps_auto_against_the_best_baseline() {
     assert_ne!(bad.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("sizes"));
 }
+
+/// `serve` refuses to listen beyond loopback without tokens (anyone could queue, cancel and
+/// delete), and names a bad tokens file's line; both before binding anything.
+#[test]
+fn serve_refuses_an_open_service_beyond_loopback() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = format!("sqlite:{}", dir.join("open.db").display());
+    let o = ccsynth(&["serve", "--addr", "0.0.0.0:0", "--database-url", &db], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a loopback address") && err.contains("--tokens-file"), "{err}");
+    let bad = dir.join("tokens");
+    std::fs::write(&bad, "# clients\nalice:short\n").unwrap();
+    let o =
+        ccsynth(&["serve", "--addr", "0.0.0.0:0", "--database-url", &db, "--tokens-file", bad.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("line 2") && err.contains("16 characters"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

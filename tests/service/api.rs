@@ -980,28 +980,30 @@ fn replicas_share_one_postgres_queue() {
     assert_eq!(dupes, 0);
 }
 
+/// A queued job of the store tests: no batch, request id, topology or owner.
+fn bare_job<'a>(id: &'a str, key: &'a str) -> ccsynth::store::NewJob<'a> {
+    ccsynth::store::NewJob {
+        id,
+        batch_id: None,
+        request_id: None,
+        key,
+        request: "{}",
+        algorithm: "greedy",
+        topology_id: "no-topology",
+        owner: None,
+    }
+}
+
 /// Completion is a compare-and-set on the claim: a worker whose lease lapsed mid-solve (and
 /// whose job another worker claimed) writes nothing, and a cancelled job stays cancelled.
 fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
-    use ccsynth::store::{JobStatus, NewJob, Store, new_id};
+    use ccsynth::store::{JobStatus, Store, new_id};
     let url = fresh_database(db);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Store::connect(&url).await.unwrap();
         let [j1, j2, late, s1, again, s2] = std::array::from_fn(|_| new_id());
-        store
-            .create_job(NewJob {
-                id: &j1,
-                batch_id: None,
-                request_id: None,
-                key: "key-1",
-                request: "{}",
-                algorithm: "greedy",
-                topology_id: "no-topology",
-                owner: None,
-            })
-            .await
-            .unwrap();
+        store.create_job(bare_job(&j1, "key-1")).await.unwrap();
         // A lease of 0 ms lapses at once: the job is claimable again while the first worker
         // is still "solving".
         let first = store.claim_job(0, 3).await.unwrap().unwrap().lease().unwrap();
@@ -1025,19 +1027,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         assert!(store.schedule_body(&again).await.unwrap().is_none());
 
         // Cancelled while running: the worker's result is dropped, the job stays cancelled.
-        store
-            .create_job(NewJob {
-                id: &j2,
-                batch_id: None,
-                request_id: None,
-                key: "key-2",
-                request: "{}",
-                algorithm: "greedy",
-                topology_id: "no-topology",
-                owner: None,
-            })
-            .await
-            .unwrap();
+        store.create_job(bare_job(&j2, "key-2")).await.unwrap();
         let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
         assert!(store.end_job(&j2, JobStatus::Cancelled, None).await.unwrap());
         assert!(!store.renew_lease(&lease, 60_000).await.unwrap());
@@ -1095,25 +1085,13 @@ fn http_hygiene_every_error_is_a_problem(db: Db) {
 /// A job whose worker keeps stopping without finishing (every lease lapses) is failed after
 /// `max_attempts` claims, with the reason, instead of being solved again forever.
 fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
-    use ccsynth::store::{JobStatus, NewJob, Store, new_id};
+    use ccsynth::store::{JobStatus, Store, new_id};
     let url = fresh_database(db);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let store = Store::connect(&url).await.unwrap();
         let id = new_id();
-        store
-            .create_job(NewJob {
-                id: &id,
-                batch_id: None,
-                request_id: None,
-                key: "key",
-                request: "{}",
-                algorithm: "greedy",
-                topology_id: "no-topology",
-                owner: None,
-            })
-            .await
-            .unwrap();
+        store.create_job(bare_job(&id, "key")).await.unwrap();
         for attempt in 1..=3 {
             let j = store.claim_job(0, 3).await.unwrap().unwrap_or_else(|| panic!("claim {attempt}"));
             assert_eq!(j.id, id);
@@ -1125,19 +1103,7 @@ fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
         assert!(j.error.as_deref().unwrap().contains("started 3 times"), "{:?}", j.error);
         // A graceful re-queue (shutdown) does not count as a failed attempt.
         let other = new_id();
-        store
-            .create_job(NewJob {
-                id: &other,
-                batch_id: None,
-                request_id: None,
-                key: "key-2",
-                request: "{}",
-                algorithm: "greedy",
-                topology_id: "no-topology",
-                owner: None,
-            })
-            .await
-            .unwrap();
+        store.create_job(bare_job(&other, "key-2")).await.unwrap();
         for _ in 0..5 {
             let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
             assert!(store.requeue_claimed(&lease).await.unwrap());
@@ -1266,16 +1232,7 @@ fn a_topology_in_use_is_not_deleted(db: Db) {
         store.put_topology(&row(&free, "d-free")).await.unwrap();
         let [queued, running] = std::array::from_fn(|_| new_id());
         for (id, key) in [(&queued, "k1"), (&running, "k2")] {
-            let job = NewJob {
-                id,
-                batch_id: None,
-                request_id: None,
-                key,
-                request: "{}",
-                algorithm: "greedy",
-                topology_id: &used,
-                owner: None,
-            };
+            let job = NewJob { topology_id: &used, ..bare_job(id, key) };
             store.create_job(job).await.unwrap();
         }
         let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();

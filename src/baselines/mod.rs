@@ -32,6 +32,9 @@ pub enum BaselineError {
     Unsupported { algorithm: &'static str, what: String },
     #[error("{0}")]
     Input(#[from] crate::error::InputError),
+    /// The caller's stop flag was raised while it was built (cancelled, or out of time).
+    #[error("stopped before it was built")]
+    Stopped,
 }
 
 /// What `ccsynth baseline --list` prints for each algorithm.
@@ -118,6 +121,18 @@ pub fn names() -> Vec<&'static str> {
 /// Builds the named baseline for `spec` on `topo` (not yet validated or timed; see
 /// `engine::baseline`).
 pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule, BaselineError> {
+    build_within(name, topo, spec, &|| false)
+}
+
+/// `build`, polling `stop` as it goes (about every thousand transfers and before each route
+/// search): once it says stop, the rest is skipped cheaply and the build is
+/// `BaselineError::Stopped`.
+pub fn build_within(
+    name: &str,
+    topo: &Topology,
+    spec: &CollectiveSpec,
+    stop: &dyn Fn() -> bool,
+) -> Result<Schedule, BaselineError> {
     let reg = registry();
     let (key, r) = match variant(name) {
         Some((k, r)) => (k, Some(r)),
@@ -136,9 +151,12 @@ pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Sched
     let mut spec = spec.clone();
     spec.chunks_per_npu = Some((alg.chunking)(topo, &spec).max(spec.chunks()));
     let c = Collective::build(&spec, topo).map_err(|e| e.within("collective"))?;
-    let mut ctx = Ctx::new(topo, &c);
+    let mut ctx = Ctx::new(topo, &c, stop);
     ctx.variant = r;
     let transfers = (alg.build)(&ctx)?;
+    if ctx.stopped.get() {
+        return Err(BaselineError::Stopped);
+    }
     if let Some((u, v)) = *ctx.unroutable.borrow() {
         return Err(BaselineError::Unsupported {
             algorithm: info.name,
@@ -246,10 +264,32 @@ pub(crate) struct Ctx<'a> {
     pub variant: Option<u32>,
     /// The schedule's scratch slots, when the algorithm needs them (the chunk of each).
     pub scratch: std::cell::RefCell<Vec<u32>>,
+    /// The caller's stop flag, polled every `POLL_EVERY` calls of `halted`.
+    stop: &'a dyn Fn() -> bool,
+    polls: std::cell::Cell<u32>,
+    stopped: std::cell::Cell<bool>,
 }
 
+/// Calls of `Ctx::halted` per poll of the caller's flag.
+const POLL_EVERY: u32 = 1024;
+
 impl<'a> Ctx<'a> {
-    fn new(topo: &'a Topology, c: &'a Collective) -> Ctx<'a> {
+    /// Whether the build should stop: the caller's flag, read every `POLL_EVERY` calls (and
+    /// remembered). Once halted, transfers are dropped and routes not searched, so whatever
+    /// loops remain run at the cost of a branch.
+    pub fn halted(&self) -> bool {
+        if self.stopped.get() {
+            return true;
+        }
+        let n = self.polls.get().wrapping_add(1);
+        self.polls.set(n);
+        if n % POLL_EVERY == 1 && (self.stop)() {
+            self.stopped.set(true);
+        }
+        self.stopped.get()
+    }
+
+    fn new(topo: &'a Topology, c: &'a Collective, stop: &'a dyn Fn() -> bool) -> Ctx<'a> {
         let ranks = c.group.clone();
         let grid = topo.infer_grid().filter(|_| ranks.iter().enumerate().all(|(i, &v)| i == v));
         Ctx {
@@ -261,6 +301,9 @@ impl<'a> Ctx<'a> {
             unroutable: Default::default(),
             variant: None,
             scratch: Default::default(),
+            stop,
+            polls: Default::default(),
+            stopped: Default::default(),
         }
     }
     pub fn p(&self) -> usize {
@@ -287,6 +330,9 @@ impl<'a> Ctx<'a> {
             return None;
         }
         let mut cache = self.router.borrow_mut();
+        if !cache.contains_key(&u) && self.halted() {
+            return None; // the build is refused anyway (`Stopped`)
+        }
         let pred = cache.entry(u).or_insert_with(|| shortest_tree(self.topo, u));
         let mut path = vec![v as u32];
         let mut x = v;
@@ -370,7 +416,7 @@ impl<'c, 'a> Out<'c, 'a> {
         path: Option<Arc<[u32]>>,
     ) {
         let chunks: ChunkList = chunks.into();
-        if chunks.is_empty() {
+        if chunks.is_empty() || self.ctx.halted() {
             return;
         }
         let mut t = Transfer { op, ..Transfer::copy(step, u, v, chunks) };
@@ -382,13 +428,16 @@ impl<'c, 'a> Out<'c, 'a> {
         if chunks.is_empty() || chunks == dst {
             return self.send(step, a, b, chunks, op);
         }
+        let before = self.transfers.len();
         self.send(step, a, b, chunks, op);
-        let t = self.transfers.last_mut().expect("just pushed");
-        t.dst_chunks = Some(Box::new(dst.into()));
+        // Nothing was pushed once the build is halted.
+        if let Some(t) = self.transfers.get_mut(before) {
+            t.dst_chunks = Some(Box::new(dst.into()));
+        }
     }
     /// A move between slots of rank a: no link, no wire time.
     pub fn local(&mut self, step: u32, a: usize, chunks: Vec<u32>, dst: Vec<u32>, op: Op) {
-        if chunks.is_empty() {
+        if chunks.is_empty() || self.ctx.halted() {
             return;
         }
         let u = self.ctx.ranks[a];

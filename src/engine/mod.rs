@@ -1116,23 +1116,26 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
     let started = std::time::Instant::now();
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     match &req.algorithm {
-        Algorithm::Baseline(name) => run_baseline(req, name, ctl),
+        Algorithm::Baseline(name) => run_baseline(req, name, ctl, deadline),
         Algorithm::Greedy | Algorithm::Ilp => run_synthesizer(req, &req.algorithm, ctl, deadline),
         Algorithm::Auto => portfolio::run(req, ctl, deadline),
     }
 }
 
 /// A baseline on the request's collective (the chunks it asks for, or its own minimum).
-fn run_baseline(req: &Request, name: &str, ctl: Control) -> Result<Output, Error> {
-    run_baseline_bounded(req, name, ctl, true)
-}
-
-/// `run_baseline`, with the lower bounds in its report only when `bounds`.
-fn run_baseline_bounded(req: &Request, name: &str, ctl: Control, bounds: bool) -> Result<Output, Error> {
+/// Its construction stops at `deadline` (`Error::TimeLimit`) or on cancel; the check of the
+/// built schedule runs to its end.
+fn run_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::Instant) -> Result<Output, Error> {
     if (ctl.cancelled)() {
         return Err(Error::Cancelled);
     }
-    let (schedule, report) = baseline_bounded(name, &req.topology, req.collective(), bounds)?;
+    let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
+    let s = match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
+        Err(crate::baselines::BaselineError::Stopped) if (ctl.cancelled)() => return Err(Error::Cancelled),
+        Err(crate::baselines::BaselineError::Stopped) => return Err(Error::TimeLimit { limit_s: req.time_limit_s }),
+        other => other.map_err(BaselineFailure::from)?,
+    };
+    let (schedule, report) = finalize_bounded(s, true).map_err(BaselineFailure::from)?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 

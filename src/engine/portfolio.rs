@@ -194,8 +194,16 @@ impl Best {
 /// its cost) when its busiest link alone is busy longer than a schedule some candidate has
 /// already finished with. Such a candidate is strictly slower than that schedule, so it can
 /// neither win nor tie: the winner is the same as without the test.
-fn baseline_candidate(req: &Request, name: &str, best: &Best) -> Result<Result<Output, String>, Error> {
-    let s = crate::baselines::build(name, &req.topology, req.collective()).map_err(super::BaselineFailure::from)?;
+fn baseline_candidate(
+    req: &Request,
+    name: &str,
+    best: &Best,
+    stop: &dyn Fn() -> bool,
+) -> Result<Result<Output, String>, Error> {
+    let s = match crate::baselines::build_within(name, &req.topology, req.collective(), stop) {
+        Err(crate::baselines::BaselineError::Stopped) => return Err(Error::TimeLimit { limit_s: req.time_limit_s }),
+        other => other.map_err(super::BaselineFailure::from)?,
+    };
     let so_far = best.get();
     if let Some(bound) = crate::sim::link_load_bound_ns(&s)
         && bound > so_far
@@ -254,16 +262,19 @@ fn attempt(
             ilp.seeds = 1;
             super::run_synthesizer(&ilp, algorithm, ctl, share)
         }
-        Algorithm::Baseline(name) => match baseline_candidate(req, name, best) {
-            Ok(Ok(out)) => Ok(out),
-            Ok(Err(skipped)) => {
-                entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
-                entry.note = Some(skipped);
-                acc.entries.push((i, entry));
-                return acc;
+        Algorithm::Baseline(name) => {
+            match baseline_candidate(req, name, best, &|| (ctl.cancelled)() || Instant::now() >= deadline) {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(skipped)) => {
+                    entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+                    entry.note = Some(skipped);
+                    acc.entries.push((i, entry));
+                    return acc;
+                }
+                // A stop raised by a cancel is the caller's cancel, not the time limit.
+                Err(e) => Err(if (ctl.cancelled)() { Error::Cancelled } else { e }),
             }
-            Err(e) => Err(e),
-        },
+        }
         _ => super::run_synthesizer(req, algorithm, ctl, deadline),
     };
     entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;

@@ -351,3 +351,67 @@ fn tori_with_r_a_multiple_of_c_get_two_edge_disjoint_hamiltonian_rings() {
         assert_eq!(s.collective.chunks_per_npu, Some(2), "{shape}");
     }
 }
+
+/// Every baseline polls the caller's stop flag as it builds: whenever the flag is raised
+/// (at its first poll, or a few polls in), the build ends as `Stopped`, never with a panic
+/// or a partial schedule; a flag that never rises changes nothing.
+#[test]
+fn every_baseline_stops_when_told_and_only_then() {
+    use std::cell::Cell;
+    let cases: [(&str, K); 4] = [
+        ("torus:8x8", K::AllReduce),
+        ("torus:8x8", K::AllGather),
+        ("mesh:4x6", K::ReduceScatter),
+        ("fc:16", K::AllToAll),
+    ];
+    for (spec, kind) in cases {
+        let t = topo(spec);
+        let cs = CollectiveSpec::new(kind, 1 << 20);
+        for name in baselines::names() {
+            let Ok(whole) = baselines::build(name, &t, &cs) else { continue };
+            let never = baselines::build_within(name, &t, &cs, &|| false).unwrap();
+            assert_eq!(never.transfers, whole.transfers, "{name} on {spec}");
+            for after in [0u32, 1, 3] {
+                let polls = Cell::new(0u32);
+                let stop = || {
+                    polls.set(polls.get() + 1);
+                    polls.get() > after
+                };
+                match baselines::build_within(name, &t, &cs, &stop) {
+                    Err(BaselineError::Stopped) => {}
+                    // Finished before the flag was read often enough to rise (never at the
+                    // first poll: every baseline's first transfer reads it).
+                    Ok(s) if after > 0 && polls.get() <= after => assert_eq!(s.transfers, whole.transfers, "{name}"),
+                    other => panic!(
+                        "{name} on {spec} ({kind:?}), stop after {after} polls: {:?}",
+                        other.map(|s| s.transfers.len())
+                    ),
+                }
+            }
+        }
+    }
+}
+
+/// A baseline run through the engine stops at the request's time limit: `Error::TimeLimit`,
+/// not a schedule built long past it.
+#[test]
+fn a_baseline_request_stops_at_its_time_limit() {
+    let t = topo("torus:16x16");
+    let rs = engine::RequestSpec {
+        algorithm: "direct".into(),
+        options: engine::Options { time_limit_s: Some(1e-9), ..Default::default() },
+        ..engine::RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 20))
+    };
+    let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).unwrap();
+    match engine::run(&req, engine::Control::none()) {
+        Err(engine::Error::TimeLimit { .. }) => {}
+        other => panic!("expected the time limit, got {:?}", other.map(|o| o.schedule.transfers.len())),
+    }
+    // Within a generous limit the same request is built.
+    let rs = engine::RequestSpec {
+        algorithm: "direct".into(),
+        ..engine::RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 20))
+    };
+    let req = engine::Request::new(t, rs, &engine::Limits::default()).unwrap();
+    assert!(engine::run(&req, engine::Control::none()).unwrap().report.valid);
+}

@@ -615,6 +615,35 @@ impl Store {
         Ok(())
     }
 
+    /// A schedule's stored comparison (JSON), if computed.
+    pub async fn comparison(&self, schedule_id: &str) -> Result<Option<String>, StoreError> {
+        if !plausible_id(schedule_id) {
+            return Ok(None);
+        }
+        let row = sqlx::query("SELECT body FROM comparisons WHERE schedule_id = $1")
+            .bind(schedule_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get("body")?),
+            None => None,
+        })
+    }
+
+    /// Stores a schedule's comparison; the first one stored stays.
+    pub async fn put_comparison(&self, schedule_id: &str, body: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO comparisons (schedule_id, body, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (schedule_id) DO NOTHING",
+        )
+        .bind(schedule_id)
+        .bind(body)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     pub async fn schedule_body(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
         if !plausible_id(id) {
             return Ok(None);

@@ -450,17 +450,36 @@ async fn summary(State(st): State<Shared>, Path(id): Path<String>) -> Result<Res
     Ok(([(header::CONTENT_TYPE, "application/json")], s).into_response())
 }
 
+/// The schedule beside every applicable baseline: computed on the first request, stored, and
+/// read from the store after that. Concurrent first requests in one process compute it once.
 async fn comparison(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
-    let cmp = tokio::task::spawn_blocking(move || -> Result<engine::Comparison, String> {
-        let s = crate::schedule::Schedule::from_json(&body).map_err(|e| e.to_string())?;
-        let name = s.algorithm.clone().unwrap_or_else(|| "schedule".into());
-        Ok(engine::compare(&s.topology, &s.collective, Some((&name, &s))))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(e.to_string()))?
-    .map_err(ApiError::Internal)?;
-    Ok(json(StatusCode::OK, &cmp))
+    let stored = |body: String| ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();
+    if let Some(body) = st.store.comparison(&id).await? {
+        return Ok(stored(body));
+    }
+    let lock = st.comparing.lock().unwrap().entry(id.clone()).or_default().clone();
+    let _held = lock.lock().await;
+    let result = async {
+        if let Some(body) = st.store.comparison(&id).await? {
+            return Ok(body);
+        }
+        let (body, _) = st.store.schedule_body(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
+        let text = tokio::task::spawn_blocking(move || -> Result<String, String> {
+            let s = crate::schedule::Schedule::from_json(&body).map_err(|e| e.to_string())?;
+            let name = s.algorithm.clone().unwrap_or_else(|| "schedule".into());
+            let cmp = engine::compare(&s.topology, &s.collective, Some((&name, &s)));
+            serde_json::to_string(&cmp).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(ApiError::Internal)?;
+        st.store.put_comparison(&id, &text).await?;
+        Ok::<String, ApiError>(text)
+    }
+    .await;
+    drop(_held);
+    st.comparing.lock().unwrap().remove(&id);
+    result.map(stored)
 }
 
 /// `?format=msccl-xml` and the MSCCL file's options.

@@ -223,6 +223,9 @@ pub struct AppState {
     pub job_ended: tokio::sync::Notify,
     /// Set on SIGTERM: new work is refused with 503.
     pub shutting_down: AtomicBool,
+    /// One lock per schedule whose comparison is being computed in this process: concurrent
+    /// requests for it wait for the first and read what it stored.
+    pub comparing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 pub type Shared = Arc<AppState>;
@@ -451,6 +454,7 @@ pub async fn serve_on(
         queued: tokio::sync::Notify::new(),
         job_ended: tokio::sync::Notify::new(),
         shutting_down: AtomicBool::new(false),
+        comparing: Mutex::new(HashMap::new()),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
     tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");

@@ -19,6 +19,8 @@ pub(crate) enum Db {
 
 pub(crate) struct Server {
     addr: SocketAddr,
+    /// The database it serves from.
+    url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     rt: Option<tokio::runtime::Runtime>,
 }
@@ -59,7 +61,8 @@ fn fresh_database(db: Db) -> String {
 }
 
 fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
-    let mut config = Config::new(fresh_database(db));
+    let url = fresh_database(db);
+    let mut config = Config::new(url.clone());
     config.workers = 2;
     tweak(&mut config);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -74,7 +77,7 @@ fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
             panic!("server: {e}");
         }
     });
-    let server = Server { addr, stop: Some(tx), rt: Some(rt) };
+    let server = Server { addr, url, stop: Some(tx), rt: Some(rt) };
     wait_until(Duration::from_secs(20), || call(&server, "GET", "/readyz", None).0 == 200);
     server
 }
@@ -387,10 +390,34 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
     let (code, summ) = call(&s, "GET", &format!("/v1/schedules/{sid}/summary"), None);
     assert_eq!(code, 200);
     assert!(summ.get("transfers").is_some_and(|t| t.is_number()) && summ["stats"]["algorithm"] == "greedy");
-    let (code, cmp) = call(&s, "GET", &format!("/v1/schedules/{sid}/comparison"), None);
-    assert_eq!(code, 200);
+    // The comparison: computed once (concurrent first requests share it), then read from the
+    // store, as a marker written there shows.
+    let path = format!("/v1/schedules/{sid}/comparison");
+    let first: Vec<Resp> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..3).map(|_| sc.spawn(|| raw(s.addr, "GET", &path, None))).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        first.iter().all(|r| r.status == 200 && r.body == first[0].body),
+        "{:?}",
+        first.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    let cmp = first[0].json();
     assert!(cmp["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "greedy"));
     assert!(cmp["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "ring"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&s.url).await.unwrap();
+        let n = sqlx::query("UPDATE comparisons SET body = '{\"stored\": true}' WHERE schedule_id = $1")
+            .bind(sid.as_str())
+            .execute(&pool)
+            .await
+            .unwrap()
+            .rows_affected();
+        assert_eq!(n, 1, "one stored comparison");
+    });
+    assert_eq!(call(&s, "GET", &path, None), (200, json!({"stored": true})));
     // A baseline by name, through the same job path.
     let (code, ring) = call(
         &s,
@@ -841,7 +868,7 @@ fn jobs_survive_a_kill_9_and_a_restart() {
     let db = fresh_database(Db::Sqlite);
     let spawn = || spawn_binary(&db, &["--lease-ms", "1000"]);
     let (mut child, addr) = spawn();
-    let s = Server { addr, stop: None, rt: None };
+    let s = Server { addr, url: db.clone(), stop: None, rt: None };
     let (code, done) = call(
         &s,
         "POST",
@@ -859,7 +886,7 @@ fn jobs_survive_a_kill_9_and_a_restart() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let (mut child, addr) = spawn();
-    let s = Server { addr, stop: None, rt: None };
+    let s = Server { addr, url: db.clone(), stop: None, rt: None };
     for j in [&running, &queued] {
         let v = wait_for_job(&s, j["id"].as_str().unwrap(), &["succeeded", "failed"]);
         assert_eq!(v["status"], "succeeded", "{v}");
@@ -877,7 +904,7 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     let db = fresh_database(Db::Sqlite);
     let spawn = || spawn_binary(&db, &["--grace-ms", "300", "--drain-ms", "3000"]);
     let (mut child, addr) = spawn();
-    let s = Server { addr, stop: None, rt: None };
+    let s = Server { addr, url: db.clone(), stop: None, rt: None };
     let (_, job) = call(
         &s,
         "POST",
@@ -913,7 +940,7 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     assert_eq!(status, "queued", "the running job goes back to the queue on SIGTERM");
     // Restart: the job was put back in the queue, not lost, and now runs to the end.
     let (mut child, addr) = spawn();
-    let s = Server { addr, stop: None, rt: None };
+    let s = Server { addr, url: db.clone(), stop: None, rt: None };
     let v = wait_for_job(&s, &id, &["succeeded", "failed"]);
     assert_eq!(v["status"], "succeeded", "{v}");
     child.kill().unwrap();
@@ -927,7 +954,7 @@ fn replicas_share_one_postgres_queue() {
     let url = fresh_database(Db::Postgres);
     let start_on = |url: &str| {
         let url = url.to_string();
-        let mut config = Config::new(url);
+        let mut config = Config::new(url.clone());
         config.workers = 2;
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
@@ -939,7 +966,7 @@ fn replicas_share_one_postgres_queue() {
             })
             .await;
         });
-        let s = Server { addr, stop: Some(tx), rt: Some(rt) };
+        let s = Server { addr, url, stop: Some(tx), rt: Some(rt) };
         wait_until(Duration::from_secs(20), || call(&s, "GET", "/readyz", None).0 == 200);
         s
     };

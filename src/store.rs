@@ -21,6 +21,9 @@ pub enum StoreError {
     Url(String),
     #[error("jobs table: {0}")]
     Status(#[from] UnknownJobStatus),
+    /// Rows that contradict each other (a bug, or a hand-edited database).
+    #[error("inconsistent rows: {0}")]
+    Corrupt(String),
 }
 
 /// A job's state. `as_str()` is what `jobs.status` holds and what the API serves: the SQL
@@ -80,6 +83,10 @@ pub enum Backend {
     Sqlite,
     Postgres,
 }
+
+/// What a schedule stored by reference has in place of its topology: the first occurrence in
+/// the body is the top-level field (the fields before it are the format, algorithm and seed).
+pub const TOPOLOGY_BY_REF: &str = "\"topology\":null";
 
 /// A job to queue: its id, batch, the id of the HTTP request that queued it, the normalized
 /// request (its cache key and JSON), its algorithm and the topology it runs on.
@@ -259,6 +266,11 @@ impl Store {
     /// was created.
     pub async fn put_topology(&self, t: &TopologyRow) -> Result<(TopologyRow, bool), StoreError> {
         if let Some(existing) = self.topology_by_digest(&t.digest).await? {
+            // Stored again after a soft delete: visible again.
+            sqlx::query("UPDATE topologies SET deleted_at = NULL WHERE id = $1 AND deleted_at IS NOT NULL")
+                .bind(&existing.id)
+                .execute(&self.pool)
+                .await?;
             return Ok((existing, false));
         }
         let inserted = sqlx::query(
@@ -297,7 +309,7 @@ impl Store {
         if !plausible_id(id) {
             return Ok(None);
         }
-        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1");
+        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1 AND deleted_at IS NULL");
         let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
         Ok(row.as_ref().map(topology_row).transpose()?)
     }
@@ -306,30 +318,42 @@ impl Store {
     pub async fn topologies(&self, offset: i64, limit: i64) -> Result<(Vec<TopologyRow>, i64), StoreError> {
         // Without bodies: a page of 500 large topologies would load gigabytes to show counts.
         let cols = TOPOLOGY_COLS.replace("body", "'' AS body");
-        let q = format!("SELECT {cols} FROM topologies ORDER BY created_at, id LIMIT $1 OFFSET $2");
+        let q = format!(
+            "SELECT {cols} FROM topologies WHERE deleted_at IS NULL ORDER BY created_at, id LIMIT $1 OFFSET $2"
+        );
         let rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(limit).bind(offset).fetch_all(&self.pool).await?;
-        let total: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM topologies").fetch_one(&self.pool).await?.try_get("n")?;
+        let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM topologies WHERE deleted_at IS NULL")
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
         Ok((rows.iter().map(topology_row).collect::<Result<_, _>>()?, total))
     }
 
-    /// Deletes a topology unless a queued or running job needs it (one statement, so a job
-    /// cannot slip in between the check and the delete).
+    /// Deletes a topology unless a queued or running job needs it (each statement checks, so a
+    /// job cannot slip in between). One that stored schedules refer to is soft-deleted: hidden
+    /// from every route, kept for those schedules' bodies.
     pub async fn delete_topology(&self, id: &str) -> Result<Deletion, StoreError> {
         if !plausible_id(id) {
             return Ok(Deletion::NotFound);
         }
-        let r = sqlx::query(
-            "DELETE FROM topologies WHERE id = $1 AND NOT EXISTS \
-             (SELECT 1 FROM jobs WHERE topology_id = $1 AND status IN ($2, $3))",
-        )
-        .bind(id)
-        .bind(JobStatus::Queued.as_str())
-        .bind(JobStatus::Running.as_str())
-        .execute(&self.pool)
-        .await?;
-        if r.rows_affected() > 0 {
-            return Ok(Deletion::Deleted);
+        const IDLE: &str = "NOT EXISTS (SELECT 1 FROM jobs WHERE topology_id = $1 AND status IN ($2, $3))";
+        const REFERRED: &str = "EXISTS (SELECT 1 FROM schedules WHERE topology_id = $1 AND topology_by_ref = 1)";
+        let hidden = format!(
+            "UPDATE topologies SET deleted_at = $4 WHERE id = $1 AND deleted_at IS NULL AND {IDLE} AND {REFERRED}"
+        );
+        let removed =
+            format!("DELETE FROM topologies WHERE id = $1 AND deleted_at IS NULL AND {IDLE} AND NOT {REFERRED}");
+        for (q, stamped) in [(hidden, true), (removed, false)] {
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(q))
+                .bind(id)
+                .bind(JobStatus::Queued.as_str())
+                .bind(JobStatus::Running.as_str());
+            if stamped {
+                q = q.bind(now_ms());
+            }
+            if q.execute(&self.pool).await?.rows_affected() > 0 {
+                return Ok(Deletion::Deleted);
+            }
         }
         let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE topology_id = $1 AND status IN ($2, $3)")
             .bind(id)
@@ -515,6 +539,7 @@ impl Store {
         topology_id: &str,
         body: &str,
         summary: &str,
+        topology_by_ref: bool,
     ) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
         let now = now_ms();
@@ -535,7 +560,8 @@ impl Store {
             return Ok(false);
         }
         sqlx::query(
-            "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at, topology_by_ref) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(schedule_id)
         .bind(&lease.job_id)
@@ -543,6 +569,7 @@ impl Store {
         .bind(body)
         .bind(summary)
         .bind(now)
+        .bind(topology_by_ref as i64)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -644,18 +671,29 @@ impl Store {
         Ok(())
     }
 
+    /// A schedule's JSON, its topology spliced back in when it is stored by reference (the
+    /// topology's row is kept for it even when soft-deleted), and its topology id.
     pub async fn schedule_body(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
         if !plausible_id(id) {
             return Ok(None);
         }
-        let row = sqlx::query("SELECT body, topology_id FROM schedules WHERE id = $1")
+        let row = sqlx::query("SELECT body, topology_id, topology_by_ref FROM schedules WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(match row {
-            Some(r) => Some((r.try_get("body")?, r.try_get("topology_id")?)),
-            None => None,
-        })
+        let Some(r) = row else { return Ok(None) };
+        let (mut body, topology_id): (String, String) = (r.try_get("body")?, r.try_get("topology_id")?);
+        if r.try_get::<i64, _>("topology_by_ref")? != 0 {
+            let topology: String = sqlx::query_scalar("SELECT body FROM topologies WHERE id = $1")
+                .bind(&topology_id)
+                .fetch_one(&self.pool)
+                .await?;
+            let at = body
+                .find(TOPOLOGY_BY_REF)
+                .ok_or_else(|| StoreError::Corrupt(format!("schedule {id}: stored by reference without the marker")))?;
+            body.replace_range(at..at + TOPOLOGY_BY_REF.len(), &format!("\"topology\":{topology}"));
+        }
+        Ok(Some((body, topology_id)))
     }
 
     pub async fn schedule_summary(&self, id: &str) -> Result<Option<String>, StoreError> {

@@ -649,9 +649,10 @@ async fn run_job(st: &Shared, job: crate::store::JobRow) {
     st.cancels.lock().unwrap().remove(&job.id);
     let seconds = started.elapsed().as_secs_f64();
     let (status, result) = match outcome {
-        Ok((schedule_id, topology_id, body, summary)) => {
-            (JobStatus::Succeeded, st.store.finish_job(&lease, &schedule_id, &topology_id, &body, &summary).await)
-        }
+        Ok(r) => (
+            JobStatus::Succeeded,
+            st.store.finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref).await,
+        ),
         Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => {
             (JobStatus::Queued, st.store.requeue_claimed(&lease).await)
         }
@@ -681,13 +682,23 @@ enum JobEnd {
     Failed(String),
 }
 
-/// Runs one job; returns (schedule id, topology id, schedule JSON, summary JSON).
+/// A finished job's result, as it is stored.
+struct Finished {
+    schedule_id: String,
+    topology_id: String,
+    /// The schedule JSON; its topology is `store::TOPOLOGY_BY_REF` when `topology_by_ref`.
+    body: String,
+    summary: String,
+    topology_by_ref: bool,
+}
+
+/// Runs one job.
 async fn execute(
     st: &Shared,
     job: &crate::store::JobRow,
     lease: &crate::store::Lease,
     flag: Arc<AtomicBool>,
-) -> Result<(String, String, String, String), JobEnd> {
+) -> Result<Finished, JobEnd> {
     let req: JobRequest =
         serde_json::from_str(&job.request).map_err(|e| JobEnd::Failed(format!("unreadable job request: {e}")))?;
     let row = st
@@ -742,7 +753,7 @@ async fn execute(
     })
     .await;
     renew.abort();
-    let (body, summary) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
+    let (body, summary, topology_by_ref) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
     if body.len() > st.config.max_result_bytes {
         // Refused for good: storing it would fail (or fill the disk) every time it is retried.
         return Err(JobEnd::Failed(format!(
@@ -751,10 +762,11 @@ async fn execute(
             st.config.max_result_bytes
         )));
     }
-    Ok((schedule_id, topology_id, body, summary))
+    Ok(Finished { schedule_id, topology_id, body, summary, topology_by_ref })
 }
 
-/// The synthesis itself (blocking): the engine, then the schedule and its summary as JSON.
+/// The synthesis itself (blocking): the engine, then the schedule JSON (its topology left out,
+/// the stored topology stands for it: the third value says so) and its summary JSON.
 fn solve(
     req: &JobRequest,
     topology: &str,
@@ -762,7 +774,7 @@ fn solve(
     flag: &AtomicBool,
     limits: &engine::Limits,
     progress: engine::Progress,
-) -> Result<(String, String), JobEnd> {
+) -> Result<(String, String, bool), JobEnd> {
     let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
     let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);
@@ -771,7 +783,17 @@ fn solve(
         e => JobEnd::Failed(e.to_string()),
     })?;
     let (schedule, report, stats) = (out.schedule, out.report, out.stats);
-    let body = serde_json::to_string(&schedule).map_err(|e| JobEnd::Failed(e.to_string()))?;
+    let mut body = serde_json::to_string(&schedule).map_err(|e| JobEnd::Failed(e.to_string()))?;
+    // The topology is the stored one the request named: stored once, not once per schedule.
+    let embedded = serde_json::to_string(&schedule.topology).map_err(|e| JobEnd::Failed(e.to_string()))?;
+    let embedded = format!("\"topology\":{embedded}");
+    let by_ref = match body.find(&embedded) {
+        Some(at) if body.find(crate::store::TOPOLOGY_BY_REF).is_none_or(|m| m > at) => {
+            body.replace_range(at..at + embedded.len(), crate::store::TOPOLOGY_BY_REF);
+            true
+        }
+        _ => false,
+    };
     let summary = serde_json::json!({
         "schedule_id": schedule_id,
         "algorithm": schedule.algorithm,
@@ -786,5 +808,5 @@ fn solve(
         "transfers": report.transfers,
         "url": format!("/v1/schedules/{schedule_id}"),
     });
-    Ok((body, summary.to_string()))
+    Ok((body, summary.to_string(), by_ref))
 }

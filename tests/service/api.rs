@@ -418,6 +418,32 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
         assert_eq!(n, 1, "one stored comparison");
     });
     assert_eq!(call(&s, "GET", &path, None), (200, json!({"stored": true})));
+    // The schedule stores its topology by reference: deleting the topology hides it (404, not
+    // listed) and keeps the schedule whole; storing the same topology again brings it back.
+    let (code, t) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "torus:4x4@bw=50"})));
+    assert_eq!(code, 200, "the synthesis stored it already: {t}");
+    let tid = t["id"].as_str().unwrap().to_string();
+    rt.block_on(async {
+        let pool = sqlx::AnyPool::connect(&s.url).await.unwrap();
+        let stored: String = sqlx::query_scalar("SELECT body FROM schedules WHERE id = $1")
+            .bind(sid.as_str())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert!(stored.contains("\"topology\":null") && !stored.contains("\"links\""), "the topology is not embedded");
+    });
+    assert_eq!(raw(s.addr, "DELETE", &format!("/v1/topologies/{tid}"), None).status, 204);
+    assert_problem(&raw(s.addr, "GET", &format!("/v1/topologies/{tid}"), None), 404);
+    let (_, page) = call(&s, "GET", "/v1/topologies", None);
+    assert!(page["items"].as_array().unwrap().iter().all(|i| i["id"] != tid.as_str()), "{page}");
+    let kept = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
+    assert_eq!(kept.status, 200);
+    let kept = ccsynth::schedule::Schedule::from_json(&kept.body).unwrap();
+    assert_eq!(kept.topology, ccsynth::topology::parse_topology("torus:4x4@bw=50").unwrap());
+    assert!(ccsynth::engine::check(&kept).valid);
+    let (_, again) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "torus:4x4@bw=50"})));
+    assert_eq!(again["id"], tid.as_str());
+    assert_eq!(raw(s.addr, "GET", &format!("/v1/topologies/{tid}"), None).status, 200);
     // A baseline by name, through the same job path.
     let (code, ring) = call(
         &s,
@@ -1039,9 +1065,9 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         assert_ne!(first, second);
         assert!(!store.renew_lease(&first, 60_000).await.unwrap(), "the lapsed worker lost its lease");
         assert!(store.renew_lease(&second, 60_000).await.unwrap());
-        assert!(!store.finish_job(&first, &late, "t", "{}", "{}").await.unwrap(), "the lapsed worker wrote");
-        assert!(store.finish_job(&second, &s1, "t", "{}", "{}").await.unwrap());
-        assert!(!store.finish_job(&second, &again, "t", "{}", "{}").await.unwrap(), "a second result");
+        assert!(!store.finish_job(&first, &late, "t", "{}", "{}", false).await.unwrap(), "the lapsed worker wrote");
+        assert!(store.finish_job(&second, &s1, "t", "{}", "{}", false).await.unwrap());
+        assert!(!store.finish_job(&second, &again, "t", "{}", "{}", false).await.unwrap(), "a second result");
         assert!(!store.end_claimed(&second, JobStatus::Failed, Some("late")).await.unwrap());
         let j = store.job(&j1).await.unwrap().unwrap();
         assert_eq!((j.status, j.schedule_id.as_deref()), (JobStatus::Succeeded, Some(s1.as_str())));
@@ -1058,7 +1084,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
         assert!(store.end_job(&j2, JobStatus::Cancelled, None).await.unwrap());
         assert!(!store.renew_lease(&lease, 60_000).await.unwrap());
-        assert!(!store.finish_job(&lease, &s2, "t", "{}", "{}").await.unwrap());
+        assert!(!store.finish_job(&lease, &s2, "t", "{}", "{}", false).await.unwrap());
         assert!(!store.requeue_claimed(&lease).await.unwrap());
         let j = store.job(&j2).await.unwrap().unwrap();
         assert_eq!((j.status, j.schedule_id), (JobStatus::Cancelled, None));

@@ -22,7 +22,7 @@ USER ccsynth
 WORKDIR /data
 # The SQLite file lives here unless DATABASE_URL points at PostgreSQL.
 VOLUME ["/data"]
-# Listening beyond loopback needs tokens: mount NAME:TOKEN lines (tokens of 16 characters or
+# Listening beyond loopback needs tokens: mount NAME TOKEN lines (tokens of 16 characters or
 # more) at /run/secrets/ccsynth_tokens (a Docker secret, or -v FILE:/run/secrets/ccsynth_tokens:ro).
 # Without the file the server refuses to start; `serve --allow-open` serves it open anyway.
 ENV CCSYNTH_ADDR=0.0.0.0:8080 \

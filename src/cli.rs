@@ -179,9 +179,9 @@ pub struct ServeArgs {
     /// file-descriptor limit (`ulimit -n`).
     #[arg(long, default_value_t = 4_096)]
     pub max_connections: usize,
-    /// Clients and their bearer tokens, one NAME:TOKEN per line (tokens of 16 characters or
-    /// more); with it every /v1/ route needs `Authorization: Bearer TOKEN`, and a job can be
-    /// cancelled only by the client that queued it (env CCSYNTH_TOKENS_FILE).
+    /// Clients and their bearer tokens, one `NAME TOKEN` per line (tokens of 16 characters or
+    /// more); with it every /v1/ route needs `Authorization: Bearer TOKEN`, and jobs, batches
+    /// and schedules are each client's own (env CCSYNTH_TOKENS_FILE).
     #[arg(long, env = "CCSYNTH_TOKENS_FILE")]
     pub tokens_file: Option<std::path::PathBuf>,
     /// Serve without tokens on an address other than loopback (anyone who can reach it may
@@ -779,7 +779,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     if clients.is_empty() && !addr.ip().is_loopback() && !allow_open {
         return Err(format!(
             "--addr {addr} is not a loopback address and no --tokens-file is given: anyone who can reach it could queue, \
-             cancel and delete. Give --tokens-file FILE (NAME:TOKEN lines), or --allow-open to serve it open anyway"
+             cancel and delete. Give --tokens-file FILE (NAME TOKEN lines), or --allow-open to serve it open anyway"
         ));
     }
     let mut config = crate::api::Config::new(database_url);

@@ -364,20 +364,42 @@ impl Store {
         Ok(if users > 0 { Deletion::InUse(users) } else { Deletion::NotFound })
     }
 
-    pub async fn create_batch(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO batches (id, created_at) VALUES ($1, $2)")
+    pub async fn create_batch(&self, id: &str, owner: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO batches (id, created_at, owner) VALUES ($1, $2, $3)")
             .bind(id)
             .bind(now_ms())
+            .bind(owner.map(str::to_string))
             .execute(&self.pool)
             .await?;
         Ok(())
     }
 
-    pub async fn batch_exists(&self, id: &str) -> Result<bool, StoreError> {
+    /// The batch's owner: `None` when there is no such batch, `Some(None)` when it has none.
+    pub async fn batch_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
         if !plausible_id(id) {
-            return Ok(false);
+            return Ok(None);
         }
-        Ok(sqlx::query("SELECT id FROM batches WHERE id = $1").bind(id).fetch_optional(&self.pool).await?.is_some())
+        let row = sqlx::query("SELECT owner FROM batches WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get("owner")?),
+            None => None,
+        })
+    }
+
+    /// The owner of the job that made a schedule: `None` when there is no such schedule.
+    pub async fn schedule_owner(&self, id: &str) -> Result<Option<Option<String>>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
+        let row =
+            sqlx::query("SELECT j.owner AS owner FROM schedules s LEFT JOIN jobs j ON j.id = s.job_id WHERE s.id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(match row {
+            Some(r) => Some(r.try_get("owner")?),
+            None => None,
+        })
     }
 
     pub async fn create_job(&self, job: NewJob<'_>) -> Result<(), StoreError> {

@@ -27,9 +27,6 @@ pub enum ApiError {
     BadHost(String),
     #[error("this route needs `Authorization: Bearer TOKEN` with a token the server knows")]
     Unauthorized,
-    /// Allowed to others only: what was refused.
-    #[error("{0}")]
-    Forbidden(String),
     /// The caller's queued and running jobs, and its limit.
     #[error("you have {0} queued or running jobs, the limit per client is {1}; wait for some to end")]
     ClientQuota(i64, i64),
@@ -84,7 +81,6 @@ impl ApiError {
             ApiError::InUse(..) => StatusCode::CONFLICT,
             ApiError::BadHost(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::ClientQuota(..) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -104,7 +100,6 @@ impl ApiError {
             ApiError::InUse(..) => "in-use",
             ApiError::BadHost(_) => "bad-host",
             ApiError::Unauthorized => "unauthorized",
-            ApiError::Forbidden(_) => "forbidden",
             ApiError::ClientQuota(..) => "client-quota",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",

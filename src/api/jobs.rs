@@ -248,7 +248,11 @@ async fn enqueue(
     request_id: &RequestId,
     caller: &Caller,
 ) -> Result<(String, bool), ApiError> {
-    let key = req.key();
+    // With tokens the cache and in-flight sharing are per client: the client is in the key.
+    let key = match &caller.0 {
+        Some(owner) => format!("{owner}\u{1f}{}", req.key()),
+        None => req.key(),
+    };
     if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
         return Ok((hit.id, true));
     }
@@ -345,8 +349,33 @@ async fn create(
     answer(&st, &id, wait, cached).await
 }
 
-async fn job(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let j = st.store.job(&id).await?.ok_or(ApiError::NotFound("job", id))?;
+/// Whether `caller` may see what `owner` made: everything without tokens, its own with them.
+fn visible(caller: &Caller, owner: Option<&str>) -> bool {
+    caller.0.as_deref().is_none_or(|me| owner == Some(me))
+}
+
+/// A job the caller may see (another client's is a 404, as a missing one is).
+async fn own_job(st: &Shared, caller: &Caller, id: &str) -> Result<crate::store::JobRow, ApiError> {
+    match st.store.job(id).await? {
+        Some(j) if visible(caller, j.owner.as_deref()) => Ok(j),
+        _ => Err(ApiError::NotFound("job", id.to_string())),
+    }
+}
+
+/// Refuses a schedule the caller may not see (another client's) or that does not exist.
+async fn own_schedule(st: &Shared, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    match st.store.schedule_owner(id).await? {
+        Some(owner) if visible(caller, owner.as_deref()) => Ok(()),
+        _ => Err(ApiError::NotFound("schedule", id.to_string())),
+    }
+}
+
+async fn job(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let j = own_job(&st, &caller, &id).await?;
     Ok(json(StatusCode::OK, &job_out(&j)))
 }
 
@@ -355,12 +384,7 @@ async fn cancel(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let j = st.store.job(&id).await?.ok_or_else(|| ApiError::NotFound("job", id.clone()))?;
-    if let Some(name) = &caller.0
-        && j.owner.as_deref() != Some(name.as_str())
-    {
-        return Err(ApiError::Forbidden(format!("job {id:?} was queued by another client; only it may cancel it")));
-    }
+    let j = own_job(&st, &caller, &id).await?;
     if let Some(flag) = st.cancels.lock().unwrap().get(&id) {
         flag.store(true, Ordering::SeqCst);
     }
@@ -403,7 +427,7 @@ async fn create_batch(
         }
     }
     let batch_id = crate::store::new_id();
-    st.store.create_batch(&batch_id).await?;
+    st.store.create_batch(&batch_id, caller.0.as_deref()).await?;
     let mut job_ids = Vec::new();
     for (req, force) in &normalized {
         // A cached result is reported by the job that produced it.
@@ -420,9 +444,14 @@ async fn create_batch(
     Ok(resp)
 }
 
-async fn batch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    if !st.store.batch_exists(&id).await? {
-        return Err(ApiError::NotFound("batch", id));
+async fn batch(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    match st.store.batch_owner(&id).await? {
+        Some(owner) if visible(&caller, owner.as_deref()) => {}
+        _ => return Err(ApiError::NotFound("batch", id)),
     }
     let jobs = st.store.batch_jobs(&id).await?;
     let fraction = if jobs.is_empty() { 1.0 } else { jobs.iter().map(|j| j.progress).sum::<f64>() / jobs.len() as f64 };
@@ -440,19 +469,34 @@ async fn batch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Respo
     Ok(json(StatusCode::OK, &body))
 }
 
-async fn schedule(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn schedule(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    own_schedule(&st, &caller, &id).await?;
     let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
-async fn summary(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn summary(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    own_schedule(&st, &caller, &id).await?;
     let s = st.store.schedule_summary(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
     Ok(([(header::CONTENT_TYPE, "application/json")], s).into_response())
 }
 
 /// The schedule beside every applicable baseline: computed on the first request, stored, and
 /// read from the store after that. Concurrent first requests in one process compute it once.
-async fn comparison(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn comparison(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    own_schedule(&st, &caller, &id).await?;
     let stored = |body: String| ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();
     if let Some(body) = st.store.comparison(&id).await? {
         return Ok(stored(body));
@@ -502,9 +546,11 @@ struct ExportQuery {
 /// The stored schedule in another program's format (validated again before it is written).
 async fn export(
     State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     q: Result<axum::extract::Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    own_schedule(&st, &caller, &id).await?;
     let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let (format, media) = match q.format.as_str() {
         "msccl-xml" => (ExportFormat::MscclXml, "application/xml"),
@@ -573,6 +619,7 @@ async fn regenerate(
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
+    own_schedule(&st, &caller, &id).await?;
     let request = st.store.schedule_request(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
     let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
     let failures = Failures { links: r.failed_links, npus: r.failed_npus.clone(), directed: false };

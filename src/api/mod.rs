@@ -77,8 +77,8 @@ impl std::fmt::Debug for Client {
 /// Shortest token accepted (characters).
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// Reads a tokens file: one `NAME:TOKEN` per line, `#` comments and blank lines ignored.
-/// Names are unique; tokens are at least `MIN_TOKEN_LEN` characters and unique.
+/// Reads a tokens file: one `NAME TOKEN` (or `NAME:TOKEN`) per line, `#` comments and blank
+/// lines ignored. Names are unique; tokens are at least `MIN_TOKEN_LEN` characters and unique.
 pub fn parse_clients(text: &str) -> Result<Vec<Client>, String> {
     let mut clients: Vec<Client> = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -87,7 +87,9 @@ pub fn parse_clients(text: &str) -> Result<Vec<Client>, String> {
             continue;
         }
         let at = || format!("line {}", i + 1);
-        let (name, token) = line.split_once(':').ok_or_else(|| format!("{}: expected NAME:TOKEN", at()))?;
+        let (name, token) = line
+            .split_once(|c: char| c == ':' || c.is_whitespace())
+            .ok_or_else(|| format!("{}: expected NAME TOKEN", at()))?;
         let (name, token) = (name.trim(), token.trim());
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
             return Err(format!("{}: name {name:?}: expected letters, digits, '-', '_' or '.'", at()));
@@ -104,7 +106,7 @@ pub fn parse_clients(text: &str) -> Result<Vec<Client>, String> {
         clients.push(Client { name: name.into(), token: token.into() });
     }
     if clients.is_empty() {
-        return Err("no NAME:TOKEN line".into());
+        return Err("no NAME TOKEN line".into());
     }
     Ok(clients)
 }
@@ -458,6 +460,11 @@ pub async fn serve_on(
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
     tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");
+    if config.clients.is_empty() {
+        eprintln!(
+            "ccsynth: no --tokens-file: every client that reaches this address may queue, read, cancel and delete"
+        );
+    }
     // Machine-readable for scripts and tests that start the server on port 0.
     eprintln!("ccsynth: listening on {}", listener.local_addr()?);
     let st = state.clone();

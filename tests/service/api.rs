@@ -1346,12 +1346,13 @@ fn hosts_outside_the_allow_list_are_refused() {
 }
 
 /// With tokens: the /v1/ routes need a bearer token (401 with `WWW-Authenticate` otherwise;
-/// health and metrics stay open), a job is cancelled only by the client that queued it (403
-/// for another), and a client's queued and running jobs are capped (429 with `Retry-After`)
-/// without holding back another client.
+/// health and metrics stay open); jobs, batches and schedules belong to the client that made
+/// them (404 for another, to read, cancel, export or regenerate); the cache is per client; a
+/// client's queued and running jobs are capped (429 with `Retry-After`) without holding back
+/// another client.
 fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
     let clients =
-        ccsynth::api::parse_clients("# two clients\nalice:alice-token-0123456789\n\nbob: bob-token-0123456789xx\n")
+        ccsynth::api::parse_clients("# two clients\nalice alice-token-0123456789\n\nbob:bob-token-0123456789xx\n")
             .unwrap();
     assert_eq!(clients.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["alice", "bob"]);
     let s = start_with(db, |c| {
@@ -1392,8 +1393,10 @@ fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
         r.json()["id"].as_str().unwrap().to_string()
     };
     let first = id_of(queue("alice", 4000));
-    let r = as_(Some("bob"), "DELETE", &format!("/v1/jobs/{first}"), None);
-    assert_problem(&r, 403);
+    // Another client's job is not there for bob: 404 to read and to cancel.
+    assert_problem(&as_(Some("bob"), "GET", &format!("/v1/jobs/{first}"), None), 404);
+    assert_problem(&as_(Some("bob"), "DELETE", &format!("/v1/jobs/{first}"), None), 404);
+    assert_eq!(as_(Some("alice"), "GET", &format!("/v1/jobs/{first}"), None).status, 200);
     let second = id_of(queue("alice", 4001));
     let r = queue("alice", 4002);
     let p = assert_problem(&r, 429);
@@ -1407,4 +1410,30 @@ fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
     for (who, id) in [("alice", &second), ("alice", &third), ("bob", &theirs)] {
         assert_eq!(as_(Some(who), "DELETE", &format!("/v1/jobs/{id}"), None).status, 200);
     }
+    // Results are per client: the same request is solved for each, cached for each, and one's
+    // schedule and batch are a 404 for the other.
+    let quick =
+        json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 4096}, "algorithm": "greedy"});
+    let done = |who: &str| {
+        let r = as_(Some(who), "POST", "/v1/syntheses", Some(quick.clone()));
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.json()
+    };
+    let (a, b) = (done("alice"), done("bob"));
+    assert_eq!((a["cached"].as_bool(), b["cached"].as_bool()), (Some(false), Some(false)), "bob's is his own");
+    assert_ne!(a["schedule_id"], b["schedule_id"]);
+    assert_eq!(done("alice")["cached"], true);
+    let sid = a["schedule_id"].as_str().unwrap();
+    for path in ["", "/summary", "/comparison", "/export?format=chrome-trace"] {
+        assert_eq!(as_(Some("alice"), "GET", &format!("/v1/schedules/{sid}{path}"), None).status, 200, "{path}");
+        assert_problem(&as_(Some("bob"), "GET", &format!("/v1/schedules/{sid}{path}"), None), 404);
+    }
+    let regen =
+        as_(Some("bob"), "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(json!({"failed_links": [[0, 1]]})));
+    assert_problem(&regen, 404);
+    let batch = as_(Some("alice"), "POST", "/v1/batches", Some(json!({"requests": [quick]})));
+    assert_eq!(batch.status, 201, "{}", batch.body);
+    let bid = batch.json()["batch_id"].as_str().unwrap().to_string();
+    assert_eq!(as_(Some("alice"), "GET", &format!("/v1/batches/{bid}"), None).status, 200);
+    assert_problem(&as_(Some("bob"), "GET", &format!("/v1/batches/{bid}"), None), 404);
 }

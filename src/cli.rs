@@ -196,6 +196,13 @@ pub struct ServeArgs {
     /// Queued and running jobs one client may have (429 beyond); with --tokens-file.
     #[arg(long, default_value_t = 1_000)]
     pub max_active_per_client: i64,
+    /// Requests per second one client may make on average, in bursts of as many (429 with
+    /// Retry-After beyond; 0: no limit); with --tokens-file.
+    #[arg(long, default_value_t = 100.0)]
+    pub max_requests_per_s: f64,
+    /// With --tokens-file, /metrics needs a token too.
+    #[arg(long)]
+    pub private_metrics: bool,
 }
 
 /// What `synth --format` and `export --format` write.
@@ -767,6 +774,8 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         allow_open,
         allowed_hosts,
         max_active_per_client,
+        max_requests_per_s,
+        private_metrics,
     } = a;
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
     let clients = match &tokens_file {
@@ -800,6 +809,11 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.max_connections = max_connections;
     config.clients = clients;
     config.max_active_per_client = max_active_per_client.max(1);
+    if !(max_requests_per_s.is_finite() && max_requests_per_s >= 0.0) {
+        return Err(format!("--max-requests-per-s {max_requests_per_s}: expected a number of requests ≥ 0"));
+    }
+    config.max_requests_per_s = max_requests_per_s;
+    config.private_metrics = private_metrics;
     config.allowed_hosts = if !allowed_hosts.is_empty() {
         Some(
             allowed_hosts

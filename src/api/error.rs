@@ -27,6 +27,9 @@ pub enum ApiError {
     BadHost(String),
     #[error("this route needs `Authorization: Bearer TOKEN` with a token the server knows")]
     Unauthorized,
+    /// The caller's request allowance is spent: seconds until the next request is allowed.
+    #[error("too many requests from this client; retry in {0:.1} s")]
+    RateLimited(f64),
     /// The caller's queued and running jobs, and its limit.
     #[error("you have {0} queued or running jobs, the limit per client is {1}; wait for some to end")]
     ClientQuota(i64, i64),
@@ -81,7 +84,7 @@ impl ApiError {
             ApiError::InUse(..) => StatusCode::CONFLICT,
             ApiError::BadHost(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::ClientQuota(..) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::ClientQuota(..) | ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -101,6 +104,7 @@ impl ApiError {
             ApiError::BadHost(_) => "bad-host",
             ApiError::Unauthorized => "unauthorized",
             ApiError::ClientQuota(..) => "client-quota",
+            ApiError::RateLimited(_) => "rate-limited",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed => "method-not-allowed",
@@ -135,6 +139,12 @@ impl IntoResponse for ApiError {
             // A full queue drains at the workers' pace: ask for a retry a few seconds on.
             ApiError::QueueFull(_) | ApiError::ClientQuota(..) => {
                 resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
+            }
+            ApiError::RateLimited(wait_s) => {
+                let seconds = (wait_s.ceil() as u64).max(1).to_string();
+                if let Ok(v) = HeaderValue::from_str(&seconds) {
+                    resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
             }
             ApiError::Unauthorized => {
                 resp.headers_mut()

@@ -59,6 +59,11 @@ pub struct Config {
     pub clients: Vec<Client>,
     /// Queued and running jobs one client may have (429 beyond); only with `clients`.
     pub max_active_per_client: i64,
+    /// Requests per second one client may make on average, in bursts of as many (429 with
+    /// `Retry-After` beyond); only with `clients`. 0: no limit.
+    pub max_requests_per_s: f64,
+    /// With `clients`, `/metrics` needs a token too.
+    pub private_metrics: bool,
 }
 
 /// A client of the service: its name (recorded as the owner of its jobs) and its token.
@@ -135,6 +140,8 @@ impl Config {
             allowed_hosts: None,
             clients: Vec::new(),
             max_active_per_client: 1_000,
+            max_requests_per_s: 100.0,
+            private_metrics: false,
         }
     }
 }
@@ -228,6 +235,8 @@ pub struct AppState {
     /// One lock per schedule whose comparison is being computed in this process: concurrent
     /// requests for it wait for the first and read what it stored.
     pub comparing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Each client's request allowance (token bucket: what is left, when it was last topped up).
+    pub allowance: Mutex<HashMap<String, (f64, std::time::Instant)>>,
 }
 
 pub type Shared = Arc<AppState>;
@@ -310,7 +319,9 @@ async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middlewar
             return ApiError::BadHost(host.chars().take(100).collect()).into_response();
         }
     }
-    let caller = if st.config.clients.is_empty() || !req.uri().path().starts_with("/v1/") {
+    let path = req.uri().path();
+    let guarded = path.starts_with("/v1/") || (st.config.private_metrics && path == "/metrics");
+    let caller = if st.config.clients.is_empty() || !guarded {
         Caller(None)
     } else {
         let given = req
@@ -322,10 +333,34 @@ async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middlewar
         let Some(client) = given.and_then(|t| st.config.clients.iter().find(|c| same_secret(&c.token, t))) else {
             return ApiError::Unauthorized.into_response();
         };
+        if let Err(wait_s) = spend(&st, &client.name) {
+            return ApiError::RateLimited(wait_s).into_response();
+        }
         Caller(Some(client.name.clone()))
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// Takes one request from `client`'s allowance (`max_requests_per_s` a second, in bursts of as
+/// many); when it is spent, the seconds until one more is allowed.
+fn spend(st: &AppState, client: &str) -> Result<(), f64> {
+    let rate = st.config.max_requests_per_s;
+    if rate <= 0.0 || !rate.is_finite() {
+        return Ok(());
+    }
+    let burst = rate.max(1.0);
+    let now = std::time::Instant::now();
+    let mut all = st.allowance.lock().unwrap_or_else(|e| e.into_inner());
+    let (left, at) = all.entry(client.to_string()).or_insert((burst, now));
+    *left = (*left + now.duration_since(*at).as_secs_f64() * rate).min(burst);
+    *at = now;
+    if *left >= 1.0 {
+        *left -= 1.0;
+        Ok(())
+    } else {
+        Err((1.0 - *left) / rate)
+    }
 }
 
 /// The host part of a `Host` header: without its port, brackets kept off an IPv6 literal.
@@ -457,6 +492,7 @@ pub async fn serve_on(
         job_ended: tokio::sync::Notify::new(),
         shutting_down: AtomicBool::new(false),
         comparing: Mutex::new(HashMap::new()),
+        allowance: Mutex::new(HashMap::new()),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
     tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");

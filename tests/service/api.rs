@@ -1437,3 +1437,37 @@ fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
     assert_eq!(as_(Some("alice"), "GET", &format!("/v1/batches/{bid}"), None).status, 200);
     assert_problem(&as_(Some("bob"), "GET", &format!("/v1/batches/{bid}"), None), 404);
 }
+
+/// Per-client request rate (token bucket: `max_requests_per_s` a second, bursts of as many):
+/// beyond it a 429 `rate-limited` problem with `Retry-After`, for that client alone, and
+/// allowed again once the allowance refills. `private_metrics` puts `/metrics` behind a token.
+#[test]
+fn each_client_has_a_request_rate_and_metrics_can_be_private() {
+    let clients = ccsynth::api::parse_clients("alice alice-token-0123456789\nbob bob-token-0123456789xx\n").unwrap();
+    let s = start_with(Db::Sqlite, |c| {
+        c.clients = clients;
+        c.max_requests_per_s = 2.0;
+        c.private_metrics = true;
+    });
+    let get = |token: Option<&str>, path: &str| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("Host", "127.0.0.1")];
+        if let Some(a) = &auth {
+            headers.push(("Authorization", a.as_str()));
+        }
+        raw_headers(s.addr, "GET", path, None, &headers)
+    };
+    let (alice, bob) = ("alice-token-0123456789", "bob-token-0123456789xx");
+    assert_problem(&get(None, "/metrics"), 401);
+    assert_eq!(get(None, "/healthz").status, 200);
+    // A burst of 2: the third request in a row is refused.
+    let statuses: Vec<u16> = (0..4).map(|_| get(Some(alice), "/v1/algorithms").status).collect();
+    assert_eq!(&statuses[..2], [200, 200], "{statuses:?}");
+    let r = get(Some(alice), "/v1/algorithms");
+    let p = assert_problem(&r, 429);
+    assert!(p["type"].as_str().unwrap().ends_with("/rate-limited"), "{p}");
+    assert!(r.header("retry-after").and_then(|v| v.parse::<u64>().ok()).is_some_and(|v| v >= 1), "{:?}", r.headers);
+    assert_eq!(get(Some(bob), "/metrics").status, 200, "another client's allowance is its own");
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(get(Some(alice), "/v1/algorithms").status, 200, "refilled");
+}

@@ -835,7 +835,8 @@ fn solve(
     let embedded = serde_json::to_string(&schedule.topology).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let embedded = format!("\"topology\":{embedded}");
     let by_ref = match body.find(&embedded) {
-        Some(at) if body.find(crate::store::TOPOLOGY_BY_REF).is_none_or(|m| m > at) => {
+        // Searched before the topology only: the body can be gigabytes of transfers.
+        Some(at) if !body[..at].contains(crate::store::TOPOLOGY_BY_REF) => {
             body.replace_range(at..at + embedded.len(), crate::store::TOPOLOGY_BY_REF);
             true
         }

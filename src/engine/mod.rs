@@ -1129,14 +1129,20 @@ fn run_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::In
     if (ctl.cancelled)() {
         return Err(Error::Cancelled);
     }
-    let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
-    let s = match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
-        Err(crate::baselines::BaselineError::Stopped) if (ctl.cancelled)() => return Err(Error::Cancelled),
-        Err(crate::baselines::BaselineError::Stopped) => return Err(Error::TimeLimit { limit_s: req.time_limit_s }),
-        other => other.map_err(BaselineFailure::from)?,
-    };
+    let s = build_baseline(req, name, ctl, deadline)?;
     let (schedule, report) = finalize_bounded(s, true).map_err(BaselineFailure::from)?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
+}
+
+/// Builds baseline `name` on the request's collective, stopping at `deadline`
+/// (`Error::TimeLimit`) or on cancel (`Error::Cancelled`); not yet validated or timed.
+fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::Instant) -> Result<Schedule, Error> {
+    let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
+    match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
+        Err(crate::baselines::BaselineError::Stopped) if (ctl.cancelled)() => Err(Error::Cancelled),
+        Err(crate::baselines::BaselineError::Stopped) => Err(Error::TimeLimit { limit_s: req.time_limit_s }),
+        other => Ok(other.map_err(BaselineFailure::from)?),
+    }
 }
 
 /// The greedy or the ILP on the request, within `deadline`. The greedy with

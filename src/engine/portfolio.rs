@@ -198,12 +198,10 @@ fn baseline_candidate(
     req: &Request,
     name: &str,
     best: &Best,
-    stop: &dyn Fn() -> bool,
+    ctl: Control,
+    deadline: Instant,
 ) -> Result<Result<Output, String>, Error> {
-    let s = match crate::baselines::build_within(name, &req.topology, req.collective(), stop) {
-        Err(crate::baselines::BaselineError::Stopped) => return Err(Error::TimeLimit { limit_s: req.time_limit_s }),
-        other => other.map_err(super::BaselineFailure::from)?,
-    };
+    let s = super::build_baseline(req, name, ctl, deadline)?;
     let so_far = best.get();
     if let Some(bound) = crate::sim::link_load_bound_ns(&s)
         && bound > so_far
@@ -262,19 +260,16 @@ fn attempt(
             ilp.seeds = 1;
             super::run_synthesizer(&ilp, algorithm, ctl, share)
         }
-        Algorithm::Baseline(name) => {
-            match baseline_candidate(req, name, best, &|| (ctl.cancelled)() || Instant::now() >= deadline) {
-                Ok(Ok(out)) => Ok(out),
-                Ok(Err(skipped)) => {
-                    entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
-                    entry.note = Some(skipped);
-                    acc.entries.push((i, entry));
-                    return acc;
-                }
-                // A stop raised by a cancel is the caller's cancel, not the time limit.
-                Err(e) => Err(if (ctl.cancelled)() { Error::Cancelled } else { e }),
+        Algorithm::Baseline(name) => match baseline_candidate(req, name, best, ctl, deadline) {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(skipped)) => {
+                entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+                entry.note = Some(skipped);
+                acc.entries.push((i, entry));
+                return acc;
             }
-        }
+            Err(e) => Err(e),
+        },
         _ => super::run_synthesizer(req, algorithm, ctl, deadline),
     };
     entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;

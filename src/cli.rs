@@ -140,6 +140,10 @@ pub struct ServeArgs {
     /// Concurrent solves (default: the number of cores).
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Threads of each worker's own pool for its job's parallel runs (default: the number of
+    /// cores; a request's options.threads overrides it).
+    #[arg(long)]
+    pub job_threads: Option<usize>,
     /// Jobs waiting beyond which new ones are refused with 429.
     #[arg(long, default_value_t = 10_000)]
     pub max_queue: i64,
@@ -436,9 +440,10 @@ pub struct SynthArgs {
     /// Try seeds seed..seed+N in parallel and keep the best by simulated time.
     #[arg(long, default_value_t = 1)]
     pub seeds: usize,
-    /// Threads for the seeds (1: one after another).
-    #[arg(long, default_value_t = 1)]
-    pub threads: usize,
+    /// Threads for the greedy's runs and HiGHS (default: the runs share one pool of a thread
+    /// per core, HiGHS takes one; 1: one after another).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// native, unwind:D or unwind:bi.
     #[arg(long, default_value = "native")]
     pub switch_model: String,
@@ -758,6 +763,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         addr,
         database_url,
         workers,
+        job_threads,
         max_queue,
         max_body_bytes,
         max_npus,
@@ -794,6 +800,9 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     let mut config = crate::api::Config::new(database_url);
     if let Some(w) = workers {
         config.workers = w.max(1);
+    }
+    if let Some(t) = job_threads {
+        config.job_threads = t.max(1);
     }
     config.max_queue = max_queue;
     config.max_body_bytes = max_body_bytes;
@@ -990,7 +999,7 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         options: engine::Options {
             seed: Some(a.seed),
             seeds: Some(a.seeds),
-            threads: Some(a.threads),
+            threads: a.threads,
             chunks_per_npu: None,
             time_limit_s: Some(a.time_limit),
             solve_time_limit_s: a.solve_time_limit,

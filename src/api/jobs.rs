@@ -656,6 +656,17 @@ async fn regenerate(
 /// One worker: claims jobs, runs each on the blocking pool (renewing its lease), stores the
 /// result, until the server shuts down.
 pub async fn worker(st: Shared, index: usize) {
+    // The worker's own pool, one thread per core by default: a job alone on the server uses
+    // every core, and jobs side by side share the cores through the OS scheduler instead of
+    // queueing behind each other's runs in one shared pool (rayon runs a pool's queued work
+    // before work injected later, so a quick job would wait for a long one to end).
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(st.config.job_threads.max(1))
+        .thread_name(move |i| format!("ccsynth-worker{index}-{i}"))
+        .build()
+        .map_err(|e| tracing::warn!(worker = index, error = %e, "no pool of its own: jobs use the shared one"))
+        .ok()
+        .map(Arc::new);
     loop {
         if st.shutting_down.load(Ordering::SeqCst) {
             return;
@@ -680,11 +691,11 @@ pub async fn worker(st: Shared, index: usize) {
             algorithm = %job.algorithm,
             worker = index
         );
-        tracing::Instrument::instrument(run_job(&st, job), span).await;
+        tracing::Instrument::instrument(run_job(&st, job, pool.clone()), span).await;
     }
 }
 
-async fn run_job(st: &Shared, job: crate::store::JobRow) {
+async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon::ThreadPool>>) {
     let Some(lease) = job.lease() else {
         tracing::error!(status = %job.status, "a claimed job is not running");
         return;
@@ -692,7 +703,7 @@ async fn run_job(st: &Shared, job: crate::store::JobRow) {
     let flag = Arc::new(AtomicBool::new(false));
     st.cancels.lock().unwrap().insert(job.id.clone(), flag.clone());
     let started = std::time::Instant::now();
-    let outcome = execute(st, &job, &lease, flag.clone()).await;
+    let outcome = execute(st, &job, &lease, flag.clone(), pool).await;
     st.cancels.lock().unwrap().remove(&job.id);
     let seconds = started.elapsed().as_secs_f64();
     let (status, result) = match outcome {
@@ -745,6 +756,7 @@ async fn execute(
     job: &crate::store::JobRow,
     lease: &crate::store::Lease,
     flag: Arc<AtomicBool>,
+    pool: Option<Arc<rayon::ThreadPool>>,
 ) -> Result<Finished, JobEnd> {
     let req: JobRequest =
         serde_json::from_str(&job.request).map_err(|e| JobEnd::Failed(format!("unreadable job request: {e}")))?;
@@ -796,7 +808,11 @@ async fn execute(
         let report = |fraction: f64, message: &str| {
             *progress.lock().unwrap_or_else(|e| e.into_inner()) = Some((fraction, message.to_string()));
         };
-        solve(&req, &row.body, &sid, &flag, &limits, &report)
+        let solve = || solve(&req, &row.body, &sid, &flag, &limits, &report);
+        match &pool {
+            Some(pool) => pool.install(solve),
+            None => solve(),
+        }
     })
     .await;
     renew.abort();

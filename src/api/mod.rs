@@ -28,6 +28,9 @@ pub struct Config {
     pub database_url: String,
     /// Concurrent solves (workers).
     pub workers: usize,
+    /// Threads of each worker's own pool, which runs its job's parallel parts (the greedy's
+    /// runs, `auto`'s candidates) unless the request sets `options.threads`.
+    pub job_threads: usize,
     /// Queued jobs beyond which new ones are refused with 429.
     pub max_queue: i64,
     pub max_body_bytes: usize,
@@ -125,6 +128,7 @@ impl Config {
         Config {
             database_url: database_url.into(),
             workers: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            job_threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             max_queue: 10_000,
             max_body_bytes: 16 << 20,
             max_npus: 4096,

@@ -118,8 +118,8 @@ pub fn names() -> Vec<&'static str> {
     registry().iter().map(|(n, _)| *n).filter(|n| *n != KOLMAKOV_VARIANTS).collect()
 }
 
-/// Builds the named baseline for `spec` on `topo` (not yet validated or timed; see
-/// `engine::baseline`).
+/// Builds the named baseline for `spec` on `topo` (not yet validated or timed: the engine's
+/// `finalize` does that).
 pub fn build(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Result<Schedule, BaselineError> {
     build_within(name, topo, spec, &|| false)
 }

@@ -217,54 +217,33 @@ fn finalize_bounded(mut s: Schedule, bounds: bool) -> Result<(Schedule, CheckRep
     Ok((s, r))
 }
 
-/// A synthesis request as the CLI and the service pass it to the engine.
+/// What `run_synthesizer` hands the greedy or the ILP: a checked `Request` with the budget
+/// left and the greedy's latency mode decided.
 #[derive(Clone, Debug)]
-pub struct SynthRequest {
+struct SynthJob<'a> {
     /// Where to synthesize.
-    pub topology: crate::topology::Topology,
-    /// What to synthesize (the first tenant's collective with `tenants`).
-    pub collective: crate::collective::CollectiveSpec,
-    /// `greedy` or `ilp`.
-    pub algorithm: String,
+    topology: &'a crate::topology::Topology,
+    /// `Greedy` or `Ilp`.
+    algorithm: Algorithm,
     /// The first seed.
-    pub seed: u64,
+    seed: u64,
     /// Independent seeds `seed..seed+seeds`, run in parallel; the best by simulated time wins.
-    pub seeds: usize,
+    seeds: usize,
     /// Threads for the seeds (and HiGHS).
-    pub threads: usize,
+    threads: Option<usize>,
     /// How switches appear in the time-expanded network.
-    pub switch_model: crate::ten::SwitchModel,
+    switch_model: crate::ten::SwitchModel,
     /// The TEN timestep; `None` tries the automatic ones.
-    pub discretization_ns: Option<f64>,
-    /// Several collectives at once (multi-tenant); when set, `collective` is not used.
-    pub tenants: Option<Vec<crate::collective::CollectiveSpec>>,
-    /// Options of the `ilp` algorithm (its HiGHS threads come from `threads`).
-    pub ilp: crate::synth::ilp::IlpOptions,
-    /// The greedy also tries its latency mode (batched messages; all-reduce by flooding the
-    /// contributions) beside the matcher, and keeps the fastest. One collective only.
-    pub latency_mode: bool,
+    discretization_ns: Option<f64>,
+    /// The request's overall budget, seconds (what a `TimeLimit` error names).
+    time_limit_s: f64,
+    /// Options of the `ilp` algorithm (its HiGHS threads come from `threads`; its time limit
+    /// is what is left of the budget).
+    ilp: crate::synth::ilp::IlpOptions,
 }
 
-impl SynthRequest {
-    /// The greedy with one seed (0) on one thread, default options.
-    pub fn new(topology: crate::topology::Topology, collective: crate::collective::CollectiveSpec) -> SynthRequest {
-        SynthRequest {
-            topology,
-            collective,
-            algorithm: "greedy".into(),
-            seed: 0,
-            seeds: 1,
-            threads: 1,
-            switch_model: Default::default(),
-            discretization_ns: None,
-            tenants: None,
-            ilp: Default::default(),
-            latency_mode: false,
-        }
-    }
-}
-
-/// The top-level `stats` object of a synthesized schedule.
+/// The top-level `stats` object of a synthesized schedule: what every synthesizer reports,
+/// then the greedy's search (`greedy`) or the ILP's (`ilp`), flattened into the same object.
 #[derive(Clone, Debug, Serialize)]
 pub struct SynthStats {
     /// The synthesizer.
@@ -273,11 +252,7 @@ pub struct SynthStats {
     pub synthesis_ms: f64,
     /// Wall time of validating, simulating and bounding the chosen schedule.
     pub check_ms: f64,
-    /// Greedy runs with distinct seeds (1 for the ilp).
-    pub seeds_tried: usize,
-    /// TEN timesteps tried (the given one, or the automatic ones).
-    pub discretizations_tried: usize,
-    /// The seed whose schedule was kept.
+    /// The seed whose schedule was kept (the ILP's: its greedy warm start's).
     pub chosen_seed: u64,
     /// TEN timesteps of the kept schedule (all phases).
     pub ten_timesteps: u32,
@@ -287,29 +262,49 @@ pub struct SynthStats {
     pub discretization_ns: f64,
     /// How switches appeared in the TEN.
     pub switch_model: crate::ten::SwitchModel,
-    /// Greedy replacements of a chosen edge by a better one.
-    pub replacements: usize,
     /// Transfers of the kept schedule.
     pub transfers: usize,
     /// Distinct steps of the kept schedule.
     pub rounds: usize,
-    /// The greedy's planner that made the kept schedule: `matching` (the TEN matcher),
-    /// `batched` (latency mode) or `contributions` (all-reduce flooding every contribution).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub greedy_mode: Option<&'static str>,
-    /// The planners the greedy tried.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub modes_tried: Vec<&'static str>,
     /// Chunks per NPU tried (the request's, or those the engine chose to search).
     pub chunks_per_npu_tried: Vec<u32>,
-    /// Greedy runs the time limit cut before they finished (their schedules were not kept).
-    pub runs_cut: usize,
     /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantChunks>,
+    /// The `greedy` algorithm's search: seeds, discretizations and planners tried.
+    #[serde(flatten)]
+    pub greedy: Option<GreedySearch>,
     /// The `ilp` algorithm's search: status, horizon, bounds, gap, solves and times.
     #[serde(flatten)]
     pub ilp: Option<crate::synth::ilp::IlpStats>,
+}
+
+impl SynthStats {
+    /// The greedy's planner that made the schedule (`None` for the ILP).
+    pub fn greedy_mode(&self) -> Option<&'static str> {
+        self.greedy.as_ref().map(|g| g.greedy_mode)
+    }
+}
+
+/// What the `greedy` algorithm searched: its runs over seeds, discretizations, chunkings and
+/// planners, and which one won.
+#[derive(Clone, Debug, Serialize)]
+pub struct GreedySearch {
+    /// Greedy runs with distinct seeds.
+    pub seeds_tried: usize,
+    /// TEN timesteps tried at the kept schedule's chunking (the given one, or the automatic
+    /// ones).
+    pub discretizations_tried: usize,
+    /// Greedy replacements of a chosen edge by a better one.
+    pub replacements: usize,
+    /// The planner that made the kept schedule: `matching` (the TEN matcher), `translation`,
+    /// `batched`, `contributions`, `doubling` or `halving_doubling`.
+    pub greedy_mode: &'static str,
+    /// The planners tried.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub modes_tried: Vec<&'static str>,
+    /// Runs the time limit cut before they finished (their schedules were not kept).
+    pub runs_cut: usize,
 }
 
 /// One tenant of a multi-tenant synthesis and its chunk ids.
@@ -321,44 +316,13 @@ pub struct TenantChunks {
     pub chunks: [usize; 2],
 }
 
-/// A synthesis's result (it passed `finalize`).
-pub struct SynthOutput {
-    /// The schedule, with its simulated time.
-    pub schedule: Schedule,
-    /// Its check report.
-    pub report: CheckReport,
-    /// How it was found.
-    pub stats: SynthStats,
+/// A synthesis's result (it passed `finalize`); `run_synthesizer` makes it an `Output`.
+struct SynthOutput {
+    schedule: Schedule,
+    report: CheckReport,
+    stats: SynthStats,
     /// The ILP's last model of each phase in LP format, when `ilp.keep_lp` was set.
-    pub lp: Vec<(&'static str, String)>,
-}
-
-/// Why `synthesize` gave no schedule (`run` maps it onto `Error`).
-#[derive(Debug, thiserror::Error)]
-pub enum SynthFailure {
-    /// The request is wrong.
-    #[error("{0}")]
-    Input(#[from] crate::error::InputError),
-    /// Not a synthesizer: (the name, the synthesizers).
-    #[error("unknown algorithm {0:?}: expected one of {1}")]
-    UnknownAlgorithm(String, String),
-    /// The synthesizer could not serve the case.
-    #[error("{0}")]
-    Synth(#[from] crate::synth::SynthError),
-    /// A bug: the result did not validate.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
-    /// The cancel poll said stop.
-    #[error("cancelled")]
-    Cancelled,
-    /// The time limit (seconds) ran out before any run finished.
-    #[error("the time limit of {0} s ran out before any run finished; raise options.time_limit_s")]
-    TimeLimit(f64),
-}
-
-/// Synthesizes, validates and scores a schedule. The result has passed `finalize`.
-pub fn synthesize(req: &SynthRequest, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<SynthOutput, SynthFailure> {
-    synthesize_with_progress(req, cancelled, &|_, _| {})
+    lp: Vec<(&'static str, String)>,
 }
 
 /// Where a synthesis reports how far it got: (fraction in [0, 1), message). Called from the
@@ -391,69 +355,27 @@ impl Reporter<'_> {
     }
 }
 
-/// `synthesize`, reporting progress: the greedy by runs finished (seeds × discretizations), the
-/// ILP by the share of its time limit used (an upper bound on what is left).
-pub fn synthesize_with_progress(
-    req: &SynthRequest,
-    cancelled: &(dyn Fn() -> bool + Sync),
-    progress: Progress,
-) -> Result<SynthOutput, SynthFailure> {
-    let started = std::time::Instant::now();
-    let tenants: Option<Vec<Collective>> = match &req.tenants {
-        None => None,
-        Some(list) => Some(
-            list.iter()
-                .enumerate()
-                .map(|(i, t)| Collective::build(t, &req.topology).map_err(|e| e.within(&format!("tenants[{i}]"))))
-                .collect::<Result<_, _>>()?,
-        ),
-    };
-    let c = match &tenants {
-        Some(t) => t
-            .first()
-            .cloned()
-            .ok_or_else(|| crate::error::InputError::new("tenants", "expected at least one collective"))?,
-        None => Collective::build(&req.collective, &req.topology).map_err(|e| e.within("collective"))?,
-    };
-    synthesize_built(req, Variants { all: &[&c], matcher: 1 }, tenants.as_deref(), started, None, cancelled, progress)
-}
-
-/// `synthesize_with_progress` on collectives already built on the request's topology.
-/// `variants` are the same collective at each chunks-per-NPU value to try (the first tenant's
-/// alone when there are tenants); the greedy runs every seed and discretization of each and
-/// keeps the fastest. Runs the `deadline` cuts are dropped; if none finished, the run fails
-/// with `SynthFailure::TimeLimit`.
+/// The greedy or the ILP on collectives already built on the request's topology, reporting
+/// progress: the greedy by runs finished (seeds × discretizations × planners), the ILP by the
+/// share of its time limit used. `variants` are the same collective at each chunks-per-NPU
+/// value to try (the first tenant's alone when there are tenants); the greedy runs every seed
+/// and discretization of each and keeps the fastest. Runs the `deadline` cuts are dropped; if
+/// none finished, the run fails with `Error::TimeLimit`. The request was checked by
+/// `Request::new`.
 fn synthesize_built(
-    req: &SynthRequest,
+    req: &SynthJob<'_>,
     variants: Variants,
     tenants: Option<&[Collective]>,
     started: std::time::Instant,
-    deadline: Option<std::time::Instant>,
+    deadline: std::time::Instant,
     cancelled: &(dyn Fn() -> bool + Sync),
     progress: Progress,
-) -> Result<SynthOutput, SynthFailure> {
+) -> Result<SynthOutput, Error> {
     use rayon::prelude::*;
     let Variants { all: variants, matcher: matcher_variants } = variants;
     let reporter = Reporter { cancelled, progress, last: std::sync::Mutex::new(None) };
-    if !SYNTHESIZERS.contains(&req.algorithm.as_str()) {
-        return Err(SynthFailure::UnknownAlgorithm(req.algorithm.clone(), SYNTHESIZERS.join(", ")));
-    }
-    if req.seeds > crate::limits::MAX_SEEDS {
-        return Err(crate::error::InputError::new(
-            "options.seeds",
-            format!("{} seeds: expected at most {}", req.seeds, crate::limits::MAX_SEEDS),
-        )
-        .into());
-    }
-    if req.threads > crate::limits::MAX_THREADS {
-        return Err(crate::error::InputError::new(
-            "options.threads",
-            format!("{} threads: expected at most {}", req.threads, crate::limits::MAX_THREADS),
-        )
-        .into());
-    }
     let c = variants[0];
-    if req.algorithm == "ilp" {
+    if req.algorithm == Algorithm::Ilp {
         let limit = req.ilp.time_limit_s;
         let polled = || {
             reporter.poll(&|| {
@@ -475,9 +397,9 @@ fn synthesize_built(
         .map(|v| match req.discretization_ns {
             _ if trivial => Ok(vec![None]), // nothing moves: no TEN is built
             Some(f) => Ok(vec![Some(f)]),
-            None => crate::synth::auto_discretizations(&req.topology, v.chunk_size_bytes, req.switch_model)
+            None => crate::synth::auto_discretizations(req.topology, v.chunk_size_bytes, req.switch_model)
                 .map(|fs| fs.into_iter().map(Some).collect())
-                .map_err(|e| SynthFailure::Synth(e.into())),
+                .map_err(|e| Error::from(crate::synth::SynthError::from(e))),
         })
         .collect::<Result<_, _>>()?;
     let mut runs: Vec<Run> = (0..matcher_variants.clamp(1, variants.len()))
@@ -499,11 +421,13 @@ fn synthesize_built(
         }
         runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
     }
-    if req.latency_mode && tenants.is_none() && !trivial && latency_mode_pays(&req.topology, c) {
+    // The latency-mode planners (batched messages, doubling, the contribution flood) run
+    // beside the matcher for one collective, where their rounds can pay.
+    if tenants.is_none() && !trivial && latency_mode_pays(req.topology, c) {
         // Deterministic on direct links and cheap: the first seed. The contribution flood's
         // bytes do not depend on the chunking: the request's alone.
         if crate::synth::flood::contributions_apply(c, req.topology.npus())
-            && crate::synth::flood::contributions_pay(&req.topology, c)
+            && crate::synth::flood::contributions_pay(req.topology, c)
         {
             runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
         }
@@ -522,7 +446,7 @@ fn synthesize_built(
     let single = runs.len() == 1;
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let total = runs.len();
-    let past_deadline = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let past_deadline = || std::time::Instant::now() >= deadline;
     let polled = || {
         reporter.poll(&|| {
             let done = finished.load(std::sync::atomic::Ordering::Relaxed);
@@ -550,26 +474,26 @@ fn synthesize_built(
         };
         let c = variants[r.variant];
         let produced = match (tenants, r.mode) {
-            (Some(t), _) => crate::synth::greedy_multi(&req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
-            (None, Mode::Matching(_)) => crate::synth::greedy(&req.topology, c, &opts, polled),
-            (None, Mode::Batched) => crate::synth::batched(&req.topology, c, &opts, polled),
+            (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
+            (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
+            (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
             (None, Mode::Doubling(shape)) => {
                 // One labelling search for every shape and chunking (runs wait for the first).
                 let at = labels.get_or_init(|| {
-                    crate::synth::doubling::labelling(&req.topology, variants[0], req.switch_model, r.seed, polled)
+                    crate::synth::doubling::labelling(req.topology, variants[0], req.switch_model, r.seed, polled)
                 });
                 at.clone()
                     .and_then(|at| {
-                        crate::synth::doubling::synthesize(&req.topology, c, req.switch_model, shape, &at, r.seed)
+                        crate::synth::doubling::synthesize(req.topology, c, req.switch_model, shape, &at, r.seed)
                     })
                     .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
             }
             (None, Mode::Translation) => {
                 let (torus, pattern, _) = patterns[r.variant].as_ref().expect("a translation run has its pattern");
-                crate::synth::translated(&req.topology, c, &opts, torus, pattern, polled)
+                crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
             }
             (None, Mode::Contributions) => {
-                crate::synth::flood::all_reduce_by_contributions(&req.topology, c, req.switch_model, r.seed, polled)
+                crate::synth::flood::all_reduce_by_contributions(req.topology, c, req.switch_model, r.seed, polled)
                     .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
             }
         };
@@ -586,41 +510,51 @@ fn synthesize_built(
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
             Err(e) if e.is_cancelled() => Outcome::cut(),
-            Err(e) => Outcome { error: Some((index, SynthFailure::Synth(e))), ..Outcome::default() },
+            Err(e) => Outcome { error: Some((index, e.into())), ..Outcome::default() },
         }
     };
-    let outcome = match rayon::ThreadPoolBuilder::new().num_threads(req.threads.max(1)).build() {
+    // The winner does not depend on the threads (`Outcome::merge`), only the wall time does.
+    let all_runs = || runs.par_iter().enumerate().map(run).reduce(Outcome::default, Outcome::merge);
+    let outcome = match req.threads {
         _ if single => run((0, &runs[0])),
-        Ok(pool) => pool.install(|| runs.par_iter().enumerate().map(run).reduce(Outcome::default, Outcome::merge)),
-        // No threads to be had: the same runs, one after another.
-        Err(_) => runs.iter().enumerate().map(run).fold(Outcome::default(), Outcome::merge),
+        // The caller's pool: the process's (one thread per core), or `auto`'s.
+        None => all_runs(),
+        Some(n) => match rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build() {
+            Ok(pool) => pool.install(all_runs),
+            // No threads to be had: the same runs, one after another.
+            Err(_) => runs.iter().enumerate().map(run).fold(Outcome::default(), Outcome::merge),
+        },
     };
     if outcome.cancelled {
-        return Err(SynthFailure::Cancelled);
+        return Err(Error::Cancelled);
     }
     let Some(best) = outcome.best else {
         return Err(match outcome.error {
             Some((_, e)) => e,
-            None => SynthFailure::TimeLimit(req.ilp.time_limit_s),
+            None => Error::TimeLimit { limit_s: req.time_limit_s },
         });
     };
     let Candidate { run, schedule, stats: gst, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     let (schedule, report) = finalize(schedule)?;
+    let search = GreedySearch {
+        seeds_tried: seeds,
+        discretizations_tried: factors[run.variant].len(),
+        replacements: gst.replacements,
+        greedy_mode: run.mode.name(),
+        modes_tried: runs.iter().map(|r| r.mode.name()).fold(Vec::new(), |mut m, name| {
+            if !m.contains(&name) {
+                m.push(name);
+            }
+            m
+        }),
+        runs_cut: outcome.cut,
+    };
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
-    stats.seeds_tried = seeds;
-    stats.discretizations_tried = factors[run.variant].len();
     stats.chosen_seed = run.seed;
-    stats.greedy_mode = Some(run.mode.name());
-    stats.modes_tried = runs.iter().map(|r| r.mode.name()).fold(Vec::new(), |mut m, name| {
-        if !m.contains(&name) {
-            m.push(name);
-        }
-        m
-    });
     stats.chunks_per_npu_tried = variants.iter().map(|v| v.spec.chunks()).collect();
-    stats.runs_cut = outcome.cut;
+    stats.greedy = Some(search);
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
 }
 
@@ -631,13 +565,13 @@ fn synthesize_built(
 type TranslationPattern = (crate::synth::translate::Torus, crate::synth::translate::Pattern, bool);
 
 fn translation_patterns(
-    req: &SynthRequest,
+    req: &SynthJob<'_>,
     variants: &[&Collective],
     eligible: bool,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Vec<Option<TranslationPattern>> {
     use crate::synth::translate;
-    let torus = if eligible && req.latency_mode { translate::Torus::of(&req.topology) } else { None };
+    let torus = if eligible { translate::Torus::of(req.topology) } else { None };
     variants
         .iter()
         .map(|v| {
@@ -727,7 +661,7 @@ impl Mode {
 #[derive(Default)]
 struct Outcome {
     best: Option<Candidate>,
-    error: Option<(usize, SynthFailure)>,
+    error: Option<(usize, Error)>,
     cut: usize,
     cancelled: bool,
 }
@@ -763,7 +697,7 @@ struct Candidate {
 
 /// The statistics every synthesizer reports, for one run with the request's seed.
 fn base_stats(
-    req: &SynthRequest,
+    req: &SynthJob<'_>,
     gst: crate::synth::PlanStats,
     schedule: &Schedule,
     report: &CheckReport,
@@ -772,21 +706,15 @@ fn base_stats(
     checked: std::time::Instant,
 ) -> SynthStats {
     SynthStats {
-        algorithm: req.algorithm.clone(),
+        algorithm: req.algorithm.name().to_string(),
         synthesis_ms,
         check_ms: checked.elapsed().as_secs_f64() * 1e3,
-        seeds_tried: 1,
-        discretizations_tried: 1,
         chosen_seed: req.seed,
         ten_timesteps: gst.ten_timesteps,
         phase_timesteps: gst.phase_timesteps,
         discretization_ns: gst.discretization_ns,
         switch_model: req.switch_model,
-        replacements: gst.replacements,
-        greedy_mode: None,
-        modes_tried: Vec::new(),
         chunks_per_npu_tried: vec![schedule.collective.chunks()],
-        runs_cut: 0,
         transfers: schedule.transfers.len(),
         rounds: report.rounds,
         tenants: tenants
@@ -798,13 +726,14 @@ fn base_stats(
                 Some(r)
             })
             .collect(),
+        greedy: None,
         ilp: None,
     }
 }
 
 /// Checks the budget options a request carries against a cap on `time_limit_s` (JSON paths
-/// as the service names them): `Request::new` with the caller's `Limits::max_solve_s`, a
-/// direct `SynthRequest` with the library's.
+/// as the service names them) against the caller's `Limits::max_solve_s`: `Request::new`'s
+/// one budget check.
 pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> Result<(), crate::error::InputError> {
     use crate::error::InputError;
     if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0 && o.time_limit_s <= max) {
@@ -827,37 +756,26 @@ pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> Result<
 /// The `ilp` algorithm: one run (the seed drives the greedy warm start) on one discretization
 /// (the given one, or the fastest edge's time).
 fn synthesize_ilp(
-    req: &SynthRequest,
+    req: &SynthJob<'_>,
     c: &Collective,
     tenants: Option<&[Collective]>,
     started: std::time::Instant,
     cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<SynthOutput, SynthFailure> {
+) -> Result<SynthOutput, Error> {
     let mut iopts = req.ilp.clone();
-    check_ilp_options(&iopts, crate::limits::MAX_SOLVE_TIME_S)?;
-    if req.seeds > 1 {
-        // Refused rather than ignored: the ILP's result does not depend on seeds the way the
-        // greedy's does (the seed only picks its warm start).
-        return Err(crate::error::InputError::new(
-            "options.seeds",
-            format!("{}: the ilp runs one seed (its greedy warm start); give seeds only with greedy", req.seeds),
-        )
-        .into());
-    }
-    iopts.threads = req.threads.max(1) as u32;
+    iopts.threads = req.threads.unwrap_or(1).max(1) as u32;
     let opts = crate::synth::PlanOptions {
         seed: req.seed,
         switch_model: req.switch_model,
         discretization_ns: req.discretization_ns,
     };
     let produced = match tenants {
-        None => crate::synth::ilp(&req.topology, c, &opts, &iopts, cancelled),
+        None => crate::synth::ilp(req.topology, c, &opts, &iopts, cancelled),
         Some(t) => {
-            crate::synth::ilp_multi(&req.topology, t, &opts, &iopts, cancelled).map(|(j, i)| (j.schedule, j.stats, i))
+            crate::synth::ilp_multi(req.topology, t, &opts, &iopts, cancelled).map(|(j, i)| (j.schedule, j.stats, i))
         }
     };
-    let (schedule, gst, iout) =
-        produced.map_err(|e| if e.is_cancelled() { SynthFailure::Cancelled } else { e.into() })?;
+    let (schedule, gst, iout) = produced?;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     let (schedule, report) = finalize(schedule)?;
@@ -866,35 +784,16 @@ fn synthesize_ilp(
     Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
 }
 
-/// Builds, validates and times a hand-built baseline. The result has passed `finalize`.
-pub fn baseline(
-    name: &str,
-    topology: &crate::topology::Topology,
-    spec: &crate::collective::CollectiveSpec,
-) -> Result<(Schedule, CheckReport), BaselineFailure> {
-    baseline_bounded(name, topology, spec, true)
-}
-
-/// `baseline`, with the lower bounds in its report only when `bounds` (see `check_bounded`).
+/// Builds, validates and times a hand-built baseline for `compare`, with the lower bounds in
+/// its report only when `bounds` (see `check_bounded`).
 fn baseline_bounded(
     name: &str,
     topology: &crate::topology::Topology,
     spec: &crate::collective::CollectiveSpec,
     bounds: bool,
-) -> Result<(Schedule, CheckReport), BaselineFailure> {
+) -> Result<(Schedule, CheckReport), Error> {
     let s = crate::baselines::build(name, topology, spec)?;
     Ok(finalize_bounded(s, bounds)?)
-}
-
-/// Why `baseline` gave no schedule.
-#[derive(Debug, thiserror::Error)]
-pub enum BaselineFailure {
-    /// The baseline refused the case (or does not exist).
-    #[error(transparent)]
-    Baseline(#[from] crate::baselines::BaselineError),
-    /// A bug: the baseline's schedule did not validate.
-    #[error(transparent)]
-    Engine(#[from] EngineError),
 }
 
 /// One row of a comparison table.
@@ -970,11 +869,23 @@ pub fn compare_among(
     };
     let mut rows = Vec::new();
     let mut refused = Vec::new();
-    for &name in names {
-        // The bound is computed once below, not per row.
-        match baseline_bounded(name, topology, spec, false) {
-            Ok((s, r)) => rows.push(row(name, &s, r.rounds)),
-            Err(e) => refused.push((name.to_string(), e.to_string())),
+    // Every baseline on the caller's pool (they are independent), kept in `names` order. The
+    // bound is computed once below, not per row.
+    let built: Vec<Result<ComparisonRow, String>> = {
+        use rayon::prelude::*;
+        names
+            .par_iter()
+            .map(|&name| {
+                baseline_bounded(name, topology, spec, false)
+                    .map(|(s, r)| row(name, &s, r.rounds))
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    };
+    for (&name, result) in names.iter().zip(built) {
+        match result {
+            Ok(r) => rows.push(r),
+            Err(e) => refused.push((name.to_string(), e)),
         }
     }
     let best_baseline = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
@@ -1078,28 +989,26 @@ pub enum Error {
     Internal(#[from] EngineError),
 }
 
-impl From<SynthFailure> for Error {
-    fn from(e: SynthFailure) -> Self {
+/// A synthesizer's failure as the doors see it. `SynthError::Cancelled` is the caller's
+/// poll: the greedy's runs tell a deadline from a cancel before they get here.
+impl From<crate::synth::SynthError> for Error {
+    fn from(e: crate::synth::SynthError) -> Self {
         match e {
-            SynthFailure::Input(e) | SynthFailure::Synth(crate::synth::SynthError::Input(e)) => Error::Input(e),
-            SynthFailure::UnknownAlgorithm(name, expected) => Error::Input(crate::error::InputError::new(
-                "algorithm",
-                format!("{name:?}: expected one of {expected}"),
-            )),
-            SynthFailure::Synth(e) => Error::Unsupported(e.to_string()),
-            SynthFailure::Engine(e) => Error::Internal(e),
-            SynthFailure::Cancelled => Error::Cancelled,
-            SynthFailure::TimeLimit(limit_s) => Error::TimeLimit { limit_s },
+            crate::synth::SynthError::Input(e) => Error::Input(e),
+            crate::synth::SynthError::Cancelled => Error::Cancelled,
+            e => Error::Unsupported(e.to_string()),
         }
     }
 }
 
-impl From<BaselineFailure> for Error {
-    fn from(e: BaselineFailure) -> Self {
+/// A baseline's failure as the doors see it. `Stopped` comes only from `build_within`, whose
+/// caller (`build_baseline`) tells a deadline from a cancel first.
+impl From<crate::baselines::BaselineError> for Error {
+    fn from(e: crate::baselines::BaselineError) -> Self {
         match e {
-            BaselineFailure::Baseline(crate::baselines::BaselineError::Input(e)) => Error::Input(e),
-            BaselineFailure::Baseline(e) => Error::Unsupported(e.to_string()),
-            BaselineFailure::Engine(e) => Error::Internal(e),
+            crate::baselines::BaselineError::Input(e) => Error::Input(e),
+            crate::baselines::BaselineError::Stopped => Error::Cancelled,
+            e => Error::Unsupported(e.to_string()),
         }
     }
 }
@@ -1130,7 +1039,7 @@ fn run_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::In
         return Err(Error::Cancelled);
     }
     let s = build_baseline(req, name, ctl, deadline)?;
-    let (schedule, report) = finalize_bounded(s, true).map_err(BaselineFailure::from)?;
+    let (schedule, report) = finalize_bounded(s, true)?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 
@@ -1141,7 +1050,7 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
     match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
         Err(crate::baselines::BaselineError::Stopped) if (ctl.cancelled)() => Err(Error::Cancelled),
         Err(crate::baselines::BaselineError::Stopped) => Err(Error::TimeLimit { limit_s: req.time_limit_s }),
-        other => Ok(other.map_err(BaselineFailure::from)?),
+        other => Ok(other?),
     }
 }
 
@@ -1154,26 +1063,20 @@ fn run_synthesizer(
     ctl: Control,
     deadline: std::time::Instant,
 ) -> Result<Output, Error> {
-    let (collective, tenants) = match &req.target {
-        Target::One(c) => (c.clone(), None),
-        Target::Tenants(list) => (list[0].clone(), Some(list.clone())),
-    };
     let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
-    let sr = SynthRequest {
-        topology: req.topology.clone(),
-        collective,
-        algorithm: algorithm.name().to_string(),
+    let sr = SynthJob {
+        topology: &req.topology,
+        algorithm: algorithm.clone(),
         seed: req.seed,
         seeds: req.seeds,
         threads: req.threads,
         switch_model: req.switch_model,
         discretization_ns: req.discretization_ns,
-        tenants,
+        time_limit_s: req.time_limit_s,
         ilp: crate::synth::ilp::IlpOptions {
             time_limit_s: req.ilp.time_limit_s.min(remaining_s).max(1e-3),
             ..req.ilp.clone()
         },
-        latency_mode: *algorithm == Algorithm::Greedy,
     };
     let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
     let searched: Vec<Collective> = match (algorithm, req.chunking, &req.target) {
@@ -1215,7 +1118,7 @@ fn run_synthesizer(
         Variants { all: &variants, matcher: 1 + searched.len() },
         tenants,
         std::time::Instant::now(),
-        Some(deadline),
+        deadline,
         ctl.cancelled,
         ctl.progress,
     )?;

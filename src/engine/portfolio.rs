@@ -213,7 +213,7 @@ fn baseline_candidate(
         )));
     }
     // Every candidate serves one collective: its bounds are computed once, at the end.
-    let (schedule, report) = super::finalize_bounded(s, false).map_err(super::BaselineFailure::from)?;
+    let (schedule, report) = super::finalize_bounded(s, false)?;
     Ok(Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() }))
 }
 
@@ -281,10 +281,11 @@ fn attempt(
             let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
             entry.collective_time_ns = out.schedule.collective_time_ns;
             entry.chunks_per_npu = Some(out.schedule.collective.chunks());
-            entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode);
+            entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode());
             entry.valid = out.report.valid;
             entry.cut = out.stats.synthesis().is_some_and(|s| {
-                s.runs_cut > 0 || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
+                s.greedy.as_ref().is_some_and(|g| g.runs_cut > 0)
+                    || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
             });
             acc.best = Some((time, i, out));
         }

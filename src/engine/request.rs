@@ -22,7 +22,8 @@ pub struct Options {
     /// Seeds `seed..seed+seeds` are tried and the best by simulated time kept (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeds: Option<usize>,
-    /// Threads for the seeds (and HiGHS). Default 1.
+    /// Threads for the greedy's runs (and HiGHS). Omitted: the runs share the process's
+    /// rayon pool (one thread per core) and HiGHS takes one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
     /// Overrides `collective.chunks_per_npu`. Omitted from both: the engine chooses (`auto`).
@@ -133,8 +134,8 @@ pub struct Request {
     pub seed: u64,
     /// Seeds tried (1 for everything but the greedy).
     pub seeds: usize,
-    /// Threads for the seeds and HiGHS.
-    pub threads: usize,
+    /// Threads for the greedy's runs and HiGHS; `None`: the shared rayon pool (HiGHS: 1).
+    pub threads: Option<usize>,
     /// How switches appear in the time-expanded network.
     pub switch_model: SwitchModel,
     /// The TEN timestep, if given.
@@ -206,15 +207,17 @@ impl Request {
                 format!("{seeds}: the ilp runs one seed (its greedy warm start); give seeds only with greedy"),
             ));
         }
-        let threads = o.threads.unwrap_or(1);
-        if threads == 0 || threads > limits.max_threads {
+        if let Some(threads) = o.threads
+            && (threads == 0 || threads > limits.max_threads)
+        {
             return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
         }
+        let threads = o.threads;
         let time_limit_s = o.time_limit_s.unwrap_or(DEFAULT_TIME_LIMIT_S.min(limits.max_solve_s));
         let ilp = IlpOptions {
             time_limit_s,
             solve_time_limit_s: o.solve_time_limit_s,
-            threads: threads as u32,
+            threads: threads.unwrap_or(1) as u32,
             ignore_congestion: o.ignore_congestion.unwrap_or(false),
             window: o.window,
             keep_lp: o.keep_lp,

@@ -275,7 +275,7 @@ fn search(
     let (t0, t1) = (4.0f64, 0.05f64);
     for i in 0..iterations {
         if i % 4096 == 0 && cancelled() {
-            return Err(super::greedy::GreedyError::Cancelled.into());
+            return Err(super::SynthError::Cancelled);
         }
         let (a, b) = (rng.below(p), rng.below(p));
         if a == b {

@@ -16,6 +16,7 @@
 //! and reduces locally at the end: an all-reduce in as many rounds as an all-gather, for the
 //! sizes where rounds cost more than bytes.
 
+use super::SynthError;
 use super::greedy::{GreedyError, Move, Plan, Problem};
 use crate::collective::Collective;
 use crate::rng::Rng;
@@ -29,13 +30,13 @@ pub const MAX_BITS: usize = 1 << 28;
 
 /// Plans one phase in rounds of batched messages (see the module doc). Every TEN edge must
 /// span one timestep (the caller discretizes at the slowest edge), so a round is a timestep.
-pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, GreedyError> {
+pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, SynthError> {
     let ten = p.ten;
     let (n, items) = (ten.npus, p.num_chunks);
     let words = items.div_ceil(64).max(1);
     let bits = n.saturating_mul(words * 64);
     if bits > MAX_BITS {
-        return Err(GreedyError::TooManyRelayTables(bits, MAX_BITS));
+        return Err(GreedyError::TooManyRelayTables(bits, MAX_BITS).into());
     }
     let mut has = vec![0u64; n * words];
     let mut want = vec![0u64; n * words];
@@ -56,7 +57,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
     let mut order: Vec<u32> = (0..ten.edges.len() as u32).collect();
     while remaining > 0 {
         if cancelled() {
-            return Err(GreedyError::Cancelled);
+            return Err(SynthError::Cancelled);
         }
         // Edges by what they bring: needed chunks first, then any (relays), random ties.
         rng.shuffle(&mut order);
@@ -122,7 +123,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             }
         }
         if arrived.is_empty() {
-            return Err(GreedyError::Stuck(remaining));
+            return Err(GreedyError::Stuck(remaining).into());
         }
         for (d, x) in arrived {
             set(&mut has, d, x);

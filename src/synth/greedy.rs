@@ -12,6 +12,7 @@
 //! chunks its source holds and its destination requests, filled when a chunk arrives or a
 //! request appears; stale entries are dropped lazily.
 
+use super::SynthError;
 use crate::rng::Rng;
 use crate::slots::SlotTable;
 use crate::ten::Ten;
@@ -45,10 +46,10 @@ pub struct Plan {
     pub replacements: usize,
 }
 
+/// Why the greedy (or a latency-mode planner) found no plan. A cancel is not one of these:
+/// it is `SynthError::Cancelled`, the one way every planner stops on its caller's poll.
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum GreedyError {
-    #[error("cancelled")]
-    Cancelled,
     #[error("no progress possible: {0} requested (npu, chunk) pairs cannot be reached")]
     Stuck(usize),
     #[error("relay tables would need {0} entries, over the limit of {1}")]
@@ -104,7 +105,7 @@ enum Class {
 }
 
 /// Plans the movement. Deterministic for a given seed. `cancelled` is polled once per timestep.
-pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, GreedyError> {
+pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan, SynthError> {
     let ten = p.ten;
     let mut st = State::new(p, seed)?;
     let mut tl = Timeline::new(ten);
@@ -120,10 +121,10 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             break;
         }
         if cancelled() {
-            return Err(GreedyError::Cancelled);
+            return Err(SynthError::Cancelled);
         }
         if t >= crate::limits::MAX_GREEDY_TIMESTEPS {
-            return Err(GreedyError::Horizon(crate::limits::MAX_GREEDY_TIMESTEPS));
+            return Err(GreedyError::Horizon(crate::limits::MAX_GREEDY_TIMESTEPS).into());
         }
         tl.rank(&mut st, seed, t);
         if crossbar && tl.order.len() <= MATCHING_LIMIT {
@@ -131,7 +132,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         }
         let matched = tl.assign(&mut st, t);
         if !matched && tl.quiet_after(t) {
-            return Err(GreedyError::Stuck(st.outstanding));
+            return Err(GreedyError::Stuck(st.outstanding).into());
         }
         t += 1;
     }

@@ -46,11 +46,15 @@ pub enum SynthError {
     Input(#[from] crate::error::InputError),
     #[error("ilp: {0}")]
     Ilp(#[from] ilp::IlpError),
+    /// The caller's cancel poll (or deadline) said stop: the one way every planner, the ILP
+    /// included, reports it.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl SynthError {
     pub fn is_cancelled(&self) -> bool {
-        matches!(self, SynthError::Greedy(greedy::GreedyError::Cancelled) | SynthError::Ilp(ilp::IlpError::Cancelled))
+        matches!(self, SynthError::Cancelled)
     }
 }
 
@@ -146,7 +150,7 @@ pub fn greedy(
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
@@ -168,7 +172,7 @@ pub fn batched(
     let opts = PlanOptions { discretization_ns: Some(round.discretization_ns), ..opts.clone() };
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(flood::plan(p, seed, cancelled)?);
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| flood::plan(p, seed, cancelled);
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, &opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
@@ -189,7 +193,7 @@ pub fn translated(
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &greedy::Problem, _seed, _phase, _left| Ok(translate::plan(p, torus, pattern, cancelled)?);
+    let mut planner = |p: &greedy::Problem, _seed, _phase, _left| translate::plan(p, torus, pattern, cancelled);
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
@@ -283,7 +287,7 @@ pub fn greedy_multi(
     opts: &PlanOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Joint, SynthError> {
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| Ok(greedy::plan(p, seed, cancelled)?);
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
     multi_core(topo, tenants, opts, &mut planner)
 }
 

@@ -15,6 +15,7 @@
 //! Reduce-scatter is the pattern reversed on the transposed torus (the same torus), as every
 //! reduction phase is (`synth::movement_core`); all-reduce is that, then the all-gather.
 
+use super::SynthError;
 use super::greedy::{GreedyError, Move, Plan, Problem};
 use crate::collective::{Collective, CollectiveKind};
 use crate::rng::Rng;
@@ -143,7 +144,7 @@ pub struct Pattern {
 }
 
 /// The pattern with the fewest steps over `ATTEMPTS` searches (stopping at the bound).
-pub fn search(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Pattern, GreedyError> {
+pub fn search(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Pattern, SynthError> {
     let mut best: Option<Pattern> = None;
     for attempt in 0..ATTEMPTS {
         let p = grow(torus, k, seed.wrapping_add(attempt), cancelled)?;
@@ -160,7 +161,7 @@ pub fn search(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) 
 
 /// One search: per step, a maximum matching of directions to reachable (chunk, NPU) pairs
 /// (Kuhn's augmenting paths; at most 12 directions), candidates in random order.
-fn grow(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Pattern, GreedyError> {
+fn grow(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Pattern, SynthError> {
     let n = torus.npus();
     let dirs = torus.directions();
     let mut rng = Rng::new(seed);
@@ -192,7 +193,7 @@ fn grow(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Res
     let mut step = 0u32;
     while left > 0 {
         if cancelled() {
-            return Err(GreedyError::Cancelled);
+            return Err(SynthError::Cancelled);
         }
         for list in &mut cand {
             list.retain(|&w| !informed[w as usize]);
@@ -218,7 +219,7 @@ fn grow(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Res
             arrived.push(w);
         }
         if arrived.is_empty() {
-            return Err(GreedyError::Stuck(left));
+            return Err(GreedyError::Stuck(left).into());
         }
         for &w in &arrived {
             informed[w] = true;
@@ -262,12 +263,12 @@ fn augment(
 /// and the chunks of each source, in id order, are the pattern's blocks. Needs what
 /// `applies` promises: every NPU holding `pattern.k` chunks, every NPU requesting every
 /// chunk, and a TEN edge of one timestep from every NPU in every direction.
-pub fn plan(p: &Problem, torus: &Torus, pattern: &Pattern, cancelled: &dyn Fn() -> bool) -> Result<Plan, GreedyError> {
+pub fn plan(p: &Problem, torus: &Torus, pattern: &Pattern, cancelled: &dyn Fn() -> bool) -> Result<Plan, SynthError> {
     let ten = p.ten;
     let n = torus.npus();
     let unsupported = || GreedyError::Unsupported("translation needs one block of chunks per NPU, wanted by every NPU");
     if ten.npus != n || p.post.len() != n * p.num_chunks || p.pre.len() != p.num_chunks {
-        return Err(unsupported());
+        return Err(unsupported().into());
     }
     // The pre pairs are sorted by (npu, chunk): each NPU's block in id order.
     let mut blocks: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -275,7 +276,7 @@ pub fn plan(p: &Problem, torus: &Torus, pattern: &Pattern, cancelled: &dyn Fn() 
         blocks[v as usize].push(c);
     }
     if blocks.iter().any(|b| b.len() != pattern.k) {
-        return Err(unsupported());
+        return Err(unsupported().into());
     }
     let dirs = torus.directions();
     let mut edge_of = vec![u32::MAX; n * dirs];
@@ -285,7 +286,11 @@ pub fn plan(p: &Problem, torus: &Torus, pattern: &Pattern, cancelled: &dyn Fn() 
             let e = ten.out_edges(v).iter().copied().find(|&e| ten.edges[e as usize].dst == w);
             match e {
                 Some(e) if ten.edges[e as usize].span == 1 => edge_of[v * dirs + d] = e,
-                _ => return Err(GreedyError::Unsupported("translation needs one-timestep edges in every direction")),
+                _ => {
+                    return Err(
+                        GreedyError::Unsupported("translation needs one-timestep edges in every direction").into()
+                    );
+                }
             }
         }
     }
@@ -295,7 +300,7 @@ pub fn plan(p: &Problem, torus: &Torus, pattern: &Pattern, cancelled: &dyn Fn() 
         if pm.step != step {
             step = pm.step;
             if cancelled() {
-                return Err(GreedyError::Cancelled);
+                return Err(SynthError::Cancelled);
             }
         }
         for (source, block) in blocks.iter().enumerate() {

@@ -191,6 +191,7 @@ on_both_databases!(
     errors_are_problems_with_the_right_status,
     a_full_queue_is_a_429,
     jobs_can_be_cancelled_while_running,
+    a_quick_job_runs_beside_a_long_one,
     batches_report_aggregate_progress,
     regeneration_avoids_the_failed_link,
     the_validate_route_reports_both_verdicts,
@@ -628,6 +629,39 @@ fn jobs_can_be_cancelled_while_running(db: Db) {
     let (_, v) = call(&s, "GET", &format!("/v1/jobs/{id}"), None);
     assert_eq!(v["status"], "cancelled");
     assert!(v.get("schedule_id").is_none());
+}
+
+/// Each worker runs its job on a pool of its own: a quick job is served while a long one keeps
+/// the other worker's threads busy, rather than queueing behind the long job's runs.
+fn a_quick_job_runs_beside_a_long_one(db: Db) {
+    let s = start_with(db, |c| {
+        c.workers = 2;
+        c.job_threads = 2;
+    });
+    // 4000 seeds of the matcher on a 16×16 mesh: about a minute on two threads.
+    let (code, long) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "mesh:16x16", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
+                    "algorithm": "greedy", "options": {"seeds": 4000}, "wait_ms": 0}),
+        ),
+    );
+    assert_eq!(code, 202, "{long}");
+    let id = long["id"].as_str().unwrap().to_string();
+    wait_for_job(&s, &id, &["running"]);
+    let (code, quick) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:4", "collective": {"kind": "all_reduce", "size_bytes": 4096}, "wait_ms": 20000})),
+    );
+    assert_eq!((code, quick["status"].as_str()), (201, Some("succeeded")), "{quick}");
+    let (_, v) = call(&s, "GET", &format!("/v1/jobs/{id}"), None);
+    assert_eq!(v["status"], "running", "the long job ran beside it: {v}");
+    let (code, _) = call(&s, "DELETE", &format!("/v1/jobs/{id}"), None);
+    assert_eq!(code, 200);
 }
 
 fn batches_report_aggregate_progress(db: Db) {

@@ -1,17 +1,16 @@
 //! Baselines against the papers: closed forms on their home topologies, Swing's peer function
-//! and deficiency, refusals.
+//! and deficiency, refusals. Each runs through the engine's front door (`common::baseline`).
 
 use crate::common::*;
 use ccsynth::baselines::{self, BaselineError};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
-use ccsynth::engine::{self, BaselineFailure};
+use ccsynth::engine;
 
 const ALPHA: f64 = 500.0;
 const BW: f64 = 100.0;
 
 fn time(name: &str, topo_spec: &str, spec: CollectiveSpec) -> (f64, ccsynth::schedule::Schedule) {
-    let (s, r) =
-        engine::baseline(name, &topo(topo_spec), &spec).unwrap_or_else(|e| panic!("{name} on {topo_spec}: {e}"));
+    let (s, r) = baseline(name, &topo(topo_spec), spec).unwrap_or_else(|e| panic!("{name} on {topo_spec}: {e}"));
     assert!(r.valid);
     (s.collective_time_ns.unwrap(), s)
 }
@@ -180,22 +179,28 @@ fn swing_deficiency_matches_the_model() {
 #[test]
 fn refusals_are_clear() {
     let t = topo("fc:8");
-    let e = engine::baseline("bucket", &t, &CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
-    assert!(matches!(e, BaselineFailure::Baseline(BaselineError::Unsupported { .. })), "{e}");
-    let e = engine::baseline("mst", &t, &CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
+    // A topology the baseline cannot serve: the baseline's own refusal.
+    let e = baseline("bucket", &t, CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
+    assert!(matches!(e, engine::Error::Unsupported(_)), "{e}");
+    // A collective it does not serve: refused by `Request::new`, naming `algorithm`.
+    let e = baseline("mst", &t, CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
+    assert!(matches!(e, engine::Error::Input(_)), "{e}");
     assert!(e.to_string().contains("does not support all_reduce"), "{e}");
-    let e = engine::baseline("fastest", &t, &CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
-    assert!(e.to_string().contains("unknown baseline"), "{e}");
+    // An unknown name: refused by `Request::new`, listing the algorithms there are.
+    let e = baseline("fastest", &t, CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
+    assert!(matches!(e, engine::Error::Input(_)), "{e}");
+    assert!(e.to_string().contains("\"fastest\": expected one of"), "{e}"); // CHECK: Request::new's text
     // `list` has the kolmakov-r<R> family besides what `compare` runs.
     assert_eq!(baselines::list().len(), baselines::names().len() + 1);
     for (name, p, why) in [
         ("kolmakov-r1", "fc:2", "1 ≤ R < ⌈log₂P⌉ = 1"),
         ("kolmakov-r3", "fc:8", "1 ≤ R < ⌈log₂P⌉ = 3"),
         ("kolmakov-r3", "fc:7", "1 ≤ R < ⌈log₂P⌉ = 3"),
-        ("kolmakov-r0", "fc:8", "unknown baseline"),
-        ("kolmakov-rx", "fc:8", "unknown baseline"),
+        // Not names of the family: refused by `Request::new` as unknown algorithms.
+        ("kolmakov-r0", "fc:8", "\"kolmakov-r0\": expected one of"), // CHECK: Request::new's text
+        ("kolmakov-rx", "fc:8", "\"kolmakov-rx\": expected one of"), // CHECK: Request::new's text
     ] {
-        let e = engine::baseline(name, &topo(p), &CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
+        let e = baseline(name, &topo(p), CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
         assert!(e.to_string().contains(why), "{name}: {e}");
     }
 }

@@ -1,28 +1,32 @@
 //! The ILP synthesizer: proven-optimal step counts on small cases (each expected number argued
 //! in a comment), ILP ≤ greedy on the same TEN, metamorphic checks (a link added never
 //! lengthens the optimum, one removed never shortens it), the time-out path, time clustering,
-//! the TACCL-like variant, the LP dump, cancellation and option errors.
+//! the TACCL-like variant, the LP dump, cancellation and option errors. Every ILP run goes
+//! through the engine's front door (`engine::run` with `algorithm: "ilp"`).
 
 use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
-use ccsynth::engine::{self, SynthFailure, SynthOutput, SynthRequest};
-use ccsynth::synth::ilp::{IlpOptions, IlpStats, IlpStatus};
+use ccsynth::engine::{self, Options, RequestSpec, SynthStats, Target};
+use ccsynth::synth::ilp::{IlpStats, IlpStatus};
 use ccsynth::topology::Topology;
 use proptest::prelude::*;
 
-fn ilp_request(t: &Topology, spec: CollectiveSpec, time_limit_s: f64) -> SynthRequest {
-    let mut req = SynthRequest::new(t.clone(), spec);
-    req.algorithm = "ilp".into();
-    req.ilp = IlpOptions { time_limit_s, ..Default::default() };
-    req
+/// The ILP on `spec` within `time_limit_s`, as a request to the engine's front door.
+fn ilp_request(spec: CollectiveSpec, time_limit_s: f64) -> RequestSpec {
+    let options = Options { time_limit_s: Some(time_limit_s), ..Options::default() };
+    RequestSpec { algorithm: "ilp".into(), options, ..RequestSpec::new(spec) }
 }
 
-fn ilp(t: &Topology, spec: CollectiveSpec) -> SynthOutput {
-    engine::synthesize(&ilp_request(t, spec, 60.0), &|| false).expect("the ILP serves the case")
+fn ilp(t: &Topology, spec: CollectiveSpec) -> engine::Output {
+    run_request(t, ilp_request(spec, 60.0)).expect("the ILP serves the case")
 }
 
-fn stats(out: &SynthOutput) -> &IlpStats {
-    out.stats.ilp.as_ref().expect("ilp stats")
+fn synth_stats(out: &engine::Output) -> &SynthStats {
+    out.stats.synthesis().expect("synthesis stats")
+}
+
+fn stats(out: &engine::Output) -> &IlpStats {
+    synth_stats(out).ilp.as_ref().expect("ilp stats")
 }
 
 /// The proven-optimal horizon in TEN timesteps (all links equal here: one step per hop).
@@ -30,7 +34,7 @@ fn optimal_steps(spec: &str, c: CollectiveSpec) -> u32 {
     let out = ilp(&topo(spec), c);
     let s = stats(&out);
     assert_eq!(s.status, IlpStatus::Optimal, "{spec}: {s:?}");
-    assert_eq!(s.horizon, out.stats.ten_timesteps);
+    assert_eq!(s.horizon, synth_stats(&out).ten_timesteps);
     assert!(s.horizon_lower_bound <= s.horizon && s.horizon <= s.greedy_horizon, "{s:?}");
     assert!(out.report.valid);
     s.horizon
@@ -75,7 +79,7 @@ fn all_reduce_on_ring4_is_two_optimal_phases() {
     let out = ilp(&topo("ring:4"), CollectiveSpec::new(K::AllReduce, 4 << 10));
     let s = stats(&out);
     assert_eq!(s.status, IlpStatus::Optimal);
-    assert_eq!(out.stats.phase_timesteps, vec![2, 2]);
+    assert_eq!(synth_stats(&out).phase_timesteps, vec![2, 2]);
     assert_eq!(s.horizon, 4);
     assert_eq!(s.phases.iter().map(|p| p.phase).collect::<Vec<_>>(), ["reduce", "forward"]);
 }
@@ -101,14 +105,15 @@ fn ilp_never_takes_more_steps_than_the_greedy_on_the_same_ten() {
                 let seed = 5u64;
                 let opts = PlanOptions { seed, switch_model: Default::default(), discretization_ns: None };
                 let (_, g) = greedy(&t, &collective, &opts, &|| false).unwrap();
-                let mut req = ilp_request(&t, c.clone(), 20.0);
-                req.seed = seed;
-                let out = engine::synthesize(&req, &|| false).unwrap();
+                let mut req = ilp_request(c.clone(), 20.0);
+                req.options.seed = Some(seed);
+                let out = run_request(&t, req).unwrap();
+                let ten_timesteps = synth_stats(&out).ten_timesteps;
                 assert!(
-                    out.stats.ten_timesteps <= g.ten_timesteps,
+                    ten_timesteps <= g.ten_timesteps,
                     "{spec} {:?} seed {seed}: ilp {} > greedy {}",
                     c.kind,
-                    out.stats.ten_timesteps,
+                    ten_timesteps,
                     g.ten_timesteps
                 );
                 assert_eq!(stats(&out).greedy_horizon, g.ten_timesteps, "the warm start is that greedy");
@@ -135,8 +140,7 @@ fn a_large_case_with_a_one_second_limit_returns_a_valid_feasible_schedule() {
     // a bound of 12, and a single model has about 10^5 variables, so one second cannot settle
     // it.
     let t = topo("hier:ring2,fc4,switch4@bw=200,100,50;lat=500");
-    let req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 64 << 20), 1.0);
-    let out = engine::synthesize(&req, &|| false).unwrap();
+    let out = run_request(&t, ilp_request(CollectiveSpec::new(K::AllGather, 64 << 20), 1.0)).unwrap();
     let s = stats(&out);
     assert_eq!(s.status, IlpStatus::Feasible, "{s:?}");
     assert!(s.reason.as_deref().unwrap_or("").contains("time limit"), "{:?}", s.reason);
@@ -154,9 +158,9 @@ fn time_clustering_gives_valid_schedules_and_recovers_what_windows_leave() {
         ("torus:3x4", K::AllGather, 3),
     ] {
         let t = topo(spec);
-        let mut req = ilp_request(&t, CollectiveSpec::new(kind, 1 << 20), 30.0);
-        req.ilp.window = Some(window);
-        let out = engine::synthesize(&req, &|| false).unwrap();
+        let mut req = ilp_request(CollectiveSpec::new(kind, 1 << 20), 30.0);
+        req.options.window = Some(window);
+        let out = run_request(&t, req).unwrap();
         let s = stats(&out);
         assert!(out.report.valid, "{spec} {kind:?}");
         assert_eq!(s.window, Some(window));
@@ -200,9 +204,9 @@ fn ignoring_congestion_reaches_the_distance_bound_and_is_scored_honestly() {
     // congestion-aware optimum's.
     let t = topo("mesh:3x3");
     let c = CollectiveSpec::new(K::AllGather, 9 << 20);
-    let mut req = ilp_request(&t, c.clone(), 30.0);
-    req.ilp.ignore_congestion = true;
-    let taccl = engine::synthesize(&req, &|| false).unwrap();
+    let mut req = ilp_request(c.clone(), 30.0);
+    req.options.ignore_congestion = Some(true);
+    let taccl = run_request(&t, req).unwrap();
     let s = stats(&taccl);
     assert!(s.ignore_congestion);
     assert_eq!(s.horizon, 4);
@@ -217,9 +221,9 @@ fn ignoring_congestion_reaches_the_distance_bound_and_is_scored_honestly() {
     // On a hub, congestion is what matters: fc:5 all-to-all is 1 step either way, but a
     // star-like switch all-gather without congestion claims 2 steps (up and down) for all.
     let sw = topo("switch:4");
-    let mut req = ilp_request(&sw, CollectiveSpec::new(K::AllGather, 4 << 20), 30.0);
-    req.ilp.ignore_congestion = true;
-    let taccl = engine::synthesize(&req, &|| false).unwrap();
+    let mut req = ilp_request(CollectiveSpec::new(K::AllGather, 4 << 20), 30.0);
+    req.options.ignore_congestion = Some(true);
+    let taccl = run_request(&sw, req).unwrap();
     let exact = ilp(&sw, CollectiveSpec::new(K::AllGather, 4 << 20));
     assert!(stats(&taccl).horizon < stats(&exact).horizon);
     assert!(taccl.schedule.collective_time_ns.unwrap() >= exact.schedule.collective_time_ns.unwrap() * (1.0 - 1e-9));
@@ -228,9 +232,9 @@ fn ignoring_congestion_reaches_the_distance_bound_and_is_scored_honestly() {
 #[test]
 fn the_lp_dump_names_variables_and_constraint_families() {
     let t = topo("mesh:3x3");
-    let mut req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 1 << 20), 30.0);
-    req.ilp.keep_lp = true;
-    let out = engine::synthesize(&req, &|| false).unwrap();
+    let mut req = ilp_request(CollectiveSpec::new(K::AllGather, 1 << 20), 30.0);
+    req.options.keep_lp = true;
+    let out = run_request(&t, req).unwrap();
     assert_eq!(out.lp.len(), 1);
     let (phase, text) = &out.lp[0];
     assert_eq!(*phase, "forward");
@@ -255,38 +259,35 @@ fn the_lp_dump_names_variables_and_constraint_families() {
 #[test]
 fn multi_tenant_collectives_share_one_model_per_phase() {
     let t = topo("mesh:3x3");
-    let mut req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 9 << 10), 30.0);
-    req.tenants = Some(vec![
+    let mut req = ilp_request(CollectiveSpec::new(K::AllGather, 9 << 10), 30.0);
+    req.target = Target::Tenants(vec![
         CollectiveSpec::new(K::Broadcast, 1 << 10).with_root(2),
         CollectiveSpec::new(K::Reduce, 1 << 10).with_root(6),
         CollectiveSpec::new(K::AllGather, 9 << 10),
     ]);
-    let out = engine::synthesize(&req, &|| false).unwrap();
+    let out = run_request(&t, req).unwrap();
     assert!(out.report.valid);
-    assert_eq!(out.stats.tenants.len(), 3);
+    assert_eq!(synth_stats(&out).tenants.len(), 3);
     assert_eq!(stats(&out).phases.len(), 2);
 }
 
 #[test]
 fn cancellation_and_bad_options_are_errors() {
     let t = topo("mesh:3x3");
-    let req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 1 << 20), 30.0);
-    assert!(matches!(engine::synthesize(&req, &|| true), Err(SynthFailure::Cancelled)));
+    let req = ilp_request(CollectiveSpec::new(K::AllGather, 1 << 20), 30.0);
+    assert!(matches!(run_request_with(&t, req.clone(), &|| true), Err(engine::Error::Cancelled)));
     for (field, tweak) in [
-        ("options.time_limit_s", Box::new(|o: &mut IlpOptions| o.time_limit_s = 0.0) as Box<dyn Fn(&mut IlpOptions)>),
-        ("options.time_limit_s", Box::new(|o: &mut IlpOptions| o.time_limit_s = f64::NAN)),
-        ("options.solve_time_limit_s", Box::new(|o: &mut IlpOptions| o.solve_time_limit_s = Some(-1.0))),
-        ("options.window", Box::new(|o: &mut IlpOptions| o.window = Some(0))),
-        ("options.seeds", Box::new(|_: &mut IlpOptions| {})),
+        ("options.time_limit_s", Box::new(|o: &mut Options| o.time_limit_s = Some(0.0)) as Box<dyn Fn(&mut Options)>),
+        ("options.time_limit_s", Box::new(|o: &mut Options| o.time_limit_s = Some(f64::NAN))),
+        ("options.solve_time_limit_s", Box::new(|o: &mut Options| o.solve_time_limit_s = Some(-1.0))),
+        ("options.window", Box::new(|o: &mut Options| o.window = Some(0))),
+        ("options.seeds", Box::new(|o: &mut Options| o.seeds = Some(3))),
     ] {
         let mut r = req.clone();
-        tweak(&mut r.ilp);
-        if field == "options.seeds" {
-            r.seeds = 3;
-        }
-        match engine::synthesize(&r, &|| false) {
-            Err(SynthFailure::Input(e)) => assert!(e.to_string().contains(field), "{e}"),
-            other => panic!("{field}: {:?}", other.map(|o| o.stats.ilp)),
+        tweak(&mut r.options);
+        match run_request(&t, r) {
+            Err(engine::Error::Input(e)) => assert!(e.to_string().contains(field), "{e}"),
+            other => panic!("{field}: {:?}", other.map(|o| o.stats.synthesis().map(|s| s.ilp.clone()))),
         }
     }
 }
@@ -296,8 +297,7 @@ fn a_degraded_mesh_is_served_without_failed_links() {
     // TACOS Table III's shape: a 4x4 mesh with NPUs 7 and 9 failed.
     use ccsynth::topology::Failures;
     let t = topo("mesh:4x4").with_failures(&Failures { npus: vec![7, 9], ..Default::default() }).unwrap();
-    let out =
-        engine::synthesize(&ilp_request(&t, CollectiveSpec::new(K::AllReduce, 14 << 20), 20.0), &|| false).unwrap();
+    let out = run_request(&t, ilp_request(CollectiveSpec::new(K::AllReduce, 14 << 20), 20.0)).unwrap();
     assert!(out.report.valid);
     for tr in &out.schedule.transfers {
         assert!(![tr.src, tr.dst].iter().any(|&v| v == 7 || v == 9));
@@ -325,7 +325,7 @@ fn ring_with(n: usize, chords: &[(usize, usize)]) -> Topology {
 }
 
 fn optimum(t: &Topology, kind: K) -> u32 {
-    let out = engine::synthesize(&ilp_request(t, CollectiveSpec::new(kind, 1 << 20), 60.0), &|| false).unwrap();
+    let out = run_request(t, ilp_request(CollectiveSpec::new(kind, 1 << 20), 60.0)).unwrap();
     let s = stats(&out);
     assert_eq!(s.status, IlpStatus::Optimal, "{s:?}");
     s.horizon
@@ -367,7 +367,7 @@ fn a_cancel_stops_a_running_solve() {
     // HiGHS's interrupt callback must stop it long before its 120 s budget ends (the bound
     // here is generous: it guards "promptly", it does not measure speed).
     let t = topo("hier:ring2,fc4,switch4@bw=200,100,50;lat=500");
-    let req = ilp_request(&t, CollectiveSpec::new(K::AllGather, 64 << 20), 120.0);
+    let req = ilp_request(CollectiveSpec::new(K::AllGather, 64 << 20), 120.0);
     let flag = AtomicBool::new(false);
     let started = std::time::Instant::now();
     let result = std::thread::scope(|s| {
@@ -375,8 +375,12 @@ fn a_cancel_stops_a_running_solve() {
             std::thread::sleep(std::time::Duration::from_millis(1500));
             flag.store(true, Ordering::SeqCst);
         });
-        engine::synthesize(&req, &|| flag.load(Ordering::SeqCst))
+        run_request_with(&t, req, &|| flag.load(Ordering::SeqCst))
     });
-    assert!(matches!(result, Err(SynthFailure::Cancelled)), "{:?}", result.map(|o| o.stats.ilp));
+    assert!(
+        matches!(result, Err(engine::Error::Cancelled)),
+        "{:?}",
+        result.map(|o| o.stats.synthesis().map(|s| s.ilp.clone()))
+    );
     assert!(started.elapsed().as_secs() < 30, "took {:?}", started.elapsed());
 }

@@ -171,7 +171,7 @@ fn the_link_load_bound_is_exact_on_a_ring_and_never_above_the_time() {
     for spec in ["torus:4x4", "fc:6", "switch:5", "mesh:3x3@bw=50,100;lat=300,700"] {
         let t = topo(spec);
         for name in ["direct", "ring", "recursive-doubling", "bucket"] {
-            let Ok((s, r)) = engine::baseline(name, &t, &CollectiveSpec::new(K::AllReduce, 1 << 20)) else {
+            let Ok((s, r)) = baseline(name, &t, CollectiveSpec::new(K::AllReduce, 1 << 20)) else {
                 continue;
             };
             let bound = ccsynth::sim::link_load_bound_ns(&s).unwrap();

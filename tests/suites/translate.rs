@@ -54,11 +54,12 @@ fn all_gather_reaches_the_step_optimum_on_tori() {
         let out = greedy(&t, K::AllGather, GIB, 1);
         let st = out.stats.synthesis().unwrap();
         assert!(out.report.valid, "{spec}: {:?}", out.report.violations.first());
-        assert_eq!(st.greedy_mode, Some("translation"), "{spec}");
+        assert_eq!(st.greedy_mode(), Some("translation"), "{spec}");
         assert_eq!(out.report.rounds, steps as usize, "{spec}");
         assert_eq!(translate::Torus::of(&t).unwrap().bound(1), steps, "{spec}");
         // The matcher is not run where translation reaches the bound: it cannot do better.
-        assert!(!st.modes_tried.contains(&"matching"), "{spec}: {:?}", st.modes_tried);
+        let modes = &st.greedy.as_ref().unwrap().modes_tried;
+        assert!(!modes.contains(&"matching"), "{spec}: {modes:?}");
         let chunk = GIB as f64 / t.npus() as f64;
         let expected = steps as f64 * step_ns(chunk, 500.0, 100.0);
         let got = out.schedule.collective_time_ns.unwrap();
@@ -109,7 +110,7 @@ fn reduce_scatter_and_all_reduce_are_the_pattern_reversed_then_forward() {
     for (kind, steps) in [(K::ReduceScatter, 16usize), (K::AllReduce, 32)] {
         let out = greedy(&t, kind, GIB, 1);
         assert!(out.report.valid, "{kind:?}: {:?}", out.report.violations.first());
-        assert_eq!(out.stats.synthesis().unwrap().greedy_mode, Some("translation"), "{kind:?}");
+        assert_eq!(out.stats.synthesis().unwrap().greedy_mode(), Some("translation"), "{kind:?}");
         assert_eq!(out.report.rounds, steps, "{kind:?}");
         let expected = steps as f64 * step_ns(chunk, 500.0, 100.0);
         assert!(close(out.schedule.collective_time_ns.unwrap(), expected), "{kind:?}");
@@ -152,7 +153,8 @@ fn translation_serves_only_whole_uniform_tori() {
     // Where it does not apply, the greedy still runs the matcher.
     let out = greedy(&topo("mesh:4x4"), K::AllGather, GIB, 1);
     let st = out.stats.synthesis().unwrap();
-    assert!(st.modes_tried.contains(&"matching") && !st.modes_tried.contains(&"translation"));
+    let modes = &st.greedy.as_ref().unwrap().modes_tried;
+    assert!(modes.contains(&"matching") && !modes.contains(&"translation"), "{modes:?}");
 }
 
 #[test]

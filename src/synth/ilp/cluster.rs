@@ -6,7 +6,8 @@ use super::extract::plan_of;
 use super::model::Goal;
 use super::recover::recover;
 use super::search::{Outcome, Search};
-use super::{IlpError, IlpStatus, PhasePlan, PhaseStats};
+use super::{IlpStatus, PhasePlan, PhaseStats};
+use crate::synth::SynthError;
 use crate::synth::greedy::Move;
 use std::collections::HashSet;
 
@@ -20,7 +21,7 @@ impl Search<'_> {
         ub: u32,
         greedy_moves: Vec<Move>,
         mut stats: PhaseStats,
-    ) -> Result<PhasePlan, IlpError> {
+    ) -> Result<PhasePlan, SynthError> {
         let ten = self.p.ten;
         let (moves, recovered) = self.clustered(w)?;
         let plan = plan_of(ten, moves);
@@ -46,7 +47,7 @@ impl Search<'_> {
 
     /// TACOS V-C: windows of `w` timesteps from the current holders, one after another, then
     /// shortest paths for whatever is left. Returns the moves and whether recovery was needed.
-    fn clustered(&mut self, w: u32) -> Result<(Vec<Move>, bool), IlpError> {
+    fn clustered(&mut self, w: u32) -> Result<(Vec<Move>, bool), SynthError> {
         let ten = self.p.ten;
         let w = w.max(ten.edges.iter().map(|e| e.span).max().unwrap_or(1));
         let mut holders: Vec<Vec<u32>> = vec![Vec::new(); self.p.num_chunks];

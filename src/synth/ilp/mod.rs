@@ -30,6 +30,7 @@ mod solve;
 
 pub use recover::recover;
 
+use super::SynthError;
 use super::greedy::{self, Plan, Problem};
 use chunks::ChunkInfo;
 use search::Search;
@@ -184,10 +185,9 @@ impl IlpStats {
     }
 }
 
+/// Why the ILP found no schedule (a cancel is `SynthError::Cancelled`, as for every planner).
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum IlpError {
-    #[error("cancelled")]
-    Cancelled,
     #[error("greedy warm start: {0}")]
     Greedy(greedy::GreedyError),
     #[error("HiGHS: {0}")]
@@ -210,10 +210,10 @@ pub fn plan(
     deadline: Instant,
     phase: &'static str,
     cancelled: &dyn Fn() -> bool,
-) -> Result<PhasePlan, IlpError> {
+) -> Result<PhasePlan, SynthError> {
     let greedy_plan = greedy::plan(p, seed, cancelled).map_err(|e| match e {
-        greedy::GreedyError::Cancelled => IlpError::Cancelled,
-        e => IlpError::Greedy(e),
+        SynthError::Greedy(e) => IlpError::Greedy(e).into(),
+        e => e,
     })?;
     let greedy_moves = super::prune_dead_ends(p.ten, p.num_chunks, greedy_plan.moves.clone(), p.post);
     let info = ChunkInfo::new(p);

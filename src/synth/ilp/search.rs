@@ -6,9 +6,9 @@ use super::chunks::ChunkInfo;
 use super::extract::plan_of;
 use super::model::{BuildStop, Goal, Model};
 use super::solve::Solved;
-use super::{IlpError, IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SolveRecord, SolveResult, ms};
+use super::{IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SolveRecord, SolveResult, ms};
 use crate::synth::greedy::{Move, Problem};
-use crate::synth::prune_dead_ends;
+use crate::synth::{SynthError, prune_dead_ends};
 use std::fmt;
 use std::time::Instant;
 
@@ -91,7 +91,7 @@ impl Search<'_> {
         ub: u32,
         greedy_moves: Vec<Move>,
         mut stats: PhaseStats,
-    ) -> Result<PhasePlan, IlpError> {
+    ) -> Result<PhasePlan, SynthError> {
         let (p, opts) = (self.p, self.opts);
         // Search T in [lo, hi); hi is known feasible (the greedy, or a solution found). The first
         // probe is hi − 1: refuting it proves the greedy optimal at once, and a solution there is
@@ -202,7 +202,7 @@ impl Search<'_> {
         Ok(PhasePlan { plan: result, stats, lp })
     }
 
-    fn solve(&mut self, horizon: u32, goal: Goal, start: Option<&[Move]>) -> Result<Outcome, IlpError> {
+    fn solve(&mut self, horizon: u32, goal: Goal, start: Option<&[Move]>) -> Result<Outcome, SynthError> {
         self.solve_with(self.info, horizon, goal, start)
     }
 
@@ -212,9 +212,9 @@ impl Search<'_> {
         horizon: u32,
         goal: Goal,
         start: Option<&[Move]>,
-    ) -> Result<Outcome, IlpError> {
+    ) -> Result<Outcome, SynthError> {
         if (self.cancelled)() {
-            return Err(IlpError::Cancelled);
+            return Err(SynthError::Cancelled);
         }
         let left = self.time_left();
         if left < 0.01 {
@@ -241,7 +241,7 @@ impl Search<'_> {
             }
             Err(BuildStop::Interrupted) => {
                 if (self.cancelled)() {
-                    return Err(IlpError::Cancelled);
+                    return Err(SynthError::Cancelled);
                 }
                 return Ok(Outcome::Stopped(StopReason::OutOfTimeBuilding { horizon }));
             }
@@ -269,7 +269,7 @@ impl Search<'_> {
                 return Ok(Outcome::Solved(model.moves(&values)));
             }
             if (self.cancelled)() {
-                return Err(IlpError::Cancelled);
+                return Err(SynthError::Cancelled);
             }
         }
         let out = self.run(&model, horizon, goal.name(), &[], build_ms)?;
@@ -288,7 +288,7 @@ impl Search<'_> {
         kind: &'static str,
         fixed: &[u32],
         build_ms: f64,
-    ) -> Result<Solved, IlpError> {
+    ) -> Result<Solved, SynthError> {
         // A probe gets at most a third of what is left (at least a second), so one hard
         // horizon cannot use up the budget; a window or a last try may use all of it.
         let left = self.time_left();

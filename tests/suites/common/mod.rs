@@ -1,8 +1,12 @@
-//! Shared helpers for the integration tests: small topologies, collectives and schedules.
+//! Shared helpers for the integration tests: small topologies, collectives and schedules, the
+//! engine's front door (`run_request`, `baseline`) and the greedy matcher alone (`matcher`).
 #![allow(dead_code)]
 
 use ccsynth::collective::{Collective, CollectiveKind, CollectiveSpec};
+use ccsynth::engine::{self, Options, RequestSpec};
 use ccsynth::schedule::{Schedule, Transfer};
+use ccsynth::synth::{self, PlanOptions, PlanStats};
+use ccsynth::ten::SwitchModel;
 use ccsynth::topology::{Topology, parse_spec};
 
 pub fn topo(spec: &str) -> Topology {
@@ -72,4 +76,75 @@ pub fn no_path(_: usize, _: usize) -> Option<Vec<u32>> {
 
 pub fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+/// The engine's one front door (`engine::run`) with the library's limits, run to the end: the
+/// request is checked by `Request::new` (its refusals come back as `engine::Error::Input`).
+pub fn run_request(t: &Topology, spec: RequestSpec) -> Result<engine::Output, engine::Error> {
+    run_request_with(t, spec, &|| false)
+}
+
+/// `run_request` with a cancel poll.
+pub fn run_request_with(
+    t: &Topology,
+    spec: RequestSpec,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<engine::Output, engine::Error> {
+    let req = engine::Request::new(t.clone(), spec, &engine::Limits::default())?;
+    engine::run(&req, engine::Control { cancelled, progress: &|_, _| {} })
+}
+
+/// A baseline through the front door: its schedule and check report. The chunks are the
+/// spec's (or the baseline's own minimum), and the time limit is the library's cap, so the
+/// construction runs to its end as a direct build would.
+pub fn baseline(
+    name: &str,
+    t: &Topology,
+    spec: CollectiveSpec,
+) -> Result<(Schedule, engine::CheckReport), engine::Error> {
+    let options = Options { time_limit_s: Some(engine::Limits::default().max_solve_s), ..Options::default() };
+    let out = run_request(t, RequestSpec { algorithm: name.into(), options, ..RequestSpec::new(spec) })?;
+    Ok((out.schedule, out.report))
+}
+
+/// What `matcher` returns: a validated, timed schedule and the matcher's own statistics.
+pub struct Matched {
+    /// The schedule, with its simulated time.
+    pub schedule: Schedule,
+    /// Its check report (validity, rounds, simulated time, bounds).
+    pub report: engine::CheckReport,
+    /// TEN timesteps (all phases and per phase), the TEN timestep, replacements.
+    pub stats: PlanStats,
+}
+
+/// The greedy matcher alone (TACOS's greedy), validated and timed: what `engine::run` tries
+/// first, without the latency-mode planners or the chunk search. One seed, chunks per NPU as
+/// `spec` says (1 when omitted), on each automatic TEN timestep (the fastest edge's, and finer
+/// ones where link times are not multiples of it; none when nothing moves), keeping the
+/// fastest by simulated time, ties to the coarser timestep, as the engine ranks its runs.
+/// Panics, naming the case, if the collective cannot be built or the matcher fails.
+pub fn matcher(t: &Topology, spec: CollectiveSpec, seed: u64, switch_model: SwitchModel) -> Matched {
+    let what = format!("the matcher on {:?} (seed {seed}, {switch_model:?})", spec.kind);
+    let c = Collective::build(&spec, t).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let discretizations: Vec<Option<f64>> = if c.needed().is_empty() {
+        vec![None] // nothing moves: no TEN is built
+    } else {
+        synth::auto_discretizations(t, c.chunk_size_bytes, switch_model)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+            .into_iter()
+            .map(Some)
+            .collect()
+    };
+    let mut best: Option<(f64, Schedule, PlanStats)> = None;
+    for discretization_ns in discretizations {
+        let opts = PlanOptions { seed, switch_model, discretization_ns };
+        let (s, stats) = synth::greedy(t, &c, &opts, &|| false).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let time = ccsynth::sim::simulate(&s).map(|x| x.collective_time_ns).unwrap_or(f64::INFINITY);
+        if best.as_ref().is_none_or(|b| time < b.0) {
+            best = Some((time, s, stats));
+        }
+    }
+    let (_, s, stats) = best.expect("at least one TEN timestep");
+    let (schedule, report) = engine::finalize(s).unwrap_or_else(|e| panic!("{what}: {e}"));
+    Matched { schedule, report, stats }
 }

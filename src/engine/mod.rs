@@ -355,37 +355,47 @@ impl Reporter<'_> {
     }
 }
 
-/// The greedy or the ILP on collectives already built on the request's topology, reporting
-/// progress: the greedy by runs finished (seeds × discretizations × planners), the ILP by the
-/// share of its time limit used. `variants` are the same collective at each chunks-per-NPU
-/// value to try (the first tenant's alone when there are tenants); the greedy runs every seed
-/// and discretization of each and keeps the fastest. Runs the `deadline` cuts are dropped; if
-/// none finished, the run fails with `Error::TimeLimit`. The request was checked by
-/// `Request::new`.
-fn synthesize_built(
+/// The ILP on the request's collective (or tenants), reporting progress as the share of its
+/// time limit used (an upper bound on what is left).
+fn synthesize_ilp_reporting(
     req: &SynthJob<'_>,
-    variants: Variants,
+    c: &Collective,
     tenants: Option<&[Collective]>,
     started: std::time::Instant,
-    deadline: std::time::Instant,
-    cancelled: &(dyn Fn() -> bool + Sync),
-    progress: Progress,
+    ctl: Control,
 ) -> Result<SynthOutput, Error> {
-    use rayon::prelude::*;
-    let Variants { all: variants, matcher: matcher_variants } = variants;
-    let reporter = Reporter { cancelled, progress, last: std::sync::Mutex::new(None) };
+    let reporter = Reporter { cancelled: ctl.cancelled, progress: ctl.progress, last: std::sync::Mutex::new(None) };
+    let limit = req.ilp.time_limit_s;
+    let polled = || {
+        reporter.poll(&|| {
+            let spent = started.elapsed().as_secs_f64();
+            (spent / limit, format!("ilp: {spent:.0} s of the {limit} s limit"))
+        })
+    };
+    synthesize_ilp(req, c, tenants, started, &polled)
+}
+
+/// The greedy's runs for one request: what each run plans, and what they share.
+struct RunPlan {
+    /// Every run: the matcher per (chunking, seed, TEN timestep), translation per chunking on
+    /// a torus, the latency-mode planners where their rounds can pay.
+    runs: Vec<Run>,
+    /// TEN timesteps to try per variant (`Mode::Matching(f)` is the `f`th).
+    factors: Vec<Vec<Option<f64>>>,
+    /// Each variant's translation pattern, where translation serves.
+    patterns: Vec<Option<TranslationPattern>>,
+}
+
+/// Lays out the greedy's runs over `variants` (the same collective at each chunks-per-NPU
+/// value to try; the matcher runs on the first `matcher_variants`).
+fn plan_runs(
+    req: &SynthJob<'_>,
+    variants: &[&Collective],
+    matcher_variants: usize,
+    tenants: Option<&[Collective]>,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<RunPlan, Error> {
     let c = variants[0];
-    if req.algorithm == Algorithm::Ilp {
-        let limit = req.ilp.time_limit_s;
-        let polled = || {
-            reporter.poll(&|| {
-                let spent = started.elapsed().as_secs_f64();
-                (spent / limit, format!("ilp: {spent:.0} s of the {limit} s limit"))
-            })
-        };
-        return synthesize_ilp(req, c, tenants, started, &polled);
-    }
-    let seeds = req.seeds.max(1);
     // Discretizations to try per variant: the given one, or the default and, when link times
     // are not multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
     let trivial = match tenants {
@@ -405,7 +415,7 @@ fn synthesize_built(
     let mut runs: Vec<Run> = (0..matcher_variants.clamp(1, variants.len()))
         .flat_map(|variant| {
             let fs = factors[variant].len();
-            (0..seeds as u64).flat_map(move |i| {
+            (0..req.seeds.max(1) as u64).flat_map(move |i| {
                 (0..fs).map(move |f| Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Matching(f) })
             })
         })
@@ -443,6 +453,75 @@ fn synthesize_built(
             }
         }
     }
+    Ok(RunPlan { runs, factors, patterns })
+}
+
+/// The doubling planners' labelling, searched once for every shape and chunking (runs wait
+/// for the first).
+type Labels = std::sync::OnceLock<Result<Vec<usize>, crate::synth::SynthError>>;
+
+/// One greedy run's schedule (not yet ranked or validated).
+fn produce(
+    req: &SynthJob<'_>,
+    plan: &RunPlan,
+    variants: &[&Collective],
+    tenants: Option<&[Collective]>,
+    r: &Run,
+    labels: &Labels,
+    polled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, crate::synth::PlanStats), crate::synth::SynthError> {
+    let opts = crate::synth::PlanOptions {
+        seed: r.seed,
+        switch_model: req.switch_model,
+        discretization_ns: match r.mode {
+            Mode::Matching(f) => plan.factors[r.variant][f],
+            _ => None,
+        },
+    };
+    let c = variants[r.variant];
+    match (tenants, r.mode) {
+        (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
+        (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
+        (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
+        (None, Mode::Doubling(shape)) => {
+            let at = labels.get_or_init(|| {
+                crate::synth::doubling::labelling(req.topology, variants[0], req.switch_model, r.seed, polled)
+            });
+            at.clone()
+                .and_then(|at| {
+                    crate::synth::doubling::synthesize(req.topology, c, req.switch_model, shape, &at, r.seed)
+                })
+                .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
+        }
+        (None, Mode::Translation) => {
+            let (torus, pattern, _) = plan.patterns[r.variant].as_ref().expect("a translation run has its pattern");
+            crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
+        }
+        (None, Mode::Contributions) => {
+            crate::synth::flood::all_reduce_by_contributions(req.topology, c, req.switch_model, r.seed, polled)
+                .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
+        }
+    }
+}
+
+/// The greedy on collectives already built on the request's topology: every run of
+/// `plan_runs` on the pool (the request's own with `threads`, else the caller's), the fastest
+/// kept, reporting progress by runs finished. Runs the `deadline` cuts are dropped; if none
+/// finished, the run fails with `Error::TimeLimit`. The request was checked by `Request::new`.
+fn synthesize_greedy(
+    req: &SynthJob<'_>,
+    variants: Variants,
+    tenants: Option<&[Collective]>,
+    started: std::time::Instant,
+    deadline: std::time::Instant,
+    ctl: Control,
+) -> Result<SynthOutput, Error> {
+    use rayon::prelude::*;
+    let Variants { all: variants, matcher: matcher_variants } = variants;
+    let cancelled = ctl.cancelled;
+    let reporter = Reporter { cancelled, progress: ctl.progress, last: std::sync::Mutex::new(None) };
+    let plan = plan_runs(req, variants, matcher_variants, tenants, cancelled)?;
+    let runs = &plan.runs;
     let single = runs.len() == 1;
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let total = runs.len();
@@ -454,7 +533,7 @@ fn synthesize_built(
         }) || past_deadline()
     };
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
-    let labels: std::sync::OnceLock<Result<Vec<usize>, crate::synth::SynthError>> = std::sync::OnceLock::new();
+    let labels = Labels::new();
     let run = |(index, r): (usize, &Run)| -> Outcome {
         // Checked before a run builds anything: a cancel or the deadline skips every run not
         // yet started at once (a run's own first poll comes only after its problem is built).
@@ -464,39 +543,7 @@ fn synthesize_built(
         if past_deadline() {
             return Outcome::cut();
         }
-        let opts = crate::synth::PlanOptions {
-            seed: r.seed,
-            switch_model: req.switch_model,
-            discretization_ns: match r.mode {
-                Mode::Matching(f) => factors[r.variant][f],
-                _ => None,
-            },
-        };
-        let c = variants[r.variant];
-        let produced = match (tenants, r.mode) {
-            (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
-            (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
-            (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
-            (None, Mode::Doubling(shape)) => {
-                // One labelling search for every shape and chunking (runs wait for the first).
-                let at = labels.get_or_init(|| {
-                    crate::synth::doubling::labelling(req.topology, variants[0], req.switch_model, r.seed, polled)
-                });
-                at.clone()
-                    .and_then(|at| {
-                        crate::synth::doubling::synthesize(req.topology, c, req.switch_model, shape, &at, r.seed)
-                    })
-                    .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
-            }
-            (None, Mode::Translation) => {
-                let (torus, pattern, _) = patterns[r.variant].as_ref().expect("a translation run has its pattern");
-                crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
-            }
-            (None, Mode::Contributions) => {
-                crate::synth::flood::all_reduce_by_contributions(req.topology, c, req.switch_model, r.seed, polled)
-                    .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
-            }
-        };
+        let produced = produce(req, &plan, variants, tenants, r, &labels, polled);
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match produced {
             Ok((schedule, stats)) => {
@@ -517,7 +564,8 @@ fn synthesize_built(
     let all_runs = || runs.par_iter().enumerate().map(run).reduce(Outcome::default, Outcome::merge);
     let outcome = match req.threads {
         _ if single => run((0, &runs[0])),
-        // The caller's pool: the process's (one thread per core), or `auto`'s.
+        // The caller's pool: the process's (one thread per core), a service worker's, or
+        // `auto`'s.
         None => all_runs(),
         Some(n) => match rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build() {
             Ok(pool) => pool.install(all_runs),
@@ -539,8 +587,8 @@ fn synthesize_built(
     let checked = std::time::Instant::now();
     let (schedule, report) = finalize(schedule)?;
     let search = GreedySearch {
-        seeds_tried: seeds,
-        discretizations_tried: factors[run.variant].len(),
+        seeds_tried: req.seeds.max(1),
+        discretizations_tried: plan.factors[run.variant].len(),
         replacements: gst.replacements,
         greedy_mode: run.mode.name(),
         modes_tried: runs.iter().map(|r| r.mode.name()).fold(Vec::new(), |mut m, name| {
@@ -1113,15 +1161,18 @@ fn run_synthesizer(
         _ => Vec::new(),
     };
     let variants: Vec<&Collective> = std::iter::once(&req.built[0]).chain(&searched).chain(&even).collect();
-    let out = synthesize_built(
-        &sr,
-        Variants { all: &variants, matcher: 1 + searched.len() },
-        tenants,
-        std::time::Instant::now(),
-        deadline,
-        ctl.cancelled,
-        ctl.progress,
-    )?;
+    let started = std::time::Instant::now();
+    let out = match algorithm {
+        Algorithm::Ilp => synthesize_ilp_reporting(&sr, variants[0], tenants, started, ctl)?,
+        _ => synthesize_greedy(
+            &sr,
+            Variants { all: &variants, matcher: 1 + searched.len() },
+            tenants,
+            started,
+            deadline,
+            ctl,
+        )?,
+    };
     Ok(Output {
         schedule: out.schedule,
         report: out.report,

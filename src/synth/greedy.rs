@@ -84,6 +84,65 @@ struct State<'a> {
     uniform_spans: bool,
     relay: Option<Relay>,
     replacements: usize,
+    /// Islands of fast links, where the slowest edges join several of them (the pods behind
+    /// a switch): `None` on fabrics without that shape.
+    islands: Option<Islands>,
+}
+
+/// NPUs grouped by the edges faster than the slowest ones, and per (island, chunk) how many of
+/// its NPUs hold the chunk or have it on its way. An edge into another island gets a chunk that
+/// island has nowhere first: a second copy over the slow edges is bandwidth the cut lacks.
+struct Islands {
+    of: Vec<u32>,
+    chunks: usize,
+    reached: Vec<u32>,
+    /// Per chunk, the islands it has reached.
+    spread: Vec<u32>,
+}
+
+impl Islands {
+    /// The islands of `ten`'s NPUs, when its slowest edges join two or more islands of at least
+    /// two NPUs each.
+    fn of(ten: &Ten, chunks: usize) -> Option<Islands> {
+        let slow = ten.edges.iter().map(|e| e.span).max()?;
+        if ten.edges.iter().all(|e| e.span == slow) {
+            return None;
+        }
+        let mut uf = petgraph::unionfind::UnionFind::<u32>::new(ten.npus);
+        for e in ten.edges.iter().filter(|e| e.span < slow) {
+            uf.union(e.src, e.dst);
+        }
+        let labels = uf.into_labeling();
+        let mut index = std::collections::HashMap::new();
+        let of: Vec<u32> = labels
+            .iter()
+            .map(|&l| {
+                let n = index.len() as u32;
+                *index.entry(l).or_insert(n)
+            })
+            .collect();
+        let islands = index.len();
+        if islands < 2 || islands * 2 > ten.npus {
+            return None;
+        }
+        Some(Islands { of, chunks, reached: vec![0; islands * chunks], spread: vec![0; chunks] })
+    }
+
+    fn reached(&self, v: u32, c: u32) -> u32 {
+        self.reached[self.of[v as usize] as usize * self.chunks + c as usize]
+    }
+
+    fn add(&mut self, v: u32, c: u32) {
+        let r = &mut self.reached[self.of[v as usize] as usize * self.chunks + c as usize];
+        *r += 1;
+        if *r == 1 {
+            self.spread[c as usize] += 1;
+        }
+    }
+
+    fn crosses(&self, u: u32, v: u32) -> bool {
+        self.of[u as usize] != self.of[v as usize]
+    }
 }
 
 struct Relay {
@@ -159,9 +218,13 @@ impl<'a> State<'a> {
             uniform_spans: ten.edges.iter().all(|e| e.span == first_span),
             relay: None,
             replacements: 0,
+            islands: Islands::of(ten, p.num_chunks),
         };
         for &[v, c] in p.pre {
             st.slot.set(v as usize, c as usize, 0);
+            if let Some(i) = &mut st.islands {
+                i.add(v, c);
+            }
         }
         st.relay = relay_tables(p)?;
         for &[v, c] in p.post {
@@ -197,6 +260,11 @@ impl<'a> State<'a> {
         self.moves.push(Move { step: t, edge: e, chunk: c });
         self.dropped.push(false);
         let v = self.p.ten.edges[e as usize].dst;
+        if let Some(i) = &mut self.islands
+            && *self.slot.get(v as usize, c as usize) != INFLIGHT
+        {
+            i.add(v, c);
+        }
         self.slot.set(v as usize, c as usize, INFLIGHT);
         self.inflight.insert(key(v, c), idx);
         idx
@@ -567,6 +635,12 @@ impl State<'_> {
     /// Chooses a chunk for edge `e` at timestep `t`, or `None`.
     fn pick(&mut self, e: u32, t: u32, span: u32) -> Option<u32> {
         let v = self.p.ten.edges[e as usize].dst;
+        let u = self.p.ten.edges[e as usize].src;
+        if self.islands.as_ref().is_some_and(|i| i.crosses(u, v))
+            && let Some(c) = self.pick_novel(e, v, t, span)
+        {
+            return Some(c);
+        }
         // Fast path: a few random probes.
         for _ in 0..4 {
             let n = self.cand[e as usize].len();
@@ -618,6 +692,40 @@ impl State<'_> {
         chosen
     }
 
+    /// On an edge into another island: a requested chunk that island has nowhere yet, at
+    /// random (dropping stale entries on the way).
+    fn pick_novel(&mut self, e: u32, v: u32, t: u32, span: u32) -> Option<u32> {
+        let mut list = std::mem::take(&mut self.cand[e as usize]);
+        let islands = self.islands.as_ref().expect("islands");
+        let mut novel: Vec<usize> = Vec::new();
+        let mut i = 0;
+        while i < list.len() {
+            let c = list[i];
+            match self.classify(v, c, t, span) {
+                Class::Stale => {
+                    list.swap_remove(i);
+                    continue;
+                }
+                Class::Req if islands.reached(v, c) == 0 => {
+                    let s = islands.spread[c as usize];
+                    match novel.first().map(|&j| islands.spread[list[j] as usize]) {
+                        Some(best) if s > best => {}
+                        Some(best) if s < best => {
+                            novel.clear();
+                            novel.push(i);
+                        }
+                        _ => novel.push(i),
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        let chosen = (!novel.is_empty()).then(|| list.swap_remove(novel[self.rng.below(novel.len())]));
+        self.cand[e as usize] = list;
+        chosen
+    }
+
     /// `c` will reach `v` sooner over another edge: give its current move another chunk its
     /// source held when it started, or drop it.
     fn replace(&mut self, v: u32, c: u32) {
@@ -636,6 +744,9 @@ impl State<'_> {
             Some(i) => {
                 let c2 = self.cand[m.edge as usize].swap_remove(i);
                 self.moves[old as usize].chunk = c2;
+                if let Some(i) = &mut self.islands {
+                    i.add(v, c2);
+                }
                 self.slot.set(v as usize, c2 as usize, INFLIGHT);
                 self.inflight.insert(key(v, c2), old);
             }

@@ -314,19 +314,74 @@ impl Store {
         Ok(row.as_ref().map(topology_row).transpose()?)
     }
 
-    /// Topologies by creation, `limit` after `offset`, and the total count.
-    pub async fn topologies(&self, offset: i64, limit: i64) -> Result<(Vec<TopologyRow>, i64), StoreError> {
+    /// Topologies by creation, `limit` after `offset`, and the total count: those `client` may
+    /// see (every one when `None`, a service without tokens).
+    pub async fn topologies(
+        &self,
+        offset: i64,
+        limit: i64,
+        client: Option<&str>,
+    ) -> Result<(Vec<TopologyRow>, i64), StoreError> {
         // Without bodies: a page of 500 large topologies would load gigabytes to show counts.
         let cols = TOPOLOGY_COLS.replace("body", "'' AS body");
+        let mine = if client.is_some() {
+            " AND id IN (SELECT topology_id FROM topology_clients WHERE client = $3)"
+        } else {
+            ""
+        };
         let q = format!(
-            "SELECT {cols} FROM topologies WHERE deleted_at IS NULL ORDER BY created_at, id LIMIT $1 OFFSET $2"
+            "SELECT {cols} FROM topologies WHERE deleted_at IS NULL{mine} ORDER BY created_at, id LIMIT $1 OFFSET $2"
         );
-        let rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(limit).bind(offset).fetch_all(&self.pool).await?;
-        let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM topologies WHERE deleted_at IS NULL")
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("n")?;
+        let mut rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(limit).bind(offset);
+        if client.is_some() {
+            rows = rows.bind(client);
+        }
+        let rows = rows.fetch_all(&self.pool).await?;
+        let mine = mine.replace("$3", "$1");
+        let count = format!("SELECT COUNT(*) AS n FROM topologies WHERE deleted_at IS NULL{mine}");
+        let mut count = sqlx::query(sqlx::AssertSqlSafe(count));
+        if client.is_some() {
+            count = count.bind(client);
+        }
+        let total: i64 = count.fetch_one(&self.pool).await?.try_get("n")?;
         Ok((rows.iter().map(topology_row).collect::<Result<_, _>>()?, total))
+    }
+
+    /// Lets `client` see topology `id` (again: granting twice is one grant).
+    pub async fn grant_topology(&self, id: &str, client: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO topology_clients (topology_id, client) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(id)
+            .bind(client)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether `client` may see topology `id` (`None`: a service without tokens sees all).
+    pub async fn topology_visible(&self, id: &str, client: Option<&str>) -> Result<bool, StoreError> {
+        let Some(client) = client else { return Ok(true) };
+        if !plausible_id(id) {
+            return Ok(false);
+        }
+        let row = sqlx::query("SELECT 1 AS one FROM topology_clients WHERE topology_id = $1 AND client = $2")
+            .bind(id)
+            .bind(client)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// Takes topology `id` away from `client`; returns how many other clients still see it.
+    pub async fn revoke_topology(&self, id: &str, client: &str) -> Result<i64, StoreError> {
+        sqlx::query("DELETE FROM topology_clients WHERE topology_id = $1 AND client = $2")
+            .bind(id)
+            .bind(client)
+            .execute(&self.pool)
+            .await?;
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM topology_clients WHERE topology_id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     /// Deletes a topology unless a queued or running job needs it (each statement checks, so a

@@ -103,14 +103,14 @@ impl JobRequest {
 }
 
 /// Checks a request against the topology and the limits, and normalizes it.
-async fn normalize(st: &Shared, r: SynthesisRequest, path: &str) -> Result<JobRequest, ApiError> {
+async fn normalize(st: &Shared, caller: &Caller, r: SynthesisRequest, path: &str) -> Result<JobRequest, ApiError> {
     let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
     let given = [r.topology_id.is_some(), r.topology.is_some(), r.spec.is_some()].iter().filter(|&&b| b).count();
     if given != 1 {
         return Err(InputError::new(at("topology_id"), "give exactly one of topology_id, topology or spec").into());
     }
     let (row, topo) = if let Some(id) = &r.topology_id {
-        topologies::load(st, id).await.map_err(|e| match e {
+        topologies::load(st, caller, id).await.map_err(|e| match e {
             ApiError::NotFound(..) => InputError::new(at("topology_id"), format!("no topology with id {id:?}")).into(),
             e => e,
         })?
@@ -124,7 +124,7 @@ async fn normalize(st: &Shared, r: SynthesisRequest, path: &str) -> Result<JobRe
             }
             _ => unreachable!("one source was checked above"),
         };
-        let (row, _) = topologies::store_topology(st, &t, None).await?;
+        let (row, _) = topologies::store_topology(st, caller, &t, None).await?;
         (row, t)
     };
     // Checked by the engine, as every door's requests are, off the async threads: building the
@@ -344,7 +344,7 @@ async fn create(
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let (wait, force) = (r.wait_ms.unwrap_or(1000), r.force);
-    let req = normalize(&st, r, "").await?;
+    let req = normalize(&st, &caller, r, "").await?;
     let (id, cached) = enqueue(&st, &req, force, None, &rid, &caller).await?;
     answer(&st, &id, wait, cached).await
 }
@@ -414,7 +414,7 @@ async fn create_batch(
     let mut normalized = Vec::with_capacity(b.requests.len());
     for (i, r) in b.requests.into_iter().enumerate() {
         let force = r.force;
-        normalized.push((normalize(&st, r, &format!("requests[{i}]")).await?, force));
+        normalized.push((normalize(&st, &caller, r, &format!("requests[{i}]")).await?, force));
     }
     let depth = st.store.queued_count().await?;
     if depth + normalized.len() as i64 > st.config.max_queue {
@@ -623,7 +623,8 @@ async fn regenerate(
     let request = st.store.schedule_request(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
     let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
     let failures = Failures { links: r.failed_links, npus: r.failed_npus.clone(), directed: false };
-    let topo = topologies::degraded(&st, &req.topology_id, &failures).await.map_err(|e| match e {
+    // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
+    let topo = topologies::degraded(&st, &Caller(None), &req.topology_id, &failures).await.map_err(|e| match e {
         ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within("failures")),
         e => e,
     })?;
@@ -646,7 +647,7 @@ async fn regenerate(
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
     let parent = req.topology_id.clone();
-    let (row, _) = topologies::store_topology(&st, &topo, Some((&parent, &failures))).await?;
+    let (row, _) = topologies::store_topology(&st, &caller, &topo, Some((&parent, &failures))).await?;
     req.topology_id = row.id;
     req.topology_digest = row.digest;
     let (job_id, cached) = enqueue(&st, &req, false, None, &rid, &caller).await?;

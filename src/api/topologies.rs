@@ -1,11 +1,13 @@
 //! `/v1/topologies`: store topologies (idempotent by the digest of their canonical JSON), list,
-//! fetch, delete, and derive degraded ones from failures.
+//! fetch, delete, and derive degraded ones from failures. With tokens, a client sees the
+//! topologies it stored (or derived, or named inline in a synthesis) and no other: another
+//! client's is a 404, as a missing one is.
 
-use super::{ApiError, JsonBody, Shared, json};
+use super::{ApiError, Caller, JsonBody, Shared, json};
 use crate::store::TopologyRow;
 use crate::topology::{Failures, Topology};
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -67,9 +69,11 @@ impl From<&TopologyRow> for TopologyOut {
     }
 }
 
-/// Stores `t` (or finds it by digest) and returns its row and whether it is new.
+/// Stores `t` (or finds it by digest) for the caller, and returns its row and whether it is
+/// new.
 pub async fn store_topology(
     st: &Shared,
+    caller: &Caller,
     t: &Topology,
     parent: Option<(&str, &Failures)>,
 ) -> Result<(TopologyRow, bool), ApiError> {
@@ -95,7 +99,19 @@ pub async fn store_topology(
         failures: parent.map(|(_, f)| serde_json::to_string(f).unwrap_or_default()),
         created_at: crate::store::now_ms(),
     };
-    Ok(st.store.put_topology(&row).await?)
+    let (row, new) = st.store.put_topology(&row).await?;
+    if let Some(me) = &caller.0 {
+        st.store.grant_topology(&row.id, me).await?;
+    }
+    Ok((row, new))
+}
+
+/// A stored topology the caller may see; another client's is a 404, as a missing one is.
+pub async fn own_topology(st: &Shared, caller: &Caller, id: &str) -> Result<TopologyRow, ApiError> {
+    match st.store.topology(id).await? {
+        Some(row) if st.store.topology_visible(id, caller.0.as_deref()).await? => Ok(row),
+        _ => Err(ApiError::NotFound("topology", id.to_string())),
+    }
 }
 
 fn created(row: &TopologyRow, new: bool) -> Response {
@@ -107,9 +123,13 @@ fn created(row: &TopologyRow, new: bool) -> Response {
     resp
 }
 
-async fn create(State(st): State<Shared>, JsonBody(v): JsonBody<serde_json::Value>) -> Result<Response, ApiError> {
+async fn create(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    JsonBody(v): JsonBody<serde_json::Value>,
+) -> Result<Response, ApiError> {
     let t = topology_from_value(v, "", st.config.max_npus)?;
-    let (row, new) = store_topology(&st, &t, None).await?;
+    let (row, new) = store_topology(&st, &caller, &t, None).await?;
     Ok(created(&row, new))
 }
 
@@ -121,57 +141,88 @@ struct Page {
 
 async fn list(
     State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
     page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(p) = page.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let offset = p.offset.unwrap_or(0).max(0);
     let limit = p.limit.unwrap_or(50).clamp(1, 500);
-    let (rows, total) = st.store.topologies(offset, limit).await?;
+    let (rows, total) = st.store.topologies(offset, limit, caller.0.as_deref()).await?;
     let items: Vec<TopologyOut> = rows.iter().map(TopologyOut::from).collect();
     Ok(json(StatusCode::OK, &serde_json::json!({ "items": items, "offset": offset, "limit": limit, "total": total })))
 }
 
-async fn fetch(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    let row = st.store.topology(&id).await?.ok_or(ApiError::NotFound("topology", id))?;
+async fn fetch(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let row = own_topology(&st, &caller, &id).await?;
     let topology: serde_json::Value = serde_json::from_str(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
     let mut out = serde_json::to_value(TopologyOut::from(&row)).map_err(|e| ApiError::Internal(e.to_string()))?;
     out["topology"] = topology;
     Ok(json(StatusCode::OK, &out))
 }
 
-async fn remove(State(st): State<Shared>, Path(id): Path<String>) -> Result<Response, ApiError> {
-    match st.store.delete_topology(&id).await? {
+/// Deletes a topology for the caller. With tokens, one that other clients also see is only
+/// taken away from the caller (it stays theirs); the last client's delete removes it, unless
+/// queued or running jobs need it (409).
+async fn remove(
+    State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    own_topology(&st, &caller, &id).await?;
+    if let Some(me) = &caller.0
+        && st.store.revoke_topology(&id, me).await? > 0
+    {
+        return Ok(StatusCode::NO_CONTENT.into_response()); // other clients still see it
+    }
+    let outcome = st.store.delete_topology(&id).await?;
+    if let Some(me) = &caller.0
+        && !matches!(outcome, crate::store::Deletion::Deleted)
+    {
+        // Not deleted (jobs still need it): it stays the caller's.
+        st.store.grant_topology(&id, me).await?;
+    }
+    match outcome {
         crate::store::Deletion::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
         crate::store::Deletion::NotFound => Err(ApiError::NotFound("topology", id)),
         crate::store::Deletion::InUse(jobs) => Err(ApiError::InUse("topology", id, jobs)),
     }
 }
 
-/// Loads a stored topology as the model type.
-pub async fn load(st: &Shared, id: &str) -> Result<(TopologyRow, Topology), ApiError> {
-    let row = st.store.topology(id).await?.ok_or_else(|| ApiError::NotFound("topology", id.to_string()))?;
+/// Loads a stored topology the caller may see as the model type.
+pub async fn load(st: &Shared, caller: &Caller, id: &str) -> Result<(TopologyRow, Topology), ApiError> {
+    let row = own_topology(st, caller, id).await?;
     let t = Topology::from_json(&row.body).map_err(|e| ApiError::Internal(format!("stored topology {id}: {e}")))?;
     Ok((row, t))
 }
 
 /// The degraded topology: stored with its parent and the failures.
-pub async fn degrade(st: &Shared, parent_id: &str, f: &Failures) -> Result<(TopologyRow, bool), ApiError> {
-    let degraded = degraded(st, parent_id, f).await?;
-    store_topology(st, &degraded, Some((parent_id, f))).await
+pub async fn degrade(
+    st: &Shared,
+    caller: &Caller,
+    parent_id: &str,
+    f: &Failures,
+) -> Result<(TopologyRow, bool), ApiError> {
+    let degraded = degraded(st, caller, parent_id, f).await?;
+    store_topology(st, caller, &degraded, Some((parent_id, f))).await
 }
 
 /// The stored topology `parent_id` without the failed links and NPUs, not stored (a caller
 /// that must check a request on it first stores it only then).
-pub async fn degraded(st: &Shared, parent_id: &str, f: &Failures) -> Result<Topology, ApiError> {
-    let (_, t) = load(st, parent_id).await?;
+pub async fn degraded(st: &Shared, caller: &Caller, parent_id: &str, f: &Failures) -> Result<Topology, ApiError> {
+    let (_, t) = load(st, caller, parent_id).await?;
     Ok(t.with_failures(f)?)
 }
 
 async fn fail(
     State(st): State<Shared>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     JsonBody(f): JsonBody<Failures>,
 ) -> Result<Response, ApiError> {
-    let (row, new) = degrade(&st, &id, &f).await?;
+    let (row, new) = degrade(&st, &caller, &id, &f).await?;
     Ok(created(&row, new))
 }

@@ -199,6 +199,7 @@ on_both_databases!(
     a_job_has_one_result_even_when_its_lease_lapses,
     a_topology_in_use_is_not_deleted,
     tokens_authenticate_and_jobs_belong_to_their_client,
+    topologies_belong_to_the_clients_that_stored_them,
     oversized_requests_are_refused_before_they_are_built,
     identical_requests_in_flight_share_one_job,
     http_hygiene_every_error_is_a_problem,
@@ -1384,6 +1385,61 @@ fn hosts_outside_the_allow_list_are_refused() {
 /// them (404 for another, to read, cancel, export or regenerate); the cache is per client; a
 /// client's queued and running jobs are capped (429 with `Retry-After`) without holding back
 /// another client.
+/// With tokens, a topology is seen by the clients that stored it (or derived it, or named it
+/// inline in a synthesis): another client gets 404 for it, does not list it, cannot name it in
+/// a synthesis or derive from it; storing the same topology makes it theirs too, and a delete
+/// takes it away from the deleting client only, until the last one.
+fn topologies_belong_to_the_clients_that_stored_them(db: Db) {
+    let clients = ccsynth::api::parse_clients("alice alice-token-0123456789\nbob bob-token-0123456789\n").unwrap();
+    let s = start_with(db, |c| c.clients = clients);
+    let as_ = |who: &str, method: &str, path: &str, body: Option<Value>| {
+        let token = format!("Bearer {who}-token-0123456789");
+        let headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Authorization", token.as_str())];
+        let body = body.map(|b| b.to_string().into_bytes());
+        raw_headers(s.addr, method, path, body.as_deref(), &headers)
+    };
+    let ring = json!({"spec": "ring:6"});
+    let r = as_("alice", "POST", "/v1/topologies", Some(ring.clone()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    let path = format!("/v1/topologies/{id}");
+    assert_eq!(as_("alice", "GET", &path, None).status, 200);
+    // Not bob's: a 404 to read, delete and derive from, absent from his list, unknown to his
+    // syntheses.
+    assert_problem(&as_("bob", "GET", &path, None), 404);
+    assert_problem(&as_("bob", "DELETE", &path, None), 404);
+    assert_problem(&as_("bob", "POST", &format!("{path}/failures"), Some(json!({"links": [[0, 1]]}))), 404);
+    let listed = |who: &str| -> Vec<String> {
+        let v = as_(who, "GET", "/v1/topologies", None).json();
+        v["items"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(listed("alice"), vec![id.clone()]);
+    assert!(listed("bob").is_empty());
+    assert_eq!(as_("bob", "GET", "/v1/topologies", None).json()["total"], 0);
+    let by_id =
+        json!({"topology_id": id, "collective": {"kind": "all_gather", "size_bytes": 6144}, "algorithm": "ring"});
+    let p = assert_problem(&as_("bob", "POST", "/v1/syntheses", Some(by_id.clone())), 422);
+    assert!(p["detail"].as_str().unwrap().contains("topology_id"), "{p}");
+    assert_eq!(as_("alice", "POST", "/v1/syntheses", Some(by_id.clone())).status, 201);
+    // A degraded topology alice derives is hers alone too.
+    let r = as_("alice", "POST", &format!("{path}/failures"), Some(json!({"links": [[0, 1]]})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let degraded = r.json()["id"].as_str().unwrap().to_string();
+    assert_problem(&as_("bob", "GET", &format!("/v1/topologies/{degraded}"), None), 404);
+    // Bob stores the same topology: the same id, now his too.
+    let r = as_("bob", "POST", "/v1/topologies", Some(ring));
+    assert_eq!((r.status, r.json()["id"].as_str()), (200, Some(id.as_str())));
+    assert_eq!(as_("bob", "GET", &path, None).status, 200);
+    assert_eq!(as_("bob", "POST", "/v1/syntheses", Some(by_id)).status, 201);
+    // Alice's delete takes it from her only; bob's, the last, removes it.
+    assert_eq!(as_("alice", "DELETE", &path, None).status, 204);
+    assert_problem(&as_("alice", "GET", &path, None), 404);
+    assert_eq!(as_("bob", "GET", &path, None).status, 200);
+    assert_eq!(as_("bob", "DELETE", &path, None).status, 204);
+    assert_problem(&as_("bob", "GET", &path, None), 404);
+    assert!(listed("bob").is_empty());
+}
+
 fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
     let clients =
         ccsynth::api::parse_clients("# two clients\nalice alice-token-0123456789\n\nbob:bob-token-0123456789xx\n")

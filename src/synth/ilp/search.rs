@@ -64,6 +64,9 @@ pub(super) struct Search<'a> {
     pub(super) lp: Vec<(u32, String)>,
     /// The next solve may use all the time left (a last try), not a probe's third.
     whole_budget: bool,
+    /// Seconds the last model took to build: a model that could not be built and solved
+    /// before the deadline is not started.
+    last_build_s: f64,
 }
 
 impl<'a> Search<'a> {
@@ -74,7 +77,17 @@ impl<'a> Search<'a> {
         deadline: Instant,
         cancelled: &'a dyn Fn() -> bool,
     ) -> Search<'a> {
-        Search { p, info, opts, deadline, cancelled, solves: Vec::new(), lp: Vec::new(), whole_budget: false }
+        Search {
+            p,
+            info,
+            opts,
+            deadline,
+            cancelled,
+            solves: Vec::new(),
+            lp: Vec::new(),
+            whole_budget: false,
+            last_build_s: 0.0,
+        }
     }
 }
 
@@ -217,7 +230,9 @@ impl Search<'_> {
             return Err(SynthError::Cancelled);
         }
         let left = self.time_left();
-        if left < 0.01 {
+        // A solve needs its model built and some time in HiGHS: with less than twice the
+        // last build left, it would only run past the deadline.
+        if left < 0.01 || left < 2.0 * self.last_build_s {
             return Ok(Outcome::Stopped(StopReason::OutOfTime));
         }
         let built_at = Instant::now();
@@ -250,6 +265,7 @@ impl Search<'_> {
             }
         };
         let build_ms = ms(built_at);
+        self.last_build_s = build_ms / 1e3;
         if self.opts.keep_lp {
             self.lp.push((horizon, model.lp_text(self.p.ten, horizon, goal)));
         }
@@ -259,6 +275,9 @@ impl Search<'_> {
         // "infeasible" nor a time-out proves anything here: the full model follows.
         for percent in REPAIR_KEEP_PERCENT {
             let Some(plan) = start else { break };
+            if self.time_left() < 0.01 {
+                return Ok(Outcome::Stopped(StopReason::OutOfTime));
+            }
             let fixed = model.partial_start(self.p.ten, info, plan, horizon * percent / 100);
             if fixed.is_empty() {
                 break;
@@ -271,6 +290,9 @@ impl Search<'_> {
             if (self.cancelled)() {
                 return Err(SynthError::Cancelled);
             }
+        }
+        if self.time_left() < 0.01 {
+            return Ok(Outcome::Stopped(StopReason::OutOfTime));
         }
         let out = self.run(&model, horizon, goal.name(), &[], build_ms)?;
         Ok(match (out.result, out.values) {

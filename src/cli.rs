@@ -1172,11 +1172,11 @@ fn summary(out: &engine::Output, comparison: Option<&engine::Comparison>, writte
 }
 
 /// Writes each phase's LP text: to `path` when there is one, else to `stem.PHASE.ext`.
-fn write_lp(path: &std::path::Path, models: &[(&'static str, String)]) -> Result<(), String> {
+fn write_lp(path: &std::path::Path, models: &[engine::PhaseLp]) -> Result<(), String> {
     if models.is_empty() {
         eprintln!("ccsynth: --dump-lp: no model was built (nothing to move, or not the ilp algorithm)");
     }
-    for (phase, text) in models {
+    for engine::PhaseLp { phase, text } in models {
         let target = if models.len() == 1 {
             path.to_path_buf()
         } else {

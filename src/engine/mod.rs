@@ -12,7 +12,7 @@ pub mod request;
 pub use crate::bounds::LowerBounds;
 pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
 pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
-pub use crate::synth::ilp::{IlpStats, IlpStatus};
+pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
@@ -322,7 +322,7 @@ struct SynthOutput {
     report: CheckReport,
     stats: SynthStats,
     /// The ILP's last model of each phase in LP format, when `ilp.keep_lp` was set.
-    lp: Vec<(&'static str, String)>,
+    lp: Vec<crate::synth::ilp::PhaseLp>,
 }
 
 /// Where a synthesis reports how far it got: (fraction in [0, 1), message). Called from the
@@ -1009,7 +1009,7 @@ pub struct Output {
     /// How it was made.
     pub stats: RunStats,
     /// The ILP's last model of each phase in LP format, when `options.keep_lp` was set.
-    pub lp: Vec<(&'static str, String)>,
+    pub lp: Vec<PhaseLp>,
 }
 
 /// Why a run gave no schedule. Every door maps these the same way: `Input` is the caller's

@@ -67,7 +67,7 @@ type Planner<'a> = dyn FnMut(&greedy::Problem, u64, &'static str, u32) -> Result
 #[derive(Clone, Debug)]
 pub struct IlpOutput {
     pub stats: ilp::IlpStats,
-    pub lp: Vec<(&'static str, String)>,
+    pub lp: Vec<ilp::PhaseLp>,
 }
 
 /// A planner running the ILP per phase, collecting each phase's statistics.
@@ -75,7 +75,7 @@ fn ilp_planner<'a>(
     opts: &'a ilp::IlpOptions,
     cancelled: &'a dyn Fn() -> bool,
     phases: &'a mut Vec<ilp::PhaseStats>,
-    lp: &'a mut Vec<(&'static str, String)>,
+    lp: &'a mut Vec<ilp::PhaseLp>,
 ) -> impl FnMut(&greedy::Problem, u64, &'static str, u32) -> Result<greedy::Plan, SynthError> + 'a {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(opts.time_limit_s.clamp(0.0, 1e7));
     move |p, seed, phase, phases_left| {
@@ -86,7 +86,7 @@ fn ilp_planner<'a>(
         let out = ilp::plan(p, seed, opts, now + share, phase, cancelled)?;
         phases.push(out.stats);
         if let Some(text) = out.lp {
-            lp.push((phase, text));
+            lp.push(ilp::PhaseLp { phase, text });
         }
         Ok(out.plan)
     }

@@ -236,7 +236,7 @@ fn the_lp_dump_names_variables_and_constraint_families() {
     req.options.keep_lp = true;
     let out = run_request(&t, req).unwrap();
     assert_eq!(out.lp.len(), 1);
-    let (phase, text) = &out.lp[0];
+    let ccsynth::engine::PhaseLp { phase, text } = &out.lp[0];
     assert_eq!(*phase, "forward");
     for needle in [
         "Maximize",

@@ -194,6 +194,15 @@ pub enum IlpError {
     Solver(String),
 }
 
+/// One phase's last model in LP format (`--dump-lp`, `options.keep_lp`).
+#[derive(Clone, Debug)]
+pub struct PhaseLp {
+    /// `reduce` or `forward`.
+    pub phase: &'static str,
+    /// The model in CPLEX LP format.
+    pub text: String,
+}
+
 /// One phase's result: the plan, its statistics and (if asked) the LP text of its last model.
 pub struct PhasePlan {
     pub plan: Plan,

@@ -62,6 +62,8 @@ pub enum GreedyError {
     Unsupported(&'static str),
 }
 
+/// Candidates an edge into another island looks through for one that island lacks.
+const NOVEL_SCAN: usize = 256;
 /// Free edges per timestep up to which crossbar ports are matched with augmenting paths.
 const MATCHING_LIMIT: usize = 4_096;
 const FREE: u32 = u32::MAX;
@@ -692,38 +694,30 @@ impl State<'_> {
         chosen
     }
 
-    /// On an edge into another island: a requested chunk that island has nowhere yet, at
-    /// random (dropping stale entries on the way).
+    /// On an edge into another island: a requested chunk that island has nowhere yet, the one
+    /// spread to the fewest islands, among at most `NOVEL_SCAN` candidates from a random
+    /// start (the pick stays O(1) on long candidate lists; stale entries are left to `pick`).
     fn pick_novel(&mut self, e: u32, v: u32, t: u32, span: u32) -> Option<u32> {
-        let mut list = std::mem::take(&mut self.cand[e as usize]);
-        let islands = self.islands.as_ref().expect("islands");
-        let mut novel: Vec<usize> = Vec::new();
-        let mut i = 0;
-        while i < list.len() {
-            let c = list[i];
-            match self.classify(v, c, t, span) {
-                Class::Stale => {
-                    list.swap_remove(i);
-                    continue;
-                }
-                Class::Req if islands.reached(v, c) == 0 => {
-                    let s = islands.spread[c as usize];
-                    match novel.first().map(|&j| islands.spread[list[j] as usize]) {
-                        Some(best) if s > best => {}
-                        Some(best) if s < best => {
-                            novel.clear();
-                            novel.push(i);
-                        }
-                        _ => novel.push(i),
-                    }
-                }
-                _ => {}
-            }
-            i += 1;
+        let list = &self.cand[e as usize];
+        let n = list.len();
+        if n == 0 {
+            return None;
         }
-        let chosen = (!novel.is_empty()).then(|| list.swap_remove(novel[self.rng.below(novel.len())]));
-        self.cand[e as usize] = list;
-        chosen
+        let islands = self.islands.as_ref().expect("islands");
+        let start = self.rng.below(n);
+        let mut best: Option<(u32, usize)> = None;
+        for j in 0..n.min(NOVEL_SCAN) {
+            let i = (start + j) % n;
+            let c = list[i];
+            if islands.reached(v, c) != 0 || self.classify(v, c, t, span) != Class::Req {
+                continue;
+            }
+            let spread = islands.spread[c as usize];
+            if best.is_none_or(|(s, _)| spread < s) {
+                best = Some((spread, i));
+            }
+        }
+        best.map(|(_, i)| self.cand[e as usize].swap_remove(i))
     }
 
     /// `c` will reach `v` sooner over another edge: give its current move another chunk its

@@ -324,21 +324,21 @@ impl Store {
     ) -> Result<(Vec<TopologyRow>, i64), StoreError> {
         // Without bodies: a page of 500 large topologies would load gigabytes to show counts.
         let cols = TOPOLOGY_COLS.replace("body", "'' AS body");
-        let mine = if client.is_some() {
-            " AND id IN (SELECT topology_id FROM topology_clients WHERE client = $3)"
-        } else {
-            ""
+        // The client's name is the last parameter of each query.
+        let mine = |n: u8| match client {
+            Some(_) => format!(" AND id IN (SELECT topology_id FROM topology_clients WHERE client = ${n})"),
+            None => String::new(),
         };
         let q = format!(
-            "SELECT {cols} FROM topologies WHERE deleted_at IS NULL{mine} ORDER BY created_at, id LIMIT $1 OFFSET $2"
+            "SELECT {cols} FROM topologies WHERE deleted_at IS NULL{} ORDER BY created_at, id LIMIT $1 OFFSET $2",
+            mine(3)
         );
         let mut rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(limit).bind(offset);
         if client.is_some() {
             rows = rows.bind(client);
         }
         let rows = rows.fetch_all(&self.pool).await?;
-        let mine = mine.replace("$3", "$1");
-        let count = format!("SELECT COUNT(*) AS n FROM topologies WHERE deleted_at IS NULL{mine}");
+        let count = format!("SELECT COUNT(*) AS n FROM topologies WHERE deleted_at IS NULL{}", mine(1));
         let mut count = sqlx::query(sqlx::AssertSqlSafe(count));
         if client.is_some() {
             count = count.bind(client);

@@ -782,7 +782,7 @@ fn base_stats(
 /// Checks the budget options a request carries against a cap on `time_limit_s` (JSON paths
 /// as the service names them) against the caller's `Limits::max_solve_s`: `Request::new`'s
 /// one budget check.
-pub fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> Result<(), crate::error::InputError> {
+pub(crate) fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> Result<(), crate::error::InputError> {
     use crate::error::InputError;
     if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0 && o.time_limit_s <= max) {
         return Err(InputError::new(

@@ -168,6 +168,17 @@ impl Ten {
         })
     }
 
+    /// Whether every edge spans the same multiple of its span in `other` (built from the same
+    /// topology and switch model, so with the same edges in the same order): then the two TENs
+    /// are one network on two time scales, and a plan on one is a plan on the other.
+    pub fn same_up_to_scale(&self, other: &Ten) -> bool {
+        let (Some(a), Some(b)) = (self.edges.first(), other.edges.first()) else { return false };
+        self.edges.len() == other.edges.len()
+            && self.edges.iter().zip(&other.edges).all(|(x, y)| {
+                (x.src, x.dst) == (y.src, y.dst) && x.span as u64 * b.span as u64 == y.span as u64 * a.span as u64
+            })
+    }
+
     /// Edge ids entering NPU `v`.
     pub fn in_edges(&self, v: usize) -> &[u32] {
         &self.in_edges[self.in_start[v]..self.in_start[v + 1]]

@@ -801,8 +801,13 @@ pub(crate) fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> 
     Ok(())
 }
 
-/// The `ilp` algorithm: one run (the seed drives the greedy warm start) on one discretization
-/// (the given one, or the fastest edge's time).
+/// The `ilp` algorithm (the seed drives the greedy warm start). With no discretization given,
+/// it runs at every TEN timestep the greedy tries (`synth::auto_discretizations`: the fastest
+/// edge's time and, where link times are not multiples of it, finer grids down to one that
+/// overstates no link by more than 0.5%), coarsest first, each with an even share of what is
+/// left of the time limit, and keeps the schedule that simulates fastest. So the horizon it
+/// minimises is, on the finest grid, the collective's α-β time within that rounding, not a
+/// count of coarse timesteps that treats a 1.4× link as a 2× one.
 fn synthesize_ilp(
     req: &SynthJob<'_>,
     c: &Collective,
@@ -810,13 +815,129 @@ fn synthesize_ilp(
     started: std::time::Instant,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<SynthOutput, Error> {
+    let (grids, same_as) = ilp_grids(req, c, tenants)?;
+    let not_run = |g: Option<f64>, reason: String, wall_ms: f64| crate::synth::ilp::IlpGrid {
+        wall_ms,
+        discretization_ns: g.unwrap_or(0.0),
+        status: None,
+        horizon: None,
+        horizon_lower_bound: None,
+        collective_time_ns: None,
+        reason: Some(reason),
+    };
+    let deadline = started + std::time::Duration::from_secs_f64(req.ilp.time_limit_s);
+    let mut best: Option<SynthOutput> = None;
+    let mut tried = Vec::with_capacity(grids.len());
+    let mut first_took: Option<f64> = None;
+    for (i, &grid) in grids.iter().enumerate() {
+        if let Some(f) = same_as[i] {
+            tried.push(not_run(grid, format!("not run: the model at {f} ns on another time scale"), 0.0));
+            continue;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
+        // A finer grid's model is larger than the one before: with (almost) nothing left, the
+        // ILP would return its greedy warm start, which the greedy algorithm covers already.
+        if best.is_some() && left < 0.05 {
+            tried.push(not_run(grid, "not run: the time limit was used up".into(), 0.0));
+            continue;
+        }
+        let to_run = same_as[i..].iter().filter(|s| s.is_none()).count();
+        let mut share = (left / to_run as f64).max(1e-3);
+        // A finer grid's model is larger and its optimum often no faster than the first
+        // grid's: each gets at most twice what the first grid took (at least a second), so a
+        // case the first grid settles in a second does not spend the whole limit on grids that
+        // cannot be proven.
+        if let Some(first) = first_took {
+            share = share.min((2.0 * first).max(1.0));
+        }
+        let began = std::time::Instant::now();
+        let ran = ilp_at(req, c, tenants, grid, share, started, cancelled);
+        let took = began.elapsed().as_secs_f64();
+        first_took.get_or_insert(took);
+        match ran {
+            Ok(out) => {
+                let ilp = out.stats.ilp.as_ref().expect("the ILP reports its stats");
+                tried.push(crate::synth::ilp::IlpGrid {
+                    discretization_ns: out.stats.discretization_ns,
+                    status: Some(ilp.status),
+                    horizon: Some(ilp.horizon),
+                    horizon_lower_bound: Some(ilp.horizon_lower_bound),
+                    collective_time_ns: out.report.collective_time_ns,
+                    reason: ilp.reason.clone(),
+                    wall_ms: took * 1e3,
+                });
+                let time = |o: &SynthOutput| o.report.collective_time_ns.unwrap_or(f64::INFINITY);
+                if best.as_ref().is_none_or(|b| time(&out) < time(b)) {
+                    best = Some(out);
+                }
+            }
+            // The first grid's failure is the request's; a finer grid's only loses that grid
+            // (a cancel and an invalid schedule, a bug, are never only a grid's).
+            Err(e) if best.is_none() || matches!(e, Error::Cancelled | Error::Internal(_)) => return Err(e),
+            Err(e) => tried.push(not_run(grid, e.to_string(), took * 1e3)),
+        }
+    }
+    let mut out = best.expect("the first grid either succeeds or returns its error");
+    out.stats.synthesis_ms = started.elapsed().as_secs_f64() * 1e3 - out.stats.check_ms;
+    if let Some(ilp) = &mut out.stats.ilp {
+        ilp.grids = tried;
+    }
+    Ok(out)
+}
+
+/// The TEN timesteps the ILP tries (see `synthesize_ilp`), each with the earlier grid whose
+/// model it repeats on another time scale, if any (every link spans the same multiple of its
+/// timesteps there): such a grid is not run.
+fn ilp_grids(
+    req: &SynthJob<'_>,
+    c: &Collective,
+    tenants: Option<&[Collective]>,
+) -> Result<(Vec<Option<f64>>, Vec<Option<f64>>), Error> {
+    let trivial = match tenants {
+        None => c.needed().is_empty(),
+        Some(t) => t.iter().all(|t| t.needed().is_empty()),
+    };
+    let grids: Vec<Option<f64>> = match req.discretization_ns {
+        Some(f) => vec![Some(f)],
+        None if trivial => vec![None],
+        None => crate::synth::auto_discretizations(req.topology, c.chunk_size_bytes, req.switch_model)
+            .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?
+            .into_iter()
+            .map(Some)
+            .collect(),
+    };
+    let mut tens: Vec<(f64, crate::ten::Ten)> = Vec::new();
+    let mut same_as: Vec<Option<f64>> = Vec::with_capacity(grids.len());
+    for &grid in &grids {
+        let Some(g) = grid.filter(|_| grids.len() > 1) else {
+            same_as.push(None);
+            continue;
+        };
+        let ten = crate::ten::Ten::build(req.topology, c.chunk_size_bytes, req.switch_model, Some(g))
+            .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?;
+        let same = tens.iter().find(|(_, t)| t.same_up_to_scale(&ten)).map(|(f, _)| *f);
+        if same.is_none() {
+            tens.push((g, ten));
+        }
+        same_as.push(same);
+    }
+    Ok((grids, same_as))
+}
+
+/// One ILP run at one TEN timestep (`None`: the fastest edge's time) within `time_limit_s`.
+fn ilp_at(
+    req: &SynthJob<'_>,
+    c: &Collective,
+    tenants: Option<&[Collective]>,
+    grid: Option<f64>,
+    time_limit_s: f64,
+    started: std::time::Instant,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<SynthOutput, Error> {
     let mut iopts = req.ilp.clone();
     iopts.threads = req.threads.unwrap_or(1).max(1) as u32;
-    let opts = crate::synth::PlanOptions {
-        seed: req.seed,
-        switch_model: req.switch_model,
-        discretization_ns: req.discretization_ns,
-    };
+    iopts.time_limit_s = time_limit_s;
+    let opts = crate::synth::PlanOptions { seed: req.seed, switch_model: req.switch_model, discretization_ns: grid };
     let produced = match tenants {
         None => crate::synth::ilp(req.topology, c, &opts, &iopts, cancelled),
         Some(t) => {

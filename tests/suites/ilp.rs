@@ -384,3 +384,55 @@ fn a_cancel_stops_a_running_solve() {
     );
     assert!(started.elapsed().as_secs() < 30, "took {:?}", started.elapsed());
 }
+
+#[test]
+fn uneven_links_are_optimised_in_time_on_the_finest_grid() {
+    // torus:3x3 with x links at 100 GB/s and y links at 70 GB/s, no latency; all-gather of one
+    // 6 MiB / 9 chunk per NPU. A chunk takes a = S/100 on an x link and b = S/70 ≈ 1.43·a on
+    // a y link. Each NPU receives 8 chunks over two x and two y in-links: by time T an x link
+    // delivers ⌊T/a⌋ and a y link ⌊T/b⌋, so 8 chunks need T ≥ 2b (below it, 2·2 + 2·1 = 6),
+    // and 2b is achievable (each link carries two chunks). On the fastest link's grid a y link
+    // spans 2 timesteps, as long as two x hops, so that grid's optimum is not this one.
+    let t = topo("torus:3x3@bw=100,70;lat=0,0");
+    let size = 6u64 << 20;
+    let chunk = size as f64 / 9.0;
+    let b = chunk / 70.0;
+    let spec = || CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(1);
+    let out = ilp(&t, spec());
+    let s = stats(&out);
+    assert!(close(out.report.collective_time_ns.unwrap(), 2.0 * b), "{:?}", out.report.collective_time_ns);
+    assert_eq!(s.status, IlpStatus::Optimal, "{s:?}");
+    // The grids the greedy tries, coarsest first; the fastest link's grid did worse.
+    let grids: Vec<f64> = s.grids.iter().map(|g| g.discretization_ns).collect();
+    assert!(grids.len() >= 2 && grids.windows(2).all(|w| w[0] > w[1]), "{grids:?}");
+    assert!(close(grids[0], chunk / 100.0), "{grids:?}");
+    let coarse = s.grids[0].collective_time_ns.unwrap();
+    assert!(coarse > 2.0 * b * 1.1, "the coarse grid's optimum {coarse} vs {}", 2.0 * b);
+    // Every grid was proven, but f/4, on which the links span 4 and 6 timesteps: twice their
+    // spans at f/2, the same model; the kept run is a grid whose schedule takes 2b.
+    let ran: Vec<bool> = s.grids.iter().map(|g| g.status.is_some()).collect();
+    assert_eq!(ran, [true, true, true, false, true], "{:?}", s.grids);
+    assert!(s.grids.iter().all(|g| g.status.is_none_or(|s| s == IlpStatus::Optimal)), "{:?}", s.grids);
+    let kept = s.grids.iter().find(|g| close(g.discretization_ns, synth_stats(&out).discretization_ns)).unwrap();
+    assert!(close(kept.collective_time_ns.unwrap(), 2.0 * b), "{kept:?}");
+    // A given discretization is the one grid run.
+    let options = Options { discretization: Some(grids[0]), ..Options::default() };
+    let given = run_request(&t, RequestSpec { algorithm: "ilp".into(), options, ..RequestSpec::new(spec()) }).unwrap();
+    assert_eq!(stats(&given).grids.len(), 1);
+    assert!(close(given.report.collective_time_ns.unwrap(), coarse));
+    // Uniform links: one grid.
+    let ring = ilp(&topo("ring:4"), CollectiveSpec::new(K::AllGather, 4 << 10));
+    assert_eq!(stats(&ring).grids.len(), 1);
+    // Table I's fabric at 1 GiB: link times are 1 : 2 : 4 but for 500 ns of latency, so finer
+    // grids are offered, yet every link spans the same multiple of its timesteps on each:
+    // the same model, solved once.
+    let t1 = ilp(&topo("hier:ring2,fc4,switch1@bw=200,100,50;lat=500"), CollectiveSpec::new(K::AllGather, 1 << 30));
+    let g = &stats(&t1).grids;
+    assert!(g.len() > 1 && g[0].status == Some(IlpStatus::Optimal), "{g:?}");
+    assert!(
+        g[1..]
+            .iter()
+            .all(|g| g.status.is_none() && g.horizon.is_none() && g.reason.as_deref().unwrap().contains("time scale")),
+        "{g:?}"
+    );
+}

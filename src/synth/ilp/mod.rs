@@ -151,6 +151,30 @@ pub struct IlpStats {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
     pub phases: Vec<PhaseStats>,
+    /// Every TEN timestep the ILP was run at, in the order tried (filled by the engine, which
+    /// keeps the one whose schedule simulates fastest; the fields above are that run's).
+    pub grids: Vec<IlpGrid>,
+}
+
+/// One TEN timestep the ILP ran at, and what came of it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct IlpGrid {
+    pub discretization_ns: f64,
+    /// The run's result, or why it has none (`None` where the time was up before it started).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<IlpStatus>,
+    /// The horizon and its proven lower bound in this grid's timesteps, where it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub horizon: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub horizon_lower_bound: Option<u32>,
+    /// The simulated time of this run's schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective_time_ns: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Wall time of this grid's run, its schedule's check included.
+    pub wall_ms: f64,
 }
 
 impl IlpStats {
@@ -181,6 +205,7 @@ impl IlpStats {
             ignore_congestion: opts.ignore_congestion,
             window: opts.window,
             phases,
+            grids: Vec::new(),
         }
     }
 }

@@ -286,3 +286,25 @@ fn edges_into_another_pod_carry_what_the_pod_lacks() {
         assert!(ratio <= 1.10, "{pods} pods: {ratio:.3} of the bound");
     }
 }
+
+#[test]
+fn uneven_links_are_timed_on_a_finer_grid() {
+    // mesh:4x4, x links 500 ns + S/100, y links 500 ns + S/70: a y link takes 1.31 x links, so
+    // on the fastest link's grid it spans 2 timesteps and the matcher treats it as two x hops.
+    // On the grid of half that time it spans 3 halves; the greedy tries both and keeps the
+    // faster. 9 x links' time is optimal: a corner NPU takes 15 chunks over one x and one y
+    // in-link, which deliver ⌊T/x⌋ + ⌊T/1.31x⌋ chunks by T, 8 + 6 = 14 below 9x. The coarse
+    // grid's plan is slower.
+    let t = topo("mesh:4x4@bw=100,70;lat=500,500");
+    let size = 2u64 << 20;
+    let x = 500.0 + (size / 16) as f64 / 100.0;
+    let spec = || CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(1);
+    let one_seed = Options { seeds: Some(1), ..Options::default() };
+    let out = greedy(&t, spec(), one_seed.clone());
+    assert!(close(out.report.collective_time_ns.unwrap(), 9.0 * x), "{:?}", out.report.collective_time_ns);
+    let stats = out.stats.synthesis().unwrap();
+    assert!(close(stats.discretization_ns, x / 2.0), "{}", stats.discretization_ns);
+    assert!(stats.greedy.as_ref().unwrap().discretizations_tried > 1);
+    let coarse = greedy(&t, spec(), Options { discretization: Some(x), ..one_seed });
+    assert!(coarse.report.collective_time_ns.unwrap() > 9.5 * x, "{:?}", coarse.report.collective_time_ns);
+}

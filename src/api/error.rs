@@ -40,6 +40,9 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     #[error("this route does not take that method")]
     MethodNotAllowed,
+    /// A request target longer than the limit (bytes).
+    #[error("the request's URI exceeds {0} bytes")]
+    UriTooLong(usize),
     /// A query string that does not parse (the reason).
     #[error("bad query string: {0}")]
     BadQuery(String),
@@ -88,6 +91,7 @@ impl ApiError {
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -108,6 +112,7 @@ impl ApiError {
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed => "method-not-allowed",
+            ApiError::UriTooLong(_) => "uri-too-long",
             ApiError::BadQuery(_) => "bad-query",
             ApiError::ShuttingDown => "shutting-down",
             ApiError::Internal(_) => "internal",

@@ -1561,3 +1561,65 @@ fn each_client_has_a_request_rate_and_metrics_can_be_private() {
     std::thread::sleep(Duration::from_millis(1100));
     assert_eq!(get(Some(alice), "/v1/algorithms").status, 200, "refilled");
 }
+
+/// Sends `head` on `s` and reads one response: (status line, content type, body).
+fn raw_exchange(s: &mut TcpStream, head: &[u8]) -> (String, String, serde_json::Value) {
+    s.write_all(head).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).unwrap_or(0);
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(split) = text.find("\r\n\r\n") {
+            let (head, body) = text.split_at(split + 4);
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase().strip_prefix("content-length: ").map(|v| v.trim().parse().unwrap())
+                })
+                .unwrap_or(0);
+            if body.len() >= len || n == 0 {
+                let kind = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-type: ").map(str::to_string))
+                    .unwrap_or_default();
+                let status = head.lines().next().unwrap_or("").to_string();
+                return (status, kind, serde_json::from_str(&body[..len]).unwrap_or(serde_json::Value::Null));
+            }
+        }
+        assert!(n > 0, "closed before a whole response: {}", String::from_utf8_lossy(&got));
+    }
+}
+
+/// A request target over `MAX_URI_BYTES` is a 414 problem: on a connection's first request
+/// however long (hyper would answer one over 64 KiB itself, without a body), and on a later
+/// request of a kept-alive connection up to hyper's own limit (issue 15).
+#[test]
+fn a_long_uri_is_a_414_problem() {
+    let s = start_with(Db::Sqlite, |_| {});
+    let long = |n: usize| format!("/healthz?pad={}", "a".repeat(n));
+    for n in [70_000, ccsynth::api::MAX_URI_BYTES + 100] {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        let (status, kind, body) =
+            raw_exchange(&mut c, format!("GET {} HTTP/1.1\r\nHost: localhost\r\n\r\n", long(n)).as_bytes());
+        assert!(status.starts_with("HTTP/1.1 414"), "{n}: {status}");
+        assert_eq!(kind, "application/problem+json", "{n}");
+        assert_eq!(body["status"], 414, "{n}: {body}");
+        assert!(body["detail"].as_str().unwrap().contains("8192"), "{body}");
+    }
+    // Kept alive: the first request is served, the second, too long, is the guard's problem.
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let (status, ..) = raw_exchange(&mut c, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    let head = format!("GET {} HTTP/1.1\r\nHost: localhost\r\n\r\n", long(ccsynth::api::MAX_URI_BYTES));
+    let (status, kind, body) = raw_exchange(&mut c, head.as_bytes());
+    assert!(status.starts_with("HTTP/1.1 414"), "{status}");
+    assert_eq!((kind.as_str(), &body["status"]), ("application/problem+json", &json!(414)));
+    // Just under the limit: served.
+    let at_limit = long(ccsynth::api::MAX_URI_BYTES - "/healthz?pad=".len());
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let (status, ..) = raw_exchange(&mut c, format!("GET {at_limit} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes());
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+}

@@ -473,7 +473,8 @@ async fn metrics(State(st): State<Shared>) -> Response {
 }
 
 /// Runs the service until SIGTERM or Ctrl-C: binds `addr`, starts the workers, serves, then
-/// drains (running jobs get `grace_ms`, then go back to the queue).
+/// drains (running jobs get `grace_ms` from the signal, then are stopped and go back to the
+/// queue).
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("{0}")]
@@ -514,18 +515,36 @@ pub async fn serve_on(
     // Machine-readable for scripts and tests that start the server on port 0.
     eprintln!("ccsynth: listening on {}", listener.local_addr()?);
     let st = state.clone();
+    // The running jobs' grace counts from the signal, beside the drain and the connections'
+    // own grace, so the process is gone within drain + grace, not drain + twice the grace.
+    let signalled: Arc<std::sync::OnceLock<tokio::time::Instant>> = Arc::default();
+    let at = signalled.clone();
+    let grace = std::time::Duration::from_millis(config.grace_ms);
     accept_loop(listener, router(state.clone()), &config, async move {
         shutdown.await;
+        let _ = at.set(tokio::time::Instant::now());
         st.shutting_down.store(true, Ordering::SeqCst);
         st.queued.notify_waiters();
+        // At the end of the grace, the solves still running are stopped; their workers put
+        // them back in the queue (a cancel while shutting down is a re-queue).
+        let running = st.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            for flag in running.cancels.lock().unwrap().values() {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
         tokio::time::sleep(std::time::Duration::from_millis(st.config.drain_ms)).await;
     })
     .await;
     state.shutting_down.store(true, Ordering::SeqCst);
     state.queued.notify_waiters();
-    let grace = std::time::Duration::from_millis(config.grace_ms);
-    let _ = tokio::time::timeout(grace, futures_join(workers)).await;
-    // Whatever still runs goes back to the queue for the next start (or another replica).
+    // A stopped solve needs a moment to see its flag and re-queue its job.
+    let since = signalled.get().copied().unwrap_or_else(tokio::time::Instant::now);
+    let slack = std::time::Duration::from_secs(2);
+    let _ = tokio::time::timeout_at(since + grace + slack, futures_join(workers)).await;
+    // Whatever still runs (a check of a large schedule does not poll the flag) goes back to
+    // the queue for the next start (or another replica).
     let running: Vec<(String, Arc<AtomicBool>)> =
         state.cancels.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     for (id, flag) in running {

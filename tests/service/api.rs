@@ -977,6 +977,7 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     );
     let id = job["id"].as_str().unwrap().to_string();
     wait_for_job(&s, &id, &["running"]);
+    let signalled = Instant::now();
     let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     // While it drains, it says so: new work and readiness get 503.
@@ -989,8 +990,16 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     );
     assert_problem(&r, 503);
     assert_eq!(raw(addr, "GET", "/readyz", None).status, 503);
+    // The grace (300 ms) counts from the signal: the solve is stopped and its job back in the
+    // queue well before the 3 s drain ends.
+    wait_until(Duration::from_millis(1500), || {
+        call(&s, "GET", &format!("/v1/jobs/{id}"), None).1["status"] == "queued"
+    });
     let exited = child.wait().unwrap();
     assert!(exited.success(), "{exited:?}");
+    // Gone within drain + grace (+ the 2 s a stopped solve has to hand its job back), not
+    // drain + twice the grace or more.
+    assert!(signalled.elapsed() < Duration::from_millis(3000 + 300 + 2000), "{:?}", signalled.elapsed());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let status: String = rt.block_on(async {
         sqlx::any::install_default_drivers();

@@ -116,7 +116,23 @@ pub enum Deletion {
 pub struct Store {
     pool: AnyPool,
     pub backend: Backend,
+    /// Where the pool connects: PostgreSQL's listener needs a connection of its own.
+    url: String,
 }
+
+/// A change in the job table that other replicas' waiters and idle workers want to hear of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobEvent {
+    /// A job was queued (or put back in the queue).
+    Queued,
+    /// A job ended: succeeded, failed or cancelled.
+    Ended,
+    /// The listener reconnected: events may have been missed.
+    Missed,
+}
+
+/// The PostgreSQL channel job events go out on.
+const JOB_CHANNEL: &str = "ccsynth_jobs";
 
 #[derive(Clone, Debug)]
 pub struct TopologyRow {
@@ -254,7 +270,65 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
         }
-        Ok(Store { pool, backend })
+        Ok(Store { pool, backend, url })
+    }
+
+    /// Tells every replica's `watch_jobs` of `event` (PostgreSQL `NOTIFY`; on SQLite nothing:
+    /// one process serves the file, and it signals its own waiters in memory).
+    async fn announce<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+        &self,
+        on: E,
+        event: JobEvent,
+    ) -> Result<(), StoreError> {
+        if self.backend != Backend::Postgres {
+            return Ok(());
+        }
+        let payload = match event {
+            JobEvent::Queued => "queued",
+            JobEvent::Ended | JobEvent::Missed => "ended",
+        };
+        // NOTIFY takes no bind parameters; both parts are constants.
+        sqlx::query(sqlx::AssertSqlSafe(format!("NOTIFY {JOB_CHANNEL}, '{payload}'"))).execute(on).await?;
+        Ok(())
+    }
+
+    /// Whether `watch_jobs` hears other replicas' job events (PostgreSQL).
+    pub fn hears_other_replicas(&self) -> bool {
+        self.backend == Backend::Postgres
+    }
+
+    /// Calls `on` for every job event any replica announces, until the process ends
+    /// (PostgreSQL `LISTEN`, reconnecting after a lost connection, with `JobEvent::Missed`
+    /// once it is back). Returns at once on SQLite.
+    pub async fn watch_jobs(&self, on: impl Fn(JobEvent) + Send) {
+        if self.backend != Backend::Postgres {
+            return;
+        }
+        loop {
+            let listener = async {
+                let mut l = sqlx::postgres::PgListener::connect(&self.url).await?;
+                l.listen(JOB_CHANNEL).await?;
+                Ok::<_, sqlx::Error>(l)
+            };
+            match listener.await {
+                Ok(mut l) => {
+                    on(JobEvent::Missed);
+                    loop {
+                        match l.try_recv().await {
+                            Ok(Some(n)) => on(if n.payload() == "queued" { JobEvent::Queued } else { JobEvent::Ended }),
+                            // The connection dropped and is back: anything in between is lost.
+                            Ok(None) => on(JobEvent::Missed),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "job events: listener failed; reconnecting");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "job events: cannot listen; retrying in 1 s"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
     }
 
     pub async fn ping(&self) -> Result<(), StoreError> {
@@ -475,7 +549,7 @@ impl Store {
         .bind(owner.map(str::to_string))
         .execute(&self.pool)
         .await?;
-        Ok(())
+        self.announce(&self.pool, JobEvent::Queued).await
     }
 
     /// Queued and running jobs of one client (its quota).
@@ -548,7 +622,7 @@ impl Store {
     /// keeps dying on it, e.g. of memory, and would again).
     pub async fn claim_job(&self, lease_ms: i64, max_attempts: i64) -> Result<Option<JobRow>, StoreError> {
         let now = now_ms();
-        sqlx::query(
+        let given_up = sqlx::query(
             "UPDATE jobs SET status = $1, error = $2, message = $1, finished_at = $3, lease_until = NULL \
              WHERE status = $4 AND lease_until < $3 AND attempts >= $5",
         )
@@ -562,6 +636,9 @@ impl Store {
         .bind(max_attempts)
         .execute(&self.pool)
         .await?;
+        if given_up.rows_affected() > 0 {
+            self.announce(&self.pool, JobEvent::Ended).await?;
+        }
         let lock = if self.backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
         // $3 is `running` (the new status and message), $4 `queued`.
         let q = format!(
@@ -649,6 +726,8 @@ impl Store {
         .bind(topology_by_ref as i64)
         .execute(&mut *tx)
         .await?;
+        // Delivered at commit, with the schedule in place.
+        self.announce(&mut *tx, JobEvent::Ended).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -668,7 +747,11 @@ impl Store {
         .bind(lease.claimed_at)
         .execute(&self.pool)
         .await?;
-        Ok(r.rows_affected() > 0)
+        let ended = r.rows_affected() > 0;
+        if ended {
+            self.announce(&self.pool, JobEvent::Ended).await?;
+        }
+        Ok(ended)
     }
 
     /// Puts a job back in the queue if it is still running under this claim (graceful
@@ -684,7 +767,11 @@ impl Store {
         .bind(lease.claimed_at)
         .execute(&self.pool)
         .await?;
-        Ok(r.rows_affected() > 0)
+        let requeued = r.rows_affected() > 0;
+        if requeued {
+            self.announce(&self.pool, JobEvent::Queued).await?;
+        }
+        Ok(requeued)
     }
 
     /// Ends a job as `Failed` or `Cancelled` (unless it already ended).
@@ -702,7 +789,11 @@ impl Store {
         .bind(JobStatus::Running.as_str())
         .execute(&self.pool)
         .await?;
-        Ok(r.rows_affected() > 0)
+        let ended = r.rows_affected() > 0;
+        if ended {
+            self.announce(&self.pool, JobEvent::Ended).await?;
+        }
+        Ok(ended)
     }
 
     /// Puts a running job back in the queue (graceful shutdown).
@@ -716,7 +807,7 @@ impl Store {
         .bind(JobStatus::Running.as_str())
         .execute(&self.pool)
         .await?;
-        Ok(())
+        self.announce(&self.pool, JobEvent::Queued).await
     }
 
     /// A schedule's stored comparison (JSON), if computed.

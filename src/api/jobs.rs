@@ -294,12 +294,15 @@ async fn enqueue(
 
 /// Waits up to `wait_ms` for a job to end, then answers 201 (ended) or 202 (still going).
 /// Answers with the job once it has ended or `wait_ms` has passed. A job this process runs
-/// wakes its waiters as it ends; one another replica runs (or a cancellation there) is seen by
-/// polling the database, every 10 ms at first and backing off to every 250 ms, so many waiters
-/// do not keep the database busy.
+/// wakes its waiters as it ends. On PostgreSQL, every replica announces its jobs' ends
+/// (`NOTIFY`, heard by `Store::watch_jobs`), so the waiters read the database again only on
+/// an end or, as a safety net, every 2 s. On SQLite, where only this process ends jobs but a
+/// second process could share the file, it polls every 10 ms at first, backing off to every
+/// 250 ms, so many waiters do not keep the database busy.
 async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(600_000));
-    let mut poll = std::time::Duration::from_millis(10);
+    let ms = std::time::Duration::from_millis;
+    let (mut poll, most) = if st.store.hears_other_replicas() { (ms(2000), ms(2000)) } else { (ms(10), ms(250)) };
     loop {
         // Registered before the read, so an end between the read and the wait is not missed.
         let ended_here = st.job_ended.notified();
@@ -327,7 +330,7 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
         let nap = poll.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
         tokio::select! {
             _ = ended_here => {}
-            _ = tokio::time::sleep(nap) => poll = (poll * 2).min(std::time::Duration::from_millis(250)),
+            _ = tokio::time::sleep(nap) => poll = (poll * 2).min(most),
         }
     }
 }

@@ -506,6 +506,24 @@ pub async fn serve_on(
         allowance: Mutex::new(HashMap::new()),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
+    // Other replicas' job events (PostgreSQL): their ends wake this process's waiters, their
+    // queued jobs its idle workers.
+    let heard = state.clone();
+    let watcher = tokio::spawn(async move {
+        let st = heard.clone();
+        heard
+            .store
+            .watch_jobs(move |e| {
+                use crate::store::JobEvent;
+                if e != JobEvent::Queued {
+                    st.job_ended.notify_waiters();
+                }
+                if e != JobEvent::Ended {
+                    st.queued.notify_waiters();
+                }
+            })
+            .await
+    });
     tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");
     if config.clients.is_empty() {
         eprintln!(
@@ -551,6 +569,7 @@ pub async fn serve_on(
         flag.store(true, Ordering::SeqCst);
         let _ = state.store.requeue(&id).await;
     }
+    watcher.abort();
     Ok(())
 }
 

@@ -815,7 +815,7 @@ fn synthesize_ilp(
     started: std::time::Instant,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<SynthOutput, Error> {
-    let (grids, same_as) = ilp_grids(req, c, tenants)?;
+    let grids = ilp_grids(req, c, tenants)?;
     let not_run = |g: Option<f64>, reason: String, wall_ms: f64| crate::synth::ilp::IlpGrid {
         wall_ms,
         discretization_ns: g.unwrap_or(0.0),
@@ -829,8 +829,8 @@ fn synthesize_ilp(
     let mut best: Option<SynthOutput> = None;
     let mut tried = Vec::with_capacity(grids.len());
     let mut first_took: Option<f64> = None;
-    for (i, &grid) in grids.iter().enumerate() {
-        if let Some(f) = same_as[i] {
+    for (i, &IlpGridPlan { grid, same_as }) in grids.iter().enumerate() {
+        if let Some(f) = same_as {
             tried.push(not_run(grid, format!("not run: the model at {f} ns on another time scale"), 0.0));
             continue;
         }
@@ -841,7 +841,7 @@ fn synthesize_ilp(
             tried.push(not_run(grid, "not run: the time limit was used up".into(), 0.0));
             continue;
         }
-        let to_run = same_as[i..].iter().filter(|s| s.is_none()).count();
+        let to_run = grids[i..].iter().filter(|p| p.same_as.is_none()).count();
         let mut share = (left / to_run as f64).max(1e-3);
         // A finer grid's model is larger and its optimum often no faster than the first
         // grid's: each gets at most twice what the first grid took (at least a second), so a
@@ -885,14 +885,16 @@ fn synthesize_ilp(
     Ok(out)
 }
 
-/// The TEN timesteps the ILP tries (see `synthesize_ilp`), each with the earlier grid whose
-/// model it repeats on another time scale, if any (every link spans the same multiple of its
-/// timesteps there): such a grid is not run.
-fn ilp_grids(
-    req: &SynthJob<'_>,
-    c: &Collective,
-    tenants: Option<&[Collective]>,
-) -> Result<(Vec<Option<f64>>, Vec<Option<f64>>), Error> {
+/// One TEN timestep the ILP may run at (`None`: the fastest edge's time), and the earlier grid
+/// whose model it repeats on another time scale, if any (every link spans the same multiple of
+/// its timesteps there): such a grid is not run.
+struct IlpGridPlan {
+    grid: Option<f64>,
+    same_as: Option<f64>,
+}
+
+/// The TEN timesteps the ILP tries (see `synthesize_ilp`), coarsest first.
+fn ilp_grids(req: &SynthJob<'_>, c: &Collective, tenants: Option<&[Collective]>) -> Result<Vec<IlpGridPlan>, Error> {
     let trivial = match tenants {
         None => c.needed().is_empty(),
         Some(t) => t.iter().all(|t| t.needed().is_empty()),
@@ -907,21 +909,21 @@ fn ilp_grids(
             .collect(),
     };
     let mut tens: Vec<(f64, crate::ten::Ten)> = Vec::new();
-    let mut same_as: Vec<Option<f64>> = Vec::with_capacity(grids.len());
+    let mut plans = Vec::with_capacity(grids.len());
     for &grid in &grids {
         let Some(g) = grid.filter(|_| grids.len() > 1) else {
-            same_as.push(None);
+            plans.push(IlpGridPlan { grid, same_as: None });
             continue;
         };
         let ten = crate::ten::Ten::build(req.topology, c.chunk_size_bytes, req.switch_model, Some(g))
             .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?;
-        let same = tens.iter().find(|(_, t)| t.same_up_to_scale(&ten)).map(|(f, _)| *f);
-        if same.is_none() {
+        let same_as = tens.iter().find(|(_, t)| t.same_up_to_scale(&ten)).map(|(f, _)| *f);
+        if same_as.is_none() {
             tens.push((g, ten));
         }
-        same_as.push(same);
+        plans.push(IlpGridPlan { grid, same_as });
     }
-    Ok((grids, same_as))
+    Ok(plans)
 }
 
 /// One ILP run at one TEN timestep (`None`: the fastest edge's time) within `time_limit_s`.

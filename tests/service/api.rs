@@ -61,7 +61,11 @@ fn fresh_database(db: Db) -> String {
 }
 
 fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
-    let url = fresh_database(db);
+    start_on(fresh_database(db), tweak)
+}
+
+/// A server on an existing database (a second replica).
+fn start_on(url: String, tweak: impl FnOnce(&mut Config)) -> Server {
     let mut config = Config::new(url.clone());
     config.workers = 2;
     tweak(&mut config);
@@ -1631,4 +1635,43 @@ fn a_long_uri_is_a_414_problem() {
     let mut c = TcpStream::connect(s.addr).unwrap();
     let (status, ..) = raw_exchange(&mut c, format!("GET {at_limit} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes());
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+}
+
+/// On PostgreSQL a replica hears the others' job events (LISTEN/NOTIFY): a request waiting on
+/// replica A for a job that replica B runs is answered as soon as B ends it, not at A's next
+/// look at the database (every 2 s when it listens), and B's idle worker is woken by the job
+/// A queued (issue 15).
+#[test]
+fn a_waiter_hears_another_replica_end_its_job() {
+    let url = fresh_database(Db::Postgres);
+    let a = start_on(url.clone(), |c| c.workers = 1);
+    // A's only worker is busy with a long solve.
+    let (code, long) = call(
+        &a,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+                    "algorithm": "ilp", "options": {"time_limit_s": 60}, "wait_ms": 0}),
+        ),
+    );
+    assert_eq!(code, 202, "{long}");
+    let long_id = long["id"].as_str().unwrap().to_string();
+    wait_for_job(&a, &long_id, &["running"]);
+    let b = start_on(url, |c| c.workers = 1);
+    for seed in 0..3 {
+        let started = Instant::now();
+        let (code, v) = call(
+            &a,
+            "POST",
+            "/v1/syntheses",
+            Some(json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096},
+                        "algorithm": "greedy", "options": {"seed": seed}, "wait_ms": 20000})),
+        );
+        assert_eq!((code, &v["status"]), (201, &json!("succeeded")), "{v}");
+        assert!(started.elapsed() < Duration::from_millis(1500), "answered after {:?}", started.elapsed());
+    }
+    let (code, _) = call(&b, "DELETE", &format!("/v1/jobs/{long_id}"), None);
+    assert!(code < 300, "{code}");
+    drop(b);
 }

@@ -24,6 +24,8 @@ pub enum StoreError {
     /// Rows that contradict each other (a bug, or a hand-edited database).
     #[error("inconsistent rows: {0}")]
     Corrupt(String),
+    #[error("compressing a schedule: {0}")]
+    Compress(String),
 }
 
 /// A job's state. `as_str()` is what `jobs.status` holds and what the API serves: the SQL
@@ -87,6 +89,48 @@ pub enum Backend {
 /// What a schedule stored by reference has in place of its topology: the first occurrence in
 /// the body is the top-level field (the fields before it are the format, algorithm and seed).
 pub const TOPOLOGY_BY_REF: &str = "\"topology\":null";
+
+/// Schedule bodies from this size on are stored compressed.
+pub const COMPRESS_FROM_BYTES: usize = 64 << 10;
+
+/// A schedule body as it is stored: the JSON, or (from `COMPRESS_FROM_BYTES` on) the JSON
+/// compressed with zstd. Schedules are long runs of near-identical transfer objects: 10 to 30
+/// times smaller.
+pub enum StoredBody {
+    Json(String),
+    Zstd {
+        bytes: Vec<u8>,
+        /// Bytes of the JSON it holds.
+        json_len: usize,
+    },
+}
+
+impl StoredBody {
+    /// Compresses `json` when it is large. CPU-bound on large bodies: call it off the async
+    /// threads.
+    pub fn pack(json: String) -> Result<StoredBody, StoreError> {
+        if json.len() < COMPRESS_FROM_BYTES {
+            return Ok(StoredBody::Json(json));
+        }
+        let bytes = zstd::bulk::compress(json.as_bytes(), 3).map_err(|e| StoreError::Compress(e.to_string()))?;
+        Ok(StoredBody::Zstd { bytes, json_len: json.len() })
+    }
+
+    /// Bytes of the JSON it holds.
+    pub fn json_len(&self) -> usize {
+        match self {
+            StoredBody::Json(s) => s.len(),
+            StoredBody::Zstd { json_len, .. } => *json_len,
+        }
+    }
+}
+
+/// The JSON a compressed body (`schedules.body_zstd`) holds.
+fn unpack(z: &[u8], id: &str) -> Result<String, StoreError> {
+    let corrupt = |e: &dyn std::fmt::Display| StoreError::Corrupt(format!("schedule {id}: compressed body: {e}"));
+    let bytes = zstd::stream::decode_all(z).map_err(|e| corrupt(&e))?;
+    String::from_utf8(bytes).map_err(|e| corrupt(&e))
+}
 
 /// A job to queue: its id, batch, the id of the HTTP request that queued it, the normalized
 /// request (its cache key and JSON), its algorithm and the topology it runs on.
@@ -691,7 +735,7 @@ impl Store {
         lease: &Lease,
         schedule_id: &str,
         topology_id: &str,
-        body: &str,
+        body: &StoredBody,
         summary: &str,
         topology_by_ref: bool,
     ) -> Result<bool, StoreError> {
@@ -713,17 +757,22 @@ impl Store {
             tx.rollback().await?;
             return Ok(false);
         }
+        let (json, zstd): (&str, Option<&[u8]>) = match body {
+            StoredBody::Json(s) => (s, None),
+            StoredBody::Zstd { bytes, .. } => ("", Some(bytes)),
+        };
         sqlx::query(
-            "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at, topology_by_ref) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at, topology_by_ref, body_zstd) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(schedule_id)
         .bind(&lease.job_id)
         .bind(topology_id)
-        .bind(body)
+        .bind(json)
         .bind(summary)
         .bind(now)
         .bind(topology_by_ref as i64)
+        .bind(zstd)
         .execute(&mut *tx)
         .await?;
         // Delivered at commit, with the schedule in place.
@@ -845,12 +894,21 @@ impl Store {
         if !plausible_id(id) {
             return Ok(None);
         }
-        let row = sqlx::query("SELECT body, topology_id, topology_by_ref FROM schedules WHERE id = $1")
+        let row = sqlx::query("SELECT body, body_zstd, topology_id, topology_by_ref FROM schedules WHERE id = $1")
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
         let Some(r) = row else { return Ok(None) };
-        let (mut body, topology_id): (String, String) = (r.try_get("body")?, r.try_get("topology_id")?);
+        let (body, zstd, topology_id): (String, Option<Vec<u8>>, String) =
+            (r.try_get("body")?, r.try_get("body_zstd")?, r.try_get("topology_id")?);
+        // Decompressing up to --max-result-bytes of JSON is CPU work: off the async threads.
+        let owner = id.to_string();
+        let mut body = match zstd {
+            None => body,
+            Some(z) => tokio::task::spawn_blocking(move || unpack(&z, &owner))
+                .await
+                .map_err(|e| StoreError::Corrupt(format!("schedule {id}: {e}")))??,
+        };
         if r.try_get::<i64, _>("topology_by_ref")? != 0 {
             let topology: String = sqlx::query_scalar("SELECT body FROM topologies WHERE id = $1")
                 .bind(&topology_id)

@@ -748,8 +748,9 @@ enum JobEnd {
 struct Finished {
     schedule_id: String,
     topology_id: String,
-    /// The schedule JSON; its topology is `store::TOPOLOGY_BY_REF` when `topology_by_ref`.
-    body: String,
+    /// The schedule JSON, compressed when large; its topology is `store::TOPOLOGY_BY_REF`
+    /// when `topology_by_ref`.
+    body: crate::store::StoredBody,
     summary: String,
     topology_by_ref: bool,
 }
@@ -821,11 +822,11 @@ async fn execute(
     .await;
     renew.abort();
     let (body, summary, topology_by_ref) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
-    if body.len() > st.config.max_result_bytes {
+    if body.json_len() > st.config.max_result_bytes {
         // Refused for good: storing it would fail (or fill the disk) every time it is retried.
         return Err(JobEnd::Failed(format!(
             "the schedule is {} bytes; this server stores at most {} (--max-result-bytes)",
-            body.len(),
+            body.json_len(),
             st.config.max_result_bytes
         )));
     }
@@ -833,7 +834,8 @@ async fn execute(
 }
 
 /// The synthesis itself (blocking): the engine, then the schedule JSON (its topology left out,
-/// the stored topology stands for it: the third value says so) and its summary JSON.
+/// the stored topology stands for it: the third value says so; compressed when large) and its
+/// summary JSON.
 fn solve(
     req: &JobRequest,
     topology: &str,
@@ -841,7 +843,7 @@ fn solve(
     flag: &AtomicBool,
     limits: &engine::Limits,
     progress: engine::Progress,
-) -> Result<(String, String, bool), JobEnd> {
+) -> Result<(crate::store::StoredBody, String, bool), JobEnd> {
     let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
     let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);
@@ -876,5 +878,6 @@ fn solve(
         "transfers": report.transfers,
         "url": format!("/v1/schedules/{schedule_id}"),
     });
+    let body = crate::store::StoredBody::pack(body).map_err(|e| JobEnd::Failed(e.to_string()))?;
     Ok((body, summary.to_string(), by_ref))
 }

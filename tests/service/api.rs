@@ -211,6 +211,7 @@ on_both_databases!(
     a_result_too_large_to_store_fails_its_job,
     schedules_export_as_msccl_xml,
     sizes_may_be_written_as_the_cli_writes_them,
+    large_schedules_are_stored_compressed,
 );
 
 fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
@@ -1113,9 +1114,12 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         assert_ne!(first, second);
         assert!(!store.renew_lease(&first, 60_000).await.unwrap(), "the lapsed worker lost its lease");
         assert!(store.renew_lease(&second, 60_000).await.unwrap());
-        assert!(!store.finish_job(&first, &late, "t", "{}", "{}", false).await.unwrap(), "the lapsed worker wrote");
-        assert!(store.finish_job(&second, &s1, "t", "{}", "{}", false).await.unwrap());
-        assert!(!store.finish_job(&second, &again, "t", "{}", "{}", false).await.unwrap(), "a second result");
+        assert!(
+            !store.finish_job(&first, &late, "t", &json_body(), "{}", false).await.unwrap(),
+            "the lapsed worker wrote"
+        );
+        assert!(store.finish_job(&second, &s1, "t", &json_body(), "{}", false).await.unwrap());
+        assert!(!store.finish_job(&second, &again, "t", &json_body(), "{}", false).await.unwrap(), "a second result");
         assert!(!store.end_claimed(&second, JobStatus::Failed, Some("late")).await.unwrap());
         let j = store.job(&j1).await.unwrap().unwrap();
         assert_eq!((j.status, j.schedule_id.as_deref()), (JobStatus::Succeeded, Some(s1.as_str())));
@@ -1132,7 +1136,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         let lease = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
         assert!(store.end_job(&j2, JobStatus::Cancelled, None).await.unwrap());
         assert!(!store.renew_lease(&lease, 60_000).await.unwrap());
-        assert!(!store.finish_job(&lease, &s2, "t", "{}", "{}", false).await.unwrap());
+        assert!(!store.finish_job(&lease, &s2, "t", &json_body(), "{}", false).await.unwrap());
         assert!(!store.requeue_claimed(&lease).await.unwrap());
         let j = store.job(&j2).await.unwrap().unwrap();
         assert_eq!((j.status, j.schedule_id), (JobStatus::Cancelled, None));
@@ -1674,4 +1678,49 @@ fn a_waiter_hears_another_replica_end_its_job() {
     let (code, _) = call(&b, "DELETE", &format!("/v1/jobs/{long_id}"), None);
     assert!(code < 300, "{code}");
     drop(b);
+}
+
+/// A small stored schedule body.
+fn json_body() -> ccsynth::store::StoredBody {
+    ccsynth::store::StoredBody::Json("{}".into())
+}
+
+/// Schedule bodies from 64 KiB on are stored compressed and served as the same document
+/// (issue 15): an all-gather on ring:64 (4,032 transfers).
+fn large_schedules_are_stored_compressed(db: Db) {
+    let s = start(db);
+    let (code, v) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "ring:64", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring", "wait_ms": 30000}),
+        ),
+    );
+    assert_eq!(code, 201, "{v}");
+    let sid = v["schedule_id"].as_str().unwrap().to_string();
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
+    assert_eq!(r.status, 200);
+    let doc = r.json();
+    assert_eq!(doc["transfers"].as_array().unwrap().len(), 4032);
+    assert_eq!(doc["topology"]["npus"], 64, "the topology is spliced back in");
+    // It checks out: the document served is the schedule, whole.
+    let (code, report) = call(&s, "POST", "/v1/validate", Some(doc.clone()));
+    assert_eq!(code, 200, "{report}");
+    assert_eq!(report["valid"], true, "{report}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (plain, packed): (String, Option<Vec<u8>>) = rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&s.url).await.unwrap();
+        let row = sqlx::query("SELECT body, body_zstd FROM schedules WHERE id = $1")
+            .bind(&sid)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        (sqlx::Row::get(&row, "body"), sqlx::Row::get(&row, "body_zstd"))
+    });
+    let packed = packed.expect("stored compressed");
+    assert!(plain.is_empty());
+    assert!(r.body.len() >= ccsynth::store::COMPRESS_FROM_BYTES);
+    assert!(packed.len() * 5 < r.body.len(), "{} compressed bytes for {} of JSON", packed.len(), r.body.len());
 }

@@ -93,6 +93,37 @@ impl<'de> Deserialize<'de> for ChunkList {
 
 pub const FORMAT_V1: &str = "ccsynth.schedule.v1";
 
+/// How a long pass over a schedule's transfers (validation, simulation) asks its caller
+/// whether to stop: every `EVERY` transfers, so a cancel stops a check of tens of millions of
+/// transfers within milliseconds, at the cost of a comparison per transfer.
+pub(crate) struct StopPoll<'a> {
+    stop: &'a dyn Fn() -> bool,
+    next: usize,
+}
+
+impl<'a> StopPoll<'a> {
+    const EVERY: usize = 1 << 16;
+
+    pub(crate) fn new(stop: &'a dyn Fn() -> bool) -> Self {
+        StopPoll { stop, next: 0 }
+    }
+
+    /// Starts another pass: the next ask comes at its first transfer.
+    pub(crate) fn restart(&mut self) {
+        self.next = 0;
+    }
+
+    /// Whether to stop, `done` transfers into the pass (asks the caller only when another
+    /// `EVERY` have passed since it last asked).
+    pub(crate) fn stopped(&mut self, done: usize) -> bool {
+        if done < self.next {
+            return false;
+        }
+        self.next = done + Self::EVERY;
+        (self.stop)()
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {

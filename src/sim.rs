@@ -45,6 +45,9 @@ pub struct TransferTime {
 pub enum SimError {
     #[error("transfer {transfer}: {message}")]
     Unroutable { transfer: usize, message: String },
+    /// The caller's stop poll said stop.
+    #[error("stopped")]
+    Stopped,
 }
 
 /// Replays the schedule. Each transfer starts when the source's contents for its chunks are
@@ -55,18 +58,24 @@ pub enum SimError {
 /// distinct chunk once (one received chunk may feed several slots); a local move between
 /// slots uses no link and takes only its γ time.
 pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
-    replay(s, None)
+    replay(s, None, &|| false)
+}
+
+/// `simulate`, asking `stop` every so many transfers; `SimError::Stopped` once it says so.
+pub fn simulate_until(s: &Schedule, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
+    replay(s, None, stop)
 }
 
 /// `simulate`, with each transfer's start and end (indexed as `s.transfers`). Opt-in: a
 /// 33-million-transfer schedule would need half a gigabyte for them.
 pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), SimError> {
     let mut times = vec![TransferTime { start_ns: 0.0, end_ns: 0.0 }; s.transfers.len()];
-    let timing = replay(s, Some(&mut times))?;
+    let timing = replay(s, Some(&mut times), &|| false)?;
     Ok((timing, times))
 }
 
-fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>) -> Result<Timing, SimError> {
+fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
+    let mut poll = crate::schedule::StopPoll::new(stop);
     let topo = &s.topology;
     let chunk = s.chunk_size_bytes;
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
@@ -84,6 +93,9 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>) -> Result<Timing
     let mut total = 0.0f64;
     let mut k = 0;
     while k < order.len() {
+        if poll.stopped(k) {
+            return Err(SimError::Stopped);
+        }
         let step = s.transfers[order[k] as usize].step;
         let mut round_end = 0.0f64;
         pending.clear();

@@ -123,12 +123,14 @@ impl Sink {
 /// Validates a schedule against every rule of the v1 semantics (docs/FORMAT.md).
 /// The declared `collective_time_ns` is not checked here; see `engine::check`.
 pub fn validate(s: &Schedule) -> Report {
-    validate_with_collective(s).0
+    validate_with_collective(s, &|| false).expect("never stopped").0
 }
 
 /// `validate`, also handing back the collective built from the `collective` object (when it
-/// builds), so callers that need it too (the bounds) do not build it again.
-pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collective>) {
+/// builds), so callers that need it too (the bounds) do not build it again. It asks `stop`
+/// every so many transfers, and gives `None` once it says so.
+pub(crate) fn validate_with_collective(s: &Schedule, stop: &dyn Fn() -> bool) -> Option<(Report, Option<Collective>)> {
+    let mut poll = crate::schedule::StopPoll::new(stop);
     let mut out = Sink { list: Vec::new(), count: 0 };
 
     // 1. The declared collective fields against the collective object.
@@ -139,21 +141,21 @@ pub(crate) fn validate_with_collective(s: &Schedule) -> (Report, Option<Collecti
     }
 
     let Some(pre) = check_conditions(s, &mut out) else {
-        return (finish(out, false), built.ok());
+        return Some((finish(out, false), built.ok()));
     };
 
     // 2. Each transfer on its own: nodes, chunks, links, path.
-    let ok = check_transfers(s, &mut out);
+    let ok = check_transfers(s, &mut out, &mut poll)?;
     let simulatable = ok.iter().all(|&g| g);
 
     // 3. Replay the data flow step by step. A step reads the state after every earlier step
     // and its writes land at its end. Most slots get one write per step; they are applied as
     // they come, and only slots written more than once are gathered and sorted.
-    let state = replay(s, &ok, &pre, &mut out);
+    let state = replay(s, &ok, &pre, &mut out, &mut poll)?;
 
     // 4. The postcondition. A combining chunk must hold every initial holder's contribution.
     check_postcondition(s, &pre, &state, &mut out);
-    (finish(out, simulatable), built.ok())
+    Some((finish(out, simulatable), built.ok()))
 }
 
 /// `num_chunks`, `chunk_size_bytes`, `combining` and the conditions as declared, against the
@@ -265,8 +267,15 @@ fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Vec<[u32; 2]>> {
 
 /// Checks every transfer on its own. Gives, per transfer, whether it names existing NPUs,
 /// chunks and links, so that its data flow can be replayed.
-fn check_transfers(s: &Schedule, out: &mut Sink) -> Vec<bool> {
-    s.transfers.iter().enumerate().map(|(i, t)| check_transfer(s, i, t, out)).collect()
+fn check_transfers(s: &Schedule, out: &mut Sink, poll: &mut crate::schedule::StopPoll) -> Option<Vec<bool>> {
+    let mut ok = Vec::with_capacity(s.transfers.len());
+    for (i, t) in s.transfers.iter().enumerate() {
+        if poll.stopped(i) {
+            return None;
+        }
+        ok.push(check_transfer(s, i, t, out));
+    }
+    Some(ok)
 }
 
 /// Checks transfer `i`; true when it broke no rule.
@@ -469,7 +478,13 @@ struct Replay<'a> {
 
 /// Replays the transfers that passed `check_transfer` (`ok`) from the initial holders `pre`;
 /// gives the state at the end.
-fn replay(s: &Schedule, ok: &[bool], pre: &[[u32; 2]], out: &mut Sink) -> State {
+fn replay(
+    s: &Schedule,
+    ok: &[bool],
+    pre: &[[u32; 2]],
+    out: &mut Sink,
+    poll: &mut crate::schedule::StopPoll,
+) -> Option<State> {
     let npus = s.topology.npus();
     // Chunks, then scratch slots: every (npu, slot) holds one value.
     let slots = s.slots();
@@ -484,10 +499,16 @@ fn replay(s: &Schedule, ok: &[bool], pre: &[[u32; 2]], out: &mut Sink) -> State 
         starts: Vec::new(),
     };
     let step_of = |i: u32| s.transfers[i as usize].step;
+    poll.restart();
+    let mut done = 0;
     for group in order.chunk_by(|&a, &b| step_of(a) == step_of(b)) {
+        if poll.stopped(done) {
+            return None;
+        }
         r.step(group, out);
+        done += group.len();
     }
-    r.state
+    Some(r.state)
 }
 
 impl Replay<'_> {

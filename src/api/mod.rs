@@ -561,7 +561,7 @@ pub async fn serve_on(
     let since = signalled.get().copied().unwrap_or_else(tokio::time::Instant::now);
     let slack = std::time::Duration::from_secs(2);
     let _ = tokio::time::timeout_at(since + grace + slack, futures_join(workers)).await;
-    // Whatever still runs (a check of a large schedule does not poll the flag) goes back to
+    // Whatever still runs (a worker that did not hand its job back in time) goes back to
     // the queue for the next start (or another replica).
     let running: Vec<(String, Arc<AtomicBool>)> =
         state.cancels.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();

@@ -20,7 +20,7 @@ pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
 use crate::bounds::lower_bounds;
 use crate::collective::Collective;
 use crate::schedule::Schedule;
-use crate::sim::{Timing, simulate};
+use crate::sim::Timing;
 use crate::validate::{Report, Violation, ViolationKind, validate_with_collective};
 use serde::Serialize;
 
@@ -57,8 +57,22 @@ pub fn check(s: &Schedule) -> CheckReport {
 /// `check`, computing the lower bounds only when `bounds` says so: callers that check many
 /// schedules of one collective (the portfolio, `compare`) compute them once instead.
 fn check_bounded(s: &Schedule, bounds: bool) -> CheckReport {
-    let (mut report, collective): (Report, Option<Collective>) = validate_with_collective(s);
-    let timing = if report.simulatable { simulate(s).ok() } else { None };
+    check_until(s, bounds, &|| false).expect("never stopped")
+}
+
+/// `check_bounded`, asking `stop` every so many transfers of the validation and the
+/// simulation; `None` once it says so (a schedule of tens of millions of transfers takes
+/// seconds to check, and a cancelled job must not wait for it).
+fn check_until(s: &Schedule, bounds: bool, stop: &dyn Fn() -> bool) -> Option<CheckReport> {
+    let (mut report, collective): (Report, Option<Collective>) = validate_with_collective(s, stop)?;
+    let timing = if report.simulatable {
+        match crate::sim::simulate_until(s, stop) {
+            Err(crate::sim::SimError::Stopped) => return None,
+            t => t.ok(),
+        }
+    } else {
+        None
+    };
     if let (Some(t), Some(declared)) = (&timing, s.collective_time_ns) {
         let tol = 1e-9 * t.collective_time_ns.abs().max(1.0);
         // Written so that a NaN declaration also counts as a mismatch.
@@ -81,7 +95,7 @@ fn check_bounded(s: &Schedule, bounds: bool) -> CheckReport {
         }
     }
     let bounds = collective.filter(|_| bounds).map(|c| lower_bounds(&s.topology, &c));
-    CheckReport {
+    Some(CheckReport {
         valid: report.valid,
         violations: report.violations,
         violation_count: report.violation_count,
@@ -91,7 +105,7 @@ fn check_bounded(s: &Schedule, bounds: bool) -> CheckReport {
         rounds: s.rounds(),
         transfers: s.transfers.len(),
         timing,
-    }
+    })
 }
 
 /// `check`, after refusing a schedule larger than `limits` allow (its topology's NPUs, its
@@ -201,17 +215,31 @@ pub fn finalize(s: Schedule) -> Result<(Schedule, CheckReport), EngineError> {
 
 /// `finalize`, with the lower bounds left out of the report unless `bounds` (see
 /// `check_bounded`); the schedule is validated and timed all the same.
-fn finalize_bounded(mut s: Schedule, bounds: bool) -> Result<(Schedule, CheckReport), EngineError> {
+fn finalize_bounded(s: Schedule, bounds: bool) -> Result<(Schedule, CheckReport), EngineError> {
+    match finalize_until(s, bounds, &|| false) {
+        Ok(done) => Ok(done),
+        Err(Error::Internal(e)) => Err(e),
+        Err(e) => unreachable!("a check that is never stopped stopped: {e}"),
+    }
+}
+
+/// `finalize_bounded` for a run its caller may cancel: the check asks `cancelled` as it goes
+/// (`Error::Cancelled`); an invalid schedule is `Error::Internal`.
+fn finalize_until(
+    mut s: Schedule,
+    bounds: bool,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, CheckReport), Error> {
     s.collective_time_ns = None;
     // A schedule records the chunking it was built with (format v1 reads a missing one as 1).
     s.collective.chunks_per_npu = Some(s.collective.chunks());
-    let r = check_bounded(&s, bounds);
+    let r = check_until(&s, bounds, cancelled).ok_or(Error::Cancelled)?;
     if !r.valid {
-        return Err(EngineError::InvalidSchedule {
+        return Err(Error::Internal(EngineError::InvalidSchedule {
             algorithm: s.algorithm.clone().unwrap_or_default(),
             first: r.violations.first().map(|v| v.message.clone()).unwrap_or_default(),
             report: Box::new(r),
-        });
+        }));
     }
     s.collective_time_ns = r.collective_time_ns;
     Ok((s, r))
@@ -551,7 +579,13 @@ fn synthesize_greedy(
                 let time_ns = if single {
                     0.0
                 } else {
-                    simulate(&schedule).map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY)
+                    match crate::sim::simulate_until(&schedule, polled) {
+                        Err(crate::sim::SimError::Stopped) if cancelled() => {
+                            return Outcome { cancelled: true, ..Outcome::default() };
+                        }
+                        Err(crate::sim::SimError::Stopped) => return Outcome::cut(),
+                        t => t.map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY),
+                    }
                 };
                 Outcome { best: Some(Candidate { time_ns, run: *r, schedule, stats }), ..Outcome::default() }
             }
@@ -585,7 +619,7 @@ fn synthesize_greedy(
     let Candidate { run, schedule, stats: gst, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = finalize(schedule)?;
+    let (schedule, report) = finalize_until(schedule, true, cancelled)?;
     let search = GreedySearch {
         seeds_tried: req.seeds.max(1),
         discretizations_tried: plan.factors[run.variant].len(),
@@ -949,7 +983,7 @@ fn ilp_at(
     let (schedule, gst, iout) = produced?;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = finalize(schedule)?;
+    let (schedule, report) = finalize_until(schedule, true, cancelled)?;
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.ilp = Some(iout.stats);
     Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
@@ -1203,14 +1237,14 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
 }
 
 /// A baseline on the request's collective (the chunks it asks for, or its own minimum).
-/// Its construction stops at `deadline` (`Error::TimeLimit`) or on cancel; the check of the
-/// built schedule runs to its end.
+/// Its construction stops at `deadline` (`Error::TimeLimit`) or on cancel, and its check on
+/// cancel.
 fn run_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::Instant) -> Result<Output, Error> {
     if (ctl.cancelled)() {
         return Err(Error::Cancelled);
     }
     let s = build_baseline(req, name, ctl, deadline)?;
-    let (schedule, report) = finalize_bounded(s, true)?;
+    let (schedule, report) = finalize_until(s, true, ctl.cancelled)?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 
@@ -1319,6 +1353,42 @@ impl RunStats {
         match self {
             RunStats::Portfolio(p) => Some(&p.portfolio),
             _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check of a schedule asks its caller whether to stop all along (validation's two
+    /// passes and the simulation, every 65,536 transfers), and a stop at any of those asks ends
+    /// it: a cancelled job does not wait for the check of tens of millions of transfers.
+    #[test]
+    fn the_check_of_a_schedule_stops_at_every_poll() {
+        let topo = crate::topology::parse_topology("ring:512").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 512 << 10);
+        let s = crate::baselines::build("ring", &topo, &spec).unwrap();
+        let n = s.transfers.len();
+        assert!(n > 3 * (1 << 16), "{n} transfers");
+        let polls = std::cell::Cell::new(0usize);
+        let counting = || {
+            polls.set(polls.get() + 1);
+            false
+        };
+        let whole = check_until(&s, false, &counting).expect("never told to stop");
+        assert!(whole.valid);
+        // Each of the three passes asks once per 65,536 transfers, from its first.
+        let per_pass = n.div_ceil(1 << 16);
+        assert_eq!(polls.get(), 3 * per_pass, "{n} transfers");
+        for k in 1..=polls.get() {
+            let asked = std::cell::Cell::new(0usize);
+            let stop_at_k = || {
+                asked.set(asked.get() + 1);
+                asked.get() >= k
+            };
+            assert!(check_until(&s, false, &stop_at_k).is_none(), "a stop at poll {k} was not heeded");
+            assert_eq!(asked.get(), k, "it went on asking after poll {k}");
         }
     }
 }

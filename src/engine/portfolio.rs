@@ -213,7 +213,7 @@ fn baseline_candidate(
         )));
     }
     // Every candidate serves one collective: its bounds are computed once, at the end.
-    let (schedule, report) = super::finalize_bounded(s, false)?;
+    let (schedule, report) = super::finalize_until(s, false, ctl.cancelled)?;
     Ok(Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() }))
 }
 

@@ -890,6 +890,38 @@ impl Store {
 
     /// A schedule's JSON, its topology spliced back in when it is stored by reference (the
     /// topology's row is kept for it even when soft-deleted), and its topology id.
+    /// Compresses the bodies of up to `batch` schedules stored before bodies were compressed
+    /// (migration 0009) and large enough to be; how many it compressed (0: none are left).
+    /// One body in memory at a time; safe beside other replicas doing the same.
+    pub async fn compress_old_schedules(&self, batch: i64) -> Result<usize, StoreError> {
+        let ids: Vec<String> =
+            sqlx::query_scalar("SELECT id FROM schedules WHERE body_zstd IS NULL AND LENGTH(body) >= $1 LIMIT $2")
+                .bind(COMPRESS_FROM_BYTES as i64)
+                .bind(batch)
+                .fetch_all(&self.pool)
+                .await?;
+        let mut done = 0;
+        for id in ids {
+            let body: Option<String> =
+                sqlx::query_scalar("SELECT body FROM schedules WHERE id = $1 AND body_zstd IS NULL")
+                    .bind(&id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+            let Some(body) = body else { continue }; // another replica got to it first
+            let packed = tokio::task::spawn_blocking(move || StoredBody::pack(body))
+                .await
+                .map_err(|e| StoreError::Compress(e.to_string()))??;
+            let StoredBody::Zstd { bytes, .. } = packed else { continue };
+            sqlx::query("UPDATE schedules SET body = '', body_zstd = $1 WHERE id = $2 AND body_zstd IS NULL")
+                .bind(bytes)
+                .bind(&id)
+                .execute(&self.pool)
+                .await?;
+            done += 1;
+        }
+        Ok(done)
+    }
+
     pub async fn schedule_body(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
         if !plausible_id(id) {
             return Ok(None);

@@ -506,6 +506,25 @@ pub async fn serve_on(
         allowance: Mutex::new(HashMap::new()),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
+    // Schedules stored before bodies were compressed are compressed in the background, a few
+    // at a time, once per start.
+    let old = state.store.clone();
+    tokio::spawn(async move {
+        let mut total = 0;
+        loop {
+            match old.compress_old_schedules(16).await {
+                Ok(0) => break,
+                Ok(n) => total += n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "compressing stored schedules failed; they stay as they are");
+                    break;
+                }
+            }
+        }
+        if total > 0 {
+            tracing::info!(schedules = total, "compressed schedules stored before compression");
+        }
+    });
     // Other replicas' job events (PostgreSQL): their ends wake this process's waiters, their
     // queued jobs its idle workers.
     let heard = state.clone();

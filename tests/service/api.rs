@@ -1723,4 +1723,29 @@ fn large_schedules_are_stored_compressed(db: Db) {
     assert!(plain.is_empty());
     assert!(r.body.len() >= ccsynth::store::COMPRESS_FROM_BYTES);
     assert!(packed.len() * 5 < r.body.len(), "{} compressed bytes for {} of JSON", packed.len(), r.body.len());
+    // A row as it was stored before compression (the whole JSON in `body`) is compressed at
+    // the next start, and served the same.
+    let url = s.url.clone();
+    drop(s);
+    rt.block_on(async {
+        let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+        sqlx::query("UPDATE schedules SET body = $1, body_zstd = NULL, topology_by_ref = 0 WHERE id = $2")
+            .bind(&r.body)
+            .bind(&sid)
+            .execute(&pool)
+            .await
+            .unwrap();
+    });
+    let s = start_on(url.clone(), |_| {});
+    wait_until(Duration::from_secs(20), || {
+        rt.block_on(async {
+            let pool = sqlx::AnyPool::connect(&url).await.unwrap();
+            let row =
+                sqlx::query("SELECT body_zstd FROM schedules WHERE id = $1").bind(&sid).fetch_one(&pool).await.unwrap();
+            sqlx::Row::get::<Option<Vec<u8>>, _>(&row, "body_zstd").is_some()
+        })
+    });
+    let again = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
+    assert_eq!(again.status, 200);
+    assert_eq!(again.json(), doc);
 }

@@ -43,6 +43,12 @@ pub enum ApiError {
     /// A request target longer than the limit (bytes).
     #[error("the request's URI exceeds {0} bytes")]
     UriTooLong(usize),
+    /// Not HTTP/1.1 that parses (hyper refused it before any route saw it).
+    #[error("the request is not valid HTTP/1.1 (its request line or a header does not parse)")]
+    UnparsableRequest,
+    /// A request head over hyper's read buffer.
+    #[error("the request's head (request line and headers) is too large")]
+    HeadTooLarge,
     /// A query string that does not parse (the reason).
     #[error("bad query string: {0}")]
     BadQuery(String),
@@ -92,6 +98,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            ApiError::UnparsableRequest => StatusCode::BAD_REQUEST,
+            ApiError::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -113,6 +121,8 @@ impl ApiError {
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
             ApiError::MethodNotAllowed => "method-not-allowed",
             ApiError::UriTooLong(_) => "uri-too-long",
+            ApiError::UnparsableRequest => "unparsable-request",
+            ApiError::HeadTooLarge => "head-too-large",
             ApiError::BadQuery(_) => "bad-query",
             ApiError::ShuttingDown => "shutting-down",
             ApiError::Internal(_) => "internal",
@@ -120,10 +130,11 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The problem+json body.
+    pub fn problem_json(&self) -> String {
         let status = self.status();
-        let (detail, errors) = match &self {
+        let (detail, errors) = match self {
             ApiError::Internal(why) => {
                 tracing::error!(error = %why, "internal error");
                 ("the server failed to serve the request; it is logged".to_string(), Vec::new())
@@ -138,7 +149,14 @@ impl IntoResponse for ApiError {
             detail,
             errors: &errors,
         };
-        let mut resp = (status, serde_json::to_string(&body).unwrap_or_default()).into_response();
+        serde_json::to_string(&body).unwrap_or_default()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let mut resp = (status, self.problem_json()).into_response();
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         match self {
             // A full queue drains at the workers' pace: ask for a retry a few seconds on.

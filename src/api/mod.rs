@@ -2,6 +2,7 @@
 //! workers that run syntheses on the blocking pool, and the service's limits and metrics.
 //! Everything the engine computes reaches clients through here unchanged (schedule format v1).
 
+mod conn;
 pub mod error;
 mod jobs;
 mod topologies;
@@ -641,13 +642,9 @@ async fn accept_loop(
             if tokio::time::timeout(timeout, socket.readable()).await.is_err() {
                 return; // nothing sent: closed
             }
-            if request_line_too_long(&socket, timeout).await {
-                refuse(socket, ApiError::UriTooLong(MAX_URI_BYTES)).await;
-                return;
-            }
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(TokioTimer::new()).header_read_timeout(timeout);
-            let conn = builder.serve_connection(TokioIo::new(socket), service);
+            let conn = builder.serve_connection(TokioIo::new(conn::Watched::new(socket)), service);
             let mut conn = std::pin::pin!(conn);
             loop {
                 tokio::select! {
@@ -670,57 +667,6 @@ async fn accept_loop(
     let all = cap as u32;
     let grace = std::time::Duration::from_millis(config.grace_ms);
     let _ = tokio::time::timeout(grace, slots.acquire_many(all)).await;
-}
-
-/// Whether the first request line waiting on `socket` (peeked, not read) is longer than a
-/// request target of `MAX_URI_BYTES` allows. `guard` answers a long target with a 414 problem,
-/// but hyper answers one over 64 KiB itself, with no body: this catches it on a connection's
-/// first request (a later one on a kept-alive connection still gets hyper's bare 414).
-async fn request_line_too_long(socket: &tokio::net::TcpStream, timeout: std::time::Duration) -> bool {
-    let limit = MAX_URI_BYTES + 32; // the method, two spaces and the version
-    let mut buf = vec![0u8; limit + 1];
-    let until = tokio::time::Instant::now() + timeout;
-    loop {
-        let Ok(Ok(n)) = tokio::time::timeout_at(until, socket.peek(&mut buf)).await else { return false };
-        if n == 0 || buf[..n].contains(&b'\n') {
-            return false;
-        }
-        if n > limit {
-            return true;
-        }
-        // Part of the line is here: peeking again at once would see the same bytes.
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-}
-
-/// Answers `e` as a problem on a connection hyper never saw, then closes it, reading what the
-/// client still sends for a moment so that the close does not reset the answer away.
-async fn refuse(mut socket: tokio::net::TcpStream, e: ApiError) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let resp = e.into_response();
-    let status = resp.status();
-    let body = axum::body::to_bytes(resp.into_body(), 1 << 16).await.unwrap_or_default();
-    let head = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: application/problem+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or(""),
-        body.len()
-    );
-    if socket.write_all(head.as_bytes()).await.is_err() || socket.write_all(&body).await.is_err() {
-        return;
-    }
-    let _ = socket.shutdown().await;
-    let mut sink = [0u8; 8192];
-    let drain = async {
-        let mut left = 1usize << 20;
-        while let Ok(n) = socket.read(&mut sink).await {
-            if n == 0 || n >= left {
-                break;
-            }
-            left -= n;
-        }
-    };
-    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), drain).await;
 }
 
 async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {

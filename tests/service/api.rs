@@ -1610,35 +1610,48 @@ fn raw_exchange(s: &mut TcpStream, head: &[u8]) -> (String, String, serde_json::
     }
 }
 
-/// A request target over `MAX_URI_BYTES` is a 414 problem: on a connection's first request
-/// however long (hyper would answer one over 64 KiB itself, without a body), and on a later
-/// request of a kept-alive connection up to hyper's own limit (issue 15).
+/// Every error is a problem, those hyper answers before any route sees the request too: a
+/// request target over `MAX_URI_BYTES` is a 414 problem, however long (hyper itself refuses
+/// one over 64 KiB) and whichever request of a kept-alive connection it is; a request line
+/// that does not parse is a 400 problem, a head over hyper's buffer a 431 problem (issue 15).
 #[test]
 fn a_long_uri_is_a_414_problem() {
     let s = start_with(Db::Sqlite, |_| {});
     let long = |n: usize| format!("/healthz?pad={}", "a".repeat(n));
+    let problem = |status: &str, kind: &str, body: &Value, code: u16| {
+        assert!(status.starts_with(&format!("HTTP/1.1 {code}")), "{status}");
+        assert_eq!(kind, "application/problem+json", "{status}");
+        assert_eq!(body["status"], code, "{body}");
+    };
     for n in [70_000, ccsynth::api::MAX_URI_BYTES + 100] {
         let mut c = TcpStream::connect(s.addr).unwrap();
         let (status, kind, body) =
             raw_exchange(&mut c, format!("GET {} HTTP/1.1\r\nHost: localhost\r\n\r\n", long(n)).as_bytes());
-        assert!(status.starts_with("HTTP/1.1 414"), "{n}: {status}");
-        assert_eq!(kind, "application/problem+json", "{n}");
-        assert_eq!(body["status"], 414, "{n}: {body}");
+        problem(&status, &kind, &body, 414);
         assert!(body["detail"].as_str().unwrap().contains("8192"), "{body}");
     }
-    // Kept alive: the first request is served, the second, too long, is the guard's problem.
-    let mut c = TcpStream::connect(s.addr).unwrap();
-    let (status, ..) = raw_exchange(&mut c, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
-    let head = format!("GET {} HTTP/1.1\r\nHost: localhost\r\n\r\n", long(ccsynth::api::MAX_URI_BYTES));
-    let (status, kind, body) = raw_exchange(&mut c, head.as_bytes());
-    assert!(status.starts_with("HTTP/1.1 414"), "{status}");
-    assert_eq!((kind.as_str(), &body["status"]), ("application/problem+json", &json!(414)));
+    // Kept alive: the first request is served, a second too long is a problem either way.
+    for n in [ccsynth::api::MAX_URI_BYTES, 70_000] {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        let (status, ..) = raw_exchange(&mut c, b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        let head = format!("GET {} HTTP/1.1\r\nHost: localhost\r\n\r\n", long(n));
+        let (status, kind, body) = raw_exchange(&mut c, head.as_bytes());
+        problem(&status, &kind, &body, 414);
+    }
     // Just under the limit: served.
     let at_limit = long(ccsynth::api::MAX_URI_BYTES - "/healthz?pad=".len());
     let mut c = TcpStream::connect(s.addr).unwrap();
     let (status, ..) = raw_exchange(&mut c, format!("GET {at_limit} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes());
     assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    // Not HTTP, and a head over hyper's buffer (about 400 KiB).
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let (status, kind, body) = raw_exchange(&mut c, b"GET /healthz\x01 HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    problem(&status, &kind, &body, 400);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let huge = format!("GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\n\r\n", "b".repeat(600_000));
+    let (status, kind, body) = raw_exchange(&mut c, huge.as_bytes());
+    problem(&status, &kind, &body, 431);
 }
 
 /// On PostgreSQL a replica hears the others' job events (LISTEN/NOTIFY): a request waiting on

@@ -66,7 +66,7 @@ pub struct TenEdge {
     /// α-β time of one chunk: Σ latency over the path + chunk / min bandwidth.
     pub time_ns: f64,
     /// The node path for the transfer (`None`: the direct link `src -> dst`).
-    pub path: Option<std::sync::Arc<[u32]>>,
+    pub path: Option<crate::schedule::Route>,
     /// Resources the edge occupies for its whole span, each carrying one chunk per timestep:
     /// topology link indices, or ids ≥ `links().len()` for unwound virtual links.
     pub resources: Vec<u32>,

@@ -18,7 +18,6 @@ use crate::schedule::{ChunkList, Op, Schedule, Transfer};
 use crate::topology::{Grid, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// Baselines whose schedule would have more transfers than this are refused (memory: each
 /// transfer is stored, validated and simulated).
@@ -325,7 +324,7 @@ impl<'a> Ctx<'a> {
 
     /// The shortest path (by latency) from NPU u to NPU v, as a transfer path: `None` when it
     /// is the single link u→v.
-    pub fn route(&self, u: usize, v: usize) -> Option<Arc<[u32]>> {
+    pub fn route(&self, u: usize, v: usize) -> Option<crate::schedule::Route> {
         if self.topo.link_index(u, v).is_some() {
             return None;
         }
@@ -351,7 +350,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// A path along one grid dimension (`delta` signed), or the shortest path off-grid.
-    pub fn route_along(&self, u: usize, dim: usize, delta: i64) -> (usize, Option<Arc<[u32]>>) {
+    pub fn route_along(&self, u: usize, dim: usize, delta: i64) -> (usize, Option<crate::schedule::Route>) {
         let g = self.grid.as_ref().expect("grid routes need a grid");
         let path = g.path_along(u, dim, delta);
         let v = *path.last().expect("non-empty") as usize;
@@ -413,7 +412,7 @@ impl<'c, 'a> Out<'c, 'a> {
         v: usize,
         chunks: impl Into<ChunkList>,
         op: Op,
-        path: Option<Arc<[u32]>>,
+        path: Option<crate::schedule::Route>,
     ) {
         let chunks: ChunkList = chunks.into();
         if chunks.is_empty() || self.ctx.halted() {

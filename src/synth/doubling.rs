@@ -13,7 +13,6 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::rng::Rng;
 use crate::schedule::{Op, Schedule, Transfer};
 use crate::ten::Ten;
-use std::sync::Arc;
 
 /// Group sizes up to which the labelling search runs (its cost grows as p² log p per pass).
 pub const MAX_GROUP: usize = 256;
@@ -127,7 +126,7 @@ pub fn synthesize(
     }
     // The final owner's label of a chunk (halving sends each chunk toward it).
     let target = |ch: usize| label_of[ch / block];
-    let route = |r: usize, s: usize| -> Option<Arc<[u32]>> {
+    let route = |r: usize, s: usize| -> Option<crate::schedule::Route> {
         let (u, v) = (c.group[r], c.group[s]);
         let mut edges = Vec::new();
         let mut x = v;

@@ -138,7 +138,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
 /// with the same op into one message (α paid once), keeping the order of first appearance.
 pub fn batch(transfers: Vec<Transfer>) -> Vec<Transfer> {
     use std::collections::HashMap;
-    type Key = (u32, u32, u32, Op, Option<std::sync::Arc<[u32]>>);
+    type Key = (u32, u32, u32, Op, Option<crate::schedule::Route>);
     let mut groups: Vec<(Transfer, Vec<u32>, Option<Vec<u32>>)> = Vec::new();
     let mut slot: HashMap<Key, usize> = HashMap::new();
     for t in transfers {

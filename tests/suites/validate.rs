@@ -408,3 +408,12 @@ fn scratch_slots_fan_out_once_on_the_wire_and_local_moves_are_free() {
     assert!(serde_json::to_value(ag3()).unwrap().get("scratch").is_none());
     assert_eq!(Schedule::from_json(&json.to_string()).unwrap(), s);
 }
+
+#[test]
+fn a_transfer_takes_48_bytes_in_memory() {
+    // The 64×64 all-reduce holds 33.5 M transfers: each byte of a transfer is 33.5 MB. One
+    // chunk is inline, longer lists and paths are thin shared pointers.
+    assert_eq!(std::mem::size_of::<ccsynth::schedule::ChunkList>(), 16);
+    assert_eq!(std::mem::size_of::<Option<ccsynth::schedule::Route>>(), 8);
+    assert!(std::mem::size_of::<Transfer>() <= 48, "{} bytes", std::mem::size_of::<Transfer>());
+}

@@ -507,43 +507,8 @@ pub async fn serve_on(
         allowance: Mutex::new(HashMap::new()),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
-    // Schedules stored before bodies were compressed are compressed in the background, a few
-    // at a time, once per start.
-    let old = state.store.clone();
-    tokio::spawn(async move {
-        let mut total = 0;
-        loop {
-            match old.compress_old_schedules(16).await {
-                Ok(0) => break,
-                Ok(n) => total += n,
-                Err(e) => {
-                    tracing::warn!(error = %e, "compressing stored schedules failed; they stay as they are");
-                    break;
-                }
-            }
-        }
-        if total > 0 {
-            tracing::info!(schedules = total, "compressed schedules stored before compression");
-        }
-    });
-    // Other replicas' job events (PostgreSQL): their ends wake this process's waiters, their
-    // queued jobs its idle workers.
-    let heard = state.clone();
-    let watcher = tokio::spawn(async move {
-        let st = heard.clone();
-        heard
-            .store
-            .watch_jobs(move |e| {
-                use crate::store::JobEvent;
-                if e != JobEvent::Queued {
-                    st.job_ended.notify_waiters();
-                }
-                if e != JobEvent::Ended {
-                    st.queued.notify_waiters();
-                }
-            })
-            .await
-    });
+    compress_old_schedules(state.store.clone());
+    let watcher = watch_other_replicas(state.clone());
     tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");
     if config.clients.is_empty() {
         eprintln!(
@@ -591,6 +556,47 @@ pub async fn serve_on(
     }
     watcher.abort();
     Ok(())
+}
+
+/// Compresses, in the background, the schedules stored before bodies were compressed: a few at
+/// a time, once per start.
+fn compress_old_schedules(store: crate::store::Store) {
+    tokio::spawn(async move {
+        let mut total = 0;
+        loop {
+            match store.compress_old_schedules(16).await {
+                Ok(0) => break,
+                Ok(n) => total += n,
+                Err(e) => {
+                    tracing::warn!(error = %e, "compressing stored schedules failed; they stay as they are");
+                    break;
+                }
+            }
+        }
+        if total > 0 {
+            tracing::info!(schedules = total, "compressed schedules stored before compression");
+        }
+    });
+}
+
+/// Hears other replicas' job events (PostgreSQL): their ends wake this process's `wait_ms`
+/// waiters, their queued jobs its idle workers.
+fn watch_other_replicas(state: Shared) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let st = state.clone();
+        state
+            .store
+            .watch_jobs(move |e| {
+                use crate::store::JobEvent;
+                if e != JobEvent::Queued {
+                    st.job_ended.notify_waiters();
+                }
+                if e != JobEvent::Ended {
+                    st.queued.notify_waiters();
+                }
+            })
+            .await
+    })
 }
 
 /// Accepts and serves HTTP/1 connections until `shutdown` completes, then lets every open

@@ -838,8 +838,9 @@ pub(crate) fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> 
 /// The `ilp` algorithm (the seed drives the greedy warm start). With no discretization given,
 /// it runs at every TEN timestep the greedy tries (`synth::auto_discretizations`: the fastest
 /// edge's time and, where link times are not multiples of it, finer grids down to one that
-/// overstates no link by more than 0.5%), coarsest first, each with an even share of what is
-/// left of the time limit, and keeps the schedule that simulates fastest. So the horizon it
+/// overstates no link by more than 0.5%), coarsest first (the first with an even share of the
+/// time limit, each finer one at most twice what the first took), and keeps the schedule that
+/// simulates fastest. So the horizon it
 /// minimises is, on the finest grid, the collective's α-β time within that rounding, not a
 /// count of coarse timesteps that treats a 1.4× link as a 2× one.
 fn synthesize_ilp(

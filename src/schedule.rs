@@ -7,6 +7,9 @@ use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+mod transfers;
+pub use transfers::{TransferRef, Transfers};
+
 /// The chunks of one transfer. Synthesized schedules hold tens of millions of single-chunk
 /// transfers, so one chunk is stored inline and the whole list takes 16 bytes (a thin pointer
 /// to a shared `Vec`, not a 16-byte slice pointer beside the tag). Longer lists are shared: a
@@ -157,11 +160,6 @@ impl<'a> StopPoll<'a> {
         StopPoll { stop, next: 0 }
     }
 
-    /// Starts another pass: the next ask comes at its first transfer.
-    pub(crate) fn restart(&mut self) {
-        self.next = 0;
-    }
-
     /// Whether to stop, `done` transfers into the pass (asks the caller only when another
     /// `EVERY` have passed since it last asked).
     pub(crate) fn stopped(&mut self, done: usize) -> bool {
@@ -230,26 +228,29 @@ impl Transfer {
         self.dst_chunks = Some(Box::new(dst_chunks.into()));
         self
     }
+    /// The transfer's fields, borrowed: what `Transfers` hands out.
+    pub fn as_ref(&self) -> TransferRef<'_> {
+        TransferRef {
+            step: self.step,
+            src: self.src,
+            dst: self.dst,
+            chunks: &self.chunks,
+            op: self.op,
+            path: self.path.as_ref(),
+            dst_chunks: self.dst_chunks.as_deref().map(|d| &d[..]),
+        }
+    }
     /// The slots written at the destination.
     pub fn written(&self) -> &[u32] {
-        match &self.dst_chunks {
-            Some(d) => d,
-            None => &self.chunks,
-        }
+        self.as_ref().written()
     }
     /// A move between two slots of one NPU: no link, no wire time.
     pub fn is_local(&self) -> bool {
-        self.src == self.dst && self.dst_chunks.is_some()
+        self.as_ref().is_local()
     }
     /// How many chunks cross the wire: each distinct chunk once, however many slots it feeds.
     pub fn wire_chunks(&self) -> usize {
-        if self.dst_chunks.is_none() || self.chunks.len() < 2 {
-            return self.chunks.len();
-        }
-        let mut v = self.chunks.to_vec();
-        v.sort_unstable();
-        v.dedup();
-        v.len()
+        self.as_ref().wire_chunks()
     }
 }
 
@@ -274,7 +275,7 @@ pub struct Schedule {
     /// NPU. Empty at the start, never part of the postcondition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scratch: Vec<u32>,
-    pub transfers: Vec<Transfer>,
+    pub transfers: Transfers,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective_time_ns: Option<f64>,
 }
@@ -294,7 +295,7 @@ impl Schedule {
             precondition: collective.precondition.clone(),
             postcondition: collective.postcondition.clone(),
             scratch: Vec::new(),
-            transfers: Vec::new(),
+            transfers: Transfers::new(),
             collective_time_ns: None,
         }
     }
@@ -334,18 +335,77 @@ impl Schedule {
 
     /// Number of distinct steps that carry transfers.
     pub fn rounds(&self) -> usize {
-        let mut steps: Vec<u32> = self.transfers.iter().map(|t| t.step).collect();
+        let steps = self.transfers.steps();
+        if steps.is_sorted() {
+            return steps.chunk_by(|a, b| a == b).count();
+        }
+        let mut steps = steps.to_vec();
         steps.sort_unstable();
         steps.dedup();
         steps.len()
     }
 
-    /// Transfer indices ordered by (step, position in the array): the replay order. (u32: a
-    /// schedule has fewer than 2³² transfers, and the order of 33 M transfers then takes half
-    /// the memory.)
-    pub fn replay_order(&self) -> Vec<u32> {
-        let mut order: Vec<u32> = (0..self.transfers.len() as u32).collect();
-        order.sort_by_key(|&i| (self.transfers[i as usize].step, i));
-        order
+    /// The replay order: transfers by (step, position in the array).
+    pub fn replay_order(&self) -> ReplayOrder {
+        ReplayOrder::of(&self.transfers)
+    }
+}
+
+/// Transfer indices ordered by (step, position in the array): the replay order. A schedule
+/// whose array is already in step order (every synthesized one) needs no index list; any
+/// other gets one of u32 (a schedule has fewer than 2³² transfers, and the order of 33 M
+/// transfers then takes 134 MB instead of 268).
+pub struct ReplayOrder {
+    sorted: Option<Vec<u32>>,
+    len: usize,
+}
+
+impl ReplayOrder {
+    pub fn of(transfers: &Transfers) -> ReplayOrder {
+        let steps = transfers.steps();
+        if steps.is_sorted() {
+            return ReplayOrder { sorted: None, len: steps.len() };
+        }
+        let mut order: Vec<u32> = (0..steps.len() as u32).collect();
+        order.sort_by_key(|&i| (steps[i as usize], i));
+        ReplayOrder { sorted: Some(order), len: steps.len() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The transfer replayed `k`-th.
+    #[inline]
+    pub fn get(&self, k: usize) -> usize {
+        match &self.sorted {
+            Some(o) => o[k] as usize,
+            None => k,
+        }
+    }
+
+    /// The transfers in replay order.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.len).map(|k| self.get(k))
+    }
+
+    /// The replay's steps: for each, the range of replay positions (`get`) it covers, in order.
+    pub fn steps<'a>(&'a self, transfers: &'a Transfers) -> impl Iterator<Item = std::ops::Range<usize>> + 'a {
+        let mut k = 0;
+        std::iter::from_fn(move || {
+            if k == self.len {
+                return None;
+            }
+            let step = transfers.step(self.get(k));
+            let start = k;
+            while k < self.len && transfers.step(self.get(k)) == step {
+                k += 1;
+            }
+            Some(start..k)
+        })
     }
 }

@@ -91,26 +91,24 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
     let mut pending: Vec<(usize, f64)> = Vec::new();
     let mut round_end_ns = Vec::new();
     let mut total = 0.0f64;
-    let mut k = 0;
-    while k < order.len() {
-        if poll.stopped(k) {
+    for steps in order.steps(&s.transfers) {
+        if poll.stopped(steps.start) {
             return Err(SimError::Stopped);
         }
-        let step = s.transfers[order[k] as usize].step;
         let mut round_end = 0.0f64;
         pending.clear();
-        while k < order.len() && s.transfers[order[k] as usize].step == step {
-            let i = order[k] as usize;
-            let t = &s.transfers[i];
+        for k in steps {
+            let i = order.get(k);
+            let t = s.transfers.at(i);
             if t.is_local() {
                 path_links.clear();
             } else {
-                route(topo, i, t.src, t.dst, t.path.as_deref(), &mut path_links)?;
+                route(topo, i, t.src, t.dst, t.path_nodes(), &mut path_links)?;
             }
             if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
                 return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
             }
-            let dst_slots: &[u32] = t.dst_chunks.as_deref().map_or(&[], |d| d);
+            let dst_slots: &[u32] = t.dst_chunks.unwrap_or(&[]);
             if let Some(&c) = t.chunks.iter().chain(dst_slots).find(|&&c| c as usize >= slots) {
                 return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
             }
@@ -124,7 +122,7 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             let bytes = chunk * t.wire_chunks() as f64;
             let combined = chunk * t.written().len() as f64;
             let mut start = 0.0f64;
-            for &c in &t.chunks {
+            for &c in t.chunks {
                 start = start.max(*ready.get(t.src as usize, c as usize));
             }
             let mut latency = 0.0;
@@ -150,10 +148,9 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             }
             pending.push((i, end));
             round_end = round_end.max(end);
-            k += 1;
         }
         for &(i, end) in &pending {
-            let t = &s.transfers[i];
+            let t = s.transfers.at(i);
             for &c in t.written() {
                 let r = ready.get(t.dst as usize, c as usize).max(end);
                 ready.set(t.dst as usize, c as usize, r);
@@ -202,7 +199,7 @@ pub fn link_load_bound_ns(s: &Schedule) -> Option<f64> {
         if t.is_local() {
             continue;
         }
-        route(topo, i, t.src, t.dst, t.path.as_deref(), &mut links).ok()?;
+        route(topo, i, t.src, t.dst, t.path_nodes(), &mut links).ok()?;
         let (mut latency, mut min_bw) = (0.0, f64::INFINITY);
         for &l in &links {
             latency += topo.links()[l].latency_ns;
@@ -221,10 +218,10 @@ pub fn link_load_bound_ns(s: &Schedule) -> Option<f64> {
 
 /// The link indices a transfer occupies (none for a local move).
 pub fn links_of(s: &Schedule, i: usize) -> Result<Vec<usize>, SimError> {
-    let t = &s.transfers[i];
+    let t = s.transfers.at(i);
     let mut out = Vec::new();
     if !t.is_local() {
-        route(&s.topology, i, t.src, t.dst, t.path.as_deref(), &mut out)?;
+        route(&s.topology, i, t.src, t.dst, t.path_nodes(), &mut out)?;
     }
     Ok(out)
 }
@@ -239,8 +236,9 @@ fn route(
     out: &mut Vec<usize>,
 ) -> Result<(), SimError> {
     out.clear();
-    let hops: Vec<(u32, u32)> = match path {
-        None => vec![(src, dst)],
+    let direct = [src, dst];
+    let nodes: &[u32] = match path {
+        None => &direct,
         Some(p) => {
             if p.len() < 2 || p[0] != src || p[p.len() - 1] != dst {
                 return Err(SimError::Unroutable {
@@ -248,10 +246,11 @@ fn route(
                     message: format!("path {p:?} does not run from {src} to {dst}"),
                 });
             }
-            p.windows(2).map(|w| (w[0], w[1])).collect()
+            p
         }
     };
-    for (a, b) in hops {
+    for w in nodes.windows(2) {
+        let (a, b) = (w[0], w[1]);
         match topo.link_index(a as usize, b as usize) {
             Some(l) => out.push(l),
             None => {

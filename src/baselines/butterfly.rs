@@ -22,7 +22,7 @@
 
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;
-use crate::schedule::{ChunkList, Op, Transfer};
+use crate::schedule::{ChunkList, Op, Transfers};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Family {
@@ -354,7 +354,7 @@ fn send_step(
     }
 }
 
-fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>, BaselineError> {
+fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, BaselineError> {
     let p = ctx.p();
     let kind = ctx.c.spec.kind;
     let mut out = Out::new(ctx);
@@ -440,7 +440,7 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfe
     Ok(out.transfers)
 }
 
-fn latency_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>, BaselineError> {
+fn latency_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, BaselineError> {
     let p = ctx.p();
     let Setup { q, on_grid, .. } = setup(ctx);
     let mut out = Out::new(ctx);
@@ -475,7 +475,7 @@ fn latency_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Vec<Transfer>
     Ok(out.transfers)
 }
 
-fn bucket(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
+fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     let g = ctx.grid.clone().ok_or(BaselineError::Unsupported {
         algorithm: "bucket",
         what: "topologies that are not a whole mesh or torus".into(),

@@ -16,7 +16,7 @@
 
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;
-use crate::schedule::{Op, Transfer};
+use crate::schedule::{Op, Transfers};
 
 /// One round of the reduce-scatter: processor r sends the partials with indices
 /// `lo..hi` (index i is block r + sign·i) to processor r + shift; they land at indices
@@ -55,7 +55,7 @@ fn chunks(ctx: &Ctx, sign: i64, r: usize, lo: usize, hi: usize) -> Vec<u32> {
     (lo..hi).flat_map(|i| ctx.block((r as i64 + sign * i as i64).rem_euclid(p) as usize)).collect()
 }
 
-fn build(ctx: &Ctx, rounds: (i64, Vec<Round>)) -> Vec<Transfer> {
+fn build(ctx: &Ctx, rounds: (i64, Vec<Round>)) -> Transfers {
     let (sign, rounds) = rounds;
     let p = ctx.p();
     let mut out = Out::new(ctx);
@@ -121,7 +121,7 @@ pub(super) const KOLMAKOV: Algorithm = Algorithm {
 /// Each processor ends with S_0 .. S_{C−1} complete, C = N_{L−R} (the block count R rounds
 /// before the end, 2^R when P is a power of two), which the distribution's first kept round
 /// expects: it moves them into the chunk slots and sends from there.
-fn kolmakov_steps(ctx: &Ctx) -> Result<Vec<Transfer>, BaselineError> {
+fn kolmakov_steps(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     let unsupported = |what: String| BaselineError::Unsupported { algorithm: "kolmakov-r<R>", what };
     let r = ctx.variant.ok_or_else(|| unsupported("a missing R: name a variant, e.g. kolmakov-r1".into()))? as usize;
     let p = ctx.p();

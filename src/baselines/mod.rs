@@ -14,7 +14,7 @@ mod mst;
 mod ring;
 
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
-use crate::schedule::{ChunkList, Op, Schedule, Transfer};
+use crate::schedule::{ChunkList, Op, Schedule, Transfer, Transfers};
 use crate::topology::{Grid, Topology};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -45,7 +45,7 @@ pub struct BaselineInfo {
     pub source: &'static str,
 }
 
-type BuildFn = fn(&Ctx) -> Result<Vec<Transfer>, BaselineError>;
+type BuildFn = fn(&Ctx) -> Result<Transfers, BaselineError>;
 
 struct Algorithm {
     info: fn() -> BaselineInfo,
@@ -170,7 +170,7 @@ pub fn build_within(
     }
     let mut s = Schedule::new(topo.clone(), &c, name);
     s.scratch = ctx.scratch.take();
-    s.transfers = in_waves(transfers);
+    s.transfers = in_waves(&transfers);
     Ok(s)
 }
 
@@ -179,29 +179,28 @@ pub fn build_within(
 /// unlucky order chains every message of a step behind its neighbour's (a convoy); waves let
 /// disjoint messages run together, as the algorithms' own cost models assume. Steps, and so
 /// the data flow, are unchanged.
-pub fn in_waves(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
-    // Index-based throughout: a 64×64 ring has 67 M transfers (3.2 GB), so neither the sort
-    // nor the reordering may copy them.
+pub fn in_waves(transfers: &Transfers) -> Transfers {
+    // Index-based throughout: a 64×64 ring has 67 M transfers, so the sorts move indices.
     let n = transfers.len();
     let mut by_step: Vec<u32> = (0..n as u32).collect();
-    by_step.sort_unstable_by_key(|&k| (transfers[k as usize].step, k));
+    by_step.sort_unstable_by_key(|&k| (transfers.step(k as usize), k));
     let mut wave = vec![0u32; n];
     let mut next_free: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
     let mut hops: Vec<(u32, u32)> = Vec::new();
     let mut i = 0;
     while i < n {
-        let step = transfers[by_step[i] as usize].step;
+        let step = transfers.step(by_step[i] as usize);
         let mut j = i;
-        while j < n && transfers[by_step[j] as usize].step == step {
+        while j < n && transfers.step(by_step[j] as usize) == step {
             j += 1;
         }
         // First fit: each message joins the first wave none of its links is used in (per link,
         // a growable bitset of the waves that use it).
         next_free.clear();
         for &k in &by_step[i..j] {
-            let t = &transfers[k as usize];
+            let t = transfers.at(k as usize);
             hops.clear();
-            match &t.path {
+            match t.path {
                 Some(p) => hops.extend(p.windows(2).map(|w| (w[0], w[1]))),
                 None => hops.push((t.src, t.dst)),
             }
@@ -230,22 +229,9 @@ pub fn in_waves(mut transfers: Vec<Transfer>) -> Vec<Transfer> {
         i = j;
     }
     let mut order = by_step;
-    order.sort_unstable_by_key(|&k| (transfers[k as usize].step, wave[k as usize], k));
+    order.sort_unstable_by_key(|&k| (transfers.step(k as usize), wave[k as usize], k));
     drop(wave);
-    // Apply the permutation in place: `dest[k]` is where transfer k goes.
-    let mut dest = vec![0u32; n];
-    for (pos, &k) in order.iter().enumerate() {
-        dest[k as usize] = pos as u32;
-    }
-    drop(order);
-    for i in 0..n {
-        while dest[i] as usize != i {
-            let d = dest[i] as usize;
-            transfers.swap(i, d);
-            dest.swap(i, d);
-        }
-    }
-    transfers
+    transfers.permuted(&order)
 }
 
 /// What an algorithm sees: the topology, the collective, ranks (the group in order), the torus
@@ -392,12 +378,12 @@ fn shortest_tree(topo: &Topology, src: usize) -> Vec<usize> {
 /// Accumulates transfers between ranks.
 pub(crate) struct Out<'c, 'a> {
     pub ctx: &'c Ctx<'a>,
-    pub transfers: Vec<Transfer>,
+    pub transfers: Transfers,
 }
 
 impl<'c, 'a> Out<'c, 'a> {
     pub fn new(ctx: &'c Ctx<'a>) -> Self {
-        Out { ctx, transfers: Vec::new() }
+        Out { ctx, transfers: Transfers::new() }
     }
     /// One message from rank a to rank b along the shortest path.
     pub fn send(&mut self, step: u32, a: usize, b: usize, chunks: impl Into<ChunkList>, op: Op) {
@@ -414,12 +400,26 @@ impl<'c, 'a> Out<'c, 'a> {
         op: Op,
         path: Option<crate::schedule::Route>,
     ) {
-        let chunks: ChunkList = chunks.into();
+        self.push_into(step, u, v, chunks.into(), None, op, path);
+    }
+    /// `push`, writing entry i of `chunks` into slot `dst[i]` when `dst` is given.
+    #[allow(clippy::too_many_arguments)]
+    fn push_into(
+        &mut self,
+        step: u32,
+        u: usize,
+        v: usize,
+        chunks: ChunkList,
+        dst: Option<Vec<u32>>,
+        op: Op,
+        path: Option<crate::schedule::Route>,
+    ) {
         if chunks.is_empty() || self.ctx.halted() {
             return;
         }
         let mut t = Transfer { op, ..Transfer::copy(step, u, v, chunks) };
         t.path = path;
+        t.dst_chunks = dst.map(|d| Box::new(d.into()));
         self.transfers.push(t);
     }
     /// One message from rank a to rank b whose entry i lands in slot `dst[i]`.
@@ -427,12 +427,9 @@ impl<'c, 'a> Out<'c, 'a> {
         if chunks.is_empty() || chunks == dst {
             return self.send(step, a, b, chunks, op);
         }
-        let before = self.transfers.len();
-        self.send(step, a, b, chunks, op);
-        // Nothing was pushed once the build is halted.
-        if let Some(t) = self.transfers.get_mut(before) {
-            t.dst_chunks = Some(Box::new(dst.into()));
-        }
+        let (u, v) = (self.ctx.ranks[a], self.ctx.ranks[b]);
+        let path = self.ctx.route(u, v);
+        self.push_into(step, u, v, chunks.into(), Some(dst), op, path);
     }
     /// A move between slots of rank a: no link, no wire time.
     pub fn local(&mut self, step: u32, a: usize, chunks: Vec<u32>, dst: Vec<u32>, op: Op) {
@@ -496,7 +493,7 @@ mod tests {
                     t
                 })
                 .collect();
-            prop_assert_eq!(in_waves(ts.clone()), oracle(&ts));
+            prop_assert_eq!(in_waves(&ts.clone().into()).to_vec(), oracle(&ts));
         }
     }
 }

@@ -10,7 +10,7 @@
 
 use super::{Algorithm, BaselineInfo, Ctx, Out, mst};
 use crate::collective::CollectiveKind as K;
-use crate::schedule::{Op, Transfer};
+use crate::schedule::{Op, Transfers};
 
 const KINDS: [K; 5] = [K::AllReduce, K::ReduceScatter, K::AllGather, K::Broadcast, K::Reduce];
 
@@ -200,7 +200,7 @@ pub(super) fn ring_phase(out: &mut Out, order: &[usize], blocks: &[Vec<u32>], st
     step0 + p.saturating_sub(1) as u32
 }
 
-fn build(ctx: &Ctx, bidir: bool) -> Result<Vec<Transfer>, super::BaselineError> {
+fn build(ctx: &Ctx, bidir: bool) -> Result<Transfers, super::BaselineError> {
     let phases = if ctx.c.spec.kind == K::AllReduce { 2 } else { 1 };
     let estimate = ring_count(ctx.topo, bidir) as usize * phases * ctx.p() * ctx.p().saturating_sub(1);
     if estimate > super::MAX_TRANSFERS {

@@ -245,8 +245,8 @@ impl Layout {
     fn number_chunks(&mut self, s: &Schedule) {
         let n = self.perm.len();
         let mut carried_by: Vec<Vec<u32>> = vec![Vec::new(); n];
-        for (pos, &ti) in s.replay_order().iter().enumerate() {
-            for &c in s.transfers[ti as usize].chunks.iter() {
+        for (pos, ti) in s.replay_order().iter().enumerate() {
+            for &c in s.transfers.at(ti).chunks {
                 if (c as usize) < n && carried_by[c as usize].last() != Some(&(pos as u32)) {
                     carried_by[c as usize].push(pos as u32);
                 }
@@ -513,16 +513,10 @@ impl<'a> Builder<'a> {
     /// result in its output cell.
     fn run(&mut self) -> Result<(), MscclError> {
         let order = self.s.replay_order();
-        let mut i = 0;
-        while i < order.len() {
-            let step = self.s.transfers[order[i] as usize].step;
-            let mut j = i;
-            while j < order.len() && self.s.transfers[order[j] as usize].step == step {
-                j += 1;
-            }
-            let batch: Vec<usize> = order[i..j].iter().map(|&x| x as usize).collect();
+        for steps in order.steps(&self.s.transfers) {
+            let step = self.s.transfers.step(order.get(steps.start));
+            let batch: Vec<usize> = steps.map(|k| order.get(k)).collect();
             self.schedule_step(step, &batch)?;
-            i = j;
         }
         self.final_copies();
         Ok(())
@@ -536,7 +530,7 @@ impl<'a> Builder<'a> {
         // Ranks of every hop (switches are transparent to MSCCL: a GPU sends to a GPU).
         let mut hops: Vec<Vec<u32>> = Vec::with_capacity(batch.len());
         for &ti in batch {
-            let t = &s.transfers[ti];
+            let t = s.transfers.at(ti);
             let mut h = Vec::new();
             if t.is_local() {
                 h.push(self.rank(ti, t.src)?);
@@ -557,13 +551,13 @@ impl<'a> Builder<'a> {
         let mut written = std::collections::HashSet::new();
         for (bi, &ti) in batch.iter().enumerate() {
             let r = *hops[bi].last().expect("a transfer has a destination");
-            for &w in s.transfers[ti].written() {
+            for &w in s.transfers.at(ti).written() {
                 written.insert((r, w));
             }
         }
         let mut local_src: HashMap<usize, Vec<Cell>> = HashMap::new();
         for (bi, &ti) in batch.iter().enumerate() {
-            let t = &s.transfers[ti];
+            let t = s.transfers.at(ti);
             if !t.is_local() {
                 continue;
             }
@@ -583,7 +577,7 @@ impl<'a> Builder<'a> {
         }
         // Plan each network transfer's runs in landing order (last hop, then position), so a
         // chain of reduces into one slot reads each partial where the previous one left it.
-        let mut net: Vec<usize> = (0..batch.len()).filter(|&bi| !s.transfers[batch[bi]].is_local()).collect();
+        let mut net: Vec<usize> = (0..batch.len()).filter(|&bi| !s.transfers.at(batch[bi]).is_local()).collect();
         net.sort_by_key(|&bi| (hops[bi].len(), bi));
         let mut runs: Vec<(usize, Vec<Run>)> = Vec::with_capacity(net.len());
         let mut pending: HashMap<(u32, u32), Cell> = HashMap::new();
@@ -644,7 +638,7 @@ impl<'a> Builder<'a> {
                         Land::Fanout { entries } => {
                             let tmp = self.alloc_scratch(b, run.cnt);
                             self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
-                            let op = s.transfers[batch[*bi]].op;
+                            let op = s.transfers.at(batch[*bi]).op;
                             for (i, slots) in entries.iter().enumerate() {
                                 for &slot in slots {
                                     self.apply_local(b, step, slot, tmp.plus(i as u32), op);
@@ -657,7 +651,7 @@ impl<'a> Builder<'a> {
         }
         for (bi, &ti) in batch.iter().enumerate() {
             let Some(srcs) = local_src.remove(&bi) else { continue };
-            let t = &s.transfers[ti];
+            let t = s.transfers.at(ti);
             let r = hops[bi][0];
             for (i, &slot) in t.written().iter().enumerate() {
                 self.apply_local(r, step, slot, srcs[i], t.op);
@@ -670,7 +664,7 @@ impl<'a> Builder<'a> {
     /// receiver's targets and partials), at most `MAX_COUNT` chunks each, and decides the
     /// target cell of every slot it writes.
     fn plan_runs(&mut self, step: u32, ti: usize, hops: &[u32], pending: &mut HashMap<(u32, u32), Cell>) -> Vec<Run> {
-        let t = &self.s.transfers[ti];
+        let t = self.s.transfers.at(ti);
         let (a, b) = (hops[0], *hops.last().expect("two hops"));
         let reduce = t.op == Op::Reduce;
         let fanout = t.dst_chunks.is_some() && t.wire_chunks() < t.chunks.len();

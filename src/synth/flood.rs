@@ -20,7 +20,7 @@ use super::SynthError;
 use super::greedy::{GreedyError, Move, Plan, Problem};
 use crate::collective::Collective;
 use crate::rng::Rng;
-use crate::schedule::{Op, Schedule, Transfer};
+use crate::schedule::{Op, Schedule, Transfer, Transfers};
 use crate::ten::Ten;
 
 /// Bits of the per-NPU holding tables above which the batched planner refuses (32 MiB per
@@ -136,20 +136,20 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
 
 /// Merges the single-chunk transfers of one step between the same NPUs over the same route
 /// with the same op into one message (α paid once), keeping the order of first appearance.
-pub fn batch(transfers: Vec<Transfer>) -> Vec<Transfer> {
+pub fn batch(transfers: &Transfers) -> Transfers {
     use std::collections::HashMap;
     type Key = (u32, u32, u32, Op, Option<crate::schedule::Route>);
     let mut groups: Vec<(Transfer, Vec<u32>, Option<Vec<u32>>)> = Vec::new();
     let mut slot: HashMap<Key, usize> = HashMap::new();
     for t in transfers {
-        let key = (t.step, t.src, t.dst, t.op, t.path.clone());
+        let key = (t.step, t.src, t.dst, t.op, t.path.cloned());
         let i = *slot.entry(key).or_insert_with(|| {
-            groups.push((t.clone(), Vec::new(), t.dst_chunks.as_ref().map(|_| Vec::new())));
+            groups.push((t.to_owned(), Vec::new(), t.dst_chunks.map(|_| Vec::new())));
             groups.len() - 1
         });
         let (_, chunks, dst) = &mut groups[i];
         chunks.extend(t.chunks.iter().copied());
-        if let (Some(dst), Some(extra)) = (dst.as_mut(), t.dst_chunks.as_deref()) {
+        if let (Some(dst), Some(extra)) = (dst.as_mut(), t.dst_chunks) {
             dst.extend(extra.iter().copied());
         }
     }
@@ -279,7 +279,7 @@ pub fn all_reduce_by_contributions(
     s.seed = Some(seed);
     // Local moves stay one per contribution: a slot may be written once per transfer.
     let (wire, local): (Vec<Transfer>, Vec<Transfer>) = transfers.into_iter().partition(|t| !t.is_local());
-    s.transfers = batch(wire);
+    s.transfers = batch(&wire.into());
     s.transfers.extend(local);
     Ok((s, plan.timesteps + 1, ten.discretization_ns))
 }

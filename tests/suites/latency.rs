@@ -150,7 +150,7 @@ fn a_contribution_reduced_twice_is_a_double_count() {
     let c = coll(&t, K::AllReduce, 32);
     let mut s = contributions(&t, &c);
     let local = s.transfers.iter().position(|x| x.is_local()).unwrap();
-    let again = s.transfers[local].clone();
+    let again = s.transfers.at(local).to_owned();
     s.transfers.push(ccsynth::schedule::Transfer { step: again.step + 1, ..again });
     let r = validate(&s);
     assert!(!r.valid);

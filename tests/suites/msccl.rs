@@ -262,7 +262,7 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     let mut big = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
     let one = big.transfers.clone();
     while big.transfers.len() < 9000 {
-        big.transfers.extend(one.iter().cloned());
+        big.transfers.extend(one.iter().map(|t| t.to_owned()));
     }
     let e = refused(engine::export_msccl(&big, &MscclOptions::default())).to_string();
     assert!(e.contains("at least 18000 steps; the executor's reader keeps at most 16384 for 4 ranks"), "{e}");
@@ -290,7 +290,7 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     assert!(e.contains("at most 32 channels, 32 thread blocks per channel and 64 steps per thread block"), "{e}");
     // An invalid schedule is the caller's error, named as such.
     let mut broken = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
-    broken.transfers.pop();
+    broken.transfers.edit(|ts| ts.pop());
     let e = refused(engine::export_msccl(&broken, &MscclOptions::default()));
     assert!(matches!(e, engine::Error::Input(_)), "{e:?}");
     assert!(e.to_string().contains("not a valid schedule"), "{e}");

@@ -65,7 +65,7 @@ fn check_trace(s: &Schedule, text: &str) {
                 let dur = e["dur"].as_f64().expect("dur is a number");
                 assert!(ts >= 0.0 && dur >= 0.0, "{e}");
                 let i = e["args"]["transfer"].as_u64().expect("args.transfer") as usize;
-                let t = &s.transfers[i];
+                let t = s.transfers.at(i);
                 assert_eq!(e["args"]["step"], t.step);
                 assert_eq!(e["args"]["chunk_count"], t.chunks.len());
                 assert!(e["cat"] == "copy" || e["cat"] == "reduce");
@@ -136,7 +136,7 @@ fn the_timeline_draws_one_bar_per_transfer_and_link() {
     assert_eq!(rows, used.len(), "one row per link used");
     // A schedule that cannot be simulated is refused, naming the problem.
     let mut broken = s.clone();
-    broken.transfers[0].src = 999;
+    broken.transfers.edit(|ts| ts[0].src = 999);
     let e = engine::plot_timeline(&broken).unwrap_err();
     assert!(e.to_string().contains("cannot be simulated"), "{e}");
 }

@@ -124,7 +124,7 @@ fn reduce_scatter_and_all_reduce_are_the_pattern_reversed_then_forward() {
     let c = coll_spec(&t, CollectiveSpec::new(K::AllReduce, 1 << 20).with_chunks_per_npu(1));
     let (mut s, _) = translated(&t, &c);
     let first_reduce = s.transfers.iter().position(|x| x.op == ccsynth::schedule::Op::Reduce).unwrap();
-    let mut again = s.transfers[first_reduce].clone();
+    let mut again = s.transfers.at(first_reduce).to_owned();
     again.step = s.transfers.iter().map(|x| x.step).max().unwrap() + 1;
     s.transfers.push(again);
     let r = engine::check(&s);

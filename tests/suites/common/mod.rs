@@ -23,7 +23,7 @@ pub fn coll_spec(t: &Topology, spec: CollectiveSpec) -> Collective {
 
 pub fn sched(t: &Topology, c: &Collective, transfers: Vec<Transfer>) -> Schedule {
     let mut s = Schedule::new(t.clone(), c, "test");
-    s.transfers = transfers;
+    s.transfers = transfers.into();
     s
 }
 

@@ -269,8 +269,8 @@ pub struct Schedule {
     pub num_chunks: usize,
     pub chunk_size_bytes: f64,
     pub combining: bool,
-    pub precondition: Vec<[u32; 2]>,
-    pub postcondition: Vec<[u32; 2]>,
+    pub precondition: crate::collective::Pairs,
+    pub postcondition: crate::collective::Pairs,
     /// Scratch slots: slot `num_chunks + i` is a private buffer for chunk `scratch[i]` at every
     /// NPU. Empty at the start, never part of the postcondition.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -9,8 +9,10 @@ use crate::spans::Spans;
 use crate::topology::Topology;
 use rayon::prelude::*;
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -160,11 +162,20 @@ fn validate_grouped(
     let mut poll = crate::schedule::StopPoll::new(stop);
     let mut out = Sink { list: Vec::new(), count: 0 };
 
-    // 1. The declared collective fields against the collective object.
-    let built = Collective::build_unchecked(&s.collective, &s.topology);
-    match &built {
+    // 1. The declared collective fields against the collective object. Conditions equal to
+    // the declared ones are kept once, the schedule's (a 4096-NPU all-reduce's are 268 MB).
+    let mut built = Collective::build_unchecked(&s.collective, &s.topology);
+    match &mut built {
         Err(e) => out.add(ViolationKind::InvalidCollective, None, None, None, format!("collective: {e}")),
-        Ok(c) => check_declared(s, c, &mut out),
+        Ok(c) => {
+            check_declared(s, c, &mut out);
+            for (declared, built) in [(&s.precondition, &mut c.precondition), (&s.postcondition, &mut c.postcondition)]
+            {
+                if declared[..] == built[..] {
+                    *built = declared.clone();
+                }
+            }
+        }
     }
 
     let Some(pre) = check_conditions(s, &mut out) else {
@@ -305,10 +316,17 @@ fn check_declared(s: &Schedule, c: &Collective, out: &mut Sink) {
     for (name, declared, want) in
         [("precondition", &s.precondition, &c.precondition), ("postcondition", &s.postcondition, &c.postcondition)]
     {
-        let mut d = declared.clone();
-        d.sort_unstable();
-        d.dedup();
-        if &d != want {
+        // A list in canonical order (every producer's) is compared as it is; only another
+        // is copied to be sorted.
+        let d: Cow<[[u32; 2]]> = if Arc::ptr_eq(declared, want) || is_canonical(declared) {
+            Cow::Borrowed(&declared[..])
+        } else {
+            let mut d = declared.to_vec();
+            d.sort_unstable();
+            d.dedup();
+            Cow::Owned(d)
+        };
+        if d[..] != want[..] {
             let extra = d.iter().find(|p| want.binary_search(p).is_err());
             let missing = want.iter().find(|p| d.binary_search(p).is_err());
             let detail = match (missing, extra) {
@@ -321,10 +339,15 @@ fn check_declared(s: &Schedule, c: &Collective, out: &mut Sink) {
     }
 }
 
+/// Sorted ascending without duplicates.
+fn is_canonical(pairs: &[[u32; 2]]) -> bool {
+    pairs.windows(2).all(|w| w[0] < w[1])
+}
+
 /// The chunk count, the condition pairs and the scratch slots. Gives the initial holders (the
 /// precondition pairs in range, sorted and deduplicated), or `None` when nothing later can be
 /// checked.
-fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Vec<[u32; 2]>> {
+fn check_conditions<'s>(s: &'s Schedule, out: &mut Sink) -> Option<Cow<'s, [[u32; 2]]>> {
     use ViolationKind::*;
     let chunks = s.num_chunks;
     if chunks > limits::MAX_CHUNKS {
@@ -338,10 +361,11 @@ fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Vec<[u32; 2]>> {
         return None;
     }
     let npus = s.topology.npus();
-    let mut pre: Vec<[u32; 2]> = Vec::with_capacity(s.precondition.len());
+    let in_range = |&[v, c]: &[u32; 2]| (v as usize) < npus && (c as usize) < chunks;
+    let mut pre_out_of_range = false;
     for (name, list) in [("precondition", &s.precondition), ("postcondition", &s.postcondition)] {
-        for (i, &[v, c]) in list.iter().enumerate() {
-            if (v as usize) >= npus || (c as usize) >= chunks {
+        for (i, p @ &[v, c]) in list.iter().enumerate() {
+            if !in_range(p) {
                 out.add(
                     InvalidCondition,
                     None,
@@ -349,13 +373,19 @@ fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Vec<[u32; 2]>> {
                     Some(c),
                     format!("{name}[{i}] = [{v}, {c}]: expected an NPU in 0..{npus} and a chunk in 0..{chunks}"),
                 );
-            } else if name == "precondition" {
-                pre.push([v, c]);
+                pre_out_of_range |= name == "precondition";
             }
         }
     }
-    pre.sort_unstable();
-    pre.dedup();
+    // Every producer's precondition is in range and canonical: it is used as it is.
+    let pre: Cow<[[u32; 2]]> = if !pre_out_of_range && is_canonical(&s.precondition) {
+        Cow::Borrowed(&s.precondition[..])
+    } else {
+        let mut pre: Vec<[u32; 2]> = s.precondition.iter().copied().filter(in_range).collect();
+        pre.sort_unstable();
+        pre.dedup();
+        Cow::Owned(pre)
+    };
     if s.scratch.len() > limits::MAX_CHUNKS {
         out.add(
             InvalidScratch,
@@ -738,7 +768,7 @@ fn check_postcondition(s: &Schedule, group: &Group, pre: &[[u32; 2]], state: &St
     } else {
         Vec::new()
     };
-    for &[v, c] in &s.postcondition {
+    for &[v, c] in s.postcondition.iter() {
         if (v as usize) >= npus || (c as usize) >= chunks || !group.has(c) {
             continue;
         }

@@ -464,7 +464,7 @@ impl<'a> Builder<'a> {
         let slots = s.slots();
         let mut loc = vec![vec![None; slots]; p];
         let mut cells: Vec<HashMap<Cell, CellState>> = (0..p).map(|_| HashMap::new()).collect();
-        for &[v, c] in &s.precondition {
+        for &[v, c] in s.precondition.iter() {
             let r = layout.rank_of[&v] as usize;
             if let Some(off) = layout.input(r, c as usize) {
                 let cell = Cell { buf: Buf::I, off };
@@ -473,7 +473,7 @@ impl<'a> Builder<'a> {
             }
         }
         let mut post = vec![Vec::new(); p];
-        for &[v, c] in &s.postcondition {
+        for &[v, c] in s.postcondition.iter() {
             post[layout.rank_of[&v] as usize].push(c);
         }
         let mut last_read = HashMap::new();

@@ -205,7 +205,7 @@ pub fn contributions_pay(topo: &crate::topology::Topology, c: &Collective) -> bo
     }
     let holders = c.holders();
     let mut received = vec![0usize; topo.nodes()];
-    for &[v, ch] in &c.postcondition {
+    for &[v, ch] in c.postcondition.iter() {
         received[v as usize] += holders.of(ch as usize).len().saturating_sub(1);
     }
     let bytes_ns = (0..topo.npus())
@@ -238,7 +238,7 @@ pub fn all_reduce_by_contributions(
         by_chunk[ch as usize].push(i as u32);
     }
     let mut post = Vec::new();
-    for &[v, ch] in &c.postcondition {
+    for &[v, ch] in c.postcondition.iter() {
         if holders.of(ch as usize).binary_search(&v).is_err() {
             return Err(crate::error::InputError::new(
                 "collective",

@@ -377,7 +377,7 @@ pub fn auto_discretizations(topo: &Topology, chunk_size_bytes: f64, model: Switc
 /// rank (reduce-scatter, all-reduce), else a postcondition holder, spread over the holders.
 fn reduction_roots(c: &Collective) -> Vec<u32> {
     let mut dests: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
-    for &[v, ch] in &c.postcondition {
+    for &[v, ch] in c.postcondition.iter() {
         dests[ch as usize].push(v);
     }
     let p = c.group.len();

@@ -97,7 +97,7 @@ fn routes(t: &Topology, u: usize) -> Vec<(usize, Option<Vec<u32>>)> {
 /// Random store-and-forward flooding for a non-combining collective.
 fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
     let mut held = vec![vec![false; c.num_chunks]; t.npus()];
-    for &[v, ch] in &c.precondition {
+    for &[v, ch] in c.precondition.iter() {
         held[v as usize][ch as usize] = true;
     }
     let done = |held: &Vec<Vec<bool>>| c.postcondition.iter().all(|&[v, ch]| held[v as usize][ch as usize]);
@@ -277,7 +277,7 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
     use ViolationKind::*;
     type Slot = Option<BTreeSet<u32>>;
     let mut state: BTreeMap<(u32, u32), BTreeSet<u32>> = BTreeMap::new();
-    for &[v, c] in &s.precondition {
+    for &[v, c] in s.precondition.iter() {
         state.insert((v, c), [if s.combining { v } else { 0 }].into());
     }
     let mut found = Vec::new();
@@ -336,10 +336,10 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
         }
     }
     let mut holders: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
-    for &[v, c] in &s.precondition {
+    for &[v, c] in s.precondition.iter() {
         holders.entry(c).or_default().insert(v);
     }
-    for &[v, c] in &s.postcondition {
+    for &[v, c] in s.postcondition.iter() {
         match state.get(&(v, c)) {
             None => found.push(PostconditionUnmet),
             Some(have) if s.combining && Some(have) != holders.get(&c) => found.push(IncompleteReduction),

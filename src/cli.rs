@@ -919,6 +919,7 @@ fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> R
         );
         results.push(r);
     }
+    crate::bench::judge_growth(&mut results);
     if json {
         print_json(&results)?;
     } else {

@@ -268,6 +268,35 @@ fn the_bench_checks_each_cases_own_peak_memory() {
     c.target_peak_rss_mib = Some(1.0);
     assert_eq!(bench::run_case(&c, 1).met, Some(false));
     assert!(bench::markdown(&[bench::run_case(&c, 1)]).contains("peak ≤ 1 MiB"));
+    // A target on synthesis and check together.
+    c.target_peak_rss_mib = None;
+    c.target_total_s = Some(1e6);
+    let r = bench::run_case(&c, 1);
+    assert_eq!(r.met, Some(true), "{r:?}");
+    c.target_total_s = Some(0.0);
+    assert_eq!(bench::run_case(&c, 1).met, Some(false));
+    // A growth target is judged against its reference case of the same run: 16 NPUs against
+    // 8 at exponent 2 allow 4 times the reference's synthesis time.
+    c.target_total_s = None;
+    let mut base = bench::run_case(&c, 1);
+    base.case.name = "base".into();
+    (base.npus, base.synthesis_s_median) = (8, 1.0);
+    let mut grown = base.clone();
+    grown.case.name = "grown".into();
+    grown.case.target_growth = Some(("base".into(), 2.0));
+    grown.npus = 16;
+    for (time, met) in [(3.9, true), (4.1, false)] {
+        grown.synthesis_s_median = time;
+        let mut rs = vec![base.clone(), grown.clone()];
+        bench::judge_growth(&mut rs);
+        assert_eq!((rs[0].met, rs[1].met), (None, Some(met)), "{time} s");
+    }
+    // Without its reference case (filtered out), the target is not met.
+    let mut alone = vec![grown.clone()];
+    grown.synthesis_s_median = 0.0;
+    bench::judge_growth(&mut alone);
+    assert_eq!(alone[0].met, Some(false));
+    assert!(bench::markdown(&alone).contains("synth ≤ N^2 from base"));
 }
 
 /// TACOS Table I's fabrics (pods of Ring(2)×FC(4) behind a switch): the switch ports are the

@@ -12,6 +12,7 @@ pub(super) struct ChunkInfo {
     npus: usize,
 }
 
+#[derive(Clone)]
 pub(super) struct Chunk {
     pub(super) id: u32,
     pub(super) holders: Vec<u32>,
@@ -54,6 +55,12 @@ impl ChunkInfo {
         ChunkInfo { chunks, npus: ten.npus }
     }
 
+    /// The same facts for the chunks `ids` only.
+    pub(super) fn only(&self, ids: &[u32]) -> ChunkInfo {
+        let chunks = self.chunks.iter().filter(|c| ids.contains(&c.id)).cloned().collect();
+        ChunkInfo { chunks, npus: self.npus }
+    }
+
     /// The farthest target from its chunk's holders.
     pub(super) fn distance_bound(&self) -> u32 {
         self.chunks
@@ -93,6 +100,11 @@ impl ChunkInfo {
     /// edges into an NPU that share their last resource (the link into it) deliver one chunk
     /// at a time, each taking at least the group's shortest span.
     pub(super) fn lower_bound(&self, ten: &Ten) -> u32 {
+        self.cut_bound(ten, self.basic_bound(ten))
+    }
+
+    /// `lower_bound` without the cut bounds of pods.
+    pub(super) fn basic_bound(&self, ten: &Ten) -> u32 {
         // Per NPU: chunks it must receive, and the earliest any of them can arrive.
         let mut needed = vec![(0u64, u32::MAX); self.npus];
         // Per NPU: chunks only it holds that must leave it, and the least of their farthest
@@ -137,6 +149,333 @@ impl ChunkInfo {
         }
         bound
     }
+}
+
+impl ChunkInfo {
+    /// The best of the cut bounds, from `from` up, over the groups of NPUs joined by edges
+    /// faster than the slowest (the pods of a hierarchical fabric), for each span but the
+    /// largest: data from outside a pod enters through its few slow ports, and what enters late
+    /// has to spread inside it before the horizon (`Pod::cover_bound`) and to come into each
+    /// NPU of the pod through that NPU's own few links (`Pod::ingress_feasible`).
+    fn cut_bound(&self, ten: &Ten, from: u32) -> u32 {
+        let mut spans: Vec<u32> = ten.edges.iter().map(|e| e.span).collect();
+        spans.sort_unstable();
+        spans.dedup();
+        spans.pop();
+        let mut seen: std::collections::HashSet<Vec<u32>> = std::collections::HashSet::new();
+        let mut bound = from;
+        // Every pod is tried (they differ on irregular fabrics), within a budget of work.
+        let (mut npus, mut flows) = (4096usize, 4096usize);
+        for &limit in &spans {
+            for set in groups_within(ten, limit) {
+                if set.len() < 2 || set.len() == self.npus || npus < set.len() || !seen.insert(set.clone()) {
+                    continue;
+                }
+                npus -= set.len();
+                let Some(pod) = Pod::new(self, ten, &set) else { continue };
+                bound = bound.max(pod.cover_bound());
+                if set.len() > Pod::MAX_FLOW_NPUS {
+                    continue;
+                }
+                for &v in &set {
+                    while flows > 0 && !pod.ingress_feasible(self, ten, v, bound) {
+                        flows -= 1;
+                        bound += 1;
+                    }
+                    flows = flows.saturating_sub(1);
+                }
+            }
+        }
+        bound
+    }
+}
+
+/// A set S of NPUs seen from the chunks it lacks: the ports into it, the distances inside it.
+struct Pod<'a> {
+    members: &'a [u32],
+    inside: Vec<bool>,
+    /// Per member (by position in `members`): distances inside S to every NPU (`u64::MAX`:
+    /// not within S).
+    dist: Vec<Vec<u64>>,
+    /// Chunks no NPU of S holds that some NPU of S needs (indices into `ChunkInfo::chunks`).
+    external: Vec<usize>,
+    /// Targets in S of the external chunks, counted per (chunk, NPU).
+    need: u64,
+    ports: Vec<Port>,
+}
+
+/// The edges from outside into S that share their last resource (the link or downlink into
+/// S): one arrival per `gap` timesteps, the first no earlier than `first`, at any of `entries`.
+struct Port {
+    first: u64,
+    gap: u64,
+    entries: Vec<u32>,
+}
+
+impl<'a> Pod<'a> {
+    /// Members up to which the per-NPU ingress bound is computed.
+    const MAX_FLOW_NPUS: usize = 64;
+
+    /// `None` when a way into S occupies no resource (no limit on entries) or S lacks nothing.
+    fn new(info: &ChunkInfo, ten: &Ten, members: &'a [u32]) -> Option<Pod<'a>> {
+        let mut inside = vec![false; info.npus];
+        for &v in members {
+            inside[v as usize] = true;
+        }
+        let mut need = 0u64;
+        let mut external = Vec::new();
+        // Per NPU, the earliest any chunk needed in S can be there (chunks of S too: they may
+        // leave and come back through a port).
+        let mut earliest = vec![u32::MAX; info.npus];
+        for (i, c) in info.chunks.iter().enumerate() {
+            let here = c.targets.iter().filter(|&&n| inside[n as usize]).count() as u64;
+            if here == 0 {
+                continue;
+            }
+            for (v, e) in earliest.iter_mut().enumerate() {
+                *e = (*e).min(c.from[v]);
+            }
+            if !c.holders.iter().any(|&h| inside[h as usize]) {
+                need += here;
+                external.push(i);
+            }
+        }
+        if need == 0 {
+            return None;
+        }
+        let mut ports: HashMap<u32, Port> = HashMap::new();
+        for &u in members {
+            for &e in ten.in_edges(u as usize) {
+                let e = &ten.edges[e as usize];
+                if inside[e.src as usize] || earliest[e.src as usize] == u32::MAX {
+                    continue;
+                }
+                let r = e.resources.last().copied()?;
+                let port =
+                    ports.entry(r).or_insert_with(|| Port { first: u64::MAX, gap: u64::MAX, entries: Vec::new() });
+                port.first = port.first.min(earliest[e.src as usize] as u64 + e.span as u64);
+                port.gap = port.gap.min(e.span as u64);
+                if !port.entries.contains(&u) {
+                    port.entries.push(u);
+                }
+            }
+        }
+        let mut ports: Vec<Port> = ports.into_values().collect();
+        ports.sort_by_key(|p| (p.first, p.gap, p.entries.clone()));
+        let dist = members.iter().map(|&u| distances_inside(ten, u, &inside)).collect();
+        Some(Pod { members, inside, dist, external, need, ports })
+    }
+
+    fn dist(&self, u: u32, v: u32) -> u64 {
+        let i = self.members.binary_search(&u).expect("a member");
+        self.dist[i][v as usize]
+    }
+
+    /// The cover bound: an entry arriving at u at time a can reach only the NPUs of S within
+    /// T − a of u (over edges inside S); the targets in S of a chunk are covered by its
+    /// entries together, so over all entry slots (each port one arrival per gap from its
+    /// first) the balls' sizes must add up to `need`. The least T for which they can.
+    fn cover_bound(&self) -> u32 {
+        // Per port, the best reach among its entries: sorted distances, elementwise least.
+        let reach: Vec<Vec<u64>> = self
+            .ports
+            .iter()
+            .map(|p| {
+                let mut best: Vec<u64> = Vec::new();
+                for &u in &p.entries {
+                    let i = self.members.binary_search(&u).expect("a member");
+                    let mut d: Vec<u64> = self.dist[i].iter().copied().filter(|&x| x != u64::MAX).collect();
+                    d.sort_unstable();
+                    if best.len() < d.len() {
+                        best.resize(d.len(), u64::MAX);
+                    }
+                    for (a, b) in best.iter_mut().zip(d) {
+                        *a = (*a).min(b);
+                    }
+                }
+                best
+            })
+            .collect();
+        let cover = |t: u64| -> u64 {
+            let mut sum = 0u64;
+            for (p, reach) in self.ports.iter().zip(&reach) {
+                let mut a = p.first;
+                while a <= t {
+                    sum += reach.partition_point(|&d| d <= t - a) as u64;
+                    a += p.gap;
+                }
+            }
+            sum
+        };
+        let Some(most) = self.ports.iter().map(|p| p.first).min() else { return 0 };
+        let (mut lo, mut hi) = (most, most + 1);
+        while cover(hi) < self.need {
+            if hi > u32::MAX as u64 / 2 {
+                return 0;
+            }
+            lo = hi;
+            hi *= 2;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if cover(mid) >= self.need { hi = mid } else { lo = mid + 1 }
+        }
+        hi.min(u32::MAX as u64) as u32
+    }
+
+    /// The ingress bound of NPU `v` of S at horizon `t`: can every chunk v needs arrive by t?
+    /// A chunk from outside arrives at v either through a port into v (an entry slot of its
+    /// own), or enters S at some u and comes from inside, through one of v's links from inside
+    /// S, no earlier than its entry plus the way from u; a chunk from inside arrives through
+    /// v's links no earlier than its distance, or through a port. A link carries one arrival
+    /// per span, so its k-th last arrival is no later than t − k·span. As a flow: entry slots
+    /// and v's arrival slots, each taking one chunk; feasible when it carries every chunk.
+    fn ingress_feasible(&self, info: &ChunkInfo, ten: &Ten, v: u32, t: u32) -> bool {
+        use petgraph::graph::{DiGraph, NodeIndex};
+        let t = t as u64;
+        let external = self.external.iter().filter(|&&i| info.chunks[i].targets.contains(&v)).count() as u32;
+        let internal: Vec<&Chunk> = info
+            .chunks
+            .iter()
+            .filter(|c| c.targets.contains(&v) && c.holders.iter().any(|&h| self.inside[h as usize]))
+            .collect();
+        if external == 0 && internal.is_empty() {
+            return true;
+        }
+        // v's links from inside S, grouped by their last resource: (least span, edges).
+        let mut links: HashMap<u32, (u64, Vec<u32>)> = HashMap::new();
+        for &e in ten.in_edges(v as usize) {
+            let edge = &ten.edges[e as usize];
+            if !self.inside[edge.src as usize] {
+                continue;
+            }
+            let Some(&r) = edge.resources.last() else { return true };
+            let g = links.entry(r).or_insert((u64::MAX, Vec::new()));
+            g.0 = g.0.min(edge.span as u64);
+            g.1.push(e);
+        }
+        let mut links: Vec<(u64, Vec<u32>)> = links.into_values().collect();
+        links.sort_unstable();
+        // Earliest arrival over v's link k of a chunk at `u` at time 0: the way inside S, then
+        // the link.
+        let via = |k: usize, u: u32| -> u64 {
+            let way = |e: &u32| {
+                let e = &ten.edges[*e as usize];
+                let d = if e.src == u { 0 } else { self.dist(u, e.src) };
+                d.saturating_add(e.span as u64)
+            };
+            links[k].1.iter().map(way).min().unwrap_or(u64::MAX)
+        };
+        let mut g: DiGraph<(), u32> = DiGraph::new();
+        let (source, sink, outside) = (g.add_node(()), g.add_node(()), g.add_node(()));
+        g.add_edge(source, outside, external);
+        // Arrival slots on v's links, the latest first: (node, time, link).
+        let mut slots: Vec<(NodeIndex, u64, usize)> = Vec::new();
+        for (k, &(gap, _)) in links.iter().enumerate() {
+            let mut b = t;
+            while b >= 1 {
+                let n = g.add_node(());
+                g.add_edge(n, sink, 1);
+                slots.push((n, b, k));
+                b = b.saturating_sub(gap);
+            }
+        }
+        // Entry slots: one chunk each (an in and an out node), straight to the sink when the
+        // port enters at v.
+        let mut entries: Vec<(NodeIndex, u64, usize)> = Vec::new();
+        for (pi, p) in self.ports.iter().enumerate() {
+            let ways: Vec<u64> =
+                (0..links.len()).map(|k| p.entries.iter().map(|&u| via(k, u)).min().unwrap_or(u64::MAX)).collect();
+            let mut a = p.first;
+            while a <= t {
+                let (i, o) = (g.add_node(()), g.add_node(()));
+                g.add_edge(i, o, 1);
+                g.add_edge(outside, i, 1);
+                if p.entries.contains(&v) {
+                    g.add_edge(o, sink, 1);
+                }
+                for &(n, b, k) in &slots {
+                    if a.saturating_add(ways[k]) <= b {
+                        g.add_edge(o, n, 1);
+                    }
+                }
+                entries.push((i, a, pi));
+                a += p.gap;
+            }
+        }
+        // Chunks from inside: over v's links no earlier than their distance, or through a port.
+        for c in &internal {
+            let n = g.add_node(());
+            g.add_edge(source, n, 1);
+            let release: Vec<u64> = links
+                .iter()
+                .map(|(_, es)| {
+                    let at = |e: &u32| {
+                        let e = &ten.edges[*e as usize];
+                        (c.from[e.src as usize] as u64).saturating_add(e.span as u64)
+                    };
+                    es.iter().map(at).min().unwrap_or(u64::MAX)
+                })
+                .collect();
+            for &(s, b, k) in &slots {
+                if release[k] <= b {
+                    g.add_edge(n, s, 1);
+                }
+            }
+            for &(i, _, _) in &entries {
+                g.add_edge(n, i, 1);
+            }
+        }
+        let (flow, _) = petgraph::algo::dinics(&g, source, sink);
+        flow >= external + internal.len() as u32
+    }
+}
+
+/// The NPUs joined by edges of at most `limit` timesteps (either way), as sorted sets.
+fn groups_within(ten: &Ten, limit: u32) -> Vec<Vec<u32>> {
+    let mut parent: Vec<u32> = (0..ten.npus as u32).collect();
+    fn root(parent: &mut [u32], mut v: u32) -> u32 {
+        while parent[v as usize] != v {
+            parent[v as usize] = parent[parent[v as usize] as usize];
+            v = parent[v as usize];
+        }
+        v
+    }
+    for e in ten.edges.iter().filter(|e| e.span <= limit) {
+        let (a, b) = (root(&mut parent, e.src), root(&mut parent, e.dst));
+        parent[a as usize] = b;
+    }
+    let mut sets: HashMap<u32, Vec<u32>> = HashMap::new();
+    for v in 0..ten.npus as u32 {
+        let r = root(&mut parent, v);
+        sets.entry(r).or_default().push(v);
+    }
+    let mut out: Vec<Vec<u32>> = sets.into_values().collect();
+    out.sort_unstable();
+    out
+}
+
+/// Timesteps from `u` to every NPU over edges with both ends in S (`inside`); `u64::MAX` for
+/// NPUs that way does not reach.
+fn distances_inside(ten: &Ten, u: u32, inside: &[bool]) -> Vec<u64> {
+    let mut dist = vec![u64::MAX; inside.len()];
+    let mut heap = std::collections::BinaryHeap::new();
+    dist[u as usize] = 0;
+    heap.push(std::cmp::Reverse((0u64, u)));
+    while let Some(std::cmp::Reverse((d, v))) = heap.pop() {
+        if d > dist[v as usize] {
+            continue;
+        }
+        for &e in ten.out_edges(v as usize) {
+            let e = &ten.edges[e as usize];
+            let nd = d + e.span as u64;
+            if inside[e.dst as usize] && nd < dist[e.dst as usize] {
+                dist[e.dst as usize] = nd;
+                heap.push(std::cmp::Reverse((nd, e.dst)));
+            }
+        }
+    }
+    dist
 }
 
 /// The least span of each group of an NPU's TEN edges that share a resource (`key`).

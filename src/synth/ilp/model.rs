@@ -52,6 +52,24 @@ pub(super) struct Row {
     pub(super) hi: f64,
 }
 
+/// How the model limits what resources carry.
+#[derive(Clone, Copy)]
+pub(super) enum Congestion<'a> {
+    /// Not at all (TACCL-like).
+    Ignored,
+    /// One chunk per resource per timestep.
+    PerResource,
+    /// A symmetric plan's model (`symmetric`): the load its sends put on every translate of a
+    /// resource, per class of resources the symmetry maps onto each other.
+    PerClass(&'a super::symmetric::Classes),
+}
+
+impl Congestion<'_> {
+    pub(super) fn of(ignore_congestion: bool) -> Congestion<'static> {
+        if ignore_congestion { Congestion::Ignored } else { Congestion::PerResource }
+    }
+}
+
 pub(super) enum BuildStop {
     Interrupted,
     TooLarge(usize),
@@ -75,7 +93,7 @@ impl Model {
         info: &ChunkInfo,
         horizon: u32,
         goal: Goal,
-        ignore_congestion: bool,
+        congestion: Congestion,
         stop: &dyn Fn() -> bool,
     ) -> Result<Option<Model>, BuildStop> {
         let mut m = Model {
@@ -87,7 +105,7 @@ impl Model {
             horizon,
         };
         let soft = goal == Goal::Window;
-        let mut congestion: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+        let mut load: HashMap<(u32, u32), Vec<(u32, f64)>> = HashMap::new();
         let mut polled = 0usize;
         for ch in &info.chunks {
             if !soft && ch.targets.iter().any(|&n| ch.from[n as usize] > horizon) {
@@ -169,11 +187,14 @@ impl Model {
                         hi: 0.0,
                     });
                 }
-                if !ignore_congestion {
-                    for &r in &edge.resources {
-                        for s in t..t + edge.span {
-                            congestion.entry((r, s)).or_default().push(col);
-                        }
+                for &r in &edge.resources {
+                    let (key, weight) = match congestion {
+                        Congestion::Ignored => break,
+                        Congestion::PerResource => (r, 1.0),
+                        Congestion::PerClass(k) => (k.of[r as usize], k.weight[k.of[r as usize] as usize]),
+                    };
+                    for s in t..t + edge.span {
+                        load.entry((key, s)).or_default().push((col, weight));
                     }
                 }
                 polled += 1;
@@ -215,10 +236,12 @@ impl Model {
                 return Err(BuildStop::TooLarge(m.cols.len()));
             }
         }
-        let mut keys: Vec<(u32, u32)> = congestion.keys().copied().filter(|k| congestion[k].len() > 1).collect();
+        // A row only where the sends could exceed one chunk.
+        let mut keys: Vec<(u32, u32)> =
+            load.iter().filter(|(_, v)| v.len() > 1 || v.iter().any(|t| t.1 > 1.0)).map(|(k, _)| *k).collect();
         keys.sort_unstable();
         for (r, t) in keys {
-            let terms = congestion[&(r, t)].iter().map(|&c| (c, 1.0)).collect();
+            let terms = load.remove(&(r, t)).unwrap_or_default();
             m.rows.push(Row { family: Family::Congestion { r, t }, terms, lo: f64::NEG_INFINITY, hi: 1.0 });
         }
         Ok(Some(m))

@@ -4,8 +4,9 @@
 
 use super::chunks::ChunkInfo;
 use super::extract::plan_of;
-use super::model::{BuildStop, Goal, Model};
+use super::model::{BuildStop, Congestion, Goal, Model};
 use super::solve::Solved;
+use super::symmetric::{Blocks, Classes, Symmetry, congestion_free};
 use super::{IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SolveRecord, SolveResult, ms};
 use crate::synth::greedy::{Move, Problem};
 use crate::synth::{SynthError, prune_dead_ends};
@@ -67,6 +68,9 @@ pub(super) struct Search<'a> {
     /// Seconds the last model took to build: a model that could not be built and solved
     /// before the deadline is not started.
     last_build_s: f64,
+    /// Set while solving a symmetric model (`symmetric`): its congestion classes and the
+    /// most a solve of it may take.
+    symmetric: Option<(&'a Classes, f64)>,
 }
 
 impl<'a> Search<'a> {
@@ -87,13 +91,66 @@ impl<'a> Search<'a> {
             lp: Vec::new(),
             whole_budget: false,
             last_build_s: 0.0,
+            symmetric: None,
         }
     }
 }
 
-impl Search<'_> {
+impl<'a> Search<'a> {
     fn time_left(&self) -> f64 {
         self.deadline.saturating_duration_since(Instant::now()).as_secs_f64()
+    }
+
+    fn congestion(&self) -> Congestion<'a> {
+        match self.symmetric {
+            Some((classes, _)) => Congestion::PerClass(classes),
+            None => Congestion::of(self.opts.ignore_congestion),
+        }
+    }
+
+    /// A symmetric plan (`symmetric`): one NPU's chunks spread by a model whose congestion
+    /// rows count every translate, at horizons from `lb` up, until one is feasible or its
+    /// share of the time is spent. The translated plan, and its horizon, when one is below
+    /// `ub` (the greedy's).
+    pub(super) fn symmetric(
+        &mut self,
+        sym: &'a Symmetry,
+        blocks: &Blocks,
+        lb: u32,
+        ub: u32,
+    ) -> Result<Option<(u32, Vec<Move>)>, SynthError> {
+        let pattern = self.info.only(&blocks.blocks[0]);
+        // A third of the time at most; each horizon a tenth of it (at least a second).
+        let until = Instant::now() + std::time::Duration::from_secs_f64(self.time_left() / 3.0);
+        let mut found = None;
+        for t in lb..ub {
+            let left = until.saturating_duration_since(Instant::now()).as_secs_f64();
+            if left <= 0.0 {
+                break;
+            }
+            self.symmetric = Some((&sym.classes, (left / 3.0).max(1.0).min(left)));
+            let out = self.solve_with(&pattern, t, Goal::Probe, None);
+            self.symmetric = None;
+            match out? {
+                Outcome::Solved(moves) => {
+                    let Some(all) = sym.translate(self.p.ten, blocks, &moves) else { break };
+                    // By construction; checked, since a plan claimed optimal must be one.
+                    if !congestion_free(self.p.ten, &all) {
+                        break;
+                    }
+                    let all = prune_dead_ends(self.p.ten, self.p.num_chunks, all, self.p.post);
+                    let horizon = plan_of(self.p.ten, all.clone()).timesteps;
+                    if horizon < ub {
+                        found = Some((horizon, all));
+                    }
+                    break;
+                }
+                // Undecided: a larger horizon may still be found in the time left.
+                Outcome::Infeasible | Outcome::Undecided => continue,
+                Outcome::Stopped(_) => break,
+            }
+        }
+        Ok(found)
     }
 
     /// The horizon search of one phase: the least feasible T from `lb` up to `ub`, the greedy's
@@ -103,15 +160,20 @@ impl Search<'_> {
         lb: u32,
         ub: u32,
         greedy_moves: Vec<Move>,
+        seeded: Option<(u32, Vec<Move>)>,
         mut stats: PhaseStats,
     ) -> Result<PhasePlan, SynthError> {
         let (p, opts) = (self.p, self.opts);
-        // Search T in [lo, hi); hi is known feasible (the greedy, or a solution found). The first
-        // probe is hi − 1: refuting it proves the greedy optimal at once, and a solution there is
-        // found fast. Then bisection, upward from lo once the range is small. A probe that times out
-        // without an answer moves the search above it, unproven.
-        let (mut proven_lo, mut lo, mut hi) = (lb, lb, ub);
-        let mut best: Option<Vec<Move>> = None;
+        // Search T in [lo, hi); hi is known feasible (the greedy, a symmetric plan, or a
+        // solution found). The first probe is hi − 1: refuting it proves the plan optimal at
+        // once, and a solution there is found fast. Then bisection, upward from lo once the
+        // range is small. A probe that times out without an answer moves the search above it,
+        // unproven.
+        let (mut proven_lo, mut lo) = (lb, lb);
+        let (mut hi, mut best) = match seeded {
+            Some((t, moves)) => (t, Some(moves)),
+            None => (ub, None),
+        };
         let mut stopped: Option<StopReason> = None;
         let mut undecided: Vec<u32> = Vec::new();
         let mut first = true;
@@ -183,7 +245,9 @@ impl Search<'_> {
             .and_then(|s| s.mip_gap);
         if opts.keep_lp && !self.lp.iter().any(|(h, _)| *h == hi) {
             // The dump shows the model at the chosen horizon even when no solve needed it.
-            if let Ok(Some(m)) = Model::build(p.ten, self.info, hi, Goal::Probe, opts.ignore_congestion, &|| false) {
+            if let Ok(Some(m)) =
+                Model::build(p.ten, self.info, hi, Goal::Probe, Congestion::of(opts.ignore_congestion), &|| false)
+            {
                 self.lp.push((hi, m.lp_text(p.ten, hi, Goal::Probe)));
             }
         }
@@ -236,7 +300,7 @@ impl Search<'_> {
             return Ok(Outcome::Stopped(StopReason::OutOfTime));
         }
         let built_at = Instant::now();
-        let model = match Model::build(self.p.ten, info, horizon, goal, self.opts.ignore_congestion, &|| {
+        let model = match Model::build(self.p.ten, info, horizon, goal, self.congestion(), &|| {
             (self.cancelled)() || Instant::now() >= self.deadline
         }) {
             Ok(Some(m)) => m,
@@ -319,6 +383,10 @@ impl Search<'_> {
         let limit = match self.opts.solve_time_limit_s {
             Some(cap) => cap.min(share),
             None => share,
+        };
+        let (limit, kind) = match self.symmetric {
+            Some((_, cap)) => (limit.min(cap), "symmetric"),
+            None => (limit, kind),
         };
         // The limit runs from now: handing the model to HiGHS counts against it.
         let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit.max(0.01));

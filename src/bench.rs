@@ -376,6 +376,8 @@ pub enum IlpTarget {
     OptimalWithin(f64),
     /// A result (optimal, or feasible with its gap) within this many seconds.
     Within(f64),
+    /// Proven optimal, or a horizon gap below this fraction, within this many seconds.
+    OptimalOrGapWithin { gap: f64, seconds: f64 },
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -439,9 +441,15 @@ pub fn ilp_suite(quick: bool) -> Vec<IlpCase> {
         }
     }
     if !quick {
+        // Issue 17: 32 NPUs proven optimal within 60 s each (a result with its gap before).
         for kind in [CollectiveKind::AllGather, CollectiveKind::AllReduce] {
-            v.push(table1(4, kind, Some(IlpTarget::Within(60.0))));
+            v.push(table1(4, kind, Some(IlpTarget::OptimalWithin(60.0))));
         }
+        // 64 NPUs: proven, or a horizon gap under 10%, with a 600 s limit.
+        let mut c =
+            table1(8, CollectiveKind::AllGather, Some(IlpTarget::OptimalOrGapWithin { gap: 0.10, seconds: 600.0 }));
+        c.time_limit_s = 600.0;
+        v.push(c);
     }
     let mesh = |name: &str, topology: &str, failed: Vec<usize>, kind, root, reference: &str| IlpCase {
         name: name.into(),
@@ -482,14 +490,17 @@ pub fn ilp_suite(quick: bool) -> Vec<IlpCase> {
     c.chunks_per_npu = 8;
     v.push(c);
     if !quick {
-        v.push(mesh(
+        let mut c = mesh(
             "mesh 6x6 gather to NPU 2",
             "mesh:6x6",
             Vec::new(),
             CollectiveKind::Gather,
             Some(2),
             "TACOS Table IV: ILP 56.13 s; TACCL-like 1.11×, direct 1.67× the ILP",
-        ));
+        );
+        // Issue 17: within 5 s.
+        c.target = Some(IlpTarget::OptimalWithin(5.0));
+        v.push(c);
     }
     v
 }
@@ -577,6 +588,10 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
         // The limit bounds the ILP's search; the greedy warm start and the model hand-over
         // come on top, so allow 2%.
         IlpTarget::Within(s) => row.synthesis_s <= s * 1.02,
+        IlpTarget::OptimalOrGapWithin { gap, seconds } => {
+            (row.status == Some(engine::IlpStatus::Optimal) || row.horizon_gap < gap)
+                && row.synthesis_s <= seconds * 1.02
+        }
     });
     row
 }
@@ -619,6 +634,9 @@ pub fn ilp_markdown(rows: &[IlpRow]) -> String {
             match &c.target {
                 Some(IlpTarget::OptimalWithin(s)) => format!("optimal ≤ {s} s"),
                 Some(IlpTarget::Within(s)) => format!("≤ {s} s, gap reported"),
+                Some(IlpTarget::OptimalOrGapWithin { gap, seconds }) => {
+                    format!("optimal or horizon gap < {:.0}% ≤ {seconds} s", gap * 100.0)
+                }
                 None => "–".into(),
             },
             match r.met {

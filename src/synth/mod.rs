@@ -518,10 +518,8 @@ fn reverse(
     for &t in &step {
         rank[t as usize] = 0;
     }
-    let mut next = 0;
-    for r in rank.iter_mut().filter(|r| **r == 0) {
-        *r = next;
-        next += 1;
+    for (next, r) in rank.iter_mut().filter(|r| **r == 0).enumerate() {
+        *r = next as u32;
     }
     let mut order: Vec<u32> = (0..moves.len() as u32).collect();
     order.sort_unstable_by_key(|&i| (step[i as usize], i));

@@ -709,7 +709,7 @@ fn regeneration_avoids_the_failed_link(db: Db) {
         .unwrap();
     let uses = |sch: &ccsynth::schedule::Schedule, a: u32, b: u32| {
         sch.transfers.iter().any(|t| {
-            let hops: Vec<u32> = t.path.as_deref().map(|p| p.to_vec()).unwrap_or_else(|| vec![t.src, t.dst]);
+            let hops: Vec<u32> = t.path.map(|p| p.to_vec()).unwrap_or_else(|| vec![t.src, t.dst]);
             hops.windows(2).any(|w| (w[0], w[1]) == (a, b) || (w[0], w[1]) == (b, a))
         })
     };

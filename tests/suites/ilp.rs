@@ -58,6 +58,29 @@ fn all_gather_optimal_step_counts() {
     assert_eq!(optimal_steps("mesh:3x3", ag()), 4);
 }
 
+/// TACOS Table I's Ring(2)_FC(4)_Switch(4) (32 NPUs, links of 1, 2 and 4 timesteps at 1 GiB):
+/// all-gather's optimum is 16 timesteps (the bound, argued in the unit test
+/// `synth::ilp::tests::table_one_all_gather_bound_is_sixteen_and_a_symmetric_plan_meets_it`),
+/// and all-reduce's two phases 16 each. Both proven, from the symmetric model of one NPU's
+/// chunk (and a repair from its plan), where the greedy takes 18 and 35.
+#[test]
+fn table_one_thirty_two_npus_are_proven_optimal() {
+    let t = topo("hier:ring2,fc4,switch4@bw=200,100,50;lat=500");
+    for (kind, horizon, phases) in [(K::AllGather, 16, vec![16]), (K::AllReduce, 32, vec![16, 16])] {
+        let out = ilp(&t, CollectiveSpec::new(kind, 1 << 30).with_chunks_per_npu(1));
+        let s = stats(&out);
+        assert_eq!(
+            (s.status, s.horizon, s.horizon_lower_bound),
+            (IlpStatus::Optimal, horizon, horizon),
+            "{kind:?}: {s:?}"
+        );
+        assert_eq!(synth_stats(&out).phase_timesteps, phases);
+        assert!(s.greedy_horizon > horizon, "{kind:?}: the greedy alone is not optimal here");
+        assert!(s.phases.iter().flat_map(|p| &p.solves).any(|x| x.kind == "symmetric"), "{s:?}");
+        assert!(out.report.valid);
+    }
+}
+
 #[test]
 fn broadcast_on_a_mesh_from_a_corner() {
     // One chunk: the far corner is 4 hops from corner 0, and a flood reaches every NPU in 4.

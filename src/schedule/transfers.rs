@@ -2,7 +2,8 @@
 //! vector of `Transfer` structs. A synthesized all-reduce on 4096 NPUs holds 33.5 million
 //! single-chunk transfers; as columns they take 17 bytes each (step, src, dst, chunk, flags)
 //! instead of a 48-byte struct. What few transfers have beyond one chunk (a chunk list, a
-//! path, destination slots) lives in side tables. The wire format is the same array of
+//! path, destination slots) lives in side tables; a range of consecutive chunks and a route
+//! are stored once however many transfers carry them. The wire format is the same array of
 //! transfer objects (`Serialize`/`Deserialize` read and write it element by element).
 
 use super::{ChunkList, Op, Route, Transfer};
@@ -30,6 +31,9 @@ pub struct Transfers {
     chunk: Vec<u32>,
     flags: Vec<u8>,
     lists: Vec<Arc<Vec<u32>>>,
+    /// Lists of consecutive chunks by (first chunk, length): a range is stored once, however
+    /// many transfers carry it (each message of a recursive halving carries one of a few).
+    ranges: HashMap<(u32, u32), u32>,
     /// Empty until a transfer has a path; then one entry per transfer (`NO_ROUTE` for none).
     route: Vec<u32>,
     /// The distinct routes (by pointer: transfers built over one TEN edge share its route).
@@ -192,8 +196,17 @@ impl Transfers {
             ChunkList::One(c) => c,
             ChunkList::Many(list) => {
                 flags |= MANY;
-                self.lists.push(list);
-                (self.lists.len() - 1) as u32
+                let consecutive = !list.is_empty() && list.windows(2).all(|w| w[1] == w[0].wrapping_add(1));
+                let lists = &mut self.lists;
+                let mut add = |list| {
+                    lists.push(list);
+                    (lists.len() - 1) as u32
+                };
+                if consecutive {
+                    *self.ranges.entry((list[0], list.len() as u32)).or_insert_with(|| add(list))
+                } else {
+                    add(list)
+                }
             }
         };
         if let Some(p) = t.path {
@@ -353,6 +366,16 @@ mod tests {
         for (i, x) in v.iter().enumerate() {
             assert_eq!(t.at(i), x.as_ref(), "transfer {i}");
         }
+        // A range of chunks carried twice is stored once; other lists as they come.
+        let mut r = Transfers::new();
+        r.push(Transfer::copy(0, 0, 1, vec![4, 5, 6]));
+        r.push(Transfer::copy(1, 1, 2, vec![4, 5, 6]));
+        r.push(Transfer::copy(1, 1, 2, vec![6, 5, 4]));
+        r.push(Transfer::copy(2, 1, 2, vec![4, 5]));
+        assert_eq!(r.lists.len(), 3);
+        assert_eq!(r.at(1).chunks, &[4, 5, 6]);
+        assert_eq!(r.at(2).chunks, &[6, 5, 4]);
+        assert_eq!(r.at(3).chunks, &[4, 5]);
         // One route pushed twice by the same pointer is stored once.
         let shared: Route = vec![0u32, 5, 2].into();
         let mut u = Transfers::new();

@@ -362,6 +362,7 @@ mod tests {
                 }
             }
         }
+        eprintln!("{refuted} of {checked} refuted, {by_cuts} bounds raised by the cut bounds");
         assert!(checked >= 30, "{checked} cases");
         assert!(refuted + 2 >= checked, "{refuted} of {checked} refuted");
         // The cut bounds decide some of them.

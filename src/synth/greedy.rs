@@ -89,6 +89,25 @@ struct State<'a> {
     /// Islands of fast links, where the slowest edges join several of them (the pods behind
     /// a switch): `None` on fabrics without that shape.
     islands: Option<Islands>,
+    /// `matching_first`'s tables, kept from timestep to timestep.
+    matching: Matching,
+}
+
+/// The crossbar matching's tables (`State::matching_first`), reused at every timestep.
+#[derive(Default)]
+struct Matching {
+    /// Positions in the order of the free crossbar edges.
+    cand_edges: Vec<usize>,
+    /// Compact port ids.
+    up_id: HashMap<u32, usize>,
+    down_id: HashMap<u32, usize>,
+    /// Uplink → (downlink, position).
+    adj: Vec<Vec<(usize, usize)>>,
+    /// Downlink → (uplink, position) matched to it.
+    match_down: Vec<Option<(usize, usize)>>,
+    seen: Vec<bool>,
+    first: Vec<bool>,
+    reordered: Vec<(u32, u32, u64, u32)>,
 }
 
 /// NPUs grouped by the edges faster than the slowest ones, and per (island, chunk) how many of
@@ -221,6 +240,7 @@ impl<'a> State<'a> {
             relay: None,
             replacements: 0,
             islands: Islands::of(ten, p.num_chunks),
+            matching: Matching::default(),
         };
         for &[v, c] in p.pre {
             st.slot.set(v as usize, c as usize, 0);
@@ -568,35 +588,40 @@ impl State<'_> {
     /// pass below takes it; the other edges keep their order behind it.
     fn matching_first(&mut self, order: &mut Vec<(u32, u32, u64, u32)>, busy_until: &[u32], t: u32) {
         let ten = self.p.ten;
-        let mut cand_edges: Vec<usize> = Vec::new(); // positions in `order`
+        let mut m = std::mem::take(&mut self.matching);
+        m.cand_edges.clear();
         for (i, o) in order.iter().enumerate() {
             let edge = &ten.edges[o.3 as usize];
             if edge.resources.len() == 2
                 && edge.resources.iter().all(|&r| busy_until[r as usize] <= t)
                 && self.viable(o.3, t, o.0)
             {
-                cand_edges.push(i);
+                m.cand_edges.push(i);
             }
         }
-        if cand_edges.len() < 2 {
+        if m.cand_edges.len() < 2 {
+            self.matching = m;
             return;
         }
         // Compact port ids.
-        let mut up_id: HashMap<u32, usize> = HashMap::new();
-        let mut down_id: HashMap<u32, usize> = HashMap::new();
-        let mut adj: Vec<Vec<(usize, usize)>> = Vec::new(); // up -> (down, position)
-        for &i in &cand_edges {
+        m.up_id.clear();
+        m.down_id.clear();
+        m.adj.iter_mut().for_each(Vec::clear);
+        let mut ups = 0;
+        for &i in &m.cand_edges {
             let r = &ten.edges[order[i].3 as usize].resources;
-            let n = up_id.len();
-            let u = *up_id.entry(r[0]).or_insert(n);
-            let n = down_id.len();
-            let d = *down_id.entry(r[1]).or_insert(n);
-            if adj.len() <= u {
-                adj.resize_with(u + 1, Vec::new);
+            let n = m.up_id.len();
+            let u = *m.up_id.entry(r[0]).or_insert(n);
+            let n = m.down_id.len();
+            let d = *m.down_id.entry(r[1]).or_insert(n);
+            if m.adj.len() <= u {
+                m.adj.resize_with(u + 1, Vec::new);
             }
-            adj[u].push((d, i));
+            ups = ups.max(u + 1);
+            m.adj[u].push((d, i));
         }
-        let mut match_down: Vec<Option<(usize, usize)>> = vec![None; down_id.len()]; // down -> (up, position)
+        m.match_down.clear();
+        m.match_down.resize(m.down_id.len(), None);
         fn augment(
             u: usize,
             adj: &[Vec<(usize, usize)>],
@@ -619,19 +644,21 @@ impl State<'_> {
             }
             false
         }
-        let mut seen = vec![false; down_id.len()];
-        for u in 0..adj.len() {
-            seen.iter_mut().for_each(|x| *x = false);
-            augment(u, &adj, &mut seen, &mut match_down);
+        for u in 0..ups {
+            m.seen.clear();
+            m.seen.resize(m.down_id.len(), false);
+            augment(u, &m.adj[..ups], &mut m.seen, &mut m.match_down);
         }
-        let mut first = vec![false; order.len()];
-        for (_, pos) in match_down.into_iter().flatten() {
-            first[pos] = true;
+        m.first.clear();
+        m.first.resize(order.len(), false);
+        for &(_, pos) in m.match_down.iter().flatten() {
+            m.first[pos] = true;
         }
-        let mut reordered: Vec<(u32, u32, u64, u32)> = Vec::with_capacity(order.len());
-        reordered.extend(order.iter().enumerate().filter(|(i, _)| first[*i]).map(|(_, o)| *o));
-        reordered.extend(order.iter().enumerate().filter(|(i, _)| !first[*i]).map(|(_, o)| *o));
-        *order = reordered;
+        m.reordered.clear();
+        m.reordered.extend(order.iter().enumerate().filter(|(i, _)| m.first[*i]).map(|(_, o)| *o));
+        m.reordered.extend(order.iter().enumerate().filter(|(i, _)| !m.first[*i]).map(|(_, o)| *o));
+        std::mem::swap(order, &mut m.reordered);
+        self.matching = m;
     }
 
     /// Chooses a chunk for edge `e` at timestep `t`, or `None`.

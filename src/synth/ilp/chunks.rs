@@ -164,11 +164,17 @@ impl ChunkInfo {
         spans.pop();
         let mut seen: std::collections::HashSet<Vec<u32>> = std::collections::HashSet::new();
         let mut bound = from;
-        // Every pod is tried (they differ on irregular fabrics), within a budget of work.
-        let (mut npus, mut flows) = (4096usize, 4096usize);
+        // Every pod is tried (they differ on irregular fabrics), within a budget of work: NPUs
+        // whose distances are computed, and max-flows.
+        let (mut npus, mut flows) = (4096usize, 1024usize);
         for &limit in &spans {
             for set in groups_within(ten, limit) {
-                if set.len() < 2 || set.len() == self.npus || npus < set.len() || !seen.insert(set.clone()) {
+                if set.len() < 2
+                    || set.len() == self.npus
+                    || set.len() > Pod::MAX_NPUS
+                    || npus < set.len()
+                    || !seen.insert(set.clone())
+                {
                     continue;
                 }
                 npus -= set.len();
@@ -178,11 +184,30 @@ impl ChunkInfo {
                     continue;
                 }
                 for &v in &set {
-                    while flows > 0 && !pod.ingress_feasible(self, ten, v, bound) {
-                        flows -= 1;
-                        bound += 1;
+                    // Feasibility only grows with the horizon: double the step past the
+                    // bound, then halve it back (a handful of flows per NPU).
+                    let mut feasible = |t: u32| {
+                        flows = flows.saturating_sub(1);
+                        flows == 0 || pod.ingress_feasible(self, ten, v, t)
+                    };
+                    if feasible(bound) {
+                        continue;
                     }
-                    flows = flows.saturating_sub(1);
+                    let (mut lo, mut step) = (bound, 1u32);
+                    let hi = loop {
+                        let t = lo.saturating_add(step);
+                        if t == u32::MAX || feasible(t) {
+                            break t;
+                        }
+                        (lo, step) = (t, step.saturating_mul(2));
+                    };
+                    // lo infeasible, hi feasible.
+                    let (mut lo, mut hi) = (lo, hi);
+                    while lo + 1 < hi {
+                        let mid = lo + (hi - lo) / 2;
+                        if feasible(mid) { hi = mid } else { lo = mid }
+                    }
+                    bound = hi;
                 }
             }
         }
@@ -215,6 +240,10 @@ struct Port {
 impl<'a> Pod<'a> {
     /// Members up to which the per-NPU ingress bound is computed.
     const MAX_FLOW_NPUS: usize = 64;
+    /// Members up to which a pod is looked at (its distances are members × NPUs).
+    const MAX_NPUS: usize = 1024;
+    /// Edges of an ingress flow network beyond which the flow is not built (no bound then).
+    const MAX_FLOW_EDGES: usize = 200_000;
 
     /// `None` when a way into S occupies no resource (no limit on entries) or S lacks nothing.
     fn new(info: &ChunkInfo, ten: &Ten, members: &'a [u32]) -> Option<Pod<'a>> {
@@ -366,6 +395,11 @@ impl<'a> Pod<'a> {
             };
             links[k].1.iter().map(way).min().unwrap_or(u64::MAX)
         };
+        // One arrival slot per link time up to t: too many gives no bound.
+        let arrivals: u64 = links.iter().map(|&(gap, _)| t / gap.max(1) + 1).sum();
+        if arrivals > Self::MAX_FLOW_EDGES as u64 / 16 {
+            return true;
+        }
         let mut g: DiGraph<(), u32> = DiGraph::new();
         let (source, sink, outside) = (g.add_node(()), g.add_node(()), g.add_node(()));
         g.add_edge(source, outside, external);
@@ -379,6 +413,12 @@ impl<'a> Pod<'a> {
                 slots.push((n, b, k));
                 b = b.saturating_sub(gap);
             }
+        }
+        // Every entry slot may lead to every arrival slot: too large a network gives no bound.
+        let entry_slots: u64 =
+            self.ports.iter().map(|p| if p.first <= t { (t - p.first) / p.gap + 1 } else { 0 }).sum();
+        if entry_slots.saturating_mul(slots.len() as u64 + 1) > Self::MAX_FLOW_EDGES as u64 {
+            return true;
         }
         // Entry slots: one chunk each (an in and an out node), straight to the sink when the
         // port enters at v.

@@ -3,7 +3,7 @@
 
 use crate::collective::Collective;
 use crate::limits;
-use crate::schedule::{Op, Schedule, TransferRef};
+use crate::schedule::{Op, ReplayOrder, Schedule, TransferRef};
 use crate::slots::SlotTable;
 use crate::spans::Spans;
 use crate::topology::Topology;
@@ -192,12 +192,14 @@ fn validate_grouped(
     // own slots' contents: a 4096-NPU all-reduce holds 16.7 M distinct contributor sets at
     // once, but a group only its share.
     let groups = Group::split(s, groups);
+    // One replay order for every group (no index list at all for a schedule in step order).
+    let order = s.replay_order();
     let sinks: Vec<Option<Sink>> = groups
         .par_iter()
         .map(|g| {
             let mut sink = Sink { list: Vec::new(), count: 0 };
             let mut poll = crate::schedule::StopPoll::new(stop);
-            let state = replay(s, g, &ok, &pre, &mut sink, &mut poll)?;
+            let state = replay(s, &order, g, &ok, &pre, &mut sink, &mut poll)?;
             check_postcondition(s, g, &pre, &state, &mut sink);
             Some(sink)
         })
@@ -632,6 +634,7 @@ struct Replay<'a> {
 /// for the chunks of `group`; gives the state of its slots at the end.
 fn replay(
     s: &Schedule,
+    order: &ReplayOrder,
     group: &Group,
     ok: &[bool],
     pre: &[[u32; 2]],
@@ -639,7 +642,6 @@ fn replay(
     poll: &mut crate::schedule::StopPoll,
 ) -> Option<State> {
     let npus = s.topology.npus();
-    let order = s.replay_order();
     let pre: Vec<[u32; 2]> = pre.iter().filter_map(|&[v, c]| Some([v, group.slot(c)?])).collect();
     let mut r = Replay {
         s,

@@ -10,11 +10,11 @@ use std::sync::Arc;
 mod transfers;
 pub use transfers::{TransferRef, Transfers};
 
-/// The chunks of one transfer. Synthesized schedules hold tens of millions of single-chunk
-/// transfers, so one chunk is stored inline and the whole list takes 16 bytes (a thin pointer
-/// to a shared `Vec`, not a 16-byte slice pointer beside the tag). Longer lists are shared: a
-/// latency-optimal all-reduce on 4096 NPUs sends the same 4096-chunk list in every one of its
-/// 200 000 messages.
+/// The chunks of one transfer as producers build it (a schedule keeps its transfers as columns,
+/// `Transfers`, which take the list over without copying it). One chunk is stored inline and
+/// the whole list takes 16 bytes (a thin pointer to a shared `Vec`, not a 16-byte slice pointer
+/// beside the tag). Longer lists are shared: a latency-optimal all-reduce on 4096 NPUs sends the
+/// same 4096-chunk list in every one of its 200 000 messages.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum ChunkList {
     One(u32),
@@ -198,8 +198,8 @@ pub struct Transfer {
     /// The slots written at `dst`, one per entry of `chunks` (default: `chunks` itself). Entry
     /// i may name a scratch slot of the same chunk as `chunks[i]`; with it, a chunk may appear
     /// more than once in `chunks` (one received chunk written into several slots), and
-    /// `src == dst` is a local move between slots. Boxed: rare, and a synthesized schedule
-    /// holds tens of millions of transfers (8 bytes each instead of 24).
+    /// `src == dst` is a local move between slots. Boxed: rare, and producers may hold many
+    /// transfers before handing them to a schedule (8 bytes each instead of 24).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_chunks: Option<Box<ChunkList>>,
 }

@@ -417,6 +417,84 @@ mod tests {
         assert_eq!(got.len(), 32 * 31);
     }
 
+    /// On fabrics a regular group maps onto itself (rings, tori, a hypercube, switched pods, a
+    /// fully connected graph), the first horizon at which the symmetric model has a solution
+    /// gives, translated, a complete plan free of congestion, no shorter than the lower bound.
+    #[test]
+    fn symmetric_plans_translate_to_complete_congestion_free_plans() {
+        for spec in [
+            "ring:6",
+            "ring:5:uni",
+            "torus:3x3",
+            "torus:2x4",
+            "hypercube:3",
+            "fc:4",
+            "hier:ring2,fc2,switch2@bw=200,100,50;lat=500",
+            "hier:ring2,switch4@bw=200,50;lat=0",
+        ] {
+            for chunks in [1, 2] {
+                let (ten, c) = problem_parts(spec, K::AllGather, chunks);
+                let p = Problem {
+                    ten: &ten,
+                    num_chunks: c.num_chunks,
+                    pre: &c.precondition,
+                    post: &c.postcondition,
+                    live_npus: ten.npus,
+                };
+                let info = ChunkInfo::new(&p);
+                let sym = Symmetry::find(&ten).unwrap_or_else(|| panic!("{spec}: no symmetry"));
+                let blocks = sym.pattern(&info, c.num_chunks).expect("all-gather is a pattern");
+                let pattern = info.only(&blocks.blocks[0]);
+                let lb = info.lower_bound(&ten);
+                let found = (lb..lb + 8).find_map(|t| {
+                    let m = Model::build(&ten, &pattern, t, Goal::Probe, Congestion::PerClass(&sym.classes), &|| false)
+                        .ok()
+                        .flatten()?;
+                    let out =
+                        m.solve(Instant::now() + Duration::from_secs(30), 1, Goal::Probe, &[], &|| false).unwrap();
+                    out.values.map(|v| (t, m.moves(&v)))
+                });
+                let (t, moves) =
+                    found.unwrap_or_else(|| panic!("{spec} k={chunks}: no symmetric plan up to {}", lb + 7));
+                let all = sym.translate(&ten, &blocks, &moves).unwrap();
+                assert!(congestion_free(&ten, &all), "{spec} k={chunks}");
+                let plan = super::extract::plan_of(&ten, all);
+                assert!(
+                    plan.timesteps >= lb && plan.timesteps <= t,
+                    "{spec} k={chunks}: {} vs {lb}..{t}",
+                    plan.timesteps
+                );
+                // Every NPU receives every chunk it lacks, over an edge that starts where the
+                // chunk already is.
+                let mut have: std::collections::HashSet<(u32, u32)> =
+                    c.precondition.iter().map(|&[v, c]| (v, c)).collect();
+                let mut moves = plan.moves.clone();
+                moves.sort_by_key(|m| m.step);
+                let mut arrivals = Vec::new();
+                for m in &moves {
+                    let e = &ten.edges[m.edge as usize];
+                    arrivals.retain(|&(at, v, ch)| {
+                        if at <= m.step {
+                            have.insert((v, ch));
+                            false
+                        } else {
+                            true
+                        }
+                    });
+                    assert!(
+                        have.contains(&(e.src, m.chunk)),
+                        "{spec} k={chunks}: {} sends chunk {} it lacks",
+                        e.src,
+                        m.chunk
+                    );
+                    arrivals.push((m.step + e.span, e.dst, m.chunk));
+                }
+                have.extend(arrivals.iter().map(|&(_, v, ch)| (v, ch)));
+                assert_eq!(have.len(), ten.npus * c.num_chunks, "{spec} k={chunks}");
+            }
+        }
+    }
+
     /// A fabric without a regular symmetry (a mesh: corners are not like centres) has none.
     #[test]
     fn meshes_have_no_symmetric_plans_and_tori_do() {

@@ -310,6 +310,11 @@ mod tests {
         (ten, c)
     }
 
+    /// The one phase of `c` on `ten`: every NPU live.
+    fn problem<'a>(ten: &'a Ten, c: &'a Collective) -> Problem<'a> {
+        Problem { ten, num_chunks: c.num_chunks, pre: &c.precondition, post: &c.postcondition, live_npus: ten.npus }
+    }
+
     /// The horizon lower bound is sound: the full model one timestep below it has no solution
     /// (HiGHS proves it), on fabrics with pods behind slower links (where the cut bounds
     /// apply), meshes and rings with uneven links, for every non-combining collective.
@@ -330,13 +335,7 @@ mod tests {
             for kind in kinds {
                 for chunks in [1] {
                     let (ten, c) = problem_parts(spec, kind, chunks);
-                    let p = Problem {
-                        ten: &ten,
-                        num_chunks: c.num_chunks,
-                        pre: &c.precondition,
-                        post: &c.postcondition,
-                        live_npus: ten.npus,
-                    };
+                    let p = problem(&ten, &c);
                     let info = ChunkInfo::new(&p);
                     let lb = info.lower_bound(&ten);
                     if lb == 0 {
@@ -434,13 +433,7 @@ mod tests {
         ] {
             for chunks in [1, 2] {
                 let (ten, c) = problem_parts(spec, K::AllGather, chunks);
-                let p = Problem {
-                    ten: &ten,
-                    num_chunks: c.num_chunks,
-                    pre: &c.precondition,
-                    post: &c.postcondition,
-                    live_npus: ten.npus,
-                };
+                let p = problem(&ten, &c);
                 let info = ChunkInfo::new(&p);
                 let sym = Symmetry::find(&ten).unwrap_or_else(|| panic!("{spec}: no symmetry"));
                 let blocks = sym.pattern(&info, c.num_chunks).expect("all-gather is a pattern");

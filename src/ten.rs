@@ -203,7 +203,17 @@ impl Ten {
         (dist, via)
     }
 
-    fn dijkstra(&self, sources: &[u32], mut via: Option<&mut Vec<u32>>) -> Vec<u32> {
+    /// `distances_from`, over edges whose both ends are `within` (a pod of NPUs): `u32::MAX`
+    /// for NPUs not reached that way.
+    pub fn distances_within(&self, sources: &[u32], within: &[bool]) -> Vec<u32> {
+        self.dijkstra_in(sources, None, Some(within))
+    }
+
+    fn dijkstra(&self, sources: &[u32], via: Option<&mut Vec<u32>>) -> Vec<u32> {
+        self.dijkstra_in(sources, via, None)
+    }
+
+    fn dijkstra_in(&self, sources: &[u32], mut via: Option<&mut Vec<u32>>, within: Option<&[bool]>) -> Vec<u32> {
         let mut dist = vec![u32::MAX; self.npus];
         let mut heap = BinaryHeap::new();
         for &s in sources {
@@ -216,6 +226,9 @@ impl Ten {
             }
             for &e in self.out_edges(u as usize) {
                 let edge = &self.edges[e as usize];
+                if within.is_some_and(|w| !w[edge.dst as usize]) {
+                    continue;
+                }
                 let nd = d + edge.span;
                 if nd < dist[edge.dst as usize] {
                     dist[edge.dst as usize] = nd;

@@ -291,7 +291,10 @@ impl<'a> Pod<'a> {
         }
         let mut ports: Vec<Port> = ports.into_values().collect();
         ports.sort_by_key(|p| (p.first, p.gap, p.entries.clone()));
-        let dist = members.iter().map(|&u| distances_inside(ten, u, &inside)).collect();
+        // Distances inside S, widened so that sums with times cannot overflow.
+        let widen = |d: u32| if d == u32::MAX { u64::MAX } else { d as u64 };
+        let dist =
+            members.iter().map(|&u| ten.distances_within(&[u], &inside).into_iter().map(widen).collect()).collect();
         Some(Pod { members, inside, dist, external, need, ports })
     }
 
@@ -493,29 +496,6 @@ fn groups_within(ten: &Ten, limit: u32) -> Vec<Vec<u32>> {
     let mut out: Vec<Vec<u32>> = sets.into_values().collect();
     out.sort_unstable();
     out
-}
-
-/// Timesteps from `u` to every NPU over edges with both ends in S (`inside`); `u64::MAX` for
-/// NPUs that way does not reach.
-fn distances_inside(ten: &Ten, u: u32, inside: &[bool]) -> Vec<u64> {
-    let mut dist = vec![u64::MAX; inside.len()];
-    let mut heap = std::collections::BinaryHeap::new();
-    dist[u as usize] = 0;
-    heap.push(std::cmp::Reverse((0u64, u)));
-    while let Some(std::cmp::Reverse((d, v))) = heap.pop() {
-        if d > dist[v as usize] {
-            continue;
-        }
-        for &e in ten.out_edges(v as usize) {
-            let e = &ten.edges[e as usize];
-            let nd = d + e.span as u64;
-            if inside[e.dst as usize] && nd < dist[e.dst as usize] {
-                dist[e.dst as usize] = nd;
-                heap.push(std::cmp::Reverse((nd, e.dst)));
-            }
-        }
-    }
-    dist
 }
 
 /// The least span of each group of an NPU's TEN edges that share a resource (`key`).

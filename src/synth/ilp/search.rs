@@ -103,6 +103,14 @@ impl<'a> Search<'a> {
         self.deadline.saturating_duration_since(Instant::now()).as_secs_f64()
     }
 
+    /// A plan a solve found, without deliveries that lead nowhere (a probe has no objective),
+    /// and its horizon.
+    fn settled(&self, moves: Vec<Move>) -> (u32, Vec<Move>) {
+        let p = self.p;
+        let moves = prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
+        (plan_of(p.ten, moves.clone()).timesteps, moves)
+    }
+
     fn congestion(&self) -> Congestion<'a> {
         match self.classes {
             Some(classes) => Congestion::PerClass(classes),
@@ -122,7 +130,8 @@ impl<'a> Search<'a> {
         ub: u32,
     ) -> Result<Option<(u32, Vec<Move>)>, SynthError> {
         let pattern = self.info.only(&blocks.blocks[0]);
-        // A third of the time at most; each horizon a tenth of it (at least a second).
+        // A third of the time at most; each horizon a third of what is left of it (at least a
+        // second).
         let until = Instant::now() + std::time::Duration::from_secs_f64(self.time_left() / 3.0);
         let mut found = None;
         for t in lb..ub {
@@ -140,8 +149,7 @@ impl<'a> Search<'a> {
                     if !congestion_free(self.p.ten, &all) {
                         break;
                     }
-                    let all = prune_dead_ends(self.p.ten, self.p.num_chunks, all, self.p.post);
-                    let horizon = plan_of(self.p.ten, all.clone()).timesteps;
+                    let (horizon, all) = self.settled(all);
                     if horizon < ub {
                         found = Some((horizon, all));
                     }
@@ -188,8 +196,8 @@ impl<'a> Search<'a> {
             self.cap_s = None;
             match out? {
                 Outcome::Solved(moves) => {
-                    let moves = prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
-                    hi = plan_of(p.ten, moves.clone()).timesteps.min(lo);
+                    let (h, moves) = self.settled(moves);
+                    hi = h.min(lo);
                     best = Some(moves);
                 }
                 Outcome::Infeasible => {
@@ -215,9 +223,8 @@ impl<'a> Search<'a> {
             let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
             match self.solve(t, Goal::Probe, Some(plan))? {
                 Outcome::Solved(moves) => {
-                    // A probe has no objective: drop deliveries that lead nowhere.
-                    let moves = prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
-                    hi = plan_of(p.ten, moves.clone()).timesteps.min(t);
+                    let (h, moves) = self.settled(moves);
+                    hi = h.min(t);
                     best = Some(moves);
                 }
                 Outcome::Infeasible => {
@@ -243,8 +250,8 @@ impl<'a> Search<'a> {
             let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
             match self.solve(t, Goal::Probe, Some(plan))? {
                 Outcome::Solved(moves) => {
-                    let moves = prune_dead_ends(p.ten, p.num_chunks, moves, p.post);
-                    hi = plan_of(p.ten, moves.clone()).timesteps.min(t);
+                    let (h, moves) = self.settled(moves);
+                    hi = h.min(t);
                     best = Some(moves);
                     undecided.retain(|&u| u != t);
                 }

@@ -83,15 +83,7 @@ impl<'a> TransferRef<'a> {
     }
     /// The transfer as an owned `Transfer` (its chunk list and path shared, not copied).
     pub fn to_owned(&self) -> Transfer {
-        Transfer {
-            step: self.step,
-            src: self.src,
-            dst: self.dst,
-            chunks: self.chunks.to_vec().into(),
-            op: self.op,
-            path: self.path.cloned(),
-            dst_chunks: self.dst_chunks.map(|d| Box::new(d.to_vec().into())),
-        }
+        Transfer { chunks: self.chunks.to_vec().into(), ..self.without_chunks() }
     }
 }
 
@@ -177,7 +169,7 @@ impl Transfers {
 
     /// The transfers as owned structs (for tests and small schedules).
     pub fn to_vec(&self) -> Vec<Transfer> {
-        self.iter().map(|t| t.to_owned()).collect()
+        (0..self.len()).map(|i| self.owned(i)).collect()
     }
 
     /// Changes the transfers as a vector of structs: for tests that break schedules on
@@ -252,20 +244,35 @@ impl Transfers {
     pub fn permuted(&self, order: &[u32]) -> Transfers {
         let mut out = Transfers::with_capacity(order.len());
         for &i in order {
-            out.push(self.at(i as usize).to_owned_shared(self, i as usize));
+            out.push(self.owned(i as usize));
         }
         out
+    }
+
+    /// Transfer `i` as an owned `Transfer`, its chunk list and route shared, not copied.
+    pub fn owned(&self, i: usize) -> Transfer {
+        let t = self.at(i);
+        let chunks = if self.flags[i] & MANY != 0 {
+            ChunkList::Many(self.lists[self.chunk[i] as usize].clone())
+        } else {
+            ChunkList::One(self.chunk[i])
+        };
+        Transfer { chunks, ..t.without_chunks() }
     }
 }
 
 impl TransferRef<'_> {
-    /// `to_owned`, sharing the chunk list with `from` (whose transfer `i` this is).
-    fn to_owned_shared(self, from: &Transfers, i: usize) -> Transfer {
-        let mut t = self.to_owned();
-        if from.flags[i] & MANY != 0 {
-            t.chunks = ChunkList::Many(from.lists[from.chunk[i] as usize].clone());
+    /// `to_owned` with an empty chunk list (for callers that share the list).
+    fn without_chunks(&self) -> Transfer {
+        Transfer {
+            step: self.step,
+            src: self.src,
+            dst: self.dst,
+            chunks: ChunkList::Many(Arc::default()),
+            op: self.op,
+            path: self.path.cloned(),
+            dst_chunks: self.dst_chunks.map(|d| Box::new(d.to_vec().into())),
         }
-        t
     }
 }
 

@@ -304,6 +304,11 @@ pub struct SynthStats {
     /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tenants: Vec<TenantChunks>,
+    /// An all-reduce whose NPUs move data at different rates (a failed link, a mesh's edges,
+    /// slower links): the unequal shares the matcher reduced the chunks to (chunks, the fewest
+    /// and most one NPU is the root of, how many NPUs are a root). Absent with equal shares.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shares: Option<crate::synth::shares::ShareStats>,
     /// The `greedy` algorithm's search: seeds, discretizations and planners tried.
     #[serde(flatten)]
     pub greedy: Option<GreedySearch>,
@@ -725,7 +730,13 @@ pub enum Mode {
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
 fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
-    crate::synth::PlanStats { ten_timesteps: rounds, phase_timesteps: vec![rounds], discretization_ns, replacements: 0 }
+    crate::synth::PlanStats {
+        ten_timesteps: rounds,
+        phase_timesteps: vec![rounds],
+        discretization_ns,
+        replacements: 0,
+        shares: None,
+    }
 }
 
 impl Mode {
@@ -793,6 +804,7 @@ fn base_stats(
     checked: std::time::Instant,
 ) -> SynthStats {
     SynthStats {
+        shares: gst.shares.clone(),
         algorithm: req.algorithm.name().to_string(),
         synthesis_ms,
         check_ms: checked.elapsed().as_secs_f64() * 1e3,

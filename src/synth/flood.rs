@@ -253,7 +253,14 @@ pub fn all_reduce_by_contributions(
         }
     }
     post.sort_unstable();
-    let problem = Problem { ten: &ten, num_chunks: items, pre: &pre, post: &post, live_npus: topo.live_npus().len() };
+    let problem = Problem {
+        ten: &ten,
+        num_chunks: items,
+        pre: &pre,
+        post: &post,
+        live_npus: topo.live_npus().len(),
+        rarest_first: false,
+    };
     let plan = plan(&problem, seed, cancelled)?;
     let moves = super::prune_dead_ends(&ten, items, plan.moves, &post);
     let scratch_of = |i: u32| (c.num_chunks as u32) + i;

@@ -26,6 +26,11 @@ pub struct Problem<'a> {
     pub pre: &'a [[u32; 2]],
     pub post: &'a [[u32; 2]],
     pub live_npus: usize,
+    /// Each edge takes the requested chunk with the fewest copies among a few it looks at,
+    /// instead of one at random: with unequal shares (`synth::shares`, a few roots holding
+    /// most chunks) random picks leave NPUs idle late in a phase that rarest-first keeps busy.
+    /// The synthesizers set it for combining collectives; the others keep the random pick.
+    pub rarest_first: bool,
 }
 
 /// One chunk on one TEN edge, starting at timestep `step`.
@@ -64,6 +69,10 @@ pub enum GreedyError {
 
 /// Candidates an edge into another island looks through for one that island lacks.
 const NOVEL_SCAN: usize = 256;
+/// Random candidates `pick` compares by their copies before taking the rarest.
+const RAREST_PROBES: usize = 8;
+/// Random probes `pick` makes for a requested chunk before it scans the whole list.
+const RANDOM_PROBES: usize = 4;
 /// Free edges per timestep up to which crossbar ports are matched with augmenting paths.
 const MATCHING_LIMIT: usize = 4_096;
 const FREE: u32 = u32::MAX;
@@ -91,6 +100,8 @@ struct State<'a> {
     islands: Option<Islands>,
     /// `matching_first`'s tables, kept from timestep to timestep.
     matching: Matching,
+    /// Per chunk, the NPUs that hold it or have it on its way (`pick` prefers the rarest).
+    copies: Vec<u32>,
 }
 
 /// The crossbar matching's tables (`State::matching_first`), reused at every timestep.
@@ -241,9 +252,11 @@ impl<'a> State<'a> {
             replacements: 0,
             islands: Islands::of(ten, p.num_chunks),
             matching: Matching::default(),
+            copies: vec![0; p.num_chunks],
         };
         for &[v, c] in p.pre {
             st.slot.set(v as usize, c as usize, 0);
+            st.copies[c as usize] += 1;
             if let Some(i) = &mut st.islands {
                 i.add(v, c);
             }
@@ -282,10 +295,11 @@ impl<'a> State<'a> {
         self.moves.push(Move { step: t, edge: e, chunk: c });
         self.dropped.push(false);
         let v = self.p.ten.edges[e as usize].dst;
-        if let Some(i) = &mut self.islands
-            && *self.slot.get(v as usize, c as usize) != INFLIGHT
-        {
-            i.add(v, c);
+        if *self.slot.get(v as usize, c as usize) != INFLIGHT {
+            self.copies[c as usize] += 1;
+            if let Some(i) = &mut self.islands {
+                i.add(v, c);
+            }
         }
         self.slot.set(v as usize, c as usize, INFLIGHT);
         self.inflight.insert(key(v, c), idx);
@@ -670,24 +684,48 @@ impl State<'_> {
         {
             return Some(c);
         }
-        // Fast path: a few random probes.
-        for _ in 0..4 {
+        // Fast path: a few random probes. Rarest first (`Problem::rarest_first`): of the
+        // requested chunks among them, the one with the fewest copies (held or on their way) so
+        // far, which keeps every chunk spreading at the same pace, so late in a phase each NPU's
+        // neighbours still have chunks it lacks. Otherwise the first requested one.
+        let probes = if self.p.rarest_first { RAREST_PROBES } else { RANDOM_PROBES };
+        let mut best: Option<(u32, u32)> = None;
+        for _ in 0..probes {
             let n = self.cand[e as usize].len();
             if n == 0 {
-                return None;
+                break;
             }
             let i = self.rng.below(n);
             let c = self.cand[e as usize][i];
             match self.classify(v, c, t, span) {
                 Class::Req => {
-                    self.cand[e as usize].swap_remove(i);
-                    return Some(c);
+                    if best.is_none_or(|(_, b)| self.copies[c as usize] < self.copies[b as usize]) {
+                        best = Some((i as u32, c));
+                    }
+                    if !self.p.rarest_first {
+                        break;
+                    }
                 }
                 Class::Stale => {
                     self.cand[e as usize].swap_remove(i);
+                    // The swap moved the last entry to `i`: the kept index may be stale.
+                    if let Some((j, b)) = best
+                        && (j as usize >= self.cand[e as usize].len() || self.cand[e as usize][j as usize] != b)
+                    {
+                        best = Some((i as u32, b));
+                    }
                 }
                 Class::Replace => {}
             }
+        }
+        if let Some((i, c)) = best {
+            let list = &mut self.cand[e as usize];
+            debug_assert_eq!(list[i as usize], c);
+            list.swap_remove(i as usize);
+            return Some(c);
+        }
+        if self.cand[e as usize].is_empty() {
+            return None;
         }
         // Slow path: drop every stale entry, then choose by preference.
         let mut list = std::mem::take(&mut self.cand[e as usize]);
@@ -765,6 +803,7 @@ impl State<'_> {
             Some(i) => {
                 let c2 = self.cand[m.edge as usize].swap_remove(i);
                 self.moves[old as usize].chunk = c2;
+                self.copies[c2 as usize] += 1;
                 if let Some(i) = &mut self.islands {
                     i.add(v, c2);
                 }

@@ -312,7 +312,14 @@ mod tests {
 
     /// The one phase of `c` on `ten`: every NPU live.
     fn problem<'a>(ten: &'a Ten, c: &'a Collective) -> Problem<'a> {
-        Problem { ten, num_chunks: c.num_chunks, pre: &c.precondition, post: &c.postcondition, live_npus: ten.npus }
+        Problem {
+            ten,
+            num_chunks: c.num_chunks,
+            pre: &c.precondition,
+            post: &c.postcondition,
+            live_npus: ten.npus,
+            rarest_first: false,
+        }
     }
 
     /// The horizon lower bound is sound: the full model one timestep below it has no solution
@@ -391,6 +398,7 @@ mod tests {
             pre: &c.precondition,
             post: &c.postcondition,
             live_npus: 32,
+            rarest_first: false,
         };
         let info = ChunkInfo::new(&p);
         assert_eq!(info.lower_bound(&ten), 16);

@@ -1,0 +1,143 @@
+//! Unequal shares for all-reduce: which NPU each chunk is fully reduced at (its root), chosen
+//! from what each NPU can move, so an NPU that lost a link (or sits on slower ones) is not the
+//! bottleneck of either phase.
+//!
+//! The synthesizers build all-reduce as a reduce phase (every chunk reduced to its root, by
+//! reversing a spread on the transposed topology) and a forward phase (every root spreads its
+//! chunks to everyone). In the forward phase NPU v receives every chunk it does not own, C − c_v
+//! of the C chunks, over its incoming links; in the reduce phase it sends a partial of each of
+//! them over its outgoing links. Both phases therefore take at least
+//! max_v (C − c_v) / w_v chunk times, w_v the NPU's bandwidth (the smaller of its ingress and
+//! egress). Equal shares make an NPU with three links of four the bottleneck of both phases
+//! (4/3 of the intact time) while the aggregate bound barely moves; the shares that minimise
+//! the maximum give the weak NPUs more chunks (they then receive fewer) and the others fewer,
+//! down to none. With equal bandwidths they are the equal shares, exactly.
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::topology::Topology;
+use serde::Serialize;
+
+/// What `stats.shares` reports when the shares are unequal.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ShareStats {
+    /// Chunks of the collective.
+    pub chunks: usize,
+    /// Fewest and most chunks one NPU of the group is the root of.
+    pub per_npu_min: u32,
+    pub per_npu_max: u32,
+    /// NPUs of the group that are the root of at least one chunk.
+    pub npus_owning: usize,
+}
+
+impl ShareStats {
+    pub fn of(per_rank: &[u32]) -> ShareStats {
+        ShareStats {
+            chunks: per_rank.iter().map(|&c| c as usize).sum(),
+            per_npu_min: per_rank.iter().copied().min().unwrap_or(0),
+            per_npu_max: per_rank.iter().copied().max().unwrap_or(0),
+            npus_owning: per_rank.iter().filter(|&&c| c > 0).count(),
+        }
+    }
+}
+
+/// The bandwidth an NPU moves a phase's chunks with: the smaller of its ingress (the forward
+/// phase) and its egress (the reduce phase), GB/s.
+pub fn capacity(topo: &Topology, v: usize) -> f64 {
+    let egress: f64 = topo.out_links(v).map(|i| topo.links()[i].bandwidth_gb_per_s).sum();
+    topo.ingress_gb_per_s(v).min(egress)
+}
+
+/// Chunks each rank of an all-reduce's group is the root of, weighted by `capacity`; `None`
+/// when the collective is not an all-reduce or every member has the same capacity (then the
+/// usual shares, `k` chunks per rank in rank order, are the optimum).
+pub fn all_reduce_shares(topo: &Topology, c: &Collective) -> Option<Vec<u32>> {
+    if c.spec.kind != CollectiveKind::AllReduce || c.group.len() < 2 {
+        return None;
+    }
+    let w: Vec<f64> = c.group.iter().map(|&v| capacity(topo, v)).collect();
+    let first = w[0];
+    if w.iter().all(|&x| (x - first).abs() <= 1e-9 * first.abs().max(1.0)) {
+        return None;
+    }
+    Some(balanced(&w, c.num_chunks))
+}
+
+/// Integer shares `c_v ≥ 0` summing to `chunks` that minimise max_v (chunks − c_v) / w_v:
+/// the least T with Σ_v max(0, chunks − ⌊T·w_v⌋) ≤ chunks, then what is left one chunk each
+/// to the members still slowest (ties to the lower rank).
+pub fn balanced(w: &[f64], chunks: usize) -> Vec<u32> {
+    let n = chunks as f64;
+    let at = |t: f64| -> Vec<u32> { w.iter().map(|&x| (n - (t * x).floor()).max(0.0) as u32).collect() };
+    let sum = |v: &[u32]| v.iter().map(|&c| c as usize).sum::<usize>();
+    let slowest = w.iter().copied().fold(f64::INFINITY, f64::min).max(f64::MIN_POSITIVE);
+    // At hi every member could receive everything itself (nobody needs a share); at lo nobody
+    // receives anything (each would need them all).
+    let (mut lo, mut hi) = (0.0f64, n / slowest + 1.0);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if sum(&at(mid)) <= chunks {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let mut shares = at(hi);
+    let left = chunks - sum(&shares).min(chunks);
+    let mut order: Vec<usize> = (0..w.len()).collect();
+    let load = |i: usize, s: &[u32]| (n - s[i] as f64) / w[i];
+    order.sort_by(|&a, &b| load(b, &shares).total_cmp(&load(a, &shares)).then(a.cmp(&b)));
+    for &i in order.iter().cycle().take(left) {
+        shares[i] += 1;
+    }
+    shares
+}
+
+/// The root of every chunk for the given shares: rank r's chunks follow rank r − 1's.
+pub fn roots(c: &Collective, per_rank: &[u32]) -> Vec<u32> {
+    let mut out = Vec::with_capacity(c.num_chunks);
+    for (r, &k) in per_rank.iter().enumerate() {
+        out.extend(std::iter::repeat_n(c.group[r] as u32, k as usize));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_capacities_give_equal_shares() {
+        for (p, k) in [(4usize, 1usize), (7, 3), (64, 2)] {
+            assert_eq!(balanced(&vec![4.0; p], p * k), vec![k as u32; p]);
+        }
+    }
+
+    #[test]
+    fn the_slowest_member_waits_least_and_the_shares_add_up() {
+        // Two NPUs of 64 with three links of four (a failed link): per phase, T = (p−1)·C/Σw
+        // = 63·128/254 = 31.7 chunk times; they own C − 3T ≈ 32.8, the rest C − 4T ≈ 1.
+        let mut w = vec![4.0; 64];
+        w[5] = 3.0;
+        w[6] = 3.0;
+        let s = balanced(&w, 128);
+        assert_eq!(s.iter().sum::<u32>(), 128);
+        assert_eq!((s[5], s[6]), (33, 33));
+        assert!(s.iter().enumerate().all(|(i, &c)| i == 5 || i == 6 || c == 1), "{s:?}");
+        let worst = |s: &[u32]| (0..64).map(|i| (128.0 - s[i] as f64) / w[i]).fold(0.0, f64::max);
+        // No other split does better: moving one chunk anywhere raises the maximum.
+        for from in 0..64 {
+            for to in 0..64 {
+                if from == to || s[from] == 0 {
+                    continue;
+                }
+                let mut t = s.clone();
+                t[from] -= 1;
+                t[to] += 1;
+                assert!(worst(&t) >= worst(&s) - 1e-12, "moving a chunk {from} -> {to} helps");
+            }
+        }
+    }
+}

@@ -120,10 +120,43 @@ fn swing_grid(g: &crate::topology::Grid) -> bool {
 /// Parts run concurrently: 2D on a torus with even sides (D plain, D mirrored), else 2 (plain
 /// and mirrored over the logical line).
 fn ports(ctx: &Ctx) -> usize {
-    match &ctx.grid {
+    parts_on(ctx.grid.as_ref())
+}
+
+/// `ports` for a group that is the whole `grid`, if any (the estimates' view).
+pub(super) fn parts_on(grid: Option<&crate::topology::Grid>) -> usize {
+    match grid {
         Some(g) if swing_grid(g) => 2 * g.dims.len(),
         _ => 2,
     }
+}
+
+/// Links each reduce-scatter step's messages cross on a torus with power-of-two sides, in the
+/// order `pattern` takes the steps of a part starting at dimension `start`: Swing's |ρ(σ)|, or
+/// recursive halving's shorter way round to the partner 2^bit away.
+pub(super) fn grid_hops(g: &crate::topology::Grid, swing: bool, start: usize) -> Vec<u64> {
+    let dims = g.dims.len();
+    let logs: Vec<u32> = g.dims.iter().map(|&d| ceil_log2(d)).collect();
+    let total: u32 = logs.iter().sum();
+    let mut used = vec![0u32; dims];
+    let mut out = Vec::with_capacity(total as usize);
+    let mut j = start % dims;
+    while out.len() < total as usize {
+        if used[j] < logs[j] {
+            let sigma = used[j];
+            used[j] += 1;
+            let d = g.dims[j] as i64;
+            let h = if swing {
+                rho(sigma).abs()
+            } else {
+                let fwd = (1i64 << (logs[j] - 1 - sigma)).rem_euclid(d);
+                fwd.min(d - fwd)
+            };
+            out.push(h as u64);
+        }
+        j = (j + 1) % dims;
+    }
+    out
 }
 
 fn ceil_log2(n: usize) -> u32 {

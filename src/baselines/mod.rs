@@ -10,6 +10,7 @@
 mod butterfly;
 mod circulant;
 mod direct;
+mod estimate;
 mod mst;
 mod ring;
 
@@ -115,6 +116,19 @@ pub fn swing_peer_for_tests(r: usize, s: u32, p: usize) -> usize {
 /// The baselines `compare` runs (every registry entry but the `kolmakov-r<R>` family).
 pub fn names() -> Vec<&'static str> {
     registry().iter().map(|(n, _)| *n).filter(|n| *n != KOLMAKOV_VARIANTS).collect()
+}
+
+/// A lower bound on the simulated time of baseline `name` for `spec` on `topo`, from its
+/// structure alone (nothing is built: `estimate`), ns; `None` where none is worked out or the
+/// baseline does not serve the case.
+pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec) -> Option<f64> {
+    let reg = registry();
+    let (_, alg) = reg.iter().find(|(n, _)| *n == name)?;
+    if !(alg.info)().collectives.contains(&spec.kind) {
+        return None;
+    }
+    let k = (alg.chunking)(topo, spec).max(spec.chunks());
+    estimate::lower_bound_ns(name, topo, spec, k)
 }
 
 /// Builds the named baseline for `spec` on `topo` (not yet validated or timed: the engine's

@@ -67,7 +67,7 @@ fn hamiltonian_torus(t: &crate::topology::Topology) -> Option<HamiltonianTorus> 
 
 /// Rings the algorithm runs at once: 1 or 2 (bidirectional), doubled on tori with two
 /// edge-disjoint Hamiltonian cycles.
-fn ring_count(t: &crate::topology::Topology, bidir: bool) -> u32 {
+pub(super) fn ring_count(t: &crate::topology::Topology, bidir: bool) -> u32 {
     (1 + u32::from(bidir)) * if hamiltonian_torus(t).is_some() { 2 } else { 1 }
 }
 

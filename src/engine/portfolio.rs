@@ -1,6 +1,9 @@
 //! `auto`, the portfolio: runs the greedy (searching chunks per NPU when the request leaves it
 //! open), the ILP where the instance is small, and every applicable baseline of `compare`'s
 //! default set, within the request's time limit, and returns the fastest validated schedule.
+//! Baselines are priced before they are built (a lower bound on their time from their
+//! structure, `baselines::lower_bound_ns`): a baseline whose price exceeds a schedule already
+//! found is skipped unbuilt, so at scale `auto` costs about what its winner costs.
 //! `stats.portfolio` lists every candidate; the result is deterministic whenever no candidate
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
 //! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
@@ -39,6 +42,10 @@ pub struct PortfolioEntry {
     pub cut: bool,
     /// Its wall time, milliseconds.
     pub wall_ms: f64,
+    /// A baseline's price: a lower bound on its time from its structure alone, worked out
+    /// before it is built (absent where none is worked out, and for the synthesizers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub price_ns: Option<f64>,
     /// Why it gave no schedule (it does not serve this case, it ran out of time, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -92,17 +99,39 @@ pub fn candidates(req: &Request) -> Vec<Algorithm> {
 pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Error> {
     let algorithms = candidates(req);
     let n = algorithms.len();
-    // Every candidate on the pool (they are independent; the greedy and the ILP use the
-    // request's threads within theirs); only the fastest schedule so far is kept.
+    // Baselines are priced before anything is built (`baselines::lower_bound_ns`): the
+    // synthesizers, the unpriced baselines and the cheapest-priced one run first; the others
+    // then in order of price, each skipped unbuilt when its price already exceeds a schedule
+    // found (at 4096 NPUs a ring alone is 33 M transfers).
+    let prices: Vec<Option<f64>> = algorithms
+        .iter()
+        .map(|a| match a {
+            Algorithm::Baseline(name) => crate::baselines::lower_bound_ns(name, &req.topology, req.collective()),
+            _ => None,
+        })
+        .collect();
+    let cheapest = (0..n).filter(|&i| prices[i].is_some()).min_by(|&a, &b| {
+        prices[a].unwrap_or(f64::INFINITY).total_cmp(&prices[b].unwrap_or(f64::INFINITY)).then(a.cmp(&b))
+    });
+    let (first, mut later): (Vec<usize>, Vec<usize>) =
+        (0..n).partition(|&i| prices[i].is_none() || Some(i) == cheapest);
+    later.sort_by(|&a, &b| {
+        prices[a].unwrap_or(f64::INFINITY).total_cmp(&prices[b].unwrap_or(f64::INFINITY)).then(a.cmp(&b))
+    });
+    // Every candidate of a wave on the pool (they are independent; the greedy and the ILP use
+    // the request's threads within theirs); only the fastest schedule so far is kept.
     let best = Best::default();
-    let mut acc = {
+    let wave = |indices: &[usize]| -> Acc {
         use rayon::prelude::*;
-        algorithms
+        indices
             .par_iter()
-            .enumerate()
-            .map(|(i, algorithm)| attempt(req, algorithm, i, n, ctl, deadline, &best))
+            .map(|&i| attempt(req, &algorithms[i], i, n, prices[i], ctl, deadline, &best))
             .reduce(Acc::default, Acc::merge)
     };
+    let mut acc = wave(&first);
+    if !acc.cancelled {
+        acc = acc.merge(wave(&later));
+    }
     if acc.cancelled {
         return Err(Error::Cancelled);
     }
@@ -217,12 +246,15 @@ fn baseline_candidate(
     Ok(Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() }))
 }
 
-/// Runs candidate `i` of `n` within `deadline` and says how it went.
+/// Runs candidate `i` of `n` (a baseline priced at `price_ns`) within `deadline` and says how it
+/// went.
+#[allow(clippy::too_many_arguments)]
 fn attempt(
     req: &Request,
     algorithm: &Algorithm,
     i: usize,
     n: usize,
+    price_ns: Option<f64>,
     ctl: Control,
     deadline: Instant,
     best: &Best,
@@ -241,9 +273,22 @@ fn attempt(
         valid: false,
         cut: false,
         wall_ms: 0.0,
+        price_ns,
         note: None,
         chosen: false,
     };
+    // A price above a schedule already found: it cannot win, nor tie (strictly slower).
+    if let Some(price) = price_ns
+        && price > best.get()
+    {
+        entry.note = Some(format!(
+            "skipped before it was built: its structure alone takes at least {:.3} us, longer than a schedule already found ({:.3} us)",
+            price / 1e3,
+            best.get() / 1e3
+        ));
+        acc.entries.push((i, entry));
+        return acc;
+    }
     let now = Instant::now();
     if now >= deadline {
         entry.cut = true;

@@ -29,6 +29,18 @@ impl Grid {
         }
         v
     }
+    /// Links on a shortest path from `u` to `v` (around the wrap links on a torus).
+    pub fn distance(&self, u: usize, v: usize) -> usize {
+        let (a, b) = (self.coords(u), self.coords(v));
+        self.dims
+            .iter()
+            .zip(a.iter().zip(&b))
+            .map(|(&d, (&x, &y))| {
+                let straight = x.abs_diff(y);
+                if self.torus && d > 2 { straight.min(d - straight) } else { straight }
+            })
+            .sum()
+    }
     pub fn stride(&self, dim: usize) -> usize {
         self.dims[..dim].iter().product()
     }

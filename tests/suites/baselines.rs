@@ -420,3 +420,75 @@ fn a_baseline_request_stops_at_its_time_limit() {
     let req = engine::Request::new(t, rs, &engine::Limits::default()).unwrap();
     assert!(engine::run(&req, engine::Control::none()).unwrap().report.valid);
 }
+
+/// The prices `auto` skips baselines by (`baselines::lower_bound_ns`, worked out from a
+/// baseline's structure before it is built) never exceed the time of the schedule it builds,
+/// on every baseline, collective, topology and size here: a skipped baseline could not have
+/// won. The tori with power-of-two sides check the link-load bound, the others the chain.
+#[test]
+fn a_baselines_price_never_exceeds_its_simulated_time() {
+    let topologies = [
+        "ring:8",
+        "ring:5",
+        "torus:4x4",
+        "torus:8x8",
+        "torus:4x4x4",
+        "torus:6x6",
+        "torus:4x8",
+        "mesh:4x4",
+        "mesh:3x5@bw=50,100;lat=500,1000",
+        "fc:6",
+        "switch:8",
+        "hypercube:4",
+        "dragonfly:4:5",
+        "hier:ring2,fc4,switch4",
+    ];
+    let kinds = [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce, K::Scatter, K::Gather];
+    let mut priced = 0;
+    for spec in topologies {
+        let t = topo(spec);
+        for kind in kinds {
+            for size in [4096u64, 3 << 20, 256 << 20] {
+                let mut c = CollectiveSpec::new(kind, size);
+                if kind.needs_root() {
+                    c = c.with_root(1);
+                }
+                for name in baselines::names() {
+                    let Some(bound) = baselines::lower_bound_ns(name, &t, &c) else { continue };
+                    let Ok((s, r)) = baseline(name, &t, c.clone()) else { continue };
+                    assert!(r.valid);
+                    let time = s.collective_time_ns.unwrap();
+                    assert!(
+                        bound <= time * (1.0 + 1e-9),
+                        "{name} {kind:?} {size} B on {spec}: priced at {bound} ns, simulates in {time} ns"
+                    );
+                    priced += 1;
+                }
+            }
+        }
+    }
+    assert!(priced > 300, "only {priced} prices checked");
+}
+
+/// On the 64×64 torus at 1 GiB the prices alone rule out the baselines that cost the most to
+/// build (ring's 33 M transfers, the butterflies' long messages) against bucket's 5.49 ms,
+/// while bucket's own price stays below it.
+#[test]
+fn at_scale_the_prices_separate_bucket_from_the_rest() {
+    let t = topo("torus:64x64");
+    let c = CollectiveSpec::new(K::AllReduce, 1 << 30);
+    let price = |name: &str| baselines::lower_bound_ns(name, &t, &c).unwrap_or_else(|| panic!("{name} has no price"));
+    assert!(price("bucket") < 5.5e6, "bucket {}", price("bucket"));
+    for name in [
+        "ring",
+        "ring-bidir",
+        "recursive-doubling",
+        "rabenseifner",
+        "swing-latency",
+        "swing-bandwidth",
+        "traff",
+        "kolmakov",
+    ] {
+        assert!(price(name) > 5.6e6, "{name} priced at {} ns", price(name));
+    }
+}

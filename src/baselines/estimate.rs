@@ -1,0 +1,177 @@
+//! Lower bounds on a baseline's simulated time from its structure alone, before it is built:
+//! `auto` prices its candidates with them so that at scale it does not build schedules of tens
+//! of millions of transfers that cannot win.
+//!
+//! Two bounds, both sound for the simulator (each transfer takes at least the latency of one
+//! link plus its bytes over the fastest link, and holds every link of its path that long):
+//! - the *chain*: the algorithm's steps depend on each other (a ring's step s forwards what it
+//!   received at step s − 1, a butterfly's step sends what the step before reduced, a binomial
+//!   tree's deepest rank waits for each tree edge above it), so the time is at least the sum
+//!   over the chain of one message each;
+//! - the *load*: on a torus whose butterfly follows the coordinates, the bytes times the hops
+//!   of every message over all links: the busiest link carries at least the average.
+//!
+//! `None` where no bound is worked out (the baseline is then built and timed as before).
+
+use super::{butterfly, ring};
+use crate::collective::{CollectiveKind as K, CollectiveSpec};
+use crate::topology::Topology;
+
+/// What the bounds read off the topology.
+struct Net {
+    alpha_ns: f64,
+    /// The fastest link, bytes per ns.
+    beta: f64,
+    /// Directed links (NPU or switch).
+    links: f64,
+}
+
+impl Net {
+    fn of(topo: &Topology) -> Option<Net> {
+        let links = topo.links();
+        if links.is_empty() {
+            return None;
+        }
+        Some(Net {
+            alpha_ns: links.iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min),
+            beta: links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max),
+            links: links.len() as f64,
+        })
+    }
+    /// One message of `bytes` over the cheapest possible link.
+    fn hop(&self, bytes: f64) -> f64 {
+        self.alpha_ns + bytes / self.beta
+    }
+}
+
+/// A lower bound on the simulated time of baseline `name` serving `spec` on `topo`, ns; `None`
+/// when none is worked out. The spec's chunking is the baseline's own (`chunks_per_npu` as
+/// `build` would choose it).
+pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks_per_npu: u32) -> Option<f64> {
+    let net = Net::of(topo)?;
+    let p = spec.group.as_ref().map(Vec::len).unwrap_or_else(|| topo.live_npus().len());
+    if p < 2 {
+        return None;
+    }
+    let m = spec.size_bytes as f64;
+    let k = chunks_per_npu.max(1) as f64;
+    // One rank's block (all-gather, reduce-scatter, all-reduce) and one chunk of it.
+    let block = m / p as f64;
+    let chunk = block / k;
+    let phases = match spec.kind {
+        K::AllReduce => 2.0,
+        K::AllGather | K::ReduceScatter => 1.0,
+        _ => 0.0,
+    };
+    let grid =
+        topo.infer_grid().filter(|_| spec.group.as_ref().is_none_or(|g| g.iter().enumerate().all(|(i, &v)| i == v)));
+    let log_floor = |n: usize| (usize::BITS - 1 - n.leading_zeros()) as usize;
+    match name {
+        "ring" | "ring-bidir" if phases > 0.0 => {
+            // Every rank's block is split over the rings; the smallest share is ⌊k/R⌋ chunks.
+            let rings = ring::ring_count(topo, name == "ring-bidir") as f64;
+            let share = (k / rings).floor().max(1.0) * chunk;
+            Some(phases * (p - 1) as f64 * net.hop(share))
+        }
+        "recursive-doubling" | "swing-latency" if spec.kind == K::AllReduce => {
+            // log₂ of the power-of-two core steps, each moving the whole vector of one part.
+            let parts = if name == "swing-latency" { butterfly::parts_on(grid.as_ref()) } else { 1 } as f64;
+            Some(log_floor(p) as f64 * net.hop(m / parts))
+        }
+        "rabenseifner" | "bde" | "swing-bandwidth" if phases > 0.0 => {
+            let swing = name == "swing-bandwidth";
+            let parts = if swing { butterfly::parts_on(grid.as_ref()) } else { 1 };
+            let part_block = block / parts as f64;
+            // Halving over the power-of-two core q (the whole group on power-of-two grids, else
+            // folded): at step s a core rank sends at least q / 2^(s+1) blocks of its part.
+            // Swing's schemes for other even p send each block once at some step, so there
+            // only one block a step is counted.
+            let q = 1usize << log_floor(p);
+            let halving = !swing || p.is_power_of_two();
+            let steps = log_floor(q);
+            let sent = |s: usize| if halving { (q >> (s + 1)).max(1) } else { 1 } as f64;
+            let chain: f64 = (0..steps).map(|s| net.hop(sent(s) * part_block)).sum::<f64>() * phases;
+            // On a torus with power-of-two sides the peers follow the coordinates exactly: each
+            // step's messages cross a known number of links along one dimension, and the
+            // busiest link carries at least the average of every message's bytes × hops.
+            let load = grid
+                .as_ref()
+                .filter(|g| g.torus && g.dims.iter().all(|d| d.is_power_of_two()))
+                .map(|g| {
+                    let per_part: f64 = (0..parts)
+                        .map(|part| {
+                            let hops = butterfly::grid_hops(g, swing, part % g.dims.len());
+                            hops.iter()
+                                .enumerate()
+                                .map(|(s, &h)| (p >> (s + 1)).max(1) as f64 * part_block * h as f64)
+                                .sum::<f64>()
+                        })
+                        .sum();
+                    phases * p as f64 * per_part / (net.links * net.beta)
+                })
+                .unwrap_or(0.0);
+            Some(chain.max(load))
+        }
+        "bucket" if phases > 0.0 => {
+            let g = grid?;
+            let d = g.dims.len();
+            let parts = 2 * d;
+            let part = m / parts as f64;
+            // Part i reduces its dimensions in the order i, i+1, …: along dimension j after the
+            // dimensions before it, each message carries part / (d_j × those dimensions' sizes).
+            (0..parts)
+                .map(|i| {
+                    let mut reduced = 1.0;
+                    let mut t = 0.0;
+                    for step in 0..d {
+                        let j = (i + step) % d;
+                        reduced *= g.dims[j] as f64;
+                        t += (g.dims[j] - 1) as f64 * net.hop(part / reduced);
+                    }
+                    phases * t
+                })
+                .reduce(f64::min)
+        }
+        "traff" | "kolmakov" if phases > 0.0 => {
+            // ⌈log₂ p⌉ rounds: with n blocks left, rank r sends ⌊n/2⌋ of them to r + shift
+            // (the all-gather replays the rounds backwards, the same sizes the other way). The
+            // rounds need not wait for each other everywhere, so no chain: the longest message,
+            // and on a grid the load of every message's bytes over its distance.
+            let mut rounds: Vec<(f64, i64)> = Vec::new();
+            let mut n = p;
+            while n > 1 {
+                let kept = n.div_ceil(2);
+                let shift = if name == "traff" { kept as i64 } else { -((n / 2) as i64) };
+                rounds.push(((n - kept) as f64 * block, shift));
+                n = kept;
+            }
+            let longest = rounds.iter().map(|r| net.hop(r.0)).fold(0.0, f64::max);
+            let load = grid.as_ref().map(|g| {
+                let byte_hops: f64 = rounds
+                    .iter()
+                    .map(|&(bytes, shift)| {
+                        let hops: u64 = (0..p)
+                            .map(|r| g.distance(r, (r as i64 + shift).rem_euclid(p as i64) as usize) as u64)
+                            .sum();
+                        bytes * hops as f64
+                    })
+                    .sum();
+                phases * byte_hops / (net.links * net.beta)
+            });
+            Some(longest.max(load.unwrap_or(0.0)))
+        }
+        "mst" => {
+            // The binomial tree's deepest rank (offset with the most bits set) is ⌊log₂ p⌋
+            // messages from the root: a rank's sends to its children do not wait for each other.
+            let rounds = log_floor(p) as f64;
+            match spec.kind {
+                K::Broadcast | K::Reduce => Some(rounds * net.hop(m)),
+                K::Scatter | K::Gather => Some(rounds * net.hop(m / p as f64)),
+                _ => None,
+            }
+        }
+        // Refused above its size limit (the price would only put it in `auto`'s first wave).
+        "direct" if phases > 0.0 && p <= super::direct::MAX_DIRECT_NPUS => Some(phases * net.hop(block)),
+        _ => None,
+    }
+}

@@ -58,6 +58,12 @@ pub enum Command {
     /// Synthesize a schedule: schedule v1 (validated) with bounds and stats as JSON on stdout
     /// or to --out; at a terminal without --out or --json, a short summary instead.
     Synth(Box<SynthArgs>),
+    /// Regenerate a schedule (file or - for stdin) after links or NPUs fail: first a repair
+    /// that keeps every transfer the failures do not touch and reroutes the others, then a
+    /// fresh synthesis of the same collective on the degraded topology within --time-limit;
+    /// the faster is kept (`stats.regeneration` says which, beside the previous schedule's
+    /// time). Output as for `synth`.
+    Regenerate(Box<RegenerateArgs>),
     /// Build a hand-built baseline (validated, timed) as schedule v1 JSON; at a terminal
     /// without --out or --json, a short summary instead.
     Baseline(Box<BaselineArgs>),
@@ -492,6 +498,49 @@ pub struct SynthArgs {
     pub window: Option<u32>,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct RegenerateArgs {
+    /// The schedule v1 JSON file to regenerate, or - for stdin.
+    pub schedule: String,
+    /// The link U-V failed (both directions unless --directed). Repeatable.
+    #[arg(long = "fail-link", value_name = "U-V")]
+    pub fail_link: Vec<String>,
+    /// NPU V failed, with all its links (it keeps its id and leaves the collective's group).
+    /// Repeatable.
+    #[arg(long = "fail-npu", value_name = "V")]
+    pub fail_npu: Vec<usize>,
+    /// --fail-link removes only the direction U->V.
+    #[arg(long)]
+    pub directed: bool,
+    /// The fresh synthesis: `auto` (the portfolio), `greedy`, `ilp`, or a baseline's name.
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    /// Random seed of the fresh synthesis.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Seeds seed..seed+N for the fresh synthesis, best kept.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: usize,
+    /// Threads for the fresh synthesis (as for `synth`).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Overall time budget in seconds, the repair's included.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub time_limit: f64,
+    /// Write the schedule here instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Print the schedule JSON on stdout even at a terminal.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the human summary even when stdout is not a terminal.
+    #[arg(long, conflicts_with_all = ["json", "pretty"])]
+    pub summary: bool,
+    /// Indent the JSON (implies --json).
+    #[arg(long)]
+    pub pretty: bool,
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let cli = Cli::parse();
@@ -514,6 +563,7 @@ fn run(cmd: Command) -> Result<i32, String> {
         Command::Plot { what } => plot_cmd(what),
         Command::Export(a) => export_cmd(*a),
         Command::Synth(a) => synth(*a),
+        Command::Regenerate(a) => regenerate_cmd(*a),
         Command::Baseline(a) => baseline(*a),
         Command::Compare { target, json, with_synth, algos } => {
             compare_cmd(&target, json, with_synth, algos.as_deref())
@@ -1024,6 +1074,24 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))
         .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((req.algorithm.name(), &out.schedule))));
+    emit(
+        &out,
+        comparison.as_ref(),
+        Written { out: a.out.as_deref(), json: a.json, summary: a.summary, pretty: a.pretty },
+    )
+}
+
+/// Where and how `synth` and `regenerate` write their result.
+struct Written<'a> {
+    out: Option<&'a std::path::Path>,
+    json: bool,
+    summary: bool,
+    pretty: bool,
+}
+
+/// Writes a run's schedule JSON (with bounds, stats and the comparison) to `--out` or stdout,
+/// or the human summary at a terminal.
+fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: Written) -> Result<i32, String> {
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
@@ -1039,20 +1107,20 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         lower_bound_ns: out.report.lower_bound_ns,
         lower_bounds: &out.report.lower_bounds,
         stats: &out.stats,
-        comparison: comparison.as_ref(),
+        comparison,
     };
     let human = a.summary || (std::io::stdout().is_terminal() && !a.json && !a.pretty);
-    if let Some(path) = &a.out {
+    if let Some(path) = a.out {
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         write_json(std::io::BufWriter::new(f), &doc, a.pretty)?;
     }
     if human {
-        let text = summary(&out, comparison.as_ref(), a.out.as_deref());
+        let text = summary(out, comparison, a.out);
         print!("{text}");
         std::io::stdout().flush().map_err(|e| e.to_string())?;
     } else if a.out.is_none() {
         write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?;
-    } else if let Some(path) = &a.out {
+    } else if let Some(path) = a.out {
         eprintln!(
             "ccsynth: wrote {} ({} transfers, {} , seed {})",
             path.display(),
@@ -1062,6 +1130,28 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         );
     }
     Ok(0)
+}
+
+fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, String> {
+    let previous = load_schedule(&a.schedule)?;
+    engine::require_valid(&previous).map_err(|e| format!("{}: {e}", a.schedule))?;
+    let failures = parse_failures(&a.fail_link, &a.fail_npu, a.directed)?;
+    let (topo, collective) = engine::regeneration_target(&previous, &failures).map_err(|e| e.to_string())?;
+    let spec = engine::RequestSpec {
+        target: engine::Target::One(collective),
+        algorithm: a.algo.clone(),
+        options: engine::Options {
+            seed: Some(a.seed),
+            seeds: Some(a.seeds),
+            threads: a.threads,
+            time_limit_s: Some(a.time_limit),
+            ..engine::Options::default()
+        },
+    };
+    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
+    let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl))
+        .map_err(|e| e.to_string())?;
+    emit(&out, None, Written { out: a.out.as_deref(), json: a.json, summary: a.summary, pretty: a.pretty })
 }
 
 /// Runs `f` with a progress bar on stderr when it is a terminal (drawn only after a second, so
@@ -1113,6 +1203,37 @@ fn summary(out: &engine::Output, comparison: Option<&engine::Comparison>, writte
             lines.push(format!("algorithm       {algorithm} (auto's fastest of {} candidates)", p.candidates.len()))
         }
         None => lines.push(format!("algorithm       {algorithm}")),
+    }
+    if let Some(r) = out.stats.regeneration() {
+        let prev = match (&r.previous_algorithm, r.previous_collective_time_ns) {
+            (Some(a), Some(t)) => format!("{a}, {}", duration(t)),
+            (a, t) => a.clone().or(t.map(duration)).unwrap_or_else(|| "?".into()),
+        };
+        let slower = r.slower_than_previous.map(|x| format!(", {x:.2}× its time")).unwrap_or_default();
+        lines.push(format!("regenerated     from {prev}{slower}"));
+        let repair = match (r.repair.collective_time_ns, &r.repair.stats, &r.repair.note) {
+            (Some(t), Some(st), _) => format!(
+                "{} ({} transfers kept, {} rerouted, {:.0} ms)",
+                duration(t),
+                st.kept,
+                st.rerouted,
+                r.repair.wall_ms
+            ),
+            (_, _, Some(why)) => format!("none: {why}"),
+            _ => "none".into(),
+        };
+        let fresh = match (r.fresh.collective_time_ns, &r.fresh.note) {
+            (Some(t), _) => format!("{} ({}, {:.0} ms)", duration(t), r.fresh.algorithm, r.fresh.wall_ms),
+            (None, Some(why)) => format!("none: {why}"),
+            _ => "none".into(),
+        };
+        let kept = match r.kept {
+            engine::Kept::Repair => "repair",
+            engine::Kept::Fresh => "fresh",
+        };
+        lines.push(format!("repair          {repair}"));
+        lines.push(format!("fresh           {fresh}"));
+        lines.push(format!("kept            the {kept} schedule"));
     }
     if let Some(seed) = s.seed {
         lines.push(format!("seed            {seed}"));

@@ -93,6 +93,10 @@ pub struct JobRequest {
     pub discretization: Option<f64>,
     pub ignore_congestion: bool,
     pub window: Option<u32>,
+    /// A regeneration: the schedule it repairs before the fresh run (`engine::regenerate`).
+    /// Absent from other requests' JSON, so their cache keys stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerate_from: Option<String>,
 }
 
 impl JobRequest {
@@ -147,6 +151,7 @@ async fn normalize(st: &Shared, caller: &Caller, r: SynthesisRequest, path: &str
         discretization: request.discretization_ns,
         ignore_congestion: request.ilp.ignore_congestion,
         window: request.ilp.window,
+        regenerate_from: None,
     })
 }
 
@@ -643,6 +648,8 @@ async fn regenerate(
     if let Some(a) = r.algorithm {
         req.algorithm = a;
     }
+    // The worker repairs this schedule first and keeps it when it beats the fresh run.
+    req.regenerate_from = Some(id.clone());
     // The same checks as a new request's, on the degraded topology, before it is stored: a
     // regeneration refused with 422 leaves nothing behind.
     let (spec, limits, checked) = (req.spec(), st.config.limits(), topo.clone());
@@ -808,12 +815,18 @@ async fn execute(
         })
     };
     let limits = st.config.limits();
+    // A regeneration repairs its schedule first; if that was deleted meanwhile, the fresh run
+    // alone answers.
+    let previous = match &req.regenerate_from {
+        Some(id) => st.store.schedule_body(id).await.map_err(|e| JobEnd::Failed(e.to_string()))?.map(|(body, _)| body),
+        None => None,
+    };
     let solved = tokio::task::spawn_blocking(move || {
         let _enter = span.enter();
         let report = |fraction: f64, message: &str| {
             *progress.lock().unwrap_or_else(|e| e.into_inner()) = Some((fraction, message.to_string()));
         };
-        let solve = || solve(&req, &row.body, &sid, &flag, &limits, &report);
+        let solve = || solve(&req, &row.body, previous, &sid, &flag, &limits, &report);
         match &pool {
             Some(pool) => pool.install(solve),
             None => solve(),
@@ -836,9 +849,11 @@ async fn execute(
 /// The synthesis itself (blocking): the engine, then the schedule JSON (its topology left out,
 /// the stored topology stands for it: the third value says so; compressed when large) and its
 /// summary JSON.
+#[allow(clippy::too_many_arguments)]
 fn solve(
     req: &JobRequest,
     topology: &str,
+    previous: Option<String>,
     schedule_id: &str,
     flag: &AtomicBool,
     limits: &engine::Limits,
@@ -847,7 +862,16 @@ fn solve(
     let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
     let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);
-    let out = engine::run(&request, engine::Control { cancelled: &cancelled, progress }).map_err(|e| match e {
+    let ctl = engine::Control { cancelled: &cancelled, progress };
+    let previous = previous
+        .map(|body| crate::schedule::Schedule::from_json(&body))
+        .transpose()
+        .map_err(|e| JobEnd::Failed(format!("the schedule to regenerate: {e}")))?;
+    let ran = match previous {
+        Some(previous) => engine::regenerate(previous, &request, ctl),
+        None => engine::run(&request, ctl),
+    };
+    let out = ran.map_err(|e| match e {
         engine::Error::Cancelled => JobEnd::Cancelled,
         e => JobEnd::Failed(e.to_string()),
     })?;

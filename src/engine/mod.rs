@@ -6,6 +6,7 @@
 
 pub mod chunking;
 pub mod portfolio;
+pub mod regenerate;
 pub mod registry;
 pub mod request;
 
@@ -14,6 +15,7 @@ pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
 pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
+pub use regenerate::{Kept, RegenerationRun, RegenerationStats, regenerate, regeneration_target};
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
 
@@ -1173,6 +1175,8 @@ pub enum RunStats {
     },
     /// `auto`: the winner and every candidate.
     Portfolio(Box<PortfolioRun>),
+    /// A regeneration after failures: the repair and the fresh run, and which was kept.
+    Regeneration(Box<RegenerationRun>),
 }
 
 /// A run's result: a schedule that passed `finalize`, its check report and statistics.
@@ -1357,20 +1361,41 @@ fn run_synthesizer(
 }
 
 impl RunStats {
-    /// A synthesizer's statistics (`None` for a baseline, or a portfolio a baseline won).
+    /// A synthesizer's statistics (`None` for a baseline, or a portfolio a baseline won; for a
+    /// regeneration, the fresh run's when it was kept).
     pub fn synthesis(&self) -> Option<&SynthStats> {
         match self {
             RunStats::Synthesis(s) => Some(s),
             RunStats::Portfolio(p) => p.synthesis.as_ref(),
             RunStats::Baseline { .. } => None,
+            RunStats::Regeneration(r) => r.fresh.as_ref().filter(|_| r.regeneration.kept == Kept::Fresh)?.synthesis(),
         }
     }
 
-    /// The portfolio's candidates, when `auto` ran.
+    /// The portfolio's candidates, when `auto` ran (for a regeneration, its fresh run).
     pub fn portfolio(&self) -> Option<&PortfolioStats> {
         match self {
             RunStats::Portfolio(p) => Some(&p.portfolio),
+            RunStats::Regeneration(r) => r.fresh.as_ref()?.portfolio(),
             _ => None,
+        }
+    }
+
+    /// The regeneration's report, when the run was one.
+    pub fn regeneration(&self) -> Option<&RegenerationStats> {
+        match self {
+            RunStats::Regeneration(r) => Some(&r.regeneration),
+            _ => None,
+        }
+    }
+
+    /// The algorithm that made the schedule (the winner, for `auto` and regenerations).
+    pub fn algorithm(&self) -> Option<String> {
+        match self {
+            RunStats::Synthesis(s) => Some(s.algorithm.clone()),
+            RunStats::Baseline { algorithm } => Some(algorithm.clone()).filter(|a| !a.is_empty()),
+            RunStats::Portfolio(p) => Some(p.algorithm.clone()),
+            RunStats::Regeneration(r) => Some(r.algorithm.clone()),
         }
     }
 }

@@ -97,6 +97,13 @@ pub fn candidates(req: &Request) -> Vec<Algorithm> {
 
 /// Runs the portfolio; see the module doc.
 pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Error> {
+    run_against(req, ctl, deadline, None)
+}
+
+/// `run`, where a schedule of time `incumbent_ns` is already at hand (a repair, when
+/// regenerating): baselines priced above it are skipped unbuilt from the start. A portfolio
+/// whose every candidate was skipped so gives no schedule (the incumbent is the faster).
+pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns: Option<f64>) -> Result<Output, Error> {
     let algorithms = candidates(req);
     let n = algorithms.len();
     // Baselines are priced before anything is built (`baselines::lower_bound_ns`): the
@@ -121,6 +128,9 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
     // Every candidate of a wave on the pool (they are independent; the greedy and the ILP use
     // the request's threads within theirs); only the fastest schedule so far is kept.
     let best = Best::default();
+    if let Some(t) = incumbent_ns {
+        best.offer(t);
+    }
     let wave = |indices: &[usize]| -> Acc {
         use rayon::prelude::*;
         indices

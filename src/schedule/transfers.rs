@@ -232,6 +232,30 @@ impl Transfers {
         self.step[i] = step;
     }
 
+    /// Sets (or with `None` clears) the route of transfer `i`; every other field stays.
+    pub fn set_path(&mut self, i: usize, path: Option<Route>) {
+        match path {
+            Some(p) => {
+                if self.route.is_empty() {
+                    self.route = vec![NO_ROUTE; self.len()];
+                }
+                let key = Arc::as_ptr(&p.0) as usize;
+                let id = *self.route_ids.entry(key).or_insert_with(|| {
+                    self.routes.push(p);
+                    (self.routes.len() - 1) as u32
+                });
+                self.route[i] = id;
+                self.flags[i] |= PATH;
+            }
+            None => {
+                if !self.route.is_empty() {
+                    self.route[i] = NO_ROUTE;
+                }
+                self.flags[i] &= !PATH;
+            }
+        }
+    }
+
     /// Sets the op of transfer `i`.
     pub fn set_op(&mut self, i: usize, op: Op) {
         match op {

@@ -6,6 +6,7 @@ pub mod doubling;
 pub mod flood;
 pub mod greedy;
 pub mod ilp;
+pub mod repair;
 pub mod shares;
 pub mod translate;
 

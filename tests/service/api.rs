@@ -729,6 +729,39 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     assert!(ccsynth::engine::check(&new).valid);
     assert!(!uses(&new, 0, 1));
     assert!(new.topology.link(0, 1).is_none());
+    // The stored schedule was repaired first, and the report puts both attempts beside it.
+    let r = &job["summary"]["stats"]["regeneration"];
+    assert_eq!(r["previous_collective_time_ns"], json!(old.collective_time_ns), "{job}");
+    assert!(r["repair"]["collective_time_ns"].is_number() && r["repair"]["rerouted"].as_u64().unwrap() > 0, "{r}");
+    let kept = r["kept"].as_str().unwrap();
+    assert!(kept == "repair" || kept == "fresh", "{r}");
+    let time = job["summary"]["collective_time_ns"].as_f64().unwrap();
+    assert_eq!(r[kept]["collective_time_ns"].as_f64(), Some(time), "{r}");
+    // Against a slow fresh algorithm the repair is kept: every transfer that did not use the
+    // failed link is the stored schedule's, byte for byte.
+    let (code, job) = call(
+        &s,
+        "POST",
+        &format!("/v1/schedules/{sid}/regenerate"),
+        Some(json!({"failed_links": [[0, 1]], "algorithm": "ring", "wait_ms": 30000})),
+    );
+    assert_eq!((code, job["status"].as_str()), (201, Some("succeeded")), "{job}");
+    assert_eq!(job["summary"]["stats"]["regeneration"]["kept"], "repair", "{job}");
+    let repaired = ccsynth::schedule::Schedule::from_json(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None).body,
+    )
+    .unwrap();
+    assert_eq!(repaired.transfers.len(), old.transfers.len());
+    let mut kept = 0;
+    for (a, b) in old.transfers.iter().zip(repaired.transfers.iter()) {
+        let hops: Vec<u32> = a.path.map(|p| p.to_vec()).unwrap_or_else(|| vec![a.src, a.dst]);
+        if !hops.windows(2).any(|w| (w[0], w[1]) == (0, 1) || (w[0], w[1]) == (1, 0)) {
+            assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+            kept += 1;
+        }
+    }
+    assert_eq!(job["summary"]["stats"]["regeneration"]["repair"]["kept"], json!(kept));
+    assert!(!uses(&repaired, 0, 1));
     // A failed NPU: the same collective on the survivors.
     let (code, job) = call(
         &s,

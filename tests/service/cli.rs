@@ -681,3 +681,45 @@ fn serve_refuses_an_open_service_beyond_loopback() {
     assert!(err.contains("line 2") && err.contains("16 characters"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
+    // The example: a ring all-reduce on a 4x4 torus. Link 0-1 fails.
+    let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-1", "--json"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let r = &v["stats"]["regeneration"];
+    assert!((r["previous_collective_time_ns"].as_f64().unwrap() - 49660.8).abs() < 1e-6, "{r}");
+    assert!(r["repair"]["rerouted"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["fresh"]["collective_time_ns"].is_number(), "{r}");
+    let kept = r["kept"].as_str().unwrap();
+    assert_eq!(r[kept]["collective_time_ns"], v["collective_time_ns"]);
+    assert!(
+        v["topology"]["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| (l["src"].as_u64(), l["dst"].as_u64()) != (Some(0), Some(1)))
+    );
+    // From stdin, with the fresh run a slow baseline: the repair is kept.
+    let text = std::fs::read_to_string(EXAMPLE).unwrap();
+    let o = ccsynth(&["regenerate", "-", "--fail-link", "0-1", "--algo", "direct", "--json"], Some(&text));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json(&o)["stats"]["regeneration"]["kept"], "repair");
+    // The summary puts it beside the previous schedule.
+    let o = ccsynth(&["regenerate", EXAMPLE, "--fail-npu", "5", "--summary"], None);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("regenerated     from") && said.contains("NPU 5"), "{said}");
+    // Bad input: a link the topology lacks, an unreadable file, an invalid schedule: exit 2.
+    let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-9"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no link 0->9"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(&["regenerate", "/no/such/file.json", "--fail-link", "0-1"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let mut broken: serde_json::Value = serde_json::from_str(&text).unwrap();
+    broken["transfers"].as_array_mut().unwrap().pop();
+    broken.as_object_mut().unwrap().remove("collective_time_ns");
+    let o = ccsynth(&["regenerate", "-", "--fail-link", "0-1"], Some(&broken.to_string()));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid schedule"));
+}

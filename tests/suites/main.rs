@@ -8,6 +8,7 @@ mod baselines;
 mod bounds;
 mod collective;
 mod conformance;
+mod failures;
 mod greedy;
 mod ilp;
 mod latency;

@@ -1,0 +1,221 @@
+//! Regeneration after failures: a schedule the caller has (stored, or a file), and the same
+//! request on the degraded topology. The repair comes first (`synth::repair`: every transfer
+//! that does not touch a failed link is kept byte for byte, the others take detours), then a
+//! fresh run of the request within what is left of its budget (the repair's time already
+//! prices `auto`'s baselines); the repair is kept only when it is strictly faster.
+
+use super::portfolio;
+use super::{Control, Error, Output, Request, RunStats, Target, registry::Algorithm};
+use crate::schedule::Schedule;
+use crate::synth::repair::{self, RepairError, RepairStats};
+use serde::Serialize;
+use std::time::Instant;
+
+/// Which schedule a regeneration returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kept {
+    /// The stored schedule with detours around the failures.
+    Repair,
+    /// A new run of the request on the degraded topology.
+    Fresh,
+}
+
+/// The repair's side of a regeneration.
+#[derive(Clone, Debug, Serialize)]
+pub struct RepairOutcome {
+    /// Its simulated time, when it gave a schedule.
+    pub collective_time_ns: Option<f64>,
+    /// What it kept and rerouted.
+    #[serde(flatten)]
+    pub stats: Option<RepairStats>,
+    /// Its wall time (the reroute, validation and simulation), milliseconds.
+    pub wall_ms: f64,
+    /// Why it gave no schedule.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The fresh run's side of a regeneration.
+#[derive(Clone, Debug, Serialize)]
+pub struct FreshOutcome {
+    /// The algorithm run (the request's).
+    pub algorithm: String,
+    /// Its simulated time, when it gave a schedule.
+    pub collective_time_ns: Option<f64>,
+    /// Its wall time, milliseconds.
+    pub wall_ms: f64,
+    /// Why it gave no schedule (the budget ran out, every candidate was slower than the repair,
+    /// it does not serve the case).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// What `stats.regeneration` reports: the schedule regenerated from, both attempts, and which
+/// was kept.
+#[derive(Clone, Debug, Serialize)]
+pub struct RegenerationStats {
+    /// The schedule returned.
+    pub kept: Kept,
+    /// The producer of the schedule regenerated from.
+    pub previous_algorithm: Option<String>,
+    /// Its simulated time, on its own (intact or less degraded) topology.
+    pub previous_collective_time_ns: Option<f64>,
+    /// The returned schedule's time over the previous one's.
+    pub slower_than_previous: Option<f64>,
+    /// The repair of the previous schedule.
+    pub repair: RepairOutcome,
+    /// The fresh run of the request on the degraded topology.
+    pub fresh: FreshOutcome,
+}
+
+/// The statistics of a regeneration: the kept schedule's producer, both attempts, and the
+/// fresh run's own statistics when it gave a schedule.
+#[derive(Clone, Debug, Serialize)]
+pub struct RegenerationRun {
+    /// `repair`, or the fresh run's winner.
+    pub algorithm: String,
+    /// Both attempts and which was kept.
+    pub regeneration: RegenerationStats,
+    /// The fresh run's statistics (the portfolio's candidates for `auto`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fresh: Option<RunStats>,
+}
+
+/// Whether the stored schedule serves the request's collective: the same kind, size, root and
+/// reduction cost, and the same group once the failed NPUs are gone (a failed member makes it
+/// another collective, with other chunks).
+fn serves(previous: &Schedule, req: &Request) -> Result<(), String> {
+    let Target::One(spec) = &req.target else {
+        return Err("several collectives at once are regenerated fresh".into());
+    };
+    let p = &previous.collective;
+    if (p.kind, p.size_bytes, p.root, p.gamma_ns_per_byte)
+        != (spec.kind, spec.size_bytes, spec.root, spec.gamma_ns_per_byte)
+        || p.kind == crate::collective::CollectiveKind::Custom
+    {
+        return Err("the request is not the stored schedule's collective".into());
+    }
+    let group = |g: &Option<Vec<usize>>, t: &crate::topology::Topology| g.clone().unwrap_or_else(|| t.live_npus());
+    let before = group(&p.group, &previous.topology);
+    let after = group(&spec.group, &req.topology);
+    if let Some(v) = before.iter().find(|v| !after.contains(v)) {
+        return Err(format!("NPU {v} left the collective's group: its chunks need a new schedule"));
+    }
+    if before != after {
+        return Err("the collective's group changed".into());
+    }
+    Ok(())
+}
+
+/// Regenerates `previous` for `req` (the same collective on a degraded topology): the repair,
+/// then a fresh run of `req` within its time limit; the faster schedule, the fresh one on a
+/// tie. Fails only when neither gives a schedule (the fresh run's error), or on cancel.
+pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Output, Error> {
+    let started = Instant::now();
+    let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
+    let previous_algorithm = previous.algorithm.clone();
+    let previous_time = previous.collective_time_ns;
+    // The repair: cheap (a pass over the transfers and a few shortest paths), then the gate.
+    let stop = || (ctl.cancelled)() || Instant::now() >= deadline;
+    let repaired: Result<(Output, RepairStats), String> = serves(&previous, req).and_then(|()| {
+        (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
+        let (mut s, stats) = repair::reroute(previous, &req.topology, &stop).map_err(|e| match e {
+            RepairError::Stopped => "stopped: the time limit ran out".to_string(),
+            e => e.to_string(),
+        })?;
+        s.algorithm = Some("repair".into());
+        let (schedule, report) = super::finalize_until(s, true, ctl.cancelled).map_err(|e| e.to_string())?;
+        let algorithm = "repair".to_string();
+        Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
+    });
+    if (ctl.cancelled)() {
+        return Err(Error::Cancelled);
+    }
+    let repair_ms = started.elapsed().as_secs_f64() * 1e3;
+    let repair_time = repaired.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);
+    // The fresh run, within what is left; `auto` skips baselines priced above the repair.
+    (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
+    let fresh_started = Instant::now();
+    let fresh = match &req.algorithm {
+        Algorithm::Auto => portfolio::run_against(req, ctl, deadline, repair_time),
+        Algorithm::Baseline(name) => super::run_baseline(req, name, ctl, deadline),
+        a => super::run_synthesizer(req, a, ctl, deadline),
+    };
+    let fresh_ms = fresh_started.elapsed().as_secs_f64() * 1e3;
+    let fresh = match fresh {
+        Err(Error::Cancelled) => return Err(Error::Cancelled),
+        f => f,
+    };
+    let fresh_time = fresh.as_ref().ok().and_then(|o| o.schedule.collective_time_ns);
+    let keep_repair = match (repair_time, fresh_time) {
+        (Some(r), Some(f)) => r < f,
+        (Some(_), None) => true,
+        _ => false,
+    };
+    let repair_outcome = RepairOutcome {
+        collective_time_ns: repair_time,
+        stats: repaired.as_ref().ok().map(|(_, s)| s.clone()),
+        wall_ms: repair_ms,
+        note: repaired.as_ref().err().cloned(),
+    };
+    let fresh_outcome = FreshOutcome {
+        algorithm: req.algorithm.name().to_string(),
+        collective_time_ns: fresh_time,
+        wall_ms: fresh_ms,
+        note: fresh.as_ref().err().map(|e| match e {
+            Error::TimeLimit { .. } if repair_time.is_some() => {
+                "no schedule faster than the repair within the time limit".to_string()
+            }
+            e => e.to_string(),
+        }),
+    };
+    let (mut out, fresh_stats) = if keep_repair {
+        let (out, _) = repaired.expect("a repair time means a repaired schedule");
+        (out, fresh.ok().map(|o| o.stats))
+    } else {
+        let out = fresh?;
+        let stats = out.stats.clone();
+        (Output { stats: RunStats::Baseline { algorithm: String::new() }, ..out }, Some(stats))
+    };
+    let algorithm = match &fresh_stats {
+        Some(s) if !keep_repair => s.algorithm().unwrap_or_else(|| out.schedule.algorithm.clone().unwrap_or_default()),
+        _ => "repair".to_string(),
+    };
+    let time = out.schedule.collective_time_ns;
+    out.stats = RunStats::Regeneration(Box::new(RegenerationRun {
+        algorithm,
+        regeneration: RegenerationStats {
+            kept: if keep_repair { Kept::Repair } else { Kept::Fresh },
+            previous_algorithm,
+            previous_collective_time_ns: previous_time,
+            slower_than_previous: time.zip(previous_time).filter(|(_, p)| *p > 0.0).map(|(t, p)| t / p),
+            repair: repair_outcome,
+            fresh: fresh_outcome,
+        },
+        fresh: fresh_stats,
+    }));
+    Ok(out)
+}
+
+/// What a regeneration of `previous` after `failures` runs on: the degraded topology, and the
+/// same collective (kind, size, root, reduction cost) on the survivors, its group without the
+/// failed NPUs and its chunks per NPU left open for the fresh run.
+pub fn regeneration_target(
+    previous: &Schedule,
+    failures: &crate::topology::Failures,
+) -> Result<(crate::topology::Topology, crate::collective::CollectiveSpec), crate::error::InputError> {
+    use crate::error::InputError;
+    let topo = previous.topology.with_failures(failures).map_err(|e| e.within("failures"))?;
+    let mut spec = previous.collective.clone();
+    spec.chunks_per_npu = None;
+    if let Some(g) = &mut spec.group {
+        g.retain(|v| !failures.npus.contains(v));
+    }
+    if let Some(root) = spec.root
+        && failures.npus.contains(&root)
+    {
+        return Err(InputError::new("failures.npus", format!("NPU {root} is the collective's root")));
+    }
+    Ok((topo, spec))
+}

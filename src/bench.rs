@@ -1,6 +1,8 @@
 //! `ccsynth bench`: the benchmark suites behind docs/BENCHMARKS.md (wall-clock timing lives
 //! here, never in unit tests).
 
+pub mod failures;
+
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::engine::{self, Options, Request, RequestSpec};
 use crate::topology::{Topology, parse_spec};

@@ -87,10 +87,12 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
-        /// greedy, ilp or sizes (the ilp and sizes suites run each case once; --runs applies
-        /// to greedy). `sizes` is the message-size sweep: `auto`, its greedy candidate and the
-        /// best baseline from 32 B to 512 MiB; run it from the repository root (it reads
-        /// examples/irregular-hetero.json).
+        /// greedy, ilp, sizes or failures (the ilp, sizes and failures suites run each case
+        /// once; --runs applies to greedy). `sizes` is the message-size sweep: `auto`, its
+        /// greedy candidate and the best baseline from 32 B to 512 MiB; run it from the
+        /// repository root (it reads examples/irregular-hetero.json). `failures`: tori intact
+        /// against failed links and NPUs, each scenario regenerated from the intact schedule
+        /// (--quick leaves out 32x32 and 64x64).
         #[arg(long, default_value = "greedy")]
         suite: String,
         /// Runs per case; the median synthesis time is reported.
@@ -899,8 +901,40 @@ fn bench_cmd(suite: &str, runs: usize, quick: bool, filter: Option<&str>, json: 
         "ilp" => bench_ilp(quick, filter, json),
         "greedy" => bench_greedy(runs, quick, filter, json),
         "sizes" => bench_sizes(quick, filter, json),
-        other => Err(format!("--suite {other:?}: expected greedy, ilp or sizes")),
+        "failures" => bench_failures(quick, filter, json),
+        other => Err(format!("--suite {other:?}: expected greedy, ilp, sizes or failures")),
     }
+}
+
+fn bench_failures(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    use crate::bench::failures;
+    let mut rows = Vec::new();
+    for c in failures::failures_suite(quick) {
+        let name = format!("{} {} {}", c.topology, c.collective.name(), c.size_bytes);
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        eprintln!("ccsynth bench: {name} ...");
+        rows.extend(failures::run_failure_case(&c, &mut |r| {
+            eprintln!(
+                "  {}: {} us ({}), x{} intact, x{} bound, {:.2} s, met {} {}",
+                r.scenario,
+                r.time_us.map_or_else(|| "–".into(), |t| format!("{t:.1}")),
+                r.algorithm.as_deref().unwrap_or("–"),
+                r.ratio_to_intact.map_or_else(|| "–".into(), |x| format!("{x:.3}")),
+                r.ratio_to_bound.map_or_else(|| "–".into(), |x| format!("{x:.3}")),
+                r.wall_s,
+                met(r.met),
+                r.error.clone().unwrap_or_default()
+            )
+        }));
+    }
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", failures::failures_markdown(&rows));
+    }
+    Ok(0)
 }
 
 fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {

@@ -17,7 +17,7 @@ fn greedy_at(t: &Topology, spec: CollectiveSpec) -> engine::Output {
 }
 
 fn auto(t: &Topology, spec: CollectiveSpec) -> engine::Output {
-    run_request(t, RequestSpec::new(spec)).unwrap()
+    run_request(t, RequestSpec { algorithm: engine::registry::PORTFOLIO.into(), ..RequestSpec::new(spec) }).unwrap()
 }
 
 fn failed(t: &Topology, links: &[[usize; 2]]) -> Topology {

@@ -405,7 +405,12 @@ async fn cancel(
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchIn {
+    #[serde(default)]
     requests: Vec<SynthesisRequest>,
+    /// Regenerations of stored schedules (one per failure scenario, say), queued beside the
+    /// requests.
+    #[serde(default)]
+    regenerations: Vec<RegenerationItem>,
 }
 
 async fn create_batch(
@@ -415,24 +420,45 @@ async fn create_batch(
     JsonBody(b): JsonBody<BatchIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
-    if b.requests.is_empty() || b.requests.len() > 10_000 {
-        return Err(InputError::new("requests", "expected 1 to 10000 requests").into());
+    let count = b.requests.len() + b.regenerations.len();
+    if count == 0 || count > 10_000 {
+        return Err(InputError::new(
+            "requests",
+            format!("{count} requests and regenerations: expected 1 to 10000 together"),
+        )
+        .into());
     }
     // Every request is checked before any is queued: a batch is accepted whole or not at all.
-    let mut normalized = Vec::with_capacity(b.requests.len());
+    let mut normalized = Vec::with_capacity(count);
     for (i, r) in b.requests.into_iter().enumerate() {
         let force = r.force;
         normalized.push((normalize(&st, &caller, r, &format!("requests[{i}]")).await?, force));
     }
+    let mut regenerations = Vec::with_capacity(b.regenerations.len());
+    for (i, g) in b.regenerations.into_iter().enumerate() {
+        let path = format!("regenerations[{i}]");
+        let found = check_regeneration(&st, &caller, &g.schedule_id, g.failed_links, g.failed_npus, g.algorithm, &path)
+            .await
+            .map_err(|e| match e {
+                ApiError::NotFound(..) => {
+                    InputError::new(format!("{path}.schedule_id"), format!("no schedule {:?}", g.schedule_id)).into()
+                }
+                e => e,
+            })?;
+        regenerations.push((found, g.force));
+    }
     let depth = st.store.queued_count().await?;
-    if depth + normalized.len() as i64 > st.config.max_queue {
+    if depth + count as i64 > st.config.max_queue {
         return Err(ApiError::QueueFull(depth));
     }
     if let Some(owner) = &caller.0 {
         let active = st.store.active_count_of(owner).await?;
-        if active + normalized.len() as i64 > st.config.max_active_per_client {
+        if active + count as i64 > st.config.max_active_per_client {
             return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
         }
+    }
+    for (g, force) in regenerations {
+        normalized.push((store_regeneration(&st, &caller, g).await?, force));
     }
     let batch_id = crate::store::new_id();
     st.store.create_batch(&batch_id, caller.0.as_deref()).await?;
@@ -619,6 +645,85 @@ struct RegenerateIn {
     wait_ms: Option<u64>,
 }
 
+/// A regeneration in a batch: a stored schedule and the failures to regenerate it after.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegenerationItem {
+    schedule_id: String,
+    #[serde(default)]
+    failed_links: Vec<[usize; 2]>,
+    #[serde(default)]
+    failed_npus: Vec<usize>,
+    #[serde(default)]
+    algorithm: Option<String>,
+    #[serde(default)]
+    force: bool,
+}
+
+/// A regeneration checked against the degraded topology, which is not stored yet.
+struct Regeneration {
+    req: JobRequest,
+    topology: Topology,
+    failures: Failures,
+}
+
+/// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
+/// without the failures; errors named under `path`), storing nothing: the fresh run's request
+/// with `regenerate_from` set, so the worker repairs the schedule first.
+async fn check_regeneration(
+    st: &Shared,
+    caller: &Caller,
+    id: &str,
+    failed_links: Vec<[usize; 2]>,
+    failed_npus: Vec<usize>,
+    algorithm: Option<String>,
+    path: &str,
+) -> Result<Regeneration, ApiError> {
+    let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
+    own_schedule(st, caller, id).await?;
+    let request = st.store.schedule_request(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
+    let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let failures = Failures { links: failed_links, npus: failed_npus, directed: false };
+    // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
+    let topology = topologies::degraded(st, &Caller(None), &req.topology_id, &failures).await.map_err(|e| match e {
+        ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within(&at("failures"))),
+        e => e,
+    })?;
+    // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
+    if let Some(g) = &mut req.collective.group {
+        g.retain(|v| !failures.npus.contains(v));
+    }
+    if let Some(root) = req.collective.root
+        && failures.npus.contains(&root)
+    {
+        return Err(InputError::new(at("failed_npus"), format!("NPU {root} is the collective's root")).into());
+    }
+    if let Some(a) = algorithm {
+        req.algorithm = a;
+    }
+    // The worker repairs this schedule first and keeps it when it beats the fresh run.
+    req.regenerate_from = Some(id.to_string());
+    // The same checks as a new request's, on the degraded topology, before anything is stored:
+    // a regeneration refused with 422 leaves nothing behind.
+    let (spec, limits, checked) = (req.spec(), st.config.limits(), topology.clone());
+    tokio::task::spawn_blocking(move || engine::Request::new(checked, spec, &limits))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?
+        .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
+    Ok(Regeneration { req, topology, failures })
+}
+
+/// Stores a checked regeneration's degraded topology (derived from its schedule's) and returns
+/// the job request that names it.
+async fn store_regeneration(st: &Shared, caller: &Caller, g: Regeneration) -> Result<JobRequest, ApiError> {
+    let Regeneration { mut req, topology, failures } = g;
+    let parent = req.topology_id.clone();
+    let (row, _) = topologies::store_topology(st, caller, &topology, Some((&parent, &failures))).await?;
+    req.topology_id = row.id;
+    req.topology_digest = row.digest;
+    Ok(req)
+}
+
 async fn regenerate(
     State(st): State<Shared>,
     Extension(rid): Extension<RequestId>,
@@ -627,39 +732,8 @@ async fn regenerate(
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
-    own_schedule(&st, &caller, &id).await?;
-    let request = st.store.schedule_request(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
-    let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let failures = Failures { links: r.failed_links, npus: r.failed_npus.clone(), directed: false };
-    // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
-    let topo = topologies::degraded(&st, &Caller(None), &req.topology_id, &failures).await.map_err(|e| match e {
-        ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within("failures")),
-        e => e,
-    })?;
-    // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
-    if let Some(g) = &mut req.collective.group {
-        g.retain(|v| !r.failed_npus.contains(v));
-    }
-    if let Some(root) = req.collective.root
-        && r.failed_npus.contains(&root)
-    {
-        return Err(InputError::new("failed_npus", format!("NPU {root} is the collective's root")).into());
-    }
-    if let Some(a) = r.algorithm {
-        req.algorithm = a;
-    }
-    // The worker repairs this schedule first and keeps it when it beats the fresh run.
-    req.regenerate_from = Some(id.clone());
-    // The same checks as a new request's, on the degraded topology, before it is stored: a
-    // regeneration refused with 422 leaves nothing behind.
-    let (spec, limits, checked) = (req.spec(), st.config.limits(), topo.clone());
-    tokio::task::spawn_blocking(move || engine::Request::new(checked, spec, &limits))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
-    let parent = req.topology_id.clone();
-    let (row, _) = topologies::store_topology(&st, &caller, &topo, Some((&parent, &failures))).await?;
-    req.topology_id = row.id;
-    req.topology_digest = row.digest;
+    let checked = check_regeneration(&st, &caller, &id, r.failed_links, r.failed_npus, r.algorithm, "").await?;
+    let req = store_regeneration(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, false, None, &rid, &caller).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }

@@ -788,6 +788,46 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     let r = raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(cut.to_string().as_bytes()));
     assert_problem(&r, 422);
     assert_eq!(topologies(), before, "a refused regeneration stores nothing");
+    // A batch of regenerations, one per failure scenario, runs as any batch; one bad scenario
+    // refuses the whole batch, naming it, and stores nothing.
+    let scenarios = json!({"regenerations": [
+        {"schedule_id": sid, "failed_links": [[1, 2]]},
+        {"schedule_id": sid, "failed_links": [[5, 6], [9, 10]]},
+        {"schedule_id": sid, "failed_npus": [7]},
+    ]});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(scenarios.to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let bid = r.json()["batch_id"].as_str().unwrap().to_string();
+    let mut last = Value::Null;
+    let t = Instant::now();
+    while last["succeeded"] != 3 {
+        assert!(t.elapsed() < Duration::from_secs(60), "{last}");
+        std::thread::sleep(Duration::from_millis(50));
+        last = call(&s, "GET", &format!("/v1/batches/{bid}"), None).1;
+    }
+    for j in last["jobs"].as_array().unwrap() {
+        let (_, summary) =
+            call(&s, "GET", &format!("/v1/schedules/{}/summary", j["schedule_id"].as_str().unwrap()), None);
+        assert!(summary["stats"]["regeneration"]["kept"].is_string(), "{summary}");
+    }
+    let before = topologies();
+    let bad = json!({"regenerations": [
+        {"schedule_id": sid, "failed_links": [[2, 3]]},
+        {"schedule_id": sid, "failed_links": [[0, 9]]},
+    ]});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
+    assert!(p["errors"][0]["path"].as_str().unwrap().starts_with("regenerations[1].failures"), "{p}");
+    let p = assert_problem(
+        &raw(
+            s.addr,
+            "POST",
+            "/v1/batches",
+            Some(json!({"regenerations": [{"schedule_id": "nope"}]}).to_string().as_bytes()),
+        ),
+        422,
+    );
+    assert_eq!(p["errors"][0]["path"], "regenerations[0].schedule_id", "{p}");
+    assert_eq!(topologies(), before, "a refused batch stores nothing");
 }
 
 fn the_validate_route_reports_both_verdicts(db: Db) {

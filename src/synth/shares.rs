@@ -85,10 +85,29 @@ pub fn balanced(w: &[f64], chunks: usize) -> Vec<u32> {
         }
     }
     let mut shares = at(hi);
-    let left = chunks - sum(&shares).min(chunks);
-    let mut order: Vec<usize> = (0..w.len()).collect();
+    let mut left = chunks - sum(&shares).min(chunks);
+    // What is left goes to the slowest members first; among members equally slow, spread evenly
+    // over the ranks (on a torus in id order, every other NPU rather than the lower half): an
+    // NPU whose neighbours own nothing waits for the first chunks to come from afar.
     let load = |i: usize, s: &[u32]| (n - s[i] as f64) / w[i];
+    let mut order: Vec<usize> = (0..w.len()).collect();
     order.sort_by(|&a, &b| load(b, &shares).total_cmp(&load(a, &shares)).then(a.cmp(&b)));
+    let mut i = 0;
+    while left > 0 && i < order.len() {
+        let mut j = i;
+        while j < order.len() && load(order[j], &shares) == load(order[i], &shares) {
+            j += 1;
+        }
+        let tied = j - i;
+        let take = left.min(tied);
+        for x in 0..take {
+            shares[order[i + (2 * x + 1) * tied / (2 * take)]] += 1;
+        }
+        left -= take;
+        i = j;
+    }
+    // (Only when every member already got one more: cannot happen at the least T, where one
+    // more chunk anywhere was not needed.)
     for &i in order.iter().cycle().take(left) {
         shares[i] += 1;
     }

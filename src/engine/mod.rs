@@ -311,6 +311,11 @@ pub struct SynthStats {
     /// and most one NPU is the root of, how many NPUs are a root). Absent with equal shares.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shares: Option<crate::synth::shares::ShareStats>,
+    /// With unequal shares: the two phases run in one timeline (`synth::overlap`), the
+    /// broadcast of chunks reduced early beside the reduction of the rest; `ten_timesteps` is
+    /// then that schedule's, shorter than the sum of `phase_timesteps`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub overlapped: bool,
     /// The `greedy` algorithm's search: seeds, discretizations and planners tried.
     #[serde(flatten)]
     pub greedy: Option<GreedySearch>,
@@ -738,6 +743,7 @@ fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
         discretization_ns,
         replacements: 0,
         shares: None,
+        overlapped: false,
     }
 }
 
@@ -807,6 +813,7 @@ fn base_stats(
 ) -> SynthStats {
     SynthStats {
         shares: gst.shares.clone(),
+        overlapped: gst.overlapped,
         algorithm: req.algorithm.name().to_string(),
         synthesis_ms,
         check_ms: checked.elapsed().as_secs_f64() * 1e3,

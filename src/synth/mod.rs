@@ -6,6 +6,7 @@ pub mod doubling;
 pub mod flood;
 pub mod greedy;
 pub mod ilp;
+pub mod overlap;
 pub mod repair;
 pub mod shares;
 pub mod translate;
@@ -39,6 +40,11 @@ pub struct PlanStats {
     /// An all-reduce's unequal shares (`shares`), when the matcher used them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shares: Option<shares::ShareStats>,
+    /// The two phases run in one timeline (`overlap`): `ten_timesteps` is then the overlapped
+    /// schedule's, shorter than the phases' sum. The matcher's all-reduce tries it with
+    /// unequal shares.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub overlapped: bool,
 }
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
@@ -111,7 +117,7 @@ pub fn ilp(
     let (roots, weighted) = roots_for(topo, c);
     let (transfers, mut stats) = {
         let mut planner = ilp_planner(ilp_opts, cancelled, &mut phases, &mut lp);
-        movement_core(topo, c, &combining, &roots, c.combining, opts, &mut planner)?
+        movement_core(topo, c, &combining, &roots, Manner::picking(c), opts, &mut planner)?
     };
     stats.shares = weighted.as_deref().map(shares::ShareStats::of);
     let mut s = Schedule::new(topo.clone(), c, "ilp");
@@ -157,7 +163,9 @@ pub fn greedy(
     let combining = vec![c.combining; c.num_chunks];
     let (roots, weighted) = roots_for(topo, c);
     let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
-    let (transfers, mut stats) = movement_core(topo, c, &combining, &roots, c.combining, opts, &mut planner)?;
+    // With unequal shares the phases may overlap (`overlap`).
+    let manner = Manner { overlap: weighted.as_ref().map(|_| cancelled), ..Manner::picking(c) };
+    let (transfers, mut stats) = movement_core(topo, c, &combining, &roots, manner, opts, &mut planner)?;
     stats.shares = weighted.as_deref().map(shares::ShareStats::of);
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
@@ -180,7 +188,7 @@ pub fn batched(
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
     let mut planner = |p: &greedy::Problem, seed, _phase, _left| flood::plan(p, seed, cancelled);
-    let (transfers, stats) = movement_core(topo, c, &combining, &roots, false, &opts, &mut planner)?;
+    let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, &opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = flood::batch(&transfers);
@@ -201,18 +209,36 @@ pub fn translated(
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
     let mut planner = |p: &greedy::Problem, _seed, _phase, _left| translate::plan(p, torus, pattern, cancelled);
-    let (transfers, stats) = movement_core(topo, c, &combining, &roots, false, opts, &mut planner)?;
+    let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
     Ok((s, stats))
 }
 
+/// How `movement_core` plans: the matcher's pick (`greedy::Problem::rarest_first`), and
+/// whether the two phases of an all-reduce may run in one timeline (`overlap`, polling the
+/// given cancel flag).
+#[derive(Clone, Copy)]
+struct Manner<'a> {
+    rarest_first: bool,
+    overlap: Option<&'a dyn Fn() -> bool>,
+}
+
+impl Manner<'_> {
+    /// The random pick, the phases in sequence.
+    const PLAIN: Manner<'static> = Manner { rarest_first: false, overlap: None };
+
+    /// Rarest-first for combining collectives (their phases spread from roots that, with
+    /// unequal shares, hold most chunks; measured never slower on the all-reduce and reduce
+    /// cases tried, up to 25% faster); the others keep the random pick.
+    fn picking(c: &Collective) -> Manner<'static> {
+        Manner { rarest_first: c.combining, overlap: None }
+    }
+}
+
 /// Chunk movement with a per-chunk combining flag; `roots[c]` is where combining chunk c is
-/// reduced to (indexed by chunk; ignored for non-combining chunks). `rarest_first` sets the
-/// matcher's pick (`greedy::Problem::rarest_first`): the combining collectives take it (their
-/// phases spread from roots that, with unequal shares, hold most chunks; measured never slower
-/// on the all-reduce and reduce cases tried, up to 25% faster), the others keep the random pick.
+/// reduced to (indexed by chunk; ignored for non-combining chunks).
 ///
 /// Phase 1 reduces every combining chunk to its root by reversing a spread from the root to
 /// the contributors, planned on the transposed topology. Phase 2 moves everything forward:
@@ -222,11 +248,12 @@ fn movement_core(
     c: &Collective,
     combining: &[bool],
     roots: &[u32],
-    rarest_first: bool,
+    manner: Manner,
     opts: &PlanOptions,
     planner: &mut Planner,
 ) -> Result<(Transfers, PlanStats), SynthError> {
     let live = topo.live_npus().len();
+    let Manner { rarest_first, overlap: overlapped } = manner;
     let mut stats = PlanStats::default();
     let mut transfers = Transfers::new();
     let mut next_step = 0u32;
@@ -277,6 +304,15 @@ fn movement_core(
         let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &c.postcondition);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
+        let sequential: u32 = stats.phase_timesteps.iter().sum();
+        if let Some(cancelled) = overlapped.filter(|_| reduce_needed)
+            && let Some((both, steps)) =
+                overlap::overlap(&ten, &transfers, &moves, roots, c.num_chunks, sequential, cancelled)
+        {
+            stats.ten_timesteps = steps;
+            stats.overlapped = true;
+            return Ok((both, stats));
+        }
         transfers.reserve(moves.len());
         for m in moves {
             let e = &ten.edges[m.edge as usize];
@@ -364,7 +400,7 @@ fn multi_core(
     spec.postcondition = Some(post);
     spec.combining = Some(any_combining);
     let merged = Collective::build(&spec, topo).map_err(|e| e.within("tenants"))?;
-    let (transfers, stats) = movement_core(topo, &merged, &combining, &roots, false, opts, planner)?;
+    let (transfers, stats) = movement_core(topo, &merged, &combining, &roots, Manner::PLAIN, opts, planner)?;
     let mut s = Schedule::new(topo.clone(), &merged, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;

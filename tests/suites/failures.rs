@@ -81,6 +81,32 @@ fn one_failed_link_on_a_torus_costs_a_few_percent() {
     assert!(ratio < 1.04, "{ratio}");
 }
 
+/// With unequal shares the matcher's two phases run in one timeline where that is shorter: a
+/// failed NPU's neighbours are the large roots, and the broadcast of what they reduced early
+/// overlaps the rest of the reduction. The schedule is valid, its TEN length is shorter than
+/// the two phases in sequence, and it simulates faster than they do.
+#[test]
+fn the_phases_overlap_where_that_is_shorter() {
+    let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
+    let out = greedy_at(&t, CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(4));
+    assert!(out.report.valid);
+    let st = out.stats.synthesis().unwrap();
+    assert!(st.overlapped, "{st:?}");
+    assert!(st.ten_timesteps < st.phase_timesteps.iter().sum::<u32>(), "{st:?}");
+    // The steps interleave the two phases: a broadcast copy starts before the last reduction.
+    let s = &out.schedule;
+    let last_reduce =
+        s.transfers.iter().filter(|t| t.op == ccsynth::schedule::Op::Reduce).map(|t| t.step).max().unwrap();
+    let first_copy = s.transfers.iter().filter(|t| t.op == ccsynth::schedule::Op::Copy).map(|t| t.step).min().unwrap();
+    assert!(
+        first_copy < last_reduce,
+        "the phases do not overlap: copies from {first_copy}, reduces until {last_reduce}"
+    );
+    // Equal capacities: no shares, no overlap (the same schedules as before).
+    let intact = greedy_at(&topo("hier:ring2,fc4,switch4"), CollectiveSpec::new(K::AllReduce, 256 * MIB));
+    assert!(!intact.stats.synthesis().unwrap().overlapped);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
     /// Issue 26's target for one failed link: the default door's all-reduce at 256 MiB on a

@@ -128,18 +128,21 @@ fn ilp_never_takes_more_steps_than_the_greedy_on_the_same_ten() {
                 let seed = 5u64;
                 let opts = PlanOptions { seed, switch_model: Default::default(), discretization_ns: None };
                 let (_, g) = greedy(&t, &collective, &opts, &|| false).unwrap();
+                // The greedy's phases in sequence (its all-reduce with unequal shares may run
+                // them in one timeline, which the ILP's model does not).
+                let greedy_steps: u32 = g.phase_timesteps.iter().sum();
                 let mut req = ilp_request(c.clone(), 20.0);
                 req.options.seed = Some(seed);
                 let out = run_request(&t, req).unwrap();
                 let ten_timesteps = synth_stats(&out).ten_timesteps;
                 assert!(
-                    ten_timesteps <= g.ten_timesteps,
+                    ten_timesteps <= greedy_steps,
                     "{spec} {:?} seed {seed}: ilp {} > greedy {}",
                     c.kind,
                     ten_timesteps,
-                    g.ten_timesteps
+                    greedy_steps
                 );
-                assert_eq!(stats(&out).greedy_horizon, g.ten_timesteps, "the warm start is that greedy");
+                assert_eq!(stats(&out).greedy_horizon, greedy_steps, "the warm start is that greedy");
                 checked += 1;
             }
         }

@@ -146,19 +146,16 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
                 n = kept;
             }
             let longest = rounds.iter().map(|r| net.hop(r.0)).fold(0.0, f64::max);
-            let load = grid.as_ref().map(|g| {
-                let byte_hops: f64 = rounds
-                    .iter()
-                    .map(|&(bytes, shift)| {
-                        let hops: u64 = (0..p)
-                            .map(|r| g.distance(r, (r as i64 + shift).rem_euclid(p as i64) as usize) as u64)
-                            .sum();
-                        bytes * hops as f64
-                    })
-                    .sum();
-                phases * byte_hops / (net.links * net.beta)
-            });
-            Some(longest.max(load.unwrap_or(0.0)))
+            let hops = RankHops::of(topo, spec)?;
+            let byte_hops: f64 = rounds
+                .iter()
+                .map(|&(bytes, shift)| {
+                    let hops: u64 =
+                        (0..p).map(|r| hops.between(r, (r as i64 + shift).rem_euclid(p as i64) as usize)).sum();
+                    bytes * hops as f64
+                })
+                .sum();
+            Some(longest.max(phases * byte_hops / (net.links * net.beta)))
         }
         "mst" => {
             // The binomial tree's deepest rank (offset with the most bits set) is ⌊log₂ p⌋
@@ -171,7 +168,65 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
             }
         }
         // Refused above its size limit (the price would only put it in `auto`'s first wave).
-        "direct" if phases > 0.0 && p <= super::direct::MAX_DIRECT_NPUS => Some(phases * net.hop(block)),
+        // Every rank sends its block (or another's) straight to every other along a shortest
+        // path: the links carry the bytes times the hops of all p(p − 1) messages per phase.
+        "direct" if phases > 0.0 && p <= super::direct::MAX_DIRECT_NPUS => {
+            let hops = RankHops::of(topo, spec)?;
+            let all: u64 = (0..p).map(|a| (0..p).map(|b| hops.between(a, b)).sum::<u64>()).sum();
+            Some(net.hop(block).max(phases * block * all as f64 / (net.links * net.beta)))
+        }
         _ => None,
+    }
+}
+
+/// Hops on a shortest path between the ranks of a group (breadth first from every rank over the
+/// topology's links, switches included): what a message routed by shortest path crosses at
+/// least. Worked out for groups of at most `MAX_RANK_HOPS` NPUs.
+struct RankHops {
+    p: usize,
+    hops: Vec<u16>,
+}
+
+/// Groups up to which `RankHops` is worked out (p² entries of 2 bytes: 32 MiB at the limit).
+const MAX_RANK_HOPS: usize = 4096;
+
+impl RankHops {
+    fn of(topo: &Topology, spec: &CollectiveSpec) -> Option<RankHops> {
+        let ranks: Vec<usize> = spec.group.clone().unwrap_or_else(|| topo.live_npus());
+        let p = ranks.len();
+        if p > MAX_RANK_HOPS || ranks.iter().any(|&v| v >= topo.nodes()) {
+            return None;
+        }
+        let mut hops = vec![u16::MAX; p * p];
+        let mut dist = vec![u32::MAX; topo.nodes()];
+        let mut queue = std::collections::VecDeque::new();
+        for (a, &src) in ranks.iter().enumerate() {
+            dist.iter_mut().for_each(|d| *d = u32::MAX);
+            dist[src] = 0;
+            queue.push_back(src);
+            while let Some(u) = queue.pop_front() {
+                for l in topo.out_links(u) {
+                    let v = topo.links()[l].dst;
+                    if dist[v] == u32::MAX {
+                        dist[v] = dist[u] + 1;
+                        queue.push_back(v);
+                    }
+                }
+            }
+            for (b, &dst) in ranks.iter().enumerate() {
+                hops[a * p + b] = dist[dst].min(u16::MAX as u32) as u16;
+            }
+        }
+        Some(RankHops { p, hops })
+    }
+
+    /// Hops from rank `a` to rank `b` (at least one between two ranks; unreachable pairs count
+    /// one, as the builder refuses them anyway).
+    fn between(&self, a: usize, b: usize) -> u64 {
+        match self.hops[a * self.p + b] {
+            0 if a != b => 1,
+            u16::MAX => 1,
+            h => h as u64,
+        }
     }
 }

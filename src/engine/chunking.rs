@@ -61,3 +61,29 @@ pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -
     }
     out
 }
+
+/// Chunks an all-reduce at one chunk per NPU also moves together per message
+/// (`synth::greedy_grouped`), smallest first: 2 and 4 where a chunk's latency is a noticeable
+/// share of its time (its transfer time on the fastest link between one and `GROUP_BELOW`
+/// times the smallest latency, so α is over 3% of each step; below one the latency-mode
+/// planners serve) and at least `MIN_GROUPED_CHUNKS` chunks remain, on 4096 NPUs or fewer (the
+/// matcher's scale). Empty for other collectives.
+pub fn grouping(topology: &Topology, c: &crate::collective::Collective) -> Vec<u32> {
+    if c.spec.kind != CollectiveKind::AllReduce || c.spec.chunks() != 1 || topology.npus() > 4096 {
+        return Vec::new();
+    }
+    // Below one latency a chunk is all latency: the latency-mode planners batch those.
+    let ratio = beta_over_alpha(topology, c.chunk_size_bytes);
+    if !(1.0..GROUP_BELOW).contains(&ratio) {
+        return Vec::new();
+    }
+    [2u32, 4]
+        .into_iter()
+        .filter(|&g| c.num_chunks.is_multiple_of(g as usize) && c.num_chunks / g as usize >= MIN_GROUPED_CHUNKS)
+        .collect()
+}
+
+/// `grouping` groups chunks whose transfer time is under this many smallest link latencies.
+pub const GROUP_BELOW: f64 = 32.0;
+/// Chunks an all-reduce keeps at least when they are grouped.
+pub const MIN_GROUPED_CHUNKS: usize = 16;

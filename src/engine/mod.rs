@@ -275,6 +275,9 @@ struct SynthJob<'a> {
     /// Options of the `ilp` algorithm (its HiGHS threads come from `threads`; its time limit
     /// is what is left of the budget).
     ilp: crate::synth::ilp::IlpOptions,
+    /// Chunks moved together per message the greedy also tries on an all-reduce
+    /// (`synth::greedy_grouped`), when the request leaves the chunking open.
+    grouping: Vec<u32>,
 }
 
 /// The top-level `stats` object of a synthesized schedule: what every synthesizer reports,
@@ -316,6 +319,10 @@ pub struct SynthStats {
     /// then that schedule's, shorter than the sum of `phase_timesteps`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub overlapped: bool,
+    /// An all-reduce planned with this many chunks moved together in every message (fewer,
+    /// larger messages where a chunk per NPU is mostly latency); absent when one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks_per_message: Option<u32>,
     /// The `greedy` algorithm's search: seeds, discretizations and planners tried.
     #[serde(flatten)]
     pub greedy: Option<GreedySearch>,
@@ -465,6 +472,14 @@ fn plan_runs(
             })
         })
         .collect();
+    // An all-reduce whose chunks are mostly latency also moves them in groups (at k = 1).
+    if tenants.is_none() && !trivial {
+        for &g in &req.grouping {
+            for i in 0..req.seeds.max(1) as u64 {
+                runs.push(Run { variant: 0, seed: req.seed.wrapping_add(i), mode: Mode::Grouped(g) });
+            }
+        }
+    }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
@@ -527,6 +542,7 @@ fn produce(
     match (tenants, r.mode) {
         (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
+        (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
         (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
         (None, Mode::Doubling(shape)) => {
             let at = labels.get_or_init(|| {
@@ -733,6 +749,9 @@ pub enum Mode {
     Doubling(crate::synth::doubling::Shape),
     /// One broadcast pattern translated to every source on a torus (`synth::translate`).
     Translation,
+    /// The matcher on an all-reduce with this many chunks moved together in every message
+    /// (`synth::greedy_grouped`), at the fastest edge's timestep.
+    Grouped(u32),
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
@@ -744,6 +763,7 @@ fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
         replacements: 0,
         shares: None,
         overlapped: false,
+        chunks_per_message: None,
     }
 }
 
@@ -757,6 +777,7 @@ impl Mode {
             Mode::Doubling(s) if s.halving => "halving_doubling",
             Mode::Doubling(_) => "doubling",
             Mode::Translation => "translation",
+            Mode::Grouped(_) => "matching",
         }
     }
 }
@@ -814,6 +835,7 @@ fn base_stats(
     SynthStats {
         shares: gst.shares.clone(),
         overlapped: gst.overlapped,
+        chunks_per_message: gst.chunks_per_message,
         algorithm: req.algorithm.name().to_string(),
         synthesis_ms,
         check_ms: checked.elapsed().as_secs_f64() * 1e3,
@@ -1310,6 +1332,10 @@ fn run_synthesizer(
         ilp: crate::synth::ilp::IlpOptions {
             time_limit_s: req.ilp.time_limit_s.min(remaining_s).max(1e-3),
             ..req.ilp.clone()
+        },
+        grouping: match (algorithm, req.chunking) {
+            (Algorithm::Greedy, Chunking::Auto) => chunking::grouping(&req.topology, &req.built[0]),
+            _ => Vec::new(),
         },
     };
     let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());

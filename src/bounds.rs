@@ -73,6 +73,27 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
 
 /// The two-pass all-reduce bound (see `LowerBounds::two_pass_ns`); `None` for a subgroup or
 /// when the NPUs have no incoming bandwidth.
+/// A lower bound worked out from the topology and the collective's size alone, without the
+/// condition lists (cheap at any scale): the two-pass bound of an all-reduce over every live
+/// NPU, the per-NPU ingress bound of an all-gather (each NPU receives the other p − 1 blocks);
+/// `None` for the other kinds.
+pub fn quick_bound_ns(topo: &Topology, c: &Collective) -> Option<f64> {
+    let p = c.group.len();
+    match c.spec.kind {
+        CollectiveKind::AllReduce => two_pass(topo, c),
+        CollectiveKind::AllGather if p >= 2 => {
+            let bytes = (p - 1) as f64 * c.spec.size_bytes as f64 / p as f64;
+            c.group
+                .iter()
+                .map(|&v| topo.ingress_gb_per_s(v))
+                .filter(|&bw| bw > 0.0)
+                .map(|bw| bytes / bw)
+                .reduce(f64::max)
+        }
+        _ => None,
+    }
+}
+
 fn two_pass(topo: &Topology, c: &Collective) -> Option<f64> {
     let p = c.group.len();
     if p < 2 || p != topo.live_npus().len() {

@@ -82,6 +82,15 @@ pub struct RegenerationRun {
     pub fresh: Option<RunStats>,
 }
 
+/// Chunk moves of a schedule (every transfer's chunks): what its check costs.
+fn chunk_moves(s: &Schedule) -> usize {
+    s.transfers.iter().map(|t| t.chunks.len()).sum()
+}
+
+/// Chunk moves above which the repair runs after the fresh run instead of before it (about ten
+/// seconds of checking on this project's machine).
+pub const REPAIR_FIRST_MAX_MOVES: usize = 1 << 25;
+
 /// Whether the stored schedule serves the request's collective: the same kind, size, root and
 /// reduction cost, and the same group once the failed NPUs are gone (a failed member makes it
 /// another collective, with other chunks).
@@ -116,33 +125,55 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     let previous_algorithm = previous.algorithm.clone();
     let previous_time = previous.collective_time_ns;
-    // The repair: cheap (a pass over the transfers and a few shortest paths), then the gate.
     let stop = || (ctl.cancelled)() || Instant::now() >= deadline;
-    let repaired: Result<(Output, RepairStats), String> = serves(&previous, req).and_then(|()| {
-        (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
-        let (mut s, stats) = repair::reroute(previous, &req.topology, &stop).map_err(|e| match e {
-            RepairError::Stopped => "stopped: the time limit ran out".to_string(),
-            e => e.to_string(),
-        })?;
-        s.algorithm = Some("repair".into());
-        let (schedule, report) = super::finalize_until(s, true, ctl.cancelled).map_err(|e| e.to_string())?;
-        let algorithm = "repair".to_string();
-        Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
-    });
+    // The repair is a pass over the transfers and a few shortest paths, then the gate, whose
+    // check is as long as the schedule's chunk moves: first where that is cheap (its time then
+    // prices `auto`'s baselines), after the fresh run where it is not (a 4096-NPU bucket
+    // schedule moves 134 M chunks: its check would take most of a minute's budget).
+    let heavy = chunk_moves(&previous) > REPAIR_FIRST_MAX_MOVES;
+    let serving = serves(&previous, req);
+    let mut previous = Some(previous);
+    let mut repair = |stop: &(dyn Fn() -> bool + Sync)| -> (Result<(Output, RepairStats), String>, f64) {
+        let began = Instant::now();
+        let previous = previous.take().expect("repaired once");
+        let out = serving.clone().and_then(|()| {
+            (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
+            let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
+                RepairError::Stopped => "stopped: the time limit ran out".to_string(),
+                e => e.to_string(),
+            })?;
+            s.algorithm = Some("repair".into());
+            let (schedule, report) = super::finalize_until(s, true, stop).map_err(|e| match e {
+                Error::Cancelled => "stopped: the time limit ran out before its check ended".to_string(),
+                e => e.to_string(),
+            })?;
+            let algorithm = "repair".to_string();
+            Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
+        });
+        (out, began.elapsed().as_secs_f64() * 1e3)
+    };
+    let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {
+        (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
+        let began = Instant::now();
+        let out = match &req.algorithm {
+            Algorithm::Auto => portfolio::run_against(req, ctl, deadline, incumbent),
+            Algorithm::Baseline(name) => super::run_baseline(req, name, ctl, deadline),
+            a => super::run_synthesizer(req, a, ctl, deadline),
+        };
+        (out, began.elapsed().as_secs_f64() * 1e3)
+    };
+    let ((repaired, repair_ms), (fresh, fresh_ms)) = if heavy {
+        let fresh = fresh_run(None);
+        (repair(&stop), fresh)
+    } else {
+        let repaired = repair(&stop);
+        let incumbent = repaired.0.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);
+        (repaired, fresh_run(incumbent))
+    };
     if (ctl.cancelled)() {
         return Err(Error::Cancelled);
     }
-    let repair_ms = started.elapsed().as_secs_f64() * 1e3;
     let repair_time = repaired.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);
-    // The fresh run, within what is left; `auto` skips baselines priced above the repair.
-    (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
-    let fresh_started = Instant::now();
-    let fresh = match &req.algorithm {
-        Algorithm::Auto => portfolio::run_against(req, ctl, deadline, repair_time),
-        Algorithm::Baseline(name) => super::run_baseline(req, name, ctl, deadline),
-        a => super::run_synthesizer(req, a, ctl, deadline),
-    };
-    let fresh_ms = fresh_started.elapsed().as_secs_f64() * 1e3;
     let fresh = match fresh {
         Err(Error::Cancelled) => return Err(Error::Cancelled),
         f => f,

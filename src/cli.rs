@@ -415,19 +415,8 @@ pub struct BaselineArgs {
     /// Root NPU of broadcast, reduce, scatter and gather.
     #[arg(long)]
     pub root: Option<usize>,
-    /// Write the schedule here instead of stdout.
-    #[arg(long)]
-    pub out: Option<std::path::PathBuf>,
-    /// Print the schedule JSON on stdout even at a terminal (where, without --out, a short
-    /// summary is printed instead).
-    #[arg(long)]
-    pub json: bool,
-    /// Print the human summary even when stdout is not a terminal.
-    #[arg(long, conflicts_with_all = ["json", "pretty"])]
-    pub summary: bool,
-    /// Indent the JSON (implies --json).
-    #[arg(long)]
-    pub pretty: bool,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -458,25 +447,13 @@ pub struct SynthArgs {
     /// TEN timestep in ns (default: the fastest link's time for one chunk).
     #[arg(long)]
     pub discretization: Option<f64>,
-    /// Write the schedule here instead of stdout.
-    #[arg(long)]
-    pub out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// What to write: the schedule JSON with bounds and stats, or the MSCCL executor's XML.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
     #[command(flatten)]
     pub msccl: MscclArgs,
-    /// Print the schedule JSON on stdout even at a terminal (where, without --out, a short
-    /// summary is printed instead).
-    #[arg(long)]
-    pub json: bool,
-    /// Print the human summary even when stdout is not a terminal (instead of the JSON,
-    /// unless --out takes the JSON).
-    #[arg(long, conflicts_with_all = ["json", "pretty"])]
-    pub summary: bool,
-    /// Indent the JSON (implies --json).
-    #[arg(long)]
-    pub pretty: bool,
     /// Add a `comparison` object: every applicable baseline on the same simulator.
     #[arg(long)]
     pub compare: bool,
@@ -529,13 +506,22 @@ pub struct RegenerateArgs {
     /// Overall time budget in seconds, the repair's included.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub time_limit: f64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Where `synth`, `regenerate` and `baseline` write their schedule, and how.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
     /// Write the schedule here instead of stdout.
     #[arg(long)]
     pub out: Option<std::path::PathBuf>,
-    /// Print the schedule JSON on stdout even at a terminal.
+    /// Print the schedule JSON on stdout even at a terminal (where, without --out, a short
+    /// summary is printed instead).
     #[arg(long)]
     pub json: bool,
-    /// Print the human summary even when stdout is not a terminal.
+    /// Print the human summary even when stdout is not a terminal (instead of the JSON,
+    /// unless --out takes the JSON).
     #[arg(long, conflicts_with_all = ["json", "pretty"])]
     pub summary: bool,
     /// Indent the JSON (implies --json).
@@ -1103,29 +1089,17 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     }
     if a.format == Format::MscclXml {
         let xml = engine::export_msccl(&out.schedule, &msccl).map_err(|e| e.to_string())?;
-        write_text(a.out.as_deref(), &xml)?;
+        write_text(a.output.out.as_deref(), &xml)?;
         return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))
         .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((req.algorithm.name(), &out.schedule))));
-    emit(
-        &out,
-        comparison.as_ref(),
-        Written { out: a.out.as_deref(), json: a.json, summary: a.summary, pretty: a.pretty },
-    )
-}
-
-/// Where and how `synth` and `regenerate` write their result.
-struct Written<'a> {
-    out: Option<&'a std::path::Path>,
-    json: bool,
-    summary: bool,
-    pretty: bool,
+    emit(&out, comparison.as_ref(), &a.output)
 }
 
 /// Writes a run's schedule JSON (with bounds, stats and the comparison) to `--out` or stdout,
 /// or the human summary at a terminal.
-fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: Written) -> Result<i32, String> {
+fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: &OutputArgs) -> Result<i32, String> {
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
@@ -1144,17 +1118,17 @@ fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: Writte
         comparison,
     };
     let human = a.summary || (std::io::stdout().is_terminal() && !a.json && !a.pretty);
-    if let Some(path) = a.out {
+    if let Some(path) = &a.out {
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
         write_json(std::io::BufWriter::new(f), &doc, a.pretty)?;
     }
     if human {
-        let text = summary(out, comparison, a.out);
+        let text = summary(out, comparison, a.out.as_deref());
         print!("{text}");
         std::io::stdout().flush().map_err(|e| e.to_string())?;
     } else if a.out.is_none() {
         write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?;
-    } else if let Some(path) = a.out {
+    } else if let Some(path) = &a.out {
         eprintln!(
             "ccsynth: wrote {} ({} transfers, {} , seed {})",
             path.display(),
@@ -1185,7 +1159,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, String> {
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
     let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl))
         .map_err(|e| e.to_string())?;
-    emit(&out, None, Written { out: a.out.as_deref(), json: a.json, summary: a.summary, pretty: a.pretty })
+    emit(&out, None, &a.output)
 }
 
 /// Runs `f` with a progress bar on stderr when it is a terminal (drawn only after a second, so
@@ -1372,14 +1346,15 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
     let spec = engine::RequestSpec { algorithm: name.to_string(), ..engine::RequestSpec::new(collective) };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
     let out = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?;
-    if let Some(path) = &a.out {
+    let o = &a.output;
+    if let Some(path) = &o.out {
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        write_json(std::io::BufWriter::new(f), &out.schedule, a.pretty)?;
+        write_json(std::io::BufWriter::new(f), &out.schedule, o.pretty)?;
     }
-    if a.summary || (std::io::stdout().is_terminal() && !a.json && !a.pretty) {
-        print!("{}", summary(&out, None, a.out.as_deref()));
-    } else if a.out.is_none() {
-        write_json(std::io::BufWriter::new(std::io::stdout().lock()), &out.schedule, a.pretty)?;
+    if o.summary || (std::io::stdout().is_terminal() && !o.json && !o.pretty) {
+        print!("{}", summary(&out, None, o.out.as_deref()));
+    } else if o.out.is_none() {
+        write_json(std::io::BufWriter::new(std::io::stdout().lock()), &out.schedule, o.pretty)?;
     }
     Ok(0)
 }

@@ -472,19 +472,17 @@ fn plan_runs(
             })
         })
         .collect();
-    // An all-reduce whose chunks are mostly latency also moves them in groups (at k = 1). On
-    // thousands of NPUs the matcher at one chunk per message is both the slowest run and, its
-    // messages a fifth latency, not the fastest schedule (torus:64x64 at 1 GiB after three
-    // link failures: 7.6 ms, in groups of four 6.8 ms): the groups run instead.
-    if tenants.is_none() && !trivial && !req.grouping.is_empty() && req.topology.npus() >= GROUPED_ONLY_NPUS {
-        runs.retain(|r| !(r.variant == 0 && matches!(r.mode, Mode::Matching(_))));
-    }
-    if tenants.is_none() && !trivial {
-        for &g in &req.grouping {
-            for i in 0..req.seeds.max(1) as u64 {
-                runs.push(Run { variant: 0, seed: req.seed.wrapping_add(i), mode: Mode::Grouped(g) });
-            }
-        }
+    // Combining collectives: the matcher as it was before unequal shares and rarest-first picks
+    // runs beside it (same seeds and timesteps), the faster kept, on up to `PLAIN_MAX_NPUS`.
+    if tenants.is_none() && !trivial && c.combining && req.topology.npus() <= PLAIN_MAX_NPUS {
+        let plain: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) => Some(Run { mode: Mode::Plain(f), ..*r }),
+                _ => None,
+            })
+            .collect();
+        runs.extend(plain);
     }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
@@ -493,9 +491,25 @@ fn plan_runs(
     for (variant, pattern) in patterns.iter().enumerate() {
         let Some((_, pattern, optimal)) = pattern else { continue };
         if *optimal {
-            runs.retain(|r| r.variant != variant || !matches!(r.mode, Mode::Matching(_)));
+            runs.retain(|r| r.variant != variant || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_)));
         }
         runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
+    }
+    // An all-reduce whose chunks are mostly latency also moves them in groups (at k = 1), but
+    // not where translation serves (an intact uniform torus keeps its runs as they were). On
+    // thousands of NPUs the matcher at one chunk per message is both the slowest run and, its
+    // messages a fifth latency, not the fastest schedule (torus:64x64 at 1 GiB after three
+    // link failures: 7.6 ms, in groups of four 6.8 ms): the groups run instead.
+    let grouping: &[u32] = if patterns.first().is_some_and(Option::is_some) { &[] } else { &req.grouping };
+    if tenants.is_none() && !trivial && !grouping.is_empty() {
+        if req.topology.npus() >= GROUPED_ONLY_NPUS {
+            runs.retain(|r| !(r.variant == 0 && matches!(r.mode, Mode::Matching(_))));
+        }
+        for &g in grouping {
+            for i in 0..req.seeds.max(1) as u64 {
+                runs.push(Run { variant: 0, seed: req.seed.wrapping_add(i), mode: Mode::Grouped(g) });
+            }
+        }
     }
     // The latency-mode planners (batched messages, doubling, the contribution flood) run
     // beside the matcher for one collective, where their rounds can pay.
@@ -540,7 +554,7 @@ fn produce(
         seed: r.seed,
         switch_model: req.switch_model,
         discretization_ns: match r.mode {
-            Mode::Matching(f) => plan.factors[r.variant][f],
+            Mode::Matching(f) | Mode::Plain(f) => plan.factors[r.variant][f],
             _ => None,
         },
     };
@@ -549,6 +563,7 @@ fn produce(
         (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
         (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
+        (None, Mode::Plain(_)) => crate::synth::greedy_plain(req.topology, c, &opts, polled),
         (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
         (None, Mode::Doubling(shape)) => {
             let at = labels.get_or_init(|| {
@@ -708,6 +723,10 @@ fn translation_patterns(
         .collect()
 }
 
+/// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
+/// the matcher on combining collectives.
+pub const PLAIN_MAX_NPUS: usize = 256;
+
 /// NPUs from which an all-reduce that moves chunks in groups (`chunking::grouping`) does not
 /// also run the matcher at one chunk per message.
 pub const GROUPED_ONLY_NPUS: usize = 2048;
@@ -762,6 +781,10 @@ pub enum Mode {
     /// The matcher on an all-reduce with this many chunks moved together in every message
     /// (`synth::greedy_grouped`), at the fastest edge's timestep.
     Grouped(u32),
+    /// The matcher as before unequal shares (`synth::greedy_plain`), at this index into the
+    /// discretizations tried: beside `Matching` on combining collectives of up to
+    /// `PLAIN_MAX_NPUS` NPUs.
+    Plain(usize),
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
@@ -787,7 +810,7 @@ impl Mode {
             Mode::Doubling(s) if s.halving => "halving_doubling",
             Mode::Doubling(_) => "doubling",
             Mode::Translation => "translation",
-            Mode::Grouped(_) => "matching",
+            Mode::Grouped(_) | Mode::Plain(_) => "matching",
         }
     }
 }

@@ -176,6 +176,26 @@ pub fn greedy(
     Ok((s, stats))
 }
 
+/// The matcher as it was before unequal shares: equal shares (`reduction_roots`), a random
+/// pick among the requested chunks, the phases in sequence. The engine runs it beside
+/// `greedy` on combining collectives of up to a few hundred NPUs and keeps the faster, so no
+/// case the old matcher served well gets slower.
+pub fn greedy_plain(
+    topo: &Topology,
+    c: &Collective,
+    opts: &PlanOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, PlanStats), SynthError> {
+    let combining = vec![c.combining; c.num_chunks];
+    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
+    let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(opts.seed);
+    s.transfers = transfers;
+    Ok((s, stats))
+}
+
 /// The greedy's all-reduce with `group` consecutive chunks moved as one: planned on the same
 /// all-reduce of `c.num_chunks / group` chunks of `group` times the size (its shares and its
 /// overlap as for any), then each move carries its `group` chunks as one message. Fewer, larger
@@ -488,6 +508,12 @@ pub fn auto_discretizations(topo: &Topology, chunk_size_bytes: f64, model: Switc
 fn roots_for(topo: &Topology, c: &Collective) -> (Vec<u32>, Option<Vec<u32>>) {
     match shares::all_reduce_shares(topo, c) {
         Some(per_rank) => (shares::roots(c, &per_rank), Some(per_rank)),
+        // Fewer chunks than NPUs (an all-reduce planned in groups, `greedy_grouped`): one
+        // chunk to every n-th NPU, spread over the group rather than the first ranks.
+        None if c.spec.kind == crate::collective::CollectiveKind::AllReduce && c.num_chunks < c.group.len() => {
+            let per_rank = shares::balanced(&vec![1.0; c.group.len()], c.num_chunks);
+            (shares::roots(c, &per_rank), None)
+        }
         None if c.combining => (reduction_roots(c), None),
         None => (Vec::new(), None),
     }

@@ -62,20 +62,32 @@ pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -
     out
 }
 
-/// Chunks an all-reduce at one chunk per NPU also moves together per message
-/// (`synth::greedy_grouped`), smallest first: 2 and 4 where a chunk's latency is a noticeable
-/// share of its time (its transfer time on the fastest link between one and `GROUP_BELOW`
-/// times the smallest latency, so α is over 3% of each step; below one the latency-mode
-/// planners serve) and at least `MIN_GROUPED_CHUNKS` chunks remain, on 4096 NPUs or fewer (the
-/// matcher's scale). Empty for other collectives.
+/// Chunks an all-reduce or all-gather at one chunk per NPU also moves together per message
+/// (`synth::greedy_grouped`), smallest first, where a chunk's latency is a noticeable share of
+/// its time (its transfer time on the fastest link between one and `GROUP_BELOW` times the
+/// smallest latency, so α is over 3% of each step; below one the latency-mode planners serve),
+/// on 4096 NPUs or fewer (the matcher's scale): for an all-reduce 2 and 4 where at least
+/// `MIN_GROUPED_CHUNKS` chunks remain, for an all-gather up to 8 chunks a message (below).
+/// Empty for other collectives.
 pub fn grouping(topology: &Topology, c: &crate::collective::Collective) -> Vec<u32> {
-    if c.spec.kind != CollectiveKind::AllReduce || c.spec.chunks() != 1 || topology.npus() > 4096 {
+    let kind = c.spec.kind;
+    if !matches!(kind, CollectiveKind::AllReduce | CollectiveKind::AllGather)
+        || c.spec.chunks() != 1
+        || topology.npus() > 4096
+    {
         return Vec::new();
     }
     // Below one latency a chunk is all latency: the latency-mode planners batch those.
     let ratio = beta_over_alpha(topology, c.chunk_size_bytes);
     if !(1.0..GROUP_BELOW).contains(&ratio) {
         return Vec::new();
+    }
+    if kind == CollectiveKind::AllGather {
+        // Measured (docs/BENCHMARKS.md, issue 26): after a failed link the best is 2 on
+        // torus:16x16, 4 on 8x8x8, 6 on 32x32 and 8 on 64x64 (more chunks a message pay α
+        // less often but leave the links part-empty while the first chunks spread). On thousands
+        // of NPUs one run costs seconds: the largest alone.
+        return if topology.npus() >= super::GROUPED_ONLY_NPUS { vec![8] } else { vec![2, 4, 6] };
     }
     [2u32, 4]
         .into_iter()

@@ -260,6 +260,7 @@ pub fn all_reduce_by_contributions(
         post: &post,
         live_npus: topo.live_npus().len(),
         rarest_first: false,
+        capacity: 1,
     };
     let plan = plan(&problem, seed, cancelled)?;
     let moves = super::prune_dead_ends(&ten, items, plan.moves, &post);

@@ -31,6 +31,10 @@ pub struct Problem<'a> {
     /// most chunks) random picks leave NPUs idle late in a phase that rarest-first keeps busy.
     /// The synthesizers set it for combining collectives; the others keep the random pick.
     pub rarest_first: bool,
+    /// Chunks an edge may start in one timestep (1: the TACOS matcher). Above one the TEN's
+    /// timestep is that many chunks' message (`synth::greedy_grouped` on an all-gather), and
+    /// the moves of one edge and timestep become one message.
+    pub capacity: u32,
 }
 
 /// One chunk on one TEN edge, starting at timestep `step`.
@@ -405,12 +409,19 @@ impl Timeline {
                 self.busy_until[r as usize] = t + span;
             }
             self.latest_busy = self.latest_busy.max(t + span);
-            let idx = st.start_move(e, c, t);
             let at = (t + span) as usize;
             if self.arrivals.len() <= at {
                 self.arrivals.resize_with(at + 1, Vec::new);
             }
-            self.arrivals[at].push(idx);
+            // Up to `capacity` chunks leave together (one message once merged).
+            let mut next = Some(c);
+            let mut started = 0;
+            while let Some(c) = next {
+                let idx = st.start_move(e, c, t);
+                self.arrivals[at].push(idx);
+                started += 1;
+                next = if started < st.p.capacity { st.pick(e, t, span) } else { None };
+            }
             matched = true;
         }
         matched

@@ -319,6 +319,7 @@ mod tests {
             post: &c.postcondition,
             live_npus: ten.npus,
             rarest_first: false,
+            capacity: 1,
         }
     }
 
@@ -399,6 +400,7 @@ mod tests {
             post: &c.postcondition,
             live_npus: 32,
             rarest_first: false,
+            capacity: 1,
         };
         let info = ChunkInfo::new(&p);
         assert_eq!(info.lower_bound(&ten), 16);

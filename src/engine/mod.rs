@@ -319,8 +319,9 @@ pub struct SynthStats {
     /// then that schedule's, shorter than the sum of `phase_timesteps`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub overlapped: bool,
-    /// An all-reduce planned with this many chunks moved together in every message (fewer,
-    /// larger messages where a chunk per NPU is mostly latency); absent when one.
+    /// Chunks moved together per message (fewer, larger messages where a chunk per NPU is
+    /// mostly latency): an all-reduce's every message carries this many, an all-gather's at most
+    /// this many; absent when one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunks_per_message: Option<u32>,
     /// The `greedy` algorithm's search: seeds, discretizations and planners tried.

@@ -45,7 +45,8 @@ pub struct PlanStats {
     /// unequal shares.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub overlapped: bool,
-    /// Chunks moved together in every message (`greedy_grouped`), when more than one.
+    /// Chunks moved together per message (`greedy_grouped`: every message of an all-reduce,
+    /// at most for an all-gather), when more than one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunks_per_message: Option<u32>,
 }

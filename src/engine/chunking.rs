@@ -84,10 +84,10 @@ pub fn grouping(topology: &Topology, c: &crate::collective::Collective) -> Vec<u
     }
     if kind == CollectiveKind::AllGather {
         // Measured (docs/BENCHMARKS.md, issue 26): after a failed link the best is 2 on
-        // torus:16x16, 4 on 8x8x8, 6 on 32x32 and 8 on 64x64 (more chunks a message pay α
-        // less often but leave the links part-empty while the first chunks spread). On thousands
-        // of NPUs one run costs seconds: the largest alone.
-        return if topology.npus() >= super::GROUPED_ONLY_NPUS { vec![8] } else { vec![2, 4, 6] };
+        // torus:16x16, 3 on 8x8x8 (4 next), 6 on 32x32 (5 and 8 slower) and 8 on 64x64 (more
+        // chunks a message pay α less often but leave the links part-empty while the first
+        // chunks spread). On thousands of NPUs one run costs seconds: the largest alone.
+        return if topology.npus() >= super::GROUPED_ONLY_NPUS { vec![8] } else { vec![2, 3, 4, 6] };
     }
     [2u32, 4]
         .into_iter()

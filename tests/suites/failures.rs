@@ -130,10 +130,10 @@ fn at_scale_chunks_move_in_groups() {
 
 /// An all-gather cannot group chunks (each has its own source), so the greedy lets each link
 /// start several chunks a timestep and merges them into one message: after a failed link on
-/// torus:8x8x8 at 256 MiB the NPUs left with five links receive 511 chunks at up to four a
-/// message (27 timesteps where 103 single chunks took 1.10× the bound), and each pair of NPUs
-/// exchanges at most one message a step. Within 1.06× of the ingress bound (1.104× at one chunk
-/// a message).
+/// torus:8x8x8 at 256 MiB the NPUs left with five links receive 511 chunks at up to three a
+/// message (35 timesteps where 103 single chunks took 1.10× the bound), and each pair of NPUs
+/// exchanges at most one message a step. Within issue 26's 1.05× of the ingress bound (1.104× at
+/// one chunk a message).
 #[test]
 fn an_all_gather_after_a_failure_moves_several_chunks_a_message() {
     let t = failed(&topo("torus:8x8x8"), &[[5, 6]]);
@@ -151,7 +151,7 @@ fn an_all_gather_after_a_failure_moves_several_chunks_a_message() {
     }
     assert!(merged > 0);
     let ratio = out.schedule.collective_time_ns.unwrap() / out.report.lower_bound_ns.unwrap();
-    assert!(ratio <= 1.06, "{ratio}");
+    assert!(ratio <= 1.05, "{ratio}");
 }
 
 proptest! {

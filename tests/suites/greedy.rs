@@ -337,3 +337,73 @@ fn uneven_links_are_timed_on_a_finer_grid() {
     let coarse = greedy(&t, spec(), Options { discretization: Some(x), ..one_seed });
     assert!(coarse.report.collective_time_ns.unwrap() > 9.5 * x, "{:?}", coarse.report.collective_time_ns);
 }
+
+/// The all-gather in messages of several chunks (`synth::greedy_grouped` on an all-gather: each
+/// edge starts up to g chunks a timestep, merged into one message) on every kind of fabric,
+/// under each switch model, for the whole group and a subgroup: the schedule is valid, no message
+/// carries more than g chunks, and each pair of NPUs exchanges at most one message a step over
+/// one route. The engine keeps only the fastest run and validates only that one, so these runs
+/// are checked here one by one.
+#[test]
+fn all_gather_messages_of_several_chunks_are_valid_everywhere() {
+    use ccsynth::collective::Collective;
+    use ccsynth::synth::{PlanOptions, greedy_grouped};
+    let mut topologies: Vec<Topology> = [
+        "ring:5",
+        "ring:6:uni",
+        "mesh:3x3",
+        "torus:4x4",
+        "fc:5",
+        "switch:6",
+        "hyperx:3x3",
+        "dragonfly:2:4",
+        "hier:ring2,fc2,switch2",
+        "rail:2x3",
+        "hypercube:3",
+        "mesh:3x3@bw=50,100;lat=300,700",
+        "torus:4x4x2",
+    ]
+    .iter()
+    .map(|s| topo(s))
+    .collect();
+    topologies.push(
+        topo("torus:4x4")
+            .with_failures(&Failures { links: vec![[5, 6], [0, 1]], npus: vec![10], ..Default::default() })
+            .unwrap(),
+    );
+    let mut checked = 0;
+    for t in &topologies {
+        let live = t.live_npus();
+        let sub: Vec<usize> = live.iter().copied().step_by(2).collect();
+        let specs = [
+            CollectiveSpec::new(K::AllGather, 1 << 20),
+            CollectiveSpec { group: Some(sub), ..CollectiveSpec::new(K::AllGather, 999_999) },
+        ];
+        for spec in specs {
+            let c = Collective::build(&spec, t).unwrap();
+            for model in [SwitchModel::Native, SwitchModel::Unwind { degree: 1 }] {
+                for g in [2usize, 3, 4, 6, 8] {
+                    let opts = PlanOptions { seed: 3, switch_model: model, discretization_ns: None };
+                    let (s, stats) = greedy_grouped(t, &c, g, &opts, &|| false).unwrap();
+                    let what = format!("{} {:?} g={g} {model:?}", t.npus(), spec.group);
+                    let r = engine::check(&s);
+                    assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
+                    assert_eq!(stats.chunks_per_message, Some(g as u32), "{what}");
+                    let mut seen = std::collections::HashSet::new();
+                    for tr in s.transfers.iter() {
+                        assert!(tr.chunks.len() <= g, "{what}: {} chunks", tr.chunks.len());
+                        let route = tr.path_nodes().map(|p| p.to_vec());
+                        assert!(
+                            seen.insert((tr.step, tr.src, tr.dst, route)),
+                            "{what}: two messages {}->{}",
+                            tr.src,
+                            tr.dst
+                        );
+                    }
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(checked, topologies.len() * 2 * 2 * 5);
+}

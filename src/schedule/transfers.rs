@@ -31,9 +31,11 @@ pub struct Transfers {
     chunk: Vec<u32>,
     flags: Vec<u8>,
     lists: Vec<Arc<Vec<u32>>>,
-    /// Lists of consecutive chunks by (first chunk, length): a range is stored once, however
-    /// many transfers carry it (each message of a recursive halving carries one of a few).
-    ranges: HashMap<(u32, u32), u32>,
+    /// Lists of evenly spaced chunks by (first chunk, length, spacing): such a list is stored
+    /// once, however many transfers carry it (each message of a recursive halving carries one of
+    /// a few ranges; bucket's messages on a 4096-NPU torus carry one of a few thousand lists of
+    /// every fourth chunk, 4 M times).
+    ranges: HashMap<(u32, u32, u32), u32>,
     /// Empty until a transfer has a path; then one entry per transfer (`NO_ROUTE` for none).
     route: Vec<u32>,
     /// The distinct routes (by pointer: transfers built over one TEN edge share its route).
@@ -188,14 +190,18 @@ impl Transfers {
             ChunkList::One(c) => c,
             ChunkList::Many(list) => {
                 flags |= MANY;
-                let consecutive = !list.is_empty() && list.windows(2).all(|w| w[1] == w[0].wrapping_add(1));
+                let spacing = match list[..] {
+                    [a, b, ..] => b.wrapping_sub(a),
+                    _ => 1,
+                };
+                let even = !list.is_empty() && list.windows(2).all(|w| w[1] == w[0].wrapping_add(spacing));
                 let lists = &mut self.lists;
                 let mut add = |list| {
                     lists.push(list);
                     (lists.len() - 1) as u32
                 };
-                if consecutive {
-                    *self.ranges.entry((list[0], list.len() as u32)).or_insert_with(|| add(list))
+                if even {
+                    *self.ranges.entry((list[0], list.len() as u32, spacing)).or_insert_with(|| add(list))
                 } else {
                     add(list)
                 }

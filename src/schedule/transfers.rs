@@ -2,7 +2,7 @@
 //! vector of `Transfer` structs. A synthesized all-reduce on 4096 NPUs holds 33.5 million
 //! single-chunk transfers; as columns they take 17 bytes each (step, src, dst, chunk, flags)
 //! instead of a 48-byte struct. What few transfers have beyond one chunk (a chunk list, a
-//! path, destination slots) lives in side tables; a range of consecutive chunks and a route
+//! path, destination slots) lives in side tables; an evenly spaced chunk list and a route
 //! are stored once however many transfers carry them. The wire format is the same array of
 //! transfer objects (`Serialize`/`Deserialize` read and write it element by element).
 

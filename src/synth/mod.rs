@@ -164,14 +164,29 @@ pub fn greedy(
     opts: &PlanOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
-    let combining = vec![c.combining; c.num_chunks];
     let (roots, weighted) = roots_for(topo, c);
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
     // With unequal shares the phases may overlap (`overlap`).
     let manner = Manner { overlap: weighted.as_ref().map(|_| cancelled), ..Manner::picking(c) };
-    let (transfers, mut stats) = movement_core(topo, c, &combining, &roots, manner, opts, &mut planner)?;
+    let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
     stats.shares = weighted.as_deref().map(shares::ShareStats::of);
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    Ok((s, stats))
+}
+
+/// The matcher's schedule of `out` (seed recorded), planned as `plan` (the same collective, or
+/// the same chunks at a coarser size) with `roots` and `manner`.
+fn matched(
+    topo: &Topology,
+    plan: &Collective,
+    out: &Collective,
+    roots: &[u32],
+    manner: Manner,
+    opts: &PlanOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, PlanStats), SynthError> {
+    let combining = vec![plan.combining; plan.num_chunks];
+    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
+    let (transfers, stats) = movement_core(topo, plan, &combining, roots, manner, opts, &mut planner)?;
+    let mut s = Schedule::new(topo.clone(), out, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
     Ok((s, stats))
@@ -187,14 +202,8 @@ pub fn greedy_plain(
     opts: &PlanOptions,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
-    let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
-    let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.seed = Some(opts.seed);
-    s.transfers = transfers;
-    Ok((s, stats))
+    matched(topo, c, c, &roots, Manner::PLAIN, opts, cancelled)
 }
 
 /// The greedy's all-reduce with `group` consecutive chunks moved as one: planned on the same
@@ -266,14 +275,10 @@ fn all_gather_in_messages(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let coarse = Collective { chunk_size_bytes: c.chunk_size_bytes * group as f64, ..c.clone() };
-    let combining = vec![false; c.num_chunks];
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
     let manner = Manner { capacity: group as u32, ..Manner::picking(c) };
     let opts = PlanOptions { discretization_ns: None, ..opts.clone() };
-    let (transfers, mut stats) = movement_core(topo, &coarse, &combining, &[], manner, &opts, &mut planner)?;
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.seed = Some(opts.seed);
-    s.transfers = flood::batch(&transfers);
+    let (mut s, mut stats) = matched(topo, &coarse, c, &[], manner, &opts, cancelled)?;
+    s.transfers = flood::batch(&s.transfers);
     stats.chunks_per_message = Some(group as u32);
     Ok((s, stats))
 }

@@ -6,10 +6,13 @@ pub mod doubling;
 pub mod flood;
 pub mod greedy;
 pub mod ilp;
+mod matcher;
 pub mod overlap;
 pub mod repair;
 pub mod shares;
 pub mod translate;
+
+pub use matcher::{batched, greedy, greedy_grouped, greedy_plain, translated};
 
 use crate::collective::Collective;
 use crate::schedule::{ChunkList, Op, Route, Schedule, Transfer, Transfers};
@@ -155,175 +158,6 @@ pub fn ilp_multi(
     };
     joint.schedule.algorithm = Some("ilp".into());
     Ok((joint, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
-}
-
-/// Synthesizes `c` on `topo` with the greedy matcher.
-pub fn greedy(
-    topo: &Topology,
-    c: &Collective,
-    opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    let (roots, weighted) = roots_for(topo, c);
-    // With unequal shares the phases may overlap (`overlap`).
-    let manner = Manner { overlap: weighted.as_ref().map(|_| cancelled), ..Manner::picking(c) };
-    let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
-    stats.shares = weighted.as_deref().map(shares::ShareStats::of);
-    Ok((s, stats))
-}
-
-/// The matcher's schedule of `out` (seed recorded), planned as `plan` (the same collective, or
-/// the same chunks at a coarser size) with `roots` and `manner`.
-fn matched(
-    topo: &Topology,
-    plan: &Collective,
-    out: &Collective,
-    roots: &[u32],
-    manner: Manner,
-    opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    let combining = vec![plan.combining; plan.num_chunks];
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| greedy::plan(p, seed, cancelled);
-    let (transfers, stats) = movement_core(topo, plan, &combining, roots, manner, opts, &mut planner)?;
-    let mut s = Schedule::new(topo.clone(), out, "greedy");
-    s.seed = Some(opts.seed);
-    s.transfers = transfers;
-    Ok((s, stats))
-}
-
-/// The matcher as it was before unequal shares: equal shares (`reduction_roots`), a random
-/// pick among the requested chunks, the phases in sequence. The engine runs it beside
-/// `greedy` on combining collectives of up to a few hundred NPUs and keeps the faster, so no
-/// case the old matcher served well gets slower.
-pub fn greedy_plain(
-    topo: &Topology,
-    c: &Collective,
-    opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    matched(topo, c, c, &roots, Manner::PLAIN, opts, cancelled)
-}
-
-/// The greedy's all-reduce with `group` consecutive chunks moved as one: planned on the same
-/// all-reduce of `c.num_chunks / group` chunks of `group` times the size (its shares and its
-/// overlap as for any), then each move carries its `group` chunks as one message. Fewer, larger
-/// messages: at scale, where a chunk per NPU is mostly latency (a 512-NPU torus at 256 MiB
-/// moves half-MiB chunks, 10% of whose time is a link's α), the steps halve or quarter, and an
-/// NPU may be the root of no chunk at all (all-reduce has no owners but the roots it picks).
-pub fn greedy_grouped(
-    topo: &Topology,
-    c: &Collective,
-    group: usize,
-    opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    if group <= 1 {
-        return greedy(topo, c, opts, cancelled);
-    }
-    if c.spec.kind == crate::collective::CollectiveKind::AllGather {
-        return all_gather_in_messages(topo, c, group, opts, cancelled);
-    }
-    if c.spec.kind != crate::collective::CollectiveKind::AllReduce || !c.num_chunks.is_multiple_of(group) {
-        return Err(greedy::GreedyError::Unsupported(
-            "grouped chunks: an all-reduce whose chunks divide into the groups",
-        )
-        .into());
-    }
-    let chunks = c.num_chunks / group;
-    let mut members: Vec<u32> = c.group.iter().map(|&v| v as u32).collect();
-    members.sort_unstable();
-    let all: Vec<[u32; 2]> = members.iter().flat_map(|&v| (0..chunks as u32).map(move |x| [v, x])).collect();
-    let all = std::sync::Arc::new(all);
-    let coarse = Collective {
-        spec: c.spec.clone(),
-        group: c.group.clone(),
-        num_chunks: chunks,
-        chunk_size_bytes: c.chunk_size_bytes * group as f64,
-        combining: true,
-        precondition: all.clone(),
-        postcondition: all,
-    };
-    let (planned, mut stats) = greedy(topo, &coarse, opts, cancelled)?;
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.seed = planned.seed;
-    s.transfers.reserve(planned.transfers.len());
-    let g = group as u32;
-    for t in planned.transfers.iter() {
-        let chunks: Vec<u32> = t.chunks.iter().flat_map(|&x| x * g..x * g + g).collect();
-        let mut moved = Transfer { op: t.op, ..Transfer::copy(t.step, t.src as usize, t.dst as usize, chunks) };
-        moved.path = t.path.cloned();
-        s.transfers.push(moved);
-    }
-    stats.chunks_per_message = Some(g);
-    Ok((s, stats))
-}
-
-/// The greedy's all-gather with up to `group` chunks per message: every chunk has its own
-/// source, so they cannot be planned as larger chunks (as the all-reduce's are); instead the
-/// TEN's timestep is a message of `group` chunks on the fastest link and each edge starts up to
-/// `group` chunks a timestep (`greedy::Problem::capacity`), merged into one message. Where a
-/// chunk's latency is a noticeable share of its time (a 1024-NPU torus at 256 MiB moves
-/// quarter-MiB chunks, a fifth of whose time is α), the NPU that receives the most pays α
-/// once per message, not once per chunk.
-fn all_gather_in_messages(
-    topo: &Topology,
-    c: &Collective,
-    group: usize,
-    opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    let coarse = Collective { chunk_size_bytes: c.chunk_size_bytes * group as f64, ..c.clone() };
-    let manner = Manner { capacity: group as u32, ..Manner::picking(c) };
-    let opts = PlanOptions { discretization_ns: None, ..opts.clone() };
-    let (mut s, mut stats) = matched(topo, &coarse, c, &[], manner, &opts, cancelled)?;
-    s.transfers = flood::batch(&s.transfers);
-    stats.chunks_per_message = Some(group as u32);
-    Ok((s, stats))
-}
-
-/// Synthesizes `c` on `topo` in the latency mode: the batched planner (`flood`) in every phase
-/// on a TEN whose timestep is the slowest edge's (one round per edge), then one message per
-/// step and pair of NPUs. Combining collectives are reduced along shortest-path trees, as
-/// the matcher's phases are, by inversion.
-pub fn batched(
-    topo: &Topology,
-    c: &Collective,
-    opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    let round = flood::round_ten(topo, c.chunk_size_bytes, opts.switch_model)?;
-    let opts = PlanOptions { discretization_ns: Some(round.discretization_ns), ..opts.clone() };
-    let combining = vec![c.combining; c.num_chunks];
-    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &greedy::Problem, seed, _phase, _left| flood::plan(p, seed, cancelled);
-    let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, &opts, &mut planner)?;
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.seed = Some(opts.seed);
-    s.transfers = flood::batch(&transfers);
-    Ok((s, stats))
-}
-
-/// Synthesizes `c` on a torus by translating one broadcast `pattern` (from
-/// `translate::search`) to every source, in every phase: reduce-scatter is the pattern reversed
-/// on the transposed torus, all-reduce that and then the pattern forward.
-pub fn translated(
-    topo: &Topology,
-    c: &Collective,
-    opts: &PlanOptions,
-    torus: &translate::Torus,
-    pattern: &translate::Pattern,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, PlanStats), SynthError> {
-    let combining = vec![c.combining; c.num_chunks];
-    let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &greedy::Problem, _seed, _phase, _left| translate::plan(p, torus, pattern, cancelled);
-    let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.seed = Some(opts.seed);
-    s.transfers = transfers;
-    Ok((s, stats))
 }
 
 /// How `movement_core` plans: the matcher's pick (`greedy::Problem::rarest_first`), and

@@ -230,11 +230,13 @@ pub enum Format {
 /// The executor an MSCCL file is for.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum MscclTargetArg {
-    /// The MSCCL executor for NCCL and RCCL's MSCCL: 64 steps per thread block.
+    /// The MSCCL executor for NCCL: 64 steps per thread block.
     #[default]
     Current,
     /// The original MSCCL: 256 steps per thread block, spells `reduce_scatter`.
     Legacy,
+    /// RCCL's MSCCL: 64 steps per thread block, 64 thread blocks per GPU.
+    Rccl,
 }
 
 /// NCCL's protocol named in an MSCCL file.
@@ -279,6 +281,7 @@ impl MscclArgs {
             target: match self.msccl_target {
                 MscclTargetArg::Current => engine::MscclTarget::Current,
                 MscclTargetArg::Legacy => engine::MscclTarget::Legacy,
+                MscclTargetArg::Rccl => engine::MscclTarget::Rccl,
             },
             protocol: match self.msccl_proto {
                 MscclProtoArg::Simple => engine::MscclProtocol::Simple,

@@ -18,20 +18,29 @@
 //!   read-after-write, write-after-read and write-after-write per buffer cell, with input
 //!   and output cells that alias in place treated as one cell: the program is then correct
 //!   both in place and out of place.
-//! - Deadlock freedom with bounded buffers: every thread block runs its steps in the order
-//!   they were generated, every dependency points to an earlier generated step, and a send is
-//!   put on a channel of its connection holding fewer than `FIFO_CAPACITY` messages sent but
-//!   not yet received (in generation order). Then the generation order itself is an execution
-//!   in which every step can run, and the earliest unfinished step can always run.
+//! - Deadlock freedom with bounded buffers, at every message size. The executor cuts a step
+//!   of `cnt` chunks into ⌈cnt/m⌉ calls, m falling to 1 for large messages, and a connection
+//!   holds `FIFO_CAPACITY` calls. Every thread block runs its steps in the order they were
+//!   generated and every dependency points to an earlier generated step. A send *fits* when
+//!   its channel's calls in flight (at m = 1, in generation order) plus its own stay within
+//!   the capacity and no earlier send on the channel is deferred; otherwise it is *deferred*:
+//!   it completes only together with its receive. Within one hop of a schedule step, a
+//!   receive never waits for a deferred send whose receive comes later, nor for a local step
+//!   that does (such a receive lands in scratch, and a local step moves it once the send is
+//!   done). Then this order is an execution: steps in generation order, a deferred send run
+//!   together with its receive, a local step that waits for a deferred send at the end of its
+//!   hop. At m > 1 every step is fewer calls, so every send that fits at m = 1 fits then too.
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{Op, Schedule};
 use quick_xml::Writer;
 use quick_xml::events::BytesStart;
 use std::collections::HashMap;
 
-/// Messages a connection holds in flight (NCCL's Simple protocol: 2 of its 8 slots per step;
-/// LL and LL128 hold more, so 2 is safe for all three).
+/// Calls a connection holds in flight: NCCL's 8 slots, 4 per call in the Simple protocol (its
+/// chunk steps); LL and LL128 take 1 slot per call, so 2 is safe for all three.
 pub const FIFO_CAPACITY: u32 = 2;
+/// Thread ids a dependency can name: the executor stores `depid` in 8 signed bits.
+pub const MAX_DEPID: usize = 127;
 /// Chunks one step may move: the executor's `count` is below `MSCCL_MAX_COUNT` (72).
 pub const MAX_COUNT: u32 = 71;
 /// Channels (`MAXCHANNELS`).
@@ -46,25 +55,37 @@ pub const MAX_NODES_PER_RANK: usize = 4096;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MscclTarget {
-    /// The MSCCL executor for NCCL and RCCL's MSCCL: at most 64 steps per thread block.
+    /// The MSCCL executor for NCCL: at most 64 steps per thread block.
     #[default]
     Current,
-    /// The original MSCCL (NCCL 2.12 fork): 256 steps per thread block, `reduce_scatter`.
+    /// The original MSCCL (NCCL 2.12 fork): 256 steps per thread block, 216 thread blocks,
+    /// `reduce_scatter`.
     Legacy,
+    /// RCCL's MSCCL: 64 steps per thread block and 64 thread blocks per GPU.
+    Rccl,
 }
 
 impl MscclTarget {
     /// Steps per thread block (`MSCCL_MAX_NUM_STEPS`).
     pub fn max_steps(self) -> usize {
         match self {
-            MscclTarget::Current => 64,
+            MscclTarget::Current | MscclTarget::Rccl => 64,
             MscclTarget::Legacy => 256,
+        }
+    }
+    /// Thread blocks per GPU (`MSCCL_MAX_NUM_THREAD_BLOCKS`; RCCL's is 64).
+    pub fn max_tbs(self) -> usize {
+        match self {
+            MscclTarget::Current => (MAX_CHANNELS * MAX_TBS_PER_CHANNEL) as usize,
+            MscclTarget::Legacy => 216,
+            MscclTarget::Rccl => 64,
         }
     }
     pub fn name(self) -> &'static str {
         match self {
             MscclTarget::Current => "current",
             MscclTarget::Legacy => "legacy",
+            MscclTarget::Rccl => "rccl",
         }
     }
 }
@@ -97,8 +118,9 @@ pub struct MscclOptions {
     pub protocol: MscclProtocol,
     /// The algorithm's `name` (default: `ccsynth-<algorithm>`).
     pub name: Option<String>,
-    /// The message sizes the executor picks this algorithm for, `minBytes ≤ size < maxBytes`
-    /// (default: every size).
+    /// The message sizes the executor picks this algorithm for, `minBytes ≤ size ≤ maxBytes`
+    /// (default: every size). The file is correct at every size, so the range only steers
+    /// the executor's choice among files.
     pub min_bytes: Option<u64>,
     pub max_bytes: Option<u64>,
 }
@@ -115,15 +137,9 @@ pub enum MscclError {
     )]
     OutsideGroup { transfer: usize, npu: u32 },
     #[error(
-        "GPU {src} to GPU {dst}: no channel has room for message {messages} (at most {MAX_CHANNELS} channels, {MAX_TBS_PER_CHANNEL} thread blocks per channel and {max_steps} steps per thread block in the {target} executor)"
+        "GPU {src} to GPU {dst}: no channel has room for message {messages} (at most {MAX_CHANNELS} channels, {MAX_TBS_PER_CHANNEL} thread blocks per channel, {max_tbs} thread blocks per GPU and {max_steps} steps per thread block in the {target} executor)"
     )]
-    NoChannel { src: u32, dst: u32, messages: u32, max_steps: usize, target: &'static str },
-    #[error(
-        "GPU {src} to GPU {dst}: step {step} of the schedule puts more than {} messages on this connection in one step; at most {} can be in flight ({MAX_CHANNELS} channels of {FIFO_CAPACITY}); fewer chunks per NPU, or contiguous ones, make fewer messages",
-        MAX_CHANNELS * FIFO_CAPACITY,
-        MAX_CHANNELS * FIFO_CAPACITY
-    )]
-    Burst { src: u32, dst: u32, step: u32 },
+    NoChannel { src: u32, dst: u32, messages: u32, max_steps: usize, max_tbs: usize, target: &'static str },
     #[error(
         "thread block {tb} of GPU {gpu} needs {steps} steps; the {target} executor allows at most {max} per thread block"
     )]
@@ -143,6 +159,19 @@ pub enum MscclError {
     InvalidCollective(String),
     #[error("min_bytes {min} is above max_bytes {max}")]
     SizeRange { min: u64, max: u64 },
+    #[error("max_bytes 0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that")]
+    ZeroMaxBytes,
+    #[error(
+        "MSCCL cannot run a {kind} for its root: the executor picks an algorithm by collective, rank count, size and in place only, and the file has no root, so a file written for root {root} would run for every root"
+    )]
+    RootNotBound { kind: &'static str, root: u32 },
+    #[error("GPU {gpu} has {tbs} thread blocks; the {target} executor allows at most {max} per GPU")]
+    TooManyThreadBlocks { gpu: u32, tbs: usize, max: usize, target: &'static str },
+    #[error(
+        "GPU {gpu} has {waited} thread blocks that other blocks wait for; the executor stores a dependency's block id in 8 signed bits, so at most {} can be waited for",
+        MAX_DEPID + 1
+    )]
+    DependencyIds { gpu: u32, waited: usize },
 }
 
 /// Writes `s` as MSCCL XML. Crate-private: `s` must be valid (it reads where every chunk is),
@@ -153,6 +182,9 @@ pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclE
         .map_err(|e| MscclError::InvalidCollective(e.to_string()))?;
     let mut layout = Layout::new(&collective, opts.target)?;
     layout.number_chunks(s);
+    if opts.max_bytes == Some(0) {
+        return Err(MscclError::ZeroMaxBytes);
+    }
     if let (Some(min), Some(max)) = (opts.min_bytes, opts.max_bytes)
         && min > max
     {
@@ -191,7 +223,6 @@ struct Layout {
     coll: &'static str,
     p: usize,
     k: usize,
-    root: usize,
     /// NPU id → rank.
     rank_of: HashMap<u32, u32>,
     i_chunks: usize,
@@ -210,8 +241,13 @@ impl Layout {
             CollectiveKind::ReduceScatter if legacy => "reduce_scatter",
             CollectiveKind::ReduceScatter => "reducescatter",
             CollectiveKind::AllToAll => "alltoall",
-            CollectiveKind::Broadcast if !legacy => "broadcast",
-            CollectiveKind::Reduce if !legacy => "reduce",
+            // The executor has both, but selects a file without regard to the root
+            // (`mscclInternalSchedulerSelectAlgo`: collective, ranks, size, in place), so any root but the
+            // file's would run the wrong program.
+            CollectiveKind::Broadcast | CollectiveKind::Reduce if !legacy => {
+                let root = c.spec.root.unwrap_or(0) as u32;
+                return Err(MscclError::RootNotBound { kind: kind.name(), root });
+            }
             _ => {
                 return Err(MscclError::UnsupportedCollective {
                     kind: kind.name(),
@@ -223,22 +259,20 @@ impl Layout {
         let p = c.group.len();
         let k = c.spec.chunks() as usize;
         let rank_of = c.group.iter().enumerate().map(|(r, &v)| (v as u32, r as u32)).collect::<HashMap<_, _>>();
-        let root = c.spec.root.and_then(|v| rank_of.get(&(v as u32)).copied()).unwrap_or(0) as usize;
         let (i_chunks, o_chunks) = match kind {
             CollectiveKind::AllReduce => (p * k, p * k),
             CollectiveKind::AllGather => (k, p * k),
             CollectiveKind::ReduceScatter => (p * k, k),
-            CollectiveKind::AllToAll => (p * k, p * k),
-            _ => (k, k),
+            _ => (p * k, p * k),
         };
         let perm = (0..c.num_chunks as u32).collect();
-        Ok(Layout { kind, coll, p, k, root, rank_of, i_chunks, o_chunks, perm })
+        Ok(Layout { kind, coll, p, k, rank_of, i_chunks, o_chunks, perm })
     }
 
     /// Numbers the chunks so that chunks that travel together get consecutive cells, and a
     /// message carrying them becomes one step instead of many. The cells of a chunk are free
-    /// within a block of chunks the collective treats alike (every chunk of all-reduce,
-    /// broadcast and reduce; one rank's k chunks of all-gather and reduce-scatter; one
+    /// within a block of chunks the collective treats alike (every chunk of all-reduce; one
+    /// rank's k chunks of all-gather and reduce-scatter; one
     /// sender-receiver pair's k chunks of all-to-all): within it, chunks are ordered by the
     /// list of transfers that carry them, so chunks moved together from the start sort next to
     /// each other (a recursive halving's nested halves become ranges).
@@ -253,7 +287,7 @@ impl Layout {
             }
         }
         let block = match self.kind {
-            CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce => n,
+            CollectiveKind::AllReduce => n,
             _ => self.k,
         }
         .max(1);
@@ -278,8 +312,6 @@ impl Layout {
                 let (from, to, x) = (c / k / p, c / k % p, c % k);
                 (from == r).then_some(to * k + x)
             }
-            CollectiveKind::Broadcast => (r == self.root).then_some(c),
-            CollectiveKind::Reduce => Some(c),
             _ => None,
         };
         off.map(|o| o as u32)
@@ -290,13 +322,12 @@ impl Layout {
         let c = self.perm[c] as usize;
         let (k, p) = (self.k, self.p);
         let off = match self.kind {
-            CollectiveKind::AllReduce | CollectiveKind::AllGather | CollectiveKind::Broadcast => Some(c),
+            CollectiveKind::AllReduce | CollectiveKind::AllGather => Some(c),
             CollectiveKind::ReduceScatter => (c / k == r).then_some(c % k),
             CollectiveKind::AllToAll => {
                 let (from, to, x) = (c / k / p, c / k % p, c % k);
                 (to == r).then_some(from * k + x)
             }
-            CollectiveKind::Reduce => (r == self.root).then_some(c),
             _ => None,
         };
         off.map(|o| o as u32)
@@ -388,7 +419,7 @@ struct OpStep {
     has_dep: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct OpId {
     tb: u32,
     idx: u32,
@@ -408,6 +439,15 @@ struct Tb {
     ops: Vec<OpStep>,
     /// Steps including the no-ops that carry extra dependencies.
     steps: usize,
+}
+
+/// A send in flight on a channel, from its generation to its receive's.
+struct Flight {
+    send: OpId,
+    /// Calls at one chunk per call (the executor's largest messages).
+    calls: u32,
+    /// It does not fit the channel's buffer, so it completes only with its receive.
+    deferred: bool,
 }
 
 /// Hazard state of one storage cell.
@@ -443,8 +483,17 @@ struct Builder<'a> {
     tbs: Vec<Tb>,
     tb_of: HashMap<(u32, Role, u32), u32>,
     tbs_on_channel: HashMap<(u32, u32), u32>,
+    tbs_per_rank: Vec<u32>,
+    /// Per rank, the connection blocks it needs that are not open yet.
+    unopened: Vec<u32>,
+    opened: std::collections::HashSet<(u32, Role)>,
     local_tb: Vec<Option<u32>>,
-    outstanding: HashMap<(u32, u32, u32), u32>,
+    /// Per connection and channel, the sends generated but not yet received, oldest first.
+    outstanding: HashMap<(u32, u32, u32), std::collections::VecDeque<Flight>>,
+    /// Steps of the current hop that cannot complete at their place in generation order: the
+    /// deferred sends whose receives are not generated yet, and the local steps that wait for
+    /// one (or follow one in their block). No receive may wait for any of them.
+    blocked: std::collections::HashSet<OpId>,
     /// Messages generated per connection (for error messages).
     messages: HashMap<(u32, u32), u32>,
     /// Per rank, per slot: the cell holding its current value.
@@ -493,8 +542,12 @@ impl<'a> Builder<'a> {
             tbs: Vec::new(),
             tb_of: HashMap::new(),
             tbs_on_channel: HashMap::new(),
+            tbs_per_rank: vec![0; p],
+            unopened: vec![0; p],
+            opened: Default::default(),
             local_tb: vec![None; p],
             outstanding: HashMap::new(),
+            blocked: std::collections::HashSet::new(),
             messages: HashMap::new(),
             loc,
             cells,
@@ -509,9 +562,46 @@ impl<'a> Builder<'a> {
         self.layout.rank_of.get(&v).copied().ok_or(MscclError::OutsideGroup { transfer, npu: v })
     }
 
+    /// The ranks transfer `ti` visits, in order (switches are transparent to MSCCL: a GPU sends
+    /// to a GPU); one rank for a local move.
+    fn hop_ranks(&self, ti: usize) -> Result<Vec<u32>, MscclError> {
+        let s = self.s;
+        let t = s.transfers.at(ti);
+        let mut h = Vec::new();
+        if t.is_local() {
+            h.push(self.rank(ti, t.src)?);
+        } else if let Some(path) = &t.path {
+            for &v in path.iter() {
+                if s.topology.is_npu(v as usize) {
+                    h.push(self.rank(ti, v)?);
+                }
+            }
+        } else {
+            h.push(self.rank(ti, t.src)?);
+            h.push(self.rank(ti, t.dst)?);
+        }
+        Ok(h)
+    }
+
+    /// Per rank, the connection blocks (send to or receive from a peer) the schedule needs at
+    /// least one of, so that opening more channels for one never leaves another without a
+    /// block.
+    fn count_connections(&mut self) -> Result<(), MscclError> {
+        let mut roles: Vec<std::collections::HashSet<Role>> = vec![Default::default(); self.layout.p];
+        for ti in 0..self.s.transfers.len() {
+            for w in self.hop_ranks(ti)?.windows(2) {
+                roles[w[0] as usize].insert(Role::Send(w[1]));
+                roles[w[1] as usize].insert(Role::Recv(w[0]));
+            }
+        }
+        self.unopened = roles.iter().map(|r| r.len() as u32).collect();
+        Ok(())
+    }
+
     /// Generates every step: the schedule's steps in order, then the copies that put each
     /// result in its output cell.
     fn run(&mut self) -> Result<(), MscclError> {
+        self.count_connections()?;
         let order = self.s.replay_order();
         for steps in order.steps(&self.s.transfers) {
             let step = self.s.transfers.step(order.get(steps.start));
@@ -527,25 +617,7 @@ impl<'a> Builder<'a> {
     /// moves.
     fn schedule_step(&mut self, step: u32, batch: &[usize]) -> Result<(), MscclError> {
         let s = self.s;
-        // Ranks of every hop (switches are transparent to MSCCL: a GPU sends to a GPU).
-        let mut hops: Vec<Vec<u32>> = Vec::with_capacity(batch.len());
-        for &ti in batch {
-            let t = s.transfers.at(ti);
-            let mut h = Vec::new();
-            if t.is_local() {
-                h.push(self.rank(ti, t.src)?);
-            } else if let Some(path) = &t.path {
-                for &v in path.iter() {
-                    if s.topology.is_npu(v as usize) {
-                        h.push(self.rank(ti, v)?);
-                    }
-                }
-            } else {
-                h.push(self.rank(ti, t.src)?);
-                h.push(self.rank(ti, t.dst)?);
-            }
-            hops.push(h);
-        }
+        let hops: Vec<Vec<u32>> = batch.iter().map(|&ti| self.hop_ranks(ti)).collect::<Result<_, _>>()?;
         // Local moves read the slots as they were before this step: snapshot a source that
         // this step also writes.
         let mut written = std::collections::HashSet::new();
@@ -596,17 +668,18 @@ impl<'a> Builder<'a> {
                     continue;
                 }
                 let (a, b) = (hops[*bi][h], hops[*bi][h + 1]);
-                let last = h + 2 == hops[*bi].len();
                 for (k, run) in rs.iter().enumerate() {
-                    // Steps the two ends may need, dependencies' no-ops included.
+                    // Steps the send needs, dependencies' no-ops included. (Its receive needs
+                    // one step at least: see the receive below.)
                     let need_send = self.dep_tbs(a, Some(at[ri][k]), None, run.cnt);
-                    let need_recv = match &run.land {
-                        Land::Direct { dst, partial, .. } if last => self.dep_tbs(b, *partial, Some(*dst), run.cnt),
-                        _ => 1,
-                    };
-                    let ch = self.channel_for(a, b, step, need_send + 1, need_recv + 2)?;
+                    let (ch, deferred) = self.channel_for(a, b, run.cnt, need_send + 1)?;
                     let tb = self.tb(a, Role::Send(b), ch);
-                    self.push_op(tb, StepType::Send, Some(at[ri][k]), None, run.cnt);
+                    let send = self.push_op(tb, StepType::Send, Some(at[ri][k]), None, run.cnt);
+                    if deferred {
+                        self.blocked.insert(send);
+                    }
+                    let flight = Flight { send, calls: run.cnt, deferred };
+                    self.outstanding.entry((a, b, ch)).or_default().push_back(flight);
                     chans[ri].push(ch);
                 }
             }
@@ -619,7 +692,9 @@ impl<'a> Builder<'a> {
                 let last = h + 2 == hs.len();
                 for (k, run) in rs.iter().enumerate() {
                     let ch = chans[ri][k];
-                    *self.outstanding.get_mut(&(a, b, ch)).expect("sent before received") -= 1;
+                    let flight = self.outstanding.get_mut(&(a, b, ch)).and_then(|q| q.pop_front());
+                    // Received in order: from here on the send is complete.
+                    self.blocked.remove(&flight.expect("sent before received").send);
                     let tb = self.tb(b, Role::Recv(a), ch);
                     if !last {
                         let fwd = self.alloc_scratch(b, run.cnt);
@@ -629,8 +704,30 @@ impl<'a> Builder<'a> {
                     }
                     match &run.land {
                         Land::Direct { dst, partial, slots } => {
-                            let ty = if partial.is_some() { StepType::RecvReduceCopy } else { StepType::Recv };
-                            self.push_op(tb, ty, *partial, Some(*dst), run.cnt);
+                            // The block keeps a step for each receive still queued on it.
+                            let later = self.outstanding.get(&(a, b, ch)).map_or(0, |q| q.len());
+                            let deps = self.dep_tbs(b, *partial, Some(*dst), run.cnt);
+                            let full = self.tbs[tb as usize].steps + deps + later > self.target.max_steps();
+                            if full || self.waits_for_blocked(b, *partial, Some(*dst), run.cnt) {
+                                // Straight in, it would wait for a send that completes only
+                                // with a later receive (or need more no-ops than its block
+                                // has room for): land in scratch, and move it into place with
+                                // local steps that wait instead.
+                                let tmp = self.alloc_scratch(b, run.cnt);
+                                self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
+                                match partial {
+                                    Some(p) => {
+                                        if p != dst {
+                                            self.local_op(b, StepType::Copy, Some(*p), *dst, run.cnt);
+                                        }
+                                        self.local_op(b, StepType::Reduce, Some(tmp), *dst, run.cnt);
+                                    }
+                                    None => self.local_op(b, StepType::Copy, Some(tmp), *dst, run.cnt),
+                                }
+                            } else {
+                                let ty = if partial.is_some() { StepType::RecvReduceCopy } else { StepType::Recv };
+                                self.push_op(tb, ty, *partial, Some(*dst), run.cnt);
+                            }
                             for (i, &slot) in slots.iter().enumerate() {
                                 self.moved(b, slot, dst.plus(i as u32));
                             }
@@ -648,6 +745,9 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
+            // Every send of this hop is received: what waited for one runs by the hop's end.
+            debug_assert!(self.outstanding.values().all(|q| q.is_empty()));
+            self.blocked.clear();
         }
         for (bi, &ti) in batch.iter().enumerate() {
             let Some(srcs) = local_src.remove(&bi) else { continue };
@@ -845,35 +945,84 @@ impl<'a> Builder<'a> {
         Cell::s(*next - n)
     }
 
-    /// The lowest channel of connection a→b with room: fewer than `FIFO_CAPACITY` messages
-    /// in flight, and room for the step (or a new thread block) at both ends.
-    fn channel_for(&mut self, a: u32, b: u32, step: u32, need_a: usize, need_b: usize) -> Result<u32, MscclError> {
-        let max = self.target.max_steps();
+    /// The channel of connection a→b for a send of `cnt` chunks, and whether it is deferred:
+    /// the lowest channel with room (steps for it at both ends, or room for a new thread block
+    /// on the channel and on the GPU) where the send fits (no deferred send before it, and the
+    /// calls in flight plus its own at one chunk per call within `FIFO_CAPACITY`); else the
+    /// lowest with room, deferred.
+    fn channel_for(&mut self, a: u32, b: u32, cnt: u32, need_a: usize) -> Result<(u32, bool), MscclError> {
         let msgs = self.messages.entry((a, b)).or_default();
         *msgs += 1;
         let msgs = *msgs;
+        let mut fallback = None;
         for ch in 0..MAX_CHANNELS {
-            if self.outstanding.get(&(a, b, ch)).copied().unwrap_or(0) >= FIFO_CAPACITY {
+            if !(self.room(a, Role::Send(b), ch, need_a) && self.room(b, Role::Recv(a), ch, 1)) {
                 continue;
             }
-            // A step may bring no-ops for its dependencies: keep a margin of a few steps.
-            let room = |me: &Self, r: u32, role: Role, need: usize| match me.tb_of.get(&(r, role, ch)) {
-                Some(&tb) => me.tbs[tb as usize].steps + need <= max,
-                None => me.tbs_on_channel.get(&(r, ch)).copied().unwrap_or(0) < MAX_TBS_PER_CHANNEL,
-            };
-            if room(self, a, Role::Send(b), need_a) && room(self, b, Role::Recv(a), need_b) {
-                *self.outstanding.entry((a, b, ch)).or_default() += 1;
-                // Both ends' blocks now, so later choices count them.
-                self.tb(a, Role::Send(b), ch);
-                self.tb(b, Role::Recv(a), ch);
-                return Ok(ch);
+            let queue = self.outstanding.get(&(a, b, ch));
+            let deferred_before = queue.is_some_and(|q| q.iter().any(|f| f.deferred));
+            let in_flight: u32 = queue.map_or(0, |q| q.iter().map(|f| f.calls).sum());
+            let fits = !deferred_before && in_flight + cnt <= FIFO_CAPACITY;
+            if fits {
+                fallback = Some((ch, false));
+                break;
+            }
+            fallback.get_or_insert((ch, true));
+        }
+        let Some((ch, deferred)) = fallback else {
+            let (max_steps, max_tbs, target) = (self.target.max_steps(), self.target.max_tbs(), self.target.name());
+            return Err(MscclError::NoChannel { src: a, dst: b, messages: msgs, max_steps, max_tbs, target });
+        };
+        // Both ends' blocks now, so later choices count them.
+        self.tb(a, Role::Send(b), ch);
+        self.tb(b, Role::Recv(a), ch);
+        Ok((ch, deferred))
+    }
+
+    /// Whether a step of `need` steps (no-ops included) fits the block of (rank, role, channel),
+    /// or a new block can be opened for it: room on the channel, and on the GPU with one block
+    /// kept for local steps. A GPU opens at most 128 blocks for connections (fewer when the
+    /// target allows fewer), so that any block can be waited for (`MAX_DEPID`); beyond that,
+    /// sends share the blocks there are, deferred.
+    fn room(&self, r: u32, role: Role, ch: u32, need: usize) -> bool {
+        match self.tb_of.get(&(r, role, ch)) {
+            Some(&tb) => {
+                // A receiving block keeps a step for each receive queued on it (each can land
+                // in scratch in one step when its block is nearly full).
+                let queued = match role {
+                    Role::Recv(a) => self.outstanding.get(&(a, r, ch)).map_or(0, |q| q.len()),
+                    _ => 0,
+                };
+                self.tbs[tb as usize].steps + queued + need <= self.target.max_steps()
+            }
+            None => {
+                // Another channel for a connection that has one must leave a block for each
+                // connection not yet open.
+                let first = !self.opened.contains(&(r, role));
+                let reserve = if first { 0 } else { self.unopened[r as usize] as usize };
+                let budget = self.target.max_tbs().min(MAX_DEPID + 1) - 1;
+                self.tbs_on_channel.get(&(r, ch)).copied().unwrap_or(0) < MAX_TBS_PER_CHANNEL
+                    && self.tbs_per_rank[r as usize] as usize + reserve < budget
             }
         }
-        let full = (0..MAX_CHANNELS).all(|ch| self.outstanding.get(&(a, b, ch)).copied().unwrap_or(0) >= FIFO_CAPACITY);
-        if full {
-            return Err(MscclError::Burst { src: a, dst: b, step });
+    }
+
+    /// Whether a step at rank `r` reading `src` and writing `dst` would wait for a step that
+    /// cannot complete at its place in generation order (see `blocked`).
+    fn waits_for_blocked(&self, r: u32, src: Option<Cell>, dst: Option<Cell>, cnt: u32) -> bool {
+        if self.blocked.is_empty() {
+            return false;
         }
-        Err(MscclError::NoChannel { src: a, dst: b, messages: msgs, max_steps: max, target: self.target.name() })
+        let r = r as usize;
+        (0..cnt).any(|i| {
+            let read = src.and_then(|s| self.cells[r].get(&self.layout.canonical(r, s.plus(i))));
+            let written = dst.and_then(|d| self.cells[r].get(&self.layout.canonical(r, d.plus(i))));
+            read.is_some_and(|st| st.last_write.is_some_and(|w| self.blocked.contains(&w)))
+                || written.is_some_and(|st| {
+                    st.last_write.is_some_and(|w| self.blocked.contains(&w))
+                        || st.readers.iter().any(|x| self.blocked.contains(x))
+                })
+        })
     }
 
     fn tb(&mut self, r: u32, role: Role, chan: u32) -> u32 {
@@ -881,9 +1030,13 @@ impl<'a> Builder<'a> {
             return tb;
         }
         let id = self.tbs.len() as u32;
+        if self.opened.insert((r, role)) {
+            self.unopened[r as usize] = self.unopened[r as usize].saturating_sub(1);
+        }
         self.tbs.push(Tb { rank: r, role, chan, ops: Vec::new(), steps: 0 });
         self.tb_of.insert((r, role, chan), id);
         *self.tbs_on_channel.entry((r, chan)).or_default() += 1;
+        self.tbs_per_rank[r as usize] += 1;
         id
     }
 
@@ -901,6 +1054,7 @@ impl<'a> Builder<'a> {
                 let id = self.tbs.len() as u32;
                 self.tbs.push(Tb { rank: r, role: Role::Local, chan, ops: Vec::new(), steps: 0 });
                 *self.tbs_on_channel.entry((r, chan)).or_default() += 1;
+                self.tbs_per_rank[r as usize] += 1;
                 self.local_tb[r as usize] = Some(id);
                 id
             }
@@ -933,7 +1087,7 @@ impl<'a> Builder<'a> {
     /// Appends a step to thread block `tb` with the dependencies its cell accesses need, and
     /// updates the cells' hazard state. `Send` reads `src`; `Recv` writes `dst`; `rrc`, `cpy`
     /// read `src` and write `dst`; `re` reads `src` and `dst` and writes `dst`.
-    fn push_op(&mut self, tb: u32, ty: StepType, src: Option<Cell>, dst: Option<Cell>, cnt: u32) {
+    fn push_op(&mut self, tb: u32, ty: StepType, src: Option<Cell>, dst: Option<Cell>, cnt: u32) -> OpId {
         let r = self.tbs[tb as usize].rank as usize;
         let me = OpId { tb, idx: self.tbs[tb as usize].ops.len() as u32 };
         let mut deps: Vec<OpId> = Vec::new();
@@ -994,34 +1148,75 @@ impl<'a> Builder<'a> {
         for d in &deps {
             self.tbs[d.tb as usize].ops[d.idx as usize].has_dep = true;
         }
+        // A local step that waits for a blocked step, or follows one in its block, is blocked
+        // too. (Receives are kept from waiting for blocked steps; sends are the caller's.)
+        if !self.blocked.is_empty() && matches!(ty, StepType::Copy | StepType::Reduce) {
+            let after_blocked = me.idx > 0 && self.blocked.contains(&OpId { tb, idx: me.idx - 1 });
+            if after_blocked || deps.iter().any(|d| self.blocked.contains(d)) {
+                self.blocked.insert(me);
+            }
+        }
+        debug_assert!(
+            !matches!(ty, StepType::Recv | StepType::RecvReduceCopy) || !deps.iter().any(|d| self.blocked.contains(d)),
+            "a receive waits for a step that completes only after a later receive"
+        );
         let t = &mut self.tbs[tb as usize];
         t.steps += deps.len().max(1);
         t.ops.push(OpStep { ty, src, dst, cnt, deps, has_dep: false });
+        me
+    }
+
+    /// Thread block ids per GPU: the blocks another block waits for first (the executor keeps
+    /// a dependency's block id in 8 signed bits), each group in creation order. Returns each
+    /// GPU's blocks in id order and each block's id.
+    fn tb_ids(&self) -> (Vec<Vec<u32>>, Vec<u32>) {
+        let mut per_rank: Vec<Vec<u32>> = vec![Vec::new(); self.layout.p];
+        for waited in [true, false] {
+            for (i, t) in self.tbs.iter().enumerate() {
+                if t.ops.iter().any(|o| o.has_dep) == waited {
+                    per_rank[t.rank as usize].push(i as u32);
+                }
+            }
+        }
+        let mut local_id = vec![0u32; self.tbs.len()];
+        for tbs in &per_rank {
+            for (id, &tb) in tbs.iter().enumerate() {
+                local_id[tb as usize] = id as u32;
+            }
+        }
+        (per_rank, local_id)
     }
 
     fn check_limits(&self) -> Result<(), MscclError> {
         let max = self.target.max_steps();
-        let mut per_rank = vec![(0usize, 0usize); self.layout.p];
-        let mut ids = vec![0u32; self.layout.p];
-        for t in &self.tbs {
-            let id = ids[t.rank as usize];
-            ids[t.rank as usize] += 1;
-            if t.steps > max {
-                return Err(MscclError::TooManySteps {
-                    gpu: t.rank,
-                    tb: id,
-                    steps: t.steps,
-                    max,
-                    target: self.target.name(),
+        let (per_rank, local_id) = self.tb_ids();
+        for (r, tbs) in per_rank.iter().enumerate() {
+            let gpu = r as u32;
+            let target = self.target.name();
+            if tbs.len() > self.target.max_tbs() {
+                return Err(MscclError::TooManyThreadBlocks {
+                    gpu,
+                    tbs: tbs.len(),
+                    max: self.target.max_tbs(),
+                    target,
                 });
             }
-            per_rank[t.rank as usize].0 += 1;
-            per_rank[t.rank as usize].1 += t.steps;
-        }
-        for (r, &(tbs, steps)) in per_rank.iter().enumerate() {
-            let nodes = 1 + self.layout.p + tbs + steps;
+            let waited = tbs.iter().filter(|&&tb| self.tbs[tb as usize].ops.iter().any(|o| o.has_dep)).count();
+            if waited > MAX_DEPID + 1 {
+                return Err(MscclError::DependencyIds { gpu, waited });
+            }
+            let mut steps = 0;
+            for &tb in tbs {
+                let t = &self.tbs[tb as usize];
+                if t.steps > max {
+                    let tb = local_id[tb as usize];
+                    return Err(MscclError::TooManySteps { gpu, tb, steps: t.steps, max, target });
+                }
+                steps += t.steps;
+            }
+            let nodes = 1 + self.layout.p + tbs.len() + steps;
             if nodes > MAX_NODES_PER_RANK {
-                return Err(MscclError::TooManyNodes { gpu: r as u32, nodes, max: MAX_NODES_PER_RANK });
+                return Err(MscclError::TooManyNodes { gpu, nodes, max: MAX_NODES_PER_RANK });
             }
         }
         Ok(())
@@ -1029,14 +1224,8 @@ impl<'a> Builder<'a> {
 
     fn write(&self, s: &Schedule, opts: &MscclOptions) -> String {
         let p = self.layout.p;
-        // Thread block ids per GPU, in creation order, and each step's index counting the
-        // no-ops placed before it.
-        let mut per_rank: Vec<Vec<u32>> = vec![Vec::new(); p];
-        let mut local_id = vec![0u32; self.tbs.len()];
-        for (i, t) in self.tbs.iter().enumerate() {
-            local_id[i] = per_rank[t.rank as usize].len() as u32;
-            per_rank[t.rank as usize].push(i as u32);
-        }
+        // Thread block ids per GPU, and each step's index counting the no-ops placed before it.
+        let (per_rank, local_id) = self.tb_ids();
         let step_index: Vec<Vec<u32>> = self
             .tbs
             .iter()

@@ -258,6 +258,15 @@ fn schedules_export_as_msccl_xml(db: Db) {
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.starts_with(r#"<algo name="rs4" proto="LL""#) && r.body.contains(r#"coll="reduce_scatter""#));
     assert!(r.body.contains(r#"minBytes="1" maxBytes="8192""#), "{}", r.body);
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&msccl_target=rccl"), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains(r#"coll="reducescatter""#), "{}", r.body);
+    // maxBytes = 0 would read as no limit to the executor: refused, named.
+    let p = assert_problem(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&max_bytes=0"), None),
+        422,
+    );
+    assert!(p["detail"].as_str().unwrap().contains("max_bytes 0"), "{p}");
     // Pictures of the replay.
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chrome-trace"), None);
     assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);
@@ -281,6 +290,13 @@ fn schedules_export_as_msccl_xml(db: Db) {
     let sid = job["schedule_id"].as_str().unwrap();
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml"), None), 422);
     assert!(p["detail"].as_str().unwrap().contains("MSCCL has no collective for scatter"), "{p}");
+    // Nor a broadcast: the executor would run the file for every root.
+    let req = json!({"spec": "ring:4", "collective": {"kind": "broadcast", "size_bytes": 4096, "root": 1}, "algorithm": "greedy"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{job}");
+    let sid = job["schedule_id"].as_str().unwrap();
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml"), None), 422);
+    assert!(p["detail"].as_str().unwrap().contains("would run for every root"), "{p}");
 }
 
 fn health_metadata_and_metrics(db: Db) {

@@ -265,6 +265,9 @@ fn export_and_synth_write_msccl_xml() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let xml = String::from_utf8(o.stdout).unwrap();
     assert!(xml.starts_with(r#"<algo name="ar4" proto="LL128""#) && xml.contains(r#"maxBytes="1048576""#), "{xml}");
+    let o = ccsynth(&["export", "--format", "msccl-xml", "--msccl-target", "rccl", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().contains(r#"coll="allreduce""#));
     let dir = std::env::temp_dir().join(format!("ccsynth-export-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("ar.xml");

@@ -4,14 +4,15 @@
 //! limits and the collectives it has no name for give errors that name them.
 
 use crate::common::*;
-use crate::msccl_replay::{self, Mode};
+use crate::msccl_replay::{self, Executor, Mode};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclOptions, MscclTarget, registry};
 use ccsynth::schedule::{Schedule, Transfer};
 use ccsynth::topology::{Failures, Topology};
 
-/// The collectives MSCCL names, as ccsynth kinds.
-const NAMED: [K; 6] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll, K::Broadcast, K::Reduce];
+/// The collectives MSCCL runs, as ccsynth kinds (its broadcast and reduce cannot be bound to a
+/// root: refused, see `broadcast_and_reduce_are_refused_for_want_of_a_root`).
+const NAMED: [K; 4] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll];
 
 fn run(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
     let rs = engine::RequestSpec {
@@ -56,7 +57,7 @@ fn irregular() -> Topology {
 /// place and out of place, and check the collective's postcondition.
 fn export_and_replay(what: &str, s: &Schedule, root: Option<usize>) {
     let xml = engine::export_msccl(s, &MscclOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
-    msccl_replay::replay_all(&xml, root, MscclTarget::Current.max_steps()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    msccl_replay::replay_all(&xml, root, Executor::Current).unwrap_or_else(|e| panic!("{what}: {e}"));
 }
 
 /// For the conformance body: exports a schedule every producer made and replays it (in place
@@ -70,6 +71,7 @@ pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String
         // outside the group. A schedule beyond the executor's limits would fail the suite.
         Err(engine::Error::Unsupported(why))
             if why.starts_with("MSCCL XML: MSCCL has no collective")
+                || why.starts_with("MSCCL XML: MSCCL cannot run a")
                 || why.contains("not a rank of the collective's group") =>
         {
             return Ok(false);
@@ -81,12 +83,7 @@ pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String
         None => s.topology.live_npus(),
     };
     let root = s.collective.root.and_then(|r| ranks.iter().position(|&v| v == r));
-    for (inplace, policy) in [(true, msccl_replay::Policy::WritesFirst), (false, msccl_replay::Policy::Random(7))] {
-        let mode = Mode { inplace, policy, fifo_capacity: 2, max_steps: MscclTarget::Current.max_steps() };
-        msccl_replay::replay(&xml, mode)
-            .and_then(|r| msccl_replay::check(&r, root))
-            .map_err(|e| format!("{what}: {e}"))?;
-    }
+    msccl_replay::replay_ends(&xml, root, Executor::Current).map_err(|e| format!("{what}: {e}"))?;
     Ok(true)
 }
 
@@ -173,28 +170,29 @@ fn the_ring_all_reduce_on_four_npus_is_two_blocks_of_six_steps_per_gpu() {
         assert_eq!(types(find("-1", &prev)), ["rrc", "rrc", "rrc", "r", "r", "r"]);
         assert_eq!(g.attribute("s_chunks"), Some("0"), "nothing goes through scratch");
     }
-    msccl_replay::replay_all(&xml, None, 64).unwrap();
+    msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
 }
 
-/// Recursive doubling on 4 GPUs: each exchange receives and reduces into the cells it has just
-/// sent. The receive's wait for that send is what makes the file correct in place; without it
-/// the replay finds the race (the peer is sent an already reduced value: a double count),
+/// Recursive doubling on 2 GPUs: the exchange receives and reduces into the cells it has just
+/// sent (2 chunks: the send fits the connection's 2 calls, so the receive reduces straight into
+/// place). The receive's wait for that send is what makes the file correct in place; without
+/// it the replay finds the race (the peer is sent an already reduced value: a double count),
 /// while out of place, where the two are different cells, it is still correct.
 #[test]
 fn the_write_after_read_dependency_is_what_makes_in_place_correct() {
-    let t = topo("fc:4");
+    let t = topo("fc:2");
     let s = run(&t, &CollectiveSpec::new(K::AllReduce, 4096), "recursive-doubling").unwrap();
     let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
-    msccl_replay::replay_all(&xml, None, 64).unwrap();
-    let waits = r#"type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="4" depid="0" deps="0""#;
+    msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
+    let waits = r#"type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="2" depid="0" deps="0""#;
     assert!(xml.contains(waits), "{xml}");
     let broken = xml.replacen(
         waits,
-        r#"type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="4" depid="-1" deps="-1""#,
+        r#"type="rrc" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="2" depid="-1" deps="-1""#,
         1,
     );
     let outcome = |inplace, policy| {
-        let mode = Mode { inplace, policy, fifo_capacity: 2, max_steps: 64 };
+        let mode = Mode { inplace, policy, fifo_capacity: 2, chunks_per_call: 71, max_steps: 64, max_tbs: 1024 };
         msccl_replay::replay(&broken, mode).and_then(|r| msccl_replay::check(&r, None))
     };
     for policy in msccl_replay::POLICIES {
@@ -212,6 +210,7 @@ fn the_legacy_target_spells_reduce_scatter_and_allows_256_steps() {
     let legacy = MscclOptions { target: MscclTarget::Legacy, ..Default::default() };
     let xml = engine::export_msccl(&s, &legacy).unwrap();
     assert!(xml.contains(r#"coll="reduce_scatter""#), "{}", &xml[..200]);
+    msccl_replay::replay_all(&xml, None, Executor::Legacy).unwrap();
     let current = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
     assert!(current.contains(r#"coll="reducescatter""#));
     // The legacy executor has no broadcast.
@@ -272,26 +271,134 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     huge.num_chunks = 1 << 23;
     let e = refused(engine::export_msccl(&huge, &MscclOptions::default())).to_string();
     assert!(e.contains("4 ranks × 8388608 chunk slots is more than the 16777216 (rank, slot) cells"), "{e}");
-    // One step putting more messages on a link than its channels buffer: 200 transfers of one
-    // chunk each from GPU 0 to GPU 1 (and back) in the same step.
+    // More messages on one link than the blocks RCCL allows can carry: an all-gather on two
+    // GPUs sending 2,000 chunks each way one per step, at most 64 thread blocks per GPU of 64
+    // steps each.
     let two = topo("ring:2");
-    let c = coll_spec(&two, CollectiveSpec::new(K::AllGather, 400 << 10).with_chunks_per_npu(200));
-    let transfers =
-        (0..400).map(|ch| if ch < 200 { Transfer::copy(0, 0, 1, [ch]) } else { Transfer::copy(0, 1, 0, [ch]) });
-    let burst = sched(&two, &c, transfers.collect());
-    let e = refused(engine::export_msccl(&burst, &MscclOptions::default())).to_string();
-    assert!(e.contains("step 0 of the schedule puts more than 64 messages on this connection in one step"), "{e}");
-    // More messages on one link than 32 channels of 64 steps hold: a broadcast sending its
-    // 2,100 chunks one per step.
-    let c = coll_spec(&two, CollectiveSpec::new(K::Broadcast, 2100 << 10).with_chunks_per_npu(2100).with_root(0));
-    let many = sched(&two, &c, (0..2100).map(|ch| Transfer::copy(ch, 0, 1, [ch])).collect());
-    let e = refused(engine::export_msccl(&many, &MscclOptions::default())).to_string();
-    assert!(e.contains("GPU 0 to GPU 1: no channel has room for message"), "{e}");
-    assert!(e.contains("at most 32 channels, 32 thread blocks per channel and 64 steps per thread block"), "{e}");
+    let c = coll_spec(&two, CollectiveSpec::new(K::AllGather, 4000 << 10).with_chunks_per_npu(2000));
+    let transfers = (0..2000).flat_map(|ch| [Transfer::copy(ch, 0, 1, [ch]), Transfer::copy(ch, 1, 0, [2000 + ch])]);
+    let many = sched(&two, &c, transfers.collect());
+    let rccl = MscclOptions { target: MscclTarget::Rccl, ..Default::default() };
+    let e = refused(engine::export_msccl(&many, &rccl)).to_string();
+    assert!(e.contains("no channel has room for message"), "{e}");
+    assert!(e.contains("64 thread blocks per GPU and 64 steps per thread block in the rccl executor"), "{e}");
     // An invalid schedule is the caller's error, named as such.
     let mut broken = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
     broken.transfers.edit(|ts| ts.pop());
     let e = refused(engine::export_msccl(&broken, &MscclOptions::default()));
     assert!(matches!(e, engine::Error::Input(_)), "{e:?}");
     assert!(e.to_string().contains("not a valid schedule"), "{e}");
+}
+
+/// Many messages on one connection in one step of the schedule (200 one-chunk transfers each
+/// way): more than the channels' buffers hold, so most sends complete only with their
+/// receives. Once refused as a burst; the file replays at every size.
+#[test]
+fn a_burst_of_messages_on_one_connection_exports_and_replays() {
+    let two = topo("ring:2");
+    let c = coll_spec(&two, CollectiveSpec::new(K::AllGather, 400 << 10).with_chunks_per_npu(200));
+    let transfers =
+        (0..400).map(|ch| if ch < 200 { Transfer::copy(0, 0, 1, [ch]) } else { Transfer::copy(0, 1, 0, [ch]) });
+    let burst = sched(&two, &c, transfers.collect());
+    let xml = engine::export_msccl(&burst, &MscclOptions::default()).unwrap();
+    msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
+}
+
+/// Finding 1 of issue 27: all-to-all with 3 chunks per pair between neighbours. Each GPU sends
+/// 3 chunks to a neighbour and, in place, receives the neighbour's 3 into the cells it sends
+/// from. Above 12 MiB the executor moves one chunk per call, so the send is 3 calls and blocks
+/// after 2 until the neighbour receives, whose receive waits for its own blocked send: the old
+/// file deadlocked. It now replays at one chunk per call, in place and out of place.
+#[test]
+fn all_to_all_with_three_chunks_a_pair_replays_at_one_chunk_per_call() {
+    let t = topo("ring:4");
+    let spec = CollectiveSpec::new(K::AllToAll, 12 << 20).with_chunks_per_npu(3);
+    let s = run(&t, &spec, "greedy").unwrap();
+    let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    assert_eq!(doc.root_element().attribute("maxBytes"), Some("9223372036854775807"), "every size");
+    let three = doc.descendants().filter(|n| n.attribute("type") == Some("s") && n.attribute("cnt") == Some("3"));
+    assert!(three.count() > 0, "a send of 3 chunks: 3 calls at the largest sizes");
+    msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
+    // The same at every protocol: LL and LL128 hold more calls.
+    for protocol in [engine::MscclProtocol::Ll, engine::MscclProtocol::Ll128] {
+        let xml = engine::export_msccl(&s, &MscclOptions { protocol, ..Default::default() }).unwrap();
+        msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
+    }
+}
+
+/// Finding 2 of issue 27: a dependency names its thread block in 8 signed bits. Swing's
+/// reduce-scatter on torus:4x4x4 once had 192 thread blocks per GPU and waited for blocks up
+/// to 191; now a GPU opens at most 128 blocks for its connections (the blocks waited for take
+/// the lowest ids), and sends beyond them share blocks.
+#[test]
+fn dependencies_name_thread_blocks_below_128() {
+    let t = topo("torus:4x4x4");
+    let s = run(&t, &CollectiveSpec::new(K::ReduceScatter, 12 << 20), "swing-bandwidth").unwrap();
+    let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    for gpu in doc.root_element().children().filter(|n| n.has_tag_name("gpu")) {
+        let tbs = gpu.children().filter(|n| n.has_tag_name("tb")).count();
+        assert!((12..=129).contains(&tbs), "{tbs}: 6 neighbours both ways, at most 128 and a local block");
+    }
+    let depids = doc.descendants().filter_map(|n| n.attribute("depid")).map(|d| d.parse::<i64>().unwrap());
+    assert!(depids.clone().max().unwrap() <= 127, "{:?}", depids.max());
+    msccl_replay::replay_ends(&xml, None, Executor::Current).unwrap();
+}
+
+/// Finding 3 of issue 27: RCCL allows 64 thread blocks per GPU. The greedy's all-gather on
+/// torus:4x4x4 takes 193 under the current executor; for RCCL it fits 64, and replays under
+/// RCCL's limits.
+#[test]
+fn the_rccl_target_keeps_to_64_thread_blocks_per_gpu() {
+    let t = topo("torus:4x4x4");
+    let s = run(&t, &CollectiveSpec::new(K::AllGather, 12 << 20), "greedy").unwrap();
+    let blocks = |xml: &str| {
+        let doc = roxmltree::Document::parse(xml).unwrap();
+        let gpus: Vec<usize> = doc
+            .root_element()
+            .children()
+            .filter(|n| n.has_tag_name("gpu"))
+            .map(|g| g.children().filter(|n| n.has_tag_name("tb")).count())
+            .collect();
+        gpus.into_iter().max().unwrap()
+    };
+    let current = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    assert!(blocks(&current) > 64, "{}", blocks(&current));
+    let xml = engine::export_msccl(&s, &MscclOptions { target: MscclTarget::Rccl, ..Default::default() }).unwrap();
+    assert!(blocks(&xml) <= 64, "{}", blocks(&xml));
+    msccl_replay::replay_all(&xml, None, Executor::Rccl).unwrap();
+    // The interpreter holds a file to the limit.
+    let e = msccl_replay::replay_ends(&current, None, Executor::Rccl).unwrap_err();
+    assert!(e.contains("more than max_tbs = 64"), "{e}");
+}
+
+/// Finding 4 of issue 27: the executor picks a file by collective, ranks, size and in place, so
+/// a broadcast or reduce file would run for every root. Refused, the reason named.
+#[test]
+fn broadcast_and_reduce_are_refused_for_want_of_a_root() {
+    let t = topo("ring:4");
+    for kind in [K::Broadcast, K::Reduce] {
+        let s = run(&t, &CollectiveSpec::new(kind, 1 << 20).with_root(2), "greedy").unwrap();
+        for target in [MscclTarget::Current, MscclTarget::Rccl] {
+            let e = refused(engine::export_msccl(&s, &MscclOptions { target, ..Default::default() })).to_string();
+            assert!(e.contains(&format!("MSCCL cannot run a {} for its root", kind.name())), "{e}");
+            assert!(e.contains("written for root 2 would run for every root"), "{e}");
+        }
+    }
+}
+
+/// Finding 5 of issue 27: the executor's range is inclusive, and maxBytes = 0 means no upper
+/// limit to it; a requested max_bytes of 0 is refused rather than written.
+#[test]
+fn max_bytes_zero_is_refused_and_the_range_is_inclusive() {
+    let t = topo("ring:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "greedy").unwrap();
+    let zero = MscclOptions { max_bytes: Some(0), ..Default::default() };
+    let e = refused(engine::export_msccl(&s, &zero)).to_string();
+    assert!(e.contains("max_bytes 0: the executor reads maxBytes = 0 as no upper limit"), "{e}");
+    // min = max is one size, which the executor selects (nBytes <= maxBytes).
+    let one = MscclOptions { min_bytes: Some(4 << 20), max_bytes: Some(4 << 20), ..Default::default() };
+    let xml = engine::export_msccl(&s, &one).unwrap();
+    msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
 }

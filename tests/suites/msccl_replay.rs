@@ -44,10 +44,65 @@ pub struct Mode {
     /// Input and output alias as when the caller passes one buffer (see `Layout`).
     pub inplace: bool,
     pub policy: Policy,
-    /// Messages a (sender, receiver, channel) connection holds before a send blocks.
+    /// Calls a (sender, receiver, channel) connection holds before a send blocks: NCCL_STEPS
+    /// (8) slots over the slots one call takes (the chunk steps: 4 for Simple, 1 for LL and
+    /// LL128), so 2 for Simple and 8 for LL and LL128.
     pub fifo_capacity: usize,
+    /// Chunks one call moves (the executor's `maxAllowedCount`, which depends on the message
+    /// size: see `chunks_per_call`). A step of `cnt` chunks is ⌈cnt / m⌉ calls, each of which
+    /// is pushed into (or popped from) the connection on its own.
+    pub chunks_per_call: usize,
     /// Most steps a thread block may have (64 for the current executor, 256 legacy).
     pub max_steps: usize,
+    /// Most thread blocks a gpu may have.
+    pub max_tbs: usize,
+}
+
+/// Which executor reads the file: the limits it enforces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Executor {
+    /// The MSCCL executor for NCCL: 64 steps per tb, 32 tbs per channel × 32 channels.
+    Current,
+    /// The original MSCCL (NCCL 2.12 fork): 256 steps per tb, 216 tbs (2 per SM of an A100).
+    Legacy,
+    /// RCCL's MSCCL: 64 steps per tb and 64 tbs per gpu.
+    Rccl,
+}
+
+impl Executor {
+    pub fn max_steps(self) -> usize {
+        match self {
+            Executor::Current | Executor::Rccl => 64,
+            Executor::Legacy => 256,
+        }
+    }
+    pub fn max_tbs(self) -> usize {
+        match self {
+            Executor::Current => 1024,
+            Executor::Legacy => 216,
+            Executor::Rccl => 64,
+        }
+    }
+}
+
+/// The executor's chunks per call for a message of `n_bytes` (its `nBytes`: count × type size ×
+/// the collective's size multiplier): the protocol's effective chunk size over the bytes of one
+/// chunk, at least 1 and below `MSCCL_MAX_COUNT` (72). NCCL's default buffer sizes: Simple 4 MiB
+/// over 8 steps, 4 steps a chunk (2 MiB); LL 512 KiB over 8 steps, halved (32 KiB); LL128
+/// 4,915,200 B over 8 steps, 15 of every 16 words (576,000 B).
+pub fn chunks_per_call(proto: &str, nchunksperloop: usize, n_bytes: u64) -> usize {
+    let effective: u64 = match proto {
+        "LL" => 32_768,
+        "LL128" => 576_000,
+        _ => 2_097_152,
+    };
+    let per_chunk = n_bytes.div_ceil(nchunksperloop as u64).max(1);
+    ((effective / per_chunk) as usize).clamp(1, 71)
+}
+
+/// Calls a connection holds for the protocol (see `Mode::fifo_capacity`).
+pub fn fifo_capacity(proto: &str) -> usize {
+    if proto == "Simple" { 2 } else { 8 }
 }
 
 /// A value: the set of (rank, input index) contributions it combines, sorted, no duplicates.
@@ -66,7 +121,7 @@ pub struct Replayed {
 
 /// Parses and validates `xml`, then replays it symbolically under `mode`.
 pub fn replay(xml: &str, mode: Mode) -> Result<Replayed, String> {
-    let algo = parse_algo(xml, mode.max_steps)?;
+    let algo = parse_algo(xml, mode.max_steps, mode.max_tbs)?;
     run(&algo, mode)
 }
 
@@ -143,24 +198,59 @@ pub fn check(r: &Replayed, root: Option<usize>) -> Result<(), String> {
 
 /// Convenience for test bodies: replays under every policy in POLICIES, in place and out of place
 /// (skipping a mode the XML's `inplace`/`outofplace` attribute says it doesn't support, but Err if
-/// both are 0), with fifo_capacity 2, and checks each; Err names the mode that failed.
-pub fn replay_all(xml: &str, root: Option<usize>, max_steps: usize) -> Result<(), String> {
-    // Parse once: validation does not depend on the mode (max_steps is the same for all).
-    let algo = parse_algo(xml, max_steps)?;
+/// both are 0), with the protocol's FIFO capacity, at the chunks per call of the smallest and the
+/// largest size the file declares (and, under round robin, at 2 and 3 chunks per call where the
+/// range has them), and checks each; Err names the mode that failed.
+pub fn replay_all(xml: &str, root: Option<usize>, executor: Executor) -> Result<(), String> {
+    // Parse once: validation does not depend on the mode (the limits are the same for all).
+    let algo = parse_algo(xml, executor.max_steps(), executor.max_tbs())?;
     if !algo.inplace && !algo.outofplace {
         return Err("the algo declares inplace=\"0\" and outofplace=\"0\": no mode to run".into());
     }
+    let (fewest, most) = algo.calls_range();
     for inplace in [false, true] {
         let supported = if inplace { algo.inplace } else { algo.outofplace };
         if !supported {
             continue;
         }
-        for policy in POLICIES {
-            let mode = Mode { inplace, policy, fifo_capacity: 2, max_steps };
+        let ends = if fewest == most { vec![fewest] } else { vec![fewest, most] };
+        let mut modes: Vec<(Policy, usize)> =
+            ends.iter().flat_map(|&m| POLICIES.iter().map(move |&policy| (policy, m))).collect();
+        let between = [2, 3].into_iter().filter(|m| fewest < *m && *m < most);
+        modes.extend(between.map(|m| (Policy::RoundRobin, m)));
+        for (policy, chunks_per_call) in modes {
+            let mode = Mode {
+                inplace,
+                policy,
+                fifo_capacity: fifo_capacity(&algo.proto),
+                chunks_per_call,
+                max_steps: executor.max_steps(),
+                max_tbs: executor.max_tbs(),
+            };
             run(&algo, mode)
                 .and_then(|replayed| check(&replayed, root))
                 .map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
         }
+    }
+    Ok(())
+}
+
+/// The modes the conformance suite runs on every file: in place under `WritesFirst` at the
+/// largest declared size (the fewest chunks per call), out of place under a random order at
+/// the smallest. Err names the mode that failed.
+pub fn replay_ends(xml: &str, root: Option<usize>, executor: Executor) -> Result<(), String> {
+    let algo = parse_algo(xml, executor.max_steps(), executor.max_tbs())?;
+    let (fewest, most) = algo.calls_range();
+    for (inplace, policy, chunks_per_call) in [(true, Policy::WritesFirst, fewest), (false, Policy::Random(7), most)] {
+        let mode = Mode {
+            inplace,
+            policy,
+            fifo_capacity: fifo_capacity(&algo.proto),
+            chunks_per_call,
+            max_steps: executor.max_steps(),
+            max_tbs: executor.max_tbs(),
+        };
+        run(&algo, mode).and_then(|r| check(&r, root)).map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
     }
     Ok(())
 }
@@ -172,6 +262,11 @@ pub fn replay_all(xml: &str, root: Option<usize>, max_steps: usize) -> Result<()
 /// The XML after validation. Only what the replay needs is kept; the rest is checked and dropped.
 struct Algo {
     coll: String,
+    proto: String,
+    /// The sizes (the executor's nBytes) the file declares, inclusive; None: no upper limit
+    /// (the executor reads maxBytes = 0 so).
+    min_bytes: u64,
+    max_bytes: Option<u64>,
     ngpus: usize,
     nchannels: usize,
     nchunksperloop: usize,
@@ -346,6 +441,16 @@ impl Op {
     }
 }
 
+impl Algo {
+    /// Chunks per call at the largest and at the smallest size the file declares.
+    fn calls_range(&self) -> (usize, usize) {
+        let n = self.nchunksperloop;
+        let at_largest = chunks_per_call(&self.proto, n, self.max_bytes.unwrap_or(i64::MAX as u64));
+        let at_smallest = chunks_per_call(&self.proto, n, self.min_bytes.max(1));
+        (at_largest, at_smallest)
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reading and validating the XML
 // ---------------------------------------------------------------------------------------------
@@ -356,7 +461,7 @@ const MAX_CNT: i128 = 71;
 const MAX_CHANNELS: usize = 32;
 const MAX_TBS_PER_CHANNEL: usize = 32;
 
-fn parse_algo(xml: &str, max_steps: usize) -> Result<Algo, String> {
+fn parse_algo(xml: &str, max_steps: usize, max_tbs: usize) -> Result<Algo, String> {
     check_prologue(xml)?;
     let doc = roxmltree::Document::parse(xml).map_err(|e| format!("not well-formed XML: {e}"))?;
     let root = doc.root_element();
@@ -366,7 +471,7 @@ fn parse_algo(xml: &str, max_steps: usize) -> Result<Algo, String> {
     let mut algo = parse_header(root)?;
     let mut gpus = Vec::new();
     for node in element_children(root, "gpu", "algo")? {
-        gpus.push(parse_gpu(node, &algo, max_steps)?);
+        gpus.push(parse_gpu(node, &algo, max_steps, max_tbs)?);
     }
     algo.gpus = place_by_id(gpus, |gpu: &Gpu| gpu.id, algo.ngpus, "gpu", "algo")?;
     Ok(algo)
@@ -410,15 +515,32 @@ fn parse_header(root: Node<'_, '_>) -> Result<Algo, String> {
     let coll = attr(root, "coll", at)?.to_string();
     let inplace = flag_attr(root, "inplace", at)?;
     let outofplace = flag_attr(root, "outofplace", at)?;
+    // The executor selects the file for minBytes <= nBytes and (maxBytes == 0 or nBytes <=
+    // maxBytes), both int64.
     let min_bytes = int_attr(root, "minBytes", at)?;
     let max_bytes = int_attr(root, "maxBytes", at)?;
-    if min_bytes < 0 || min_bytes > max_bytes {
-        return Err(format!("{at}: minBytes = {min_bytes}, maxBytes = {max_bytes}: need 0 <= minBytes <= maxBytes"));
+    if min_bytes < 0 || max_bytes < 0 || min_bytes > i64::MAX as i128 || max_bytes > i64::MAX as i128 {
+        return Err(format!("{at}: minBytes = {min_bytes}, maxBytes = {max_bytes}: both must be int64 and >= 0"));
     }
-    Ok(Algo { coll, ngpus, nchannels, nchunksperloop, inplace, outofplace, gpus: Vec::new() })
+    let max_bytes = (max_bytes > 0).then_some(max_bytes as u64);
+    if max_bytes.is_some_and(|max| (min_bytes as u64) > max) {
+        return Err(format!("{at}: minBytes = {min_bytes} is above maxBytes = {max_bytes:?}: no size selects it"));
+    }
+    Ok(Algo {
+        coll,
+        proto: proto.to_string(),
+        min_bytes: min_bytes as u64,
+        max_bytes,
+        ngpus,
+        nchannels,
+        nchunksperloop,
+        inplace,
+        outofplace,
+        gpus: Vec::new(),
+    })
 }
 
-fn parse_gpu(node: Node<'_, '_>, algo: &Algo, max_steps: usize) -> Result<Gpu, String> {
+fn parse_gpu(node: Node<'_, '_>, algo: &Algo, max_steps: usize, max_tbs: usize) -> Result<Gpu, String> {
     let id = uint_attr(node, "id", "a <gpu> element")?;
     let at = format!("gpu {id}");
     if id >= algo.ngpus {
@@ -434,6 +556,9 @@ fn parse_gpu(node: Node<'_, '_>, algo: &Algo, max_steps: usize) -> Result<Gpu, S
         tbs.push(parse_tb(tb_node, id, sizes, algo, max_steps)?);
     }
     let count = tbs.len();
+    if count > max_tbs {
+        return Err(format!("{at}: has {count} thread blocks, more than max_tbs = {max_tbs}"));
+    }
     let tbs = place_by_id(tbs, |tb: &Tb| tb.id, count, "tb", &at)?;
     let gpu = Gpu { id, sizes, tbs };
     check_connections(&gpu)?;
@@ -550,6 +675,10 @@ fn parse_dep(node: Node<'_, '_>, at: &str) -> Result<Option<Dep>, String> {
     }
     if depid < -1 {
         return Err(format!("{at}: depid = {depid}, expected -1 or a tb id"));
+    }
+    // The executor keeps it in an int8 (`dependentBid`): a larger id wraps to another tb.
+    if depid > 127 {
+        return Err(format!("{at}: depid = {depid}; the executor stores it in 8 signed bits, so at most 127"));
     }
     let deps = int_attr(node, "deps", at)?;
     if deps < 0 {
@@ -834,6 +963,8 @@ struct Machine<'a> {
     fifos: BTreeMap<Link, VecDeque<Vec<Value>>>,
     /// Per gpu and tb, the index of the next step to execute (= number executed).
     next_step: Vec<Vec<usize>>,
+    /// Per gpu and tb, the calls of that step already executed.
+    next_call: Vec<Vec<usize>>,
 }
 
 fn run(algo: &Algo, mode: Mode) -> Result<Replayed, String> {
@@ -862,8 +993,9 @@ impl<'a> Machine<'a> {
             layouts.push(layout);
             memory.push(cells);
         }
-        let next_step = algo.gpus.iter().map(|gpu| vec![0; gpu.tbs.len()]).collect();
-        Ok(Machine { algo, mode, layouts, memory, fifos: BTreeMap::new(), next_step })
+        let next_step: Vec<Vec<usize>> = algo.gpus.iter().map(|gpu| vec![0; gpu.tbs.len()]).collect();
+        let next_call = next_step.clone();
+        Ok(Machine { algo, mode, layouts, memory, fifos: BTreeMap::new(), next_step, next_call })
     }
 
     fn tb(&self, at: TbRef) -> &'a Tb {
@@ -986,7 +1118,7 @@ impl<'a> Machine<'a> {
                     dep.tb, dep.step, self.next_step[at.gpu][dep.tb]
                 ),
                 Some(Blocked::FifoFull(link)) => format!(
-                    "FIFO full: {link} holds {} message(s), capacity {}",
+                    "FIFO full: {link} holds {} call(s), capacity {}",
                     self.fifo_len(link),
                     self.mode.fifo_capacity
                 ),
@@ -994,11 +1126,13 @@ impl<'a> Machine<'a> {
                 None => "runnable".to_string(),
             };
             heads.push(format!(
-                "gpu {} tb {} step {} ({}): {why}",
+                "gpu {} tb {} step {} ({}, call {} of {}): {why}",
                 at.gpu,
                 at.tb,
                 self.next_step[at.gpu][at.tb],
-                step.op.name()
+                step.op.name(),
+                self.next_call[at.gpu][at.tb],
+                self.calls(step)
             ));
         }
         let more = if unfinished.len() > SHOWN { "; ..." } else { "" };
@@ -1009,26 +1143,38 @@ impl<'a> Machine<'a> {
         )
     }
 
+    /// The calls a step is cut into: ⌈cnt / m⌉ (a nop is one call that moves nothing).
+    fn calls(&self, step: &Step) -> usize {
+        step.cnt.div_ceil(self.mode.chunks_per_call).max(1)
+    }
+
+    /// Runs the next call of the head step of `at`: the chunks [c·m, min(cnt, (c+1)·m)) of it.
     fn execute(&mut self, at: TbRef) -> Result<(), String> {
         let index = self.next_step[at.gpu][at.tb];
+        let call = self.next_call[at.gpu][at.tb];
         let step = self.head(at).expect("only unfinished tbs are executed");
-        let here = format!("gpu {} tb {} step {index} ({})", at.gpu, at.tb, step.op.name());
-        let src = || step.src.expect("validated: this op has a source");
-        let dst = || step.dst.expect("validated: this op has a destination");
+        let calls = self.calls(step);
+        let here = format!("gpu {} tb {} step {index} ({}) call {call} of {calls}", at.gpu, at.tb, step.op.name());
+        let m = self.mode.chunks_per_call;
+        let first = call * m;
+        let cnt = step.cnt.saturating_sub(first).min(m);
+        let part = |slice: Slice| Slice { buffer: slice.buffer, offset: slice.offset + first };
+        let src = || part(step.src.expect("validated: this op has a source"));
+        let dst = || part(step.dst.expect("validated: this op has a destination"));
         // Every source is read (and every message popped) before anything is written, so an
         // overlapping cpy reads first.
         let result: Option<Vec<Value>> = match step.op {
             Op::Nop => None,
-            Op::Send | Op::Copy => Some(self.read(at.gpu, src(), step.cnt, &here)?),
-            Op::Recv | Op::RecvCopySend => Some(self.pop(at, step.cnt, &here)?),
+            Op::Send | Op::Copy => Some(self.read(at.gpu, src(), cnt, &here)?),
+            Op::Recv | Op::RecvCopySend => Some(self.pop(at, cnt, &here)?),
             Op::RecvReduceCopy | Op::RecvReduceSend | Op::RecvReduceCopySend => {
-                let received = self.pop(at, step.cnt, &here)?;
-                let local = self.read(at.gpu, src(), step.cnt, &here)?;
+                let received = self.pop(at, cnt, &here)?;
+                let local = self.read(at.gpu, src(), cnt, &here)?;
                 Some(combine(&local, &received, &here)?)
             }
             Op::Reduce => {
-                let source = self.read(at.gpu, src(), step.cnt, &here)?;
-                let old = self.read(at.gpu, dst(), step.cnt, &here)?;
+                let source = self.read(at.gpu, src(), cnt, &here)?;
+                let old = self.read(at.gpu, dst(), cnt, &here)?;
                 Some(combine(&old, &source, &here)?)
             }
         };
@@ -1041,7 +1187,12 @@ impl<'a> Machine<'a> {
                 self.fifos.entry(link).or_default().push_back(values);
             }
         }
-        self.next_step[at.gpu][at.tb] += 1;
+        if call + 1 == calls {
+            self.next_step[at.gpu][at.tb] += 1;
+            self.next_call[at.gpu][at.tb] = 0;
+        } else {
+            self.next_call[at.gpu][at.tb] += 1;
+        }
         Ok(())
     }
 
@@ -1073,8 +1224,8 @@ impl<'a> Machine<'a> {
             .ok_or_else(|| format!("{here}: internal error: ran with an empty FIFO {link}"))?;
         if message.len() != cnt {
             return Err(format!(
-                "{here}: mismatched counts: received a message of {} chunk(s) on {link}, but the \
-                 step has cnt = {cnt}",
+                "{here}: mismatched counts: received a call of {} chunk(s) on {link}, but this \
+                 call of the step moves {cnt}",
                 message.len()
             ));
         }
@@ -1266,7 +1417,10 @@ fn show_cell(cell: Option<&Value>) -> String {
 
 fn describe_mode(mode: Mode) -> String {
     let placement = if mode.inplace { "in place" } else { "out of place" };
-    format!("{placement}, policy {:?}, fifo capacity {}, max_steps {}", mode.policy, mode.fifo_capacity, mode.max_steps)
+    format!(
+        "{placement}, policy {:?}, fifo capacity {} calls, {} chunk(s) per call, max_steps {}",
+        mode.policy, mode.fifo_capacity, mode.chunks_per_call, mode.max_steps
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1274,7 +1428,7 @@ fn describe_mode(mode: Mode) -> String {
 // ---------------------------------------------------------------------------------------------
 
 fn mode(inplace: bool, policy: Policy, fifo_capacity: usize) -> Mode {
-    Mode { inplace, policy, fifo_capacity, max_steps: 64 }
+    Mode { inplace, policy, fifo_capacity, chunks_per_call: 71, max_steps: 64, max_tbs: 1024 }
 }
 
 fn out_of_place() -> Mode {
@@ -1381,7 +1535,7 @@ fn copy_chain(nsteps: usize) -> String {
 
 #[test]
 fn pairwise_allreduce_is_correct_in_every_mode() {
-    replay_all(PAIRWISE_ALLREDUCE, None, 64).unwrap();
+    replay_all(PAIRWISE_ALLREDUCE, None, Executor::Current).unwrap();
     // And the values are really the sums, not just accepted by a lax check.
     let replayed = replay(PAIRWISE_ALLREDUCE, mode(true, Policy::WritesFirst, 2)).unwrap();
     assert_eq!(replayed.output[1][0], Some(vec![(0, 0), (1, 0)]));
@@ -1390,7 +1544,7 @@ fn pairwise_allreduce_is_correct_in_every_mode() {
 
 #[test]
 fn rrcs_allreduce_is_correct_in_every_mode() {
-    replay_all(RRCS_ALLREDUCE, None, 64).unwrap();
+    replay_all(RRCS_ALLREDUCE, None, Executor::Current).unwrap();
 }
 
 #[test]
@@ -1404,7 +1558,7 @@ fn removing_the_write_after_read_dependency_breaks_in_place() {
     // then adds its own contribution a second time.
     let in_place = replay(&broken, mode(true, Policy::WritesFirst, 2));
     assert!(in_place.and_then(|replayed| check(&replayed, None)).is_err(), "the race was not exposed");
-    assert!(replay_all(&broken, None, 64).is_err());
+    assert!(replay_all(&broken, None, Executor::Current).is_err());
 }
 
 #[test]
@@ -1646,7 +1800,7 @@ fn runtime_errors_are_reported() {
 
 #[test]
 fn allgather_aliases_input_into_its_rank_block_in_place() {
-    replay_all(ALLGATHER_2, None, 64).unwrap();
+    replay_all(ALLGATHER_2, None, Executor::Current).unwrap();
     let replayed = replay(ALLGATHER_2, mode(true, Policy::RoundRobin, 2)).unwrap();
     assert_eq!(replayed.output[1], vec![Some(vec![(0, 0)]), Some(vec![(1, 0)])]);
 
@@ -1655,8 +1809,8 @@ fn allgather_aliases_input_into_its_rank_block_in_place() {
         ALLGATHER_2.lines().filter(|line| !line.contains(r#"type="cpy""#)).collect::<Vec<&str>>().join("\n");
     assert_ne!(no_copy.lines().count(), ALLGATHER_2.lines().count());
     let in_place_only = no_copy.replace(r#"outofplace="1""#, r#"outofplace="0""#);
-    replay_all(&in_place_only, None, 64).unwrap();
-    let both = replay_all(&no_copy, None, 64).unwrap_err();
+    replay_all(&in_place_only, None, Executor::Current).unwrap();
+    let both = replay_all(&no_copy, None, Executor::Current).unwrap_err();
     assert!(both.contains("out of place"), "{both}");
 }
 
@@ -1677,11 +1831,11 @@ fn reducescatter_aliases_output_into_its_rank_block_in_place() {
     </tb>
   </gpu>
 </algo>"#;
-    replay_all(xml, None, 64).unwrap();
+    replay_all(xml, None, Executor::Current).unwrap();
     // Reducing gpu 1's block from the wrong input chunk is caught.
     let wrong = xml.replacen(r#"type="rrc" srcbuf="i" srcoff="1""#, r#"type="rrc" srcbuf="i" srcoff="0""#, 1);
     assert_ne!(wrong, xml);
-    assert!(replay_all(&wrong, None, 64).is_err());
+    assert!(replay_all(&wrong, None, Executor::Current).is_err());
 }
 
 #[test]
@@ -1704,10 +1858,10 @@ fn broadcast_through_a_relay_with_rcs() {
     </tb>
   </gpu>
 </algo>"#;
-    replay_all(xml, Some(0), 64).unwrap();
+    replay_all(xml, Some(0), Executor::Current).unwrap();
     // The postcondition depends on the root: rank 1 does not hold root 1's data everywhere.
-    assert!(replay_all(xml, Some(1), 64).is_err());
-    assert!(replay_all(xml, None, 64).is_err());
+    assert!(replay_all(xml, Some(1), Executor::Current).is_err());
+    assert!(replay_all(xml, None, Executor::Current).is_err());
 }
 
 #[test]
@@ -1730,7 +1884,7 @@ fn check_reports_wrong_cells_and_unknown_collectives() {
 fn a_replay_needs_a_supported_placement() {
     let neither = PAIRWISE_ALLREDUCE.replace(r#"inplace="1" outofplace="1""#, r#"inplace="0" outofplace="0""#);
     assert_ne!(neither, PAIRWISE_ALLREDUCE);
-    assert_err_contains(replay_all(&neither, None, 64), "no mode");
+    assert_err_contains(replay_all(&neither, None, Executor::Current), "no mode");
     let out_only = PAIRWISE_ALLREDUCE.replace(r#"inplace="1""#, r#"inplace="0""#);
     assert_err_contains(replay(&out_only, mode(true, Policy::RoundRobin, 2)), "in place");
 }

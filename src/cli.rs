@@ -225,6 +225,17 @@ pub enum Format {
     Json,
     /// The MSCCL executor's algorithm XML (docs/FORMAT.md, "MSCCL XML").
     MscclXml,
+    /// Chakra execution traces for ASTRA-sim, one per NPU, with the workload and configuration
+    /// files, into the directory `--out` names (docs/FORMAT.md, "Chakra ET export").
+    ChakraEt,
+}
+
+/// How `--format chakra-et` names its files.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ChakraArgs {
+    /// The files' prefix: `PREFIX.<npu>.et`, `PREFIX.workload.<npu>.et`, `PREFIX.system.json`, ...
+    #[arg(long, default_value = "ccsynth")]
+    pub prefix: String,
 }
 
 /// The executor an MSCCL file is for.
@@ -308,6 +319,8 @@ pub struct ExportArgs {
     pub out: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub msccl: MscclArgs,
+    #[command(flatten)]
+    pub chakra: ChakraArgs,
 }
 
 /// `--collective`: the kinds a command line can name (a `custom` collective needs its
@@ -457,6 +470,8 @@ pub struct SynthArgs {
     pub format: Format,
     #[command(flatten)]
     pub msccl: MscclArgs,
+    #[command(flatten)]
+    pub chakra: ChakraArgs,
     /// Add a `comparison` object: every applicable baseline on the same simulator.
     #[arg(long)]
     pub compare: bool,
@@ -749,9 +764,41 @@ fn export_cmd(a: ExportArgs) -> Result<i32, String> {
             serde_json::to_string(&s).map_err(|e| e.to_string())? + "\n"
         }
         Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| format!("{}: {e}", a.file))?,
+        Format::ChakraEt => {
+            write_chakra(&s, a.out.as_deref(), &a.chakra.prefix).map_err(|e| format!("{}: {e}", a.file))?;
+            return Ok(0);
+        }
     };
     write_text(a.out.as_deref(), &text)?;
     Ok(0)
+}
+
+/// `--format chakra-et`: writes the traces, workload and configuration files into the
+/// directory `out` (created if missing), then prints what ASTRA-sim needs to run them.
+fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str) -> Result<(), String> {
+    let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let abs = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let abs_text = abs.to_str().ok_or_else(|| format!("{}: not a UTF-8 path", abs.display()))?;
+    let export = engine::export_chakra(s, prefix, Some(abs_text)).map_err(|e| e.to_string())?;
+    for (name, bytes) in &export.files {
+        let path = abs.join(name);
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    eprintln!("ccsynth: wrote {} files to {}", export.files.len(), abs.display());
+    let network = match &export.network {
+        Ok(name) => format!("network: {name}"),
+        Err(why) => format!("network: none written: {why}"),
+    };
+    println!(
+        "system configuration: {}
+{network}
+run, in {}: {}",
+        export.system_key,
+        abs.display(),
+        export.command
+    );
+    Ok(())
 }
 
 /// Writes `text` to `out`, or to stdout.
@@ -1093,6 +1140,10 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     if a.format == Format::MscclXml {
         let xml = engine::export_msccl(&out.schedule, &msccl).map_err(|e| e.to_string())?;
         write_text(a.output.out.as_deref(), &xml)?;
+        return Ok(0);
+    }
+    if a.format == Format::ChakraEt {
+        write_chakra(&out.schedule, a.output.out.as_deref(), &a.chakra.prefix)?;
         return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))

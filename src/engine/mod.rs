@@ -15,6 +15,7 @@ pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_
 use greedy_runs::{Variants, synthesize_greedy};
 
 pub use crate::bounds::LowerBounds;
+pub use crate::export::chakra::ChakraExport;
 pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
 pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
@@ -135,6 +136,24 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
     msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
     require_valid(s)?;
     msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+}
+
+/// A schedule as Chakra execution traces for ASTRA-sim (docs/FORMAT.md, "Chakra ET export"):
+/// validated first; `prefix` names the files, `dir` (absolute) is where they will be, named in
+/// the system configuration (without it, the bare prefix). A bad prefix is the caller's error
+/// (field `prefix`).
+pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
+    use crate::export::chakra::{self, ChakraError};
+    require_valid(s)?;
+    chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
+        ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
+        e => Error::Unsupported(format!("Chakra ET: {e}")),
+    })
+}
+
+/// The files of a Chakra export as one tar archive.
+pub fn chakra_tar(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    crate::export::chakra::to_tar(files)
 }
 
 /// Validates and simulates a schedule a caller gives (without the lower bounds): an invalid one

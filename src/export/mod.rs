@@ -1,7 +1,8 @@
 //! Schedules in other programs' formats and as pictures: MSCCL XML for the MSCCL executor and
-//! RCCL, Chrome/Perfetto traces, SVG timelines and goodput charts. Pure functions; the engine
-//! validates or replays before it calls them.
+//! RCCL, Chakra execution traces for ASTRA-sim, Chrome/Perfetto traces, SVG timelines and
+//! goodput charts. Pure functions; the engine validates or replays before it calls them.
 
+pub mod chakra;
 pub mod msccl;
 pub mod plot;
 pub mod trace;

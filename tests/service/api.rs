@@ -274,6 +274,18 @@ fn schedules_export_as_msccl_xml(db: Db) {
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=timeline-svg"), None);
     assert_eq!((r.status, r.header("content-type")), (200, Some("image/svg+xml")), "{}", r.body);
     assert!(r.body.starts_with("<svg "));
+    // Chakra traces for ASTRA-sim: a tar of every NPU's trace, the workloads and the configuration.
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&prefix=rs"), None);
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/x-tar")), "{}", r.body);
+    assert_eq!(r.header("content-disposition"), Some(r#"attachment; filename="rs.tar""#));
+    for name in ["rs.0.et", "rs.3.et", "rs.workload.0.et", "rs.system.json", "rs.memory.json", "rs.network.yml"] {
+        assert!(r.body.contains(name), "{name} in the archive");
+    }
+    let p = assert_problem(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&prefix=a/b"), None),
+        400,
+    );
+    assert!(p["detail"].as_str().unwrap().contains("prefix"), "{p}");
     // Bad queries are problems: an unknown format (422), an unknown parameter or value (400),
     // an unknown schedule (404), a collective MSCCL cannot run (422 naming it).
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=svg"), None), 422);

@@ -315,6 +315,65 @@ fn export_and_synth_write_msccl_xml() {
 }
 
 #[test]
+fn export_and_synth_write_chakra_traces_into_a_directory() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-chakra-{}", std::process::id()));
+    let schedule = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "64KiB"],
+        None,
+    );
+    let text = String::from_utf8(schedule.stdout).unwrap();
+    let out = dir.join("ag");
+    let o = ccsynth(
+        &["export", "--format", "chakra-et", "--prefix", "ag", "--out", out.to_str().unwrap(), "-"],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let abs = std::fs::canonicalize(&out).unwrap();
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    let key = format!(r#""all-gather-implementation-custom": ["{}/ag"]"#, abs.display());
+    assert!(stdout.contains(&key) && stdout.contains("network: ag.network.yml"), "{stdout}");
+    for v in 0..4 {
+        let et = std::fs::read(abs.join(format!("ag.{v}.et"))).unwrap();
+        assert_eq!(&et[..8], &[0x07, 0x0a, 0x05, b'0', b'.', b'0', b'.', b'4'], "metadata first");
+        assert!(abs.join(format!("ag.workload.{v}.et")).exists());
+    }
+    let system = std::fs::read_to_string(abs.join("ag.system.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&system).unwrap();
+    assert_eq!(v["preferred-dataset-splits"], 1);
+    assert_eq!(v["all-gather-implementation-custom"][0], format!("{}/ag", abs.display()));
+    // synth --format chakra-et, and the directory is required.
+    let out2 = dir.join("ar");
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "torus:2x2",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--format",
+            "chakra-et",
+            "--out",
+            out2.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().contains("network: none written"));
+    assert!(out2.join("ccsynth.3.et").exists());
+    let o = ccsynth(&["export", "--format", "chakra-et", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--out DIR"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(
+        &["export", "--format", "chakra-et", "--prefix", "../up", "--out", out.to_str().unwrap(), "-"],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn simulate_traces_and_plot_draws() {
     let dir = std::env::temp_dir().join(format!("ccsynth-pictures-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,6 +6,8 @@ mod common;
 
 mod baselines;
 mod bounds;
+mod chakra;
+mod chakra_replay;
 mod collective;
 mod conformance;
 mod failures;

@@ -1,0 +1,338 @@
+//! Chakra execution traces for ASTRA-sim's custom collectives: one `.et` file of SEND, RECV and
+//! COMP nodes per NPU, the workload and configuration files that run them, and the archive the
+//! service sends, from a schedule the engine has validated.
+//!
+//! How a schedule becomes traces (docs/FORMAT.md, "Chakra ET export"):
+//! - NPU v reads `<prefix>.<v>.et` (no communicator group: positions are NPU ids). Every NPU of
+//!   the topology gets a file; one with nothing to do gets a single COMP node of 0 µs, since
+//!   ASTRA-sim refuses a file without a node free of dependencies.
+//! - Transfer i from a to b is a SEND at a (`comm_dst` b) and a RECV at b (`comm_src` a), both
+//!   with `comm_size` the bytes on the wire and `comm_tag` i. A RECV has no dependencies: ASTRA
+//!   moves no data, so it may be posted at once. A reduce adds a COMP node at b after its RECV,
+//!   `duration_micros` the γ time rounded to whole µs.
+//! - A SEND depends on the nodes that last wrote its chunks at a in an earlier step (the RECV
+//!   of a copy, the COMP of a reduce): the schedule's own rule that a transfer reads contents
+//!   final at the end of their last write. Local moves send nothing: a copy passes its source's
+//!   writers on to the slot it writes, a reduce is a COMP node.
+//! - A path through switches or other NPUs is still one SEND and one RECV: ASTRA-sim routes by
+//!   its own network description, not by the schedule's path.
+//! - Files are length-delimited protobuf messages (a LEB128 length, then the message): one
+//!   `GlobalMetadata`, then the nodes. The messages are declared here from chakra's
+//!   `et_def.proto` (package `ChakraProtoMsg`), the fields ccsynth writes and reads.
+use crate::collective::CollectiveKind;
+use crate::schedule::{Op, Schedule};
+use prost::Message;
+use std::collections::HashMap;
+
+/// `AttributeProto` (et_def.proto): a name and one value.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AttributeProto {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub doc_string: String,
+    #[prost(oneof = "attribute_proto::Value", tags = "3, 7, 9, 13, 27, 29")]
+    pub value: Option<attribute_proto::Value>,
+}
+
+pub mod attribute_proto {
+    /// The members of `AttributeProto.value` ccsynth uses.
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Value {
+        #[prost(double, tag = "3")]
+        DoubleVal(f64),
+        #[prost(int32, tag = "7")]
+        Int32Val(i32),
+        #[prost(int64, tag = "9")]
+        Int64Val(i64),
+        #[prost(uint64, tag = "13")]
+        Uint64Val(u64),
+        #[prost(bool, tag = "27")]
+        BoolVal(bool),
+        #[prost(string, tag = "29")]
+        StringVal(String),
+    }
+}
+
+/// `GlobalMetadata`: the first message of every file.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GlobalMetadata {
+    #[prost(string, tag = "1")]
+    pub version: String,
+    #[prost(message, repeated, tag = "2")]
+    pub attr: Vec<AttributeProto>,
+}
+
+/// `Node`: one operation of one NPU.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Node {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(string, tag = "2")]
+    pub name: String,
+    /// A `NodeType`.
+    #[prost(int32, tag = "3")]
+    pub r#type: i32,
+    #[prost(uint64, repeated, tag = "4")]
+    pub ctrl_deps: Vec<u64>,
+    #[prost(uint64, repeated, tag = "5")]
+    pub data_deps: Vec<u64>,
+    #[prost(uint64, tag = "6")]
+    pub start_time_micros: u64,
+    #[prost(uint64, tag = "7")]
+    pub duration_micros: u64,
+    #[prost(message, repeated, tag = "10")]
+    pub attr: Vec<AttributeProto>,
+}
+
+/// `NodeType` values.
+pub const COMP_NODE: i32 = 4;
+pub const COMM_SEND_NODE: i32 = 5;
+pub const COMM_RECV_NODE: i32 = 6;
+pub const COMM_COLL_NODE: i32 = 7;
+
+/// The metadata version ASTRA-sim's own generators write.
+pub const VERSION: &str = "0.0.4";
+/// ASTRA-sim reduces tags modulo 5·10^8: a transfer index must stay below.
+pub const MAX_TAG: usize = 500_000_000;
+
+/// Why a schedule cannot become Chakra traces.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ChakraError {
+    #[error("the schedule has {transfers} transfers; ASTRA-sim reads a tag modulo {MAX_TAG}, so at most {MAX_TAG}")]
+    TooManyTransfers { transfers: usize },
+    #[error("prefix {prefix:?}: use letters, digits, '-', '_' and '.', at most 64 characters, not starting with '.'")]
+    Prefix { prefix: String },
+}
+
+/// What `to_chakra` makes: the files (name relative to the output directory, bytes), the
+/// lines for ASTRA-sim's configuration, and whether ASTRA-sim's congestion-aware backend has a
+/// network like the schedule's.
+#[derive(Clone, Debug)]
+pub struct ChakraExport {
+    pub files: Vec<(String, Vec<u8>)>,
+    /// The system configuration's custom-collective key and its value, e.g.
+    /// `"all-reduce-implementation-custom": ["/dir/prefix"]`.
+    pub system_key: String,
+    /// Ok: the network file's name; Err: why the topology has no congestion-aware equivalent.
+    pub network: Result<String, String>,
+    /// How to run it, from the output directory.
+    pub command: String,
+}
+
+/// Writes `s` as Chakra traces. `prefix` names the files; `dir`, when given, is the absolute
+/// directory the files will be in (the system configuration names the traces by path; without
+/// it, by the bare prefix, which ASTRA-sim resolves against its working directory).
+/// Crate-private: `s` must be valid (the engine's door checks it first).
+pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, ChakraError> {
+    check_prefix(prefix)?;
+    if s.transfers.len() >= MAX_TAG {
+        return Err(ChakraError::TooManyTransfers { transfers: s.transfers.len() });
+    }
+    let npus = s.topology.npus();
+    let mut files: Vec<Vec<Node>> = vec![Vec::new(); npus];
+    let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
+    let mut writers: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+    let order = s.replay_order();
+    for steps in order.steps(&s.transfers) {
+        // Writes take effect at the end of their step: reads in this step see the writers before.
+        let mut updates: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+        for k in steps {
+            let ti = order.get(k);
+            let t = s.transfers.at(ti);
+            let step = s.transfers.step(ti);
+            let comp_us = |slots: usize| ((gamma * s.chunk_size_bytes * slots as f64) / 1000.0).round() as u64;
+            let before = |v: u32, c: u32| writers.get(&(v, c)).cloned().unwrap_or_default();
+            if t.is_local() {
+                let a = t.src;
+                match t.op {
+                    Op::Copy => {
+                        for (i, &c) in t.chunks.iter().enumerate() {
+                            updates.entry((a, t.written()[i])).or_default().extend(before(a, c));
+                        }
+                    }
+                    Op::Reduce => {
+                        let mut deps = Vec::new();
+                        for (i, &c) in t.chunks.iter().enumerate() {
+                            deps.extend(before(a, c));
+                            deps.extend(before(a, t.written()[i]));
+                        }
+                        let comp = push(&mut files[a as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
+                        files[a as usize].last_mut().expect("pushed").duration_micros = comp_us(t.written().len());
+                        for &w in t.written() {
+                            updates.entry((a, w)).or_default().push(comp);
+                        }
+                    }
+                }
+                continue;
+            }
+            let (a, b) = (t.src, t.dst);
+            let bytes = ((s.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(1);
+            let deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
+            push(&mut files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
+            let send = files[a as usize].last_mut().expect("pushed");
+            send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
+            let recv = push(&mut files[b as usize], format!("RECV_s{step}_t{ti}"), COMM_RECV_NODE, Vec::new());
+            let node = files[b as usize].last_mut().expect("pushed");
+            node.attr = vec![int32("comm_src", a as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
+            let done = match t.op {
+                Op::Copy => recv,
+                Op::Reduce => {
+                    let mut deps = vec![recv];
+                    for &w in t.written() {
+                        deps.extend(before(b, w));
+                    }
+                    let comp = push(&mut files[b as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
+                    files[b as usize].last_mut().expect("pushed").duration_micros = comp_us(t.written().len());
+                    comp
+                }
+            };
+            for &w in t.written() {
+                updates.entry((b, w)).or_default().push(done);
+            }
+        }
+        for (key, mut ids) in updates {
+            ids.sort_unstable();
+            ids.dedup();
+            writers.insert(key, ids);
+        }
+    }
+    let mut out = Vec::with_capacity(2 * npus + 3);
+    for (v, nodes) in files.iter_mut().enumerate() {
+        if nodes.is_empty() {
+            push(nodes, "IDLE".into(), COMP_NODE, Vec::new());
+        }
+        out.push((format!("{prefix}.{v}.et"), encode(nodes)));
+    }
+    // The workload: one collective node per NPU. The custom path ignores its size and replays
+    // the traces; a kind without a key of its own runs under all-reduce's.
+    let (comm_type, key) = match s.collective.kind {
+        CollectiveKind::AllGather => (2, "all-gather-implementation-custom"),
+        CollectiveKind::ReduceScatter => (7, "reduce-scatter-implementation-custom"),
+        CollectiveKind::AllToAll => (6, "all-to-all-implementation-custom"),
+        _ => (0, "all-reduce-implementation-custom"),
+    };
+    let size = s.collective.size_bytes.min(i64::MAX as u64) as i64;
+    let workload = Node {
+        id: 0,
+        name: "collective".into(),
+        r#type: COMM_COLL_NODE,
+        attr: vec![int64("comm_type", comm_type), int64("comm_size", size), bool_attr("is_cpu_op", false)],
+        ..Default::default()
+    };
+    for v in 0..npus {
+        out.push((format!("{prefix}.workload.{v}.et"), encode(std::slice::from_ref(&workload))));
+    }
+    let path = match dir {
+        Some(d) => format!("{}/{prefix}", d.trim_end_matches('/')),
+        None => prefix.to_string(),
+    };
+    let system_key = format!("\"{key}\": [{}]", json_string(&path));
+    let system =
+        format!("{{\n  \"scheduling-policy\": \"FIFO\",\n  \"preferred-dataset-splits\": 1,\n  {system_key}\n}}\n");
+    out.push((format!("{prefix}.system.json"), system.into_bytes()));
+    out.push((format!("{prefix}.memory.json"), b"{\"memory-type\": \"NO_MEMORY_EXPANSION\"}\n".to_vec()));
+    let network = network_yaml(s).map(|yaml| {
+        let name = format!("{prefix}.network.yml");
+        out.push((name.clone(), yaml.into_bytes()));
+        name
+    });
+    let command = format!(
+        "AstraSim_Analytical_Congestion_Aware --workload-configuration={prefix}.workload --system-configuration={prefix}.system.json --remote-memory-configuration={prefix}.memory.json --network-configuration={}",
+        network.as_deref().unwrap_or("NETWORK.yml")
+    );
+    Ok(ChakraExport { files: out, system_key, network, command })
+}
+
+/// A prefix that is a plain file name (it names files in a directory and in an archive).
+fn check_prefix(prefix: &str) -> Result<(), ChakraError> {
+    let ok = !prefix.is_empty()
+        && prefix.len() <= 64
+        && !prefix.starts_with('.')
+        && prefix.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(()) } else { Err(ChakraError::Prefix { prefix: prefix.chars().take(80).collect() }) }
+}
+
+/// Appends a node with the next id of its file and returns the id.
+fn push(nodes: &mut Vec<Node>, name: String, r#type: i32, mut data_deps: Vec<u64>) -> u64 {
+    data_deps.sort_unstable();
+    data_deps.dedup();
+    let id = nodes.len() as u64;
+    nodes.push(Node { id, name, r#type, data_deps, ..Default::default() });
+    id
+}
+
+fn int32(name: &str, v: i32) -> AttributeProto {
+    AttributeProto { name: name.into(), value: Some(attribute_proto::Value::Int32Val(v)), ..Default::default() }
+}
+
+fn int64(name: &str, v: i64) -> AttributeProto {
+    AttributeProto { name: name.into(), value: Some(attribute_proto::Value::Int64Val(v)), ..Default::default() }
+}
+
+fn bool_attr(name: &str, v: bool) -> AttributeProto {
+    AttributeProto { name: name.into(), value: Some(attribute_proto::Value::BoolVal(v)), ..Default::default() }
+}
+
+/// One file: the metadata, then the nodes, each length-delimited.
+fn encode(nodes: &[Node]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let meta = GlobalMetadata { version: VERSION.into(), attr: Vec::new() };
+    meta.encode_length_delimited(&mut buf).expect("a Vec grows");
+    for n in nodes {
+        n.encode_length_delimited(&mut buf).expect("a Vec grows");
+    }
+    buf
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a string serializes")
+}
+
+/// ASTRA-sim's congestion-aware network for the schedule's topology, when it has one: a ring
+/// (NPU i to i ± 1), a fully connected graph or one switch, every link with the same bandwidth
+/// and latency and no failed NPU. Bandwidth in ASTRA-sim's GB/s (2^30 B/s); ccsynth's is 10^9.
+fn network_yaml(s: &Schedule) -> Result<String, String> {
+    let t = &s.topology;
+    let n = t.npus();
+    let links = t.links();
+    let first = links.first().ok_or("the topology has no links")?;
+    if links.iter().any(|l| l.latency_ns != first.latency_ns || l.bandwidth_gb_per_s != first.bandwidth_gb_per_s) {
+        return Err("its links differ in bandwidth or latency; ASTRA-sim's congestion-aware backend has one of each per dimension".into());
+    }
+    if !t.failed_npus().is_empty() {
+        return Err("it has failed NPUs, which ASTRA-sim's stock networks do not".into());
+    }
+    let has = |a: usize, b: usize| t.link(a, b).is_some();
+    let shape = if t.switches() == 0 && n >= 2 && links.len() == n * (n - 1) {
+        "FullyConnected"
+    } else if t.switches() == 0
+        && n >= 3
+        && links.len() == 2 * n
+        && (0..n).all(|i| has(i, (i + 1) % n) && has((i + 1) % n, i))
+    {
+        "Ring"
+    } else if t.switches() == 1 && links.len() == 2 * n && (0..n).all(|i| has(i, n) && has(n, i)) {
+        "Switch"
+    } else {
+        return Err("it is not a ring, a fully connected graph or one switch, the single-dimension networks of ASTRA-sim's congestion-aware backend".into());
+    };
+    let bw = first.bandwidth_gb_per_s * 1e9 / (1u64 << 30) as f64;
+    Ok(format!(
+        "# ccsynth's {} GB/s (10^9 B/s) in ASTRA-sim's GB/s (2^30 B/s)\ntopology: [ {shape} ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {} ]\n",
+        first.bandwidth_gb_per_s, first.latency_ns
+    ))
+}
+
+/// The files as one uncompressed tar archive (what the service sends).
+pub fn to_tar(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, bytes) in files {
+        let mut h = tar::Header::new_ustar();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        b.append_data(&mut h, name, bytes.as_slice()).expect("writing to memory");
+    }
+    b.into_inner().expect("writing to memory")
+}

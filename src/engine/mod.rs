@@ -144,6 +144,10 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
 /// (field `prefix`).
 pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
     use crate::export::chakra::{self, ChakraError};
+    if s.transfers.len() > chakra::MAX_TRANSFERS {
+        let e = ChakraError::TooManyTransfers { transfers: s.transfers.len() };
+        return Err(Error::Unsupported(format!("Chakra ET: {e}")));
+    }
     require_valid(s)?;
     chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
         ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),

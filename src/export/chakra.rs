@@ -95,11 +95,16 @@ pub const COMM_COLL_NODE: i32 = 7;
 pub const VERSION: &str = "0.0.4";
 /// ASTRA-sim reduces tags modulo 5·10^8: a transfer index must stay below.
 pub const MAX_TAG: usize = 500_000_000;
+/// Most transfers exported: about 70 bytes of trace each (a SEND and a RECV), so about 300 MB
+/// of files, built in memory.
+pub const MAX_TRANSFERS: usize = 1 << 22;
 
 /// Why a schedule cannot become Chakra traces.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ChakraError {
-    #[error("the schedule has {transfers} transfers; ASTRA-sim reads a tag modulo {MAX_TAG}, so at most {MAX_TAG}")]
+    #[error(
+        "the schedule has {transfers} transfers; the Chakra export writes at most {MAX_TRANSFERS} (about 300 MB of traces)"
+    )]
     TooManyTransfers { transfers: usize },
     #[error("prefix {prefix:?}: use letters, digits, '-', '_' and '.', at most 64 characters, not starting with '.'")]
     Prefix { prefix: String },
@@ -126,7 +131,8 @@ pub struct ChakraExport {
 /// Crate-private: `s` must be valid (the engine's door checks it first).
 pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, ChakraError> {
     check_prefix(prefix)?;
-    if s.transfers.len() >= MAX_TAG {
+    // (Also keeps every tag below ASTRA-sim's modulus, MAX_TAG.)
+    if s.transfers.len() > MAX_TRANSFERS {
         return Err(ChakraError::TooManyTransfers { transfers: s.transfers.len() });
     }
     let npus = s.topology.npus();

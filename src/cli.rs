@@ -1313,13 +1313,14 @@ fn summary(out: &engine::Output, comparison: Option<&engine::Comparison>, writte
         _ => String::new(),
     };
     lines.push(format!("time            {}{bound}", duration(time)));
-    // The fastest baseline: from the comparison, else among auto's candidates.
+    // The fastest baseline: from the comparison, else among auto's candidates. A baseline that
+    // is also the schedule's own algorithm counts: it is the one to beat (or to tie).
     let is_synth = |name: &str| engine::Algorithm::parse(name).is_some_and(|a| a.is_synthesizer());
     let best = match comparison {
         Some(c) => c
             .rows
             .iter()
-            .filter(|r| !is_synth(&r.algorithm) && r.algorithm != algorithm)
+            .filter(|r| !is_synth(&r.algorithm))
             .min_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns))
             .map(|r| (r.algorithm.clone(), r.collective_time_ns)),
         None => out.stats.portfolio().and_then(|p| {

@@ -461,6 +461,27 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("\n algorithm ") && text.contains("lower bound:"), "{text}");
     assert!(text.lines().any(|l| l.trim_start().starts_with("auto ")), "{text}");
+    // When the schedule is a baseline's, that baseline is the best one, tied (issue 30: the
+    // summary once skipped it and claimed a speedup over the runner-up).
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "torus:8x8",
+            "--collective",
+            "all_gather",
+            "--size",
+            "64MiB",
+            "--algo",
+            "bucket",
+            "--compare",
+            "--summary",
+        ],
+        None,
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let line = text.lines().find(|l| l.starts_with("best baseline")).unwrap();
+    assert!(line.starts_with("best baseline   bucket, ") && line.ends_with("this schedule is as fast"), "{text}");
     // --summary with --json is refused by the parser.
     let o = ccsynth(&[&ring[..], &["--summary", "--json"]].concat(), None);
     assert_eq!(o.status.code(), Some(2));

@@ -139,8 +139,8 @@ impl ApiError {
                 tracing::error!(error = %why, "internal error");
                 ("the server failed to serve the request; it is logged".to_string(), Vec::new())
             }
-            ApiError::Unprocessable(e) => (e.to_string(), e.errors.clone()),
-            other => (other.to_string(), Vec::new()),
+            ApiError::Unprocessable(e) => bounded_errors(&e.errors),
+            other => (clip(&other.to_string(), MAX_DETAIL_CHARS), Vec::new()),
         };
         let body = Problem {
             kind: format!("https://ccsynth.dev/problems/{}", self.slug()),
@@ -150,6 +150,42 @@ impl ApiError {
             errors: &errors,
         };
         serde_json::to_string(&body).unwrap_or_default()
+    }
+}
+
+/// Field errors a problem lists; the rest are counted in `detail`.
+pub const MAX_LISTED_ERRORS: usize = 20;
+/// Characters of one field error's path or message (a message may echo the offending value).
+pub const MAX_ERROR_CHARS: usize = 300;
+/// Characters of `detail`.
+pub const MAX_DETAIL_CHARS: usize = 2000;
+
+/// The first `MAX_LISTED_ERRORS` field errors, each clipped, and a `detail` joining them that
+/// says how many were left out: a request with a million bad fields gets a small answer.
+fn bounded_errors(all: &[crate::error::FieldError]) -> (String, Vec<crate::error::FieldError>) {
+    let listed: Vec<crate::error::FieldError> = all
+        .iter()
+        .take(MAX_LISTED_ERRORS)
+        .map(|e| crate::error::FieldError {
+            path: clip(&e.path, MAX_ERROR_CHARS),
+            message: clip(&e.message, MAX_ERROR_CHARS),
+        })
+        .collect();
+    let mut detail = listed.iter().map(|e| format!("{}: {}", e.path, e.message)).collect::<Vec<_>>().join("; ");
+    if all.len() > listed.len() {
+        detail.push_str(&format!(
+            "; and {} more errors (the first {MAX_LISTED_ERRORS} are listed)",
+            all.len() - listed.len()
+        ));
+    }
+    (clip(&detail, MAX_DETAIL_CHARS + 200), listed)
+}
+
+/// `s` cut to at most `max` characters, with "…" and the full length when cut.
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}… ({} characters)", &s[..at], s.chars().count()),
     }
 }
 

@@ -306,6 +306,12 @@ async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware:
         .map(|p| p.as_str().to_string())
         .unwrap_or_else(|| "unmatched".into());
     let method = req.method().to_string();
+    // The metrics' label takes the standard methods only: any other string (an unauthenticated
+    // client may send thousands) is `other`, so /metrics cannot grow without bound.
+    let method_label = match req.method().as_str() {
+        m @ ("GET" | "POST" | "PUT" | "DELETE" | "PATCH" | "HEAD" | "OPTIONS") => m.to_string(),
+        _ => "other".to_string(),
+    };
     let id = crate::store::new_id();
     let span = tracing::info_span!("request", request_id = %id, %method, %route);
     let mut req = req;
@@ -314,7 +320,7 @@ async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware:
     if let Ok(v) = id.parse() {
         resp.headers_mut().insert("x-request-id", v);
     }
-    st.metrics.request(method, route, resp.status().as_u16());
+    st.metrics.request(method_label, route, resp.status().as_u16());
     resp
 }
 

@@ -357,6 +357,13 @@ fn health_metadata_and_metrics(db: Db) {
     assert!(m.body.contains("# TYPE ccsynth_solve_seconds histogram"), "{}", m.body);
     assert!(m.body.contains("ccsynth_solve_seconds_bucket{le=\"+Inf\"} 1"), "{}", m.body);
     assert!(m.body.ends_with("# EOF\n"), "{}", m.body);
+    // Made-up methods share one label (issue 28: 20,000 of them once grew /metrics to 2.4 MB).
+    for i in 0..5 {
+        raw(s.addr, &format!("BREW{i}"), "/healthz", None);
+    }
+    let m = raw(s.addr, "GET", "/metrics", None).body;
+    assert!(!m.contains("BREW"), "{m}");
+    assert!(m.contains("ccsynth_http_requests_total{method=\"other\",route=\"/healthz\",status=\"405\"} 5"), "{m}");
 }
 
 fn topologies_are_idempotent_paginated_and_deletable(db: Db) {
@@ -387,6 +394,27 @@ fn topologies_are_idempotent_paginated_and_deletable(db: Db) {
     let bad = raw(s.addr, "POST", &format!("/v1/topologies/{id}/failures"), Some(br#"{"links": [[0, 5]]}"#));
     let p = assert_problem(&bad, 422);
     assert!(p["errors"][0]["path"].as_str().unwrap().contains("links"), "{p}");
+    // A problem lists 20 field errors and counts the rest, each clipped: a thousand self-loops,
+    // or a 100 kB spec, get a short answer (issue 28: 900,000 self-loops once got 517 MB).
+    let loops: Vec<Value> = (0..1000).map(|_| json!({"src": 1, "dst": 1})).collect();
+    let r = raw(
+        s.addr,
+        "POST",
+        "/v1/topologies",
+        Some(
+            json!({"npus": 4, "default_link": {"latency_ns": 500.0, "bandwidth_gb_per_s": 100.0}, "links": loops})
+                .to_string()
+                .as_bytes(),
+        ),
+    );
+    let p = assert_problem(&r, 422);
+    assert_eq!(p["errors"].as_array().unwrap().len(), 20, "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("and 980 more errors"), "{p}");
+    assert!(r.body.len() < 8000, "{} bytes", r.body.len());
+    let long = json!({"spec": format!("torus:{}", "9".repeat(100_000))});
+    let r = raw(s.addr, "POST", "/v1/topologies", Some(long.to_string().as_bytes()));
+    assert_problem(&r, 422);
+    assert!(r.body.len() < 8000, "{} bytes: {}", r.body.len(), &r.body[..300]);
     assert_eq!(raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None).status, 204);
     assert_problem(&raw(s.addr, "GET", &format!("/v1/topologies/{id}"), None), 404);
     assert_problem(&raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None), 404);

@@ -161,6 +161,10 @@ pub struct ServeArgs {
     /// NPUs per topology.
     #[arg(long, default_value_t = 4096)]
     pub max_npus: usize,
+    /// Links of a generated topology (fc, hyperx and dragonfly grow faster than their NPUs),
+    /// estimated from the spec before it is built.
+    #[arg(long, default_value_t = 1 << 21)]
+    pub max_links: usize,
     /// Chunks per collective.
     #[arg(long, default_value_t = 1 << 20)]
     pub max_chunks: usize,
@@ -855,6 +859,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         max_queue,
         max_body_bytes,
         max_npus,
+        max_links,
         max_chunks,
         max_solve_s,
         lease_ms,
@@ -895,6 +900,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.max_queue = max_queue;
     config.max_body_bytes = max_body_bytes;
     config.max_npus = max_npus;
+    config.max_links = max_links;
     config.max_chunks = max_chunks;
     config.max_solve_s = max_solve_s;
     config.lease_ms = lease_ms;

@@ -120,7 +120,7 @@ async fn normalize(st: &Shared, caller: &Caller, r: SynthesisRequest, path: &str
         })?
     } else {
         let t = match (&r.topology, &r.spec) {
-            (Some(v), _) => topologies::topology_from_value(v.clone(), &at("topology"), st.config.max_npus)?,
+            (Some(v), _) => topologies::topology_from_value(v.clone(), &at("topology"), &st.config.limits())?,
             (_, Some(spec)) => {
                 // Its errors name `spec` already.
                 engine::topology_from_spec(spec, &st.config.limits())

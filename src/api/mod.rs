@@ -36,6 +36,8 @@ pub struct Config {
     pub max_queue: i64,
     pub max_body_bytes: usize,
     pub max_npus: usize,
+    /// Links of a generated topology (fc, hyperx, dragonfly), estimated from the spec.
+    pub max_links: usize,
     pub max_chunks: usize,
     /// Cap on a synthesis's time limit (seconds), and the default ILP limit.
     pub max_solve_s: f64,
@@ -136,6 +138,7 @@ impl Config {
             max_queue: 10_000,
             max_body_bytes: 16 << 20,
             max_npus: 4096,
+            max_links: 1 << 21,
             max_chunks: 1 << 20,
             max_solve_s: 600.0,
             lease_ms: 15_000,
@@ -159,6 +162,7 @@ impl Config {
     pub fn limits(&self) -> crate::engine::Limits {
         crate::engine::Limits {
             max_npus: self.max_npus,
+            max_links: self.max_links,
             max_chunks: self.max_chunks,
             max_solve_s: self.max_solve_s,
             ..crate::engine::Limits::default()

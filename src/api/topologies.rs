@@ -23,7 +23,11 @@ pub fn router() -> Router<Shared> {
 
 /// A topology JSON document, or `{"spec": "torus:8x8@bw=50"}` (refused beyond `max_npus` before
 /// it is built).
-pub fn topology_from_value(v: serde_json::Value, path: &str, max_npus: usize) -> Result<Topology, ApiError> {
+pub fn topology_from_value(
+    v: serde_json::Value,
+    path: &str,
+    limits: &crate::engine::Limits,
+) -> Result<Topology, ApiError> {
     // Field paths relative to the request: a spec's errors already name `spec`.
     let within =
         |e: crate::error::InputError| ApiError::Unprocessable(if path.is_empty() { e } else { e.within(path) });
@@ -31,7 +35,7 @@ pub fn topology_from_value(v: serde_json::Value, path: &str, max_npus: usize) ->
         let spec = spec.as_str().ok_or_else(|| {
             ApiError::Unprocessable(crate::error::InputError::new(format!("{path}.spec"), "expected a string"))
         })?;
-        return crate::topology::parse_spec_capped(spec, max_npus).map_err(within);
+        return crate::engine::topology_from_spec(spec, limits).map_err(within);
     }
     let text = v.to_string();
     Topology::from_json(&text).map_err(within)
@@ -128,7 +132,7 @@ async fn create(
     Extension(caller): Extension<Caller>,
     JsonBody(v): JsonBody<serde_json::Value>,
 ) -> Result<Response, ApiError> {
-    let t = topology_from_value(v, "", st.config.max_npus)?;
+    let t = topology_from_value(v, "", &st.config.limits())?;
     let (row, new) = store_topology(&st, &caller, &t, None).await?;
     Ok(created(&row, new))
 }

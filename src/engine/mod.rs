@@ -903,9 +903,9 @@ impl From<crate::baselines::BaselineError> for Error {
 }
 
 /// Parses a topology generator spec (`torus:8x8@bw=50`), refusing one of more than
-/// `limits.max_npus` NPUs before building it.
+/// `limits.max_npus` NPUs or `limits.max_links` links before building it.
 pub fn topology_from_spec(spec: &str, limits: &Limits) -> Result<crate::topology::Topology, crate::error::InputError> {
-    crate::topology::parse_spec_capped(spec, limits.max_npus)
+    crate::topology::parse_spec_capped(spec, limits.max_npus, limits.max_links)
 }
 
 /// Runs a checked request: the synthesizer, baseline or portfolio it names, then the gate.

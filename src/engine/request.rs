@@ -86,6 +86,9 @@ impl RequestSpec {
 pub struct Limits {
     /// NPUs in the topology.
     pub max_npus: usize,
+    /// Links of a topology generator (`fc`, `hyperx`, `dragonfly` grow faster than their NPUs),
+    /// estimated from the spec before anything is built.
+    pub max_links: usize,
     /// Chunks of the collective (NPUs × chunks per NPU for most kinds), estimated before
     /// anything is allocated.
     pub max_chunks: usize,
@@ -101,6 +104,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_npus: crate::limits::MAX_NODES,
+            max_links: crate::limits::MAX_LINKS,
             max_chunks: crate::limits::MAX_CHUNKS,
             max_solve_s: crate::limits::MAX_SOLVE_TIME_S,
             max_seeds: crate::limits::MAX_SEEDS,

@@ -20,12 +20,14 @@ fn err(spec: &str, msg: impl std::fmt::Display) -> InputError {
 /// every dimension); the default is 100 GB/s and 500 ns. Dimension 0 varies fastest in the
 /// node id. See README.md for every generator's dimensions.
 pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
-    parse_spec_capped(spec, limits::MAX_NODES)
+    parse_spec_capped(spec, limits::MAX_NODES, limits::MAX_LINKS)
 }
 
-/// `parse_spec`, refusing a generator of more than `max_npus` NPUs from its arguments alone,
-/// before anything is built (a server's limit: `hypercube:20` is a million nodes).
-pub fn parse_spec_capped(spec: &str, max_npus: usize) -> Result<Topology, InputError> {
+/// `parse_spec`, refusing a generator of more than `max_npus` NPUs or (for the generators whose
+/// links grow faster than their NPUs: fc, hyperx, dragonfly) `max_links` links from its
+/// arguments alone, before anything is built (a server's limits: `hypercube:20` is a million
+/// nodes, `fc:4096` 16.8 million links).
+pub fn parse_spec_capped(spec: &str, max_npus: usize, max_links: usize) -> Result<Topology, InputError> {
     let spec = spec.trim();
     let (body, params) = match spec.split_once('@') {
         Some((b, p)) => (b, Some(p)),
@@ -35,7 +37,7 @@ pub fn parse_spec_capped(spec: &str, max_npus: usize) -> Result<Topology, InputE
         .split_once(':')
         .ok_or_else(|| err(spec, format!("expected NAME:ARGS with NAME one of {}", GENERATORS.join(", "))))?;
     let (bw, lat) = parse_params(spec, params)?;
-    let cx = GenCtx { spec, bw, lat, max_npus };
+    let cx = GenCtx { spec, bw, lat, max_npus, max_links: max_links.min(limits::MAX_LINKS) };
     let b = match name {
         "ring" => ring(&cx, args)?,
         "mesh" | "torus" => mesh_torus(&cx, args, name == "torus")?,
@@ -61,6 +63,7 @@ struct GenCtx<'a> {
     bw: Vec<f64>,
     lat: Vec<f64>,
     max_npus: usize,
+    max_links: usize,
 }
 
 impl GenCtx<'_> {
@@ -69,7 +72,7 @@ impl GenCtx<'_> {
         per_dim(self.spec, n, &self.bw, &self.lat)
     }
     fn builder(&self, npus: usize, switches: usize) -> Result<Builder, InputError> {
-        Builder::new(self.spec, npus, switches, self.max_npus)
+        Builder::new(self.spec, npus, switches, self.max_npus, self.max_links)
     }
 }
 
@@ -307,6 +310,9 @@ fn rail(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
 }
 
 struct Builder {
+    /// The spec and the link cap, for `check_links`.
+    spec: String,
+    max_links: usize,
     npus: usize,
     switches: usize,
     links: Vec<Link>,
@@ -314,18 +320,19 @@ struct Builder {
 }
 
 impl Builder {
-    fn new(spec: &str, npus: usize, switches: usize, max_npus: usize) -> Result<Builder, InputError> {
+    fn new(spec: &str, npus: usize, switches: usize, max_npus: usize, max_links: usize) -> Result<Builder, InputError> {
         if npus.saturating_add(switches) > limits::MAX_NODES {
             return Err(err(spec, format!("more than {} nodes", limits::MAX_NODES)));
         }
         if npus > max_npus {
             return Err(err(spec, format!("{npus} NPUs: at most {max_npus} are accepted")));
         }
-        Ok(Builder { npus, switches, links: Vec::new(), seen: HashSet::new() })
+        Ok(Builder { spec: spec.to_string(), max_links, npus, switches, links: Vec::new(), seen: HashSet::new() })
     }
+    /// Refuses a generator of about `n` links beyond the cap, before building any.
     fn check_links(&self, n: usize) -> Result<(), InputError> {
-        if n > limits::MAX_LINKS {
-            return Err(err("generator", format!("more than {} links", limits::MAX_LINKS)));
+        if n > self.max_links {
+            return Err(err(&self.spec, format!("about {n} links: at most {} are accepted", self.max_links)));
         }
         Ok(())
     }

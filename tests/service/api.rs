@@ -937,6 +937,7 @@ fn the_validate_route_reports_both_verdicts(db: Db) {
 fn oversized_requests_are_refused_before_they_are_built(db: Db) {
     let s = start_with(db, |c| {
         c.max_npus = 64;
+        c.max_links = 1000;
         c.max_body_bytes = 1 << 16;
     });
     let t = Instant::now();
@@ -953,6 +954,17 @@ fn oversized_requests_are_refused_before_they_are_built(db: Db) {
         assert_eq!(code, 422, "{spec}");
     }
     assert!(t.elapsed() < Duration::from_secs(20), "refusals took {:?}", t.elapsed());
+    // Within the NPU limit but not the link limit (issue 28: fc:4096, 16.8 million links, was
+    // built on the request thread): measured from the spec.
+    for spec in ["fc:64", "fc:40"] {
+        let t = Instant::now();
+        let (code, v) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": spec})));
+        assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("spec")), "{spec}: {v}");
+        assert!(v["detail"].as_str().unwrap().contains("links: at most 1000 are accepted"), "{spec}: {v}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{spec}: {:?}", t.elapsed());
+    }
+    let (code, _) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "fc:16"})));
+    assert_eq!(code, 201, "fc:16 has 240 links");
     // A collective too large for the server's chunk limit, on a topology it accepts.
     let (code, v) = call(
         &s,

@@ -191,6 +191,10 @@ pub struct ServeArgs {
     /// after its last response, is closed (ms).
     #[arg(long, default_value_t = 10_000)]
     pub header_timeout_ms: u64,
+    /// A request body that has not arrived whole this long after its head is answered 408 and
+    /// its connection closed (ms).
+    #[arg(long, default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
     /// Open connections at most; one more is closed on accept. Keep it below the process's
     /// file-descriptor limit (`ulimit -n`).
     #[arg(long, default_value_t = 4_096)]
@@ -868,6 +872,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         max_attempts,
         max_result_bytes,
         header_timeout_ms,
+        body_timeout_ms,
         max_connections,
         tokens_file,
         allow_open,
@@ -909,6 +914,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.max_attempts = max_attempts.max(1);
     config.max_result_bytes = max_result_bytes;
     config.header_timeout_ms = header_timeout_ms;
+    config.body_timeout_ms = body_timeout_ms;
     config.max_connections = max_connections;
     config.clients = clients;
     config.max_active_per_client = max_active_per_client.max(1);

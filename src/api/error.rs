@@ -14,6 +14,9 @@ pub enum ApiError {
     MalformedJson(String),
     #[error("the request body exceeds {0} bytes")]
     TooLarge(usize),
+    /// The body did not arrive within the limit (milliseconds).
+    #[error("the request body did not arrive within {0} ms")]
+    BodyTimeout(u64),
     #[error("no {0} with id {1:?}")]
     NotFound(&'static str, String),
     /// Parses, but cannot be served: wrong fields, unknown NPU, unsupported algorithm, …
@@ -88,6 +91,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::NotFound(..) => StatusCode::NOT_FOUND,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InUse(..) => StatusCode::CONFLICT,
@@ -110,6 +114,7 @@ impl ApiError {
         match self {
             ApiError::MalformedJson(_) => "malformed-json",
             ApiError::TooLarge(_) => "body-too-large",
+            ApiError::BodyTimeout(_) => "body-timeout",
             ApiError::NotFound(..) => "not-found",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::InUse(..) => "in-use",

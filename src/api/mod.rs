@@ -55,6 +55,9 @@ pub struct Config {
     /// A connection that has not sent a complete request head this long after it opened, or
     /// after its last response, is closed (slow or idle clients hold no connection for long).
     pub header_timeout_ms: u64,
+    /// A request body must arrive whole within this (408 beyond): a client sending a byte now
+    /// and then cannot hold a connection.
+    pub body_timeout_ms: u64,
     /// Open connections at most; one more is closed at once (before anything is read).
     pub max_connections: usize,
     /// `Host` names (without port, lower case) the server answers to; `None`: any. A page on
@@ -147,6 +150,7 @@ impl Config {
             max_attempts: 3,
             max_result_bytes: 512 << 20,
             header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
             max_connections: 4_096,
             allowed_hosts: None,
             clients: Vec::new(),
@@ -426,7 +430,12 @@ impl axum::extract::FromRequest<Shared> for RawBody {
             return Err(ApiError::UnsupportedMediaType(media.to_string()));
         }
         let limit = st.config.max_body_bytes;
-        axum::body::to_bytes(req.into_body(), limit).await.map(RawBody).map_err(|_| ApiError::TooLarge(limit))
+        let ms = st.config.body_timeout_ms;
+        let read = axum::body::to_bytes(req.into_body(), limit);
+        match tokio::time::timeout(std::time::Duration::from_millis(ms.max(1)), read).await {
+            Ok(body) => body.map(RawBody).map_err(|_| ApiError::TooLarge(limit)),
+            Err(_) => Err(ApiError::BodyTimeout(ms)),
+        }
     }
 }
 

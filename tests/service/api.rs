@@ -1434,6 +1434,32 @@ fn slow_and_idle_connections_are_closed_after_the_header_timeout() {
     assert_eq!(call(&s, "GET", "/healthz", None).0, 200);
 }
 
+/// A request body trickling in (a byte now and then, each in time for any per-read timeout)
+/// is answered 408 once the body timeout passes, and the connection closed (issue 28: twenty
+/// such connections once held the server as long as they liked).
+#[test]
+fn a_body_that_trickles_in_is_refused_after_the_body_timeout() {
+    let s = start_with(Db::Sqlite, |c| c.body_timeout_ms = 500);
+    let mut slow = TcpStream::connect(s.addr).unwrap();
+    let head = "POST /v1/topologies HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n";
+    slow.write_all(head.as_bytes()).unwrap();
+    let started = Instant::now();
+    for b in br#"{"spec": "ring:4"#.iter().take(8) {
+        if slow.write_all(&[*b]).is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("did not arrive within 500 ms"), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+    assert_eq!(call(&s, "GET", "/healthz", None).0, 200);
+}
+
 /// Connections beyond `max_connections` are closed on accept, and the slots come back when
 /// connections close.
 #[test]

@@ -970,7 +970,10 @@ impl<'a> Builder<'a> {
             fallback.get_or_insert((ch, true));
         }
         let Some((ch, deferred)) = fallback else {
-            let (max_steps, max_tbs, target) = (self.target.max_steps(), self.target.max_tbs(), self.target.name());
+            // The blocks a GPU opens for connections: the target's, and at most as many as a
+            // dependency can name.
+            let max_tbs = self.target.max_tbs().min(MAX_DEPID + 1);
+            let (max_steps, target) = (self.target.max_steps(), self.target.name());
             return Err(MscclError::NoChannel { src: a, dst: b, messages: msgs, max_steps, max_tbs, target });
         };
         // Both ends' blocks now, so later choices count them.

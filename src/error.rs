@@ -16,11 +16,13 @@ pub struct FieldError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct InputError {
     pub errors: Vec<FieldError>,
+    /// Errors found beyond those listed (see `MAX_FIELD_ERRORS`).
+    pub omitted: usize,
 }
 
 impl InputError {
     pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        InputError { errors: vec![FieldError { path: path.into(), message: message.into() }] }
+        InputError { errors: vec![FieldError { path: path.into(), message: message.into() }], omitted: 0 }
     }
 
     /// Prefixes every path with `prefix` (for documents nested in other documents).
@@ -73,22 +75,45 @@ impl fmt::Display for InputError {
             }
             write!(f, "{}: {}", e.path, e.message)?;
         }
+        if self.omitted > 0 {
+            write!(f, "; and {} more errors", self.omitted)?;
+        }
         Ok(())
     }
 }
 
-/// Accumulates field errors so one pass reports all of them.
+/// Field errors one pass keeps; beyond them it only counts (`InputError::omitted`), so an input
+/// with a million bad fields costs a bounded amount of memory to refuse.
+pub const MAX_FIELD_ERRORS: usize = 1000;
+
+/// Accumulates field errors so one pass reports all of them (the first `MAX_FIELD_ERRORS`,
+/// and how many more).
 #[derive(Default)]
-pub(crate) struct Errors(pub Vec<FieldError>);
+pub(crate) struct Errors {
+    list: Vec<FieldError>,
+    total: usize,
+}
 
 impl Errors {
     pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(FieldError { path: path.into(), message: message.into() });
+        self.total += 1;
+        if self.list.len() < MAX_FIELD_ERRORS {
+            self.list.push(FieldError { path: path.into(), message: message.into() });
+        }
     }
     pub fn into_result<T>(self, ok: T) -> Result<T, InputError> {
-        if self.0.is_empty() { Ok(ok) } else { Err(InputError { errors: self.0 }) }
+        if self.total == 0 {
+            Ok(ok)
+        } else {
+            let omitted = self.total - self.list.len();
+            Err(InputError { errors: self.list, omitted })
+        }
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.total == 0
+    }
+    /// Errors pushed so far, listed or not.
+    pub fn len(&self) -> usize {
+        self.total
     }
 }

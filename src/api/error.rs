@@ -144,7 +144,7 @@ impl ApiError {
                 tracing::error!(error = %why, "internal error");
                 ("the server failed to serve the request; it is logged".to_string(), Vec::new())
             }
-            ApiError::Unprocessable(e) => bounded_errors(&e.errors),
+            ApiError::Unprocessable(e) => bounded_errors(&e.errors, e.omitted),
             other => (clip(&other.to_string(), MAX_DETAIL_CHARS), Vec::new()),
         };
         let body = Problem {
@@ -167,7 +167,7 @@ pub const MAX_DETAIL_CHARS: usize = 2000;
 
 /// The first `MAX_LISTED_ERRORS` field errors, each clipped, and a `detail` joining them that
 /// says how many were left out: a request with a million bad fields gets a small answer.
-fn bounded_errors(all: &[crate::error::FieldError]) -> (String, Vec<crate::error::FieldError>) {
+fn bounded_errors(all: &[crate::error::FieldError], omitted: usize) -> (String, Vec<crate::error::FieldError>) {
     let listed: Vec<crate::error::FieldError> = all
         .iter()
         .take(MAX_LISTED_ERRORS)
@@ -177,11 +177,9 @@ fn bounded_errors(all: &[crate::error::FieldError]) -> (String, Vec<crate::error
         })
         .collect();
     let mut detail = listed.iter().map(|e| format!("{}: {}", e.path, e.message)).collect::<Vec<_>>().join("; ");
-    if all.len() > listed.len() {
-        detail.push_str(&format!(
-            "; and {} more errors (the first {MAX_LISTED_ERRORS} are listed)",
-            all.len() - listed.len()
-        ));
+    let more = all.len() - listed.len() + omitted;
+    if more > 0 {
+        detail.push_str(&format!("; and {more} more errors (the first {} are listed)", listed.len()));
     }
     (clip(&detail, MAX_DETAIL_CHARS + 200), listed)
 }

@@ -134,7 +134,7 @@ impl Topology {
         let mut links = Vec::with_capacity(input.links.len() * 2);
         for (i, l) in input.links.iter().enumerate() {
             let p = format!("links[{i}]");
-            let before = errs.0.len();
+            let before = errs.len();
             for (field, id) in [("src", l.src), ("dst", l.dst)] {
                 if id >= nodes {
                     errs.push(
@@ -166,7 +166,7 @@ impl Topology {
                 );
             }
             check_params(&mut errs, &p, l.latency_ns, l.bandwidth_gb_per_s);
-            if errs.0.len() > before {
+            if errs.len() > before {
                 continue;
             }
             let (lat, bw) = (lat.unwrap_or(0.0), bw.unwrap_or(1.0));

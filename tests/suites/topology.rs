@@ -82,6 +82,18 @@ fn all_problems_are_reported_at_once() {
     .unwrap_err();
     let paths: Vec<&str> = e.errors.iter().map(|f| f.path.as_str()).collect();
     assert_eq!(paths, ["links[0].dst", "links[1].latency_ns", "links[1].bandwidth_gb_per_s"]);
+    assert_eq!(e.omitted, 0);
+}
+
+/// Beyond `MAX_FIELD_ERRORS` the validator counts instead of listing: 5000 self-loops are 1000
+/// errors listed and 4000 counted, so refusing them costs bounded memory.
+#[test]
+fn a_million_problems_are_counted_not_listed() {
+    let links: Vec<String> =
+        (0..5000).map(|_| r#"{"src": 1, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 1}"#.to_string()).collect();
+    let e = Topology::from_json(&format!(r#"{{"npus": 2, "links": [{}]}}"#, links.join(","))).unwrap_err();
+    assert_eq!((e.errors.len(), e.omitted), (ccsynth::error::MAX_FIELD_ERRORS, 4000));
+    assert!(e.to_string().ends_with("; and 4000 more errors"), "{}", &e.to_string()[..200]);
 }
 
 #[test]

@@ -1426,30 +1426,53 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-/// The comparison as an aligned text table (comfy-table, no borders); the best row is marked
-/// with `*`, then the bound and the baselines that refused.
+/// The comparison as an aligned text table (comfy-table, no borders): a line naming the
+/// collective, its size and NPUs, then a row per algorithm with its time, algorithm and bus
+/// bandwidth (as nccl-tests reports them: busbw = algbw × 2(p−1)/p for all-reduce, × (p−1)/p
+/// for all-gather, reduce-scatter and all-to-all), its ratios and rounds, the best row marked
+/// with `*`; then the bound and the baselines that refused.
 pub fn comparison_table(c: &engine::Comparison) -> String {
     use comfy_table::{CellAlignment, Table, presets};
+    let p = c.npus.max(1) as f64;
+    let bus_factor = match c.collective {
+        "all_reduce" => 2.0 * (p - 1.0) / p,
+        "all_gather" | "reduce_scatter" | "all_to_all" => (p - 1.0) / p,
+        _ => 1.0,
+    };
     let mut table = Table::new();
-    table.load_style(presets::NOTHING).set_header(["algorithm", "time (us)", "vs best", "vs bound", "rounds", "best"]);
+    table.load_style(presets::NOTHING).set_header([
+        "algorithm",
+        "time (µs)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        "vs best",
+        "vs bound",
+        "rounds",
+        "best",
+    ]);
     for r in &c.rows {
+        // Bytes per ns are GB/s.
+        let algbw = if r.collective_time_ns > 0.0 { c.size_bytes as f64 / r.collective_time_ns } else { 0.0 };
         table.add_row([
             r.algorithm.clone(),
             format!("{:.3}", r.collective_time_ns / 1e3),
+            format!("{algbw:.2}"),
+            format!("{:.2}", algbw * bus_factor),
             format!("{:.3}", r.ratio_to_best),
             r.ratio_to_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
             r.rounds.to_string(),
             if r.best { "*".into() } else { String::new() },
         ]);
     }
-    for i in 1..5 {
+    for i in 1..7 {
         if let Some(col) = table.column_mut(i) {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let mut out: String = table.lines().map(|l| l.trim_end().to_string() + "\n").collect();
+    let mut out = format!("{} of {} on {} NPUs\n", c.collective, crate::units::format_size(c.size_bytes), c.npus);
+    out.extend(table.lines().map(|l| l.trim_end().to_string() + "\n"));
     if let Some(b) = c.lower_bound_ns {
-        out += &format!("lower bound: {:.3} us\n", b / 1e3);
+        out += &format!("lower bound: {:.3} µs\n", b / 1e3);
     }
     for (name, why) in &c.refused {
         out += &format!("not applicable: {name}: {why}\n");

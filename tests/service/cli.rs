@@ -608,11 +608,16 @@ fn baseline_and_compare_verbs() {
     let text = String::from_utf8_lossy(&o.stdout);
     let best = text.lines().find(|l| l.trim_start().starts_with("swing-bandwidth")).expect("a swing-bandwidth row");
     assert!(best.trim_end().ends_with('*'), "{text}");
+    assert_eq!(text.lines().next(), Some("all_reduce of 1 MiB on 16 NPUs"), "{text}");
     assert!(
-        text.lines().next().unwrap().split_whitespace().eq([
+        text.lines().nth(1).unwrap().split_whitespace().eq([
             "algorithm",
             "time",
-            "(us)",
+            "(µs)",
+            "algbw",
+            "(GB/s)",
+            "busbw",
+            "(GB/s)",
             "vs",
             "best",
             "vs",
@@ -622,7 +627,10 @@ fn baseline_and_compare_verbs() {
         ]),
         "{text}"
     );
-    assert!(text.contains("lower bound: 4.915 us"), "{text}");
+    // algbw is bytes per ns (1 MiB over 8.915 µs), busbw that × 2(p−1)/p for all-reduce.
+    let cells: Vec<&str> = best.split_whitespace().collect();
+    assert_eq!(&cells[1..4], ["8.915", "117.62", "220.53"], "{best}");
+    assert!(text.contains("lower bound: 4.915 µs"), "{text}");
     let o = ccsynth(
         &["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--json"],
         None,

@@ -5,21 +5,11 @@
 //! ccsynth's simulator on neighbour-link schedules.
 
 use crate::chakra_replay::{self, EtFile, Network};
+use crate::common::run_seeded as run;
 use crate::common::*;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, registry};
 use ccsynth::schedule::Schedule;
-use ccsynth::topology::Topology;
-
-fn run(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
-    let rs = engine::RequestSpec {
-        target: engine::Target::One(spec.clone()),
-        algorithm: algorithm.to_string(),
-        options: engine::Options { seed: Some(3), time_limit_s: Some(600.0), ..Default::default() },
-    };
-    let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).map_err(|e| e.to_string())?;
-    engine::run(&req, engine::Control::none()).map(|o| o.schedule).map_err(|e| e.to_string())
-}
 
 /// Exports, decodes every NPU's file and checks what the feeder checks at load time.
 fn export(s: &Schedule, prefix: &str) -> (engine::ChakraExport, Vec<EtFile>) {

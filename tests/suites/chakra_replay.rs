@@ -295,13 +295,7 @@ struct Message {
 /// completed there.
 pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>) -> Result<Replayed, String> {
     let producers = producers(s);
-    let mut rng = jitter.unwrap_or(0).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut next_rand = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % 1000) as f64 / 1000.0
-    };
+    let mut links = Links::new(jitter);
     let npus = files.len();
     let index: Vec<HashMap<u64, usize>> =
         files.iter().map(|f| f.nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect()).collect();
@@ -319,9 +313,7 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
     // RECV of a reduce).
     let mut transfer_done: HashMap<usize, u64> = HashMap::new();
     let mut recv_tag: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut heap: BinaryHeap<std::cmp::Reverse<(u64, u64, Event)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut link_free: HashMap<(usize, usize), u64> = HashMap::new();
+    let mut clock = Clock::default();
     let mut messages: Vec<Message> = Vec::new();
     // Per matching key: arrived messages not yet received, and posted receives not yet matched.
     let mut arrived: HashMap<MatchKey, VecDeque<(u64, usize)>> = HashMap::new();
@@ -344,8 +336,7 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
             match n.kind {
                 COMP => {
                     let d = if n.duration_micros == 0 { 1 } else { n.duration_micros * 1000 };
-                    seq += 1;
-                    heap.push(std::cmp::Reverse((now + d, seq, Event::Done(v, i))));
+                    clock.at(now + d, Event::Done(v, i));
                 }
                 SEND => {
                     let tag = n.attrs["comm_tag"];
@@ -361,26 +352,14 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
                     let dst = n.attrs["comm_dst"] as usize;
                     let m = messages.len();
                     messages.push(Message { src: v, dst, tag, size: n.attrs["comm_size"], send: (v, i) });
-                    start_hop(
-                        net,
-                        &mut messages,
-                        m,
-                        0,
-                        now,
-                        &mut link_free,
-                        &mut heap,
-                        &mut seq,
-                        &mut next_rand,
-                        jitter,
-                    )?;
+                    links.start_hop(net, &messages[m], m, 0, now, &mut clock)?;
                 }
                 RECV => {
                     let key = (n.attrs["comm_tag"], n.attrs["comm_src"] as usize, v, n.attrs["comm_size"]);
                     recv_tag.insert((v, i), n.attrs["comm_tag"] as usize);
                     match arrived.get_mut(&key).and_then(VecDeque::pop_front) {
                         Some((t, _)) => {
-                            seq += 1;
-                            heap.push(std::cmp::Reverse((now.max(t), seq, Event::Done(v, i))));
+                            clock.at(now.max(t), Event::Done(v, i));
                         }
                         None => posted.entry(key).or_default().push_back((v, i, now)),
                     }
@@ -388,7 +367,7 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
                 _ => unreachable!("checked at load"),
             }
         }
-        let Some(std::cmp::Reverse((t, _, ev))) = heap.pop() else { break };
+        let Some((t, ev)) = clock.next() else { break };
         now = t;
         match ev {
             Event::Done(v, i) => {
@@ -417,29 +396,16 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
             Event::Hop(m, h) => {
                 let hops = &net.routes[&(messages[m].src, messages[m].dst)];
                 if h + 1 < hops.len() {
-                    start_hop(
-                        net,
-                        &mut messages,
-                        m,
-                        h + 1,
-                        now,
-                        &mut link_free,
-                        &mut heap,
-                        &mut seq,
-                        &mut next_rand,
-                        jitter,
-                    )?;
+                    links.start_hop(net, &messages[m], m, h + 1, now, &mut clock)?;
                     continue;
                 }
                 // Arrived: the SEND completes; the matching RECV too if it is posted.
                 let msg = &messages[m];
-                seq += 1;
-                heap.push(std::cmp::Reverse((now, seq, Event::Done(msg.send.0, msg.send.1))));
+                clock.at(now, Event::Done(msg.send.0, msg.send.1));
                 let key = (msg.tag, msg.src, msg.dst, msg.size);
                 match posted.get_mut(&key).and_then(VecDeque::pop_front) {
                     Some((v, i, _)) => {
-                        seq += 1;
-                        heap.push(std::cmp::Reverse((now, seq, Event::Done(v, i))));
+                        clock.at(now, Event::Done(v, i));
                     }
                     None => arrived.entry(key).or_default().push_back((now, m)),
                 }
@@ -459,32 +425,61 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
     Ok(Replayed { finish_ns })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn start_hop(
-    net: &Network,
-    messages: &mut [Message],
-    m: usize,
-    h: usize,
-    now: u64,
-    link_free: &mut HashMap<(usize, usize), u64>,
-    heap: &mut BinaryHeap<std::cmp::Reverse<(u64, u64, Event)>>,
-    seq: &mut u64,
-    rand: &mut impl FnMut() -> f64,
-    jitter: Option<u64>,
-) -> Result<(), String> {
-    let msg = &messages[m];
-    let hops = net.routes.get(&(msg.src, msg.dst)).ok_or(format!("no route {} -> {}", msg.src, msg.dst))?;
-    let link = hops[h];
-    let serialize = (msg.size as f64 / net.bytes_per_ns).floor() as u64;
-    let start = now.max(link_free.get(&link).copied().unwrap_or(0));
-    link_free.insert(link, start + serialize);
-    let mut deliver = (net.latency_ns + msg.size as f64 / net.bytes_per_ns).floor() as u64;
-    if jitter.is_some() {
-        deliver += (deliver as f64 * 0.5 * rand()) as u64;
+/// Events in time order (ties in the order they were scheduled).
+#[derive(Default)]
+struct Clock {
+    heap: BinaryHeap<std::cmp::Reverse<(u64, u64, Event)>>,
+    seq: u64,
+}
+
+impl Clock {
+    fn at(&mut self, t: u64, ev: Event) {
+        self.seq += 1;
+        self.heap.push(std::cmp::Reverse((t, self.seq, ev)));
     }
-    *seq += 1;
-    heap.push(std::cmp::Reverse((start + deliver, *seq, Event::Hop(m, h))));
-    Ok(())
+    fn next(&mut self) -> Option<(u64, Event)> {
+        self.heap.pop().map(|std::cmp::Reverse((t, _, ev))| (t, ev))
+    }
+}
+
+/// The links' FIFO state, and the jitter's generator (xorshift from the seed).
+struct Links {
+    free: HashMap<(usize, usize), u64>,
+    rng: Option<u64>,
+}
+
+impl Links {
+    fn new(jitter: Option<u64>) -> Links {
+        Links { free: HashMap::new(), rng: jitter.map(|seed| seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1) }
+    }
+
+    /// Message `m` takes hop `h` of its route from `now`: it waits for the link, holds it for
+    /// floor(bytes/bw), and reaches the hop's end floor(latency + bytes/bw) after it starts
+    /// (plus up to half that again with jitter).
+    fn start_hop(
+        &mut self,
+        net: &Network,
+        msg: &Message,
+        m: usize,
+        h: usize,
+        now: u64,
+        clock: &mut Clock,
+    ) -> Result<(), String> {
+        let hops = net.routes.get(&(msg.src, msg.dst)).ok_or(format!("no route {} -> {}", msg.src, msg.dst))?;
+        let link = hops[h];
+        let serialize = (msg.size as f64 / net.bytes_per_ns).floor() as u64;
+        let start = now.max(self.free.get(&link).copied().unwrap_or(0));
+        self.free.insert(link, start + serialize);
+        let mut deliver = (net.latency_ns + msg.size as f64 / net.bytes_per_ns).floor() as u64;
+        if let Some(rng) = &mut self.rng {
+            *rng ^= *rng << 13;
+            *rng ^= *rng >> 7;
+            *rng ^= *rng << 17;
+            deliver += (deliver as f64 * 0.5 * ((*rng % 1000) as f64 / 1000.0)) as u64;
+        }
+        clock.at(start + deliver, Event::Hop(m, h));
+        Ok(())
+    }
 }
 
 /// Per network transfer, the (chunk, transfer) pairs whose completion at the sender produced

@@ -3,6 +3,7 @@
 //! the independent interpreter of `msccl_replay` in place and out of place; the executor's
 //! limits and the collectives it has no name for give errors that name them.
 
+use crate::common::run_seeded as run;
 use crate::common::*;
 use crate::msccl_replay::{self, Executor, Mode};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
@@ -13,16 +14,6 @@ use ccsynth::topology::{Failures, Topology};
 /// The collectives MSCCL runs, as ccsynth kinds (its broadcast and reduce cannot be bound to a
 /// root: refused, see `broadcast_and_reduce_are_refused_for_want_of_a_root`).
 const NAMED: [K; 4] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll];
-
-fn run(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
-    let rs = engine::RequestSpec {
-        target: engine::Target::One(spec.clone()),
-        algorithm: algorithm.to_string(),
-        options: engine::Options { seed: Some(3), time_limit_s: Some(600.0), ..Default::default() },
-    };
-    let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).map_err(|e| e.to_string())?;
-    engine::run(&req, engine::Control::none()).map(|o| o.schedule).map_err(|e| e.to_string())
-}
 
 /// The error of an export expected to be refused (without printing a whole file if not).
 fn refused(r: Result<String, engine::Error>) -> engine::Error {

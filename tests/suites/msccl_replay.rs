@@ -58,6 +58,21 @@ pub struct Mode {
     pub max_tbs: usize,
 }
 
+impl Mode {
+    /// A replay of `algo` as `executor` runs it: its protocol's FIFO capacity and the
+    /// executor's limits.
+    fn of(algo: &Algo, executor: Executor, inplace: bool, policy: Policy, chunks_per_call: usize) -> Mode {
+        Mode {
+            inplace,
+            policy,
+            fifo_capacity: fifo_capacity(&algo.proto),
+            chunks_per_call,
+            max_steps: executor.max_steps(),
+            max_tbs: executor.max_tbs(),
+        }
+    }
+}
+
 /// Which executor reads the file: the limits it enforces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Executor {
@@ -219,14 +234,7 @@ pub fn replay_all(xml: &str, root: Option<usize>, executor: Executor) -> Result<
         let between = [2, 3].into_iter().filter(|m| fewest < *m && *m < most);
         modes.extend(between.map(|m| (Policy::RoundRobin, m)));
         for (policy, chunks_per_call) in modes {
-            let mode = Mode {
-                inplace,
-                policy,
-                fifo_capacity: fifo_capacity(&algo.proto),
-                chunks_per_call,
-                max_steps: executor.max_steps(),
-                max_tbs: executor.max_tbs(),
-            };
+            let mode = Mode::of(&algo, executor, inplace, policy, chunks_per_call);
             run(&algo, mode)
                 .and_then(|replayed| check(&replayed, root))
                 .map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
@@ -242,14 +250,7 @@ pub fn replay_ends(xml: &str, root: Option<usize>, executor: Executor) -> Result
     let algo = parse_algo(xml, executor.max_steps(), executor.max_tbs())?;
     let (fewest, most) = algo.calls_range();
     for (inplace, policy, chunks_per_call) in [(true, Policy::WritesFirst, fewest), (false, Policy::Random(7), most)] {
-        let mode = Mode {
-            inplace,
-            policy,
-            fifo_capacity: fifo_capacity(&algo.proto),
-            chunks_per_call,
-            max_steps: executor.max_steps(),
-            max_tbs: executor.max_tbs(),
-        };
+        let mode = Mode::of(&algo, executor, inplace, policy, chunks_per_call);
         run(&algo, mode).and_then(|r| check(&r, root)).map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
     }
     Ok(())

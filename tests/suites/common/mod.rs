@@ -94,6 +94,14 @@ pub fn run_request_with(
     engine::run(&req, engine::Control { cancelled, progress: &|_, _| {} })
 }
 
+/// `algorithm` through the front door at seed 3 with a 600 s limit: its schedule, or the
+/// refusal as text (the export suites run every producer this way).
+pub fn run_seeded(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
+    let options = Options { seed: Some(3), time_limit_s: Some(600.0), ..Options::default() };
+    let rs = RequestSpec { target: engine::Target::One(spec.clone()), algorithm: algorithm.to_string(), options };
+    run_request(t, rs).map(|o| o.schedule).map_err(|e| e.to_string())
+}
+
 /// A baseline through the front door: its schedule and check report. The chunks are the
 /// spec's (or the baseline's own minimum), and the time limit is the library's cap, so the
 /// construction runs to its end as a direct build would.

@@ -1,0 +1,794 @@
+//! The program an MSCCL file holds: thread blocks per peer, direction and channel, their steps
+//! in the schedule's order with per-cell dependencies, channels chosen so that bounded buffers
+//! cannot deadlock (see the parent module), the executor's limits checked, and the XML written.
+use super::layout::{Buf, Cell, Layout};
+use super::*;
+use crate::schedule::Op;
+use std::collections::HashMap;
+
+mod write;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StepType {
+    Send,
+    Recv,
+    RecvReduceCopy,
+    Copy,
+    Reduce,
+}
+
+impl StepType {
+    fn code(self) -> &'static str {
+        match self {
+            StepType::Send => "s",
+            StepType::Recv => "r",
+            StepType::RecvReduceCopy => "rrc",
+            StepType::Copy => "cpy",
+            StepType::Reduce => "re",
+        }
+    }
+}
+
+/// A step of a thread block, as generated (dependencies are resolved to step indices when
+/// the file is written, after the no-op steps that carry extra dependencies are counted).
+struct OpStep {
+    ty: StepType,
+    src: Option<Cell>,
+    dst: Option<Cell>,
+    cnt: u32,
+    /// At most one per other thread block: the latest step waited for.
+    deps: Vec<OpId>,
+    /// Another step waits for this one (the executor then signals its completion).
+    has_dep: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct OpId {
+    tb: u32,
+    idx: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Role {
+    Send(u32),
+    Recv(u32),
+    Local,
+}
+
+struct Tb {
+    rank: u32,
+    role: Role,
+    chan: u32,
+    ops: Vec<OpStep>,
+    /// Steps including the no-ops that carry extra dependencies.
+    steps: usize,
+}
+
+/// A send in flight on a channel, from its generation to its receive's.
+struct Flight {
+    send: OpId,
+    /// Calls at one chunk per call (the executor's largest messages).
+    calls: u32,
+    /// It does not fit the channel's buffer, so it completes only with its receive.
+    deferred: bool,
+}
+
+/// Hazard state of one storage cell.
+#[derive(Default)]
+struct CellState {
+    last_write: Option<OpId>,
+    readers: Vec<OpId>,
+    /// The slot whose current value lives here.
+    occupant: Option<u32>,
+}
+
+/// One contiguous piece of a transfer: `cnt` chunks read from `src` at the sender.
+struct Run {
+    src: Cell,
+    cnt: u32,
+    /// Where the last hop lands: a run of target cells and, for a reduce, the receiver's
+    /// current partials.
+    land: Land,
+}
+
+enum Land {
+    /// Received straight into the slots' target cells (`r`, or `rrc` with `partial`).
+    Direct { dst: Cell, partial: Option<Cell>, slots: Vec<u32> },
+    /// Received into scratch, then copied or reduced into several slots with local steps
+    /// (a transfer that writes one chunk into several slots).
+    Fanout { entries: Vec<Vec<u32>> },
+}
+
+pub(super) struct Builder<'a> {
+    s: &'a Schedule,
+    layout: &'a Layout,
+    target: MscclTarget,
+    tbs: Vec<Tb>,
+    tb_of: HashMap<(u32, Role, u32), u32>,
+    tbs_on_channel: HashMap<(u32, u32), u32>,
+    tbs_per_rank: Vec<u32>,
+    /// Per rank, the connection blocks it needs that are not open yet.
+    unopened: Vec<u32>,
+    opened: std::collections::HashSet<(u32, Role)>,
+    local_tb: Vec<Option<u32>>,
+    /// Per connection and channel, the sends generated but not yet received, oldest first.
+    outstanding: HashMap<(u32, u32, u32), std::collections::VecDeque<Flight>>,
+    /// Steps of the current hop that cannot complete at their place in generation order: the
+    /// deferred sends whose receives are not generated yet, and the local steps that wait for
+    /// one (or follow one in their block). No receive may wait for any of them.
+    blocked: std::collections::HashSet<OpId>,
+    /// Messages generated per connection (for error messages).
+    messages: HashMap<(u32, u32), u32>,
+    /// Per rank, per slot: the cell holding its current value.
+    loc: Vec<Vec<Option<Cell>>>,
+    cells: Vec<HashMap<Cell, CellState>>,
+    scratch_next: Vec<u32>,
+    scratch_home: HashMap<(u32, u32), u32>,
+    /// Per (rank, slot): the last step of the schedule that reads it there.
+    last_read: HashMap<(u32, u32), u32>,
+    /// Per rank, the slots it must hold at the end.
+    post: Vec<Vec<u32>>,
+}
+
+impl<'a> Builder<'a> {
+    pub(super) fn new(s: &'a Schedule, layout: &'a Layout, target: MscclTarget) -> Builder<'a> {
+        let p = layout.p;
+        let slots = s.slots();
+        let mut loc = vec![vec![None; slots]; p];
+        let mut cells: Vec<HashMap<Cell, CellState>> = (0..p).map(|_| HashMap::new()).collect();
+        for &[v, c] in s.precondition.iter() {
+            let r = layout.rank_of[&v] as usize;
+            if let Some(off) = layout.input(r, c as usize) {
+                let cell = Cell { buf: Buf::I, off };
+                loc[r][c as usize] = Some(cell);
+                cells[r].entry(layout.canonical(r, cell)).or_default().occupant = Some(c);
+            }
+        }
+        let mut post = vec![Vec::new(); p];
+        for &[v, c] in s.postcondition.iter() {
+            post[layout.rank_of[&v] as usize].push(c);
+        }
+        let mut last_read = HashMap::new();
+        for t in &s.transfers {
+            for &c in t.chunks.iter() {
+                let e = last_read.entry((t.src, c)).or_insert(t.step);
+                *e = (*e).max(t.step);
+            }
+        }
+        // Keyed by NPU id above; rekey by rank.
+        let last_read =
+            last_read.into_iter().filter_map(|((v, c), st)| layout.rank_of.get(&v).map(|&r| ((r, c), st))).collect();
+        Builder {
+            s,
+            layout,
+            target,
+            tbs: Vec::new(),
+            tb_of: HashMap::new(),
+            tbs_on_channel: HashMap::new(),
+            tbs_per_rank: vec![0; p],
+            unopened: vec![0; p],
+            opened: Default::default(),
+            local_tb: vec![None; p],
+            outstanding: HashMap::new(),
+            blocked: std::collections::HashSet::new(),
+            messages: HashMap::new(),
+            loc,
+            cells,
+            scratch_next: vec![0; p],
+            scratch_home: HashMap::new(),
+            last_read,
+            post,
+        }
+    }
+
+    fn rank(&self, transfer: usize, v: u32) -> Result<u32, MscclError> {
+        self.layout.rank_of.get(&v).copied().ok_or(MscclError::OutsideGroup { transfer, npu: v })
+    }
+
+    /// The ranks transfer `ti` visits, in order (switches are transparent to MSCCL: a GPU sends
+    /// to a GPU); one rank for a local move.
+    fn hop_ranks(&self, ti: usize) -> Result<Vec<u32>, MscclError> {
+        let s = self.s;
+        let t = s.transfers.at(ti);
+        let mut h = Vec::new();
+        if t.is_local() {
+            h.push(self.rank(ti, t.src)?);
+        } else if let Some(path) = &t.path {
+            for &v in path.iter() {
+                if s.topology.is_npu(v as usize) {
+                    h.push(self.rank(ti, v)?);
+                }
+            }
+        } else {
+            h.push(self.rank(ti, t.src)?);
+            h.push(self.rank(ti, t.dst)?);
+        }
+        Ok(h)
+    }
+
+    /// Per rank, the connection blocks (send to or receive from a peer) the schedule needs at
+    /// least one of, so that opening more channels for one never leaves another without a
+    /// block.
+    fn count_connections(&mut self) -> Result<(), MscclError> {
+        let mut roles: Vec<std::collections::HashSet<Role>> = vec![Default::default(); self.layout.p];
+        for ti in 0..self.s.transfers.len() {
+            for w in self.hop_ranks(ti)?.windows(2) {
+                roles[w[0] as usize].insert(Role::Send(w[1]));
+                roles[w[1] as usize].insert(Role::Recv(w[0]));
+            }
+        }
+        self.unopened = roles.iter().map(|r| r.len() as u32).collect();
+        Ok(())
+    }
+
+    /// Generates every step: the schedule's steps in order, then the copies that put each
+    /// result in its output cell.
+    pub(super) fn run(&mut self) -> Result<(), MscclError> {
+        self.count_connections()?;
+        let order = self.s.replay_order();
+        for steps in order.steps(&self.s.transfers) {
+            let step = self.s.transfers.step(order.get(steps.start));
+            let batch: Vec<usize> = steps.map(|k| order.get(k)).collect();
+            self.schedule_step(step, &batch)?;
+        }
+        self.final_copies();
+        Ok(())
+    }
+
+    /// One step of the schedule: snapshots for local moves whose source is overwritten in
+    /// this step, then hop by hop every message's sends before its receives, then the local
+    /// moves.
+    fn schedule_step(&mut self, step: u32, batch: &[usize]) -> Result<(), MscclError> {
+        let s = self.s;
+        let hops: Vec<Vec<u32>> = batch.iter().map(|&ti| self.hop_ranks(ti)).collect::<Result<_, _>>()?;
+        // Local moves read the slots as they were before this step: snapshot a source that
+        // this step also writes.
+        let mut written = std::collections::HashSet::new();
+        for (bi, &ti) in batch.iter().enumerate() {
+            let r = *hops[bi].last().expect("a transfer has a destination");
+            for &w in s.transfers.at(ti).written() {
+                written.insert((r, w));
+            }
+        }
+        let mut local_src: HashMap<usize, Vec<Cell>> = HashMap::new();
+        for (bi, &ti) in batch.iter().enumerate() {
+            let t = s.transfers.at(ti);
+            if !t.is_local() {
+                continue;
+            }
+            let r = hops[bi][0];
+            let mut srcs = Vec::with_capacity(t.chunks.len());
+            for &c in t.chunks.iter() {
+                let cell = self.loc[r as usize][c as usize].expect("a valid schedule reads held slots");
+                if written.contains(&(r, c)) {
+                    let tmp = self.alloc_scratch(r, 1);
+                    self.local_op(r, StepType::Copy, Some(cell), tmp, 1);
+                    srcs.push(tmp);
+                } else {
+                    srcs.push(cell);
+                }
+            }
+            local_src.insert(bi, srcs);
+        }
+        // Plan each network transfer's runs in landing order (last hop, then position), so a
+        // chain of reduces into one slot reads each partial where the previous one left it.
+        let mut net: Vec<usize> = (0..batch.len()).filter(|&bi| !s.transfers.at(batch[bi]).is_local()).collect();
+        net.sort_by_key(|&bi| (hops[bi].len(), bi));
+        let mut runs: Vec<(usize, Vec<Run>)> = Vec::with_capacity(net.len());
+        let mut pending: HashMap<(u32, u32), Cell> = HashMap::new();
+        for &bi in &net {
+            let planned = self.plan_runs(step, batch[bi], &hops[bi], &mut pending);
+            runs.push((bi, planned));
+        }
+        runs.sort_by_key(|(bi, _)| *bi);
+        let max_hops = hops.iter().map(Vec::len).max().unwrap_or(0);
+        // The cells each run is read from at the current hop.
+        let mut at: Vec<Vec<Cell>> = runs.iter().map(|(_, rs)| rs.iter().map(|r| r.src).collect()).collect();
+        for h in 0..max_hops.saturating_sub(1) {
+            let mut chans: Vec<Vec<u32>> = vec![Vec::new(); runs.len()];
+            for (ri, (bi, rs)) in runs.iter().enumerate() {
+                if hops[*bi].len() <= h + 1 {
+                    continue;
+                }
+                let (a, b) = (hops[*bi][h], hops[*bi][h + 1]);
+                for (k, run) in rs.iter().enumerate() {
+                    // Steps the send needs, dependencies' no-ops included. (Its receive needs
+                    // one step at least: see the receive below.)
+                    let need_send = self.dep_tbs(a, Some(at[ri][k]), None, run.cnt);
+                    let (ch, deferred) = self.channel_for(a, b, run.cnt, need_send + 1)?;
+                    let tb = self.tb(a, Role::Send(b), ch);
+                    let send = self.push_op(tb, StepType::Send, Some(at[ri][k]), None, run.cnt);
+                    if deferred {
+                        self.blocked.insert(send);
+                    }
+                    let flight = Flight { send, calls: run.cnt, deferred };
+                    self.outstanding.entry((a, b, ch)).or_default().push_back(flight);
+                    chans[ri].push(ch);
+                }
+            }
+            for (ri, (bi, rs)) in runs.iter().enumerate() {
+                let hs = &hops[*bi];
+                if hs.len() <= h + 1 {
+                    continue;
+                }
+                let (a, b) = (hs[h], hs[h + 1]);
+                let last = h + 2 == hs.len();
+                for (k, run) in rs.iter().enumerate() {
+                    let ch = chans[ri][k];
+                    let flight = self.outstanding.get_mut(&(a, b, ch)).and_then(|q| q.pop_front());
+                    // Received in order: from here on the send is complete.
+                    self.blocked.remove(&flight.expect("sent before received").send);
+                    let tb = self.tb(b, Role::Recv(a), ch);
+                    if !last {
+                        let fwd = self.alloc_scratch(b, run.cnt);
+                        self.push_op(tb, StepType::Recv, None, Some(fwd), run.cnt);
+                        at[ri][k] = fwd;
+                        continue;
+                    }
+                    match &run.land {
+                        Land::Direct { dst, partial, slots } => {
+                            // The block keeps a step for each receive still queued on it.
+                            let later = self.outstanding.get(&(a, b, ch)).map_or(0, |q| q.len());
+                            let deps = self.dep_tbs(b, *partial, Some(*dst), run.cnt);
+                            let full = self.tbs[tb as usize].steps + deps + later > self.target.max_steps();
+                            if full || self.waits_for_blocked(b, *partial, Some(*dst), run.cnt) {
+                                // Straight in, it would wait for a send that completes only
+                                // with a later receive (or need more no-ops than its block
+                                // has room for): land in scratch, and move it into place with
+                                // local steps that wait instead.
+                                let tmp = self.alloc_scratch(b, run.cnt);
+                                self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
+                                match partial {
+                                    Some(p) => {
+                                        if p != dst {
+                                            self.local_op(b, StepType::Copy, Some(*p), *dst, run.cnt);
+                                        }
+                                        self.local_op(b, StepType::Reduce, Some(tmp), *dst, run.cnt);
+                                    }
+                                    None => self.local_op(b, StepType::Copy, Some(tmp), *dst, run.cnt),
+                                }
+                            } else {
+                                let ty = if partial.is_some() { StepType::RecvReduceCopy } else { StepType::Recv };
+                                self.push_op(tb, ty, *partial, Some(*dst), run.cnt);
+                            }
+                            for (i, &slot) in slots.iter().enumerate() {
+                                self.moved(b, slot, dst.plus(i as u32));
+                            }
+                        }
+                        Land::Fanout { entries } => {
+                            let tmp = self.alloc_scratch(b, run.cnt);
+                            self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
+                            let op = s.transfers.at(batch[*bi]).op;
+                            for (i, slots) in entries.iter().enumerate() {
+                                for &slot in slots {
+                                    self.apply_local(b, step, slot, tmp.plus(i as u32), op);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // Every send of this hop is received: what waited for one runs by the hop's end.
+            debug_assert!(self.outstanding.values().all(|q| q.is_empty()));
+            self.blocked.clear();
+        }
+        for (bi, &ti) in batch.iter().enumerate() {
+            let Some(srcs) = local_src.remove(&bi) else { continue };
+            let t = s.transfers.at(ti);
+            let r = hops[bi][0];
+            for (i, &slot) in t.written().iter().enumerate() {
+                self.apply_local(r, step, slot, srcs[i], t.op);
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits a network transfer into runs of consecutive cells (at the sender, at the
+    /// receiver's targets and partials), at most `MAX_COUNT` chunks each, and decides the
+    /// target cell of every slot it writes.
+    fn plan_runs(&mut self, step: u32, ti: usize, hops: &[u32], pending: &mut HashMap<(u32, u32), Cell>) -> Vec<Run> {
+        let t = self.s.transfers.at(ti);
+        let (a, b) = (hops[0], *hops.last().expect("two hops"));
+        let reduce = t.op == Op::Reduce;
+        let fanout = t.dst_chunks.is_some() && t.wire_chunks() < t.chunks.len();
+        if fanout {
+            // One entry per distinct chunk on the wire, with every slot it feeds.
+            let mut by_src: Vec<(u32, Vec<u32>)> = Vec::new();
+            for (i, &c) in t.chunks.iter().enumerate() {
+                let w = t.written()[i];
+                match by_src.iter_mut().find(|(x, _)| *x == c) {
+                    Some((_, v)) => v.push(w),
+                    None => by_src.push((c, vec![w])),
+                }
+            }
+            let mut entries: Vec<(Cell, Vec<u32>)> = by_src
+                .into_iter()
+                .map(|(c, w)| (self.loc[a as usize][c as usize].expect("a valid schedule sends held slots"), w))
+                .collect();
+            entries.sort_by_key(|e| e.0);
+            let mut runs: Vec<Run> = Vec::new();
+            for (src, slots) in entries {
+                if let Some(Run { src: s0, cnt, land: Land::Fanout { entries } }) = runs.last_mut()
+                    && s0.buf == src.buf
+                    && s0.off + *cnt == src.off
+                    && *cnt < MAX_COUNT
+                {
+                    *cnt += 1;
+                    entries.push(slots);
+                    continue;
+                }
+                runs.push(Run { src, cnt: 1, land: Land::Fanout { entries: vec![slots] } });
+            }
+            return runs;
+        }
+        struct Entry {
+            src: Cell,
+            dst: Cell,
+            partial: Option<Cell>,
+            slot: u32,
+        }
+        let mut entries: Vec<Entry> = Vec::with_capacity(t.chunks.len());
+        for (i, &c) in t.chunks.iter().enumerate() {
+            let slot = t.written()[i];
+            let src = self.loc[a as usize][c as usize].expect("a valid schedule sends held slots");
+            let partial = if reduce {
+                Some(
+                    pending
+                        .get(&(b, slot))
+                        .copied()
+                        .or(self.loc[b as usize][slot as usize])
+                        .expect("a valid schedule reduces into held partials"),
+                )
+            } else {
+                None
+            };
+            let dst = self.target(b, slot, step);
+            pending.insert((b, slot), dst);
+            entries.push(Entry { src, dst, partial, slot });
+        }
+        entries.sort_by_key(|e| e.src);
+        let mut runs: Vec<Run> = Vec::new();
+        for e in entries {
+            if let Some(Run { src, cnt, land: Land::Direct { dst, partial, slots } }) = runs.last_mut() {
+                let n = *cnt;
+                let next = |c: Cell, x: Cell| c.buf == x.buf && c.off + n == x.off;
+                let partial_ok = match (partial, e.partial) {
+                    (Some(p0), Some(p)) => next(*p0, p),
+                    (None, None) => true,
+                    _ => false,
+                };
+                if n < MAX_COUNT && next(*src, e.src) && next(*dst, e.dst) && partial_ok {
+                    *cnt += 1;
+                    slots.push(e.slot);
+                    continue;
+                }
+            }
+            runs.push(Run {
+                src: e.src,
+                cnt: 1,
+                land: Land::Direct { dst: e.dst, partial: e.partial, slots: vec![e.slot] },
+            });
+        }
+        runs
+    }
+
+    /// The cell a write of `slot` at rank `r` goes to: its output cell, unless that cell (in
+    /// place, where input and output are one buffer) still holds another slot's value that
+    /// is read after this step or needed at the end; otherwise the slot's scratch cell.
+    fn target(&mut self, r: u32, slot: u32, step: u32) -> Cell {
+        let home = (slot as usize) < self.s.num_chunks && self.post[r as usize].binary_search(&slot).is_ok();
+        if home && let Some(off) = self.layout.output(r as usize, slot as usize) {
+            let cell = Cell { buf: Buf::O, off };
+            let canon = self.layout.canonical(r as usize, cell);
+            let free = match self.cells[r as usize].get(&canon).and_then(|c| c.occupant) {
+                None => true,
+                Some(o) if o == slot => true,
+                Some(o) => {
+                    let later = self.last_read.get(&(r, o)).is_some_and(|&st| st > step);
+                    let needed = self.post[r as usize].binary_search(&o).is_ok();
+                    !later && !needed
+                }
+            };
+            if free {
+                return cell;
+            }
+        }
+        let next = &mut self.scratch_next[r as usize];
+        let off = *self.scratch_home.entry((r, slot)).or_insert_with(|| {
+            *next += 1;
+            *next - 1
+        });
+        Cell::s(off)
+    }
+
+    /// Records that `slot`'s value at rank `r` now lives in `cell`.
+    fn moved(&mut self, r: u32, slot: u32, cell: Cell) {
+        let ri = r as usize;
+        if let Some(old) = self.loc[ri][slot as usize] {
+            let old = self.layout.canonical(ri, old);
+            if let Some(st) = self.cells[ri].get_mut(&old)
+                && st.occupant == Some(slot)
+            {
+                st.occupant = None;
+            }
+        }
+        let canon = self.layout.canonical(ri, cell);
+        self.cells[ri].entry(canon).or_default().occupant = Some(slot);
+        self.loc[ri][slot as usize] = Some(cell);
+    }
+
+    /// A local copy or reduce of the value in `src` into `slot` at rank `r`.
+    fn apply_local(&mut self, r: u32, step: u32, slot: u32, src: Cell, op: Op) {
+        let dst = self.target(r, slot, step);
+        match op {
+            Op::Copy => self.local_op(r, StepType::Copy, Some(src), dst, 1),
+            Op::Reduce => {
+                let cur = self.loc[r as usize][slot as usize].expect("a valid schedule reduces into held partials");
+                if cur != dst {
+                    self.local_op(r, StepType::Copy, Some(cur), dst, 1);
+                }
+                self.local_op(r, StepType::Reduce, Some(src), dst, 1);
+            }
+        }
+        self.moved(r, slot, dst);
+    }
+
+    /// Copies every result not yet in its output cell there, in runs.
+    fn final_copies(&mut self) {
+        for r in 0..self.layout.p {
+            let mut pairs: Vec<(Cell, Cell)> = Vec::new();
+            for &c in &self.post[r].clone() {
+                let Some(off) = self.layout.output(r, c as usize) else { continue };
+                let out = Cell { buf: Buf::O, off };
+                let cur = self.loc[r][c as usize].expect("a valid schedule meets its postcondition");
+                if cur != out {
+                    pairs.push((cur, out));
+                }
+            }
+            pairs.sort();
+            let mut i = 0;
+            while i < pairs.len() {
+                let mut n = 1;
+                while i + (n as usize) < pairs.len()
+                    && n < MAX_COUNT
+                    && pairs[i + n as usize].0 == pairs[i].0.plus(n)
+                    && pairs[i + n as usize].1 == pairs[i].1.plus(n)
+                {
+                    n += 1;
+                }
+                self.local_op(r as u32, StepType::Copy, Some(pairs[i].0), pairs[i].1, n);
+                i += n as usize;
+            }
+        }
+    }
+
+    fn alloc_scratch(&mut self, r: u32, n: u32) -> Cell {
+        let next = &mut self.scratch_next[r as usize];
+        *next += n;
+        Cell::s(*next - n)
+    }
+
+    /// The channel of connection a→b for a send of `cnt` chunks, and whether it is deferred:
+    /// the lowest channel with room (steps for it at both ends, or room for a new thread block
+    /// on the channel and on the GPU) where the send fits (no deferred send before it, and the
+    /// calls in flight plus its own at one chunk per call within `FIFO_CAPACITY`); else the
+    /// lowest with room, deferred.
+    fn channel_for(&mut self, a: u32, b: u32, cnt: u32, need_a: usize) -> Result<(u32, bool), MscclError> {
+        let msgs = self.messages.entry((a, b)).or_default();
+        *msgs += 1;
+        let msgs = *msgs;
+        let mut fallback = None;
+        for ch in 0..MAX_CHANNELS {
+            if !(self.room(a, Role::Send(b), ch, need_a) && self.room(b, Role::Recv(a), ch, 1)) {
+                continue;
+            }
+            let queue = self.outstanding.get(&(a, b, ch));
+            let deferred_before = queue.is_some_and(|q| q.iter().any(|f| f.deferred));
+            let in_flight: u32 = queue.map_or(0, |q| q.iter().map(|f| f.calls).sum());
+            let fits = !deferred_before && in_flight + cnt <= FIFO_CAPACITY;
+            if fits {
+                fallback = Some((ch, false));
+                break;
+            }
+            fallback.get_or_insert((ch, true));
+        }
+        let Some((ch, deferred)) = fallback else {
+            // The blocks a GPU opens for connections: the target's, and at most as many as a
+            // dependency can name.
+            let max_tbs = self.target.max_tbs().min(MAX_DEPID + 1);
+            let (max_steps, target) = (self.target.max_steps(), self.target.name());
+            return Err(MscclError::NoChannel { src: a, dst: b, messages: msgs, max_steps, max_tbs, target });
+        };
+        // Both ends' blocks now, so later choices count them.
+        self.tb(a, Role::Send(b), ch);
+        self.tb(b, Role::Recv(a), ch);
+        Ok((ch, deferred))
+    }
+
+    /// Whether a step of `need` steps (no-ops included) fits the block of (rank, role, channel),
+    /// or a new block can be opened for it: room on the channel, and on the GPU with one block
+    /// kept for local steps. A GPU opens at most 128 blocks for connections (fewer when the
+    /// target allows fewer), so that any block can be waited for (`MAX_DEPID`); beyond that,
+    /// sends share the blocks there are, deferred.
+    fn room(&self, r: u32, role: Role, ch: u32, need: usize) -> bool {
+        match self.tb_of.get(&(r, role, ch)) {
+            Some(&tb) => {
+                // A receiving block keeps a step for each receive queued on it (each can land
+                // in scratch in one step when its block is nearly full).
+                let queued = match role {
+                    Role::Recv(a) => self.outstanding.get(&(a, r, ch)).map_or(0, |q| q.len()),
+                    _ => 0,
+                };
+                self.tbs[tb as usize].steps + queued + need <= self.target.max_steps()
+            }
+            None => {
+                // Another channel for a connection that has one must leave a block for each
+                // connection not yet open.
+                let first = !self.opened.contains(&(r, role));
+                let reserve = if first { 0 } else { self.unopened[r as usize] as usize };
+                let budget = self.target.max_tbs().min(MAX_DEPID + 1) - 1;
+                self.tbs_on_channel.get(&(r, ch)).copied().unwrap_or(0) < MAX_TBS_PER_CHANNEL
+                    && self.tbs_per_rank[r as usize] as usize + reserve < budget
+            }
+        }
+    }
+
+    /// Whether a step at rank `r` reading `src` and writing `dst` would wait for a step that
+    /// cannot complete at its place in generation order (see `blocked`).
+    fn waits_for_blocked(&self, r: u32, src: Option<Cell>, dst: Option<Cell>, cnt: u32) -> bool {
+        if self.blocked.is_empty() {
+            return false;
+        }
+        let r = r as usize;
+        (0..cnt).any(|i| {
+            let read = src.and_then(|s| self.cells[r].get(&self.layout.canonical(r, s.plus(i))));
+            let written = dst.and_then(|d| self.cells[r].get(&self.layout.canonical(r, d.plus(i))));
+            read.is_some_and(|st| st.last_write.is_some_and(|w| self.blocked.contains(&w)))
+                || written.is_some_and(|st| {
+                    st.last_write.is_some_and(|w| self.blocked.contains(&w))
+                        || st.readers.iter().any(|x| self.blocked.contains(x))
+                })
+        })
+    }
+
+    fn tb(&mut self, r: u32, role: Role, chan: u32) -> u32 {
+        if let Some(&tb) = self.tb_of.get(&(r, role, chan)) {
+            return tb;
+        }
+        let id = self.tbs.len() as u32;
+        if self.opened.insert((r, role)) {
+            self.unopened[r as usize] = self.unopened[r as usize].saturating_sub(1);
+        }
+        self.tbs.push(Tb { rank: r, role, chan, ops: Vec::new(), steps: 0 });
+        self.tb_of.insert((r, role, chan), id);
+        *self.tbs_on_channel.entry((r, chan)).or_default() += 1;
+        self.tbs_per_rank[r as usize] += 1;
+        id
+    }
+
+    /// A local step at rank `r`, in its local thread block (a new one when it is full).
+    fn local_op(&mut self, r: u32, ty: StepType, src: Option<Cell>, dst: Cell, cnt: u32) {
+        let max = self.target.max_steps();
+        let need = self.dep_tbs(r, src, Some(dst), cnt).max(1);
+        let tb = match self.local_tb[r as usize] {
+            Some(tb) if self.tbs[tb as usize].steps + need <= max => tb,
+            _ => {
+                // Local blocks use no connection: the first channel with room.
+                let chan = (0..MAX_CHANNELS)
+                    .find(|&ch| self.tbs_on_channel.get(&(r, ch)).copied().unwrap_or(0) < MAX_TBS_PER_CHANNEL)
+                    .unwrap_or(0);
+                let id = self.tbs.len() as u32;
+                self.tbs.push(Tb { rank: r, role: Role::Local, chan, ops: Vec::new(), steps: 0 });
+                *self.tbs_on_channel.entry((r, chan)).or_default() += 1;
+                self.tbs_per_rank[r as usize] += 1;
+                self.local_tb[r as usize] = Some(id);
+                id
+            }
+        };
+        self.push_op(tb, ty, src, Some(dst), cnt);
+    }
+
+    /// How many thread blocks a step at rank `r` reading `src` and writing `dst` would wait for
+    /// (its own block counted too: an upper bound on its no-ops plus one).
+    fn dep_tbs(&self, r: u32, src: Option<Cell>, dst: Option<Cell>, cnt: u32) -> usize {
+        let r = r as usize;
+        let mut tbs: Vec<u32> = Vec::new();
+        let mut add = |d: OpId| {
+            if !tbs.contains(&d.tb) {
+                tbs.push(d.tb);
+            }
+        };
+        for i in 0..cnt {
+            if let Some(st) = src.and_then(|s| self.cells[r].get(&self.layout.canonical(r, s.plus(i)))) {
+                st.last_write.into_iter().for_each(&mut add);
+            }
+            if let Some(st) = dst.and_then(|d| self.cells[r].get(&self.layout.canonical(r, d.plus(i)))) {
+                st.last_write.into_iter().for_each(&mut add);
+                st.readers.iter().copied().for_each(&mut add);
+            }
+        }
+        tbs.len()
+    }
+
+    /// Appends a step to thread block `tb` with the dependencies its cell accesses need, and
+    /// updates the cells' hazard state. `Send` reads `src`; `Recv` writes `dst`; `rrc`, `cpy`
+    /// read `src` and write `dst`; `re` reads `src` and `dst` and writes `dst`.
+    fn push_op(&mut self, tb: u32, ty: StepType, src: Option<Cell>, dst: Option<Cell>, cnt: u32) -> OpId {
+        let r = self.tbs[tb as usize].rank as usize;
+        let me = OpId { tb, idx: self.tbs[tb as usize].ops.len() as u32 };
+        let mut deps: Vec<OpId> = Vec::new();
+        let add = |deps: &mut Vec<OpId>, d: OpId| {
+            if d.tb == tb {
+                return;
+            }
+            match deps.iter_mut().find(|x| x.tb == d.tb) {
+                Some(x) => x.idx = x.idx.max(d.idx),
+                None => deps.push(d),
+            }
+        };
+        for i in 0..cnt {
+            if let Some(s) = src {
+                let c = self.layout.canonical(r, s.plus(i));
+                let st = self.cells[r].entry(c).or_default();
+                if let Some(w) = st.last_write {
+                    add(&mut deps, w);
+                }
+            }
+            if let Some(d) = dst {
+                let c = self.layout.canonical(r, d.plus(i));
+                let st = self.cells[r].entry(c).or_default();
+                if let Some(w) = st.last_write {
+                    add(&mut deps, w);
+                }
+                for &x in &st.readers {
+                    add(&mut deps, x);
+                }
+            }
+        }
+        // Update the hazard state: reads, then writes.
+        for i in 0..cnt {
+            if let Some(s) = src {
+                let c = self.layout.canonical(r, s.plus(i));
+                self.cells[r].entry(c).or_default().readers.push(me);
+            }
+            let Some(d) = dst else { continue };
+            let c = self.layout.canonical(r, d.plus(i));
+            let st = self.cells[r].entry(c).or_default();
+            // (A `re` also reads its destination; the write below supersedes that read.)
+            st.last_write = Some(me);
+            st.readers.clear();
+        }
+        // The executor fuses a `re` into the previous one when both reduce into the same cell
+        // from the same buffer and the second waits for nothing, and its step counter then
+        // disagrees with the file's: make such a step wait for its predecessor.
+        let t = &self.tbs[tb as usize];
+        if ty == StepType::Reduce
+            && deps.is_empty()
+            && let Some(prev) = t.ops.last()
+            && prev.ty == StepType::Reduce
+            && prev.dst == dst
+            && prev.src.map(|c| c.buf) == src.map(|c| c.buf)
+        {
+            deps.push(OpId { tb, idx: me.idx - 1 });
+        }
+        for d in &deps {
+            self.tbs[d.tb as usize].ops[d.idx as usize].has_dep = true;
+        }
+        // A local step that waits for a blocked step, or follows one in its block, is blocked
+        // too. (Receives are kept from waiting for blocked steps; sends are the caller's.)
+        if !self.blocked.is_empty() && matches!(ty, StepType::Copy | StepType::Reduce) {
+            let after_blocked = me.idx > 0 && self.blocked.contains(&OpId { tb, idx: me.idx - 1 });
+            if after_blocked || deps.iter().any(|d| self.blocked.contains(d)) {
+                self.blocked.insert(me);
+            }
+        }
+        debug_assert!(
+            !matches!(ty, StepType::Recv | StepType::RecvReduceCopy) || !deps.iter().any(|d| self.blocked.contains(d)),
+            "a receive waits for a step that completes only after a later receive"
+        );
+        let t = &mut self.tbs[tb as usize];
+        t.steps += deps.len().max(1);
+        t.ops.push(OpStep { ty, src, dst, cnt, deps, has_dep: false });
+        me
+    }
+}

@@ -1,0 +1,552 @@
+//! The command line's grammar: clap's commands, arguments and value enums, and the parsers of
+//! flag values (chunks per NPU, MSCCL options). Stable: scripts depend on its verbs and flags.
+use super::*;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "ccsynth", version, about = "Collective-communication algorithm synthesizer")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Print the canonical topology JSON of a generator spec or a topology file.
+    Topology {
+        /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
+        topology: String,
+        /// Remove the link U-V (both directions unless --directed). Repeatable.
+        #[arg(long = "fail-link", value_name = "U-V")]
+        fail_link: Vec<String>,
+        /// Remove NPU V and all its links (it keeps its id). Repeatable.
+        #[arg(long = "fail-npu", value_name = "V")]
+        fail_npu: Vec<usize>,
+        /// --fail-link removes only the direction U->V.
+        #[arg(long)]
+        directed: bool,
+    },
+    /// Validate a schedule (file or - for stdin). Exit 0 valid, 1 invalid, 2 unreadable.
+    Validate {
+        /// The schedule v1 JSON file, or - for stdin.
+        file: String,
+    },
+    /// Simulate a schedule (file or - for stdin) and print the timing report.
+    Simulate {
+        /// The schedule v1 JSON file, or - for stdin.
+        file: String,
+        /// Also write a Chrome/Perfetto trace of the replay here (open it in ui.perfetto.dev):
+        /// one track per link, one slice per transfer on each link of its path.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<std::path::PathBuf>,
+        /// Add each transfer's start and end (`transfer_times`, indexed as `transfers`).
+        #[arg(long)]
+        transfers: bool,
+    },
+    /// Draw SVG: a schedule's timeline of link use, or goodput against message size.
+    Plot {
+        #[command(subcommand)]
+        what: PlotCommand,
+    },
+    /// Convert a schedule (file or - for stdin) to another program's format after validating
+    /// it: `--format msccl-xml` writes the MSCCL executor's algorithm XML.
+    Export(Box<ExportArgs>),
+    /// Synthesize a schedule: schedule v1 (validated) with bounds and stats as JSON on stdout
+    /// or to --out; at a terminal without --out or --json, a short summary instead.
+    Synth(Box<SynthArgs>),
+    /// Regenerate a schedule (file or - for stdin) after links or NPUs fail: first a repair
+    /// that keeps every transfer the failures do not touch and reroutes the others, then a
+    /// fresh synthesis of the same collective on the degraded topology within --time-limit;
+    /// the faster is kept (`stats.regeneration` says which, beside the previous schedule's
+    /// time). Output as for `synth`.
+    Regenerate(Box<RegenerateArgs>),
+    /// Build a hand-built baseline (validated, timed) as schedule v1 JSON; at a terminal
+    /// without --out or --json, a short summary instead.
+    Baseline(Box<BaselineArgs>),
+    /// Run every applicable baseline and print a table (algorithm, time, ratio to the best and
+    /// to the lower bound).
+    Compare {
+        #[command(flatten)]
+        target: CollectiveArgs,
+        /// Print the comparison as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Add the synthesizer's row: `auto`'s schedule (the fastest of the greedy, the ILP on
+        /// small topologies and the baselines).
+        #[arg(long)]
+        with_synth: bool,
+        /// Only these baselines, comma-separated (default: every one; see `baseline --list`).
+        #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+        algos: Option<Vec<String>>,
+    },
+    /// Run the HTTP service (API v1, documented in openapi.yaml) until SIGTERM or Ctrl-C.
+    Serve(Box<ServeArgs>),
+    /// Run a benchmark suite and print a markdown table (or JSON).
+    Bench {
+        /// greedy, ilp, sizes or failures (the ilp, sizes and failures suites run each case
+        /// once; --runs applies to greedy). `sizes` is the message-size sweep: `auto`, its
+        /// greedy candidate and the best baseline from 32 B to 512 MiB; run it from the
+        /// repository root (it reads examples/irregular-hetero.json). `failures`: tori intact
+        /// against failed links and NPUs, each scenario regenerated from the intact schedule
+        /// (--quick leaves out 32x32 and 64x64).
+        #[arg(long, default_value = "greedy")]
+        suite: String,
+        /// Runs per case; the median synthesis time is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Only the smaller cases.
+        #[arg(long)]
+        quick: bool,
+        /// Only cases whose name contains this.
+        #[arg(long)]
+        filter: Option<String>,
+        /// Print the rows as JSON instead of a markdown table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What `ccsynth plot` draws.
+#[derive(Subcommand, Debug)]
+pub enum PlotCommand {
+    /// A schedule's replay (file or - for stdin): one row per link, one bar per transfer.
+    Timeline {
+        /// The schedule v1 JSON file, or - for stdin.
+        file: String,
+        /// Write the SVG here instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Goodput (size / time) against message size, from `ccsynth bench --suite sizes --json`
+    /// (one chart per topology and collective: auto, the greedy, the best baseline, and the
+    /// bound: size over the lower bound on time) or from `ccsynth compare --json` runs at several sizes, concatenated or in an
+    /// array (one chart per collective and NPU count: every algorithm and the bound).
+    Goodput {
+        /// The JSON of `ccsynth bench --suite sizes --json` or of `compare --json` runs, or -
+        /// for stdin.
+        file: String,
+        /// Write the SVG here instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+}
+
+/// `ccsynth serve`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on (env CCSYNTH_ADDR).
+    #[arg(long, env = "CCSYNTH_ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: String,
+    /// sqlite:PATH or postgres://… (env DATABASE_URL; default an SQLite file
+    /// ccsynth.db in the working directory).
+    #[arg(long, env = "DATABASE_URL", default_value = "sqlite:ccsynth.db")]
+    pub database_url: String,
+    /// Concurrent solves (default: the number of cores).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Threads of each worker's own pool for its job's parallel runs (default: the number of
+    /// cores; a request's options.threads overrides it).
+    #[arg(long)]
+    pub job_threads: Option<usize>,
+    /// Jobs waiting beyond which new ones are refused with 429.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_queue: i64,
+    /// Request body limit in bytes (413 beyond).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_body_bytes: usize,
+    /// NPUs per topology.
+    #[arg(long, default_value_t = 4096)]
+    pub max_npus: usize,
+    /// Links of a generated topology (fc, hyperx and dragonfly grow faster than their NPUs),
+    /// estimated from the spec before it is built.
+    #[arg(long, default_value_t = 1 << 21)]
+    pub max_links: usize,
+    /// Chunks per collective.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_chunks: usize,
+    /// Cap on a request's time limit, seconds.
+    #[arg(long, default_value_t = 600.0)]
+    pub max_solve_s: f64,
+    /// A running job is run again by another worker when its lease lapses (ms).
+    #[arg(long, default_value_t = 15_000)]
+    pub lease_ms: i64,
+    /// On SIGTERM, time running jobs get before they go back to the queue (ms).
+    #[arg(long, default_value_t = 10_000)]
+    pub grace_ms: u64,
+    /// On SIGTERM, time the server keeps answering 503 to new work and to /readyz before
+    /// it closes the listener (ms).
+    #[arg(long, default_value_t = 1_000)]
+    pub drain_ms: u64,
+    /// Claims of one job before it is failed (its worker keeps stopping without finishing).
+    #[arg(long, default_value_t = 3)]
+    pub max_attempts: i64,
+    /// Largest schedule JSON stored (bytes); a larger result fails its job with the reason.
+    #[arg(long, default_value_t = 512 << 20)]
+    pub max_result_bytes: usize,
+    /// A connection that has not sent a whole request head this long after it opened, or
+    /// after its last response, is closed (ms).
+    #[arg(long, default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// A request body that has not arrived whole this long after its head is answered 408 and
+    /// its connection closed (ms).
+    #[arg(long, default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+    /// Open connections at most; one more is closed on accept. Keep it below the process's
+    /// file-descriptor limit (`ulimit -n`).
+    #[arg(long, default_value_t = 4_096)]
+    pub max_connections: usize,
+    /// Clients and their bearer tokens, one `NAME TOKEN` per line (tokens of 16 characters or
+    /// more); with it every /v1/ route needs `Authorization: Bearer TOKEN`, and jobs, batches
+    /// and schedules are each client's own (env CCSYNTH_TOKENS_FILE).
+    #[arg(long, env = "CCSYNTH_TOKENS_FILE")]
+    pub tokens_file: Option<std::path::PathBuf>,
+    /// Serve without tokens on an address other than loopback (anyone who can reach it may
+    /// queue, cancel and delete).
+    #[arg(long)]
+    pub allow_open: bool,
+    /// A Host name the server answers to (repeatable; env CCSYNTH_ALLOWED_HOSTS, comma-separated).
+    /// Default on a loopback address: localhost, 127.0.0.1 and ::1 (a page that rebinds its
+    /// own name to 127.0.0.1 is refused); elsewhere any.
+    #[arg(long = "allowed-host", env = "CCSYNTH_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+    /// Queued and running jobs one client may have (429 beyond); with --tokens-file.
+    #[arg(long, default_value_t = 1_000)]
+    pub max_active_per_client: i64,
+    /// Requests per second one client may make on average, in bursts of as many (429 with
+    /// Retry-After beyond; 0: no limit); with --tokens-file.
+    #[arg(long, default_value_t = 100.0)]
+    pub max_requests_per_s: f64,
+    /// With --tokens-file, /metrics needs a token too.
+    #[arg(long)]
+    pub private_metrics: bool,
+}
+
+/// What `synth --format` and `export --format` write.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Schedule v1 JSON (docs/FORMAT.md).
+    #[default]
+    Json,
+    /// The MSCCL executor's algorithm XML (docs/FORMAT.md, "MSCCL XML").
+    MscclXml,
+    /// Chakra execution traces for ASTRA-sim, one per NPU, with the workload and configuration
+    /// files, into the directory `--out` names (docs/FORMAT.md, "Chakra ET export").
+    ChakraEt,
+}
+
+/// How `--format chakra-et` names its files.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ChakraArgs {
+    /// The files' prefix: `PREFIX.<npu>.et`, `PREFIX.workload.<npu>.et`, `PREFIX.system.json`, ...
+    #[arg(long, default_value = "ccsynth")]
+    pub prefix: String,
+}
+
+/// The executor an MSCCL file is for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MscclTargetArg {
+    /// The MSCCL executor for NCCL: 64 steps per thread block.
+    #[default]
+    Current,
+    /// The original MSCCL: 256 steps per thread block, spells `reduce_scatter`.
+    Legacy,
+    /// RCCL's MSCCL: 64 steps per thread block, 64 thread blocks per GPU.
+    Rccl,
+}
+
+/// NCCL's protocol named in an MSCCL file.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MscclProtoArg {
+    #[default]
+    #[value(name = "Simple", alias = "simple")]
+    Simple,
+    #[value(name = "LL", alias = "ll")]
+    Ll,
+    #[value(name = "LL128", alias = "ll128")]
+    Ll128,
+}
+
+/// The flags of an MSCCL XML file (`export`, `synth --format msccl-xml`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MscclArgs {
+    /// The executor the file is for (its step limit and spelling).
+    #[arg(long, value_enum, default_value_t = MscclTargetArg::Current)]
+    pub msccl_target: MscclTargetArg,
+    /// NCCL protocol the executor runs the algorithm with.
+    #[arg(long, value_enum, default_value_t = MscclProtoArg::Simple)]
+    pub msccl_proto: MscclProtoArg,
+    /// The algorithm's name in the file (default: ccsynth-<algorithm>).
+    #[arg(long, value_name = "NAME")]
+    pub msccl_name: Option<String>,
+    /// Smallest message size, in bytes or as 64KiB, the executor picks the algorithm for
+    /// (default 0).
+    #[arg(long, value_name = "SIZE")]
+    pub min_bytes: Option<String>,
+    /// Size from which the executor no longer picks the algorithm (default: none).
+    #[arg(long, value_name = "SIZE")]
+    pub max_bytes: Option<String>,
+}
+
+impl MscclArgs {
+    pub(super) fn options(&self) -> Result<engine::MscclOptions, String> {
+        let size = |flag: &str, v: &Option<String>| {
+            v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
+        };
+        Ok(engine::MscclOptions {
+            target: match self.msccl_target {
+                MscclTargetArg::Current => engine::MscclTarget::Current,
+                MscclTargetArg::Legacy => engine::MscclTarget::Legacy,
+                MscclTargetArg::Rccl => engine::MscclTarget::Rccl,
+            },
+            protocol: match self.msccl_proto {
+                MscclProtoArg::Simple => engine::MscclProtocol::Simple,
+                MscclProtoArg::Ll => engine::MscclProtocol::Ll,
+                MscclProtoArg::Ll128 => engine::MscclProtocol::Ll128,
+            },
+            name: self.msccl_name.clone(),
+            min_bytes: size("--min-bytes", &self.min_bytes)?,
+            max_bytes: size("--max-bytes", &self.max_bytes)?,
+        })
+    }
+}
+
+/// `ccsynth export`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// The schedule v1 JSON file, or - for stdin.
+    pub file: String,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Write here instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub msccl: MscclArgs,
+    #[command(flatten)]
+    pub chakra: ChakraArgs,
+}
+
+/// `--collective`: the kinds a command line can name (a `custom` collective needs its
+/// conditions, given in a `--tenants` file).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[value(rename_all = "snake_case")]
+pub enum CollectiveArg {
+    #[value(alias = "all-gather")]
+    AllGather,
+    #[value(alias = "reduce-scatter")]
+    ReduceScatter,
+    #[value(alias = "all-reduce")]
+    AllReduce,
+    Broadcast,
+    Reduce,
+    Scatter,
+    Gather,
+    #[value(alias = "all-to-all")]
+    AllToAll,
+}
+
+impl CollectiveArg {
+    pub fn kind(self) -> crate::collective::CollectiveKind {
+        use crate::collective::CollectiveKind as K;
+        match self {
+            CollectiveArg::AllGather => K::AllGather,
+            CollectiveArg::ReduceScatter => K::ReduceScatter,
+            CollectiveArg::AllReduce => K::AllReduce,
+            CollectiveArg::Broadcast => K::Broadcast,
+            CollectiveArg::Reduce => K::Reduce,
+            CollectiveArg::Scatter => K::Scatter,
+            CollectiveArg::Gather => K::Gather,
+            CollectiveArg::AllToAll => K::AllToAll,
+        }
+    }
+}
+
+/// `--chunks-per-npu`: a number, or `auto` (left to the engine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunks(pub Option<u32>);
+
+impl std::str::FromStr for Chunks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Chunks, String> {
+        match s {
+            "auto" => Ok(Chunks(None)),
+            n => n
+                .parse::<u32>()
+                .map(|k| Chunks(Some(k)))
+                .map_err(|e| format!("{n:?}: expected `auto` or a number ({e})")),
+        }
+    }
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct CollectiveArgs {
+    /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
+    #[arg(long)]
+    pub topology: String,
+    /// The collective (required unless `synth --tenants` gives a list; `custom` ones only
+    /// there).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub collective: Option<CollectiveArg>,
+    /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ... (required with --collective).
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Chunks each NPU's share is cut into: a number, or `auto` (the greedy and `auto` search
+    /// a few from the links' costs and the size; the ILP takes 1, a baseline its minimum).
+    #[arg(long, default_value = "auto")]
+    pub chunks_per_npu: Chunks,
+    /// Root NPU of broadcast, reduce, scatter and gather.
+    #[arg(long)]
+    pub root: Option<usize>,
+    /// Comma-separated NPUs taking part (default: every live NPU).
+    #[arg(long, value_delimiter = ',')]
+    pub group: Option<Vec<usize>>,
+    /// Remove the link U-V before synthesizing (both directions). Repeatable.
+    #[arg(long = "fail-link", value_name = "U-V")]
+    pub fail_link: Vec<String>,
+    /// Remove NPU V before synthesizing. Repeatable.
+    #[arg(long = "fail-npu", value_name = "V")]
+    pub fail_npu: Vec<usize>,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BaselineArgs {
+    /// List the baselines and what they support.
+    #[arg(long)]
+    pub list: bool,
+    /// ring, ring-bidir, direct, recursive-doubling, rabenseifner, bde, swing-latency,
+    /// swing-bandwidth, bucket, traff, kolmakov, kolmakov-r<R> (R = 1, 2, …), mst; `--list`
+    /// says what each supports.
+    #[arg(long, required_unless_present = "list")]
+    pub algo: Option<String>,
+    /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
+    #[arg(long, required_unless_present = "list")]
+    pub topology: Option<String>,
+    /// The collective.
+    #[arg(long, value_enum, ignore_case = true, required_unless_present = "list")]
+    pub collective: Option<CollectiveArg>,
+    /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
+    #[arg(long, required_unless_present = "list")]
+    pub size: Option<String>,
+    /// Chunks per NPU: a number (a minimum: some baselines need more), or `auto` (the
+    /// baseline's own minimum).
+    #[arg(long, default_value = "auto")]
+    pub chunks_per_npu: Chunks,
+    /// Root NPU of broadcast, reduce, scatter and gather.
+    #[arg(long)]
+    pub root: Option<usize>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SynthArgs {
+    #[command(flatten)]
+    pub target: CollectiveArgs,
+    /// A JSON file with a list of collective objects to synthesize jointly (multi-tenant),
+    /// instead of --collective and --size.
+    #[arg(long, conflicts_with_all = ["collective", "size", "root", "group"])]
+    pub tenants: Option<std::path::PathBuf>,
+    /// `auto` (the portfolio: the fastest of the greedy, the ILP on small topologies and every
+    /// applicable baseline), `greedy`, `ilp`, or a baseline's name.
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    /// Random seed; the same seed gives the same schedule.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Try seeds seed..seed+N in parallel and keep the best by simulated time.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: usize,
+    /// Threads for the greedy's runs and HiGHS (default: the runs share one pool of a thread
+    /// per core, HiGHS takes one; 1: one after another).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// native, unwind:D or unwind:bi.
+    #[arg(long, default_value = "native")]
+    pub switch_model: String,
+    /// TEN timestep in ns (default: the fastest link's time for one chunk).
+    #[arg(long)]
+    pub discretization: Option<f64>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// What to write: the schedule JSON with bounds and stats, or the MSCCL executor's XML.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    #[command(flatten)]
+    pub msccl: MscclArgs,
+    #[command(flatten)]
+    pub chakra: ChakraArgs,
+    /// Add a `comparison` object: every applicable baseline on the same simulator.
+    #[arg(long)]
+    pub compare: bool,
+    /// Overall time budget in seconds: `auto` returns the fastest candidate finished within it
+    /// (`stats.portfolio` marks those it cut), the greedy its best finished run, the ilp its
+    /// best complete schedule (marked `feasible`).
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub time_limit: f64,
+    /// ilp: cap on one HiGHS solve in seconds (default: what is left of --time-limit).
+    #[arg(long, value_name = "SECONDS")]
+    pub solve_time_limit: Option<f64>,
+    /// ilp: write the last model of each phase in LP format (FILE, or FILE with the phase
+    /// name before the extension when a collective has two phases).
+    #[arg(long, value_name = "FILE")]
+    pub dump_lp: Option<std::path::PathBuf>,
+    /// ilp: drop the congestion constraint (TACCL-like); the result is still simulated honestly.
+    #[arg(long)]
+    pub ignore_congestion: bool,
+    /// ilp: time clustering (TACOS V-C), solving windows of W timesteps one after another.
+    #[arg(long, value_name = "W")]
+    pub window: Option<u32>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RegenerateArgs {
+    /// The schedule v1 JSON file to regenerate, or - for stdin.
+    pub schedule: String,
+    /// The link U-V failed (both directions unless --directed). Repeatable.
+    #[arg(long = "fail-link", value_name = "U-V")]
+    pub fail_link: Vec<String>,
+    /// NPU V failed, with all its links (it keeps its id and leaves the collective's group).
+    /// Repeatable.
+    #[arg(long = "fail-npu", value_name = "V")]
+    pub fail_npu: Vec<usize>,
+    /// --fail-link removes only the direction U->V.
+    #[arg(long)]
+    pub directed: bool,
+    /// The fresh synthesis: `auto` (the portfolio), `greedy`, `ilp`, or a baseline's name.
+    #[arg(long, default_value = "auto")]
+    pub algo: String,
+    /// Random seed of the fresh synthesis.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Seeds seed..seed+N for the fresh synthesis, best kept.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: usize,
+    /// Threads for the fresh synthesis (as for `synth`).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Overall time budget in seconds, the repair's included.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub time_limit: f64,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Where `synth`, `regenerate` and `baseline` write their schedule, and how.
+#[derive(clap::Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the schedule here instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    /// Print the schedule JSON on stdout even at a terminal (where, without --out, a short
+    /// summary is printed instead).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the human summary even when stdout is not a terminal (instead of the JSON,
+    /// unless --out takes the JSON).
+    #[arg(long, conflicts_with_all = ["json", "pretty"])]
+    pub summary: bool,
+    /// Indent the JSON (implies --json).
+    #[arg(long)]
+    pub pretty: bool,
+}

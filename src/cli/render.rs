@@ -1,0 +1,176 @@
+//! What people read at a terminal: the summary of a run, the comparison table, durations.
+use super::*;
+
+/// A duration for people: ns, µs, ms or s with three decimals (JSON keeps the exact number).
+pub(super) fn duration(ns: f64) -> String {
+    if ns < 1e3 {
+        format!("{ns:.3} ns")
+    } else if ns < 1e6 {
+        format!("{:.3} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.3} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// What `synth` prints for a person: what ran, how fast the schedule is against the bound and
+/// the best baseline (from `--compare`, or from `auto`'s candidates), and where it went.
+pub(super) fn summary(
+    out: &engine::Output,
+    comparison: Option<&engine::Comparison>,
+    written: Option<&std::path::Path>,
+) -> String {
+    let s = &out.schedule;
+    let time = s.collective_time_ns.unwrap_or(0.0);
+    let algorithm = s.algorithm.as_deref().unwrap_or("?");
+    let mut lines = Vec::new();
+    match out.stats.portfolio() {
+        Some(p) => {
+            lines.push(format!("algorithm       {algorithm} (auto's fastest of {} candidates)", p.candidates.len()))
+        }
+        None => lines.push(format!("algorithm       {algorithm}")),
+    }
+    if let Some(r) = out.stats.regeneration() {
+        let prev = match (&r.previous_algorithm, r.previous_collective_time_ns) {
+            (Some(a), Some(t)) => format!("{a}, {}", duration(t)),
+            (a, t) => a.clone().or(t.map(duration)).unwrap_or_else(|| "?".into()),
+        };
+        let slower = r.slower_than_previous.map(|x| format!(", {x:.2}× its time")).unwrap_or_default();
+        lines.push(format!("regenerated     from {prev}{slower}"));
+        let repair = match (r.repair.collective_time_ns, &r.repair.stats, &r.repair.note) {
+            (Some(t), Some(st), _) => format!(
+                "{} ({} transfers kept, {} rerouted, {:.0} ms)",
+                duration(t),
+                st.kept,
+                st.rerouted,
+                r.repair.wall_ms
+            ),
+            (_, _, Some(why)) => format!("none: {why}"),
+            _ => "none".into(),
+        };
+        let fresh = match (r.fresh.collective_time_ns, &r.fresh.note) {
+            (Some(t), _) => format!("{} ({}, {:.0} ms)", duration(t), r.fresh.algorithm, r.fresh.wall_ms),
+            (None, Some(why)) => format!("none: {why}"),
+            _ => "none".into(),
+        };
+        let kept = match r.kept {
+            engine::Kept::Repair => "repair",
+            engine::Kept::Fresh => "fresh",
+        };
+        lines.push(format!("repair          {repair}"));
+        lines.push(format!("fresh           {fresh}"));
+        lines.push(format!("kept            the {kept} schedule"));
+    }
+    if let Some(seed) = s.seed {
+        lines.push(format!("seed            {seed}"));
+    }
+    lines.push(format!(
+        "collective      {} of {} on {} NPUs, {} chunk(s) per NPU",
+        s.collective.kind.name(),
+        crate::units::format_size(s.collective.size_bytes),
+        s.topology.live_npus().len(),
+        s.collective.chunks()
+    ));
+    lines.push(format!("steps           {} rounds, {} transfers", s.rounds(), s.transfers.len()));
+    let bound = match out.report.lower_bound_ns {
+        Some(b) if b > 0.0 => format!(" (lower bound {}, {:.2}× it)", duration(b), time / b),
+        _ => String::new(),
+    };
+    lines.push(format!("time            {}{bound}", duration(time)));
+    // The fastest baseline: from the comparison, else among auto's candidates. A baseline that
+    // is also the schedule's own algorithm counts: it is the one to beat (or to tie).
+    let is_synth = |name: &str| engine::Algorithm::parse(name).is_some_and(|a| a.is_synthesizer());
+    let best = match comparison {
+        Some(c) => c
+            .rows
+            .iter()
+            .filter(|r| !is_synth(&r.algorithm))
+            .min_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns))
+            .map(|r| (r.algorithm.clone(), r.collective_time_ns)),
+        None => out.stats.portfolio().and_then(|p| {
+            p.candidates
+                .iter()
+                .filter(|c| c.valid && !is_synth(&c.algorithm))
+                .filter_map(|c| c.collective_time_ns.map(|t| (c.algorithm.clone(), t)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+        }),
+    };
+    match best {
+        Some((name, t)) if time > 0.0 => {
+            let verdict = if (t / time - 1.0).abs() < 0.005 {
+                "this schedule is as fast".to_string()
+            } else if t > time {
+                format!("this schedule is {:.2}× faster", t / time)
+            } else {
+                format!("this schedule is {:.2}× slower", time / t)
+            };
+            lines.push(format!("best baseline   {name}, {}: {verdict}", duration(t)))
+        }
+        _ => lines.push("best baseline   (add --compare to run them)".to_string()),
+    }
+    match written {
+        Some(p) => lines.push(format!("schedule        written to {}", p.display())),
+        None => lines.push("schedule        not printed: give --out FILE, or --json for stdout".to_string()),
+    }
+    let mut text = lines.join("\n") + "\n";
+    if let Some(c) = comparison {
+        text += "\n";
+        text += &comparison_table(c);
+    }
+    text
+}
+
+/// The comparison as an aligned text table (comfy-table, no borders): a line naming the
+/// collective, its size and NPUs, then a row per algorithm with its time, algorithm and bus
+/// bandwidth (as nccl-tests reports them: busbw = algbw × 2(p−1)/p for all-reduce, × (p−1)/p
+/// for all-gather, reduce-scatter and all-to-all), its ratios and rounds, the best row marked
+/// with `*`; then the bound and the baselines that refused.
+pub fn comparison_table(c: &engine::Comparison) -> String {
+    use comfy_table::{CellAlignment, Table, presets};
+    let p = c.npus.max(1) as f64;
+    let bus_factor = match c.collective {
+        "all_reduce" => 2.0 * (p - 1.0) / p,
+        "all_gather" | "reduce_scatter" | "all_to_all" => (p - 1.0) / p,
+        _ => 1.0,
+    };
+    let mut table = Table::new();
+    table.load_style(presets::NOTHING).set_header([
+        "algorithm",
+        "time (µs)",
+        "algbw (GB/s)",
+        "busbw (GB/s)",
+        "vs best",
+        "vs bound",
+        "rounds",
+        "best",
+    ]);
+    for r in &c.rows {
+        // Bytes per ns are GB/s.
+        let algbw = if r.collective_time_ns > 0.0 { c.size_bytes as f64 / r.collective_time_ns } else { 0.0 };
+        table.add_row([
+            r.algorithm.clone(),
+            format!("{:.3}", r.collective_time_ns / 1e3),
+            format!("{algbw:.2}"),
+            format!("{:.2}", algbw * bus_factor),
+            format!("{:.3}", r.ratio_to_best),
+            r.ratio_to_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
+            r.rounds.to_string(),
+            if r.best { "*".into() } else { String::new() },
+        ]);
+    }
+    for i in 1..7 {
+        if let Some(col) = table.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = format!("{} of {} on {} NPUs\n", c.collective, crate::units::format_size(c.size_bytes), c.npus);
+    out.extend(table.lines().map(|l| l.trim_end().to_string() + "\n"));
+    if let Some(b) = c.lower_bound_ns {
+        out += &format!("lower bound: {:.3} µs\n", b / 1e3);
+    }
+    for (name, why) in &c.refused {
+        out += &format!("not applicable: {name}: {why}\n");
+    }
+    out
+}

@@ -4,6 +4,7 @@
 
 mod conn;
 pub mod error;
+mod export;
 mod jobs;
 mod topologies;
 

@@ -3,6 +3,7 @@
 //! goodput charts. Pure functions; the engine validates or replays before it calls them.
 
 pub mod chakra;
+mod layout;
 pub mod msccl;
 pub mod plot;
 pub mod trace;

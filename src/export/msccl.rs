@@ -30,14 +30,13 @@
 //!   done). Then this order is an execution: steps in generation order, a deferred send run
 //!   together with its receive, a local step that waits for a deferred send at the end of its
 //!   hop. At m > 1 every step is fewer calls, so every send that fits at m = 1 fits then too.
-use crate::collective::Collective;
+use crate::collective::{Collective, CollectiveKind};
+use crate::export::layout::Layout;
 use crate::schedule::Schedule;
 
 mod builder;
-mod layout;
 
 use builder::Builder;
-use layout::Layout;
 
 /// Calls a connection holds in flight: NCCL's 8 slots, 4 per call in the Simple protocol (its
 /// chunk steps); LL and LL128 take 1 slot per call, so 2 is safe for all three.
@@ -183,7 +182,7 @@ pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclE
     fits(s)?;
     let collective = Collective::build_unchecked(&s.collective, &s.topology)
         .map_err(|e| MscclError::InvalidCollective(e.to_string()))?;
-    let mut layout = Layout::new(&collective, opts.target)?;
+    let mut layout = Layout::new(&collective, collective_name(&collective, opts.target)?);
     layout.number_chunks(s);
     if opts.max_bytes == Some(0) {
         return Err(MscclError::ZeroMaxBytes);
@@ -197,6 +196,33 @@ pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclE
     b.run()?;
     b.check_limits()?;
     Ok(b.write(s, opts))
+}
+
+/// The executor's name for the collective (`coll`), or why it has none.
+fn collective_name(c: &Collective, target: MscclTarget) -> Result<&'static str, MscclError> {
+    let kind = c.spec.kind;
+    let legacy = target == MscclTarget::Legacy;
+    Ok(match kind {
+        CollectiveKind::AllReduce => "allreduce",
+        CollectiveKind::AllGather => "allgather",
+        CollectiveKind::ReduceScatter if legacy => "reduce_scatter",
+        CollectiveKind::ReduceScatter => "reducescatter",
+        CollectiveKind::AllToAll => "alltoall",
+        // The executor has both, but selects a file without regard to the root
+        // (`mscclInternalSchedulerSelectAlgo`: collective, ranks, size, in place), so any root but the
+        // file's would run the wrong program.
+        CollectiveKind::Broadcast | CollectiveKind::Reduce if !legacy => {
+            let root = c.spec.root.unwrap_or(0) as u32;
+            return Err(MscclError::RootNotBound { kind: kind.name(), root });
+        }
+        _ => {
+            return Err(MscclError::UnsupportedCollective {
+                kind: kind.name(),
+                target: target.name(),
+                extra: if legacy { "" } else { ", broadcast and reduce" },
+            });
+        }
+    })
 }
 
 /// A cheap first test, before the schedule is even validated: every message is at least a

@@ -1,8 +1,8 @@
 //! The program an MSCCL file holds: thread blocks per peer, direction and channel, their steps
 //! in the schedule's order with per-cell dependencies, channels chosen so that bounded buffers
 //! cannot deadlock (see the parent module), the executor's limits checked, and the XML written.
-use super::layout::{Buf, Cell, Layout};
 use super::*;
+use crate::export::layout::{Cell, Layout, Placement};
 use crate::schedule::Op;
 use std::collections::HashMap;
 
@@ -78,8 +78,6 @@ struct Flight {
 struct CellState {
     last_write: Option<OpId>,
     readers: Vec<OpId>,
-    /// The slot whose current value lives here.
-    occupant: Option<u32>,
 }
 
 /// One contiguous piece of a transfer: `cnt` chunks read from `src` at the sender.
@@ -119,45 +117,15 @@ pub(super) struct Builder<'a> {
     blocked: std::collections::HashSet<OpId>,
     /// Messages generated per connection (for error messages).
     messages: HashMap<(u32, u32), u32>,
-    /// Per rank, per slot: the cell holding its current value.
-    loc: Vec<Vec<Option<Cell>>>,
+    /// Where each slot's value lives.
+    pub(super) place: Placement<'a>,
     cells: Vec<HashMap<Cell, CellState>>,
-    scratch_next: Vec<u32>,
-    scratch_home: HashMap<(u32, u32), u32>,
-    /// Per (rank, slot): the last step of the schedule that reads it there.
-    last_read: HashMap<(u32, u32), u32>,
-    /// Per rank, the slots it must hold at the end.
-    post: Vec<Vec<u32>>,
 }
 
 impl<'a> Builder<'a> {
     pub(super) fn new(s: &'a Schedule, layout: &'a Layout, target: MscclTarget) -> Builder<'a> {
         let p = layout.p;
-        let slots = s.slots();
-        let mut loc = vec![vec![None; slots]; p];
-        let mut cells: Vec<HashMap<Cell, CellState>> = (0..p).map(|_| HashMap::new()).collect();
-        for &[v, c] in s.precondition.iter() {
-            let r = layout.rank_of[&v] as usize;
-            if let Some(off) = layout.input(r, c as usize) {
-                let cell = Cell { buf: Buf::I, off };
-                loc[r][c as usize] = Some(cell);
-                cells[r].entry(layout.canonical(r, cell)).or_default().occupant = Some(c);
-            }
-        }
-        let mut post = vec![Vec::new(); p];
-        for &[v, c] in s.postcondition.iter() {
-            post[layout.rank_of[&v] as usize].push(c);
-        }
-        let mut last_read = HashMap::new();
-        for t in &s.transfers {
-            for &c in t.chunks.iter() {
-                let e = last_read.entry((t.src, c)).or_insert(t.step);
-                *e = (*e).max(t.step);
-            }
-        }
-        // Keyed by NPU id above; rekey by rank.
-        let last_read =
-            last_read.into_iter().filter_map(|((v, c), st)| layout.rank_of.get(&v).map(|&r| ((r, c), st))).collect();
+        let cells: Vec<HashMap<Cell, CellState>> = (0..p).map(|_| HashMap::new()).collect();
         Builder {
             s,
             layout,
@@ -172,12 +140,8 @@ impl<'a> Builder<'a> {
             outstanding: HashMap::new(),
             blocked: std::collections::HashSet::new(),
             messages: HashMap::new(),
-            loc,
+            place: Placement::new(s, layout),
             cells,
-            scratch_next: vec![0; p],
-            scratch_home: HashMap::new(),
-            last_read,
-            post,
         }
     }
 
@@ -259,9 +223,9 @@ impl<'a> Builder<'a> {
             let r = hops[bi][0];
             let mut srcs = Vec::with_capacity(t.chunks.len());
             for &c in t.chunks.iter() {
-                let cell = self.loc[r as usize][c as usize].expect("a valid schedule reads held slots");
+                let cell = self.place.at(r, c).expect("a valid schedule reads held slots");
                 if written.contains(&(r, c)) {
-                    let tmp = self.alloc_scratch(r, 1);
+                    let tmp = self.place.alloc_scratch(r, 1);
                     self.local_op(r, StepType::Copy, Some(cell), tmp, 1);
                     srcs.push(tmp);
                 } else {
@@ -320,7 +284,7 @@ impl<'a> Builder<'a> {
                     self.blocked.remove(&flight.expect("sent before received").send);
                     let tb = self.tb(b, Role::Recv(a), ch);
                     if !last {
-                        let fwd = self.alloc_scratch(b, run.cnt);
+                        let fwd = self.place.alloc_scratch(b, run.cnt);
                         self.push_op(tb, StepType::Recv, None, Some(fwd), run.cnt);
                         at[ri][k] = fwd;
                         continue;
@@ -336,7 +300,7 @@ impl<'a> Builder<'a> {
                                 // with a later receive (or need more no-ops than its block
                                 // has room for): land in scratch, and move it into place with
                                 // local steps that wait instead.
-                                let tmp = self.alloc_scratch(b, run.cnt);
+                                let tmp = self.place.alloc_scratch(b, run.cnt);
                                 self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
                                 match partial {
                                     Some(p) => {
@@ -352,11 +316,11 @@ impl<'a> Builder<'a> {
                                 self.push_op(tb, ty, *partial, Some(*dst), run.cnt);
                             }
                             for (i, &slot) in slots.iter().enumerate() {
-                                self.moved(b, slot, dst.plus(i as u32));
+                                self.place.moved(b, slot, dst.plus(i as u32));
                             }
                         }
                         Land::Fanout { entries } => {
-                            let tmp = self.alloc_scratch(b, run.cnt);
+                            let tmp = self.place.alloc_scratch(b, run.cnt);
                             self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
                             let op = s.transfers.at(batch[*bi]).op;
                             for (i, slots) in entries.iter().enumerate() {
@@ -403,7 +367,7 @@ impl<'a> Builder<'a> {
             }
             let mut entries: Vec<(Cell, Vec<u32>)> = by_src
                 .into_iter()
-                .map(|(c, w)| (self.loc[a as usize][c as usize].expect("a valid schedule sends held slots"), w))
+                .map(|(c, w)| (self.place.at(a, c).expect("a valid schedule sends held slots"), w))
                 .collect();
             entries.sort_by_key(|e| e.0);
             let mut runs: Vec<Run> = Vec::new();
@@ -430,19 +394,19 @@ impl<'a> Builder<'a> {
         let mut entries: Vec<Entry> = Vec::with_capacity(t.chunks.len());
         for (i, &c) in t.chunks.iter().enumerate() {
             let slot = t.written()[i];
-            let src = self.loc[a as usize][c as usize].expect("a valid schedule sends held slots");
+            let src = self.place.at(a, c).expect("a valid schedule sends held slots");
             let partial = if reduce {
                 Some(
                     pending
                         .get(&(b, slot))
                         .copied()
-                        .or(self.loc[b as usize][slot as usize])
+                        .or(self.place.at(b, slot))
                         .expect("a valid schedule reduces into held partials"),
                 )
             } else {
                 None
             };
-            let dst = self.target(b, slot, step);
+            let dst = self.place.target(b, slot, step);
             pending.insert((b, slot), dst);
             entries.push(Entry { src, dst, partial, slot });
         }
@@ -472,100 +436,29 @@ impl<'a> Builder<'a> {
         runs
     }
 
-    /// The cell a write of `slot` at rank `r` goes to: its output cell, unless that cell (in
-    /// place, where input and output are one buffer) still holds another slot's value that
-    /// is read after this step or needed at the end; otherwise the slot's scratch cell.
-    fn target(&mut self, r: u32, slot: u32, step: u32) -> Cell {
-        let home = (slot as usize) < self.s.num_chunks && self.post[r as usize].binary_search(&slot).is_ok();
-        if home && let Some(off) = self.layout.output(r as usize, slot as usize) {
-            let cell = Cell { buf: Buf::O, off };
-            let canon = self.layout.canonical(r as usize, cell);
-            let free = match self.cells[r as usize].get(&canon).and_then(|c| c.occupant) {
-                None => true,
-                Some(o) if o == slot => true,
-                Some(o) => {
-                    let later = self.last_read.get(&(r, o)).is_some_and(|&st| st > step);
-                    let needed = self.post[r as usize].binary_search(&o).is_ok();
-                    !later && !needed
-                }
-            };
-            if free {
-                return cell;
-            }
-        }
-        let next = &mut self.scratch_next[r as usize];
-        let off = *self.scratch_home.entry((r, slot)).or_insert_with(|| {
-            *next += 1;
-            *next - 1
-        });
-        Cell::s(off)
-    }
-
-    /// Records that `slot`'s value at rank `r` now lives in `cell`.
-    fn moved(&mut self, r: u32, slot: u32, cell: Cell) {
-        let ri = r as usize;
-        if let Some(old) = self.loc[ri][slot as usize] {
-            let old = self.layout.canonical(ri, old);
-            if let Some(st) = self.cells[ri].get_mut(&old)
-                && st.occupant == Some(slot)
-            {
-                st.occupant = None;
-            }
-        }
-        let canon = self.layout.canonical(ri, cell);
-        self.cells[ri].entry(canon).or_default().occupant = Some(slot);
-        self.loc[ri][slot as usize] = Some(cell);
-    }
-
     /// A local copy or reduce of the value in `src` into `slot` at rank `r`.
     fn apply_local(&mut self, r: u32, step: u32, slot: u32, src: Cell, op: Op) {
-        let dst = self.target(r, slot, step);
+        let dst = self.place.target(r, slot, step);
         match op {
             Op::Copy => self.local_op(r, StepType::Copy, Some(src), dst, 1),
             Op::Reduce => {
-                let cur = self.loc[r as usize][slot as usize].expect("a valid schedule reduces into held partials");
+                let cur = self.place.at(r, slot).expect("a valid schedule reduces into held partials");
                 if cur != dst {
                     self.local_op(r, StepType::Copy, Some(cur), dst, 1);
                 }
                 self.local_op(r, StepType::Reduce, Some(src), dst, 1);
             }
         }
-        self.moved(r, slot, dst);
+        self.place.moved(r, slot, dst);
     }
 
     /// Copies every result not yet in its output cell there, in runs.
     fn final_copies(&mut self) {
         for r in 0..self.layout.p {
-            let mut pairs: Vec<(Cell, Cell)> = Vec::new();
-            for &c in &self.post[r].clone() {
-                let Some(off) = self.layout.output(r, c as usize) else { continue };
-                let out = Cell { buf: Buf::O, off };
-                let cur = self.loc[r][c as usize].expect("a valid schedule meets its postcondition");
-                if cur != out {
-                    pairs.push((cur, out));
-                }
-            }
-            pairs.sort();
-            let mut i = 0;
-            while i < pairs.len() {
-                let mut n = 1;
-                while i + (n as usize) < pairs.len()
-                    && n < MAX_COUNT
-                    && pairs[i + n as usize].0 == pairs[i].0.plus(n)
-                    && pairs[i + n as usize].1 == pairs[i].1.plus(n)
-                {
-                    n += 1;
-                }
-                self.local_op(r as u32, StepType::Copy, Some(pairs[i].0), pairs[i].1, n);
-                i += n as usize;
+            for (from, to, n) in self.place.final_runs(r, MAX_COUNT) {
+                self.local_op(r as u32, StepType::Copy, Some(from), to, n);
             }
         }
-    }
-
-    fn alloc_scratch(&mut self, r: u32, n: u32) -> Cell {
-        let next = &mut self.scratch_next[r as usize];
-        *next += n;
-        Cell::s(*next - n)
     }
 
     /// The channel of connection a→b for a send of `cnt` chunks, and whether it is deferred:

@@ -109,7 +109,7 @@ impl Builder<'_> {
             gpu.push_attribute(("id", r.to_string().as_str()));
             gpu.push_attribute(("i_chunks", self.layout.i_chunks.to_string().as_str()));
             gpu.push_attribute(("o_chunks", self.layout.o_chunks.to_string().as_str()));
-            gpu.push_attribute(("s_chunks", self.scratch_next[r].to_string().as_str()));
+            gpu.push_attribute(("s_chunks", self.place.scratch_next[r].to_string().as_str()));
             io(w.write_event(quick_xml::events::Event::Start(gpu)));
             for &tbi in tbs {
                 let t = &self.tbs[tbi as usize];

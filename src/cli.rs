@@ -231,6 +231,10 @@ fn export_cmd(a: ExportArgs) -> Result<i32, String> {
             serde_json::to_string(&s).map_err(|e| e.to_string())? + "\n"
         }
         Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| format!("{}: {e}", a.file))?,
+        Format::MscclppJson => {
+            let opts = a.msccl.mscclpp_options()?;
+            engine::export_mscclpp(&s, &opts).map_err(|e| format!("{}: {e}", a.file))? + "\n"
+        }
         Format::ChakraEt => {
             write_chakra(&s, a.out.as_deref(), &a.chakra.prefix).map_err(|e| format!("{}: {e}", a.file))?;
             return Ok(0);
@@ -611,6 +615,11 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     if a.format == Format::MscclXml {
         let xml = engine::export_msccl(&out.schedule, &msccl).map_err(|e| e.to_string())?;
         write_text(a.output.out.as_deref(), &xml)?;
+        return Ok(0);
+    }
+    if a.format == Format::MscclppJson {
+        let plan = engine::export_mscclpp(&out.schedule, &a.msccl.mscclpp_options()?).map_err(|e| e.to_string())?;
+        write_text(a.output.out.as_deref(), &(plan + "\n"))?;
         return Ok(0);
     }
     if a.format == Format::ChakraEt {

@@ -1,5 +1,5 @@
 //! `GET /v1/schedules/{id}/export`: a stored schedule in another program's format (MSCCL XML,
-//! Chakra traces as a tar) or as a picture of its replay (Chrome trace, SVG timeline).
+//! MSCCL++ plans, Chakra traces as a tar) or as a picture of its replay (Chrome trace, SVG timeline).
 use super::jobs::own_schedule;
 use super::{ApiError, Caller, Shared};
 use crate::engine;
@@ -24,6 +24,9 @@ pub(super) struct ExportQuery {
     min_bytes: Option<u64>,
     #[serde(default)]
     max_bytes: Option<u64>,
+    /// Mark an MSCCL++ plan for in-place calls (`mscclpp-json`).
+    #[serde(default)]
+    in_place: Option<bool>,
     /// The Chakra files' prefix (`chakra-et`).
     #[serde(default)]
     prefix: Option<String>,
@@ -40,18 +43,25 @@ pub(super) async fn export(
     let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let (format, media) = match q.format.as_str() {
         "msccl-xml" => (ExportFormat::MscclXml, "application/xml"),
+        "mscclpp-json" => (ExportFormat::MscclppJson, "application/json"),
         "chrome-trace" => (ExportFormat::ChromeTrace, "application/json"),
         "timeline-svg" => (ExportFormat::TimelineSvg, "image/svg+xml"),
         "chakra-et" => (ExportFormat::ChakraEt, "application/x-tar"),
         other => {
             return Err(InputError::new(
                 "format",
-                format!("{other:?}: expected msccl-xml, chrome-trace, timeline-svg or chakra-et"),
+                format!("{other:?}: expected msccl-xml, mscclpp-json, chrome-trace, timeline-svg or chakra-et"),
             )
             .into());
         }
     };
     let prefix = q.prefix.unwrap_or_else(|| "ccsynth".to_string());
+    let plan_opts = engine::MscclppOptions {
+        name: q.name.clone(),
+        in_place: q.in_place.unwrap_or(false),
+        min_bytes: q.min_bytes,
+        max_bytes: q.max_bytes,
+    };
     let opts = engine::MscclOptions {
         target: q.msccl_target.unwrap_or_default(),
         protocol: q.protocol.unwrap_or_default(),
@@ -66,6 +76,7 @@ pub(super) async fn export(
         let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
         let out = match format {
             ExportFormat::MscclXml => engine::export_msccl(&s, &opts).map(String::into_bytes),
+            ExportFormat::MscclppJson => engine::export_mscclpp(&s, &plan_opts).map(String::into_bytes),
             ExportFormat::ChromeTrace => engine::export_trace(&s, engine::API_MAX_TRACE_SLICES).map(String::into_bytes),
             ExportFormat::TimelineSvg => engine::plot_timeline(&s).map(String::into_bytes),
             // The system configuration names the traces by the bare prefix: run ASTRA-sim in
@@ -93,6 +104,7 @@ pub(super) async fn export(
 #[derive(Clone, Copy)]
 enum ExportFormat {
     MscclXml,
+    MscclppJson,
     ChromeTrace,
     TimelineSvg,
     ChakraEt,

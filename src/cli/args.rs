@@ -229,6 +229,9 @@ pub enum Format {
     Json,
     /// The MSCCL executor's algorithm XML (docs/FORMAT.md, "MSCCL XML").
     MscclXml,
+    /// An MSCCL++ execution plan, one JSON file for every GPU (docs/FORMAT.md, "MSCCL++
+    /// execution plans").
+    MscclppJson,
     /// Chakra execution traces for ASTRA-sim, one per NPU, with the workload and configuration
     /// files, into the directory `--out` names (docs/FORMAT.md, "Chakra ET export").
     ChakraEt,
@@ -266,7 +269,8 @@ pub enum MscclProtoArg {
     Ll128,
 }
 
-/// The flags of an MSCCL XML file (`export`, `synth --format msccl-xml`).
+/// The flags of an MSCCL XML file or an MSCCL++ plan (`export`, `synth --format msccl-xml` or
+/// `mscclpp-json`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct MscclArgs {
     /// The executor the file is for (its step limit and spelling).
@@ -275,16 +279,22 @@ pub struct MscclArgs {
     /// NCCL protocol the executor runs the algorithm with.
     #[arg(long, value_enum, default_value_t = MscclProtoArg::Simple)]
     pub msccl_proto: MscclProtoArg,
-    /// The algorithm's name in the file (default: ccsynth-<algorithm>).
+    /// The algorithm's name in the file, or the MSCCL++ plan's name (default:
+    /// ccsynth-<algorithm>).
     #[arg(long, value_name = "NAME")]
     pub msccl_name: Option<String>,
     /// Smallest message size, in bytes or as 64KiB, the executor picks the algorithm for
     /// (default 0).
     #[arg(long, value_name = "SIZE")]
     pub min_bytes: Option<String>,
-    /// Size from which the executor no longer picks the algorithm (default: none).
+    /// Largest message size the executor picks the algorithm for, inclusive (default: none;
+    /// for an MSCCL++ plan, what its 32-bit offsets reach).
     #[arg(long, value_name = "SIZE")]
     pub max_bytes: Option<String>,
+    /// `--format mscclpp-json`: mark the plan for in-place calls (the NCCL shim then selects
+    /// it only for those; the plan is correct either way).
+    #[arg(long)]
+    pub in_place: bool,
 }
 
 impl MscclArgs {
@@ -306,6 +316,16 @@ impl MscclArgs {
             name: self.msccl_name.clone(),
             min_bytes: size("--min-bytes", &self.min_bytes)?,
             max_bytes: size("--max-bytes", &self.max_bytes)?,
+        })
+    }
+
+    pub(super) fn mscclpp_options(&self) -> Result<engine::MscclppOptions, String> {
+        let o = self.options()?;
+        Ok(engine::MscclppOptions {
+            name: o.name,
+            in_place: self.in_place,
+            min_bytes: o.min_bytes,
+            max_bytes: o.max_bytes,
         })
     }
 }

@@ -17,6 +17,7 @@ use greedy_runs::{Variants, synthesize_greedy};
 pub use crate::bounds::LowerBounds;
 pub use crate::export::chakra::ChakraExport;
 pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
+pub use crate::export::mscclpp::MscclppOptions;
 pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
@@ -136,6 +137,16 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
     msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
     require_valid(s)?;
     msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+}
+
+/// A schedule as an MSCCL++ execution plan (docs/FORMAT.md, "MSCCL++ execution plans"):
+/// refused when it cannot fit the executor's limits (a cheap estimate first), when it is not
+/// valid, or when the plan would break a limit (each error names it).
+pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
+    use crate::export::mscclpp;
+    mscclpp::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))?;
+    require_valid(s)?;
+    mscclpp::to_plan(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))
 }
 
 /// A schedule as Chakra execution traces for ASTRA-sim (docs/FORMAT.md, "Chakra ET export"):

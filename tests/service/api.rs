@@ -267,6 +267,28 @@ fn schedules_export_as_msccl_xml(db: Db) {
         422,
     );
     assert!(p["detail"].as_str().unwrap().contains("max_bytes 0"), "{p}");
+    // An MSCCL++ execution plan: every GPU in one JSON document, with its options.
+    let r = raw(
+        s.addr,
+        "GET",
+        &format!("/v1/schedules/{sid}/export?format=mscclpp-json&name=rs4pp&in_place=true&min_bytes=64&max_bytes=8192"),
+        None,
+    );
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);
+    let plan = r.json();
+    assert_eq!((plan["name"].as_str(), plan["collective"].as_str()), (Some("rs4pp"), Some("reducescatter")));
+    assert_eq!((plan["inplace"].as_bool(), plan["gpus"].as_array().map(Vec::len)), (Some(true), Some(4)));
+    assert_eq!((plan["min_message_size"].as_u64(), plan["max_message_size"].as_u64()), (Some(64), Some(8192)));
+    let p = assert_problem(
+        &raw(
+            s.addr,
+            "GET",
+            &format!("/v1/schedules/{sid}/export?format=mscclpp-json&min_bytes=9000&max_bytes=8192"),
+            None,
+        ),
+        422,
+    );
+    assert!(p["detail"].as_str().unwrap().contains("min_bytes 9000 is above max_bytes 8192"), "{p}");
     // Pictures of the replay.
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chrome-trace"), None);
     assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);

@@ -315,6 +315,58 @@ fn export_and_synth_write_msccl_xml() {
 }
 
 #[test]
+fn export_and_synth_write_mscclpp_plans() {
+    let schedule = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "64KiB"],
+        None,
+    );
+    let text = String::from_utf8(schedule.stdout).unwrap();
+    let o = ccsynth(&["export", "--format", "mscclpp-json", "--msccl-name", "ag4", "--in-place", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((plan["name"].as_str(), plan["collective"].as_str()), (Some("ag4"), Some("allgather")));
+    assert_eq!(plan["inplace"], true);
+    assert_eq!(plan["gpus"][3]["output_chunks"], 4);
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "torus:2x2",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--format",
+            "mscclpp-json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((plan["collective"].as_str(), plan["inplace"].as_bool()), (Some("allreduce"), Some(false)));
+    // A collective the shim cannot select by root is refused, with the reason.
+    let bcast = ccsynth(
+        &[
+            "baseline",
+            "--algo",
+            "mst",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "broadcast",
+            "--root",
+            "0",
+            "--size",
+            "64KiB",
+        ],
+        None,
+    );
+    let o = ccsynth(&["export", "--format", "mscclpp-json", "-"], Some(&String::from_utf8(bcast.stdout).unwrap()));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("never by root"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn export_and_synth_write_chakra_traces_into_a_directory() {
     let dir = std::env::temp_dir().join(format!("ccsynth-chakra-{}", std::process::id()));
     let schedule = ccsynth(

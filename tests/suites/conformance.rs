@@ -102,8 +102,8 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
 
 /// The conformance body: the schedule validates, does not beat the lower bound, declares the
 /// time the simulator gives, exports to Chakra traces that the independent replay of ASTRA-sim's
-/// model runs, and, when MSCCL runs its collective, exports to MSCCL XML that the independent
-/// replay accepts. Returns whether it was replayed as MSCCL XML.
+/// model runs, and, when MSCCL++ and MSCCL run its collective, exports to an MSCCL++ plan and to
+/// MSCCL XML that their independent replays accept. Returns whether it was replayed as MSCCL XML.
 fn conform(what: &str, s: &Schedule) -> bool {
     let r = engine::check(s);
     assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
@@ -112,6 +112,7 @@ fn conform(what: &str, s: &Schedule) -> bool {
     assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
     assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
     crate::chakra::replays_as_chakra(what, s);
+    crate::mscclpp::replays_if_mscclpp_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"));
     crate::msccl::replays_if_msccl_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -16,6 +16,8 @@ mod ilp;
 mod latency;
 mod msccl;
 mod msccl_replay;
+mod mscclpp;
+mod mscclpp_replay;
 mod pictures;
 mod portfolio;
 mod random_schedules;

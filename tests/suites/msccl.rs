@@ -13,7 +13,7 @@ use ccsynth::topology::{Failures, Topology};
 
 /// The collectives MSCCL runs, as ccsynth kinds (its broadcast and reduce cannot be bound to a
 /// root: refused, see `broadcast_and_reduce_are_refused_for_want_of_a_root`).
-const NAMED: [K; 4] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll];
+pub const NAMED: [K; 4] = [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll];
 
 /// The error of an export expected to be refused (without printing a whole file if not).
 fn refused(r: Result<String, engine::Error>) -> engine::Error {
@@ -24,7 +24,7 @@ fn refused(r: Result<String, engine::Error>) -> engine::Error {
 }
 
 /// The root of a rooted collective: the middle live NPU.
-fn spec(t: &Topology, kind: K, k: u32) -> CollectiveSpec {
+pub fn spec(t: &Topology, kind: K, k: u32) -> CollectiveSpec {
     let mut s = CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k);
     if kind.needs_root() {
         let live = t.live_npus();
@@ -38,7 +38,7 @@ fn root_rank(t: &Topology, s: &CollectiveSpec) -> Option<usize> {
     s.root.map(|r| t.live_npus().iter().position(|&v| v == r).expect("the root is live"))
 }
 
-fn irregular() -> Topology {
+pub fn irregular() -> Topology {
     topo("mesh:4x4")
         .with_failures(&Failures { links: vec![[5, 6], [1, 2]], npus: vec![10], ..Default::default() })
         .expect("a connected survivor")

@@ -1,0 +1,542 @@
+//! MSCCL++ execution plans: turns a valid schedule into the JSON plan that MSCCL++'s executor
+//! loads with `ExecutionPlan(path, rank)`, one file for every GPU, within the executor's limits.
+//!
+//! How a schedule becomes a plan (docs/FORMAT.md, "MSCCL++ execution plans"):
+//! - Rank r is the r-th live NPU of the collective's group; chunks live in input, output and
+//!   scratch cells exactly as in the MSCCL export (`export::layout`), and a cell is one plan
+//!   chunk (`input_chunks`, `output_chunks` and `scratch_chunks` count them).
+//! - Every message hop lands in fresh scratch at its receiver, never used again in the
+//!   launch: the sender writes it with no regard to what the receiver is doing. Memory
+//!   channel (a direct link): `put` into the peer's scratch, `nop`, `signal`. Port channel (a
+//!   path through switches): `pwsf` (put, signal, and wait until it landed). The receiver
+//!   `wait`s, then copies or reduces (`copy`, `re`) the scratch into the slot's cell, or a
+//!   relay sends it on. Every receive is waited for by its GPU before its kernel ends.
+//! - Per GPU, one *lane* per peer it sends to, one per peer it receives from, one for local
+//!   moves; a lane is one thread block (or several in a chain, below). A connection (sender,
+//!   receiver) has its own channel pair, used by exactly one sending and one receiving lane,
+//!   so its waits match its signals in order. Lanes of one GPU that touch the same cell
+//!   (read-after-write, write-after-read, write-after-write; input and output cells that alias
+//!   in place count as one, so the plan is right both ways) are ordered by device semaphores
+//!   (`sem_release` after the earlier item, `sem_acquire` before the later one), one per
+//!   dependency, used once per launch.
+//! - Opening handshake: a receiving lane's first op signals its sender, a sending lane's first
+//!   op waits for it. A GPU's next launch starts only when all of its thread blocks are done,
+//!   so no write of launch n+1 reaches a GPU still in launch n. Every channel and semaphore
+//!   sees as many signals as waits per launch.
+//! - `nop` (`__syncthreads`) wherever the kernel needs one: after a data op and before a
+//!   signal or release (which only thread 0 issues), after a wait or acquire and before a data
+//!   op (only thread 0 waited), and between two data ops of a block that touch a common cell.
+//! - Deadlock freedom: items are generated in one global order (the schedule's steps; within
+//!   a step, each hop's sends before its receives) and every wait, in a channel or on a
+//!   semaphore, waits for something generated before it; memory-channel writes and the proxy
+//!   of a port channel never block on the receiver. So the generation order is itself an
+//!   execution, as long as every thread block of a GPU is resident at once (they spin on each
+//!   other): at most `MAX_TBS` per GPU.
+//! - A lane longer than `MAX_OPS` ops (the executor's limit, with `nop`s and semaphore ops
+//!   counted) continues in a new thread block that acquires a semaphore the previous one
+//!   releases as its last op.
+use crate::collective::{Collective, CollectiveKind};
+use crate::export::layout::{Cell, Layout};
+use crate::schedule::Schedule;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+
+mod builder;
+
+use builder::{Builder, Item, Kind};
+
+/// Operations per thread block (`MAX_OPERATION`, checked by the executor).
+pub const MAX_OPS: usize = 64;
+/// Thread blocks per GPU: every block must be resident at once, since blocks spin on one
+/// another's semaphores. The kernel is launched with 1024 threads and `__launch_bounds__(1024,
+/// 1)`, so one block per SM; 108 is the smallest SM count of the GPUs MSCCL++ targets (A100;
+/// H100 has 132). Inferred from the kernel, not observed on a GPU.
+pub const MAX_TBS: usize = 108;
+/// Buffers one op reads or writes (`MAX_*_BUFFERS_PER_OP` is 10 each way).
+pub const MAX_BUFFS: usize = 10;
+/// Semaphore ids one op names.
+pub const MAX_SEMAPHORE_IDS: usize = 16;
+/// The plan's `buffer_alignment`, in bytes: a chunk is a multiple of it.
+pub const ALIGNMENT: u64 = 16;
+/// Most transfers exported (the plan is built in memory; at 108 × 64 ops per GPU the
+/// executor refuses far fewer).
+pub const MAX_TRANSFERS: usize = 1 << 22;
+
+/// How to write the plan.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MscclppOptions {
+    /// The plan's `name`, the executor's cache key (default: `ccsynth-<algorithm>`).
+    pub name: Option<String>,
+    /// Mark the plan for in-place calls (`inplace`): the NCCL shim then selects it for
+    /// in-place calls only. The plan is correct both ways; only the selection differs.
+    pub in_place: bool,
+    /// The message sizes (bytes of input, of output for all-gather) the plan declares,
+    /// inclusive; the upper end never exceeds what 32-bit offsets reach.
+    pub min_bytes: Option<u64>,
+    pub max_bytes: Option<u64>,
+}
+
+/// Why a schedule cannot become an MSCCL++ plan. Each names the limit it hits.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MscclppError {
+    #[error("MSCCL++ plans run allreduce, allgather, reducescatter and alltoall; {kind} has no plan collective{why}")]
+    UnsupportedCollective { kind: &'static str, why: &'static str },
+    #[error(
+        "transfer {transfer} uses NPU {npu}, which is not a rank of the collective's group: a plan runs on the communicator's ranks only"
+    )]
+    OutsideGroup { transfer: usize, npu: u32 },
+    #[error(
+        "GPU {gpu} needs {tbs} thread blocks ({ops} operations); at most {MAX_TBS} can be resident at once, with at most {MAX_OPS} operations each"
+    )]
+    TooManyThreadBlocks { gpu: u32, tbs: usize, ops: usize },
+    #[error(
+        "the schedule has {transfers} transfers, at least {} operations; {ranks} GPUs hold at most {max_ops} ({MAX_TBS} thread blocks of {MAX_OPS})",
+        3 * transfers
+    )]
+    TooLarge { transfers: usize, ranks: usize, max_ops: usize },
+    #[error("{ranks} ranks × {slots} chunk slots is more than the {max} (rank, slot) cells the plan writer tracks")]
+    TooManyCells { ranks: usize, slots: usize, max: usize },
+    #[error("the collective does not build: {0}")]
+    InvalidCollective(String),
+    #[error("min_bytes {min} is above max_bytes {max} (the largest size this plan's 32-bit offsets reach is {limit})")]
+    SizeRange { min: u64, max: u64, limit: u64 },
+}
+
+/// A connection's channel type: memory over a direct link, port through switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum ChanType {
+    Memory,
+    Port,
+}
+
+impl ChanType {
+    fn name(self) -> &'static str {
+        match self {
+            ChanType::Memory => "memory",
+            ChanType::Port => "port",
+        }
+    }
+}
+
+/// A cheap first test, before the schedule is validated: every message is at least three
+/// operations (`put`, `nop`, `signal`), and the writer tracks every (rank, slot).
+pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
+    let ranks = s.topology.npus().max(1);
+    let max_ops = ranks.saturating_mul(MAX_TBS * MAX_OPS);
+    if s.transfers.len() > MAX_TRANSFERS || s.transfers.len().saturating_mul(3) > max_ops {
+        return Err(MscclppError::TooLarge { transfers: s.transfers.len(), ranks, max_ops });
+    }
+    let cells = ranks.saturating_mul(s.slots());
+    if cells > crate::export::msccl::MAX_TRACKED_CELLS {
+        let max = crate::export::msccl::MAX_TRACKED_CELLS;
+        return Err(MscclppError::TooManyCells { ranks, slots: s.slots(), max });
+    }
+    Ok(())
+}
+
+/// Writes `s` as an MSCCL++ plan (JSON). Crate-private: `s` must be valid (it reads where
+/// every chunk is), and `engine::export_mscclpp`, the door, validates it first.
+pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, MscclppError> {
+    fits(s)?;
+    let collective = Collective::build_unchecked(&s.collective, &s.topology)
+        .map_err(|e| MscclppError::InvalidCollective(e.to_string()))?;
+    let kind = collective.spec.kind;
+    let coll = match kind {
+        CollectiveKind::AllReduce => "allreduce",
+        CollectiveKind::AllGather => "allgather",
+        CollectiveKind::ReduceScatter => "reducescatter",
+        CollectiveKind::AllToAll => "alltoall",
+        CollectiveKind::Broadcast | CollectiveKind::Reduce => {
+            let why = ": the NCCL shim selects a plan by collective, ranks, size and in place, never by root";
+            return Err(MscclppError::UnsupportedCollective { kind: kind.name(), why });
+        }
+        _ => return Err(MscclppError::UnsupportedCollective { kind: kind.name(), why: "" }),
+    };
+    let mut layout = Layout::new(&collective, coll);
+    layout.number_chunks(s);
+    let mut b = Builder::new(s, &layout);
+    b.run()?;
+    let mut gpus = write_gpus(&mut b)?;
+    for (r, g) in gpus.iter_mut().enumerate() {
+        (g.input_chunks, g.output_chunks) = (layout.i_chunks, layout.o_chunks);
+        g.scratch_chunks = b.place.scratch_next[r];
+    }
+    // Offsets are 32-bit byte counts: the chunk may be at most 2^32 / (largest buffer in
+    // chunks), a multiple of the alignment.
+    let cells = gpus.iter().map(|g| g.scratch_chunks as u64).chain([layout.i_chunks as u64, layout.o_chunks as u64]);
+    let most = cells.max().unwrap_or(1).max(1);
+    let chunk_limit = (u32::MAX as u64 / most) / ALIGNMENT * ALIGNMENT;
+    let per_message = if kind == CollectiveKind::AllGather { layout.o_chunks } else { layout.i_chunks } as u64;
+    let limit = chunk_limit * per_message;
+    let max = opts.max_bytes.unwrap_or(limit).min(limit);
+    let min = opts.min_bytes.unwrap_or(0);
+    if min > max {
+        return Err(MscclppError::SizeRange { min, max, limit });
+    }
+    let plan = Plan {
+        name: opts.name.clone().unwrap_or_else(|| format!("ccsynth-{}", s.algorithm.as_deref().unwrap_or("schedule"))),
+        collective: coll,
+        protocol: "Simple",
+        inplace: opts.in_place,
+        num_threads_per_block: 1024,
+        reuse_resources: false,
+        use_double_scratch_buffer: false,
+        buffer_alignment: ALIGNMENT,
+        min_message_size: min,
+        max_message_size: max,
+        gpus,
+    };
+    Ok(serde_json::to_string(&plan).expect("a plan serializes"))
+}
+
+#[derive(Serialize)]
+struct Plan {
+    name: String,
+    collective: &'static str,
+    protocol: &'static str,
+    inplace: bool,
+    num_threads_per_block: u32,
+    reuse_resources: bool,
+    use_double_scratch_buffer: bool,
+    buffer_alignment: u64,
+    min_message_size: u64,
+    max_message_size: u64,
+    gpus: Vec<Gpu>,
+}
+
+#[derive(Serialize)]
+struct Gpu {
+    id: u32,
+    input_chunks: usize,
+    output_chunks: usize,
+    scratch_chunks: u32,
+    channels: Vec<ChannelDecl>,
+    remote_buffers: Vec<RemoteBuffer>,
+    semaphores: Vec<Semaphore>,
+    threadblocks: Vec<Tb>,
+}
+
+#[derive(Serialize)]
+struct ChannelDecl {
+    channel_type: &'static str,
+    connected_to: Vec<u32>,
+}
+
+#[derive(Serialize)]
+struct RemoteBuffer {
+    rank: u32,
+    #[serde(rename = "type")]
+    ty: &'static str,
+    access_channel_types: Vec<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Semaphore {
+    init_value: i32,
+}
+
+#[derive(Serialize)]
+struct Tb {
+    id: usize,
+    ops: Vec<OpJson>,
+    channels: Vec<TbChannels>,
+    remote_buffer_refs: Vec<TbRemoteRefs>,
+}
+
+#[derive(Serialize)]
+struct TbChannels {
+    channel_type: &'static str,
+    channel_ids: Vec<u32>,
+}
+
+#[derive(Serialize)]
+struct TbRemoteRefs {
+    access_channel_type: &'static str,
+    remote_buffer_ids: Vec<u32>,
+}
+
+#[derive(Serialize, Clone, Default)]
+struct OpJson {
+    name: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channel_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    channel_ids: Vec<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    src_buff: Vec<BuffRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dst_buff: Vec<BuffRef>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    semaphore_ids: Vec<u32>,
+}
+
+impl OpJson {
+    fn named(name: &'static str) -> OpJson {
+        OpJson { name, ..Default::default() }
+    }
+    fn on(name: &'static str, ty: ChanType) -> OpJson {
+        OpJson { name, channel_type: Some(ty.name()), channel_ids: vec![0], ..Default::default() }
+    }
+}
+
+#[derive(Serialize, Clone)]
+#[serde(untagged)]
+enum BuffRef {
+    Local {
+        #[serde(rename = "type")]
+        ty: &'static str,
+        index: u32,
+        size: u32,
+    },
+    Remote {
+        buffer_id: u32,
+        index: u32,
+        size: u32,
+    },
+}
+
+fn local(c: Cell, size: u32) -> BuffRef {
+    BuffRef::Local { ty: c.buf.letter(), index: c.off, size }
+}
+
+/// The GPUs' sections: channels declared in pairs, each lane's ops with their `nop`s and
+/// semaphore ops, and the lanes cut into thread blocks of at most `MAX_OPS` operations.
+fn write_gpus(b: &mut Builder<'_>) -> Result<Vec<Gpu>, MscclppError> {
+    let p = b.place.scratch_next.len();
+    // Channels: at each GPU, per peer in order, the connection (low → high rank) first, then
+    // (high → low), each of its type; both ends list them alike, so the k-th channel of a
+    // type from a to b pairs with the k-th from b to a.
+    let mut decl: Vec<[Vec<u32>; 2]> = vec![[Vec::new(), Vec::new()]; p];
+    let mut gid: HashMap<(u32, u32, u32), u32> = HashMap::new();
+    let mut conns: Vec<(u32, u32)> = b.pairs.keys().copied().collect();
+    conns.sort_by_key(|&(a, c)| (a.min(c), a.max(c), a > c));
+    for (a, c) in conns {
+        let ty = b.pairs[&(a, c)] as usize;
+        for (g, peer) in [(a, c), (c, a)] {
+            let list = &mut decl[g as usize][ty];
+            gid.insert((g, a, c), list.len() as u32);
+            list.push(peer);
+        }
+    }
+    let mut remote: Vec<Vec<(u32, ChanType)>> = vec![Vec::new(); p];
+    let mut gpus: Vec<Gpu> = (0..p)
+        .map(|r| Gpu {
+            id: r as u32,
+            input_chunks: 0,
+            output_chunks: 0,
+            scratch_chunks: 0,
+            channels: [ChanType::Memory, ChanType::Port]
+                .into_iter()
+                .filter(|&t| !decl[r][t as usize].is_empty())
+                .map(|t| ChannelDecl { channel_type: t.name(), connected_to: decl[r][t as usize].clone() })
+                .collect(),
+            remote_buffers: Vec::new(),
+            semaphores: Vec::new(),
+            threadblocks: Vec::new(),
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..b.lanes.len()).collect();
+    order.sort_by_key(|&l| (b.lanes[l].rank, b.lanes[l].kind));
+    let mut ops_per_gpu = vec![0usize; p];
+    for l in order {
+        let (r, kind) = (b.lanes[l].rank, b.lanes[l].kind);
+        let (conn, ty) = match kind {
+            Kind::Send(to) => (Some((r, to)), b.pairs[&(r, to)]),
+            Kind::Recv(from) => (Some((from, r)), b.pairs[&(from, r)]),
+            Kind::Local => (None, ChanType::Memory),
+        };
+        let channels = match conn {
+            Some((a, c)) => vec![TbChannels { channel_type: ty.name(), channel_ids: vec![gid[&(r, a, c)]] }],
+            None => Vec::new(),
+        };
+        let refs = match kind {
+            Kind::Send(to) => {
+                let list = &mut remote[r as usize];
+                let id = match list.iter().position(|&(x, t)| x == to && t == ty) {
+                    Some(i) => i,
+                    None => {
+                        list.push((to, ty));
+                        list.len() - 1
+                    }
+                };
+                vec![TbRemoteRefs { access_channel_type: ty.name(), remote_buffer_ids: vec![id as u32] }]
+            }
+            _ => Vec::new(),
+        };
+        let ops = emit(b, l, ty);
+        ops_per_gpu[r as usize] += ops.len();
+        for seg in segments(ops, &mut b.sems[r as usize]) {
+            let tbs = &mut gpus[r as usize].threadblocks;
+            tbs.push(Tb {
+                id: tbs.len(),
+                ops: seg,
+                channels: clone_channels(&channels),
+                remote_buffer_refs: clone_refs(&refs),
+            });
+        }
+    }
+    for (r, g) in gpus.iter_mut().enumerate() {
+        if g.threadblocks.len() > MAX_TBS {
+            return Err(MscclppError::TooManyThreadBlocks {
+                gpu: r as u32,
+                tbs: g.threadblocks.len(),
+                ops: ops_per_gpu[r],
+            });
+        }
+        g.remote_buffers = remote[r]
+            .iter()
+            .map(|&(rank, t)| RemoteBuffer { rank, ty: "s", access_channel_types: vec![t.name()] })
+            .collect();
+        g.semaphores = (0..b.sems[r]).map(|_| Semaphore { init_value: 0 }).collect();
+    }
+    Ok(gpus)
+}
+
+fn clone_channels(c: &[TbChannels]) -> Vec<TbChannels> {
+    c.iter().map(|t| TbChannels { channel_type: t.channel_type, channel_ids: t.channel_ids.clone() }).collect()
+}
+
+fn clone_refs(c: &[TbRemoteRefs]) -> Vec<TbRemoteRefs> {
+    c.iter()
+        .map(|t| TbRemoteRefs {
+            access_channel_type: t.access_channel_type,
+            remote_buffer_ids: t.remote_buffer_ids.clone(),
+        })
+        .collect()
+}
+
+/// A lane's operations, with a `nop` wherever the kernel needs one (see the module doc).
+fn emit(b: &Builder<'_>, lane: usize, ty: ChanType) -> Vec<OpJson> {
+    let lane = &b.lanes[lane];
+    let r = lane.rank as usize;
+    let mut ops: Vec<OpJson> = Vec::new();
+    let mut since = Since::default();
+    let canon = |c: Cell, n: u32| (0..n).map(move |i| b.canonical(r, c.plus(i)));
+    for e in &lane.entries {
+        match &e.item {
+            Item::Acquire(ids) => {
+                for chunk in ids.chunks(MAX_SEMAPHORE_IDS) {
+                    ops.push(OpJson { semaphore_ids: chunk.to_vec(), ..OpJson::named("sem_acquire") });
+                }
+                since.waited = true;
+            }
+            Item::Wait => {
+                ops.push(OpJson::on("wait", ty));
+                since.waited = true;
+            }
+            Item::Signal => {
+                if since.dirty {
+                    since.nop(&mut ops);
+                }
+                ops.push(OpJson::on("signal", ty));
+            }
+            item => {
+                let (reads, writes): (Vec<Run>, Vec<Run>) = match item {
+                    Item::Put { pieces } => (pieces.iter().map(|&(c, _, n)| (c, n)).collect(), Vec::new()),
+                    Item::Copy { src, dst, cnt } => (vec![(*src, *cnt)], vec![(*dst, *cnt)]),
+                    Item::Reduce { srcs, dst, cnt } => (vec![(srcs[0], *cnt), (srcs[1], *cnt)], vec![(*dst, *cnt)]),
+                    _ => unreachable!("handled above"),
+                };
+                let r_cells: Vec<Cell> = reads.iter().flat_map(|&(c, n)| canon(c, n)).collect();
+                let w_cells: Vec<Cell> = writes.iter().flat_map(|&(c, n)| canon(c, n)).collect();
+                let conflict = w_cells.iter().any(|c| since.read.contains(c) || since.written.contains(c))
+                    || r_cells.iter().any(|c| since.written.contains(c));
+                // A port put also signals (thread 0): the data before it must be complete.
+                let port_put = matches!(item, Item::Put { .. }) && ty == ChanType::Port;
+                if since.waited || conflict || (port_put && since.dirty) {
+                    since.nop(&mut ops);
+                }
+                ops.push(data_op(item, ty));
+                since.dirty = true;
+                since.read.extend(r_cells);
+                since.written.extend(w_cells);
+            }
+        }
+        if !e.releases.is_empty() {
+            if since.dirty {
+                since.nop(&mut ops);
+            }
+            for chunk in e.releases.chunks(MAX_SEMAPHORE_IDS) {
+                ops.push(OpJson { semaphore_ids: chunk.to_vec(), ..OpJson::named("sem_release") });
+            }
+        }
+    }
+    ops
+}
+
+/// `count` cells from a first one.
+type Run = (Cell, u32);
+
+/// What a thread block did since its last `nop`: a data op ran (only part of it is done in
+/// each thread), a wait or acquire ran (only thread 0 has waited), and the cells read and
+/// written (a later op touching them must not overlap).
+#[derive(Default)]
+struct Since {
+    dirty: bool,
+    waited: bool,
+    read: HashSet<Cell>,
+    written: HashSet<Cell>,
+}
+
+impl Since {
+    fn nop(&mut self, ops: &mut Vec<OpJson>) {
+        ops.push(OpJson::named("nop"));
+        *self = Since::default();
+    }
+}
+
+/// The operation of a data item.
+fn data_op(item: &Item, ty: ChanType) -> OpJson {
+    match item {
+        Item::Put { pieces } => {
+            let src_buff = pieces.iter().map(|&(c, _, n)| local(c, n)).collect();
+            let dst_buff =
+                pieces.iter().map(|&(_, off, n)| BuffRef::Remote { buffer_id: 0, index: off, size: n }).collect();
+            match ty {
+                ChanType::Memory => OpJson { channel_type: Some("memory"), src_buff, dst_buff, ..OpJson::named("put") },
+                ChanType::Port => OpJson { src_buff, dst_buff, ..OpJson::on("pwsf", ty) },
+            }
+        }
+        Item::Copy { src, dst, cnt } => {
+            OpJson { src_buff: vec![local(*src, *cnt)], dst_buff: vec![local(*dst, *cnt)], ..OpJson::named("copy") }
+        }
+        Item::Reduce { srcs, dst, cnt } => OpJson {
+            src_buff: vec![local(srcs[0], *cnt), local(srcs[1], *cnt)],
+            dst_buff: vec![local(*dst, *cnt)],
+            ..OpJson::named("re")
+        },
+        _ => unreachable!("only data items"),
+    }
+}
+
+/// Cuts a lane's operations into thread blocks of at most `MAX_OPS`: each but the last ends
+/// with `nop`, `sem_release` of a fresh semaphore (`next_sem` counts the GPU's), and the next
+/// begins with its `sem_acquire`, `nop`.
+fn segments(ops: Vec<OpJson>, next_sem: &mut u32) -> Vec<Vec<OpJson>> {
+    let mut out: Vec<Vec<OpJson>> = Vec::new();
+    let mut rest = ops.as_slice();
+    let mut opening: Vec<OpJson> = Vec::new();
+    loop {
+        if opening.len() + rest.len() <= MAX_OPS {
+            let mut seg = std::mem::take(&mut opening);
+            seg.extend_from_slice(rest);
+            out.push(seg);
+            return out;
+        }
+        let body = MAX_OPS - opening.len() - 2;
+        let mut seg = std::mem::take(&mut opening);
+        seg.extend_from_slice(&rest[..body]);
+        rest = &rest[body..];
+        let id = *next_sem;
+        *next_sem += 1;
+        if seg.last().is_none_or(|o| o.name != "nop") {
+            seg.push(OpJson::named("nop"));
+        }
+        seg.push(OpJson { semaphore_ids: vec![id], ..OpJson::named("sem_release") });
+        out.push(seg);
+        opening = vec![OpJson { semaphore_ids: vec![id], ..OpJson::named("sem_acquire") }, OpJson::named("nop")];
+        if rest.first().is_some_and(|o| o.name == "nop") {
+            rest = &rest[1..];
+        }
+    }
+}

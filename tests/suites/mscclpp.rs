@@ -1,0 +1,249 @@
+//! MSCCL++ execution plans through the engine's front door: every collective a plan runs, on a
+//! ring, a torus, a switch and an irregular graph, from the synthesizers and the baselines,
+//! replayed by the independent interpreter of `mscclpp_replay` (races, nops, handshakes,
+//! balanced semaphores, two launches, in place and out of place); the plan's shape on a small
+//! case exactly; and the limits and refusals, each naming what it hits.
+
+use crate::common::run_seeded as run;
+use crate::common::*;
+use crate::msccl::{NAMED, irregular, spec};
+use crate::mscclpp_replay;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, MscclppOptions, registry};
+use ccsynth::schedule::Schedule;
+use serde_json::Value;
+
+fn plan(s: &Schedule, opts: &MscclppOptions) -> Value {
+    let text = engine::export_mscclpp(s, opts).unwrap_or_else(|e| panic!("{e}"));
+    serde_json::from_str(&text).expect("a plan is JSON")
+}
+
+fn export_and_replay(what: &str, s: &Schedule) {
+    let text = engine::export_mscclpp(s, &MscclppOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    mscclpp_replay::replay_all(&text).unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// For the conformance body: `Ok(false)` when a plan cannot express the schedule (a collective
+/// it has no name for, a rank outside the group); `Err` when the export is wrong or refused
+/// for any other reason. Replayed in place under one order and out of place under another.
+pub fn replays_if_mscclpp_runs_it(what: &str, s: &Schedule) -> Result<bool, String> {
+    let text = match engine::export_mscclpp(s, &MscclppOptions::default()) {
+        Ok(text) => text,
+        Err(engine::Error::Unsupported(why))
+            if why.contains("has no plan collective") || why.contains("not a rank of the collective's group") =>
+        {
+            return Ok(false);
+        }
+        Err(e) => return Err(format!("{what}: {e}")),
+    };
+    for (in_place, policy) in [(true, mscclpp_replay::Policy::Reverse), (false, mscclpp_replay::Policy::Random(7))] {
+        let mode = mscclpp_replay::Mode { in_place, policy, launches: 2, max_tbs: mscclpp_replay::MAX_TBS };
+        mscclpp_replay::replay(&text, mode).map_err(|e| format!("{what} (in place {in_place}): {e}"))?;
+    }
+    Ok(true)
+}
+
+/// Ops of one thread block with the given name.
+fn count(tb: &Value, name: &str) -> usize {
+    tb["ops"].as_array().unwrap().iter().filter(|o| o["name"] == name).count()
+}
+
+#[test]
+fn the_ring_all_gather_plan_has_one_block_per_direction_and_its_handshake() {
+    let t = topo("ring:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllGather, 64 << 10), "ring").expect("ring serves ring:4");
+    let p = plan(&s, &MscclppOptions::default());
+    assert_eq!((p["collective"].as_str(), p["protocol"].as_str()), (Some("allgather"), Some("Simple")));
+    assert_eq!(p["inplace"], false);
+    assert_eq!(p["name"], "ccsynth-ring");
+    // Offsets are 32-bit: the largest buffer is the output's 4 chunks, so a chunk is at most
+    // ⌊(2^32 − 1) / 4⌋ rounded down to 16 bytes, and all-gather's size counts the output.
+    assert_eq!(p["max_message_size"].as_u64(), Some((u32::MAX as u64 / 4) / 16 * 16 * 4));
+    for (r, g) in p["gpus"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(g["id"], r);
+        assert_eq!((g["input_chunks"].as_u64(), g["output_chunks"].as_u64()), (Some(1), Some(4)));
+        // Three messages in, each into fresh scratch.
+        assert_eq!(g["scratch_chunks"], 3);
+        // One memory channel to the next GPU (its sends) and one from the previous (its
+        // receives), listed by peer.
+        let (next, prev) = ((r + 1) % 4, (r + 3) % 4);
+        let peers: Vec<u64> =
+            g["channels"][0]["connected_to"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(g["channels"][0]["channel_type"], "memory");
+        let mut want = vec![next as u64, prev as u64];
+        want.sort();
+        assert_eq!(peers, want, "GPU {r}");
+        assert_eq!(
+            g["remote_buffers"],
+            serde_json::json!([{"rank": next, "type": "s", "access_channel_types": ["memory"]}])
+        );
+        // A sending block, a receiving block, a local block (its own chunk into the output).
+        let tbs = g["threadblocks"].as_array().unwrap();
+        assert_eq!(tbs.len(), 3, "GPU {r}");
+        let (send, recv, local) = (&tbs[0], &tbs[1], &tbs[2]);
+        // The sender: the opening wait, then per message a put and its signal.
+        assert_eq!(send["ops"][0]["name"], "wait");
+        assert_eq!((count(send, "put"), count(send, "signal"), count(send, "wait")), (3, 3, 1));
+        // The receiver: the opening signal, then per message a wait and a copy into place.
+        assert_eq!(recv["ops"][0]["name"], "signal");
+        assert_eq!((count(recv, "wait"), count(recv, "copy"), count(recv, "signal")), (3, 3, 1));
+        assert_eq!(count(local, "copy"), 1);
+        // Every semaphore is released once and acquired once.
+        let sems = g["semaphores"].as_array().unwrap().len();
+        let mut released = vec![0; sems];
+        let mut acquired = vec![0; sems];
+        for tb in tbs {
+            for op in tb["ops"].as_array().unwrap() {
+                for id in op["semaphore_ids"].as_array().into_iter().flatten() {
+                    let id = id.as_u64().unwrap() as usize;
+                    match op["name"].as_str().unwrap() {
+                        "sem_release" => released[id] += 1,
+                        "sem_acquire" => acquired[id] += 1,
+                        other => panic!("{other} names a semaphore"),
+                    }
+                }
+            }
+        }
+        assert!(released.iter().chain(&acquired).all(|&n| n == 1), "GPU {r}: {released:?} {acquired:?}");
+    }
+    mscclpp_replay::replay_all(&serde_json::to_string(&p).unwrap()).unwrap();
+}
+
+#[test]
+fn every_collective_a_plan_runs_replays_on_a_ring_a_torus_a_switch_and_an_irregular_graph() {
+    let topologies = [
+        ("ring:6", topo("ring:6")),
+        ("torus:3x3", topo("torus:3x3")),
+        ("switch:5", topo("switch:5")),
+        ("mesh:4x4 degraded", irregular()),
+    ];
+    let algorithms: Vec<&str> = ["greedy", registry::PORTFOLIO].into_iter().chain(registry::baseline_names()).collect();
+    let mut replayed = 0;
+    for (tname, t) in &topologies {
+        for kind in NAMED {
+            for k in [1, 2] {
+                let spec = spec(t, kind, k);
+                for &alg in &algorithms {
+                    let Ok(s) = run(t, &spec, alg) else { continue };
+                    export_and_replay(&format!("{alg} {kind:?} k={k} on {tname}"), &s);
+                    replayed += 1;
+                }
+            }
+        }
+    }
+    assert!(replayed >= 150, "{replayed}");
+}
+
+#[test]
+fn paths_through_a_switch_use_port_channels_and_relays_forward_from_scratch() {
+    // switch:4: every message crosses the switch, so every channel is a port channel and
+    // every send a put-with-signal-and-flush.
+    let t = topo("switch:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllReduce, 1 << 20), "greedy").unwrap();
+    let p = plan(&s, &MscclppOptions::default());
+    for g in p["gpus"].as_array().unwrap() {
+        for c in g["channels"].as_array().unwrap() {
+            assert_eq!(c["channel_type"], "port");
+        }
+        for tb in g["threadblocks"].as_array().unwrap() {
+            assert_eq!(count(tb, "put"), 0);
+        }
+        assert!(g["threadblocks"].as_array().unwrap().iter().any(|tb| count(tb, "pwsf") > 0));
+        assert!(
+            g["remote_buffers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|b| b["access_channel_types"] == serde_json::json!(["port"]))
+        );
+    }
+    export_and_replay("greedy all_reduce on switch:4", &s);
+    // A ring baseline on a mesh routes some hops through other NPUs: they receive into scratch
+    // and send on from there.
+    let t = topo("mesh:3x3");
+    let s = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
+    assert!(s.transfers.iter().any(|t| t.path.as_ref().is_some_and(|p| p.len() > 2)), "some hop is routed");
+    export_and_replay("ring all_gather on mesh:3x3", &s);
+}
+
+#[test]
+fn a_lane_longer_than_64_operations_continues_in_a_chained_thread_block() {
+    // The ring all-reduce on 16 NPUs: 30 messages each way per GPU, about 100 operations for
+    // each of its sending and receiving lanes.
+    let t = topo("ring:16");
+    let s = run(&t, &CollectiveSpec::new(K::AllReduce, 1 << 20), "ring").unwrap();
+    let p = plan(&s, &MscclppOptions::default());
+    let mut chained = 0;
+    for g in p["gpus"].as_array().unwrap() {
+        for tb in g["threadblocks"].as_array().unwrap() {
+            let ops = tb["ops"].as_array().unwrap();
+            assert!(ops.len() <= 64, "{} ops", ops.len());
+            if ops[0]["name"] == "sem_acquire" && ops[1]["name"] == "nop" {
+                chained += 1;
+            }
+        }
+    }
+    assert!(chained >= 2 * 16, "{chained} chained blocks");
+    export_and_replay("ring all_reduce on ring:16", &s);
+}
+
+#[test]
+fn more_thread_blocks_than_can_be_resident_is_refused_naming_the_limit() {
+    // direct all-to-all on fc:64: each GPU sends to 63 peers and receives from 63, one block
+    // each, plus its local block: 127 > 108.
+    let t = topo("fc:64");
+    let s = run(&t, &CollectiveSpec::new(K::AllToAll, 1 << 20), "direct").unwrap();
+    let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("GPU 0 needs 127 thread blocks") && e.contains("at most 108"), "{e}");
+    // fc:32: 63 blocks, within the limit.
+    let t = topo("fc:32");
+    let s = run(&t, &CollectiveSpec::new(K::AllToAll, 1 << 20), "direct").unwrap();
+    let p = plan(&s, &MscclppOptions::default());
+    assert_eq!(p["gpus"][0]["threadblocks"].as_array().unwrap().len(), 63);
+}
+
+#[test]
+fn options_name_mark_in_place_and_bound_the_sizes() {
+    let t = topo("torus:2x2");
+    let s = run(&t, &CollectiveSpec::new(K::ReduceScatter, 1 << 20), "greedy").unwrap();
+    let opts =
+        MscclppOptions { name: Some("rs".into()), in_place: true, min_bytes: Some(4096), max_bytes: Some(1 << 40) };
+    let p = plan(&s, &opts);
+    assert_eq!((p["name"].as_str(), p["inplace"].as_bool()), (Some("rs"), Some(true)));
+    assert_eq!(p["min_message_size"], 4096);
+    // 2^40 is beyond what 32-bit offsets reach: the declared range stops there.
+    let max = p["max_message_size"].as_u64().unwrap();
+    assert!(max < 1 << 34 && max > 1 << 31, "{max}");
+    let opts = MscclppOptions { min_bytes: Some(1 << 40), ..Default::default() };
+    let e = engine::export_mscclpp(&s, &opts).unwrap_err().to_string();
+    assert!(e.contains("min_bytes 1099511627776 is above max_bytes"), "{e}");
+}
+
+#[test]
+fn rooted_and_other_collectives_are_refused_with_the_reason() {
+    let t = topo("ring:4");
+    for kind in [K::Broadcast, K::Reduce] {
+        let s = run(&t, &spec(&t, kind, 1), "greedy").unwrap();
+        let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("never by root"), "{e}");
+    }
+    let s = run(&t, &spec(&t, K::Scatter, 1), "greedy").unwrap();
+    let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("scatter has no plan collective"), "{e}");
+}
+
+#[test]
+fn the_ilp_and_the_latency_planners_export_too() {
+    let t = topo("torus:2x4");
+    for kind in [K::AllReduce, K::AllGather, K::ReduceScatter] {
+        let s = run(&t, &CollectiveSpec::new(kind, 1 << 20), "ilp").expect("the ilp serves torus:2x4");
+        export_and_replay(&format!("ilp {kind:?}"), &s);
+    }
+    for size in [64u64, 4096] {
+        for tspec in ["torus:4x4", "ring:8", "fc:8"] {
+            let t = topo(tspec);
+            let s = run(&t, &CollectiveSpec::new(K::AllReduce, size), "greedy").expect("the greedy serves all");
+            export_and_replay(&format!("greedy all_reduce {size} B on {tspec}"), &s);
+        }
+    }
+}

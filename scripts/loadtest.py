@@ -4,6 +4,11 @@ syntheses for D seconds, half of them repeats of a few requests (cache hits) and
 (a fresh seed each: solved). Prints throughput, latency percentiles and errors as JSON.
 
 Usage: scripts/loadtest.py http://127.0.0.1:8080 [--clients 200] [--seconds 60]
+
+With --fairness HEAVY_TOKEN LIGHT_TOKEN (a server with --tokens-file; tokens may be empty
+strings for a server without tokens, where both clients are one): the heavy client queues
+--heavy-jobs ILP runs of --heavy-seconds each at once, then the light client submits a small
+new synthesis every 2 s for --seconds and waits for each; prints the light client's latencies.
 """
 import argparse
 import http.client
@@ -17,8 +22,51 @@ parser = argparse.ArgumentParser()
 parser.add_argument("url")
 parser.add_argument("--clients", type=int, default=200)
 parser.add_argument("--seconds", type=float, default=60)
+parser.add_argument("--fairness", nargs=2, metavar=("HEAVY_TOKEN", "LIGHT_TOKEN"))
+parser.add_argument("--heavy-jobs", type=int, default=10)
+parser.add_argument("--heavy-seconds", type=float, default=6)
 args = parser.parse_args()
 target = urllib.parse.urlparse(args.url)
+
+
+def post(token: str, body: dict):
+    conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    conn.request("POST", "/v1/syntheses", json.dumps(body), headers)
+    resp = conn.getresponse()
+    return resp.status, json.loads(resp.read() or b"null")
+
+
+def fairness(heavy: str, light: str) -> None:
+    rng = random.Random(1)
+    for i in range(args.heavy_jobs):
+        status, _ = post(heavy, {
+            "spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500",
+            "collective": {"kind": "all_gather", "size_bytes": 67108864}, "algorithm": "ilp",
+            "options": {"time_limit_s": args.heavy_seconds, "seed": rng.getrandbits(48)}, "wait_ms": 0})
+        assert status == 202, status
+    waits = []
+    stop = time.monotonic() + args.seconds
+    while time.monotonic() < stop:
+        started = time.monotonic()
+        status, job = post(light, {
+            "spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "greedy",
+            "options": {"seed": rng.getrandbits(48), "time_limit_s": 5}, "wait_ms": 300000})
+        assert status == 201 and job["status"] == "succeeded", (status, job)
+        waits.append(time.monotonic() - started)
+        time.sleep(max(0.0, 2.0 - (time.monotonic() - started)))
+    print(json.dumps({
+        "heavy_jobs": args.heavy_jobs, "heavy_seconds": args.heavy_seconds, "light_requests": len(waits),
+        "light_p50_s": round(sorted(waits)[len(waits) // 2], 2), "light_max_s": round(max(waits), 2),
+        "light_first_s": round(waits[0], 2),
+    }, indent=2))
+
+
+if args.fairness:
+    fairness(*args.fairness)
+    raise SystemExit(0)
 
 HITS = [
     {"spec": f"ring:{p}", "collective": {"kind": "all_gather", "size_bytes": 1024 * p}} for p in (4, 6, 8, 12)

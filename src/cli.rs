@@ -341,6 +341,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         allow_open,
         allowed_hosts,
         max_active_per_client,
+        max_client_seconds,
         max_requests_per_s,
         private_metrics,
     } = a;
@@ -381,6 +382,10 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.max_connections = max_connections;
     config.clients = clients;
     config.max_active_per_client = max_active_per_client.max(1);
+    if !(max_client_seconds.is_finite() && max_client_seconds > 0.0) {
+        return Err(format!("--max-client-seconds {max_client_seconds}: expected seconds > 0"));
+    }
+    config.max_active_seconds_per_client = max_client_seconds;
     if !(max_requests_per_s.is_finite() && max_requests_per_s >= 0.0) {
         return Err(format!("--max-requests-per-s {max_requests_per_s}: expected a number of requests ≥ 0"));
     }

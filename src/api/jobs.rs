@@ -278,6 +278,10 @@ async fn enqueue(
         if active >= st.config.max_active_per_client {
             return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
         }
+        let seconds = st.store.active_seconds_of(owner).await? + req.time_limit_s;
+        if seconds > st.config.max_active_seconds_per_client {
+            return Err(ApiError::ClientSeconds(seconds, st.config.max_active_seconds_per_client));
+        }
     }
     let id = crate::store::new_id();
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -291,6 +295,7 @@ async fn enqueue(
             algorithm: &req.algorithm,
             topology_id: &req.topology_id,
             owner: caller.0.as_deref(),
+            budget_s: req.time_limit_s,
         })
         .await?;
     st.queued.notify_one();
@@ -402,9 +407,10 @@ async fn cancel(
     Ok(json(StatusCode::OK, &job_out(&j)))
 }
 
-/// Room for `count` more jobs: in the queue (429 `QueueFull`) and in the caller's quota of
-/// active jobs (429 `ClientQuota`).
-async fn check_room(st: &Shared, caller: &Caller, count: usize) -> Result<(), ApiError> {
+/// Room for `count` more jobs declaring `seconds` of solving together: in the queue (429
+/// `QueueFull`) and in the caller's quotas of active jobs and their seconds (429
+/// `ClientQuota`, `ClientSeconds`).
+async fn check_room(st: &Shared, caller: &Caller, count: usize, seconds: f64) -> Result<(), ApiError> {
     let depth = st.store.queued_count().await?;
     if depth + count as i64 > st.config.max_queue {
         return Err(ApiError::QueueFull(depth));
@@ -413,6 +419,10 @@ async fn check_room(st: &Shared, caller: &Caller, count: usize) -> Result<(), Ap
         let active = st.store.active_count_of(owner).await?;
         if active + count as i64 > st.config.max_active_per_client {
             return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
+        }
+        let total = st.store.active_seconds_of(owner).await? + seconds;
+        if total > st.config.max_active_seconds_per_client {
+            return Err(ApiError::ClientSeconds(total, st.config.max_active_seconds_per_client));
         }
     }
     Ok(())
@@ -447,7 +457,7 @@ async fn create_batch(
     // Room in the queue and in the client's quota first: they need only the count, and a batch
     // that cannot be queued should not cost the CPU of checking its items (issue 28: 10,000
     // heavy items were hours of checking before the refusal). Checked again before queueing.
-    check_room(&st, &caller, count).await?;
+    check_room(&st, &caller, count, 0.0).await?;
     // Every request is checked before any is queued: a batch is accepted whole or not at all.
     let mut normalized = Vec::with_capacity(count);
     for (i, r) in b.requests.into_iter().enumerate() {
@@ -467,7 +477,9 @@ async fn create_batch(
             })?;
         regenerations.push((found, g.force));
     }
-    check_room(&st, &caller, count).await?;
+    let seconds = normalized.iter().map(|(r, _)| r.time_limit_s).sum::<f64>()
+        + regenerations.iter().map(|(g, _)| g.req.time_limit_s).sum::<f64>();
+    check_room(&st, &caller, count, seconds).await?;
     for (g, force) in regenerations {
         normalized.push((store_regeneration(&st, &caller, g).await?, force));
     }

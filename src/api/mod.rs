@@ -69,6 +69,9 @@ pub struct Config {
     pub clients: Vec<Client>,
     /// Queued and running jobs one client may have (429 beyond); only with `clients`.
     pub max_active_per_client: i64,
+    /// The declared solve time (the sum of time limits, seconds) of one client's queued and
+    /// running jobs (429 beyond); only with `clients`.
+    pub max_active_seconds_per_client: f64,
     /// Requests per second one client may make on average, in bursts of as many (429 with
     /// `Retry-After` beyond); only with `clients`. 0: no limit.
     pub max_requests_per_s: f64,
@@ -156,6 +159,7 @@ impl Config {
             allowed_hosts: None,
             clients: Vec::new(),
             max_active_per_client: 1_000,
+            max_active_seconds_per_client: 86_400.0,
             max_requests_per_s: 100.0,
             private_metrics: false,
         }

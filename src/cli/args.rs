@@ -212,6 +212,10 @@ pub struct ServeArgs {
     /// Queued and running jobs one client may have (429 beyond); with --tokens-file.
     #[arg(long, default_value_t = 1_000)]
     pub max_active_per_client: i64,
+    /// Seconds of declared solving (the sum of the time limits) one client's queued and
+    /// running jobs may add up to (429 beyond); with --tokens-file.
+    #[arg(long, default_value_t = 86_400.0)]
+    pub max_client_seconds: f64,
     /// Requests per second one client may make on average, in bursts of as many (429 with
     /// Retry-After beyond; 0: no limit); with --tokens-file.
     #[arg(long, default_value_t = 100.0)]

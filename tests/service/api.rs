@@ -204,6 +204,7 @@ on_both_databases!(
     a_topology_in_use_is_not_deleted,
     tokens_authenticate_and_jobs_belong_to_their_client,
     topologies_belong_to_the_clients_that_stored_them,
+    a_heavy_client_does_not_starve_a_light_one,
     oversized_requests_are_refused_before_they_are_built,
     identical_requests_in_flight_share_one_job,
     http_hygiene_every_error_is_a_problem,
@@ -1257,6 +1258,7 @@ fn bare_job<'a>(id: &'a str, key: &'a str) -> ccsynth::store::NewJob<'a> {
         algorithm: "greedy",
         topology_id: "no-topology",
         owner: None,
+        budget_s: 60.0,
     }
 }
 
@@ -1645,6 +1647,70 @@ fn topologies_belong_to_the_clients_that_stored_them(db: Db) {
     assert_eq!(as_("bob", "DELETE", &path, None).status, 204);
     assert_problem(&as_("bob", "GET", &path, None), 404);
     assert!(listed("bob").is_empty());
+}
+
+/// With tokens the queue is fair between clients (issue 28, reproducer 4): with one worker,
+/// alice's running job and two more of hers queued, bob's job (queued after them) runs next,
+/// before alice's; and a client's queued work is bounded in declared seconds as well as in jobs.
+fn a_heavy_client_does_not_starve_a_light_one(db: Db) {
+    let clients = ccsynth::api::parse_clients("alice alice-token-0123456789\nbob bob-token-0123456789\n").unwrap();
+    let s = start_with(db, |c| {
+        c.clients = clients;
+        c.workers = 1;
+        c.max_active_seconds_per_client = 50.0;
+    });
+    let as_ = |who: &str, method: &str, path: &str, body: Option<Value>| {
+        let token = format!("Bearer {who}-token-0123456789");
+        let headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Authorization", token.as_str())];
+        let body = body.map(|b| b.to_string().into_bytes());
+        raw_headers(s.addr, method, path, body.as_deref(), &headers)
+    };
+    let job = |who: &str, id: &str| as_(who, "GET", &format!("/v1/jobs/{id}"), None).json();
+    let wait = |who: &str, id: &str, statuses: &[&str]| {
+        let mut last = Value::Null;
+        wait_until(Duration::from_secs(120), || {
+            last = job(who, id);
+            statuses.contains(&last["status"].as_str().unwrap_or(""))
+        });
+        last
+    };
+    // ILP runs of up to 20 s each (cancelled below).
+    let slow = |seed: u64| {
+        json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+               "algorithm": "ilp", "options": {"time_limit_s": 20, "seed": seed}, "wait_ms": 0})
+    };
+    let queue = |who: &str, body: Value| {
+        let r = as_(who, "POST", "/v1/syntheses", Some(body));
+        assert_eq!(r.status, 202, "{}", r.body);
+        r.json()["id"].as_str().unwrap().to_string()
+    };
+    let a1 = queue("alice", slow(1));
+    wait("alice", &a1, &["running"]);
+    let a2 = queue("alice", slow(2));
+    // 20 s running + 20 s queued + 20 s more would be 60 s of declared solving: over alice's 50.
+    let r = as_("alice", "POST", "/v1/syntheses", Some(slow(3)));
+    let p = assert_problem(&r, 429);
+    assert!(
+        p["detail"].as_str().unwrap().contains("declare 60 s of solving")
+            && p["detail"].as_str().unwrap().contains("50 s"),
+        "{p}"
+    );
+    assert_eq!(r.header("retry-after"), Some("5"));
+    // Bob's quick job, queued after alice's second.
+    let quick = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring",
+                       "options": {"time_limit_s": 5}, "wait_ms": 0});
+    let b = queue("bob", quick);
+    // The worker frees up: bob's job is next, though alice's was queued first.
+    assert_eq!(as_("alice", "DELETE", &format!("/v1/jobs/{a1}"), None).status, 200);
+    let done = wait("bob", &b, &["succeeded"]);
+    let started_b = done["started_at_ms"].as_i64().unwrap();
+    let second = job("alice", &a2);
+    if let Some(started_a2) = second["started_at_ms"].as_i64() {
+        assert!(started_a2 >= started_b, "alice's second job started before bob's: {second} {done}");
+    }
+    // Without bob, alice's next job runs.
+    wait("alice", &a2, &["running"]);
+    assert_eq!(as_("alice", "DELETE", &format!("/v1/jobs/{a2}"), None).status, 200);
 }
 
 fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {

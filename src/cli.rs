@@ -334,6 +334,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         drain_ms,
         max_attempts,
         max_result_bytes,
+        export_memory_mb,
         header_timeout_ms,
         body_timeout_ms,
         max_connections,
@@ -377,6 +378,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.drain_ms = drain_ms;
     config.max_attempts = max_attempts.max(1);
     config.max_result_bytes = max_result_bytes;
+    config.export_memory_mb = export_memory_mb.max(1);
     config.header_timeout_ms = header_timeout_ms;
     config.body_timeout_ms = body_timeout_ms;
     config.max_connections = max_connections;

@@ -69,6 +69,8 @@ pub struct Config {
     pub clients: Vec<Client>,
     /// Queued and running jobs one client may have (429 beyond); only with `clients`.
     pub max_active_per_client: i64,
+    /// Memory (MiB) that schedule exports computed at once may use, by their estimates.
+    pub export_memory_mb: u32,
     /// The declared solve time (the sum of time limits, seconds) of one client's queued and
     /// running jobs (429 beyond); only with `clients`.
     pub max_active_seconds_per_client: f64,
@@ -159,6 +161,7 @@ impl Config {
             allowed_hosts: None,
             clients: Vec::new(),
             max_active_per_client: 1_000,
+            export_memory_mb: 2_048,
             max_active_seconds_per_client: 86_400.0,
             max_requests_per_s: 100.0,
             private_metrics: false,
@@ -186,6 +189,10 @@ pub struct Metrics {
     syntheses: Family<SynthesisLabels, Counter>,
     solve_seconds: Histogram,
     queue_depth: Gauge,
+    /// Exports computed (concurrent identical GETs share one), and those that waited for the
+    /// export memory budget.
+    pub exports_built: Counter,
+    pub export_budget_waits: Counter,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -214,7 +221,19 @@ impl Default for Metrics {
         registry.register("ccsynth_syntheses", "Syntheses by algorithm and outcome", syntheses.clone());
         registry.register("ccsynth_solve_seconds", "Time to run one synthesis job", solve_seconds.clone());
         registry.register("ccsynth_queue_depth", "Jobs waiting for a worker", queue_depth.clone());
-        Metrics { registry, requests, syntheses, solve_seconds, queue_depth }
+        let exports_built = Counter::default();
+        let export_budget_waits = Counter::default();
+        registry.register(
+            "ccsynth_exports_built",
+            "Schedule exports computed (identical concurrent requests share one)",
+            exports_built.clone(),
+        );
+        registry.register(
+            "ccsynth_export_budget_waits",
+            "Schedule exports that waited for the export memory budget",
+            export_budget_waits.clone(),
+        );
+        Metrics { registry, requests, syntheses, solve_seconds, queue_depth, exports_built, export_budget_waits }
     }
 }
 
@@ -258,6 +277,12 @@ pub struct AppState {
     pub comparing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Each client's request allowance (token bucket: what is left, when it was last topped up).
     pub allowance: Mutex<HashMap<String, (f64, std::time::Instant)>>,
+    /// Exports being computed, by schedule, format and options: concurrent identical requests
+    /// wait for one computation.
+    pub exports: Mutex<HashMap<String, Arc<export::Pending>>>,
+    /// The export memory budget, in MiB: each export holds its estimated peak while it is
+    /// computed, so concurrent heavy exports wait instead of allocating in parallel.
+    pub export_budget: tokio::sync::Semaphore,
 }
 
 pub type Shared = Arc<AppState>;
@@ -529,6 +554,8 @@ pub async fn serve_on(
         shutting_down: AtomicBool::new(false),
         comparing: Mutex::new(HashMap::new()),
         allowance: Mutex::new(HashMap::new()),
+        exports: Mutex::new(HashMap::new()),
+        export_budget: tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
     compress_old_schedules(state.store.clone());

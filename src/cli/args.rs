@@ -183,6 +183,10 @@ pub struct ServeArgs {
     /// Largest schedule JSON stored (bytes); a larger result fails its job with the reason.
     #[arg(long, default_value_t = 512 << 20)]
     pub max_result_bytes: usize,
+    /// Memory (MiB) that schedule exports computed at once may use, by their estimates
+    /// (a heavier export waits for room; one larger than the budget runs alone).
+    #[arg(long, default_value_t = 2_048)]
+    pub export_memory_mb: u32,
     /// A connection that has not sent a whole request head this long after it opened, or
     /// after its last response, is closed (ms).
     #[arg(long, default_value_t = 10_000)]

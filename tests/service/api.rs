@@ -213,6 +213,7 @@ on_both_databases!(
     schedules_export_as_msccl_xml,
     sizes_may_be_written_as_the_cli_writes_them,
     large_schedules_are_stored_compressed,
+    concurrent_exports_share_one_computation_within_a_memory_budget,
 );
 
 fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
@@ -2025,4 +2026,53 @@ fn large_schedules_are_stored_compressed(db: Db) {
     let again = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
     assert_eq!(again.status, 200);
     assert_eq!(again.json(), doc);
+}
+
+/// Issue 28, reproducer 5: concurrent GETs of one export share one computation (and one
+/// buffer), and different heavy exports wait for the export memory budget instead of being
+/// computed side by side.
+fn concurrent_exports_share_one_computation_within_a_memory_budget(db: Db) {
+    let s = start_with(db, |c| c.export_memory_mb = 1);
+    let req = json!({"spec": "torus:16x16", "collective": {"kind": "all_gather", "size_bytes": 268435456},
+                     "algorithm": "greedy", "wait_ms": 120000});
+    let (code, v) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{v}");
+    let sid = v["schedule_id"].as_str().unwrap().to_string();
+    let metric = |name: &str| -> u64 {
+        let m = raw(s.addr, "GET", "/metrics", None).body;
+        let line = m.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} in {m}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    // Fired together, each GET at once: a computation of the plan takes about a second.
+    let fire = |paths: Vec<String>| -> Vec<Resp> {
+        let barrier = std::sync::Barrier::new(paths.len());
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = paths
+                .iter()
+                .map(|p| {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        barrier.wait();
+                        raw(s.addr, "GET", p, None)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    let built = metric("ccsynth_exports_built_total");
+    let same = format!("/v1/schedules/{sid}/export?format=mscclpp-json");
+    let answers = fire(vec![same.clone(); 6]);
+    for r in &answers {
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body, answers[0].body, "one plan for all");
+    }
+    assert_eq!(metric("ccsynth_exports_built_total"), built + 1, "six identical GETs, one computation");
+    // Two different exports with a budget of 1 MiB: each is estimated far above it, so they
+    // run one after the other, the second waiting for the first.
+    let waits = metric("ccsynth_export_budget_waits_total");
+    let answers = fire(vec![format!("{same}&name=a"), format!("{same}&name=b")]);
+    assert!(answers.iter().all(|r| r.status == 200));
+    assert_eq!(metric("ccsynth_exports_built_total"), built + 3);
+    assert!(metric("ccsynth_export_budget_waits_total") > waits, "the second export waited for the budget");
 }

@@ -147,6 +147,9 @@ pub struct NewJob<'a> {
     pub owner: Option<&'a str>,
     /// Its declared solve time (the time limit), counted against the client's quota.
     pub budget_s: f64,
+    /// Identical requests may join it while it is queued or running (not forced, not in a
+    /// batch): at most one such job per key is active, which the store enforces.
+    pub shared: bool,
 }
 
 /// What deleting a topology did.
@@ -577,11 +580,13 @@ impl Store {
         })
     }
 
-    pub async fn create_job(&self, job: NewJob<'_>) -> Result<(), StoreError> {
-        let NewJob { id, batch_id, request_id, key, request, algorithm, topology_id, owner, budget_s } = job;
-        sqlx::query(
-            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11)",
+    /// Queues a job; `false` when it was not created because a shared job with its key is
+    /// already queued or running (then join that one: `active_with_key`).
+    pub async fn create_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {
+        let NewJob { id, batch_id, request_id, key, request, algorithm, topology_id, owner, budget_s, shared } = job;
+        let inserted = sqlx::query(
+            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s, shared) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
         )
         .bind(id)
         .bind(batch_id.map(str::to_string))
@@ -594,9 +599,14 @@ impl Store {
         .bind(topology_id)
         .bind(owner.map(str::to_string))
         .bind(budget_s)
+        .bind(i32::from(shared))
         .execute(&self.pool)
         .await?;
-        self.announce(&self.pool, JobEvent::Queued).await
+        if inserted.rows_affected() == 0 {
+            return Ok(false);
+        }
+        self.announce(&self.pool, JobEvent::Queued).await?;
+        Ok(true)
     }
 
     /// The declared solve time (seconds) of one client's queued and running jobs (its quota

@@ -283,23 +283,40 @@ async fn enqueue(
             return Err(ApiError::ClientSeconds(seconds, st.config.max_active_seconds_per_client));
         }
     }
-    let id = crate::store::new_id();
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
-    st.store
-        .create_job(crate::store::NewJob {
-            id: &id,
-            batch_id: batch,
-            request_id: Some(&request_id.0),
-            key: &key,
-            request: &body,
-            algorithm: &req.algorithm,
-            topology_id: &req.topology_id,
-            owner: caller.0.as_deref(),
-            budget_s: req.time_limit_s,
-        })
-        .await?;
-    st.queued.notify_one();
-    Ok((id, false))
+    let shared = !force && batch.is_none();
+    // Identical requests racing each other: the store keeps one shared active job per key, so
+    // a request that loses the race joins the winner's job (or, if it ended meanwhile, its
+    // result).
+    for _ in 0..3 {
+        let id = crate::store::new_id();
+        let created = st
+            .store
+            .create_job(crate::store::NewJob {
+                id: &id,
+                batch_id: batch,
+                request_id: Some(&request_id.0),
+                key: &key,
+                request: &body,
+                algorithm: &req.algorithm,
+                topology_id: &req.topology_id,
+                owner: caller.0.as_deref(),
+                budget_s: req.time_limit_s,
+                shared,
+            })
+            .await?;
+        if created {
+            st.queued.notify_one();
+            return Ok((id, false));
+        }
+        if let Some(twin) = st.store.active_with_key(&key).await? {
+            return Ok((twin.id, false));
+        }
+        if let Some(hit) = st.store.succeeded_with_key(&key).await? {
+            return Ok((hit.id, true));
+        }
+    }
+    Err(ApiError::Internal(format!("request key {key:?}: no job could be created or joined")))
 }
 
 /// Waits up to `wait_ms` for a job to end, then answers 201 (ended) or 202 (still going).

@@ -1260,6 +1260,7 @@ fn bare_job<'a>(id: &'a str, key: &'a str) -> ccsynth::store::NewJob<'a> {
         topology_id: "no-topology",
         owner: None,
         budget_s: 60.0,
+        shared: false,
     }
 }
 
@@ -1324,6 +1325,32 @@ fn identical_requests_in_flight_share_one_job(db: Db) {
         })
         .collect();
     assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    // Identical requests racing each other (issue 28: 100 in parallel made 15 jobs on SQLite,
+    // 2 on PostgreSQL): one job. A fresh request (another seed), 100 at once.
+    let mut racing = slow.clone();
+    racing["options"]["seed"] = json!(7);
+    let barrier = std::sync::Barrier::new(100);
+    let raced: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..100)
+            .map(|_| {
+                let (barrier, body) = (&barrier, racing.to_string());
+                scope.spawn(move || {
+                    barrier.wait();
+                    let r = raw(s.addr, "POST", "/v1/syntheses", Some(body.as_bytes()));
+                    assert_eq!(r.status, 202, "{}", r.body);
+                    r.json()["id"].as_str().unwrap().to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        raced.iter().all(|id| *id == raced[0]),
+        "{} jobs",
+        raced.iter().collect::<std::collections::HashSet<_>>().len()
+    );
+    assert_ne!(raced[0], ids[0]);
+    assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{}", raced[0]), None).status, 200);
     // `force` asks for a run of its own.
     let mut forced = slow.clone();
     forced["force"] = json!(true);

@@ -335,6 +335,8 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         max_attempts,
         max_result_bytes,
         export_memory_mb,
+        max_interactive_per_client,
+        max_interactive_s,
         header_timeout_ms,
         body_timeout_ms,
         max_connections,
@@ -379,6 +381,11 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.max_attempts = max_attempts.max(1);
     config.max_result_bytes = max_result_bytes;
     config.export_memory_mb = export_memory_mb.max(1);
+    config.max_interactive_per_client = max_interactive_per_client.max(0);
+    if !(max_interactive_s.is_finite() && max_interactive_s > 0.0) {
+        return Err(format!("--max-interactive-s {max_interactive_s}: expected seconds > 0"));
+    }
+    config.max_interactive_s = max_interactive_s;
     config.header_timeout_ms = header_timeout_ms;
     config.body_timeout_ms = body_timeout_ms;
     config.max_connections = max_connections;

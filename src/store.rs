@@ -150,6 +150,8 @@ pub struct NewJob<'a> {
     /// Identical requests may join it while it is queued or running (not forced, not in a
     /// batch): at most one such job per key is active, which the store enforces.
     pub shared: bool,
+    /// Claimed before every job of a lower priority (0 normal, 1 interactive).
+    pub priority: i32,
 }
 
 /// What deleting a topology did.
@@ -583,10 +585,22 @@ impl Store {
     /// Queues a job; `false` when it was not created because a shared job with its key is
     /// already queued or running (then join that one: `active_with_key`).
     pub async fn create_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {
-        let NewJob { id, batch_id, request_id, key, request, algorithm, topology_id, owner, budget_s, shared } = job;
+        let NewJob {
+            id,
+            batch_id,
+            request_id,
+            key,
+            request,
+            algorithm,
+            topology_id,
+            owner,
+            budget_s,
+            shared,
+            priority,
+        } = job;
         let inserted = sqlx::query(
-            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s, shared) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, $12) ON CONFLICT DO NOTHING",
+            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s, shared, priority) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
         )
         .bind(id)
         .bind(batch_id.map(str::to_string))
@@ -600,6 +614,7 @@ impl Store {
         .bind(owner.map(str::to_string))
         .bind(budget_s)
         .bind(i32::from(shared))
+        .bind(priority)
         .execute(&self.pool)
         .await?;
         if inserted.rows_affected() == 0 {
@@ -607,6 +622,30 @@ impl Store {
         }
         self.announce(&self.pool, JobEvent::Queued).await?;
         Ok(true)
+    }
+
+    /// Queued and running jobs of `priority` or above of one client (`None`: no tokens, every
+    /// job is the one client's).
+    pub async fn active_at_priority(&self, owner: Option<&str>, priority: i32) -> Result<i64, StoreError> {
+        let q = "SELECT COUNT(*) FROM jobs WHERE COALESCE(owner, '') = $1 AND status IN ($2, $3) AND priority >= $4";
+        Ok(sqlx::query_scalar(q)
+            .bind(owner.unwrap_or(""))
+            .bind(JobStatus::Queued.as_str())
+            .bind(JobStatus::Running.as_str())
+            .bind(priority)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// Raises a queued job's priority (a request of a higher priority joined it).
+    pub async fn raise_priority(&self, id: &str, priority: i32) -> Result<(), StoreError> {
+        sqlx::query("UPDATE jobs SET priority = $1 WHERE id = $2 AND status = $3 AND priority < $1")
+            .bind(priority)
+            .bind(id)
+            .bind(JobStatus::Queued.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// The declared solve time (seconds) of one client's queued and running jobs (its quota
@@ -718,13 +757,17 @@ impl Store {
         // which the migration indexes (`IS NOT DISTINCT FROM` would use no index on
         // PostgreSQL); with 10,000 queued jobs the claim takes 4-6 ms on either database,
         // as the plain oldest-first one did.
+        // Only the highest priority among the claimable jobs is considered (interactive jobs
+        // before normal ones), fairly between clients within it.
         let claimable = "(status = $4 OR (status = $3 AND lease_until < $1))";
+        let top = format!("(SELECT MAX(priority) FROM jobs WHERE {claimable})");
         let q = format!(
             "UPDATE jobs SET status = $3, started_at = $1, lease_until = $2, progress = 0, message = $3, \
              attempts = attempts + 1 \
              WHERE id = (SELECT j.id FROM jobs j WHERE (j.status = $4 OR (j.status = $3 AND j.lease_until < $1)) \
+             AND j.priority = {top} \
              AND COALESCE(j.owner, '') = (SELECT q.o FROM (SELECT DISTINCT COALESCE(owner, '') AS o FROM jobs \
-             WHERE {claimable}) q \
+             WHERE {claimable} AND priority = {top}) q \
              ORDER BY (SELECT COUNT(*) FROM jobs r WHERE COALESCE(r.owner, '') = q.o AND r.status = $3 AND r.lease_until >= $1), \
              (SELECT COALESCE(MAX(r.started_at), 0) FROM jobs r WHERE COALESCE(r.owner, '') = q.o), q.o LIMIT 1) \
              ORDER BY j.created_at, j.id LIMIT 1{lock}) \

@@ -42,6 +42,11 @@ pub enum ApiError {
         "your queued and running jobs would declare {0:.0} s of solving (their time limits), the limit per client is {1:.0} s; wait for some to end"
     )]
     ClientSeconds(f64, f64),
+    /// The caller's active interactive jobs, and the limit.
+    #[error(
+        "you have {0} queued or running interactive jobs, the limit per client is {1}; wait for one to end or send the request as normal"
+    )]
+    InteractiveQuota(i64, i64),
     #[error("the job queue is full ({0} queued)")]
     QueueFull(i64),
     /// A body that is not `application/json` (the media type given).
@@ -103,9 +108,10 @@ impl ApiError {
             ApiError::InUse(..) => StatusCode::CONFLICT,
             ApiError::BadHost(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ApiError::ClientQuota(..) | ApiError::ClientSeconds(..) | ApiError::RateLimited(_) => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::ClientQuota(..)
+            | ApiError::ClientSeconds(..)
+            | ApiError::InteractiveQuota(..)
+            | ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -128,7 +134,7 @@ impl ApiError {
             ApiError::InUse(..) => "in-use",
             ApiError::BadHost(_) => "bad-host",
             ApiError::Unauthorized => "unauthorized",
-            ApiError::ClientQuota(..) | ApiError::ClientSeconds(..) => "client-quota",
+            ApiError::ClientQuota(..) | ApiError::ClientSeconds(..) | ApiError::InteractiveQuota(..) => "client-quota",
             ApiError::RateLimited(_) => "rate-limited",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
@@ -207,7 +213,10 @@ impl IntoResponse for ApiError {
         resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
         match self {
             // A full queue drains at the workers' pace: ask for a retry a few seconds on.
-            ApiError::QueueFull(_) | ApiError::ClientQuota(..) | ApiError::ClientSeconds(..) => {
+            ApiError::QueueFull(_)
+            | ApiError::ClientQuota(..)
+            | ApiError::ClientSeconds(..)
+            | ApiError::InteractiveQuota(..) => {
                 resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
             }
             ApiError::RateLimited(wait_s) => {

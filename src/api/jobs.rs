@@ -51,6 +51,28 @@ pub struct SynthesisRequest {
     pub wait_ms: Option<u64>,
     #[serde(default)]
     pub force: bool,
+    /// `interactive`: claimed before every normal job (a scheduler that needs the answer now);
+    /// a client may have a few active at once, each with a short time limit.
+    #[serde(default)]
+    pub priority: Priority,
+}
+
+/// A job's class: interactive jobs are claimed before normal ones.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    #[default]
+    Normal,
+    Interactive,
+}
+
+impl Priority {
+    fn level(self) -> i32 {
+        match self {
+            Priority::Normal => 0,
+            Priority::Interactive => 1,
+        }
+    }
 }
 
 fn default_algorithm() -> String {
@@ -248,7 +270,7 @@ fn job_out(j: &crate::store::JobRow) -> JobOut {
 async fn enqueue(
     st: &Shared,
     req: &JobRequest,
-    force: bool,
+    (force, priority): (bool, Priority),
     batch: Option<&str>,
     request_id: &RequestId,
     caller: &Caller,
@@ -263,10 +285,14 @@ async fn enqueue(
     }
     // The same request already queued or running (outside a batch, whose jobs each report
     // on their own): wait for that job rather than solve it twice.
+    if priority == Priority::Interactive {
+        check_interactive(st, caller, req).await?;
+    }
     if !force
         && batch.is_none()
         && let Some(twin) = st.store.active_with_key(&key).await?
     {
+        st.store.raise_priority(&twin.id, priority.level()).await?;
         return Ok((twin.id, false));
     }
     let depth = st.store.queued_count().await?;
@@ -303,6 +329,7 @@ async fn enqueue(
                 owner: caller.0.as_deref(),
                 budget_s: req.time_limit_s,
                 shared,
+                priority: priority.level(),
             })
             .await?;
         if created {
@@ -310,6 +337,7 @@ async fn enqueue(
             return Ok((id, false));
         }
         if let Some(twin) = st.store.active_with_key(&key).await? {
+            st.store.raise_priority(&twin.id, priority.level()).await?;
             return Ok((twin.id, false));
         }
         if let Some(hit) = st.store.succeeded_with_key(&key).await? {
@@ -317,6 +345,24 @@ async fn enqueue(
         }
     }
     Err(ApiError::Internal(format!("request key {key:?}: no job could be created or joined")))
+}
+
+/// An interactive job's limits: a short time limit (it jumps the queue) and a few active per
+/// client (without tokens, per service).
+async fn check_interactive(st: &Shared, caller: &Caller, req: &JobRequest) -> Result<(), ApiError> {
+    let most_s = st.config.max_interactive_s;
+    if req.time_limit_s > most_s {
+        return Err(InputError::new(
+            "options.time_limit_s",
+            format!("{} s: an interactive job may run at most {most_s} s (priority: interactive)", req.time_limit_s),
+        )
+        .into());
+    }
+    let active = st.store.active_at_priority(caller.0.as_deref(), Priority::Interactive.level()).await?;
+    if active >= st.config.max_interactive_per_client {
+        return Err(ApiError::InteractiveQuota(active, st.config.max_interactive_per_client));
+    }
+    Ok(())
 }
 
 /// Waits up to `wait_ms` for a job to end, then answers 201 (ended) or 202 (still going).
@@ -373,9 +419,9 @@ async fn create(
     JsonBody(r): JsonBody<SynthesisRequest>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
-    let (wait, force) = (r.wait_ms.unwrap_or(1000), r.force);
+    let (wait, force, priority) = (r.wait_ms.unwrap_or(1000), r.force, r.priority);
     let req = normalize(&st, &caller, r, "").await?;
-    let (id, cached) = enqueue(&st, &req, force, None, &rid, &caller).await?;
+    let (id, cached) = enqueue(&st, &req, (force, priority), None, &rid, &caller).await?;
     answer(&st, &id, wait, cached).await
 }
 
@@ -478,6 +524,10 @@ async fn create_batch(
     // Every request is checked before any is queued: a batch is accepted whole or not at all.
     let mut normalized = Vec::with_capacity(count);
     for (i, r) in b.requests.into_iter().enumerate() {
+        if r.priority == Priority::Interactive {
+            let why = "interactive: a batch's jobs are normal; send a synthesis that needs an answer now on its own";
+            return Err(InputError::new(format!("requests[{i}].priority"), why).into());
+        }
         let force = r.force;
         normalized.push((normalize(&st, &caller, r, &format!("requests[{i}]")).await?, force));
     }
@@ -505,7 +555,7 @@ async fn create_batch(
     let mut job_ids = Vec::new();
     for (req, force) in &normalized {
         // A cached result is reported by the job that produced it.
-        let (id, _) = enqueue(&st, req, *force, Some(&batch_id), &rid, &caller).await?;
+        let (id, _) = enqueue(&st, req, (*force, Priority::Normal), Some(&batch_id), &rid, &caller).await?;
         job_ids.push(id);
     }
     let mut resp = json(
@@ -611,6 +661,9 @@ struct RegenerateIn {
     algorithm: Option<String>,
     #[serde(default)]
     wait_ms: Option<u64>,
+    /// As for a synthesis: `interactive` is claimed before normal jobs.
+    #[serde(default)]
+    priority: Priority,
 }
 
 /// A regeneration in a batch: a stored schedule and the failures to regenerate it after.
@@ -700,9 +753,10 @@ async fn regenerate(
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
+    let priority = r.priority;
     let checked = check_regeneration(&st, &caller, &id, r.failed_links, r.failed_npus, r.algorithm, "").await?;
     let req = store_regeneration(&st, &caller, checked).await?;
-    let (job_id, cached) = enqueue(&st, &req, false, None, &rid, &caller).await?;
+    let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }
 

@@ -71,6 +71,10 @@ pub struct Config {
     pub max_active_per_client: i64,
     /// Memory (MiB) that schedule exports computed at once may use, by their estimates.
     pub export_memory_mb: u32,
+    /// Interactive jobs one client (the service, without tokens) may have queued or running.
+    pub max_interactive_per_client: i64,
+    /// The longest time limit (seconds) of an interactive job.
+    pub max_interactive_s: f64,
     /// The declared solve time (the sum of time limits, seconds) of one client's queued and
     /// running jobs (429 beyond); only with `clients`.
     pub max_active_seconds_per_client: f64,
@@ -162,6 +166,8 @@ impl Config {
             clients: Vec::new(),
             max_active_per_client: 1_000,
             export_memory_mb: 2_048,
+            max_interactive_per_client: 2,
+            max_interactive_s: 60.0,
             max_active_seconds_per_client: 86_400.0,
             max_requests_per_s: 100.0,
             private_metrics: false,

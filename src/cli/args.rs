@@ -187,6 +187,13 @@ pub struct ServeArgs {
     /// (a heavier export waits for room; one larger than the budget runs alone).
     #[arg(long, default_value_t = 2_048)]
     pub export_memory_mb: u32,
+    /// Interactive jobs (`"priority": "interactive"`, claimed before normal ones) one client
+    /// may have queued or running (without --tokens-file: the whole service).
+    #[arg(long, default_value_t = 2)]
+    pub max_interactive_per_client: i64,
+    /// The longest time limit (seconds) an interactive job may ask for.
+    #[arg(long, default_value_t = 60.0)]
+    pub max_interactive_s: f64,
     /// A connection that has not sent a whole request head this long after it opened, or
     /// after its last response, is closed (ms).
     #[arg(long, default_value_t = 10_000)]

@@ -205,6 +205,7 @@ on_both_databases!(
     tokens_authenticate_and_jobs_belong_to_their_client,
     topologies_belong_to_the_clients_that_stored_them,
     a_heavy_client_does_not_starve_a_light_one,
+    interactive_jobs_are_claimed_first_within_their_limits,
     oversized_requests_are_refused_before_they_are_built,
     identical_requests_in_flight_share_one_job,
     http_hygiene_every_error_is_a_problem,
@@ -1261,6 +1262,7 @@ fn bare_job<'a>(id: &'a str, key: &'a str) -> ccsynth::store::NewJob<'a> {
         owner: None,
         budget_s: 60.0,
         shared: false,
+        priority: 0,
     }
 }
 
@@ -1739,6 +1741,55 @@ fn a_heavy_client_does_not_starve_a_light_one(db: Db) {
     // Without bob, alice's next job runs.
     wait("alice", &a2, &["running"]);
     assert_eq!(as_("alice", "DELETE", &format!("/v1/jobs/{a2}"), None).status, 200);
+}
+
+/// A scheduler that needs an answer now marks its request interactive (issue 28, point 4): with
+/// one worker busy and a normal job of the same client queued before it, the interactive job
+/// runs first; interactive jobs have short time limits and a small per-client count; a batch
+/// cannot be interactive.
+fn interactive_jobs_are_claimed_first_within_their_limits(db: Db) {
+    let s = start_with(db, |c| {
+        c.workers = 1;
+        c.max_interactive_per_client = 1;
+    });
+    let slow = |seed: u64| {
+        json!({"spec": "hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+               "algorithm": "ilp", "options": {"time_limit_s": 20, "seed": seed}, "wait_ms": 0})
+    };
+    let queue = |body: Value| {
+        let (code, v) = call(&s, "POST", "/v1/syntheses", Some(body));
+        assert_eq!(code, 202, "{v}");
+        v["id"].as_str().unwrap().to_string()
+    };
+    let first = queue(slow(1));
+    wait_for_job(&s, &first, &["running"]);
+    let normal = queue(slow(2));
+    let mut quick = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring",
+                           "options": {"time_limit_s": 5}, "priority": "interactive", "wait_ms": 0});
+    let interactive = queue(quick.clone());
+    // One interactive job at a time here: a second is refused, naming the limit.
+    quick["spec"] = json!("ring:6");
+    let r = raw(s.addr, "POST", "/v1/syntheses", Some(quick.to_string().as_bytes()));
+    let p = assert_problem(&r, 429);
+    assert!(p["detail"].as_str().unwrap().contains("interactive jobs, the limit per client is 1"), "{p}");
+    // The worker frees up: the interactive job runs before the normal one queued earlier.
+    assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{first}"), None).status, 200);
+    let done = wait_for_job(&s, &interactive, &["succeeded"]);
+    let second = call(&s, "GET", &format!("/v1/jobs/{normal}"), None).1;
+    if let Some(started) = second["started_at_ms"].as_i64() {
+        assert!(started >= done["started_at_ms"].as_i64().unwrap(), "{second} {done}");
+    }
+    wait_for_job(&s, &normal, &["running"]);
+    // Short limits only, and not in batches.
+    let mut long = slow(3);
+    long["priority"] = json!("interactive");
+    long["options"]["time_limit_s"] = json!(120);
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(long.to_string().as_bytes())), 422);
+    assert!(p["detail"].as_str().unwrap().contains("at most 60 s"), "{p}");
+    let batch = json!({"requests": [{"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "priority": "interactive"}]});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(batch.to_string().as_bytes())), 422);
+    assert_eq!(p["errors"][0]["path"], "requests[0].priority", "{p}");
+    assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{normal}"), None).status, 200);
 }
 
 fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {

@@ -648,27 +648,18 @@ impl Store {
         Ok(())
     }
 
-    /// The declared solve time (seconds) of one client's queued and running jobs (its quota
-    /// on queued work).
-    pub async fn active_seconds_of(&self, owner: &str) -> Result<f64, StoreError> {
-        let q = "SELECT COALESCE(SUM(budget_s), 0.0) FROM jobs WHERE owner = $1 AND status IN ($2, $3)";
-        let sum: f64 = sqlx::query_scalar(q)
+    /// Queued and running jobs of one client and their declared solve time in seconds (its
+    /// quotas), in one query.
+    pub async fn active_of(&self, owner: &str) -> Result<(i64, f64), StoreError> {
+        let q =
+            "SELECT COUNT(*) AS n, COALESCE(SUM(budget_s), 0.0) AS s FROM jobs WHERE owner = $1 AND status IN ($2, $3)";
+        let row = sqlx::query(q)
             .bind(owner)
             .bind(JobStatus::Queued.as_str())
             .bind(JobStatus::Running.as_str())
             .fetch_one(&self.pool)
             .await?;
-        Ok(sum)
-    }
-
-    /// Queued and running jobs of one client (its quota).
-    pub async fn active_count_of(&self, owner: &str) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE owner = $1 AND status IN ($2, $3)")
-            .bind(owner)
-            .bind(JobStatus::Queued.as_str())
-            .bind(JobStatus::Running.as_str())
-            .fetch_one(&self.pool)
-            .await?)
+        Ok((row.try_get("n")?, row.try_get("s")?))
     }
 
     pub async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {

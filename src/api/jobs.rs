@@ -295,20 +295,7 @@ async fn enqueue(
         st.store.raise_priority(&twin.id, priority.level()).await?;
         return Ok((twin.id, false));
     }
-    let depth = st.store.queued_count().await?;
-    if depth >= st.config.max_queue {
-        return Err(ApiError::QueueFull(depth));
-    }
-    if let Some(owner) = &caller.0 {
-        let active = st.store.active_count_of(owner).await?;
-        if active >= st.config.max_active_per_client {
-            return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
-        }
-        let seconds = st.store.active_seconds_of(owner).await? + req.time_limit_s;
-        if seconds > st.config.max_active_seconds_per_client {
-            return Err(ApiError::ClientSeconds(seconds, st.config.max_active_seconds_per_client));
-        }
-    }
+    check_room(st, caller, 1, req.time_limit_s).await?;
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
     let shared = !force && batch.is_none();
     // Identical requests racing each other: the store keeps one shared active job per key, so
@@ -479,11 +466,11 @@ async fn check_room(st: &Shared, caller: &Caller, count: usize, seconds: f64) ->
         return Err(ApiError::QueueFull(depth));
     }
     if let Some(owner) = &caller.0 {
-        let active = st.store.active_count_of(owner).await?;
+        let (active, active_s) = st.store.active_of(owner).await?;
         if active + count as i64 > st.config.max_active_per_client {
             return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
         }
-        let total = st.store.active_seconds_of(owner).await? + seconds;
+        let total = active_s + seconds;
         if total > st.config.max_active_seconds_per_client {
             return Err(ApiError::ClientSeconds(total, st.config.max_active_seconds_per_client));
         }

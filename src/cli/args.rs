@@ -504,7 +504,8 @@ pub struct SynthArgs {
     pub discretization: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
-    /// What to write: the schedule JSON with bounds and stats, or the MSCCL executor's XML.
+    /// What to write: the schedule JSON with bounds and stats, the MSCCL executor's XML, an
+    /// MSCCL++ plan, or Chakra traces for ASTRA-sim.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
     #[command(flatten)]

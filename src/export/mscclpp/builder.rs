@@ -323,8 +323,8 @@ impl<'a> Builder<'a> {
     fn land(&mut self, r: u32, lane: u32, step: u32, op: Op, writes: &[(u32, Cell)]) {
         // (slot, source, partial, target), decided before any of them moves.
         let mut plan: Vec<(u32, Cell, Option<Cell>, Cell)> = Vec::with_capacity(writes.len());
-        let partials: Vec<Cell> = match op {
-            Op::Copy => Vec::new(),
+        let partials: HashSet<Cell> = match op {
+            Op::Copy => HashSet::new(),
             Op::Reduce => writes
                 .iter()
                 .map(|&(w, _)| self.place.at(r, w).expect("a valid schedule reduces into held partials"))

@@ -1,6 +1,6 @@
 //! Syntheses as durable jobs: `/v1/syntheses` (normalize, cache by request key, queue, wait up
 //! to `wait_ms`), `/v1/jobs`, `/v1/batches`, `/v1/schedules` (body, summary, comparison,
-//! regeneration after failures), and the workers that run jobs on the blocking pool.
+//! regeneration after failures); the workers that run them are `api::worker`.
 
 use super::topologies;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared, json};
@@ -16,8 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 pub fn router() -> Router<Shared> {
     Router::new()
@@ -201,7 +200,7 @@ impl SynthesisRequest {
 
 impl JobRequest {
     /// The stored request in the engine's wire form, for the worker.
-    fn spec(&self) -> engine::RequestSpec {
+    pub(super) fn spec(&self) -> engine::RequestSpec {
         engine::RequestSpec {
             target: engine::Target::One(self.collective.clone()),
             algorithm: self.algorithm.clone(),
@@ -745,246 +744,4 @@ async fn regenerate(
     let req = store_regeneration(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
-}
-
-/// One worker: claims jobs, runs each on the blocking pool (renewing its lease), stores the
-/// result, until the server shuts down.
-pub async fn worker(st: Shared, index: usize) {
-    // The worker's own pool, one thread per core by default: a job alone on the server uses
-    // every core, and jobs side by side share the cores through the OS scheduler instead of
-    // queueing behind each other's runs in one shared pool (rayon runs a pool's queued work
-    // before work injected later, so a quick job would wait for a long one to end).
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(st.config.job_threads.max(1))
-        .thread_name(move |i| format!("ccsynth-worker{index}-{i}"))
-        .build()
-        .map_err(|e| tracing::warn!(worker = index, error = %e, "no pool of its own: jobs use the shared one"))
-        .ok()
-        .map(Arc::new);
-    loop {
-        if st.shutting_down.load(Ordering::SeqCst) {
-            return;
-        }
-        let job = match st.store.claim_job(st.config.lease_ms, st.config.max_attempts).await {
-            Ok(j) => j,
-            Err(e) => {
-                tracing::error!(worker = index, error = %e, "claiming a job failed");
-                None
-            }
-        };
-        let Some(job) = job else {
-            // Idle: wait for a new job, or poll for lapsed leases now and then.
-            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), st.queued.notified()).await;
-            continue;
-        };
-        // The job's span names the request that queued it: a solve's log lines lead back to it.
-        let span = tracing::info_span!(
-            "job",
-            job_id = %job.id,
-            request_id = job.request_id.as_deref().unwrap_or("-"),
-            algorithm = %job.algorithm,
-            worker = index
-        );
-        tracing::Instrument::instrument(run_job(&st, job, pool.clone()), span).await;
-    }
-}
-
-async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon::ThreadPool>>) {
-    let Some(lease) = job.lease() else {
-        tracing::error!(status = %job.status, "a claimed job is not running");
-        return;
-    };
-    let flag = Arc::new(AtomicBool::new(false));
-    st.cancels.lock().unwrap().insert(job.id.clone(), flag.clone());
-    let started = std::time::Instant::now();
-    let outcome = execute(st, &job, &lease, flag.clone(), pool).await;
-    st.cancels.lock().unwrap().remove(&job.id);
-    let seconds = started.elapsed().as_secs_f64();
-    let (status, result) = match outcome {
-        Ok(r) => (
-            JobStatus::Succeeded,
-            st.store.finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref).await,
-        ),
-        Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => {
-            (JobStatus::Queued, st.store.requeue_claimed(&lease).await)
-        }
-        Err(JobEnd::Cancelled) => {
-            (JobStatus::Cancelled, st.store.end_claimed(&lease, JobStatus::Cancelled, None).await)
-        }
-        Err(JobEnd::Failed(why)) => {
-            (JobStatus::Failed, st.store.end_claimed(&lease, JobStatus::Failed, Some(&why)).await)
-        }
-    };
-    st.job_ended.notify_waiters();
-    match result {
-        Ok(true) if status != JobStatus::Queued => st.metrics.synthesis(&job.algorithm, status, seconds),
-        Ok(true) => {}
-        // Cancelled meanwhile, or the lease lapsed and another worker owns the job now: its
-        // result (or its cancellation) stands, this one is dropped.
-        Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
-        Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
-    }
-}
-
-/// How a run ended short of a schedule: `Cancelled` becomes `JobStatus::Cancelled` (or a
-/// re-queue on shutdown), `Failed` becomes `JobStatus::Failed` with the reason (a status alone
-/// cannot carry it).
-enum JobEnd {
-    Cancelled,
-    Failed(String),
-}
-
-/// A finished job's result, as it is stored.
-struct Finished {
-    schedule_id: String,
-    topology_id: String,
-    /// The schedule JSON, compressed when large; its topology is `store::TOPOLOGY_BY_REF`
-    /// when `topology_by_ref`.
-    body: crate::store::StoredBody,
-    summary: String,
-    topology_by_ref: bool,
-}
-
-/// Runs one job.
-async fn execute(
-    st: &Shared,
-    job: &crate::store::JobRow,
-    lease: &crate::store::Lease,
-    flag: Arc<AtomicBool>,
-    pool: Option<Arc<rayon::ThreadPool>>,
-) -> Result<Finished, JobEnd> {
-    let req: JobRequest =
-        serde_json::from_str(&job.request).map_err(|e| JobEnd::Failed(format!("unreadable job request: {e}")))?;
-    let row = st
-        .store
-        .topology(&req.topology_id)
-        .await
-        .map_err(|e| JobEnd::Failed(e.to_string()))?
-        .ok_or_else(|| JobEnd::Failed(format!("topology {} was deleted", req.topology_id)))?;
-    let schedule_id = crate::store::new_id();
-    let sid = schedule_id.clone();
-    let topology_id = req.topology_id.clone();
-    let span = tracing::Span::current();
-    // The solver reports progress here; a ticker writes it to the job twice a second, and
-    // keeps the lease while the solve runs, so no other worker takes the job.
-    let progress: Arc<std::sync::Mutex<Option<(f64, String)>>> = Arc::default();
-    let renew = {
-        let st = st.clone();
-        let id = job.id.clone();
-        let lease = lease.clone();
-        let progress = progress.clone();
-        tokio::spawn(async move {
-            let tick = std::time::Duration::from_millis(500);
-            let renew_every = std::time::Duration::from_millis((st.config.lease_ms / 3).max(100) as u64);
-            let mut renewed = tokio::time::Instant::now();
-            loop {
-                tokio::time::sleep(tick).await;
-                let latest = progress.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some((fraction, message)) = latest {
-                    let _ = st.store.set_progress(&id, fraction, &message).await;
-                }
-                if renewed.elapsed() < renew_every {
-                    continue;
-                }
-                renewed = tokio::time::Instant::now();
-                // A DELETE from another replica ended the job, or the lease lapsed and another
-                // worker owns it now: stop solving (nothing this worker finds would be stored).
-                if let Ok(false) = st.store.renew_lease(&lease, st.config.lease_ms).await
-                    && let Some(f) = st.cancels.lock().unwrap().get(&id)
-                {
-                    f.store(true, Ordering::SeqCst);
-                }
-            }
-        })
-    };
-    let limits = st.config.limits();
-    // A regeneration repairs its schedule first; if that was deleted meanwhile, the fresh run
-    // alone answers.
-    let previous = match &req.regenerate_from {
-        Some(id) => st.store.schedule_body(id).await.map_err(|e| JobEnd::Failed(e.to_string()))?.map(|(body, _)| body),
-        None => None,
-    };
-    let solved = tokio::task::spawn_blocking(move || {
-        let _enter = span.enter();
-        let report = |fraction: f64, message: &str| {
-            *progress.lock().unwrap_or_else(|e| e.into_inner()) = Some((fraction, message.to_string()));
-        };
-        let solve = || solve(&req, &row.body, previous, &sid, &flag, &limits, &report);
-        match &pool {
-            Some(pool) => pool.install(solve),
-            None => solve(),
-        }
-    })
-    .await;
-    renew.abort();
-    let (body, summary, topology_by_ref) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
-    if body.json_len() > st.config.max_result_bytes {
-        // Refused for good: storing it would fail (or fill the disk) every time it is retried.
-        return Err(JobEnd::Failed(format!(
-            "the schedule is {} bytes; this server stores at most {} (--max-result-bytes)",
-            body.json_len(),
-            st.config.max_result_bytes
-        )));
-    }
-    Ok(Finished { schedule_id, topology_id, body, summary, topology_by_ref })
-}
-
-/// The synthesis itself (blocking): the engine, then the schedule JSON (its topology left out,
-/// the stored topology stands for it: the third value says so; compressed when large) and its
-/// summary JSON.
-#[allow(clippy::too_many_arguments)]
-fn solve(
-    req: &JobRequest,
-    topology: &str,
-    previous: Option<String>,
-    schedule_id: &str,
-    flag: &AtomicBool,
-    limits: &engine::Limits,
-    progress: engine::Progress,
-) -> Result<(crate::store::StoredBody, String, bool), JobEnd> {
-    let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
-    let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
-    let cancelled = || flag.load(Ordering::Relaxed);
-    let ctl = engine::Control { cancelled: &cancelled, progress };
-    let previous = previous
-        .map(|body| crate::schedule::Schedule::from_json(&body))
-        .transpose()
-        .map_err(|e| JobEnd::Failed(format!("the schedule to regenerate: {e}")))?;
-    let ran = match previous {
-        Some(previous) => engine::regenerate(previous, &request, ctl),
-        None => engine::run(&request, ctl),
-    };
-    let out = ran.map_err(|e| match e {
-        engine::Error::Cancelled => JobEnd::Cancelled,
-        e => JobEnd::Failed(e.to_string()),
-    })?;
-    let (schedule, report, stats) = (out.schedule, out.report, out.stats);
-    let mut body = serde_json::to_string(&schedule).map_err(|e| JobEnd::Failed(e.to_string()))?;
-    // The topology is the stored one the request named: stored once, not once per schedule.
-    let embedded = serde_json::to_string(&schedule.topology).map_err(|e| JobEnd::Failed(e.to_string()))?;
-    let embedded = format!("\"topology\":{embedded}");
-    let by_ref = match body.find(&embedded) {
-        // Searched before the topology only: the body can be gigabytes of transfers.
-        Some(at) if !body[..at].contains(crate::store::TOPOLOGY_BY_REF) => {
-            body.replace_range(at..at + embedded.len(), crate::store::TOPOLOGY_BY_REF);
-            true
-        }
-        _ => false,
-    };
-    let summary = serde_json::json!({
-        "schedule_id": schedule_id,
-        "algorithm": schedule.algorithm,
-        "seed": schedule.seed,
-        "collective": schedule.collective,
-        "collective_time_ns": schedule.collective_time_ns,
-        "lower_bound_ns": report.lower_bound_ns,
-        "lower_bounds": report.lower_bounds,
-        "stats": stats,
-        "validation": { "valid": report.valid, "violation_count": report.violation_count },
-        "rounds": report.rounds,
-        "transfers": report.transfers,
-        "url": format!("/v1/schedules/{schedule_id}"),
-    });
-    let body = crate::store::StoredBody::pack(body).map_err(|e| JobEnd::Failed(e.to_string()))?;
-    Ok((body, summary.to_string(), by_ref))
 }

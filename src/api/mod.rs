@@ -7,6 +7,7 @@ pub mod error;
 mod export;
 mod jobs;
 mod topologies;
+mod worker;
 
 pub use jobs::SynthesisRequest;
 
@@ -563,7 +564,7 @@ pub async fn serve_on(
         exports: Mutex::new(HashMap::new()),
         export_budget: tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize),
     });
-    let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(jobs::worker(state.clone(), i))).collect();
+    let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(worker::worker(state.clone(), i))).collect();
     compress_old_schedules(state.store.clone());
     let watcher = watch_other_replicas(state.clone());
     tracing::info!(addr = %listener.local_addr()?, workers = workers.len(), backend = ?state.store.backend, "serving");

@@ -1,5 +1,10 @@
-//! Lower bounds on any schedule's collective time: ingress bandwidth, latency, and for
-//! all-gather / reduce-scatter the exact min-cut throughput bound (ForestColl).
+//! Lower bounds on any schedule's collective time: ingress bandwidth, latency, for
+//! all-gather / reduce-scatter the exact min-cut throughput bound (ForestColl), and for the
+//! collectives whose chunks each go their own way (all-to-all, scatter, gather) the distance
+//! and cut bounds (`spread`).
+
+mod flow;
+mod spread;
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::limits;
@@ -26,6 +31,27 @@ pub struct LowerBounds {
     /// on heterogeneous fabrics. Omitted for a subgroup (the others could share the work).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub two_pass_ns: Option<f64>,
+    /// All-to-all, scatter, gather (and non-combining custom collectives): every chunk crosses
+    /// at least the cheapest path (in bytes over bandwidth) from a holder to its farthest
+    /// needer, and the links together carry it all, so the time is at least that summed cost
+    /// over the number of links. Where the ingress bound assumes one hop per chunk, this one
+    /// sees distance (4× higher on torus:8x8).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distance_ns: Option<f64>,
+    /// The same collectives: the chunks that must leave a set of nodes cross the links out of
+    /// it (and likewise into it), over candidate sets (each NPU alone, the slabs of a mesh or
+    /// torus, hop balls around a few NPUs): the fabric's thinnest cut among them, e.g. a mesh's
+    /// bisection (4/3 of the distance bound on mesh:8x8), or a scatter root's egress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_ns: Option<f64>,
+    /// The same collectives on fabrics of up to `flow::MAX_VARIABLES` holders × links: the
+    /// least time at which the links could carry every chunk from its holder to its needers
+    /// as a fractional multicommodity flow (a linear program, HiGHS). At least the distance
+    /// and cut bounds; above them where every route must share a class of links (rail:4x8:
+    /// 1.08× the distance bound) or a group has few links out (dragonfly:4:5: 1.28× the cut
+    /// bound).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_ns: Option<f64>,
     /// The largest of the bounds above.
     pub lower_bound_ns: Option<f64>,
     /// Why a bound is missing, if one is.
@@ -67,12 +93,40 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
     if c.spec.kind == CollectiveKind::AllReduce {
         b.two_pass_ns = two_pass(topo, c);
     }
-    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns, b.two_pass_ns].into_iter().flatten().reduce(f64::max);
+    if spreads(c) {
+        let demand = spread::Demand::new(&holders, &needed, c.num_chunks, c.chunk_size_bytes);
+        match spread::distance(topo, &demand) {
+            Ok(x) => b.distance_ns = x,
+            Err(note) => b.notes.push(note),
+        }
+        b.cut_ns = spread::cut(topo, &demand);
+        // Over every NPU on a symmetric torus, an all-to-all's flow bound is its distance bound:
+        // not solved.
+        let whole = c.group.len() == topo.live_npus().len();
+        if !(c.spec.kind == CollectiveKind::AllToAll && whole && flow::symmetric(topo)) {
+            match flow::flow(topo, &demand) {
+                Ok(x) => b.flow_ns = x,
+                Err(note) => b.notes.push(note),
+            }
+        }
+    }
+    b.lower_bound_ns = [b.ingress_ns, b.latency_ns, b.min_cut_ns, b.two_pass_ns, b.distance_ns, b.cut_ns, b.flow_ns]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
     b
 }
 
-/// The two-pass all-reduce bound (see `LowerBounds::two_pass_ns`); `None` for a subgroup or
-/// when the NPUs have no incoming bandwidth.
+/// Whether the distance and cut bounds apply: chunks that go their own way, uncombined
+/// (all-gather and broadcast have the min-cut and latency bounds, which see more).
+pub fn spreads(c: &Collective) -> bool {
+    !c.combining
+        && matches!(
+            c.spec.kind,
+            CollectiveKind::AllToAll | CollectiveKind::Scatter | CollectiveKind::Gather | CollectiveKind::Custom
+        )
+}
+
 /// A lower bound worked out from the topology and the collective's size alone, without the
 /// condition lists (cheap at any scale): the two-pass bound of an all-reduce over every live
 /// NPU, the per-NPU ingress bound of an all-gather (each NPU receives the other p − 1 blocks);
@@ -94,6 +148,8 @@ pub fn quick_bound_ns(topo: &Topology, c: &Collective) -> Option<f64> {
     }
 }
 
+/// The two-pass all-reduce bound (see `LowerBounds::two_pass_ns`); `None` for a subgroup or
+/// when the NPUs have no incoming bandwidth.
 fn two_pass(topo: &Topology, c: &Collective) -> Option<f64> {
     let p = c.group.len();
     if p < 2 || p != topo.live_npus().len() {

@@ -7,6 +7,7 @@
 //! every block in two, Swing and bucket in 2D parts for their 2D ports, ring broadcast and
 //! reduce use p chunks): `chunks_per_npu` in the request is a minimum.
 
+mod alltoall;
 mod butterfly;
 mod circulant;
 mod direct;
@@ -93,6 +94,9 @@ fn registry() -> Vec<(&'static str, Algorithm)> {
         ("traff", circulant::TRAFF),
         ("kolmakov", circulant::KOLMAKOV),
         ("mst", mst::MST),
+        ("pairwise", alltoall::PAIRWISE),
+        ("bruck", alltoall::BRUCK),
+        ("dimension-ordered", alltoall::DIMENSION_ORDERED),
         (KOLMAKOV_VARIANTS, circulant::KOLMAKOV_STEPS),
     ]
 }
@@ -106,6 +110,11 @@ pub fn list() -> Vec<BaselineInfo> {
 /// for tests. Only meaningful when r = c·k and gcd(r, c − 1) = 1.
 pub fn hamiltonian_cycles_for_tests(c: usize, r: usize) -> [Vec<usize>; 2] {
     ring::disjoint_hamiltonian_cycles(ring::HamiltonianTorus { c, r, x_first: true })
+}
+
+/// Bruck's step count on p ranks, for tests.
+pub fn bruck_steps_for_tests(p: usize) -> u32 {
+    alltoall::bruck_steps(p)
 }
 
 /// Swing's peer function (paper Eq. 2), exposed for tests against the paper's figures.

@@ -1,11 +1,11 @@
 //! Per-(npu, chunk) state tables: dense when the product is small enough, sparse otherwise,
 //! so all-to-all on thousands of NPUs does not allocate N × N² slots.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Dense tables up to this many slots (a 4096-NPU all-reduce split in 2D parts has 2^26);
 /// beyond it, a hash map of the slots touched (all-to-all at scale).
-const DENSE_SLOTS: usize = 1 << 27;
+const DENSE_SLOTS: usize = 1 << 26;
 
 pub enum SlotTable<T> {
     Dense { chunks: usize, v: Vec<T> },
@@ -16,7 +16,7 @@ impl<T: Clone + Default> SlotTable<T> {
     pub fn new(npus: usize, chunks: usize) -> SlotTable<T> {
         match npus.checked_mul(chunks) {
             Some(n) if n <= DENSE_SLOTS => SlotTable::Dense { chunks, v: vec![T::default(); n] },
-            _ => SlotTable::Sparse { chunks, m: HashMap::new(), default: T::default() },
+            _ => SlotTable::Sparse { chunks, m: HashMap::default(), default: T::default() },
         }
     }
 
@@ -51,7 +51,7 @@ fn key(npu: usize, chunk: usize) -> u64 {
 /// Membership tests on sorted pair lists with binary search miss the cache at scale.
 pub enum PairSet {
     Dense { chunks: usize, bits: Vec<u64> },
-    Sparse(std::collections::HashSet<u64>),
+    Sparse(rustc_hash::FxHashSet<u64>),
 }
 
 /// Dense pair sets up to this many bits (128 MiB).

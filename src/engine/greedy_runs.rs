@@ -89,6 +89,16 @@ fn plan_runs(
             }
         }
     }
+    // Chunks that each go their own way (all-to-all, scatter, gather): the routed planner at
+    // every chunking.
+    if tenants.is_none() && !trivial && crate::synth::routed::applies(c) {
+        if req.topology.npus() >= ROUTED_ONLY_NPUS {
+            runs.retain(|r| !matches!(r.mode, Mode::Matching(_)));
+        }
+        for variant in 0..variants.len() {
+            runs.push(Run { variant, seed: req.seed, mode: Mode::Routed });
+        }
+    }
     // The latency-mode planners (batched messages, doubling, the contribution flood) run
     // beside the matcher for one collective, where their rounds can pay.
     if tenants.is_none() && !trivial && latency_mode_pays(req.topology, c) {
@@ -156,6 +166,10 @@ fn produce(
         (None, Mode::Translation) => {
             let (torus, pattern, _) = plan.patterns[r.variant].as_ref().expect("a translation run has its pattern");
             crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
+        }
+        (None, Mode::Routed) => {
+            let groups = crate::synth::routed::groups(req.topology, c.chunk_size_bytes);
+            crate::synth::routed::synthesize(req.topology, c, &groups, r.seed, polled)
         }
         (None, Mode::Contributions) => {
             crate::synth::flood::all_reduce_by_contributions(req.topology, c, req.switch_model, r.seed, polled)
@@ -309,6 +323,12 @@ pub const PLAIN_MAX_NPUS: usize = 256;
 /// (`chunking::grouping`) does not also run the matcher at one chunk per message.
 pub const GROUPED_ONLY_NPUS: usize = 2048;
 
+/// NPUs from which an all-to-all, scatter or gather runs the routed planner without the
+/// matcher: the matcher's time grows with every chunk's candidate edges (7.3 s of a 512-NPU
+/// all-to-all) and its schedules are slower there (torus:8x8x8 at 64 MiB: 1066.5 µs against
+/// the routed planner's 800 µs).
+pub const ROUTED_ONLY_NPUS: usize = 256;
+
 /// NPUs up to which the greedy always tries its latency mode; beyond, only where one chunk is
 /// mostly latency (its transfer time on the fastest link below the smallest link latency),
 /// as the batched planner relays every chunk everywhere and the ranking then simulates every
@@ -359,6 +379,9 @@ pub enum Mode {
     /// The matcher on an all-reduce with this many chunks moved together in every message
     /// (`synth::greedy_grouped`), at the fastest edge's timestep.
     Grouped(u32),
+    /// Every chunk on a path of its own, spread over the shortest paths and list-scheduled
+    /// at the best of a few numbers of chunks per message (`synth::routed`).
+    Routed,
     /// The matcher as before unequal shares (`synth::greedy_plain`), at this index into the
     /// discretizations tried: beside `Matching` on combining collectives of up to
     /// `PLAIN_MAX_NPUS` NPUs.
@@ -389,6 +412,7 @@ impl Mode {
             Mode::Doubling(_) => "doubling",
             Mode::Translation => "translation",
             Mode::Grouped(_) | Mode::Plain(_) => "matching",
+            Mode::Routed => "routed",
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod ilp;
 mod matcher;
 pub mod overlap;
 pub mod repair;
+pub mod routed;
 pub mod shares;
 pub mod translate;
 

@@ -1,0 +1,642 @@
+//! The routed planner for collectives whose chunks each go from one holder to one needer
+//! (all-to-all, scatter, gather): every chunk takes a path of its own, the paths spread over
+//! the shortest-path DAG so every link carries its share (load-aware, then rerouted), and
+//! the hops are list-scheduled store-and-forward on each link, the chunk with the most hops
+//! left first, up to `group` chunks per message (fewer messages where α dominates).
+//!
+//! The emitted steps keep the plan's order on every link and along every chunk's path, so the
+//! simulator replays each transfer no later than planned: the schedule's time is at most the
+//! planned makespan.
+
+use super::{PlanStats, SynthError};
+use crate::collective::{Collective, CollectiveKind};
+use crate::schedule::{Route, Schedule, Transfer, Transfers};
+use crate::topology::Topology;
+use ordered_float::OrderedFloat;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Reroute passes at most after the first placement (each takes every chunk off its path and
+/// walks it again against the others' loads; they stop early once a pass gains nothing).
+/// Six even out torus:8x8 to 0.8% above the mean and reach mesh:8x8's bisection load exactly.
+const REROUTE_PASSES: usize = 6;
+/// Hops (chunks × path links) above which the planner reroutes once and packs slots only (the
+/// list schedule trails there: torus:8x8x8, 1.57 M hops, 886 µs against the slots' 759).
+const LARGE_HOPS: usize = 1 << 19;
+
+/// Transfers (chunks × hops) above which the planner refuses (memory: a 1000-NPU all-to-all
+/// at one chunk per pair is 7.5 M).
+pub const MAX_HOPS: usize = 1 << 26;
+
+/// Whether the routed planner serves `c`: uncombined, every chunk with one holder and at most
+/// one needer.
+pub fn applies(c: &Collective) -> bool {
+    !c.combining && matches!(c.spec.kind, CollectiveKind::AllToAll | CollectiveKind::Scatter | CollectiveKind::Gather)
+}
+
+/// Chunks per message to try for chunks of `chunk_bytes` on `topo`: the three largest powers
+/// of two up to about 50 chunks per link latency (more chunks per message pay fewer α, fewer
+/// pipeline better; the best is mostly the largest or the next), and all that are ready
+/// (`None`) where a chunk is mostly latency.
+pub fn groups(topo: &Topology, chunk_bytes: f64) -> Vec<Option<u32>> {
+    let links = topo.links();
+    let bw = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
+    let alpha = links.iter().map(|l| l.latency_ns).fold(0.0, f64::max);
+    let q = if bw > 0.0 && chunk_bytes > 0.0 { alpha * bw / chunk_bytes } else { 0.0 };
+    let mut out: Vec<Option<u32>> =
+        [1u32, 2, 4, 8, 16, 32, 64].into_iter().filter(|&g| g == 1 || (g as f64) <= 50.0 * q).map(Some).collect();
+    out.drain(..out.len().saturating_sub(3));
+    if q >= 1.0 {
+        out.push(None);
+    }
+    out
+}
+
+/// One chunk to deliver: the chunk, its holder and its needer.
+#[derive(Clone, Copy)]
+struct Item {
+    chunk: u32,
+    src: u32,
+    dst: u32,
+}
+
+/// Synthesizes `c` (see `applies`): the routes once, then the list schedule at each number of
+/// chunks per message in `groups` (`None`: all that are ready; see `groups`), the shortest
+/// planned makespan kept (the first at a tie); ties among chunks broken by `seed`.
+pub fn synthesize(
+    topo: &Topology,
+    c: &Collective,
+    groups: &[Option<u32>],
+    seed: u64,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, PlanStats), SynthError> {
+    let items = items(c);
+    let routes = route(topo, &items, c.chunk_size_bytes, seed, cancelled)?;
+    let hops = Hops::of(topo, &items, &routes);
+    use rayon::prelude::*;
+    let large = hops.seg.len() > LARGE_HOPS;
+    let tries: Vec<(Option<u32>, bool)> =
+        groups.iter().flat_map(|&g| [(g, false), (g, true)]).filter(|&(_, slotted)| slotted || !large).collect();
+    let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries
+        .par_iter()
+        .map(|&(g, slotted)| {
+            let plan = if slotted {
+                slot_schedule(topo, &hops, items.len(), c.chunk_size_bytes, g, seed, cancelled)
+            } else {
+                list_schedule(topo, &hops, items.len(), c.chunk_size_bytes, g, seed, cancelled)
+            };
+            plan.map(|p| (p, g))
+        })
+        .collect();
+    let mut best: Option<(Plan, Option<u32>)> = None;
+    for plan in plans {
+        let (plan, g) = plan?;
+        if best.as_ref().is_none_or(|(b, _)| plan.makespan_ns < b.makespan_ns) {
+            best = Some((plan, g));
+        }
+    }
+    let Some((plan, group)) = best else {
+        return Err(crate::error::InputError::new("options", "the routed planner needs a message size to try").into());
+    };
+    let (transfers, steps) = emit(topo, &items, &hops, &plan);
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(seed);
+    s.transfers = transfers;
+    let stats = PlanStats {
+        ten_timesteps: steps,
+        phase_timesteps: vec![steps],
+        discretization_ns: 0.0,
+        chunks_per_message: group.filter(|&g| g > 1),
+        ..PlanStats::default()
+    };
+    Ok((s, stats))
+}
+
+fn items(c: &Collective) -> Vec<Item> {
+    let holders = c.holders();
+    c.needed_with(&holders)
+        .into_iter()
+        .filter_map(|[v, ch]| {
+            let h = holders.of(ch as usize);
+            // One holder for the kinds served; the first otherwise.
+            h.first().map(|&u| Item { chunk: ch, src: u, dst: v })
+        })
+        .collect()
+}
+
+/// Each item's path as link indices (CSR: `start[i]..start[i + 1]` into `links`).
+struct Routes {
+    start: Vec<usize>,
+    links: Vec<u32>,
+}
+
+impl Routes {
+    fn of(&self, i: usize) -> &[u32] {
+        &self.links[self.start[i]..self.start[i + 1]]
+    }
+}
+
+/// Per-item paths on shortest-time paths (a link costs its latency plus one chunk's wire
+/// time) to each needer: for each item in turn the path of the shortest-path DAG whose most
+/// loaded link is least loaded (`best_route`; load: bytes over bandwidth); then every item is
+/// rerouted against the others' loads, up to `REROUTE_PASSES` times.
+fn route(
+    topo: &Topology,
+    items: &[Item],
+    chunk_bytes: f64,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Routes, SynthError> {
+    let links = topo.links();
+    let cost: Vec<f64> = links.iter().map(|l| l.latency_ns + chunk_bytes / l.bandwidth_gb_per_s).collect();
+    let wire: Vec<f64> = links.iter().map(|l| chunk_bytes / l.bandwidth_gb_per_s).collect();
+    // Items by needer, so each needer's distances are computed once.
+    let mut by_dst: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, it) in items.iter().enumerate() {
+        by_dst.entry(it.dst).or_default().push(i);
+    }
+    let mut dsts: Vec<u32> = by_dst.keys().copied().collect();
+    dsts.sort_unstable();
+    let mut dist_of: HashMap<u32, Vec<f64>> = HashMap::with_capacity(dsts.len());
+    for &t in &dsts {
+        if cancelled() {
+            return Err(SynthError::Cancelled);
+        }
+        dist_of.insert(t, to_target(topo, t as usize, &cost));
+    }
+    let mut load = vec![0.0f64; links.len()];
+    let mut paths: Vec<Vec<u32>> = vec![Vec::new(); items.len()];
+    // Placement order: interleaved over needers (round robin), so the loads build up evenly.
+    let mut order: Vec<usize> = Vec::with_capacity(items.len());
+    let lists: Vec<&Vec<usize>> = dsts.iter().map(|t| &by_dst[t]).collect();
+    let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
+    for k in 0..longest {
+        for l in &lists {
+            if let Some(&i) = l.get(k) {
+                order.push(i);
+            }
+        }
+    }
+    let mut hops = 0usize;
+    let mut memo = vec![Memo { stamp: 0, max: 0.0, sum: 0.0, link: u32::MAX }; topo.nodes()];
+    let mut stamp = 0u32;
+    let mut last = (f64::INFINITY, f64::INFINITY);
+    for pass in 0..=REROUTE_PASSES {
+        for (n, &i) in order.iter().enumerate() {
+            if n.is_multiple_of(4096) && cancelled() {
+                return Err(SynthError::Cancelled);
+            }
+            let it = items[i];
+            for &l in &paths[i] {
+                load[l as usize] -= wire[l as usize];
+            }
+            let dist = &dist_of[&it.dst];
+            let mut path = std::mem::take(&mut paths[i]);
+            path.clear();
+            stamp += 1;
+            let found = best_route(
+                &mut Walk { topo, cost: &cost, wire: &wire, load: &load, dist, seed, item: i, stamp, memo: &mut memo },
+                it.src as usize,
+                it.dst as usize,
+            );
+            if !found.0.is_finite() {
+                return Err(crate::error::InputError::new(
+                    "collective",
+                    format!("NPU {} cannot reach NPU {}", it.src, it.dst),
+                )
+                .into());
+            }
+            let mut u = it.src as usize;
+            while u != it.dst as usize {
+                let l = memo[u].link as usize;
+                path.push(l as u32);
+                load[l] += wire[l];
+                u = links[l].dst;
+            }
+            if pass == 0 {
+                hops += path.len();
+                if hops > MAX_HOPS {
+                    return Err(crate::error::InputError::new(
+                        "collective",
+                        format!("the routed planner's {hops}+ hops exceed its limit of {MAX_HOPS}"),
+                    )
+                    .into());
+                }
+            }
+            paths[i] = path;
+        }
+        // Large instances take one reroute pass (each pass costs about a second per 1.5 M hops;
+        // torus:8x8x8's largest load is 2.5% above the mean after it, 0.2% after six, and its
+        // schedule no faster).
+        if hops > LARGE_HOPS && pass >= 2 {
+            break;
+        }
+        // Stop once a pass no longer lowers the largest load or Σ load².
+        let now = (load.iter().copied().fold(0.0, f64::max), load.iter().map(|x| x * x).sum::<f64>());
+        if now.0 >= last.0 * (1.0 - 1e-12) && now.1 >= last.1 * (1.0 - 1e-12) {
+            break;
+        }
+        last = now;
+    }
+    let mut start = Vec::with_capacity(items.len() + 1);
+    start.push(0);
+    let mut flat = Vec::with_capacity(hops);
+    for p in paths {
+        flat.extend_from_slice(&p);
+        start.push(flat.len());
+    }
+    Ok(Routes { start, links: flat })
+}
+
+/// One node's best way on to the needer in the current walk: the largest link load on it (with
+/// the item added), the rise in Σ load² the item causes along it, and its first link.
+#[derive(Clone, Copy)]
+struct Memo {
+    stamp: u32,
+    max: f64,
+    sum: f64,
+    link: u32,
+}
+
+/// What a route search reads: the links' costs and loads, the needer's distances, and the
+/// memo of the nodes already solved in this search (`stamp`).
+struct Walk<'a> {
+    topo: &'a Topology,
+    cost: &'a [f64],
+    wire: &'a [f64],
+    load: &'a [f64],
+    dist: &'a [f64],
+    seed: u64,
+    item: usize,
+    stamp: u32,
+    memo: &'a mut [Memo],
+}
+
+/// The path from `u` to `t` on the shortest-path DAG whose most loaded link (with the item
+/// added) is least loaded, ties by the smaller rise in Σ load², then a seeded hash: a DFS over the
+/// DAG below `u`, memoized per node. Returns (max, sum); infinite when `t` is unreachable.
+fn best_route(w: &mut Walk, u: usize, t: usize) -> (f64, f64) {
+    if u == t {
+        return (0.0, 0.0);
+    }
+    if w.memo[u].stamp == w.stamp {
+        return (w.memo[u].max, w.memo[u].sum);
+    }
+    let links = w.topo.links();
+    let mut best = (f64::INFINITY, f64::INFINITY, u64::MAX, u32::MAX);
+    for l in w.topo.out_links(u) {
+        let v = links[l].dst;
+        // On a shortest path to the needer (relative slack for float sums).
+        if (w.cost[l] + w.dist[v] - w.dist[u]).abs() > 1e-9 * w.dist[u].max(1.0) {
+            continue;
+        }
+        let (m, s) = best_route(w, v, t);
+        let here = w.load[l] + w.wire[l];
+        // The rise in Σ load² the item causes: spreads the load where maxima tie.
+        let rise = s + here * here - w.load[l] * w.load[l];
+        let cand = (m.max(here), rise, tie(w.seed, w.item, l), l as u32);
+        if (cand.0, cand.1, cand.2) < (best.0, best.1, best.2) {
+            best = cand;
+        }
+    }
+    w.memo[u] = Memo { stamp: w.stamp, max: best.0, sum: best.1, link: best.3 };
+    (best.0, best.1)
+}
+
+/// A seeded hash of (item, link): the tie-break among equally loaded links.
+fn tie(seed: u64, item: usize, link: usize) -> u64 {
+    let mut x =
+        seed ^ (item as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (link as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    x ^= x >> 33;
+    x
+}
+
+/// Shortest cost from every node to `t` (over the links' costs, on the reversed graph).
+fn to_target(topo: &Topology, t: usize, cost: &[f64]) -> Vec<f64> {
+    let links = topo.links();
+    let mut dist = vec![f64::INFINITY; topo.nodes()];
+    let mut heap = BinaryHeap::new();
+    dist[t] = 0.0;
+    heap.push(Reverse((OrderedFloat(0.0), t)));
+    while let Some(Reverse((OrderedFloat(d), v))) = heap.pop() {
+        if d > dist[v] {
+            continue;
+        }
+        for &l in topo.in_links(v) {
+            let u = links[l].src;
+            let nd = d + cost[l];
+            if nd < dist[u] {
+                dist[u] = nd;
+                heap.push(Reverse((OrderedFloat(nd), u)));
+            }
+        }
+    }
+    dist
+}
+
+/// A hop of an item: the links from one NPU to the next along its path (through switches).
+/// Segments are interned: items on the same NPU-to-NPU path share one queue.
+struct Segments {
+    ids: HashMap<Vec<u32>, u32>,
+    links: Vec<Vec<u32>>,
+}
+
+/// Each item's hops as segment ids (CSR like the routes), and the segments.
+struct Hops {
+    segs: Segments,
+    start: Vec<usize>,
+    seg: Vec<u32>,
+}
+
+impl Hops {
+    fn of(topo: &Topology, items: &[Item], routes: &Routes) -> Hops {
+        let links = topo.links();
+        let npus = topo.npus();
+        let mut segs = Segments { ids: HashMap::new(), links: Vec::new() };
+        let mut hop_start = Vec::with_capacity(items.len() + 1);
+        let mut hop_seg: Vec<u32> = Vec::with_capacity(routes.links.len());
+        hop_start.push(0usize);
+        let mut cur: Vec<u32> = Vec::new();
+        for i in 0..items.len() {
+            for &l in routes.of(i) {
+                cur.push(l);
+                if links[l as usize].dst < npus {
+                    let next = segs.links.len() as u32;
+                    let id = *segs.ids.entry(cur.clone()).or_insert(next);
+                    if id == next {
+                        segs.links.push(cur.clone());
+                    }
+                    hop_seg.push(id);
+                    cur.clear();
+                }
+            }
+            hop_start.push(hop_seg.len());
+        }
+        Hops { segs, start: hop_start, seg: hop_seg }
+    }
+}
+
+/// A list schedule: its messages in start order, and when the last ends.
+struct Plan {
+    msgs: Vec<Msg>,
+    makespan_ns: f64,
+}
+
+/// One message of a plan: when it starts, on which segment, and its items.
+struct Msg {
+    start: f64,
+    seg: u32,
+    items: Vec<u32>,
+}
+
+/// List-schedules the hops (event-driven): whenever a segment's links are free and chunks
+/// wait for it, it sends up to `group` of them, those with the most hops left first.
+#[allow(clippy::too_many_arguments)]
+fn list_schedule(
+    topo: &Topology,
+    hops: &Hops,
+    items: usize,
+    chunk_bytes: f64,
+    group: Option<u32>,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Plan, SynthError> {
+    let links = topo.links();
+    let Hops { segs, start: hop_start, seg: hop_seg } = hops;
+    let nseg = segs.links.len();
+    let seg_time = |s: usize, chunks: usize| -> f64 {
+        let ls = &segs.links[s];
+        let lat: f64 = ls.iter().map(|&l| links[l as usize].latency_ns).sum();
+        let bw = ls.iter().map(|&l| links[l as usize].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
+        lat + chunks as f64 * chunk_bytes / bw
+    };
+    let cap = group.map_or(usize::MAX, |g| g.max(1) as usize);
+    // Per segment, the items ready to take it: (hops left, seeded tie, item).
+    type Key = (u32, u64, u32);
+    let mut queue: Vec<BinaryHeap<Key>> = (0..nseg).map(|_| BinaryHeap::new()).collect();
+    let mut link_free = vec![0.0f64; links.len()];
+    let mut seg_pending = vec![false; nseg];
+    let mut hop = vec![0u32; items]; // next hop of each item
+    // Events: (time, kind 0 = arrival / 1 = segment may send, id).
+    let mut events: BinaryHeap<Reverse<(OrderedFloat<f64>, u8, u32)>> = BinaryHeap::new();
+    let key = |i: usize, h: u32| -> Key {
+        let left = (hop_start[i + 1] - hop_start[i]) as u32 - h;
+        (left, tie(seed, i, 0), i as u32)
+    };
+    for i in 0..items {
+        if hop_start[i + 1] > hop_start[i] {
+            events.push(Reverse((OrderedFloat(0.0), 0, i as u32)));
+        }
+    }
+    let mut msgs: Vec<Msg> = Vec::new();
+    let mut polls = 0usize;
+    while let Some(Reverse((OrderedFloat(t), kind, id))) = events.pop() {
+        polls += 1;
+        if polls.is_multiple_of(8192) && cancelled() {
+            return Err(SynthError::Cancelled);
+        }
+        if kind == 0 {
+            let i = id as usize;
+            let h = hop[i];
+            let s = hop_seg[hop_start[i] + h as usize] as usize;
+            queue[s].push(key(i, h));
+            if !seg_pending[s] {
+                seg_pending[s] = true;
+                events.push(Reverse((OrderedFloat(t), 1, s as u32)));
+            }
+            continue;
+        }
+        let s = id as usize;
+        seg_pending[s] = false;
+        if queue[s].is_empty() {
+            continue;
+        }
+        let free = segs.links[s].iter().map(|&l| link_free[l as usize]).fold(0.0f64, f64::max);
+        if free > t {
+            seg_pending[s] = true;
+            events.push(Reverse((OrderedFloat(free), 1, s as u32)));
+            continue;
+        }
+        let mut taken = Vec::new();
+        while taken.len() < cap {
+            let Some((_, _, i)) = queue[s].pop() else { break };
+            taken.push(i);
+        }
+        let end = t + seg_time(s, taken.len());
+        for &l in &segs.links[s] {
+            link_free[l as usize] = end;
+        }
+        for &i in &taken {
+            let i = i as usize;
+            hop[i] += 1;
+            if hop_start[i] + (hop[i] as usize) < hop_start[i + 1] {
+                events.push(Reverse((OrderedFloat(end), 0, i as u32)));
+            }
+        }
+        msgs.push(Msg { start: t, seg: s as u32, items: taken });
+        if !queue[s].is_empty() {
+            seg_pending[s] = true;
+            events.push(Reverse((OrderedFloat(end), 1, s as u32)));
+        }
+    }
+    let makespan_ns = link_free.iter().copied().fold(0.0, f64::max);
+    Ok(Plan { msgs, makespan_ns })
+}
+
+/// Packs the hops into slots, offline: items with the longest paths first, each hop into the
+/// earliest slot after its previous hop's where its links carry no other segment's message and
+/// its segment's message has fewer than `group` chunks. Where the list schedule defers a
+/// shorter chunk at its source until the longer ones are gone (and it then trails behind with
+/// hops to go), this fixes every chunk's whole path at once. The slots' messages are then
+/// timed as the simulator would (a message starts when its links are free and its chunks
+/// have arrived), in slot order.
+#[allow(clippy::too_many_arguments)]
+fn slot_schedule(
+    topo: &Topology,
+    hops: &Hops,
+    items: usize,
+    chunk_bytes: f64,
+    group: Option<u32>,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Plan, SynthError> {
+    let links = topo.links();
+    let Hops { segs, start: hop_start, seg: hop_seg } = hops;
+    let cap = group.map_or(u32::MAX, |g| g.max(1));
+    let len = |i: usize| hop_start[i + 1] - hop_start[i];
+    let mut order: Vec<usize> = (0..items).filter(|&i| len(i) > 0).collect();
+    order.sort_unstable_by_key(|&i| (Reverse(len(i)), tie(seed, i, 1)));
+    // Per link, per slot: the segment whose message uses it (u32::MAX: none) and its chunks.
+    let mut used: Vec<Vec<(u32, u32)>> = vec![Vec::new(); links.len()];
+    // Per link, the first slot that may still take a chunk.
+    let mut open = vec![0usize; links.len()];
+    let mut slot_of = vec![0u32; hop_seg.len()];
+    for (n, &i) in order.iter().enumerate() {
+        if n.is_multiple_of(4096) && cancelled() {
+            return Err(SynthError::Cancelled);
+        }
+        let mut next = 0usize;
+        for h in hop_start[i]..hop_start[i + 1] {
+            let sg = hop_seg[h];
+            let ls = &segs.links[sg as usize];
+            let mut x = ls.iter().map(|&l| open[l as usize]).max().unwrap_or(0).max(next);
+            loop {
+                let fits = ls.iter().all(|&l| match used[l as usize].get(x) {
+                    None => true,
+                    Some(&(o, c)) => o == u32::MAX || (o == sg && c < cap),
+                });
+                if fits {
+                    break;
+                }
+                x += 1;
+            }
+            for &l in ls {
+                let u = &mut used[l as usize];
+                if u.len() <= x {
+                    u.resize(x + 1, (u32::MAX, 0));
+                }
+                u[x] = (sg, u[x].1 + 1);
+                let o = &mut open[l as usize];
+                while *o < u.len() && u[*o].1 >= cap {
+                    *o += 1;
+                }
+            }
+            slot_of[h] = x as u32;
+            next = x + 1;
+        }
+    }
+    // The messages: per (slot, segment), its chunks.
+    let mut by_slot: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+    for i in 0..items {
+        for h in hop_start[i]..hop_start[i + 1] {
+            by_slot.entry((slot_of[h], hop_seg[h])).or_default().push(i as u32);
+        }
+    }
+    let mut keys: Vec<(u32, u32)> = by_slot.keys().copied().collect();
+    keys.sort_unstable();
+    let mut link_free = vec![0.0f64; links.len()];
+    let mut ready = vec![0.0f64; items];
+    let mut msgs = Vec::with_capacity(keys.len());
+    for key in keys {
+        let its = by_slot.remove(&key).expect("a key of the map");
+        let ls = &segs.links[key.1 as usize];
+        let mut t = ls.iter().map(|&l| link_free[l as usize]).fold(0.0f64, f64::max);
+        for &i in &its {
+            t = t.max(ready[i as usize]);
+        }
+        let lat: f64 = ls.iter().map(|&l| links[l as usize].latency_ns).sum();
+        let bw = ls.iter().map(|&l| links[l as usize].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
+        let end = t + lat + its.len() as f64 * chunk_bytes / bw;
+        for &l in ls {
+            link_free[l as usize] = end;
+        }
+        for &i in &its {
+            ready[i as usize] = end;
+        }
+        msgs.push(Msg { start: t, seg: key.1, items: its });
+    }
+    // `emit` reads the messages in start order.
+    msgs.sort_by(|a, b| a.start.total_cmp(&b.start));
+    let makespan_ns = link_free.iter().copied().fold(0.0, f64::max);
+    Ok(Plan { msgs, makespan_ns })
+}
+
+/// The plan as transfers in step order, and the number of steps.
+fn emit(topo: &Topology, items: &[Item], hops: &Hops, plan: &Plan) -> (Transfers, u32) {
+    let links = topo.links();
+    let segs = &hops.segs;
+    let msgs = &plan.msgs;
+    // Steps: after the previous message on each of the segment's links and one after each
+    // item's previous hop; messages are already in start order.
+    let mut link_step = vec![0u32; links.len()];
+    let mut item_step = vec![0u32; items.len()]; // step after the item's last hop
+    let mut step_of = Vec::with_capacity(msgs.len());
+    let mut steps = 0u32;
+    for m in msgs {
+        let mut st = 0u32;
+        for &l in &segs.links[m.seg as usize] {
+            st = st.max(link_step[l as usize]);
+        }
+        for &i in &m.items {
+            st = st.max(item_step[i as usize]);
+        }
+        for &l in &segs.links[m.seg as usize] {
+            link_step[l as usize] = st;
+        }
+        for &i in &m.items {
+            item_step[i as usize] = st + 1;
+        }
+        steps = steps.max(st + 1);
+        step_of.push(st);
+    }
+    let mut order: Vec<usize> = (0..msgs.len()).collect();
+    order.sort_by(|&a, &b| {
+        (step_of[a], OrderedFloat(msgs[a].start), a).cmp(&(step_of[b], OrderedFloat(msgs[b].start), b))
+    });
+    let mut routes_of: HashMap<u32, Option<Route>> = HashMap::new();
+    let mut out = Transfers::new();
+    for k in order {
+        let m = &msgs[k];
+        let ls = &segs.links[m.seg as usize];
+        let src = links[ls[0] as usize].src;
+        let dst = links[*ls.last().expect("a segment has links") as usize].dst;
+        let path = routes_of
+            .entry(m.seg)
+            .or_insert_with(|| {
+                (ls.len() > 1).then(|| {
+                    let mut nodes = vec![src as u32];
+                    nodes.extend(ls.iter().map(|&l| links[l as usize].dst as u32));
+                    Route::from(nodes)
+                })
+            })
+            .clone();
+        let mut chunks: Vec<u32> = m.items.iter().map(|&i| items[i as usize].chunk).collect();
+        chunks.sort_unstable();
+        let mut t = Transfer::copy(step_of[k], src, dst, chunks);
+        t.path = path;
+        out.push(t);
+    }
+    (out, steps)
+}

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod alltoall;
 mod baselines;
 mod bounds;
 mod chakra;

@@ -20,8 +20,9 @@ use std::collections::{BinaryHeap, HashMap};
 /// walks it again against the others' loads; they stop early once a pass gains nothing).
 /// Six even out torus:8x8 to 0.8% above the mean and reach mesh:8x8's bisection load exactly.
 const REROUTE_PASSES: usize = 6;
-/// Hops (chunks × path links) above which the planner reroutes once and packs slots only (the
-/// list schedule trails there: torus:8x8x8, 1.57 M hops, 886 µs against the slots' 759).
+/// Hops (chunks × path links) above which the planner reroutes twice at most and packs slots
+/// only, at the two largest message sizes (the list schedule trails there: torus:8x8x8,
+/// 1.57 M hops, 886 µs against the slots' 759).
 const LARGE_HOPS: usize = 1 << 19;
 
 /// Transfers (chunks × hops) above which the planner refuses (memory: a 1000-NPU all-to-all
@@ -74,7 +75,10 @@ pub fn synthesize(
     let routes = route(topo, &items, c.chunk_size_bytes, seed, cancelled)?;
     let hops = Hops::of(topo, &items, &routes);
     use rayon::prelude::*;
+    // Large instances: slots only, at the two largest message sizes (one round on two cores;
+    // torus:8x8x8 and 10x10x10 take the middle one of three).
     let large = hops.seg.len() > LARGE_HOPS;
+    let groups = if large { &groups[groups.len().saturating_sub(2)..] } else { groups };
     let tries: Vec<(Option<u32>, bool)> =
         groups.iter().flat_map(|&g| [(g, false), (g, true)]).filter(|&(_, slotted)| slotted || !large).collect();
     let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries
@@ -157,12 +161,12 @@ fn route(
     }
     let mut dsts: Vec<u32> = by_dst.keys().copied().collect();
     dsts.sort_unstable();
-    let mut dist_of: HashMap<u32, Vec<f64>> = HashMap::with_capacity(dsts.len());
+    let mut dag_of: HashMap<u32, Dag> = HashMap::with_capacity(dsts.len());
     for &t in &dsts {
         if cancelled() {
             return Err(SynthError::Cancelled);
         }
-        dist_of.insert(t, to_target(topo, t as usize, &cost));
+        dag_of.insert(t, Dag::of(topo, &to_target(topo, t as usize, &cost), &cost));
     }
     let mut load = vec![0.0f64; links.len()];
     let mut paths: Vec<Vec<u32>> = vec![Vec::new(); items.len()];
@@ -190,12 +194,12 @@ fn route(
             for &l in &paths[i] {
                 load[l as usize] -= wire[l as usize];
             }
-            let dist = &dist_of[&it.dst];
+            let dag = &dag_of[&it.dst];
             let mut path = std::mem::take(&mut paths[i]);
             path.clear();
             stamp += 1;
             let found = best_route(
-                &mut Walk { topo, cost: &cost, wire: &wire, load: &load, dist, seed, item: i, stamp, memo: &mut memo },
+                &mut Walk { topo, wire: &wire, load: &load, dag, seed, item: i, stamp, memo: &mut memo },
                 it.src as usize,
                 it.dst as usize,
             );
@@ -262,10 +266,9 @@ struct Memo {
 /// memo of the nodes already solved in this search (`stamp`).
 struct Walk<'a> {
     topo: &'a Topology,
-    cost: &'a [f64],
     wire: &'a [f64],
     load: &'a [f64],
-    dist: &'a [f64],
+    dag: &'a Dag,
     seed: u64,
     item: usize,
     stamp: u32,
@@ -283,24 +286,55 @@ fn best_route(w: &mut Walk, u: usize, t: usize) -> (f64, f64) {
         return (w.memo[u].max, w.memo[u].sum);
     }
     let links = w.topo.links();
-    let mut best = (f64::INFINITY, f64::INFINITY, u64::MAX, u32::MAX);
-    for l in w.topo.out_links(u) {
-        let v = links[l].dst;
-        // On a shortest path to the needer (relative slack for float sums).
-        if (w.cost[l] + w.dist[v] - w.dist[u]).abs() > 1e-9 * w.dist[u].max(1.0) {
-            continue;
-        }
-        let (m, s) = best_route(w, v, t);
+    let mut best = (f64::INFINITY, f64::INFINITY, u32::MAX);
+    let dag = w.dag;
+    for &l in &dag.links[dag.start[u] as usize..dag.start[u + 1] as usize] {
+        let l = l as usize;
+        let (m, s) = best_route(w, links[l].dst, t);
         let here = w.load[l] + w.wire[l];
         // The rise in Σ load² the item causes: spreads the load where maxima tie.
         let rise = s + here * here - w.load[l] * w.load[l];
-        let cand = (m.max(here), rise, tie(w.seed, w.item, l), l as u32);
-        if (cand.0, cand.1, cand.2) < (best.0, best.1, best.2) {
-            best = cand;
+        let cand = (m.max(here), rise);
+        let better = match cand.partial_cmp(&(best.0, best.1)) {
+            Some(std::cmp::Ordering::Less) => true,
+            Some(std::cmp::Ordering::Equal) => tie(w.seed, w.item, l) < tie(w.seed, w.item, best.2 as usize),
+            _ => best.2 == u32::MAX && cand.0.is_finite(),
+        };
+        if better {
+            best = (cand.0, cand.1, l as u32);
         }
     }
-    w.memo[u] = Memo { stamp: w.stamp, max: best.0, sum: best.1, link: best.3 };
+    w.memo[u] = Memo { stamp: w.stamp, max: best.0, sum: best.1, link: best.2 };
     (best.0, best.1)
+}
+
+/// The links on shortest paths to one needer, per node (CSR over the nodes).
+struct Dag {
+    start: Vec<u32>,
+    links: Vec<u32>,
+}
+
+impl Dag {
+    /// From the costs to the needer: a link is on a shortest path when it closes the gap
+    /// exactly (relative slack for float sums).
+    fn of(topo: &Topology, dist: &[f64], cost: &[f64]) -> Dag {
+        let links = topo.links();
+        let mut start = Vec::with_capacity(topo.nodes() + 1);
+        let mut on = Vec::new();
+        start.push(0u32);
+        for u in 0..topo.nodes() {
+            if dist[u].is_finite() {
+                for l in topo.out_links(u) {
+                    let v = links[l].dst;
+                    if (cost[l] + dist[v] - dist[u]).abs() <= 1e-9 * dist[u].max(1.0) {
+                        on.push(l as u32);
+                    }
+                }
+            }
+            start.push(on.len() as u32);
+        }
+        Dag { start, links: on }
+    }
 }
 
 /// A seeded hash of (item, link): the tie-break among equally loaded links.

@@ -91,9 +91,11 @@ fn plan_runs(
     }
     // Chunks that each go their own way (all-to-all, scatter, gather): the routed planner at
     // every chunking.
+    let routed_only =
+        tenants.is_none() && !trivial && crate::synth::routed::applies(c) && req.topology.npus() >= ROUTED_ONLY_NPUS;
     if tenants.is_none() && !trivial && crate::synth::routed::applies(c) {
-        if req.topology.npus() >= ROUTED_ONLY_NPUS {
-            runs.retain(|r| !matches!(r.mode, Mode::Matching(_)));
+        if routed_only {
+            runs.clear();
         }
         for variant in 0..variants.len() {
             runs.push(Run { variant, seed: req.seed, mode: Mode::Routed });
@@ -101,7 +103,7 @@ fn plan_runs(
     }
     // The latency-mode planners (batched messages, doubling, the contribution flood) run
     // beside the matcher for one collective, where their rounds can pay.
-    if tenants.is_none() && !trivial && latency_mode_pays(req.topology, c) {
+    if tenants.is_none() && !trivial && !routed_only && latency_mode_pays(req.topology, c) {
         // Deterministic on direct links and cheap: the first seed. The contribution flood's
         // bytes do not depend on the chunking: the request's alone.
         if crate::synth::flood::contributions_apply(c, req.topology.npus())
@@ -323,10 +325,11 @@ pub const PLAIN_MAX_NPUS: usize = 256;
 /// (`chunking::grouping`) does not also run the matcher at one chunk per message.
 pub const GROUPED_ONLY_NPUS: usize = 2048;
 
-/// NPUs from which an all-to-all, scatter or gather runs the routed planner without the
-/// matcher: the matcher's time grows with every chunk's candidate edges (7.3 s of a 512-NPU
-/// all-to-all) and its schedules are slower there (torus:8x8x8 at 64 MiB: 1066.5 µs against
-/// the routed planner's 800 µs).
+/// NPUs from which an all-to-all, scatter or gather runs the routed planner alone: the
+/// matcher's time grows with every chunk's candidate edges (7.3 s of a 512-NPU all-to-all) and
+/// its schedules are slower there (torus:8x8x8 at 64 MiB: 1066.5 µs against the routed
+/// planner's 765 µs); the batched planner relays every chunk everywhere (torus:8x8x8 at
+/// 16 MiB: 80 s and 8 GB beside the routed planner).
 pub const ROUTED_ONLY_NPUS: usize = 256;
 
 /// NPUs up to which the greedy always tries its latency mode; beyond, only where one chunk is

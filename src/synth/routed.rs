@@ -21,8 +21,8 @@ use std::collections::{BinaryHeap, HashMap};
 /// Six even out torus:8x8 to 0.8% above the mean and reach mesh:8x8's bisection load exactly.
 const REROUTE_PASSES: usize = 6;
 /// Hops (chunks × path links) above which the planner reroutes twice at most and packs slots
-/// only, at the two largest message sizes (the list schedule trails there: torus:8x8x8,
-/// 1.57 M hops, 886 µs against the slots' 759).
+/// only (the list schedule trails there: torus:8x8x8, 1.57 M hops, 886 µs against the slots'
+/// 759).
 const LARGE_HOPS: usize = 1 << 19;
 
 /// Transfers (chunks × hops) above which the planner refuses (memory: a 1000-NPU all-to-all
@@ -40,10 +40,7 @@ pub fn applies(c: &Collective) -> bool {
 /// pipeline better; the best is mostly the largest or the next), and all that are ready
 /// (`None`) where a chunk is mostly latency.
 pub fn groups(topo: &Topology, chunk_bytes: f64) -> Vec<Option<u32>> {
-    let links = topo.links();
-    let bw = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
-    let alpha = links.iter().map(|l| l.latency_ns).fold(0.0, f64::max);
-    let q = if bw > 0.0 && chunk_bytes > 0.0 { alpha * bw / chunk_bytes } else { 0.0 };
+    let q = chunks_per_alpha(topo, chunk_bytes);
     let mut out: Vec<Option<u32>> =
         [1u32, 2, 4, 8, 16, 32, 64].into_iter().filter(|&g| g == 1 || (g as f64) <= 50.0 * q).map(Some).collect();
     out.drain(..out.len().saturating_sub(3));
@@ -51,6 +48,14 @@ pub fn groups(topo: &Topology, chunk_bytes: f64) -> Vec<Option<u32>> {
         out.push(None);
     }
     out
+}
+
+/// How many chunks' wire time one link latency is worth (largest latency, fastest link).
+fn chunks_per_alpha(topo: &Topology, chunk_bytes: f64) -> f64 {
+    let links = topo.links();
+    let bw = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
+    let alpha = links.iter().map(|l| l.latency_ns).fold(0.0, f64::max);
+    if bw > 0.0 && chunk_bytes > 0.0 { alpha * bw / chunk_bytes } else { 0.0 }
 }
 
 /// One chunk to deliver: the chunk, its holder and its needer.
@@ -75,10 +80,14 @@ pub fn synthesize(
     let routes = route(topo, &items, c.chunk_size_bytes, seed, cancelled)?;
     let hops = Hops::of(topo, &items, &routes);
     use rayon::prelude::*;
-    // Large instances: slots only, at the two largest message sizes (one round on two cores;
-    // torus:8x8x8 and 10x10x10 take the middle one of three).
+    // Large instances: slots only, at the message sizes of 8 to 32 chunks per α among those
+    // given (one round on two cores; the best on torus:8x8x8: 8 chunks at 64 MiB, where a chunk
+    // is 0.38 α, and 16 at 16 MiB, 1.5 α).
     let large = hops.seg.len() > LARGE_HOPS;
-    let groups = if large { &groups[groups.len().saturating_sub(2)..] } else { groups };
+    let q = chunks_per_alpha(topo, c.chunk_size_bytes);
+    let near: Vec<Option<u32>> =
+        groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
+    let groups = if large && !near.is_empty() { &near[..] } else { groups };
     let tries: Vec<(Option<u32>, bool)> =
         groups.iter().flat_map(|&g| [(g, false), (g, true)]).filter(|&(_, slotted)| slotted || !large).collect();
     let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries

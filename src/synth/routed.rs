@@ -386,6 +386,18 @@ struct Segments {
     links: Vec<Vec<u32>>,
 }
 
+impl Segments {
+    /// How long a message of `chunks` takes on segment `s`: its links' latencies and the
+    /// chunks over its slowest link (the simulator's time for a routed transfer).
+    fn time(&self, topo: &Topology, s: usize, chunks: usize, chunk_bytes: f64) -> f64 {
+        let links = topo.links();
+        let ls = &self.links[s];
+        let lat: f64 = ls.iter().map(|&l| links[l as usize].latency_ns).sum();
+        let bw = ls.iter().map(|&l| links[l as usize].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
+        lat + chunks as f64 * chunk_bytes / bw
+    }
+}
+
 /// Each item's hops as segment ids (CSR like the routes), and the segments.
 struct Hops {
     segs: Segments,
@@ -449,12 +461,6 @@ fn list_schedule(
     let links = topo.links();
     let Hops { segs, start: hop_start, seg: hop_seg } = hops;
     let nseg = segs.links.len();
-    let seg_time = |s: usize, chunks: usize| -> f64 {
-        let ls = &segs.links[s];
-        let lat: f64 = ls.iter().map(|&l| links[l as usize].latency_ns).sum();
-        let bw = ls.iter().map(|&l| links[l as usize].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
-        lat + chunks as f64 * chunk_bytes / bw
-    };
     let cap = group.map_or(usize::MAX, |g| g.max(1) as usize);
     // Per segment, the items ready to take it: (hops left, seeded tie, item).
     type Key = (u32, u64, u32);
@@ -507,7 +513,7 @@ fn list_schedule(
             let Some((_, _, i)) = queue[s].pop() else { break };
             taken.push(i);
         }
-        let end = t + seg_time(s, taken.len());
+        let end = t + segs.time(topo, s, taken.len(), chunk_bytes);
         for &l in &segs.links[s] {
             link_free[l as usize] = end;
         }
@@ -609,9 +615,7 @@ fn slot_schedule(
         for &i in &its {
             t = t.max(ready[i as usize]);
         }
-        let lat: f64 = ls.iter().map(|&l| links[l as usize].latency_ns).sum();
-        let bw = ls.iter().map(|&l| links[l as usize].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
-        let end = t + lat + its.len() as f64 * chunk_bytes / bw;
+        let end = t + segs.time(topo, key.1 as usize, its.len(), chunk_bytes);
         for &l in ls {
             link_free[l as usize] = end;
         }

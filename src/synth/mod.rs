@@ -7,6 +7,7 @@ pub mod flood;
 pub mod greedy;
 pub mod ilp;
 mod matcher;
+pub mod mcf;
 pub mod overlap;
 pub mod repair;
 pub mod routed;

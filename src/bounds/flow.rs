@@ -33,10 +33,8 @@ pub(super) fn flow(topo: &Topology, d: &Demand) -> Result<Option<f64>, String> {
     if by_holder.is_empty() {
         return Ok(None);
     }
-    let demands: Vec<mcf::Demands> = by_holder
-        .into_iter()
-        .map(|(holder, n)| mcf::Demands { holder, needers: n.into_iter().collect() })
-        .collect();
+    let demands: Vec<mcf::Demands> =
+        by_holder.into_iter().map(|(holder, n)| mcf::Demands { holder, needers: n.into_iter().collect() }).collect();
     let sol = mcf::solve(topo, &demands).map_err(|e| format!("flow: {e}"))?;
     Ok(Some(sol.chunks_on_fastest * d.chunk_bytes / sol.beta_ref * (1.0 - SHADE)))
 }

@@ -58,6 +58,155 @@ fn chunks_per_alpha(topo: &Topology, chunk_bytes: f64) -> f64 {
     if bw > 0.0 && chunk_bytes > 0.0 { alpha * bw / chunk_bytes } else { 0.0 }
 }
 
+/// The best plan of `hops` over the message sizes and both schedulers.
+#[allow(clippy::too_many_arguments)]
+fn best_plan(
+    topo: &Topology,
+    hops: &Hops,
+    items: usize,
+    chunk_bytes: f64,
+    groups: &[Option<u32>],
+    seed: u64,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Plan, Option<u32>), SynthError> {
+    use rayon::prelude::*;
+    // Large instances: slots only, at the message sizes of 8 to 32 chunks per α among those
+    // given (one round on two cores; the best on torus:8x8x8: 8 chunks at 64 MiB, where a chunk
+    // is 0.38 α, and 16 at 16 MiB, 1.5 α).
+    let large = hops.seg.len() > LARGE_HOPS;
+    let q = chunks_per_alpha(topo, chunk_bytes);
+    let near: Vec<Option<u32>> =
+        groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
+    let groups = if large && !near.is_empty() { &near[..] } else { groups };
+    let tries: Vec<(Option<u32>, bool)> =
+        groups.iter().flat_map(|&g| [(g, false), (g, true)]).filter(|&(_, slotted)| slotted || !large).collect();
+    let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries
+        .par_iter()
+        .map(|&(g, slotted)| {
+            let plan = if slotted {
+                slot_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled)
+            } else {
+                list_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled)
+            };
+            plan.map(|p| (p, g))
+        })
+        .collect();
+    let mut best: Option<(Plan, Option<u32>)> = None;
+    for plan in plans {
+        let (plan, g) = plan?;
+        if best.as_ref().is_none_or(|(b, _)| plan.makespan_ns < b.makespan_ns) {
+            best = Some((plan, g));
+        }
+    }
+    best.ok_or_else(|| {
+        crate::error::InputError::new("options", "the routed planner needs a message size to try").into()
+    })
+}
+
+/// Routes along the flow program's optimum (`synth::mcf`), where it is worth solving: a fabric
+/// of at most `mcf::MAX_VARIABLES` holders × links that is not a grid of equal links (there the
+/// shortest paths spread evenly already). Each holder's flow is cut into paths (largest flow
+/// first), and each pair's chunks take them in proportion (the path with the most flow left
+/// next). `None` where not solved, or the flow did not decompose (solver tolerances).
+fn flow_routes(topo: &Topology, items: &[Item], cancelled: &dyn Fn() -> bool) -> Result<Option<Routes>, SynthError> {
+    use super::mcf;
+    let links = topo.links();
+    let uniform_grid =
+        topo.infer_grid().is_some() && links.windows(2).all(|w| w[0].bandwidth_gb_per_s == w[1].bandwidth_gb_per_s);
+    if uniform_grid || links.is_empty() {
+        return Ok(None);
+    }
+    let mut pairs: std::collections::BTreeMap<(u32, u32), Vec<usize>> = Default::default();
+    for (i, it) in items.iter().enumerate() {
+        pairs.entry((it.src, it.dst)).or_default().push(i);
+    }
+    let mut demands: Vec<mcf::Demands> = Vec::new();
+    for (&(s, v), list) in &pairs {
+        if demands.last().is_none_or(|d| d.holder != s) {
+            demands.push(mcf::Demands { holder: s, needers: Vec::new() });
+        }
+        demands.last_mut().expect("pushed").needers.push((v, list.len() as f64));
+    }
+    if demands.len().saturating_mul(links.len()) > mcf::MAX_VARIABLES {
+        return Ok(None);
+    }
+    if cancelled() {
+        return Err(SynthError::Cancelled);
+    }
+    let Ok(sol) = mcf::solve(topo, &demands) else { return Ok(None) };
+    const EPS: f64 = 1e-6;
+    let mut paths: Vec<Vec<u32>> = vec![Vec::new(); items.len()];
+    for (d, flow) in demands.iter().zip(sol.flows) {
+        let mut flow = flow;
+        for &(v, want) in &d.needers {
+            // Paths from the holder to v along links with flow left, each taking its bottleneck.
+            let mut found: Vec<(Vec<u32>, f64)> = Vec::new();
+            let mut left = want;
+            while left > EPS {
+                let Some(path) = flow_path(topo, &flow, d.holder as usize, v as usize) else { break };
+                let amount = path.iter().map(|&l| flow[l as usize]).fold(left, f64::min);
+                for &l in &path {
+                    flow[l as usize] -= amount;
+                }
+                left -= amount;
+                found.push((path, amount));
+            }
+            if left > 1e-3 * want.max(1.0) || found.is_empty() {
+                return Ok(None);
+            }
+            for &i in &pairs[&(d.holder, v)] {
+                let k = (0..found.len()).max_by(|&a, &b| found[a].1.total_cmp(&found[b].1)).expect("non-empty");
+                found[k].1 -= 1.0;
+                paths[i] = found[k].0.clone();
+            }
+        }
+    }
+    let mut start = Vec::with_capacity(items.len() + 1);
+    start.push(0);
+    let mut flat = Vec::new();
+    for p in paths {
+        flat.extend_from_slice(&p);
+        start.push(flat.len());
+    }
+    Ok(Some(Routes { start, links: flat }))
+}
+
+/// A path from `s` to `t` along links with flow left, the most flow first at each node
+/// (depth first, each node once).
+fn flow_path(topo: &Topology, flow: &[f64], s: usize, t: usize) -> Option<Vec<u32>> {
+    let links = topo.links();
+    let mut seen = vec![false; topo.nodes()];
+    let mut path: Vec<u32> = Vec::new();
+    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
+    let outs = |u: usize| -> Vec<usize> {
+        let mut o: Vec<usize> = topo.out_links(u).filter(|&l| flow[l] > 1e-9).collect();
+        o.sort_by(|&a, &b| flow[a].total_cmp(&flow[b]));
+        o // popped from the back: the most flow first
+    };
+    seen[s] = true;
+    stack.push((s, outs(s)));
+    while let Some((u, cand)) = stack.last_mut() {
+        if *u == t {
+            return Some(path);
+        }
+        match cand.pop() {
+            Some(l) => {
+                let v = links[l].dst;
+                if !seen[v] {
+                    seen[v] = true;
+                    path.push(l as u32);
+                    stack.push((v, outs(v)));
+                }
+            }
+            None => {
+                stack.pop();
+                path.pop();
+            }
+        }
+    }
+    None
+}
+
 /// One chunk to deliver: the chunk, its holder and its needer.
 #[derive(Clone, Copy)]
 struct Item {
@@ -77,40 +226,22 @@ pub fn synthesize(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let items = items(c);
-    let routes = route(topo, &items, c.chunk_size_bytes, seed, cancelled)?;
-    let hops = Hops::of(topo, &items, &routes);
-    use rayon::prelude::*;
-    // Large instances: slots only, at the message sizes of 8 to 32 chunks per α among those
-    // given (one round on two cores; the best on torus:8x8x8: 8 chunks at 64 MiB, where a chunk
-    // is 0.38 α, and 16 at 16 MiB, 1.5 α).
-    let large = hops.seg.len() > LARGE_HOPS;
-    let q = chunks_per_alpha(topo, c.chunk_size_bytes);
-    let near: Vec<Option<u32>> =
-        groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
-    let groups = if large && !near.is_empty() { &near[..] } else { groups };
-    let tries: Vec<(Option<u32>, bool)> =
-        groups.iter().flat_map(|&g| [(g, false), (g, true)]).filter(|&(_, slotted)| slotted || !large).collect();
-    let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries
-        .par_iter()
-        .map(|&(g, slotted)| {
-            let plan = if slotted {
-                slot_schedule(topo, &hops, items.len(), c.chunk_size_bytes, g, seed, cancelled)
-            } else {
-                list_schedule(topo, &hops, items.len(), c.chunk_size_bytes, g, seed, cancelled)
-            };
-            plan.map(|p| (p, g))
-        })
-        .collect();
-    let mut best: Option<(Plan, Option<u32>)> = None;
-    for plan in plans {
-        let (plan, g) = plan?;
-        if best.as_ref().is_none_or(|(b, _)| plan.makespan_ns < b.makespan_ns) {
-            best = Some((plan, g));
+    // The routes: spread over shortest paths, and on small fabrics that are not a uniform
+    // grid also along the flow program's optimum (near-shortest paths where the shortest
+    // crowd the fast links); each scheduled, the shortest plan kept.
+    let mut route_sets = vec![route(topo, &items, c.chunk_size_bytes, seed, cancelled)?];
+    if let Some(r) = flow_routes(topo, &items, cancelled)? {
+        route_sets.push(r);
+    }
+    let mut best: Option<(Plan, Option<u32>, Hops)> = None;
+    for routes in &route_sets {
+        let hops = Hops::of(topo, &items, routes);
+        let (plan, g) = best_plan(topo, &hops, items.len(), c.chunk_size_bytes, groups, seed, cancelled)?;
+        if best.as_ref().is_none_or(|(b, _, _)| plan.makespan_ns < b.makespan_ns) {
+            best = Some((plan, g, hops));
         }
     }
-    let Some((plan, group)) = best else {
-        return Err(crate::error::InputError::new("options", "the routed planner needs a message size to try").into());
-    };
+    let Some((plan, group, hops)) = best else { unreachable!("one route set at least") };
     let (transfers, steps) = emit(topo, &items, &hops, &plan);
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(seed);

@@ -243,6 +243,11 @@ fn latency(
 
 /// Shortest latency (Σ latency_ns) from the nearest source to every node.
 pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
+    shortest(topo, sources, |l| l.latency_ns)
+}
+
+/// Shortest Σ `weight(link)` from the nearest source to every node (weights ≥ 0).
+fn shortest(topo: &Topology, sources: &[u32], weight: impl Fn(&crate::topology::Link) -> f64) -> Vec<f64> {
     let mut dist = vec![f64::INFINITY; topo.nodes()];
     let mut heap = BinaryHeap::new();
     for &s in sources {
@@ -254,7 +259,7 @@ pub fn dijkstra(topo: &Topology, sources: &[u32]) -> Vec<f64> {
             continue;
         }
         for l in &topo.links()[topo.out_links(u)] {
-            let nd = d + l.latency_ns;
+            let nd = d + weight(l);
             if nd < dist[l.dst] {
                 dist[l.dst] = nd;
                 heap.push(Reverse((OrderedFloat(nd), l.dst)));

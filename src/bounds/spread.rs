@@ -5,9 +5,7 @@
 
 use crate::collective::Holders;
 use crate::topology::Topology;
-use ordered_float::OrderedFloat;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 /// Work (chunk entries scanned) the cut bound may spend over all its candidate sets; beyond,
 /// fewer sets are tried (the bound stays sound: a maximum over fewer sets).
@@ -73,25 +71,7 @@ pub(super) fn distance(topo: &Topology, d: &Demand) -> Result<Option<f64>, Strin
 
 /// Cheapest ns per byte from the nearest source to every node (a link costs 1 / bandwidth).
 fn byte_cost(topo: &Topology, sources: &[u32]) -> Vec<f64> {
-    let mut dist = vec![f64::INFINITY; topo.nodes()];
-    let mut heap = BinaryHeap::new();
-    for &s in sources {
-        dist[s as usize] = 0.0;
-        heap.push(Reverse((OrderedFloat(0.0), s as usize)));
-    }
-    while let Some(Reverse((OrderedFloat(x), u))) = heap.pop() {
-        if x > dist[u] {
-            continue;
-        }
-        for l in &topo.links()[topo.out_links(u)] {
-            let nx = x + 1.0 / l.bandwidth_gb_per_s;
-            if nx < dist[l.dst] {
-                dist[l.dst] = nx;
-                heap.push(Reverse((OrderedFloat(nx), l.dst)));
-            }
-        }
-    }
-    dist
+    super::shortest(topo, sources, |l| 1.0 / l.bandwidth_gb_per_s)
 }
 
 /// The cut bound: for a set S of nodes, the chunks whose holders are all inside and some

@@ -61,19 +61,20 @@ pub struct LowerBounds {
 
 pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
     let mut b = LowerBounds::default();
+    // The needed pairs are read as they come, not held: a 4096-NPU all-reduce in 4 parts needs
+    // 2^26 of them (537 MB as a list).
     let holders = c.holders();
-    let needed = c.needed_with(&holders);
-    if needed.is_empty() {
+    if c.needed_iter(&holders).next().is_none() {
         b.ingress_ns = Some(0.0);
         b.latency_ns = Some(0.0);
         b.lower_bound_ns = Some(0.0);
         return b;
     }
-    b.ingress_ns = ingress(topo, c, &needed);
+    b.ingress_ns = ingress(topo, c, c.needed_iter(&holders));
     if b.ingress_ns.is_none() {
         b.notes.push("ingress: an NPU that needs data has no incoming link".into());
     }
-    match latency(topo, c, &holders, &needed) {
+    match latency(topo, c, &holders) {
         Ok(x) => b.latency_ns = x,
         Err(note) => b.notes.push(note),
     }
@@ -94,6 +95,7 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
         b.two_pass_ns = two_pass(topo, c);
     }
     if spreads(c) {
+        let needed = c.needed_with(&holders);
         let demand = spread::Demand::new(&holders, &needed, c.num_chunks, c.chunk_size_bytes);
         match spread::distance(topo, &demand) {
             Ok(x) => b.distance_ns = x,
@@ -159,9 +161,9 @@ fn two_pass(topo: &Topology, c: &Collective) -> Option<f64> {
     (ingress > 0.0).then(|| 2.0 * (p - 1) as f64 * c.spec.size_bytes as f64 / ingress)
 }
 
-fn ingress(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Option<f64> {
+fn ingress(topo: &Topology, c: &Collective, needed: impl Iterator<Item = [u32; 2]>) -> Option<f64> {
     let mut count = vec![0usize; topo.npus()];
-    for &[v, _] in needed {
+    for [v, _] in needed {
         count[v as usize] += 1;
     }
     let mut worst = 0.0f64;
@@ -183,26 +185,39 @@ fn ingress(topo: &Topology, c: &Collective, needed: &[[u32; 2]]) -> Option<f64> 
 /// terms.
 const MAX_LATENCY_PASSES: usize = 256;
 
-fn latency(
-    topo: &Topology,
-    c: &Collective,
-    holders: &crate::collective::Holders,
-    needed: &[[u32; 2]],
-) -> Result<Option<f64>, String> {
-    // Needed NPUs per chunk, then per distinct holder set (each slice hashed once per chunk).
-    let mut by_chunk: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
-    for &[v, ch] in needed {
-        by_chunk[ch as usize].push(v);
+fn latency(topo: &Topology, c: &Collective, holders: &crate::collective::Holders) -> Result<Option<f64>, String> {
+    // Each chunk's holder set numbered (a chunk whose set equals the previous chunk's takes its
+    // number without hashing: in an all-reduce every set is the same), then the needing NPUs per
+    // set, each kept once: the postcondition is sorted by NPU, so a repeat is the last one
+    // pushed (sorted and deduplicated again after, for any order).
+    let mut ids: HashMap<&[u32], u32> = HashMap::new();
+    let mut keys: Vec<&[u32]> = Vec::new();
+    let mut set_of: Vec<u32> = Vec::with_capacity(c.num_chunks);
+    for ch in 0..c.num_chunks {
+        let h = holders.of(ch);
+        let id = match set_of.last() {
+            Some(&prev) if keys[prev as usize] == h => prev,
+            _ => *ids.entry(h).or_insert_with(|| {
+                keys.push(h);
+                (keys.len() - 1) as u32
+            }),
+        };
+        set_of.push(id);
     }
-    let mut groups: HashMap<&[u32], Vec<u32>> = HashMap::new();
-    for (ch, vs) in by_chunk.into_iter().enumerate() {
-        if !vs.is_empty() {
-            groups.entry(holders.of(ch)).or_default().extend(vs);
+    let mut needers: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
+    for [v, ch] in c.needed_iter(holders) {
+        let vs = &mut needers[set_of[ch as usize] as usize];
+        if vs.last() != Some(&v) {
+            vs.push(v);
         }
     }
-    for vs in groups.values_mut() {
-        vs.sort_unstable();
-        vs.dedup();
+    let mut groups: HashMap<&[u32], Vec<u32>> = HashMap::new();
+    for (h, mut vs) in keys.into_iter().zip(needers) {
+        if !vs.is_empty() {
+            vs.sort_unstable();
+            vs.dedup();
+            groups.insert(h, vs);
+        }
     }
     let last_hop: Vec<f64> = (0..topo.npus())
         .map(|v| {

@@ -359,10 +359,12 @@ fn lone_groups(q: usize, steps: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The chunks of part `part` (of `parts`) of rank r's block.
-fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> Vec<u32> {
-    let b: Vec<u32> = ctx.block(r).collect();
-    let per = b.len() / parts;
-    b[part * per..(part + 1) * per].to_vec()
+/// Part `part` of `parts` of rank `r`'s block (a range: bucket on torus:64x64 takes 260 M of
+/// them, one per block of each message).
+fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> std::ops::Range<u32> {
+    let b = ctx.block(r);
+    let per = b.len() as u32 / parts as u32;
+    b.start + part as u32 * per..b.start + (part as u32 + 1) * per
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -425,7 +427,7 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, 
         if fold {
             for c in 0..q {
                 if let Some(e) = extra(c) {
-                    let what = if rs { everything.clone() } else { sub_block(ctx, e, part, parts).into() };
+                    let what = if rs { everything.clone() } else { sub_block(ctx, e, part, parts).collect() };
                     out.send(0, e, c, what, if rs { Op::Reduce } else { Op::Copy });
                 }
             }
@@ -438,8 +440,8 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, 
                 }
                 if lone {
                     for b in groups[s].clone() {
-                        out.send(step, q, b, sub_block(ctx, b, part, parts), Op::Reduce);
-                        out.send(step, b, q, sub_block(ctx, q, part, parts), Op::Reduce);
+                        out.send(step, q, b, sub_block(ctx, b, part, parts).collect::<ChunkList>(), Op::Reduce);
+                        out.send(step, b, q, sub_block(ctx, q, part, parts).collect::<ChunkList>(), Op::Reduce);
                     }
                 }
                 step += 1;
@@ -454,8 +456,8 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, 
                 }
                 if lone {
                     for b in groups[s].clone() {
-                        out.send(step, q, b, sub_block(ctx, q, part, parts), Op::Copy);
-                        out.send(step, b, q, sub_block(ctx, b, part, parts), Op::Copy);
+                        out.send(step, q, b, sub_block(ctx, q, part, parts).collect::<ChunkList>(), Op::Copy);
+                        out.send(step, b, q, sub_block(ctx, b, part, parts).collect::<ChunkList>(), Op::Copy);
                     }
                 }
                 step += 1;
@@ -464,7 +466,7 @@ fn bandwidth_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, 
         if fold {
             for c in 0..q {
                 if let Some(e) = extra(c) {
-                    let what = if ag { everything.clone() } else { sub_block(ctx, e, part, parts).into() };
+                    let what = if ag { everything.clone() } else { sub_block(ctx, e, part, parts).collect() };
                     out.send(step, c, e, what, Op::Copy);
                 }
             }

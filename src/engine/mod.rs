@@ -316,6 +316,9 @@ struct SynthJob<'a> {
     /// Chunks moved together per message the greedy also tries on an all-reduce
     /// (`synth::greedy_grouped`), when the request leaves the chunking open.
     grouping: Vec<u32>,
+    /// Whether the kept schedule's report carries the lower bounds (`auto` leaves them out of
+    /// its candidates' and works them out once, for the winner).
+    bounds: bool,
 }
 
 /// The top-level `stats` object of a synthesized schedule: what every synthesizer reports,
@@ -676,7 +679,7 @@ fn ilp_at(
     let (schedule, gst, iout) = produced?;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = finalize_until(schedule, true, cancelled)?;
+    let (schedule, report) = finalize_until(schedule, req.bounds, cancelled)?;
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.ilp = Some(iout.stats);
     Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
@@ -926,7 +929,7 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     match &req.algorithm {
         Algorithm::Baseline(name) => run_baseline(req, name, ctl, deadline),
-        Algorithm::Greedy | Algorithm::Ilp => run_synthesizer(req, &req.algorithm, ctl, deadline),
+        Algorithm::Greedy | Algorithm::Ilp => run_synthesizer(req, &req.algorithm, ctl, deadline, true),
         Algorithm::Auto => portfolio::run(req, ctl, deadline),
     }
 }
@@ -957,11 +960,14 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
 /// The greedy or the ILP on the request, within `deadline`. The greedy with
 /// `Chunking::Auto` searches the chunks per NPU `chunking::candidates` proposes; the ILP
 /// takes 1 (its model grows with the chunks).
+/// Runs the greedy or the ILP on `req` within `deadline`; the report has the lower bounds when
+/// `bounds`.
 fn run_synthesizer(
     req: &Request,
     algorithm: &Algorithm,
     ctl: Control,
     deadline: std::time::Instant,
+    bounds: bool,
 ) -> Result<Output, Error> {
     let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
     let sr = SynthJob {
@@ -981,6 +987,7 @@ fn run_synthesizer(
             (Algorithm::Greedy, Chunking::Auto) => chunking::grouping(&req.topology, &req.built[0]),
             _ => Vec::new(),
         },
+        bounds,
     };
     let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
     let searched: Vec<Collective> = match (algorithm, req.chunking, &req.target) {

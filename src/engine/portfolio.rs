@@ -327,7 +327,7 @@ fn attempt(
             let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
             let mut ilp = req.clone();
             ilp.seeds = 1;
-            super::run_synthesizer(&ilp, algorithm, ctl, share)
+            super::run_synthesizer(&ilp, algorithm, ctl, share, false)
         }
         Algorithm::Baseline(name) => match baseline_candidate(req, name, best, ctl, deadline) {
             Ok(Ok(out)) => Ok(out),
@@ -339,7 +339,7 @@ fn attempt(
             }
             Err(e) => Err(e),
         },
-        _ => super::run_synthesizer(req, algorithm, ctl, deadline),
+        _ => super::run_synthesizer(req, algorithm, ctl, deadline, false),
     };
     entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
     match result {

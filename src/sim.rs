@@ -80,7 +80,14 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
     let chunk = s.chunk_size_bytes;
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
     let slots = s.slots();
-    let mut ready: SlotTable<f64> = SlotTable::new(topo.npus(), slots);
+    // Chunks laid out so that the evenly spaced lists most messages carry sit side by side.
+    let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
+    let pos: Vec<u32> = (0..s.num_chunks as u32)
+        .map(|c| layout.of(c))
+        .chain((0..s.scratch.len() as u32).map(|i| layout.len() as u32 + i))
+        .collect();
+    let pos = |c: u32| pos[c as usize] as usize;
+    let mut ready: SlotTable<f64> = SlotTable::new(topo.npus(), layout.len() + s.scratch.len());
     let mut link_free = vec![0.0f64; topo.links().len()];
     let mut busy = vec![0.0f64; topo.links().len()];
     let mut bytes_on = vec![0.0f64; topo.links().len()];
@@ -123,7 +130,7 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             let combined = chunk * t.written().len() as f64;
             let mut start = 0.0f64;
             for &c in t.chunks {
-                start = start.max(*ready.get(t.src as usize, c as usize));
+                start = start.max(*ready.get(t.src as usize, pos(c)));
             }
             let mut latency = 0.0;
             let mut min_bw = f64::INFINITY;
@@ -152,8 +159,8 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
         for &(i, end) in &pending {
             let t = s.transfers.at(i);
             for &c in t.written() {
-                let r = ready.get(t.dst as usize, c as usize).max(end);
-                ready.set(t.dst as usize, c as usize, r);
+                let r = ready.get(t.dst as usize, pos(c)).max(end);
+                ready.set(t.dst as usize, pos(c), r);
             }
         }
         round_end_ns.push(round_end);

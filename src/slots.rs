@@ -43,6 +43,43 @@ impl<T: Clone + Default> SlotTable<T> {
     }
 }
 
+/// Where each chunk sits in a row of a per-NPU table: the chunks `≡ r (mod spacing)` side by
+/// side, residue after residue. A schedule whose messages carry evenly spaced chunk lists (bucket
+/// on a 2D torus sends every fourth chunk) then reads and writes each message's slots in a
+/// few cache lines instead of one line per chunk or two. Spacing 1 is the identity.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotOrder {
+    spacing: u32,
+    /// Positions per residue: ⌈chunks / spacing⌉.
+    per: u32,
+    chunks: u32,
+}
+
+impl SlotOrder {
+    /// The order of `chunks` chunks for lists spaced by `spacing` (at least 1).
+    pub fn new(chunks: usize, spacing: u32) -> SlotOrder {
+        let spacing = spacing.clamp(1, (chunks as u32).max(1));
+        SlotOrder { spacing, per: (chunks as u32).div_ceil(spacing), chunks: chunks as u32 }
+    }
+
+    /// The position of chunk `c` (below `chunks`) in a row.
+    #[inline]
+    pub fn of(&self, c: u32) -> u32 {
+        debug_assert!(c < self.chunks);
+        (c % self.spacing) * self.per + c / self.spacing
+    }
+
+    /// Positions a row needs for the chunks (at least `chunks`: the last residues may leave
+    /// a gap).
+    pub fn len(&self) -> usize {
+        self.spacing as usize * self.per as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.chunks == 0
+    }
+}
+
 fn key(npu: usize, chunk: usize) -> u64 {
     ((npu as u64) << 32) | chunk as u64
 }
@@ -87,5 +124,28 @@ impl PairSet {
             }
             PairSet::Sparse(h) => h.contains(&key(npu, chunk)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SlotOrder;
+
+    #[test]
+    fn a_slot_order_is_one_to_one_and_puts_spaced_lists_side_by_side() {
+        for (chunks, spacing) in [(16, 4), (18, 4), (7, 3), (5, 1), (3, 8), (1, 1), (64, 64)] {
+            let o = SlotOrder::new(chunks, spacing);
+            let mut seen = vec![false; o.len()];
+            for c in 0..chunks as u32 {
+                let p = o.of(c) as usize;
+                assert!(p < o.len() && !seen[p], "{chunks} chunks, spacing {spacing}: {c} -> {p}");
+                seen[p] = true;
+            }
+            assert!(o.len() >= chunks && o.len() < chunks + spacing as usize, "{chunks}, {spacing}: {}", o.len());
+        }
+        // Every fourth chunk of 16 from 2: consecutive positions.
+        let o = SlotOrder::new(16, 4);
+        let at: Vec<u32> = [2, 6, 10, 14].iter().map(|&c| o.of(c)).collect();
+        assert_eq!(at, [8, 9, 10, 11]);
     }
 }

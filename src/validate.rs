@@ -191,15 +191,26 @@ fn validate_grouped(
     // independent passes over groups of chunks (`Group`), in parallel, each holding only its
     // own slots' contents: a 4096-NPU all-reduce holds 16.7 M distinct contributor sets at
     // once, but a group only its share.
-    let groups = Group::split(s, groups);
+    let (groups, group_of) = Group::split(s, groups);
     // One replay order for every group (no index list at all for a schedule in step order).
     let order = s.replay_order();
+    // The lowest and highest group each list's chunks fall in, so a group skips the lists of
+    // other groups' chunks without reading them (bucket on torus:64x64 sends 4 M messages of 64
+    // chunks; each of its 8 groups read every one to find the eighth it replays).
+    let spans: Vec<(u32, u32)> = s
+        .transfers
+        .lists()
+        .map(|l| {
+            let groups = l.iter().filter_map(|&c| group_of.get(s.chunk_of(c)? as usize).copied());
+            groups.fold((u32::MAX, 0), |(lo, hi), g| (lo.min(g), hi.max(g)))
+        })
+        .collect();
     let sinks: Vec<Option<Sink>> = groups
         .par_iter()
         .map(|g| {
             let mut sink = Sink { list: Vec::new(), count: 0 };
             let mut poll = crate::schedule::StopPoll::new(stop);
-            let state = replay(s, &order, g, &ok, &pre, &mut sink, &mut poll)?;
+            let state = replay(s, &order, g, &spans, &ok, &pre, &mut sink, &mut poll)?;
             check_postcondition(s, g, &pre, &state, &mut sink);
             Some(sink)
         })
@@ -210,16 +221,21 @@ fn validate_grouped(
     Some((finish(out, simulatable), built.ok()))
 }
 
-/// The chunks one pass of the replay tracks: chunks `lo..hi` and their scratch slots, with
-/// the slots renumbered from 0 (`local`). One group holds every chunk unless the schedule
+/// The chunks one pass of the replay tracks and their scratch slots, with the slots
+/// renumbered from 0 (`local`). The chunks are laid out by `SlotOrder` (the schedule's most
+/// used evenly spaced lists side by side) and the groups take consecutive ranges of that
+/// layout, so a group's slot table has each such message's chunks in a few cache lines and a
+/// message's chunks in one group or two. One group holds every chunk unless the schedule
 /// has more (npu, slot) pairs than `Group::SLOTS` and its messages are short (long chunk
 /// lists would be read once per group; their contributor sets are few and shared anyway).
 struct Group {
-    lo: u32,
-    hi: u32,
+    index: u32,
+    /// Layout positions per group: chunk slots are local `0..positions` (some unused).
+    positions: usize,
     /// Global slot → local slot, `NOT_HERE` for slots of other groups' chunks.
     local: Vec<u32>,
     slots: usize,
+    num_chunks: usize,
 }
 
 const NOT_HERE: u32 = u32::MAX;
@@ -228,9 +244,9 @@ impl Group {
     /// (npu, slot) pairs per group: 4 MB of slot ids and at most a million sets alive.
     const SLOTS: usize = 1 << 20;
     /// Groups for a schedule whose messages carry long chunk lists: each group reads every
-    /// list, so only a few (a fixed number, so the report's order does not depend on the
-    /// machine); each holds only its chunks' contributor sets (bucket's all-reduce on torus:64x64
-    /// at 1 GiB: 3.2 GB at its peak in one group).
+    /// list that meets its chunks, so only a few (a fixed number, so the report's order does
+    /// not depend on the machine); each holds only its chunks' contributor sets (bucket's
+    /// all-reduce on torus:64x64 at 1 GiB: 3.2 GB at its peak in one group).
     const LONG_LISTS: usize = 8;
 
     /// How many groups the schedule's replay is split into.
@@ -247,32 +263,40 @@ impl Group {
         }
     }
 
-    /// `count` groups of consecutive chunks (fewer when there are fewer chunks).
-    fn split(s: &Schedule, count: usize) -> Vec<Group> {
-        let chunks = s.num_chunks;
-        let per = chunks.div_ceil(count.max(1)).max(1);
-        (0..chunks.max(1)).step_by(per).map(|lo| Group::of(s, lo as u32, (lo + per).min(chunks) as u32)).collect()
+    /// `count` groups of consecutive layout positions (fewer when there are fewer chunks), and
+    /// each chunk's group.
+    fn split(s: &Schedule, count: usize) -> (Vec<Group>, Vec<u32>) {
+        let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
+        let per = layout.len().div_ceil(count.max(1)).max(1);
+        let group_of: Vec<u32> = (0..s.num_chunks as u32).map(|c| (layout.of(c) as usize / per) as u32).collect();
+        let groups = (0..layout.len().div_ceil(per).max(1)).map(|g| Group::of(s, g as u32, per, &layout)).collect();
+        (groups, group_of)
     }
 
-    fn of(s: &Schedule, lo: u32, hi: u32) -> Group {
+    /// Group `index`: the chunks at layout positions `index·per ..` `(index + 1)·per`.
+    fn of(s: &Schedule, index: u32, per: usize, layout: &crate::slots::SlotOrder) -> Group {
         let mut local = vec![NOT_HERE; s.slots()];
-        let mut next = 0u32;
-        for c in lo..hi {
-            local[c as usize] = next;
-            next += 1;
+        let first = index as usize * per;
+        for c in 0..s.num_chunks as u32 {
+            let p = layout.of(c) as usize;
+            if (first..first + per).contains(&p) {
+                local[c as usize] = (p - first) as u32;
+            }
         }
+        let mut next = per as u32;
         for (i, &c) in s.scratch.iter().enumerate() {
-            if (lo..hi).contains(&c) {
+            if local.get(c as usize).is_some_and(|&l| l != NOT_HERE) && (c as usize) < s.num_chunks {
                 local[s.num_chunks + i] = next;
                 next += 1;
             }
         }
-        Group { lo, hi, local, slots: next as usize }
+        Group { index, positions: per, local, slots: next as usize, num_chunks: s.num_chunks }
     }
 
     /// Whether chunk (not slot) `c` is this group's.
+    #[inline]
     fn has(&self, c: u32) -> bool {
-        (self.lo..self.hi).contains(&c)
+        (c as usize) < self.num_chunks && self.local[c as usize] != NOT_HERE
     }
 
     /// The local slot of slot `c`, if it is this group's.
@@ -640,11 +664,14 @@ struct Replay<'a> {
 }
 
 /// Replays the transfers that passed `check_transfer` (`ok`) from the initial holders `pre`,
-/// for the chunks of `group`; gives the state of its slots at the end.
+/// for the chunks of `group`; gives the state of its slots at the end. `spans` gives each chunk
+/// list's lowest and highest chunk.
+#[allow(clippy::too_many_arguments)]
 fn replay(
     s: &Schedule,
     order: &ReplayOrder,
     group: &Group,
+    spans: &[(u32, u32)],
     ok: &[bool],
     pre: &[[u32; 2]],
     out: &mut Sink,
@@ -662,10 +689,18 @@ fn replay(
         runs: Vec::new(),
         starts: Vec::new(),
     };
-    // Whether transfer i moves a chunk of the group (a quick look for one-chunk transfers).
+    // Whether transfer i moves a chunk of the group (a quick look for one-chunk transfers and
+    // for lists, by their span; a list whose span meets the group's may still miss it, and
+    // `entries` then finds nothing).
     let touches = |i: usize| match s.transfers.single_chunk(i) {
         Some(c) => group.has(c),
-        None => s.transfers.at(i).chunks.iter().any(|&c| group.slot(c).is_some()),
+        None => match s.transfers.list_index(i) {
+            Some(l) => {
+                let (lo, hi) = spans[l as usize];
+                (lo..=hi).contains(&group.index)
+            }
+            None => s.transfers.at(i).chunks.iter().any(|&c| group.slot(c).is_some()),
+        },
     };
     let mut here = Vec::new();
     for steps in order.steps(&s.transfers) {
@@ -774,8 +809,9 @@ fn check_postcondition(s: &Schedule, group: &Group, pre: &[[u32; 2]], state: &St
     use ViolationKind::*;
     let (npus, chunks) = (s.topology.npus(), s.num_chunks);
     let required: Vec<Spans> = if s.combining {
-        let here: Vec<[u32; 2]> = pre.iter().filter(|p| group.has(p[1])).map(|&[v, c]| [v, c - group.lo]).collect();
-        required_sets(&here, (group.hi - group.lo) as usize)
+        let here: Vec<[u32; 2]> =
+            pre.iter().filter_map(|&[v, c]| Some([v, group.slot(c).filter(|_| group.has(c))?])).collect();
+        required_sets(&here, group.positions)
     } else {
         Vec::new()
     };
@@ -783,8 +819,9 @@ fn check_postcondition(s: &Schedule, group: &Group, pre: &[[u32; 2]], state: &St
         if (v as usize) >= npus || (c as usize) >= chunks || !group.has(c) {
             continue;
         }
-        let have = state.read(v as usize, (c - group.lo) as usize);
-        let want = || &required[(c - group.lo) as usize];
+        let Some(slot) = group.slot(c) else { continue };
+        let have = state.read(v as usize, slot as usize);
+        let want = || &required[slot as usize];
         if have == NONE {
             out.add(PostconditionUnmet, None, Some(v), Some(c), format!("NPU {v} does not hold chunk {c} at the end"));
         } else if s.combining && state.sets.get(have) != want() {

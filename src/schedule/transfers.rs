@@ -155,6 +155,44 @@ impl Transfers {
         (self.flags[i] & (MANY | SLOTS) == 0).then_some(self.chunk[i])
     }
 
+    /// The index of transfer `i`'s chunk list in `lists()` when it carries one (and names no
+    /// destination slots): transfers that share a list share its index, so a pass can work
+    /// something out once per list instead of once per transfer.
+    #[inline]
+    pub fn list_index(&self, i: usize) -> Option<u32> {
+        (self.flags[i] & (MANY | SLOTS) == MANY).then_some(self.chunk[i])
+    }
+
+    /// The distinct chunk lists (`list_index` indexes them).
+    pub fn lists(&self) -> impl ExactSizeIterator<Item = &[u32]> + '_ {
+        self.lists.iter().map(|l| &l[..])
+    }
+
+    /// The spacing of the evenly spaced chunk lists that carry the most chunk entries (1 when
+    /// lists of consecutive chunks, or uneven ones, carry at least as many): what `SlotOrder`
+    /// lays per-NPU tables out by.
+    pub fn dominant_spacing(&self) -> u32 {
+        if self.lists.is_empty() {
+            return 1;
+        }
+        let mut uses = vec![0u64; self.lists.len()];
+        for i in 0..self.len() {
+            if let Some(l) = self.list_index(i) {
+                uses[l as usize] += 1;
+            }
+        }
+        let mut weight: HashMap<u32, u64> = HashMap::new();
+        for (list, n) in self.lists.iter().zip(uses) {
+            if n == 0 || list.len() < 2 {
+                continue;
+            }
+            let d = list[1].wrapping_sub(list[0]);
+            let even = d > 0 && list.windows(2).all(|w| w[1] == w[0].wrapping_add(d));
+            *weight.entry(if even { d } else { 1 }).or_default() += n * list.len() as u64;
+        }
+        weight.into_iter().max_by_key(|&(d, w)| (w, std::cmp::Reverse(d))).map_or(1, |(d, _)| d)
+    }
+
     /// Every transfer's step, in array order.
     pub fn steps(&self) -> &[u32] {
         &self.step
@@ -461,5 +499,23 @@ mod tests {
         t.chunk.shrink_to_fit();
         t.flags.shrink_to_fit();
         assert_eq!(t.heap_bytes(), 17 * 1000);
+    }
+
+    #[test]
+    fn the_dominant_spacing_is_the_spacing_of_the_most_carried_chunks() {
+        let mut ts = Transfers::new();
+        assert_eq!(ts.dominant_spacing(), 1);
+        // Two messages of every fourth chunk (8 entries), one of consecutive chunks (3).
+        ts.push(Transfer::copy(0, 0, 1, vec![0, 4, 8, 12]));
+        ts.push(Transfer::copy(1, 1, 2, vec![0, 4, 8, 12]));
+        ts.push(Transfer::copy(0, 1, 0, vec![1, 2, 3]));
+        assert_eq!(ts.dominant_spacing(), 4);
+        // Uneven lists count for the chunks' own order.
+        for i in 0..3 {
+            ts.push(Transfer::copy(2 + i, 2, 3, vec![5, 1, 9, 3]));
+        }
+        assert_eq!(ts.dominant_spacing(), 1);
+        assert_eq!(ts.list_index(0), ts.list_index(1));
+        assert_eq!(ts.lists().len(), 5);
     }
 }

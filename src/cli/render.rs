@@ -78,8 +78,9 @@ pub(super) fn summary(
         _ => String::new(),
     };
     lines.push(format!("time            {}{bound}", duration(time)));
-    // The fastest baseline: from the comparison, else among auto's candidates. A baseline that
-    // is also the schedule's own algorithm counts: it is the one to beat (or to tie).
+    // The fastest baseline: from the comparison, else among auto's candidates (by simulated
+    // time: `auto` validates only its winner). A baseline that is also the schedule's own
+    // algorithm counts: it is the one to beat (or to tie).
     let is_synth = |name: &str| engine::Algorithm::parse(name).is_some_and(|a| a.is_synthesizer());
     let best = match comparison {
         Some(c) => c
@@ -91,7 +92,7 @@ pub(super) fn summary(
         None => out.stats.portfolio().and_then(|p| {
             p.candidates
                 .iter()
-                .filter(|c| c.valid && !is_synth(&c.algorithm))
+                .filter(|c| !is_synth(&c.algorithm))
                 .filter_map(|c| c.collective_time_ns.map(|t| (c.algorithm.clone(), t)))
                 .min_by(|a, b| a.1.total_cmp(&b.1))
         }),

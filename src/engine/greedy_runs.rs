@@ -267,7 +267,7 @@ pub(super) fn synthesize_greedy(
     let Candidate { run, schedule, stats: gst, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = finalize_until(schedule, req.bounds, cancelled)?;
+    let (schedule, report) = gate_until(schedule, req.gate, cancelled)?;
     let search = GreedySearch {
         seeds_tried: req.seeds.max(1),
         discretizations_tried: plan.factors[run.variant].len(),

@@ -290,6 +290,53 @@ fn finalize_until(
     Ok((s, r))
 }
 
+/// How a candidate's schedule is checked before it is handed back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    /// Validated and simulated (`finalize_until`), with the lower bounds when `bounds`.
+    Full { bounds: bool },
+    /// Only simulated: `auto` validates the one schedule it returns (its losers never leave
+    /// the engine), so at 4096 NPUs the greedy's losing candidate costs no validation.
+    Deferred,
+}
+
+/// `finalize_until` under `gate`. A deferred schedule gets its simulated time and a report
+/// whose `valid` is false until the full check runs; one the simulator cannot replay is checked
+/// in full at once (the validator then says why).
+fn gate_until(
+    mut s: Schedule,
+    gate: Gate,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    let bounds = match gate {
+        Gate::Full { bounds } => bounds,
+        Gate::Deferred => {
+            s.collective_time_ns = None;
+            s.collective.chunks_per_npu = Some(s.collective.chunks());
+            match crate::sim::simulate_until(&s, cancelled) {
+                Ok(timing) => {
+                    s.collective_time_ns = Some(timing.collective_time_ns);
+                    let report = CheckReport {
+                        valid: false,
+                        violations: Vec::new(),
+                        violation_count: 0,
+                        collective_time_ns: s.collective_time_ns,
+                        lower_bound_ns: None,
+                        lower_bounds: None,
+                        rounds: timing.rounds,
+                        transfers: s.transfers.len(),
+                        timing: Some(timing),
+                    };
+                    return Ok((s, report));
+                }
+                Err(crate::sim::SimError::Stopped) => return Err(Error::Cancelled),
+                Err(_) => false,
+            }
+        }
+    };
+    finalize_until(s, bounds, cancelled)
+}
+
 /// What `run_synthesizer` hands the greedy or the ILP: a checked `Request` with the budget
 /// left and the greedy's latency mode decided.
 #[derive(Clone, Debug)]
@@ -316,9 +363,9 @@ struct SynthJob<'a> {
     /// Chunks moved together per message the greedy also tries on an all-reduce
     /// (`synth::greedy_grouped`), when the request leaves the chunking open.
     grouping: Vec<u32>,
-    /// Whether the kept schedule's report carries the lower bounds (`auto` leaves them out of
-    /// its candidates' and works them out once, for the winner).
-    bounds: bool,
+    /// How the kept schedule is checked (`auto` defers its candidates' validation and works
+    /// out the bounds once, for the winner).
+    gate: Gate,
 }
 
 /// The top-level `stats` object of a synthesized schedule: what every synthesizer reports,
@@ -679,7 +726,7 @@ fn ilp_at(
     let (schedule, gst, iout) = produced?;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = finalize_until(schedule, req.bounds, cancelled)?;
+    let (schedule, report) = gate_until(schedule, req.gate, cancelled)?;
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.ilp = Some(iout.stats);
     Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
@@ -929,7 +976,9 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     match &req.algorithm {
         Algorithm::Baseline(name) => run_baseline(req, name, ctl, deadline),
-        Algorithm::Greedy | Algorithm::Ilp => run_synthesizer(req, &req.algorithm, ctl, deadline, true),
+        Algorithm::Greedy | Algorithm::Ilp => {
+            run_synthesizer(req, &req.algorithm, ctl, deadline, Gate::Full { bounds: true })
+        }
         Algorithm::Auto => portfolio::run(req, ctl, deadline),
     }
 }
@@ -960,14 +1009,13 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
 /// The greedy or the ILP on the request, within `deadline`. The greedy with
 /// `Chunking::Auto` searches the chunks per NPU `chunking::candidates` proposes; the ILP
 /// takes 1 (its model grows with the chunks).
-/// Runs the greedy or the ILP on `req` within `deadline`; the report has the lower bounds when
-/// `bounds`.
+/// Runs the greedy or the ILP on `req` within `deadline`, its schedule checked as `gate` says.
 fn run_synthesizer(
     req: &Request,
     algorithm: &Algorithm,
     ctl: Control,
     deadline: std::time::Instant,
-    bounds: bool,
+    gate: Gate,
 ) -> Result<Output, Error> {
     let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
     let sr = SynthJob {
@@ -987,7 +1035,7 @@ fn run_synthesizer(
             (Algorithm::Greedy, Chunking::Auto) => chunking::grouping(&req.topology, &req.built[0]),
             _ => Vec::new(),
         },
-        bounds,
+        gate,
     };
     let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
     let searched: Vec<Collective> = match (algorithm, req.chunking, &req.target) {

@@ -1,6 +1,8 @@
 //! `auto`, the portfolio: runs the greedy (searching chunks per NPU when the request leaves it
 //! open), the ILP where the instance is small, and every applicable baseline of `compare`'s
-//! default set, within the request's time limit, and returns the fastest validated schedule.
+//! default set, within the request's time limit, and returns the fastest schedule, validated:
+//! the candidates are simulated, only the fastest is validated (were it invalid, a producer's
+//! bug, every candidate runs again with its own validation and the fastest valid one wins).
 //! Baselines are priced before they are built (a lower bound on their time from their
 //! structure, `baselines::lower_bound_ns`): a baseline whose price exceeds a schedule already
 //! found is skipped unbuilt, so at scale `auto` costs about what its winner costs.
@@ -10,9 +12,12 @@
 
 use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
-use super::{Control, Error, Output, RunStats, SynthStats};
+use super::{Control, Error, Gate, Output, RunStats, SynthStats};
 use serde::Serialize;
 use std::time::{Duration, Instant};
+
+/// The note of a candidate that finished slower than the winner and so was not validated.
+pub const NOT_VALIDATED: &str = "not validated: slower than the winner (auto validates only the schedule it returns)";
 
 /// The ILP joins the portfolio on topologies of at most this many NPUs (beyond, its model
 /// rarely proves anything within a default budget; `--algo ilp` still runs it).
@@ -40,7 +45,8 @@ pub struct PortfolioEntry {
     pub seeds: Option<usize>,
     /// Its simulated time, when it gave a schedule.
     pub collective_time_ns: Option<f64>,
-    /// Its schedule passed the validator (false when it gave none).
+    /// Its schedule passed the validator (false when it gave none, and for one slower than the
+    /// winner: only the winner is validated, the others' `note` says so).
     pub valid: bool,
     /// The time limit stopped it: its time, if any, is the best it found so far.
     pub cut: bool,
@@ -108,6 +114,26 @@ pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Err
 /// regenerating): baselines priced above it are skipped unbuilt from the start. A portfolio
 /// whose every candidate was skipped so gives no schedule (the incumbent is the faster).
 pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns: Option<f64>) -> Result<Output, Error> {
+    match run_gated(req, ctl, deadline, incumbent_ns, Gate::Deferred) {
+        // The fastest candidate failed the validator (a producer's bug, logged): every
+        // candidate again, each validated, so the fastest valid one wins as before.
+        Err(Error::Internal(e @ super::EngineError::InvalidSchedule { .. })) => {
+            tracing::error!("auto: the fastest candidate is not valid, all are checked again: {e}");
+            run_gated(req, ctl, deadline, incumbent_ns, Gate::Full { bounds: false })
+        }
+        done => done,
+    }
+}
+
+/// `run_against`, the candidates checked as `gate` says: deferred, only the winner is
+/// validated (the losers never leave the engine; their entries say they were not validated).
+fn run_gated(
+    req: &Request,
+    ctl: Control,
+    deadline: Instant,
+    incumbent_ns: Option<f64>,
+    gate: Gate,
+) -> Result<Output, Error> {
     let algorithms = candidates(req);
     let n = algorithms.len();
     // Baselines are priced before anything is built (`baselines::lower_bound_ns`): the
@@ -149,7 +175,7 @@ pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns:
         use rayon::prelude::*;
         indices
             .par_iter()
-            .map(|&i| attempt(req, &algorithms[i], i, n, prices[i], ctl, deadline, &best))
+            .map(|&i| attempt(req, &algorithms[i], i, n, prices[i], ctl, deadline, &best, gate))
             .reduce(Acc::default, Acc::merge)
     };
     let mut acc = wave(&first);
@@ -166,6 +192,15 @@ pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns:
     let Some((_, mut out)) = best else {
         return Err(first_error.unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
+    if !out.report.valid {
+        // Deferred: the winner alone is validated now (and simulated again, which must agree).
+        let (schedule, report) = super::finalize_until(out.schedule, false, ctl.cancelled)?;
+        out.schedule = schedule;
+        out.report = report;
+        for e in entries.iter_mut().filter(|e| e.collective_time_ns.is_some() && !e.valid) {
+            e.note.get_or_insert_with(|| NOT_VALIDATED.to_string());
+        }
+    }
     if out.report.lower_bounds.is_none()
         && let Ok(c) = crate::collective::Collective::build_unchecked(&out.schedule.collective, &out.schedule.topology)
     {
@@ -179,6 +214,8 @@ pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns:
     let won = entries.iter().position(|e| e.collective_time_ns == out.schedule.collective_time_ns);
     if let Some(i) = won {
         entries[i].chosen = true;
+        entries[i].valid = true;
+        entries[i].note = None;
     }
     let name = won.map_or(winner, |i| entries[i].algorithm.clone());
     let cut = entries.iter().any(|e| e.cut);
@@ -253,6 +290,7 @@ fn baseline_candidate(
     best: &Best,
     ctl: Control,
     deadline: Instant,
+    gate: Gate,
 ) -> Result<Result<Output, String>, Error> {
     let s = super::build_baseline(req, name, ctl, deadline)?;
     let so_far = best.get();
@@ -266,7 +304,7 @@ fn baseline_candidate(
         )));
     }
     // Every candidate serves one collective: its bounds are computed once, at the end.
-    let (schedule, report) = super::finalize_until(s, false, ctl.cancelled)?;
+    let (schedule, report) = super::gate_until(s, gate, ctl.cancelled)?;
     Ok(Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() }))
 }
 
@@ -282,6 +320,7 @@ fn attempt(
     ctl: Control,
     deadline: Instant,
     best: &Best,
+    gate: Gate,
 ) -> Acc {
     let mut acc = Acc::default();
     if (ctl.cancelled)() {
@@ -327,9 +366,9 @@ fn attempt(
             let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
             let mut ilp = req.clone();
             ilp.seeds = 1;
-            super::run_synthesizer(&ilp, algorithm, ctl, share, false)
+            super::run_synthesizer(&ilp, algorithm, ctl, share, gate)
         }
-        Algorithm::Baseline(name) => match baseline_candidate(req, name, best, ctl, deadline) {
+        Algorithm::Baseline(name) => match baseline_candidate(req, name, best, ctl, deadline, gate) {
             Ok(Ok(out)) => Ok(out),
             Ok(Err(skipped)) => {
                 entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
@@ -339,12 +378,14 @@ fn attempt(
             }
             Err(e) => Err(e),
         },
-        _ => super::run_synthesizer(req, algorithm, ctl, deadline, false),
+        _ => super::run_synthesizer(req, algorithm, ctl, deadline, gate),
     };
     entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
     match result {
         Ok(out) => {
-            if out.report.valid {
+            // Deferred, a time is offered before its schedule is validated: were the winner
+            // found invalid, `run_against` runs every candidate again, each validated.
+            if out.report.valid || gate == Gate::Deferred {
                 best.offer(out.schedule.collective_time_ns.unwrap_or(f64::INFINITY));
             }
             let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);

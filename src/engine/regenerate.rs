@@ -158,7 +158,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
         let out = match &req.algorithm {
             Algorithm::Auto => portfolio::run_against(req, ctl, deadline, incumbent),
             Algorithm::Baseline(name) => super::run_baseline(req, name, ctl, deadline),
-            a => super::run_synthesizer(req, a, ctl, deadline, true),
+            a => super::run_synthesizer(req, a, ctl, deadline, super::Gate::Full { bounds: true }),
         };
         (out, began.elapsed().as_secs_f64() * 1e3)
     };

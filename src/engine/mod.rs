@@ -72,11 +72,24 @@ fn check_bounded(s: &Schedule, bounds: bool) -> CheckReport {
 /// simulation; `None` once it says so (a schedule of tens of millions of transfers takes
 /// seconds to check, and a cancelled job must not wait for it).
 fn check_until(s: &Schedule, bounds: bool, stop: &(dyn Fn() -> bool + Sync)) -> Option<CheckReport> {
+    check_timed_until(s, None, bounds, stop)
+}
+
+/// `check_until`, reusing `known` (the simulator's report on this very schedule, from a
+/// deferred candidate) instead of simulating it again.
+fn check_timed_until(
+    s: &Schedule,
+    known: Option<Timing>,
+    bounds: bool,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Option<CheckReport> {
     // Validation and simulation read the schedule side by side on the pool. The simulation
     // is used only when validation finds every transfer well formed (`simulatable`); it
     // refuses what it cannot replay by itself, so running it first costs nothing but time.
-    let (validated, simulated) =
-        rayon::join(|| validate_with_collective(s, stop), || crate::sim::simulate_until(s, stop));
+    let (validated, simulated) = match known {
+        Some(t) => (validate_with_collective(s, stop), Ok(t)),
+        None => rayon::join(|| validate_with_collective(s, stop), || crate::sim::simulate_until(s, stop)),
+    };
     let (mut report, collective): (Report, Option<Collective>) = validated?;
     let timing = if report.simulatable {
         match simulated {
@@ -271,14 +284,34 @@ fn finalize_bounded(s: Schedule, bounds: bool) -> Result<(Schedule, CheckReport)
 /// `finalize_bounded` for a run its caller may cancel: the check asks `cancelled` as it goes
 /// (`Error::Cancelled`); an invalid schedule is `Error::Internal`.
 fn finalize_until(
+    s: Schedule,
+    bounds: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    finalize_timed_until(s, None, bounds, cancelled)
+}
+
+/// The full check of a deferred candidate (`Gate::Deferred`): validated, with the simulator's
+/// report it already has (the schedule is the one simulated: nothing was changed since).
+fn finalize_deferred(
+    s: Schedule,
+    report: CheckReport,
+    bounds: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    finalize_timed_until(s, report.timing, bounds, cancelled)
+}
+
+fn finalize_timed_until(
     mut s: Schedule,
+    known: Option<Timing>,
     bounds: bool,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, CheckReport), Error> {
     s.collective_time_ns = None;
     // A schedule records the chunking it was built with (format v1 reads a missing one as 1).
     s.collective.chunks_per_npu = Some(s.collective.chunks());
-    let r = check_until(&s, bounds, cancelled).ok_or(Error::Cancelled)?;
+    let r = check_timed_until(&s, known, bounds, cancelled).ok_or(Error::Cancelled)?;
     if !r.valid {
         return Err(Error::Internal(EngineError::InvalidSchedule {
             algorithm: s.algorithm.clone().unwrap_or_default(),

@@ -193,8 +193,9 @@ fn run_gated(
         return Err(first_error.unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
     if !out.report.valid {
-        // Deferred: the winner alone is validated now (and simulated again, which must agree).
-        let (schedule, report) = super::finalize_until(out.schedule, false, ctl.cancelled)?;
+        // Deferred: the winner alone is validated now, with the simulator's report it has, and
+        // bounded with the collective the validator builds.
+        let (schedule, report) = super::finalize_deferred(out.schedule, out.report, true, ctl.cancelled)?;
         out.schedule = schedule;
         out.report = report;
         for e in entries.iter_mut().filter(|e| e.collective_time_ns.is_some() && !e.valid) {

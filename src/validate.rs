@@ -268,24 +268,24 @@ impl Group {
     fn split(s: &Schedule, count: usize) -> (Vec<Group>, Vec<u32>) {
         let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
         let per = layout.len().div_ceil(count.max(1)).max(1);
-        let group_of: Vec<u32> = (0..s.num_chunks as u32).map(|c| (layout.of(c) as usize / per) as u32).collect();
-        let groups = (0..layout.len().div_ceil(per).max(1)).map(|g| Group::of(s, g as u32, per, &layout)).collect();
+        let at: Vec<u32> = (0..s.num_chunks as u32).map(|c| layout.of(c)).collect();
+        let group_of: Vec<u32> = at.iter().map(|&p| (p as usize / per) as u32).collect();
+        let groups =
+            (0..layout.len().div_ceil(per).max(1)).map(|g| Group::of(s, g as u32, per, &at, &group_of)).collect();
         (groups, group_of)
     }
 
-    /// Group `index`: the chunks at layout positions `index·per ..` `(index + 1)·per`.
-    fn of(s: &Schedule, index: u32, per: usize, layout: &crate::slots::SlotOrder) -> Group {
+    /// Group `index`: the chunks at layout positions `index·per ..` `(index + 1)·per` (`at`
+    /// gives each chunk's position, `group_of` its group).
+    fn of(s: &Schedule, index: u32, per: usize, at: &[u32], group_of: &[u32]) -> Group {
         let mut local = vec![NOT_HERE; s.slots()];
-        let first = index as usize * per;
-        for c in 0..s.num_chunks as u32 {
-            let p = layout.of(c) as usize;
-            if (first..first + per).contains(&p) {
-                local[c as usize] = (p - first) as u32;
-            }
+        let first = (index as usize * per) as u32;
+        for c in (0..s.num_chunks).filter(|&c| group_of[c] == index) {
+            local[c] = at[c] - first;
         }
         let mut next = per as u32;
         for (i, &c) in s.scratch.iter().enumerate() {
-            if local.get(c as usize).is_some_and(|&l| l != NOT_HERE) && (c as usize) < s.num_chunks {
+            if (c as usize) < s.num_chunks && group_of[c as usize] == index {
                 local[s.num_chunks + i] = next;
                 next += 1;
             }
@@ -664,8 +664,8 @@ struct Replay<'a> {
 }
 
 /// Replays the transfers that passed `check_transfer` (`ok`) from the initial holders `pre`,
-/// for the chunks of `group`; gives the state of its slots at the end. `spans` gives each chunk
-/// list's lowest and highest chunk.
+/// for the chunks of `group`; gives the state of its slots at the end. `spans` gives the lowest
+/// and highest group each chunk list's chunks fall in.
 #[allow(clippy::too_many_arguments)]
 fn replay(
     s: &Schedule,

@@ -358,7 +358,6 @@ fn lone_groups(q: usize, steps: usize) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// The chunks of part `part` (of `parts`) of rank r's block.
 /// Part `part` of `parts` of rank `r`'s block (a range: bucket on torus:64x64 takes 260 M of
 /// them, one per block of each message).
 fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> std::ops::Range<u32> {

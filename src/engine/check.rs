@@ -1,0 +1,282 @@
+//! The check facade and the gate: `check` (validate, simulate, bound), `finalize` (what every
+//! producer's schedule passes before it leaves the engine) and `Gate`, how `auto`'s candidates
+//! are checked (simulated only, the winner validated after).
+
+use super::{Error, Limits, request};
+use crate::bounds::{LowerBounds, lower_bounds};
+use crate::collective::Collective;
+use crate::schedule::Schedule;
+use crate::sim::Timing;
+use crate::validate::{Report, Violation, ViolationKind, validate_with_collective};
+use serde::Serialize;
+
+/// What `ccsynth validate` prints: the validator's verdict plus time and bounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// No violation was found.
+    pub valid: bool,
+    /// The violations found (at most `limits::MAX_REPORTED_VIOLATIONS` listed).
+    pub violations: Vec<Violation>,
+    /// Every violation found, listed or not.
+    pub violation_count: usize,
+    /// Simulated time; present whenever every transfer names existing nodes and links.
+    pub collective_time_ns: Option<f64>,
+    /// The largest of the lower bounds.
+    pub lower_bound_ns: Option<f64>,
+    /// Every lower bound, with why one is missing.
+    pub lower_bounds: Option<LowerBounds>,
+    /// Distinct steps of the schedule.
+    pub rounds: usize,
+    /// Transfers of the schedule.
+    pub transfers: usize,
+    /// The simulator's full report, when the schedule could be simulated.
+    #[serde(skip)]
+    pub timing: Option<Timing>,
+}
+
+/// Validates, simulates and bounds a schedule. A declared `collective_time_ns` that differs
+/// from the simulated time (relative 1e-9) is a violation: producers must report honest numbers.
+pub fn check(s: &Schedule) -> CheckReport {
+    check_bounded(s, true)
+}
+
+/// `check`, computing the lower bounds only when `bounds` says so: callers that check many
+/// schedules of one collective (the portfolio, `compare`) compute them once instead.
+pub(super) fn check_bounded(s: &Schedule, bounds: bool) -> CheckReport {
+    check_until(s, bounds, &|| false).expect("never stopped")
+}
+
+/// `check_bounded`, asking `stop` every so many transfers of the validation and the
+/// simulation; `None` once it says so (a schedule of tens of millions of transfers takes
+/// seconds to check, and a cancelled job must not wait for it).
+pub(super) fn check_until(s: &Schedule, bounds: bool, stop: &(dyn Fn() -> bool + Sync)) -> Option<CheckReport> {
+    check_timed_until(s, None, bounds, stop)
+}
+
+/// `check_until`, reusing `known` (the simulator's report on this very schedule, from a
+/// deferred candidate) instead of simulating it again.
+pub(super) fn check_timed_until(
+    s: &Schedule,
+    known: Option<Timing>,
+    bounds: bool,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Option<CheckReport> {
+    // Validation and simulation read the schedule side by side on the pool. The simulation
+    // is used only when validation finds every transfer well formed (`simulatable`); it
+    // refuses what it cannot replay by itself, so running it first costs nothing but time.
+    let (validated, simulated) = match known {
+        Some(t) => (validate_with_collective(s, stop), Ok(t)),
+        None => rayon::join(|| validate_with_collective(s, stop), || crate::sim::simulate_until(s, stop)),
+    };
+    let (mut report, collective): (Report, Option<Collective>) = validated?;
+    let timing = if report.simulatable {
+        match simulated {
+            Err(crate::sim::SimError::Stopped) => return None,
+            t => t.ok(),
+        }
+    } else {
+        None
+    };
+    if let (Some(t), Some(declared)) = (&timing, s.collective_time_ns) {
+        let tol = 1e-9 * t.collective_time_ns.abs().max(1.0);
+        // Written so that a NaN declaration also counts as a mismatch.
+        #[allow(clippy::neg_cmp_op_on_partial_ord)]
+        let differs = !((declared - t.collective_time_ns).abs() <= tol);
+        if differs {
+            report.violation_count += 1;
+            report.valid = false;
+            report.violations.push(Violation {
+                kind: ViolationKind::TimeMismatch,
+                transfer: None,
+                step: None,
+                npu: None,
+                chunk: None,
+                message: format!(
+                    "collective_time_ns is declared as {declared} but the simulator gives {}",
+                    t.collective_time_ns
+                ),
+            });
+        }
+    }
+    let bounds = collective.filter(|_| bounds).map(|c| lower_bounds(&s.topology, &c));
+    Some(CheckReport {
+        valid: report.valid,
+        violations: report.violations,
+        violation_count: report.violation_count,
+        collective_time_ns: timing.as_ref().map(|t| t.collective_time_ns),
+        lower_bound_ns: bounds.as_ref().and_then(|b| b.lower_bound_ns),
+        lower_bounds: bounds,
+        rounds: s.rounds(),
+        transfers: s.transfers.len(),
+        timing,
+    })
+}
+
+/// `check`, after refusing a schedule larger than `limits` allow (its topology's NPUs, its
+/// collective's chunks and conditions), estimated before the validator allocates for it.
+pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate::error::InputError> {
+    request::check_npus(&s.topology, limits)?;
+    request::check_chunks(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
+    Ok(check(s))
+}
+
+/// A failure of the engine itself (never the caller's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A producer emitted a schedule the validator rejects: a bug in that producer.
+    #[error("internal: the {algorithm} schedule failed validation: {first}")]
+    InvalidSchedule {
+        /// The producer.
+        algorithm: String,
+        /// The first violation's message.
+        first: String,
+        /// The whole verdict.
+        report: Box<CheckReport>,
+    },
+}
+
+/// The gate for producers: returns the schedule with `collective_time_ns` filled in, or an
+/// error if it does not validate. Nothing leaves the engine without passing here.
+pub fn finalize(s: Schedule) -> Result<(Schedule, CheckReport), EngineError> {
+    finalize_bounded(s, true)
+}
+
+/// `finalize`, with the lower bounds left out of the report unless `bounds` (see
+/// `check_bounded`); the schedule is validated and timed all the same.
+pub(super) fn finalize_bounded(s: Schedule, bounds: bool) -> Result<(Schedule, CheckReport), EngineError> {
+    match finalize_until(s, bounds, &|| false) {
+        Ok(done) => Ok(done),
+        Err(Error::Internal(e)) => Err(e),
+        Err(e) => unreachable!("a check that is never stopped stopped: {e}"),
+    }
+}
+
+/// `finalize_bounded` for a run its caller may cancel: the check asks `cancelled` as it goes
+/// (`Error::Cancelled`); an invalid schedule is `Error::Internal`.
+pub(super) fn finalize_until(
+    s: Schedule,
+    bounds: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    finalize_timed_until(s, None, bounds, cancelled)
+}
+
+/// The full check of a deferred candidate (`Gate::Deferred`): validated, with the simulator's
+/// report it already has (the schedule is the one simulated: nothing was changed since).
+pub(super) fn finalize_deferred(
+    s: Schedule,
+    report: CheckReport,
+    bounds: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    finalize_timed_until(s, report.timing, bounds, cancelled)
+}
+
+pub(super) fn finalize_timed_until(
+    mut s: Schedule,
+    known: Option<Timing>,
+    bounds: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    ready_for_check(&mut s);
+    let r = check_timed_until(&s, known, bounds, cancelled).ok_or(Error::Cancelled)?;
+    if !r.valid {
+        return Err(Error::Internal(EngineError::InvalidSchedule {
+            algorithm: s.algorithm.clone().unwrap_or_default(),
+            first: r.violations.first().map(|v| v.message.clone()).unwrap_or_default(),
+            report: Box::new(r),
+        }));
+    }
+    s.collective_time_ns = r.collective_time_ns;
+    Ok((s, r))
+}
+
+/// A producer's schedule as the gate times it: no declared time, and the chunking it was built
+/// with recorded (format v1 reads a missing one as 1).
+pub(super) fn ready_for_check(s: &mut Schedule) {
+    s.collective_time_ns = None;
+    s.collective.chunks_per_npu = Some(s.collective.chunks());
+}
+
+/// How a candidate's schedule is checked before it is handed back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Gate {
+    /// Validated and simulated (`finalize_until`), with the lower bounds when `bounds`.
+    Full { bounds: bool },
+    /// Only simulated: `auto` validates the one schedule it returns (its losers never leave
+    /// the engine), so at 4096 NPUs the greedy's losing candidate costs no validation.
+    Deferred,
+}
+
+/// `finalize_until` under `gate`. A deferred schedule gets its simulated time and a report
+/// whose `valid` is false until the full check runs; one the simulator cannot replay is checked
+/// in full at once (the validator then says why).
+pub(super) fn gate_until(
+    mut s: Schedule,
+    gate: Gate,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    let bounds = match gate {
+        Gate::Full { bounds } => bounds,
+        Gate::Deferred => {
+            ready_for_check(&mut s);
+            match crate::sim::simulate_until(&s, cancelled) {
+                Ok(timing) => {
+                    s.collective_time_ns = Some(timing.collective_time_ns);
+                    let report = CheckReport {
+                        valid: false,
+                        violations: Vec::new(),
+                        violation_count: 0,
+                        collective_time_ns: s.collective_time_ns,
+                        lower_bound_ns: None,
+                        lower_bounds: None,
+                        rounds: timing.rounds,
+                        transfers: s.transfers.len(),
+                        timing: Some(timing),
+                    };
+                    return Ok((s, report));
+                }
+                Err(crate::sim::SimError::Stopped) => return Err(Error::Cancelled),
+                Err(_) => false,
+            }
+        }
+    };
+    finalize_until(s, bounds, cancelled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check of a schedule asks its caller whether to stop all along (validation's two
+    /// passes and the simulation, every 65,536 transfers), and a stop at any of those asks ends
+    /// it: a cancelled job does not wait for the check of tens of millions of transfers.
+    #[test]
+    fn the_check_of_a_schedule_stops_at_every_poll() {
+        let topo = crate::topology::parse_topology("ring:512").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 512 << 10);
+        let s = crate::baselines::build("ring", &topo, &spec).unwrap();
+        let n = s.transfers.len();
+        assert!(n > 3 * (1 << 16), "{n} transfers");
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let polls = AtomicUsize::new(0);
+        let counting = || {
+            polls.fetch_add(1, SeqCst);
+            false
+        };
+        let whole = check_until(&s, false, &counting).expect("never told to stop");
+        assert!(whole.valid);
+        // Each of the three passes asks once per 65,536 transfers, from its first.
+        let per_pass = n.div_ceil(1 << 16);
+        assert_eq!(polls.load(SeqCst), 3 * per_pass, "{n} transfers");
+        for k in 1..=polls.load(SeqCst) {
+            let asked = AtomicUsize::new(0);
+            let stop_at_k = || asked.fetch_add(1, SeqCst) + 1 >= k;
+            assert!(check_until(&s, false, &stop_at_k).is_none(), "a stop at poll {k} was not heeded");
+            // Validation and simulation run side by side: once told, each asks at most once
+            // more (the other's next poll), and then stops.
+            let asked = asked.load(SeqCst);
+            assert!((k..=k + 1).contains(&asked), "it went on asking after poll {k}: {asked} polls");
+        }
+    }
+}

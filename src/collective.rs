@@ -179,6 +179,17 @@ impl Collective {
     /// Builds the conditions without the reachability check (the validator uses this: an
     /// unreachable postcondition is then reported as unmet, not as bad input).
     pub fn build_unchecked(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
+        Collective::build_unchecked_reusing(spec, topo, &[])
+    }
+
+    /// `build_unchecked`, taking a condition list from `known` (a schedule's declared lists)
+    /// where it is the one the spec makes of every chunk at every NPU, compared as that list is
+    /// generated: a 4096-NPU all-reduce's (2^26 pairs, 537 MB) is then not built a second time.
+    pub fn build_unchecked_reusing(
+        spec: &CollectiveSpec,
+        topo: &Topology,
+        known: &[&Pairs],
+    ) -> Result<Collective, InputError> {
         let mut errs = Errors::default();
         let group = resolve_group(spec, topo, &mut errs);
         check_fields(spec, &mut errs);
@@ -202,14 +213,24 @@ impl Collective {
             CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k) as f64,
             _ => spec.size_bytes as f64 / num_chunks as f64,
         };
-        let (pre, post, combining) = conditions(spec, &group, num_chunks, root_rank, &mut errs);
+        let (pre_all, post_all) = every_pair_sides(kind);
+        let reused = if pre_all || post_all {
+            known.iter().find(|l| is_every_pair(l, &group, num_chunks)).map(|l| Arc::clone(l))
+        } else {
+            None
+        };
+        let (pre, post, combining) = conditions(spec, &group, num_chunks, root_rank, reused.is_some(), &mut errs);
         if kind == CollectiveKind::Custom && errs.is_empty() {
             check_sources(&pre, &post, num_chunks, &mut errs);
         }
         // An all-reduce's conditions are the same list (every NPU, every chunk): held once (a
         // 4096-NPU all-reduce in 4 parts has 67 M pairs, 537 MB, in each).
-        let precondition = Arc::new(pre);
-        let postcondition = if kind == CollectiveKind::AllReduce { precondition.clone() } else { Arc::new(post) };
+        let side = |built: Vec<[u32; 2]>, all: bool| match (&reused, all) {
+            (Some(r), true) => r.clone(),
+            _ => Arc::new(built),
+        };
+        let precondition = side(pre, pre_all);
+        let postcondition = if kind == CollectiveKind::AllReduce { precondition.clone() } else { side(post, post_all) };
         errs.into_result(Collective {
             spec: spec.clone(),
             group,
@@ -407,11 +428,35 @@ fn count_chunks(spec: &CollectiveSpec, p: usize, k: usize) -> Result<usize, Inpu
 
 /// The precondition and postcondition (sorted, without duplicates) and the combining flag:
 /// built for the standard kinds, checked and taken from the spec for `custom`.
+/// Which of a kind's conditions (pre, post) are every chunk at every NPU of the group.
+fn every_pair_sides(kind: CollectiveKind) -> (bool, bool) {
+    use CollectiveKind::*;
+    match kind {
+        AllReduce => (true, true),
+        ReduceScatter | Reduce => (true, false),
+        AllGather | Broadcast => (false, true),
+        _ => (false, false),
+    }
+}
+
+/// Whether `list` is every chunk `0..num_chunks` at every NPU of `group`, sorted: the list
+/// `conditions` makes for that side, compared as it is generated.
+fn is_every_pair(list: &[[u32; 2]], group: &[usize], num_chunks: usize) -> bool {
+    let mut npus: Vec<u32> = group.iter().map(|&v| v as u32).collect();
+    npus.sort_unstable();
+    npus.dedup();
+    list.len() == npus.len() * num_chunks
+        && list.iter().copied().eq(npus.iter().flat_map(|&v| (0..num_chunks as u32).map(move |c| [v, c])))
+}
+
+/// The pre- and postcondition of a collective, sorted, and whether it combines; a side that is
+/// every chunk at every NPU is left empty when `skip_every_pair` (the caller has it).
 fn conditions(
     spec: &CollectiveSpec,
     group: &[usize],
     num_chunks: usize,
     root_rank: Option<usize>,
+    skip_every_pair: bool,
     errs: &mut Errors,
 ) -> (Vec<[u32; 2]>, Vec<[u32; 2]>, bool) {
     let p = group.len();
@@ -420,6 +465,9 @@ fn conditions(
     let mut pre: Vec<[u32; 2]> = Vec::new();
     let mut post: Vec<[u32; 2]> = Vec::new();
     let all = |v: &mut Vec<[u32; 2]>| {
+        if skip_every_pair {
+            return;
+        }
         v.reserve_exact(p * num_chunks);
         for r in 0..p {
             for c in 0..num_chunks {
@@ -568,14 +616,25 @@ fn reachable_from(topo: &Topology, sources: &[u32]) -> Vec<bool> {
     seen
 }
 
-/// Precondition holders per chunk, sorted, as one flat array with offsets.
+/// Precondition holders per chunk, sorted, as one flat array with offsets; where every chunk
+/// has the same holders (an all-reduce: every NPU holds every chunk), the one list serves all
+/// (a 4096-NPU all-reduce in 4 parts would otherwise list 2^26 holders, 268 MB).
 pub struct Holders {
+    /// Offsets into `npus` per chunk; empty when `npus` is every chunk's list.
     start: Vec<usize>,
     npus: Vec<u32>,
 }
 
 impl Holders {
     pub fn new(pre: &[[u32; 2]], num_chunks: usize) -> Holders {
+        match Self::uniform(pre, num_chunks) {
+            Some(npus) => Holders { start: Vec::new(), npus },
+            None => Self::csr(pre, num_chunks),
+        }
+    }
+
+    /// Every chunk's list on its own.
+    fn csr(pre: &[[u32; 2]], num_chunks: usize) -> Holders {
         let mut start = vec![0usize; num_chunks + 1];
         for &[_, c] in pre {
             if (c as usize) < num_chunks {
@@ -598,7 +657,71 @@ impl Holders {
         }
         Holders { start, npus }
     }
+
+    /// The one holder list, when `pre` is every chunk `0..num_chunks` at each of a strictly
+    /// rising run of NPUs, in that order (how an all-reduce's precondition is built).
+    fn uniform(pre: &[[u32; 2]], num_chunks: usize) -> Option<Vec<u32>> {
+        if num_chunks == 0 || pre.is_empty() || !pre.len().is_multiple_of(num_chunks) {
+            return None;
+        }
+        let mut npus = Vec::with_capacity(pre.len() / num_chunks);
+        for block in pre.chunks_exact(num_chunks) {
+            let v = block[0][0];
+            if npus.last().is_some_and(|&u| u >= v) {
+                return None;
+            }
+            if !block.iter().enumerate().all(|(c, &[u, ch])| u == v && ch as usize == c) {
+                return None;
+            }
+            npus.push(v);
+        }
+        Some(npus)
+    }
+
     pub fn of(&self, chunk: usize) -> &[u32] {
+        if self.start.is_empty() {
+            return &self.npus;
+        }
         &self.npus[self.start[chunk]..self.start[chunk + 1]]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The one shared holder list (an all-reduce's precondition: every chunk at every NPU,
+        /// NPU by NPU) answers as the per-chunk lists do, and it is never used where chunks
+        /// have different holders (a pair dropped, two swapped).
+        #[test]
+        fn holders_shared_or_per_chunk_answer_the_same(
+            npus in proptest::collection::btree_set(0u32..12, 1..6),
+            chunks in 1usize..5,
+            drop in proptest::option::of(0usize..30),
+            swap in proptest::option::of((0usize..30, 0usize..30)),
+        ) {
+            let mut pre: Vec<[u32; 2]> =
+                npus.iter().flat_map(|&v| (0..chunks as u32).map(move |c| [v, c])).collect();
+            let canonical = pre.clone();
+            if let Some(i) = drop.filter(|&i| i < pre.len()) {
+                pre.remove(i);
+            }
+            if let Some((i, j)) = swap.filter(|&(i, j)| i < pre.len() && j < pre.len()) {
+                pre.swap(i, j);
+            }
+            let shared = Holders::new(&pre, chunks);
+            let per_chunk = Holders::csr(&pre, chunks);
+            if pre == canonical {
+                prop_assert!(shared.start.is_empty(), "an all-reduce's precondition shares one list");
+            }
+            if (0..chunks).any(|c| per_chunk.of(c) != per_chunk.of(0)) {
+                prop_assert!(!shared.start.is_empty(), "chunks with other holders share one list");
+            }
+            for c in 0..chunks {
+                prop_assert_eq!(shared.of(c), per_chunk.of(c));
+            }
+        }
     }
 }

@@ -18,8 +18,8 @@ mod ring;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::schedule::{ChunkList, Op, Schedule, Transfer, Transfers};
 use crate::topology::{Grid, Topology};
+use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
-use std::collections::HashMap;
 
 /// Baselines whose schedule would have more transfers than this are refused (memory: each
 /// transfer is stored, validated and simulated).
@@ -208,7 +208,7 @@ pub fn in_waves(transfers: &Transfers) -> Transfers {
     let mut by_step: Vec<u32> = (0..n as u32).collect();
     by_step.sort_unstable_by_key(|&k| (transfers.step(k as usize), k));
     let mut wave = vec![0u32; n];
-    let mut next_free: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+    let mut next_free: HashMap<(u32, u32), Vec<u64>> = HashMap::default();
     let mut hops: Vec<(u32, u32)> = Vec::new();
     let mut i = 0;
     while i < n {

@@ -7,8 +7,8 @@
 //! transfer objects (`Serialize`/`Deserialize` read and write it element by element).
 
 use super::{ChunkList, Op, Route, Transfer};
+use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 const REDUCE: u8 = 1;
@@ -181,7 +181,7 @@ impl Transfers {
                 uses[l as usize] += 1;
             }
         }
-        let mut weight: HashMap<u32, u64> = HashMap::new();
+        let mut weight: HashMap<u32, u64> = HashMap::default();
         for (list, n) in self.lists.iter().zip(uses) {
             if n == 0 || list.len() < 2 {
                 continue;

@@ -22,6 +22,11 @@ impl Grid {
             })
             .collect()
     }
+    /// Coordinate `dim` of `v` (`coords(v)[dim]`, without the vector).
+    pub fn coord(&self, v: usize, dim: usize) -> usize {
+        let stride: usize = self.dims[..dim].iter().product();
+        (v / stride) % self.dims[dim]
+    }
     pub fn node(&self, coords: &[usize]) -> usize {
         let mut v = 0;
         for (i, &d) in self.dims.iter().enumerate().rev() {

@@ -212,15 +212,30 @@ pub(super) enum Gate {
 /// whose `valid` is false until the full check runs; one the simulator cannot replay is checked
 /// in full at once (the validator then says why).
 pub(super) fn gate_until(
-    mut s: Schedule,
+    s: Schedule,
     gate: Gate,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, CheckReport), Error> {
-    let bounds = match gate {
-        Gate::Full { bounds } => bounds,
+    gate_timed_until(s, None, gate, cancelled)
+}
+
+/// `gate_until`, reusing `known` (the simulator's report on this very schedule, from a
+/// ranking of candidates) instead of simulating it again.
+pub(super) fn gate_timed_until(
+    mut s: Schedule,
+    known: Option<Timing>,
+    gate: Gate,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    match gate {
+        Gate::Full { bounds } => finalize_timed_until(s, known, bounds, cancelled),
         Gate::Deferred => {
             ready_for_check(&mut s);
-            match crate::sim::simulate_until(&s, cancelled) {
+            let simulated = match known {
+                Some(t) => Ok(t),
+                None => crate::sim::simulate_until(&s, cancelled),
+            };
+            match simulated {
                 Ok(timing) => {
                     s.collective_time_ns = Some(timing.collective_time_ns);
                     let report = CheckReport {
@@ -234,14 +249,14 @@ pub(super) fn gate_until(
                         transfers: s.transfers.len(),
                         timing: Some(timing),
                     };
-                    return Ok((s, report));
+                    Ok((s, report))
                 }
-                Err(crate::sim::SimError::Stopped) => return Err(Error::Cancelled),
-                Err(_) => false,
+                Err(crate::sim::SimError::Stopped) => Err(Error::Cancelled),
+                // One the simulator cannot replay: checked in full (the validator says why).
+                Err(_) => finalize_until(s, false, cancelled),
             }
         }
-    };
-    finalize_until(s, bounds, cancelled)
+    }
 }
 
 #[cfg(test)]

@@ -27,9 +27,10 @@ fn plan_runs(
     let c = variants[0];
     // Discretizations to try per variant: the given one, or the default and, when link times
     // are not multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
+    let nothing_needed = |c: &Collective| c.needed_iter(&c.holders()).next().is_none();
     let trivial = match tenants {
-        None => c.needed().is_empty(),
-        Some(t) => t.iter().all(|t| t.needed().is_empty()),
+        None => nothing_needed(c),
+        Some(t) => t.iter().all(nothing_needed),
     };
     let factors: Vec<Vec<Option<f64>>> = variants
         .iter()
@@ -65,10 +66,19 @@ fn plan_runs(
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
     let patterns = translation_patterns(req, variants, tenants.is_none() && !trivial, cancelled);
+    // A pattern whose busiest link alone is busier than the caller's schedule takes longer:
+    // it is not built (a translation all-reduce on torus:64x64 is 4 M transfers).
+    let mut priced_out: Option<f64> = None;
     for (variant, pattern) in patterns.iter().enumerate() {
-        let Some((_, pattern, optimal)) = pattern else { continue };
+        let Some((torus, pattern, optimal)) = pattern else { continue };
         if *optimal {
             runs.retain(|r| r.variant != variant || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_)));
+        }
+        let link = &req.topology.links()[0];
+        let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
+        if req.incumbent_ns.is_some_and(|t| price > t) {
+            priced_out = Some(priced_out.map_or(price, |p: f64| p.min(price)));
+            continue;
         }
         runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
     }
@@ -80,7 +90,11 @@ fn plan_runs(
     // one: 4.26 ms, eight chunks a message 3.70 ms): the groups run instead.
     let grouping: &[u32] = if patterns.first().is_some_and(Option::is_some) { &[] } else { &req.grouping };
     if tenants.is_none() && !trivial && !grouping.is_empty() {
-        if req.topology.npus() >= GROUPED_ONLY_NPUS {
+        let only = match variants[0].spec.kind {
+            crate::collective::CollectiveKind::AllReduce => GROUPED_ONLY_ALL_REDUCE_NPUS,
+            _ => GROUPED_ONLY_NPUS,
+        };
+        if req.topology.npus() >= only {
             runs.retain(|r| !(r.variant == 0 && matches!(r.mode, Mode::Matching(_))));
         }
         for &g in grouping {
@@ -122,6 +136,11 @@ fn plan_runs(
                 }
             }
         }
+    }
+    if runs.is_empty()
+        && let (Some(price_ns), Some(incumbent_ns)) = (priced_out, req.incumbent_ns)
+    {
+        return Err(Error::PricedOut { price_ns, incumbent_ns });
     }
     Ok(RunPlan { runs, factors, patterns })
 }
@@ -219,23 +238,32 @@ pub(super) fn synthesize_greedy(
         if past_deadline() {
             return Outcome::cut();
         }
+        let t0 = std::time::Instant::now();
         let produced = produce(req, &plan, variants, tenants, r, &labels, polled);
+        tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, variant = r.variant, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: run produced");
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match produced {
             Ok((schedule, stats)) => {
-                // One candidate needs no ranking; the gate simulates it anyway.
-                let time_ns = if single {
-                    0.0
+                // One candidate needs no ranking; the gate simulates it anyway. Several are
+                // ranked by their simulation, which the winner's gate then reuses.
+                let timing = if single {
+                    None
                 } else {
                     match crate::sim::simulate_until(&schedule, polled) {
                         Err(crate::sim::SimError::Stopped) if cancelled() => {
                             return Outcome { cancelled: true, ..Outcome::default() };
                         }
                         Err(crate::sim::SimError::Stopped) => return Outcome::cut(),
-                        t => t.map(|t| t.collective_time_ns).unwrap_or(f64::INFINITY),
+                        t => t.ok(),
                     }
                 };
-                Outcome { best: Some(Candidate { time_ns, run: *r, schedule, stats }), ..Outcome::default() }
+                let time_ns = match (&timing, single) {
+                    (_, true) => 0.0,
+                    (Some(t), _) => t.collective_time_ns,
+                    (None, _) => f64::INFINITY,
+                };
+                tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
+                Outcome { best: Some(Candidate { time_ns, timing, run: *r, schedule, stats }), ..Outcome::default() }
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
             Err(e) if e.is_cancelled() => Outcome::cut(),
@@ -264,10 +292,11 @@ pub(super) fn synthesize_greedy(
             None => Error::TimeLimit { limit_s: req.time_limit_s },
         });
     };
-    let Candidate { run, schedule, stats: gst, .. } = best;
+    let Candidate { run, schedule, stats: gst, timing, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = gate_until(schedule, req.gate, cancelled)?;
+    let (schedule, report) = gate_timed_until(schedule, timing, req.gate, cancelled)?;
+    tracing::debug!(target: "ccsynth::timing", wall_ms = checked.elapsed().as_secs_f64() * 1e3, runs = total, "greedy: the winner gated");
     let search = GreedySearch {
         seeds_tried: req.seeds.max(1),
         discretizations_tried: plan.factors[run.variant].len(),
@@ -324,6 +353,11 @@ pub const PLAIN_MAX_NPUS: usize = 256;
 /// NPUs from which an all-reduce or all-gather that moves chunks in groups
 /// (`chunking::grouping`) does not also run the matcher at one chunk per message.
 pub const GROUPED_ONLY_NPUS: usize = 2048;
+
+/// `GROUPED_ONLY_NPUS` for an all-reduce: on torus:32x32 at 256 MiB after one or three failed
+/// links the matcher at one chunk per message took 2.2–2.6 s, the longest run, for a schedule
+/// 5–8% slower than the grouped runs' (1.704 against 1.571 ms, 1.848 against 1.729 ms).
+pub const GROUPED_ONLY_ALL_REDUCE_NPUS: usize = 1024;
 
 /// NPUs from which an all-to-all, scatter or gather runs the routed planner alone: the
 /// matcher's time grows with every chunk's candidate edges (7.3 s of a 512-NPU all-to-all) and
@@ -455,6 +489,8 @@ impl Outcome {
 /// One greedy run of a synthesis: its schedule, simulated time and where it came from.
 struct Candidate {
     time_ns: f64,
+    /// The simulator's report that ranked it (none when it was the only run).
+    timing: Option<crate::sim::Timing>,
     run: Run,
     schedule: Schedule,
     stats: crate::synth::PlanStats,

@@ -13,7 +13,7 @@ pub mod registry;
 pub mod request;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
-use check::{Gate, check_bounded, finalize_bounded, finalize_deferred, finalize_until, gate_until};
+use check::{Gate, check_bounded, finalize_bounded, finalize_deferred, finalize_until, gate_timed_until, gate_until};
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use greedy_runs::{Variants, synthesize_greedy};
 
@@ -169,6 +169,9 @@ struct SynthJob<'a> {
     /// How the kept schedule is checked (`auto` defers its candidates' validation and works
     /// out the bounds once, for the winner).
     gate: Gate,
+    /// The time of a schedule the caller already has (`auto`'s fastest so far): a greedy run
+    /// priced above it before it is built (a translation pattern's busiest link) is skipped.
+    incumbent_ns: Option<f64>,
 }
 
 /// The top-level `stats` object of a synthesized schedule: what every synthesizer reports,
@@ -737,6 +740,19 @@ pub enum Error {
         /// The limit, seconds.
         limit_s: f64,
     },
+    /// Every run of the synthesizer was priced above a schedule the caller already has
+    /// (`auto`'s fastest so far): none was built.
+    #[error(
+        "skipped before it was built: its busiest link alone is busy {:.3} us, longer than a schedule already found ({:.3} us)",
+        price_ns / 1e3,
+        incumbent_ns / 1e3
+    )]
+    PricedOut {
+        /// The lowest price of its runs, ns.
+        price_ns: f64,
+        /// The schedule already found, ns.
+        incumbent_ns: f64,
+    },
     /// A bug: a producer's schedule failed validation.
     #[error(transparent)]
     Internal(#[from] EngineError),
@@ -780,7 +796,7 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
     match &req.algorithm {
         Algorithm::Baseline(name) => run_baseline(req, name, ctl, deadline),
         Algorithm::Greedy | Algorithm::Ilp => {
-            run_synthesizer(req, &req.algorithm, ctl, deadline, Gate::Full { bounds: true })
+            run_synthesizer(req, &req.algorithm, ctl, deadline, Gate::Full { bounds: true }, None)
         }
         Algorithm::Auto => portfolio::run(req, ctl, deadline),
     }
@@ -818,6 +834,7 @@ fn run_synthesizer(
     ctl: Control,
     deadline: std::time::Instant,
     gate: Gate,
+    incumbent_ns: Option<f64>,
 ) -> Result<Output, Error> {
     let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
     let sr = SynthJob {
@@ -838,6 +855,7 @@ fn run_synthesizer(
             _ => Vec::new(),
         },
         gate,
+        incumbent_ns,
     };
     let tenants = matches!(req.target, Target::Tenants(_)).then_some(req.built.as_slice());
     let searched: Vec<Collective> = match (algorithm, req.chunking, &req.target) {

@@ -114,6 +114,39 @@ impl Torus {
     }
 }
 
+/// The busiest link's busy time in the translation schedule of `c` by `pattern` on `torus`
+/// (what `sim::link_load_bound_ns` gives once it is built), worked out from the pattern alone:
+/// each link in direction d carries one one-chunk transfer per pattern move in direction d in
+/// an all-gather phase, and per move in the opposite direction in a reduction phase (the
+/// pattern reversed on the transposed torus). A lower bound on the schedule's time, known
+/// before its millions of transfers are built: the portfolio skips a pattern priced above a
+/// schedule it already has. `link` is any of the torus's links (they are all alike).
+pub fn link_load_ns(torus: &Torus, pattern: &Pattern, c: &Collective, link: &crate::topology::Link) -> f64 {
+    let dirs = torus.directions();
+    let mut count = vec![0u64; dirs];
+    for m in &pattern.moves {
+        count[m.dir as usize] += 1;
+    }
+    let opposite = |d: usize| {
+        let (dim, sign) = torus.dirs[d];
+        torus.dirs.iter().position(|&x| x == (dim, -sign)).unwrap_or(d)
+    };
+    let (reduce, forward) = match c.spec.kind {
+        CollectiveKind::AllReduce => (true, true),
+        CollectiveKind::ReduceScatter => (true, false),
+        _ => (false, true),
+    };
+    let copy_ns = link.latency_ns + c.chunk_size_bytes / link.bandwidth_gb_per_s;
+    let reduce_ns = copy_ns + c.spec.gamma_ns_per_byte.unwrap_or(0.0) * c.chunk_size_bytes;
+    (0..dirs)
+        .map(|d| {
+            let f = if forward { count[d] as f64 * copy_ns } else { 0.0 };
+            let r = if reduce { count[opposite(d)] as f64 * reduce_ns } else { 0.0 };
+            f + r
+        })
+        .fold(0.0, f64::max)
+}
+
 /// Whether translation serves `c` on `torus`: all-gather, reduce-scatter or all-reduce over
 /// every NPU, one block of chunks per NPU.
 pub fn applies(torus: &Torus, c: &Collective) -> bool {

@@ -96,6 +96,9 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
         Err(engine::Error::Internal(e)) => panic!("{}: the engine let an invalid schedule through: {e}", p.name),
         Err(engine::Error::Cancelled) => panic!("{}: cancelled, though nothing asked it to stop", p.name),
         Err(e @ engine::Error::TimeLimit { .. }) => panic!("{}: {e} on a small case", p.name),
+        Err(e @ engine::Error::PricedOut { .. }) => {
+            panic!("{}: {e}, though no schedule was given to price against", p.name)
+        }
         Err(e @ (engine::Error::Input(_) | engine::Error::Unsupported(_))) => Err(refusal(e.to_string())),
     }
 }

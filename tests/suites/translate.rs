@@ -195,3 +195,35 @@ proptest! {
         prop_assert_eq!(steps, torus.bound(k as usize), "{} k={}", spec, k);
     }
 }
+
+/// A translation schedule's price, worked out from its pattern before it is built
+/// (`translate::link_load_ns`), is exactly the busiest link's load of the schedule once built
+/// (`sim::link_load_bound_ns`): so it is a lower bound on the schedule's time, and the
+/// portfolio may skip a pattern priced above a schedule it already has. Tori with a side of 2
+/// (one direction per dimension), 2D and 3D, every phase mix, with and without a reduce cost.
+#[test]
+fn a_pattern_is_priced_at_its_schedules_busiest_link() {
+    for spec in ["torus:8x8", "torus:4x2", "torus:4x4x4", "torus:6x6@lat=2000", "torus:3x5"] {
+        let t = topo(spec);
+        let link = t.links()[0].clone();
+        let torus = translate::Torus::of(&t).expect("a torus");
+        for (kind, k, gamma) in [
+            (K::AllGather, 1u32, None),
+            (K::AllGather, 2, None),
+            (K::ReduceScatter, 1, Some(0.01)),
+            (K::AllReduce, 1, None),
+            (K::AllReduce, 2, Some(0.02)),
+        ] {
+            let mut cs = CollectiveSpec::new(kind, 3 << 20);
+            cs.chunks_per_npu = Some(k);
+            cs.gamma_ns_per_byte = gamma;
+            let c = Collective::build(&cs, &t).unwrap();
+            let pattern = translate::search(&torus, k as usize, 0, &|| false).unwrap();
+            let s = synth::translated(&t, &c, &opts(), &torus, &pattern, &|| false).unwrap().0;
+            let built = ccsynth::sim::link_load_bound_ns(&s).expect("routes");
+            let priced = translate::link_load_ns(&torus, &pattern, &c, &link);
+            assert!((priced - built).abs() <= 1e-9 * built, "{spec} {kind:?} k={k}: priced {priced}, built {built}");
+            assert!(priced > 0.0);
+        }
+    }
+}

@@ -163,11 +163,15 @@ fn run_gated(
             |&a, &b| prices[a].unwrap_or(f64::INFINITY).total_cmp(&prices[b].unwrap_or(f64::INFINITY)).then(a.cmp(&b)),
         );
     // That baseline leads, alone and checked in full (its validation beside its simulation,
-    // on every core): the synthesizers then run against its time, and skip a run priced above
-    // it before building it (on an intact torus:64x64 the greedy's translation pattern is priced
-    // at 6.39 ms against bucket's 5.49 ms: 4 M transfers neither built nor simulated).
-    let lead: Vec<usize> = cheapest.into_iter().collect();
-    let first: Vec<usize> = (0..n).filter(|&i| prices[i].is_none()).collect();
+    // on every core), when its price is also at least the quick bound (a price below the
+    // collective's own bound says nothing of the baseline: swing-bandwidth on torus:64x64 less
+    // NPU 9 is priced at 40 us and runs 248 ms, 13 s to build and check): the synthesizers then
+    // run against its time, and skip a run priced above it before building it (on an intact
+    // torus:64x64 the greedy's translation pattern is priced at 6.39 ms against bucket's
+    // 5.49 ms: 4 M transfers neither built nor simulated). Otherwise it runs beside them.
+    let leads = |i: usize| quick.is_some_and(|q| prices[i].is_some_and(|p| p >= q));
+    let lead: Vec<usize> = cheapest.filter(|&i| leads(i)).into_iter().collect();
+    let first: Vec<usize> = (0..n).filter(|&i| prices[i].is_none() || (Some(i) == cheapest && !leads(i))).collect();
     let mut later: Vec<usize> = (0..n).filter(|&i| prices[i].is_some() && Some(i) != cheapest).collect();
     later.sort_by(|&a, &b| {
         prices[a].unwrap_or(f64::INFINITY).total_cmp(&prices[b].unwrap_or(f64::INFINITY)).then(a.cmp(&b))

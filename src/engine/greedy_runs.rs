@@ -66,9 +66,9 @@ fn plan_runs(
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
     let patterns = translation_patterns(req, variants, tenants.is_none() && !trivial, cancelled);
-    // A pattern whose busiest link alone is busier than the caller's schedule takes longer:
-    // it is not built (a translation all-reduce on torus:64x64 is 4 M transfers).
-    let mut priced_out: Option<f64> = None;
+    // The cheapest pattern's price: the busiest link's load of its schedule, a lower bound on
+    // its time (`translate::link_load_ns`).
+    let mut cheapest_pattern: Option<f64> = None;
     for (variant, pattern) in patterns.iter().enumerate() {
         let Some((torus, pattern, optimal)) = pattern else { continue };
         if *optimal {
@@ -76,10 +76,7 @@ fn plan_runs(
         }
         let link = &req.topology.links()[0];
         let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
-        if req.incumbent_ns.is_some_and(|t| price > t) {
-            priced_out = Some(priced_out.map_or(price, |p: f64| p.min(price)));
-            continue;
-        }
+        cheapest_pattern = Some(cheapest_pattern.map_or(price, |p: f64| p.min(price)));
         runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
     }
     // An all-reduce or all-gather whose chunks are mostly latency also moves them in groups
@@ -137,8 +134,13 @@ fn plan_runs(
             }
         }
     }
-    if runs.is_empty()
-        && let (Some(price_ns), Some(incumbent_ns)) = (priced_out, req.incumbent_ns)
+    // Where every run is a translation pattern (the matcher cannot beat an optimal one) and
+    // each is priced above the caller's schedule, the greedy cannot win: none is built (a
+    // translation all-reduce on torus:64x64 is 4 M transfers). Runs of other planners are not
+    // priced, so a greedy that has them runs whole, its statistics what it gives alone.
+    if let (Some(price_ns), Some(incumbent_ns)) = (cheapest_pattern, req.incumbent_ns)
+        && price_ns > incumbent_ns
+        && runs.iter().all(|r| r.mode == Mode::Translation)
     {
         return Err(Error::PricedOut { price_ns, incumbent_ns });
     }

@@ -319,3 +319,45 @@ fn the_lead_baseline_prices_the_greedys_translation_out() {
     let time = alone.schedule.collective_time_ns.unwrap();
     assert!(price <= time * (1.0 + 1e-12), "priced {price}, runs {time}");
 }
+
+/// The cheapest-priced baseline leads (runs first, alone, validated) only when its price lies
+/// between the collective's quick bound and `FIRST_WAVE_PRICE` times it: bucket on the intact
+/// torus:8x8 does; on torus:8x8 less NPU 9, swing-bandwidth is the cheapest priced but below the
+/// quick bound (a price that says nothing of its 12× slower schedule), so it runs beside the
+/// synthesizers, simulated only, and the greedy wins.
+#[test]
+fn only_a_baseline_priced_from_the_bound_up_leads() {
+    use ccsynth::collective::Collective;
+    let c = CollectiveSpec::new(K::AllReduce, 64 << 20);
+    let intact = topo("torus:8x8");
+    let degraded = intact.with_failures(&ccsynth::topology::Failures { npus: vec![9], ..Default::default() }).unwrap();
+    for (t, leader) in [(&intact, Some("bucket")), (&degraded, None)] {
+        let out = run(t, c.clone(), registry::PORTFOLIO, generous()).unwrap();
+        let p = out.stats.portfolio().unwrap();
+        let quick = ccsynth::bounds::quick_bound_ns(t, &Collective::build(&c, t).unwrap()).unwrap();
+        let cheapest = p
+            .candidates
+            .iter()
+            .filter(|e| e.price_ns.is_some() && e.algorithm != "greedy")
+            .min_by(|a, b| a.price_ns.unwrap().total_cmp(&b.price_ns.unwrap()))
+            .unwrap();
+        let price = cheapest.price_ns.unwrap();
+        let validated_losers: Vec<&str> =
+            p.candidates.iter().filter(|e| e.valid && !e.chosen).map(|e| e.algorithm.as_str()).collect();
+        match leader {
+            Some(name) => {
+                assert_eq!(cheapest.algorithm, name);
+                assert!(price >= quick && price <= engine::portfolio::FIRST_WAVE_PRICE * quick, "{price} vs {quick}");
+                assert!(cheapest.valid && cheapest.chosen, "{cheapest:?}");
+            }
+            None => {
+                assert_eq!(cheapest.algorithm, "swing-bandwidth");
+                assert!(price < quick, "{price} vs {quick}");
+                assert!(!cheapest.valid && !cheapest.chosen, "{cheapest:?}");
+                assert_eq!(cheapest.note.as_deref(), Some(engine::portfolio::NOT_VALIDATED));
+                assert_eq!(out.schedule.algorithm.as_deref(), Some("greedy"));
+                assert!(validated_losers.is_empty(), "{validated_losers:?}");
+            }
+        }
+    }
+}

@@ -324,7 +324,7 @@ fn the_lead_baseline_prices_the_greedys_translation_out() {
 /// between the collective's quick bound and `FIRST_WAVE_PRICE` times it: bucket on the intact
 /// torus:8x8 does; on torus:8x8 less NPU 9, swing-bandwidth is the cheapest priced but below the
 /// quick bound (a price that says nothing of its 12× slower schedule), so it runs beside the
-/// synthesizers, simulated only, and the greedy wins.
+/// synthesizers, not validated, and the greedy wins.
 #[test]
 fn only_a_baseline_priced_from_the_bound_up_leads() {
     use ccsynth::collective::Collective;
@@ -354,7 +354,10 @@ fn only_a_baseline_priced_from_the_bound_up_leads() {
                 assert_eq!(cheapest.algorithm, "swing-bandwidth");
                 assert!(price < quick, "{price} vs {quick}");
                 assert!(!cheapest.valid && !cheapest.chosen, "{cheapest:?}");
-                assert_eq!(cheapest.note.as_deref(), Some(engine::portfolio::NOT_VALIDATED));
+                // Simulated and not validated, or, when the greedy finished first, dropped by
+                // its link load before either: never checked in full as a lead is.
+                let note = cheapest.note.as_deref().unwrap_or_default();
+                assert!(note == engine::portfolio::NOT_VALIDATED || note.starts_with("skipped: "), "{note}");
                 assert_eq!(out.schedule.algorithm.as_deref(), Some("greedy"));
                 assert!(validated_losers.is_empty(), "{validated_losers:?}");
             }

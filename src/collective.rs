@@ -426,9 +426,8 @@ fn count_chunks(spec: &CollectiveSpec, p: usize, k: usize) -> Result<usize, Inpu
     Ok(num_chunks)
 }
 
-/// The precondition and postcondition (sorted, without duplicates) and the combining flag:
-/// built for the standard kinds, checked and taken from the spec for `custom`.
-/// Which of a kind's conditions (pre, post) are every chunk at every NPU of the group.
+/// Which of a kind's conditions (pre, post) are every chunk at every NPU of the group: the
+/// sides `conditions` builds with its `all`.
 fn every_pair_sides(kind: CollectiveKind) -> (bool, bool) {
     use CollectiveKind::*;
     match kind {
@@ -449,8 +448,10 @@ fn is_every_pair(list: &[[u32; 2]], group: &[usize], num_chunks: usize) -> bool 
         && list.iter().copied().eq(npus.iter().flat_map(|&v| (0..num_chunks as u32).map(move |c| [v, c])))
 }
 
-/// The pre- and postcondition of a collective, sorted, and whether it combines; a side that is
-/// every chunk at every NPU is left empty when `skip_every_pair` (the caller has it).
+/// The precondition and postcondition (sorted, without duplicates) and the combining flag:
+/// built for the standard kinds, checked and taken from the spec for `custom`. A side that is
+/// every chunk at every NPU (`every_pair_sides`) is left empty when `skip_every_pair` (the
+/// caller has it).
 fn conditions(
     spec: &CollectiveSpec,
     group: &[usize],

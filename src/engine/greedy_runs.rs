@@ -66,17 +66,19 @@ fn plan_runs(
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
     let patterns = translation_patterns(req, variants, tenants.is_none() && !trivial, cancelled);
-    // The cheapest pattern's price: the busiest link's load of its schedule, a lower bound on
-    // its time (`translate::link_load_ns`).
+    // The cheapest pattern's price, when the caller has a schedule to price it against: the
+    // busiest link's load of its schedule, a lower bound on its time (`translate::link_load_ns`).
     let mut cheapest_pattern: Option<f64> = None;
     for (variant, pattern) in patterns.iter().enumerate() {
         let Some((torus, pattern, optimal)) = pattern else { continue };
         if *optimal {
             runs.retain(|r| r.variant != variant || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_)));
         }
-        let link = &req.topology.links()[0];
-        let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
-        cheapest_pattern = Some(cheapest_pattern.map_or(price, |p: f64| p.min(price)));
+        if req.incumbent_ns.is_some() {
+            let link = &req.topology.links()[0];
+            let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
+            cheapest_pattern = Some(cheapest_pattern.map_or(price, |p: f64| p.min(price)));
+        }
         runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
     }
     // An all-reduce or all-gather whose chunks are mostly latency also moves them in groups
@@ -259,12 +261,14 @@ pub(super) fn synthesize_greedy(
                         t => t.ok(),
                     }
                 };
-                let time_ns = match (&timing, single) {
-                    (_, true) => 0.0,
-                    (Some(t), _) => t.collective_time_ns,
-                    (None, _) => f64::INFINITY,
+                let time_ns = match &timing {
+                    _ if single => 0.0,
+                    Some(t) => t.collective_time_ns,
+                    None => f64::INFINITY,
                 };
-                tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
+                if !single {
+                    tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
+                }
                 Outcome { best: Some(Candidate { time_ns, timing, run: *r, schedule, stats }), ..Outcome::default() }
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },

@@ -194,7 +194,7 @@ fn run_gated(
         g => g,
     };
     let mut acc = wave(&lead, lead_gate);
-    for (indices, gate) in [(&first, gate), (&later, gate)] {
+    for indices in [&first, &later] {
         if acc.cancelled {
             break;
         }

@@ -187,7 +187,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
         (Some(_), None) => true,
         _ => false,
     };
-    let repair_outcome = RepairOutcome {
+    let mut repair_outcome = RepairOutcome {
         collective_time_ns: repair_time,
         stats: repaired.as_ref().ok().map(|(_, s)| s.clone()),
         wall_ms: repair_ms,
@@ -206,7 +206,6 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     };
     // The repair kept is validated now, with the simulation it has; were it invalid (a bug of
     // the repair, logged), the fresh schedule is returned if there is one.
-    let mut repair_outcome = repair_outcome;
     let (repaired, keep_repair) = match (keep_repair, repaired) {
         (true, Ok((out, stats))) => {
             let began = Instant::now();

@@ -14,6 +14,11 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+mod groups;
+mod sets;
+use groups::Group;
+use sets::{IdHash, NONE, SetId, Sets};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ViolationKind {
@@ -220,109 +225,6 @@ fn validate_grouped(
         out.append(sink?);
     }
     Some((finish(out, simulatable), built.ok()))
-}
-
-/// The chunks one pass of the replay tracks and their scratch slots, with the slots
-/// renumbered from 0 (`local`). The chunks are laid out by `SlotOrder` (the schedule's most
-/// used evenly spaced lists side by side) and the groups take consecutive ranges of that
-/// layout, so a group's slot table has each such message's chunks in a few cache lines and a
-/// message's chunks in one group or two. One group holds every chunk unless the schedule
-/// has more (npu, slot) pairs than `Group::SLOTS` and its messages are short (long chunk
-/// lists would be read once per group; their contributor sets are few and shared anyway).
-struct Group {
-    index: u32,
-    /// Layout positions per group: chunk slots are local `0..positions` (some unused).
-    positions: usize,
-    /// Global slot → local slot, `NOT_HERE` for slots of other groups' chunks.
-    local: Vec<u32>,
-    slots: usize,
-    num_chunks: usize,
-}
-
-const NOT_HERE: u32 = u32::MAX;
-
-impl Group {
-    /// (npu, slot) pairs per group: 4 MB of slot ids and at most a million sets alive.
-    const SLOTS: usize = 1 << 20;
-    /// Groups for a schedule whose messages carry long chunk lists: each group reads every
-    /// list that meets its chunks, so only a few (a fixed number, so the report's order does
-    /// not depend on the machine); each holds only its chunks' contributor sets (bucket's
-    /// all-reduce on torus:64x64 at 1 GiB: 3.2 GB at its peak in one group).
-    const LONG_LISTS: usize = 8;
-
-    /// How many groups the schedule's replay is split into.
-    fn count(s: &Schedule) -> usize {
-        let pairs = s.topology.npus().saturating_mul(s.slots());
-        if pairs <= Self::SLOTS {
-            return 1;
-        }
-        let entries: usize = s.transfers.iter().map(|t| t.chunks.len()).sum();
-        if entries > 2 * s.transfers.len() {
-            pairs.div_ceil(Self::SLOTS).min(Self::LONG_LISTS)
-        } else {
-            pairs.div_ceil(Self::SLOTS)
-        }
-    }
-
-    /// `count` groups of consecutive layout positions (fewer when there are fewer chunks), and
-    /// each chunk's group.
-    fn split(s: &Schedule, count: usize) -> (Vec<Group>, Vec<u32>) {
-        let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
-        let per = layout.len().div_ceil(count.max(1)).max(1);
-        let at: Vec<u32> = (0..s.num_chunks as u32).map(|c| layout.of(c)).collect();
-        let group_of: Vec<u32> = at.iter().map(|&p| (p as usize / per) as u32).collect();
-        let groups =
-            (0..layout.len().div_ceil(per).max(1)).map(|g| Group::of(s, g as u32, per, &at, &group_of)).collect();
-        (groups, group_of)
-    }
-
-    /// Group `index`: the chunks at layout positions `index·per ..` `(index + 1)·per` (`at`
-    /// gives each chunk's position, `group_of` its group).
-    fn of(s: &Schedule, index: u32, per: usize, at: &[u32], group_of: &[u32]) -> Group {
-        let mut local = vec![NOT_HERE; s.slots()];
-        let first = (index as usize * per) as u32;
-        for c in (0..s.num_chunks).filter(|&c| group_of[c] == index) {
-            local[c] = at[c] - first;
-        }
-        let mut next = per as u32;
-        for (i, &c) in s.scratch.iter().enumerate() {
-            if (c as usize) < s.num_chunks && group_of[c as usize] == index {
-                local[s.num_chunks + i] = next;
-                next += 1;
-            }
-        }
-        Group { index, positions: per, local, slots: next as usize, num_chunks: s.num_chunks }
-    }
-
-    /// Whether chunk (not slot) `c` is this group's.
-    #[inline]
-    fn has(&self, c: u32) -> bool {
-        (c as usize) < self.num_chunks && self.local[c as usize] != NOT_HERE
-    }
-
-    /// The local slot of slot `c`, if it is this group's.
-    #[inline]
-    fn slot(&self, c: u32) -> Option<u32> {
-        self.local.get(c as usize).copied().filter(|&l| l != NOT_HERE)
-    }
-
-    /// The entries of a transfer (that passed `check_transfer`) in this group: (slot read,
-    /// slot written), both global and local.
-    fn entries<'t>(&'t self, t: &TransferRef<'t>) -> impl Iterator<Item = Entry> + 't {
-        t.chunks.iter().zip(t.written()).filter_map(move |(&c, &d)| {
-            Some(Entry { read: c, written: d, local_read: self.slot(c)?, local_written: self.slot(d)? })
-        })
-    }
-}
-
-/// One entry of a transfer within a group: slot `read` at the source to slot `written` at the
-/// destination (global ids, for messages), and the same slots in the group's numbering.
-#[derive(Clone, Copy)]
-struct Entry {
-    read: u32,
-    written: u32,
-    local_read: u32,
-    local_written: u32,
 }
 
 /// `num_chunks`, `chunk_size_bytes`, `combining` and the conditions as declared, against the
@@ -933,101 +835,6 @@ fn check_path<'p>(topo: &Topology, src: u32, dst: u32, path: &'p [u32]) -> Resul
         }
     }
     Ok(())
-}
-
-/// A contributor set stored in `Sets`; `NONE` means the slot is not held.
-type SetId = u32;
-const NONE: SetId = 0;
-
-/// The contributor sets the slots hold, numbered from 1 and counted by the slots that hold
-/// them: a slot is 4 bytes (a 4096-NPU all-reduce split in 4 parts has 2^26 slots), one set
-/// serves every chunk a message carries, and sets no slot holds any more are freed at the end
-/// of the step (a ring all-reduce on 4096 NPUs makes 67 million of them, a few alive at once).
-/// Ids are not canonical: equal sets may have different ids.
-#[derive(Default)]
-struct Sets {
-    list: Vec<Option<Spans>>,
-    refs: Vec<u32>,
-    /// Ids whose count dropped to zero (or that were made) in this step: freed at its end
-    /// unless held again, so ids in the step's reads and memos stay valid while it runs.
-    doomed: Vec<SetId>,
-    free: Vec<SetId>,
-}
-
-impl Sets {
-    fn add(&mut self, s: Spans) -> SetId {
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.list[id as usize - 1] = Some(s);
-                id
-            }
-            None => {
-                self.list.push(Some(s));
-                self.refs.push(0);
-                self.list.len() as SetId
-            }
-        };
-        self.doomed.push(id);
-        id
-    }
-
-    fn get(&self, id: SetId) -> &Spans {
-        self.list[id as usize - 1].as_ref().expect("live set id")
-    }
-
-    fn hold(&mut self, id: SetId) {
-        self.refs[id as usize - 1] += 1;
-    }
-
-    fn release(&mut self, id: SetId) {
-        let r = &mut self.refs[id as usize - 1];
-        *r -= 1;
-        if *r == 0 {
-            self.doomed.push(id);
-        }
-    }
-
-    fn end_step(&mut self) {
-        for id in std::mem::take(&mut self.doomed) {
-            let i = id as usize - 1;
-            if self.refs[i] == 0 && self.list[i].is_some() {
-                self.list[i] = None;
-                self.free.push(id);
-            }
-        }
-    }
-}
-
-/// Hashes a pair of ids: set operations are memoized per step, because one message reduces
-/// many chunks with the same two sets (a whole-vector message of a 4096-NPU all-reduce: 4096
-/// chunks, one union), and SipHash on hundreds of millions of lookups showed up in profiles.
-#[derive(Default, Clone, Copy)]
-struct IdHash;
-
-impl std::hash::BuildHasher for IdHash {
-    type Hasher = IdHasher;
-    fn build_hasher(&self) -> IdHasher {
-        IdHasher(0)
-    }
-}
-
-struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 struct Write {

@@ -1,0 +1,107 @@
+//! The groups of chunks the validator replays in independent passes: each a range of the
+//! schedule's slot layout (`slots::SlotOrder`), with its slots renumbered from 0.
+
+use crate::schedule::{Schedule, TransferRef};
+
+/// The chunks one pass of the replay tracks and their scratch slots, with the slots
+/// renumbered from 0 (`local`). The chunks are laid out by `SlotOrder` (the schedule's most
+/// used evenly spaced lists side by side) and the groups take consecutive ranges of that
+/// layout, so a group's slot table has each such message's chunks in a few cache lines and a
+/// message's chunks in one group or two. One group holds every chunk unless the schedule
+/// has more (npu, slot) pairs than `Group::SLOTS` and its messages are short (long chunk
+/// lists would be read once per group; their contributor sets are few and shared anyway).
+pub(super) struct Group {
+    pub(super) index: u32,
+    /// Layout positions per group: chunk slots are local `0..positions` (some unused).
+    pub(super) positions: usize,
+    /// Global slot → local slot, `NOT_HERE` for slots of other groups' chunks.
+    pub(super) local: Vec<u32>,
+    pub(super) slots: usize,
+    pub(super) num_chunks: usize,
+}
+
+const NOT_HERE: u32 = u32::MAX;
+
+impl Group {
+    /// (npu, slot) pairs per group: 4 MB of slot ids and at most a million sets alive.
+    const SLOTS: usize = 1 << 20;
+    /// Groups for a schedule whose messages carry long chunk lists: each group reads every
+    /// list that meets its chunks, so only a few (a fixed number, so the report's order does
+    /// not depend on the machine); each holds only its chunks' contributor sets (bucket's
+    /// all-reduce on torus:64x64 at 1 GiB: 3.2 GB at its peak in one group).
+    const LONG_LISTS: usize = 8;
+
+    /// How many groups the schedule's replay is split into.
+    pub(super) fn count(s: &Schedule) -> usize {
+        let pairs = s.topology.npus().saturating_mul(s.slots());
+        if pairs <= Self::SLOTS {
+            return 1;
+        }
+        let entries: usize = s.transfers.iter().map(|t| t.chunks.len()).sum();
+        if entries > 2 * s.transfers.len() {
+            pairs.div_ceil(Self::SLOTS).min(Self::LONG_LISTS)
+        } else {
+            pairs.div_ceil(Self::SLOTS)
+        }
+    }
+
+    /// `count` groups of consecutive layout positions (fewer when there are fewer chunks), and
+    /// each chunk's group.
+    pub(super) fn split(s: &Schedule, count: usize) -> (Vec<Group>, Vec<u32>) {
+        let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
+        let per = layout.len().div_ceil(count.max(1)).max(1);
+        let at: Vec<u32> = (0..s.num_chunks as u32).map(|c| layout.of(c)).collect();
+        let group_of: Vec<u32> = at.iter().map(|&p| (p as usize / per) as u32).collect();
+        let groups =
+            (0..layout.len().div_ceil(per).max(1)).map(|g| Group::of(s, g as u32, per, &at, &group_of)).collect();
+        (groups, group_of)
+    }
+
+    /// Group `index`: the chunks at layout positions `index·per ..` `(index + 1)·per` (`at`
+    /// gives each chunk's position, `group_of` its group).
+    fn of(s: &Schedule, index: u32, per: usize, at: &[u32], group_of: &[u32]) -> Group {
+        let mut local = vec![NOT_HERE; s.slots()];
+        let first = (index as usize * per) as u32;
+        for c in (0..s.num_chunks).filter(|&c| group_of[c] == index) {
+            local[c] = at[c] - first;
+        }
+        let mut next = per as u32;
+        for (i, &c) in s.scratch.iter().enumerate() {
+            if (c as usize) < s.num_chunks && group_of[c as usize] == index {
+                local[s.num_chunks + i] = next;
+                next += 1;
+            }
+        }
+        Group { index, positions: per, local, slots: next as usize, num_chunks: s.num_chunks }
+    }
+
+    /// Whether chunk (not slot) `c` is this group's.
+    #[inline]
+    pub(super) fn has(&self, c: u32) -> bool {
+        (c as usize) < self.num_chunks && self.local[c as usize] != NOT_HERE
+    }
+
+    /// The local slot of slot `c`, if it is this group's.
+    #[inline]
+    pub(super) fn slot(&self, c: u32) -> Option<u32> {
+        self.local.get(c as usize).copied().filter(|&l| l != NOT_HERE)
+    }
+
+    /// The entries of a transfer (that passed `check_transfer`) in this group: (slot read,
+    /// slot written), both global and local.
+    pub(super) fn entries<'t>(&'t self, t: &TransferRef<'t>) -> impl Iterator<Item = Entry> + 't {
+        t.chunks.iter().zip(t.written()).filter_map(move |(&c, &d)| {
+            Some(Entry { read: c, written: d, local_read: self.slot(c)?, local_written: self.slot(d)? })
+        })
+    }
+}
+
+/// One entry of a transfer within a group: slot `read` at the source to slot `written` at the
+/// destination (global ids, for messages), and the same slots in the group's numbering.
+#[derive(Clone, Copy)]
+pub(super) struct Entry {
+    pub(super) read: u32,
+    pub(super) written: u32,
+    pub(super) local_read: u32,
+    pub(super) local_written: u32,
+}

@@ -105,6 +105,16 @@ pub(super) const KOLMAKOV: Algorithm = Algorithm {
     build: |ctx| Ok(build(ctx, kolmakov_rounds(ctx.p()))),
 };
 
+/// Whether `kolmakov-r<R>` runs on `p` processes: 1 ≤ R < L, L its reduction's rounds
+/// (⌈log₂P⌉); the reason when it does not. Requests check it before they are queued.
+pub(super) fn check_kolmakov_r(r: usize, p: usize) -> Result<(), String> {
+    let l = kolmakov_rounds(p).1.len();
+    if r == 0 || r >= l {
+        return Err(format!("R = {r} on {p} processes: expected 1 ≤ R < ⌈log₂P⌉ = {l} (kolmakov is R = 0)"));
+    }
+    Ok(())
+}
+
 /// Kolmakov's all-reduce with R fewer distribution steps (eq. 26–36), any P ≥ 3.
 ///
 /// Copy j of the reduction sees processor x's index i as block x − j − i, which we call
@@ -125,13 +135,9 @@ fn kolmakov_steps(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     let unsupported = |what: String| BaselineError::Unsupported { algorithm: "kolmakov-r<R>", what };
     let r = ctx.variant.ok_or_else(|| unsupported("a missing R: name a variant, e.g. kolmakov-r1".into()))? as usize;
     let p = ctx.p();
+    check_kolmakov_r(r, p).map_err(unsupported)?;
     let (_, rounds) = kolmakov_rounds(p);
     let l = rounds.len();
-    if r == 0 || r >= l {
-        return Err(unsupported(format!(
-            "R = {r} on {p} processes: expected 1 ≤ R < ⌈log₂P⌉ = {l} (kolmakov is R = 0)"
-        )));
-    }
     // N_i, the distributed block count before round i; N_L = 1.
     let sizes: Vec<usize> = rounds.iter().map(|rd| rd.hi).chain([1]).collect();
     let copies = sizes[l - r];

@@ -69,6 +69,15 @@ fn variant(name: &str) -> Option<(&'static str, u32)> {
     r.parse().ok().map(|r| (KOLMAKOV_VARIANTS, r))
 }
 
+/// Whether a variant's parameter fits a group of `ranks` NPUs (`kolmakov-r<R>`: R below its
+/// reduction's round count); other names always do. The reason when it does not.
+pub fn check_variant(name: &str, ranks: usize) -> Result<(), String> {
+    match variant(name) {
+        Some((_, r)) => circulant::check_kolmakov_r(r as usize, ranks).map_err(|why| format!("{name}: {why}")),
+        None => Ok(()),
+    }
+}
+
 /// Whether `name` is a baseline: one of `names()` or a `kolmakov-r<R>` variant.
 pub fn is_known(name: &str) -> bool {
     names().contains(&name) || variant(name).is_some()

@@ -13,7 +13,7 @@ pub mod registry;
 pub mod request;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
-use check::{Gate, check_bounded, finalize_bounded, finalize_deferred, finalize_until, gate_timed_until, gate_until};
+use check::{Gate, check_bounded, finalize_deferred, finalize_until, gate_timed_until, gate_until};
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use greedy_runs::{Variants, synthesize_greedy};
 
@@ -538,18 +538,6 @@ fn ilp_at(
     Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
 }
 
-/// Builds, validates and times a hand-built baseline for `compare`, with the lower bounds in
-/// its report only when `bounds` (see `check_bounded`).
-fn baseline_bounded(
-    name: &str,
-    topology: &crate::topology::Topology,
-    spec: &crate::collective::CollectiveSpec,
-    bounds: bool,
-) -> Result<(Schedule, CheckReport), Error> {
-    let s = crate::baselines::build(name, topology, spec)?;
-    Ok(finalize_bounded(s, bounds)?)
-}
-
 /// One row of a comparison table.
 #[derive(Clone, Debug, Serialize)]
 pub struct ComparisonRow {
@@ -611,6 +599,21 @@ pub fn compare_among(
     extra: Option<(&str, &Schedule)>,
     names: &[&str],
 ) -> Comparison {
+    match compare_until(topology, spec, extra, names, &|| false) {
+        Ok(c) => c,
+        Err(e) => unreachable!("a comparison that is never stopped stopped: {e}"),
+    }
+}
+
+/// `compare_among` for a door that may stop it (a server shutting down): every baseline's
+/// build and check polls `cancelled`; once it says stop, `Error::Cancelled`.
+pub fn compare_until(
+    topology: &crate::topology::Topology,
+    spec: &crate::collective::CollectiveSpec,
+    extra: Option<(&str, &Schedule)>,
+    names: &[&str],
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<Comparison, Error> {
     let row = |algorithm: &str, s: &Schedule, rounds: usize| ComparisonRow {
         algorithm: algorithm.to_string(),
         collective_time_ns: s.collective_time_ns.unwrap_or(f64::NAN),
@@ -625,21 +628,27 @@ pub fn compare_among(
     let mut refused = Vec::new();
     // Every baseline on the caller's pool (they are independent), kept in `names` order. The
     // bound is computed once below, not per row.
-    let built: Vec<Result<ComparisonRow, String>> = {
+    let built: Vec<Result<ComparisonRow, Error>> = {
         use rayon::prelude::*;
         names
             .par_iter()
             .map(|&name| {
-                baseline_bounded(name, topology, spec, false)
-                    .map(|(s, r)| row(name, &s, r.rounds))
-                    .map_err(|e| e.to_string())
+                let built = match crate::baselines::build_within(name, topology, spec, cancelled) {
+                    Err(crate::baselines::BaselineError::Stopped) => return Err(Error::Cancelled),
+                    other => other?,
+                };
+                check::finalize_until(built, false, cancelled).map(|(s, r)| row(name, &s, r.rounds))
             })
             .collect()
     };
+    if cancelled() {
+        return Err(Error::Cancelled);
+    }
     for (&name, result) in names.iter().zip(built) {
         match result {
             Ok(r) => rows.push(r),
-            Err(e) => refused.push((name.to_string(), e)),
+            Err(Error::Cancelled) => return Err(Error::Cancelled),
+            Err(e) => refused.push((name.to_string(), e.to_string())),
         }
     }
     let best_baseline = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
@@ -662,7 +671,7 @@ pub fn compare_among(
         r.ratio_to_best = t / best;
         r.ratio_to_bound = bound.filter(|&b| b > 0.0).map(|b| t / b);
     }
-    Comparison {
+    Ok(Comparison {
         collective: spec.kind.name(),
         size_bytes: spec.size_bytes,
         npus: topology.live_npus().len(),
@@ -670,7 +679,7 @@ pub fn compare_among(
         rows,
         refused,
         speedup_over_best_baseline: speedup,
-    }
+    })
 }
 
 /// How a door watches and stops a run: a cancel poll every algorithm calls, and where the

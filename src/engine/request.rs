@@ -157,47 +157,41 @@ pub struct Request {
     pub(crate) limits: Limits,
 }
 
-impl Request {
-    /// Checks `spec` against `topology` and `limits`: every field once, sizes before anything
-    /// is allocated for them. Errors name the request's fields (`algorithm`,
-    /// `collective.root`, `options.seeds`, `tenants[1].kind`, …).
-    pub fn new(topology: Topology, spec: RequestSpec, limits: &Limits) -> Result<Request, InputError> {
-        let algorithm = Algorithm::parse(&spec.algorithm).ok_or_else(|| {
+/// What `RequestSpec::precheck` reads from the options.
+struct Checked {
+    algorithm: Algorithm,
+    seeds: usize,
+    threads: Option<usize>,
+    time_limit_s: f64,
+    ilp: IlpOptions,
+    switch_model: SwitchModel,
+}
+
+impl RequestSpec {
+    /// The checks that need no topology and build nothing (the algorithm's name, the options'
+    /// ranges, the tenants' count): a batch runs them on every item before it builds any.
+    /// `Request::new` runs them first too.
+    pub fn precheck(&self, limits: &Limits) -> Result<(), InputError> {
+        self.checked_options(limits).map(|_| ())
+    }
+
+    fn checked_options(&self, limits: &Limits) -> Result<Checked, InputError> {
+        let algorithm = Algorithm::parse(&self.algorithm).ok_or_else(|| {
             InputError::new(
                 "algorithm",
-                format!("{:?}: expected one of {}", spec.algorithm, super::registry::names().join(", ")),
+                format!("{:?}: expected one of {}", self.algorithm, super::registry::names().join(", ")),
             )
         })?;
-        check_npus(&topology, limits)?;
-        let o = &spec.options;
-        let tenants = matches!(spec.target, Target::Tenants(_));
-        let mut targets: Vec<(String, CollectiveSpec)> = match spec.target {
-            Target::One(c) => vec![("collective".to_string(), c)],
-            Target::Tenants(list) => {
-                if list.is_empty() {
-                    return Err(InputError::new("tenants", "expected at least one collective"));
-                }
-                if !algorithm.is_synthesizer() {
-                    return Err(InputError::new(
-                        "tenants",
-                        format!("{} runs one collective; several at once need greedy or ilp", algorithm.name()),
-                    ));
-                }
-                list.into_iter().enumerate().map(|(i, c)| (format!("tenants[{i}]"), c)).collect()
+        let o = &self.options;
+        if let Target::Tenants(list) = &self.target {
+            if list.is_empty() {
+                return Err(InputError::new("tenants", "expected at least one collective"));
             }
-        };
-        let mut built = Vec::with_capacity(targets.len());
-        for (path, c) in &mut targets {
-            if let Some(k) = o.chunks_per_npu {
-                c.chunks_per_npu = Some(k);
-            }
-            check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
-            built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
-        }
-        if let Algorithm::Baseline(name) = &algorithm {
-            let kind = targets[0].1.kind;
-            if !super::registry::baseline_supports(name, kind) {
-                return Err(InputError::new("algorithm", format!("{name} does not support {}", kind.name())));
+            if !algorithm.is_synthesizer() {
+                return Err(InputError::new(
+                    "tenants",
+                    format!("{} runs one collective; several at once need greedy or ilp", algorithm.name()),
+                ));
             }
         }
         let seeds = o.seeds.unwrap_or(1);
@@ -235,6 +229,70 @@ impl Request {
             && !(d.is_finite() && d > 0.0)
         {
             return Err(InputError::new("options.discretization", format!("{d}: expected nanoseconds > 0")));
+        }
+        Ok(Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model })
+    }
+}
+
+/// Refuses a discretization so fine that the time-expanded network cannot be built: some link
+/// would span more than `MAX_TEN_SPAN` timesteps. The span counted is a lower bound of the one
+/// the TEN computes (the link's latency, plus its chunk's transfer time when the chunking is
+/// given), so no request the TEN would accept is refused here.
+fn check_discretization(d: f64, topology: &Topology, built: &[Collective]) -> Result<(), InputError> {
+    let chunk_bytes = built.iter().map(|c| c.chunk_size_bytes).fold(f64::INFINITY, f64::min);
+    let chunk_bytes = if chunk_bytes.is_finite() && built.iter().all(|c| c.spec.chunks_per_npu.is_some()) {
+        chunk_bytes
+    } else {
+        0.0
+    };
+    let longest_ns = topology.links().iter().map(|l| l.time_ns(chunk_bytes)).fold(0.0, f64::max);
+    let limit = crate::limits::MAX_TEN_SPAN as f64;
+    if longest_ns / d > limit {
+        return Err(InputError::new(
+            "options.discretization",
+            format!(
+                "{d:e} ns: a link of {longest_ns} ns would span {:.3e} timesteps, over the limit of {limit}; give at least {:.3e} ns",
+                longest_ns / d,
+                longest_ns / limit
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Request {
+    /// Checks `spec` against `topology` and `limits`: every field once, sizes before anything
+    /// is allocated for them. Errors name the request's fields (`algorithm`,
+    /// `collective.root`, `options.seeds`, `tenants[1].kind`, …).
+    pub fn new(topology: Topology, spec: RequestSpec, limits: &Limits) -> Result<Request, InputError> {
+        let Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model } = spec.checked_options(limits)?;
+        check_npus(&topology, limits)?;
+        let o = &spec.options;
+        let tenants = matches!(spec.target, Target::Tenants(_));
+        let mut targets: Vec<(String, CollectiveSpec)> = match spec.target {
+            Target::One(c) => vec![("collective".to_string(), c)],
+            Target::Tenants(list) => list.into_iter().enumerate().map(|(i, c)| (format!("tenants[{i}]"), c)).collect(),
+        };
+        let mut built = Vec::with_capacity(targets.len());
+        for (path, c) in &mut targets {
+            if let Some(k) = o.chunks_per_npu {
+                c.chunks_per_npu = Some(k);
+            }
+            check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
+            built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
+        }
+        if let Algorithm::Baseline(name) = &algorithm {
+            let kind = targets[0].1.kind;
+            if !super::registry::baseline_supports(name, kind) {
+                return Err(InputError::new("algorithm", format!("{name} does not support {}", kind.name())));
+            }
+            // A variant's parameter against the group (kolmakov-r64 on 8 NPUs), here rather
+            // than when the queued job builds it.
+            crate::baselines::check_variant(name, built[0].group.len())
+                .map_err(|why| InputError::new("algorithm", why))?;
+        }
+        if let Some(d) = o.discretization {
+            check_discretization(d, &topology, &built)?;
         }
         let chunking = match targets[0].1.chunks_per_npu {
             Some(k) => Chunking::Given(k),

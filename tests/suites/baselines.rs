@@ -202,7 +202,32 @@ fn refusals_are_clear() {
     ] {
         let e = baseline(name, &topo(p), CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
         assert!(e.to_string().contains(why), "{name}: {e}");
+        // Every one of them before anything runs: an input error naming `algorithm`.
+        match e {
+            engine::Error::Input(e) => assert_eq!(e.errors[0].path, "algorithm", "{name}"),
+            e => panic!("{name}: {e:?}"),
+        }
     }
+}
+
+/// A comparison a door stops (a server shutting down) returns `Cancelled` instead of a table,
+/// whichever baseline was building or being checked; one never stopped is the same table as
+/// `compare`'s.
+#[test]
+fn a_comparison_stops_when_asked() {
+    let (t, spec) = (topo("torus:8x8"), CollectiveSpec::new(K::AllReduce, 1 << 20));
+    let names = baselines::names();
+    let e = engine::compare_until(&t, &spec, None, &names, &|| true).unwrap_err();
+    assert!(matches!(e, engine::Error::Cancelled), "{e}");
+    // Stopped after some polls: mid-way through the builds and checks.
+    let polls = std::sync::atomic::AtomicUsize::new(0);
+    let later = || polls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 3;
+    assert!(matches!(engine::compare_until(&t, &spec, None, &names, &later), Err(engine::Error::Cancelled)));
+    let full = engine::compare_until(&t, &spec, None, &names, &|| false).unwrap();
+    let same = engine::compare(&t, &spec, None);
+    let rows =
+        |c: &engine::Comparison| c.rows.iter().map(|r| (r.algorithm.clone(), r.collective_time_ns)).collect::<Vec<_>>();
+    assert_eq!(rows(&full), rows(&same));
 }
 
 #[test]

@@ -462,3 +462,32 @@ fn uneven_links_are_optimised_in_time_on_the_finest_grid() {
         "{g:?}"
     );
 }
+
+/// A discretization so fine that a link would span more than the TEN's limit of timesteps is
+/// refused by `Request::new`, naming the field, before anything is queued or built; the bound
+/// is the link's time at the given chunking (ring:4 at 50 GB/s and 1 µs: 16 KiB all-gathered
+/// in 4 KiB chunks is 1081.92 ns a hop, so 1081.92 / 65536 ns a timestep at the finest).
+#[test]
+fn a_discretization_too_fine_is_refused_at_the_request() {
+    let t = topo("ring:4@bw=50;lat=1000");
+    let check = |d: f64, chunks: Option<u32>| {
+        let mut c = CollectiveSpec::new(K::AllGather, 16 << 10);
+        c.chunks_per_npu = chunks;
+        let options = Options { discretization: Some(d), ..Options::default() };
+        engine::Request::new(
+            t.clone(),
+            RequestSpec { algorithm: "ilp".into(), options, ..RequestSpec::new(c) },
+            &engine::Limits::default(),
+        )
+    };
+    let finest = 1081.92 / ccsynth::limits::MAX_TEN_SPAN as f64;
+    let e = check(finest * 0.999, Some(1)).unwrap_err();
+    assert_eq!(e.errors[0].path, "options.discretization", "{e}");
+    assert!(e.to_string().contains("over the limit of 65536"), "{e}");
+    assert!(check(finest * 1.001, Some(1)).is_ok());
+    // Without a given chunking, only the latency is certain: 1000 ns.
+    let latency_only = 1000.0 / ccsynth::limits::MAX_TEN_SPAN as f64;
+    assert!(check(latency_only * 1.001, None).is_ok());
+    assert!(check(latency_only * 0.999, None).is_err());
+    assert!(check(1e-300, None).is_err());
+}

@@ -347,6 +347,8 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         max_client_seconds,
         max_requests_per_s,
         private_metrics,
+        max_auth_failures_per_s,
+        max_client_topologies,
     } = a;
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
     let clients = match &tokens_file {
@@ -399,6 +401,14 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         return Err(format!("--max-requests-per-s {max_requests_per_s}: expected a number of requests ≥ 0"));
     }
     config.max_requests_per_s = max_requests_per_s;
+    if !(max_auth_failures_per_s.is_finite() && max_auth_failures_per_s >= 0.0) {
+        return Err(format!("--max-auth-failures-per-s {max_auth_failures_per_s}: expected a number of requests ≥ 0"));
+    }
+    config.max_auth_failures_per_s = max_auth_failures_per_s;
+    if max_client_topologies < 1 {
+        return Err(format!("--max-client-topologies {max_client_topologies}: expected at least 1"));
+    }
+    config.max_topologies_per_client = max_client_topologies;
     config.private_metrics = private_metrics;
     config.allowed_hosts = if !allowed_hosts.is_empty() {
         Some(
@@ -416,7 +426,11 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("starting the runtime: {e}"))?;
-    rt.block_on(crate::api::serve(config, addr)).map_err(|e| e.to_string())?;
+    let served = rt.block_on(crate::api::serve(config, addr));
+    // A comparison or export abandoned at the end of the grace may still run on the blocking
+    // pool: the process leaves without it (dropping the runtime would wait for it to finish).
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    served.map_err(|e| e.to_string())?;
     Ok(0)
 }
 

@@ -484,6 +484,28 @@ impl Store {
         Ok(())
     }
 
+    /// The topologies `client` holds (not deleted); `None`, a service without tokens: all of
+    /// them.
+    pub async fn topologies_held(&self, client: Option<&str>) -> Result<i64, StoreError> {
+        let n = match client {
+            Some(client) => {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM topology_clients c JOIN topologies t ON t.id = c.topology_id \
+                     WHERE c.client = $1 AND t.deleted_at IS NULL",
+                )
+                .bind(client)
+                .fetch_one(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query_scalar("SELECT COUNT(*) FROM topologies WHERE deleted_at IS NULL")
+                    .fetch_one(&self.pool)
+                    .await?
+            }
+        };
+        Ok(n)
+    }
+
     /// Whether `client` may see topology `id` (`None`: a service without tokens sees all).
     pub async fn topology_visible(&self, id: &str, client: Option<&str>) -> Result<bool, StoreError> {
         let Some(client) = client else { return Ok(true) };

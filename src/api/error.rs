@@ -28,6 +28,9 @@ pub enum ApiError {
     /// A `Host` the server does not answer to (DNS rebinding): the host given.
     #[error("host {0:?} is not one this server answers to (--allowed-host)")]
     BadHost(String),
+    /// More than one `Host` header (how many).
+    #[error("the request has {0} Host headers; HTTP/1.1 allows exactly one")]
+    HostHeaders(usize),
     #[error("this route needs `Authorization: Bearer TOKEN` with a token the server knows")]
     Unauthorized,
     /// The caller's request allowance is spent: seconds until the next request is allowed.
@@ -47,6 +50,9 @@ pub enum ApiError {
         "you have {0} queued or running interactive jobs, the limit per client is {1}; wait for one to end or send the request as normal"
     )]
     InteractiveQuota(i64, i64),
+    /// The caller's stored topologies, and the limit.
+    #[error("you hold {0} topologies, the limit per client is {1}; delete some (DELETE /v1/topologies/{{id}}) first")]
+    TopologyQuota(i64, i64),
     #[error("the job queue is full ({0} queued)")]
     QueueFull(i64),
     /// A body that is not `application/json` (the media type given).
@@ -68,6 +74,11 @@ pub enum ApiError {
     BadQuery(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// Shutting down while a client waited for a job that stays queued (its id).
+    #[error(
+        "the server is shutting down; job {0} stays queued and runs on another replica or after the restart: GET /v1/jobs/{0}"
+    )]
+    ShuttingDownWithJob(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -95,6 +106,9 @@ struct Problem<'a> {
     status: u16,
     detail: String,
     errors: &'a [FieldError],
+    /// The job a 503 at shutdown leaves queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job_id: Option<&'a str>,
 }
 
 impl ApiError {
@@ -106,11 +120,12 @@ impl ApiError {
             ApiError::NotFound(..) => StatusCode::NOT_FOUND,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InUse(..) => StatusCode::CONFLICT,
-            ApiError::BadHost(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadHost(_) | ApiError::HostHeaders(_) => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::ClientQuota(..)
             | ApiError::ClientSeconds(..)
             | ApiError::InteractiveQuota(..)
+            | ApiError::TopologyQuota(..)
             | ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -119,7 +134,7 @@ impl ApiError {
             ApiError::UnparsableRequest => StatusCode::BAD_REQUEST,
             ApiError::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
-            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -132,9 +147,12 @@ impl ApiError {
             ApiError::NotFound(..) => "not-found",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::InUse(..) => "in-use",
-            ApiError::BadHost(_) => "bad-host",
+            ApiError::BadHost(_) | ApiError::HostHeaders(_) => "bad-host",
             ApiError::Unauthorized => "unauthorized",
-            ApiError::ClientQuota(..) | ApiError::ClientSeconds(..) | ApiError::InteractiveQuota(..) => "client-quota",
+            ApiError::ClientQuota(..)
+            | ApiError::ClientSeconds(..)
+            | ApiError::InteractiveQuota(..)
+            | ApiError::TopologyQuota(..) => "client-quota",
             ApiError::RateLimited(_) => "rate-limited",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
@@ -143,7 +161,7 @@ impl ApiError {
             ApiError::UnparsableRequest => "unparsable-request",
             ApiError::HeadTooLarge => "head-too-large",
             ApiError::BadQuery(_) => "bad-query",
-            ApiError::ShuttingDown => "shutting-down",
+            ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) => "shutting-down",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -167,6 +185,10 @@ impl ApiError {
             status: status.as_u16(),
             detail,
             errors: &errors,
+            job_id: match self {
+                ApiError::ShuttingDownWithJob(id) => Some(id),
+                _ => None,
+            },
         };
         serde_json::to_string(&body).unwrap_or_default()
     }
@@ -223,6 +245,11 @@ impl IntoResponse for ApiError {
                 let seconds = (wait_s.ceil() as u64).max(1).to_string();
                 if let Ok(v) = HeaderValue::from_str(&seconds) {
                     resp.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+            }
+            ApiError::ShuttingDownWithJob(id) => {
+                if let Ok(v) = HeaderValue::from_str(&format!("/v1/jobs/{id}")) {
+                    resp.headers_mut().insert(header::LOCATION, v);
                 }
             }
             ApiError::Unauthorized => {

@@ -104,6 +104,7 @@ enum ExportFail {
     BadQuery(String),
     Internal(String),
     Unprocessable(InputError),
+    ShuttingDown,
 }
 
 impl ExportFail {
@@ -113,6 +114,7 @@ impl ExportFail {
             ExportFail::BadQuery(m) => ApiError::BadQuery(m),
             ExportFail::Internal(m) => ApiError::Internal(m),
             ExportFail::Unprocessable(e) => ApiError::Unprocessable(e),
+            ExportFail::ShuttingDown => ApiError::ShuttingDown,
         }
     }
 }
@@ -163,9 +165,12 @@ async fn build(
     if st.export_budget.available_permits() < mib as usize {
         st.metrics.export_budget_waits.inc();
     }
-    let _permit = st.export_budget.acquire_many(mib).await.map_err(|e| ExportFail::Internal(e.to_string()))?;
+    // A shutdown's grace ends the wait for room and the export (503).
+    let budget =
+        super::until_stopped(st, st.export_budget.acquire_many(mib)).await.map_err(|_| ExportFail::ShuttingDown)?;
+    let _permit = budget.map_err(|e| ExportFail::Internal(e.to_string()))?;
     st.metrics.exports_built.inc();
-    tokio::task::spawn_blocking(move || -> Result<Arc<Vec<u8>>, ExportFail> {
+    let work = tokio::task::spawn_blocking(move || -> Result<Arc<Vec<u8>>, ExportFail> {
         let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ExportFail::Internal(e.to_string()))?;
         let out = match format {
             ExportFormat::MscclXml => engine::export_msccl(&s, &opts).map(String::into_bytes),
@@ -185,10 +190,12 @@ async fn build(
             engine::Error::Input(e) => ExportFail::Internal(e.to_string()),
             e => ExportFail::Unprocessable(InputError::new("format", e.to_string())),
         })
-    })
-    .await
-    .map_err(|e| ExportFail::Internal(e.to_string()))
-    .inspect(|_| release_freed_memory())?
+    });
+    super::until_stopped(st, work)
+        .await
+        .map_err(|_| ExportFail::ShuttingDown)?
+        .map_err(|e| ExportFail::Internal(e.to_string()))
+        .inspect(|_| release_freed_memory())?
 }
 
 /// Returns the memory an export freed to the system. glibc keeps each thread's malloc arena

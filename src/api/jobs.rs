@@ -8,7 +8,7 @@ use crate::collective::CollectiveSpec;
 use crate::engine;
 use crate::error::InputError;
 use crate::store::JobStatus;
-use crate::topology::{Failures, Topology};
+use crate::topology::Failures;
 use axum::Router;
 use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
@@ -127,30 +127,45 @@ impl JobRequest {
     }
 }
 
+/// A checked request whose topology (named inline, or degraded for a regeneration) is not
+/// stored yet: it is kept only once the request is accepted (`make_room`, then `commit`).
+/// `req.topology_id` is the id it will have.
+struct Checked {
+    req: JobRequest,
+    topology: Option<crate::store::TopologyRow>,
+}
+
 /// Checks a request against the topology and the limits, and normalizes it.
-async fn normalize(st: &Shared, caller: &Caller, r: SynthesisRequest, path: &str) -> Result<JobRequest, ApiError> {
+async fn normalize(st: &Shared, caller: &Caller, mut r: SynthesisRequest, path: &str) -> Result<Checked, ApiError> {
     let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
-    let given = [r.topology_id.is_some(), r.topology.is_some(), r.spec.is_some()].iter().filter(|&&b| b).count();
-    if given != 1 {
-        return Err(InputError::new(at("topology_id"), "give exactly one of topology_id, topology or spec").into());
-    }
-    let (row, topo) = if let Some(id) = &r.topology_id {
-        topologies::load(st, caller, id).await.map_err(|e| match e {
+    r.precheck(st, path)?;
+    let (row, topo, pending) = if let Some(id) = &r.topology_id {
+        let (row, t) = topologies::load(st, caller, id).await.map_err(|e| match e {
             ApiError::NotFound(..) => InputError::new(at("topology_id"), format!("no topology with id {id:?}")).into(),
             e => e,
-        })?
+        })?;
+        (row, t, false)
     } else {
-        let t = match (&r.topology, &r.spec) {
-            (Some(v), _) => topologies::topology_from_value(v.clone(), &at("topology"), &st.config.limits())?,
-            (_, Some(spec)) => {
+        let (source, spec, limits, max_npus) =
+            (r.topology.take(), r.spec.clone(), st.config.limits(), st.config.max_npus);
+        let (within, at_topology) = (path.to_string(), at("topology"));
+        let (t, mut row) = topologies::off_async(move || {
+            let t = match (source, spec) {
+                (Some(v), _) => topologies::topology_from_value(v, &at_topology, &limits)?,
                 // Its errors name `spec` already.
-                engine::topology_from_spec(spec, &st.config.limits())
-                    .map_err(|e| if path.is_empty() { e } else { e.within(path) })?
-            }
-            _ => unreachable!("one source was checked above"),
-        };
-        let (row, _) = topologies::store_topology(st, caller, &t, None).await?;
-        (row, t)
+                (_, Some(spec)) => engine::topology_from_spec(&spec, &limits)
+                    .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?,
+                _ => unreachable!("one source was checked above"),
+            };
+            let row = topologies::prepare(max_npus, &t, None).map_err(|e| match e {
+                ApiError::Unprocessable(e) if !within.is_empty() => ApiError::Unprocessable(e.within(&within)),
+                e => e,
+            })?;
+            Ok((t, row))
+        })
+        .await?;
+        row.id = topologies::stored_id(st, &row).await?;
+        (row, t, true)
     };
     // Checked by the engine, as every door's requests are, off the async threads: building the
     // collective is linear in its (already bounded) size.
@@ -160,9 +175,9 @@ async fn normalize(st: &Shared, caller: &Caller, r: SynthesisRequest, path: &str
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))?
         .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
-    Ok(JobRequest {
-        topology_id: row.id,
-        topology_digest: row.digest,
+    let req = JobRequest {
+        topology_id: row.id.clone(),
+        topology_digest: row.digest.clone(),
         collective: request.collective().clone(),
         algorithm: request.algorithm.name().to_string(),
         seed: request.seed,
@@ -173,10 +188,55 @@ async fn normalize(st: &Shared, caller: &Caller, r: SynthesisRequest, path: &str
         ignore_congestion: request.ilp.ignore_congestion,
         window: request.ilp.window,
         regenerate_from: None,
-    })
+    };
+    Ok(Checked { req, topology: pending.then_some(row) })
+}
+
+/// Room for checked requests before anything of theirs is stored: the queue and the client's
+/// job quotas (for a batch always; for one request only when it stores a topology, as one
+/// that does not may still be served a cached or shared result at its quota) and its topology
+/// quota. A refused request leaves nothing behind.
+async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], batch: bool) -> Result<(), ApiError> {
+    let mut new_digests = std::collections::HashSet::new();
+    for row in items.iter().filter_map(|c| c.topology.as_ref()) {
+        if !new_digests.contains(&row.digest) && topologies::writes(st, caller, row).await? {
+            new_digests.insert(row.digest.clone());
+        }
+    }
+    if batch || !new_digests.is_empty() {
+        let seconds = items.iter().map(|c| c.req.time_limit_s).sum();
+        check_room(st, caller, items.len(), seconds).await?;
+    }
+    topologies::check_quota(st, caller, new_digests.len()).await
+}
+
+/// Stores an accepted request's topology (if it brought one) and returns the job request that
+/// names it.
+async fn commit(st: &Shared, caller: &Caller, c: Checked) -> Result<JobRequest, ApiError> {
+    let Checked { mut req, topology } = c;
+    if let Some(row) = topology {
+        let (row, _) = topologies::store_row(st, caller, &row).await?;
+        req.topology_id = row.id;
+        req.topology_digest = row.digest;
+    }
+    Ok(req)
 }
 
 impl SynthesisRequest {
+    /// The checks that build nothing: one topology source, and the engine's topology-free
+    /// checks of the algorithm and options (errors named under `path`).
+    fn precheck(&self, st: &Shared, path: &str) -> Result<(), ApiError> {
+        let given = [self.topology_id.is_some(), self.topology.is_some(), self.spec.is_some()];
+        if given.iter().filter(|&&b| b).count() != 1 {
+            let at = if path.is_empty() { "topology_id".to_string() } else { format!("{path}.topology_id") };
+            return Err(InputError::new(at, "give exactly one of topology_id, topology or spec").into());
+        }
+        self.engine_spec()
+            .precheck(&st.config.limits())
+            .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
+        Ok(())
+    }
+
     /// The request in the engine's wire form (the topology travels beside it).
     fn engine_spec(&self) -> engine::RequestSpec {
         let o = &self.options;
@@ -367,6 +427,12 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
         let ended_here = st.job_ended.notified();
         let j = st.store.job(id).await?.ok_or_else(|| ApiError::Internal(format!("job {id} vanished")))?;
         let ended = j.status.is_ended();
+        // Shutting down, this process runs no queued job (a running one goes back to the queue
+        // at the end of the grace): the waiter hears so now, with the job to ask for later (on
+        // another replica, or after the restart), instead of a closed connection.
+        if !ended && j.status == JobStatus::Queued && st.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiError::ShuttingDownWithJob(j.id));
+        }
         if ended || tokio::time::Instant::now() >= deadline {
             let mut body = serde_json::to_value(job_out(&j)).map_err(|e| ApiError::Internal(e.to_string()))?;
             body["cached"] = serde_json::Value::Bool(cached);
@@ -387,8 +453,10 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
             return Ok(resp);
         }
         let nap = poll.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let mut stopping = st.stopping.subscribe();
         tokio::select! {
             _ = ended_here => {}
+            _ = stopping.wait_for(|s| *s) => {}
             _ = tokio::time::sleep(nap) => poll = (poll * 2).min(most),
         }
     }
@@ -406,7 +474,9 @@ async fn create(
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let (wait, force, priority) = (r.wait_ms.unwrap_or(1000), r.force, r.priority);
-    let req = normalize(&st, &caller, r, "").await?;
+    let checked = normalize(&st, &caller, r, "").await?;
+    make_room(&st, &caller, &[&checked], false).await?;
+    let req = commit(&st, &caller, checked).await?;
     let (id, cached) = enqueue(&st, &req, (force, priority), None, &rid, &caller).await?;
     answer(&st, &id, wait, cached).await
 }
@@ -507,13 +577,33 @@ async fn create_batch(
     // that cannot be queued should not cost the CPU of checking its items (issue 28: 10,000
     // heavy items were hours of checking before the refusal). Checked again before queueing.
     check_room(&st, &caller, count, 0.0).await?;
-    // Every request is checked before any is queued: a batch is accepted whole or not at all.
-    let mut normalized = Vec::with_capacity(count);
-    for (i, r) in b.requests.into_iter().enumerate() {
+    // The checks that build nothing first, on every item: an invalid last item of a heavy
+    // batch is refused before the others are built (issue 28).
+    for (i, r) in b.requests.iter().enumerate() {
         if r.priority == Priority::Interactive {
             let why = "interactive: a batch's jobs are normal; send a synthesis that needs an answer now on its own";
             return Err(InputError::new(format!("requests[{i}].priority"), why).into());
         }
+        r.precheck(&st, &format!("requests[{i}]"))?;
+    }
+    for (i, g) in b.regenerations.iter().enumerate() {
+        match own_schedule(&st, &caller, &g.schedule_id).await {
+            Err(ApiError::NotFound(..)) => {
+                let why = format!("no schedule {:?}", g.schedule_id);
+                return Err(InputError::new(format!("regenerations[{i}].schedule_id"), why).into());
+            }
+            other => other?,
+        }
+        if let Some(a) = &g.algorithm
+            && engine::registry::Algorithm::parse(a).is_none()
+        {
+            let why = format!("{a:?}: expected one of {}", engine::registry::names().join(", "));
+            return Err(InputError::new(format!("regenerations[{i}].algorithm"), why).into());
+        }
+    }
+    // Every request is checked before any is queued: a batch is accepted whole or not at all.
+    let mut normalized = Vec::with_capacity(count);
+    for (i, r) in b.requests.into_iter().enumerate() {
         let force = r.force;
         normalized.push((normalize(&st, &caller, r, &format!("requests[{i}]")).await?, force));
     }
@@ -530,16 +620,17 @@ async fn create_batch(
             })?;
         regenerations.push((found, g.force));
     }
-    let seconds = normalized.iter().map(|(r, _)| r.time_limit_s).sum::<f64>()
-        + regenerations.iter().map(|(g, _)| g.req.time_limit_s).sum::<f64>();
-    check_room(&st, &caller, count, seconds).await?;
-    for (g, force) in regenerations {
-        normalized.push((store_regeneration(&st, &caller, g).await?, force));
+    normalized.extend(regenerations);
+    let items: Vec<&Checked> = normalized.iter().map(|(c, _)| c).collect();
+    make_room(&st, &caller, &items, true).await?;
+    let mut accepted = Vec::with_capacity(count);
+    for (c, force) in normalized {
+        accepted.push((commit(&st, &caller, c).await?, force));
     }
     let batch_id = crate::store::new_id();
     st.store.create_batch(&batch_id, caller.0.as_deref()).await?;
     let mut job_ids = Vec::new();
-    for (req, force) in &normalized {
+    for (req, force) in &accepted {
         // A cached result is reported by the job that produced it.
         let (id, _) = enqueue(&st, req, (*force, Priority::Normal), Some(&batch_id), &rid, &caller).await?;
         job_ids.push(id);
@@ -618,15 +709,22 @@ async fn comparison(
             return Ok(body);
         }
         let (body, _) = st.store.schedule_body(&id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.clone()))?;
-        let text = tokio::task::spawn_blocking(move || -> Result<String, String> {
-            let s = crate::schedule::Schedule::from_json(&body).map_err(|e| e.to_string())?;
+        // Every baseline stops at the end of a shutdown's grace (503), as running jobs do.
+        let stopping = st.stopping.subscribe();
+        let work = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
+            let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
             let name = s.algorithm.clone().unwrap_or_else(|| "schedule".into());
-            let cmp = engine::compare(&s.topology, &s.collective, Some((&name, &s)));
-            serde_json::to_string(&cmp).map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(ApiError::Internal)?;
+            let stop = || *stopping.borrow();
+            let names = engine::registry::baseline_names();
+            let cmp = engine::compare_until(&s.topology, &s.collective, Some((&name, &s)), &names, &stop).map_err(
+                |e| match e {
+                    engine::Error::Cancelled => ApiError::ShuttingDown,
+                    e => ApiError::Internal(e.to_string()),
+                },
+            )?;
+            serde_json::to_string(&cmp).map_err(|e| ApiError::Internal(e.to_string()))
+        });
+        let text = super::until_stopped(&st, work).await?.map_err(|e| ApiError::Internal(e.to_string()))??;
         st.store.put_comparison(&id, &text).await?;
         Ok::<String, ApiError>(text)
     }
@@ -667,13 +765,6 @@ struct RegenerationItem {
     force: bool,
 }
 
-/// A regeneration checked against the degraded topology, which is not stored yet.
-struct Regeneration {
-    req: JobRequest,
-    topology: Topology,
-    failures: Failures,
-}
-
 /// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
 /// without the failures; errors named under `path`), storing nothing: the fresh run's request
 /// with `regenerate_from` set, so the worker repairs the schedule first.
@@ -685,7 +776,7 @@ async fn check_regeneration(
     failed_npus: Vec<usize>,
     algorithm: Option<String>,
     path: &str,
-) -> Result<Regeneration, ApiError> {
+) -> Result<Checked, ApiError> {
     let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
     own_schedule(st, caller, id).await?;
     let request = st.store.schedule_request(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
@@ -712,23 +803,19 @@ async fn check_regeneration(
     req.regenerate_from = Some(id.to_string());
     // The same checks as a new request's, on the degraded topology, before anything is stored:
     // a regeneration refused with 422 leaves nothing behind.
-    let (spec, limits, checked) = (req.spec(), st.config.limits(), topology.clone());
-    tokio::task::spawn_blocking(move || engine::Request::new(checked, spec, &limits))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
-    Ok(Regeneration { req, topology, failures })
-}
-
-/// Stores a checked regeneration's degraded topology (derived from its schedule's) and returns
-/// the job request that names it.
-async fn store_regeneration(st: &Shared, caller: &Caller, g: Regeneration) -> Result<JobRequest, ApiError> {
-    let Regeneration { mut req, topology, failures } = g;
-    let parent = req.topology_id.clone();
-    let (row, _) = topologies::store_topology(st, caller, &topology, Some((&parent, &failures))).await?;
-    req.topology_id = row.id;
-    req.topology_digest = row.digest;
-    Ok(req)
+    // The degraded topology is derived from the schedule's and stored only once accepted.
+    let (spec, limits, max_npus) = (req.spec(), st.config.limits(), st.config.max_npus);
+    let (parent, within) = (req.topology_id.clone(), path.to_string());
+    let mut row = topologies::off_async(move || {
+        let checked = engine::Request::new(topology, spec, &limits)
+            .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?;
+        topologies::prepare(max_npus, &checked.topology, Some((&parent, &failures)))
+    })
+    .await?;
+    row.id = topologies::stored_id(st, &row).await?;
+    req.topology_id = row.id.clone();
+    req.topology_digest = row.digest.clone();
+    Ok(Checked { req, topology: Some(row) })
 }
 
 async fn regenerate(
@@ -741,7 +828,8 @@ async fn regenerate(
     refuse_if_stopping(&st)?;
     let priority = r.priority;
     let checked = check_regeneration(&st, &caller, &id, r.failed_links, r.failed_npus, r.algorithm, "").await?;
-    let req = store_regeneration(&st, &caller, checked).await?;
+    make_room(&st, &caller, &[&checked], false).await?;
+    let req = commit(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
     answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }

@@ -2,6 +2,7 @@
 //! workers that run syntheses on the blocking pool, and the service's limits and metrics.
 //! Everything the engine computes reaches clients through here unchanged (schedule format v1).
 
+mod body;
 mod conn;
 pub mod error;
 mod export;
@@ -17,10 +18,10 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+pub use body::{JsonBody, RawBody, json, parse_json};
 pub use error::ApiError;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram};
-use serde::de::DeserializeOwned;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -84,6 +85,13 @@ pub struct Config {
     pub max_requests_per_s: f64,
     /// With `clients`, `/metrics` needs a token too.
     pub private_metrics: bool,
+    /// Requests with a missing or unknown token one address may make per second on average,
+    /// in bursts of ten times as many (429 with `Retry-After` beyond): guessing tokens is slow.
+    /// 0: no limit.
+    pub max_auth_failures_per_s: f64,
+    /// Topologies one client may hold (without `clients`: the service); storing one more is a
+    /// 429 until it deletes some.
+    pub max_topologies_per_client: i64,
 }
 
 /// A client of the service: its name (recorded as the owner of its jobs) and its token.
@@ -171,6 +179,8 @@ impl Config {
             max_interactive_s: 60.0,
             max_active_seconds_per_client: 86_400.0,
             max_requests_per_s: 100.0,
+            max_auth_failures_per_s: 1.0,
+            max_topologies_per_client: 10_000,
             private_metrics: false,
         }
     }
@@ -284,6 +294,14 @@ pub struct AppState {
     pub comparing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Each client's request allowance (token bucket: what is left, when it was last topped up).
     pub allowance: Mutex<HashMap<String, (f64, std::time::Instant)>>,
+    /// Each peer address's allowance of failed authentications (token bucket).
+    pub auth_failures: Mutex<HashMap<std::net::IpAddr, (f64, std::time::Instant)>>,
+    /// Set at the end of the shutdown's grace: comparisons and exports still computing give up
+    /// (503), as the running jobs do.
+    pub stopping: tokio::sync::watch::Sender<bool>,
+    /// Large request bodies parsed at once (one per core): each is parsed on the blocking
+    /// pool, and their parsed forms are many times their size.
+    pub large_bodies: tokio::sync::Semaphore,
     /// Exports being computed, by schedule, format and options: concurrent identical requests
     /// wait for one computation.
     pub exports: Mutex<HashMap<String, Arc<export::Pending>>>,
@@ -369,16 +387,41 @@ async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware:
     resp
 }
 
+/// `work` unless the shutdown's grace ends first: then `ApiError::ShuttingDown` (503), and
+/// whatever `work` left on the blocking pool is abandoned to the process's exit. Comparisons
+/// and exports (which no job's grace covers) run under it, so SIGTERM ends within drain + grace.
+pub async fn until_stopped<T>(st: &AppState, work: impl std::future::Future<Output = T>) -> Result<T, ApiError> {
+    let mut stopping = st.stopping.subscribe();
+    tokio::select! {
+        done = work => Ok(done),
+        _ = stopping.wait_for(|s| *s) => Err(ApiError::ShuttingDown),
+    }
+}
+
+/// The peer's address, set per connection by the accept loop.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub std::net::SocketAddr);
+
 /// The `Host` allow-list (every route) and, with tokens, the bearer token (the `/v1/` routes;
 /// health, metrics and the OpenAPI document stay open): a `Caller` for the handlers.
 async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middleware::Next) -> Response {
     if req.uri().path_and_query().map_or(0, |p| p.as_str().len()) > MAX_URI_BYTES {
         return ApiError::UriTooLong(MAX_URI_BYTES).into_response();
     }
+    // RFC 9112 §3.2: a request with more than one Host is a 400, whatever the allow-list.
+    let hosts = req.headers().get_all(header::HOST).iter().count();
+    if hosts > 1 {
+        return ApiError::HostHeaders(hosts).into_response();
+    }
     if let Some(allowed) = &st.config.allowed_hosts {
-        let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-        if !allowed.iter().any(|a| a.eq_ignore_ascii_case(host_name(host))) {
-            return ApiError::BadHost(host.chars().take(100).collect()).into_response();
+        // An absolute-form target (`GET http://evil.example/v1/...`) names the host itself, and
+        // a server uses it rather than the Host header (RFC 9112 §3.2.2): both are checked.
+        let header = req.headers().get(header::HOST).map(|h| h.to_str().unwrap_or("\u{fffd}"));
+        let named = req.uri().authority().map(|a| a.as_str()).into_iter().chain(header.or(Some("")));
+        for host in named {
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(host_name(host))) {
+                return ApiError::BadHost(host.chars().take(100).collect()).into_response();
+            }
         }
     }
     let path = req.uri().path();
@@ -386,13 +429,22 @@ async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middlewar
     let caller = if st.config.clients.is_empty() || !guarded {
         Caller(None)
     } else {
+        // The scheme is case-insensitive (RFC 9110 §11.1): `bearer`, `BEARER`.
         let given = req
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|h| h.to_str().ok())
-            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-            .map(str::trim);
+            .and_then(|h| h.trim_start().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim());
         let Some(client) = given.and_then(|t| st.config.clients.iter().find(|c| same_secret(&c.token, t))) else {
+            // Failed attempts are counted per address: a client guessing tokens gets 429s.
+            if let Some(Peer(peer)) = req.extensions().get::<Peer>().copied() {
+                let rate = st.config.max_auth_failures_per_s;
+                if let Err(wait_s) = take_token(&st.auth_failures, peer.ip(), rate, 10.0 * rate) {
+                    return ApiError::RateLimited(wait_s).into_response();
+                }
+            }
             return ApiError::Unauthorized.into_response();
         };
         if let Err(wait_s) = spend(&st, &client.name) {
@@ -408,13 +460,31 @@ async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middlewar
 /// many); when it is spent, the seconds until one more is allowed.
 fn spend(st: &AppState, client: &str) -> Result<(), f64> {
     let rate = st.config.max_requests_per_s;
+    take_token(&st.allowance, client.to_string(), rate, rate)
+}
+
+/// Buckets kept before the full ones (idle keys) are dropped: a map of addresses stays small.
+const MAX_BUCKETS: usize = 4096;
+
+/// Takes one token from `key`'s bucket (refilled at `rate` a second up to `burst`, at least
+/// 1); when it is empty, the seconds until one more is allowed. A rate ≤ 0 allows everything.
+fn take_token<K: std::hash::Hash + Eq>(
+    buckets: &Mutex<HashMap<K, (f64, std::time::Instant)>>,
+    key: K,
+    rate: f64,
+    burst: f64,
+) -> Result<(), f64> {
     if rate <= 0.0 || !rate.is_finite() {
         return Ok(());
     }
-    let burst = rate.max(1.0);
+    let burst = burst.max(1.0);
     let now = std::time::Instant::now();
-    let mut all = st.allowance.lock().unwrap_or_else(|e| e.into_inner());
-    let (left, at) = all.entry(client.to_string()).or_insert((burst, now));
+    let mut all = buckets.lock().unwrap_or_else(|e| e.into_inner());
+    if all.len() >= MAX_BUCKETS && !all.contains_key(&key) {
+        // A bucket that has refilled is the same as none.
+        all.retain(|_, (left, at)| *left + now.duration_since(*at).as_secs_f64() * rate < burst);
+    }
+    let (left, at) = all.entry(key).or_insert((burst, now));
     *left = (*left + now.duration_since(*at).as_secs_f64() * rate).min(burst);
     *at = now;
     if *left >= 1.0 {
@@ -438,61 +508,6 @@ fn same_secret(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Reads a JSON body within the size limit: 413 beyond it, 400 for broken JSON, 422 (with the
-/// field's path) for JSON of the wrong shape.
-pub struct JsonBody<T>(pub T);
-
-impl<T: DeserializeOwned> axum::extract::FromRequest<Shared> for JsonBody<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
-        let RawBody(bytes) = RawBody::from_request(req, st).await?;
-        parse_json(&bytes).map(JsonBody)
-    }
-}
-
-/// A JSON request body of at most `max_body_bytes` (413 problem+json beyond), unparsed; any
-/// other media type is a 415.
-pub struct RawBody(pub axum::body::Bytes);
-
-impl axum::extract::FromRequest<Shared> for RawBody {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
-        // Only JSON: a form or text/plain POST is what a browser on another site can send
-        // without asking (CORS preflights only the others).
-        let media = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-        let essence = media.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        if essence != "application/json" && !(essence.starts_with("application/") && essence.ends_with("+json")) {
-            return Err(ApiError::UnsupportedMediaType(media.to_string()));
-        }
-        let limit = st.config.max_body_bytes;
-        let ms = st.config.body_timeout_ms;
-        let read = axum::body::to_bytes(req.into_body(), limit);
-        match tokio::time::timeout(std::time::Duration::from_millis(ms.max(1)), read).await {
-            Ok(body) => body.map(RawBody).map_err(|_| ApiError::TooLarge(limit)),
-            Err(_) => Err(ApiError::BodyTimeout(ms)),
-        }
-    }
-}
-
-pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    // Syntax first: broken JSON is a 400, a well-formed document of the wrong shape a 422.
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        ApiError::Unprocessable(crate::error::InputError::new(path, e.into_inner().to_string()))
-    })
-}
-
-/// A JSON response with a status.
-pub fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(b) => (status, [(header::CONTENT_TYPE, "application/json")], b).into_response(),
-        Err(e) => ApiError::Internal(format!("serializing a response: {e}")).into_response(),
-    }
-}
-
 async fn readyz(State(st): State<Shared>) -> Response {
     match st.store.ping().await {
         Ok(()) if !st.shutting_down.load(Ordering::SeqCst) => (StatusCode::OK, "ready\n").into_response(),
@@ -514,7 +529,7 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
     // schedule's declared sizes (bounded by `limits` before the validator allocates).
     let report = tokio::task::spawn_blocking(move || -> Result<crate::engine::CheckReport, ApiError> {
         let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-        let _: serde_json::Value = serde_json::from_str(text).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        body::strict_value(text.as_bytes()).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let schedule = crate::schedule::Schedule::from_json(text)?;
         Ok(crate::engine::check_within(&schedule, &limits)?)
     })
@@ -561,6 +576,9 @@ pub async fn serve_on(
         shutting_down: AtomicBool::new(false),
         comparing: Mutex::new(HashMap::new()),
         allowance: Mutex::new(HashMap::new()),
+        auth_failures: Mutex::new(HashMap::new()),
+        stopping: tokio::sync::watch::Sender::new(false),
+        large_bodies: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
         exports: Mutex::new(HashMap::new()),
         export_budget: tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize),
     });
@@ -591,15 +609,19 @@ pub async fn serve_on(
         let running = st.clone();
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
+            running.stopping.send_replace(true);
             for flag in running.cancels.lock().unwrap().values() {
                 flag.store(true, Ordering::SeqCst);
             }
         });
+        // Long-polls on jobs this process will not run now answer 503 with the job's id.
+        st.job_ended.notify_waiters();
         tokio::time::sleep(std::time::Duration::from_millis(st.config.drain_ms)).await;
     })
     .await;
     state.shutting_down.store(true, Ordering::SeqCst);
     state.queued.notify_waiters();
+    state.job_ended.notify_waiters();
     // A stopped solve needs a moment to see its flag and re-queue its job.
     let since = signalled.get().copied().unwrap_or_else(tokio::time::Instant::now);
     let slack = std::time::Duration::from_secs(2);
@@ -685,8 +707,8 @@ async fn accept_loop(
             _ = &mut shutdown => break,
             accepted = listener.accept() => accepted,
         };
-        let socket = match accepted {
-            Ok((socket, _)) => socket,
+        let (socket, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors and the like: pause instead of spinning.
                 tracing::warn!(error = %e, "accept failed");
@@ -699,7 +721,13 @@ async fn accept_loop(
             continue; // dropped: closed
         };
         let _ = socket.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // Every request knows its peer's address (failed authentications are counted by it).
+        let with_peer =
+            tower::ServiceExt::map_request(app.clone(), move |mut r: hyper::Request<hyper::body::Incoming>| {
+                r.extensions_mut().insert(Peer(peer));
+                r
+            });
+        let service = hyper_util::service::TowerToHyperService::new(with_peer);
         let mut closing = closing.subscribe();
         tokio::spawn(async move {
             let _slot = slot;

@@ -73,37 +73,82 @@ impl From<&TopologyRow> for TopologyOut {
     }
 }
 
-/// Stores `t` (or finds it by digest) for the caller, and returns its row and whether it is
-/// new.
-pub async fn store_topology(
-    st: &Shared,
-    caller: &Caller,
-    t: &Topology,
-    parent: Option<(&str, &Failures)>,
-) -> Result<(TopologyRow, bool), ApiError> {
-    if t.npus() > st.config.max_npus {
+/// Stores `t` (or finds it by digest) for the caller, within its topology quota, and returns
+/// its row and whether it is new.
+pub async fn store_topology(st: &Shared, caller: &Caller, row: TopologyRow) -> Result<(TopologyRow, bool), ApiError> {
+    if writes(st, caller, &row).await? {
+        check_quota(st, caller, 1).await?;
+    }
+    store_row(st, caller, &row).await
+}
+
+/// Runs `work` on the blocking pool: parsing, building and hashing a topology are linear in a
+/// body of up to `--max-body-bytes` or a spec's links, and the async threads must keep
+/// answering meanwhile (four 16 MB bodies at once held `/healthz` for seconds).
+pub async fn off_async<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| ApiError::Internal(e.to_string()))?
+}
+
+/// The row `t` would be stored as (a fresh id, its canonical JSON and digest), storing
+/// nothing: a request is checked whole before its topology is kept. Run it off the async
+/// threads.
+pub fn prepare(max_npus: usize, t: &Topology, parent: Option<(&str, &Failures)>) -> Result<TopologyRow, ApiError> {
+    if t.npus() > max_npus {
         return Err(crate::error::InputError::new(
             "topology.npus",
-            format!("{} NPUs: this server accepts at most {}", t.npus(), st.config.max_npus),
+            format!("{} NPUs: this server accepts at most {max_npus}", t.npus()),
         )
         .into());
     }
     let body = serde_json::to_string(t).map_err(|e| ApiError::Internal(e.to_string()))?;
     let digest = format!("{:x}", sha2::Sha256::digest(body.as_bytes()));
-    let connected = t.connectivity().connected;
-    let row = TopologyRow {
+    Ok(TopologyRow {
         id: crate::store::new_id(),
         digest,
         body,
         npus: t.npus() as i64,
         switches: t.switches() as i64,
         links: t.links().len() as i64,
-        connected,
+        connected: t.connectivity().connected,
         parent_id: parent.map(|(p, _)| p.to_string()),
         failures: parent.map(|(_, f)| serde_json::to_string(f).unwrap_or_default()),
         created_at: crate::store::now_ms(),
-    };
-    let (row, new) = st.store.put_topology(&row).await?;
+    })
+}
+
+/// The id a prepared row will have once stored: the stored topology's of the same digest, or
+/// its own.
+pub async fn stored_id(st: &Shared, row: &TopologyRow) -> Result<String, ApiError> {
+    Ok(st.store.topology_by_digest(&row.digest).await?.map_or_else(|| row.id.clone(), |e| e.id))
+}
+
+/// Whether storing `row` for the caller would add to what it holds: a topology not stored yet,
+/// or (with tokens) one the caller does not see yet.
+pub async fn writes(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<bool, ApiError> {
+    Ok(match st.store.topology_by_digest(&row.digest).await? {
+        None => true,
+        Some(existing) => !st.store.topology_visible(&existing.id, caller.0.as_deref()).await?,
+    })
+}
+
+/// Room for `more` topologies in the caller's quota (the service's, without tokens).
+pub async fn check_quota(st: &Shared, caller: &Caller, more: usize) -> Result<(), ApiError> {
+    if more == 0 {
+        return Ok(());
+    }
+    let held = st.store.topologies_held(caller.0.as_deref()).await?;
+    let most = st.config.max_topologies_per_client;
+    if held + more as i64 > most {
+        return Err(ApiError::TopologyQuota(held, most));
+    }
+    Ok(())
+}
+
+/// Stores a prepared row (or finds the one of its digest) and lets the caller see it.
+pub async fn store_row(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<(TopologyRow, bool), ApiError> {
+    let (row, new) = st.store.put_topology(row).await?;
     if let Some(me) = &caller.0 {
         st.store.grant_topology(&row.id, me).await?;
     }
@@ -132,8 +177,9 @@ async fn create(
     Extension(caller): Extension<Caller>,
     JsonBody(v): JsonBody<serde_json::Value>,
 ) -> Result<Response, ApiError> {
-    let t = topology_from_value(v, "", &st.config.limits())?;
-    let (row, new) = store_topology(&st, &caller, &t, None).await?;
+    let (limits, max_npus) = (st.config.limits(), st.config.max_npus);
+    let row = off_async(move || prepare(max_npus, &topology_from_value(v, "", &limits)?, None)).await?;
+    let (row, new) = store_topology(&st, &caller, row).await?;
     Ok(created(&row, new))
 }
 
@@ -199,7 +245,11 @@ async fn remove(
 /// Loads a stored topology the caller may see as the model type.
 pub async fn load(st: &Shared, caller: &Caller, id: &str) -> Result<(TopologyRow, Topology), ApiError> {
     let row = own_topology(st, caller, id).await?;
-    let t = Topology::from_json(&row.body).map_err(|e| ApiError::Internal(format!("stored topology {id}: {e}")))?;
+    let (body, id) = (row.body.clone(), id.to_string());
+    let t = off_async(move || {
+        Topology::from_json(&body).map_err(|e| ApiError::Internal(format!("stored topology {id}: {e}")))
+    })
+    .await?;
     Ok((row, t))
 }
 
@@ -211,7 +261,9 @@ pub async fn degrade(
     f: &Failures,
 ) -> Result<(TopologyRow, bool), ApiError> {
     let degraded = degraded(st, caller, parent_id, f).await?;
-    store_topology(st, caller, &degraded, Some((parent_id, f))).await
+    let (max_npus, parent, f) = (st.config.max_npus, parent_id.to_string(), f.clone());
+    let row = off_async(move || prepare(max_npus, &degraded, Some((&parent, &f)))).await?;
+    store_topology(st, caller, row).await
 }
 
 /// The stored topology `parent_id` without the failed links and NPUs, not stored (a caller

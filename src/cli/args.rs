@@ -234,6 +234,15 @@ pub struct ServeArgs {
     /// With --tokens-file, /metrics needs a token too.
     #[arg(long)]
     pub private_metrics: bool,
+    /// Requests with a missing or unknown token one address may make per second on average,
+    /// in bursts of ten times as many (429 with Retry-After beyond; 0: no limit); with
+    /// --tokens-file.
+    #[arg(long, default_value_t = 1.0)]
+    pub max_auth_failures_per_s: f64,
+    /// Topologies one client may hold (without --tokens-file: the whole service); storing one
+    /// more is a 429 until it deletes some.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_client_topologies: i64,
 }
 
 /// What `synth --format` and `export --format` write.

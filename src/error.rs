@@ -67,16 +67,27 @@ pub(crate) fn join_path(prefix: &str, path: &str) -> String {
     }
 }
 
+/// Field errors an `InputError` shows (the CLI prints them; the API lists as many): the rest
+/// are counted, so a file with a million bad fields gets a few lines.
+pub const SHOWN_FIELD_ERRORS: usize = 20;
+/// Characters of a shown path or message (a message may echo the offending value).
+pub const SHOWN_ERROR_CHARS: usize = 300;
+
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, e) in self.errors.iter().enumerate() {
+        let clip = |s: &str| match s.char_indices().nth(SHOWN_ERROR_CHARS) {
+            None => s.to_string(),
+            Some((at, _)) => format!("{}… ({} characters)", &s[..at], s.chars().count()),
+        };
+        for (i, e) in self.errors.iter().take(SHOWN_FIELD_ERRORS).enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{}: {}", e.path, e.message)?;
+            write!(f, "{}: {}", clip(&e.path), clip(&e.message))?;
         }
-        if self.omitted > 0 {
-            write!(f, "; and {} more errors", self.omitted)?;
+        let more = self.errors.len().saturating_sub(SHOWN_FIELD_ERRORS) + self.omitted;
+        if more > 0 {
+            write!(f, "; and {more} more errors")?;
         }
         Ok(())
     }

@@ -93,7 +93,13 @@ fn a_million_problems_are_counted_not_listed() {
         (0..5000).map(|_| r#"{"src": 1, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 1}"#.to_string()).collect();
     let e = Topology::from_json(&format!(r#"{{"npus": 2, "links": [{}]}}"#, links.join(","))).unwrap_err();
     assert_eq!((e.errors.len(), e.omitted), (ccsynth::error::MAX_FIELD_ERRORS, 4000));
-    assert!(e.to_string().ends_with("; and 4000 more errors"), "{}", &e.to_string()[..200]);
+    // Shown (by the CLI, say): the first 20, and the rest counted.
+    let shown = e.to_string();
+    assert!(shown.ends_with("; and 4980 more errors"), "{}", &shown[..200]);
+    assert_eq!(shown.matches("self-loop").count(), ccsynth::error::SHOWN_FIELD_ERRORS);
+    // A long value is clipped where it is shown.
+    let long = ccsynth::error::InputError::new("spec", "x".repeat(100_000));
+    assert!(long.to_string().len() < 400 && long.to_string().ends_with("(100000 characters)"), "{}", long);
 }
 
 #[test]

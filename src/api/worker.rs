@@ -64,10 +64,16 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
     st.cancels.lock().unwrap().remove(&job.id);
     let seconds = started.elapsed().as_secs_f64();
     let (status, result) = match outcome {
-        Ok(r) => (
-            JobStatus::Succeeded,
-            st.store.finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref).await,
-        ),
+        Ok(r) => {
+            let t = std::time::Instant::now();
+            let stored = st
+                .store
+                .finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref)
+                .await;
+            let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+            tracing::debug!(target: "ccsynth::timing", wall_ms, "job: the result stored");
+            (JobStatus::Succeeded, stored)
+        }
         Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => {
             (JobStatus::Queued, st.store.requeue_claimed(&lease).await)
         }
@@ -163,10 +169,15 @@ async fn execute(
     let limits = st.config.limits();
     // A regeneration repairs its schedule first; if that was deleted meanwhile, the fresh run
     // alone answers.
+    let t = std::time::Instant::now();
     let previous = match &req.regenerate_from {
         Some(id) => st.store.schedule_body(id).await.map_err(|e| JobEnd::Failed(e.to_string()))?.map(|(body, _)| body),
         None => None,
     };
+    if previous.is_some() {
+        let wall_ms = t.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(target: "ccsynth::timing", wall_ms, "job: the stored schedule read");
+    }
     let solved = tokio::task::spawn_blocking(move || {
         let _enter = span.enter();
         let report = |fraction: f64, message: &str| {
@@ -209,14 +220,22 @@ fn solve(
     let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);
     let ctl = engine::Control { cancelled: &cancelled, progress };
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = std::time::Instant::now();
     let previous = previous
         .map(|body| crate::schedule::Schedule::from_json(&body))
         .transpose()
         .map_err(|e| JobEnd::Failed(format!("the schedule to regenerate: {e}")))?;
+    if previous.is_some() {
+        tracing::debug!(target: "ccsynth::timing", wall_ms = ms(t), "job: the stored schedule parsed");
+    }
+    let t = std::time::Instant::now();
     let ran = match previous {
         Some(previous) => engine::regenerate(previous, &request, ctl),
         None => engine::run(&request, ctl),
     };
+    tracing::debug!(target: "ccsynth::timing", wall_ms = ms(t), "job: the engine ran");
+    let t = std::time::Instant::now();
     let out = ran.map_err(|e| match e {
         engine::Error::Cancelled => JobEnd::Cancelled,
         e => JobEnd::Failed(e.to_string()),
@@ -249,5 +268,6 @@ fn solve(
         "url": format!("/v1/schedules/{schedule_id}"),
     });
     let body = crate::store::StoredBody::pack(body).map_err(|e| JobEnd::Failed(e.to_string()))?;
+    tracing::debug!(target: "ccsynth::timing", wall_ms = ms(t), "job: the result written and compressed");
     Ok((body, summary.to_string(), by_ref))
 }

@@ -62,8 +62,30 @@ pub(super) async fn export(
         "{id}\u{1f}{}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}",
         q.format, q.msccl_target, q.protocol, q.name, q.min_bytes, q.max_bytes, q.in_place, q.prefix
     );
+    // Stored once built: a later GET (after a restart too) reads it back instead.
+    let variant = {
+        use sha2::Digest;
+        let options = key.split_once('\u{1f}').map_or("", |(_, rest)| rest);
+        format!("{:x}", sha2::Sha256::digest(options.as_bytes()))
+    };
     let pending = st.exports.lock().unwrap().entry(key.clone()).or_default().clone();
-    let result = pending.result.get_or_init(|| build(&st, &id, format, q, prefix.clone())).await.clone();
+    let result = pending
+        .result
+        .get_or_init(|| async {
+            match stored(&st, &id, &variant).await {
+                Ok(Some(bytes)) => Ok(bytes),
+                Ok(None) => {
+                    let built = build(&st, &id, format, q, prefix.clone()).await;
+                    if let Ok(bytes) = &built {
+                        keep(&st, &id, &variant, bytes.clone());
+                    }
+                    built
+                }
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .clone();
     {
         let mut map = st.exports.lock().unwrap();
         if map.get(&key).is_some_and(|p| Arc::ptr_eq(p, &pending)) {
@@ -196,6 +218,43 @@ async fn build(
         .map_err(|_| ExportFail::ShuttingDown)?
         .map_err(|e| ExportFail::Internal(e.to_string()))
         .inspect(|_| release_freed_memory())?
+}
+
+/// A stored export, decompressed within the export memory budget (its whole size), or `None`.
+async fn stored(st: &Shared, id: &str, variant: &str) -> Result<Option<Arc<Vec<u8>>>, ExportFail> {
+    let Some((zstd, bytes)) = st.store.export(id, variant).await.map_err(|e| ExportFail::Internal(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let mib = bytes.div_ceil(1 << 20).clamp(1, st.config.export_memory_mb.max(1) as u64) as u32;
+    let budget =
+        super::until_stopped(st, st.export_budget.acquire_many(mib)).await.map_err(|_| ExportFail::ShuttingDown)?;
+    let _permit = budget.map_err(|e| ExportFail::Internal(e.to_string()))?;
+    let work = tokio::task::spawn_blocking(move || zstd::bulk::decompress(&zstd, bytes as usize));
+    let whole = super::until_stopped(st, work)
+        .await
+        .map_err(|_| ExportFail::ShuttingDown)?
+        .map_err(|e| ExportFail::Internal(e.to_string()))?
+        .map_err(|e| ExportFail::Internal(format!("stored export of schedule {id}: {e}")))?;
+    Ok(Some(Arc::new(whole)))
+}
+
+/// Stores a built export, compressed, in the background (the response does not wait); a
+/// failure only costs a later GET the build.
+fn keep(st: &Shared, id: &str, variant: &str, bytes: Arc<Vec<u8>>) {
+    let (st, id, variant) = (st.clone(), id.to_string(), variant.to_string());
+    tokio::spawn(async move {
+        let whole = bytes.len() as u64;
+        let packed = tokio::task::spawn_blocking(move || zstd::bulk::compress(&bytes, 3)).await;
+        let stored = match packed {
+            Ok(Ok(z)) => st.store.put_export(&id, &variant, &z, whole).await.map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = stored {
+            tracing::warn!(schedule = %id, error = %e, "storing an export failed; the next GET builds it again");
+        }
+    });
 }
 
 /// Returns the memory an export freed to the system. glibc keeps each thread's malloc arena

@@ -20,7 +20,7 @@ pub(crate) enum Db {
 pub(crate) struct Server {
     pub(crate) addr: SocketAddr,
     /// The database it serves from.
-    url: String,
+    pub(crate) url: String,
     pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
     rt: Option<tokio::runtime::Runtime>,
 }
@@ -65,7 +65,7 @@ pub(crate) fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
 }
 
 /// A server on an existing database (a second replica).
-fn start_on(url: String, tweak: impl FnOnce(&mut Config)) -> Server {
+pub(crate) fn start_on(url: String, tweak: impl FnOnce(&mut Config)) -> Server {
     let mut config = Config::new(url.clone());
     config.workers = 2;
     tweak(&mut config);

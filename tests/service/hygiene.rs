@@ -8,13 +8,17 @@
 
 use super::api::{
     Db, Resp, Server, assert_problem, call, fresh_database, on_both_databases, raw, raw_headers, spawn_binary, start,
-    start_with,
+    start_on, start_with, wait_until,
 };
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::time::Duration;
 
-on_both_databases!(refused_requests_leave_no_topology_behind, each_client_holds_at_most_its_topology_quota);
+on_both_databases!(
+    refused_requests_leave_no_topology_behind,
+    each_client_holds_at_most_its_topology_quota,
+    a_finished_export_is_stored_and_read_back,
+);
 
 #[test]
 fn a_key_given_twice_is_a_400() {
@@ -320,4 +324,48 @@ fn sigterm_stops_a_comparison_within_drain_and_grace() {
     // Drain (300 ms) + grace (300 ms), with room for a loaded machine; the whole comparison
     // takes about 12 s.
     assert!(took < Duration::from_secs(4), "{took:?}");
+}
+
+fn metric(s: &Server, name: &str) -> u64 {
+    let m = raw(s.addr, "GET", "/metrics", None).body;
+    let line = m.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name} in {m}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue 28, reproducer 5: an export is built once and stored compressed; a later GET, here on
+/// another server over the same database (a restart, a replica), reads it instead of building
+/// it again, byte for byte. Other options are another export.
+fn a_finished_export_is_stored_and_read_back(db: Db) {
+    let s = start(db);
+    let req = json!({"spec": "torus:4x4", "collective": {"kind": "all_gather", "size_bytes": 1048576},
+                     "algorithm": "greedy", "wait_ms": 60000});
+    let (code, v) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{v}");
+    let path = format!("/v1/schedules/{}/export?format=msccl-xml", v["schedule_id"].as_str().unwrap());
+    let first = raw(s.addr, "GET", &path, None);
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(metric(&s, "ccsynth_exports_built_total"), 1);
+    // Stored in the background: the next GET reads it.
+    let stored = || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            sqlx::any::install_default_drivers();
+            let pool = sqlx::AnyPool::connect(&s.url).await.unwrap();
+            let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM exports").fetch_one(&pool).await.unwrap();
+            pool.close().await;
+            n
+        })
+    };
+    wait_until(Duration::from_secs(20), || stored() == 1);
+    let again = raw(s.addr, "GET", &path, None);
+    assert_eq!((again.status, &again.body), (200, &first.body));
+    assert_eq!(metric(&s, "ccsynth_exports_built_total"), 1, "read back, not built");
+    let other = start_on(s.url.clone(), |_| {});
+    let there = raw(other.addr, "GET", &path, None);
+    assert_eq!((there.status, &there.body), (200, &first.body));
+    assert_eq!(metric(&other, "ccsynth_exports_built_total"), 0, "another server reads it too");
+    let named = raw(other.addr, "GET", &format!("{path}&name=other"), None);
+    assert_eq!(named.status, 200);
+    assert_ne!(named.body, first.body);
+    assert_eq!(metric(&other, "ccsynth_exports_built_total"), 1, "other options, another export");
 }

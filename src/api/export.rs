@@ -66,7 +66,8 @@ pub(super) async fn export(
     let variant = {
         use sha2::Digest;
         let options = key.split_once('\u{1f}').map_or("", |(_, rest)| rest);
-        format!("{:x}", sha2::Sha256::digest(options.as_bytes()))
+        let versioned = format!("{}\u{1f}{EXPORTS_VERSION}\u{1f}{options}", env!("CARGO_PKG_VERSION"));
+        format!("{:x}", sha2::Sha256::digest(versioned.as_bytes()))
     };
     let pending = st.exports.lock().unwrap().entry(key.clone()).or_default().clone();
     let result = pending
@@ -74,6 +75,11 @@ pub(super) async fn export(
         .get_or_init(|| async {
             match stored(&st, &id, &variant).await {
                 Ok(Some(bytes)) => Ok(bytes),
+                // A stored export that does not decompress is built again (and not stored over).
+                Err(ExportFail::Internal(why)) => {
+                    tracing::warn!(schedule = %id, error = %why, "a stored export is unreadable; building it");
+                    build(&st, &id, format, q, prefix.clone()).await
+                }
                 Ok(None) => {
                     let built = build(&st, &id, format, q, prefix.clone()).await;
                     if let Ok(bytes) = &built {
@@ -219,6 +225,10 @@ async fn build(
         .map_err(|e| ExportFail::Internal(e.to_string()))
         .inspect(|_| release_freed_memory())?
 }
+
+/// Bumped when an exporter's output changes for the same schedule and options, so stored
+/// exports of earlier builds (and of the crate's earlier versions) are not served.
+const EXPORTS_VERSION: u32 = 1;
 
 /// A stored export, decompressed within the export memory budget (its whole size), or `None`.
 async fn stored(st: &Shared, id: &str, variant: &str) -> Result<Option<Arc<Vec<u8>>>, ExportFail> {

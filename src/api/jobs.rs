@@ -197,13 +197,15 @@ async fn normalize(st: &Shared, caller: &Caller, mut r: SynthesisRequest, path: 
 /// that does not may still be served a cached or shared result at its quota) and its topology
 /// quota. A refused request leaves nothing behind.
 async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], batch: bool) -> Result<(), ApiError> {
-    let mut new_digests = std::collections::HashSet::new();
+    let (mut new_digests, mut unstored) = (std::collections::HashSet::new(), false);
     for row in items.iter().filter_map(|c| c.topology.as_ref()) {
         if !new_digests.contains(&row.digest) && topologies::writes(st, caller, row).await? {
             new_digests.insert(row.digest.clone());
+            // A topology stored already (the caller's grant aside) may have a cached result.
+            unstored |= row.id == topologies::stored_id(st, row).await?;
         }
     }
-    if batch || !new_digests.is_empty() {
+    if batch || unstored {
         let seconds = items.iter().map(|c| c.req.time_limit_s).sum();
         check_room(st, caller, items.len(), seconds).await?;
     }
@@ -430,7 +432,10 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
         // Shutting down, this process runs no queued job (a running one goes back to the queue
         // at the end of the grace): the waiter hears so now, with the job to ask for later (on
         // another replica, or after the restart), instead of a closed connection.
-        if !ended && j.status == JobStatus::Queued && st.shutting_down.load(Ordering::SeqCst) {
+        // After the grace a running job is stopped and re-queued too (or runs on another
+        // replica): no waiter is left looping on it.
+        let stopping = *st.stopping.borrow();
+        if !ended && (stopping || (j.status == JobStatus::Queued && st.shutting_down.load(Ordering::SeqCst))) {
             return Err(ApiError::ShuttingDownWithJob(j.id));
         }
         if ended || tokio::time::Instant::now() >= deadline {

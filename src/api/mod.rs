@@ -441,7 +441,8 @@ async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middlewar
             // Failed attempts are counted per address: a client guessing tokens gets 429s.
             if let Some(Peer(peer)) = req.extensions().get::<Peer>().copied() {
                 let rate = st.config.max_auth_failures_per_s;
-                if let Err(wait_s) = take_token(&st.auth_failures, peer.ip(), rate, 10.0 * rate) {
+                let keys = (network_of(peer.ip()), std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED));
+                if let Err(wait_s) = take_token(&st.auth_failures, keys, rate, 10.0 * rate) {
                     return ApiError::RateLimited(wait_s).into_response();
                 }
             }
@@ -460,7 +461,18 @@ async fn guard(State(st): State<Shared>, mut req: Request, next: axum::middlewar
 /// many); when it is spent, the seconds until one more is allowed.
 fn spend(st: &AppState, client: &str) -> Result<(), f64> {
     let rate = st.config.max_requests_per_s;
-    take_token(&st.allowance, client.to_string(), rate, rate)
+    take_token(&st.allowance, (client.to_string(), String::new()), rate, rate)
+}
+
+/// The address failed authentications are counted by: an IPv4 address, or an IPv6 address's
+/// /64 (one host may hold all of its 2^64 addresses).
+fn network_of(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_none() => {
+            std::net::IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1)))
+        }
+        other => other,
+    }
 }
 
 /// Buckets kept before the full ones (idle keys) are dropped: a map of addresses stays small.
@@ -468,9 +480,10 @@ const MAX_BUCKETS: usize = 4096;
 
 /// Takes one token from `key`'s bucket (refilled at `rate` a second up to `burst`, at least
 /// 1); when it is empty, the seconds until one more is allowed. A rate ≤ 0 allows everything.
+/// Beyond `MAX_BUCKETS` keys, new ones share the `overflow` key's bucket.
 fn take_token<K: std::hash::Hash + Eq>(
     buckets: &Mutex<HashMap<K, (f64, std::time::Instant)>>,
-    key: K,
+    (key, overflow): (K, K),
     rate: f64,
     burst: f64,
 ) -> Result<(), f64> {
@@ -480,9 +493,15 @@ fn take_token<K: std::hash::Hash + Eq>(
     let burst = burst.max(1.0);
     let now = std::time::Instant::now();
     let mut all = buckets.lock().unwrap_or_else(|e| e.into_inner());
+    let mut key = key;
     if all.len() >= MAX_BUCKETS && !all.contains_key(&key) {
         // A bucket that has refilled is the same as none.
         all.retain(|_, (left, at)| *left + now.duration_since(*at).as_secs_f64() * rate < burst);
+        if all.len() >= MAX_BUCKETS {
+            // Still full (many keys at once): newcomers share one bucket, so the map and each
+            // sweep stay bounded.
+            key = overflow;
+        }
     }
     let (left, at) = all.entry(key).or_insert((burst, now));
     *left = (*left + now.duration_since(*at).as_secs_f64() * rate).min(burst);
@@ -782,5 +801,48 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MAX_BUCKETS, network_of, take_token};
+    use std::collections::HashMap;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::sync::Mutex;
+
+    #[test]
+    fn failures_are_counted_per_ipv4_address_and_per_ipv6_slash_64() {
+        let v4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 7));
+        assert_eq!(network_of(v4), v4);
+        let a: IpAddr = "2001:db8:1:2:aaaa:bbbb:cccc:dddd".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        assert_eq!(network_of(a), network_of(b));
+        assert_eq!(network_of(a), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        assert_ne!(network_of(a), network_of("2001:db8:1:3::1".parse().unwrap()));
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(network_of(mapped), mapped, "an IPv4 client over IPv6 keeps its address");
+    }
+
+    #[test]
+    fn a_bucket_empties_then_refuses_and_the_map_stays_bounded() {
+        let buckets = Mutex::new(HashMap::new());
+        let overflow = IpAddr::V6(Ipv6Addr::UNSPECIFIED);
+        let one = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        // A burst of 3 at 0.001 a second: three pass, the fourth waits about 1000 s.
+        for _ in 0..3 {
+            assert!(take_token(&buckets, (one, overflow), 0.001, 3.0).is_ok());
+        }
+        let wait = take_token(&buckets, (one, overflow), 0.001, 3.0).unwrap_err();
+        assert!((900.0..=1000.0).contains(&wait), "{wait}");
+        // Many addresses, each spending its bucket: beyond the cap they share one.
+        for i in 0..(MAX_BUCKETS as u32 + 100) {
+            let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i));
+            let _ = take_token(&buckets, (ip, overflow), 0.001, 1.0);
+        }
+        assert!(buckets.lock().unwrap().len() <= MAX_BUCKETS + 1);
+        assert!(take_token(&buckets, (IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), overflow), 0.001, 1.0).is_err());
+        // No rate: no limit.
+        assert!(take_token(&buckets, (one, overflow), 0.0, 1.0).is_ok());
     }
 }

@@ -129,6 +129,8 @@ pub async fn stored_id(st: &Shared, row: &TopologyRow) -> Result<String, ApiErro
 pub async fn writes(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<bool, ApiError> {
     Ok(match st.store.topology_by_digest(&row.digest).await? {
         None => true,
+        // Soft-deleted: storing it again brings it back, into the caller's count.
+        Some(existing) if st.store.topology(&existing.id).await?.is_none() => true,
         Some(existing) => !st.store.topology_visible(&existing.id, caller.0.as_deref()).await?,
     })
 }

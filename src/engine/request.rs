@@ -236,8 +236,8 @@ impl RequestSpec {
 
 /// Refuses a discretization so fine that the time-expanded network cannot be built: some link
 /// would span more than `MAX_TEN_SPAN` timesteps. The span counted is a lower bound of the one
-/// the TEN computes (the link's latency, plus its chunk's transfer time when the chunking is
-/// given), so no request the TEN would accept is refused here.
+/// the TEN computes (a link between NPUs: its latency, plus its chunk's transfer time when the
+/// chunking is given), so no request the TEN would accept is refused here.
 fn check_discretization(d: f64, topology: &Topology, built: &[Collective]) -> Result<(), InputError> {
     let chunk_bytes = built.iter().map(|c| c.chunk_size_bytes).fold(f64::INFINITY, f64::min);
     let chunk_bytes = if chunk_bytes.is_finite() && built.iter().all(|c| c.spec.chunks_per_npu.is_some()) {
@@ -245,7 +245,14 @@ fn check_discretization(d: f64, topology: &Topology, built: &[Collective]) -> Re
     } else {
         0.0
     };
-    let longest_ns = topology.links().iter().map(|l| l.time_ns(chunk_bytes)).fold(0.0, f64::max);
+    // Links between NPUs are edges of the TEN as they are (a switch's links join paths only
+    // where they lie on one).
+    let longest_ns = topology
+        .links()
+        .iter()
+        .filter(|l| topology.is_npu(l.src) && topology.is_npu(l.dst))
+        .map(|l| l.time_ns(chunk_bytes))
+        .fold(0.0, f64::max);
     let limit = crate::limits::MAX_TEN_SPAN as f64;
     if longest_ns / d > limit {
         return Err(InputError::new(
@@ -291,7 +298,10 @@ impl Request {
             crate::baselines::check_variant(name, built[0].group.len())
                 .map_err(|why| InputError::new("algorithm", why))?;
         }
-        if let Some(d) = o.discretization {
+        // Only the synthesizers build a time-expanded network (a baseline ignores the option).
+        if let Some(d) = o.discretization
+            && algorithm.is_synthesizer()
+        {
             check_discretization(d, &topology, &built)?;
         }
         let chunking = match targets[0].1.chunks_per_npu {

@@ -8,9 +8,15 @@ use clap::Parser;
 use std::io::{IsTerminal, Read, Write};
 
 mod args;
+mod input;
 mod render;
 
 pub use args::*;
+pub use input::load_topology;
+use input::{
+    cli_error, flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures,
+    read_input,
+};
 pub use render::comparison_table;
 use render::{duration, summary};
 
@@ -211,16 +217,6 @@ fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, String> {
     Ok(charts)
 }
 
-/// A whole input: a file, or stdin for `-`.
-fn read_input(arg: &str) -> Result<String, String> {
-    if arg == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
-        return Ok(text);
-    }
-    std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))
-}
-
 /// `export`: validates the schedule and writes it in `--format`.
 fn export_cmd(a: ExportArgs) -> Result<i32, String> {
     let opts = a.msccl.options()?;
@@ -299,9 +295,8 @@ fn compare_cmd(target: &CollectiveArgs, json: bool, with_synth: bool, algos: Opt
             algorithm: engine::registry::PORTFOLIO.to_string(),
             ..engine::RequestSpec::new(spec.clone())
         };
-        let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(|e| e.to_string())?;
-        let out =
-            with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl)).map_err(|e| e.to_string())?;
+        let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(flags)?;
+        let out = with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl)).map_err(cli_error)?;
         Some(out.schedule)
     } else {
         None
@@ -560,60 +555,6 @@ fn met(m: Option<bool>) -> &'static str {
     }
 }
 
-fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Failures, String> {
-    let mut f = Failures { links: Vec::new(), npus: npus.to_vec(), directed };
-    for (i, s) in links.iter().enumerate() {
-        let parsed = s.split_once('-').and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]));
-        match parsed {
-            Some(l) => f.links.push(l),
-            None => return Err(format!("--fail-link #{}: {s:?} is not of the form U-V (two node ids)", i + 1)),
-        }
-    }
-    Ok(f)
-}
-
-fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology, String> {
-    let topo = load_topology(&a.topology)?;
-    if a.fail_link.is_empty() && a.fail_npu.is_empty() {
-        return Ok(topo);
-    }
-    let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
-    topo.with_failures(&f).map_err(|e| format!("failures: {e}"))
-}
-
-/// The topology and collective a synthesis or baseline command names.
-pub fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::CollectiveSpec), String> {
-    let topo = load_topology_with_failures(a)?;
-    Ok((topo, collective_spec(a)?))
-}
-
-/// The collective `--collective`, `--size`, `--chunks-per-npu`, `--root` and `--group` name.
-fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSpec, String> {
-    let kind = a.collective.ok_or("--collective is required (or, for synth, --tenants FILE)")?.kind();
-    let size =
-        crate::units::parse_size(a.size.as_deref().ok_or("--size is required")?).map_err(|e| format!("--size: {e}"))?;
-    let mut spec = crate::collective::CollectiveSpec::new(kind, size);
-    spec.chunks_per_npu = a.chunks_per_npu.0;
-    spec.root = a.root;
-    spec.group = a.group.clone();
-    Ok(spec)
-}
-
-/// The collective the flags name, or the list a `--tenants` file holds.
-fn load_collectives(a: &CollectiveArgs, tenants: Option<&std::path::Path>) -> Result<engine::Target, String> {
-    let Some(path) = tenants else {
-        return collective_spec(a).map(engine::Target::One);
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let de = &mut serde_json::Deserializer::from_str(&text);
-    let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(de)
-        .map_err(|e| format!("{}: {}", path.display(), InputError::from_json(e)))?;
-    if list.is_empty() {
-        return Err(format!("{}: expected a non-empty list", path.display()));
-    }
-    Ok(engine::Target::Tenants(list))
-}
-
 fn synth(a: SynthArgs) -> Result<i32, String> {
     let msccl = a.msccl.options()?;
     let topo = load_topology_with_failures(&a.target)?;
@@ -634,9 +575,9 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
             keep_lp: a.dump_lp.is_some(),
         },
     };
-    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
+    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
     let out = with_progress(&format!("ccsynth synth --algo {}", req.algorithm.name()), |ctl| engine::run(&req, ctl))
-        .map_err(|e| e.to_string())?;
+        .map_err(cli_error)?;
     if let Some(path) = &a.dump_lp {
         write_lp(path, &out.lp)?;
     }
@@ -718,9 +659,8 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, String> {
             ..engine::Options::default()
         },
     };
-    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
-    let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl))
-        .map_err(|e| e.to_string())?;
+    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
+    let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl)).map_err(cli_error)?;
     emit(&out, None, &a.output)
 }
 
@@ -791,8 +731,8 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
         return Err(format!("--algo {name:?} is a synthesizer; run it with `ccsynth synth --algo {name}`"));
     }
     let spec = engine::RequestSpec { algorithm: name.to_string(), ..engine::RequestSpec::new(collective) };
-    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(|e| e.to_string())?;
-    let out = engine::run(&req, engine::Control::none()).map_err(|e| e.to_string())?;
+    let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
+    let out = engine::run(&req, engine::Control::none()).map_err(cli_error)?;
     let o = &a.output;
     if let Some(path) = &o.out {
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -810,31 +750,6 @@ fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> R
     if pretty { serde_json::to_writer_pretty(&mut w, v) } else { serde_json::to_writer(&mut w, v) }
         .map_err(|e| e.to_string())?;
     writeln!(w).and_then(|_| w.flush()).map_err(|e| e.to_string())
-}
-
-/// A topology from a generator spec or a JSON file.
-pub fn load_topology(arg: &str) -> Result<Topology, String> {
-    let path = std::path::Path::new(arg);
-    if path.is_file() {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{arg}: {e}"))?;
-        return Topology::from_json(&text).map_err(|e| format!("{arg}: {e}"));
-    }
-    if arg.contains(':') || arg.trim_start().starts_with('{') {
-        return parse_topology(arg).map_err(|e: InputError| e.to_string());
-    }
-    Err(format!("{arg:?} is neither a topology file nor a spec such as torus:4x4"))
-}
-
-fn load_schedule(arg: &str) -> Result<Schedule, String> {
-    let parsed = if arg == "-" {
-        let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
-        Schedule::from_json(&text)
-    } else {
-        let f = std::fs::File::open(arg).map_err(|e| format!("{arg}: {e}"))?;
-        Schedule::from_reader(f)
-    };
-    parsed.map_err(|e| format!("{arg}: {e}"))
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<(), String> {

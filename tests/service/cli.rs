@@ -778,7 +778,7 @@ fn synth_ilp_reports_its_search_and_dumps_the_model() {
         None,
     );
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("time_limit"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--time-limit: "));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -865,4 +865,63 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     let o = ccsynth(&["regenerate", "-", "--fail-link", "0-1"], Some(&broken.to_string()));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid schedule"));
+}
+
+/// Issue 30, rough edge 5: what a person at a terminal is told. Mistakes in flags are named by
+/// the flag (not the API's JSON path), a file that is not a schedule says what it is, and a
+/// missing topology file says it is missing.
+#[test]
+fn mistakes_are_worded_for_the_terminal() {
+    let err = |args: &[&str]| {
+        let o = ccsynth(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let ag = ["--topology", "ring:4", "--collective", "all_gather", "--size", "1MiB"];
+    let e = err(&[&["synth"][..], &ag, &["--time-limit", "0"]].concat());
+    assert!(e.starts_with("ccsynth: --time-limit: 0: expected seconds"), "{e}");
+    let e = err(&["synth", "--topology", "ring:4", "--collective", "broadcast", "--size", "1MiB"]);
+    assert!(e.starts_with("ccsynth: --root: broadcast needs a root NPU"), "{e}");
+    let e = err(&[&["synth"][..], &ag, &["--seeds", "0"]].concat());
+    assert!(e.contains("--seeds: 0: expected 1..="), "{e}");
+    let e = err(&[
+        "synth",
+        "--topology",
+        "ring:8",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "1MiB",
+        "--algo",
+        "kolmakov-r9",
+    ]);
+    assert!(e.starts_with("ccsynth: --algo: kolmakov-r9: R = 9 on 8 processes"), "{e}");
+    let e = err(&["synth", "--topology", "no/such/topology.json", "--collective", "all_gather", "--size", "1MiB"]);
+    assert!(e.contains("no/such/topology.json: no such file"), "{e}");
+    // Other commands' outputs where a schedule goes.
+    let dir = std::env::temp_dir().join(format!("ccsynth-words-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cmp =
+        ccsynth(&["compare", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB", "--json"], None);
+    let cmp_file = dir.join("cmp.json");
+    std::fs::write(&cmp_file, &cmp.stdout).unwrap();
+    let bench_file = dir.join("bench.json");
+    std::fs::write(&bench_file, r#"[{"case": "torus:8x8", "wall_s": 1.0}]"#).unwrap();
+    let svg = dir.join("t.svg");
+    for (verb, file, what) in [
+        (&["simulate"][..], &cmp_file, "this is a comparison (`compare --json`), not a schedule"),
+        (&["validate"][..], &cmp_file, "this is a comparison (`compare --json`), not a schedule"),
+        (&["plot", "timeline"][..], &bench_file, "this is benchmark output (`bench --json`), not a schedule"),
+    ] {
+        let mut args: Vec<&str> = verb.to_vec();
+        args.push(file.to_str().unwrap());
+        if verb[0] == "plot" {
+            args.extend(["--out", svg.to_str().unwrap()]);
+        }
+        let o = ccsynth(&args, None);
+        assert_ne!(o.status.code(), Some(0), "{args:?}");
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(what) && e.contains("ccsynth.schedule.v1"), "{args:?}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

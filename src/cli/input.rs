@@ -1,0 +1,162 @@
+//! What the CLI reads: topologies (a spec or a file), schedules, collectives from flags or a
+//! `--tenants` file, failures; and how it words the engine's input errors for a terminal (by
+//! flag, not by the API's JSON path).
+
+use super::*;
+
+/// A whole input: a file, or stdin for `-`.
+pub(super) fn read_input(arg: &str) -> Result<String, String> {
+    if arg == "-" {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
+        return Ok(text);
+    }
+    std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))
+}
+
+pub(super) fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Failures, String> {
+    let mut f = Failures { links: Vec::new(), npus: npus.to_vec(), directed };
+    for (i, s) in links.iter().enumerate() {
+        let parsed = s.split_once('-').and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]));
+        match parsed {
+            Some(l) => f.links.push(l),
+            None => return Err(format!("--fail-link #{}: {s:?} is not of the form U-V (two node ids)", i + 1)),
+        }
+    }
+    Ok(f)
+}
+
+pub(super) fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology, String> {
+    let topo = load_topology(&a.topology)?;
+    if a.fail_link.is_empty() && a.fail_npu.is_empty() {
+        return Ok(topo);
+    }
+    let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
+    topo.with_failures(&f).map_err(|e| format!("failures: {e}"))
+}
+
+/// The topology and collective a synthesis or baseline command names.
+pub(super) fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::CollectiveSpec), String> {
+    let topo = load_topology_with_failures(a)?;
+    Ok((topo, collective_spec(a)?))
+}
+
+/// The collective `--collective`, `--size`, `--chunks-per-npu`, `--root` and `--group` name.
+fn collective_spec(a: &CollectiveArgs) -> Result<crate::collective::CollectiveSpec, String> {
+    let kind = a.collective.ok_or("--collective is required (or, for synth, --tenants FILE)")?.kind();
+    let size =
+        crate::units::parse_size(a.size.as_deref().ok_or("--size is required")?).map_err(|e| format!("--size: {e}"))?;
+    let mut spec = crate::collective::CollectiveSpec::new(kind, size);
+    spec.chunks_per_npu = a.chunks_per_npu.0;
+    spec.root = a.root;
+    spec.group = a.group.clone();
+    Ok(spec)
+}
+
+/// The collective the flags name, or the list a `--tenants` file holds.
+pub(super) fn load_collectives(
+    a: &CollectiveArgs,
+    tenants: Option<&std::path::Path>,
+) -> Result<engine::Target, String> {
+    let Some(path) = tenants else {
+        return collective_spec(a).map(engine::Target::One);
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(de)
+        .map_err(|e| format!("{}: {}", path.display(), InputError::from_json(e)))?;
+    if list.is_empty() {
+        return Err(format!("{}: expected a non-empty list", path.display()));
+    }
+    Ok(engine::Target::Tenants(list))
+}
+
+/// A topology from a generator spec or a JSON file.
+pub fn load_topology(arg: &str) -> Result<Topology, String> {
+    let path = std::path::Path::new(arg);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{arg}: {e}"))?;
+        return Topology::from_json(&text).map_err(|e| format!("{arg}: {e}"));
+    }
+    if arg.contains(':') || arg.trim_start().starts_with('{') {
+        return parse_topology(arg).map_err(|e: InputError| e.to_string());
+    }
+    // A name that looks like a file is a missing file, not a malformed spec.
+    if arg.contains('/') || arg.contains('.') {
+        return Err(format!("{arg}: no such file (a topology is a JSON file or a spec such as torus:4x4)"));
+    }
+    Err(format!("{arg:?} is neither a topology file nor a spec such as torus:4x4"))
+}
+
+pub(super) fn load_schedule(arg: &str) -> Result<Schedule, String> {
+    let text = read_input(arg)?;
+    Schedule::from_json(&text).map_err(|e| match not_a_schedule(&text) {
+        Some(what) => format!("{arg}: {what}"),
+        None => format!("{arg}: {e}"),
+    })
+}
+
+/// What a JSON document that is not a schedule looks like, for the message: the outputs of
+/// other commands that people pass where a schedule goes.
+fn not_a_schedule(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let looks = if v.get("rows").is_some() && v.get("refused").is_some() {
+        "a comparison (`compare --json`)"
+    } else if v.is_array() || v.get("rows").is_some() {
+        "benchmark output (`bench --json`)"
+    } else if v.get("npus").is_some() && v.get("links").is_some() {
+        "a topology"
+    } else if v.get("schedule_id").is_some() {
+        "a job or a summary from the HTTP API (GET /v1/schedules/ID gives the schedule)"
+    } else if v.get("format").is_none() {
+        "JSON without a \"format\" field"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "this is {looks}, not a schedule: a schedule has \"format\": \"{}\" (what `synth`, `baseline` and `regenerate` write)",
+        crate::schedule::FORMAT_V1
+    ))
+}
+
+/// The flag a request field comes from at the CLI (`options.time_limit_s` is `--time-limit`).
+const FLAGS: &[(&str, &str)] = &[
+    ("algorithm", "--algo"),
+    ("collective.kind", "--collective"),
+    ("collective.size_bytes", "--size"),
+    ("collective.root", "--root"),
+    ("collective.group", "--group"),
+    ("collective.chunks_per_npu", "--chunks-per-npu"),
+    ("options.chunks_per_npu", "--chunks-per-npu"),
+    ("options.seeds", "--seeds"),
+    ("options.seed", "--seed"),
+    ("options.threads", "--threads"),
+    ("options.time_limit_s", "--time-limit"),
+    ("options.solve_time_limit_s", "--solve-time-limit"),
+    ("options.switch_model", "--switch-model"),
+    ("options.discretization", "--discretization"),
+    ("options.window", "--window"),
+    ("options.ignore_congestion", "--ignore-congestion"),
+];
+
+/// An engine input error worded for a terminal: each field by the flag that set it (the rest,
+/// a `--tenants` file's or a topology's, by their path).
+pub(super) fn flags(mut e: InputError) -> String {
+    for f in &mut e.errors {
+        let found = FLAGS.iter().find(|(path, _)| {
+            f.path.strip_prefix(path).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        });
+        if let Some((path, flag)) = found {
+            f.path = format!("{flag}{}", &f.path[path.len()..]);
+        }
+    }
+    e.to_string()
+}
+
+/// An engine error worded for a terminal (input errors by flag).
+pub(super) fn cli_error(e: engine::Error) -> String {
+    match e {
+        engine::Error::Input(e) => flags(e),
+        e => e.to_string(),
+    }
+}

@@ -743,10 +743,19 @@ pub struct SizeRow {
     pub error: Option<String>,
 }
 
-/// Loads a sweep topology: a generator spec, or a topology JSON file.
+/// The topology files the sweep names, built into the binary: the suite runs from any
+/// directory (it read them relative to the repository root, and failed their rows elsewhere).
+const SWEEP_FILES: &[(&str, &str)] =
+    &[("examples/irregular-hetero.json", include_str!("../examples/irregular-hetero.json"))];
+
+/// Loads a sweep topology: a generator spec, or a topology JSON file (the sweep's own are
+/// built in).
 fn sweep_topology(spec: &str) -> Result<Topology, String> {
     if spec.ends_with(".json") {
-        let text = std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?;
+        let text = match SWEEP_FILES.iter().find(|(name, _)| *name == spec) {
+            Some((_, text)) => text.to_string(),
+            None => std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?,
+        };
         Topology::from_json(&text).map_err(|e| format!("{spec}: {e}"))
     } else {
         engine::topology_from_spec(spec, &engine::Limits::default()).map_err(|e| e.to_string())

@@ -519,6 +519,18 @@ fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
     } else {
         print!("{}", crate::bench::sizes_markdown(&rows));
     }
+    // A row that could not run is a failed sweep, not a table with a gap.
+    let failed: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{} {:?} {} B: {e}", r.case.topology, r.case.collective, r.case.size_bytes))
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("{} of {} rows failed: {}", failed.len(), rows.len(), failed.join("; ")));
+    }
     Ok(0)
 }
 

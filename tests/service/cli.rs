@@ -925,3 +925,27 @@ fn mistakes_are_worded_for_the_terminal() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 30, rough edge 2: the size sweep runs from any directory (its topology file is built
+/// in), and a row that cannot run fails the command instead of leaving a gap.
+#[test]
+fn the_size_sweep_runs_outside_the_repository() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-sweep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+        .args(["bench", "--suite", "sizes", "--quick", "--filter", "irregular", "--json"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = json(&o);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    for r in rows {
+        assert!(
+            r["error"].is_null() && r["auto_us"].as_f64().is_some() && r["best_baseline_us"].as_f64().is_some(),
+            "{r}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -6,9 +6,15 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends cmake libclang1-14 clang \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
+# The dependencies (HiGHS's C++ build the longest) in a layer of their own, built against
+# stand-in sources: a change to src/ rebuilds only the crate.
 COPY Cargo.toml Cargo.lock build.rs ./
+RUN mkdir src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+ && cargo build --release --locked --bin ccsynth \
+ && rm -rf src target/release/.fingerprint/ccsynth-* target/release/deps/ccsynth-* target/release/deps/libccsynth-*
 COPY src ./src
 COPY migrations ./migrations
+COPY examples ./examples
 COPY openapi.yaml ./
 RUN cargo build --release --locked --bin ccsynth
 
@@ -18,18 +24,21 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /data --create-home ccsynth
 COPY --from=builder /src/target/release/ccsynth /usr/local/bin/ccsynth
+COPY scripts/docker-entrypoint.sh /usr/local/bin/ccsynth-entrypoint
 USER ccsynth
 WORKDIR /data
 # The SQLite file lives here unless DATABASE_URL points at PostgreSQL.
 VOLUME ["/data"]
 # Listening beyond loopback needs tokens: mount NAME TOKEN lines (tokens of 16 characters or
-# more) at /run/secrets/ccsynth_tokens (a Docker secret, or -v FILE:/run/secrets/ccsynth_tokens:ro).
-# Without the file the server refuses to start; `serve --allow-open` serves it open anyway.
+# more) at /run/secrets/ccsynth_tokens (a Docker secret, or -v FILE:/run/secrets/ccsynth_tokens:ro);
+# the entry point passes the file when it is there. Without it the server refuses to start;
+# `serve --allow-open` serves it open. The entry point also fits the shutdown into `docker
+# stop`'s 10 s (a 7 s grace unless --grace-ms is given; give `--stop-timeout` for more).
 ENV CCSYNTH_ADDR=0.0.0.0:8080 \
-    DATABASE_URL=sqlite:/data/ccsynth.db \
-    CCSYNTH_TOKENS_FILE=/run/secrets/ccsynth_tokens
+    DATABASE_URL=sqlite:/data/ccsynth.db
 EXPOSE 8080
+# The port CCSYNTH_ADDR names (a shell-form check, so the variable is read when it runs).
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
-  CMD curl -fsS http://127.0.0.1:8080/healthz || exit 1
-ENTRYPOINT ["ccsynth"]
+  CMD curl -fsS "http://127.0.0.1:${CCSYNTH_ADDR##*:}/healthz" || exit 1
+ENTRYPOINT ["ccsynth-entrypoint"]
 CMD ["serve"]

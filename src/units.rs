@@ -60,6 +60,16 @@ pub fn format_size(bytes: u64) -> String {
     format!("{} {}", s.trim_end_matches('0').trim_end_matches('.'), UNITS[u])
 }
 
+/// Seconds for people: whole seconds from 10 s on, else at most two decimals (`60`, `2.5`,
+/// `0.25`): a limit of 59.99999949 s reads `60`.
+pub fn format_seconds(s: f64) -> String {
+    if s >= 10.0 {
+        return format!("{s:.0}");
+    }
+    let t = format!("{s:.2}");
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// Deserializes a byte count from a JSON number or a size string as `parse_size` reads it
 /// (`"1MiB"`), with an error that names the value.
 pub fn deserialize_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -91,6 +101,15 @@ pub fn deserialize_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn seconds_read_as_people_write_them() {
+        assert_eq!(super::format_seconds(59.999_999_49), "60");
+        assert_eq!(super::format_seconds(2.5), "2.5");
+        assert_eq!(super::format_seconds(0.25), "0.25");
+        assert_eq!(super::format_seconds(3.0), "3");
+    }
+
     use super::parse_size;
 
     #[test]

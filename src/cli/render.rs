@@ -78,6 +78,10 @@ pub(super) fn summary(
         _ => String::new(),
     };
     lines.push(format!("time            {}{bound}", duration(time)));
+    // The ILP: whether it proved its schedule optimal, and if not how far it got and why.
+    if let Some(ilp) = out.stats.synthesis().and_then(|st| st.ilp.as_ref()) {
+        lines.push(format!("ilp             {}", ilp_line(ilp)));
+    }
     // The fastest baseline: from the comparison, else among auto's candidates (by simulated
     // time: `auto` validates only its winner). A baseline that is also the schedule's own
     // algorithm counts: it is the one to beat (or to tie).
@@ -174,4 +178,30 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
         out += &format!("not applicable: {name}: {why}\n");
     }
     out
+}
+
+/// The ILP's outcome in a line: `optimal`, or `feasible` with the gaps it left and the reason
+/// it stopped.
+fn ilp_line(ilp: &crate::synth::ilp::IlpStats) -> String {
+    use crate::synth::ilp::IlpStatus;
+    let mut parts = vec![match ilp.status {
+        IlpStatus::Optimal => "optimal".to_string(),
+        IlpStatus::Feasible => "feasible (not proven optimal)".to_string(),
+    }];
+    if ilp.status == IlpStatus::Feasible || ilp.horizon > ilp.horizon_lower_bound {
+        parts.push(format!(
+            "horizon {} timesteps, at least {} ({:.1}% gap)",
+            ilp.horizon,
+            ilp.horizon_lower_bound,
+            ilp.horizon_gap * 100.0
+        ));
+    }
+    if let Some(g) = ilp.mip_gap.filter(|g| *g > 0.0) {
+        parts.push(format!("within a MIP gap of {:.2}%", g * 100.0));
+    }
+    if let Some(why) = &ilp.reason {
+        parts.push(why.clone());
+    }
+    parts.push(format!("{} solves, {:.0} ms in HiGHS", ilp.solves, ilp.highs_ms));
+    parts.join("; ")
 }

@@ -316,7 +316,7 @@ fn synthesize_ilp_reporting(
     let polled = || {
         reporter.poll(&|| {
             let spent = started.elapsed().as_secs_f64();
-            (spent / limit, format!("ilp: {spent:.0} s of the {limit} s limit"))
+            (spent / limit, format!("ilp: {spent:.0} s of the {} s limit", crate::units::format_seconds(limit)))
         })
     };
     synthesize_ilp(req, c, tenants, started, &polled)
@@ -800,6 +800,18 @@ pub fn topology_from_spec(spec: &str, limits: &Limits) -> Result<crate::topology
 /// Runs a checked request: the synthesizer, baseline or portfolio it names, then the gate.
 /// The one entry point of every door. `options.time_limit_s` is the run's overall budget.
 pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
+    // Progress only moves forward: the ILP's grids and `auto`'s candidates each report their
+    // own share, and a door shows the furthest any of them got.
+    let furthest = std::sync::Mutex::new(0.0f64);
+    let forward = |fraction: f64, message: &str| {
+        let shown = {
+            let mut f = furthest.lock().unwrap_or_else(|e| e.into_inner());
+            *f = f.max(fraction);
+            *f
+        };
+        (ctl.progress)(shown, message)
+    };
+    let ctl = Control { cancelled: ctl.cancelled, progress: &forward };
     let started = std::time::Instant::now();
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     match &req.algorithm {

@@ -1004,3 +1004,29 @@ fn the_container_entry_point_starts_open_or_with_tokens() {
         assert!(!ignored.lines().any(|l| l.trim() == needed), "{needed} must reach the build");
     }
 }
+
+/// Issue 30, rough edge 4: the ILP's summary says whether it proved its schedule optimal (and
+/// how it ended when it did not).
+#[test]
+fn the_ilp_summary_says_how_it_ended() {
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "1MiB",
+            "--algo",
+            "ilp",
+            "--summary",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.starts_with("ilp ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.trim_start_matches("ilp").trim_start().starts_with("optimal;"), "{line}");
+    assert!(line.contains("solves"), "{line}");
+}

@@ -364,3 +364,25 @@ fn only_a_baseline_priced_from_the_bound_up_leads() {
         }
     }
 }
+
+/// A door's progress only moves forward (issue 30, rough edge 4): `auto`'s candidates and the
+/// ILP's grids each report their own share, and what reaches the door is the furthest so far.
+#[test]
+fn progress_only_moves_forward() {
+    for (spec, algorithm) in [("torus:4x4", "auto"), ("hier:ring2,fc4,switch4@bw=200,100,50;lat=500", "ilp")] {
+        let t = topo(spec);
+        let req = request(
+            &t,
+            CollectiveSpec::new(K::AllGather, 1 << 30),
+            algorithm,
+            Options { time_limit_s: Some(5.0), ..Options::default() },
+        );
+        let seen = std::sync::Mutex::new(Vec::new());
+        let progress = |f: f64, _: &str| seen.lock().unwrap().push(f);
+        let out = engine::run(&req, engine::Control { cancelled: &|| false, progress: &progress });
+        assert!(out.is_ok(), "{spec}");
+        let seen = seen.into_inner().unwrap();
+        assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{spec} {algorithm}: {seen:?}");
+        assert!(seen.iter().all(|f| (0.0..1.0).contains(f)), "{seen:?}");
+    }
+}

@@ -9,6 +9,10 @@ use std::fmt::Write;
 /// Most slices a timeline draws; beyond, the picture is refused (and unreadable anyway).
 pub const MAX_TIMELINE_SLICES: usize = 200_000;
 
+/// Rows a timeline draws: beyond, the busiest links (by time carrying data) are drawn and the
+/// rest counted in a note (a torus:8x8x8 all-gather uses 3,072 links: 43,000 px of rows).
+pub const MAX_TIMELINE_ROWS: usize = 256;
+
 const LEFT: f64 = 170.0;
 const WIDTH: f64 = 1000.0;
 const ROW: f64 = 14.0;
@@ -36,8 +40,10 @@ fn label(v: f64) -> String {
 }
 
 /// The timeline: one row per link that carries something (then one per NPU with local
-/// moves), one rectangle per transfer on each link of its path, copies blue and reduces
-/// orange, time in µs along the bottom. `times` and `links` are the replay's.
+/// moves), at most `MAX_TIMELINE_ROWS` (the busiest, the rest counted in a note), one
+/// rectangle per transfer on each link of its path, copies blue and reduces orange (a
+/// legend says so), time in µs along the top and the bottom. `times` and `links` are the
+/// replay's.
 pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
     let topo = &s.topology;
     let total = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
@@ -66,7 +72,36 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
             labels.push(format!("NPU {v} local"));
         }
     }
-    let height = TOP + labels.len() as f64 * ROW + 50.0;
+    // At scale, the busiest rows only (in their order), the others counted.
+    let hidden = labels.len().saturating_sub(MAX_TIMELINE_ROWS);
+    if hidden > 0 {
+        let mut busy = vec![0.0f64; labels.len()];
+        for (i, t) in s.transfers.iter().enumerate() {
+            let d = times[i].end_ns - times[i].start_ns;
+            if links[i].is_empty() {
+                if let Some(r) = row_of_npu[t.dst as usize] {
+                    busy[r] += d;
+                }
+            } else {
+                for r in links[i].iter().filter_map(|&l| row_of_link[l]) {
+                    busy[r] += d;
+                }
+            }
+        }
+        let mut order: Vec<usize> = (0..labels.len()).collect();
+        order.sort_by(|&a, &b| busy[b].total_cmp(&busy[a]).then(a.cmp(&b)));
+        let mut kept = vec![None; labels.len()];
+        let mut chosen: Vec<usize> = order[..MAX_TIMELINE_ROWS].to_vec();
+        chosen.sort_unstable();
+        for (new, &old) in chosen.iter().enumerate() {
+            kept[old] = Some(new);
+        }
+        for r in row_of_link.iter_mut().chain(row_of_npu.iter_mut()) {
+            *r = r.and_then(|old| kept[old]);
+        }
+        labels = chosen.iter().map(|&old| labels[old].clone()).collect();
+    }
+    let height = TOP + 16.0 + labels.len() as f64 * ROW + 50.0;
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -74,16 +109,32 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
         LEFT + WIDTH + 20.0
     );
     let title = format!(
-        "{} {} of {} B on {} NPUs: {} µs",
+        "{} {} of {} on {} NPUs: {} µs",
         s.algorithm.as_deref().unwrap_or("schedule"),
         s.collective.kind.name(),
-        s.collective.size_bytes,
+        crate::units::format_size(s.collective.size_bytes),
         topo.npus(),
         label(total / 1e3)
     );
     let _ = writeln!(out, r#"<text x="{LEFT}" y="20" font-size="14">{}</text>"#, escape(&title));
+    // The legend, top right.
+    for (i, (name, fill)) in [("copy", "#4e79a7"), ("reduce", "#f28e2b")].into_iter().enumerate() {
+        let x = LEFT + WIDTH - 140.0 + i as f64 * 70.0;
+        let _ = writeln!(out, r##"<rect x="{x}" y="10" width="12" height="10" fill="{fill}"/>"##);
+        let _ = writeln!(out, r#"<text x="{}" y="19">{name}</text>"#, x + 16.0);
+    }
+    if hidden > 0 {
+        let _ = writeln!(
+            out,
+            r#"<text x="{LEFT}" y="34" font-size="11">the {} busiest of {} rows; {hidden} less busy rows not drawn</text>"#,
+            MAX_TIMELINE_ROWS,
+            MAX_TIMELINE_ROWS + hidden
+        );
+    }
+    // Rows start below the top axis.
+    let top = TOP + 16.0;
     for (r, name) in labels.iter().enumerate() {
-        let y = TOP + r as f64 * ROW;
+        let y = top + r as f64 * ROW;
         let _ = writeln!(
             out,
             r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
@@ -105,7 +156,7 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
             links[i].iter().filter_map(|&l| row_of_link[l]).collect()
         };
         for r in rows {
-            let y = TOP + r as f64 * ROW;
+            let y = top + r as f64 * ROW;
             let _ = writeln!(
                 out,
                 r##"<rect x="{x:.2}" y="{y}" width="{w:.2}" height="{}" fill="{fill}" stroke="#ffffff" stroke-width="0.5"><title>transfer {i}, step {}: {}→{}, {} chunk(s), {}–{} µs</title></rect>"##,
@@ -120,13 +171,15 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
         }
     }
     let _ = writeln!(out, "</g>");
-    let axis_y = TOP + labels.len() as f64 * ROW + 4.0;
+    let axis_y = top + labels.len() as f64 * ROW + 4.0;
     for v in ticks(total / 1e3, 8) {
         let x = LEFT + v * 1e3 / total * WIDTH;
         let _ = writeln!(
             out,
-            r##"<line x1="{x:.2}" y1="{TOP}" x2="{x:.2}" y2="{axis_y}" stroke="#bbb" stroke-width="0.5"/>"##
+            r##"<line x1="{x:.2}" y1="{top}" x2="{x:.2}" y2="{axis_y}" stroke="#bbb" stroke-width="0.5"/>"##
         );
+        // The axis at the top too: a tall timeline is read from either end.
+        let _ = writeln!(out, r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#, top - 4.0, label(v));
         let _ = writeln!(out, r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#, axis_y + 14.0, label(v));
     }
     let _ = writeln!(

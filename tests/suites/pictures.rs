@@ -141,6 +141,29 @@ fn the_timeline_draws_one_bar_per_transfer_and_link() {
     assert!(e.to_string().contains("cannot be simulated"), "{e}");
 }
 
+/// At scale (issue 30, rough edge 6) the timeline draws the busiest rows only and says how many
+/// it left out; it has a legend, the time axis at the top and the bottom, and human sizes.
+#[test]
+fn a_large_timeline_keeps_its_busiest_rows_and_says_so() {
+    let s = run("torus:8x8x8", CollectiveSpec::new(K::AllGather, 1 << 30), "bucket");
+    let svg = engine::plot_timeline(&s).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("the timeline is XML");
+    let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
+    let rows = texts.iter().filter(|t| t.starts_with("link ")).count();
+    assert_eq!(rows, ccsynth::export::plot::MAX_TIMELINE_ROWS);
+    let used: std::collections::HashSet<usize> =
+        (0..s.transfers.len()).flat_map(|i| sim::links_of(&s, i).unwrap()).collect();
+    let note = format!("{} less busy rows not drawn", used.len() - rows);
+    assert!(texts.iter().any(|t| t.contains(&note)), "{note}");
+    assert!(texts.contains(&"copy") && texts.contains(&"reduce"), "a legend");
+    assert!(texts.iter().any(|t| t.contains("of 1 GiB on 512 NPUs")), "{:?}", &texts[..3]);
+    // Every tick label twice: above the rows and below them.
+    let zero = texts.iter().filter(|t| **t == "0").count();
+    assert_eq!(zero, 2);
+    let height: f64 = doc.root_element().attribute("height").unwrap().parse().unwrap();
+    assert!(height < 4000.0, "{height}");
+}
+
 #[test]
 fn the_goodput_chart_has_one_line_per_series() {
     let charts = vec![

@@ -242,8 +242,9 @@ fn each_client_holds_at_most_its_topology_quota(db: Db) {
 }
 
 /// At SIGTERM (here the in-process server's stop), a client long-polling a queued job gets a
-/// 503 naming the job (it stays queued for the next start), and a comparison still computing
-/// gets a 503 at the end of the grace: neither waits for the connection to be closed.
+/// 503 naming the job (it stays queued for the next start), and a comparison or an export
+/// still computing gets a 503 at the end of the grace: none waits for the connection to be
+/// closed.
 #[test]
 fn long_polls_and_comparisons_answer_503_at_shutdown() {
     let mut s = start_with(Db::Sqlite, |c| {
@@ -263,6 +264,16 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
     );
     assert_eq!(code, 201, "{done}");
     let schedule = done["schedule_id"].as_str().unwrap().to_string();
+    // A stored all-gather on 1,024 NPUs whose MSCCL XML (about 250 MB) takes seconds to build.
+    let (code, big) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "torus:32x32", "collective": {"kind": "all_gather", "size_bytes": 67108864},
+                    "algorithm": "bucket", "wait_ms": 60000})),
+    );
+    assert_eq!(code, 201, "{big}");
+    let big = big["schedule_id"].as_str().unwrap().to_string();
     // The one worker is busy, so the next job stays queued.
     let (code, long) = call(
         &s,
@@ -284,6 +295,10 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
         let path = format!("/v1/schedules/{schedule}/comparison");
         std::thread::spawn(move || raw(addr, "GET", &path, None))
     };
+    let exporting = {
+        let path = format!("/v1/schedules/{big}/export?format=msccl-xml");
+        std::thread::spawn(move || raw(addr, "GET", &path, None))
+    };
     std::thread::sleep(Duration::from_millis(1500));
     let signalled = std::time::Instant::now();
     let _ = s.stop.take().unwrap().send(());
@@ -293,6 +308,9 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
     assert_eq!(r.header("location"), Some(format!("/v1/jobs/{job}").as_str()));
     assert!(v["detail"].as_str().unwrap().contains("stays queued"), "{v}");
     let r = comparing.join().unwrap();
+    let v = assert_problem(&r, 503);
+    assert_eq!(v["type"], "https://ccsynth.dev/problems/shutting-down");
+    let r = exporting.join().unwrap();
     let v = assert_problem(&r, 503);
     assert_eq!(v["type"], "https://ccsynth.dev/problems/shutting-down");
     // Within the grace (300 ms) and the drain (300 ms), with room for a loaded machine; the

@@ -1,14 +1,14 @@
 //! Syntheses as durable jobs: `/v1/syntheses` (normalize, cache by request key, queue, wait up
-//! to `wait_ms`), `/v1/jobs`, `/v1/batches`, `/v1/schedules` (body, summary, comparison,
-//! regeneration after failures); the workers that run them are `api::worker`.
+//! to `wait_ms`), `/v1/jobs`, `/v1/batches`, `/v1/schedules` (body, summary, comparison);
+//! regenerations are `api::regenerations`, the workers that run jobs `api::worker`.
 
+use super::regenerations::{RegenerationItem, check_regeneration};
 use super::topologies;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared, json};
 use crate::collective::CollectiveSpec;
 use crate::engine;
 use crate::error::InputError;
 use crate::store::JobStatus;
-use crate::topology::Failures;
 use axum::Router;
 use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
@@ -28,7 +28,6 @@ pub fn router() -> Router<Shared> {
         .route("/v1/schedules/{id}/summary", get(summary))
         .route("/v1/schedules/{id}/comparison", get(comparison))
         .route("/v1/schedules/{id}/export", get(super::export::export))
-        .route("/v1/schedules/{id}/regenerate", post(regenerate))
 }
 
 /// `POST /v1/syntheses` as clients send it.
@@ -130,9 +129,9 @@ impl JobRequest {
 /// A checked request whose topology (named inline, or degraded for a regeneration) is not
 /// stored yet: it is kept only once the request is accepted (`make_room`, then `commit`).
 /// `req.topology_id` is the id it will have.
-struct Checked {
-    req: JobRequest,
-    topology: Option<crate::store::TopologyRow>,
+pub(super) struct Checked {
+    pub(super) req: JobRequest,
+    pub(super) topology: Option<crate::store::TopologyRow>,
 }
 
 /// Checks a request against the topology and the limits, and normalizes it.
@@ -196,7 +195,7 @@ async fn normalize(st: &Shared, caller: &Caller, mut r: SynthesisRequest, path: 
 /// job quotas (for a batch always; for one request only when it stores a topology, as one
 /// that does not may still be served a cached or shared result at its quota) and its topology
 /// quota. A refused request leaves nothing behind.
-async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], batch: bool) -> Result<(), ApiError> {
+pub(super) async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], batch: bool) -> Result<(), ApiError> {
     let (mut new_digests, mut unstored) = (std::collections::HashSet::new(), false);
     for row in items.iter().filter_map(|c| c.topology.as_ref()) {
         if !new_digests.contains(&row.digest) && topologies::writes(st, caller, row).await? {
@@ -214,7 +213,7 @@ async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], batch: bool
 
 /// Stores an accepted request's topology (if it brought one) and returns the job request that
 /// names it.
-async fn commit(st: &Shared, caller: &Caller, c: Checked) -> Result<JobRequest, ApiError> {
+pub(super) async fn commit(st: &Shared, caller: &Caller, c: Checked) -> Result<JobRequest, ApiError> {
     let Checked { mut req, topology } = c;
     if let Some(row) = topology {
         let (row, _) = topologies::store_row(st, caller, &row).await?;
@@ -328,7 +327,7 @@ fn job_out(j: &crate::store::JobRow) -> JobOut {
 
 /// Queues a normalized request (or finds its cached result); returns the job id and whether
 /// it was a cache hit.
-async fn enqueue(
+pub(super) async fn enqueue(
     st: &Shared,
     req: &JobRequest,
     (force, priority): (bool, Priority),
@@ -420,7 +419,7 @@ async fn check_interactive(st: &Shared, caller: &Caller, req: &JobRequest) -> Re
 /// an end or, as a safety net, every 2 s. On SQLite, where only this process ends jobs but a
 /// second process could share the file, it polls every 10 ms at first, backing off to every
 /// 250 ms, so many waiters do not keep the database busy.
-async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
+pub(super) async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(600_000));
     let ms = std::time::Duration::from_millis;
     let (mut poll, most) = if st.store.hears_other_replicas() { (ms(2000), ms(2000)) } else { (ms(10), ms(250)) };
@@ -467,7 +466,7 @@ async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Res
     }
 }
 
-fn refuse_if_stopping(st: &Shared) -> Result<(), ApiError> {
+pub(super) fn refuse_if_stopping(st: &Shared) -> Result<(), ApiError> {
     if st.shutting_down.load(Ordering::SeqCst) { Err(ApiError::ShuttingDown) } else { Ok(()) }
 }
 
@@ -737,104 +736,4 @@ async fn comparison(
     drop(_held);
     st.comparing.lock().unwrap().remove(&id);
     result.map(stored)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegenerateIn {
-    #[serde(default)]
-    failed_links: Vec<[usize; 2]>,
-    #[serde(default)]
-    failed_npus: Vec<usize>,
-    #[serde(default)]
-    algorithm: Option<String>,
-    #[serde(default)]
-    wait_ms: Option<u64>,
-    /// As for a synthesis: `interactive` is claimed before normal jobs.
-    #[serde(default)]
-    priority: Priority,
-}
-
-/// A regeneration in a batch: a stored schedule and the failures to regenerate it after.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegenerationItem {
-    schedule_id: String,
-    #[serde(default)]
-    failed_links: Vec<[usize; 2]>,
-    #[serde(default)]
-    failed_npus: Vec<usize>,
-    #[serde(default)]
-    algorithm: Option<String>,
-    #[serde(default)]
-    force: bool,
-}
-
-/// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
-/// without the failures; errors named under `path`), storing nothing: the fresh run's request
-/// with `regenerate_from` set, so the worker repairs the schedule first.
-async fn check_regeneration(
-    st: &Shared,
-    caller: &Caller,
-    id: &str,
-    failed_links: Vec<[usize; 2]>,
-    failed_npus: Vec<usize>,
-    algorithm: Option<String>,
-    path: &str,
-) -> Result<Checked, ApiError> {
-    let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
-    own_schedule(st, caller, id).await?;
-    let request = st.store.schedule_request(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
-    let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let failures = Failures { links: failed_links, npus: failed_npus, directed: false };
-    // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
-    let topology = topologies::degraded(st, &Caller(None), &req.topology_id, &failures).await.map_err(|e| match e {
-        ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within(&at("failures"))),
-        e => e,
-    })?;
-    // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
-    if let Some(g) = &mut req.collective.group {
-        g.retain(|v| !failures.npus.contains(v));
-    }
-    if let Some(root) = req.collective.root
-        && failures.npus.contains(&root)
-    {
-        return Err(InputError::new(at("failed_npus"), format!("NPU {root} is the collective's root")).into());
-    }
-    if let Some(a) = algorithm {
-        req.algorithm = a;
-    }
-    // The worker repairs this schedule first and keeps it when it beats the fresh run.
-    req.regenerate_from = Some(id.to_string());
-    // The same checks as a new request's, on the degraded topology, before anything is stored:
-    // a regeneration refused with 422 leaves nothing behind.
-    // The degraded topology is derived from the schedule's and stored only once accepted.
-    let (spec, limits, max_npus) = (req.spec(), st.config.limits(), st.config.max_npus);
-    let (parent, within) = (req.topology_id.clone(), path.to_string());
-    let mut row = topologies::off_async(move || {
-        let checked = engine::Request::new(topology, spec, &limits)
-            .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?;
-        topologies::prepare(max_npus, &checked.topology, Some((&parent, &failures)))
-    })
-    .await?;
-    row.id = topologies::stored_id(st, &row).await?;
-    req.topology_id = row.id.clone();
-    req.topology_digest = row.digest.clone();
-    Ok(Checked { req, topology: Some(row) })
-}
-
-async fn regenerate(
-    State(st): State<Shared>,
-    Extension(rid): Extension<RequestId>,
-    Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
-    JsonBody(r): JsonBody<RegenerateIn>,
-) -> Result<Response, ApiError> {
-    refuse_if_stopping(&st)?;
-    let priority = r.priority;
-    let checked = check_regeneration(&st, &caller, &id, r.failed_links, r.failed_npus, r.algorithm, "").await?;
-    make_room(&st, &caller, &[&checked], false).await?;
-    let req = commit(&st, &caller, checked).await?;
-    let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
-    answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
 }

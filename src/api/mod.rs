@@ -12,6 +12,7 @@ pub mod error;
 mod export;
 mod guard;
 mod jobs;
+mod regenerations;
 mod server;
 mod topologies;
 mod worker;
@@ -185,6 +186,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/validate", post(validate))
         .merge(topologies::router())
         .merge(jobs::router())
+        .merge(regenerations::router())
         .fallback(|| async { ApiError::NotFound("route", String::new()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))

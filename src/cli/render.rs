@@ -182,8 +182,8 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
 
 /// The ILP's outcome in a line: `optimal`, or `feasible` with the gaps it left and the reason
 /// it stopped.
-fn ilp_line(ilp: &crate::synth::ilp::IlpStats) -> String {
-    use crate::synth::ilp::IlpStatus;
+fn ilp_line(ilp: &engine::IlpStats) -> String {
+    use engine::IlpStatus;
     let mut parts = vec![match ilp.status {
         IlpStatus::Optimal => "optimal".to_string(),
         IlpStatus::Feasible => "feasible (not proven optimal)".to_string(),

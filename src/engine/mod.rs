@@ -6,6 +6,7 @@
 
 mod check;
 pub mod chunking;
+mod compare;
 mod greedy_runs;
 pub mod portfolio;
 pub mod regenerate;
@@ -14,6 +15,7 @@ pub mod request;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
 use check::{Gate, check_bounded, finalize_deferred, finalize_until, gate_timed_until, gate_until};
+pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_until};
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use greedy_runs::{Variants, synthesize_greedy};
 
@@ -536,150 +538,6 @@ fn ilp_at(
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.ilp = Some(iout.stats);
     Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
-}
-
-/// One row of a comparison table.
-#[derive(Clone, Debug, Serialize)]
-pub struct ComparisonRow {
-    /// The algorithm of the row.
-    pub algorithm: String,
-    /// Its simulated time.
-    pub collective_time_ns: f64,
-    /// This time over the best row's.
-    pub ratio_to_best: f64,
-    /// This time over the lower bound.
-    pub ratio_to_bound: Option<f64>,
-    /// Distinct steps.
-    pub rounds: usize,
-    /// Transfers.
-    pub transfers: usize,
-    /// The chunking the algorithm used.
-    pub chunks_per_npu: u32,
-    /// The fastest row (ties all marked).
-    pub best: bool,
-}
-
-/// Every applicable baseline (and optionally a synthesized schedule) on one simulator.
-#[derive(Clone, Debug, Serialize)]
-pub struct Comparison {
-    /// The collective compared (its kind's name): with the size and the NPUs, what a chart of
-    /// several comparisons needs (`ccsynth plot goodput`).
-    pub collective: &'static str,
-    /// Its size in bytes.
-    pub size_bytes: u64,
-    /// The live NPUs of the topology.
-    pub npus: usize,
-    /// The collective's lower bound.
-    pub lower_bound_ns: Option<f64>,
-    /// Fastest first.
-    pub rows: Vec<ComparisonRow>,
-    /// Baselines that refused the case, with their reasons.
-    pub refused: Vec<(String, String)>,
-    /// The best baseline's time over the synthesized schedule's, when one was given.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub speedup_over_best_baseline: Option<f64>,
-}
-
-/// Runs every baseline that supports the collective; `extra` rows (a synthesized schedule)
-/// join the table. A baseline that fails validation is a bug and is reported as refused with
-/// the reason rather than hidden.
-pub fn compare(
-    topology: &crate::topology::Topology,
-    spec: &crate::collective::CollectiveSpec,
-    extra: Option<(&str, &Schedule)>,
-) -> Comparison {
-    compare_among(topology, spec, extra, &crate::baselines::names())
-}
-
-/// `compare` over the named baselines only (names from `baselines::names()`; others are
-/// refused with the reason "unknown baseline").
-pub fn compare_among(
-    topology: &crate::topology::Topology,
-    spec: &crate::collective::CollectiveSpec,
-    extra: Option<(&str, &Schedule)>,
-    names: &[&str],
-) -> Comparison {
-    match compare_until(topology, spec, extra, names, &|| false) {
-        Ok(c) => c,
-        Err(e) => unreachable!("a comparison that is never stopped stopped: {e}"),
-    }
-}
-
-/// `compare_among` for a door that may stop it (a server shutting down): every baseline's
-/// build and check polls `cancelled`; once it says stop, `Error::Cancelled`.
-pub fn compare_until(
-    topology: &crate::topology::Topology,
-    spec: &crate::collective::CollectiveSpec,
-    extra: Option<(&str, &Schedule)>,
-    names: &[&str],
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<Comparison, Error> {
-    let row = |algorithm: &str, s: &Schedule, rounds: usize| ComparisonRow {
-        algorithm: algorithm.to_string(),
-        collective_time_ns: s.collective_time_ns.unwrap_or(f64::NAN),
-        ratio_to_best: f64::NAN,
-        ratio_to_bound: None,
-        rounds,
-        transfers: s.transfers.len(),
-        chunks_per_npu: s.collective.chunks(),
-        best: false,
-    };
-    let mut rows = Vec::new();
-    let mut refused = Vec::new();
-    // Every baseline on the caller's pool (they are independent), kept in `names` order. The
-    // bound is computed once below, not per row.
-    let built: Vec<Result<ComparisonRow, Error>> = {
-        use rayon::prelude::*;
-        names
-            .par_iter()
-            .map(|&name| {
-                let built = match crate::baselines::build_within(name, topology, spec, cancelled) {
-                    Err(crate::baselines::BaselineError::Stopped) => return Err(Error::Cancelled),
-                    other => other?,
-                };
-                check::finalize_until(built, false, cancelled).map(|(s, r)| row(name, &s, r.rounds))
-            })
-            .collect()
-    };
-    if cancelled() {
-        return Err(Error::Cancelled);
-    }
-    for (&name, result) in names.iter().zip(built) {
-        match result {
-            Ok(r) => rows.push(r),
-            Err(Error::Cancelled) => return Err(Error::Cancelled),
-            Err(e) => refused.push((name.to_string(), e.to_string())),
-        }
-    }
-    let best_baseline = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
-    let mut speedup = None;
-    if let Some((name, s)) = extra {
-        let r = row(name, s, s.rounds());
-        if best_baseline.is_finite() {
-            speedup = Some(best_baseline / r.collective_time_ns);
-        }
-        rows.push(r);
-    }
-    let bound = Collective::build_unchecked(spec, topology)
-        .ok()
-        .and_then(|c| crate::bounds::lower_bounds(topology, &c).lower_bound_ns);
-    let best = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
-    rows.sort_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns).then(a.algorithm.cmp(&b.algorithm)));
-    for r in &mut rows {
-        let t = r.collective_time_ns;
-        r.best = t == best;
-        r.ratio_to_best = t / best;
-        r.ratio_to_bound = bound.filter(|&b| b > 0.0).map(|b| t / b);
-    }
-    Ok(Comparison {
-        collective: spec.kind.name(),
-        size_bytes: spec.size_bytes,
-        npus: topology.live_npus().len(),
-        lower_bound_ns: bound,
-        rows,
-        refused,
-        speedup_over_best_baseline: speedup,
-    })
 }
 
 /// How a door watches and stops a run: a cancel poll every algorithm calls, and where the

@@ -86,6 +86,13 @@ pub(crate) fn start_on(url: String, tweak: impl FnOnce(&mut Config)) -> Server {
     server
 }
 
+/// A synthesis that runs for about a minute on two threads (4000 seeds of the matcher on a
+/// 16×16 mesh), answered at once (202): it holds a worker while a test does something else.
+pub(crate) fn long_job() -> Value {
+    json!({"spec": "mesh:16x16", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
+           "algorithm": "greedy", "options": {"seeds": 4000}, "wait_ms": 0})
+}
+
 pub(crate) fn start(db: Db) -> Server {
     start_with(db, |_| {})
 }
@@ -734,16 +741,7 @@ fn a_quick_job_runs_beside_a_long_one(db: Db) {
         c.workers = 2;
         c.job_threads = 2;
     });
-    // 4000 seeds of the matcher on a 16×16 mesh: about a minute on two threads.
-    let (code, long) = call(
-        &s,
-        "POST",
-        "/v1/syntheses",
-        Some(
-            json!({"spec": "mesh:16x16", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
-                    "algorithm": "greedy", "options": {"seeds": 4000}, "wait_ms": 0}),
-        ),
-    );
+    let (code, long) = call(&s, "POST", "/v1/syntheses", Some(long_job()));
     assert_eq!(code, 202, "{long}");
     let id = long["id"].as_str().unwrap().to_string();
     wait_for_job(&s, &id, &["running"]);

@@ -7,8 +7,8 @@
 //! connection.
 
 use super::api::{
-    Db, Resp, Server, assert_problem, call, fresh_database, on_both_databases, raw, raw_headers, spawn_binary, start,
-    start_on, start_with, wait_until,
+    Db, Resp, Server, assert_problem, call, fresh_database, long_job, on_both_databases, raw, raw_headers,
+    spawn_binary, start, start_on, start_with, wait_until,
 };
 use serde_json::{Value, json};
 use std::io::{Read, Write};
@@ -165,15 +165,7 @@ fn refused_requests_leave_no_topology_behind(db: Db) {
     assert_eq!(r.status, 201, "{}", r.body);
     let schedule = r.json()["schedule_id"].as_str().unwrap().to_string();
     // A long job takes the client's one active job.
-    let r = as_alice(
-        &s,
-        "POST",
-        "/v1/syntheses",
-        Some(
-            json!({"spec": "mesh:16x16", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
-                    "algorithm": "greedy", "options": {"seeds": 4000}, "wait_ms": 0}),
-        ),
-    );
+    let r = as_alice(&s, "POST", "/v1/syntheses", Some(long_job()));
     assert_eq!(r.status, 202, "{}", r.body);
     let long = r.json()["id"].as_str().unwrap().to_string();
     let held = topologies_held(&s);
@@ -253,37 +245,19 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
         c.grace_ms = 300;
         c.drain_ms = 300;
     });
+    let stored = |spec: &str, collective: Value, algorithm: &str| {
+        let body = json!({"spec": spec, "collective": collective, "algorithm": algorithm, "wait_ms": 60000});
+        let (code, done) = call(&s, "POST", "/v1/syntheses", Some(body));
+        assert_eq!(code, 201, "{done}");
+        done["schedule_id"].as_str().unwrap().to_string()
+    };
     // A stored broadcast on 2,304 NPUs (a small schedule): comparing it builds and checks
     // every broadcast baseline there (about 12 s and 1.6 GB on the machine of BENCHMARKS.md).
-    let (code, done) = call(
-        &s,
-        "POST",
-        "/v1/syntheses",
-        Some(json!({"spec": "torus:48x48", "collective": {"kind": "broadcast", "size_bytes": 67108864, "root": 0},
-                    "algorithm": "mst", "wait_ms": 60000})),
-    );
-    assert_eq!(code, 201, "{done}");
-    let schedule = done["schedule_id"].as_str().unwrap().to_string();
+    let schedule = stored("torus:48x48", json!({"kind": "broadcast", "size_bytes": 67108864, "root": 0}), "mst");
     // A stored all-gather on 1,024 NPUs whose MSCCL XML (about 250 MB) takes seconds to build.
-    let (code, big) = call(
-        &s,
-        "POST",
-        "/v1/syntheses",
-        Some(json!({"spec": "torus:32x32", "collective": {"kind": "all_gather", "size_bytes": 67108864},
-                    "algorithm": "bucket", "wait_ms": 60000})),
-    );
-    assert_eq!(code, 201, "{big}");
-    let big = big["schedule_id"].as_str().unwrap().to_string();
+    let big = stored("torus:32x32", json!({"kind": "all_gather", "size_bytes": 67108864}), "bucket");
     // The one worker is busy, so the next job stays queued.
-    let (code, long) = call(
-        &s,
-        "POST",
-        "/v1/syntheses",
-        Some(
-            json!({"spec": "mesh:16x16", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},
-                    "algorithm": "greedy", "options": {"seeds": 4000}, "wait_ms": 0}),
-        ),
-    );
+    let (code, long) = call(&s, "POST", "/v1/syntheses", Some(long_job()));
     assert_eq!(code, 202, "{long}");
     super::api::wait_for_job(&s, long["id"].as_str().unwrap(), &["running"]);
     let addr = s.addr;

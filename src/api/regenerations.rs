@@ -1,0 +1,121 @@
+//! `POST /v1/schedules/{id}/regenerate` and a batch's `regenerations`: a stored schedule's
+//! request checked on its topology without the failures (nothing stored until accepted),
+//! queued with `regenerate_from` so the worker repairs the schedule before the fresh run.
+
+use super::jobs::{
+    Checked, JobRequest, Priority, answer, commit, enqueue, make_room, own_schedule, refuse_if_stopping,
+};
+use super::topologies;
+use super::{ApiError, Caller, JsonBody, RequestId, Shared};
+use crate::engine;
+use crate::error::InputError;
+use crate::topology::Failures;
+use axum::Router;
+use axum::extract::{Extension, Path, State};
+use axum::response::Response;
+use axum::routing::post;
+use serde::Deserialize;
+
+pub fn router() -> Router<Shared> {
+    Router::new().route("/v1/schedules/{id}/regenerate", post(regenerate))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegenerateIn {
+    #[serde(default)]
+    failed_links: Vec<[usize; 2]>,
+    #[serde(default)]
+    failed_npus: Vec<usize>,
+    #[serde(default)]
+    algorithm: Option<String>,
+    #[serde(default)]
+    wait_ms: Option<u64>,
+    /// As for a synthesis: `interactive` is claimed before normal jobs.
+    #[serde(default)]
+    priority: Priority,
+}
+
+/// A regeneration in a batch: a stored schedule and the failures to regenerate it after.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RegenerationItem {
+    pub(super) schedule_id: String,
+    #[serde(default)]
+    pub(super) failed_links: Vec<[usize; 2]>,
+    #[serde(default)]
+    pub(super) failed_npus: Vec<usize>,
+    #[serde(default)]
+    pub(super) algorithm: Option<String>,
+    #[serde(default)]
+    pub(super) force: bool,
+}
+
+/// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
+/// without the failures; errors named under `path`), storing nothing: the fresh run's request
+/// with `regenerate_from` set, so the worker repairs the schedule first.
+pub(super) async fn check_regeneration(
+    st: &Shared,
+    caller: &Caller,
+    id: &str,
+    failed_links: Vec<[usize; 2]>,
+    failed_npus: Vec<usize>,
+    algorithm: Option<String>,
+    path: &str,
+) -> Result<Checked, ApiError> {
+    let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
+    own_schedule(st, caller, id).await?;
+    let request = st.store.schedule_request(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
+    let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let failures = Failures { links: failed_links, npus: failed_npus, directed: false };
+    // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
+    let topology = topologies::degraded(st, &Caller(None), &req.topology_id, &failures).await.map_err(|e| match e {
+        ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within(&at("failures"))),
+        e => e,
+    })?;
+    // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
+    if let Some(g) = &mut req.collective.group {
+        g.retain(|v| !failures.npus.contains(v));
+    }
+    if let Some(root) = req.collective.root
+        && failures.npus.contains(&root)
+    {
+        return Err(InputError::new(at("failed_npus"), format!("NPU {root} is the collective's root")).into());
+    }
+    if let Some(a) = algorithm {
+        req.algorithm = a;
+    }
+    // The worker repairs this schedule first and keeps it when it beats the fresh run.
+    req.regenerate_from = Some(id.to_string());
+    // The same checks as a new request's, on the degraded topology, before anything is stored:
+    // a regeneration refused with 422 leaves nothing behind.
+    // The degraded topology is derived from the schedule's and stored only once accepted.
+    let (spec, limits, max_npus) = (req.spec(), st.config.limits(), st.config.max_npus);
+    let (parent, within) = (req.topology_id.clone(), path.to_string());
+    let mut row = topologies::off_async(move || {
+        let checked = engine::Request::new(topology, spec, &limits)
+            .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?;
+        topologies::prepare(max_npus, &checked.topology, Some((&parent, &failures)))
+    })
+    .await?;
+    row.id = topologies::stored_id(st, &row).await?;
+    req.topology_id = row.id.clone();
+    req.topology_digest = row.digest.clone();
+    Ok(Checked { req, topology: Some(row) })
+}
+
+async fn regenerate(
+    State(st): State<Shared>,
+    Extension(rid): Extension<RequestId>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    JsonBody(r): JsonBody<RegenerateIn>,
+) -> Result<Response, ApiError> {
+    refuse_if_stopping(&st)?;
+    let priority = r.priority;
+    let checked = check_regeneration(&st, &caller, &id, r.failed_links, r.failed_npus, r.algorithm, "").await?;
+    make_room(&st, &caller, &[&checked], false).await?;
+    let req = commit(&st, &caller, checked).await?;
+    let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
+    answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
+}

@@ -1,0 +1,148 @@
+//! `ccsynth bench`: the suites behind docs/BENCHMARKS.md (greedy, ilp, sizes, failures), run
+//! through `crate::bench` and printed as Markdown tables or JSON.
+
+use super::*;
+
+/// `bench`: runs the greedy or the ilp suite (the cases whose name contains `filter`).
+pub(super) fn bench_cmd(
+    suite: &str,
+    runs: usize,
+    quick: bool,
+    filter: Option<&str>,
+    json: bool,
+) -> Result<i32, String> {
+    match suite {
+        "ilp" => bench_ilp(quick, filter, json),
+        "greedy" => bench_greedy(runs, quick, filter, json),
+        "sizes" => bench_sizes(quick, filter, json),
+        "failures" => bench_failures(quick, filter, json),
+        other => Err(format!("--suite {other:?}: expected greedy, ilp, sizes or failures")),
+    }
+}
+
+fn bench_failures(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    use crate::bench::failures;
+    let mut rows = Vec::new();
+    for c in failures::failures_suite(quick) {
+        let name = format!("{} {} {}", c.topology, c.collective.name(), c.size_bytes);
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        eprintln!("ccsynth bench: {name} ...");
+        rows.extend(failures::run_failure_case(&c, &mut |r| {
+            eprintln!(
+                "  {}: {} us ({}), x{} intact, x{} bound, {:.2} s, met {} {}",
+                r.scenario,
+                r.time_us.map_or_else(|| "–".into(), |t| format!("{t:.1}")),
+                r.algorithm.as_deref().unwrap_or("–"),
+                r.ratio_to_intact.map_or_else(|| "–".into(), |x| format!("{x:.3}")),
+                r.ratio_to_bound.map_or_else(|| "–".into(), |x| format!("{x:.3}")),
+                r.wall_s,
+                met(r.met),
+                r.error.clone().unwrap_or_default()
+            )
+        }));
+    }
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", failures::failures_markdown(&rows));
+    }
+    Ok(0)
+}
+
+fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    let mut rows = Vec::new();
+    let cases = crate::bench::ilp_suite(quick);
+    for c in cases.iter().filter(|c| filter.is_none_or(|f| c.name.contains(f))) {
+        eprintln!("ccsynth bench: {} ...", c.name);
+        let r = crate::bench::run_ilp_case(c);
+        eprintln!(
+            "  {:?} T = {} (bound {}), {:.2} s, {:.1} us, met {} {}",
+            r.status,
+            r.horizon,
+            r.horizon_lower_bound,
+            r.synthesis_s,
+            r.ilp_us,
+            met(r.met),
+            r.error.clone().unwrap_or_default()
+        );
+        rows.push(r);
+    }
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", crate::bench::ilp_markdown(&rows));
+    }
+    Ok(0)
+}
+
+fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    let mut rows = Vec::new();
+    for c in crate::bench::sizes_suite(quick) {
+        let name = format!("{} {} {}", c.topology, c.collective.name(), c.size_bytes);
+        if filter.is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
+        let r = crate::bench::run_size_case(&c);
+        eprintln!(
+            "ccsynth bench: {name}: greedy/best {}, auto/best {}, {:.2} s {}",
+            r.greedy_vs_best_baseline.map_or_else(|| "–".into(), |x| format!("{x:.2}")),
+            r.auto_vs_best_baseline.map_or_else(|| "–".into(), |x| format!("{x:.2}")),
+            r.auto_s,
+            r.error.clone().unwrap_or_default()
+        );
+        rows.push(r);
+    }
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", crate::bench::sizes_markdown(&rows));
+    }
+    // A row that could not run is a failed sweep, not a table with a gap.
+    let failed: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{} {:?} {} B: {e}", r.case.topology, r.case.collective, r.case.size_bytes))
+        })
+        .collect();
+    if !failed.is_empty() {
+        return Err(format!("{} of {} rows failed: {}", failed.len(), rows.len(), failed.join("; ")));
+    }
+    Ok(0)
+}
+
+fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    let cases = crate::bench::greedy_suite(quick);
+    let mut results = Vec::new();
+    for c in cases.iter().filter(|c| filter.is_none_or(|f| c.name.contains(f))) {
+        eprintln!("ccsynth bench: {} ...", c.name);
+        let r = crate::bench::run_case(c, runs);
+        eprintln!(
+            "  synthesis {:.3} s, {:.1} us, met {} {}",
+            r.synthesis_s_median,
+            r.collective_time_us,
+            met(r.met),
+            r.error.clone().unwrap_or_default()
+        );
+        results.push(r);
+    }
+    crate::bench::judge_growth(&mut results);
+    if json {
+        print_json(&results)?;
+    } else {
+        print!("{}", crate::bench::markdown(&results));
+    }
+    Ok(0)
+}
+
+/// A bench case's verdict for people: `yes`, `no`, or `–` when there is no target.
+fn met(m: Option<bool>) -> &'static str {
+    match m {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "–",
+    }
+}

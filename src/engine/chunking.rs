@@ -67,7 +67,8 @@ pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -
 /// its time (its transfer time on the fastest link between one and `GROUP_BELOW` times the
 /// smallest latency, so α is over 3% of each step; below one the latency-mode planners serve),
 /// on 4096 NPUs or fewer (the matcher's scale): for an all-reduce 2 and 4 where at least
-/// `MIN_GROUPED_CHUNKS` chunks remain (on `GROUPED_ONLY_NPUS` or more, the largest of those),
+/// `MIN_GROUPED_CHUNKS` groups remain, the last short when the chunks do not divide (on
+/// `GROUPED_ONLY_NPUS` or more, the largest of those),
 /// for an all-gather up to 8 chunks a message (below).
 /// Empty for other collectives.
 pub fn grouping(topology: &Topology, c: &crate::collective::Collective) -> Vec<u32> {
@@ -90,10 +91,8 @@ pub fn grouping(topology: &Topology, c: &crate::collective::Collective) -> Vec<u
         // chunks spread). On thousands of NPUs one run costs seconds: the largest alone.
         return if topology.npus() >= super::GROUPED_ONLY_NPUS { vec![8] } else { vec![2, 3, 4, 6] };
     }
-    let groups: Vec<u32> = [2u32, 4]
-        .into_iter()
-        .filter(|&g| c.num_chunks.is_multiple_of(g as usize) && c.num_chunks / g as usize >= MIN_GROUPED_CHUNKS)
-        .collect();
+    let groups: Vec<u32> =
+        [2u32, 4].into_iter().filter(|&g| c.num_chunks.div_ceil(g as usize) >= MIN_GROUPED_CHUNKS).collect();
     // Measured (docs/BENCHMARKS.md, issue 26): on torus:64x64 at 1 GiB four chunks a message
     // win after one failed link (6.27 against 6.55 ms) and after three (6.79 against 7.05 ms),
     // each run 16-23 s: on thousands of NPUs the largest alone.

@@ -63,7 +63,7 @@ pub fn greedy_plain(
 /// The greedy's all-reduce with `group` consecutive chunks moved as one: planned on the same
 /// all-reduce of `c.num_chunks / group` chunks of `group` times the size (its shares and its
 /// overlap as for any), then each move carries its `group` chunks as one message. Fewer, larger
-/// messages: at scale, where a chunk per NPU is mostly latency (a 512-NPU torus at 256 MiB
+/// messages (the last group short when the chunks do not divide): at scale, where a chunk per NPU is mostly latency (a 512-NPU torus at 256 MiB
 /// moves half-MiB chunks, 10% of whose time is a link's α), the steps halve or quarter, and an
 /// NPU may be the root of no chunk at all (all-reduce has no owners but the roots it picks).
 pub fn greedy_grouped(
@@ -79,13 +79,12 @@ pub fn greedy_grouped(
     if c.spec.kind == crate::collective::CollectiveKind::AllGather {
         return all_gather_in_messages(topo, c, group, opts, cancelled);
     }
-    if c.spec.kind != crate::collective::CollectiveKind::AllReduce || !c.num_chunks.is_multiple_of(group) {
-        return Err(matching::GreedyError::Unsupported(
-            "grouped chunks: an all-reduce whose chunks divide into the groups",
-        )
-        .into());
+    if c.spec.kind != crate::collective::CollectiveKind::AllReduce {
+        return Err(matching::GreedyError::Unsupported("grouped chunks: an all-reduce or an all-gather").into());
     }
-    let chunks = c.num_chunks / group;
+    // The last group may be short (4095 chunks after an NPU failure at 4096 NPUs, in groups of
+    // four: 1023 of four and one of three); it is planned at the full group's size.
+    let chunks = c.num_chunks.div_ceil(group);
     let mut members: Vec<u32> = c.group.iter().map(|&v| v as u32).collect();
     members.sort_unstable();
     let all: Vec<[u32; 2]> = members.iter().flat_map(|&v| (0..chunks as u32).map(move |x| [v, x])).collect();
@@ -103,9 +102,9 @@ pub fn greedy_grouped(
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = planned.seed;
     s.transfers.reserve(planned.transfers.len());
-    let g = group as u32;
+    let (g, total) = (group as u32, c.num_chunks as u32);
     for t in planned.transfers.iter() {
-        let chunks: Vec<u32> = t.chunks.iter().flat_map(|&x| x * g..x * g + g).collect();
+        let chunks: Vec<u32> = t.chunks.iter().flat_map(|&x| x * g..(x * g + g).min(total)).collect();
         let mut moved = Transfer { op: t.op, ..Transfer::copy(t.step, t.src as usize, t.dst as usize, chunks) };
         moved.path = t.path.cloned();
         s.transfers.push(moved);

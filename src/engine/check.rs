@@ -68,7 +68,17 @@ pub(super) fn check_timed_until(
         Some(t) => (validate_with_collective(s, stop), Ok(t)),
         None => rayon::join(|| validate_with_collective(s, stop), || crate::sim::simulate_until(s, stop)),
     };
-    let (mut report, collective): (Report, Option<Collective>) = validated?;
+    complete(s, validated?, simulated, bounds)
+}
+
+/// The check's report from the validator's verdict and the simulator's result.
+fn complete(
+    s: &Schedule,
+    validated: (Report, Option<Collective>),
+    simulated: Result<Timing, crate::sim::SimError>,
+    bounds: bool,
+) -> Option<CheckReport> {
+    let (mut report, collective) = validated;
     let timing = if report.simulatable {
         match simulated {
             Err(crate::sim::SimError::Stopped) => return None,
@@ -180,6 +190,12 @@ pub(super) fn finalize_timed_until(
 ) -> Result<(Schedule, CheckReport), Error> {
     ready_for_check(&mut s);
     let r = check_timed_until(&s, known, bounds, cancelled).ok_or(Error::Cancelled)?;
+    accept(s, r)
+}
+
+/// The schedule with its simulated time, when the report says it is valid; else the
+/// producer's bug (`Error::Internal`).
+fn accept(mut s: Schedule, r: CheckReport) -> Result<(Schedule, CheckReport), Error> {
     if !r.valid {
         return Err(Error::Internal(EngineError::InvalidSchedule {
             algorithm: s.algorithm.clone().unwrap_or_default(),
@@ -206,6 +222,67 @@ pub(super) enum Gate {
     /// Only simulated: `auto` validates the one schedule it returns (its losers never leave
     /// the engine), so at 4096 NPUs the greedy's losing candidate costs no validation.
     Deferred,
+}
+
+/// A deferred candidate's schedule and report: its simulated time, and `valid` false until
+/// the full check runs.
+fn deferred(mut s: Schedule, timing: Timing) -> (Schedule, CheckReport) {
+    s.collective_time_ns = Some(timing.collective_time_ns);
+    let report = CheckReport {
+        valid: false,
+        violations: Vec::new(),
+        violation_count: 0,
+        collective_time_ns: s.collective_time_ns,
+        lower_bound_ns: None,
+        lower_bounds: None,
+        rounds: timing.rounds,
+        transfers: s.transfers.len(),
+        timing: Some(timing),
+    };
+    (s, report)
+}
+
+/// `Gate::Deferred` for a candidate likely to win, when nothing has simulated it yet: the
+/// validator runs beside the simulator (on the pool's other threads) and stops as soon as the
+/// simulated time is no better than `incumbent_ns` (the candidate then loses, and is deferred
+/// as any). A winner so leaves validated: `auto` does not validate it again after the
+/// simulation (the greedy on torus:64x64 after failures: 8 M transfers, each check about 8 s).
+pub(super) fn gate_speculative_until(
+    mut s: Schedule,
+    incumbent_ns: Option<f64>,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, CheckReport), Error> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    ready_for_check(&mut s);
+    let lost = AtomicBool::new(false);
+    let stop_validation = || cancelled() || lost.load(Ordering::Relaxed);
+    let (validated, simulated) = rayon::join(
+        || validate_with_collective(&s, &stop_validation),
+        || {
+            let r = crate::sim::simulate_until(&s, cancelled);
+            if let Ok(t) = &r
+                && incumbent_ns.is_some_and(|i| t.collective_time_ns >= i)
+            {
+                lost.store(true, Ordering::Relaxed);
+            }
+            r
+        },
+    );
+    if cancelled() {
+        return Err(Error::Cancelled);
+    }
+    match (validated, simulated) {
+        (_, Err(crate::sim::SimError::Stopped)) => Err(Error::Cancelled),
+        // It loses: deferred as any loser, whether or not the validator had finished.
+        (_, Ok(timing)) if lost.into_inner() => Ok(deferred(s, timing)),
+        // Validated in full (the simulator may have refused it: the validator says why).
+        (Some(v), simulated) => {
+            let r = complete(&s, v, simulated, false).ok_or(Error::Cancelled)?;
+            accept(s, r).inspect_err(|e| tracing::error!("a deferred candidate validated beside its simulation: {e}"))
+        }
+        // The validator stops only when asked to, or when the candidate lost.
+        (None, _) => Err(Error::Cancelled),
+    }
 }
 
 /// `finalize_until` under `gate`. A deferred schedule gets its simulated time and a report
@@ -236,21 +313,7 @@ pub(super) fn gate_timed_until(
                 None => crate::sim::simulate_until(&s, cancelled),
             };
             match simulated {
-                Ok(timing) => {
-                    s.collective_time_ns = Some(timing.collective_time_ns);
-                    let report = CheckReport {
-                        valid: false,
-                        violations: Vec::new(),
-                        violation_count: 0,
-                        collective_time_ns: s.collective_time_ns,
-                        lower_bound_ns: None,
-                        lower_bounds: None,
-                        rounds: timing.rounds,
-                        transfers: s.transfers.len(),
-                        timing: Some(timing),
-                    };
-                    Ok((s, report))
-                }
+                Ok(timing) => Ok(deferred(s, timing)),
                 Err(crate::sim::SimError::Stopped) => Err(Error::Cancelled),
                 // One the simulator cannot replay: checked in full (the validator says why).
                 Err(_) => finalize_until(s, false, cancelled),
@@ -293,5 +356,45 @@ mod tests {
             let asked = asked.load(SeqCst);
             assert!((k..=k + 1).contains(&asked), "it went on asking after poll {k}: {asked} polls");
         }
+    }
+
+    fn ring_all_gather() -> Schedule {
+        let topo = crate::topology::parse_topology("ring:16").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 16 << 20);
+        crate::baselines::build("ring", &topo, &spec).unwrap()
+    }
+
+    /// A candidate validated beside its simulation (`gate_speculative_until`): with no
+    /// incumbent, or one it beats, it leaves validated and timed as the full check times it;
+    /// at or above the incumbent it is deferred as any loser (simulated, `valid` false) however
+    /// far the validator got; a broken one that would win is the producer's bug.
+    #[test]
+    fn a_speculative_gate_validates_winners_and_defers_losers() {
+        let s = ring_all_gather();
+        let full = check_bounded(&s, false);
+        assert!(full.valid);
+        let t = full.collective_time_ns.unwrap();
+        for incumbent in [None, Some(t * 1.5)] {
+            let (out, r) = gate_speculative_until(s.clone(), incumbent, &|| false).unwrap();
+            assert!(r.valid, "{incumbent:?}");
+            assert_eq!(r.collective_time_ns, Some(t));
+            assert_eq!(out.collective_time_ns, Some(t));
+        }
+        for incumbent in [t, t / 2.0] {
+            let (out, r) = gate_speculative_until(s.clone(), Some(incumbent), &|| false).unwrap();
+            assert!(!r.valid && r.violations.is_empty(), "{incumbent}");
+            assert_eq!(out.collective_time_ns, Some(t));
+        }
+        // The last transfer dropped: an NPU misses a chunk.
+        let mut broken = s.clone();
+        broken.transfers = broken.transfers.permuted(&(0..s.transfers.len() as u32 - 1).collect::<Vec<_>>());
+        let e = gate_speculative_until(broken.clone(), None, &|| false).unwrap_err();
+        assert!(matches!(e, Error::Internal(EngineError::InvalidSchedule { .. })), "{e}");
+        // Losing, it is not validated (nothing it sends leaves the engine unchecked: `auto`
+        // validates the winner it returns).
+        let (_, r) = gate_speculative_until(broken, Some(1.0), &|| false).unwrap();
+        assert!(!r.valid && r.violations.is_empty());
+        // Cancelled: no verdict.
+        assert!(matches!(gate_speculative_until(s, None, &|| true), Err(Error::Cancelled)));
     }
 }

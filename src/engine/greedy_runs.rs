@@ -301,7 +301,14 @@ pub(super) fn synthesize_greedy(
     let Candidate { run, schedule, stats: gst, timing, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
-    let (schedule, report) = gate_timed_until(schedule, timing, req.gate, cancelled)?;
+    // A winner nothing has simulated yet (a single run) is validated beside its simulation
+    // under a deferred gate: it is likely the portfolio's winner.
+    let (schedule, report) = match timing {
+        None if req.gate == Gate::Deferred => {
+            super::check::gate_speculative_until(schedule, req.incumbent_ns, cancelled)?
+        }
+        timing => gate_timed_until(schedule, timing, req.gate, cancelled)?,
+    };
     tracing::debug!(target: "ccsynth::timing", wall_ms = checked.elapsed().as_secs_f64() * 1e3, runs = total, "greedy: the winner gated");
     let search = GreedySearch {
         seeds_tried: req.seeds.max(1),

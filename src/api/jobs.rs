@@ -96,6 +96,10 @@ pub struct SynthesisOptions {
     pub ignore_congestion: Option<bool>,
     #[serde(default)]
     pub window: Option<u32>,
+    /// Threads for this job's greedy runs, `auto`'s candidates and HiGHS (a pool of its own),
+    /// instead of the worker's `--job-threads`.
+    #[serde(default)]
+    pub threads: Option<usize>,
 }
 
 /// What a job runs: the request with its topology stored and every default filled in. Its
@@ -117,11 +121,16 @@ pub struct JobRequest {
     /// Absent from other requests' JSON, so their cache keys stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regenerate_from: Option<String>,
+    /// `options.threads`: how many threads run it, not what it gives (the greedy's winner
+    /// does not depend on them), so not part of the cache key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
 }
 
 impl JobRequest {
     fn key(&self) -> String {
-        let text = serde_json::to_string(self).unwrap_or_default();
+        let keyed = JobRequest { threads: None, ..self.clone() };
+        let text = serde_json::to_string(&keyed).unwrap_or_default();
         format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
     }
 }
@@ -187,6 +196,7 @@ async fn normalize(st: &Shared, caller: &Caller, mut r: SynthesisRequest, path: 
         ignore_congestion: request.ilp.ignore_congestion,
         window: request.ilp.window,
         regenerate_from: None,
+        threads: request.threads,
     };
     Ok(Checked { req, topology: pending.then_some(row) })
 }
@@ -253,6 +263,7 @@ impl SynthesisRequest {
                 discretization: o.discretization,
                 ignore_congestion: o.ignore_congestion,
                 window: o.window,
+                threads: o.threads,
                 ..engine::Options::default()
             },
         }
@@ -273,6 +284,7 @@ impl JobRequest {
                 discretization: self.discretization,
                 ignore_congestion: Some(self.ignore_congestion),
                 window: self.window,
+                threads: self.threads,
                 ..engine::Options::default()
             },
         }

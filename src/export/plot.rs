@@ -39,6 +39,11 @@ fn label(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// A power of ten for a log axis: plain down to 0.001, then as 1e-4, 1e-5, ...
+fn decade(v: f64) -> String {
+    if v >= 1e-3 { label(v) } else { format!("1e{}", v.log10().round() as i32) }
+}
+
 /// The timeline: one row per link that carries something (then one per NPU with local
 /// moves), at most `MAX_TIMELINE_ROWS` (the busiest, the rest counted in a note), one
 /// rectangle per transfer on each link of its path, copies blue and reduces orange (a
@@ -215,11 +220,20 @@ pub const BOUND_SERIES: &str = "bound";
 const CHART_H: f64 = 260.0;
 const CHART_W: f64 = 640.0;
 
-/// Goodput (message size / collective time, GB/s) against message size (log scale), one
-/// chart per entry stacked vertically, one coloured line per series with a legend; the series
-/// named `BOUND_SERIES` (size over the lower bound on time: no schedule does better) grey and
-/// dashed.
+/// Goodput (message size / collective time, GB/s, on a log scale: from bytes to gigabytes it
+/// spans decades, and a linear axis put everything under a few MiB on zero) against message
+/// size (log scale), one chart per entry stacked vertically, one coloured line per series with
+/// a legend; a series keeps its colour in every chart (by its name's first appearance); the
+/// series named `BOUND_SERIES` (size over the lower bound on time: no schedule does better)
+/// grey and dashed.
 pub fn goodput_svg(charts: &[GoodputChart]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for s in charts.iter().flat_map(|c| c.series.iter()) {
+        if s.name != BOUND_SERIES && !names.contains(&s.name.as_str()) {
+            names.push(&s.name);
+        }
+    }
+    let colour_of = |name: &str| names.iter().position(|&n| n == name).unwrap_or(0);
     let left = 70.0;
     let block = CHART_H + 90.0;
     let mut out = String::new();
@@ -233,12 +247,16 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
         let top = ci as f64 * block + 40.0;
         let goodput = |size: u64, ns: f64| if ns > 0.0 { size as f64 / ns } else { 0.0 };
         let pts = chart.series.iter().flat_map(|s| s.points.iter());
-        let (mut lo, mut hi, mut ymax) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+        let (mut lo, mut hi, mut ymin, mut ymax) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
         for &(size, ns) in pts {
             let x = (size.max(1) as f64).log2();
             lo = lo.min(x);
             hi = hi.max(x);
-            ymax = ymax.max(goodput(size, ns));
+            let g = goodput(size, ns);
+            ymax = ymax.max(g);
+            if g > 0.0 {
+                ymin = ymin.min(g);
+            }
         }
         if !lo.is_finite() {
             (lo, hi) = (0.0, 1.0);
@@ -246,10 +264,20 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
         if hi - lo < 1.0 {
             hi = lo + 1.0;
         }
-        let yticks = ticks(ymax * 1.05, 5);
-        let ytop = yticks.last().copied().unwrap_or(1.0).max(ymax).max(1e-12);
+        // Whole decades from below the least goodput to above the most.
+        let (dlo, dhi) = if ymin.is_finite() && ymax > 0.0 {
+            let (a, b) = (ymin.log10().floor(), ymax.log10().ceil());
+            (a, if b > a { b } else { a + 1.0 })
+        } else {
+            (0.0, 1.0)
+        };
+        let yticks: Vec<f64> = (dlo as i32..=dhi as i32).map(|d| 10f64.powi(d)).collect();
         let px = |size: u64| left + ((size.max(1) as f64).log2() - lo) / (hi - lo) * CHART_W;
-        let py = |g: f64| top + CHART_H - g / ytop * CHART_H;
+        // A goodput of zero (no time) sits on the axis.
+        let py = |g: f64| {
+            let d = if g > 0.0 { g.log10().clamp(dlo, dhi) } else { dlo };
+            top + CHART_H - (d - dlo) / (dhi - dlo) * CHART_H
+        };
         let _ = writeln!(out, r#"<g class="chart" data-title="{}">"#, escape(&chart.title));
         let _ = writeln!(out, r#"<text x="{left}" y="{}" font-size="14">{}</text>"#, top - 14.0, escape(&chart.title));
         let _ = writeln!(
@@ -261,7 +289,7 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             let _ =
                 writeln!(out, r##"<line x1="{left}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#ddd"/>"##, left + CHART_W);
             let _ =
-                writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, label(v));
+                writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, decade(v));
         }
         let mut sizes: Vec<u64> = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
         sizes.sort_unstable();
@@ -287,10 +315,11 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
         );
         for (si, series) in chart.series.iter().enumerate() {
             let bound = series.name == BOUND_SERIES;
-            let color = if bound { "#555555" } else { COLORS[si % COLORS.len()] };
+            let ci = colour_of(&series.name);
+            let color = if bound { "#555555" } else { COLORS[ci % COLORS.len()] };
             let dash = if bound {
                 r#" stroke-dasharray="6 4""#
-            } else if si >= COLORS.len() {
+            } else if ci >= COLORS.len() {
                 r#" stroke-dasharray="2 2""#
             } else {
                 ""

@@ -192,3 +192,58 @@ fn the_goodput_chart_has_one_line_per_series() {
     // Goodput is size / time: auto at 2 MiB in 40 µs is 52.4288 GB/s.
     assert!(svg.contains("auto: 52.429 at 2 MiB, 40 µs"), "{svg}");
 }
+
+/// The goodput chart's y axis is logarithmic (goodput spans decades from bytes to gigabytes:
+/// on a linear axis everything under a few MiB sat on zero), in whole decades; a series keeps
+/// its colour in every chart, whatever other series a chart has.
+#[test]
+fn the_goodput_chart_is_logarithmic_and_keeps_colours() {
+    let charts = vec![
+        GoodputChart {
+            title: "one".into(),
+            series: vec![
+                Series { name: "auto".into(), points: vec![(1 << 10, 1000.0), (1 << 20, 1000.0)] },
+                Series { name: "ring".into(), points: vec![(1 << 10, 2000.0), (1 << 20, 2000.0)] },
+            ],
+        },
+        GoodputChart {
+            title: "two".into(),
+            series: vec![
+                Series { name: "bucket".into(), points: vec![(1 << 10, 1000.0)] },
+                Series { name: "ring".into(), points: vec![(1 << 10, 1000.0)] },
+            ],
+        },
+    ];
+    let svg = engine::plot_goodput(&charts);
+    let doc = roxmltree::Document::parse(&svg).expect("the chart is XML");
+    let stroke = |chart: &str, name: &str| -> String {
+        let c = doc.descendants().find(|n| n.attribute("data-title") == Some(chart)).unwrap();
+        let s = c.descendants().find(|n| n.attribute("data-name") == Some(name)).unwrap();
+        s.descendants().find(|n| n.has_tag_name("polyline")).unwrap().attribute("stroke").unwrap().to_string()
+    };
+    assert_eq!(stroke("one", "ring"), stroke("two", "ring"));
+    let all = [stroke("one", "auto"), stroke("one", "ring"), stroke("two", "bucket")];
+    assert!(all[0] != all[1] && all[1] != all[2] && all[0] != all[2], "{all:?}");
+    // Chart one: 1 KiB in 2 µs is 0.512 GB/s, 1 MiB in 1 µs 1048.576 GB/s: decades 0.1 to 10^4.
+    let one = doc.descendants().find(|n| n.attribute("data-title") == Some("one")).unwrap();
+    let labels: Vec<&str> = one
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.attribute("text-anchor") == Some("end"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert_eq!(labels, ["0.1", "1", "10", "100", "1000", "10000"]);
+    // Equal ratios, equal distances: auto's two points (1000× apart) and ring's (the same
+    // sizes at half the goodput) rise by the same height, ring below auto by log10(2) of a decade.
+    let ys = |name: &str| -> Vec<f64> {
+        let s = one.descendants().find(|n| n.attribute("data-name") == Some(name)).unwrap();
+        s.descendants()
+            .filter(|n| n.has_tag_name("circle"))
+            .map(|c| c.attribute("cy").unwrap().parse().unwrap())
+            .collect()
+    };
+    let (a, r) = (ys("auto"), ys("ring"));
+    let decade_px = 260.0 / 5.0;
+    assert!(((a[0] - a[1]) - (r[0] - r[1])).abs() < 0.02, "{a:?} {r:?}");
+    assert!(((r[0] - a[0]) - 2f64.log10() * decade_px).abs() < 0.02, "{a:?} {r:?}");
+    assert!(((a[0] - a[1]) - 1024f64.log10() * decade_px).abs() < 0.02, "{a:?}");
+}

@@ -479,6 +479,15 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
         (code, cached["cached"].as_bool(), cached["schedule_id"].as_str()),
         (201, Some(true), Some(sid.as_str()))
     );
+    // How many threads run it is not what it gives: the same request on 2 threads is the
+    // cached schedule too.
+    let mut threaded = req.clone();
+    threaded["options"]["threads"] = json!(2);
+    let (code, cached) = call(&s, "POST", "/v1/syntheses", Some(threaded));
+    assert_eq!(
+        (code, cached["cached"].as_bool(), cached["schedule_id"].as_str()),
+        (201, Some(true), Some(sid.as_str()))
+    );
     let mut forced = req.clone();
     forced["force"] = json!(true);
     let (code, again) = call(&s, "POST", "/v1/syntheses", Some(forced));

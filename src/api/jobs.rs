@@ -1,11 +1,12 @@
 //! Syntheses as durable jobs: `/v1/syntheses` (normalize, cache by request key, queue, wait up
 //! to `wait_ms`), `/v1/jobs`, `/v1/batches`, `/v1/schedules` (body, summary, comparison);
-//! regenerations are `api::regenerations`, the workers that run jobs `api::worker`.
+//! the request vocabulary is `api::requests`, regenerations `api::regenerations`, the workers
+//! that run jobs `api::worker`.
 
 use super::regenerations::{RegenerationItem, check_regeneration};
-use super::topologies;
+use super::requests::normalize;
+pub(super) use super::requests::{Checked, JobRequest, Priority, SynthesisRequest, commit, make_room};
 use super::{ApiError, Caller, JsonBody, RequestId, Shared, json};
-use crate::collective::CollectiveSpec;
 use crate::engine;
 use crate::error::InputError;
 use crate::store::JobStatus;
@@ -15,7 +16,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 use std::sync::atomic::Ordering;
 
 pub fn router() -> Router<Shared> {
@@ -28,267 +28,6 @@ pub fn router() -> Router<Shared> {
         .route("/v1/schedules/{id}/summary", get(summary))
         .route("/v1/schedules/{id}/comparison", get(comparison))
         .route("/v1/schedules/{id}/export", get(super::export::export))
-}
-
-/// `POST /v1/syntheses` as clients send it.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct SynthesisRequest {
-    #[serde(default)]
-    pub topology_id: Option<String>,
-    #[serde(default)]
-    pub topology: Option<serde_json::Value>,
-    #[serde(default)]
-    pub spec: Option<String>,
-    pub collective: CollectiveSpec,
-    #[serde(default = "default_algorithm")]
-    pub algorithm: String,
-    #[serde(default)]
-    pub options: SynthesisOptions,
-    #[serde(default)]
-    pub wait_ms: Option<u64>,
-    #[serde(default)]
-    pub force: bool,
-    /// `interactive`: claimed before every normal job (a scheduler that needs the answer now);
-    /// a client may have a few active at once, each with a short time limit.
-    #[serde(default)]
-    pub priority: Priority,
-}
-
-/// A job's class: interactive jobs are claimed before normal ones.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Priority {
-    #[default]
-    Normal,
-    Interactive,
-}
-
-impl Priority {
-    fn level(self) -> i32 {
-        match self {
-            Priority::Normal => 0,
-            Priority::Interactive => 1,
-        }
-    }
-}
-
-fn default_algorithm() -> String {
-    engine::registry::PORTFOLIO.into()
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SynthesisOptions {
-    #[serde(default)]
-    pub seed: Option<u64>,
-    #[serde(default)]
-    pub seeds: Option<usize>,
-    #[serde(default)]
-    pub chunks_per_npu: Option<u32>,
-    #[serde(default)]
-    pub time_limit_s: Option<f64>,
-    #[serde(default)]
-    pub switch_model: Option<String>,
-    #[serde(default)]
-    pub discretization: Option<f64>,
-    #[serde(default)]
-    pub ignore_congestion: Option<bool>,
-    #[serde(default)]
-    pub window: Option<u32>,
-    /// Threads for this job's greedy runs, `auto`'s candidates and HiGHS (a pool of its own),
-    /// instead of the worker's `--job-threads`.
-    #[serde(default)]
-    pub threads: Option<usize>,
-}
-
-/// What a job runs: the request with its topology stored and every default filled in. Its
-/// JSON (fields in this order) is hashed into the request key for the result cache.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-pub struct JobRequest {
-    pub topology_id: String,
-    pub topology_digest: String,
-    pub collective: CollectiveSpec,
-    pub algorithm: String,
-    pub seed: u64,
-    pub seeds: usize,
-    pub time_limit_s: f64,
-    pub switch_model: String,
-    pub discretization: Option<f64>,
-    pub ignore_congestion: bool,
-    pub window: Option<u32>,
-    /// A regeneration: the schedule it repairs before the fresh run (`engine::regenerate`).
-    /// Absent from other requests' JSON, so their cache keys stay as they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub regenerate_from: Option<String>,
-    /// `options.threads`: how many threads run it, not what it gives (the greedy's winner
-    /// does not depend on them), so not part of the cache key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<usize>,
-}
-
-impl JobRequest {
-    fn key(&self) -> String {
-        let keyed = JobRequest { threads: None, ..self.clone() };
-        let text = serde_json::to_string(&keyed).unwrap_or_default();
-        format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
-    }
-}
-
-/// A checked request whose topology (named inline, or degraded for a regeneration) is not
-/// stored yet: it is kept only once the request is accepted (`make_room`, then `commit`).
-/// `req.topology_id` is the id it will have.
-pub(super) struct Checked {
-    pub(super) req: JobRequest,
-    pub(super) topology: Option<crate::store::TopologyRow>,
-}
-
-/// Checks a request against the topology and the limits, and normalizes it.
-async fn normalize(st: &Shared, caller: &Caller, mut r: SynthesisRequest, path: &str) -> Result<Checked, ApiError> {
-    let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };
-    r.precheck(st, path)?;
-    let (row, topo, pending) = if let Some(id) = &r.topology_id {
-        let (row, t) = topologies::load(st, caller, id).await.map_err(|e| match e {
-            ApiError::NotFound(..) => InputError::new(at("topology_id"), format!("no topology with id {id:?}")).into(),
-            e => e,
-        })?;
-        (row, t, false)
-    } else {
-        let (source, spec, limits, max_npus) =
-            (r.topology.take(), r.spec.clone(), st.config.limits(), st.config.max_npus);
-        let (within, at_topology) = (path.to_string(), at("topology"));
-        let (t, mut row) = topologies::off_async(move || {
-            let t = match (source, spec) {
-                (Some(v), _) => topologies::topology_from_value(v, &at_topology, &limits)?,
-                // Its errors name `spec` already.
-                (_, Some(spec)) => engine::topology_from_spec(&spec, &limits)
-                    .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?,
-                _ => unreachable!("one source was checked above"),
-            };
-            let row = topologies::prepare(max_npus, &t, None).map_err(|e| match e {
-                ApiError::Unprocessable(e) if !within.is_empty() => ApiError::Unprocessable(e.within(&within)),
-                e => e,
-            })?;
-            Ok((t, row))
-        })
-        .await?;
-        row.id = topologies::stored_id(st, &row).await?;
-        (row, t, true)
-    };
-    // Checked by the engine, as every door's requests are, off the async threads: building the
-    // collective is linear in its (already bounded) size.
-    let spec = r.engine_spec();
-    let limits = st.config.limits();
-    let request = tokio::task::spawn_blocking(move || engine::Request::new(topo, spec, &limits))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?
-        .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
-    let req = JobRequest {
-        topology_id: row.id.clone(),
-        topology_digest: row.digest.clone(),
-        collective: request.collective().clone(),
-        algorithm: request.algorithm.name().to_string(),
-        seed: request.seed,
-        seeds: request.seeds,
-        time_limit_s: request.ilp.time_limit_s,
-        switch_model: r.options.switch_model.unwrap_or_else(|| "native".into()),
-        discretization: request.discretization_ns,
-        ignore_congestion: request.ilp.ignore_congestion,
-        window: request.ilp.window,
-        regenerate_from: None,
-        threads: request.threads,
-    };
-    Ok(Checked { req, topology: pending.then_some(row) })
-}
-
-/// Room for checked requests before anything of theirs is stored: the queue and the client's
-/// job quotas (for a batch always; for one request only when it stores a topology, as one
-/// that does not may still be served a cached or shared result at its quota) and its topology
-/// quota. A refused request leaves nothing behind.
-pub(super) async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], batch: bool) -> Result<(), ApiError> {
-    let (mut new_digests, mut unstored) = (std::collections::HashSet::new(), false);
-    for row in items.iter().filter_map(|c| c.topology.as_ref()) {
-        if !new_digests.contains(&row.digest) && topologies::writes(st, caller, row).await? {
-            new_digests.insert(row.digest.clone());
-            // A topology stored already (the caller's grant aside) may have a cached result.
-            unstored |= row.id == topologies::stored_id(st, row).await?;
-        }
-    }
-    if batch || unstored {
-        let seconds = items.iter().map(|c| c.req.time_limit_s).sum();
-        check_room(st, caller, items.len(), seconds).await?;
-    }
-    topologies::check_quota(st, caller, new_digests.len()).await
-}
-
-/// Stores an accepted request's topology (if it brought one) and returns the job request that
-/// names it.
-pub(super) async fn commit(st: &Shared, caller: &Caller, c: Checked) -> Result<JobRequest, ApiError> {
-    let Checked { mut req, topology } = c;
-    if let Some(row) = topology {
-        let (row, _) = topologies::store_row(st, caller, &row).await?;
-        req.topology_id = row.id;
-        req.topology_digest = row.digest;
-    }
-    Ok(req)
-}
-
-impl SynthesisRequest {
-    /// The checks that build nothing: one topology source, and the engine's topology-free
-    /// checks of the algorithm and options (errors named under `path`).
-    fn precheck(&self, st: &Shared, path: &str) -> Result<(), ApiError> {
-        let given = [self.topology_id.is_some(), self.topology.is_some(), self.spec.is_some()];
-        if given.iter().filter(|&&b| b).count() != 1 {
-            let at = if path.is_empty() { "topology_id".to_string() } else { format!("{path}.topology_id") };
-            return Err(InputError::new(at, "give exactly one of topology_id, topology or spec").into());
-        }
-        self.engine_spec()
-            .precheck(&st.config.limits())
-            .map_err(|e| if path.is_empty() { e } else { e.within(path) })?;
-        Ok(())
-    }
-
-    /// The request in the engine's wire form (the topology travels beside it).
-    fn engine_spec(&self) -> engine::RequestSpec {
-        let o = &self.options;
-        engine::RequestSpec {
-            target: engine::Target::One(self.collective.clone()),
-            algorithm: self.algorithm.clone(),
-            options: engine::Options {
-                seed: o.seed,
-                seeds: o.seeds,
-                chunks_per_npu: o.chunks_per_npu,
-                time_limit_s: o.time_limit_s,
-                switch_model: o.switch_model.clone(),
-                discretization: o.discretization,
-                ignore_congestion: o.ignore_congestion,
-                window: o.window,
-                threads: o.threads,
-                ..engine::Options::default()
-            },
-        }
-    }
-}
-
-impl JobRequest {
-    /// The stored request in the engine's wire form, for the worker.
-    pub(super) fn spec(&self) -> engine::RequestSpec {
-        engine::RequestSpec {
-            target: engine::Target::One(self.collective.clone()),
-            algorithm: self.algorithm.clone(),
-            options: engine::Options {
-                seed: Some(self.seed),
-                seeds: Some(self.seeds),
-                time_limit_s: Some(self.time_limit_s),
-                switch_model: Some(self.switch_model.clone()),
-                discretization: self.discretization,
-                ignore_congestion: Some(self.ignore_congestion),
-                window: self.window,
-                threads: self.threads,
-                ..engine::Options::default()
-            },
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -545,7 +284,7 @@ async fn cancel(
 /// Room for `count` more jobs declaring `seconds` of solving together: in the queue (429
 /// `QueueFull`) and in the caller's quotas of active jobs and their seconds (429
 /// `ClientQuota`, `ClientSeconds`).
-async fn check_room(st: &Shared, caller: &Caller, count: usize, seconds: f64) -> Result<(), ApiError> {
+pub(super) async fn check_room(st: &Shared, caller: &Caller, count: usize, seconds: f64) -> Result<(), ApiError> {
     let depth = st.store.queued_count().await?;
     if depth + count as i64 > st.config.max_queue {
         return Err(ApiError::QueueFull(depth));

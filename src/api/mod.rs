@@ -13,13 +13,14 @@ mod export;
 mod guard;
 mod jobs;
 mod regenerations;
+mod requests;
 mod server;
 mod topologies;
 mod worker;
 
 pub use config::{Client, Config, MAX_URI_BYTES, MIN_TOKEN_LEN, parse_clients};
 pub use guard::{Caller, Peer, RequestId};
-pub use jobs::SynthesisRequest;
+pub use requests::SynthesisRequest;
 pub use server::{ServeError, serve, serve_on, until_stopped};
 
 use crate::store::{JobStatus, Store};

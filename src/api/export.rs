@@ -189,7 +189,7 @@ async fn build(
         Err(e) => return Err(ExportFail::Internal(e.to_string())),
     };
     let budget = st.config.export_memory_mb.max(1);
-    let mib = (body.len() as u64 * peak_per_byte(format)).div_ceil(1 << 20).clamp(1, budget as u64) as u32;
+    let mib = (body.json_len() as u64 * peak_per_byte(format)).div_ceil(1 << 20).clamp(1, budget as u64) as u32;
     if st.export_budget.available_permits() < mib as usize {
         st.metrics.export_budget_waits.inc();
     }
@@ -199,7 +199,7 @@ async fn build(
     let _permit = budget.map_err(|e| ExportFail::Internal(e.to_string()))?;
     st.metrics.exports_built.inc();
     let work = tokio::task::spawn_blocking(move || -> Result<Arc<Vec<u8>>, ExportFail> {
-        let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ExportFail::Internal(e.to_string()))?;
+        let s = body.into_schedule().map_err(ExportFail::Internal)?;
         let out = match format {
             ExportFormat::MscclXml => engine::export_msccl(&s, &opts).map(String::into_bytes),
             ExportFormat::MscclppJson => engine::export_mscclpp(&s, &plan_opts).map(String::into_bytes),

@@ -432,6 +432,14 @@ async fn schedule(
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;
     let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
+    // A packed body is turned back into its JSON: CPU work, off the async threads.
+    let body = match body {
+        crate::store::ScheduleBody::Json(s) => s,
+        packed => tokio::task::spawn_blocking(move || packed.into_json())
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+            .map_err(ApiError::Internal)?,
+    };
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
@@ -467,7 +475,7 @@ async fn comparison(
         // Every baseline stops at the end of a shutdown's grace (503), as running jobs do.
         let stopping = st.stopping.subscribe();
         let work = tokio::task::spawn_blocking(move || -> Result<String, ApiError> {
-            let s = crate::schedule::Schedule::from_json(&body).map_err(|e| ApiError::Internal(e.to_string()))?;
+            let s = body.into_schedule().map_err(ApiError::Internal)?;
             let name = s.algorithm.clone().unwrap_or_else(|| "schedule".into());
             let stop = || *stopping.borrow();
             let names = engine::registry::baseline_names();

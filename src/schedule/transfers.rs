@@ -329,6 +329,97 @@ impl Transfers {
     }
 }
 
+impl Transfers {
+    /// Appends the packed transfers' section (`schedule::packed`): the columns as they are.
+    pub(super) fn write_packed(&self, out: &mut Vec<u8>) {
+        use super::packed::{put_list, put_u32s};
+        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        for col in [&self.step, &self.src, &self.dst, &self.chunk] {
+            put_u32s(out, col);
+        }
+        out.extend_from_slice(&self.flags);
+        out.extend_from_slice(&(self.lists.len() as u64).to_le_bytes());
+        for l in &self.lists {
+            put_list(out, l);
+        }
+        out.extend_from_slice(&(self.routes.len() as u64).to_le_bytes());
+        for r in &self.routes {
+            put_list(out, r);
+        }
+        out.push(u8::from(!self.route.is_empty()));
+        put_u32s(out, &self.route);
+        out.extend_from_slice(&(self.slots.len() as u64).to_le_bytes());
+        for (i, d) in &self.slots {
+            out.extend_from_slice(&i.to_le_bytes());
+            put_list(out, d);
+        }
+    }
+
+    /// Reads what `write_packed` wrote, checking every index against its table; the transfers
+    /// are pushed again, so the columns keep their invariants whatever the bytes said.
+    pub fn from_packed(bytes: &[u8]) -> Result<Transfers, String> {
+        let mut r = super::packed::Reader(bytes);
+        let n = r.len()?;
+        let (step, src, dst, chunk) = (r.u32s(n)?, r.u32s(n)?, r.u32s(n)?, r.u32s(n)?);
+        let flags = r.take(n)?;
+        let count = r.len()?;
+        let lists = (0..count).map(|_| r.list().map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let count = r.len()?;
+        let routes = (0..count).map(|_| r.list().map(Route::from)).collect::<Result<Vec<_>, _>>()?;
+        let route = match r.take(1)?[0] {
+            0 => Vec::new(),
+            1 => r.u32s(n)?,
+            x => return Err(format!("route column marker {x}")),
+        };
+        let count = r.len()?;
+        let mut slots = Vec::with_capacity(count);
+        for _ in 0..count {
+            let i = r.u32()?;
+            if slots.last().is_some_and(|&(last, _)| last >= i) || i as usize >= n {
+                return Err(format!("destination slots of transfer {i} out of order or range"));
+            }
+            slots.push((i, ChunkList::from(r.list()?)));
+        }
+        if !r.0.is_empty() {
+            return Err(format!("{} bytes after the transfers", r.0.len()));
+        }
+        let mut slots = slots.into_iter().peekable();
+        let mut out = Transfers::with_capacity(n);
+        for i in 0..n {
+            let f = flags[i];
+            if f & !(REDUCE | MANY | PATH | SLOTS) != 0 {
+                return Err(format!("transfer {i}: flags {f:#x}"));
+            }
+            let chunks = if f & MANY != 0 {
+                let l =
+                    lists.get(chunk[i] as usize).ok_or_else(|| format!("transfer {i}: no chunk list {}", chunk[i]))?;
+                ChunkList::Many(l.clone())
+            } else {
+                ChunkList::One(chunk[i])
+            };
+            let path = if f & PATH != 0 {
+                let id = route.get(i).ok_or_else(|| format!("transfer {i}: a path without a route column"))?;
+                Some(routes.get(*id as usize).ok_or_else(|| format!("transfer {i}: no route {id}"))?.clone())
+            } else {
+                None
+            };
+            let dst_chunks = if f & SLOTS != 0 {
+                match slots.next_if(|&(at, _)| at as usize == i) {
+                    Some((_, d)) => Some(d),
+                    None => return Err(format!("transfer {i}: destination slots missing")),
+                }
+            } else {
+                None
+            };
+            out.push(super::packed::transfer(step[i], src[i], dst[i], chunks, f & REDUCE != 0, path, dst_chunks));
+        }
+        if slots.next().is_some() {
+            return Err("destination slots of a transfer without them".into());
+        }
+        Ok(out)
+    }
+}
+
 impl TransferRef<'_> {
     /// `to_owned` with an empty chunk list (for callers that share the list).
     fn without_chunks(&self) -> Transfer {

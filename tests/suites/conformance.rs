@@ -104,7 +104,7 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
 }
 
 /// The conformance body: the schedule validates, does not beat the lower bound, declares the
-/// time the simulator gives, exports to Chakra traces that the independent replay of ASTRA-sim's
+/// time the simulator gives, reads back from the service's packed form as it was, exports to Chakra traces that the independent replay of ASTRA-sim's
 /// model runs, and, when MSCCL++ and MSCCL run its collective, exports to an MSCCL++ plan and to
 /// MSCCL XML that their independent replays accept. Returns whether it was replayed as MSCCL XML.
 fn conform(what: &str, s: &Schedule) -> bool {
@@ -114,9 +114,21 @@ fn conform(what: &str, s: &Schedule) -> bool {
     let bound = r.lower_bound_ns.unwrap_or_else(|| panic!("{what}: a valid schedule has no lower bound"));
     assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
     assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
+    stores_packed(what, s);
     crate::chakra::replays_as_chakra(what, s);
     crate::mscclpp::replays_if_mscclpp_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"));
     crate::msccl::replays_if_msccl_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The packed form the service stores a large schedule in reads back equal, and records the
+/// exact length of the JSON it stands for.
+fn stores_packed(what: &str, s: &Schedule) {
+    use ccsynth::schedule::packed;
+    let json = serde_json::to_string(s).unwrap();
+    let p = packed::pack(&mut s.clone(), |_| {}).unwrap();
+    assert_eq!(p.json_len, json.len() as u64, "{what}: the JSON length counted");
+    let back = packed::decode(&p.bytes, str::to_string).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(back == *s, "{what}: the packed schedule reads back different");
 }
 
 fn describe(p: &Producer, tname: &str, spec: &CollectiveSpec) -> String {

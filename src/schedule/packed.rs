@@ -1,0 +1,317 @@
+//! The packed form of a schedule: how the service stores a large schedule (then compressed),
+//! instead of its JSON. A JSON header (the schedule without its conditions and transfers), the
+//! conditions as runs of consecutive chunks, and the transfers as little-endian columns, as
+//! `Transfers` holds them. The JSON of a torus:32x32 all-reduce (0.5 M transfers, 4 M pairs in
+//! each condition) is 157 MB and took 0.8 s to parse, which a regeneration paid before it
+//! could start.
+//!
+//! Layout: `MAGIC`, the JSON form's length (u64: what limits and budgets read without
+//! decoding), the header's length (u64), the header (UTF-8), the precondition, then the
+//! postcondition or, when it is the same list, the marker `SAME` alone (each a count of runs
+//! (u64), then each run as NPU, first chunk and length, u32), then the transfers:
+//! count n (u64); the columns step, src, dst, chunk (n × u32 each), flags (n × u8); the chunk
+//! lists (count, then each as length and entries, u32); the routes (the same); the route
+//! column (n × u32, present only when a transfer has a path); the destination slots (count,
+//! then each as transfer index, length and entries, u32).
+//!
+//! Reading trusts nothing: every length is checked against what is left, every index against
+//! its table, so a damaged body is an error, never a panic or a huge allocation.
+
+use super::{ChunkList, Route, Schedule, Transfer, Transfers};
+
+/// What a packed body starts with (a JSON body starts with `{`).
+pub const MAGIC: &[u8; 8] = b"ccsPACK1";
+
+/// A packed body, split into its parts.
+pub struct Packed<'a> {
+    /// The JSON form's length (`json_len`).
+    pub json_len: u64,
+    /// The schedule's JSON with empty conditions and no transfers.
+    pub header: &'a str,
+    /// The conditions and the transfers.
+    rest: &'a [u8],
+}
+
+/// Whether `bytes` is a packed body (rather than JSON).
+pub fn is_packed(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
+/// A schedule packed: the bytes and the length of the JSON they stand for (its header as
+/// edited).
+pub struct Packing {
+    pub bytes: Vec<u8>,
+    pub json_len: u64,
+}
+
+/// The precondition's count when the postcondition is the same list.
+const SAME: u64 = u64::MAX;
+
+/// Packs `s`. `edit_header` may change the header's JSON (the schedule with empty conditions
+/// and no transfers) before it is written: the service leaves out a topology it stores once.
+pub fn pack(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<Packing> {
+    let transfers = std::mem::take(&mut s.transfers);
+    let pre = std::mem::take(&mut s.precondition);
+    let post = std::mem::take(&mut s.postcondition);
+    let header = serde_json::to_string(&*s);
+    (s.transfers, s.precondition, s.postcondition) = (transfers, pre, post);
+    let mut header = header?;
+    edit_header(&mut header);
+    // The header holds [] for each condition and for the transfers.
+    let json_len = header.len() as u64 - 6
+        + pairs_json_len(&s.precondition)
+        + pairs_json_len(&s.postcondition)
+        + json_len(&s.transfers);
+    let mut out = Vec::with_capacity(64 + header.len() + 17 * s.transfers.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&json_len.to_le_bytes());
+    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    put_runs(&mut out, &s.precondition);
+    if s.postcondition == s.precondition {
+        out.extend_from_slice(&SAME.to_le_bytes());
+    } else {
+        put_runs(&mut out, &s.postcondition);
+    }
+    s.transfers.write_packed(&mut out);
+    Ok(Packing { bytes: out, json_len })
+}
+
+/// Splits a packed body into its parts.
+pub fn split(bytes: &[u8]) -> Result<Packed<'_>, String> {
+    let mut r = Reader(bytes);
+    if r.take(MAGIC.len())? != MAGIC {
+        return Err("not a packed schedule".into());
+    }
+    let json_len = r.u64()?;
+    let header_len = r.len()?;
+    let header = std::str::from_utf8(r.take(header_len)?).map_err(|e| format!("header: {e}"))?;
+    Ok(Packed { json_len, header, rest: r.0 })
+}
+
+/// Parses a packed body back into its schedule; `fix_header` may edit the header first (the
+/// store splices a topology kept apart back in).
+pub fn decode(bytes: &[u8], fix_header: impl FnOnce(&str) -> String) -> Result<Schedule, String> {
+    let p = split(bytes)?;
+    let header = fix_header(p.header);
+    let mut s = Schedule::from_json(&header).map_err(|e| format!("header: {e}"))?;
+    if !s.transfers.is_empty() || !s.precondition.is_empty() || !s.postcondition.is_empty() {
+        return Err("header: conditions or transfers outside their columns".into());
+    }
+    let mut r = Reader(p.rest);
+    // No condition has more pairs than NPUs times chunks: a damaged length asks for no more.
+    let cap = (s.topology.npus() as u64).saturating_mul(s.num_chunks as u64);
+    s.precondition = std::sync::Arc::new(runs(&mut r, "precondition", cap)?);
+    s.postcondition = match Reader(r.0).u64() {
+        Ok(SAME) => {
+            r.u64()?;
+            s.precondition.clone()
+        }
+        _ => std::sync::Arc::new(runs(&mut r, "postcondition", cap)?),
+    };
+    s.transfers = Transfers::from_packed(r.0)?;
+    Ok(s)
+}
+
+/// A condition as runs of consecutive chunks at one NPU: an all-reduce's 4 M pairs on 1024
+/// NPUs are 1024 runs.
+fn put_runs(out: &mut Vec<u8>, pairs: &[[u32; 2]]) {
+    let mut runs: Vec<[u32; 3]> = Vec::new();
+    for &[v, c] in pairs {
+        match runs.last_mut() {
+            Some([rv, first, len]) if *rv == v && first.checked_add(*len) == Some(c) => *len += 1,
+            _ => runs.push([v, c, 1]),
+        }
+    }
+    out.extend_from_slice(&(runs.len() as u64).to_le_bytes());
+    for r in runs {
+        put_u32s(out, &r);
+    }
+}
+
+/// Reads `put_runs`'s condition, holding it to what a condition is: sorted, no pair twice.
+fn runs(r: &mut Reader, what: &str, cap: u64) -> Result<Vec<[u32; 2]>, String> {
+    let n = r.len()?;
+    let mut out: Vec<[u32; 2]> = Vec::new();
+    for _ in 0..n {
+        let (v, first, len) = (r.u32()?, r.u32()?, r.u32()?);
+        let end =
+            first.checked_add(len).filter(|_| len > 0).ok_or_else(|| format!("{what}: a run of {len} from {first}"))?;
+        if out.last().is_some_and(|&last| last >= [v, first]) {
+            return Err(format!("{what}: runs out of order at NPU {v}, chunk {first}"));
+        }
+        if out.len() as u64 + len as u64 > cap {
+            return Err(format!("{what}: more than {cap} pairs (NPUs times chunks)"));
+        }
+        out.extend((first..end).map(|c| [v, c]));
+    }
+    Ok(out)
+}
+
+/// The length of a condition's JSON array ([[v,c],...]).
+fn pairs_json_len(pairs: &[[u32; 2]]) -> u64 {
+    2 + pairs.len().saturating_sub(1) as u64 + pairs.iter().map(|&[v, c]| 3 + digits(v) + digits(c)).sum::<u64>()
+}
+
+fn digits(x: u32) -> u64 {
+    x.checked_ilog10().map_or(1, |d| d as u64 + 1)
+}
+
+/// The length of `transfers`' JSON array as serde_json writes it (compact), counted without
+/// writing it: what the service's result limit and export budgets read.
+pub fn json_len(transfers: &Transfers) -> u64 {
+    // An array of numbers: its brackets, its commas and its digits.
+    fn array(v: &[u32]) -> u64 {
+        2 + v.len().saturating_sub(1) as u64 + v.iter().map(|&x| digits(x)).sum::<u64>()
+    }
+    let mut n = 2 + transfers.len().saturating_sub(1) as u64;
+    for t in transfers.iter() {
+        // {"step":,"src":,"dst":,"chunks":,"op":} and "copy" or "reduce".
+        n += 39 + digits(t.step) + digits(t.src) + digits(t.dst) + array(t.chunks);
+        n += match t.op {
+            super::Op::Copy => 6,
+            super::Op::Reduce => 8,
+        };
+        if let Some(p) = t.path {
+            n += 8 + array(p); // ,"path":
+        }
+        if let Some(d) = t.dst_chunks {
+            n += 14 + array(d); // ,"dst_chunks":
+        }
+    }
+    n
+}
+
+/// A cursor over untrusted bytes.
+pub(super) struct Reader<'a>(pub(super) &'a [u8]);
+
+impl<'a> Reader<'a> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if n > self.0.len() {
+            return Err(format!("truncated: {n} bytes wanted, {} left", self.0.len()));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    pub(super) fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+    }
+    pub(super) fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    /// A count of items of at least one byte each: no more than the bytes left.
+    pub(super) fn len(&mut self) -> Result<usize, String> {
+        let n = self.u64()?;
+        if n > self.0.len() as u64 {
+            return Err(format!("a count of {n} with {} bytes left", self.0.len()));
+        }
+        Ok(n as usize)
+    }
+    /// `n` little-endian u32s.
+    pub(super) fn u32s(&mut self, n: usize) -> Result<Vec<u32>, String> {
+        let bytes = self.take(n.checked_mul(4).ok_or("count overflows")?)?;
+        Ok(bytes.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect())
+    }
+    /// A list: its length (u32), then its entries.
+    pub(super) fn list(&mut self) -> Result<Vec<u32>, String> {
+        let n = self.u32()? as usize;
+        self.u32s(n)
+    }
+}
+
+pub(super) fn put_u32s(out: &mut Vec<u8>, v: &[u32]) {
+    out.reserve(4 * v.len());
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+pub(super) fn put_list(out: &mut Vec<u8>, v: &[u32]) {
+    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    put_u32s(out, v);
+}
+
+/// Rebuilds one transfer from its columns (the tables already checked by the caller).
+pub(super) fn transfer(
+    step: u32,
+    src: u32,
+    dst: u32,
+    chunks: ChunkList,
+    reduce: bool,
+    path: Option<Route>,
+    slots: Option<ChunkList>,
+) -> Transfer {
+    let t = Transfer::copy(step, src as usize, dst as usize, chunks);
+    let mut t = if reduce { Transfer { op: super::Op::Reduce, ..t } } else { t };
+    t.path = path;
+    t.dst_chunks = slots.map(Box::new);
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Op;
+    use crate::topology::Topology;
+
+    fn sample() -> Schedule {
+        let topo: Topology = crate::topology::parse_topology("ring:4").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 4096);
+        let c = crate::collective::Collective::build(&spec, &topo).unwrap();
+        let mut s = Schedule::new(topo, &c, "test");
+        let shared: Route = vec![0u32, 1, 2].into();
+        s.transfers.push(Transfer::copy(0, 0, 1, [0]));
+        s.transfers.push(Transfer::reduce(1, 1, 2, vec![0, 1, 2, 3]));
+        s.transfers.push(Transfer::copy(1, 2, 3, vec![3, 1, 2]));
+        s.transfers.push(Transfer::copy(2, 0, 2, vec![1, 2]).via(shared.clone()));
+        s.transfers.push(Transfer::copy(3, 0, 2, [3]).via(shared));
+        s.transfers.push(Transfer::copy(4, 3, 3, vec![2, 2]).into_slots(vec![2, 2]));
+        s.transfers.push(Transfer::copy(5, 3, 0, vec![]));
+        s.collective_time_ns = Some(12.5);
+        s
+    }
+
+    fn packed(s: &Schedule) -> Vec<u8> {
+        pack(&mut s.clone(), |_| {}).unwrap().bytes
+    }
+
+    #[test]
+    fn a_packed_schedule_reads_back_equal_and_knows_its_json_length() {
+        let s = sample();
+        let bytes = packed(&s);
+        assert!(is_packed(&bytes));
+        let back = decode(&bytes, str::to_string).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.transfers.at(1).op, Op::Reduce);
+        assert_eq!(back.transfers.at(5).dst_chunks, Some(&[2u32, 2][..]));
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(split(&bytes).unwrap().json_len, json.len() as u64);
+        assert_eq!(json_len(&Transfers::new()), 2);
+        // An all-gather's conditions differ; an all-reduce's are one list, kept once.
+        assert!(s.precondition != s.postcondition);
+        let mut same = s.clone();
+        same.postcondition = same.precondition.clone();
+        let back = decode(&packed(&same), str::to_string).unwrap();
+        assert!(std::sync::Arc::ptr_eq(&back.precondition, &back.postcondition));
+        assert_eq!(back, same);
+    }
+
+    #[test]
+    fn a_damaged_body_is_an_error_not_a_panic() {
+        let bytes = packed(&sample());
+        // Every truncation, and every single byte changed, reads as an error or as some
+        // schedule: never a panic, never a huge allocation.
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut], str::to_string).is_err(), "cut at {cut}");
+        }
+        for at in 0..bytes.len() {
+            for x in [0u8, 1, 0x7f, 0xff] {
+                let mut b = bytes.clone();
+                b[at] = x;
+                let _ = decode(&b, str::to_string);
+            }
+        }
+        assert!(decode(b"{\"format\":1}", str::to_string).is_err());
+    }
+}

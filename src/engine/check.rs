@@ -242,35 +242,54 @@ fn deferred(mut s: Schedule, timing: Timing) -> (Schedule, CheckReport) {
     (s, report)
 }
 
-/// `Gate::Deferred` for a candidate likely to win, when nothing has simulated it yet: the
-/// validator runs beside the simulator (on the pool's other threads) and stops as soon as the
-/// simulated time is no better than `incumbent_ns` (the candidate then loses, and is deferred
-/// as any). A winner so leaves validated: `auto` does not validate it again after the
-/// simulation (the greedy on torus:64x64 after failures: 8 M transfers, each check about 8 s).
+/// The best simulated time among the candidates checked so far (`gate_speculative_until`):
+/// one no faster is not validated. Shared by runs checked side by side.
+pub(super) struct Incumbent(std::sync::atomic::AtomicU64);
+
+impl Incumbent {
+    /// With `ns` (a schedule the caller already has) to beat, or nothing.
+    pub(super) fn new(ns: Option<f64>) -> Incumbent {
+        Incumbent(std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits()))
+    }
+
+    /// Takes `ns` as the best when it beats it (a tie keeps the incumbent); whether it did.
+    pub(super) fn offer(&self, ns: f64) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.0.fetch_update(SeqCst, SeqCst, |best| (ns < f64::from_bits(best)).then_some(ns.to_bits())).is_ok()
+    }
+}
+
+/// `Gate::Deferred` for a candidate that may win, when nothing has simulated it yet: the
+/// simulator runs first and the validator beside it (on the pool's other threads, or after
+/// it on this one); the validator stops as soon as the simulated time does not beat the
+/// `incumbent` (the candidate then loses, and is deferred as any). A winner so leaves
+/// validated: `auto` does not validate it again after the simulation (the greedy on
+/// torus:64x64 after failures: 8 M transfers, each check about 8 s), and of several runs side
+/// by side each new best is validated while the others still run.
+///
+/// `stop` ends the check: before the simulation ends, with `Error::Cancelled`; after, with the
+/// candidate deferred (the caller tells a cancel from its deadline).
 pub(super) fn gate_speculative_until(
     mut s: Schedule,
-    incumbent_ns: Option<f64>,
-    cancelled: &(dyn Fn() -> bool + Sync),
+    incumbent: &Incumbent,
+    stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, CheckReport), Error> {
     use std::sync::atomic::{AtomicBool, Ordering};
     ready_for_check(&mut s);
     let lost = AtomicBool::new(false);
-    let stop_validation = || cancelled() || lost.load(Ordering::Relaxed);
-    let (validated, simulated) = rayon::join(
-        || validate_with_collective(&s, &stop_validation),
+    let stop_validation = || stop() || lost.load(Ordering::Relaxed);
+    let (simulated, validated) = rayon::join(
         || {
-            let r = crate::sim::simulate_until(&s, cancelled);
+            let r = crate::sim::simulate_until(&s, stop);
             if let Ok(t) = &r
-                && incumbent_ns.is_some_and(|i| t.collective_time_ns >= i)
+                && !incumbent.offer(t.collective_time_ns)
             {
                 lost.store(true, Ordering::Relaxed);
             }
             r
         },
+        || validate_with_collective(&s, &stop_validation),
     );
-    if cancelled() {
-        return Err(Error::Cancelled);
-    }
     match (validated, simulated) {
         (_, Err(crate::sim::SimError::Stopped)) => Err(Error::Cancelled),
         // It loses: deferred as any loser, whether or not the validator had finished.
@@ -280,8 +299,9 @@ pub(super) fn gate_speculative_until(
             let r = complete(&s, v, simulated, false).ok_or(Error::Cancelled)?;
             accept(s, r).inspect_err(|e| tracing::error!("a deferred candidate validated beside its simulation: {e}"))
         }
-        // The validator stops only when asked to, or when the candidate lost.
-        (None, _) => Err(Error::Cancelled),
+        // Stopped after its simulation: deferred.
+        (None, Ok(timing)) => Ok(deferred(s, timing)),
+        (None, Err(_)) => Err(Error::Cancelled),
     }
 }
 
@@ -375,26 +395,41 @@ mod tests {
         assert!(full.valid);
         let t = full.collective_time_ns.unwrap();
         for incumbent in [None, Some(t * 1.5)] {
-            let (out, r) = gate_speculative_until(s.clone(), incumbent, &|| false).unwrap();
+            let (out, r) = gate_speculative_until(s.clone(), &Incumbent::new(incumbent), &|| false).unwrap();
             assert!(r.valid, "{incumbent:?}");
             assert_eq!(r.collective_time_ns, Some(t));
             assert_eq!(out.collective_time_ns, Some(t));
         }
         for incumbent in [t, t / 2.0] {
-            let (out, r) = gate_speculative_until(s.clone(), Some(incumbent), &|| false).unwrap();
+            let (out, r) = gate_speculative_until(s.clone(), &Incumbent::new(Some(incumbent)), &|| false).unwrap();
             assert!(!r.valid && r.violations.is_empty(), "{incumbent}");
             assert_eq!(out.collective_time_ns, Some(t));
         }
         // The last transfer dropped: an NPU misses a chunk.
         let mut broken = s.clone();
         broken.transfers = broken.transfers.permuted(&(0..s.transfers.len() as u32 - 1).collect::<Vec<_>>());
-        let e = gate_speculative_until(broken.clone(), None, &|| false).unwrap_err();
+        let e = gate_speculative_until(broken.clone(), &Incumbent::new(None), &|| false).unwrap_err();
         assert!(matches!(e, Error::Internal(EngineError::InvalidSchedule { .. })), "{e}");
         // Losing, it is not validated (nothing it sends leaves the engine unchecked: `auto`
         // validates the winner it returns).
-        let (_, r) = gate_speculative_until(broken, Some(1.0), &|| false).unwrap();
+        let (_, r) = gate_speculative_until(broken, &Incumbent::new(Some(1.0)), &|| false).unwrap();
         assert!(!r.valid && r.violations.is_empty());
         // Cancelled: no verdict.
-        assert!(matches!(gate_speculative_until(s, None, &|| true), Err(Error::Cancelled)));
+        assert!(matches!(gate_speculative_until(s.clone(), &Incumbent::new(None), &|| true), Err(Error::Cancelled)));
+        // Several runs side by side share the incumbent: the first is validated and becomes
+        // it, one no faster after it is only simulated, and one faster is validated again.
+        let shared = Incumbent::new(None);
+        let (_, first) = gate_speculative_until(s.clone(), &shared, &|| false).unwrap();
+        let (_, same) = gate_speculative_until(s.clone(), &shared, &|| false).unwrap();
+        assert!(first.valid && !same.valid && same.collective_time_ns == Some(t));
+        assert!(shared.offer(t / 2.0) && !shared.offer(t / 2.0) && !shared.offer(t));
+        // Stopped once simulated (the validator asks after the simulator's first poll): the
+        // candidate is deferred with its time, not dropped.
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let after_the_simulation = || asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1;
+        let rayon1 = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let (out, r) =
+            rayon1.install(|| gate_speculative_until(s, &Incumbent::new(None), &after_the_simulation)).unwrap();
+        assert!(!r.valid && r.violations.is_empty() && out.collective_time_ns == Some(t));
     }
 }

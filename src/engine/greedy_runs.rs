@@ -233,6 +233,7 @@ pub(super) fn synthesize_greedy(
     };
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
     let labels = Labels::new();
+    let incumbent = super::check::Incumbent::new(req.incumbent_ns);
     let run = |(index, r): (usize, &Run)| -> Outcome {
         // Checked before a run builds anything: a cancel or the deadline skips every run not
         // yet started at once (a run's own first poll comes only after its problem is built).
@@ -247,6 +248,29 @@ pub(super) fn synthesize_greedy(
         tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, variant = r.variant, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: run produced");
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match produced {
+            // Several under a deferred gate: each is simulated and, while it is the fastest so
+            // far, validated beside (on the pool's threads left by runs still going), so the
+            // winner leaves validated.
+            Ok((schedule, stats)) if !single && req.gate == Gate::Deferred => {
+                let checked = super::check::gate_speculative_until(schedule, &incumbent, polled);
+                if cancelled() {
+                    return Outcome { cancelled: true, ..Outcome::default() };
+                }
+                match checked {
+                    Ok((schedule, report)) => {
+                        let time_ns = report.collective_time_ns.unwrap_or(f64::INFINITY);
+                        tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, validated = report.valid, "greedy: run ranked");
+                        let (timing, checked) = match report.valid {
+                            true => (None, Some(report)),
+                            false => (report.timing, None),
+                        };
+                        let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats };
+                        Outcome { best: Some(best), ..Outcome::default() }
+                    }
+                    Err(Error::Cancelled) => Outcome::cut(),
+                    Err(e) => Outcome { error: Some((index, e)), ..Outcome::default() },
+                }
+            }
             Ok((schedule, stats)) => {
                 // One candidate needs no ranking; the gate simulates it anyway. Several are
                 // ranked by their simulation, which the winner's gate then reuses.
@@ -269,7 +293,8 @@ pub(super) fn synthesize_greedy(
                 if !single {
                     tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
                 }
-                Outcome { best: Some(Candidate { time_ns, timing, run: *r, schedule, stats }), ..Outcome::default() }
+                let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats };
+                Outcome { best: Some(best), ..Outcome::default() }
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
             Err(e) if e.is_cancelled() => Outcome::cut(),
@@ -298,16 +323,17 @@ pub(super) fn synthesize_greedy(
             None => Error::TimeLimit { limit_s: req.time_limit_s },
         });
     };
-    let Candidate { run, schedule, stats: gst, timing, .. } = best;
+    let Candidate { run, schedule, stats: gst, timing, checked: report, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     // A winner nothing has simulated yet (a single run) is validated beside its simulation
     // under a deferred gate: it is likely the portfolio's winner.
-    let (schedule, report) = match timing {
-        None if req.gate == Gate::Deferred => {
-            super::check::gate_speculative_until(schedule, req.incumbent_ns, cancelled)?
+    let (schedule, report) = match (report, timing) {
+        (Some(report), _) => (schedule, report),
+        (None, None) if req.gate == Gate::Deferred => {
+            super::check::gate_speculative_until(schedule, &incumbent, cancelled)?
         }
-        timing => gate_timed_until(schedule, timing, req.gate, cancelled)?,
+        (None, timing) => gate_timed_until(schedule, timing, req.gate, cancelled)?,
     };
     tracing::debug!(target: "ccsynth::timing", wall_ms = checked.elapsed().as_secs_f64() * 1e3, runs = total, "greedy: the winner gated");
     let search = GreedySearch {
@@ -502,8 +528,10 @@ impl Outcome {
 /// One greedy run of a synthesis: its schedule, simulated time and where it came from.
 struct Candidate {
     time_ns: f64,
-    /// The simulator's report that ranked it (none when it was the only run).
+    /// The simulator's report that ranked it (none when it was the only run, or validated).
     timing: Option<crate::sim::Timing>,
+    /// Its full check, when it was validated as it was ranked (`gate_speculative_until`).
+    checked: Option<crate::engine::CheckReport>,
     run: Run,
     schedule: Schedule,
     stats: crate::synth::PlanStats,

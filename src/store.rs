@@ -94,6 +94,10 @@ pub enum Backend {
 /// the body is the top-level field (the fields before it are the format, algorithm and seed).
 pub const TOPOLOGY_BY_REF: &str = "\"topology\":null";
 
+/// Bytes of one stored body at most: SQLite's default largest value is 10^9 bytes, and
+/// PostgreSQL's 1 GiB.
+pub const STORED_MAX_BYTES: usize = 900_000_000;
+
 /// Schedule bodies from this size on are stored compressed.
 pub const COMPRESS_FROM_BYTES: usize = 64 << 10;
 
@@ -126,6 +130,14 @@ impl StoredBody {
     pub fn packed(bytes: &[u8], json_len: usize) -> Result<StoredBody, StoreError> {
         let bytes = zstd::bulk::compress(bytes, 3).map_err(|e| StoreError::Compress(e.to_string()))?;
         Ok(StoredBody::Zstd { bytes, json_len })
+    }
+
+    /// Bytes as stored.
+    pub fn stored_len(&self) -> usize {
+        match self {
+            StoredBody::Json(s) => s.len(),
+            StoredBody::Zstd { bytes, .. } => bytes.len(),
+        }
     }
 
     /// Bytes of the JSON it holds (or that the packed schedule it holds would take).

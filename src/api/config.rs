@@ -28,7 +28,8 @@ pub struct Config {
     pub drain_ms: u64,
     /// Claims of one job before it is failed (its worker keeps stopping without finishing).
     pub max_attempts: i64,
-    /// Largest schedule JSON stored; a larger result fails its job with the reason.
+    /// Largest schedule JSON stored; a larger result fails its job with the reason. Large
+    /// schedules are stored packed and served as a stream: this bounds what one GET sends.
     pub max_result_bytes: usize,
     /// A connection that has not sent a complete request head this long after it opened, or
     /// after its last response, is closed (slow or idle clients hold no connection for long).
@@ -138,7 +139,7 @@ impl Config {
             grace_ms: 10_000,
             drain_ms: 1_000,
             max_attempts: 3,
-            max_result_bytes: 512 << 20,
+            max_result_bytes: 8 << 30,
             header_timeout_ms: 10_000,
             body_timeout_ms: 30_000,
             max_connections: 4_096,

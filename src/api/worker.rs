@@ -200,6 +200,13 @@ async fn execute(
             st.config.max_result_bytes
         )));
     }
+    if body.stored_len() > crate::store::STORED_MAX_BYTES {
+        return Err(JobEnd::Failed(format!(
+            "the schedule's stored form is {} bytes; the database holds at most {} in one value",
+            body.stored_len(),
+            crate::store::STORED_MAX_BYTES
+        )));
+    }
     Ok(Finished { schedule_id, topology_id, body, summary, topology_by_ref })
 }
 

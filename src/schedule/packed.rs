@@ -50,18 +50,7 @@ const SAME: u64 = u64::MAX;
 /// Packs `s`. `edit_header` may change the header's JSON (the schedule with empty conditions
 /// and no transfers) before it is written: the service leaves out a topology it stores once.
 pub fn pack(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<Packing> {
-    let transfers = std::mem::take(&mut s.transfers);
-    let pre = std::mem::take(&mut s.precondition);
-    let post = std::mem::take(&mut s.postcondition);
-    let header = serde_json::to_string(&*s);
-    (s.transfers, s.precondition, s.postcondition) = (transfers, pre, post);
-    let mut header = header?;
-    edit_header(&mut header);
-    // The header holds [] for each condition and for the transfers.
-    let json_len = header.len() as u64 - 6
-        + pairs_json_len(&s.precondition)
-        + pairs_json_len(&s.postcondition)
-        + json_len(&s.transfers);
+    let (header, json_len) = header_and_len(s, edit_header)?;
     let mut out = Vec::with_capacity(64 + header.len() + 17 * s.transfers.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&json_len.to_le_bytes());
@@ -75,6 +64,28 @@ pub fn pack(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_js
     }
     s.transfers.write_packed(&mut out);
     Ok(Packing { bytes: out, json_len })
+}
+
+/// The length of `s`'s JSON as serde_json writes it, counted without writing it.
+pub fn schedule_json_len(s: &mut Schedule) -> serde_json::Result<u64> {
+    header_and_len(s, |_| {}).map(|(_, n)| n)
+}
+
+/// The header (edited) and the length of the JSON it stands for.
+fn header_and_len(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<(String, u64)> {
+    let transfers = std::mem::take(&mut s.transfers);
+    let pre = std::mem::take(&mut s.precondition);
+    let post = std::mem::take(&mut s.postcondition);
+    let header = serde_json::to_string(&*s);
+    (s.transfers, s.precondition, s.postcondition) = (transfers, pre, post);
+    let mut header = header?;
+    edit_header(&mut header);
+    // The header holds [] for each condition and for the transfers.
+    let json_len = header.len() as u64 - 6
+        + pairs_json_len(&s.precondition)
+        + pairs_json_len(&s.postcondition)
+        + json_len(&s.transfers);
+    Ok((header, json_len))
 }
 
 /// Splits a packed body into its parts.
@@ -287,6 +298,7 @@ mod tests {
         assert_eq!(back.transfers.at(5).dst_chunks, Some(&[2u32, 2][..]));
         let json = serde_json::to_string(&s).unwrap();
         assert_eq!(split(&bytes).unwrap().json_len, json.len() as u64);
+        assert_eq!(schedule_json_len(&mut s.clone()).unwrap(), json.len() as u64);
         assert_eq!(json_len(&Transfers::new()), 2);
         // An all-gather's conditions differ; an all-reduce's are one list, kept once.
         assert!(s.precondition != s.postcondition);

@@ -2072,6 +2072,8 @@ fn large_schedules_are_stored_compressed(db: Db) {
     let sid = v["schedule_id"].as_str().unwrap().to_string();
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
     assert_eq!(r.status, 200);
+    // Written as the client reads it (never held whole), under the length counted ahead.
+    assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
     let doc = r.json();
     assert_eq!(doc["transfers"].as_array().unwrap().len(), 4032);
     assert_eq!(doc["topology"]["npus"], 64, "the topology is spliced back in");

@@ -134,7 +134,11 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let heavy = chunk_moves(&previous) > REPAIR_FIRST_MAX_MOVES;
     let serving = serves(&previous, req);
     let mut previous = Some(previous);
-    let mut repair = |stop: &(dyn Fn() -> bool + Sync)| -> (Result<(Output, RepairStats), String>, f64) {
+    // `beat`: a schedule already in hand (the fresh run's, when the repair runs after it):
+    // a repair whose busiest link alone takes longer is priced out before its simulation.
+    let mut repair = |stop: &(dyn Fn() -> bool + Sync),
+                      beat: Option<f64>|
+     -> (Result<(Output, RepairStats), String>, f64) {
         let began = Instant::now();
         let previous = previous.take().expect("repaired once");
         let out = serving.clone().and_then(|()| {
@@ -143,6 +147,18 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
                 RepairError::Stopped => "stopped: the time limit ran out".to_string(),
                 e => e.to_string(),
             })?;
+            let ms = began.elapsed().as_secs_f64() * 1e3;
+            tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
+            if let Some(beat) = beat
+                && let Some(busiest) = crate::sim::link_load_bound_ns(&s)
+                && busiest >= beat
+            {
+                return Err(format!(
+                    "priced out: its busiest link alone is busy {:.3} us, longer than the fresh schedule ({:.3} us)",
+                    busiest / 1e3,
+                    beat / 1e3
+                ));
+            }
             s.algorithm = Some("repair".into());
             // Simulated only: it is validated (and bounded) once kept, so a repair that loses
             // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
@@ -167,9 +183,10 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     };
     let ((repaired, repair_ms), (fresh, fresh_ms)) = if heavy {
         let fresh = fresh_run(None);
-        (repair(&stop), fresh)
+        let beat = fresh.0.as_ref().ok().and_then(|o| o.schedule.collective_time_ns);
+        (repair(&stop, beat), fresh)
     } else {
-        let repaired = repair(&stop);
+        let repaired = repair(&stop, None);
         let incumbent = repaired.0.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);
         (repaired, fresh_run(incumbent))
     };

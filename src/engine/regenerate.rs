@@ -136,12 +136,11 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let mut previous = Some(previous);
     // `beat`: a schedule already in hand (the fresh run's, when the repair runs after it):
     // a repair whose busiest link alone takes longer is priced out before its simulation.
-    let mut repair = |stop: &(dyn Fn() -> bool + Sync),
-                      beat: Option<f64>|
-     -> (Result<(Output, RepairStats), String>, f64) {
-        let began = Instant::now();
-        let previous = previous.take().expect("repaired once");
-        let out = serving.clone().and_then(|()| {
+    let mut repair =
+        |stop: &(dyn Fn() -> bool + Sync), beat: Option<f64>| -> (Result<(Output, RepairStats), String>, f64) {
+            let began = Instant::now();
+            let previous = previous.take().expect("repaired once");
+            let out = serving.clone().and_then(|()| {
             (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
             let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
                 RepairError::Stopped => "stopped: the time limit ran out".to_string(),
@@ -169,8 +168,8 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
             let algorithm = "repair".to_string();
             Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
         });
-        (out, began.elapsed().as_secs_f64() * 1e3)
-    };
+            (out, began.elapsed().as_secs_f64() * 1e3)
+        };
     let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {
         (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
         let began = Instant::now();

@@ -16,11 +16,12 @@ pub fn greedy(
     topo: &Topology,
     c: &Collective,
     opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let (roots, weighted) = roots_for(topo, c);
     // With unequal shares the phases may overlap (`overlap`).
-    let manner = Manner { overlap: weighted.as_ref().map(|_| cancelled), ..Manner::picking(c) };
+    let unsynced: &dyn Fn() -> bool = cancelled;
+    let manner = Manner { overlap: weighted.as_ref().map(|_| unsynced), ..Manner::picking(c) };
     let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
     stats.shares = weighted.as_deref().map(shares::ShareStats::of);
     Ok((s, stats))
@@ -35,10 +36,12 @@ fn matched(
     roots: &[u32],
     manner: Manner,
     opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let combining = vec![plan.combining; plan.num_chunks];
     let mut planner = |p: &matching::Problem, seed, _phase, _left| matching::plan(p, seed, cancelled);
+    let side_by_side = |p: &matching::Problem, seed| matching::plan(p, seed, cancelled);
+    let manner = Manner { side_by_side: Some(&side_by_side), ..manner };
     let (transfers, stats) = movement_core(topo, plan, &combining, roots, manner, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), out, "greedy");
     s.seed = Some(opts.seed);
@@ -54,7 +57,7 @@ pub fn greedy_plain(
     topo: &Topology,
     c: &Collective,
     opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
     matched(topo, c, c, &roots, Manner::PLAIN, opts, cancelled)
@@ -71,7 +74,7 @@ pub fn greedy_grouped(
     c: &Collective,
     group: usize,
     opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     if group <= 1 {
         return greedy(topo, c, opts, cancelled);
@@ -125,7 +128,7 @@ fn all_gather_in_messages(
     c: &Collective,
     group: usize,
     opts: &PlanOptions,
-    cancelled: &dyn Fn() -> bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let coarse = Collective { chunk_size_bytes: c.chunk_size_bytes * group as f64, ..c.clone() };
     let manner = Manner { capacity: group as u32, ..Manner::picking(c) };

@@ -83,6 +83,11 @@ impl SynthError {
 /// (inversion, pruning, reversal, tenants) is shared.
 type Planner<'a> = dyn FnMut(&greedy::Problem, u64, &'static str, u32) -> Result<greedy::Plan, SynthError> + 'a;
 
+/// Plans one phase (problem, seed -> plan) on any thread: given, the two phases of a
+/// combining collective are planned at once (the greedy; the ILP shares one time budget
+/// between its phases in order).
+type SideBySide<'a> = dyn Fn(&greedy::Problem, u64) -> Result<greedy::Plan, SynthError> + Sync + 'a;
+
 /// What the ILP adds to a synthesis: its statistics and, if asked, each phase's LP text.
 #[derive(Clone, Debug)]
 pub struct IlpOutput {
@@ -162,26 +167,28 @@ pub fn ilp_multi(
     Ok((joint, IlpOutput { stats: ilp::IlpStats::from_phases(phases, ilp_opts), lp }))
 }
 
-/// How `movement_core` plans: the matcher's pick (`greedy::Problem::rarest_first`), and
-/// whether the two phases of an all-reduce may run in one timeline (`overlap`, polling the
-/// given cancel flag).
+/// How `movement_core` plans: the matcher's pick (`greedy::Problem::rarest_first`), whether
+/// the two phases of an all-reduce may run in one timeline (`overlap`, polling the given
+/// cancel flag), and whether they are planned at once (`side_by_side`).
 #[derive(Clone, Copy)]
 struct Manner<'a> {
     rarest_first: bool,
     overlap: Option<&'a dyn Fn() -> bool>,
     /// Chunks an edge may start per timestep (`greedy::Problem::capacity`).
     capacity: u32,
+    /// Plans either phase on any thread: given, the two phases are planned side by side.
+    side_by_side: Option<&'a SideBySide<'a>>,
 }
 
 impl Manner<'_> {
     /// The random pick, the phases in sequence.
-    const PLAIN: Manner<'static> = Manner { rarest_first: false, overlap: None, capacity: 1 };
+    const PLAIN: Manner<'static> = Manner { rarest_first: false, overlap: None, capacity: 1, side_by_side: None };
 
     /// Rarest-first for combining collectives (their phases spread from roots that, with
     /// unequal shares, hold most chunks; measured never slower on the all-reduce and reduce
     /// cases tried, up to 25% faster); the others keep the random pick.
     fn picking(c: &Collective) -> Manner<'static> {
-        Manner { rarest_first: c.combining, overlap: None, capacity: 1 }
+        Manner { rarest_first: c.combining, overlap: None, capacity: 1, side_by_side: None }
     }
 }
 
@@ -201,7 +208,7 @@ fn movement_core(
     planner: &mut Planner,
 ) -> Result<(Transfers, PlanStats), SynthError> {
     let live = topo.live_npus().len();
-    let Manner { rarest_first, overlap: overlapped, capacity } = manner;
+    let Manner { rarest_first, overlap: overlapped, capacity, side_by_side } = manner;
     let mut stats = PlanStats::default();
     let mut transfers = Transfers::new();
     let mut next_step = 0u32;
@@ -214,50 +221,68 @@ fn movement_core(
         forward_pre.dedup();
     }
     let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
-    if reduce_needed {
-        let transposed = topo.transposed();
-        let ten = Ten::build(&transposed, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
+    // Each phase's problem: the reduce phase on the transposed topology (reversed afterwards),
+    // the forward phase on the topology. Neither depends on the other's plan.
+    let transposed = reduce_needed.then(|| topo.transposed());
+    let reduce_ten = match &transposed {
+        Some(t) => Some(Ten::build(t, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?),
+        None => None,
+    };
+    let reduce_pre: Vec<[u32; 2]> = match reduce_needed {
+        true => (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect(),
+        false => Vec::new(),
+    };
+    let reduce_post: Vec<[u32; 2]> = match reduce_needed {
+        true => c.precondition.iter().copied().filter(|p| combining[p[1] as usize]).collect(),
+        false => Vec::new(),
+    };
+    let forward_ten = match needs_forward {
+        true => Some(Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?),
+        false => None,
+    };
+    let problem = |ten, pre, post| greedy::Problem {
+        ten,
+        num_chunks: c.num_chunks,
+        pre,
+        post,
+        live_npus: live,
+        rarest_first,
+        capacity,
+    };
+    let reduce_problem = reduce_ten.as_ref().map(|ten| problem(ten, &reduce_pre, &reduce_post));
+    let forward_problem = forward_ten.as_ref().map(|ten| problem(ten, &forward_pre, &c.postcondition));
+    let seeds = (opts.seed, opts.seed.wrapping_add(0x9E37_79B9));
+    let (reduce_plan, forward_plan) = match (side_by_side, &reduce_problem, &forward_problem) {
+        // Both phases at once on the pool (the matcher is single-threaded: a 4096-NPU
+        // all-reduce planned its two phases in about 12 s one after the other).
+        (Some(plan), Some(r), Some(f)) => {
+            let (r, f) = rayon::join(|| plan(r, seeds.0), || plan(f, seeds.1));
+            (Some(r?), Some(f?))
+        }
+        _ => {
+            let left = 1 + needs_forward as u32;
+            let r = reduce_problem.as_ref().map(|p| planner(p, seeds.0, "reduce", left)).transpose()?;
+            let f = forward_problem.as_ref().map(|p| planner(p, seeds.1, "forward", 1)).transpose()?;
+            (r, f)
+        }
+    };
+    if let (Some(ten), Some(plan)) = (&reduce_ten, reduce_plan) {
         stats.discretization_ns = ten.discretization_ns;
-        let mut pre: Vec<[u32; 2]> =
-            (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect();
-        pre.sort_unstable();
-        let post: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| combining[p[1] as usize]).collect();
-        let problem = greedy::Problem {
-            ten: &ten,
-            num_chunks: c.num_chunks,
-            pre: &pre,
-            post: &post,
-            live_npus: live,
-            rarest_first,
-            capacity,
-        };
-        let plan = planner(&problem, opts.seed, "reduce", 1 + needs_forward as u32)?;
-        let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &post);
+        let moves = prune_dead_ends(ten, c.num_chunks, plan.moves, &reduce_post);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
-        transfers = reverse(&ten, c.num_chunks, &moves, plan.timesteps, &post);
+        transfers = reverse(ten, c.num_chunks, &moves, plan.timesteps, &reduce_post);
         next_step = transfers.steps().iter().map(|t| t + 1).max().unwrap_or(0);
     }
-    if needs_forward {
-        let ten = Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?;
+    if let (Some(ten), Some(plan)) = (&forward_ten, forward_plan) {
         stats.discretization_ns = ten.discretization_ns;
-        let problem = greedy::Problem {
-            ten: &ten,
-            num_chunks: c.num_chunks,
-            pre: &forward_pre,
-            post: &c.postcondition,
-            live_npus: live,
-            rarest_first,
-            capacity,
-        };
-        let plan = planner(&problem, opts.seed.wrapping_add(0x9E37_79B9), "forward", 1)?;
-        let moves = prune_dead_ends(&ten, c.num_chunks, plan.moves, &c.postcondition);
+        let moves = prune_dead_ends(ten, c.num_chunks, plan.moves, &c.postcondition);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
         let sequential: u32 = stats.phase_timesteps.iter().sum();
         if let Some(cancelled) = overlapped.filter(|_| reduce_needed)
             && let Some((both, steps)) =
-                overlap::overlap(&ten, &transfers, &moves, roots, c.num_chunks, sequential, cancelled)
+                overlap::overlap(ten, &transfers, &moves, roots, c.num_chunks, sequential, cancelled)
         {
             stats.ten_timesteps = steps;
             stats.overlapped = true;
@@ -597,6 +622,34 @@ mod tests {
             }
         }
         moves.into_iter().zip(alive).filter(|(_, a)| *a).map(|(m, _)| m).collect()
+    }
+
+    /// The two phases planned side by side (the greedy) give the schedule planned one after
+    /// the other: each phase's plan depends only on its problem and seed.
+    #[test]
+    fn phases_side_by_side_plan_what_phases_in_order_plan() {
+        let opts = PlanOptions { seed: 3, switch_model: SwitchModel::default(), discretization_ns: None };
+        for (spec, fail) in [("torus:4x4", None), ("torus:4x4", Some((1, 2))), ("mesh:3x3", None), ("ring:6", None)] {
+            let mut topo = crate::topology::parse_spec(spec).unwrap();
+            if let Some((u, v)) = fail {
+                let f = crate::topology::Failures { links: vec![[u, v]], npus: Vec::new(), directed: false };
+                topo = topo.with_failures(&f).unwrap();
+            }
+            let kind = crate::collective::CollectiveKind::AllReduce;
+            let spec_c = crate::collective::CollectiveSpec::new(kind, 1 << 22).with_chunks_per_npu(2);
+            let c = Collective::build(&spec_c, &topo).unwrap();
+            let (roots, _) = roots_for(&topo, &c);
+            let combining = vec![true; c.num_chunks];
+            let never = || false;
+            let mut each = |p: &greedy::Problem, seed, _: &'static str, _: u32| greedy::plan(p, seed, &never);
+            let both = |p: &greedy::Problem, seed| greedy::plan(p, seed, &never);
+            let in_order = Manner::picking(&c);
+            let at_once = Manner { side_by_side: Some(&both), ..in_order };
+            let (a, sa) = movement_core(&topo, &c, &combining, &roots, in_order, &opts, &mut each).unwrap();
+            let (b, sb) = movement_core(&topo, &c, &combining, &roots, at_once, &opts, &mut each).unwrap();
+            assert_eq!(sa, sb, "{spec} {fail:?}");
+            assert!(a == b && !a.is_empty(), "{spec} {fail:?}");
+        }
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! Reading trusts nothing: every length is checked against what is left, every index against
 //! its table, so a damaged body is an error, never a panic or a huge allocation.
 
+use super::transfers::{MANY, PATH, REDUCE, SLOTS};
 use super::{ChunkList, Route, Schedule, Transfer, Transfers};
+use std::sync::Arc;
 
 /// What a packed body starts with (a JSON body starts with `{`).
 pub const MAGIC: &[u8; 8] = b"ccsPACK1";
@@ -194,10 +196,10 @@ pub fn json_len(transfers: &Transfers) -> u64 {
 }
 
 /// A cursor over untrusted bytes.
-pub(super) struct Reader<'a>(pub(super) &'a [u8]);
+struct Reader<'a>(&'a [u8]);
 
 impl<'a> Reader<'a> {
-    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if n > self.0.len() {
             return Err(format!("truncated: {n} bytes wanted, {} left", self.0.len()));
         }
@@ -205,14 +207,14 @@ impl<'a> Reader<'a> {
         self.0 = rest;
         Ok(head)
     }
-    pub(super) fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
     }
-    pub(super) fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
     }
     /// A count of items of at least one byte each: no more than the bytes left.
-    pub(super) fn len(&mut self) -> Result<usize, String> {
+    fn len(&mut self) -> Result<usize, String> {
         let n = self.u64()?;
         if n > self.0.len() as u64 {
             return Err(format!("a count of {n} with {} bytes left", self.0.len()));
@@ -220,31 +222,31 @@ impl<'a> Reader<'a> {
         Ok(n as usize)
     }
     /// `n` little-endian u32s.
-    pub(super) fn u32s(&mut self, n: usize) -> Result<Vec<u32>, String> {
+    fn u32s(&mut self, n: usize) -> Result<Vec<u32>, String> {
         let bytes = self.take(n.checked_mul(4).ok_or("count overflows")?)?;
         Ok(bytes.chunks_exact(4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))).collect())
     }
     /// A list: its length (u32), then its entries.
-    pub(super) fn list(&mut self) -> Result<Vec<u32>, String> {
+    fn list(&mut self) -> Result<Vec<u32>, String> {
         let n = self.u32()? as usize;
         self.u32s(n)
     }
 }
 
-pub(super) fn put_u32s(out: &mut Vec<u8>, v: &[u32]) {
+fn put_u32s(out: &mut Vec<u8>, v: &[u32]) {
     out.reserve(4 * v.len());
     for x in v {
         out.extend_from_slice(&x.to_le_bytes());
     }
 }
 
-pub(super) fn put_list(out: &mut Vec<u8>, v: &[u32]) {
+fn put_list(out: &mut Vec<u8>, v: &[u32]) {
     out.extend_from_slice(&(v.len() as u32).to_le_bytes());
     put_u32s(out, v);
 }
 
 /// Rebuilds one transfer from its columns (the tables already checked by the caller).
-pub(super) fn transfer(
+fn transfer(
     step: u32,
     src: u32,
     dst: u32,
@@ -258,6 +260,97 @@ pub(super) fn transfer(
     t.path = path;
     t.dst_chunks = slots.map(Box::new);
     t
+}
+
+/// The transfers' section (`Transfers`' fields are visible within `schedule`).
+impl Transfers {
+    /// Appends the packed transfers' section (`schedule::packed`): the columns as they are.
+    fn write_packed(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        for col in [&self.step, &self.src, &self.dst, &self.chunk] {
+            put_u32s(out, col);
+        }
+        out.extend_from_slice(&self.flags);
+        out.extend_from_slice(&(self.lists.len() as u64).to_le_bytes());
+        for l in &self.lists {
+            put_list(out, l);
+        }
+        out.extend_from_slice(&(self.routes.len() as u64).to_le_bytes());
+        for r in &self.routes {
+            put_list(out, r);
+        }
+        out.push(u8::from(!self.route.is_empty()));
+        put_u32s(out, &self.route);
+        out.extend_from_slice(&(self.slots.len() as u64).to_le_bytes());
+        for (i, d) in &self.slots {
+            out.extend_from_slice(&i.to_le_bytes());
+            put_list(out, d);
+        }
+    }
+
+    /// Reads what `write_packed` wrote, checking every index against its table; the transfers
+    /// are pushed again, so the columns keep their invariants whatever the bytes said.
+    pub fn from_packed(bytes: &[u8]) -> Result<Transfers, String> {
+        let mut r = Reader(bytes);
+        let n = r.len()?;
+        let (step, src, dst, chunk) = (r.u32s(n)?, r.u32s(n)?, r.u32s(n)?, r.u32s(n)?);
+        let flags = r.take(n)?;
+        let count = r.len()?;
+        let lists = (0..count).map(|_| r.list().map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let count = r.len()?;
+        let routes = (0..count).map(|_| r.list().map(Route::from)).collect::<Result<Vec<_>, _>>()?;
+        let route = match r.take(1)?[0] {
+            0 => Vec::new(),
+            1 => r.u32s(n)?,
+            x => return Err(format!("route column marker {x}")),
+        };
+        let count = r.len()?;
+        let mut slots = Vec::with_capacity(count);
+        for _ in 0..count {
+            let i = r.u32()?;
+            if slots.last().is_some_and(|&(last, _)| last >= i) || i as usize >= n {
+                return Err(format!("destination slots of transfer {i} out of order or range"));
+            }
+            slots.push((i, ChunkList::from(r.list()?)));
+        }
+        if !r.0.is_empty() {
+            return Err(format!("{} bytes after the transfers", r.0.len()));
+        }
+        let mut slots = slots.into_iter().peekable();
+        let mut out = Transfers::with_capacity(n);
+        for i in 0..n {
+            let f = flags[i];
+            if f & !(REDUCE | MANY | PATH | SLOTS) != 0 {
+                return Err(format!("transfer {i}: flags {f:#x}"));
+            }
+            let chunks = if f & MANY != 0 {
+                let l =
+                    lists.get(chunk[i] as usize).ok_or_else(|| format!("transfer {i}: no chunk list {}", chunk[i]))?;
+                ChunkList::Many(l.clone())
+            } else {
+                ChunkList::One(chunk[i])
+            };
+            let path = if f & PATH != 0 {
+                let id = route.get(i).ok_or_else(|| format!("transfer {i}: a path without a route column"))?;
+                Some(routes.get(*id as usize).ok_or_else(|| format!("transfer {i}: no route {id}"))?.clone())
+            } else {
+                None
+            };
+            let dst_chunks = if f & SLOTS != 0 {
+                match slots.next_if(|&(at, _)| at as usize == i) {
+                    Some((_, d)) => Some(d),
+                    None => return Err(format!("transfer {i}: destination slots missing")),
+                }
+            } else {
+                None
+            };
+            out.push(transfer(step[i], src[i], dst[i], chunks, f & REDUCE != 0, path, dst_chunks));
+        }
+        if slots.next().is_some() {
+            return Err("destination slots of a transfer without them".into());
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

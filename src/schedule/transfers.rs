@@ -11,38 +11,38 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
-const REDUCE: u8 = 1;
+pub(super) const REDUCE: u8 = 1;
 /// `chunk[i]` indexes `lists` (a chunk list of other than one chunk).
-const MANY: u8 = 2;
+pub(super) const MANY: u8 = 2;
 /// `route[i]` indexes `routes`.
-const PATH: u8 = 4;
+pub(super) const PATH: u8 = 4;
 /// The transfer has an entry in `slots`.
-const SLOTS: u8 = 8;
+pub(super) const SLOTS: u8 = 8;
 /// No route in the `route` column.
 const NO_ROUTE: u32 = u32::MAX;
 
 /// A schedule's transfers, in array order (the order of the JSON array), as columns.
 #[derive(Clone, Default)]
 pub struct Transfers {
-    step: Vec<u32>,
-    src: Vec<u32>,
-    dst: Vec<u32>,
+    pub(super) step: Vec<u32>,
+    pub(super) src: Vec<u32>,
+    pub(super) dst: Vec<u32>,
     /// The transfer's one chunk, or with `MANY` its list's index in `lists`.
-    chunk: Vec<u32>,
-    flags: Vec<u8>,
-    lists: Vec<Arc<Vec<u32>>>,
+    pub(super) chunk: Vec<u32>,
+    pub(super) flags: Vec<u8>,
+    pub(super) lists: Vec<Arc<Vec<u32>>>,
     /// Lists of evenly spaced chunks by (first chunk, length, spacing): such a list is stored
     /// once, however many transfers carry it (each message of a recursive halving carries one of
     /// a few ranges; bucket's messages on a 4096-NPU torus carry one of a few thousand lists of
     /// every fourth chunk, 4 M times).
     ranges: HashMap<(u32, u32, u32), u32>,
     /// Empty until a transfer has a path; then one entry per transfer (`NO_ROUTE` for none).
-    route: Vec<u32>,
+    pub(super) route: Vec<u32>,
     /// The distinct routes (by pointer: transfers built over one TEN edge share its route).
-    routes: Vec<Route>,
+    pub(super) routes: Vec<Route>,
     route_ids: HashMap<usize, u32>,
     /// `(transfer, dst_chunks)` for the transfers with `SLOTS`, by transfer index.
-    slots: Vec<(u32, ChunkList)>,
+    pub(super) slots: Vec<(u32, ChunkList)>,
 }
 
 /// One transfer read from the columns: the fields of `Transfer`, borrowed. Serializes exactly
@@ -326,97 +326,6 @@ impl Transfers {
             ChunkList::One(self.chunk[i])
         };
         Transfer { chunks, ..t.without_chunks() }
-    }
-}
-
-impl Transfers {
-    /// Appends the packed transfers' section (`schedule::packed`): the columns as they are.
-    pub(super) fn write_packed(&self, out: &mut Vec<u8>) {
-        use super::packed::{put_list, put_u32s};
-        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
-        for col in [&self.step, &self.src, &self.dst, &self.chunk] {
-            put_u32s(out, col);
-        }
-        out.extend_from_slice(&self.flags);
-        out.extend_from_slice(&(self.lists.len() as u64).to_le_bytes());
-        for l in &self.lists {
-            put_list(out, l);
-        }
-        out.extend_from_slice(&(self.routes.len() as u64).to_le_bytes());
-        for r in &self.routes {
-            put_list(out, r);
-        }
-        out.push(u8::from(!self.route.is_empty()));
-        put_u32s(out, &self.route);
-        out.extend_from_slice(&(self.slots.len() as u64).to_le_bytes());
-        for (i, d) in &self.slots {
-            out.extend_from_slice(&i.to_le_bytes());
-            put_list(out, d);
-        }
-    }
-
-    /// Reads what `write_packed` wrote, checking every index against its table; the transfers
-    /// are pushed again, so the columns keep their invariants whatever the bytes said.
-    pub fn from_packed(bytes: &[u8]) -> Result<Transfers, String> {
-        let mut r = super::packed::Reader(bytes);
-        let n = r.len()?;
-        let (step, src, dst, chunk) = (r.u32s(n)?, r.u32s(n)?, r.u32s(n)?, r.u32s(n)?);
-        let flags = r.take(n)?;
-        let count = r.len()?;
-        let lists = (0..count).map(|_| r.list().map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
-        let count = r.len()?;
-        let routes = (0..count).map(|_| r.list().map(Route::from)).collect::<Result<Vec<_>, _>>()?;
-        let route = match r.take(1)?[0] {
-            0 => Vec::new(),
-            1 => r.u32s(n)?,
-            x => return Err(format!("route column marker {x}")),
-        };
-        let count = r.len()?;
-        let mut slots = Vec::with_capacity(count);
-        for _ in 0..count {
-            let i = r.u32()?;
-            if slots.last().is_some_and(|&(last, _)| last >= i) || i as usize >= n {
-                return Err(format!("destination slots of transfer {i} out of order or range"));
-            }
-            slots.push((i, ChunkList::from(r.list()?)));
-        }
-        if !r.0.is_empty() {
-            return Err(format!("{} bytes after the transfers", r.0.len()));
-        }
-        let mut slots = slots.into_iter().peekable();
-        let mut out = Transfers::with_capacity(n);
-        for i in 0..n {
-            let f = flags[i];
-            if f & !(REDUCE | MANY | PATH | SLOTS) != 0 {
-                return Err(format!("transfer {i}: flags {f:#x}"));
-            }
-            let chunks = if f & MANY != 0 {
-                let l =
-                    lists.get(chunk[i] as usize).ok_or_else(|| format!("transfer {i}: no chunk list {}", chunk[i]))?;
-                ChunkList::Many(l.clone())
-            } else {
-                ChunkList::One(chunk[i])
-            };
-            let path = if f & PATH != 0 {
-                let id = route.get(i).ok_or_else(|| format!("transfer {i}: a path without a route column"))?;
-                Some(routes.get(*id as usize).ok_or_else(|| format!("transfer {i}: no route {id}"))?.clone())
-            } else {
-                None
-            };
-            let dst_chunks = if f & SLOTS != 0 {
-                match slots.next_if(|&(at, _)| at as usize == i) {
-                    Some((_, d)) => Some(d),
-                    None => return Err(format!("transfer {i}: destination slots missing")),
-                }
-            } else {
-                None
-            };
-            out.push(super::packed::transfer(step[i], src[i], dst[i], chunks, f & REDUCE != 0, path, dst_chunks));
-        }
-        if slots.next().is_some() {
-            return Err("destination slots of a transfer without them".into());
-        }
-        Ok(out)
     }
 }
 

@@ -880,6 +880,11 @@ fn mistakes_are_worded_for_the_terminal() {
     let ag = ["--topology", "ring:4", "--collective", "all_gather", "--size", "1MiB"];
     let e = err(&[&["synth"][..], &ag, &["--time-limit", "0"]].concat());
     assert!(e.starts_with("ccsynth: --time-limit: 0: expected seconds"), "{e}");
+    // A limit too short for any schedule names the flag, not the API's field.
+    let ar = ["--topology", "torus:16x16", "--collective", "all_reduce", "--size", "256MiB"];
+    let e = err(&[&["synth"][..], &ar, &["--algo", "greedy", "--time-limit", "0.0001"]].concat());
+    assert!(e.contains("ran out before any schedule was found; raise --time-limit"), "{e}");
+    assert!(!e.contains("options.time_limit_s"), "{e}");
     let e = err(&["synth", "--topology", "ring:4", "--collective", "broadcast", "--size", "1MiB"]);
     assert!(e.starts_with("ccsynth: --root: broadcast needs a root NPU"), "{e}");
     let e = err(&[&["synth"][..], &ag, &["--seeds", "0"]].concat());

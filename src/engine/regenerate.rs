@@ -141,33 +141,26 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
             let began = Instant::now();
             let previous = previous.take().expect("repaired once");
             let out = serving.clone().and_then(|()| {
-            (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
-            let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
-                RepairError::Stopped => "stopped: the time limit ran out".to_string(),
-                e => e.to_string(),
-            })?;
-            let ms = began.elapsed().as_secs_f64() * 1e3;
-            tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
-            if let Some(beat) = beat
-                && let Some(busiest) = crate::sim::link_load_bound_ns(&s)
-                && busiest >= beat
-            {
-                return Err(format!(
-                    "priced out: its busiest link alone is busy {:.3} us, longer than the fresh schedule ({:.3} us)",
-                    busiest / 1e3,
-                    beat / 1e3
-                ));
-            }
-            s.algorithm = Some("repair".into());
-            // Simulated only: it is validated (and bounded) once kept, so a repair that loses
-            // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
-            let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
-                Error::Cancelled => "stopped: the time limit ran out before its check ended".to_string(),
-                e => e.to_string(),
-            })?;
-            let algorithm = "repair".to_string();
-            Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
-        });
+                (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
+                let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
+                    RepairError::Stopped => "stopped: the time limit ran out".to_string(),
+                    e => e.to_string(),
+                })?;
+                let ms = began.elapsed().as_secs_f64() * 1e3;
+                tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
+                if let Some(why) = priced_out(&s, beat) {
+                    return Err(why);
+                }
+                s.algorithm = Some("repair".into());
+                // Simulated only: it is validated (and bounded) once kept, so a repair that loses
+                // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
+                let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
+                    Error::Cancelled => "stopped: the time limit ran out before its check ended".to_string(),
+                    e => e.to_string(),
+                })?;
+                let algorithm = "repair".to_string();
+                Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
+            });
             (out, began.elapsed().as_secs_f64() * 1e3)
         };
     let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {
@@ -265,6 +258,18 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
         fresh: fresh_stats,
     }));
     Ok(out)
+}
+
+/// Why a repair is not simulated: its busiest link alone is busy at least as long as `beat`
+/// (the fresh schedule's time), so it cannot be kept.
+fn priced_out(repaired: &Schedule, beat: Option<f64>) -> Option<String> {
+    let beat = beat?;
+    let busiest = crate::sim::link_load_bound_ns(repaired).filter(|&b| b >= beat)?;
+    Some(format!(
+        "priced out: its busiest link alone is busy {:.3} us, longer than the fresh schedule ({:.3} us)",
+        busiest / 1e3,
+        beat / 1e3
+    ))
 }
 
 /// The kept repair's full check: validated with the simulation it already has, and bounded.

@@ -229,7 +229,12 @@ fn movement_core(
         None => None,
     };
     let reduce_pre: Vec<[u32; 2]> = match reduce_needed {
-        true => (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect(),
+        true => {
+            let mut pre: Vec<[u32; 2]> =
+                (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect();
+            pre.sort_unstable();
+            pre
+        }
         false => Vec::new(),
     };
     let reduce_post: Vec<[u32; 2]> = match reduce_needed {

@@ -1,0 +1,185 @@
+//! Topologies in the store: stored once by digest, the clients that may see each (granted,
+//! revoked, counted against a client's quota), and deletion, which keeps a topology that
+//! schedules still name.
+use super::*;
+
+impl Store {
+    /// Inserts a topology unless one with the same digest exists; returns it and whether it
+    /// was created.
+    pub async fn put_topology(&self, t: &TopologyRow) -> Result<(TopologyRow, bool), StoreError> {
+        if let Some(existing) = self.topology_by_digest(&t.digest).await? {
+            // Stored again after a soft delete: visible again.
+            sqlx::query("UPDATE topologies SET deleted_at = NULL WHERE id = $1 AND deleted_at IS NOT NULL")
+                .bind(&existing.id)
+                .execute(&self.pool)
+                .await?;
+            return Ok((existing, false));
+        }
+        let inserted = sqlx::query(
+            "INSERT INTO topologies (id, digest, body, npus, switches, links, connected, parent_id, failures, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        )
+        .bind(&t.id)
+        .bind(&t.digest)
+        .bind(&t.body)
+        .bind(t.npus)
+        .bind(t.switches)
+        .bind(t.links)
+        .bind(t.connected as i64)
+        .bind(t.parent_id.clone())
+        .bind(t.failures.clone())
+        .bind(t.created_at)
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok((t.clone(), true)),
+            // Another request stored the same topology in between: return that one.
+            Err(e) => match self.topology_by_digest(&t.digest).await? {
+                Some(existing) => Ok((existing, false)),
+                None => Err(e.into()),
+            },
+        }
+    }
+
+    pub async fn topology_by_digest(&self, digest: &str) -> Result<Option<TopologyRow>, StoreError> {
+        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE digest = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(digest).fetch_optional(&self.pool).await?;
+        Ok(row.as_ref().map(topology_row).transpose()?)
+    }
+
+    pub async fn topology(&self, id: &str) -> Result<Option<TopologyRow>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
+        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1 AND deleted_at IS NULL");
+        let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
+        Ok(row.as_ref().map(topology_row).transpose()?)
+    }
+
+    /// Topologies by creation, `limit` after `offset`, and the total count: those `client` may
+    /// see (every one when `None`, a service without tokens).
+    pub async fn topologies(
+        &self,
+        offset: i64,
+        limit: i64,
+        client: Option<&str>,
+    ) -> Result<(Vec<TopologyRow>, i64), StoreError> {
+        // Without bodies: a page of 500 large topologies would load gigabytes to show counts.
+        let cols = TOPOLOGY_COLS.replace("body", "'' AS body");
+        // The client's name is the last parameter of each query.
+        let mine = |n: u8| match client {
+            Some(_) => format!(" AND id IN (SELECT topology_id FROM topology_clients WHERE client = ${n})"),
+            None => String::new(),
+        };
+        let q = format!(
+            "SELECT {cols} FROM topologies WHERE deleted_at IS NULL{} ORDER BY created_at, id LIMIT $1 OFFSET $2",
+            mine(3)
+        );
+        let mut rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(limit).bind(offset);
+        if client.is_some() {
+            rows = rows.bind(client);
+        }
+        let rows = rows.fetch_all(&self.pool).await?;
+        let count = format!("SELECT COUNT(*) AS n FROM topologies WHERE deleted_at IS NULL{}", mine(1));
+        let mut count = sqlx::query(sqlx::AssertSqlSafe(count));
+        if client.is_some() {
+            count = count.bind(client);
+        }
+        let total: i64 = count.fetch_one(&self.pool).await?.try_get("n")?;
+        Ok((rows.iter().map(topology_row).collect::<Result<_, _>>()?, total))
+    }
+
+    /// Lets `client` see topology `id` (again: granting twice is one grant).
+    pub async fn grant_topology(&self, id: &str, client: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO topology_clients (topology_id, client) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(id)
+            .bind(client)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The topologies `client` holds (not deleted); `None`, a service without tokens: all of
+    /// them.
+    pub async fn topologies_held(&self, client: Option<&str>) -> Result<i64, StoreError> {
+        let n = match client {
+            Some(client) => {
+                sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM topology_clients c JOIN topologies t ON t.id = c.topology_id \
+                     WHERE c.client = $1 AND t.deleted_at IS NULL",
+                )
+                .bind(client)
+                .fetch_one(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query_scalar("SELECT COUNT(*) FROM topologies WHERE deleted_at IS NULL")
+                    .fetch_one(&self.pool)
+                    .await?
+            }
+        };
+        Ok(n)
+    }
+
+    /// Whether `client` may see topology `id` (`None`: a service without tokens sees all).
+    pub async fn topology_visible(&self, id: &str, client: Option<&str>) -> Result<bool, StoreError> {
+        let Some(client) = client else { return Ok(true) };
+        if !plausible_id(id) {
+            return Ok(false);
+        }
+        let row = sqlx::query("SELECT 1 AS one FROM topology_clients WHERE topology_id = $1 AND client = $2")
+            .bind(id)
+            .bind(client)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// Takes topology `id` away from `client`; returns how many other clients still see it.
+    pub async fn revoke_topology(&self, id: &str, client: &str) -> Result<i64, StoreError> {
+        sqlx::query("DELETE FROM topology_clients WHERE topology_id = $1 AND client = $2")
+            .bind(id)
+            .bind(client)
+            .execute(&self.pool)
+            .await?;
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM topology_clients WHERE topology_id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    /// Deletes a topology unless a queued or running job needs it (each statement checks, so a
+    /// job cannot slip in between). One that stored schedules refer to is soft-deleted: hidden
+    /// from every route, kept for those schedules' bodies.
+    pub async fn delete_topology(&self, id: &str) -> Result<Deletion, StoreError> {
+        if !plausible_id(id) {
+            return Ok(Deletion::NotFound);
+        }
+        const IDLE: &str = "NOT EXISTS (SELECT 1 FROM jobs WHERE topology_id = $1 AND status IN ($2, $3))";
+        const REFERRED: &str = "EXISTS (SELECT 1 FROM schedules WHERE topology_id = $1 AND topology_by_ref = 1)";
+        let hidden = format!(
+            "UPDATE topologies SET deleted_at = $4 WHERE id = $1 AND deleted_at IS NULL AND {IDLE} AND {REFERRED}"
+        );
+        let removed =
+            format!("DELETE FROM topologies WHERE id = $1 AND deleted_at IS NULL AND {IDLE} AND NOT {REFERRED}");
+        for (q, stamped) in [(hidden, true), (removed, false)] {
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(q))
+                .bind(id)
+                .bind(JobStatus::Queued.as_str())
+                .bind(JobStatus::Running.as_str());
+            if stamped {
+                q = q.bind(now_ms());
+            }
+            if q.execute(&self.pool).await?.rows_affected() > 0 {
+                return Ok(Deletion::Deleted);
+            }
+        }
+        let users: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobs WHERE topology_id = $1 AND status IN ($2, $3)")
+            .bind(id)
+            .bind(JobStatus::Queued.as_str())
+            .bind(JobStatus::Running.as_str())
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(if users > 0 { Deletion::InUse(users) } else { Deletion::NotFound })
+    }
+}

@@ -1,0 +1,86 @@
+//! Tests of the planner-independent core: dead-end pruning against its first version, and
+//! the two phases planned side by side against the phases in order.
+use super::*;
+
+/// `prune_dead_ends` as it was first written (a pass over every move until nothing
+/// changes): the oracle for the worklist.
+fn prune_by_passes(ten: &Ten, num_chunks: usize, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
+    let wanted = PairSet::new(ten.npus, num_chunks, post);
+    let is_dead_end = |m: &greedy::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
+    let mut forwards: HashMap<(u32, u32), usize> = HashMap::new();
+    for m in &moves {
+        *forwards.entry((ten.edges[m.edge as usize].src, m.chunk)).or_default() += 1;
+    }
+    let mut alive = vec![true; moves.len()];
+    loop {
+        let mut changed = false;
+        for (i, m) in moves.iter().enumerate() {
+            let dst = ten.edges[m.edge as usize].dst;
+            if alive[i] && is_dead_end(m) && forwards.get(&(dst, m.chunk)).copied().unwrap_or(0) == 0 {
+                alive[i] = false;
+                changed = true;
+                *forwards.get_mut(&(ten.edges[m.edge as usize].src, m.chunk)).unwrap() -= 1;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    moves.into_iter().zip(alive).filter(|(_, a)| *a).map(|(m, _)| m).collect()
+}
+
+/// The two phases planned side by side (the greedy) give the schedule planned one after
+/// the other: each phase's plan depends only on its problem and seed.
+#[test]
+fn phases_side_by_side_plan_what_phases_in_order_plan() {
+    let opts = PlanOptions { seed: 3, switch_model: SwitchModel::default(), discretization_ns: None };
+    for (spec, fail) in [("torus:4x4", None), ("torus:4x4", Some((1, 2))), ("mesh:3x3", None), ("ring:6", None)] {
+        let mut topo = crate::topology::parse_spec(spec).unwrap();
+        if let Some((u, v)) = fail {
+            let f = crate::topology::Failures { links: vec![[u, v]], npus: Vec::new(), directed: false };
+            topo = topo.with_failures(&f).unwrap();
+        }
+        let kind = crate::collective::CollectiveKind::AllReduce;
+        let spec_c = crate::collective::CollectiveSpec::new(kind, 1 << 22).with_chunks_per_npu(2);
+        let c = Collective::build(&spec_c, &topo).unwrap();
+        let (roots, _) = roots_for(&topo, &c);
+        let combining = vec![true; c.num_chunks];
+        let never = || false;
+        let mut each = |p: &greedy::Problem, seed, _: &'static str, _: u32| greedy::plan(p, seed, &never);
+        let both = |p: &greedy::Problem, seed| greedy::plan(p, seed, &never);
+        let in_order = Manner::picking(&c);
+        let at_once = Manner { side_by_side: Some(&both), ..in_order };
+        let (a, sa) = movement_core(&topo, &c, &combining, &roots, in_order, &opts, &mut each).unwrap();
+        let (b, sb) = movement_core(&topo, &c, &combining, &roots, at_once, &opts, &mut each).unwrap();
+        assert_eq!(sa, sb, "{spec} {fail:?}");
+        assert!(a == b && !a.is_empty(), "{spec} {fail:?}");
+    }
+}
+
+#[test]
+fn pruning_by_worklist_equals_pruning_by_passes() {
+    let topo = crate::topology::parse_spec("torus:3x4").unwrap();
+    let ten = Ten::build(&topo, 1024.0, SwitchModel::default(), None).unwrap();
+    let mut rng = crate::rng::Rng::new(7);
+    for case in 0..200 {
+        let num_chunks = 1 + rng.below(6);
+        // Random walks of chunks (relay chains), and random wanted pairs.
+        let mut moves = Vec::new();
+        for _ in 0..rng.below(60) {
+            let chunk = rng.below(num_chunks) as u32;
+            let mut v = rng.below(ten.npus);
+            for step in 0..1 + rng.below(6) as u32 {
+                let out = ten.out_edges(v);
+                let edge = out[rng.below(out.len())];
+                moves.push(greedy::Move { step, edge, chunk });
+                v = ten.edges[edge as usize].dst as usize;
+            }
+        }
+        let mut post: Vec<[u32; 2]> =
+            (0..rng.below(20)).map(|_| [rng.below(ten.npus) as u32, rng.below(num_chunks) as u32]).collect();
+        post.sort_unstable();
+        post.dedup();
+        let expected = prune_by_passes(&ten, num_chunks, moves.clone(), &post);
+        assert_eq!(prune_dead_ends(&ten, num_chunks, moves, &post), expected, "case {case}");
+    }
+}

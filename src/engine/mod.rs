@@ -7,17 +7,27 @@
 mod check;
 pub mod chunking;
 mod compare;
+mod error;
+mod export;
 mod greedy_runs;
+mod ilp;
 pub mod portfolio;
 pub mod regenerate;
 pub mod registry;
 pub mod request;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
-use check::{Gate, check_bounded, finalize_deferred, finalize_until, gate_timed_until, gate_until};
+use check::{Gate, finalize_deferred, finalize_until, gate_timed_until, gate_until};
 pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_until};
+pub use error::Error;
+pub use export::{
+    API_MAX_TRACE_SLICES, MAX_TRACE_SLICES, chakra_tar, export_chakra, export_msccl, export_mscclpp, export_trace,
+    plot_goodput, plot_timeline, require_valid, transfer_times,
+};
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use greedy_runs::{Variants, synthesize_greedy};
+pub(crate) use ilp::check_ilp_options;
+use ilp::synthesize_ilp_reporting;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::export::chakra::ChakraExport;
@@ -33,114 +43,6 @@ pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
 use crate::collective::Collective;
 use crate::schedule::Schedule;
 use serde::Serialize;
-
-/// A schedule as MSCCL XML (docs/FORMAT.md, "MSCCL XML"): refused when it cannot fit the
-/// executor's limits (a cheap estimate first, before anything is built), when it is not
-/// valid, or when the file would break a limit of the executor (each error names it).
-pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> {
-    use crate::export::msccl;
-    msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
-    require_valid(s)?;
-    msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
-}
-
-/// A schedule as an MSCCL++ execution plan (docs/FORMAT.md, "MSCCL++ execution plans"):
-/// refused when it cannot fit the executor's limits (a cheap estimate first), when it is not
-/// valid, or when the plan would break a limit (each error names it).
-pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
-    use crate::export::mscclpp;
-    mscclpp::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))?;
-    require_valid(s)?;
-    mscclpp::to_plan(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))
-}
-
-/// A schedule as Chakra execution traces for ASTRA-sim (docs/FORMAT.md, "Chakra ET export"):
-/// validated first; `prefix` names the files, `dir` (absolute) is where they will be, named in
-/// the system configuration (without it, the bare prefix). A bad prefix is the caller's error
-/// (field `prefix`).
-pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
-    use crate::export::chakra::{self, ChakraError};
-    if s.transfers.len() > chakra::MAX_TRANSFERS {
-        let e = ChakraError::TooManyTransfers { transfers: s.transfers.len() };
-        return Err(Error::Unsupported(format!("Chakra ET: {e}")));
-    }
-    require_valid(s)?;
-    chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
-        ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
-        e => Error::Unsupported(format!("Chakra ET: {e}")),
-    })
-}
-
-/// The files of a Chakra export as one tar archive.
-pub fn chakra_tar(files: &[(String, Vec<u8>)]) -> Vec<u8> {
-    crate::export::chakra::to_tar(files)
-}
-
-/// Validates and simulates a schedule a caller gives (without the lower bounds): an invalid one
-/// is the caller's error, naming the violation count and the first violation.
-pub fn require_valid(s: &Schedule) -> Result<CheckReport, Error> {
-    let r = check_bounded(s, false);
-    if !r.valid {
-        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
-        return Err(Error::Input(crate::error::InputError::new(
-            "schedule",
-            format!("not a valid schedule ({} violations; the first: {first})", r.violation_count),
-        )));
-    }
-    Ok(r)
-}
-
-/// Slices a Chrome trace written by the CLI may hold (one per transfer and link of its path;
-/// about 300 bytes each).
-pub const MAX_TRACE_SLICES: usize = 2_000_000;
-/// The same for the HTTP service, where one request must not take hundreds of megabytes.
-pub const API_MAX_TRACE_SLICES: usize = 200_000;
-
-/// The replay's per-transfer times and links, for the pictures: refused when the schedule
-/// cannot be simulated or would draw more than `max_slices` slices (estimated first).
-fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::TransferTime>, Vec<Vec<usize>>), Error> {
-    let n = crate::export::trace::slices(s);
-    if n > max_slices {
-        return Err(Error::Unsupported(format!(
-            "the picture would hold {n} slices (one per transfer and link of its path); at most {max_slices}"
-        )));
-    }
-    let r = check_bounded(s, false);
-    if r.timing.is_none() {
-        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
-        return Err(Error::Input(crate::error::InputError::new("schedule", format!("cannot be simulated: {first}"))));
-    }
-    let internal = |e: crate::sim::SimError| Error::Unsupported(e.to_string());
-    let (_, times) = crate::sim::simulate_with_times(s).map_err(internal)?;
-    let links =
-        (0..s.transfers.len()).map(|i| crate::sim::links_of(s, i)).collect::<Result<_, _>>().map_err(internal)?;
-    Ok((times, links))
-}
-
-/// Each transfer's start and end in the replay (indexed as `s.transfers`).
-pub fn transfer_times(s: &Schedule) -> Result<Vec<crate::sim::TransferTime>, Error> {
-    crate::sim::simulate_with_times(s).map(|(_, t)| t).map_err(|e| Error::Unsupported(e.to_string()))
-}
-
-/// The schedule's replay as a Chrome/Perfetto trace (JSON): one track per link, one slice per
-/// transfer on each link of its path, times in µs; refused beyond `max_slices` slices
-/// (`MAX_TRACE_SLICES` for the CLI, `API_MAX_TRACE_SLICES` for the service). Invalid but simulatable schedules are
-/// drawn too (that is when one looks).
-pub fn export_trace(s: &Schedule, max_slices: usize) -> Result<String, Error> {
-    let (times, links) = replayed(s, max_slices)?;
-    Ok(crate::export::trace::chrome_trace(s, &times, &links))
-}
-
-/// The schedule's replay as an SVG timeline of link use.
-pub fn plot_timeline(s: &Schedule) -> Result<String, Error> {
-    let (times, links) = replayed(s, crate::export::plot::MAX_TIMELINE_SLICES)?;
-    Ok(crate::export::plot::timeline_svg(s, &times, &links))
-}
-
-/// Goodput against message size as SVG, one chart per entry.
-pub fn plot_goodput(charts: &[GoodputChart]) -> String {
-    crate::export::plot::goodput_svg(charts)
-}
 
 /// What `run_synthesizer` hands the greedy or the ILP: a checked `Request` with the budget
 /// left and the greedy's latency mode decided.
@@ -304,26 +206,6 @@ impl Reporter<'_> {
     }
 }
 
-/// The ILP on the request's collective (or tenants), reporting progress as the share of its
-/// time limit used (an upper bound on what is left).
-fn synthesize_ilp_reporting(
-    req: &SynthJob<'_>,
-    c: &Collective,
-    tenants: Option<&[Collective]>,
-    started: std::time::Instant,
-    ctl: Control,
-) -> Result<SynthOutput, Error> {
-    let reporter = Reporter { cancelled: ctl.cancelled, progress: ctl.progress, last: std::sync::Mutex::new(None) };
-    let limit = req.ilp.time_limit_s;
-    let polled = || {
-        reporter.poll(&|| {
-            let spent = started.elapsed().as_secs_f64();
-            (spent / limit, format!("ilp: {spent:.0} s of the {} s limit", crate::units::format_seconds(limit)))
-        })
-    };
-    synthesize_ilp(req, c, tenants, started, &polled)
-}
-
 /// The statistics every synthesizer reports, for one run with the request's seed.
 fn base_stats(
     req: &SynthJob<'_>,
@@ -361,183 +243,6 @@ fn base_stats(
         greedy: None,
         ilp: None,
     }
-}
-
-/// Checks the budget options a request carries against a cap on `time_limit_s` (JSON paths
-/// as the service names them) against the caller's `Limits::max_solve_s`: `Request::new`'s
-/// one budget check.
-pub(crate) fn check_ilp_options(o: &crate::synth::ilp::IlpOptions, max: f64) -> Result<(), crate::error::InputError> {
-    use crate::error::InputError;
-    if !(o.time_limit_s.is_finite() && o.time_limit_s > 0.0 && o.time_limit_s <= max) {
-        return Err(InputError::new(
-            "options.time_limit_s",
-            format!("{}: expected seconds in (0, {max}]", o.time_limit_s),
-        ));
-    }
-    if let Some(t) = o.solve_time_limit_s
-        && !(t.is_finite() && t > 0.0)
-    {
-        return Err(InputError::new("options.solve_time_limit_s", format!("{t}: expected seconds > 0")));
-    }
-    if o.window == Some(0) {
-        return Err(InputError::new("options.window", "0: expected a window of at least 1 timestep"));
-    }
-    Ok(())
-}
-
-/// The `ilp` algorithm (the seed drives the greedy warm start). With no discretization given,
-/// it runs at every TEN timestep the greedy tries (`synth::auto_discretizations`: the fastest
-/// edge's time and, where link times are not multiples of it, finer grids down to one that
-/// overstates no link by more than 0.5%), coarsest first (the first with an even share of the
-/// time limit, each finer one at most twice what the first took), and keeps the schedule that
-/// simulates fastest. So the horizon it
-/// minimises is, on the finest grid, the collective's α-β time within that rounding, not a
-/// count of coarse timesteps that treats a 1.4× link as a 2× one.
-fn synthesize_ilp(
-    req: &SynthJob<'_>,
-    c: &Collective,
-    tenants: Option<&[Collective]>,
-    started: std::time::Instant,
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<SynthOutput, Error> {
-    let grids = ilp_grids(req, c, tenants)?;
-    let not_run = |g: Option<f64>, reason: String, wall_ms: f64| crate::synth::ilp::IlpGrid {
-        wall_ms,
-        discretization_ns: g.unwrap_or(0.0),
-        status: None,
-        horizon: None,
-        horizon_lower_bound: None,
-        collective_time_ns: None,
-        reason: Some(reason),
-    };
-    let deadline = started + std::time::Duration::from_secs_f64(req.ilp.time_limit_s);
-    let mut best: Option<SynthOutput> = None;
-    let mut tried = Vec::with_capacity(grids.len());
-    let mut first_took: Option<f64> = None;
-    for (i, &IlpGridPlan { grid, same_as }) in grids.iter().enumerate() {
-        if let Some(f) = same_as {
-            tried.push(not_run(grid, format!("not run: the model at {f} ns on another time scale"), 0.0));
-            continue;
-        }
-        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
-        // A finer grid's model is larger than the one before: with (almost) nothing left, the
-        // ILP would return its greedy warm start, which the greedy algorithm covers already.
-        if best.is_some() && left < 0.05 {
-            tried.push(not_run(grid, "not run: the time limit was used up".into(), 0.0));
-            continue;
-        }
-        let to_run = grids[i..].iter().filter(|p| p.same_as.is_none()).count();
-        let mut share = (left / to_run as f64).max(1e-3);
-        // A finer grid's model is larger and its optimum often no faster than the first
-        // grid's: each gets at most twice what the first grid took (at least a second), so a
-        // case the first grid settles in a second does not spend the whole limit on grids that
-        // cannot be proven.
-        if let Some(first) = first_took {
-            share = share.min((2.0 * first).max(1.0));
-        }
-        let began = std::time::Instant::now();
-        let ran = ilp_at(req, c, tenants, grid, share, started, cancelled);
-        let took = began.elapsed().as_secs_f64();
-        first_took.get_or_insert(took);
-        match ran {
-            Ok(out) => {
-                let ilp = out.stats.ilp.as_ref().expect("the ILP reports its stats");
-                tried.push(crate::synth::ilp::IlpGrid {
-                    discretization_ns: out.stats.discretization_ns,
-                    status: Some(ilp.status),
-                    horizon: Some(ilp.horizon),
-                    horizon_lower_bound: Some(ilp.horizon_lower_bound),
-                    collective_time_ns: out.report.collective_time_ns,
-                    reason: ilp.reason.clone(),
-                    wall_ms: took * 1e3,
-                });
-                let time = |o: &SynthOutput| o.report.collective_time_ns.unwrap_or(f64::INFINITY);
-                if best.as_ref().is_none_or(|b| time(&out) < time(b)) {
-                    best = Some(out);
-                }
-            }
-            // The first grid's failure is the request's; a finer grid's only loses that grid
-            // (a cancel and an invalid schedule, a bug, are never only a grid's).
-            Err(e) if best.is_none() || matches!(e, Error::Cancelled | Error::Internal(_)) => return Err(e),
-            Err(e) => tried.push(not_run(grid, e.to_string(), took * 1e3)),
-        }
-    }
-    let mut out = best.expect("the first grid either succeeds or returns its error");
-    out.stats.synthesis_ms = started.elapsed().as_secs_f64() * 1e3 - out.stats.check_ms;
-    if let Some(ilp) = &mut out.stats.ilp {
-        ilp.grids = tried;
-    }
-    Ok(out)
-}
-
-/// One TEN timestep the ILP may run at (`None`: the fastest edge's time), and the earlier grid
-/// whose model it repeats on another time scale, if any (every link spans the same multiple of
-/// its timesteps there): such a grid is not run.
-struct IlpGridPlan {
-    grid: Option<f64>,
-    same_as: Option<f64>,
-}
-
-/// The TEN timesteps the ILP tries (see `synthesize_ilp`), coarsest first.
-fn ilp_grids(req: &SynthJob<'_>, c: &Collective, tenants: Option<&[Collective]>) -> Result<Vec<IlpGridPlan>, Error> {
-    let trivial = match tenants {
-        None => c.needed().is_empty(),
-        Some(t) => t.iter().all(|t| t.needed().is_empty()),
-    };
-    let grids: Vec<Option<f64>> = match req.discretization_ns {
-        Some(f) => vec![Some(f)],
-        None if trivial => vec![None],
-        None => crate::synth::auto_discretizations(req.topology, c.chunk_size_bytes, req.switch_model)
-            .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?
-            .into_iter()
-            .map(Some)
-            .collect(),
-    };
-    let mut tens: Vec<(f64, crate::ten::Ten)> = Vec::new();
-    let mut plans = Vec::with_capacity(grids.len());
-    for &grid in &grids {
-        let Some(g) = grid.filter(|_| grids.len() > 1) else {
-            plans.push(IlpGridPlan { grid, same_as: None });
-            continue;
-        };
-        let ten = crate::ten::Ten::build(req.topology, c.chunk_size_bytes, req.switch_model, Some(g))
-            .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?;
-        let same_as = tens.iter().find(|(_, t)| t.same_up_to_scale(&ten)).map(|(f, _)| *f);
-        if same_as.is_none() {
-            tens.push((g, ten));
-        }
-        plans.push(IlpGridPlan { grid, same_as });
-    }
-    Ok(plans)
-}
-
-/// One ILP run at one TEN timestep (`None`: the fastest edge's time) within `time_limit_s`.
-fn ilp_at(
-    req: &SynthJob<'_>,
-    c: &Collective,
-    tenants: Option<&[Collective]>,
-    grid: Option<f64>,
-    time_limit_s: f64,
-    started: std::time::Instant,
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<SynthOutput, Error> {
-    let mut iopts = req.ilp.clone();
-    iopts.threads = req.threads.unwrap_or(1).max(1) as u32;
-    iopts.time_limit_s = time_limit_s;
-    let opts = crate::synth::PlanOptions { seed: req.seed, switch_model: req.switch_model, discretization_ns: grid };
-    let produced = match tenants {
-        None => crate::synth::ilp(req.topology, c, &opts, &iopts, cancelled),
-        Some(t) => {
-            crate::synth::ilp_multi(req.topology, t, &opts, &iopts, cancelled).map(|(j, i)| (j.schedule, j.stats, i))
-        }
-    };
-    let (schedule, gst, iout) = produced?;
-    let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
-    let checked = std::time::Instant::now();
-    let (schedule, report) = gate_until(schedule, req.gate, cancelled)?;
-    let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
-    stats.ilp = Some(iout.stats);
-    Ok(SynthOutput { schedule, report, stats, lp: iout.lp })
 }
 
 /// How a door watches and stops a run: a cancel poll every algorithm calls, and where the
@@ -585,68 +290,6 @@ pub struct Output {
     pub stats: RunStats,
     /// The ILP's last model of each phase in LP format, when `options.keep_lp` was set.
     pub lp: Vec<PhaseLp>,
-}
-
-/// Why a run gave no schedule. Every door maps these the same way: `Input` is the caller's
-/// mistake (exit 2, HTTP 422), naming the request's field; `Unsupported` is an algorithm that
-/// cannot serve this case; `Internal` is a bug.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The request is wrong; the error names its field.
-    #[error("{0}")]
-    Input(#[from] crate::error::InputError),
-    /// The algorithm cannot serve this case (a baseline's topology, a TEN too fine, …).
-    #[error("{0}")]
-    Unsupported(String),
-    /// The cancel poll said stop.
-    #[error("cancelled")]
-    Cancelled,
-    /// The time limit ran out before the algorithm had any schedule.
-    #[error("the time limit of {limit_s} s ran out before any schedule was found; raise options.time_limit_s")]
-    TimeLimit {
-        /// The limit, seconds.
-        limit_s: f64,
-    },
-    /// Every run of the synthesizer was priced above a schedule the caller already has
-    /// (`auto`'s fastest so far): none was built.
-    #[error(
-        "skipped before it was built: its busiest link alone is busy {:.3} us, longer than a schedule already found ({:.3} us)",
-        price_ns / 1e3,
-        incumbent_ns / 1e3
-    )]
-    PricedOut {
-        /// The lowest price of its runs, ns.
-        price_ns: f64,
-        /// The schedule already found, ns.
-        incumbent_ns: f64,
-    },
-    /// A bug: a producer's schedule failed validation.
-    #[error(transparent)]
-    Internal(#[from] EngineError),
-}
-
-/// A synthesizer's failure as the doors see it. `SynthError::Cancelled` is the caller's
-/// poll: the greedy's runs tell a deadline from a cancel before they get here.
-impl From<crate::synth::SynthError> for Error {
-    fn from(e: crate::synth::SynthError) -> Self {
-        match e {
-            crate::synth::SynthError::Input(e) => Error::Input(e),
-            crate::synth::SynthError::Cancelled => Error::Cancelled,
-            e => Error::Unsupported(e.to_string()),
-        }
-    }
-}
-
-/// A baseline's failure as the doors see it. `Stopped` comes only from `build_within`, whose
-/// caller (`build_baseline`) tells a deadline from a cancel first.
-impl From<crate::baselines::BaselineError> for Error {
-    fn from(e: crate::baselines::BaselineError) -> Self {
-        match e {
-            crate::baselines::BaselineError::Input(e) => Error::Input(e),
-            crate::baselines::BaselineError::Stopped => Error::Cancelled,
-            e => Error::Unsupported(e.to_string()),
-        }
-    }
 }
 
 /// Parses a topology generator spec (`torus:8x8@bw=50`), refusing one of more than

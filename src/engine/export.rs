@@ -1,0 +1,115 @@
+//! The export and picture doors of the engine: a schedule as MSCCL XML, an MSCCL++ plan,
+//! Chakra traces, a Chrome trace, a timeline or goodput SVG, each refused with a reason when
+//! the schedule cannot be written that way; and `require_valid`, the check every export runs first.
+
+use super::check::check_bounded;
+use super::{ChakraExport, CheckReport, Error, GoodputChart, MscclOptions, MscclppOptions};
+use crate::schedule::Schedule;
+
+/// A schedule as MSCCL XML (docs/FORMAT.md, "MSCCL XML"): refused when it cannot fit the
+/// executor's limits (a cheap estimate first, before anything is built), when it is not
+/// valid, or when the file would break a limit of the executor (each error names it).
+pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> {
+    use crate::export::msccl;
+    msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
+    require_valid(s)?;
+    msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+}
+
+/// A schedule as an MSCCL++ execution plan (docs/FORMAT.md, "MSCCL++ execution plans"):
+/// refused when it cannot fit the executor's limits (a cheap estimate first), when it is not
+/// valid, or when the plan would break a limit (each error names it).
+pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
+    use crate::export::mscclpp;
+    mscclpp::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))?;
+    require_valid(s)?;
+    mscclpp::to_plan(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))
+}
+
+/// A schedule as Chakra execution traces for ASTRA-sim (docs/FORMAT.md, "Chakra ET export"):
+/// validated first; `prefix` names the files, `dir` (absolute) is where they will be, named in
+/// the system configuration (without it, the bare prefix). A bad prefix is the caller's error
+/// (field `prefix`).
+pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
+    use crate::export::chakra::{self, ChakraError};
+    if s.transfers.len() > chakra::MAX_TRANSFERS {
+        let e = ChakraError::TooManyTransfers { transfers: s.transfers.len() };
+        return Err(Error::Unsupported(format!("Chakra ET: {e}")));
+    }
+    require_valid(s)?;
+    chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
+        ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
+        e => Error::Unsupported(format!("Chakra ET: {e}")),
+    })
+}
+
+/// The files of a Chakra export as one tar archive.
+pub fn chakra_tar(files: &[(String, Vec<u8>)]) -> Vec<u8> {
+    crate::export::chakra::to_tar(files)
+}
+
+/// Validates and simulates a schedule a caller gives (without the lower bounds): an invalid one
+/// is the caller's error, naming the violation count and the first violation.
+pub fn require_valid(s: &Schedule) -> Result<CheckReport, Error> {
+    let r = check_bounded(s, false);
+    if !r.valid {
+        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+        return Err(Error::Input(crate::error::InputError::new(
+            "schedule",
+            format!("not a valid schedule ({} violations; the first: {first})", r.violation_count),
+        )));
+    }
+    Ok(r)
+}
+
+/// Slices a Chrome trace written by the CLI may hold (one per transfer and link of its path;
+/// about 300 bytes each).
+pub const MAX_TRACE_SLICES: usize = 2_000_000;
+/// The same for the HTTP service, where one request must not take hundreds of megabytes.
+pub const API_MAX_TRACE_SLICES: usize = 200_000;
+
+/// The replay's per-transfer times and links, for the pictures: refused when the schedule
+/// cannot be simulated or would draw more than `max_slices` slices (estimated first).
+fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::TransferTime>, Vec<Vec<usize>>), Error> {
+    let n = crate::export::trace::slices(s);
+    if n > max_slices {
+        return Err(Error::Unsupported(format!(
+            "the picture would hold {n} slices (one per transfer and link of its path); at most {max_slices}"
+        )));
+    }
+    let r = check_bounded(s, false);
+    if r.timing.is_none() {
+        let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+        return Err(Error::Input(crate::error::InputError::new("schedule", format!("cannot be simulated: {first}"))));
+    }
+    let internal = |e: crate::sim::SimError| Error::Unsupported(e.to_string());
+    let (_, times) = crate::sim::simulate_with_times(s).map_err(internal)?;
+    let links =
+        (0..s.transfers.len()).map(|i| crate::sim::links_of(s, i)).collect::<Result<_, _>>().map_err(internal)?;
+    Ok((times, links))
+}
+
+/// Each transfer's start and end in the replay (indexed as `s.transfers`).
+pub fn transfer_times(s: &Schedule) -> Result<Vec<crate::sim::TransferTime>, Error> {
+    crate::sim::simulate_with_times(s).map(|(_, t)| t).map_err(|e| Error::Unsupported(e.to_string()))
+}
+
+/// The schedule's replay as a Chrome/Perfetto trace (JSON): one track per link, one slice per
+/// transfer on each link of its path, times in µs; refused beyond `max_slices` slices
+/// (`MAX_TRACE_SLICES` for the CLI, `API_MAX_TRACE_SLICES` for the service). Invalid but simulatable schedules are
+/// drawn too (that is when one looks).
+pub fn export_trace(s: &Schedule, max_slices: usize) -> Result<String, Error> {
+    let (times, links) = replayed(s, max_slices)?;
+    Ok(crate::export::trace::chrome_trace(s, &times, &links))
+}
+
+/// The schedule's replay as an SVG timeline of link use.
+pub fn plot_timeline(s: &Schedule) -> Result<String, Error> {
+    let (times, links) = replayed(s, crate::export::plot::MAX_TIMELINE_SLICES)?;
+    Ok(crate::export::plot::timeline_svg(s, &times, &links))
+}
+
+/// Goodput against message size as SVG, one chart per entry.
+pub fn plot_goodput(charts: &[GoodputChart]) -> String {
+    crate::export::plot::goodput_svg(charts)
+}

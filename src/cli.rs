@@ -9,14 +9,15 @@ use std::io::{IsTerminal, Read, Write};
 
 mod args;
 mod bench;
+mod error;
 mod input;
 mod render;
 
 pub use args::*;
+pub use error::{CliError, Exit};
 pub use input::load_topology;
 use input::{
-    cli_error, flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures,
-    read_input,
+    flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures, read_input,
 };
 pub use render::comparison_table;
 use render::{duration, summary};
@@ -26,19 +27,19 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(code) => code,
-        Err(msg) => {
-            eprintln!("ccsynth: {msg}");
-            2
+        Err(e) => {
+            eprintln!("ccsynth: {}", e.message);
+            e.exit as i32
         }
     }
 }
 
-fn run(cmd: Command) -> Result<i32, String> {
+fn run(cmd: Command) -> Result<i32, CliError> {
     match cmd {
         Command::Topology { topology, fail_link, fail_npu, directed } => {
-            topology_cmd(&topology, &fail_link, &fail_npu, directed)
+            Ok(topology_cmd(&topology, &fail_link, &fail_npu, directed)?)
         }
-        Command::Validate { file } => validate_cmd(&file),
+        Command::Validate { file } => Ok(validate_cmd(&file)?),
         Command::Simulate { file, trace, transfers } => simulate_cmd(&file, trace.as_deref(), transfers),
         Command::Plot { what } => plot_cmd(what),
         Command::Export(a) => export_cmd(*a),
@@ -48,9 +49,9 @@ fn run(cmd: Command) -> Result<i32, String> {
         Command::Compare { target, json, with_synth, algos } => {
             compare_cmd(&target, json, with_synth, algos.as_deref())
         }
-        Command::Serve(a) => serve_cmd(*a),
+        Command::Serve(a) => Ok(serve_cmd(*a)?),
         Command::Bench { suite, runs, quick, filter, json } => {
-            bench::bench_cmd(&suite, runs, quick, filter.as_deref(), json)
+            Ok(bench::bench_cmd(&suite, runs, quick, filter.as_deref(), json)?)
         }
     }
 }
@@ -94,7 +95,7 @@ fn validate_cmd(file: &str) -> Result<i32, String> {
 /// `simulate`: prints the timing (with a warning when the schedule is not valid), with each
 /// transfer's times when asked, and writes the trace when asked; exit 1 when it cannot be
 /// simulated at all.
-fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) -> Result<i32, String> {
+fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) -> Result<i32, CliError> {
     let s = load_schedule(file)?;
     let r = engine::check(&s);
     let Some(timing) = &r.timing else {
@@ -109,10 +110,11 @@ fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) ->
         );
     }
     if let Some(path) = trace {
-        let text = engine::export_trace(&s, engine::MAX_TRACE_SLICES).map_err(|e| format!("--trace: {e}"))?;
+        let text =
+            engine::export_trace(&s, engine::MAX_TRACE_SLICES).map_err(|e| CliError::from(e).context("--trace"))?;
         write_text(Some(path), &text)?;
     }
-    let times = if transfers { Some(engine::transfer_times(&s).map_err(|e| e.to_string())?) } else { None };
+    let times = if transfers { Some(engine::transfer_times(&s)?) } else { None };
     #[derive(serde::Serialize)]
     struct Out<'a> {
         valid: bool,
@@ -134,11 +136,11 @@ fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) ->
 }
 
 /// `plot`: SVG of a schedule's timeline, or of a size sweep's goodput.
-fn plot_cmd(what: PlotCommand) -> Result<i32, String> {
+fn plot_cmd(what: PlotCommand) -> Result<i32, CliError> {
     let (svg, out) = match what {
         PlotCommand::Timeline { file, out } => {
             let s = load_schedule(&file)?;
-            (engine::plot_timeline(&s).map_err(|e| format!("{file}: {e}"))?, out)
+            (engine::plot_timeline(&s).map_err(|e| CliError::from(e).context(&file))?, out)
         }
         PlotCommand::Goodput { file, out } => {
             let text = read_input(&file)?;
@@ -221,21 +223,21 @@ fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, String> {
 }
 
 /// `export`: validates the schedule and writes it in `--format`.
-fn export_cmd(a: ExportArgs) -> Result<i32, String> {
+fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
     let opts = a.msccl.options()?;
     let s = load_schedule(&a.file)?;
     let text = match a.format {
         Format::Json => {
-            engine::require_valid(&s).map_err(|e| format!("{}: {e}", a.file))?;
+            engine::require_valid(&s).map_err(|e| CliError::from(e).context(&a.file))?;
             serde_json::to_string(&s).map_err(|e| e.to_string())? + "\n"
         }
-        Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| format!("{}: {e}", a.file))?,
+        Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))?,
         Format::MscclppJson => {
             let opts = a.msccl.mscclpp_options()?;
-            engine::export_mscclpp(&s, &opts).map_err(|e| format!("{}: {e}", a.file))? + "\n"
+            engine::export_mscclpp(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))? + "\n"
         }
         Format::ChakraEt => {
-            write_chakra(&s, a.out.as_deref(), &a.chakra.prefix).map_err(|e| format!("{}: {e}", a.file))?;
+            write_chakra(&s, a.out.as_deref(), &a.chakra.prefix).map_err(|e| e.context(&a.file))?;
             return Ok(0);
         }
     };
@@ -245,12 +247,12 @@ fn export_cmd(a: ExportArgs) -> Result<i32, String> {
 
 /// `--format chakra-et`: writes the traces, workload and configuration files into the
 /// directory `out` (created if missing), then prints what ASTRA-sim needs to run them.
-fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str) -> Result<(), String> {
+fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str) -> Result<(), CliError> {
     let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let abs = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let abs_text = abs.to_str().ok_or_else(|| format!("{}: not a UTF-8 path", abs.display()))?;
-    let export = engine::export_chakra(s, prefix, Some(abs_text)).map_err(|e| e.to_string())?;
+    let export = engine::export_chakra(s, prefix, Some(abs_text))?;
     for (name, bytes) in &export.files {
         let path = abs.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -287,7 +289,12 @@ fn write_text(out: Option<&std::path::Path>, text: &str) -> Result<(), String> {
 }
 
 /// `compare`: every baseline (or those `--algos` names) on the target, as a table or JSON.
-fn compare_cmd(target: &CollectiveArgs, json: bool, with_synth: bool, algos: Option<&[String]>) -> Result<i32, String> {
+fn compare_cmd(
+    target: &CollectiveArgs,
+    json: bool,
+    with_synth: bool,
+    algos: Option<&[String]>,
+) -> Result<i32, CliError> {
     let names: Vec<&str> = match algos {
         None => engine::registry::baseline_names(),
         Some(list) => engine::registry::check_baselines("--algos", list).map_err(|e| e.to_string())?,
@@ -299,7 +306,7 @@ fn compare_cmd(target: &CollectiveArgs, json: bool, with_synth: bool, algos: Opt
             ..engine::RequestSpec::new(spec.clone())
         };
         let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(flags)?;
-        let out = with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl)).map_err(cli_error)?;
+        let out = with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl))?;
         Some(out.schedule)
     } else {
         None
@@ -432,7 +439,7 @@ fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     Ok(0)
 }
 
-fn synth(a: SynthArgs) -> Result<i32, String> {
+fn synth(a: SynthArgs) -> Result<i32, CliError> {
     let msccl = a.msccl.options()?;
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
@@ -453,18 +460,17 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
         },
     };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
-    let out = with_progress(&format!("ccsynth synth --algo {}", req.algorithm.name()), |ctl| engine::run(&req, ctl))
-        .map_err(cli_error)?;
+    let out = with_progress(&format!("ccsynth synth --algo {}", req.algorithm.name()), |ctl| engine::run(&req, ctl))?;
     if let Some(path) = &a.dump_lp {
         write_lp(path, &out.lp)?;
     }
     if a.format == Format::MscclXml {
-        let xml = engine::export_msccl(&out.schedule, &msccl).map_err(|e| e.to_string())?;
+        let xml = engine::export_msccl(&out.schedule, &msccl)?;
         write_text(a.output.out.as_deref(), &xml)?;
         return Ok(0);
     }
     if a.format == Format::MscclppJson {
-        let plan = engine::export_mscclpp(&out.schedule, &a.msccl.mscclpp_options()?).map_err(|e| e.to_string())?;
+        let plan = engine::export_mscclpp(&out.schedule, &a.msccl.mscclpp_options()?)?;
         write_text(a.output.out.as_deref(), &(plan + "\n"))?;
         return Ok(0);
     }
@@ -474,7 +480,7 @@ fn synth(a: SynthArgs) -> Result<i32, String> {
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))
         .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((req.algorithm.name(), &out.schedule))));
-    emit(&out, comparison.as_ref(), &a.output)
+    Ok(emit(&out, comparison.as_ref(), &a.output)?)
 }
 
 /// Writes a run's schedule JSON (with bounds, stats and the comparison) to `--out` or stdout,
@@ -520,9 +526,9 @@ fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: &Outpu
     Ok(0)
 }
 
-fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, String> {
+fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     let previous = load_schedule(&a.schedule)?;
-    engine::require_valid(&previous).map_err(|e| format!("{}: {e}", a.schedule))?;
+    engine::require_valid(&previous).map_err(|e| CliError::from(e).context(&a.schedule))?;
     let failures = parse_failures(&a.fail_link, &a.fail_npu, a.directed)?;
     let (topo, collective) = engine::regeneration_target(&previous, &failures).map_err(|e| e.to_string())?;
     let spec = engine::RequestSpec {
@@ -537,8 +543,8 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, String> {
         },
     };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
-    let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl)).map_err(cli_error)?;
-    emit(&out, None, &a.output)
+    let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl))?;
+    Ok(emit(&out, None, &a.output)?)
 }
 
 /// Runs `f` with a progress bar on stderr when it is a terminal (drawn only after a second, so
@@ -587,7 +593,7 @@ fn write_lp(path: &std::path::Path, models: &[engine::PhaseLp]) -> Result<(), St
     Ok(())
 }
 
-fn baseline(a: BaselineArgs) -> Result<i32, String> {
+fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
     if a.list {
         print_json(&engine::registry::baselines())?;
         return Ok(0);
@@ -605,11 +611,11 @@ fn baseline(a: BaselineArgs) -> Result<i32, String> {
     let (topo, collective) = load_target(&target)?;
     let name = a.algo.as_deref().unwrap_or_default();
     if engine::Algorithm::parse(name).is_some_and(|alg| alg.is_synthesizer()) {
-        return Err(format!("--algo {name:?} is a synthesizer; run it with `ccsynth synth --algo {name}`"));
+        return Err(format!("--algo {name:?} is a synthesizer; run it with `ccsynth synth --algo {name}`").into());
     }
     let spec = engine::RequestSpec { algorithm: name.to_string(), ..engine::RequestSpec::new(collective) };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
-    let out = engine::run(&req, engine::Control::none()).map_err(cli_error)?;
+    let out = engine::run(&req, engine::Control::none())?;
     let o = &a.output;
     if let Some(path) = &o.out {
         let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;

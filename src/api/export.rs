@@ -216,7 +216,11 @@ async fn build(
                 ExportFail::BadQuery(e.to_string())
             }
             engine::Error::Input(e) => ExportFail::Internal(e.to_string()),
-            e => ExportFail::Unprocessable(InputError::new("format", e.to_string())),
+            // The format cannot hold this schedule (an executor's limit, a picture's size).
+            e if e.kind() == engine::ErrorKind::Refused => {
+                ExportFail::Unprocessable(InputError::new("format", e.to_string()))
+            }
+            e => ExportFail::Internal(e.to_string()),
         })
     });
     super::until_stopped(st, work)

@@ -152,14 +152,3 @@ pub(super) fn flags(mut e: InputError) -> String {
     }
     e.to_string()
 }
-
-/// An engine error worded for a terminal (input errors and the time limit by flag).
-pub(super) fn cli_error(e: engine::Error) -> String {
-    match e {
-        engine::Error::Input(e) => flags(e),
-        engine::Error::TimeLimit { limit_s } => {
-            format!("the time limit of {limit_s} s ran out before any schedule was found; raise --time-limit")
-        }
-        e => e.to_string(),
-    }
-}

@@ -1,18 +1,27 @@
-//! Why a run gave no schedule (`Error`), one enum every door maps the same way.
+//! Why a run gave no schedule (`Error`), one enum every door maps the same way, and its
+//! kind (`ErrorKind`): what a door tells apart (the CLI's exit code, the API's status).
 
 use super::EngineError;
+use serde::Serialize;
 
-/// Why a run gave no schedule. Every door maps these the same way: `Input` is the caller's
-/// mistake (exit 2, HTTP 422), naming the request's field; `Unsupported` is an algorithm that
-/// cannot serve this case; `Internal` is a bug.
+/// Why a run gave no schedule. Every door maps these by `Error::kind`: `Input` is the caller's
+/// mistake (exit 2, HTTP 422), naming the request's field; `Unsupported` and `PricedOut` are a
+/// refusal (exit 3); `TimeLimit` and `Cancelled` a run stopped before any schedule (exit 4);
+/// `Internal` is a bug (exit 70).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The request is wrong; the error names its field.
     #[error("{0}")]
     Input(#[from] crate::error::InputError),
-    /// The algorithm cannot serve this case (a baseline's topology, a TEN too fine, …).
-    #[error("{0}")]
-    Unsupported(String),
+    /// `by` cannot serve this case (a baseline's topology, a TEN too fine, an executor's
+    /// limit, …); `reason` says why in its own words.
+    #[error("{}{reason}", by.prefix())]
+    Unsupported {
+        /// Who refused.
+        by: Refuser,
+        /// Why, in the refuser's words.
+        reason: String,
+    },
     /// The cancel poll said stop.
     #[error("cancelled")]
     Cancelled,
@@ -47,7 +56,7 @@ impl From<crate::synth::SynthError> for Error {
         match e {
             crate::synth::SynthError::Input(e) => Error::Input(e),
             crate::synth::SynthError::Cancelled => Error::Cancelled,
-            e => Error::Unsupported(e.to_string()),
+            e => Error::Unsupported { by: Refuser::Synthesizer, reason: e.to_string() },
         }
     }
 }
@@ -59,7 +68,74 @@ impl From<crate::baselines::BaselineError> for Error {
         match e {
             crate::baselines::BaselineError::Input(e) => Error::Input(e),
             crate::baselines::BaselineError::Stopped => Error::Cancelled,
-            e => Error::Unsupported(e.to_string()),
+            e => Error::Unsupported { by: Refuser::Baseline, reason: e.to_string() },
         }
+    }
+}
+
+/// Who refused a case it cannot serve (`Error::Unsupported`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refuser {
+    /// A synthesizer (the greedy's planners, the ILP): the collective or its TEN is beyond it.
+    Synthesizer,
+    /// A baseline: the topology or the collective is not of its shape.
+    Baseline,
+    /// The MSCCL XML writer: the schedule is beyond what MSCCL (or RCCL) runs.
+    MscclXml,
+    /// The MSCCL++ plan writer: the schedule is beyond what the MSCCL++ executor runs.
+    MscclppPlan,
+    /// The Chakra ET writer: the schedule is beyond what it writes for ASTRA-sim.
+    ChakraEt,
+    /// A picture or trace that would hold more slices than a door allows.
+    Picture,
+    /// The simulator: the schedule cannot be replayed.
+    Simulator,
+}
+
+impl Refuser {
+    /// What the message starts with: the export formats name themselves.
+    fn prefix(self) -> &'static str {
+        match self {
+            Refuser::MscclXml => "MSCCL XML: ",
+            Refuser::MscclppPlan => "MSCCL++ plan: ",
+            Refuser::ChakraEt => "Chakra ET: ",
+            Refuser::Synthesizer | Refuser::Baseline | Refuser::Picture | Refuser::Simulator => "",
+        }
+    }
+}
+
+/// What a door tells apart in an `Error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The caller's mistake: fix the request.
+    Input,
+    /// The request is fine, but what it asks for cannot be served (an algorithm, an export
+    /// format or a picture refused it, or a candidate was priced out).
+    Refused,
+    /// The time limit ran out before any schedule was found: raise it.
+    TimeLimit,
+    /// The caller (or a shutdown) stopped the run.
+    Cancelled,
+    /// A bug in ccsynth.
+    Internal,
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Input(_) => ErrorKind::Input,
+            Error::Unsupported { .. } | Error::PricedOut { .. } => ErrorKind::Refused,
+            Error::TimeLimit { .. } => ErrorKind::TimeLimit,
+            Error::Cancelled => ErrorKind::Cancelled,
+            Error::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// A refusal by `by`.
+    pub(crate) fn refused(by: Refuser, reason: impl std::fmt::Display) -> Error {
+        Error::Unsupported { by, reason: reason.to_string() }
     }
 }

@@ -3,7 +3,7 @@
 //! the schedule cannot be written that way; and `require_valid`, the check every export runs first.
 
 use super::check::check_bounded;
-use super::{ChakraExport, CheckReport, Error, GoodputChart, MscclOptions, MscclppOptions};
+use super::{ChakraExport, CheckReport, Error, GoodputChart, MscclOptions, MscclppOptions, Refuser};
 use crate::schedule::Schedule;
 
 /// A schedule as MSCCL XML (docs/FORMAT.md, "MSCCL XML"): refused when it cannot fit the
@@ -11,9 +11,9 @@ use crate::schedule::Schedule;
 /// valid, or when the file would break a limit of the executor (each error names it).
 pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> {
     use crate::export::msccl;
-    msccl::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))?;
+    msccl::fits(s).map_err(|e| Error::refused(Refuser::MscclXml, e))?;
     require_valid(s)?;
-    msccl::to_xml(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL XML: {e}")))
+    msccl::to_xml(s, opts).map_err(|e| Error::refused(Refuser::MscclXml, e))
 }
 
 /// A schedule as an MSCCL++ execution plan (docs/FORMAT.md, "MSCCL++ execution plans"):
@@ -21,9 +21,9 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
 /// valid, or when the plan would break a limit (each error names it).
 pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
     use crate::export::mscclpp;
-    mscclpp::fits(s).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))?;
+    mscclpp::fits(s).map_err(|e| Error::refused(Refuser::MscclppPlan, e))?;
     require_valid(s)?;
-    mscclpp::to_plan(s, opts).map_err(|e| Error::Unsupported(format!("MSCCL++ plan: {e}")))
+    mscclpp::to_plan(s, opts).map_err(|e| Error::refused(Refuser::MscclppPlan, e))
 }
 
 /// A schedule as Chakra execution traces for ASTRA-sim (docs/FORMAT.md, "Chakra ET export"):
@@ -34,12 +34,12 @@ pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<Ch
     use crate::export::chakra::{self, ChakraError};
     if s.transfers.len() > chakra::MAX_TRANSFERS {
         let e = ChakraError::TooManyTransfers { transfers: s.transfers.len() };
-        return Err(Error::Unsupported(format!("Chakra ET: {e}")));
+        return Err(Error::refused(Refuser::ChakraEt, e));
     }
     require_valid(s)?;
     chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
         ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
-        e => Error::Unsupported(format!("Chakra ET: {e}")),
+        e => Error::refused(Refuser::ChakraEt, e),
     })
 }
 
@@ -73,16 +73,17 @@ pub const API_MAX_TRACE_SLICES: usize = 200_000;
 fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::TransferTime>, Vec<Vec<usize>>), Error> {
     let n = crate::export::trace::slices(s);
     if n > max_slices {
-        return Err(Error::Unsupported(format!(
-            "the picture would hold {n} slices (one per transfer and link of its path); at most {max_slices}"
-        )));
+        return Err(Error::refused(
+            Refuser::Picture,
+            format!("the picture would hold {n} slices (one per transfer and link of its path); at most {max_slices}"),
+        ));
     }
     let r = check_bounded(s, false);
     if r.timing.is_none() {
         let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
         return Err(Error::Input(crate::error::InputError::new("schedule", format!("cannot be simulated: {first}"))));
     }
-    let internal = |e: crate::sim::SimError| Error::Unsupported(e.to_string());
+    let internal = |e: crate::sim::SimError| Error::refused(Refuser::Simulator, e);
     let (_, times) = crate::sim::simulate_with_times(s).map_err(internal)?;
     let links =
         (0..s.transfers.len()).map(|i| crate::sim::links_of(s, i)).collect::<Result<_, _>>().map_err(internal)?;
@@ -91,7 +92,7 @@ fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::Transfer
 
 /// Each transfer's start and end in the replay (indexed as `s.transfers`).
 pub fn transfer_times(s: &Schedule) -> Result<Vec<crate::sim::TransferTime>, Error> {
-    crate::sim::simulate_with_times(s).map(|(_, t)| t).map_err(|e| Error::Unsupported(e.to_string()))
+    crate::sim::simulate_with_times(s).map(|(_, t)| t).map_err(|e| Error::refused(Refuser::Simulator, e))
 }
 
 /// The schedule's replay as a Chrome/Perfetto trace (JSON): one track per link, one slice per

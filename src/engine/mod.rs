@@ -19,7 +19,7 @@ pub mod request;
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
 use check::{Gate, finalize_deferred, finalize_until, gate_timed_until, gate_until};
 pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_until};
-pub use error::Error;
+pub use error::{Error, ErrorKind, Refuser};
 pub use export::{
     API_MAX_TRACE_SLICES, MAX_TRACE_SLICES, chakra_tar, export_chakra, export_msccl, export_mscclpp, export_trace,
     plot_goodput, plot_timeline, require_valid, transfer_times,

@@ -303,7 +303,8 @@ fn export_and_synth_write_msccl_xml() {
         None,
     );
     let o = ccsynth(&["export", "--format", "msccl-xml", "-"], Some(&String::from_utf8(scatter.stdout).unwrap()));
-    assert_eq!(o.status.code(), Some(2));
+    // A valid schedule MSCCL cannot run is a refusal (3), not a mistake in the input (2).
+    assert_eq!(o.status.code(), Some(3));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("MSCCL has no collective for scatter"),
         "{}",
@@ -362,7 +363,7 @@ fn export_and_synth_write_mscclpp_plans() {
         None,
     );
     let o = ccsynth(&["export", "--format", "mscclpp-json", "-"], Some(&String::from_utf8(bcast.stdout).unwrap()));
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("never by root"), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
@@ -653,7 +654,7 @@ fn baseline_and_compare_verbs() {
         &["baseline", "--algo", "bucket", "--topology", "fc:4", "--collective", "all_reduce", "--size", "4KiB"],
         None,
     );
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(3), "a baseline that cannot serve the topology refuses");
     assert!(String::from_utf8_lossy(&o.stderr).contains("does not support"));
     let o = ccsynth(&["compare", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"], None);
     assert_eq!(o.status.code(), Some(0));
@@ -882,7 +883,10 @@ fn mistakes_are_worded_for_the_terminal() {
     assert!(e.starts_with("ccsynth: --time-limit: 0: expected seconds"), "{e}");
     // A limit too short for any schedule names the flag, not the API's field.
     let ar = ["--topology", "torus:16x16", "--collective", "all_reduce", "--size", "256MiB"];
-    let e = err(&[&["synth"][..], &ar, &["--algo", "greedy", "--time-limit", "0.0001"]].concat());
+    // It exits 4 (the time limit), not 2: the request itself was fine.
+    let o = ccsynth(&[&["synth"][..], &ar, &["--algo", "greedy", "--time-limit", "0.0001"]].concat(), None);
+    assert_eq!(o.status.code(), Some(4));
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(e.contains("ran out before any schedule was found; raise --time-limit"), "{e}");
     assert!(!e.contains("options.time_limit_s"), "{e}");
     let e = err(&["synth", "--topology", "ring:4", "--collective", "broadcast", "--size", "1MiB"]);

@@ -181,7 +181,8 @@ fn refusals_are_clear() {
     let t = topo("fc:8");
     // A topology the baseline cannot serve: the baseline's own refusal.
     let e = baseline("bucket", &t, CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
-    assert!(matches!(e, engine::Error::Unsupported(_)), "{e}");
+    assert!(matches!(e, engine::Error::Unsupported { by: engine::Refuser::Baseline, .. }), "{e}");
+    assert_eq!(e.kind(), engine::ErrorKind::Refused);
     // A collective it does not serve: refused by `Request::new`, naming `algorithm`.
     let e = baseline("mst", &t, CollectiveSpec::new(K::AllReduce, 64)).unwrap_err();
     assert!(matches!(e, engine::Error::Input(_)), "{e}");

@@ -99,7 +99,7 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
         Err(e @ engine::Error::PricedOut { .. }) => {
             panic!("{}: {e}, though no schedule was given to price against", p.name)
         }
-        Err(e @ (engine::Error::Input(_) | engine::Error::Unsupported(_))) => Err(refusal(e.to_string())),
+        Err(e @ (engine::Error::Input(_) | engine::Error::Unsupported { .. })) => Err(refusal(e.to_string())),
     }
 }
 

@@ -60,9 +60,9 @@ pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String
         Ok(xml) => xml,
         // Only what MSCCL has no way to express: a collective it has no name for, or a rank
         // outside the group. A schedule beyond the executor's limits would fail the suite.
-        Err(engine::Error::Unsupported(why))
-            if why.starts_with("MSCCL XML: MSCCL has no collective")
-                || why.starts_with("MSCCL XML: MSCCL cannot run a")
+        Err(engine::Error::Unsupported { by: engine::Refuser::MscclXml, reason: why })
+            if why.starts_with("MSCCL has no collective")
+                || why.starts_with("MSCCL cannot run a")
                 || why.contains("not a rank of the collective's group") =>
         {
             return Ok(false);
@@ -239,7 +239,7 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     for kind in [K::Scatter, K::Gather] {
         let s = run(&t, &CollectiveSpec::new(kind, 1 << 20).with_root(0), "greedy").unwrap();
         let e = refused(engine::export_msccl(&s, &MscclOptions::default()));
-        assert!(matches!(e, engine::Error::Unsupported(_)), "{e:?}");
+        assert!(matches!(e, engine::Error::Unsupported { by: engine::Refuser::MscclXml, .. }), "{e:?}");
         assert!(e.to_string().contains(&format!("MSCCL has no collective for {}", kind.name())), "{e}");
     }
     // A subgroup whose schedule forwards through an NPU outside it.

@@ -29,7 +29,7 @@ fn export_and_replay(what: &str, s: &Schedule) {
 pub fn replays_if_mscclpp_runs_it(what: &str, s: &Schedule) -> Result<bool, String> {
     let text = match engine::export_mscclpp(s, &MscclppOptions::default()) {
         Ok(text) => text,
-        Err(engine::Error::Unsupported(why))
+        Err(engine::Error::Unsupported { by: engine::Refuser::MscclppPlan, reason: why })
             if why.contains("has no plan collective") || why.contains("not a rank of the collective's group") =>
         {
             return Ok(false);

@@ -74,6 +74,13 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
+/// Why a job failed: the kind of failure and the message its client reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub kind: crate::engine::ErrorKind,
+    pub message: String,
+}
+
 /// A status value that names no [`JobStatus`].
 #[derive(Debug, thiserror::Error)]
 #[error("unknown job status {0:?}")]
@@ -173,6 +180,9 @@ pub struct JobRow {
     pub progress: f64,
     pub message: Option<String>,
     pub error: Option<String>,
+    /// A failed job's kind of failure (`None` for the others, and for failures stored by
+    /// versions before it was recorded).
+    pub error_kind: Option<crate::engine::ErrorKind>,
     pub schedule_id: Option<String>,
     pub created_at: i64,
     pub started_at: Option<i64>,
@@ -215,7 +225,7 @@ pub fn plausible_id(id: &str) -> bool {
 }
 
 const TOPOLOGY_COLS: &str = "id, digest, body, npus, switches, links, connected, parent_id, failures, created_at";
-const JOB_COLS: &str = "id, batch_id, request_id, request_key, request, algorithm, status, progress, message, error, schedule_id, created_at, started_at, finished_at, owner";
+const JOB_COLS: &str = "id, batch_id, request_id, request_key, request, algorithm, status, progress, message, error, error_kind, schedule_id, created_at, started_at, finished_at, owner";
 
 fn topology_row(r: &sqlx::any::AnyRow) -> Result<TopologyRow, sqlx::Error> {
     Ok(TopologyRow {
@@ -244,6 +254,7 @@ fn job_row(r: &sqlx::any::AnyRow) -> Result<JobRow, StoreError> {
         progress: r.try_get("progress")?,
         message: r.try_get("message")?,
         error: r.try_get("error")?,
+        error_kind: r.try_get::<Option<String>, _>("error_kind")?.and_then(|k| crate::engine::ErrorKind::parse(&k)),
         schedule_id: r.try_get("schedule_id")?,
         created_at: r.try_get("created_at")?,
         started_at: r.try_get("started_at")?,

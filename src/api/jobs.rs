@@ -47,6 +47,9 @@ struct JobOut {
     schedule_url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// A failed job's kind of failure (`input`, `refused`, `time_limit`, `internal`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_kind: Option<crate::engine::ErrorKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     batch_id: Option<String>,
     url: String,
@@ -71,6 +74,7 @@ fn job_out(j: &crate::store::JobRow) -> JobOut {
         schedule_id: j.schedule_id.clone(),
         schedule_url: j.schedule_id.as_ref().map(|s| format!("/v1/schedules/{s}")),
         error: j.error.clone(),
+        error_kind: j.error_kind,
         batch_id: j.batch_id.clone(),
         url: format!("/v1/jobs/{}", j.id),
     }

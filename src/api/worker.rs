@@ -4,7 +4,7 @@
 
 use super::Shared;
 use super::jobs::JobRequest;
-use crate::engine;
+use crate::engine::{self, ErrorKind, ErrorKind::Internal, ErrorKind::Refused};
 use crate::store::JobStatus;
 use crate::topology::Topology;
 use std::sync::Arc;
@@ -80,8 +80,8 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         Err(JobEnd::Cancelled) => {
             (JobStatus::Cancelled, st.store.end_claimed(&lease, JobStatus::Cancelled, None).await)
         }
-        Err(JobEnd::Failed(why)) => {
-            (JobStatus::Failed, st.store.end_claimed(&lease, JobStatus::Failed, Some(&why)).await)
+        Err(JobEnd::Failed(failure)) => {
+            (JobStatus::Failed, st.store.end_claimed(&lease, JobStatus::Failed, Some(&failure)).await)
         }
     };
     st.job_ended.notify_waiters();
@@ -100,7 +100,31 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
 /// cannot carry it).
 enum JobEnd {
     Cancelled,
-    Failed(String),
+    Failed(crate::store::Failure),
+}
+
+impl JobEnd {
+    /// A failure of `kind`; an internal one is logged in full and its client told only that
+    /// it happened (internal details are not sent).
+    fn failed(kind: ErrorKind, message: impl Into<String>) -> JobEnd {
+        let message = message.into();
+        let message = match kind {
+            ErrorKind::Internal => {
+                tracing::error!(error = %message, "a job failed on an internal error");
+                "internal error: the server's log has the details".to_string()
+            }
+            _ => message,
+        };
+        JobEnd::Failed(crate::store::Failure { kind, message })
+    }
+
+    /// An engine error by its kind (a cancel stays a cancel).
+    fn engine(e: engine::Error) -> JobEnd {
+        match e.kind() {
+            ErrorKind::Cancelled => JobEnd::Cancelled,
+            kind => JobEnd::failed(kind, e.to_string()),
+        }
+    }
 }
 
 /// A finished job's result, as it is stored.
@@ -122,14 +146,14 @@ async fn execute(
     flag: Arc<AtomicBool>,
     pool: Option<Arc<rayon::ThreadPool>>,
 ) -> Result<Finished, JobEnd> {
-    let req: JobRequest =
-        serde_json::from_str(&job.request).map_err(|e| JobEnd::Failed(format!("unreadable job request: {e}")))?;
+    let req: JobRequest = serde_json::from_str(&job.request)
+        .map_err(|e| JobEnd::failed(Internal, format!("unreadable job request: {e}")))?;
     let row = st
         .store
         .topology(&req.topology_id)
         .await
-        .map_err(|e| JobEnd::Failed(e.to_string()))?
-        .ok_or_else(|| JobEnd::Failed(format!("topology {} was deleted", req.topology_id)))?;
+        .map_err(|e| JobEnd::failed(Internal, e.to_string()))?
+        .ok_or_else(|| JobEnd::failed(ErrorKind::Input, format!("topology {} was deleted", req.topology_id)))?;
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();
     let topology_id = req.topology_id.clone();
@@ -171,7 +195,9 @@ async fn execute(
     // alone answers.
     let t = std::time::Instant::now();
     let previous = match &req.regenerate_from {
-        Some(id) => st.store.schedule_body(id).await.map_err(|e| JobEnd::Failed(e.to_string()))?.map(|(body, _)| body),
+        Some(id) => {
+            st.store.schedule_body(id).await.map_err(|e| JobEnd::failed(Internal, e.to_string()))?.map(|(body, _)| body)
+        }
         None => None,
     };
     if previous.is_some() {
@@ -191,21 +217,28 @@ async fn execute(
     })
     .await;
     renew.abort();
-    let (body, summary, topology_by_ref) = solved.map_err(|e| JobEnd::Failed(format!("the solver stopped: {e}")))??;
+    let (body, summary, topology_by_ref) =
+        solved.map_err(|e| JobEnd::failed(Internal, format!("the solver stopped: {e}")))??;
     if body.json_len() > st.config.max_result_bytes {
         // Refused for good: storing it would fail (or fill the disk) every time it is retried.
-        return Err(JobEnd::Failed(format!(
-            "the schedule is {} bytes; this server stores at most {} (--max-result-bytes)",
-            body.json_len(),
-            st.config.max_result_bytes
-        )));
+        return Err(JobEnd::failed(
+            Refused,
+            format!(
+                "the schedule is {} bytes; this server stores at most {} (--max-result-bytes)",
+                body.json_len(),
+                st.config.max_result_bytes
+            ),
+        ));
     }
     if body.stored_len() > crate::store::STORED_MAX_BYTES {
-        return Err(JobEnd::Failed(format!(
-            "the schedule's stored form is {} bytes; the database holds at most {} in one value",
-            body.stored_len(),
-            crate::store::STORED_MAX_BYTES
-        )));
+        return Err(JobEnd::failed(
+            Refused,
+            format!(
+                "the schedule's stored form is {} bytes; the database holds at most {} in one value",
+                body.stored_len(),
+                crate::store::STORED_MAX_BYTES
+            ),
+        ));
     }
     Ok(Finished { schedule_id, topology_id, body, summary, topology_by_ref })
 }
@@ -223,8 +256,9 @@ fn solve(
     limits: &engine::Limits,
     progress: engine::Progress,
 ) -> Result<(crate::store::StoredBody, String, bool), JobEnd> {
-    let topo = Topology::from_json(topology).map_err(|e| JobEnd::Failed(format!("stored topology: {e}")))?;
-    let request = engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::Failed(e.to_string()))?;
+    let topo = Topology::from_json(topology).map_err(|e| JobEnd::failed(Internal, format!("stored topology: {e}")))?;
+    let request =
+        engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::failed(ErrorKind::Input, e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);
     let ctl = engine::Control { cancelled: &cancelled, progress };
     let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
@@ -232,7 +266,7 @@ fn solve(
     let previous = previous
         .map(|body| body.into_schedule())
         .transpose()
-        .map_err(|e| JobEnd::Failed(format!("the schedule to regenerate: {e}")))?;
+        .map_err(|e| JobEnd::failed(Internal, format!("the schedule to regenerate: {e}")))?;
     if previous.is_some() {
         tracing::debug!(target: "ccsynth::timing", wall_ms = ms(t), "job: the stored schedule parsed");
     }
@@ -243,12 +277,9 @@ fn solve(
     };
     tracing::debug!(target: "ccsynth::timing", wall_ms = ms(t), "job: the engine ran");
     let t = std::time::Instant::now();
-    let out = ran.map_err(|e| match e {
-        engine::Error::Cancelled => JobEnd::Cancelled,
-        e => JobEnd::Failed(e.to_string()),
-    })?;
+    let out = ran.map_err(JobEnd::engine)?;
     let (mut schedule, report, stats) = (out.schedule, out.report, out.stats);
-    let (body, by_ref) = stored_body(&mut schedule).map_err(JobEnd::Failed)?;
+    let (body, by_ref) = stored_body(&mut schedule).map_err(|e| JobEnd::failed(Internal, e))?;
     let summary = serde_json::json!({
         "schedule_id": schedule_id,
         "algorithm": schedule.algorithm,

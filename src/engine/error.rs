@@ -122,6 +122,28 @@ pub enum ErrorKind {
     Internal,
 }
 
+impl ErrorKind {
+    /// Every kind.
+    pub const ALL: [ErrorKind; 5] =
+        [ErrorKind::Input, ErrorKind::Refused, ErrorKind::TimeLimit, ErrorKind::Cancelled, ErrorKind::Internal];
+
+    /// The stored (and JSON) spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Input => "input",
+            ErrorKind::Refused => "refused",
+            ErrorKind::TimeLimit => "time_limit",
+            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Internal => "internal",
+        }
+    }
+
+    /// The kind a stored spelling names, if any.
+    pub fn parse(s: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
 impl Error {
     /// What kind of failure this is.
     pub fn kind(&self) -> ErrorKind {

@@ -145,8 +145,8 @@ impl Store {
     pub async fn claim_job(&self, lease_ms: i64, max_attempts: i64) -> Result<Option<JobRow>, StoreError> {
         let now = now_ms();
         let given_up = sqlx::query(
-            "UPDATE jobs SET status = $1, error = $2, message = $1, finished_at = $3, lease_until = NULL \
-             WHERE status = $4 AND lease_until < $3 AND attempts >= $5",
+            "UPDATE jobs SET status = $1, error = $2, error_kind = $6, message = $1, finished_at = $3, \
+             lease_until = NULL WHERE status = $4 AND lease_until < $3 AND attempts >= $5",
         )
         .bind(JobStatus::Failed.as_str())
         .bind(format!(
@@ -156,6 +156,8 @@ impl Store {
         .bind(now)
         .bind(JobStatus::Running.as_str())
         .bind(max_attempts)
+        // Its worker died each time: a crash (out of memory, a bug) is ours, not the request's.
+        .bind(crate::engine::ErrorKind::Internal.as_str())
         .execute(&self.pool)
         .await?;
         if given_up.rows_affected() > 0 {
@@ -286,18 +288,24 @@ impl Store {
     }
 
     /// Ends a running job as `Failed` or `Cancelled`, only if it is still this claim's.
-    pub async fn end_claimed(&self, lease: &Lease, status: JobStatus, error: Option<&str>) -> Result<bool, StoreError> {
+    pub async fn end_claimed(
+        &self,
+        lease: &Lease,
+        status: JobStatus,
+        failure: Option<&Failure>,
+    ) -> Result<bool, StoreError> {
         debug_assert!(matches!(status, JobStatus::Failed | JobStatus::Cancelled), "end_claimed({status})");
         let r = sqlx::query(
-            "UPDATE jobs SET status = $1, error = $2, message = $1, finished_at = $3, lease_until = NULL \
-             WHERE id = $4 AND status = $5 AND started_at = $6",
+            "UPDATE jobs SET status = $1, error = $2, error_kind = $7, message = $1, finished_at = $3, \
+             lease_until = NULL WHERE id = $4 AND status = $5 AND started_at = $6",
         )
         .bind(status.as_str())
-        .bind(error.map(str::to_string))
+        .bind(failure.map(|f| f.message.clone()))
         .bind(now_ms())
         .bind(&lease.job_id)
         .bind(JobStatus::Running.as_str())
         .bind(lease.claimed_at)
+        .bind(failure.map(|f| f.kind.as_str()))
         .execute(&self.pool)
         .await?;
         let ended = r.rows_affected() > 0;

@@ -225,6 +225,7 @@ on_both_databases!(
     http_hygiene_every_error_is_a_problem,
     a_job_is_tried_a_fixed_number_of_times,
     a_result_too_large_to_store_fails_its_job,
+    failed_jobs_name_their_kind,
     schedules_export_as_msccl_xml,
     sizes_may_be_written_as_the_cli_writes_them,
     large_schedules_are_stored_compressed,
@@ -1305,7 +1306,7 @@ fn a_job_has_one_result_even_when_its_lease_lapses(db: Db) {
         );
         assert!(store.finish_job(&second, &s1, "t", &json_body(), "{}", false).await.unwrap());
         assert!(!store.finish_job(&second, &again, "t", &json_body(), "{}", false).await.unwrap(), "a second result");
-        assert!(!store.end_claimed(&second, JobStatus::Failed, Some("late")).await.unwrap());
+        assert!(!store.end_claimed(&second, JobStatus::Failed, Some(&failure("late"))).await.unwrap());
         let j = store.job(&j1).await.unwrap().unwrap();
         assert_eq!((j.status, j.schedule_id.as_deref()), (JobStatus::Succeeded, Some(s1.as_str())));
         assert!(store.schedule_body(&late).await.unwrap().is_none());
@@ -1417,6 +1418,7 @@ fn a_job_is_tried_a_fixed_number_of_times(db: Db) {
         let j = store.job(&id).await.unwrap().unwrap();
         assert_eq!(j.status, JobStatus::Failed);
         assert!(j.error.as_deref().unwrap().contains("started 3 times"), "{:?}", j.error);
+        assert_eq!(j.error_kind, Some(ccsynth::engine::ErrorKind::Internal), "a worker that keeps dying is ours");
         // A graceful re-queue (shutdown) does not count as a failed attempt.
         let other = new_id();
         store.create_job(bare_job(&other, "key-2")).await.unwrap();
@@ -1441,6 +1443,39 @@ fn a_result_too_large_to_store_fails_its_job(db: Db) {
     assert_eq!(code, 201, "{v}");
     assert_eq!(v["status"], "failed", "{v}");
     assert!(v["error"].as_str().unwrap().contains("--max-result-bytes"), "{v}");
+    assert_eq!(v["error_kind"], "refused", "{v}");
+}
+
+/// A failed job says what kind of failure ended it (issue 30 point 2), as the CLI's exit code
+/// does: a request to fix, one its algorithm refuses, one to retry with a longer limit.
+fn failed_jobs_name_their_kind(db: Db) {
+    let s = start(db);
+    let fails = |req: Value| {
+        let (code, v) = call(&s, "POST", "/v1/syntheses", Some(req));
+        assert_eq!(code, 201, "{v}");
+        assert_eq!(v["status"], "failed", "{v}");
+        v
+    };
+    // bucket is a torus algorithm: a fully connected fabric is refused by the baseline itself.
+    let v = fails(json!({"spec": "fc:4", "collective": {"kind": "all_reduce", "size_bytes": 4096},
+        "algorithm": "bucket", "wait_ms": 30000}));
+    assert_eq!(v["error_kind"], "refused", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("does not support"), "{v}");
+    // No greedy run on 256 NPUs finishes in 0.1 ms.
+    let v = fails(json!({"spec": "torus:16x16", "collective": {"kind": "all_reduce", "size_bytes": 268435456},
+        "algorithm": "greedy", "options": {"time_limit_s": 0.0001}, "wait_ms": 60000}));
+    assert_eq!(v["error_kind"], "time_limit", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("raise options.time_limit_s"), "{v}");
+    // A job that succeeds has neither.
+    let (code, v) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "ring:4",
+        "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "ring", "wait_ms": 30000})),
+    );
+    assert_eq!((code, &v["status"]), (201, &json!("succeeded")), "{v}");
+    assert!(v.get("error").is_none() && v.get("error_kind").is_none(), "{v}");
 }
 
 /// Reads until the server closes the connection or `limit` passes; the time it closed at
@@ -1582,10 +1617,12 @@ fn a_topology_in_use_is_not_deleted(db: Db) {
         assert_eq!(store.delete_topology(&free).await.unwrap(), Deletion::Deleted);
         assert_eq!(store.delete_topology(&free).await.unwrap(), Deletion::NotFound);
         // One job ends: still in use by the other.
-        assert!(store.end_claimed(&lease, JobStatus::Failed, Some("done")).await.unwrap());
+        assert!(store.end_claimed(&lease, JobStatus::Failed, Some(&failure("done"))).await.unwrap());
+        let ended = store.job(&lease.job_id).await.unwrap().unwrap();
+        assert_eq!((ended.error.as_deref(), ended.error_kind), (Some("done"), Some(failure("done").kind)));
         assert_eq!(store.delete_topology(&used).await.unwrap(), Deletion::InUse(1));
         let other = store.claim_job(60_000, 3).await.unwrap().unwrap().lease().unwrap();
-        assert!(store.end_claimed(&other, JobStatus::Failed, Some("done")).await.unwrap());
+        assert!(store.end_claimed(&other, JobStatus::Failed, Some(&failure("done"))).await.unwrap());
         assert_eq!(store.delete_topology(&used).await.unwrap(), Deletion::Deleted);
         assert!(store.topology(&used).await.unwrap().is_none());
     });
@@ -2187,4 +2224,9 @@ fn concurrent_exports_share_one_computation_within_a_memory_budget(db: Db) {
     assert!(answers.iter().all(|r| r.status == 200));
     assert_eq!(metric("ccsynth_exports_built_total"), built + 3);
     assert!(metric("ccsynth_export_budget_waits_total") > waits, "the second export waited for the budget");
+}
+
+/// A failure as a worker records it (a refusal).
+fn failure(message: &str) -> ccsynth::store::Failure {
+    ccsynth::store::Failure { kind: ccsynth::engine::ErrorKind::Refused, message: message.to_string() }
 }

@@ -18,7 +18,7 @@ pub struct BenchCase {
     pub collective: CollectiveKind,
     pub size_bytes: u64,
     pub chunks_per_npu: u32,
-    pub switch_model: String,
+    pub switch_model: crate::ten::SwitchModel,
     /// Seeds tried (in parallel with `threads`); the best by simulated time is kept.
     pub seeds: usize,
     /// Compare with every applicable baseline (costly on thousands of NPUs).
@@ -75,7 +75,7 @@ fn case(name: &str, topology: String, kind: CollectiveKind, size: u64) -> BenchC
         collective: kind,
         size_bytes: size,
         chunks_per_npu: 1,
-        switch_model: "native".into(),
+        switch_model: crate::ten::SwitchModel::Native,
         seeds: 1,
         baselines: true,
         runs: None,
@@ -137,7 +137,7 @@ pub fn greedy_suite(quick: bool) -> Vec<BenchCase> {
                 gib,
             );
             c.chunks_per_npu = k;
-            c.switch_model = model.into();
+            c.switch_model = crate::ten::SwitchModel::parse(model).expect("the suite's models parse");
             c.seeds = 20;
             if model == "native" && k == 1 {
                 c.target_ratio_to = Some((1.15, 2153.0));
@@ -253,7 +253,7 @@ pub fn run_case(c: &BenchCase, runs: usize) -> BenchResult {
     // The bench times the greedy to the end, whatever it takes.
     let options = Options {
         seeds: Some(c.seeds),
-        switch_model: Some(c.switch_model.clone()),
+        switch_model: Some(c.switch_model),
         time_limit_s: Some(engine::Limits::default().max_solve_s),
         ..Options::default()
     };

@@ -452,7 +452,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
             chunks_per_npu: None,
             time_limit_s: Some(a.time_limit),
             solve_time_limit_s: a.solve_time_limit,
-            switch_model: Some(a.switch_model.clone()),
+            switch_model: Some(a.switch_model),
             discretization: a.discretization,
             ignore_congestion: Some(a.ignore_congestion),
             window: a.window,

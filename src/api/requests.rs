@@ -24,8 +24,9 @@ pub struct SynthesisRequest {
     pub collective: CollectiveSpec,
     #[serde(default = "default_algorithm")]
     pub algorithm: String,
+    /// The engine's options, as every door takes them (`engine::Options`).
     #[serde(default)]
-    pub options: SynthesisOptions,
+    pub options: engine::Options,
     #[serde(default)]
     pub wait_ms: Option<u64>,
     #[serde(default)]
@@ -58,31 +59,6 @@ fn default_algorithm() -> String {
     engine::registry::PORTFOLIO.into()
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct SynthesisOptions {
-    #[serde(default)]
-    pub seed: Option<u64>,
-    #[serde(default)]
-    pub seeds: Option<usize>,
-    #[serde(default)]
-    pub chunks_per_npu: Option<u32>,
-    #[serde(default)]
-    pub time_limit_s: Option<f64>,
-    #[serde(default)]
-    pub switch_model: Option<String>,
-    #[serde(default)]
-    pub discretization: Option<f64>,
-    #[serde(default)]
-    pub ignore_congestion: Option<bool>,
-    #[serde(default)]
-    pub window: Option<u32>,
-    /// Threads for this job's greedy runs, `auto`'s candidates and HiGHS (a pool of its own),
-    /// instead of the worker's `--job-threads`.
-    #[serde(default)]
-    pub threads: Option<usize>,
-}
-
 /// What a job runs: the request with its topology stored and every default filled in. Its
 /// JSON (fields in this order) is hashed into the request key for the result cache.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -94,7 +70,7 @@ pub struct JobRequest {
     pub seed: u64,
     pub seeds: usize,
     pub time_limit_s: f64,
-    pub switch_model: String,
+    pub switch_model: crate::ten::SwitchModel,
     pub discretization: Option<f64>,
     pub ignore_congestion: bool,
     pub window: Option<u32>,
@@ -102,6 +78,10 @@ pub struct JobRequest {
     /// Absent from other requests' JSON, so their cache keys stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regenerate_from: Option<String>,
+    /// `options.solve_time_limit_s` (the ILP's cap on one solve). Absent when not given, so the
+    /// cache keys of requests without it stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solve_time_limit_s: Option<f64>,
     /// `options.threads`: how many threads run it, not what it gives (the greedy's winner
     /// does not depend on them), so not part of the cache key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,10 +157,11 @@ pub(super) async fn normalize(
         seed: request.seed,
         seeds: request.seeds,
         time_limit_s: request.ilp.time_limit_s,
-        switch_model: r.options.switch_model.unwrap_or_else(|| "native".into()),
+        switch_model: request.switch_model,
         discretization: request.discretization_ns,
         ignore_congestion: request.ilp.ignore_congestion,
         window: request.ilp.window,
+        solve_time_limit_s: request.ilp.solve_time_limit_s,
         regenerate_from: None,
         threads: request.threads,
     };
@@ -236,22 +217,10 @@ impl SynthesisRequest {
 
     /// The request in the engine's wire form (the topology travels beside it).
     pub(super) fn engine_spec(&self) -> engine::RequestSpec {
-        let o = &self.options;
         engine::RequestSpec {
             target: engine::Target::One(self.collective.clone()),
             algorithm: self.algorithm.clone(),
-            options: engine::Options {
-                seed: o.seed,
-                seeds: o.seeds,
-                chunks_per_npu: o.chunks_per_npu,
-                time_limit_s: o.time_limit_s,
-                switch_model: o.switch_model.clone(),
-                discretization: o.discretization,
-                ignore_congestion: o.ignore_congestion,
-                window: o.window,
-                threads: o.threads,
-                ..engine::Options::default()
-            },
+            options: self.options.clone(),
         }
     }
 }
@@ -266,7 +235,8 @@ impl JobRequest {
                 seed: Some(self.seed),
                 seeds: Some(self.seeds),
                 time_limit_s: Some(self.time_limit_s),
-                switch_model: Some(self.switch_model.clone()),
+                switch_model: Some(self.switch_model),
+                solve_time_limit_s: self.solve_time_limit_s,
                 discretization: self.discretization,
                 ignore_congestion: Some(self.ignore_congestion),
                 window: self.window,

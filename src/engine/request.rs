@@ -37,9 +37,10 @@ pub struct Options {
     /// The ILP's cap on one HiGHS solve, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub solve_time_limit_s: Option<f64>,
-    /// `native`, `unwind:D` or `unwind:bi` (default `native`).
+    /// How switches appear in the TEN: `native`, `unwind:D` or `unwind:bi` (default
+    /// `native`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub switch_model: Option<String>,
+    pub switch_model: Option<SwitchModel>,
     /// TEN timestep in ns (default: chosen from the links).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discretization: Option<f64>,
@@ -49,8 +50,9 @@ pub struct Options {
     /// The ILP's time clustering window, in timesteps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
-    /// Keep each ILP phase's LP text in the output (`--dump-lp`).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// Keep each ILP phase's LP text in the output (`--dump-lp`): the CLI's alone (it writes the
+    /// files), so never read from or written to JSON.
+    #[serde(skip)]
     pub keep_lp: bool,
 }
 
@@ -221,10 +223,7 @@ impl RequestSpec {
             keep_lp: o.keep_lp,
         };
         super::check_ilp_options(&ilp, limits.max_solve_s)?;
-        let switch_model = match &o.switch_model {
-            None => SwitchModel::default(),
-            Some(s) => SwitchModel::parse(s).map_err(|e| InputError::new("options.switch_model", e))?,
-        };
+        let switch_model = o.switch_model.unwrap_or_default();
         if let Some(d) = o.discretization
             && !(d.is_finite() && d > 0.0)
         {

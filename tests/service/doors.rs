@@ -5,6 +5,7 @@ use super::api::{Db, call, start};
 use super::cli::ccsynth;
 use ccsynth::collective::{CollectiveKind, CollectiveSpec};
 use ccsynth::engine::{self, Options, RequestSpec};
+use ccsynth::ten::SwitchModel;
 use serde_json::{Value, json};
 
 /// One request, spelled for each door.
@@ -31,33 +32,48 @@ impl Case {
     fn cli_args(&self) -> Vec<String> {
         let synthesizer = matches!(self.algorithm, "greedy" | "ilp" | "auto");
         let mut a: Vec<String> = vec![if synthesizer { "synth" } else { "baseline" }.into()];
-        let mut flag = |f: &str, v: String| {
-            a.push(format!("--{f}"));
-            a.push(v);
-        };
+        // `--flag=value`: a negative value is not taken for a flag.
+        let mut flag = |f: &str, v: String| a.push(format!("--{f}={v}"));
         flag("topology", self.topology.into());
         flag("collective", self.kind.name().into());
         flag("size", self.size_bytes.to_string());
-        flag("chunks-per-npu", self.chunks_per_npu.to_string());
         flag("algo", self.algorithm.into());
         if let Some(r) = self.root {
             flag("root", r.to_string());
         }
-        let o = &self.options;
-        if let Some(s) = o.seed {
-            flag("seed", s.to_string());
-        }
-        if let Some(s) = o.seeds {
-            flag("seeds", s.to_string());
-        }
-        if let Some(s) = &o.switch_model {
-            flag("switch-model", s.clone());
-        }
-        if let Some(t) = o.time_limit_s {
-            flag("time-limit", t.to_string());
-        }
-        if let Some(t) = o.threads {
-            flag("threads", t.to_string());
+        // Every field of the engine's options, by name: a field added to `Options` does not
+        // compile here until the CLI's flag for it is named (or its absence explained).
+        let Options {
+            seed,
+            seeds,
+            threads,
+            chunks_per_npu,
+            time_limit_s,
+            solve_time_limit_s,
+            switch_model,
+            discretization,
+            ignore_congestion,
+            window,
+            // The CLI's own (`--dump-lp` writes the files); never in the API's JSON.
+            keep_lp: _,
+        } = &self.options;
+        // `options.chunks_per_npu` overrides the collective's; the CLI has one flag for both.
+        flag("chunks-per-npu", chunks_per_npu.unwrap_or(self.chunks_per_npu).to_string());
+        let mut some = |f: &str, v: Option<String>| {
+            if let Some(v) = v {
+                flag(f, v);
+            }
+        };
+        some("seed", seed.map(|x| x.to_string()));
+        some("seeds", seeds.map(|x| x.to_string()));
+        some("threads", threads.map(|x| x.to_string()));
+        some("time-limit", time_limit_s.map(|x| x.to_string()));
+        some("solve-time-limit", solve_time_limit_s.map(|x| x.to_string()));
+        some("switch-model", switch_model.map(|m| m.name()));
+        some("discretization", discretization.map(|x| x.to_string()));
+        some("window", window.map(|x| x.to_string()));
+        if *ignore_congestion == Some(true) {
+            a.push("--ignore-congestion".into());
         }
         a
     }
@@ -105,11 +121,34 @@ fn cases() -> Vec<Case> {
     v.push(c);
     let mut c = base("unwound switch broadcast", "switch:4", CollectiveKind::Broadcast, "greedy");
     c.root = Some(2);
-    c.options.switch_model = Some("unwind:1".into());
+    c.options.switch_model = Some(SwitchModel::Unwind { degree: 1 });
     v.push(c);
     v.push(base("a baseline", "torus:4x4", CollectiveKind::AllReduce, "swing-bandwidth"));
     let mut c = base("ilp", "ring:4", CollectiveKind::AllGather, "ilp");
     c.options.time_limit_s = Some(30.0);
+    v.push(c);
+    // The ILP's own options, which the API's copy of the options lacked (solve_time_limit_s).
+    let mut c = base("ilp with its options", "ring:4", CollectiveKind::AllReduce, "ilp");
+    c.options.time_limit_s = Some(30.0);
+    c.options.solve_time_limit_s = Some(20.0);
+    c.options.ignore_congestion = Some(true);
+    c.options.window = Some(4);
+    v.push(c);
+    let mut c = base("greedy on a finer grid, chunks from the options", "ring:5", CollectiveKind::AllGather, "greedy");
+    c.options.discretization = Some(100.0);
+    c.options.chunks_per_npu = Some(2);
+    v.push(c);
+    let mut c = base("no time per solve", "ring:4", CollectiveKind::AllGather, "ilp");
+    c.options.solve_time_limit_s = Some(-1.0);
+    c.error_at = Some("options.solve_time_limit_s");
+    v.push(c);
+    let mut c = base("no window", "ring:4", CollectiveKind::AllGather, "ilp");
+    c.options.window = Some(0);
+    c.error_at = Some("options.window");
+    v.push(c);
+    let mut c = base("no timestep", "ring:4", CollectiveKind::AllGather, "greedy");
+    c.options.discretization = Some(-5.0);
+    c.error_at = Some("options.discretization");
     v.push(c);
     // `options.threads`, which the API refused as an unknown field while its documents
     // advertised it.
@@ -139,10 +178,6 @@ fn cases() -> Vec<Case> {
     let mut c = base("a baseline that does not serve the kind", "ring:4", CollectiveKind::Scatter, "swing-bandwidth");
     c.root = Some(0);
     c.error_at = Some("algorithm");
-    v.push(c);
-    let mut c = base("bad switch model", "switch:4", CollectiveKind::AllGather, "greedy");
-    c.options.switch_model = Some("unwind:zero".into());
-    c.error_at = Some("options.switch_model");
     v.push(c);
     let mut c = base("no time", "ring:4", CollectiveKind::AllGather, "ilp");
     c.options.time_limit_s = Some(0.0);
@@ -191,6 +226,9 @@ fn cli_api_and_bench_agree_on_every_request() {
                     "options.switch_model" => "--switch-model",
                     "options.time_limit_s" => "--time-limit",
                     "options.threads" => "--threads",
+                    "options.solve_time_limit_s" => "--solve-time-limit",
+                    "options.window" => "--window",
+                    "options.discretization" => "--discretization",
                     other => panic!("{name}: which flag sets {other}?"),
                 };
                 assert!(stderr.contains(&format!("{flag}: ")), "{name}: the CLI names {flag}: {stderr}");
@@ -219,4 +257,41 @@ fn cli_api_and_bench_agree_on_every_request() {
             }
         }
     }
+}
+
+/// A switch model that names none: the type cannot hold it, so each door refuses it as it
+/// reads it, naming the field (the API's JSON path, the CLI's flag).
+#[test]
+fn a_switch_model_that_names_none_is_refused_at_every_door() {
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "switch:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "4KiB",
+            "--switch-model",
+            "unwind:zero",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("--switch-model") && stderr.contains("expected native, unwind:D"), "{stderr}");
+    let e = serde_json::from_value::<Options>(json!({"switch_model": "unwind:zero"})).unwrap_err();
+    assert!(e.to_string().contains("expected native, unwind:D"), "{e}");
+    let server = start(Db::Sqlite);
+    let body = json!({"spec": "switch:4", "collective": {"kind": "all_gather", "size_bytes": 4096},
+        "algorithm": "greedy", "options": {"switch_model": "unwind:zero"}});
+    let (code, v) = call(&server, "POST", "/v1/syntheses", Some(body));
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["errors"][0]["path"], "options.switch_model", "{v}");
+    // `keep_lp` is the CLI's alone: the API does not know the field.
+    let body = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096},
+        "algorithm": "ilp", "options": {"keep_lp": true}});
+    let (code, v) = call(&server, "POST", "/v1/syntheses", Some(body));
+    assert_eq!(code, 422, "{v}");
+    assert!(v["errors"][0]["message"].as_str().unwrap().contains("unknown field `keep_lp`"), "{v}");
 }

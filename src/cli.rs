@@ -10,17 +10,21 @@ use std::io::{IsTerminal, Read, Write};
 mod args;
 mod bench;
 mod error;
+mod goodput;
 mod input;
 mod render;
+mod serve;
 
 pub use args::*;
 pub use error::{CliError, Exit};
+use goodput::goodput_charts;
 pub use input::load_topology;
 use input::{
     flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures, read_input,
 };
 pub use render::comparison_table;
 use render::{duration, summary};
+use serve::serve_cmd;
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
@@ -151,77 +155,6 @@ fn plot_cmd(what: PlotCommand) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// The charts of a goodput input: the JSON of `bench --suite sizes --json` (per topology and
-/// collective, the series auto, greedy, best baseline and lower bound), or `compare --json`
-/// outputs at several sizes, one after another or in a JSON array (per collective and NPU
-/// count, one series per algorithm and the lower bound).
-fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, String> {
-    const BOUND: &str = engine::GOODPUT_BOUND_SERIES;
-    const EXPECTED: &str =
-        "expected the JSON of `ccsynth bench --suite sizes --json` or of `ccsynth compare --json` runs";
-    let mut values = Vec::new();
-    for v in serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>() {
-        match v.map_err(|e| format!("{EXPECTED}: {e}"))? {
-            serde_json::Value::Array(items) => values.extend(items),
-            other => values.push(other),
-        }
-    }
-    let mut charts: Vec<engine::GoodputChart> = Vec::new();
-    let mut add = |title: String, series: &str, size: u64, ns: f64| {
-        let at = match charts.iter().position(|c| c.title == title) {
-            Some(at) => at,
-            None => {
-                charts.push(engine::GoodputChart { title, series: Vec::new() });
-                charts.len() - 1
-            }
-        };
-        let chart = &mut charts[at];
-        let s = match chart.series.iter().position(|s| s.name == series) {
-            Some(i) => i,
-            None => {
-                chart.series.push(engine::Series { name: series.to_string(), points: Vec::new() });
-                chart.series.len() - 1
-            }
-        };
-        chart.series[s].points.push((size, ns));
-    };
-    for (i, v) in values.iter().enumerate() {
-        if let (Some(topology), Some(kind), Some(size)) =
-            (v["case"]["topology"].as_str(), v["case"]["collective"].as_str(), v["case"]["size_bytes"].as_u64())
-        {
-            let title = format!("{kind} on {topology}");
-            for (series, field) in [
-                ("auto", "auto_us"),
-                ("greedy", "greedy_us"),
-                ("best baseline", "best_baseline_us"),
-                (BOUND, "lower_bound_us"),
-            ] {
-                if let Some(us) = v[field].as_f64() {
-                    add(title.clone(), series, size, us * 1e3);
-                }
-            }
-        } else if let (Some(kind), Some(size), Some(npus), Some(rows)) =
-            (v["collective"].as_str(), v["size_bytes"].as_u64(), v["npus"].as_u64(), v["rows"].as_array())
-        {
-            let title = format!("{kind} on {npus} NPUs");
-            for r in rows {
-                if let (Some(name), Some(ns)) = (r["algorithm"].as_str(), r["collective_time_ns"].as_f64()) {
-                    add(title.clone(), name, size, ns);
-                }
-            }
-            if let Some(ns) = v["lower_bound_ns"].as_f64() {
-                add(title, BOUND, size, ns);
-            }
-        } else {
-            return Err(format!("item {i}: {EXPECTED}"));
-        }
-    }
-    if charts.is_empty() {
-        return Err(format!("no rows: {EXPECTED}"));
-    }
-    Ok(charts)
-}
-
 /// `export`: validates the schedule and writes it in `--format`.
 fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
     let opts = a.msccl.options()?;
@@ -318,124 +251,6 @@ fn compare_cmd(
     } else {
         print!("{}", comparison_table(&cmp));
     }
-    Ok(0)
-}
-
-/// `serve`: runs the HTTP service until it is stopped.
-fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
-    let ServeArgs {
-        addr,
-        database_url,
-        workers,
-        job_threads,
-        max_queue,
-        max_body_bytes,
-        max_npus,
-        max_links,
-        max_chunks,
-        max_solve_s,
-        lease_ms,
-        grace_ms,
-        drain_ms,
-        max_attempts,
-        max_result_bytes,
-        export_memory_mb,
-        max_interactive_per_client,
-        max_interactive_s,
-        header_timeout_ms,
-        body_timeout_ms,
-        max_connections,
-        tokens_file,
-        allow_open,
-        allowed_hosts,
-        max_active_per_client,
-        max_client_seconds,
-        max_requests_per_s,
-        private_metrics,
-        max_auth_failures_per_s,
-        max_client_topologies,
-    } = a;
-    let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
-    let clients = match &tokens_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
-            crate::api::parse_clients(&text).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?
-        }
-        None => Vec::new(),
-    };
-    if clients.is_empty() && !addr.ip().is_loopback() && !allow_open {
-        return Err(format!(
-            "--addr {addr} is not a loopback address and no --tokens-file is given: anyone who can reach it could queue, \
-             cancel and delete. Give --tokens-file FILE (NAME TOKEN lines), or --allow-open to serve it open anyway"
-        ));
-    }
-    let mut config = crate::api::Config::new(database_url);
-    if let Some(w) = workers {
-        config.workers = w.max(1);
-    }
-    if let Some(t) = job_threads {
-        config.job_threads = t.max(1);
-    }
-    config.max_queue = max_queue;
-    config.max_body_bytes = max_body_bytes;
-    config.max_npus = max_npus;
-    config.max_links = max_links;
-    config.max_chunks = max_chunks;
-    config.max_solve_s = max_solve_s;
-    config.lease_ms = lease_ms;
-    config.grace_ms = grace_ms;
-    config.drain_ms = drain_ms;
-    config.max_attempts = max_attempts.max(1);
-    config.max_result_bytes = max_result_bytes;
-    config.export_memory_mb = export_memory_mb.max(1);
-    config.max_interactive_per_client = max_interactive_per_client.max(0);
-    if !(max_interactive_s.is_finite() && max_interactive_s > 0.0) {
-        return Err(format!("--max-interactive-s {max_interactive_s}: expected seconds > 0"));
-    }
-    config.max_interactive_s = max_interactive_s;
-    config.header_timeout_ms = header_timeout_ms;
-    config.body_timeout_ms = body_timeout_ms;
-    config.max_connections = max_connections;
-    config.clients = clients;
-    config.max_active_per_client = max_active_per_client.max(1);
-    if !(max_client_seconds.is_finite() && max_client_seconds > 0.0) {
-        return Err(format!("--max-client-seconds {max_client_seconds}: expected seconds > 0"));
-    }
-    config.max_active_seconds_per_client = max_client_seconds;
-    if !(max_requests_per_s.is_finite() && max_requests_per_s >= 0.0) {
-        return Err(format!("--max-requests-per-s {max_requests_per_s}: expected a number of requests ≥ 0"));
-    }
-    config.max_requests_per_s = max_requests_per_s;
-    if !(max_auth_failures_per_s.is_finite() && max_auth_failures_per_s >= 0.0) {
-        return Err(format!("--max-auth-failures-per-s {max_auth_failures_per_s}: expected a number of requests ≥ 0"));
-    }
-    config.max_auth_failures_per_s = max_auth_failures_per_s;
-    if max_client_topologies < 1 {
-        return Err(format!("--max-client-topologies {max_client_topologies}: expected at least 1"));
-    }
-    config.max_topologies_per_client = max_client_topologies;
-    config.private_metrics = private_metrics;
-    config.allowed_hosts = if !allowed_hosts.is_empty() {
-        Some(
-            allowed_hosts
-                .iter()
-                .map(|h| h.trim().trim_start_matches('[').trim_end_matches(']').to_lowercase())
-                .collect(),
-        )
-    } else if addr.ip().is_loopback() {
-        Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()])
-    } else {
-        None
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("starting the runtime: {e}"))?;
-    let served = rt.block_on(crate::api::serve(config, addr));
-    // A comparison or export abandoned at the end of the grace may still run on the blocking
-    // pool: the process leaves without it (dropping the runtime would wait for it to finish).
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    served.map_err(|e| e.to_string())?;
     Ok(0)
 }
 

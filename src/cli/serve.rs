@@ -1,0 +1,121 @@
+//! `ccsynth serve`: the HTTP service's configuration from the flags, and its runtime.
+
+use super::*;
+
+/// `serve`: runs the HTTP service until it is stopped.
+pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
+    let ServeArgs {
+        addr,
+        database_url,
+        workers,
+        job_threads,
+        max_queue,
+        max_body_bytes,
+        max_npus,
+        max_links,
+        max_chunks,
+        max_solve_s,
+        lease_ms,
+        grace_ms,
+        drain_ms,
+        max_attempts,
+        max_result_bytes,
+        export_memory_mb,
+        max_interactive_per_client,
+        max_interactive_s,
+        header_timeout_ms,
+        body_timeout_ms,
+        max_connections,
+        tokens_file,
+        allow_open,
+        allowed_hosts,
+        max_active_per_client,
+        max_client_seconds,
+        max_requests_per_s,
+        private_metrics,
+        max_auth_failures_per_s,
+        max_client_topologies,
+    } = a;
+    let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
+    let clients = match &tokens_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+            crate::api::parse_clients(&text).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?
+        }
+        None => Vec::new(),
+    };
+    if clients.is_empty() && !addr.ip().is_loopback() && !allow_open {
+        return Err(format!(
+            "--addr {addr} is not a loopback address and no --tokens-file is given: anyone who can reach it could queue, \
+             cancel and delete. Give --tokens-file FILE (NAME TOKEN lines), or --allow-open to serve it open anyway"
+        ));
+    }
+    let mut config = crate::api::Config::new(database_url);
+    if let Some(w) = workers {
+        config.workers = w.max(1);
+    }
+    if let Some(t) = job_threads {
+        config.job_threads = t.max(1);
+    }
+    config.max_queue = max_queue;
+    config.max_body_bytes = max_body_bytes;
+    config.max_npus = max_npus;
+    config.max_links = max_links;
+    config.max_chunks = max_chunks;
+    config.max_solve_s = max_solve_s;
+    config.lease_ms = lease_ms;
+    config.grace_ms = grace_ms;
+    config.drain_ms = drain_ms;
+    config.max_attempts = max_attempts.max(1);
+    config.max_result_bytes = max_result_bytes;
+    config.export_memory_mb = export_memory_mb.max(1);
+    config.max_interactive_per_client = max_interactive_per_client.max(0);
+    if !(max_interactive_s.is_finite() && max_interactive_s > 0.0) {
+        return Err(format!("--max-interactive-s {max_interactive_s}: expected seconds > 0"));
+    }
+    config.max_interactive_s = max_interactive_s;
+    config.header_timeout_ms = header_timeout_ms;
+    config.body_timeout_ms = body_timeout_ms;
+    config.max_connections = max_connections;
+    config.clients = clients;
+    config.max_active_per_client = max_active_per_client.max(1);
+    if !(max_client_seconds.is_finite() && max_client_seconds > 0.0) {
+        return Err(format!("--max-client-seconds {max_client_seconds}: expected seconds > 0"));
+    }
+    config.max_active_seconds_per_client = max_client_seconds;
+    if !(max_requests_per_s.is_finite() && max_requests_per_s >= 0.0) {
+        return Err(format!("--max-requests-per-s {max_requests_per_s}: expected a number of requests ≥ 0"));
+    }
+    config.max_requests_per_s = max_requests_per_s;
+    if !(max_auth_failures_per_s.is_finite() && max_auth_failures_per_s >= 0.0) {
+        return Err(format!("--max-auth-failures-per-s {max_auth_failures_per_s}: expected a number of requests ≥ 0"));
+    }
+    config.max_auth_failures_per_s = max_auth_failures_per_s;
+    if max_client_topologies < 1 {
+        return Err(format!("--max-client-topologies {max_client_topologies}: expected at least 1"));
+    }
+    config.max_topologies_per_client = max_client_topologies;
+    config.private_metrics = private_metrics;
+    config.allowed_hosts = if !allowed_hosts.is_empty() {
+        Some(
+            allowed_hosts
+                .iter()
+                .map(|h| h.trim().trim_start_matches('[').trim_end_matches(']').to_lowercase())
+                .collect(),
+        )
+    } else if addr.ip().is_loopback() {
+        Some(vec!["localhost".into(), "127.0.0.1".into(), "::1".into()])
+    } else {
+        None
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))?;
+    let served = rt.block_on(crate::api::serve(config, addr));
+    // A comparison or export abandoned at the end of the grace may still run on the blocking
+    // pool: the process leaves without it (dropping the runtime would wait for it to finish).
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    served.map_err(|e| e.to_string())?;
+    Ok(0)
+}

@@ -70,7 +70,7 @@ pub struct JobRequest {
     pub seed: u64,
     pub seeds: usize,
     pub time_limit_s: f64,
-    pub switch_model: crate::ten::SwitchModel,
+    pub switch_model: crate::engine::SwitchModel,
     pub discretization: Option<f64>,
     pub ignore_congestion: bool,
     pub window: Option<u32>,

@@ -9,7 +9,7 @@ pub struct BenchCase {
     pub collective: CollectiveKind,
     pub size_bytes: u64,
     pub chunks_per_npu: u32,
-    pub switch_model: crate::ten::SwitchModel,
+    pub switch_model: crate::engine::SwitchModel,
     /// Seeds tried (in parallel with `threads`); the best by simulated time is kept.
     pub seeds: usize,
     /// Compare with every applicable baseline (costly on thousands of NPUs).
@@ -66,7 +66,7 @@ fn case(name: &str, topology: String, kind: CollectiveKind, size: u64) -> BenchC
         collective: kind,
         size_bytes: size,
         chunks_per_npu: 1,
-        switch_model: crate::ten::SwitchModel::Native,
+        switch_model: crate::engine::SwitchModel::Native,
         seeds: 1,
         baselines: true,
         runs: None,
@@ -128,7 +128,7 @@ pub fn greedy_suite(quick: bool) -> Vec<BenchCase> {
                 gib,
             );
             c.chunks_per_npu = k;
-            c.switch_model = crate::ten::SwitchModel::parse(model).expect("the suite's models parse");
+            c.switch_model = crate::engine::SwitchModel::parse(model).expect("the suite's models parse");
             c.seeds = 20;
             if model == "native" && k == 1 {
                 c.target_ratio_to = Some((1.15, 2153.0));

@@ -506,8 +506,8 @@ pub struct SynthArgs {
     #[arg(long)]
     pub threads: Option<usize>,
     /// native, unwind:D or unwind:bi.
-    #[arg(long, default_value = "native", value_parser = crate::ten::SwitchModel::parse)]
-    pub switch_model: crate::ten::SwitchModel,
+    #[arg(long, default_value = "native", value_parser = crate::engine::SwitchModel::parse)]
+    pub switch_model: crate::engine::SwitchModel,
     /// TEN timestep in ns (default: the fastest link's time for one chunk).
     #[arg(long)]
     pub discretization: Option<f64>,

@@ -35,6 +35,7 @@ pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
 pub use crate::export::mscclpp::MscclppOptions;
 pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
+pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use regenerate::{Kept, RegenerationRun, RegenerationStats, regenerate, regeneration_target};
 pub use registry::{Algorithm, SYNTHESIZERS};

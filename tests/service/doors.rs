@@ -4,8 +4,8 @@
 use super::api::{Db, call, start};
 use super::cli::ccsynth;
 use ccsynth::collective::{CollectiveKind, CollectiveSpec};
+use ccsynth::engine::SwitchModel;
 use ccsynth::engine::{self, Options, RequestSpec};
-use ccsynth::ten::SwitchModel;
 use serde_json::{Value, json};
 
 /// One request, spelled for each door.

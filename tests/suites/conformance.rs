@@ -58,7 +58,7 @@ fn producers() -> Vec<Producer> {
         match name {
             "greedy" => {
                 for model in [None, Some("unwind:1"), Some("unwind:bi")] {
-                    let switch_model = model.map(|m| ccsynth::ten::SwitchModel::parse(m).unwrap());
+                    let switch_model = model.map(|m| ccsynth::engine::SwitchModel::parse(m).unwrap());
                     let options = engine::Options { seed: Some(7), switch_model, ..Default::default() };
                     let display = model.map_or_else(|| name.to_string(), |m| format!("{name}/{m}"));
                     v.push(Producer::new(display, name, options));

@@ -28,6 +28,18 @@ pub enum CollectiveKind {
 }
 
 impl CollectiveKind {
+    /// Bus bandwidth over algorithm bandwidth on `p` NPUs, as nccl-tests computes busbw (what
+    /// each link would carry in the best ring schedule): 2(p−1)/p for all-reduce, (p−1)/p for
+    /// all-gather, reduce-scatter and all-to-all, 1 for the rest.
+    pub fn bus_factor(self, p: usize) -> f64 {
+        let p = p.max(1) as f64;
+        match self {
+            CollectiveKind::AllReduce => 2.0 * (p - 1.0) / p,
+            CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => (p - 1.0) / p,
+            _ => 1.0,
+        }
+    }
+
     pub const ALL: [CollectiveKind; 9] = [
         CollectiveKind::AllGather,
         CollectiveKind::ReduceScatter,

@@ -18,11 +18,16 @@ pub(super) fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, St
         }
     }
     let mut charts: Vec<engine::GoodputChart> = Vec::new();
-    let mut add = |title: String, series: &str, size: u64, ns: f64| {
+    // busbw over algbw, from the collective's name and NPU count (when the input gives them).
+    let factor = |kind: &str, npus: Option<u64>| {
+        let npus = npus.filter(|&n| n > 0)?;
+        Some(crate::collective::CollectiveKind::parse(kind)?.bus_factor(npus as usize))
+    };
+    let mut add = |title: String, bus_factor: Option<f64>, series: &str, size: u64, ns: f64| {
         let at = match charts.iter().position(|c| c.title == title) {
             Some(at) => at,
             None => {
-                charts.push(engine::GoodputChart { title, series: Vec::new() });
+                charts.push(engine::GoodputChart { title, series: Vec::new(), bus_factor });
                 charts.len() - 1
             }
         };
@@ -41,6 +46,7 @@ pub(super) fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, St
             (v["case"]["topology"].as_str(), v["case"]["collective"].as_str(), v["case"]["size_bytes"].as_u64())
         {
             let title = format!("{kind} on {topology}");
+            let bus = factor(kind, v["npus"].as_u64());
             for (series, field) in [
                 ("auto", "auto_us"),
                 ("greedy", "greedy_us"),
@@ -48,20 +54,21 @@ pub(super) fn goodput_charts(text: &str) -> Result<Vec<engine::GoodputChart>, St
                 (BOUND, "lower_bound_us"),
             ] {
                 if let Some(us) = v[field].as_f64() {
-                    add(title.clone(), series, size, us * 1e3);
+                    add(title.clone(), bus, series, size, us * 1e3);
                 }
             }
         } else if let (Some(kind), Some(size), Some(npus), Some(rows)) =
             (v["collective"].as_str(), v["size_bytes"].as_u64(), v["npus"].as_u64(), v["rows"].as_array())
         {
             let title = format!("{kind} on {npus} NPUs");
+            let bus = factor(kind, Some(npus));
             for r in rows {
                 if let (Some(name), Some(ns)) = (r["algorithm"].as_str(), r["collective_time_ns"].as_f64()) {
-                    add(title.clone(), name, size, ns);
+                    add(title.clone(), bus, name, size, ns);
                 }
             }
             if let Some(ns) = v["lower_bound_ns"].as_f64() {
-                add(title, BOUND, size, ns);
+                add(title, bus, BOUND, size, ns);
             }
         } else {
             return Err(format!("item {i}: {EXPECTED}"));

@@ -133,12 +133,7 @@ pub(super) fn summary(
 /// with `*`; then the bound and the baselines that refused.
 pub fn comparison_table(c: &engine::Comparison) -> String {
     use comfy_table::{CellAlignment, Table, presets};
-    let p = c.npus.max(1) as f64;
-    let bus_factor = match c.collective {
-        "all_reduce" => 2.0 * (p - 1.0) / p,
-        "all_gather" | "reduce_scatter" | "all_to_all" => (p - 1.0) / p,
-        _ => 1.0,
-    };
+    let bus_factor = crate::collective::CollectiveKind::parse(c.collective).map_or(1.0, |k| k.bus_factor(c.npus));
     let mut table = Table::new();
     table.load_style(presets::NOTHING).set_header([
         "algorithm",

@@ -209,7 +209,14 @@ pub struct Series {
 pub struct GoodputChart {
     pub title: String,
     pub series: Vec<Series>,
+    /// Bus bandwidth over goodput (algbw) for the chart's collective and NPU count, as
+    /// nccl-tests computes busbw (`CollectiveKind::bus_factor`): given, a second axis on the
+    /// right reads the lines as busbw.
+    pub bus_factor: Option<f64>,
 }
+
+/// Charts side by side in the goodput picture's grid.
+const GRID_COLUMNS: usize = 2;
 
 /// Tableau's ten colours; past ten series the lines are also dashed.
 const COLORS: [&str; 10] =
@@ -222,10 +229,11 @@ const CHART_W: f64 = 640.0;
 
 /// Goodput (message size / collective time, GB/s, on a log scale: from bytes to gigabytes it
 /// spans decades, and a linear axis put everything under a few MiB on zero) against message
-/// size (log scale), one chart per entry stacked vertically, one coloured line per series with
-/// a legend; a series keeps its colour in every chart (by its name's first appearance); the
-/// series named `BOUND_SERIES` (size over the lower bound on time: no schedule does better)
-/// grey and dashed.
+/// size (log scale), one chart per entry in a grid of `GRID_COLUMNS` columns (18 charts
+/// stacked made a picture 6,300 px tall), one coloured line per series with a legend; a series
+/// keeps its colour in every chart (by its name's first appearance); the series named
+/// `BOUND_SERIES` (size over the lower bound on time: no schedule does better) grey and
+/// dashed. A chart with a `bus_factor` has a second axis on the right in bus bandwidth.
 pub fn goodput_svg(charts: &[GoodputChart]) -> String {
     let mut names: Vec<&str> = Vec::new();
     for s in charts.iter().flat_map(|c| c.series.iter()) {
@@ -234,17 +242,21 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
         }
     }
     let colour_of = |name: &str| names.iter().position(|&n| n == name).unwrap_or(0);
-    let left = 70.0;
     let block = CHART_H + 90.0;
+    // A chart's cell: the left axis, the plot, the busbw axis, the legend.
+    let cell = 70.0 + CHART_W + 70.0 + 180.0;
+    let columns = charts.len().clamp(1, GRID_COLUMNS);
+    let rows = charts.len().div_ceil(columns).max(1);
     let mut out = String::new();
     let _ = writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="11">"#,
-        left + CHART_W + 180.0,
-        block * charts.len().max(1) as f64
+        cell * columns as f64,
+        block * rows as f64
     );
     for (ci, chart) in charts.iter().enumerate() {
-        let top = ci as f64 * block + 40.0;
+        let left = (ci % columns) as f64 * cell + 70.0;
+        let top = (ci / columns) as f64 * block + 40.0;
         let goodput = |size: u64, ns: f64| if ns > 0.0 { size as f64 / ns } else { 0.0 };
         let pts = chart.series.iter().flat_map(|s| s.points.iter());
         let (mut lo, mut hi, mut ymin, mut ymax) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
@@ -290,6 +302,23 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
                 writeln!(out, r##"<line x1="{left}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#ddd"/>"##, left + CHART_W);
             let _ =
                 writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, decade(v));
+            if let Some(f) = chart.bus_factor {
+                let _ = writeln!(
+                    out,
+                    r#"<text class="busbw" x="{}" y="{:.2}" text-anchor="start">{}</text>"#,
+                    left + CHART_W + 6.0,
+                    y + 4.0,
+                    label(v * f)
+                );
+            }
+        }
+        if let Some(f) = chart.bus_factor {
+            let (x, y) = (left + CHART_W + 56.0, top + CHART_H / 2.0);
+            let _ = writeln!(
+                out,
+                r#"<text x="{x}" y="{y}" transform="rotate(90 {x} {y})" text-anchor="middle">busbw (GB/s, × {})</text>"#,
+                label(f)
+            );
         }
         let mut sizes: Vec<u64> = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
         sizes.sort_unstable();
@@ -347,7 +376,7 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
                 );
             }
             let ly = top + 10.0 + si as f64 * 18.0;
-            let lx = left + CHART_W + 16.0;
+            let lx = left + CHART_W + 86.0;
             let _ = writeln!(
                 out,
                 r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>"#,

@@ -457,6 +457,8 @@ fn simulate_traces_and_plot_draws() {
     for name in ["auto", "greedy", "best baseline", "bound"] {
         assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}: {text}");
     }
+    // An all-reduce on 16 NPUs: busbw is algbw × 2·15/16.
+    assert!(text.contains("busbw (GB/s, × 1.875)"), "{text}");
     // Or from compare --json runs at several sizes, one after another.
     let mut runs = String::new();
     for size in ["32KiB", "1MiB"] {
@@ -468,6 +470,8 @@ fn simulate_traces_and_plot_draws() {
     assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
     let text = String::from_utf8(p.stdout).unwrap();
     assert!(text.contains(r#"data-title="all_gather on 4 NPUs""#), "{text}");
+    // An all-gather on 4 NPUs: busbw is algbw × 3/4.
+    assert!(text.contains("busbw (GB/s, × 0.75)"), "{text}");
     for name in ["ring", "direct", "bound"] {
         assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}");
     }

@@ -169,6 +169,7 @@ fn the_goodput_chart_has_one_line_per_series() {
     let charts = vec![
         GoodputChart {
             title: "all_reduce on torus:4x4".into(),
+            bus_factor: None,
             series: vec![
                 Series { name: "auto".into(), points: vec![(32, 2000.0), (32 << 10, 3000.0), (2 << 20, 40_000.0)] },
                 Series { name: "best baseline".into(), points: vec![(32, 2500.0), (2 << 20, 45_000.0)] },
@@ -176,6 +177,7 @@ fn the_goodput_chart_has_one_line_per_series() {
         },
         GoodputChart {
             title: "all_gather on <ring>".into(),
+            bus_factor: None,
             series: vec![Series { name: "greedy".into(), points: vec![(1024, 10.0)] }],
         },
     ];
@@ -201,6 +203,7 @@ fn the_goodput_chart_is_logarithmic_and_keeps_colours() {
     let charts = vec![
         GoodputChart {
             title: "one".into(),
+            bus_factor: None,
             series: vec![
                 Series { name: "auto".into(), points: vec![(1 << 10, 1000.0), (1 << 20, 1000.0)] },
                 Series { name: "ring".into(), points: vec![(1 << 10, 2000.0), (1 << 20, 2000.0)] },
@@ -208,6 +211,7 @@ fn the_goodput_chart_is_logarithmic_and_keeps_colours() {
         },
         GoodputChart {
             title: "two".into(),
+            bus_factor: None,
             series: vec![
                 Series { name: "bucket".into(), points: vec![(1 << 10, 1000.0)] },
                 Series { name: "ring".into(), points: vec![(1 << 10, 1000.0)] },
@@ -246,4 +250,54 @@ fn the_goodput_chart_is_logarithmic_and_keeps_colours() {
     assert!(((a[0] - a[1]) - (r[0] - r[1])).abs() < 0.02, "{a:?} {r:?}");
     assert!(((r[0] - a[0]) - 2f64.log10() * decade_px).abs() < 0.02, "{a:?} {r:?}");
     assert!(((a[0] - a[1]) - 1024f64.log10() * decade_px).abs() < 0.02, "{a:?}");
+}
+
+/// Many goodput charts make a grid (18 stacked made a picture 6,300 px tall), and a chart that
+/// knows its collective reads its lines as bus bandwidth too, on a second axis (nccl-tests'
+/// busbw: algbw × 2(p−1)/p for an all-reduce).
+#[test]
+fn goodput_charts_form_a_grid_with_a_busbw_axis() {
+    let chart = |title: &str, bus_factor| GoodputChart {
+        title: title.into(),
+        series: vec![Series { name: "auto".into(), points: vec![(1 << 10, 1000.0), (1 << 20, 1000.0)] }],
+        bus_factor,
+    };
+    let p = 8usize;
+    let ar = ccsynth::collective::CollectiveKind::AllReduce.bus_factor(p);
+    assert!((ar - 2.0 * 7.0 / 8.0).abs() < 1e-12);
+    let charts = vec![chart("a", Some(ar)), chart("b", None), chart("c", Some(0.5))];
+    let svg = engine::plot_goodput(&charts);
+    let doc = roxmltree::Document::parse(&svg).expect("the chart is XML");
+    let size = |k: &str| -> f64 { doc.root_element().attribute(k).unwrap().parse().unwrap() };
+    // Two columns, two rows.
+    let one: GoodputChart = chart("alone", None);
+    let single = roxmltree::Document::parse(&engine::plot_goodput(std::slice::from_ref(&one)))
+        .unwrap()
+        .root_element()
+        .attribute("width")
+        .unwrap()
+        .parse::<f64>()
+        .unwrap();
+    assert!((size("width") - 2.0 * single).abs() < 1e-9, "{svg}");
+    let frame = |t: &str| -> (f64, f64) {
+        let g = doc.descendants().find(|n| n.attribute("data-title") == Some(t)).unwrap();
+        let r = g.descendants().find(|n| n.has_tag_name("rect")).unwrap();
+        (r.attribute("x").unwrap().parse().unwrap(), r.attribute("y").unwrap().parse().unwrap())
+    };
+    let (a, b, c) = (frame("a"), frame("b"), frame("c"));
+    assert!(a.1 == b.1 && b.0 > a.0, "a and b side by side: {a:?} {b:?}");
+    assert!(c.0 == a.0 && c.1 > a.1, "c below a: {a:?} {c:?}");
+    // busbw labels: each decade of goodput times the factor, on the right of chart a only.
+    let busbw = |t: &str| -> Vec<String> {
+        let g = doc.descendants().find(|n| n.attribute("data-title") == Some(t)).unwrap();
+        g.descendants()
+            .filter(|n| n.attribute("class") == Some("busbw"))
+            .filter_map(|n| n.text())
+            .map(String::from)
+            .collect()
+    };
+    // 1 KiB and 1 MiB in 1 µs: 1.024 and 1048.576 GB/s, decades 1 to 10^4.
+    assert_eq!(busbw("a"), ["1.75", "17.5", "175", "1750", "17500"]);
+    assert!(busbw("b").is_empty());
+    assert_eq!(busbw("c"), ["0.5", "5", "50", "500", "5000"]);
 }

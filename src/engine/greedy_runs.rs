@@ -2,6 +2,7 @@
 //! timesteps (`plan_runs`), each run's schedule (`produce`), and the fastest kept
 //! (`synthesize_greedy`).
 
+use super::fastest::{Fastest, Least, time};
 use super::*;
 
 /// The greedy's runs for one request: what each run plans, and what they share.
@@ -265,10 +266,10 @@ pub(super) fn synthesize_greedy(
                             false => (report.timing, None),
                         };
                         let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats };
-                        Outcome { best: Some(best), ..Outcome::default() }
+                        Outcome::won(best)
                     }
                     Err(Error::Cancelled) => Outcome::cut(),
-                    Err(e) => Outcome { error: Some((index, e)), ..Outcome::default() },
+                    Err(e) => Outcome { error: Least::of(index, e), ..Outcome::default() },
                 }
             }
             Ok((schedule, stats)) => {
@@ -294,11 +295,11 @@ pub(super) fn synthesize_greedy(
                     tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
                 }
                 let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats };
-                Outcome { best: Some(best), ..Outcome::default() }
+                Outcome::won(best)
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
             Err(e) if e.is_cancelled() => Outcome::cut(),
-            Err(e) => Outcome { error: Some((index, e.into())), ..Outcome::default() },
+            Err(e) => Outcome { error: Least::of(index, e.into()), ..Outcome::default() },
         }
     };
     // The winner does not depend on the threads (`Outcome::merge`), only the wall time does.
@@ -317,11 +318,8 @@ pub(super) fn synthesize_greedy(
     if outcome.cancelled {
         return Err(Error::Cancelled);
     }
-    let Some(best) = outcome.best else {
-        return Err(match outcome.error {
-            Some((_, e)) => e,
-            None => Error::TimeLimit { limit_s: req.time_limit_s },
-        });
+    let Some(best) = outcome.best.into_inner() else {
+        return Err(outcome.error.into_inner().unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
     let Candidate { run, schedule, stats: gst, timing, checked: report, .. } = best;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -498,8 +496,11 @@ impl Mode {
 /// associative and picks the same winner whatever order the threads finish in.
 #[derive(Default)]
 struct Outcome {
-    best: Option<Candidate>,
-    error: Option<(usize, Error)>,
+    /// The fastest run, ties to the smaller chunks per NPU, then the lower seed, then the
+    /// earlier discretization or planner.
+    best: Fastest<(usize, u64, Mode), Candidate>,
+    /// The first run's failure, by run order.
+    error: Least<usize, Error>,
     cut: usize,
     cancelled: bool,
 }
@@ -509,19 +510,18 @@ impl Outcome {
         Outcome { cut: 1, ..Outcome::default() }
     }
 
+    fn won(c: Candidate) -> Outcome {
+        let key = (time(c.time_ns), (c.run.variant, c.run.seed, c.run.mode));
+        Outcome { best: Fastest::of(key, c), ..Outcome::default() }
+    }
+
     fn merge(self, other: Outcome) -> Outcome {
-        // The fastest, ties to the smaller chunks per NPU, then the lower seed, then the
-        // earlier discretization.
-        let key = |c: &Candidate| (c.time_ns, c.run.variant, c.run.seed, c.run.mode);
-        let best = match (self.best, other.best) {
-            (Some(a), Some(b)) => Some(if key(&b) < key(&a) { b } else { a }),
-            (a, b) => a.or(b),
-        };
-        let error = match (self.error, other.error) {
-            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-            (a, b) => a.or(b),
-        };
-        Outcome { best, error, cut: self.cut + other.cut, cancelled: self.cancelled || other.cancelled }
+        Outcome {
+            best: self.best.merge(other.best),
+            error: self.error.merge(other.error),
+            cut: self.cut + other.cut,
+            cancelled: self.cancelled || other.cancelled,
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! TEN timesteps it tries (coarsest first), the fastest kept.
 
 use super::check::gate_until;
+use super::fastest::{Fastest, time};
 use super::{Control, Error, Reporter, SynthJob, SynthOutput, base_stats};
 use crate::collective::Collective;
 
@@ -73,7 +74,8 @@ fn synthesize_ilp(
         reason: Some(reason),
     };
     let deadline = started + std::time::Duration::from_secs_f64(req.ilp.time_limit_s);
-    let mut best: Option<SynthOutput> = None;
+    // The fastest grid's schedule, ties to the earlier (coarser) grid.
+    let mut best: Fastest<usize, SynthOutput> = Fastest::default();
     let mut tried = Vec::with_capacity(grids.len());
     let mut first_took: Option<f64> = None;
     for (i, &IlpGridPlan { grid, same_as }) in grids.iter().enumerate() {
@@ -84,7 +86,7 @@ fn synthesize_ilp(
         let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
         // A finer grid's model is larger than the one before: with (almost) nothing left, the
         // ILP would return its greedy warm start, which the greedy algorithm covers already.
-        if best.is_some() && left < 0.05 {
+        if best.key().is_some() && left < 0.05 {
             tried.push(not_run(grid, "not run: the time limit was used up".into(), 0.0));
             continue;
         }
@@ -113,18 +115,15 @@ fn synthesize_ilp(
                     reason: ilp.reason.clone(),
                     wall_ms: took * 1e3,
                 });
-                let time = |o: &SynthOutput| o.report.collective_time_ns.unwrap_or(f64::INFINITY);
-                if best.as_ref().is_none_or(|b| time(&out) < time(b)) {
-                    best = Some(out);
-                }
+                best.offer((time(out.report.collective_time_ns.unwrap_or(f64::INFINITY)), i), out);
             }
             // The first grid's failure is the request's; a finer grid's only loses that grid
             // (a cancel and an invalid schedule, a bug, are never only a grid's).
-            Err(e) if best.is_none() || matches!(e, Error::Cancelled | Error::Internal(_)) => return Err(e),
+            Err(e) if best.key().is_none() || matches!(e, Error::Cancelled | Error::Internal(_)) => return Err(e),
             Err(e) => tried.push(not_run(grid, e.to_string(), took * 1e3)),
         }
     }
-    let mut out = best.expect("the first grid either succeeds or returns its error");
+    let mut out = best.into_inner().expect("the first grid either succeeds or returns its error");
     out.stats.synthesis_ms = started.elapsed().as_secs_f64() * 1e3 - out.stats.check_ms;
     if let Some(ilp) = &mut out.stats.ilp {
         ilp.grids = tried;

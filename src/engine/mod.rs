@@ -9,6 +9,7 @@ pub mod chunking;
 mod compare;
 mod error;
 mod export;
+mod fastest;
 mod greedy_runs;
 mod ilp;
 pub mod portfolio;

@@ -10,6 +10,7 @@
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
 //! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
 
+use super::fastest::{Fastest, Least, time};
 use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
 use super::{Control, Error, Gate, Output, RunStats, SynthStats};
@@ -205,10 +206,8 @@ fn run_gated(
     }
     acc.entries.sort_by_key(|(i, _)| *i);
     let mut entries: Vec<PortfolioEntry> = acc.entries.into_iter().map(|(_, e)| e).collect();
-    let best = acc.best.map(|(t, _, out)| (t, out));
-    let first_error = acc.first_error.map(|(_, e)| e);
-    let Some((_, mut out)) = best else {
-        return Err(first_error.unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
+    let Some(mut out) = acc.best.into_inner() else {
+        return Err(acc.first_error.into_inner().unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
     if !out.report.valid {
         // Deferred: the winner alone is validated now, with the simulator's report it has, and
@@ -265,22 +264,16 @@ fn run_gated(
 #[derive(Default)]
 struct Acc {
     entries: Vec<(usize, PortfolioEntry)>,
-    best: Option<(f64, usize, Output)>,
-    first_error: Option<(usize, Error)>,
+    best: Fastest<usize, Output>,
+    first_error: Least<usize, Error>,
     cancelled: bool,
 }
 
 impl Acc {
     fn merge(mut self, other: Acc) -> Acc {
         self.entries.extend(other.entries);
-        self.best = match (self.best, other.best) {
-            (Some(a), Some(b)) => Some(if (b.0, b.1) < (a.0, a.1) { b } else { a }),
-            (a, b) => a.or(b),
-        };
-        self.first_error = match (self.first_error, other.first_error) {
-            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
-            (a, b) => a.or(b),
-        };
+        self.best = self.best.merge(other.best);
+        self.first_error = self.first_error.merge(other.first_error);
         self.cancelled |= other.cancelled;
         self
     }
@@ -418,7 +411,7 @@ fn attempt(
             if out.report.valid || gate == Gate::Deferred {
                 best.offer(out.schedule.collective_time_ns.unwrap_or(f64::INFINITY));
             }
-            let time = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
+            let t = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
             entry.collective_time_ns = out.schedule.collective_time_ns;
             entry.chunks_per_npu = Some(out.schedule.collective.chunks());
             entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode());
@@ -427,7 +420,7 @@ fn attempt(
                 s.greedy.as_ref().is_some_and(|g| g.runs_cut > 0)
                     || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
             });
-            acc.best = Some((time, i, out));
+            acc.best = Fastest::of((time(t), i), out);
         }
         Err(Error::Cancelled) => acc.cancelled = true,
         Err(e) => {
@@ -437,7 +430,7 @@ fn attempt(
             }
             entry.note = Some(e.to_string());
             if !entry.cut && *algorithm == Algorithm::Greedy {
-                acc.first_error = Some((i, e));
+                acc.first_error = Least::of(i, e);
             }
         }
     }

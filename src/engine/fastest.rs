@@ -1,0 +1,115 @@
+//! "The fastest candidate wins", once: the reducer every search of the engine keeps its
+//! winner with (the greedy's runs, the ILP's grids, `auto`'s candidates) and its first error
+//! with. A `Least` keeps the item of the smallest key; a key is the simulated time first, then
+//! the candidate's place in the search, so ties break one way and merging is associative and
+//! commutative: the winner does not depend on the order the pool finishes the runs in.
+
+use ordered_float::OrderedFloat;
+
+/// The item of the smallest key among those offered.
+#[derive(Debug)]
+pub(super) struct Least<K, T>(Option<(K, T)>);
+
+impl<K, T> Default for Least<K, T> {
+    fn default() -> Self {
+        Least(None)
+    }
+}
+
+impl<K: Ord, T> Least<K, T> {
+    /// One item.
+    pub(super) fn of(key: K, item: T) -> Self {
+        Least(Some((key, item)))
+    }
+
+    /// Keeps `item` if its key is smaller than the kept one's (the kept one wins a tie).
+    pub(super) fn offer(&mut self, key: K, item: T) {
+        if self.0.as_ref().is_none_or(|(k, _)| key < *k) {
+            self.0 = Some((key, item));
+        }
+    }
+
+    /// The lesser of two (`self`'s on a tie: with keys that differ for different items, as the
+    /// engine's do, the order never matters).
+    pub(super) fn merge(mut self, other: Self) -> Self {
+        if let Some((k, t)) = other.0 {
+            self.offer(k, t);
+        }
+        self
+    }
+
+    /// The kept key, if any.
+    pub(super) fn key(&self) -> Option<&K> {
+        self.0.as_ref().map(|(k, _)| k)
+    }
+
+    /// The kept item, if any.
+    pub(super) fn into_inner(self) -> Option<T> {
+        self.0.map(|(_, t)| t)
+    }
+
+    /// The kept key and item, if any.
+    #[cfg(test)]
+    fn into_parts(self) -> Option<(K, T)> {
+        self.0
+    }
+}
+
+/// A simulated time as a key: ordered totally (a NaN, which no simulation gives, sorts last).
+pub(super) type Time = OrderedFloat<f64>;
+
+/// The fastest item, ties to the smallest `K` (where it stands in the search).
+pub(super) type Fastest<K, T> = Least<(Time, K), T>;
+
+/// `time_ns` as a key.
+pub(super) fn time(time_ns: f64) -> Time {
+    OrderedFloat(time_ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Merged in any grouping and order, runs keep the same winner: the fastest, ties to
+        /// the earliest in the search (what makes a seed's schedule the same on 1 or 16 threads).
+        #[test]
+        fn the_winner_does_not_depend_on_the_order(
+            times in proptest::collection::vec(0u8..6, 1..24),
+            order in any::<u64>(),
+            split in any::<u64>(),
+        ) {
+            let runs: Vec<(f64, usize)> = times.iter().enumerate().map(|(i, &t)| (t as f64 * 10.0, i)).collect();
+            let expected = runs.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))).unwrap();
+            // A shuffled order (a fixed permutation drawn from `order`).
+            let mut shuffled = runs.clone();
+            let mut x = order | 1;
+            for i in (1..shuffled.len()).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                shuffled.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            // Folded one by one, and merged from two halves split anywhere.
+            let mut one = Fastest::default();
+            for &(t, i) in &shuffled {
+                one.offer((time(t), i), i);
+            }
+            let at = (split as usize) % (shuffled.len() + 1);
+            let half = |r: &[(f64, usize)]| r.iter().fold(Fastest::default(), |acc, &(t, i)| acc.merge(Fastest::of((time(t), i), i)));
+            let (a, b) = (half(&shuffled[..at]), half(&shuffled[at..]));
+            let merged = b.merge(a);
+            prop_assert_eq!(one.into_inner(), Some(expected.1));
+            prop_assert_eq!(merged.into_parts().map(|((t, _), i)| (t.0, i)), Some(expected));
+        }
+    }
+
+    /// The first error: the smallest index, whatever finished first.
+    #[test]
+    fn the_first_error_is_the_earliest_candidates() {
+        let e = Least::of(3usize, "late").merge(Least::of(1, "early")).merge(Least::default());
+        assert_eq!(e.key(), Some(&1));
+        assert_eq!(e.into_inner(), Some("early"));
+    }
+}

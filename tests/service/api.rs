@@ -2230,3 +2230,76 @@ fn concurrent_exports_share_one_computation_within_a_memory_budget(db: Db) {
 fn failure(message: &str) -> ccsynth::store::Failure {
     ccsynth::store::Failure { kind: ccsynth::engine::ErrorKind::Refused, message: message.to_string() }
 }
+
+/// The property names openapi.yaml documents for the object at `path` under
+/// `components.schemas` (`["SynthesisRequest", "options"]`): the keys one level under its
+/// `properties:` (the file's own layout: two spaces a level).
+fn documented(path: &[&str]) -> std::collections::BTreeSet<String> {
+    let lines: Vec<&str> = ccsynth::api::OPENAPI_YAML.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut at = lines.iter().position(|l| *l == "  schemas:").expect("components.schemas");
+    for (depth, name) in path.iter().enumerate() {
+        let want = format!("{}{name}:", " ".repeat(4 + 4 * depth));
+        at += lines[at..].iter().position(|l| *l == want).unwrap_or_else(|| panic!("{path:?}: no {want:?}"));
+        let props = format!("{}properties:", " ".repeat(6 + 4 * depth));
+        at += lines[at..].iter().position(|l| *l == props).unwrap_or_else(|| panic!("{path:?}: no properties"));
+    }
+    let keys = 8 + 4 * (path.len() - 1);
+    lines[at + 1..]
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .take_while(|l| indent(l) >= keys)
+        .filter(|l| indent(l) == keys)
+        .map(|l| l.trim().split(':').next().unwrap().to_string())
+        .collect()
+}
+
+/// The fields a `deny_unknown_fields` type accepts, from serde's own refusal of one it does not.
+fn accepted<T: serde::de::DeserializeOwned + std::fmt::Debug>() -> std::collections::BTreeSet<String> {
+    let e = serde_json::from_value::<T>(json!({"__not_a_field": 1})).unwrap_err().to_string();
+    let list = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
+    list.split(", ").map(|f| f.trim_matches(|c: char| c == '`' || c.is_whitespace()).to_string()).collect()
+}
+
+/// openapi.yaml's request schemas are the types the server reads, field for field in both
+/// directions (the API's options once were a copy that lacked `threads` while the document
+/// advertised it), and every key a job answers with is documented.
+#[test]
+fn openapi_schemas_match_the_types() {
+    assert_eq!(documented(&["SynthesisRequest"]), accepted::<ccsynth::api::SynthesisRequest>(), "the request");
+    assert_eq!(documented(&["SynthesisRequest", "options"]), accepted::<ccsynth::engine::Options>(), "options");
+    assert_eq!(
+        documented(&["SynthesisRequest", "collective"]),
+        accepted::<ccsynth::collective::CollectiveSpec>(),
+        "the collective"
+    );
+    // Responses: every key of a succeeded and a failed job as POST answers them and of a
+    // batch's job as GET answers it is documented, and every documented key appears in one.
+    let s = start(Db::Sqlite);
+    let ok = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "ring"});
+    let mut waiting = ok.clone();
+    waiting["wait_ms"] = json!(30000);
+    let (_, succeeded) = call(&s, "POST", "/v1/syntheses", Some(waiting));
+    let (_, failed) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "fc:4",
+        "collective": {"kind": "all_reduce", "size_bytes": 4096}, "algorithm": "bucket", "wait_ms": 30000})),
+    );
+    assert_eq!((&succeeded["status"], &failed["status"]), (&json!("succeeded"), &json!("failed")));
+    // Not the request above: a batch's job for it would be that job, served from the cache.
+    let other =
+        json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 8192}, "algorithm": "ring"});
+    let (code, batch) = call(&s, "POST", "/v1/batches", Some(json!({"requests": [other]})));
+    assert_eq!(code, 201, "{batch}");
+    let id = batch["job_ids"][0].as_str().unwrap_or_else(|| panic!("{batch}"));
+    let in_batch = wait_for_job(&s, id, &["succeeded"]);
+    let mut seen = std::collections::BTreeSet::new();
+    for job in [&succeeded, &failed, &in_batch] {
+        for k in job.as_object().unwrap().keys() {
+            seen.insert(k.clone());
+        }
+    }
+    assert_eq!(seen, documented(&["Job"]), "a job's keys");
+}

@@ -95,6 +95,7 @@ pub fn listing() -> Listing {
                     "threads",
                     "chunks_per_npu",
                     "time_limit_s",
+                    "solve_time_limit_s",
                     "switch_model",
                     "discretization",
                     "ignore_congestion",
@@ -121,8 +122,10 @@ pub fn listing() -> Listing {
                 collectives: all,
                 options: &[
                     "seed",
+                    "threads",
                     "chunks_per_npu",
                     "time_limit_s",
+                    "solve_time_limit_s",
                     "switch_model",
                     "discretization",
                     "ignore_congestion",
@@ -171,5 +174,38 @@ pub fn check_baselines<'a>(field: &str, list: &'a [String]) -> Result<Vec<&'a st
             ),
         )),
         None => Ok(list.iter().map(|a| a.trim()).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options `/v1/algorithms` says each synthesizer reads are fields of the request's
+    /// options (as serde names them), and `auto`, which passes its options on to the
+    /// greedy and the ILP, reads every one that either reads.
+    #[test]
+    fn the_listed_options_are_the_requests_options() {
+        let e = serde_json::from_value::<super::super::Options>(serde_json::json!({"__x": 1})).unwrap_err();
+        let e = e.to_string();
+        let fields: Vec<&str> =
+            e.split("expected one of ").nth(1).unwrap().split(", ").map(|f| f.trim_matches('`')).collect();
+        let listing = listing();
+        for s in &listing.synthesizers {
+            for o in s.options {
+                assert!(fields.contains(o), "{}: {o} is not an option ({fields:?})", s.name);
+            }
+        }
+        let auto = &listing.synthesizers[0];
+        assert_eq!(auto.name, PORTFOLIO);
+        for s in &listing.synthesizers[1..] {
+            for o in s.options {
+                assert!(auto.options.contains(o), "auto does not list {o}, which {} reads", s.name);
+            }
+        }
+        // Every option is read by some synthesizer.
+        for f in &fields {
+            assert!(auto.options.contains(f), "no synthesizer lists {f}");
+        }
     }
 }

@@ -1,6 +1,8 @@
 //! Tests of the planner-independent core: dead-end pruning against its first version, and
 //! the two phases planned side by side against the phases in order.
 use super::*;
+use crate::slots::PairSet;
+use std::collections::HashMap;
 
 /// `prune_dead_ends` as it was first written (a pass over every move until nothing
 /// changes): the oracle for the worklist.

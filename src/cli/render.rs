@@ -197,6 +197,9 @@ fn ilp_line(ilp: &engine::IlpStats) -> String {
     if let Some(why) = &ilp.reason {
         parts.push(why.clone());
     }
-    parts.push(format!("{} solves, {:.0} ms in HiGHS", ilp.solves, ilp.highs_ms));
+    if ilp.cut_by_time_limit {
+        parts.push("cut by the time limit (another run may end elsewhere)".into());
+    }
+    parts.push(format!("{} solves, {:.0} ms in HiGHS, {:.1} s of work", ilp.solves, ilp.highs_ms, ilp.work_s));
     parts.join("; ")
 }

@@ -74,10 +74,13 @@ fn synthesize_ilp(
         reason: Some(reason),
     };
     let deadline = started + std::time::Duration::from_secs_f64(req.ilp.time_limit_s);
+    let work_limit_s = req.ilp.work_limit_s.unwrap_or(req.ilp.time_limit_s);
     // The fastest grid's schedule, ties to the earlier (coarser) grid.
     let mut best: Fastest<usize, SynthOutput> = Fastest::default();
     let mut tried = Vec::with_capacity(grids.len());
-    let mut first_took: Option<f64> = None;
+    // The first grid's wall time and work, and the work spent so far (nominal seconds).
+    let mut first_took: Option<(f64, f64)> = None;
+    let mut worked_s = 0.0;
     for (i, &IlpGridPlan { grid, same_as }) in grids.iter().enumerate() {
         if let Some(f) = same_as {
             tried.push(not_run(grid, format!("not run: the model at {f} ns on another time scale"), 0.0));
@@ -91,18 +94,25 @@ fn synthesize_ilp(
             continue;
         }
         let to_run = grids[i..].iter().filter(|p| p.same_as.is_none()).count();
+        // Each grid gets an even share of what is left, of the work budget (which decides
+        // what the ILP does) and of the wall clock (which stops a grid only on a machine far
+        // slower than the work budget counts).
         let mut share = (left / to_run as f64).max(1e-3);
+        let mut work = ((work_limit_s - worked_s).max(0.0) / to_run as f64).max(1e-3);
         // A finer grid's model is larger and its optimum often no faster than the first
         // grid's: each gets at most twice what the first grid took (at least a second), so a
         // case the first grid settles in a second does not spend the whole limit on grids that
         // cannot be proven.
-        if let Some(first) = first_took {
-            share = share.min((2.0 * first).max(1.0));
+        if let Some((took, worked)) = first_took {
+            share = share.min((2.0 * took).max(1.0));
+            work = work.min((2.0 * worked).max(1.0));
         }
         let began = std::time::Instant::now();
-        let ran = ilp_at(req, c, tenants, grid, share, started, cancelled);
+        let ran = ilp_at(req, c, tenants, grid, Budget { wall_s: share, work_s: work }, started, cancelled);
         let took = began.elapsed().as_secs_f64();
-        first_took.get_or_insert(took);
+        let worked = ran.as_ref().ok().and_then(|o| o.stats.ilp.as_ref()).map_or(0.0, |s| s.work_s);
+        worked_s += worked;
+        first_took.get_or_insert((took, worked));
         match ran {
             Ok(out) => {
                 let ilp = out.stats.ilp.as_ref().expect("the ILP reports its stats");
@@ -172,19 +182,27 @@ fn ilp_grids(req: &SynthJob<'_>, c: &Collective, tenants: Option<&[Collective]>)
     Ok(plans)
 }
 
-/// One ILP run at one TEN timestep (`None`: the fastest edge's time) within `time_limit_s`.
+/// A grid's share of the ILP's budget: wall-clock seconds and nominal seconds of work
+/// (`IlpOptions::time_limit_s` and `work_limit_s`).
+struct Budget {
+    wall_s: f64,
+    work_s: f64,
+}
+
+/// One ILP run at one TEN timestep (`None`: the fastest edge's time) within its budget.
 fn ilp_at(
     req: &SynthJob<'_>,
     c: &Collective,
     tenants: Option<&[Collective]>,
     grid: Option<f64>,
-    time_limit_s: f64,
+    budget: Budget,
     started: std::time::Instant,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<SynthOutput, Error> {
     let mut iopts = req.ilp.clone();
     iopts.threads = req.threads.unwrap_or(1).max(1) as u32;
-    iopts.time_limit_s = time_limit_s;
+    iopts.time_limit_s = budget.wall_s;
+    iopts.work_limit_s = Some(budget.work_s);
     let opts = crate::synth::PlanOptions { seed: req.seed, switch_model: req.switch_model, discretization_ns: grid };
     let produced = match tenants {
         None => crate::synth::ilp(req.topology, c, &opts, &iopts, cancelled),

@@ -372,6 +372,9 @@ fn run_synthesizer(
         time_limit_s: req.time_limit_s,
         ilp: crate::synth::ilp::IlpOptions {
             time_limit_s: req.ilp.time_limit_s.min(remaining_s).max(1e-3),
+            // The work budget is the request's, not what the clock left of it: the ILP's
+            // decisions do not depend on the machine's load (`IlpOptions::work_limit_s`).
+            work_limit_s: Some(req.ilp.work_limit_s.unwrap_or(req.ilp.time_limit_s)),
             ..req.ilp.clone()
         },
         grouping: match (algorithm, req.chunking) {

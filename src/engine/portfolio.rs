@@ -388,6 +388,9 @@ fn attempt(
             let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
             let mut ilp = req.clone();
             ilp.seeds = 1;
+            // Its work budget is fixed by the request, not by what the candidates before it
+            // left: the same request gets the same ILP schedule, unless the clock cuts it.
+            ilp.ilp.work_limit_s = Some((req.time_limit_s / 2.0).min(ILP_BUDGET_S));
             super::run_synthesizer(&ilp, algorithm, ctl, share, gate, None)
         }
         Algorithm::Baseline(name) => match baseline_candidate(req, name, best, ctl, deadline, gate) {

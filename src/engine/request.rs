@@ -216,6 +216,7 @@ impl RequestSpec {
         let time_limit_s = o.time_limit_s.unwrap_or(DEFAULT_TIME_LIMIT_S.min(limits.max_solve_s));
         let ilp = IlpOptions {
             time_limit_s,
+            work_limit_s: None,
             solve_time_limit_s: o.solve_time_limit_s,
             threads: threads.unwrap_or(1) as u32,
             ignore_congestion: o.ignore_congestion.unwrap_or(false),

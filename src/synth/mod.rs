@@ -104,12 +104,16 @@ fn ilp_planner<'a>(
     lp: &'a mut Vec<ilp::PhaseLp>,
 ) -> impl FnMut(&greedy::Problem, u64, &'static str, u32) -> Result<greedy::Plan, SynthError> + 'a {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(opts.time_limit_s.clamp(0.0, 1e7));
+    let work_limit_s = opts.work_limit_s.unwrap_or(opts.time_limit_s).clamp(0.0, 1e7);
     move |p, seed, phase, phases_left| {
-        // Phases share what is left of the budget evenly; a phase that finishes early leaves
-        // its rest to the next.
+        // Phases share what is left of the work budget evenly (a phase that finishes early
+        // leaves its rest to the next), and of the wall clock's, which stops a phase only
+        // when the machine runs far slower than the work budget counts.
         let now = std::time::Instant::now();
         let share = deadline.saturating_duration_since(now) / phases_left.max(1);
-        let out = ilp::plan(p, seed, opts, now + share, phase, cancelled)?;
+        let spent: f64 = phases.iter().map(|p| p.work_s).sum();
+        let work = (work_limit_s - spent).max(0.0) / phases_left.max(1) as f64;
+        let out = ilp::plan(p, seed, opts, work, now + share, phase, cancelled)?;
         phases.push(out.stats);
         if let Some(text) = out.lp {
             lp.push(ilp::PhaseLp { phase, text });

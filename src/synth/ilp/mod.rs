@@ -44,8 +44,14 @@ pub const MAX_VARIABLES: usize = 3_000_000;
 
 #[derive(Clone, Debug)]
 pub struct IlpOptions {
-    /// Wall-clock budget of all the ILP work of one synthesis (every phase, every solve).
+    /// Wall-clock budget of all the ILP work of one synthesis (every phase, every solve): a
+    /// run that reaches it stops with what it has, and says so (`cut_by_time_limit`).
     pub time_limit_s: f64,
+    /// The budget the search shares out between phases, horizons and solves, in nominal
+    /// seconds of HiGHS work (`work_seconds`: LP iterations, the same on any machine), so the
+    /// same request decides the same on a busy machine as on an idle one, unless the wall
+    /// clock's `time_limit_s` cuts it first. `None`: `time_limit_s`.
+    pub work_limit_s: Option<f64>,
     /// Cap on a single HiGHS solve (default: what is left of the overall budget).
     pub solve_time_limit_s: Option<f64>,
     /// HiGHS threads per solve.
@@ -62,6 +68,7 @@ impl Default for IlpOptions {
     fn default() -> Self {
         IlpOptions {
             time_limit_s: 60.0,
+            work_limit_s: None,
             solve_time_limit_s: None,
             threads: 1,
             ignore_congestion: false,
@@ -93,6 +100,9 @@ pub enum SolveResult {
     Infeasible,
     /// Stopped by the time limit without a solution.
     TimeLimit,
+    /// Stopped without a solution when its share of the work budget was spent (the same on
+    /// any machine, unlike `time_limit`).
+    WorkLimit,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -108,6 +118,21 @@ pub struct SolveRecord {
     pub highs_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mip_gap: Option<f64>,
+    /// HiGHS's LP iterations and branch-and-bound nodes: the solve's work, the same on any
+    /// machine (what its budget is counted in).
+    pub lp_iterations: u64,
+    pub nodes: u64,
+}
+
+/// Nominal seconds of HiGHS work per LP iteration: what the ILP's budget shares are counted
+/// in. Measured on the ILP suite's hard solves (`bench --suite ilp`, 2026-11-27, one AMD EPYC
+/// vCPU), where sub-MIP heuristics and cut rounds do most of the work and are counted in the
+/// LP iterations they run: 0.37-0.55 ms per iteration, presolve included.
+pub const SECONDS_PER_LP_ITERATION: f64 = 5e-4;
+
+/// The nominal seconds that many LP iterations stand for.
+pub fn work_seconds(lp_iterations: u64) -> f64 {
+    lp_iterations as f64 * SECONDS_PER_LP_ITERATION
 }
 
 /// One phase's search (reduce phase or forward phase).
@@ -129,6 +154,11 @@ pub struct PhaseStats {
     /// Where the plan came from: `ilp`, `greedy` (no ILP solution beat it), `clustered`
     /// (windows) or `clustered+recovery` (windows finished by shortest paths).
     pub source: &'static str,
+    /// Nominal seconds of HiGHS work the phase spent (`work_seconds` of its LP iterations).
+    pub work_s: f64,
+    /// The wall clock's time limit stopped the phase (its result may differ from run to run
+    /// with the machine's load); otherwise every decision came from the work budget.
+    pub cut_by_time_limit: bool,
     pub solves: Vec<SolveRecord>,
 }
 
@@ -148,6 +178,11 @@ pub struct IlpStats {
     pub solves: usize,
     pub highs_ms: f64,
     pub model_build_ms: f64,
+    /// Nominal seconds of HiGHS work spent (the budget's unit), summed over phases.
+    pub work_s: f64,
+    /// Some phase was stopped by the wall clock's time limit: only then may the same request
+    /// give another result on another run.
+    pub cut_by_time_limit: bool,
     pub ignore_congestion: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
@@ -203,6 +238,8 @@ impl IlpStats {
             // `+ 0.0`: an empty float sum is −0.0.
             highs_ms: all().map(|s| s.highs_ms).sum::<f64>() + 0.0,
             model_build_ms: all().map(|s| s.build_ms).sum::<f64>() + 0.0,
+            work_s: phases.iter().map(|p| p.work_s).sum::<f64>() + 0.0,
+            cut_by_time_limit: phases.iter().any(|p| p.cut_by_time_limit),
             ignore_congestion: opts.ignore_congestion,
             window: opts.window,
             phases,
@@ -237,11 +274,13 @@ pub struct PhasePlan {
 }
 
 /// Plans the movement of `p` with the ILP. Polls `cancelled` between solves and while
-/// building; stops searching at `deadline` and returns the best complete plan found.
+/// building; shares out `work_budget_s` (nominal seconds, `work_seconds`) between its solves,
+/// stops searching at `deadline` (wall clock) and returns the best complete plan found.
 pub fn plan(
     p: &Problem,
     seed: u64,
     opts: &IlpOptions,
+    work_budget_s: f64,
     deadline: Instant,
     phase: &'static str,
     cancelled: &dyn Fn() -> bool,
@@ -261,7 +300,7 @@ pub fn plan(
         .then(|| symmetric::Symmetry::find(p.ten))
         .flatten()
         .and_then(|s| s.pattern(&info, p.num_chunks).map(|b| (s, b)));
-    let mut search = Search::new(p, &info, opts, deadline, cancelled);
+    let mut search = Search::new(p, &info, opts, work_budget_s, deadline, cancelled);
     let seeded = match &symmetry {
         Some((sym, blocks)) => search.symmetric(sym, blocks, lb, ub)?,
         None => None,
@@ -275,6 +314,8 @@ pub fn plan(
         mip_gap: None,
         reason: None,
         source: "greedy",
+        work_s: 0.0,
+        cut_by_time_limit: false,
         solves: Vec::new(),
     };
     match opts.window {
@@ -358,7 +399,7 @@ mod tests {
                     };
                     // The limit leaves a few hard refutations undecided; none may find a plan.
                     let deadline = Instant::now() + Duration::from_secs(5);
-                    let out = model.solve(deadline, 1, Goal::Probe, &[], &|| false).unwrap();
+                    let out = model.solve(deadline, None, 1, Goal::Probe, &[], &|| false).unwrap();
                     let found = out.values.is_some();
                     assert!(!found, "{spec} {kind:?} k={chunks}: a plan of {} timesteps, below the bound", lb - 1);
                     if out.result == super::SolveResult::Infeasible {
@@ -413,7 +454,7 @@ mod tests {
             .flatten()
             .unwrap();
         assert!(model.cols.len() < 3000, "{} columns", model.cols.len());
-        let out = model.solve(Instant::now() + Duration::from_secs(120), 1, Goal::Probe, &[], &|| false).unwrap();
+        let out = model.solve(Instant::now() + Duration::from_secs(120), None, 1, Goal::Probe, &[], &|| false).unwrap();
         let moves = sym.translate(&ten, &blocks, &model.moves(&out.values.expect("feasible"))).unwrap();
         assert!(congestion_free(&ten, &moves));
         let plan = super::extract::plan_of(&ten, moves);
@@ -453,8 +494,9 @@ mod tests {
                     let m = Model::build(&ten, &pattern, t, Goal::Probe, Congestion::PerClass(&sym.classes), &|| false)
                         .ok()
                         .flatten()?;
-                    let out =
-                        m.solve(Instant::now() + Duration::from_secs(30), 1, Goal::Probe, &[], &|| false).unwrap();
+                    let out = m
+                        .solve(Instant::now() + Duration::from_secs(30), None, 1, Goal::Probe, &[], &|| false)
+                        .unwrap();
                     out.values.map(|v| (t, m.moves(&v)))
                 });
                 let (t, moves) =
@@ -505,5 +547,49 @@ mod tests {
         assert!(Symmetry::find(&mesh).is_none());
         let (torus, _) = problem_parts("torus:3x4", K::AllGather, 1);
         assert!(Symmetry::find(&torus).is_some());
+    }
+
+    /// The work budget decides, not the clock: the same request on a machine slowed down
+    /// (every poll at HiGHS's interrupt points sleeps) takes the same decisions, solve for
+    /// solve, and returns the same schedule, as long as the wall clock's limit does not cut
+    /// it. The budget is small enough that solves end on it (TACOS's Table I all-gather, whose
+    /// symmetric probe at the bound needs about 13,000 LP iterations).
+    #[test]
+    fn the_work_budget_decides_the_same_on_a_slower_machine() {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        let topo = parse_spec("hier:ring2,fc4,switch4@bw=200,100,50;lat=500").unwrap();
+        let c = Collective::build(&CollectiveSpec::new(K::AllGather, 1 << 30), &topo).unwrap();
+        let plan = crate::synth::PlanOptions { seed: 1, switch_model: SwitchModel::Native, discretization_ns: None };
+        let opts = super::IlpOptions { time_limit_s: 600.0, work_limit_s: Some(3.0), ..Default::default() };
+        let run = |cancelled: &dyn Fn() -> bool| crate::synth::ilp(&topo, &c, &plan, &opts, cancelled).unwrap();
+        let fast = run(&|| false);
+        let polls = AtomicU64::new(0);
+        let slow = run(&|| {
+            polls.fetch_add(1, Ordering::Relaxed);
+            // HiGHS polls at its interrupt points (a few dozen in these solves): each poll
+            // costs what a busy machine would make its stretch of work cost.
+            std::thread::sleep(Duration::from_millis(50));
+            false
+        });
+        let (f, s) = (&fast.2.stats, &slow.2.stats);
+        assert!(polls.load(Ordering::Relaxed) >= 10, "the slow run was polled {polls:?} times");
+        assert!(!f.cut_by_time_limit && !s.cut_by_time_limit, "the wall clock cut a run");
+        let decided = |st: &super::IlpStats| -> Vec<(&'static str, u32, super::SolveResult, u64, u64)> {
+            st.phases
+                .iter()
+                .flat_map(|p| &p.solves)
+                .map(|r| (r.kind, r.horizon, r.result, r.lp_iterations, r.nodes))
+                .collect()
+        };
+        assert!(
+            decided(f).iter().any(|d| d.2 == super::SolveResult::WorkLimit),
+            "no solve ended on its work budget: {:?}",
+            decided(f)
+        );
+        assert_eq!(decided(f), decided(s));
+        assert_eq!((f.status, f.horizon, f.horizon_lower_bound), (s.status, s.horizon, s.horizon_lower_bound));
+        assert_eq!(f.work_s, s.work_s);
+        assert_eq!(fast.0.transfers, slow.0.transfers);
+        assert!(s.highs_ms > f.highs_ms, "the slow run took {} ms in HiGHS, the fast {}", s.highs_ms, f.highs_ms);
     }
 }

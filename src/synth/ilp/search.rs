@@ -1,13 +1,21 @@
 //! The search for the least feasible horizon: each probe (a repair of the best plan, then the
-//! full model) under its share of the time budget, the bisection over horizons between the
+//! full model) under its share of the work budget, the bisection over horizons between the
 //! lower bound and the greedy's, and why a search stopped short.
+//!
+//! Every share is counted in work (HiGHS's LP iterations, `work_seconds`), not in wall time:
+//! which horizons are decided, and so the plan, are the same on a busy machine as on an idle
+//! one. Only the wall clock's deadline, the request's time limit, can cut a search short
+//! differently from run to run, and a search it cuts says so (`cut_by_time_limit`).
 
 use super::chunks::ChunkInfo;
 use super::extract::plan_of;
 use super::model::{BuildStop, Congestion, Goal, Model};
 use super::solve::Solved;
 use super::symmetric::{Blocks, Classes, Symmetry, congestion_free};
-use super::{IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SolveRecord, SolveResult, ms};
+use super::{
+    IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SECONDS_PER_LP_ITERATION, SolveRecord, SolveResult,
+    ms, work_seconds,
+};
 use crate::synth::greedy::{Move, Problem};
 use crate::synth::{SynthError, prune_dead_ends};
 use std::fmt;
@@ -23,8 +31,10 @@ const REPAIR_KEEP_PERCENT: [u32; 2] = [80, 50];
 /// `PhaseStats::reason`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum StopReason {
-    /// No time left for another solve.
+    /// No time left for another solve (the wall clock's deadline).
     OutOfTime,
+    /// The work budget is spent.
+    OutOfWork,
     /// The time ran out while building the model at this horizon.
     OutOfTimeBuilding { horizon: u32 },
     /// The model at this horizon needs more than `MAX_VARIABLES` variables (over `variables`).
@@ -35,6 +45,7 @@ impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             StopReason::OutOfTime => f.write_str("time limit reached"),
+            StopReason::OutOfWork => f.write_str("work budget spent"),
             StopReason::OutOfTimeBuilding { horizon } => {
                 write!(f, "time limit reached while building the T = {horizon} model")
             }
@@ -48,7 +59,8 @@ impl fmt::Display for StopReason {
 pub(super) enum Outcome {
     Solved(Vec<Move>),
     Infeasible,
-    /// The solve's own time limit passed without an answer; time is left for other horizons.
+    /// The solve's share of the work budget was spent without an answer; some is left for
+    /// other horizons.
     Undecided,
     /// No time left (or the model cannot be built): the search stops.
     Stopped(StopReason),
@@ -58,19 +70,25 @@ pub(super) struct Search<'a> {
     pub(super) p: &'a Problem<'a>,
     info: &'a ChunkInfo,
     opts: &'a IlpOptions,
+    /// The work budget of the search, nominal seconds (`work_seconds`), and what is spent.
+    budget_s: f64,
+    spent_s: f64,
+    /// The wall clock's deadline: past it nothing is started, and a solve running is stopped.
     deadline: Instant,
+    /// The deadline stopped something: the result may differ from run to run.
+    pub(super) cut_by_time: bool,
     cancelled: &'a dyn Fn() -> bool,
     pub(super) solves: Vec<SolveRecord>,
     /// LP texts of the models solved, by horizon (only with `keep_lp`).
     pub(super) lp: Vec<(u32, String)>,
-    /// The next solve may use all the time left (a last try), not a probe's third.
+    /// The next solve may use all the work left (a last try), not a probe's third.
     whole_budget: bool,
     /// Seconds the last model took to build: a model that could not be built and solved
     /// before the deadline is not started.
     last_build_s: f64,
     /// Set while solving a symmetric model (`symmetric`): its congestion classes.
     classes: Option<&'a Classes>,
-    /// The most the next solves may take, seconds (a quick try's).
+    /// The most work the next solves may take, nominal seconds (a quick try's).
     cap_s: Option<f64>,
 }
 
@@ -79,6 +97,7 @@ impl<'a> Search<'a> {
         p: &'a Problem<'a>,
         info: &'a ChunkInfo,
         opts: &'a IlpOptions,
+        budget_s: f64,
         deadline: Instant,
         cancelled: &'a dyn Fn() -> bool,
     ) -> Search<'a> {
@@ -86,7 +105,10 @@ impl<'a> Search<'a> {
             p,
             info,
             opts,
+            budget_s,
+            spent_s: 0.0,
             deadline,
+            cut_by_time: false,
             cancelled,
             solves: Vec::new(),
             lp: Vec::new(),
@@ -99,8 +121,14 @@ impl<'a> Search<'a> {
 }
 
 impl<'a> Search<'a> {
+    /// Wall-clock seconds to the deadline.
     fn time_left(&self) -> f64 {
         self.deadline.saturating_duration_since(Instant::now()).as_secs_f64()
+    }
+
+    /// Nominal seconds of work left in the budget: what shares are taken from.
+    fn work_left(&self) -> f64 {
+        (self.budget_s - self.spent_s).max(0.0)
     }
 
     /// A plan a solve found, without deliveries that lead nowhere (a probe has no objective),
@@ -130,12 +158,12 @@ impl<'a> Search<'a> {
         ub: u32,
     ) -> Result<Option<(u32, Vec<Move>)>, SynthError> {
         let pattern = self.info.only(&blocks.blocks[0]);
-        // A third of the time at most; each horizon a third of what is left of it (at least a
-        // second).
-        let until = Instant::now() + std::time::Duration::from_secs_f64(self.time_left() / 3.0);
+        // A third of the work at most; each horizon a third of what is left of it (at least a
+        // nominal second).
+        let until = self.spent_s + self.work_left() / 3.0;
         let mut found = None;
         for t in lb..ub {
-            let left = until.saturating_duration_since(Instant::now()).as_secs_f64();
+            let left = until - self.spent_s;
             if left <= 0.0 {
                 break;
             }
@@ -190,7 +218,7 @@ impl<'a> Search<'a> {
         // mesh: 12 timesteps found in a second, where the way down from the greedy's 22 took
         // four probes).
         if !opts.ignore_congestion && lo + 1 < hi {
-            self.cap_s = Some((self.time_left() / 12.0).max(1.0));
+            self.cap_s = Some((self.work_left() / 12.0).max(1.0));
             let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
             let out = self.solve(lo, Goal::Probe, Some(plan));
             self.cap_s = None;
@@ -244,7 +272,7 @@ impl<'a> Search<'a> {
         // Horizons left undecided: the highest below the best gets whatever time is left.
         if stopped.is_none()
             && let Some(&t) = undecided.iter().filter(|&&t| t < hi).max()
-            && self.time_left() > 1.0
+            && self.work_left() > 1.0
         {
             self.whole_budget = true;
             let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
@@ -293,19 +321,22 @@ impl<'a> Search<'a> {
         let mut why = Vec::new();
         if !proven {
             if !undecided.is_empty() {
-                why.push(format!("time limit reached at T = {undecided:?} without an answer"));
+                why.push(format!("no answer at T = {undecided:?} within their share of the work budget"));
             }
             why.push(format!("horizons {proven_lo}..{} not refuted; best plan from the {source}", stats.horizon));
         }
         match stopped {
-            // Undecided horizons already say the time ran out.
-            Some(StopReason::OutOfTime) if !undecided.is_empty() => {}
+            // Undecided horizons already say the work ran out.
+            Some(StopReason::OutOfWork) if !undecided.is_empty() => {}
             Some(s) => why.insert(0, s.to_string()),
+            None if self.cut_by_time => why.insert(0, StopReason::OutOfTime.to_string()),
             None => {}
         }
         if !why.is_empty() {
             stats.reason = Some(why.join("; "));
         }
+        stats.work_s = self.spent_s;
+        stats.cut_by_time_limit = self.cut_by_time;
         stats.solves = self.solves;
         Ok(PhasePlan { plan: result, stats, lp })
     }
@@ -328,7 +359,11 @@ impl<'a> Search<'a> {
         // A solve needs its model built and some time in HiGHS: with less than twice the
         // last build left, it would only run past the deadline.
         if left < 0.01 || left < 2.0 * self.last_build_s {
+            self.cut_by_time = true;
             return Ok(Outcome::Stopped(StopReason::OutOfTime));
+        }
+        if self.work_left() <= 0.0 {
+            return Ok(Outcome::Stopped(StopReason::OutOfWork));
         }
         let built_at = Instant::now();
         let model = match Model::build(self.p.ten, info, horizon, goal, self.congestion(), &|| {
@@ -346,6 +381,8 @@ impl<'a> Search<'a> {
                     build_ms: ms(built_at),
                     highs_ms: 0.0,
                     mip_gap: None,
+                    lp_iterations: 0,
+                    nodes: 0,
                 });
                 return Ok(Outcome::Infeasible);
             }
@@ -353,6 +390,7 @@ impl<'a> Search<'a> {
                 if (self.cancelled)() {
                     return Err(SynthError::Cancelled);
                 }
+                self.cut_by_time = true;
                 return Ok(Outcome::Stopped(StopReason::OutOfTimeBuilding { horizon }));
             }
             Err(BuildStop::TooLarge(n)) => {
@@ -370,8 +408,8 @@ impl<'a> Search<'a> {
         // "infeasible" nor a time-out proves anything here: the full model follows.
         for percent in REPAIR_KEEP_PERCENT {
             let Some(plan) = start else { break };
-            if self.time_left() < 0.01 {
-                return Ok(Outcome::Stopped(StopReason::OutOfTime));
+            if let Some(stop) = self.out_of_budget() {
+                return Ok(Outcome::Stopped(stop));
             }
             let fixed = model.partial_start(self.p.ten, info, plan, horizon * percent / 100);
             if fixed.is_empty() {
@@ -386,15 +424,30 @@ impl<'a> Search<'a> {
                 return Err(SynthError::Cancelled);
             }
         }
-        if self.time_left() < 0.01 {
-            return Ok(Outcome::Stopped(StopReason::OutOfTime));
+        if let Some(stop) = self.out_of_budget() {
+            return Ok(Outcome::Stopped(stop));
         }
         let out = self.run(&model, horizon, goal.name(), &[], build_ms)?;
         Ok(match (out.result, out.values) {
             (SolveResult::Infeasible, _) => Outcome::Infeasible,
             (_, Some(values)) => Outcome::Solved(model.moves(&values)),
+            // The deadline stopped it: nothing is left for another solve (a solve stopped by
+            // `solve_time_limit_s` leaves time for other horizons).
+            (SolveResult::TimeLimit, None) if self.time_left() < 0.01 => Outcome::Stopped(StopReason::OutOfTime),
             (_, None) => Outcome::Undecided,
         })
+    }
+
+    /// Whether the deadline has passed or the work budget is spent (no solve is started then).
+    fn out_of_budget(&mut self) -> Option<StopReason> {
+        if self.time_left() < 0.01 {
+            self.cut_by_time = true;
+            Some(StopReason::OutOfTime)
+        } else if self.work_left() <= 0.0 {
+            Some(StopReason::OutOfWork)
+        } else {
+            None
+        }
     }
 
     /// One HiGHS solve of `model` with the columns `fixed` at 1, recorded in `solves`.
@@ -406,21 +459,25 @@ impl<'a> Search<'a> {
         fixed: &[u32],
         build_ms: f64,
     ) -> Result<Solved, SynthError> {
-        // A probe gets at most a third of what is left (at least a second), so one hard
-        // horizon cannot use up the budget; a window or a last try may use all of it.
-        let left = self.time_left();
+        // A probe gets at most a third of the work left (at least a nominal second), so one
+        // hard horizon cannot use up the budget; a window or a last try may use all of it.
+        let left = self.work_left();
         let probe = kind != Goal::Window.name();
         let share = if probe && !self.whole_budget { (left / 3.0).max(1.0).min(left) } else { left };
-        let limit = match self.opts.solve_time_limit_s {
-            Some(cap) => cap.min(share),
-            None => share,
-        };
-        let limit = self.cap_s.map_or(limit, |cap| limit.min(cap));
+        let share = self.cap_s.map_or(share, |cap| share.min(cap));
+        let max_lp_iterations = (share / SECONDS_PER_LP_ITERATION).ceil() as u64;
         let kind = if self.classes.is_some() { "symmetric" } else { kind };
-        // The limit runs from now: handing the model to HiGHS counts against it.
-        let deadline = Instant::now() + std::time::Duration::from_secs_f64(limit.max(0.01));
+        // The wall clock stops a solve only at the deadline, or at the caller's own cap on one
+        // solve (`solve_time_limit_s`: wall time, so what it cuts depends on the machine).
+        let wall = match self.opts.solve_time_limit_s {
+            Some(cap) => cap.min(self.time_left()),
+            None => self.time_left(),
+        };
+        let deadline = Instant::now() + std::time::Duration::from_secs_f64(wall.max(0.01));
         let goal = if probe { Goal::Probe } else { Goal::Window };
-        let out = model.solve(deadline, self.opts.threads, goal, fixed, self.cancelled)?;
+        let out = model.solve(deadline, Some(max_lp_iterations), self.opts.threads, goal, fixed, self.cancelled)?;
+        self.spent_s += work_seconds(out.lp_iterations);
+        self.cut_by_time |= out.out_of_time;
         let (build_ms, highs_ms) = (build_ms + out.convert_ms, out.highs_ms);
         tracing::debug!(
             horizon,
@@ -430,6 +487,8 @@ impl<'a> Search<'a> {
             fixed = fixed.len(),
             result = ?out.result,
             highs_ms,
+            lp_iterations = out.lp_iterations,
+            nodes = out.nodes,
             "HiGHS solve"
         );
         self.solves.push(SolveRecord {
@@ -441,6 +500,8 @@ impl<'a> Search<'a> {
             build_ms,
             highs_ms,
             mip_gap: out.mip_gap,
+            lp_iterations: out.lp_iterations,
+            nodes: out.nodes,
         });
         Ok(out)
     }

@@ -4,6 +4,7 @@
 
 use super::model::{Goal, Model};
 use super::{IlpError, SolveResult, ms};
+use std::cell::Cell;
 use std::time::Instant;
 
 pub(super) struct Solved {
@@ -13,12 +14,22 @@ pub(super) struct Solved {
     /// Handing the model to HiGHS (through good_lp): part of model building.
     pub(super) convert_ms: f64,
     pub(super) highs_ms: f64,
+    /// LP iterations and branch-and-bound nodes HiGHS spent (as of its last interrupt check,
+    /// then its final count): the solve's work, the same on any machine.
+    pub(super) lp_iterations: u64,
+    pub(super) nodes: u64,
+    /// The wall clock stopped the solve (its deadline or HiGHS's time limit), not its work
+    /// budget or its own end.
+    pub(super) out_of_time: bool,
 }
 
 impl Model {
+    /// Solves the model within `max_lp_iterations` (the work budget: HiGHS is interrupted at
+    /// its first check past it, the same point on any machine) and by `deadline` at the latest.
     pub(super) fn solve(
         &self,
         deadline: Instant,
+        max_lp_iterations: Option<u64>,
         threads: u32,
         goal: Goal,
         fixed: &[u32],
@@ -69,7 +80,15 @@ impl Model {
         }
         // HiGHS calls back during the solve: its log goes to tracing, and the cancel flag is
         // polled at its interrupt points, so a cancelled solve stops within moments.
-        let hooks = Hooks { cancelled, deadline };
+        let hooks = Hooks {
+            cancelled,
+            deadline,
+            max_lp_iterations: max_lp_iterations.unwrap_or(u64::MAX),
+            lp_iterations: Cell::new(0),
+            nodes: Cell::new(0),
+            out_of_work: Cell::new(false),
+            out_of_time: Cell::new(false),
+        };
         let log = tracing::enabled!(target: "ccsynth::highs", tracing::Level::DEBUG);
         if log {
             let _ = model.try_set_option("output_flag", true);
@@ -96,6 +115,16 @@ impl Model {
         // `hooks` (which HiGHS calls back into through a raw pointer) lives to the end of this
         // function, past the solve.
         let highs_ms = ms(solving);
+        // After a MIP, HiGHS reports its total LP iterations as the simplex count; a solve
+        // presolve decided has none. The callbacks' counts cover a solve stopped early.
+        let lp_iterations = hooks.lp_iterations.get().max(solved.simplex_iteration_count().max(0) as u64);
+        let mut node_count: i64 = 0;
+        // SAFETY: the model is alive, the name is NUL-terminated, and `mip_node_count` is an
+        // int64 info value (HiGHS refuses, and leaves 0, otherwise).
+        unsafe {
+            highs_sys::Highs_getInt64InfoValue(solved.as_ptr(), c"mip_node_count".as_ptr(), &mut node_count);
+        }
+        let nodes = hooks.nodes.get().max(node_count.max(0) as u64);
         use highs::{HighsModelStatus as S, HighsSolutionStatus};
         let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
         let values = has_solution.then(|| solved.get_solution().columns().to_vec());
@@ -118,13 +147,16 @@ impl Model {
             S::ReachedTimeLimit | S::ReachedInterrupt | S::ReachedIterationLimit | S::ReachedMemoryLimit => {
                 if has_solution {
                     SolveResult::Feasible
+                } else if hooks.out_of_work.get() && !hooks.out_of_time.get() {
+                    SolveResult::WorkLimit
                 } else {
                     SolveResult::TimeLimit
                 }
             }
             other => return Err(IlpError::Solver(format!("unexpected model status {other:?}"))),
         };
-        Ok(Solved { result, values, mip_gap, convert_ms, highs_ms })
+        let out_of_time = hooks.out_of_time.get() || solved.status() == S::ReachedTimeLimit;
+        Ok(Solved { result, values, mip_gap, convert_ms, highs_ms, lp_iterations, nodes, out_of_time })
     }
 }
 
@@ -134,14 +166,23 @@ struct Hooks<'a> {
     /// The solve's own deadline: HiGHS checks its `time_limit` only now and then (measured:
     /// solves overran theirs by up to 0.6 s), so its interrupt points check it too.
     deadline: Instant,
+    /// The solve's work budget: HiGHS is interrupted at its first check past it.
+    max_lp_iterations: u64,
+    /// The work seen so far (the largest counts any interrupt check reported).
+    lp_iterations: Cell<u64>,
+    nodes: Cell<u64>,
+    /// Why an interrupt was asked for.
+    out_of_work: Cell<bool>,
+    out_of_time: Cell<bool>,
 }
 
-/// HiGHS's C callback: log lines to tracing (target `ccsynth::highs`, debug), and an interrupt
-/// when the cancel flag is set or the solve's deadline has passed. Never unwinds into C.
+/// HiGHS's C callback: log lines to tracing (target `ccsynth::highs`, debug); at interrupt
+/// points, the work done so far, and an interrupt when the cancel flag is set, the solve's
+/// work budget is spent or its deadline has passed. Never unwinds into C.
 unsafe extern "C" fn on_highs_event(
     kind: std::ffi::c_int,
     message: *const std::ffi::c_char,
-    _out: *const highs_sys::HighsCallbackDataOut,
+    out: *const highs_sys::HighsCallbackDataOut,
     data_in: *mut highs_sys::HighsCallbackDataIn,
     user: *mut std::ffi::c_void,
 ) {
@@ -157,7 +198,27 @@ unsafe extern "C" fn on_highs_event(
                 let text = unsafe { std::ffi::CStr::from_ptr(message) }.to_string_lossy();
                 tracing::debug!(target: "ccsynth::highs", "{}", text.trim_end());
             }
-        } else if !data_in.is_null() && (Instant::now() >= hooks.deadline || (hooks.cancelled)()) {
+            return;
+        }
+        if !out.is_null() {
+            // SAFETY: HiGHS passes a valid output struct for interrupt callbacks.
+            let out = unsafe { &*out };
+            let iterations = if kind == highs_sys::kHighsCallbackMipInterrupt as std::ffi::c_int {
+                hooks.nodes.set(hooks.nodes.get().max(out.mip_node_count.max(0) as u64));
+                out.mip_total_lp_iterations
+            } else {
+                i64::from(out.simplex_iteration_count)
+            };
+            hooks.lp_iterations.set(hooks.lp_iterations.get().max(iterations.max(0) as u64));
+        }
+        if data_in.is_null() {
+            return;
+        }
+        let out_of_work = hooks.lp_iterations.get() >= hooks.max_lp_iterations;
+        let out_of_time = Instant::now() >= hooks.deadline;
+        if out_of_work || out_of_time || (hooks.cancelled)() {
+            hooks.out_of_work.set(hooks.out_of_work.get() || out_of_work);
+            hooks.out_of_time.set(hooks.out_of_time.get() || out_of_time);
             // SAFETY: HiGHS passes a valid input struct for interrupt callbacks.
             unsafe { (*data_in).user_interrupt = 1 };
         }

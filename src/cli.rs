@@ -234,10 +234,7 @@ fn compare_cmd(
     };
     let (topo, spec) = load_target(target)?;
     let synthesized = if with_synth {
-        let rs = engine::RequestSpec {
-            algorithm: engine::registry::PORTFOLIO.to_string(),
-            ..engine::RequestSpec::new(spec.clone())
-        };
+        let rs = engine::RequestSpec { algorithm: engine::Algorithm::Auto, ..engine::RequestSpec::new(spec.clone()) };
         let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(flags)?;
         let out = with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl))?;
         Some(out.schedule)
@@ -259,7 +256,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
         target: load_collectives(&a.target, a.tenants.as_deref())?,
-        algorithm: a.algo.clone(),
+        algorithm: a.algo.parse().map_err(flags)?,
         options: engine::Options {
             seed: Some(a.seed),
             seeds: Some(a.seeds),
@@ -348,7 +345,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     let (topo, collective) = engine::regeneration_target(&previous, &failures).map_err(|e| e.to_string())?;
     let spec = engine::RequestSpec {
         target: engine::Target::One(collective),
-        algorithm: a.algo.clone(),
+        algorithm: a.algo.parse().map_err(flags)?,
         options: engine::Options {
             seed: Some(a.seed),
             seeds: Some(a.seeds),
@@ -428,7 +425,7 @@ fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
     if engine::Algorithm::parse(name).is_some_and(|alg| alg.is_synthesizer()) {
         return Err(format!("--algo {name:?} is a synthesizer; run it with `ccsynth synth --algo {name}`").into());
     }
-    let spec = engine::RequestSpec { algorithm: name.to_string(), ..engine::RequestSpec::new(collective) };
+    let spec = engine::RequestSpec { algorithm: name.parse().map_err(flags)?, ..engine::RequestSpec::new(collective) };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
     let out = engine::run(&req, engine::Control::none())?;
     let o = &a.output;

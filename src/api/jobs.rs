@@ -126,7 +126,7 @@ pub(super) async fn enqueue(
                 request_id: Some(&request_id.0),
                 key: &key,
                 request: &body,
-                algorithm: &req.algorithm,
+                algorithm: req.algorithm.name(),
                 topology_id: &req.topology_id,
                 owner: caller.0.as_deref(),
                 budget_s: req.time_limit_s,
@@ -352,12 +352,6 @@ async fn create_batch(
                 return Err(InputError::new(format!("regenerations[{i}].schedule_id"), why).into());
             }
             other => other?,
-        }
-        if let Some(a) = &g.algorithm
-            && engine::registry::Algorithm::parse(a).is_none()
-        {
-            let why = format!("{a:?}: expected one of {}", engine::registry::names().join(", "));
-            return Err(InputError::new(format!("regenerations[{i}].algorithm"), why).into());
         }
     }
     // Every request is checked before any is queued: a batch is accepted whole or not at all.

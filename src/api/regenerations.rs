@@ -28,7 +28,7 @@ struct RegenerateIn {
     #[serde(default)]
     failed_npus: Vec<usize>,
     #[serde(default)]
-    algorithm: Option<String>,
+    algorithm: Option<engine::Algorithm>,
     #[serde(default)]
     wait_ms: Option<u64>,
     /// As for a synthesis: `interactive` is claimed before normal jobs.
@@ -46,7 +46,7 @@ pub(super) struct RegenerationItem {
     #[serde(default)]
     pub(super) failed_npus: Vec<usize>,
     #[serde(default)]
-    pub(super) algorithm: Option<String>,
+    pub(super) algorithm: Option<engine::Algorithm>,
     #[serde(default)]
     pub(super) force: bool,
 }
@@ -60,7 +60,7 @@ pub(super) async fn check_regeneration(
     id: &str,
     failed_links: Vec<[usize; 2]>,
     failed_npus: Vec<usize>,
-    algorithm: Option<String>,
+    algorithm: Option<engine::Algorithm>,
     path: &str,
 ) -> Result<Checked, ApiError> {
     let at = |p: &str| if path.is_empty() { p.to_string() } else { format!("{path}.{p}") };

@@ -23,7 +23,7 @@ pub struct SynthesisRequest {
     pub spec: Option<String>,
     pub collective: CollectiveSpec,
     #[serde(default = "default_algorithm")]
-    pub algorithm: String,
+    pub algorithm: engine::Algorithm,
     /// The engine's options, as every door takes them (`engine::Options`).
     #[serde(default)]
     pub options: engine::Options,
@@ -55,8 +55,8 @@ impl Priority {
     }
 }
 
-fn default_algorithm() -> String {
-    engine::registry::PORTFOLIO.into()
+fn default_algorithm() -> engine::Algorithm {
+    engine::Algorithm::Auto
 }
 
 /// What a job runs: the request with its topology stored and every default filled in. Its
@@ -66,7 +66,7 @@ pub struct JobRequest {
     pub topology_id: String,
     pub topology_digest: String,
     pub collective: CollectiveSpec,
-    pub algorithm: String,
+    pub algorithm: engine::Algorithm,
     pub seed: u64,
     pub seeds: usize,
     pub time_limit_s: f64,
@@ -153,7 +153,7 @@ pub(super) async fn normalize(
         topology_id: row.id.clone(),
         topology_digest: row.digest.clone(),
         collective: request.collective().clone(),
-        algorithm: request.algorithm.name().to_string(),
+        algorithm: request.algorithm.clone(),
         seed: request.seed,
         seeds: request.seeds,
         time_limit_s: request.ilp.time_limit_s,

@@ -119,11 +119,8 @@ pub struct FailureRow {
 }
 
 fn request(topology: Topology, spec: CollectiveSpec) -> Result<Request, engine::Error> {
-    let spec = RequestSpec {
-        algorithm: engine::registry::PORTFOLIO.into(),
-        options: Options::default(),
-        ..RequestSpec::new(spec)
-    };
+    let spec =
+        RequestSpec { algorithm: engine::Algorithm::Auto, options: Options::default(), ..RequestSpec::new(spec) };
     Ok(Request::new(topology, spec, &engine::Limits::default())?)
 }
 

@@ -175,7 +175,7 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
     let mut spec = CollectiveSpec::new(c.collective, c.size_bytes).with_chunks_per_npu(c.chunks_per_npu);
     spec.root = c.root;
     let ilp = |ignore_congestion: bool| RequestSpec {
-        algorithm: "ilp".into(),
+        algorithm: engine::Algorithm::Ilp,
         options: Options {
             time_limit_s: Some(c.time_limit_s),
             ignore_congestion: Some(ignore_congestion),
@@ -211,12 +211,12 @@ pub fn run_ilp_case(c: &IlpCase) -> IlpRow {
         row.greedy_steps = Some(st.ten_timesteps);
         row.greedy_s = Some(st.synthesis_ms / 1e3);
     }
-    let base = |name: &str| {
-        let spec = RequestSpec { algorithm: name.into(), ..RequestSpec::new(spec.clone()) };
+    let base = |algorithm: engine::Algorithm| {
+        let spec = RequestSpec { algorithm, ..RequestSpec::new(spec.clone()) };
         run_on(&topo, spec).ok().and_then(time_us)
     };
-    row.ring_us = base("ring");
-    row.direct_us = base("direct");
+    row.ring_us = base(engine::Algorithm::Baseline("ring".into()));
+    row.direct_us = base(engine::Algorithm::Baseline("direct".into()));
     row.met = c.target.as_ref().map(|t| match *t {
         IlpTarget::OptimalWithin(s) => row.status == Some(engine::IlpStatus::Optimal) && row.synthesis_s <= s,
         // The limit bounds the ILP's search; the greedy warm start and the model hand-over

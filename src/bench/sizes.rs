@@ -121,7 +121,7 @@ pub fn run_size_case(c: &SizeCase) -> SizeRow {
     };
     row.npus = topo.npus();
     let spec = RequestSpec {
-        algorithm: engine::registry::PORTFOLIO.into(),
+        algorithm: engine::Algorithm::Auto,
         options: Options { seeds: Some(4), time_limit_s: Some(600.0), ..Options::default() },
         ..RequestSpec::new(CollectiveSpec::new(c.collective, c.size_bytes))
     };
@@ -147,7 +147,7 @@ pub fn run_size_case(c: &SizeCase) -> SizeRow {
             // column is what the greedy gives.
             if g.collective_time_ns.is_none() && g.note.as_deref().is_some_and(|n| n.starts_with("skipped")) {
                 let alone = RequestSpec {
-                    algorithm: "greedy".into(),
+                    algorithm: engine::Algorithm::Greedy,
                     options: Options { seeds: Some(4), time_limit_s: Some(600.0), ..Options::default() },
                     ..RequestSpec::new(CollectiveSpec::new(c.collective, c.size_bytes))
                 };

@@ -49,6 +49,41 @@ impl Algorithm {
     pub fn is_synthesizer(&self) -> bool {
         !matches!(self, Algorithm::Baseline(_))
     }
+
+    /// Why `name` is no algorithm, in the words every door uses (the field is `algorithm`).
+    fn unknown(name: &str) -> String {
+        format!("{name:?}: expected one of {}", names().join(", "))
+    }
+}
+
+/// The parser of every door: the CLI's `--algo`, the API's `algorithm` (through serde) and
+/// the library's callers; an unknown name is refused naming the field `algorithm`.
+impl std::str::FromStr for Algorithm {
+    type Err = InputError;
+
+    fn from_str(name: &str) -> Result<Algorithm, InputError> {
+        Algorithm::parse(name).ok_or_else(|| InputError::new("algorithm", Algorithm::unknown(name)))
+    }
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// As requests and schedules spell it: its name.
+impl Serialize for Algorithm {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Algorithm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Algorithm, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        Algorithm::parse(&name).ok_or_else(|| serde::de::Error::custom(Algorithm::unknown(&name)))
+    }
 }
 
 /// The synthesizers the engine offers.
@@ -207,5 +242,24 @@ mod tests {
         for f in &fields {
             assert!(auto.options.contains(f), "no synthesizer lists {f}");
         }
+    }
+
+    /// Every door reads an algorithm with the same parser: each name round-trips through
+    /// `FromStr`, `Display` and serde, and an unknown one is refused in the same words by
+    /// `FromStr` (naming the field `algorithm`) and by serde.
+    #[test]
+    fn an_algorithm_reads_the_same_at_every_door() {
+        for name in names().into_iter().filter(|n| !n.contains('<')).chain(["kolmakov-r2"]) {
+            let a: Algorithm = name.parse().unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(a.to_string(), name);
+            assert_eq!(serde_json::to_value(&a).unwrap(), serde_json::json!(name));
+            assert_eq!(serde_json::from_value::<Algorithm>(serde_json::json!(name)).unwrap(), a);
+        }
+        let e = "fastest".parse::<Algorithm>().unwrap_err();
+        assert_eq!(e.errors[0].path, "algorithm");
+        assert!(e.errors[0].message.starts_with("\"fastest\": expected one of auto, greedy, ilp, "), "{e}");
+        let de = serde_json::from_value::<Algorithm>(serde_json::json!("fastest")).unwrap_err();
+        assert_eq!(de.to_string(), e.errors[0].message);
+        assert!(serde_json::from_value::<Algorithm>(serde_json::json!(3)).is_err());
     }
 }

@@ -70,8 +70,9 @@ pub enum Target {
 pub struct RequestSpec {
     /// What to run.
     pub target: Target,
-    /// An algorithm name of the registry (`greedy`, `ilp`, a baseline).
-    pub algorithm: String,
+    /// An algorithm of the registry (`greedy`, `ilp`, a baseline), parsed by every door with
+    /// the same words (`Algorithm::from_str`, serde).
+    pub algorithm: Algorithm,
     /// How to run it.
     pub options: Options,
 }
@@ -79,7 +80,7 @@ pub struct RequestSpec {
 impl RequestSpec {
     /// One collective with the default algorithm (`greedy`) and options.
     pub fn new(collective: CollectiveSpec) -> RequestSpec {
-        RequestSpec { target: Target::One(collective), algorithm: "greedy".into(), options: Options::default() }
+        RequestSpec { target: Target::One(collective), algorithm: Algorithm::Greedy, options: Options::default() }
     }
 }
 
@@ -178,12 +179,7 @@ impl RequestSpec {
     }
 
     fn checked_options(&self, limits: &Limits) -> Result<Checked, InputError> {
-        let algorithm = Algorithm::parse(&self.algorithm).ok_or_else(|| {
-            InputError::new(
-                "algorithm",
-                format!("{:?}: expected one of {}", self.algorithm, super::registry::names().join(", ")),
-            )
-        })?;
+        let algorithm = self.algorithm.clone();
         let o = &self.options;
         if let Target::Tenants(list) = &self.target {
             if list.is_empty() {

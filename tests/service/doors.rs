@@ -90,12 +90,14 @@ impl Case {
         })
     }
 
-    fn request(&self) -> RequestSpec {
-        RequestSpec {
-            algorithm: self.algorithm.into(),
+    /// The request as a library caller writes it; an unknown algorithm is refused as it is
+    /// parsed, as the other doors refuse it.
+    fn request(&self) -> Result<RequestSpec, engine::Error> {
+        Ok(RequestSpec {
+            algorithm: self.algorithm.parse().map_err(engine::Error::Input)?,
             options: self.options.clone(),
             ..RequestSpec::new(self.collective())
-        }
+        })
     }
 }
 
@@ -211,7 +213,7 @@ fn cli_api_and_bench_agree_on_every_request() {
         let o = ccsynth(&args.iter().map(String::as_str).collect::<Vec<_>>(), None);
         let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
         // Bench.
-        let bench = ccsynth::bench::run_request(case.topology, case.request());
+        let bench = case.request().and_then(|r| ccsynth::bench::run_request(case.topology, r));
         // API.
         let (code, body) = call(&server, "POST", "/v1/syntheses", Some(case.api_body()));
         match case.error_at {

@@ -219,7 +219,7 @@ fn routed_planner_serves_every_kind_it_claims_on_many_fabrics() {
 fn the_greedy_picks_the_routed_planner_for_a_large_all_to_all_on_a_torus() {
     let t = topo("torus:8x8");
     let spec = ccsynth::engine::RequestSpec {
-        algorithm: "greedy".into(),
+        algorithm: "greedy".parse().unwrap(),
         ..ccsynth::engine::RequestSpec::new(CollectiveSpec::new(K::AllToAll, 64 << 20))
     };
     let out = run_request(&t, spec).unwrap();

@@ -429,7 +429,7 @@ fn every_baseline_stops_when_told_and_only_then() {
 fn a_baseline_request_stops_at_its_time_limit() {
     let t = topo("torus:16x16");
     let rs = engine::RequestSpec {
-        algorithm: "direct".into(),
+        algorithm: "direct".parse().unwrap(),
         options: engine::Options { time_limit_s: Some(1e-9), ..Default::default() },
         ..engine::RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 20))
     };
@@ -440,7 +440,7 @@ fn a_baseline_request_stops_at_its_time_limit() {
     }
     // Within a generous limit the same request is built.
     let rs = engine::RequestSpec {
-        algorithm: "direct".into(),
+        algorithm: "direct".parse().unwrap(),
         ..engine::RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 20))
     };
     let req = engine::Request::new(t, rs, &engine::Limits::default()).unwrap();

@@ -87,7 +87,7 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
     };
     let rs = engine::RequestSpec {
         target: engine::Target::One(spec.clone()),
-        algorithm: p.algorithm.clone(),
+        algorithm: p.algorithm.parse().unwrap(),
         options: p.options.clone(),
     };
     let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).map_err(|e| refusal(e.to_string()))?;

@@ -13,11 +13,11 @@ use proptest::prelude::*;
 const MIB: u64 = 1 << 20;
 
 fn greedy_at(t: &Topology, spec: CollectiveSpec) -> engine::Output {
-    run_request(t, RequestSpec { algorithm: "greedy".into(), ..RequestSpec::new(spec) }).unwrap()
+    run_request(t, RequestSpec { algorithm: "greedy".parse().unwrap(), ..RequestSpec::new(spec) }).unwrap()
 }
 
 fn auto(t: &Topology, spec: CollectiveSpec) -> engine::Output {
-    run_request(t, RequestSpec { algorithm: engine::registry::PORTFOLIO.into(), ..RequestSpec::new(spec) }).unwrap()
+    run_request(t, RequestSpec { algorithm: engine::Algorithm::Auto, ..RequestSpec::new(spec) }).unwrap()
 }
 
 fn failed(t: &Topology, links: &[[usize; 2]]) -> Topology {
@@ -193,7 +193,10 @@ fn the_repair_keeps_what_the_failure_does_not_touch() {
         let t = topo(spec);
         let old = run_request(
             &t,
-            RequestSpec { algorithm: algorithm.into(), ..RequestSpec::new(CollectiveSpec::new(kind, 4 * MIB)) },
+            RequestSpec {
+                algorithm: algorithm.parse().unwrap(),
+                ..RequestSpec::new(CollectiveSpec::new(kind, 4 * MIB))
+            },
         )
         .unwrap()
         .schedule;
@@ -254,7 +257,7 @@ fn regenerate(previous: &Schedule, failures: Failures, algorithm: &str) -> engin
     let options = Options { time_limit_s: Some(60.0), ..Options::default() };
     let req = engine::Request::new(
         t,
-        RequestSpec { algorithm: algorithm.into(), options, ..RequestSpec::new(c) },
+        RequestSpec { algorithm: algorithm.parse().unwrap(), options, ..RequestSpec::new(c) },
         &engine::Limits::default(),
     )
     .unwrap();

@@ -14,7 +14,7 @@ use proptest::prelude::*;
 /// The ILP on `spec` within `time_limit_s`, as a request to the engine's front door.
 fn ilp_request(spec: CollectiveSpec, time_limit_s: f64) -> RequestSpec {
     let options = Options { time_limit_s: Some(time_limit_s), ..Options::default() };
-    RequestSpec { algorithm: "ilp".into(), options, ..RequestSpec::new(spec) }
+    RequestSpec { algorithm: "ilp".parse().unwrap(), options, ..RequestSpec::new(spec) }
 }
 
 fn ilp(t: &Topology, spec: CollectiveSpec) -> engine::Output {
@@ -443,7 +443,8 @@ fn uneven_links_are_optimised_in_time_on_the_finest_grid() {
     assert!(close(kept.collective_time_ns.unwrap(), 2.0 * b), "{kept:?}");
     // A given discretization is the one grid run.
     let options = Options { discretization: Some(grids[0]), ..Options::default() };
-    let given = run_request(&t, RequestSpec { algorithm: "ilp".into(), options, ..RequestSpec::new(spec()) }).unwrap();
+    let given = run_request(&t, RequestSpec { algorithm: "ilp".parse().unwrap(), options, ..RequestSpec::new(spec()) })
+        .unwrap();
     assert_eq!(stats(&given).grids.len(), 1);
     assert!(close(given.report.collective_time_ns.unwrap(), coarse));
     // Uniform links: one grid.
@@ -476,7 +477,7 @@ fn a_discretization_too_fine_is_refused_at_the_request() {
         let options = Options { discretization: Some(d), ..Options::default() };
         engine::Request::new(
             t.clone(),
-            RequestSpec { algorithm: "ilp".into(), options, ..RequestSpec::new(c) },
+            RequestSpec { algorithm: "ilp".parse().unwrap(), options, ..RequestSpec::new(c) },
             &engine::Limits::default(),
         )
     };

@@ -164,8 +164,10 @@ fn the_greedy_matches_the_latency_optimal_baselines_at_32_bytes() {
     for spec in ["torus:4x4", "torus:4x4x4", "torus:8x8@bw=50;lat=400"] {
         let t = topo(spec);
         let greedy = {
-            let rs =
-                RequestSpec { algorithm: "greedy".into(), ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 32)) };
+            let rs = RequestSpec {
+                algorithm: "greedy".parse().unwrap(),
+                ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 32))
+            };
             let req = engine::Request::new(t.clone(), rs, &engine::Limits::default()).unwrap();
             engine::run(&req, engine::Control::none()).unwrap()
         };

@@ -11,7 +11,7 @@ use ccsynth::sim;
 fn run(spec: &str, c: CollectiveSpec, algorithm: &str) -> Schedule {
     let rs = engine::RequestSpec {
         target: engine::Target::One(c),
-        algorithm: algorithm.into(),
+        algorithm: algorithm.parse().unwrap(),
         options: engine::Options { seed: Some(1), ..Default::default() },
     };
     let req = engine::Request::new(topo(spec), rs, &engine::Limits::default()).unwrap();

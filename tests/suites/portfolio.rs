@@ -12,7 +12,7 @@ use ccsynth::topology::Topology;
 use proptest::prelude::*;
 
 fn request(t: &Topology, spec: CollectiveSpec, algorithm: &str, options: Options) -> engine::Request {
-    let rs = RequestSpec { algorithm: algorithm.into(), options, ..RequestSpec::new(spec) };
+    let rs = RequestSpec { algorithm: algorithm.parse().unwrap(), options, ..RequestSpec::new(spec) };
     engine::Request::new(t.clone(), rs, &engine::Limits::default()).unwrap()
 }
 
@@ -229,7 +229,7 @@ fn the_ilp_and_tenants_take_one_chunk_when_none_is_given() {
             CollectiveSpec::new(K::AllGather, 1 << 20),
             CollectiveSpec::new(K::AllReduce, 1 << 20),
         ]),
-        algorithm: registry::PORTFOLIO.into(),
+        algorithm: engine::Algorithm::Auto,
         options: Options::default(),
     };
     let req = engine::Request::new(t, rs, &engine::Limits::default()).unwrap();

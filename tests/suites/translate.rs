@@ -31,7 +31,7 @@ fn translated(t: &Topology, c: &Collective) -> (Schedule, u32) {
 /// `--algo greedy --chunks-per-npu k --seeds 1` through the engine's front door.
 fn greedy(t: &Topology, kind: K, size: u64, k: u32) -> engine::Output {
     let rs = RequestSpec {
-        algorithm: "greedy".into(),
+        algorithm: "greedy".parse().unwrap(),
         options: Options { chunks_per_npu: Some(k), seeds: Some(1), ..Options::default() },
         ..RequestSpec::new(CollectiveSpec::new(kind, size))
     };

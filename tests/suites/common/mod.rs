@@ -98,7 +98,11 @@ pub fn run_request_with(
 /// refusal as text (the export suites run every producer this way).
 pub fn run_seeded(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
     let options = Options { seed: Some(3), time_limit_s: Some(600.0), ..Options::default() };
-    let rs = RequestSpec { target: engine::Target::One(spec.clone()), algorithm: algorithm.to_string(), options };
+    let rs = RequestSpec {
+        target: engine::Target::One(spec.clone()),
+        algorithm: algorithm.parse().map_err(|e: ccsynth::error::InputError| e.to_string())?,
+        options,
+    };
     run_request(t, rs).map(|o| o.schedule).map_err(|e| e.to_string())
 }
 
@@ -111,7 +115,8 @@ pub fn baseline(
     spec: CollectiveSpec,
 ) -> Result<(Schedule, engine::CheckReport), engine::Error> {
     let options = Options { time_limit_s: Some(engine::Limits::default().max_solve_s), ..Options::default() };
-    let out = run_request(t, RequestSpec { algorithm: name.into(), options, ..RequestSpec::new(spec) })?;
+    let algorithm = name.parse().map_err(engine::Error::Input)?;
+    let out = run_request(t, RequestSpec { algorithm, options, ..RequestSpec::new(spec) })?;
     Ok((out.schedule, out.report))
 }
 

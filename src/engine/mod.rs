@@ -317,13 +317,64 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
     let ctl = Control { cancelled: ctl.cancelled, progress: &forward };
     let started = std::time::Instant::now();
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
-    match &req.algorithm {
-        Algorithm::Baseline(name) => run_baseline(req, name, ctl, deadline),
-        Algorithm::Greedy | Algorithm::Ilp => {
-            run_synthesizer(req, &req.algorithm, ctl, deadline, Gate::Full { bounds: true }, None)
-        }
-        Algorithm::Auto => portfolio::run(req, ctl, deadline),
+    produce(req, ctl, deadline, None)
+}
+
+/// The request's algorithm by its registry entry: a baseline's construction, or the
+/// synthesizer's `Produce`, within `deadline`; `incumbent_ns` is a time already at hand (a
+/// regeneration's repair) that the portfolio prices its baselines against.
+fn produce(
+    req: &Request,
+    ctl: Control,
+    deadline: std::time::Instant,
+    incumbent_ns: Option<f64>,
+) -> Result<Output, Error> {
+    if let Algorithm::Baseline(name) = &req.algorithm {
+        return run_baseline(req, name, ctl, deadline);
     }
+    // A request names a table entry (`Request::new` parsed it), unless a caller built an
+    // `Algorithm::Registered` by hand for a name never registered.
+    let entry = req.algorithm.synthesizer().ok_or_else(|| {
+        Error::Input(crate::error::InputError::new(
+            "algorithm",
+            format!("{:?}: no synthesizer of that name is registered", req.algorithm.name()),
+        ))
+    })?;
+    match entry.produce {
+        registry::Produce::Engine(run) => run(req, ctl, deadline, incumbent_ns),
+        registry::Produce::Plain(make) => run_plain(req, entry.name, make, ctl, deadline),
+    }
+}
+
+/// The greedy's entry in the table.
+fn run_greedy(req: &Request, ctl: Control, deadline: std::time::Instant, _: Option<f64>) -> Result<Output, Error> {
+    run_synthesizer(req, &Algorithm::Greedy, ctl, deadline, Gate::Full { bounds: true }, None)
+}
+
+/// The ILP's entry in the table.
+fn run_ilp(req: &Request, ctl: Control, deadline: std::time::Instant, _: Option<f64>) -> Result<Output, Error> {
+    run_synthesizer(req, &Algorithm::Ilp, ctl, deadline, Gate::Full { bounds: true }, None)
+}
+
+/// A synthesizer from outside the engine (`registry::Produce::Plain`): its schedule of the
+/// request's collective, stopped at `deadline` or on cancel, then the full gate, as a
+/// baseline's. A refusal is `Error::Unsupported`.
+fn run_plain(
+    req: &Request,
+    name: &str,
+    make: registry::MakeSchedule,
+    ctl: Control,
+    deadline: std::time::Instant,
+) -> Result<Output, Error> {
+    let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
+    let s = match make(&req.topology, &req.built[0], &stop) {
+        Ok(s) => s,
+        Err(_) if (ctl.cancelled)() => return Err(Error::Cancelled),
+        Err(_) if std::time::Instant::now() >= deadline => return Err(Error::TimeLimit { limit_s: req.time_limit_s }),
+        Err(reason) => return Err(Error::Unsupported { by: Refuser::Synthesizer, reason }),
+    };
+    let (schedule, report) = finalize_until(s, true, ctl.cancelled)?;
+    Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 
 /// A baseline on the request's collective (the chunks it asks for, or its own minimum).

@@ -4,8 +4,7 @@
 //! fresh run of the request within what is left of its budget (the repair's time already
 //! prices `auto`'s baselines); the repair is kept only when it is strictly faster.
 
-use super::portfolio;
-use super::{Control, Error, Output, Request, RunStats, Target, registry::Algorithm};
+use super::{Control, Error, Output, Request, RunStats, Target};
 use crate::schedule::Schedule;
 use crate::synth::repair::{self, RepairError, RepairStats};
 use serde::Serialize;
@@ -166,11 +165,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {
         (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
         let began = Instant::now();
-        let out = match &req.algorithm {
-            Algorithm::Auto => portfolio::run_against(req, ctl, deadline, incumbent),
-            Algorithm::Baseline(name) => super::run_baseline(req, name, ctl, deadline),
-            a => super::run_synthesizer(req, a, ctl, deadline, super::Gate::Full { bounds: true }, None),
-        };
+        let out = super::produce(req, ctl, deadline, incumbent);
         (out, began.elapsed().as_secs_f64() * 1e3)
     };
     let ((repaired, repair_ms), (fresh, fresh_ms)) = if heavy {

@@ -1,10 +1,17 @@
 //! The algorithm registry: every algorithm the engine runs (the synthesizers and the
-//! hand-built baselines), what each serves and which options it reads. Doors list and check
-//! algorithms here only; adding an algorithm is an entry here and an arm in `engine::run`.
+//! hand-built baselines), what each serves, which options it reads and how it produces.
+//! Doors list and check algorithms here only. Adding a synthesizer is an entry in
+//! `BUILT_IN` (or, for a test's or an embedder's producer, one `register` call); adding a
+//! baseline is an entry in `baselines::registry()`.
 
-use crate::collective::CollectiveKind;
+use super::{Control, Error, Output, Request};
+use crate::collective::{Collective, CollectiveKind};
 use crate::error::InputError;
+use crate::schedule::Schedule;
+use crate::topology::Topology;
 use serde::Serialize;
+use std::sync::RwLock;
+use std::time::Instant;
 
 pub use crate::baselines::BaselineInfo;
 
@@ -20,6 +27,8 @@ pub enum Algorithm {
     Ilp,
     /// A hand-built algorithm, by its registry name (`ring`, `swing-bandwidth`, `kolmakov-r2`).
     Baseline(String),
+    /// A synthesizer added to the table at run time (`register`), by its name.
+    Registered(&'static str),
 }
 
 impl Algorithm {
@@ -30,7 +39,7 @@ impl Algorithm {
             "greedy" => Some(Algorithm::Greedy),
             "ilp" => Some(Algorithm::Ilp),
             b if crate::baselines::is_known(b) => Some(Algorithm::Baseline(b.to_string())),
-            _ => None,
+            other => registered().into_iter().find(|s| s.name == other).map(|s| Algorithm::Registered(s.name)),
         }
     }
 
@@ -41,7 +50,13 @@ impl Algorithm {
             Algorithm::Greedy => "greedy",
             Algorithm::Ilp => "ilp",
             Algorithm::Baseline(b) => b,
+            Algorithm::Registered(name) => name,
         }
+    }
+
+    /// Its entry in the synthesizers' table (`None` for a baseline).
+    pub fn synthesizer(&self) -> Option<Synthesizer> {
+        synthesizers().into_iter().find(|s| s.name == self.name() && self.is_synthesizer())
     }
 
     /// Whether it synthesizes (rather than builds a fixed pattern): the portfolio counts, as
@@ -86,11 +101,123 @@ impl<'de> serde::Deserialize<'de> for Algorithm {
     }
 }
 
-/// The synthesizers the engine offers.
+/// The synthesizers the engine offers, besides the portfolio.
 pub const SYNTHESIZERS: &[&str] = &["greedy", "ilp"];
 
 /// The portfolio's name, the default algorithm of `synth` and of the API.
 pub const PORTFOLIO: &str = "auto";
+
+/// A synthesizer from outside the engine: the schedule of the collective on the topology, or
+/// why it does not serve the case; polls the stop flag.
+pub type MakeSchedule = fn(&Topology, &Collective, &dyn Fn() -> bool) -> Result<Schedule, String>;
+
+/// The engine's own runner: the checked request, the door's control, the run's deadline and
+/// the time a schedule must beat to be worth a full check, if any.
+pub type RunRequest = fn(&Request, Control<'_>, Instant, Option<f64>) -> Result<Output, Error>;
+
+/// How a synthesizer produces a schedule.
+#[derive(Clone, Copy)]
+pub enum Produce {
+    /// The engine's own runner for it (the greedy, the ILP, the portfolio), which checks what
+    /// it makes: the checked request, the door's control, the run's deadline and the time a
+    /// schedule must beat to be worth a full check (a regeneration's repair), if any.
+    Engine(RunRequest),
+    /// Code outside the engine (a test's reference producer, an embedder's): a schedule of the
+    /// collective on the topology, or why it does not serve the case; polls the stop flag. The
+    /// engine checks what it returns like a baseline's schedule before anything leaves.
+    Plain(MakeSchedule),
+}
+
+/// A synthesizer: its name, what it serves, the options it reads and how it produces.
+#[derive(Clone, Copy)]
+pub struct Synthesizer {
+    /// Its name in requests.
+    pub name: &'static str,
+    /// `synthesizer`, or `portfolio` for `auto`.
+    pub kind: &'static str,
+    /// The collectives it serves.
+    pub collectives: fn() -> Vec<CollectiveKind>,
+    /// The `options` fields it reads.
+    pub options: &'static [&'static str],
+    /// How it produces.
+    pub produce: Produce,
+}
+
+/// Every collective kind but `custom`: what the built-in synthesizers serve.
+fn every_kind() -> Vec<CollectiveKind> {
+    CollectiveKind::ALL.iter().copied().filter(|k| *k != CollectiveKind::Custom).collect()
+}
+
+/// The engine's synthesizers, the portfolio first (`listing` and `auto`'s order).
+const BUILT_IN: [Synthesizer; 3] = [
+    Synthesizer {
+        name: PORTFOLIO,
+        kind: "portfolio",
+        collectives: every_kind,
+        options: &[
+            "seed",
+            "seeds",
+            "threads",
+            "chunks_per_npu",
+            "time_limit_s",
+            "solve_time_limit_s",
+            "switch_model",
+            "discretization",
+            "ignore_congestion",
+            "window",
+        ],
+        produce: Produce::Engine(super::portfolio::run_against),
+    },
+    Synthesizer {
+        name: "greedy",
+        kind: "synthesizer",
+        collectives: every_kind,
+        options: &["seed", "seeds", "threads", "chunks_per_npu", "time_limit_s", "switch_model", "discretization"],
+        produce: Produce::Engine(super::run_greedy),
+    },
+    Synthesizer {
+        name: "ilp",
+        kind: "synthesizer",
+        collectives: every_kind,
+        options: &[
+            "seed",
+            "threads",
+            "chunks_per_npu",
+            "time_limit_s",
+            "solve_time_limit_s",
+            "switch_model",
+            "discretization",
+            "ignore_congestion",
+            "window",
+        ],
+        produce: Produce::Engine(super::run_ilp),
+    },
+];
+
+/// Synthesizers added at run time, after the built-in ones.
+static REGISTERED: RwLock<Vec<Synthesizer>> = RwLock::new(Vec::new());
+
+fn registered() -> Vec<Synthesizer> {
+    REGISTERED.read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Adds a synthesizer to the table for the rest of the process: every door then lists,
+/// checks and runs it like the built-in ones (the conformance suite adds its reference
+/// producer this way). Its schedules pass the engine's gate like every other. Refused when
+/// the name is taken by an algorithm (one registered before included).
+pub fn register(s: Synthesizer) -> Result<(), String> {
+    let mut all = REGISTERED.write().unwrap_or_else(|e| e.into_inner());
+    if BUILT_IN.iter().chain(all.iter()).any(|r| r.name == s.name) || crate::baselines::is_known(s.name) {
+        return Err(format!("{:?} names an algorithm already", s.name));
+    }
+    all.push(s);
+    Ok(())
+}
+
+/// Every synthesizer: the built-in ones, then those registered.
+pub fn synthesizers() -> Vec<Synthesizer> {
+    BUILT_IN.iter().copied().chain(registered()).collect()
+}
 
 /// A synthesizer as `/v1/algorithms` lists it.
 #[derive(Clone, Debug, Serialize)]
@@ -116,58 +243,11 @@ pub struct Listing {
 
 /// The whole registry.
 pub fn listing() -> Listing {
-    let all: Vec<CollectiveKind> =
-        CollectiveKind::ALL.iter().copied().filter(|k| *k != CollectiveKind::Custom).collect();
     Listing {
-        synthesizers: vec![
-            SynthesizerInfo {
-                name: PORTFOLIO,
-                kind: "portfolio",
-                collectives: all.clone(),
-                options: &[
-                    "seed",
-                    "seeds",
-                    "threads",
-                    "chunks_per_npu",
-                    "time_limit_s",
-                    "solve_time_limit_s",
-                    "switch_model",
-                    "discretization",
-                    "ignore_congestion",
-                    "window",
-                ],
-            },
-            SynthesizerInfo {
-                name: "greedy",
-                kind: "synthesizer",
-                collectives: all.clone(),
-                options: &[
-                    "seed",
-                    "seeds",
-                    "threads",
-                    "chunks_per_npu",
-                    "time_limit_s",
-                    "switch_model",
-                    "discretization",
-                ],
-            },
-            SynthesizerInfo {
-                name: "ilp",
-                kind: "synthesizer",
-                collectives: all,
-                options: &[
-                    "seed",
-                    "threads",
-                    "chunks_per_npu",
-                    "time_limit_s",
-                    "solve_time_limit_s",
-                    "switch_model",
-                    "discretization",
-                    "ignore_congestion",
-                    "window",
-                ],
-            },
-        ],
+        synthesizers: synthesizers()
+            .into_iter()
+            .map(|s| SynthesizerInfo { name: s.name, kind: s.kind, collectives: (s.collectives)(), options: s.options })
+            .collect(),
         baselines: baselines(),
     }
 }
@@ -182,11 +262,10 @@ pub fn baseline_names() -> Vec<&'static str> {
     crate::baselines::names()
 }
 
-/// Every algorithm name: the portfolio, the synthesizers, then the baselines (variants by
-/// their pattern).
+/// Every algorithm name: the portfolio, the synthesizers (those registered too), then the
+/// baselines (variants by their pattern).
 pub fn names() -> Vec<&'static str> {
-    let mut v = vec![PORTFOLIO];
-    v.extend(SYNTHESIZERS);
+    let mut v: Vec<&'static str> = synthesizers().iter().map(|s| s.name).collect();
     v.extend(baseline_names());
     v.push(crate::baselines::KOLMAKOV_VARIANTS);
     v
@@ -261,5 +340,45 @@ mod tests {
         let de = serde_json::from_value::<Algorithm>(serde_json::json!("fastest")).unwrap_err();
         assert_eq!(de.to_string(), e.errors[0].message);
         assert!(serde_json::from_value::<Algorithm>(serde_json::json!(3)).is_err());
+    }
+
+    /// A synthesizer registered at run time is listed, parsed and run by the engine like a
+    /// built-in one, and what it makes passes the same gate: one that forgets its transfers
+    /// is caught as a bug, never returned. Names are never shared.
+    #[test]
+    fn a_registered_synthesizer_is_run_through_the_gate() {
+        use crate::collective::CollectiveSpec;
+        fn nothing(topo: &Topology, c: &Collective, _: &dyn Fn() -> bool) -> Result<Schedule, String> {
+            Ok(Schedule::new(topo.clone(), c, "unit-test-nothing"))
+        }
+        let entry = Synthesizer {
+            name: "unit-test-nothing",
+            kind: "synthesizer",
+            collectives: || vec![CollectiveKind::AllGather],
+            options: &[],
+            produce: Produce::Plain(nothing),
+        };
+        register(entry).unwrap();
+        assert!(register(entry).unwrap_err().contains("names an algorithm already"));
+        assert!(register(Synthesizer { name: "ring", ..entry }).is_err());
+        assert!(register(Synthesizer { name: "greedy", ..entry }).is_err());
+        assert_eq!("unit-test-nothing".parse::<Algorithm>().unwrap(), Algorithm::Registered("unit-test-nothing"));
+        assert!(listing().synthesizers.iter().any(|s| s.name == "unit-test-nothing"));
+        let topo = crate::topology::parse_spec("ring:4").unwrap();
+        let request = |kind| {
+            let spec = super::super::RequestSpec {
+                algorithm: "unit-test-nothing".parse().unwrap(),
+                ..super::super::RequestSpec::new(CollectiveSpec::new(kind, 4096))
+            };
+            super::super::Request::new(topo.clone(), spec, &super::super::Limits::default())
+        };
+        let e = request(CollectiveKind::AllReduce).unwrap_err();
+        assert_eq!(e.errors[0].path, "algorithm", "{e}");
+        assert!(e.errors[0].message.contains("does not serve all_reduce"), "{e}");
+        let req = request(CollectiveKind::AllGather).unwrap();
+        match super::super::run(&req, super::super::Control::none()) {
+            Err(super::super::Error::Internal(e)) => assert!(e.to_string().contains("failed validation"), "{e}"),
+            other => panic!("the gate let it through: {:?}", other.map(|o| o.report.valid)),
+        }
     }
 }

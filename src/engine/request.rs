@@ -185,7 +185,8 @@ impl RequestSpec {
             if list.is_empty() {
                 return Err(InputError::new("tenants", "expected at least one collective"));
             }
-            if !algorithm.is_synthesizer() {
+            // A registered synthesizer makes one collective's schedule (`Produce::Plain`).
+            if !algorithm.is_synthesizer() || matches!(algorithm, Algorithm::Registered(_)) {
                 return Err(InputError::new(
                     "tenants",
                     format!("{} runs one collective; several at once need greedy or ilp", algorithm.name()),
@@ -283,6 +284,12 @@ impl Request {
             }
             check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
             built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
+        }
+        if let Some(entry) = algorithm.synthesizer().filter(|_| matches!(algorithm, Algorithm::Registered(_))) {
+            let kind = targets[0].1.kind;
+            if !(entry.collectives)().contains(&kind) {
+                return Err(InputError::new("algorithm", format!("{} does not serve {}", entry.name, kind.name())));
+            }
         }
         if let Algorithm::Baseline(name) = &algorithm {
             let kind = targets[0].1.kind;

@@ -2,7 +2,8 @@
 //! The producers come from the engine's registry (every synthesizer, with option variants
 //! where listed here, and every baseline), and all go through the engine's one front door,
 //! `engine::Request::new` + `engine::run`, so a new registry entry joins the suite without
-//! an edit here. Every schedule a producer emits must validate, must not beat the lower bound
+//! an edit here; a test-only synthesizer joins by one `registry::register` line
+//! (`register_test_producers`: the reference flooding of `reference.rs`). Every schedule a producer emits must validate, must not beat the lower bound
 //! and must declare its simulated time; a producer may refuse a case, with a reason, but never
 //! emit an invalid schedule or panic.
 
@@ -37,9 +38,19 @@ impl Producer {
         self.max_npus.is_none_or(|max| t.npus() <= max) && t.npus() >= self.min_npus
     }
 
-    fn is_baseline(&self) -> bool {
+    /// A baseline, or a synthesizer from outside the engine, may refuse a case it does not
+    /// serve; the engine's own synthesizers serve every valid request.
+    fn may_refuse(&self) -> bool {
         !registry::SYNTHESIZERS.contains(&self.algorithm.as_str()) && self.algorithm != registry::PORTFOLIO
     }
+}
+
+/// The synthesizers this suite adds to the engine's table, once per process.
+fn register_test_producers() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        registry::register(crate::reference::FLOOD).unwrap();
+    });
 }
 
 /// Every producer: each synthesizer of the registry (the greedy with seed 7 under each switch
@@ -48,14 +59,18 @@ impl Producer {
 /// `auto_on_small_topologies_includes_the_ilp` covers), then every baseline and three
 /// Kolmakov variants.
 fn producers() -> Vec<Producer> {
+    register_test_producers();
     let mut v = Vec::new();
-    let auto = engine::Options { time_limit_s: Some(600.0), ..Default::default() };
-    v.push(Producer {
-        min_npus: engine::portfolio::ILP_MAX_NPUS + 1,
-        ..Producer::new("auto", registry::PORTFOLIO, auto)
-    });
-    for &name in registry::SYNTHESIZERS {
+    for entry in registry::synthesizers() {
+        let name = entry.name;
         match name {
+            registry::PORTFOLIO => {
+                let auto = engine::Options { time_limit_s: Some(600.0), ..Default::default() };
+                v.push(Producer {
+                    min_npus: engine::portfolio::ILP_MAX_NPUS + 1,
+                    ..Producer::new("auto", registry::PORTFOLIO, auto)
+                });
+            }
             "greedy" => {
                 for model in [None, Some("unwind:1"), Some("unwind:bi")] {
                     let switch_model = model.map(|m| ccsynth::engine::SwitchModel::parse(m).unwrap());
@@ -78,12 +93,13 @@ fn producers() -> Vec<Producer> {
 }
 
 /// Runs `p` on one case through the engine's front door. A refusal (bad input, or a case the
-/// algorithm does not serve) is `Err` with its reason, prefixed `refused: ` for a baseline; a
+/// algorithm does not serve) is `Err` with its reason, prefixed `refused: ` where the producer
+/// may refuse (`may_refuse`); a
 /// schedule that fails the engine's own gate is a bug and panics.
 fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedule, engine::RunStats), String> {
     let refusal = |reason: String| {
         assert!(!reason.is_empty(), "{}: a refusal without a reason", p.name);
-        if p.is_baseline() { format!("refused: {reason}") } else { reason }
+        if p.may_refuse() { format!("refused: {reason}") } else { reason }
     };
     let rs = engine::RequestSpec {
         target: engine::Target::One(spec.clone()),
@@ -209,6 +225,7 @@ fn every_producer_on_every_topology_and_collective() {
     let producers: Vec<Producer> = producers().into_iter().filter(|p| p.algorithm != "ilp").collect();
     let mut produced = 0;
     let mut replayed = 0;
+    let mut flooded = 0;
     let mut refused = Vec::new();
     for (tname, t) in topologies() {
         for spec in collectives(&t) {
@@ -218,17 +235,20 @@ fn every_producer_on_every_topology_and_collective() {
                     Ok((s, _)) => {
                         replayed += conform(&what, &s) as usize;
                         produced += 1;
+                        flooded += usize::from(p.algorithm == crate::reference::FLOOD.name);
                     }
                     Err(reason) => refused.push(format!("{what}: {reason}")),
                 }
             }
         }
     }
-    // The greedy serves every case; only baselines may refuse.
+    // The greedy serves every case; only baselines and test producers may refuse.
     let greedy_refused: Vec<&String> = refused.iter().filter(|r| r.starts_with("greedy")).collect();
     assert!(greedy_refused.is_empty(), "refused: {greedy_refused:#?}");
     assert!(refused.iter().all(|r| r.contains("refused: ")), "{refused:#?}");
     assert!(produced > 1500, "{produced}");
+    // The test-only producer joined through the registry and its schedules passed the gate.
+    assert!(flooded >= 20, "the registered test producer made {flooded} schedules");
     // Most schedules are of a collective MSCCL runs, and export.
     assert!(replayed > 900, "{replayed} of {produced} replayed as MSCCL XML");
 }

@@ -22,6 +22,7 @@ mod mscclpp_replay;
 mod pictures;
 mod portfolio;
 mod random_schedules;
+mod reference;
 mod sim;
 mod ten;
 mod topology;

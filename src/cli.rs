@@ -3,7 +3,7 @@
 use crate::engine;
 use crate::error::InputError;
 use crate::schedule::Schedule;
-use crate::topology::{Failures, Topology, parse_topology};
+use crate::topology::{Failures, Topology};
 use clap::Parser;
 use std::io::{IsTerminal, Read, Write};
 

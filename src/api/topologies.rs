@@ -28,17 +28,10 @@ pub fn topology_from_value(
     path: &str,
     limits: &crate::engine::Limits,
 ) -> Result<Topology, ApiError> {
-    // Field paths relative to the request: a spec's errors already name `spec`.
+    // Field paths relative to the request (the document's own, under `path`).
     let within =
         |e: crate::error::InputError| ApiError::Unprocessable(if path.is_empty() { e } else { e.within(path) });
-    if let Some(spec) = v.get("spec") {
-        let spec = spec.as_str().ok_or_else(|| {
-            ApiError::Unprocessable(crate::error::InputError::new(format!("{path}.spec"), "expected a string"))
-        })?;
-        return crate::engine::topology_from_spec(spec, limits).map_err(within);
-    }
-    let text = v.to_string();
-    Topology::from_json(&text).map_err(within)
+    crate::engine::TopologySource::Document(v).build(limits).map_err(within)
 }
 
 /// What clients see of a stored topology.

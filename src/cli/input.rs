@@ -74,12 +74,17 @@ pub(super) fn load_collectives(
 /// A topology from a generator spec or a JSON file.
 pub fn load_topology(arg: &str) -> Result<Topology, String> {
     let path = std::path::Path::new(arg);
+    // Built as the API builds its `spec` and `topology` (`engine::TopologySource`), within the
+    // library's limits.
+    let limits = engine::Limits::default();
     if path.is_file() {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{arg}: {e}"))?;
-        return Topology::from_json(&text).map_err(|e| format!("{arg}: {e}"));
+        let source = engine::TopologySource::parse(&text).map_err(|e| format!("{arg}: {e}"))?;
+        return source.build(&limits).map_err(|e| format!("{arg}: {e}"));
     }
     if arg.contains(':') || arg.trim_start().starts_with('{') {
-        return parse_topology(arg).map_err(|e: InputError| e.to_string());
+        let source = engine::TopologySource::parse(arg).map_err(|e: InputError| e.to_string())?;
+        return source.build(&limits).map_err(|e| e.to_string());
     }
     // A name that looks like a file is a missing file, not a malformed spec.
     if arg.contains('/') || arg.contains('.') {

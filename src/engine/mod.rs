@@ -16,6 +16,7 @@ pub mod portfolio;
 pub mod regenerate;
 pub mod registry;
 pub mod request;
+mod source;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
 use check::{Gate, finalize_deferred, finalize_until, gate_timed_until, gate_until};
@@ -41,6 +42,7 @@ pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use regenerate::{Kept, RegenerationRun, RegenerationStats, regenerate, regeneration_target};
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
+pub use source::TopologySource;
 
 use crate::collective::Collective;
 use crate::schedule::Schedule;

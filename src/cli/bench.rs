@@ -99,7 +99,12 @@ fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
     } else {
         print!("{}", crate::bench::sizes_markdown(&rows));
     }
-    // A row that could not run is a failed sweep, not a table with a gap.
+    every_row_ran(&rows)?;
+    Ok(0)
+}
+
+/// A row that could not run is a failed sweep (exit 2, naming the rows), not a table with a gap.
+fn every_row_ran(rows: &[crate::bench::SizeRow]) -> Result<(), String> {
     let failed: Vec<String> = rows
         .iter()
         .filter_map(|r| {
@@ -111,7 +116,7 @@ fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
     if !failed.is_empty() {
         return Err(format!("{} of {} rows failed: {}", failed.len(), rows.len(), failed.join("; ")));
     }
-    Ok(0)
+    Ok(())
 }
 
 fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
@@ -144,5 +149,30 @@ fn met(m: Option<bool>) -> &'static str {
         Some(true) => "yes",
         Some(false) => "no",
         None => "–",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::bench::{SizeCase, run_size_case};
+    use crate::collective::CollectiveKind;
+
+    /// Issue 30, rough edge 2: a sweep with a row that could not run fails, naming the row; a
+    /// sweep whose rows all ran passes.
+    #[test]
+    fn a_sweep_with_a_row_that_could_not_run_fails() {
+        let case = |topology: &str| SizeCase {
+            topology: topology.into(),
+            collective: CollectiveKind::AllGather,
+            size_bytes: 32 << 10,
+            torus: false,
+        };
+        let ran = run_size_case(&case("ring:4"));
+        assert!(ran.error.is_none(), "{:?}", ran.error);
+        let broken = run_size_case(&case("ring:zero"));
+        assert!(broken.error.is_some());
+        super::every_row_ran(std::slice::from_ref(&ran)).unwrap();
+        let e = super::every_row_ran(&[ran, broken]).unwrap_err();
+        assert!(e.starts_with("1 of 2 rows failed: ring:zero AllGather 32768 B: "), "{e}");
     }
 }

@@ -226,7 +226,9 @@ impl SynthesisRequest {
 }
 
 impl JobRequest {
-    /// The stored request in the engine's wire form, for the worker.
+    /// The stored request in the engine's wire form, for the worker. Every field of `Options`
+    /// is named (no `..Default::default()`): a new option does not compile until the stored
+    /// request carries it, so the API cannot drop one silently.
     pub(super) fn spec(&self) -> engine::RequestSpec {
         engine::RequestSpec {
             target: engine::Target::One(self.collective.clone()),
@@ -241,7 +243,10 @@ impl JobRequest {
                 ignore_congestion: Some(self.ignore_congestion),
                 window: self.window,
                 threads: self.threads,
-                ..engine::Options::default()
+                // In the collective (`collective.chunks_per_npu`), as the checked request left it.
+                chunks_per_npu: None,
+                // The CLI's alone (`--dump-lp`).
+                keep_lp: false,
             },
         }
     }

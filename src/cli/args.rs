@@ -85,8 +85,8 @@ pub enum Command {
     Bench {
         /// greedy, ilp, sizes or failures (the ilp, sizes and failures suites run each case
         /// once; --runs applies to greedy). `sizes` is the message-size sweep: `auto`, its
-        /// greedy candidate and the best baseline from 32 B to 512 MiB; run it from the
-        /// repository root (it reads examples/irregular-hetero.json). `failures`: tori intact
+        /// greedy candidate and the best baseline from 32 B to 512 MiB, from any directory
+        /// (its irregular fabric is built in); a row that cannot run fails the sweep. `failures`: tori intact
         /// against failed links and NPUs, each scenario regenerated from the intact schedule
         /// (--quick leaves out 32x32 and 64x64).
         #[arg(long, default_value = "greedy")]

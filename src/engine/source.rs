@@ -70,9 +70,8 @@ mod tests {
         assert!(e.to_string().contains('8'), "{e}");
         let e = TopologySource::Document(json!({"spec": 3})).build(&limits).unwrap_err();
         assert_eq!((e.errors[0].path.as_str(), e.errors[0].message.as_str()), ("spec", "expected a string"));
-        let e = TopologySource::Document(json!({"npus": 2, "links": [{"src": 0, "dst": 5}]}))
-            .build(&limits)
-            .unwrap_err();
+        let e =
+            TopologySource::Document(json!({"npus": 2, "links": [{"src": 0, "dst": 5}]})).build(&limits).unwrap_err();
         assert!(e.errors[0].path.starts_with("links[0]"), "{e}");
         assert!(TopologySource::parse("{not json").unwrap_err().errors[0].path == "topology");
     }

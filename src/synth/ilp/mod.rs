@@ -590,6 +590,5 @@ mod tests {
         assert_eq!((f.status, f.horizon, f.horizon_lower_bound), (s.status, s.horizon, s.horizon_lower_bound));
         assert_eq!(f.work_s, s.work_s);
         assert_eq!(fast.0.transfers, slow.0.transfers);
-        assert!(s.highs_ms > f.highs_ms, "the slow run took {} ms in HiGHS, the fast {}", s.highs_ms, f.highs_ms);
     }
 }

@@ -81,6 +81,8 @@ fn synthesize_ilp(
     // The first grid's wall time and work, and the work spent so far (nominal seconds).
     let mut first_took: Option<(f64, f64)> = None;
     let mut worked_s = 0.0;
+    // The clock cut some grid (skipped it, or stopped it): the kept result says so too.
+    let mut clock_cut = false;
     for (i, &IlpGridPlan { grid, same_as }) in grids.iter().enumerate() {
         if let Some(f) = same_as {
             tried.push(not_run(grid, format!("not run: the model at {f} ns on another time scale"), 0.0));
@@ -90,13 +92,14 @@ fn synthesize_ilp(
         // A finer grid's model is larger than the one before: with (almost) nothing left, the
         // ILP would return its greedy warm start, which the greedy algorithm covers already.
         if best.key().is_some() && left < 0.05 {
+            clock_cut = true;
             tried.push(not_run(grid, "not run: the time limit was used up".into(), 0.0));
             continue;
         }
         let to_run = grids[i..].iter().filter(|p| p.same_as.is_none()).count();
         // Each grid gets an even share of what is left, of the work budget (which decides
-        // what the ILP does) and of the wall clock (which stops a grid only on a machine far
-        // slower than the work budget counts).
+        // what the ILP does) and of the wall clock (which also pays for what the work does not
+        // count; a grid it stops says so, and so does the result).
         let mut share = (left / to_run as f64).max(1e-3);
         let mut work = ((work_limit_s - worked_s).max(0.0) / to_run as f64).max(1e-3);
         // A finer grid's model is larger and its optimum often no faster than the first
@@ -111,6 +114,10 @@ fn synthesize_ilp(
         let ran = ilp_at(req, c, tenants, grid, Budget { wall_s: share, work_s: work }, started, cancelled);
         let took = began.elapsed().as_secs_f64();
         let worked = ran.as_ref().ok().and_then(|o| o.stats.ilp.as_ref()).map_or(0.0, |s| s.work_s);
+        clock_cut |= match &ran {
+            Ok(o) => o.stats.ilp.as_ref().is_some_and(|s| s.cut_by_time_limit),
+            Err(e) => matches!(e, Error::TimeLimit { .. }),
+        };
         worked_s += worked;
         first_took.get_or_insert((took, worked));
         match ran {
@@ -137,6 +144,7 @@ fn synthesize_ilp(
     out.stats.synthesis_ms = started.elapsed().as_secs_f64() * 1e3 - out.stats.check_ms;
     if let Some(ilp) = &mut out.stats.ilp {
         ilp.grids = tried;
+        ilp.cut_by_time_limit |= clock_cut;
     }
     Ok(out)
 }

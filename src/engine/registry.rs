@@ -1,8 +1,9 @@
 //! The algorithm registry: every algorithm the engine runs (the synthesizers and the
 //! hand-built baselines), what each serves, which options it reads and how it produces.
-//! Doors list and check algorithms here only. Adding a synthesizer is an entry in
-//! `BUILT_IN` (or, for a test's or an embedder's producer, one `register` call); adding a
-//! baseline is an entry in `baselines::registry()`.
+//! Doors list and check algorithms here only. A test's or an embedder's synthesizer joins
+//! with one `register` call (`Produce::Plain`); a new built-in one is an entry in `BUILT_IN`,
+//! an `Algorithm` variant (parsed in `Algorithm::parse`) and, to join `auto`, an entry in
+//! `portfolio::candidates`; a baseline is an entry in `baselines::registry()`.
 
 use super::{Control, Error, Output, Request};
 use crate::collective::{Collective, CollectiveKind};
@@ -202,8 +203,8 @@ fn registered() -> Vec<Synthesizer> {
 }
 
 /// Adds a synthesizer to the table for the rest of the process: every door then lists,
-/// checks and runs it like the built-in ones (the conformance suite adds its reference
-/// producer this way). Its schedules pass the engine's gate like every other. Refused when
+/// checks and runs it by name like the built-in ones (the conformance suite adds its reference
+/// producer this way); `auto` does not run it. Its schedules pass the engine's gate like every other. Refused when
 /// the name is taken by an algorithm (one registered before included).
 pub fn register(s: Synthesizer) -> Result<(), String> {
     let mut all = REGISTERED.write().unwrap_or_else(|e| e.into_inner());

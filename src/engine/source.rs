@@ -18,11 +18,12 @@ pub enum TopologySource {
 }
 
 impl TopologySource {
-    /// What a text holds: JSON (it starts with `{`) is a document, anything else a spec. The
+    /// What a text holds: JSON (it starts with `{` or `[`, after a byte-order mark) is a
+    /// document, anything else a spec. The
     /// CLI reads `--topology` (a file's text, or the argument itself) this way.
     pub fn parse(text: &str) -> Result<TopologySource, InputError> {
-        let t = text.trim_start();
-        if !t.starts_with('{') {
+        let t = text.trim_start_matches('\u{feff}').trim_start();
+        if !t.starts_with(['{', '[']) {
             return Ok(TopologySource::Spec(t.trim_end().to_string()));
         }
         serde_json::from_str(t).map(TopologySource::Document).map_err(|e| InputError::new("topology", e.to_string()))
@@ -74,5 +75,12 @@ mod tests {
             TopologySource::Document(json!({"npus": 2, "links": [{"src": 0, "dst": 5}]})).build(&limits).unwrap_err();
         assert!(e.errors[0].path.starts_with("links[0]"), "{e}");
         assert!(TopologySource::parse("{not json").unwrap_err().errors[0].path == "topology");
+        // A byte-order mark before the JSON, and JSON that is no document, are read as JSON.
+        assert_eq!(
+            TopologySource::parse("\u{feff}{\"spec\": \"ring:4\"}").unwrap(),
+            TopologySource::Document(json!({"spec": "ring:4"}))
+        );
+        let e = TopologySource::parse(r#"["torus"]"#).unwrap().build(&limits).unwrap_err();
+        assert_ne!(e.errors[0].path, "spec", "{e}");
     }
 }

@@ -107,8 +107,9 @@ fn ilp_planner<'a>(
     let work_limit_s = opts.work_limit_s.unwrap_or(opts.time_limit_s).clamp(0.0, 1e7);
     move |p, seed, phase, phases_left| {
         // Phases share what is left of the work budget evenly (a phase that finishes early
-        // leaves its rest to the next), and of the wall clock's, which stops a phase only
-        // when the machine runs far slower than the work budget counts.
+        // leaves its rest to the next), and of the wall clock's, which also pays for what the
+        // work does not count (the warm start, model builds, presolve): where it stops a
+        // phase first, the phase says so (`cut_by_time_limit`).
         let now = std::time::Instant::now();
         let share = deadline.saturating_duration_since(now) / phases_left.max(1);
         let spent: f64 = phases.iter().map(|p| p.work_s).sum();

@@ -41,6 +41,8 @@ impl Search<'_> {
             stats.status = IlpStatus::Optimal;
         }
         let lp = self.lp.pop().map(|(_, t)| t);
+        stats.work_s = self.spent_s;
+        stats.cut_by_time_limit = self.cut_by_time;
         stats.solves = self.solves;
         Ok(PhasePlan { plan: result, stats, lp })
     }

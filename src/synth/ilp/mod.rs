@@ -550,7 +550,7 @@ mod tests {
     }
 
     /// The work budget decides, not the clock: the same request on a machine slowed down
-    /// (every poll at HiGHS's interrupt points sleeps) takes the same decisions, solve for
+    /// (every poll at HiGHS's interrupt points sleeps 50 ms) takes the same decisions, solve for
     /// solve, and returns the same schedule, as long as the wall clock's limit does not cut
     /// it. The budget is small enough that solves end on it (TACOS's Table I all-gather, whose
     /// symmetric probe at the bound needs about 13,000 LP iterations).

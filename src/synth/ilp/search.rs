@@ -59,8 +59,8 @@ impl fmt::Display for StopReason {
 pub(super) enum Outcome {
     Solved(Vec<Move>),
     Infeasible,
-    /// The solve's share of the work budget was spent without an answer; some is left for
-    /// other horizons.
+    /// The solve's share was spent without an answer (of the work budget, or the wall clock's
+    /// cap on one solve); some is left for other horizons.
     Undecided,
     /// No time left (or the model cannot be built): the search stops.
     Stopped(StopReason),
@@ -72,7 +72,7 @@ pub(super) struct Search<'a> {
     opts: &'a IlpOptions,
     /// The work budget of the search, nominal seconds (`work_seconds`), and what is spent.
     budget_s: f64,
-    spent_s: f64,
+    pub(super) spent_s: f64,
     /// The wall clock's deadline: past it nothing is started, and a solve running is stopped.
     deadline: Instant,
     /// The deadline stopped something: the result may differ from run to run.
@@ -148,7 +148,7 @@ impl<'a> Search<'a> {
 
     /// A symmetric plan (`symmetric`): one NPU's chunks spread by a model whose congestion
     /// rows count every translate, at horizons from `lb` up, until one is feasible or its
-    /// share of the time is spent. The translated plan, and its horizon, when one is below
+    /// share of the work is spent. The translated plan, and its horizon, when one is below
     /// `ub` (the greedy's).
     pub(super) fn symmetric(
         &mut self,
@@ -321,7 +321,7 @@ impl<'a> Search<'a> {
         let mut why = Vec::new();
         if !proven {
             if !undecided.is_empty() {
-                why.push(format!("no answer at T = {undecided:?} within their share of the work budget"));
+                why.push(format!("no answer at T = {undecided:?} within their share of the budget"));
             }
             why.push(format!("horizons {proven_lo}..{} not refuted; best plan from the {source}", stats.horizon));
         }
@@ -467,8 +467,12 @@ impl<'a> Search<'a> {
         let share = self.cap_s.map_or(share, |cap| share.min(cap));
         let max_lp_iterations = (share / SECONDS_PER_LP_ITERATION).ceil() as u64;
         let kind = if self.classes.is_some() { "symmetric" } else { kind };
-        // The wall clock stops a solve only at the deadline, or at the caller's own cap on one
-        // solve (`solve_time_limit_s`: wall time, so what it cuts depends on the machine).
+        // The wall clock stops a solve only at the deadline (the phase's share of the wall
+        // time), or at the caller's own cap on one solve (`solve_time_limit_s`); either marks
+        // the search as cut. HiGHS checks the work only between its MIP rounds, not inside
+        // presolve, the root LP or a heuristic's sub-MIP, so a solve may run past its share by
+        // what one of those takes (11,883 LP iterations for a share of 6,667 in the ILP suite);
+        // a wall cap of a few shares was tried and cut idle runs for that reason.
         let wall = match self.opts.solve_time_limit_s {
             Some(cap) => cap.min(self.time_left()),
             None => self.time_left(),

@@ -1,6 +1,6 @@
 //! One HiGHS solve of a model (through good_lp): conversion, solver options, the C callback
-//! (log lines to tracing, interrupt on cancel) and the mapping of HiGHS's status to a
-//! `SolveResult`.
+//! (log lines to tracing; the work done; an interrupt on cancel, past the solve's work budget
+//! or past its deadline) and the mapping of HiGHS's status to a `SolveResult`.
 
 use super::model::{Goal, Model};
 use super::{IlpError, SolveResult, ms};

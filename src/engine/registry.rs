@@ -120,12 +120,10 @@ pub type RunRequest = fn(&Request, Control<'_>, Instant, Option<f64>) -> Result<
 #[derive(Clone, Copy)]
 pub enum Produce {
     /// The engine's own runner for it (the greedy, the ILP, the portfolio), which checks what
-    /// it makes: the checked request, the door's control, the run's deadline and the time a
-    /// schedule must beat to be worth a full check (a regeneration's repair), if any.
+    /// it makes.
     Engine(RunRequest),
-    /// Code outside the engine (a test's reference producer, an embedder's): a schedule of the
-    /// collective on the topology, or why it does not serve the case; polls the stop flag. The
-    /// engine checks what it returns like a baseline's schedule before anything leaves.
+    /// Code outside the engine (a test's reference producer, an embedder's), whose schedule
+    /// the engine checks like a baseline's before anything leaves.
     Plain(MakeSchedule),
 }
 

@@ -41,10 +41,7 @@ impl Search<'_> {
             stats.status = IlpStatus::Optimal;
         }
         let lp = self.lp.pop().map(|(_, t)| t);
-        stats.work_s = self.spent_s;
-        stats.cut_by_time_limit = self.cut_by_time;
-        stats.solves = self.solves;
-        Ok(PhasePlan { plan: result, stats, lp })
+        Ok(self.finish(result, stats, lp))
     }
 
     /// TACOS V-C: windows of `w` timesteps from the current holders, one after another, then

@@ -16,7 +16,7 @@ use super::{
     IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SECONDS_PER_LP_ITERATION, SolveRecord, SolveResult,
     ms, work_seconds,
 };
-use crate::synth::greedy::{Move, Problem};
+use crate::synth::greedy::{Move, Plan, Problem};
 use crate::synth::{SynthError, prune_dead_ends};
 use std::fmt;
 use std::time::Instant;
@@ -72,11 +72,11 @@ pub(super) struct Search<'a> {
     opts: &'a IlpOptions,
     /// The work budget of the search, nominal seconds (`work_seconds`), and what is spent.
     budget_s: f64,
-    pub(super) spent_s: f64,
+    spent_s: f64,
     /// The wall clock's deadline: past it nothing is started, and a solve running is stopped.
     deadline: Instant,
     /// The deadline stopped something: the result may differ from run to run.
-    pub(super) cut_by_time: bool,
+    cut_by_time: bool,
     cancelled: &'a dyn Fn() -> bool,
     pub(super) solves: Vec<SolveRecord>,
     /// LP texts of the models solved, by horizon (only with `keep_lp`).
@@ -335,10 +335,7 @@ impl<'a> Search<'a> {
         if !why.is_empty() {
             stats.reason = Some(why.join("; "));
         }
-        stats.work_s = self.spent_s;
-        stats.cut_by_time_limit = self.cut_by_time;
-        stats.solves = self.solves;
-        Ok(PhasePlan { plan: result, stats, lp })
+        Ok(self.finish(result, stats, lp))
     }
 
     fn solve(&mut self, horizon: u32, goal: Goal, start: Option<&[Move]>) -> Result<Outcome, SynthError> {
@@ -355,15 +352,14 @@ impl<'a> Search<'a> {
         if (self.cancelled)() {
             return Err(SynthError::Cancelled);
         }
-        let left = self.time_left();
         // A solve needs its model built and some time in HiGHS: with less than twice the
         // last build left, it would only run past the deadline.
-        if left < 0.01 || left < 2.0 * self.last_build_s {
+        if self.time_left() < 2.0 * self.last_build_s {
             self.cut_by_time = true;
             return Ok(Outcome::Stopped(StopReason::OutOfTime));
         }
-        if self.work_left() <= 0.0 {
-            return Ok(Outcome::Stopped(StopReason::OutOfWork));
+        if let Some(stop) = self.out_of_budget() {
+            return Ok(Outcome::Stopped(stop));
         }
         let built_at = Instant::now();
         let model = match Model::build(self.p.ten, info, horizon, goal, self.congestion(), &|| {
@@ -436,6 +432,15 @@ impl<'a> Search<'a> {
             (SolveResult::TimeLimit, None) if self.time_left() < 0.01 => Outcome::Stopped(StopReason::OutOfTime),
             (_, None) => Outcome::Undecided,
         })
+    }
+
+    /// The phase's plan with what the search did: its work, whether the clock cut it, its
+    /// solves.
+    pub(super) fn finish(self, plan: Plan, mut stats: PhaseStats, lp: Option<String>) -> PhasePlan {
+        stats.work_s = self.spent_s;
+        stats.cut_by_time_limit = self.cut_by_time;
+        stats.solves = self.solves;
+        PhasePlan { plan, stats, lp }
     }
 
     /// Whether the deadline has passed or the work budget is spent (no solve is started then).

@@ -9,11 +9,13 @@
 //! - Transfer i from a to b is a SEND at a (`comm_dst` b) and a RECV at b (`comm_src` a), both
 //!   with `comm_size` the bytes on the wire and `comm_tag` i. A RECV has no dependencies: ASTRA
 //!   moves no data, so it may be posted at once. A reduce adds a COMP node at b after its RECV,
-//!   `duration_micros` the γ time rounded to whole µs.
+//!   `duration_micros` the γ time rounded to whole µs, unless that is 0 (ASTRA-sim would run
+//!   it for 1 ns): then the readers of what it writes wait for its RECV and the partial's writers.
 //! - A SEND depends on the nodes that last wrote its chunks at a in an earlier step (the RECV
 //!   of a copy, the COMP of a reduce): the schedule's own rule that a transfer reads contents
 //!   final at the end of their last write. Local moves send nothing: a copy passes its source's
-//!   writers on to the slot it writes, a reduce is a COMP node.
+//!   writers on to the slot it writes, a reduce is a COMP node (or passes its inputs' writers on,
+//!   when it takes 0 µs).
 //! - A path through switches or other NPUs is still one SEND and one RECV: ASTRA-sim routes by
 //!   its own network description, not by the schedule's path.
 //! - Files are length-delimited protobuf messages (a LEB128 length, then the message): one
@@ -163,10 +165,18 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
                             deps.extend(before(a, c));
                             deps.extend(before(a, t.written()[i]));
                         }
-                        let comp = push(&mut files[a as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
-                        files[a as usize].last_mut().expect("pushed").duration_micros = comp_us(t.written().len());
+                        let us = comp_us(t.written().len());
+                        // A reduce that takes no time is no node (a COMP of 0 µs runs 1 ns in
+                        // ASTRA-sim): its readers wait for what it would have waited for.
+                        let done = if us == 0 {
+                            deps
+                        } else {
+                            let comp = push(&mut files[a as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
+                            files[a as usize].last_mut().expect("pushed").duration_micros = us;
+                            vec![comp]
+                        };
                         for &w in t.written() {
-                            updates.entry((a, w)).or_default().push(comp);
+                            updates.entry((a, w)).or_default().extend(&done);
                         }
                     }
                 }
@@ -174,27 +184,39 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
             }
             let (a, b) = (t.src, t.dst);
             let bytes = ((s.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(1);
-            let deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
+            let mut deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
+            deps.sort_unstable();
+            deps.dedup();
             push(&mut files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
             let send = files[a as usize].last_mut().expect("pushed");
             send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
             let recv = push(&mut files[b as usize], format!("RECV_s{step}_t{ti}"), COMM_RECV_NODE, Vec::new());
             let node = files[b as usize].last_mut().expect("pushed");
             node.attr = vec![int32("comm_src", a as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
-            let done = match t.op {
-                Op::Copy => recv,
-                Op::Reduce => {
-                    let mut deps = vec![recv];
-                    for &w in t.written() {
-                        deps.extend(before(b, w));
-                    }
-                    let comp = push(&mut files[b as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
-                    files[b as usize].last_mut().expect("pushed").duration_micros = comp_us(t.written().len());
-                    comp
+            let us = comp_us(t.written().len());
+            let comp = (t.op == Op::Reduce && us > 0).then(|| {
+                let mut deps = vec![recv];
+                for &w in t.written() {
+                    deps.extend(before(b, w));
                 }
-            };
+                deps.sort_unstable();
+                deps.dedup();
+                let comp = push(&mut files[b as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
+                files[b as usize].last_mut().expect("pushed").duration_micros = us;
+                comp
+            });
             for &w in t.written() {
-                updates.entry((b, w)).or_default().push(done);
+                let done = updates.entry((b, w)).or_default();
+                match comp {
+                    Some(comp) => done.push(comp),
+                    // A reduce that takes no time is no node: readers of the slot wait for its
+                    // RECV and for what last wrote the partial it combines into.
+                    None if t.op == Op::Reduce => {
+                        done.push(recv);
+                        done.extend(before(b, w));
+                    }
+                    None => done.push(recv),
+                }
             }
         }
         for (key, mut ids) in updates {
@@ -295,6 +317,9 @@ fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
 }
 
+/// Added to the exported latency: ASTRA-sim floors each hop's time to a whole ns.
+pub const ROUNDING_NS: f64 = 0.5;
+
 /// ASTRA-sim's congestion-aware network for the schedule's topology, when it has one: a ring
 /// (NPU i to i ± 1), a fully connected graph or one switch, every link with the same bandwidth
 /// and latency and no failed NPU. Bandwidth in ASTRA-sim's GB/s (2^30 B/s); ccsynth's is 10^9.
@@ -324,9 +349,14 @@ fn network_yaml(s: &Schedule) -> Result<String, String> {
         return Err("it is not a ring, a fully connected graph or one switch, the single-dimension networks of ASTRA-sim's congestion-aware backend".into());
     };
     let bw = first.bandwidth_gb_per_s * 1e9 / (1u64 << 30) as f64;
+    // ASTRA-sim delivers a hop floor(latency + bytes/bw) after it starts: half a nanosecond more
+    // latency makes that the nearest whole ns instead of the one below (at 64 KiB on `ring:4`
+    // the floor alone lost 0.127%).
     Ok(format!(
-        "# ccsynth's {} GB/s (10^9 B/s) in ASTRA-sim's GB/s (2^30 B/s)\ntopology: [ {shape} ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {} ]\n",
-        first.bandwidth_gb_per_s, first.latency_ns
+        "# ccsynth's {} GB/s (10^9 B/s) in ASTRA-sim's GB/s (2^30 B/s); ccsynth's latency of {} ns + 0.5 ns, so ASTRA-sim's whole-ns hops round instead of flooring\ntopology: [ {shape} ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {} ]\n",
+        first.bandwidth_gb_per_s,
+        first.latency_ns,
+        first.latency_ns + ROUNDING_NS
     ))
 }
 

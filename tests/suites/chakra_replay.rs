@@ -210,6 +210,7 @@ pub fn check_file(f: &EtFile, npu: usize, npus: usize, file: &str) -> Result<(),
 
 /// The network: per directed NPU pair, the route as a list of (link src, link dst), bytes per ns
 /// and latency per link.
+#[derive(Clone)]
 pub struct Network {
     pub bytes_per_ns: f64,
     pub latency_ns: f64,
@@ -374,8 +375,10 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
                 done_at[v][i] = Some(now);
                 finished += 1;
                 let n = &files[v].nodes[i];
-                // A copy completes with its RECV; a reduce with the COMP after it.
-                if n.kind == RECV && s.transfers.at(recv_tag[&(v, i)]).op == Op::Copy {
+                // A copy completes with its RECV; a reduce with the COMP after it, or with its
+                // RECV when it has none (a reduce of 0 µs).
+                let comp_after = || children[v][i].iter().any(|&c| files[v].nodes[c].kind == COMP);
+                if n.kind == RECV && (s.transfers.at(recv_tag[&(v, i)]).op == Op::Copy || !comp_after()) {
                     transfer_done.insert(recv_tag[&(v, i)], now);
                 }
                 if n.kind == COMP {

@@ -9,8 +9,9 @@
 //!   a reduce-scatter, scratch slots, chunks in flight through an intermediate GPU) lives in
 //!   the scratch buffer `s`.
 //! - Every message is a send step in a thread block that only sends to one peer on one channel
-//!   and a receive step (`r`, or `rrc` for a reduce) in a block that only receives from that
-//!   peer on that channel, so a connection's sends and receives pair up first-in first-out.
+//!   and a receive step (`r`, or `rrc` for a reduce; for RCCL, which launches no fused receive,
+//!   `r` into scratch and a local `re`) in a block that only receives from that peer on that
+//!   channel, so a connection's sends and receives pair up first-in first-out.
 //!   A path through switches is one message; a path through other NPUs is received into
 //!   their scratch and sent on. Local moves of the schedule are `cpy` and `re` steps.
 //! - Steps are generated step by step of the schedule: a step's reads (its sends) before its
@@ -63,7 +64,7 @@ pub enum MscclTarget {
     /// The original MSCCL (NCCL 2.12 fork): 256 steps per thread block, 216 thread blocks,
     /// `reduce_scatter`.
     Legacy,
-    /// RCCL's MSCCL: 64 steps per thread block and 64 thread blocks per GPU.
+    /// RCCL's MSCCL: 64 steps per thread block, 64 thread blocks per GPU, no fused receives.
     Rccl,
 }
 
@@ -82,6 +83,13 @@ impl MscclTarget {
             MscclTarget::Legacy => 216,
             MscclTarget::Rccl => 64,
         }
+    }
+    /// Whether the executor runs `rrc` (receive, reduce, copy in one step). RCCL's MSCCL parses
+    /// it but refuses to launch an algorithm with any fused receive ("this version of MSCCL
+    /// build doesn't support full Ops", `msccl_setup.cc`): for it a reduce is received into
+    /// scratch and combined by a local `re` step.
+    pub fn fused_receive(self) -> bool {
+        !matches!(self, MscclTarget::Rccl)
     }
     pub fn name(self) -> &'static str {
         match self {

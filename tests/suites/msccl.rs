@@ -364,6 +364,32 @@ fn the_rccl_target_keeps_to_64_thread_blocks_per_gpu() {
     assert!(e.contains("more than max_tbs = 64"), "{e}");
 }
 
+/// RCCL's MSCCL parses the fused receives (rrc, ...) but refuses at launch any algorithm that
+/// has one: for the `rccl` target reductions are received into scratch and combined with `re`.
+/// The interpreter refuses a fused receive for RCCL, so the current target's file fails there.
+#[test]
+fn the_rccl_target_receives_reductions_without_fused_steps() {
+    for (tspec, kind, alg) in [
+        ("ring:4", K::AllReduce, "ring"),
+        ("ring:4", K::ReduceScatter, "ring"),
+        ("torus:3x3", K::AllReduce, "greedy"),
+        ("mesh:3x3", K::ReduceScatter, "greedy"),
+    ] {
+        let s = run(&topo(tspec), &CollectiveSpec::new(kind, 1 << 20), alg).unwrap();
+        let what = format!("{alg} {kind:?} on {tspec}");
+        let current = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+        assert!(current.contains(r#"type="rrc""#), "{what}: the current executor's file receives reductions fused");
+        let e = msccl_replay::replay_ends(&current, None, Executor::Rccl).unwrap_err();
+        assert!(e.contains("is a fused receive, which RCCL's MSCCL refuses at launch"), "{what}: {e}");
+        let xml = engine::export_msccl(&s, &MscclOptions { target: MscclTarget::Rccl, ..Default::default() }).unwrap();
+        for fused in ["rrc", "rcs", "rrs", "rrcs"] {
+            assert!(!xml.contains(&format!(r#"type="{fused}""#)), "{what}: {fused} in the rccl file");
+        }
+        assert!(xml.contains(r#"type="re""#), "{what}: reductions combine locally");
+        msccl_replay::replay_all(&xml, None, Executor::Rccl).unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+}
+
 /// Finding 4 of issue 27: the executor picks a file by collective, ranks, size and in place, so
 /// a broadcast or reduce file would run for every root. Refused, the reason named.
 #[test]

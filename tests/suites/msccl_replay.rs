@@ -98,6 +98,30 @@ impl Executor {
             Executor::Rccl => 64,
         }
     }
+
+    /// Parses `xml` under this executor's limits. RCCL's MSCCL parses the fused receive steps
+    /// (rcs, rrs, rrc, rrcs) but refuses to launch an algorithm that has any: "MSCCL: this
+    /// version of MSCCL build doesn't support full Ops" (ROCm/rccl `src/misc/msccl/msccl_setup.cc`,
+    /// `fullOpMask`).
+    fn parse(self, xml: &str) -> Result<Algo, String> {
+        let algo = parse_algo(xml, self.max_steps(), self.max_tbs())?;
+        if self == Executor::Rccl {
+            let fused = [Op::RecvCopySend, Op::RecvReduceSend, Op::RecvReduceCopy, Op::RecvReduceCopySend];
+            for g in &algo.gpus {
+                for tb in &g.tbs {
+                    if let Some((i, st)) = tb.steps.iter().enumerate().find(|(_, st)| fused.contains(&st.op)) {
+                        return Err(format!(
+                            "gpu {} tb {} step {i}: type {} is a fused receive, which RCCL's MSCCL refuses at launch (\"this version of MSCCL build doesn't support full Ops\")",
+                            g.id,
+                            tb.id,
+                            st.op.name()
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(algo)
+    }
 }
 
 /// The executor's chunks per call for a message of `n_bytes` (its `nBytes`: count × type size ×
@@ -218,7 +242,7 @@ pub fn check(r: &Replayed, root: Option<usize>) -> Result<(), String> {
 /// range has them), and checks each; Err names the mode that failed.
 pub fn replay_all(xml: &str, root: Option<usize>, executor: Executor) -> Result<(), String> {
     // Parse once: validation does not depend on the mode (the limits are the same for all).
-    let algo = parse_algo(xml, executor.max_steps(), executor.max_tbs())?;
+    let algo = executor.parse(xml)?;
     if !algo.inplace && !algo.outofplace {
         return Err("the algo declares inplace=\"0\" and outofplace=\"0\": no mode to run".into());
     }
@@ -247,7 +271,7 @@ pub fn replay_all(xml: &str, root: Option<usize>, executor: Executor) -> Result<
 /// largest declared size (the fewest chunks per call), out of place under a random order at
 /// the smallest. Err names the mode that failed.
 pub fn replay_ends(xml: &str, root: Option<usize>, executor: Executor) -> Result<(), String> {
-    let algo = parse_algo(xml, executor.max_steps(), executor.max_tbs())?;
+    let algo = executor.parse(xml)?;
     let (fewest, most) = algo.calls_range();
     for (inplace, policy, chunks_per_call) in [(true, Policy::WritesFirst, fewest), (false, Policy::Random(7), most)] {
         let mode = Mode::of(&algo, executor, inplace, policy, chunks_per_call);

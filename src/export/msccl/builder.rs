@@ -295,11 +295,13 @@ impl<'a> Builder<'a> {
                             let later = self.outstanding.get(&(a, b, ch)).map_or(0, |q| q.len());
                             let deps = self.dep_tbs(b, *partial, Some(*dst), run.cnt);
                             let full = self.tbs[tb as usize].steps + deps + later > self.target.max_steps();
-                            if full || self.waits_for_blocked(b, *partial, Some(*dst), run.cnt) {
+                            let unfused = partial.is_some() && !self.target.fused_receive();
+                            if full || unfused || self.waits_for_blocked(b, *partial, Some(*dst), run.cnt) {
                                 // Straight in, it would wait for a send that completes only
                                 // with a later receive (or need more no-ops than its block
-                                // has room for): land in scratch, and move it into place with
-                                // local steps that wait instead.
+                                // has room for, or an `rrc` the executor lacks): land in
+                                // scratch, and move it into place with local steps that wait
+                                // instead.
                                 let tmp = self.place.alloc_scratch(b, run.cnt);
                                 self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
                                 match partial {

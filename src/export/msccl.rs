@@ -44,6 +44,10 @@ use builder::Builder;
 pub const FIFO_CAPACITY: u32 = 2;
 /// Thread ids a dependency can name: the executor stores `depid` in 8 signed bits.
 pub const MAX_DEPID: usize = 127;
+/// The highest chunk offset a step can name: the executor stores `srcoff` and `dstoff` in 16
+/// signed bits (`mscclTransmission`'s `int16_t srcOffset, dstOffset`, in the MSCCL executor and
+/// in RCCL), so a larger one would address another chunk.
+pub const MAX_OFFSET: u32 = i16::MAX as u32;
 /// Chunks one step may move: the executor's `count` is below `MSCCL_MAX_COUNT` (72).
 pub const MAX_COUNT: u32 = 71;
 /// Channels (`MAXCHANNELS`).
@@ -175,6 +179,10 @@ pub enum MscclError {
         "MSCCL cannot run a {kind} for its root: the executor picks an algorithm by collective, rank count, size and in place only, and the file has no root, so a file written for root {root} would run for every root"
     )]
     RootNotBound { kind: &'static str, root: u32 },
+    #[error(
+        "GPU {gpu} would address chunk {offset} of its {buffer} buffer; the executor stores a step's offsets in 16 signed bits, so at most {MAX_OFFSET} (fewer chunks per NPU would fit)"
+    )]
+    OffsetOutOfRange { gpu: u32, offset: u32, buffer: &'static str },
     #[error("GPU {gpu} has {tbs} thread blocks; the {target} executor allows at most {max} per GPU")]
     TooManyThreadBlocks { gpu: u32, tbs: usize, max: usize, target: &'static str },
     #[error(

@@ -390,6 +390,24 @@ fn the_rccl_target_receives_reductions_without_fused_steps() {
     }
 }
 
+/// The executor stores a step's chunk offsets in 16 signed bits: a file whose offsets pass 32767
+/// would address other chunks. Refused, the limit named; just under it, the file replays.
+#[test]
+fn chunk_offsets_stay_within_sixteen_signed_bits() {
+    let t = topo("fc:2");
+    let spec = |k: u32| CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(k);
+    // 32,768 output chunks, received in steps of 71: the last step starts at 32,714.
+    let s = run(&t, &spec(16_384), "direct").unwrap();
+    let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    assert!(xml.contains(r#"o_chunks="32768""#) && xml.contains(r#"dstoff="32714""#), "the last step is written");
+    msccl_replay::replay_ends(&xml, None, Executor::Current).unwrap();
+    // 34,000: steps would start past 32,767.
+    let s = run(&t, &spec(17_000), "direct").unwrap();
+    let e = refused(engine::export_msccl(&s, &MscclOptions::default())).to_string();
+    assert!(e.contains("of its output buffer; the executor stores a step's offsets in 16 signed bits"), "{e}");
+    assert!(e.contains("so at most 32767"), "{e}");
+}
+
 /// Finding 4 of issue 27: the executor picks a file by collective, ranks, size and in place, so
 /// a broadcast or reduce file would run for every root. Refused, the reason named.
 #[test]

@@ -680,6 +680,10 @@ fn parse_slice(
     let buffer =
         Buffer::parse(buf_text).ok_or_else(|| format!("{at}: {buf_name} = {buf_text:?} is not one of i, o, s"))?;
     let offset = int_attr(node, off_name, at)?;
+    // The executor keeps offsets in 16 signed bits (`int16_t srcOffset, dstOffset`).
+    if offset > i16::MAX as i128 {
+        return Err(format!("{at}: {off_name} = {offset} does not fit the executor's 16-bit signed offset"));
+    }
     let size = sizes.of(buffer);
     if offset < 0 || offset + cnt as i128 > size as i128 {
         return Err(format!(

@@ -2,7 +2,7 @@
 //! in the schedule's order with per-cell dependencies, channels chosen so that bounded buffers
 //! cannot deadlock (see the parent module), the executor's limits checked, and the XML written.
 use super::*;
-use crate::export::layout::{Cell, Layout, Placement};
+use crate::export::layout::{Buf, Cell, Layout, Placement};
 use crate::schedule::Op;
 use std::collections::HashMap;
 

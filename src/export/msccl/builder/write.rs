@@ -52,6 +52,14 @@ impl Builder<'_> {
                     return Err(MscclError::TooManySteps { gpu, tb, steps: t.steps, max, target });
                 }
                 steps += t.steps;
+                if let Some(c) = t.ops.iter().flat_map(|o| [o.src, o.dst]).flatten().find(|c| c.off > MAX_OFFSET) {
+                    let buffer = match c.buf {
+                        Buf::I => "input",
+                        Buf::O => "output",
+                        Buf::S => "scratch",
+                    };
+                    return Err(MscclError::OffsetOutOfRange { gpu, offset: c.off, buffer });
+                }
             }
             let nodes = 1 + self.layout.p + tbs.len() + steps;
             if nodes > MAX_NODES_PER_RANK {

@@ -39,6 +39,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::export::layout::{Cell, Layout};
 use crate::schedule::Schedule;
 use serde::Serialize;
+use sha2::Digest;
 use std::collections::{HashMap, HashSet};
 
 mod builder;
@@ -174,8 +175,17 @@ pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, Msc
     if min > max {
         return Err(MscclppError::SizeRange { min, max, limit });
     }
+    // The executor keeps one context (channels, scratch, semaphores) per (buffers, name) and, on
+    // a second plan of the same name over the same buffers, reuses the first one's: distinct
+    // plans need distinct names. The default names the program by a digest of it.
+    let name = opts.name.clone().unwrap_or_else(|| {
+        let program = serde_json::to_string(&(&gpus, opts.in_place, min, max)).expect("a plan serializes");
+        let digest = format!("{:x}", sha2::Sha256::digest(program.as_bytes()));
+        let algorithm = s.algorithm.as_deref().unwrap_or("schedule");
+        format!("ccsynth-{algorithm}-{coll}-{}gpus-{}", layout.p, &digest[..12])
+    });
     let plan = Plan {
-        name: opts.name.clone().unwrap_or_else(|| format!("ccsynth-{}", s.algorithm.as_deref().unwrap_or("schedule"))),
+        name,
         collective: coll,
         protocol: "Simple",
         inplace: opts.in_place,

@@ -55,7 +55,25 @@ fn the_ring_all_gather_plan_has_one_block_per_direction_and_its_handshake() {
     let p = plan(&s, &MscclppOptions::default());
     assert_eq!((p["collective"].as_str(), p["protocol"].as_str()), (Some("allgather"), Some("Simple")));
     assert_eq!(p["inplace"], false);
-    assert_eq!(p["name"], "ccsynth-ring");
+    // The executor reuses the context of a plan with the same name over the same buffers, so the
+    // default name carries a digest of the program: the same plan names itself the same, a
+    // different one (another size range, another collective) differently.
+    let name = p["name"].as_str().unwrap().to_string();
+    assert!(
+        name.starts_with("ccsynth-ring-allgather-4gpus-") && name.len() == "ccsynth-ring-allgather-4gpus-".len() + 12
+    );
+    assert_eq!(plan(&s, &MscclppOptions::default())["name"].as_str(), Some(name.as_str()));
+    let small = MscclppOptions { max_bytes: Some(1 << 20), ..Default::default() };
+    assert_ne!(plan(&s, &small)["name"].as_str(), Some(name.as_str()));
+    let rs = run(&t, &CollectiveSpec::new(K::ReduceScatter, 64 << 10), "ring").unwrap();
+    assert!(
+        plan(&rs, &MscclppOptions::default())["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("ccsynth-ring-reducescatter-4gpus-")
+    );
+    let named = MscclppOptions { name: Some("mine".into()), ..Default::default() };
+    assert_eq!(plan(&s, &named)["name"], "mine");
     // Offsets are 32-bit: the largest buffer is the output's 4 chunks, so a chunk is at most
     // ⌊(2^32 − 1) / 4⌋ rounded down to 16 bytes, and all-gather's size counts the output.
     assert_eq!(p["max_message_size"].as_u64(), Some((u32::MAX as u64 / 4) / 16 * 16 * 4));
@@ -147,6 +165,11 @@ fn paths_through_a_switch_use_port_channels_and_relays_forward_from_scratch() {
         }
         for tb in g["threadblocks"].as_array().unwrap() {
             assert_eq!(count(tb, "put"), 0);
+            // The proxy reads the input and output from the start of the caller's allocation,
+            // so every port put reads scratch, where a copy staged the input's chunks.
+            for op in tb["ops"].as_array().unwrap().iter().filter(|o| o["name"] == "pwsf") {
+                assert!(op["src_buff"].as_array().unwrap().iter().all(|b| b["type"] == "s"), "{op}");
+            }
         }
         assert!(g["threadblocks"].as_array().unwrap().iter().any(|tb| count(tb, "pwsf") > 0));
         assert!(

@@ -513,6 +513,17 @@ fn parse_op(o: &Obj<'_>, tb: &TbCtx<'_>) -> Result<Op, String> {
                 if let Some(i) = (0..dsts.len()).find(|&i| dsts[i].gpu != gpu.peers[PORT][chans[i].1]) {
                     return o.err(format!("dst_buff[{i}] is not a buffer of the peer of its port channel"));
                 }
+                // The proxy reads a source through the registered memory: for the input and the
+                // output the caller's whole allocation (`Executor::execute` registers the
+                // allocation bases), at the plan's offset alone (`execution_kernel.hpp`: srcOffset
+                // without the caller's offset in it), so wrong bytes wherever the caller's buffer
+                // does not start its allocation. Only scratch starts its own.
+                if let Some(i) = (0..srcs.len()).find(|&i| BUFS[srcs[i].buf] != "s") {
+                    return o.err(format!(
+                        "src_buff[{i}] is in the {} buffer: a port proxy reads it from the start of the caller's allocation, not from the caller's pointer",
+                        BUFS[srcs[i].buf]
+                    ));
+                }
                 let sends = chans.into_iter().zip(srcs).zip(dsts).map(|((e, s), d)| (e, s, d)).collect();
                 Kind::PortPut(sends, name != "put", name == "pwsf")
             }
@@ -1435,11 +1446,15 @@ fn pair_allreduce(chan: &str, put: &str) -> String {
         if chan == "memory" {
             ops.extend([put, nop(), signal(0)]);
         } else {
+            // A port proxy reads scratch only: the input goes there first; and the staging
+            // area is written again after the put (as the next piece's staging would).
             put["channel_ids"] = json!([0]);
-            ops.push(put);
+            put["src_buff"] = json!([buf("s", 2, 2)]);
+            let stage = json!({"name": "copy", "src_buff": [buf("i", 0, 2)], "dst_buff": [buf("s", 2, 2)]});
+            ops.extend([stage.clone(), nop(), put, nop(), stage]);
         }
         ops.extend([sync("wait", chan, 0), nop(), reduce_into_output()]);
-        json!({"id": r, "input_chunks": 2, "output_chunks": 2, "scratch_chunks": 2,
+        json!({"id": r, "input_chunks": 2, "output_chunks": 2, "scratch_chunks": 4,
             "channels": [{"channel_type": chan, "connected_to": [q]}],
             "remote_buffers": [{"rank": q, "type": "s", "access_channel_types": [chan]}],
             "threadblocks": [{"id": 0,
@@ -1589,8 +1604,8 @@ fn an_out_of_place_only_plan_races_in_place() {
 #[test]
 fn port_channels_need_a_flush_before_the_source_is_reused() {
     replay_all(&pair_allreduce("port", "pwsf")).unwrap();
-    // Without the flush the proxy may still read the input when the reduce (in place) or the next
-    // launch's fresh input (out of place) overwrites it.
+    // Without the flush the proxy may still read its source (scratch the input was staged in)
+    // when the next staging overwrites it.
     let text = pair_allreduce("port", "pws");
     for in_place in [false, true] {
         assert_err(replay(&text, mode(in_place, Policy::RoundRobin, 2)), "read by the proxy of gpu");

@@ -3,7 +3,7 @@
 //! items in the schedule's order, with the per-cell hazards between lanes turned into device
 //! semaphores (see the parent module for the argument).
 use super::{ChanType, MscclppError};
-use crate::export::layout::{Cell, Layout, Placement};
+use crate::export::layout::{Buf, Cell, Layout, Placement};
 use crate::schedule::{Op, Schedule};
 use std::collections::{HashMap, HashSet};
 
@@ -310,8 +310,21 @@ impl<'a> Builder<'a> {
                 1
             }
             ChanType::Port => {
-                for &piece in &pieces {
-                    self.push(lane, Item::Put { pieces: vec![piece] }, &[(piece.0, piece.2)], &[]);
+                for &(src, to, k) in &pieces {
+                    // A port channel's proxy reads the source through the memory the executor
+                    // registered, which for the input and the output is the caller's whole
+                    // allocation (`Executor::execute` registers the allocation bases), at the
+                    // plan's offset alone: from a caller's buffer that does not start its
+                    // allocation (a caching allocator's) it would read other bytes. Scratch is
+                    // the executor's own, so a piece of the input or output is copied there first.
+                    let src = if src.buf == Buf::S {
+                        src
+                    } else {
+                        let tmp = self.place.alloc_scratch(hop.from, k);
+                        self.push(lane, Item::Copy { src, dst: tmp, cnt: k }, &[(src, k)], &[(tmp, k)]);
+                        tmp
+                    };
+                    self.push(lane, Item::Put { pieces: vec![(src, to, k)] }, &[(src, k)], &[]);
                 }
                 pieces.len() as u32
             }

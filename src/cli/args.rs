@@ -303,8 +303,8 @@ pub struct MscclArgs {
     /// NCCL protocol the executor runs the algorithm with.
     #[arg(long, value_enum, default_value_t = MscclProtoArg::Simple)]
     pub msccl_proto: MscclProtoArg,
-    /// The algorithm's name in the file, or the MSCCL++ plan's name (default:
-    /// ccsynth-<algorithm>).
+    /// The algorithm's name in the file (default: ccsynth-<algorithm>), or the MSCCL++ plan's
+    /// name (default: ccsynth-<algorithm>-<collective>-<ranks>gpus-<digest of the plan>).
     #[arg(long, value_name = "NAME")]
     pub msccl_name: Option<String>,
     /// Smallest message size, in bytes or as 64KiB, the executor picks the algorithm for

@@ -66,7 +66,8 @@ pub const MAX_TRANSFERS: usize = 1 << 22;
 /// How to write the plan.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MscclppOptions {
-    /// The plan's `name`, the executor's cache key (default: `ccsynth-<algorithm>`).
+    /// The plan's `name`, part of the executor's cache key (default:
+    /// `ccsynth-<algorithm>-<collective>-<ranks>gpus-<digest of the program>`).
     pub name: Option<String>,
     /// Mark the plan for in-place calls (`inplace`): the NCCL shim then selects it for
     /// in-place calls only. The plan is correct both ways; only the selection differs.

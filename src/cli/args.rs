@@ -277,7 +277,7 @@ pub enum MscclTargetArg {
     Current,
     /// The original MSCCL: 256 steps per thread block, spells `reduce_scatter`.
     Legacy,
-    /// RCCL's MSCCL: 64 steps per thread block, 64 thread blocks per GPU.
+    /// RCCL's MSCCL: 64 steps per thread block, 64 thread blocks per GPU, no fused receives.
     Rccl,
 }
 

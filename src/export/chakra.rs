@@ -140,6 +140,12 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
     let npus = s.topology.npus();
     let mut files: Vec<Vec<Node>> = vec![Vec::new(); npus];
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
+    // ASTRA-sim holds a link floor(bytes / bandwidth) ns for a message, and a hold of 0 ns
+    // schedules an event at the current time, which aborts it (its EventQueue asserts): a
+    // message carries more than the fastest link moves in 1 ns (GB/s of 10^9 B are B/ns; one
+    // byte more than the whole part, against the rounding of the exported 2^30-B bandwidth).
+    let fastest = s.topology.links().iter().map(|l| l.bandwidth_gb_per_s).fold(1.0, f64::max);
+    let min_bytes = (fastest.floor() + 1.0).min(i64::MAX as f64) as i64;
     let mut writers: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
     let order = s.replay_order();
     for steps in order.steps(&s.transfers) {
@@ -160,33 +166,36 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
                         }
                     }
                     Op::Reduce => {
+                        let us = comp_us(t.written().len());
+                        if us == 0 {
+                            // A reduce that takes no time is no node (a COMP of 0 µs runs 1 ns
+                            // in ASTRA-sim): each slot it writes passes on its own input's and
+                            // partial's writers.
+                            for (i, &c) in t.chunks.iter().enumerate() {
+                                let w = t.written()[i];
+                                let done = updates.entry((a, w)).or_default();
+                                done.extend(before(a, c));
+                                done.extend(before(a, w));
+                            }
+                            continue;
+                        }
                         let mut deps = Vec::new();
                         for (i, &c) in t.chunks.iter().enumerate() {
                             deps.extend(before(a, c));
                             deps.extend(before(a, t.written()[i]));
                         }
-                        let us = comp_us(t.written().len());
-                        // A reduce that takes no time is no node (a COMP of 0 µs runs 1 ns in
-                        // ASTRA-sim): its readers wait for what it would have waited for.
-                        let done = if us == 0 {
-                            deps
-                        } else {
-                            let comp = push(&mut files[a as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
-                            files[a as usize].last_mut().expect("pushed").duration_micros = us;
-                            vec![comp]
-                        };
+                        let comp = push(&mut files[a as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
+                        files[a as usize].last_mut().expect("pushed").duration_micros = us;
                         for &w in t.written() {
-                            updates.entry((a, w)).or_default().extend(&done);
+                            updates.entry((a, w)).or_default().push(comp);
                         }
                     }
                 }
                 continue;
             }
             let (a, b) = (t.src, t.dst);
-            let bytes = ((s.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(1);
-            let mut deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
-            deps.sort_unstable();
-            deps.dedup();
+            let bytes = ((s.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(min_bytes);
+            let deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
             push(&mut files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
             let send = files[a as usize].last_mut().expect("pushed");
             send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
@@ -199,8 +208,6 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
                 for &w in t.written() {
                     deps.extend(before(b, w));
                 }
-                deps.sort_unstable();
-                deps.dedup();
                 let comp = push(&mut files[b as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
                 files[b as usize].last_mut().expect("pushed").duration_micros = us;
                 comp
@@ -353,7 +360,7 @@ fn network_yaml(s: &Schedule) -> Result<String, String> {
     // latency makes that the nearest whole ns instead of the one below (at 64 KiB on `ring:4`
     // the floor alone lost 0.127%).
     Ok(format!(
-        "# ccsynth's {} GB/s (10^9 B/s) in ASTRA-sim's GB/s (2^30 B/s); ccsynth's latency of {} ns + 0.5 ns, so ASTRA-sim's whole-ns hops round instead of flooring\ntopology: [ {shape} ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {} ]\n",
+        "# ccsynth's {} GB/s (10^9 B/s) in ASTRA-sim's GB/s (2^30 B/s); ccsynth's latency of {} ns + {ROUNDING_NS} ns, so ASTRA-sim's whole-ns hops round instead of flooring\ntopology: [ {shape} ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {} ]\n",
         first.bandwidth_gb_per_s,
         first.latency_ns,
         first.latency_ns + ROUNDING_NS

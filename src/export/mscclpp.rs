@@ -8,7 +8,9 @@
 //! - Every message hop lands in fresh scratch at its receiver, never used again in the
 //!   launch: the sender writes it with no regard to what the receiver is doing. Memory
 //!   channel (a direct link): `put` into the peer's scratch, `nop`, `signal`. Port channel (a
-//!   path through switches): `pwsf` (put, signal, and wait until it landed). The receiver
+//!   path through switches): `pwsf` (put, signal, and wait until it landed), always from
+//!   scratch, where a `copy` stages a piece of the input or output (the proxy would read those
+//!   from the start of the caller's allocation, not from the caller's pointer). The receiver
 //!   `wait`s, then copies or reduces (`copy`, `re`) the scratch into the slot's cell, or a
 //!   relay sends it on. Every receive is waited for by its GPU before its kernel ends.
 //! - Per GPU, one *lane* per peer it sends to, one per peer it receives from, one for local

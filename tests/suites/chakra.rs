@@ -150,6 +150,19 @@ fn neighbour_schedules_take_ccsynths_time_in_astra_sims_model() {
     }
 }
 
+/// Below one nanosecond of the link a message would hold it 0 ns, which aborts ASTRA-sim (its
+/// event queue's assertion; a 64 B ring all-gather on `ring:4` did): each message carries more
+/// than the fastest link moves in 1 ns, and the replay, which refuses a 0 ns hold, runs.
+#[test]
+fn tiny_messages_hold_a_link_at_least_a_nanosecond() {
+    let s = run(&topo("ring:4"), &CollectiveSpec::new(K::AllGather, 64), "ring").unwrap();
+    let (_, files) = export(&s, "tiny");
+    let sizes: Vec<i128> =
+        files.iter().flat_map(|f| f.nodes.iter().filter_map(|n| n.attrs.get("comm_size").copied())).collect();
+    assert!(!sizes.is_empty() && sizes.iter().all(|&b| b == 101), "{sizes:?}");
+    replays("ring all-gather of 64 B on ring:4", &s);
+}
+
 /// Every collective from the greedy, auto and every applicable baseline, on a ring, a torus, a
 /// switch and a degraded mesh: files the feeder loads, replays without deadlock, every send
 /// after its data, under ASTRA-sim's timing and jittered ones.

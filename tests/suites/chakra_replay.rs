@@ -375,19 +375,21 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
                 done_at[v][i] = Some(now);
                 finished += 1;
                 let n = &files[v].nodes[i];
-                // A copy completes with its RECV; a reduce with the COMP after it, or with its
-                // RECV when it has none (a reduce of 0 µs).
-                let comp_after = || children[v][i].iter().any(|&c| files[v].nodes[c].kind == COMP);
-                if n.kind == RECV && (s.transfers.at(recv_tag[&(v, i)]).op == Op::Copy || !comp_after()) {
+                // A copy completes with its RECV; a reduce with its own COMP (the node right after
+                // its RECV in the file, depending on it), or with its RECV when it has none (a
+                // reduce of 0 µs). Another transfer's COMP that also waits for the RECV does not
+                // count.
+                let own_comp = |v: usize, recv: usize| {
+                    files[v]
+                        .nodes
+                        .get(recv + 1)
+                        .is_some_and(|c| c.kind == COMP && c.deps.contains(&files[v].nodes[recv].id))
+                };
+                if n.kind == RECV && (s.transfers.at(recv_tag[&(v, i)]).op == Op::Copy || !own_comp(v, i)) {
                     transfer_done.insert(recv_tag[&(v, i)], now);
                 }
-                if n.kind == COMP {
-                    // A COMP after the RECV of transfer i completes transfer i.
-                    for d in &n.deps {
-                        if let Some(&ti) = recv_tag.get(&(v, index[v][d])) {
-                            transfer_done.insert(ti, now);
-                        }
-                    }
+                if n.kind == COMP && i > 0 && files[v].nodes[i - 1].kind == RECV && own_comp(v, i - 1) {
+                    transfer_done.insert(recv_tag[&(v, i - 1)], now);
                 }
                 for &c in &children[v][i] {
                     waiting[v][c] -= 1;
@@ -471,6 +473,14 @@ impl Links {
         let hops = net.routes.get(&(msg.src, msg.dst)).ok_or(format!("no route {} -> {}", msg.src, msg.dst))?;
         let link = hops[h];
         let serialize = (msg.size as f64 / net.bytes_per_ns).floor() as u64;
+        // A hold of 0 ns schedules the link's release at the current time, and ASTRA-sim's event
+        // queue asserts that it never does (`EventQueue::proceed`): the run aborts.
+        if serialize == 0 {
+            return Err(format!(
+                "message {m} of {} bytes holds its link 0 ns (below one ns at {} B/ns): ASTRA-sim aborts",
+                msg.size, net.bytes_per_ns
+            ));
+        }
         let start = now.max(self.free.get(&link).copied().unwrap_or(0));
         self.free.insert(link, start + serialize);
         let mut deliver = (net.latency_ns + msg.size as f64 / net.bytes_per_ns).floor() as u64;

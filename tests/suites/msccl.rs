@@ -75,6 +75,17 @@ pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String
     };
     let root = s.collective.root.and_then(|r| ranks.iter().position(|&v| v == r));
     msccl_replay::replay_ends(&xml, root, Executor::Current).map_err(|e| format!("{what}: {e}"))?;
+    // For RCCL too: every file written replays under its rules (no fused receives, 64 blocks);
+    // what does not fit is refused naming one of its limits.
+    let rccl = MscclOptions { target: MscclTarget::Rccl, ..Default::default() };
+    match engine::export_msccl(s, &rccl) {
+        Ok(xml) => msccl_replay::replay_ends(&xml, root, Executor::Rccl).map_err(|e| format!("{what} (rccl): {e}"))?,
+        Err(engine::Error::Unsupported { by: engine::Refuser::MscclXml, reason })
+            if ["in the rccl executor", "the rccl executor allows", "signed bits", "XML nodes"]
+                .iter()
+                .any(|limit| reason.contains(limit)) => {}
+        Err(e) => return Err(format!("{what} (rccl): {e}")),
+    }
     Ok(true)
 }
 

@@ -138,6 +138,13 @@ impl Buf {
             Buf::S => "s",
         }
     }
+    pub(in crate::export) fn name(self) -> &'static str {
+        match self {
+            Buf::I => "input",
+            Buf::O => "output",
+            Buf::S => "scratch",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

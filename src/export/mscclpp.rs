@@ -182,8 +182,10 @@ pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, Msc
     // a second plan of the same name over the same buffers, reuses the first one's: distinct
     // plans need distinct names. The default names the program by a digest of it.
     let name = opts.name.clone().unwrap_or_else(|| {
-        let program = serde_json::to_string(&(&gpus, opts.in_place, min, max)).expect("a plan serializes");
-        let digest = format!("{:x}", sha2::Sha256::digest(program.as_bytes()));
+        // Hashed as it is written, without holding a second copy of the plan's text.
+        let mut hasher = sha2::Sha256::new();
+        serde_json::to_writer(&mut hasher, &(&gpus, opts.in_place, min, max)).expect("a plan serializes");
+        let digest = format!("{:x}", hasher.finalize());
         let algorithm = s.algorithm.as_deref().unwrap_or("schedule");
         format!("ccsynth-{algorithm}-{coll}-{}gpus-{}", layout.p, &digest[..12])
     });

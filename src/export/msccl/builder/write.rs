@@ -53,12 +53,7 @@ impl Builder<'_> {
                 }
                 steps += t.steps;
                 if let Some(c) = t.ops.iter().flat_map(|o| [o.src, o.dst]).flatten().find(|c| c.off > MAX_OFFSET) {
-                    let buffer = match c.buf {
-                        Buf::I => "input",
-                        Buf::O => "output",
-                        Buf::S => "scratch",
-                    };
-                    return Err(MscclError::OffsetOutOfRange { gpu, offset: c.off, buffer });
+                    return Err(MscclError::OffsetOutOfRange { gpu, offset: c.off, buffer: c.buf.name() });
                 }
             }
             let nodes = 1 + self.layout.p + tbs.len() + steps;

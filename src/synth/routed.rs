@@ -8,11 +8,14 @@
 //! simulator replays each transfer no later than planned: the schedule's time is at most the
 //! planned makespan.
 
+mod schedule;
+
 use super::{PlanStats, SynthError};
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{Route, Schedule, Transfer, Transfers};
 use crate::topology::Topology;
 use ordered_float::OrderedFloat;
+use schedule::{Plan, list_schedule, round_schedule, slot_schedule};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -58,7 +61,15 @@ fn chunks_per_alpha(topo: &Topology, chunk_bytes: f64) -> f64 {
     if bw > 0.0 && chunk_bytes > 0.0 { alpha * bw / chunk_bytes } else { 0.0 }
 }
 
-/// The best plan of `hops` over the message sizes and both schedulers.
+/// How a plan's hops are placed in time (`schedule`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scheduler {
+    List,
+    Slots,
+    Rounds,
+}
+
+/// The best plan of `hops` over the message sizes and the schedulers.
 #[allow(clippy::too_many_arguments)]
 fn best_plan(
     topo: &Topology,
@@ -78,15 +89,25 @@ fn best_plan(
     let near: Vec<Option<u32>> =
         groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
     let groups = if large && !near.is_empty() { &near[..] } else { groups };
-    let tries: Vec<(Option<u32>, bool)> =
-        groups.iter().flat_map(|&g| [(g, false), (g, true)]).filter(|&(_, slotted)| slotted || !large).collect();
+    let switched = hops.segs.links.iter().any(|ls| ls.len() > 1);
+    let tries: Vec<(Option<u32>, Scheduler)> = groups
+        .iter()
+        .flat_map(|&g| [(g, Scheduler::List), (g, Scheduler::Slots), (g, Scheduler::Rounds)])
+        .filter(|&(_, by)| match by {
+            Scheduler::List => !large,
+            Scheduler::Slots => true,
+            // Rounds match the ports of switches; between NPUs every link is a segment of its
+            // own and rounds only repeat the other two (torus:8x8x8: 1.3 s more for nothing).
+            Scheduler::Rounds => switched,
+        })
+        .collect();
     let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries
         .par_iter()
-        .map(|&(g, slotted)| {
-            let plan = if slotted {
-                slot_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled)
-            } else {
-                list_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled)
+        .map(|&(g, by)| {
+            let plan = match by {
+                Scheduler::List => list_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled),
+                Scheduler::Slots => slot_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled),
+                Scheduler::Rounds => round_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled),
             };
             plan.map(|p| (p, g))
         })
@@ -562,203 +583,6 @@ impl Hops {
         }
         Hops { segs, start: hop_start, seg: hop_seg }
     }
-}
-
-/// A list schedule: its messages in start order, and when the last ends.
-struct Plan {
-    msgs: Vec<Msg>,
-    makespan_ns: f64,
-}
-
-/// One message of a plan: when it starts, on which segment, and its items.
-struct Msg {
-    start: f64,
-    seg: u32,
-    items: Vec<u32>,
-}
-
-/// List-schedules the hops (event-driven): whenever a segment's links are free and chunks
-/// wait for it, it sends up to `group` of them, those with the most hops left first.
-#[allow(clippy::too_many_arguments)]
-fn list_schedule(
-    topo: &Topology,
-    hops: &Hops,
-    items: usize,
-    chunk_bytes: f64,
-    group: Option<u32>,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Plan, SynthError> {
-    let links = topo.links();
-    let Hops { segs, start: hop_start, seg: hop_seg } = hops;
-    let nseg = segs.links.len();
-    let cap = group.map_or(usize::MAX, |g| g.max(1) as usize);
-    // Per segment, the items ready to take it: (hops left, seeded tie, item).
-    type Key = (u32, u64, u32);
-    let mut queue: Vec<BinaryHeap<Key>> = (0..nseg).map(|_| BinaryHeap::new()).collect();
-    let mut link_free = vec![0.0f64; links.len()];
-    let mut seg_pending = vec![false; nseg];
-    let mut hop = vec![0u32; items]; // next hop of each item
-    // Events: (time, kind 0 = arrival / 1 = segment may send, id).
-    let mut events: BinaryHeap<Reverse<(OrderedFloat<f64>, u8, u32)>> = BinaryHeap::new();
-    let key = |i: usize, h: u32| -> Key {
-        let left = (hop_start[i + 1] - hop_start[i]) as u32 - h;
-        (left, tie(seed, i, 0), i as u32)
-    };
-    for i in 0..items {
-        if hop_start[i + 1] > hop_start[i] {
-            events.push(Reverse((OrderedFloat(0.0), 0, i as u32)));
-        }
-    }
-    let mut msgs: Vec<Msg> = Vec::new();
-    let mut polls = 0usize;
-    while let Some(Reverse((OrderedFloat(t), kind, id))) = events.pop() {
-        polls += 1;
-        if polls.is_multiple_of(8192) && cancelled() {
-            return Err(SynthError::Cancelled);
-        }
-        if kind == 0 {
-            let i = id as usize;
-            let h = hop[i];
-            let s = hop_seg[hop_start[i] + h as usize] as usize;
-            queue[s].push(key(i, h));
-            if !seg_pending[s] {
-                seg_pending[s] = true;
-                events.push(Reverse((OrderedFloat(t), 1, s as u32)));
-            }
-            continue;
-        }
-        let s = id as usize;
-        seg_pending[s] = false;
-        if queue[s].is_empty() {
-            continue;
-        }
-        let free = segs.links[s].iter().map(|&l| link_free[l as usize]).fold(0.0f64, f64::max);
-        if free > t {
-            seg_pending[s] = true;
-            events.push(Reverse((OrderedFloat(free), 1, s as u32)));
-            continue;
-        }
-        let mut taken = Vec::new();
-        while taken.len() < cap {
-            let Some((_, _, i)) = queue[s].pop() else { break };
-            taken.push(i);
-        }
-        let end = t + segs.time(topo, s, taken.len(), chunk_bytes);
-        for &l in &segs.links[s] {
-            link_free[l as usize] = end;
-        }
-        for &i in &taken {
-            let i = i as usize;
-            hop[i] += 1;
-            if hop_start[i] + (hop[i] as usize) < hop_start[i + 1] {
-                events.push(Reverse((OrderedFloat(end), 0, i as u32)));
-            }
-        }
-        msgs.push(Msg { start: t, seg: s as u32, items: taken });
-        if !queue[s].is_empty() {
-            seg_pending[s] = true;
-            events.push(Reverse((OrderedFloat(end), 1, s as u32)));
-        }
-    }
-    let makespan_ns = link_free.iter().copied().fold(0.0, f64::max);
-    Ok(Plan { msgs, makespan_ns })
-}
-
-/// Packs the hops into slots, offline: items with the longest paths first, each hop into the
-/// earliest slot after its previous hop's where its links carry no other segment's message and
-/// its segment's message has fewer than `group` chunks. Where the list schedule defers a
-/// shorter chunk at its source until the longer ones are gone (and it then trails behind with
-/// hops to go), this fixes every chunk's whole path at once. The slots' messages are then
-/// timed as the simulator would (a message starts when its links are free and its chunks
-/// have arrived), in slot order.
-#[allow(clippy::too_many_arguments)]
-fn slot_schedule(
-    topo: &Topology,
-    hops: &Hops,
-    items: usize,
-    chunk_bytes: f64,
-    group: Option<u32>,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Plan, SynthError> {
-    let links = topo.links();
-    let Hops { segs, start: hop_start, seg: hop_seg } = hops;
-    let cap = group.map_or(u32::MAX, |g| g.max(1));
-    let len = |i: usize| hop_start[i + 1] - hop_start[i];
-    let mut order: Vec<usize> = (0..items).filter(|&i| len(i) > 0).collect();
-    order.sort_unstable_by_key(|&i| (Reverse(len(i)), tie(seed, i, 1)));
-    // Per link, per slot: the segment whose message uses it (u32::MAX: none) and its chunks.
-    let mut used: Vec<Vec<(u32, u32)>> = vec![Vec::new(); links.len()];
-    // Per link, the first slot that may still take a chunk.
-    let mut open = vec![0usize; links.len()];
-    let mut slot_of = vec![0u32; hop_seg.len()];
-    for (n, &i) in order.iter().enumerate() {
-        if n.is_multiple_of(4096) && cancelled() {
-            return Err(SynthError::Cancelled);
-        }
-        let mut next = 0usize;
-        for h in hop_start[i]..hop_start[i + 1] {
-            let sg = hop_seg[h];
-            let ls = &segs.links[sg as usize];
-            let mut x = ls.iter().map(|&l| open[l as usize]).max().unwrap_or(0).max(next);
-            loop {
-                let fits = ls.iter().all(|&l| match used[l as usize].get(x) {
-                    None => true,
-                    Some(&(o, c)) => o == u32::MAX || (o == sg && c < cap),
-                });
-                if fits {
-                    break;
-                }
-                x += 1;
-            }
-            for &l in ls {
-                let u = &mut used[l as usize];
-                if u.len() <= x {
-                    u.resize(x + 1, (u32::MAX, 0));
-                }
-                u[x] = (sg, u[x].1 + 1);
-                let o = &mut open[l as usize];
-                while *o < u.len() && u[*o].1 >= cap {
-                    *o += 1;
-                }
-            }
-            slot_of[h] = x as u32;
-            next = x + 1;
-        }
-    }
-    // The messages: per (slot, segment), its chunks.
-    let mut by_slot: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
-    for i in 0..items {
-        for h in hop_start[i]..hop_start[i + 1] {
-            by_slot.entry((slot_of[h], hop_seg[h])).or_default().push(i as u32);
-        }
-    }
-    let mut keys: Vec<(u32, u32)> = by_slot.keys().copied().collect();
-    keys.sort_unstable();
-    let mut link_free = vec![0.0f64; links.len()];
-    let mut ready = vec![0.0f64; items];
-    let mut msgs = Vec::with_capacity(keys.len());
-    for key in keys {
-        let its = by_slot.remove(&key).expect("a key of the map");
-        let ls = &segs.links[key.1 as usize];
-        let mut t = ls.iter().map(|&l| link_free[l as usize]).fold(0.0f64, f64::max);
-        for &i in &its {
-            t = t.max(ready[i as usize]);
-        }
-        let end = t + segs.time(topo, key.1 as usize, its.len(), chunk_bytes);
-        for &l in ls {
-            link_free[l as usize] = end;
-        }
-        for &i in &its {
-            ready[i as usize] = end;
-        }
-        msgs.push(Msg { start: t, seg: key.1, items: its });
-    }
-    // `emit` reads the messages in start order.
-    msgs.sort_by(|a, b| a.start.total_cmp(&b.start));
-    let makespan_ns = link_free.iter().copied().fold(0.0, f64::max);
-    Ok(Plan { msgs, makespan_ns })
 }
 
 /// The plan as transfers in step order, and the number of steps.

@@ -215,6 +215,22 @@ fn routed_planner_keeps_a_switchs_busiest_ports_busy_in_every_round() {
 }
 
 #[test]
+fn routed_planner_fills_its_messages_through_a_switch() {
+    // hier:ring2,fc4,switch4 at 16 MiB: a chunk (512 KiB) takes 5.2 µs and a message through
+    // the switch pays two latencies (1 µs) on top, so one message a chunk cannot come within
+    // 1.15× of the flow bound (24 rounds of 6.2 µs: 1.19×). Two chunks a message, counted as
+    // holding their links for two rounds, with half-full messages bidding half: 1.14×.
+    let t = topo("hier:ring2,fc4,switch4");
+    let c = coll_spec(&t, CollectiveSpec::new(K::AllToAll, 16 << 20).with_chunks_per_npu(1));
+    let (s, _) = routed::synthesize(&t, &c, &routed::groups(&t, c.chunk_size_bytes), 0, &|| false).unwrap();
+    assert!(ccsynth::validate::validate(&s).valid);
+    let time = ccsynth::sim::simulate(&s).unwrap().collective_time_ns;
+    let bound = lower_bounds(&t, &c).lower_bound_ns.unwrap();
+    assert!(close_to(bound, 24.0 * (512u64 << 10) as f64 / BW), "{bound}");
+    assert!(time <= 1.15 * bound, "{time} ns against the bound {bound}");
+}
+
+#[test]
 fn routed_planner_serves_every_kind_it_claims_on_many_fabrics() {
     for spec in ["ring:5", "torus:4x4", "mesh:3x4", "rail:2x4", "hier:ring2,switch4", "dragonfly:3:3", "hypercube:4"] {
         let t = topo(spec);

@@ -28,6 +28,10 @@ const REROUTE_PASSES: usize = 6;
 /// 759).
 const LARGE_HOPS: usize = 1 << 19;
 
+/// Segments × the busiest link's hops up to which the round scheduler runs (rail:8x16, 2.8 K
+/// segments under 135 hops, gains 6% at 64 MiB; switch:256, 65 K under 255, gains nothing).
+const ROUNDS_WORK: usize = 1 << 22;
+
 /// Transfers (chunks × hops) above which the planner refuses (memory: a 1000-NPU all-to-all
 /// at one chunk per pair is 7.5 M).
 pub const MAX_HOPS: usize = 1 << 26;
@@ -90,6 +94,19 @@ fn best_plan(
         groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
     let groups = if large && !near.is_empty() { &near[..] } else { groups };
     let switched = hops.segs.links.iter().any(|ls| ls.len() > 1);
+    // Each round weighs every segment with chunks waiting: about segments × the busiest link's
+    // hops in all. Past a budget rounds cost more than they are worth (switch:256 at 64 MiB:
+    // 65 K segments, 255 rounds, 1.8 s for the same time as slot packing).
+    let rounds_cheap = switched && {
+        let mut per_link = vec![0usize; topo.links().len()];
+        for &sg in &hops.seg {
+            for &l in &hops.segs.links[sg as usize] {
+                per_link[l as usize] += 1;
+            }
+        }
+        let busiest = per_link.into_iter().max().unwrap_or(0);
+        hops.segs.links.len().saturating_mul(busiest) <= ROUNDS_WORK
+    };
     let tries: Vec<(Option<u32>, Scheduler)> = groups
         .iter()
         .flat_map(|&g| [(g, Scheduler::List), (g, Scheduler::Slots), (g, Scheduler::Rounds)])
@@ -98,7 +115,7 @@ fn best_plan(
             Scheduler::Slots => true,
             // Rounds match the ports of switches; between NPUs every link is a segment of its
             // own and rounds only repeat the other two (torus:8x8x8: 1.3 s more for nothing).
-            Scheduler::Rounds => switched,
+            Scheduler::Rounds => rounds_cheap,
         })
         .collect();
     let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries

@@ -7,7 +7,7 @@ use crate::synth::SynthError;
 use crate::topology::Topology;
 use ordered_float::OrderedFloat;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// A list schedule: its messages in start order, and when the last ends.
 pub(super) struct Plan {
@@ -177,35 +177,42 @@ pub(super) fn slot_schedule(
 
 /// The slots' messages (every hop `h` in slot `slot_of[h]`), timed as the simulator would: in
 /// slot order, a message starts when its links are free and its chunks have arrived.
-fn timed(topo: &Topology, hops: &Hops, items: usize, chunk_bytes: f64, slot_of: &[u32]) -> Plan {
+pub(super) fn timed(topo: &Topology, hops: &Hops, items: usize, chunk_bytes: f64, slot_of: &[u32]) -> Plan {
     let Hops { segs, start: hop_start, seg: hop_seg } = hops;
-    // The messages: per (slot, segment), its chunks.
-    let mut by_slot: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+    // Every hop as (slot, segment, item), sorted: the messages are the runs of one (slot,
+    // segment), in slot order, each with its chunks in item order.
+    let mut keyed: Vec<(u64, u32)> = Vec::with_capacity(hop_seg.len());
     for i in 0..items {
         for h in hop_start[i]..hop_start[i + 1] {
-            by_slot.entry((slot_of[h], hop_seg[h])).or_default().push(i as u32);
+            keyed.push(((slot_of[h] as u64) << 32 | hop_seg[h] as u64, i as u32));
         }
     }
-    let mut keys: Vec<(u32, u32)> = by_slot.keys().copied().collect();
-    keys.sort_unstable();
+    keyed.sort_unstable();
     let mut link_free = vec![0.0f64; topo.links().len()];
     let mut ready = vec![0.0f64; items];
-    let mut msgs = Vec::with_capacity(keys.len());
-    for key in keys {
-        let its = by_slot.remove(&key).expect("a key of the map");
-        let ls = &segs.links[key.1 as usize];
+    let mut msgs = Vec::new();
+    let mut k = 0;
+    while k < keyed.len() {
+        let key = keyed[k].0;
+        let mut its = Vec::new();
+        while k < keyed.len() && keyed[k].0 == key {
+            its.push(keyed[k].1);
+            k += 1;
+        }
+        let seg = key as u32;
+        let ls = &segs.links[seg as usize];
         let mut t = ls.iter().map(|&l| link_free[l as usize]).fold(0.0f64, f64::max);
         for &i in &its {
             t = t.max(ready[i as usize]);
         }
-        let end = t + segs.time(topo, key.1 as usize, its.len(), chunk_bytes);
+        let end = t + segs.time(topo, seg as usize, its.len(), chunk_bytes);
         for &l in ls {
             link_free[l as usize] = end;
         }
         for &i in &its {
             ready[i as usize] = end;
         }
-        msgs.push(Msg { start: t, seg: key.1, items: its });
+        msgs.push(Msg { start: t, seg, items: its });
     }
     // `emit` reads the messages in start order.
     msgs.sort_by(|a, b| a.start.total_cmp(&b.start));

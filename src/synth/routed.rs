@@ -1,13 +1,16 @@
 //! The routed planner for collectives whose chunks each go from one holder to one needer
-//! (all-to-all, scatter, gather): every chunk takes a path of its own, the paths spread over
-//! the shortest-path DAG so every link carries its share (load-aware, then rerouted), and
-//! the hops are list-scheduled store-and-forward on each link, the chunk with the most hops
-//! left first, up to `group` chunks per message (fewer messages where α dominates).
+//! (all-to-all, scatter, gather): every chunk takes a path of its own and its hops are sent
+//! store-and-forward, up to `group` chunks a message (fewer messages where α dominates). The
+//! paths are either fixed first (`paths`: spread over the shortest-path DAG by load, or along
+//! the flow program's optimum) and then placed in time by one of three schedulers
+//! (`schedule`), or, on fabrics of equal links between NPUs, chosen chunk by chunk as the
+//! slots fill (`slot_route`); the shortest plan is kept.
 //!
 //! The emitted steps keep the plan's order on every link and along every chunk's path, so the
 //! simulator replays each transfer no later than planned: the schedule's time is at most the
 //! planned makespan.
 
+mod paths;
 mod schedule;
 mod slot_route;
 
@@ -16,14 +19,10 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{Route, Schedule, Transfer, Transfers};
 use crate::topology::Topology;
 use ordered_float::OrderedFloat;
+use paths::{Routes, flow_routes, route};
 use schedule::{Plan, list_schedule, round_schedule, slot_schedule};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 
-/// Reroute passes at most after the first placement (each takes every chunk off its path and
-/// walks it again against the others' loads; they stop early once a pass gains nothing).
-/// Six even out torus:8x8 to 0.8% above the mean and reach mesh:8x8's bisection load exactly.
-const REROUTE_PASSES: usize = 6;
 /// Hops (chunks × path links) above which the planner reroutes twice at most and packs slots
 /// only (the list schedule trails there: torus:8x8x8, 1.57 M hops, 886 µs against the slots'
 /// 759).
@@ -142,110 +141,6 @@ fn best_plan(
     })
 }
 
-/// Routes along the flow program's optimum (`synth::mcf`), where it is worth solving: a fabric
-/// of at most `mcf::MAX_VARIABLES` holders × links that is not a grid of equal links (there the
-/// shortest paths spread evenly already). Each holder's flow is cut into paths (largest flow
-/// first), and each pair's chunks take them in proportion (the path with the most flow left
-/// next). `None` where not solved, or the flow did not decompose (solver tolerances).
-fn flow_routes(topo: &Topology, items: &[Item], cancelled: &dyn Fn() -> bool) -> Result<Option<Routes>, SynthError> {
-    use super::mcf;
-    let links = topo.links();
-    let uniform_grid =
-        topo.infer_grid().is_some() && links.windows(2).all(|w| w[0].bandwidth_gb_per_s == w[1].bandwidth_gb_per_s);
-    if uniform_grid || links.is_empty() {
-        return Ok(None);
-    }
-    let mut pairs: std::collections::BTreeMap<(u32, u32), Vec<usize>> = Default::default();
-    for (i, it) in items.iter().enumerate() {
-        pairs.entry((it.src, it.dst)).or_default().push(i);
-    }
-    let mut demands: Vec<mcf::Demands> = Vec::new();
-    for (&(s, v), list) in &pairs {
-        if demands.last().is_none_or(|d| d.holder != s) {
-            demands.push(mcf::Demands { holder: s, needers: Vec::new() });
-        }
-        demands.last_mut().expect("pushed").needers.push((v, list.len() as f64));
-    }
-    if demands.len().saturating_mul(links.len()) > mcf::MAX_VARIABLES {
-        return Ok(None);
-    }
-    if cancelled() {
-        return Err(SynthError::Cancelled);
-    }
-    let Ok(sol) = mcf::solve(topo, &demands) else { return Ok(None) };
-    const EPS: f64 = 1e-6;
-    let mut paths: Vec<Vec<u32>> = vec![Vec::new(); items.len()];
-    for (d, flow) in demands.iter().zip(sol.flows) {
-        let mut flow = flow;
-        for &(v, want) in &d.needers {
-            // Paths from the holder to v along links with flow left, each taking its bottleneck.
-            let mut found: Vec<(Vec<u32>, f64)> = Vec::new();
-            let mut left = want;
-            while left > EPS {
-                let Some(path) = flow_path(topo, &flow, d.holder as usize, v as usize) else { break };
-                let amount = path.iter().map(|&l| flow[l as usize]).fold(left, f64::min);
-                for &l in &path {
-                    flow[l as usize] -= amount;
-                }
-                left -= amount;
-                found.push((path, amount));
-            }
-            if left > 1e-3 * want.max(1.0) || found.is_empty() {
-                return Ok(None);
-            }
-            for &i in &pairs[&(d.holder, v)] {
-                let k = (0..found.len()).max_by(|&a, &b| found[a].1.total_cmp(&found[b].1)).expect("non-empty");
-                found[k].1 -= 1.0;
-                paths[i] = found[k].0.clone();
-            }
-        }
-    }
-    let mut start = Vec::with_capacity(items.len() + 1);
-    start.push(0);
-    let mut flat = Vec::new();
-    for p in paths {
-        flat.extend_from_slice(&p);
-        start.push(flat.len());
-    }
-    Ok(Some(Routes { start, links: flat }))
-}
-
-/// A path from `s` to `t` along links with flow left, the most flow first at each node
-/// (depth first, each node once).
-fn flow_path(topo: &Topology, flow: &[f64], s: usize, t: usize) -> Option<Vec<u32>> {
-    let links = topo.links();
-    let mut seen = vec![false; topo.nodes()];
-    let mut path: Vec<u32> = Vec::new();
-    let mut stack: Vec<(usize, Vec<usize>)> = Vec::new();
-    let outs = |u: usize| -> Vec<usize> {
-        let mut o: Vec<usize> = topo.out_links(u).filter(|&l| flow[l] > 1e-9).collect();
-        o.sort_by(|&a, &b| flow[a].total_cmp(&flow[b]));
-        o // popped from the back: the most flow first
-    };
-    seen[s] = true;
-    stack.push((s, outs(s)));
-    while let Some((u, cand)) = stack.last_mut() {
-        if *u == t {
-            return Some(path);
-        }
-        match cand.pop() {
-            Some(l) => {
-                let v = links[l].dst;
-                if !seen[v] {
-                    seen[v] = true;
-                    path.push(l as u32);
-                    stack.push((v, outs(v)));
-                }
-            }
-            None => {
-                stack.pop();
-                path.pop();
-            }
-        }
-    }
-    None
-}
-
 /// One chunk to deliver: the chunk, its holder and its needer.
 #[derive(Clone, Copy)]
 struct Item {
@@ -355,215 +250,6 @@ fn items(c: &Collective) -> Vec<Item> {
         .collect()
 }
 
-/// Each item's path as link indices (CSR: `start[i]..start[i + 1]` into `links`).
-struct Routes {
-    start: Vec<usize>,
-    links: Vec<u32>,
-}
-
-impl Routes {
-    fn of(&self, i: usize) -> &[u32] {
-        &self.links[self.start[i]..self.start[i + 1]]
-    }
-}
-
-/// Per-item paths on shortest-time paths (a link costs its latency plus one chunk's wire
-/// time) to each needer: for each item in turn the path of the shortest-path DAG whose most
-/// loaded link is least loaded (`best_route`; load: bytes over bandwidth); then every item is
-/// rerouted against the others' loads, up to `REROUTE_PASSES` times.
-fn route(
-    topo: &Topology,
-    items: &[Item],
-    chunk_bytes: f64,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Routes, SynthError> {
-    let links = topo.links();
-    let cost: Vec<f64> = links.iter().map(|l| l.latency_ns + chunk_bytes / l.bandwidth_gb_per_s).collect();
-    let wire: Vec<f64> = links.iter().map(|l| chunk_bytes / l.bandwidth_gb_per_s).collect();
-    // Items by needer, so each needer's distances are computed once.
-    let mut by_dst: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, it) in items.iter().enumerate() {
-        by_dst.entry(it.dst).or_default().push(i);
-    }
-    let mut dsts: Vec<u32> = by_dst.keys().copied().collect();
-    dsts.sort_unstable();
-    let mut dag_of: HashMap<u32, Dag> = HashMap::with_capacity(dsts.len());
-    for &t in &dsts {
-        if cancelled() {
-            return Err(SynthError::Cancelled);
-        }
-        dag_of.insert(t, Dag::of(topo, &to_target(topo, t as usize, &cost), &cost));
-    }
-    let mut load = vec![0.0f64; links.len()];
-    let mut paths: Vec<Vec<u32>> = vec![Vec::new(); items.len()];
-    // Placement order: interleaved over needers (round robin), so the loads build up evenly.
-    let mut order: Vec<usize> = Vec::with_capacity(items.len());
-    let lists: Vec<&Vec<usize>> = dsts.iter().map(|t| &by_dst[t]).collect();
-    let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
-    for k in 0..longest {
-        for l in &lists {
-            if let Some(&i) = l.get(k) {
-                order.push(i);
-            }
-        }
-    }
-    let mut hops = 0usize;
-    let mut memo = vec![Memo { stamp: 0, max: 0.0, sum: 0.0, link: u32::MAX }; topo.nodes()];
-    let mut stamp = 0u32;
-    let mut last = (f64::INFINITY, f64::INFINITY);
-    for pass in 0..=REROUTE_PASSES {
-        for (n, &i) in order.iter().enumerate() {
-            if n.is_multiple_of(4096) && cancelled() {
-                return Err(SynthError::Cancelled);
-            }
-            let it = items[i];
-            for &l in &paths[i] {
-                load[l as usize] -= wire[l as usize];
-            }
-            let dag = &dag_of[&it.dst];
-            let mut path = std::mem::take(&mut paths[i]);
-            path.clear();
-            stamp += 1;
-            let found = best_route(
-                &mut Walk { topo, wire: &wire, load: &load, dag, seed, item: i, stamp, memo: &mut memo },
-                it.src as usize,
-                it.dst as usize,
-            );
-            if !found.0.is_finite() {
-                return Err(crate::error::InputError::new(
-                    "collective",
-                    format!("NPU {} cannot reach NPU {}", it.src, it.dst),
-                )
-                .into());
-            }
-            let mut u = it.src as usize;
-            while u != it.dst as usize {
-                let l = memo[u].link as usize;
-                path.push(l as u32);
-                load[l] += wire[l];
-                u = links[l].dst;
-            }
-            if pass == 0 {
-                hops += path.len();
-                if hops > MAX_HOPS {
-                    return Err(crate::error::InputError::new(
-                        "collective",
-                        format!("the routed planner's {hops}+ hops exceed its limit of {MAX_HOPS}"),
-                    )
-                    .into());
-                }
-            }
-            paths[i] = path;
-        }
-        // Large instances take one reroute pass (each pass costs about a second per 1.5 M hops;
-        // torus:8x8x8's largest load is 2.5% above the mean after it, 0.2% after six, and its
-        // schedule no faster).
-        if hops > LARGE_HOPS && pass >= 2 {
-            break;
-        }
-        // Stop once a pass no longer lowers the largest load or Σ load².
-        let now = (load.iter().copied().fold(0.0, f64::max), load.iter().map(|x| x * x).sum::<f64>());
-        if now.0 >= last.0 * (1.0 - 1e-12) && now.1 >= last.1 * (1.0 - 1e-12) {
-            break;
-        }
-        last = now;
-    }
-    let mut start = Vec::with_capacity(items.len() + 1);
-    start.push(0);
-    let mut flat = Vec::with_capacity(hops);
-    for p in paths {
-        flat.extend_from_slice(&p);
-        start.push(flat.len());
-    }
-    Ok(Routes { start, links: flat })
-}
-
-/// One node's best way on to the needer in the current walk: the largest link load on it (with
-/// the item added), the rise in Σ load² the item causes along it, and its first link.
-#[derive(Clone, Copy)]
-struct Memo {
-    stamp: u32,
-    max: f64,
-    sum: f64,
-    link: u32,
-}
-
-/// What a route search reads: the links' costs and loads, the needer's distances, and the
-/// memo of the nodes already solved in this search (`stamp`).
-struct Walk<'a> {
-    topo: &'a Topology,
-    wire: &'a [f64],
-    load: &'a [f64],
-    dag: &'a Dag,
-    seed: u64,
-    item: usize,
-    stamp: u32,
-    memo: &'a mut [Memo],
-}
-
-/// The path from `u` to `t` on the shortest-path DAG whose most loaded link (with the item
-/// added) is least loaded, ties by the smaller rise in Σ load², then a seeded hash: a DFS over the
-/// DAG below `u`, memoized per node. Returns (max, sum); infinite when `t` is unreachable.
-fn best_route(w: &mut Walk, u: usize, t: usize) -> (f64, f64) {
-    if u == t {
-        return (0.0, 0.0);
-    }
-    if w.memo[u].stamp == w.stamp {
-        return (w.memo[u].max, w.memo[u].sum);
-    }
-    let links = w.topo.links();
-    let mut best = (f64::INFINITY, f64::INFINITY, u32::MAX);
-    let dag = w.dag;
-    for &l in &dag.links[dag.start[u] as usize..dag.start[u + 1] as usize] {
-        let l = l as usize;
-        let (m, s) = best_route(w, links[l].dst, t);
-        let here = w.load[l] + w.wire[l];
-        // The rise in Σ load² the item causes: spreads the load where maxima tie.
-        let rise = s + here * here - w.load[l] * w.load[l];
-        let cand = (m.max(here), rise);
-        let better = match cand.partial_cmp(&(best.0, best.1)) {
-            Some(std::cmp::Ordering::Less) => true,
-            Some(std::cmp::Ordering::Equal) => tie(w.seed, w.item, l) < tie(w.seed, w.item, best.2 as usize),
-            _ => best.2 == u32::MAX && cand.0.is_finite(),
-        };
-        if better {
-            best = (cand.0, cand.1, l as u32);
-        }
-    }
-    w.memo[u] = Memo { stamp: w.stamp, max: best.0, sum: best.1, link: best.2 };
-    (best.0, best.1)
-}
-
-/// The links on shortest paths to one needer, per node (CSR over the nodes).
-struct Dag {
-    start: Vec<u32>,
-    links: Vec<u32>,
-}
-
-impl Dag {
-    /// From the costs to the needer: a link is on a shortest path when it closes the gap
-    /// exactly (relative slack for float sums).
-    fn of(topo: &Topology, dist: &[f64], cost: &[f64]) -> Dag {
-        let links = topo.links();
-        let mut start = Vec::with_capacity(topo.nodes() + 1);
-        let mut on = Vec::new();
-        start.push(0u32);
-        for u in 0..topo.nodes() {
-            if dist[u].is_finite() {
-                for l in topo.out_links(u) {
-                    let v = links[l].dst;
-                    if (cost[l] + dist[v] - dist[u]).abs() <= 1e-9 * dist[u].max(1.0) {
-                        on.push(l as u32);
-                    }
-                }
-            }
-            start.push(on.len() as u32);
-        }
-        Dag { start, links: on }
-    }
-}
-
 /// A seeded hash of (item, link): the tie-break among equally loaded links.
 fn tie(seed: u64, item: usize, link: usize) -> u64 {
     let mut x =
@@ -572,29 +258,6 @@ fn tie(seed: u64, item: usize, link: usize) -> u64 {
     x = x.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
     x ^= x >> 33;
     x
-}
-
-/// Shortest cost from every node to `t` (over the links' costs, on the reversed graph).
-fn to_target(topo: &Topology, t: usize, cost: &[f64]) -> Vec<f64> {
-    let links = topo.links();
-    let mut dist = vec![f64::INFINITY; topo.nodes()];
-    let mut heap = BinaryHeap::new();
-    dist[t] = 0.0;
-    heap.push(Reverse((OrderedFloat(0.0), t)));
-    while let Some(Reverse((OrderedFloat(d), v))) = heap.pop() {
-        if d > dist[v] {
-            continue;
-        }
-        for &l in topo.in_links(v) {
-            let u = links[l].src;
-            let nd = d + cost[l];
-            if nd < dist[u] {
-                dist[u] = nd;
-                heap.push(Reverse((OrderedFloat(nd), u)));
-            }
-        }
-    }
-    dist
 }
 
 /// A hop of an item: the links from one NPU to the next along its path (through switches).

@@ -163,7 +163,7 @@ pub fn synthesize(
     // Fabrics of equal links between NPUs (tori, meshes, hypercubes) are also routed and packed
     // at once (`slot_route`); large ones only so (torus:8x8x8 at 64 MiB: 712.0 µs against the
     // fixed routes' 765.1, in about half their time).
-    let dist = slot_route::applies(topo).then(|| slot_route::Dist::of(topo, &items));
+    let dist = if slot_route::applies(topo) { Some(slot_route::Dist::of(topo, &items, cancelled)?) } else { None };
     let joint_hops = dist.as_ref().and_then(|d| d.total(&items));
     let large = joint_hops.is_some_and(|h| h > LARGE_HOPS);
     if let Some(hops) = joint_hops.filter(|&h| h > MAX_HOPS) {

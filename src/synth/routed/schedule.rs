@@ -444,10 +444,8 @@ impl Pick {
         }
         let (a, b) = self.range[up as usize];
         for k in a..b {
-            if self.budget == 0 {
-                return false;
-            }
-            self.budget -= 1;
+            // Out of budget, a free downlink is still taken; only moving holders stops.
+            self.budget = self.budget.saturating_sub(1);
             let s = self.adj[k as usize].2;
             let down = segs.links[s as usize][1];
             if self.seen_in[down as usize] == self.search_id {
@@ -460,7 +458,7 @@ impl Pick {
                 // Only a holder of this round through a single switch can move (its uplink is
                 // then free again); one still sending from an earlier round cannot.
                 let holder = self.owner[down as usize];
-                self.taken_in[down as usize] == round && segs.links[holder as usize].len() == 2 && {
+                self.budget > 0 && self.taken_in[down as usize] == round && segs.links[holder as usize].len() == 2 && {
                     let hl = &segs.links[holder as usize];
                     let other = hl[0];
                     self.taken_in[other as usize] = u32::MAX;

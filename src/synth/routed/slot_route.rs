@@ -26,14 +26,17 @@ pub(super) struct Dist {
 }
 
 impl Dist {
-    pub(super) fn of(topo: &Topology, items: &[Item]) -> Dist {
+    pub(super) fn of(topo: &Topology, items: &[Item], cancelled: &dyn Fn() -> bool) -> Result<Dist, SynthError> {
         let links = topo.links();
         let mut targets: Vec<u32> = items.iter().map(|it| it.dst).collect();
         targets.sort_unstable();
         targets.dedup();
         let mut of = HashMap::with_capacity(targets.len());
         let mut queue = VecDeque::new();
-        for &t in &targets {
+        for (k, &t) in targets.iter().enumerate() {
+            if k.is_multiple_of(64) && cancelled() {
+                return Err(SynthError::Cancelled);
+            }
             let mut d = vec![u32::MAX; topo.nodes()];
             d[t as usize] = 0;
             queue.push_back(t as usize);
@@ -48,7 +51,7 @@ impl Dist {
             }
             of.insert(t, d);
         }
-        Dist { of }
+        Ok(Dist { of })
     }
 
     fn hops(&self, it: &Item) -> u32 {

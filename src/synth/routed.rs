@@ -20,7 +20,7 @@ use crate::schedule::{Route, Schedule, Transfer, Transfers};
 use crate::topology::Topology;
 use ordered_float::OrderedFloat;
 use paths::{Routes, flow_routes, route};
-use schedule::{Plan, list_schedule, round_schedule, slot_schedule};
+use schedule::{Job, Plan, list_schedule, round_schedule, slot_schedule};
 use std::collections::HashMap;
 
 /// Hops (chunks × path links) above which the planner reroutes twice at most and packs slots
@@ -57,6 +57,13 @@ pub fn groups(topo: &Topology, chunk_bytes: f64) -> Vec<Option<u32>> {
     out
 }
 
+/// The message sizes among `groups` of 8 to 32 chunks per α: the ones worth trying on large
+/// instances.
+fn near_groups(topo: &Topology, chunk_bytes: f64, groups: &[Option<u32>]) -> Vec<Option<u32>> {
+    let q = chunks_per_alpha(topo, chunk_bytes);
+    groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect()
+}
+
 /// How many chunks' wire time one link latency is worth (largest latency, fastest link).
 fn chunks_per_alpha(topo: &Topology, chunk_bytes: f64) -> f64 {
     let links = topo.links();
@@ -89,9 +96,7 @@ fn best_plan(
     // given (one round on two cores; the best on torus:8x8x8: 8 chunks at 64 MiB, where a chunk
     // is 0.38 α, and 16 at 16 MiB, 1.5 α).
     let large = hops.seg.len() > LARGE_HOPS;
-    let q = chunks_per_alpha(topo, chunk_bytes);
-    let near: Vec<Option<u32>> =
-        groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
+    let near = near_groups(topo, chunk_bytes, groups);
     let groups = if large && !near.is_empty() { &near[..] } else { groups };
     let switched = hops.segs.links.iter().any(|ls| ls.len() > 1);
     // Each round weighs every segment with chunks waiting: about segments × the busiest link's
@@ -120,13 +125,14 @@ fn best_plan(
         .collect();
     let plans: Vec<Result<(Plan, Option<u32>), SynthError>> = tries
         .par_iter()
-        .map(|&(g, by)| {
+        .map(|&(group, by)| {
+            let job = Job { topo, hops, items, chunk_bytes, group, seed, cancelled };
             let plan = match by {
-                Scheduler::List => list_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled),
-                Scheduler::Slots => slot_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled),
-                Scheduler::Rounds => round_schedule(topo, hops, items, chunk_bytes, g, seed, cancelled),
+                Scheduler::List => list_schedule(&job),
+                Scheduler::Slots => slot_schedule(&job),
+                Scheduler::Rounds => round_schedule(&job),
             };
-            plan.map(|p| (p, g))
+            plan.map(|p| (p, group))
         })
         .collect();
     let mut best: Option<(Plan, Option<u32>)> = None;
@@ -167,11 +173,7 @@ pub fn synthesize(
     let joint_hops = dist.as_ref().and_then(|d| d.total(&items));
     let large = joint_hops.is_some_and(|h| h > LARGE_HOPS);
     if let Some(hops) = joint_hops.filter(|&h| h > MAX_HOPS) {
-        return Err(crate::error::InputError::new(
-            "collective",
-            format!("the routed planner's {hops} hops exceed its limit of {MAX_HOPS}"),
-        )
-        .into());
+        return Err(too_many_hops(hops));
     }
     let mut best: Option<(Plan, Option<u32>, Hops)> = None;
     if !large {
@@ -227,15 +229,22 @@ fn slot_route_groups(topo: &Topology, chunk_bytes: f64, groups: &[Option<u32>], 
     if !large {
         return groups.to_vec();
     }
-    let q = chunks_per_alpha(topo, chunk_bytes);
-    let near: Vec<Option<u32>> =
-        groups.iter().copied().filter(|g| g.is_some_and(|g| (8.0 * q..=32.0 * q).contains(&(g as f64)))).collect();
+    let near = near_groups(topo, chunk_bytes, groups);
     // Large: the largest of them alone (torus:8x8x8: 8 chunks a message at 64 MiB, 712.0 µs
     // against 741.3 at 4; 32 at 16 MiB, 185.9 against 188.7 at 16).
     match near.last() {
         Some(&g) => vec![g],
         None => groups.to_vec(),
     }
+}
+
+/// The refusal of a collective whose paths take more than `MAX_HOPS` hops (`hops` or more).
+fn too_many_hops(hops: usize) -> SynthError {
+    crate::error::InputError::new(
+        "collective",
+        format!("the routed planner's {hops}+ hops exceed its limit of {MAX_HOPS}"),
+    )
+    .into()
 }
 
 fn items(c: &Collective) -> Vec<Item> {

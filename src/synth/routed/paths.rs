@@ -2,7 +2,7 @@
 //! DAG by load and rerouted until a pass gains nothing (`route`), or along the multicommodity
 //! flow program's optimum (`flow_routes`).
 
-use super::{Item, LARGE_HOPS, MAX_HOPS, tie};
+use super::{Item, LARGE_HOPS, MAX_HOPS, tie, too_many_hops};
 use crate::synth::SynthError;
 use crate::topology::Topology;
 use ordered_float::OrderedFloat;
@@ -214,11 +214,7 @@ pub(super) fn route(
             if pass == 0 {
                 hops += path.len();
                 if hops > MAX_HOPS {
-                    return Err(crate::error::InputError::new(
-                        "collective",
-                        format!("the routed planner's {hops}+ hops exceed its limit of {MAX_HOPS}"),
-                    )
-                    .into());
+                    return Err(too_many_hops(hops));
                 }
             }
             paths[i] = path;

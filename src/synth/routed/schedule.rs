@@ -9,6 +9,19 @@ use ordered_float::OrderedFloat;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+/// What each scheduler is given: the hops of the items' paths, at up to `group` chunks a
+/// message (`None`: every chunk waiting), ties broken by `seed`.
+#[derive(Clone, Copy)]
+pub(super) struct Job<'a> {
+    pub(super) topo: &'a Topology,
+    pub(super) hops: &'a Hops,
+    pub(super) items: usize,
+    pub(super) chunk_bytes: f64,
+    pub(super) group: Option<u32>,
+    pub(super) seed: u64,
+    pub(super) cancelled: &'a dyn Fn() -> bool,
+}
+
 /// A list schedule: its messages in start order, and when the last ends.
 pub(super) struct Plan {
     pub(super) msgs: Vec<Msg>,
@@ -24,16 +37,8 @@ pub(super) struct Msg {
 
 /// List-schedules the hops (event-driven): whenever a segment's links are free and chunks
 /// wait for it, it sends up to `group` of them, those with the most hops left first.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn list_schedule(
-    topo: &Topology,
-    hops: &Hops,
-    items: usize,
-    chunk_bytes: f64,
-    group: Option<u32>,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Plan, SynthError> {
+pub(super) fn list_schedule(job: &Job) -> Result<Plan, SynthError> {
+    let Job { topo, hops, items, chunk_bytes, group, seed, cancelled } = *job;
     let links = topo.links();
     let Hops { segs, start: hop_start, seg: hop_seg } = hops;
     let nseg = segs.links.len();
@@ -117,16 +122,8 @@ pub(super) fn list_schedule(
 /// hops to go), this fixes every chunk's whole path at once. The slots' messages are then
 /// timed as the simulator would (a message starts when its links are free and its chunks
 /// have arrived), in slot order.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn slot_schedule(
-    topo: &Topology,
-    hops: &Hops,
-    items: usize,
-    chunk_bytes: f64,
-    group: Option<u32>,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Plan, SynthError> {
+pub(super) fn slot_schedule(job: &Job) -> Result<Plan, SynthError> {
+    let Job { topo, hops, items, chunk_bytes, group, seed, cancelled } = *job;
     let links = topo.links();
     let Hops { segs, start: hop_start, seg: hop_seg } = hops;
     let cap = group.map_or(u32::MAX, |g| g.max(1));
@@ -232,16 +229,8 @@ type Bid = (OrderedFloat<f64>, u64, u32);
 /// idle that wait for a partner (rail:4x8 at 32 MiB: 1.21× the flow bound). A round is one
 /// chunk's time: a message of n chunks holds its links for n rounds, and a segment with fewer
 /// chunks ready than a message may carry bids in proportion.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn round_schedule(
-    topo: &Topology,
-    hops: &Hops,
-    items: usize,
-    chunk_bytes: f64,
-    group: Option<u32>,
-    seed: u64,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<Plan, SynthError> {
+pub(super) fn round_schedule(job: &Job) -> Result<Plan, SynthError> {
+    let Job { topo, hops, items, chunk_bytes, group, seed, cancelled } = *job;
     let links = topo.links();
     let Hops { segs, start: hop_start, seg: hop_seg } = hops;
     let cap = group.map_or(usize::MAX, |g| g.max(1) as usize);

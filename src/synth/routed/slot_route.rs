@@ -79,8 +79,13 @@ pub(super) fn slot_route(
     let n = topo.nodes();
     let cap = group.map_or(u32::MAX, |g| g.max(1));
     let dist_of = &dist.of;
-    let mut order: Vec<usize> = (0..items.len()).filter(|&i| items[i].src != items[i].dst).collect();
-    order.sort_unstable_by_key(|&i| (std::cmp::Reverse(dist.hops(&items[i])), tie(seed, i, 3)));
+    // Longest path first (each item's hop count read once, not at every comparison).
+    let mut keyed: Vec<(std::cmp::Reverse<u32>, u64, usize)> = (0..items.len())
+        .filter(|&i| items[i].src != items[i].dst)
+        .map(|i| (std::cmp::Reverse(dist.hops(&items[i])), tie(seed, i, 3), i))
+        .collect();
+    keyed.sort_unstable();
+    let order: Vec<usize> = keyed.into_iter().map(|(_, _, i)| i).collect();
     // Per link: chunks in each slot, the first slot with room, and chunks placed in all.
     let mut used: Vec<Vec<u32>> = vec![Vec::new(); links.len()];
     let mut open = vec![0u32; links.len()];

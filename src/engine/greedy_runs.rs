@@ -63,6 +63,24 @@ fn plan_runs(
             .collect();
         runs.extend(plain);
     }
+    // An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
+    // matcher's chunkings, seeds and timesteps, on as many NPUs as the plain matcher.
+    if tenants.is_none() && !trivial && req.topology.npus() <= PLAIN_MAX_NPUS {
+        let staged: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) => Some((r, f)),
+                _ => None,
+            })
+            .flat_map(|(r, f)| {
+                crate::synth::staged::STAGES
+                    .into_iter()
+                    .filter(|&n| crate::synth::staged::applies(req.topology, variants[r.variant], n))
+                    .map(move |n| Run { mode: Mode::Staged(n, f), ..*r })
+            })
+            .collect();
+        runs.extend(staged);
+    }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
@@ -73,7 +91,9 @@ fn plan_runs(
     for (variant, pattern) in patterns.iter().enumerate() {
         let Some((torus, pattern, optimal)) = pattern else { continue };
         if *optimal {
-            runs.retain(|r| r.variant != variant || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_)));
+            runs.retain(|r| {
+                r.variant != variant || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_) | Mode::Staged(..))
+            });
         }
         if req.incumbent_ns.is_some() {
             let link = &req.topology.links()[0];
@@ -168,7 +188,7 @@ fn produce(
         seed: r.seed,
         switch_model: req.switch_model,
         discretization_ns: match r.mode {
-            Mode::Matching(f) | Mode::Plain(f) => plan.factors[r.variant][f],
+            Mode::Matching(f) | Mode::Plain(f) | Mode::Staged(_, f) => plan.factors[r.variant][f],
             _ => None,
         },
     };
@@ -178,6 +198,7 @@ fn produce(
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
         (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
         (None, Mode::Plain(_)) => crate::synth::greedy_plain(req.topology, c, &opts, polled),
+        (None, Mode::Staged(n, _)) => crate::synth::greedy_staged(req.topology, c, n, &opts, polled),
         (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
         (None, Mode::Doubling(shape)) => {
             let at = labels.get_or_init(|| {
@@ -460,6 +481,10 @@ pub enum Mode {
     /// discretizations tried: beside `Matching` on combining collectives of up to
     /// `PLAIN_MAX_NPUS` NPUs.
     Plain(usize),
+    /// The matcher's all-reduce in this many pipelined stages (`synth::staged`), at this index
+    /// into the discretizations tried: beside `Matching` where the NPUs move data at unequal
+    /// rates, on up to `PLAIN_MAX_NPUS` NPUs.
+    Staged(u32, usize),
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
@@ -472,6 +497,7 @@ fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
         shares: None,
         overlapped: false,
         chunks_per_message: None,
+        stages: None,
     }
 }
 
@@ -485,7 +511,7 @@ impl Mode {
             Mode::Doubling(s) if s.halving => "halving_doubling",
             Mode::Doubling(_) => "doubling",
             Mode::Translation => "translation",
-            Mode::Grouped(_) | Mode::Plain(_) => "matching",
+            Mode::Grouped(_) | Mode::Plain(_) | Mode::Staged(..) => "matching",
             Mode::Routed => "routed",
         }
     }

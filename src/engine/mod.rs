@@ -126,6 +126,11 @@ pub struct SynthStats {
     /// this many; absent when one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunks_per_message: Option<u32>,
+    /// An all-reduce planned in this many pipelined stages (`synth::staged`: each stage's
+    /// forward phase beside the next one's reduce phase, each with its own shares); absent
+    /// when one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<u32>,
     /// The `greedy` algorithm's search: seeds, discretizations and planners tried.
     #[serde(flatten)]
     pub greedy: Option<GreedySearch>,
@@ -224,6 +229,7 @@ fn base_stats(
         shares: gst.shares.clone(),
         overlapped: gst.overlapped,
         chunks_per_message: gst.chunks_per_message,
+        stages: gst.stages,
         algorithm: req.algorithm.name().to_string(),
         synthesis_ms,
         check_ms: checked.elapsed().as_secs_f64() * 1e3,

@@ -69,6 +69,10 @@ pub enum GreedyError {
     /// engine checks first).
     #[error("{0}")]
     Unsupported(&'static str),
+    /// A pipelined all-reduce (`staged`) whose stages did not overlap: the one-stage plan is
+    /// as fast.
+    #[error("the stages in one timeline are no shorter than one after another")]
+    StagesNotShorter,
 }
 
 /// Candidates an edge into another island looks through for one that island lacks.

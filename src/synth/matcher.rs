@@ -1,11 +1,13 @@
 //! The entry points of the synthesizers that plan on the TEN through `movement_core`, one per
 //! planner and manner: the greedy matcher (unequal shares, rarest-first, overlapped phases), the
 //! matcher as it was before those (`greedy_plain`), messages of several chunks
-//! (`greedy_grouped`), the latency mode (`batched`) and translation on tori (`translated`).
+//! (`greedy_grouped`), pipelined stages (`greedy_staged`), the latency mode (`batched`) and
+//! translation on tori (`translated`).
 
 use super::greedy as matching;
 use super::{
-    Manner, PlanOptions, PlanStats, SynthError, flood, movement_core, reduction_roots, roots_for, shares, translate,
+    Manner, PlanOptions, PlanStats, SynthError, flood, movement_core, reduction_roots, roots_for, shares, staged,
+    translate,
 };
 use crate::collective::Collective;
 use crate::schedule::{Schedule, Transfer};
@@ -25,6 +27,18 @@ pub fn greedy(
     let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
     stats.shares = weighted.as_deref().map(shares::ShareStats::of);
     Ok((s, stats))
+}
+
+/// The greedy's all-reduce in `stages` pipelined stages (`staged`): an error where it does not
+/// apply or its timeline is no shorter than its stages in sequence.
+pub fn greedy_staged(
+    topo: &Topology,
+    c: &Collective,
+    stages: u32,
+    opts: &PlanOptions,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, PlanStats), SynthError> {
+    staged::staged(topo, c, stages, opts, cancelled)?.ok_or_else(|| matching::GreedyError::StagesNotShorter.into())
 }
 
 /// The matcher's schedule of `out` (seed recorded), planned as `plan` (the same collective, or

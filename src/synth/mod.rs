@@ -13,11 +13,12 @@ pub mod overlap;
 pub mod repair;
 pub mod routed;
 pub mod shares;
+pub mod staged;
 pub mod translate;
 
 pub(crate) use inversion::prune_dead_ends;
 use inversion::reverse;
-pub use matcher::{batched, greedy, greedy_grouped, greedy_plain, translated};
+pub use matcher::{batched, greedy, greedy_grouped, greedy_plain, greedy_staged, translated};
 
 use crate::collective::Collective;
 use crate::schedule::{ChunkList, Schedule, Transfer, Transfers};
@@ -55,6 +56,9 @@ pub struct PlanStats {
     /// at most for an all-gather), when more than one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chunks_per_message: Option<u32>,
+    /// An all-reduce planned in this many pipelined stages (`staged`), when more than one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stages: Option<u32>,
 }
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]

@@ -31,13 +31,30 @@ pub fn overlap(
     sequential: u32,
     cancelled: &dyn Fn() -> bool,
 ) -> Option<(Transfers, u32)> {
+    // Urgency: the plans' own order, the reduce phase first.
+    let after = reduce.steps().iter().copied().max().map_or(0, |s| s as u64 + 1);
+    overlap_keyed(ten, reduce, forward, roots, num_chunks, after, sequential, cancelled)
+}
+
+/// `overlap` with the forward moves' urgency their step plus `after` (the reduce transfers'
+/// urgency their step): with `after` 0, several plans' phases in one timeline, each by the
+/// urgency its caller gave it (`staged`: stage s's forward phase beside stage s + 1's reduce).
+#[allow(clippy::too_many_arguments)]
+pub fn overlap_keyed(
+    ten: &Ten,
+    reduce: &Transfers,
+    forward: &[Move],
+    roots: &[u32],
+    num_chunks: usize,
+    after: u64,
+    sequential: u32,
+    cancelled: &dyn Fn() -> bool,
+) -> Option<(Transfers, u32)> {
     let n = ten.npus;
     if n.checked_mul(num_chunks).is_none_or(|s| s > MAX_SLOTS) {
         return None;
     }
     let slot = |v: u32, c: u32| v as usize * num_chunks + c as usize;
-    // Urgency: the plans' own order, the reduce phase first.
-    let after = reduce.steps().iter().copied().max().map_or(0, |s| s as u64 + 1);
     let last_key = after + forward.iter().map(|m| m.step as u64).max().unwrap_or(0);
     if last_key > u32::MAX as u64 {
         return None;

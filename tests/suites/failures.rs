@@ -299,3 +299,85 @@ fn regeneration_keeps_the_faster_of_repair_and_fresh() {
     assert!(r.repair.note.as_deref().unwrap().contains("NPU 9"), "{:?}", r.repair.note);
     assert_eq!(out.schedule.topology.live_npus().len(), 63);
 }
+
+/// A mesh whose links run at two speeds: its corners (two links) and edges (three) move less
+/// than its middle, so the shares make the corners the roots of every chunk, and each phase on
+/// its own waits for them (in the reduce phase their sends, in the forward phase their
+/// receives). In stages (`synth::staged`) one stage's forward phase runs beside the next
+/// one's reduce phase: the target, within 1.25× the two-pass bound at 256 MiB (in one
+/// stage 1.28×), seed after seed.
+#[test]
+fn a_mesh_of_two_speeds_reduces_in_stages() {
+    let t = topo("mesh:4x4@bw=50,100;lat=500,1000");
+    for seed in [0u64, 1, 2] {
+        let spec = RequestSpec {
+            algorithm: "greedy".parse().unwrap(),
+            options: Options { seed: Some(seed), ..Options::default() },
+            ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 256 * MIB))
+        };
+        let out = run_request(&t, spec).unwrap();
+        assert!(out.report.valid);
+        let st = out.stats.synthesis().unwrap();
+        assert!(st.stages.is_some_and(|n| n > 1), "seed {seed}: {st:?}");
+        let bound = out.report.lower_bounds.as_ref().and_then(|b| b.two_pass_ns).unwrap();
+        let time = out.schedule.collective_time_ns.unwrap();
+        assert!(time <= 1.25 * bound, "seed {seed}: {time} ns is {:.3}× the bound {bound} ns", time / bound);
+    }
+}
+
+/// The stages share one timeline: a copy of stage 0's forward phase starts before stage 1's
+/// last reduction, the timeline is shorter than the stages one after another, every stage
+/// has its own roots (the shares add up to every chunk), and the schedule validates. Where
+/// every NPU moves data at the same rate there is nothing to overlap, and where few NPUs are
+/// weak the stages were measured to gain nothing: refused.
+#[test]
+fn the_stages_run_side_by_side() {
+    use ccsynth::collective::Collective;
+    use ccsynth::schedule::Op;
+    use ccsynth::synth::{PlanOptions, greedy_staged};
+    let opts = PlanOptions { seed: 1, switch_model: ccsynth::engine::SwitchModel::Native, discretization_ns: None };
+    for name in ["mesh:4x4@bw=50,100;lat=500,1000", "mesh:4x4", "mesh:3x5@bw=50,100;lat=500,1000"] {
+        let t = topo(name);
+        let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(4), &t).unwrap();
+        for n in [2u32, 4] {
+            let what = format!("{name}, {n} stages");
+            let (s, st) = match greedy_staged(&t, &c, n, &opts, &|| false) {
+                Ok(x) => x,
+                // Stages that would not overlap are refused, never emitted.
+                Err(e) => panic!("{what}: {e}"),
+            };
+            let r = engine::check(&s);
+            assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
+            assert_eq!(st.stages, Some(n), "{what}");
+            assert_eq!(st.phase_timesteps.len(), 2 * n as usize, "{what}");
+            assert!(st.ten_timesteps < st.phase_timesteps.iter().sum::<u32>(), "{what}: {st:?}");
+            assert_eq!(st.shares.as_ref().map(|x| x.chunks), Some(c.num_chunks), "{what}");
+            let stage_of =
+                |ch: u32| (0..n).find(|&s| (ch as usize) < (s as usize + 1) * c.num_chunks / n as usize).unwrap();
+            let first_copy = s
+                .transfers
+                .iter()
+                .filter(|x| x.op == Op::Copy && stage_of(x.chunks[0]) == 0)
+                .map(|x| x.step)
+                .min()
+                .unwrap();
+            let last_reduce = s
+                .transfers
+                .iter()
+                .filter(|x| x.op == Op::Reduce && stage_of(x.chunks[0]) == 1)
+                .map(|x| x.step)
+                .max()
+                .unwrap();
+            assert!(
+                first_copy < last_reduce,
+                "{what}: stage 0 forwards from {first_copy}, stage 1 reduces until {last_reduce}"
+            );
+        }
+    }
+    // Equal rates, and a torus whose one failed link leaves 2 weak NPUs of 36: not staged.
+    for t in [topo("torus:4x4"), failed(&topo("torus:6x6"), &[[0, 1]])] {
+        let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB), &t).unwrap();
+        assert!(!ccsynth::synth::staged::applies(&t, &c, 2));
+        assert!(greedy_staged(&t, &c, 2, &opts, &|| false).is_err());
+    }
+}

@@ -81,6 +81,21 @@ fn plan_runs(
             .collect();
         runs.extend(staged);
     }
+    // An all-reduce whose balanced shares sit on a few NPUs: also with the shares spread
+    // (`synth::shares::spread`), at the matcher's chunkings, seeds and timesteps, below the
+    // size where the matcher at one chunk a message gives way to the groups.
+    if tenants.is_none() && !trivial && req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS {
+        let spread: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) if crate::synth::shares::concentrated(req.topology, variants[r.variant]) => {
+                    Some(Run { mode: Mode::Spread(f), ..*r })
+                }
+                _ => None,
+            })
+            .collect();
+        runs.extend(spread);
+    }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
@@ -92,7 +107,8 @@ fn plan_runs(
         let Some((torus, pattern, optimal)) = pattern else { continue };
         if *optimal {
             runs.retain(|r| {
-                r.variant != variant || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_) | Mode::Staged(..))
+                r.variant != variant
+                    || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_) | Mode::Staged(..) | Mode::Spread(_))
             });
         }
         if req.incumbent_ns.is_some() {
@@ -188,7 +204,7 @@ fn produce(
         seed: r.seed,
         switch_model: req.switch_model,
         discretization_ns: match r.mode {
-            Mode::Matching(f) | Mode::Plain(f) | Mode::Staged(_, f) => plan.factors[r.variant][f],
+            Mode::Matching(f) | Mode::Plain(f) | Mode::Staged(_, f) | Mode::Spread(f) => plan.factors[r.variant][f],
             _ => None,
         },
     };
@@ -199,6 +215,7 @@ fn produce(
         (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
         (None, Mode::Plain(_)) => crate::synth::greedy_plain(req.topology, c, &opts, polled),
         (None, Mode::Staged(n, _)) => crate::synth::greedy_staged(req.topology, c, n, &opts, polled),
+        (None, Mode::Spread(_)) => crate::synth::greedy_spread(req.topology, c, &opts, polled),
         (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
         (None, Mode::Doubling(shape)) => {
             let at = labels.get_or_init(|| {
@@ -485,6 +502,10 @@ pub enum Mode {
     /// into the discretizations tried: beside `Matching` where the NPUs move data at unequal
     /// rates, on up to `PLAIN_MAX_NPUS` NPUs.
     Staged(u32, usize),
+    /// The matcher's all-reduce with spread shares (`synth::greedy_spread`), at this index into
+    /// the discretizations tried: beside `Matching` where the balanced shares sit on fewer than
+    /// one NPU in eight (`synth::shares::concentrated`).
+    Spread(usize),
 }
 
 /// The statistics of a planner that works in rounds, not on the matcher's TEN.
@@ -511,7 +532,7 @@ impl Mode {
             Mode::Doubling(s) if s.halving => "halving_doubling",
             Mode::Doubling(_) => "doubling",
             Mode::Translation => "translation",
-            Mode::Grouped(_) | Mode::Plain(_) | Mode::Staged(..) => "matching",
+            Mode::Grouped(_) | Mode::Plain(_) | Mode::Staged(..) | Mode::Spread(_) => "matching",
             Mode::Routed => "routed",
         }
     }

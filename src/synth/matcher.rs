@@ -1,8 +1,8 @@
 //! The entry points of the synthesizers that plan on the TEN through `movement_core`, one per
 //! planner and manner: the greedy matcher (unequal shares, rarest-first, overlapped phases), the
 //! matcher as it was before those (`greedy_plain`), messages of several chunks
-//! (`greedy_grouped`), pipelined stages (`greedy_staged`), the latency mode (`batched`) and
-//! translation on tori (`translated`).
+//! (`greedy_grouped`), spread shares (`greedy_spread`), pipelined stages (`greedy_staged`), the
+//! latency mode (`batched`) and translation on tori (`translated`).
 
 use super::greedy as matching;
 use super::{
@@ -26,6 +26,28 @@ pub fn greedy(
     let manner = Manner { overlap: weighted.as_ref().map(|_| unsynced), ..Manner::picking(c) };
     let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
     stats.shares = weighted.as_deref().map(shares::ShareStats::of);
+    Ok((s, stats))
+}
+
+/// The greedy's all-reduce with `shares::spread` shares (the weak NPUs' phase a little longer,
+/// the chunks that frees over the full-rate NPUs): where `shares::concentrated` holds, beside
+/// `greedy`; an error where it does not.
+pub fn greedy_spread(
+    topo: &Topology,
+    c: &Collective,
+    opts: &PlanOptions,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, PlanStats), SynthError> {
+    if !shares::concentrated(topo, c) {
+        return Err(matching::GreedyError::Unsupported("spread shares: an all-reduce with concentrated roots").into());
+    }
+    let w: Vec<f64> = c.group.iter().map(|&v| shares::capacity(topo, v)).collect();
+    let per_rank = shares::spread(&w, c.num_chunks, shares::SPREAD_SLACK);
+    let roots = shares::roots(c, &per_rank);
+    let unsynced: &dyn Fn() -> bool = cancelled;
+    let manner = Manner { overlap: Some(unsynced), ..Manner::picking(c) };
+    let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
+    stats.shares = Some(shares::ShareStats::of(&per_rank));
     Ok((s, stats))
 }
 

@@ -18,7 +18,7 @@ pub mod translate;
 
 pub(crate) use inversion::prune_dead_ends;
 use inversion::reverse;
-pub use matcher::{batched, greedy, greedy_grouped, greedy_plain, greedy_staged, translated};
+pub use matcher::{batched, greedy, greedy_grouped, greedy_plain, greedy_spread, greedy_staged, translated};
 
 use crate::collective::Collective;
 use crate::schedule::{ChunkList, Schedule, Transfer, Transfers};

@@ -337,6 +337,11 @@ pub(super) fn synthesize_greedy(
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
             Err(e) if e.is_cancelled() => Outcome::cut(),
+            // Stages that did not overlap: no candidate (the one-stage run serves), and not the
+            // error to report if nothing else finished.
+            Err(crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::StagesNotShorter)) => {
+                Outcome::default()
+            }
             Err(e) => Outcome { error: Least::of(index, e.into()), ..Outcome::default() },
         }
     };
@@ -499,8 +504,8 @@ pub enum Mode {
     /// `PLAIN_MAX_NPUS` NPUs.
     Plain(usize),
     /// The matcher's all-reduce in this many pipelined stages (`synth::staged`), at this index
-    /// into the discretizations tried: beside `Matching` where the NPUs move data at unequal
-    /// rates, on up to `PLAIN_MAX_NPUS` NPUs.
+    /// into the discretizations tried: beside `Matching` where at least one NPU in eight moves
+    /// data slower than the fastest (`synth::staged::applies`), on up to `PLAIN_MAX_NPUS` NPUs.
     Staged(u32, usize),
     /// The matcher's all-reduce with spread shares (`synth::greedy_spread`), at this index into
     /// the discretizations tried: beside `Matching` where the balanced shares sit on fewer than

@@ -69,8 +69,8 @@ pub enum GreedyError {
     /// engine checks first).
     #[error("{0}")]
     Unsupported(&'static str),
-    /// A pipelined all-reduce (`staged`) whose stages did not overlap: the one-stage plan is
-    /// as fast.
+    /// A pipelined all-reduce (`staged`) whose stages did not overlap (or that the overlap
+    /// could not schedule): the one-stage plan serves.
     #[error("the stages in one timeline are no shorter than one after another")]
     StagesNotShorter,
 }

@@ -16,7 +16,7 @@ use std::collections::BinaryHeap;
 
 /// (npu, chunk) slots up to which the scheduler's per-slot tables are kept (beyond, the phases
 /// stay in sequence: at thousands of NPUs the tables would cost more than the overlap wins).
-const MAX_SLOTS: usize = 1 << 22;
+pub(crate) const MAX_SLOTS: usize = 1 << 22;
 
 /// The overlapped schedule of `reduce` (the reversed reduce phase, every transfer one chunk,
 /// on links of `ten`) and `forward` (moves on `ten`), and its TEN timesteps; `None` when it is

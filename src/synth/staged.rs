@@ -21,11 +21,18 @@ use crate::topology::Topology;
 /// Stages the engine tries beside the one-stage matcher.
 pub const STAGES: [u32; 2] = [2, 4];
 
-/// Whether `staged` serves `c` in `stages` stages: an all-reduce of at least a chunk per
-/// stage where at least one member in `WEAK_SHARE` moves data slower than the fastest (at equal
-/// rates each phase alone is balanced: nothing is left for the stages to overlap).
+/// Whether `staged` serves `c` in `stages` stages (2 to `MAX_STAGES`): an all-reduce of every
+/// live NPU (NPUs outside the group would relay, which the overlap does not schedule), of at
+/// least a chunk per stage, within the overlap's tables, where at least one member in
+/// `WEAK_SHARE` moves data slower than the fastest (at equal rates each phase alone is
+/// balanced: nothing is left for the stages to overlap).
 pub fn applies(topo: &Topology, c: &Collective, stages: u32) -> bool {
-    if c.spec.kind != CollectiveKind::AllReduce || c.num_chunks < stages as usize || stages < 2 {
+    if c.spec.kind != CollectiveKind::AllReduce
+        || !(2..=MAX_STAGES).contains(&stages)
+        || c.num_chunks < stages as usize
+        || c.group.len() != topo.live_npus().len()
+        || topo.npus().checked_mul(c.num_chunks).is_none_or(|s| s > overlap::MAX_SLOTS)
+    {
         return false;
     }
     let w: Vec<f64> = c.group.iter().map(|&v| shares::capacity(topo, v)).collect();
@@ -40,9 +47,13 @@ pub fn applies(topo: &Topology, c: &Collective, stages: u32) -> bool {
 /// stages gained nothing there and cost 70% more synthesis time).
 const WEAK_SHARE: usize = 8;
 
-/// The all-reduce `c` in `stages` stages of consecutive chunk ids (the last ones take the
-/// remainder), planned by the matcher with rarest-first picks and each stage's own balanced
-/// shares; `None` when the stages' timeline does not fit the overlap's tables.
+/// The most stages `staged` plans (the engine tries `STAGES`).
+pub const MAX_STAGES: u32 = 16;
+
+/// The all-reduce `c` in `stages` stages of consecutive chunk ids (stage s holds chunks
+/// ⌊s·C/S⌋ to ⌊(s+1)·C/S⌋), planned by the matcher with rarest-first picks and each stage's own
+/// balanced shares; `None` when the stages in one timeline are no shorter than one after
+/// another (or the overlap cannot schedule them).
 pub fn staged(
     topo: &Topology,
     c: &Collective,
@@ -101,7 +112,7 @@ pub fn staged(
         let reduced = reverse(&reduce_ten, cs as usize, &moves, r.timesteps, &all);
         for i in 0..reduced.len() {
             let mut t = reduced.owned(i);
-            t.step = base + t.step;
+            t.step += base;
             t.chunks = match t.chunks {
                 ChunkList::One(x) => ChunkList::One(x + lo as u32),
                 // (`reverse` moves one chunk per transfer.)

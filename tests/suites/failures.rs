@@ -343,7 +343,14 @@ fn the_stages_run_side_by_side() {
     use ccsynth::schedule::Op;
     use ccsynth::synth::{PlanOptions, greedy_staged};
     let opts = PlanOptions { seed: 1, switch_model: ccsynth::engine::SwitchModel::Native, discretization_ns: None };
-    for name in ["mesh:4x4@bw=50,100;lat=500,1000", "mesh:4x4", "mesh:3x5@bw=50,100;lat=500,1000"] {
+    for name in [
+        "mesh:4x4@bw=50,100;lat=500,1000",
+        "mesh:4x4",
+        "mesh:3x5@bw=50,100;lat=500,1000",
+        "mesh:3x4",
+        "mesh:5x5@bw=100,50;lat=300,700",
+        "mesh:3x3",
+    ] {
         let t = topo(name);
         let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(4), &t).unwrap();
         for n in [2u32, 4] {
@@ -423,7 +430,7 @@ proptest! {
 /// them the roots of every chunk, so each phase starts from four places and most of the torus
 /// waits for its first chunk. The greedy also runs the shares spread (`shares::spread`: the
 /// neighbours' phase 3% longer, the chunks that frees on a few of the other NPUs), which is
-/// faster here: within 1.105× of the intact torus (balanced alone: 1.119×).
+/// faster here: within 1.11× of the intact torus (1.103×; balanced alone: 1.119×).
 #[test]
 fn a_failed_npus_neighbours_share_their_roots() {
     let intact = auto(&topo("torus:8x8"), CollectiveSpec::new(K::AllReduce, 256 * MIB));
@@ -434,5 +441,5 @@ fn a_failed_npus_neighbours_share_their_roots() {
     let owning = st.shares.as_ref().map(|s| s.npus_owning).unwrap();
     assert!(owning > 4, "the roots stayed on the four neighbours: {st:?}");
     let ratio = out.schedule.collective_time_ns.unwrap() / intact.schedule.collective_time_ns.unwrap();
-    assert!(ratio <= 1.105, "{ratio:.4}× the intact torus");
+    assert!(ratio <= 1.11, "{ratio:.4}× the intact torus");
 }

@@ -21,11 +21,23 @@ pub fn greedy(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let (roots, weighted) = roots_for(topo, c);
-    // With unequal shares the phases may overlap (`overlap`).
+    with_roots(topo, c, &roots, weighted.as_deref(), opts, cancelled)
+}
+
+/// The matcher's schedule of `c` with `roots`; with unequal shares (`per_rank`, reported in
+/// `stats.shares`) the phases may overlap (`overlap`).
+fn with_roots(
+    topo: &Topology,
+    c: &Collective,
+    roots: &[u32],
+    per_rank: Option<&[u32]>,
+    opts: &PlanOptions,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, PlanStats), SynthError> {
     let unsynced: &dyn Fn() -> bool = cancelled;
-    let manner = Manner { overlap: weighted.as_ref().map(|_| unsynced), ..Manner::picking(c) };
-    let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
-    stats.shares = weighted.as_deref().map(shares::ShareStats::of);
+    let manner = Manner { overlap: per_rank.map(|_| unsynced), ..Manner::picking(c) };
+    let (s, mut stats) = matched(topo, c, c, roots, manner, opts, cancelled)?;
+    stats.shares = per_rank.map(shares::ShareStats::of);
     Ok((s, stats))
 }
 
@@ -43,12 +55,7 @@ pub fn greedy_spread(
     }
     let w: Vec<f64> = c.group.iter().map(|&v| shares::capacity(topo, v)).collect();
     let per_rank = shares::spread(&w, c.num_chunks, shares::SPREAD_SLACK);
-    let roots = shares::roots(c, &per_rank);
-    let unsynced: &dyn Fn() -> bool = cancelled;
-    let manner = Manner { overlap: Some(unsynced), ..Manner::picking(c) };
-    let (s, mut stats) = matched(topo, c, c, &roots, manner, opts, cancelled)?;
-    stats.shares = Some(shares::ShareStats::of(&per_rank));
-    Ok((s, stats))
+    with_roots(topo, c, &shares::roots(c, &per_rank), Some(&per_rank), opts, cancelled)
 }
 
 /// The greedy's all-reduce in `stages` pipelined stages (`staged`): an error where it does not

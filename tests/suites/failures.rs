@@ -368,20 +368,12 @@ fn the_stages_run_side_by_side() {
             assert_eq!(st.shares.as_ref().map(|x| x.chunks), Some(c.num_chunks), "{what}");
             let stage_of =
                 |ch: u32| (0..n).find(|&s| (ch as usize) < (s as usize + 1) * c.num_chunks / n as usize).unwrap();
-            let first_copy = s
-                .transfers
-                .iter()
-                .filter(|x| x.op == Op::Copy && stage_of(x.chunks[0]) == 0)
-                .map(|x| x.step)
-                .min()
-                .unwrap();
-            let last_reduce = s
-                .transfers
-                .iter()
-                .filter(|x| x.op == Op::Reduce && stage_of(x.chunks[0]) == 1)
-                .map(|x| x.step)
-                .max()
-                .unwrap();
+            // The steps of one phase (by op) of one stage.
+            let steps = |op: Op, stage: u32| {
+                s.transfers.iter().filter(move |x| x.op == op && stage_of(x.chunks[0]) == stage).map(|x| x.step)
+            };
+            let first_copy = steps(Op::Copy, 0).min().unwrap();
+            let last_reduce = steps(Op::Reduce, 1).max().unwrap();
             assert!(
                 first_copy < last_reduce,
                 "{what}: stage 0 forwards from {first_copy}, stage 1 reduces until {last_reduce}"

@@ -12,11 +12,20 @@
 //! chunks its source holds and its destination requests, filled when a chunk arrives or a
 //! request appears; stale entries are dropped lazily.
 
+mod crossbar;
+mod islands;
+mod relay;
+mod timeline;
+
 use super::SynthError;
 use crate::rng::Rng;
 use crate::slots::SlotTable;
 use crate::ten::Ten;
+use crossbar::Matching;
+use islands::Islands;
+use relay::{Relay, relay_tables};
 use std::collections::HashMap;
+use timeline::Timeline;
 
 /// Chunk movement to plan on a TEN: `pre` pairs are held at t = 0, `post` pairs must be held
 /// at the end; both sorted by (npu, chunk) without duplicates. `live_npus` is the number of NPUs that can take part (not failed).
@@ -75,8 +84,6 @@ pub enum GreedyError {
     StagesNotShorter,
 }
 
-/// Candidates an edge into another island looks through for one that island lacks.
-const NOVEL_SCAN: usize = 256;
 /// Random candidates `pick` compares by their copies before taking the rarest.
 const RAREST_PROBES: usize = 8;
 /// Random probes `pick` makes for a requested chunk before it scans the whole list.
@@ -86,8 +93,6 @@ const MATCHING_LIMIT: usize = 4_096;
 const FREE: u32 = u32::MAX;
 const REQ: u32 = u32::MAX - 1;
 const INFLIGHT: u32 = u32::MAX - 2;
-/// Entries of per-holder-set distance tables allowed for relaying (4 bytes each).
-const MAX_RELAY_ENTRIES: usize = 1 << 26;
 
 struct State<'a> {
     p: &'a Problem<'a>,
@@ -110,84 +115,6 @@ struct State<'a> {
     matching: Matching,
     /// Per chunk, the NPUs that hold it or have it on its way (`pick` prefers the rarest).
     copies: Vec<u32>,
-}
-
-/// The crossbar matching's tables (`State::matching_first`), reused at every timestep.
-#[derive(Default)]
-struct Matching {
-    /// Positions in the order of the free crossbar edges.
-    cand_edges: Vec<usize>,
-    /// Compact port ids.
-    up_id: HashMap<u32, usize>,
-    down_id: HashMap<u32, usize>,
-    /// Uplink → (downlink, position).
-    adj: Vec<Vec<(usize, usize)>>,
-    /// Downlink → (uplink, position) matched to it.
-    match_down: Vec<Option<(usize, usize)>>,
-    seen: Vec<bool>,
-    first: Vec<bool>,
-    reordered: Vec<(u32, u32, u64, u32)>,
-}
-
-/// NPUs grouped by the edges faster than the slowest ones, and per (island, chunk) how many of
-/// its NPUs hold the chunk or have it on its way. An edge into another island gets a chunk that
-/// island has nowhere first: a second copy over the slow edges is bandwidth the cut lacks.
-struct Islands {
-    of: Vec<u32>,
-    chunks: usize,
-    reached: Vec<u32>,
-    /// Per chunk, the islands it has reached.
-    spread: Vec<u32>,
-}
-
-impl Islands {
-    /// The islands of `ten`'s NPUs, when its slowest edges join two or more islands of at least
-    /// two NPUs each.
-    fn of(ten: &Ten, chunks: usize) -> Option<Islands> {
-        let slow = ten.edges.iter().map(|e| e.span).max()?;
-        if ten.edges.iter().all(|e| e.span == slow) {
-            return None;
-        }
-        let mut uf = petgraph::unionfind::UnionFind::<u32>::new(ten.npus);
-        for e in ten.edges.iter().filter(|e| e.span < slow) {
-            uf.union(e.src, e.dst);
-        }
-        let labels = uf.into_labeling();
-        let mut index = std::collections::HashMap::new();
-        let of: Vec<u32> = labels
-            .iter()
-            .map(|&l| {
-                let n = index.len() as u32;
-                *index.entry(l).or_insert(n)
-            })
-            .collect();
-        let islands = index.len();
-        if islands < 2 || islands * 2 > ten.npus {
-            return None;
-        }
-        Some(Islands { of, chunks, reached: vec![0; islands * chunks], spread: vec![0; chunks] })
-    }
-
-    fn reached(&self, v: u32, c: u32) -> u32 {
-        self.reached[self.of[v as usize] as usize * self.chunks + c as usize]
-    }
-
-    fn add(&mut self, v: u32, c: u32) {
-        let r = &mut self.reached[self.of[v as usize] as usize * self.chunks + c as usize];
-        *r += 1;
-        if *r == 1 {
-            self.spread[c as usize] += 1;
-        }
-    }
-
-    fn crosses(&self, u: u32, v: u32) -> bool {
-        self.of[u as usize] != self.of[v as usize]
-    }
-}
-
-struct Relay {
-    field_of_chunk: Vec<u32>,
-    fields: Vec<Vec<u32>>,
 }
 
 fn key(v: u32, c: u32) -> u64 {
@@ -326,124 +253,6 @@ impl<'a> State<'a> {
     }
 }
 
-/// What `plan` tracks from one timestep to the next besides the chunks: when moves land,
-/// when ports free up, and the per-timestep edge order (kept to reuse its allocation).
-struct Timeline {
-    /// Moves by the timestep they land.
-    arrivals: Vec<Vec<u32>>,
-    /// Per TEN resource (port), the timestep it is free again.
-    busy_until: Vec<u32>,
-    latest_busy: u32,
-    /// Free edges with something to carry, in the order they get to pick:
-    /// (span, free edges into the destination, tie-break key, edge).
-    order: Vec<(u32, u32, u64, u32)>,
-    /// Per NPU, free edges into it this timestep (zero between timesteps).
-    options: Vec<u32>,
-    /// Active edges whose ports are busy, by the timestep they free up (still `is_active`).
-    parked: Vec<Vec<u32>>,
-}
-
-impl Timeline {
-    fn new(ten: &Ten) -> Timeline {
-        Timeline {
-            arrivals: Vec::new(),
-            busy_until: vec![0u32; ten.resources],
-            latest_busy: 0,
-            order: Vec::new(),
-            options: vec![0u32; ten.npus],
-            parked: Vec::new(),
-        }
-    }
-
-    /// Fills `order`: free edges with something to carry, shortest first, ties at random.
-    fn rank(&mut self, st: &mut State, seed: u64, t: u32) {
-        let ten = st.p.ten;
-        if let Some(list) = self.parked.get_mut(t as usize) {
-            st.active.append(list);
-        }
-        self.order.clear();
-        let mut k = 0;
-        while k < st.active.len() {
-            let e = st.active[k];
-            if st.cand[e as usize].is_empty() {
-                st.is_active[e as usize] = false;
-                st.active.swap_remove(k);
-                continue;
-            }
-            let edge = &ten.edges[e as usize];
-            let wake = edge.resources.iter().map(|&r| self.busy_until[r as usize]).max().unwrap_or(0);
-            if wake > t {
-                // Busy: park it until its ports free up instead of rechecking every timestep.
-                st.active.swap_remove(k);
-                if self.parked.len() <= wake as usize {
-                    self.parked.resize_with(wake as usize + 1, Vec::new);
-                }
-                self.parked[wake as usize].push(e);
-                continue;
-            }
-            // Tie-break keys hash (seed, timestep, edge), so the order does not depend on how
-            // the active list happens to be arranged.
-            self.order.push((edge.span, 0, tie_key(seed, t, e), e));
-            self.options[edge.dst as usize] += 1;
-            k += 1;
-        }
-        // Most constrained destination first: an NPU reachable over few free edges now gets
-        // its pick before the ports it needs are taken by NPUs with other options.
-        for o in self.order.iter_mut() {
-            o.1 = self.options[ten.edges[o.3 as usize].dst as usize];
-        }
-        for o in self.order.iter() {
-            self.options[ten.edges[o.3 as usize].dst as usize] = 0;
-        }
-        self.order.sort_unstable();
-    }
-
-    /// Gives each edge of `order` whose ports are still free a chunk, if it has one to carry;
-    /// whether any edge got one.
-    fn assign(&mut self, st: &mut State, t: u32) -> bool {
-        let ten = st.p.ten;
-        let mut matched = false;
-        for &(span, _, _, e) in &self.order {
-            let edge = &ten.edges[e as usize];
-            if edge.resources.iter().any(|&r| self.busy_until[r as usize] > t) {
-                continue; // a shared port was taken earlier in this timestep
-            }
-            let Some(c) = st.pick(e, t, span) else { continue };
-            for &r in &edge.resources {
-                self.busy_until[r as usize] = t + span;
-            }
-            self.latest_busy = self.latest_busy.max(t + span);
-            let at = (t + span) as usize;
-            if self.arrivals.len() <= at {
-                self.arrivals.resize_with(at + 1, Vec::new);
-            }
-            // Up to `capacity` chunks leave together (one message once merged).
-            let mut next = Some(c);
-            let mut started = 0;
-            while let Some(c) = next {
-                let idx = st.start_move(e, c, t);
-                self.arrivals[at].push(idx);
-                started += 1;
-                next = if started < st.p.capacity { st.pick(e, t, span) } else { None };
-            }
-            matched = true;
-        }
-        matched
-    }
-
-    /// Whether every port is free after timestep `t` and no move lands after it.
-    fn quiet_after(&self, t: u32) -> bool {
-        self.latest_busy <= t && self.arrivals.iter().skip(t as usize + 1).all(Vec::is_empty)
-    }
-}
-
-fn tie_key(seed: u64, t: u32, e: u32) -> u64 {
-    let mut z = seed ^ ((t as u64) << 32 | e as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 fn fill_free(npus: usize, chunks: usize) -> SlotTable<u32> {
     let mut t: SlotTable<u32> = SlotTable::new(npus, chunks);
     match &mut t {
@@ -451,49 +260,6 @@ fn fill_free(npus: usize, chunks: usize) -> SlotTable<u32> {
         SlotTable::Sparse { default, .. } => *default = FREE,
     }
     t
-}
-
-/// Relaying is needed when some chunk is wanted by only part of the NPUs: then requests are
-/// delegated back along shortest paths from the chunk's holders.
-fn relay_tables(p: &Problem) -> Result<Option<Relay>, GreedyError> {
-    // NPUs per chunk in pre ∪ post; both lists are sorted and free of duplicates.
-    let mut count = vec![0usize; p.num_chunks];
-    for &[_, c] in p.pre.iter().chain(p.post) {
-        count[c as usize] += 1;
-    }
-    let (mut i, mut j) = (0, 0);
-    while i < p.pre.len() && j < p.post.len() {
-        match p.pre[i].cmp(&p.post[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                count[p.pre[i][1] as usize] -= 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    if count.iter().all(|&n| n >= p.live_npus) {
-        return Ok(None);
-    }
-    let holders = crate::collective::Holders::new(p.pre, p.num_chunks);
-    let mut index: HashMap<&[u32], u32> = HashMap::new();
-    let mut fields = Vec::new();
-    let mut field_of_chunk = vec![0u32; p.num_chunks];
-    for (c, slot) in field_of_chunk.iter_mut().enumerate() {
-        let h = holders.of(c);
-        let next = index.len() as u32;
-        let id = *index.entry(h).or_insert(next);
-        if id == next {
-            let entries = (fields.len() + 1) * p.ten.npus;
-            if entries > MAX_RELAY_ENTRIES {
-                return Err(GreedyError::TooManyRelayTables(entries, MAX_RELAY_ENTRIES));
-            }
-            fields.push(p.ten.distances_from(h));
-        }
-        *slot = id;
-    }
-    Ok(Some(Relay { field_of_chunk, fields }))
 }
 
 impl State<'_> {
@@ -611,85 +377,6 @@ impl State<'_> {
         false
     }
 
-    /// Crossbar edges (an uplink and a downlink port) compete for ports: a greedy pass can
-    /// leave ports idle that a better pairing would use. Put a maximum matching of free
-    /// uplinks to free downlinks (augmenting paths, seeded with the greedy order) first, so the
-    /// pass below takes it; the other edges keep their order behind it.
-    fn matching_first(&mut self, order: &mut Vec<(u32, u32, u64, u32)>, busy_until: &[u32], t: u32) {
-        let ten = self.p.ten;
-        let mut m = std::mem::take(&mut self.matching);
-        m.cand_edges.clear();
-        for (i, o) in order.iter().enumerate() {
-            let edge = &ten.edges[o.3 as usize];
-            if edge.resources.len() == 2
-                && edge.resources.iter().all(|&r| busy_until[r as usize] <= t)
-                && self.viable(o.3, t, o.0)
-            {
-                m.cand_edges.push(i);
-            }
-        }
-        if m.cand_edges.len() < 2 {
-            self.matching = m;
-            return;
-        }
-        // Compact port ids.
-        m.up_id.clear();
-        m.down_id.clear();
-        m.adj.iter_mut().for_each(Vec::clear);
-        let mut ups = 0;
-        for &i in &m.cand_edges {
-            let r = &ten.edges[order[i].3 as usize].resources;
-            let n = m.up_id.len();
-            let u = *m.up_id.entry(r[0]).or_insert(n);
-            let n = m.down_id.len();
-            let d = *m.down_id.entry(r[1]).or_insert(n);
-            if m.adj.len() <= u {
-                m.adj.resize_with(u + 1, Vec::new);
-            }
-            ups = ups.max(u + 1);
-            m.adj[u].push((d, i));
-        }
-        m.match_down.clear();
-        m.match_down.resize(m.down_id.len(), None);
-        fn augment(
-            u: usize,
-            adj: &[Vec<(usize, usize)>],
-            seen: &mut [bool],
-            match_down: &mut [Option<(usize, usize)>],
-        ) -> bool {
-            for &(d, pos) in &adj[u] {
-                if seen[d] {
-                    continue;
-                }
-                seen[d] = true;
-                let free = match match_down[d] {
-                    None => true,
-                    Some((u2, _)) => augment(u2, adj, seen, match_down),
-                };
-                if free {
-                    match_down[d] = Some((u, pos));
-                    return true;
-                }
-            }
-            false
-        }
-        for u in 0..ups {
-            m.seen.clear();
-            m.seen.resize(m.down_id.len(), false);
-            augment(u, &m.adj[..ups], &mut m.seen, &mut m.match_down);
-        }
-        m.first.clear();
-        m.first.resize(order.len(), false);
-        for &(_, pos) in m.match_down.iter().flatten() {
-            m.first[pos] = true;
-        }
-        m.reordered.clear();
-        m.reordered.extend(order.iter().enumerate().filter(|(i, _)| m.first[*i]).map(|(_, o)| *o));
-        m.reordered.extend(order.iter().enumerate().filter(|(i, _)| !m.first[*i]).map(|(_, o)| *o));
-        std::mem::swap(order, &mut m.reordered);
-        self.matching = m;
-    }
-
     /// Chooses a chunk for edge `e` at timestep `t`, or `None`.
     fn pick(&mut self, e: u32, t: u32, span: u32) -> Option<u32> {
         let v = self.p.ten.edges[e as usize].dst;
@@ -772,32 +459,6 @@ impl State<'_> {
         }
         self.cand[e as usize] = list;
         chosen
-    }
-
-    /// On an edge into another island: a requested chunk that island has nowhere yet, the one
-    /// spread to the fewest islands, among at most `NOVEL_SCAN` candidates from a random
-    /// start (the pick stays O(1) on long candidate lists; stale entries are left to `pick`).
-    fn pick_novel(&mut self, e: u32, v: u32, t: u32, span: u32) -> Option<u32> {
-        let list = &self.cand[e as usize];
-        let n = list.len();
-        if n == 0 {
-            return None;
-        }
-        let islands = self.islands.as_ref().expect("islands");
-        let start = self.rng.below(n);
-        let mut best: Option<(u32, usize)> = None;
-        for j in 0..n.min(NOVEL_SCAN) {
-            let i = (start + j) % n;
-            let c = list[i];
-            if islands.reached(v, c) != 0 || self.classify(v, c, t, span) != Class::Req {
-                continue;
-            }
-            let spread = islands.spread[c as usize];
-            if best.is_none_or(|(s, _)| spread < s) {
-                best = Some((spread, i));
-            }
-        }
-        best.map(|(_, i)| self.cand[e as usize].swap_remove(i))
     }
 
     /// `c` will reach `v` sooner over another edge: give its current move another chunk its

@@ -154,14 +154,14 @@ pub(super) const DIMENSION_ORDERED: Algorithm = Algorithm {
 };
 
 /// The k chunks from rank a to rank b.
-fn pair(ctx: &Ctx, a: usize, b: usize) -> impl Iterator<Item = u32> + use<> {
+pub(super) fn pair(ctx: &Ctx, a: usize, b: usize) -> impl Iterator<Item = u32> + use<> {
     let (p, k) = (ctx.p() as u32, ctx.k() as u32);
     let base = (a as u32 * p + b as u32) * k;
     base..base + k
 }
 
 /// The pairwise algorithms route p² messages: refused above `direct`'s limit.
-fn too_many(ctx: &Ctx, algorithm: &'static str) -> Result<(), BaselineError> {
+pub(super) fn too_many(ctx: &Ctx, algorithm: &'static str) -> Result<(), BaselineError> {
     if ctx.p() > super::direct::MAX_DIRECT_NPUS {
         return Err(BaselineError::Unsupported {
             algorithm,

@@ -13,6 +13,7 @@ mod circulant;
 mod direct;
 mod estimate;
 mod mst;
+mod pxn;
 mod ring;
 
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
@@ -106,6 +107,7 @@ fn registry() -> Vec<(&'static str, Algorithm)> {
         ("pairwise", alltoall::PAIRWISE),
         ("bruck", alltoall::BRUCK),
         ("dimension-ordered", alltoall::DIMENSION_ORDERED),
+        ("pxn", pxn::PXN),
         (KOLMAKOV_VARIANTS, circulant::KOLMAKOV_STEPS),
     ]
 }
@@ -124,6 +126,12 @@ pub fn hamiltonian_cycles_for_tests(c: usize, r: usize) -> [Vec<usize>; 2] {
 /// Bruck's step count on p ranks, for tests.
 pub fn bruck_steps_for_tests(p: usize) -> u32 {
     alltoall::bruck_steps(p)
+}
+
+/// The planned time of `pxn`'s fastest shape on `topo` for chunks of `chunk_bytes`, `k` per
+/// pair (`None` off a rail fabric), for tests: the simulator must time its schedule so.
+pub fn pxn_planned_ns_for_tests(topo: &Topology, k: usize, chunk_bytes: f64) -> Option<f64> {
+    pxn::planned_ns_for_tests(topo, k, chunk_bytes)
 }
 
 /// Swing's peer function (paper Eq. 2), exposed for tests against the paper's figures.

@@ -78,8 +78,8 @@ fn byte_cost(topo: &Topology, sources: &[u32]) -> Vec<f64> {
 /// needer outside cross the links out of S, so the time is at least their bytes over those
 /// links' bandwidth (and likewise into S). The sets tried: each NPU alone (its egress and
 /// ingress), on a mesh or torus every slab of coordinates `< b` along each dimension (the
-/// bisections), and hop balls of every radius around a few NPUs. Sound for whatever sets are
-/// tried; exact over them.
+/// bisections), hop balls of every radius around a few NPUs, and each switch with the NPUs it
+/// joins. Sound for whatever sets are tried; exact over them.
 pub(super) fn cut(topo: &Topology, d: &Demand) -> Option<f64> {
     let nodes = topo.nodes();
     let mut best = single_npus(topo, d);
@@ -145,6 +145,28 @@ pub(super) fn cut(topo: &Topology, d: &Demand) -> Option<f64> {
             }
             try_set(&inside, &mut best);
         }
+    }
+    // Each switch with the NPUs it joins: on a rail fabric a rail's chunks for other rails
+    // leave only over its NPUs' node-switch links (rail:8x16: 120 chunks per node uplink,
+    // above the hop balls' 116). The smallest first, within what the budget leaves after the
+    // balls.
+    let mut switches: Vec<usize> = (topo.npus()..nodes).collect();
+    switches.sort_by_key(|&sw| topo.out_links(sw).len());
+    for sw in switches {
+        if sets_left == 0 {
+            break;
+        }
+        sets_left -= 1;
+        inside.fill(false);
+        inside[sw] = true;
+        for l in &topo.links()[topo.out_links(sw)] {
+            inside[l.dst] = topo.is_npu(l.dst);
+        }
+        for &i in topo.in_links(sw) {
+            let u = topo.links()[i].src;
+            inside[u] = inside[u] || topo.is_npu(u);
+        }
+        try_set(&inside, &mut best);
     }
     (best > 0.0).then_some(best)
 }

@@ -3,10 +3,12 @@
 
 mod failures;
 mod grid;
+mod rails;
 mod spec;
 
 pub use failures::{Connectivity, Failures};
 pub use grid::Grid;
+pub use rails::Rails;
 pub use spec::{parse_spec, parse_spec_capped};
 
 use crate::error::{Errors, InputError};

@@ -310,7 +310,7 @@ proptest! {
         let c = coll_spec(&t, cs.clone());
         let bound = lower_bounds(&t, &c).lower_bound_ns.unwrap();
         let mut times = Vec::new();
-        for name in ["direct", "pairwise", "bruck", "dimension-ordered"] {
+        for name in ["direct", "pairwise", "bruck", "dimension-ordered", "pxn"] {
             if let Ok((s, r)) = baseline(name, &t, cs.clone()) {
                 prop_assert!(r.valid, "{name} on {spec}");
                 times.push((name, s.collective_time_ns.unwrap()));

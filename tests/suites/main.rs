@@ -21,6 +21,7 @@ mod mscclpp;
 mod mscclpp_replay;
 mod pictures;
 mod portfolio;
+mod rails;
 mod random_schedules;
 mod reference;
 mod sim;

@@ -163,14 +163,30 @@ fn the_same_request_gives_the_same_schedule() {
 #[test]
 fn a_large_case_with_a_one_second_limit_returns_a_valid_feasible_schedule() {
     // TACOS Table I's Ring(2)_FC(4)_Switch(4), 32 NPUs: the greedy takes 22 timesteps against
-    // a bound of 12, and a single model has about 10^5 variables, so one second cannot settle
-    // it.
+    // a bound of 12, and the fine grids' models have about 10^5 variables, so one second cannot
+    // settle them. The coarsest grid's model may be settled within the second on a fast
+    // machine (then the run is optimal on it); the finest never is.
     let t = topo("hier:ring2,fc4,switch4@bw=200,100,50;lat=500");
     let out = run_request(&t, ilp_request(CollectiveSpec::new(K::AllGather, 64 << 20), 1.0)).unwrap();
     let s = stats(&out);
-    assert_eq!(s.status, IlpStatus::Feasible, "{s:?}");
-    assert!(s.reason.as_deref().unwrap_or("").contains("time limit"), "{:?}", s.reason);
-    assert!(s.horizon_gap > 0.0 && s.horizon_lower_bound < s.horizon);
+    // The grids that ran and were cut (a grid the time ran out before is "not run").
+    let cut: Vec<_> = s
+        .grids
+        .iter()
+        .filter(|g| g.status.is_some() && g.reason.as_deref().is_some_and(|r| r.contains("time limit")))
+        .collect();
+    assert!(!cut.is_empty(), "{s:?}");
+    for g in cut {
+        assert_eq!(g.status, Some(IlpStatus::Feasible), "{g:?}");
+        assert!(g.horizon_lower_bound < g.horizon, "{g:?}");
+    }
+    assert!(s.cut_by_time_limit, "{s:?}");
+    if s.status == IlpStatus::Feasible {
+        assert!(s.reason.as_deref().unwrap_or("").contains("time limit"), "{:?}", s.reason);
+        assert!(s.horizon_gap > 0.0 && s.horizon_lower_bound < s.horizon);
+    } else {
+        assert_eq!(s.status, IlpStatus::Optimal, "{s:?}");
+    }
     assert!(out.report.valid && engine::check(&out.schedule).valid);
     assert!(out.schedule.collective_time_ns.is_some());
 }

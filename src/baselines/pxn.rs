@@ -1,16 +1,17 @@
 //! All-to-all on a rail-optimized fabric (`rail:NxG`: node switches and rail switches) through
 //! relays that aggregate: NCCL's PXN (NVIDIA, "Doubling all2all performance with NCCL 2.12",
 //! 2022) sends a chunk for another node first over the node switch to the GPU on the
-//! destination's rail, which forwards it over its rail with everything else for that GPU, so a
+//! destination's rail, which forwards it over its rail with other chunks for that GPU, so a
 //! message through a switch carries several chunks and pays its two link latencies once.
 //!
-//! Here half the node pairs go node first and the others rail first (`Plan::node_first`), so
+//! Here, after the first rounds (where every pair may go node first: nothing is there to relay
+//! yet), some node pairs go node first and the others rail first (`Split::node_first`), so
 //! both uplinks of a GPU work from the start and each relays the other's traffic later: the
 //! node uplink (the busier: N(G − 1) chunks against G(N − 1)) sends, in round r, one message
 //! to the GPU r places on carrying its own chunk, its node-first chunks for that rail and the
 //! rail-first chunks it relays for it; the rail uplink sends the rail-first chunks in blocks
-//! ahead of the rounds that forward them, and forwards node-first chunks behind the rounds that
-//! brought them. Every GPU runs the same plan shifted (the rounds are permutations of each
+//! ahead of the rounds that forward them, and forwards node-first chunks, in blocks, behind the
+//! rounds that brought them. Every GPU runs the same plan shifted (the rounds are permutations of each
 //! switch's ports), so the plan of one GPU is timed alone, and the best of a few shapes (how
 //! many node pairs go node first, block sizes, rounds whose relays wait to the end) is kept.
 
@@ -35,7 +36,7 @@ pub(super) const PXN: Algorithm = Algorithm {
         }
         super::alltoall::too_many(ctx, "pxn")?;
         let shape = Shape::of(ctx.topo, &rails, ctx.k(), ctx.c.chunk_size_bytes);
-        let plan = best_plan(&shape);
+        let plan = best_plan(&shape, &|| ctx.halted()).ok_or(BaselineError::Stopped)?;
         Ok(emit(ctx, &rails, &plan))
     },
 };
@@ -58,7 +59,7 @@ struct Class {
 }
 
 impl Class {
-    fn time(&self, chunks: usize) -> f64 {
+    fn time_ns(&self, chunks: usize) -> f64 {
         self.alpha_ns + chunks as f64 * self.chunk_ns
     }
 }
@@ -130,10 +131,14 @@ struct Plan {
 
 /// The shapes tried: which node pairs go node first, in how many early rounds all do, how many
 /// rounds leave their relays to the end, and the rail-first and relay blocks.
-fn best_plan(sh: &Shape) -> Plan {
+/// `None` once `halted` says stop (asked before each split's shapes).
+fn best_plan(sh: &Shape, halted: &dyn Fn() -> bool) -> Option<Plan> {
     let mut best: Option<Plan> = None;
     for later in node_first_sets(sh.nodes) {
         for early in 0..=3.min(sh.gpus - 1) {
+            if halted() {
+                return None;
+            }
             let split = Split { nodes: sh.nodes, early, later: later.clone() };
             let lates = 0..=3.min(sh.gpus - 1 - early);
             let a_blocks = [1, 2, 4].into_iter().flat_map(|first| [1, 2, 4, 8, 0].map(|then| (first, then)));
@@ -146,7 +151,7 @@ fn best_plan(sh: &Shape) -> Plan {
             }
         }
     }
-    best.expect("at least one shape")
+    best
 }
 
 /// The symmetric sets of node offsets (d and N − d together), farthest first, of every size.
@@ -218,7 +223,7 @@ fn plan(sh: &Shape, split: &Split, late: usize, a_block: (usize, usize), b_block
     let mut a_msgs: Vec<(Msg, usize)> = Vec::new(); // (message, its block)
     let mut block_of_round = vec![usize::MAX; gpus];
     let a_blocks = blocks(order.len(), a_block.0, a_block.1);
-    let mut block_end = vec![f64::NAN; a_blocks.len()]; // when a block's last message ends
+    let mut block_end_ns: Vec<Option<f64>> = vec![None; a_blocks.len()]; // when a block's last message ends
     let mut at = 0;
     for (block, len) in a_blocks.into_iter().enumerate() {
         let rounds = &order[at..at + len];
@@ -257,8 +262,9 @@ fn plan(sh: &Shape, split: &Split, late: usize, a_block: (usize, usize), b_block
         Msg::Node { .. } => unreachable!(),
     };
     // Time the two uplinks together.
-    let mut round_end = vec![f64::NAN; gpus]; // when node round r (its firsts) ends
-    let (mut tx, mut ty) = (0.0f64, 0.0f64);
+    let mut round_end_ns: Vec<Option<f64>> = vec![None; gpus]; // when node round r (its firsts) ends
+    // When each uplink is next free.
+    let (mut node_free_ns, mut rail_free_ns) = (0.0f64, 0.0f64);
     let (mut ix, mut ia, mut ib) = (0usize, 0usize, 0usize);
     let mut timed: Vec<(f64, Msg)> = Vec::with_capacity(xs.len() + a_msgs.len() + b_msgs.len());
     // The rail-first block a node message waits for (its relays).
@@ -269,63 +275,68 @@ fn plan(sh: &Shape, split: &Split, late: usize, a_block: (usize, usize), b_block
     while ix < xs.len() || ia < a_msgs.len() || ib < b_msgs.len() {
         if ix < xs.len() {
             let m = &xs[ix];
-            let ready = match needs(m) {
-                Some(b) if block_end[b].is_nan() => None,
-                Some(b) => Some(block_end[b]),
+            let ready_ns = match needs(m) {
+                Some(b) => block_end_ns[b],
                 None => Some(0.0),
             };
-            if let Some(ready) = ready {
-                let start = tx.max(ready);
-                tx = start + sh.node.time(x_chunks(m));
+            if let Some(ready_ns) = ready_ns {
+                let start_ns = node_free_ns.max(ready_ns);
+                node_free_ns = start_ns + sh.node.time_ns(x_chunks(m));
                 if let Msg::Node { r, firsts: true, .. } = *m {
-                    round_end[r] = tx;
+                    round_end_ns[r] = Some(node_free_ns);
                 }
-                timed.push((start, m.clone()));
+                timed.push((start_ns, m.clone()));
                 ix += 1;
                 continue;
             }
         }
         // The rail uplink: a relay block when its rounds have arrived and the next rail-first
         // block still arrives before the round that needs it; else the next rail-first message.
-        let b_release = (ib < b_msgs.len()).then(|| round_end[b_msgs[ib].1]).filter(|t| !t.is_nan());
-        let take_b = match (ia < a_msgs.len(), b_release) {
+        // When the next relay block's rounds have all arrived (`None`: not yet timed). With no
+        // rail-first message left every node message has what it waits for, so the node queue
+        // has run dry above and every round is timed.
+        let b_release_ns = b_msgs.get(ib).and_then(|&(_, last)| round_end_ns[last]);
+        let take_b = match (ia < a_msgs.len(), b_release_ns) {
             (false, _) => true,
             (true, None) => false,
-            (true, Some(release)) => {
+            (true, Some(release_ns)) => {
                 let blk = a_msgs[ia].1;
-                let rest: f64 =
-                    a_msgs[ia..].iter().take_while(|(_, b)| *b == blk).map(|(m, _)| sh.rail.time(y_chunks(m))).sum();
+                let rest_ns: f64 =
+                    a_msgs[ia..].iter().take_while(|(_, b)| *b == blk).map(|(m, _)| sh.rail.time_ns(y_chunks(m))).sum();
                 // When the first node message waiting for this block would start unhindered.
-                let need = tx
+                let need_ns = node_free_ns
                     + xs[ix..]
                         .iter()
                         .take_while(|m| needs(m) != Some(blk))
-                        .map(|m| sh.node.time(x_chunks(m)))
+                        .map(|m| sh.node.time_ns(x_chunks(m)))
                         .sum::<f64>();
-                ty.max(release) + sh.rail.time(y_chunks(&b_msgs[ib].0)) + rest <= need
+                rail_free_ns.max(release_ns) + sh.rail.time_ns(y_chunks(&b_msgs[ib].0)) + rest_ns <= need_ns
             }
         };
         if take_b {
             let (m, last) = &b_msgs[ib];
-            let start = ty.max(round_end[*last]);
-            debug_assert!(!start.is_nan(), "a relay block is taken only once its rounds are timed");
-            ty = start + sh.rail.time(y_chunks(m));
-            timed.push((start, m.clone()));
+            let release_ns = round_end_ns[*last].expect("a relay block is taken once its rounds are timed");
+            let start_ns = rail_free_ns.max(release_ns);
+            rail_free_ns = start_ns + sh.rail.time_ns(y_chunks(m));
+            timed.push((start_ns, m.clone()));
             ib += 1;
         } else {
             let (m, blk) = &a_msgs[ia];
-            let start = ty;
-            ty = start + sh.rail.time(y_chunks(m));
+            let start_ns = rail_free_ns;
+            rail_free_ns = start_ns + sh.rail.time_ns(y_chunks(m));
             if a_msgs.get(ia + 1).is_none_or(|(_, b)| b != blk) {
-                block_end[*blk] = ty;
+                block_end_ns[*blk] = Some(rail_free_ns);
             }
-            timed.push((start, m.clone()));
+            timed.push((start_ns, m.clone()));
             ia += 1;
         }
     }
-    // Start order, stable: a message never starts before what it forwards has arrived.
+    // Start order. A message never starts before what it forwards has arrived, and where start
+    // times tie (zero-time links) its producer was pushed first and the sort is stable: every
+    // message lands in a later step than what it forwards.
     timed.sort_by(|a, b| a.0.total_cmp(&b.0));
-    Plan { split: split.clone(), msgs: timed.into_iter().map(|(_, m)| m).collect(), makespan_ns: tx.max(ty) }
+    let makespan_ns = node_free_ns.max(rail_free_ns);
+    Plan { split: split.clone(), msgs: timed.into_iter().map(|(_, m)| m).collect(), makespan_ns }
 }
 
 /// Every GPU's copy of the plan, one step per planned message.
@@ -393,5 +404,5 @@ fn emit(ctx: &Ctx, rails: &Rails, plan: &Plan) -> crate::schedule::Transfers {
 /// `k` per pair, for tests: `None` where the topology is no rail fabric.
 pub fn planned_ns_for_tests(topo: &Topology, k: usize, chunk_bytes: f64) -> Option<f64> {
     let rails = topo.infer_rails()?;
-    Some(best_plan(&Shape::of(topo, &rails, k, chunk_bytes)).makespan_ns)
+    best_plan(&Shape::of(topo, &rails, k, chunk_bytes), &|| false).map(|p| p.makespan_ns)
 }

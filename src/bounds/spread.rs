@@ -83,7 +83,8 @@ fn byte_cost(topo: &Topology, sources: &[u32]) -> Vec<f64> {
 pub(super) fn cut(topo: &Topology, d: &Demand) -> Option<f64> {
     let nodes = topo.nodes();
     let mut best = single_npus(topo, d);
-    let per_set: usize = d.chunks().map(|(h, n)| h.len() + n.len()).sum::<usize>().max(1);
+    // A set costs a pass over the chunks and one over the links.
+    let per_set: usize = d.chunks().map(|(h, n)| h.len() + n.len()).sum::<usize>() + topo.links().len();
     let mut sets_left = CUT_WORK_BUDGET / per_set;
     let try_set = |inside: &[bool], best: &mut f64| {
         let (mut out_bw, mut in_bw) = (0.0, 0.0);
@@ -148,8 +149,9 @@ pub(super) fn cut(topo: &Topology, d: &Demand) -> Option<f64> {
     }
     // Each switch with the NPUs it joins: on a rail fabric a rail's chunks for other rails
     // leave only over its NPUs' node-switch links (rail:8x16: 120 chunks per node uplink,
-    // above the hop balls' 116). The smallest first, within what the budget leaves after the
-    // balls.
+    // above the distance bound's 116 and the hop balls' 110). The smallest first: a star of
+    // few NPUs has few links out, the tightest bound when the budget left after the balls
+    // runs short.
     let mut switches: Vec<usize> = (topo.npus()..nodes).collect();
     switches.sort_by_key(|&sw| topo.out_links(sw).len());
     for sw in switches {

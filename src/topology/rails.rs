@@ -7,7 +7,8 @@ use super::Topology;
 
 /// A rail-optimized fabric: `nodes` node switches of `gpus` NPUs each, and `gpus` rail switches
 /// joining the NPUs of one index across the nodes. The node class is the one of fewer switches
-/// (more NPUs each), whose uplinks carry the most of an all-to-all.
+/// (more NPUs each), whose uplinks carry the most of an all-to-all; with as many of each (a
+/// square fabric, where either serves alike), the class of NPU 0's first switch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rails {
     pub node_switches: Vec<usize>,

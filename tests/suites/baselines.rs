@@ -389,11 +389,12 @@ fn tori_with_r_a_multiple_of_c_get_two_edge_disjoint_hamiltonian_rings() {
 #[test]
 fn every_baseline_stops_when_told_and_only_then() {
     use std::cell::Cell;
-    let cases: [(&str, K); 4] = [
+    let cases: [(&str, K); 5] = [
         ("torus:8x8", K::AllReduce),
         ("torus:8x8", K::AllGather),
         ("mesh:4x6", K::ReduceScatter),
         ("fc:16", K::AllToAll),
+        ("rail:4x8", K::AllToAll),
     ];
     for (spec, kind) in cases {
         let t = topo(spec);

@@ -169,10 +169,46 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
     if let Some(b) = c.lower_bound_ns {
         out += &format!("lower bound: {:.3} µs\n", b / 1e3);
     }
-    for (name, why) in &c.refused {
-        out += &format!("not applicable: {name}: {why}\n");
-    }
+    out += &refusals(&c.refused);
     out
+}
+
+/// The baselines that refused, a line per reason with every baseline that gave it (a
+/// reason that opens with the baseline's own name is shared without it): an all-to-all is
+/// refused by a dozen baselines for its kind alone, which one line says.
+fn refusals(refused: &[(String, String)]) -> String {
+    let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
+    for (name, why) in refused {
+        let reason = why.strip_prefix(name.as_str()).and_then(|r| r.strip_prefix(' ')).unwrap_or(why);
+        match lines.iter_mut().find(|(r, _)| r == reason) {
+            Some((_, names)) => names.push(name),
+            None => lines.push((reason.to_string(), vec![name])),
+        }
+    }
+    lines.iter().map(|(reason, names)| format!("not applicable: {}: {reason}\n", names.join(", "))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusals;
+
+    #[test]
+    fn refusals_for_one_reason_share_a_line() {
+        let r = |n: &str, w: &str| (n.to_string(), w.to_string());
+        let refused = [
+            r("ring", "ring does not support all_to_all collectives"),
+            r("bucket", "bucket does not support all_to_all collectives"),
+            r("dimension-ordered", "dimension-ordered does not support this topology: it needs a grid"),
+            r("odd", "a reason without the name"),
+        ];
+        assert_eq!(
+            refusals(&refused),
+            "not applicable: ring, bucket: does not support all_to_all collectives\n\
+             not applicable: dimension-ordered: does not support this topology: it needs a grid\n\
+             not applicable: odd: a reason without the name\n"
+        );
+        assert_eq!(refusals(&[]), "");
+    }
 }
 
 /// The ILP's outcome in a line: `optimal`, or `feasible` with the gaps it left and the reason

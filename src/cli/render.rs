@@ -188,29 +188,6 @@ fn refusals(refused: &[(String, String)]) -> String {
     lines.iter().map(|(reason, names)| format!("not applicable: {}: {reason}\n", names.join(", "))).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::refusals;
-
-    #[test]
-    fn refusals_for_one_reason_share_a_line() {
-        let r = |n: &str, w: &str| (n.to_string(), w.to_string());
-        let refused = [
-            r("ring", "ring does not support all_to_all collectives"),
-            r("bucket", "bucket does not support all_to_all collectives"),
-            r("dimension-ordered", "dimension-ordered does not support this topology: it needs a grid"),
-            r("odd", "a reason without the name"),
-        ];
-        assert_eq!(
-            refusals(&refused),
-            "not applicable: ring, bucket: does not support all_to_all collectives\n\
-             not applicable: dimension-ordered: does not support this topology: it needs a grid\n\
-             not applicable: odd: a reason without the name\n"
-        );
-        assert_eq!(refusals(&[]), "");
-    }
-}
-
 /// The ILP's outcome in a line: `optimal`, or `feasible` with the gaps it left and the reason
 /// it stopped.
 fn ilp_line(ilp: &engine::IlpStats) -> String {
@@ -238,4 +215,27 @@ fn ilp_line(ilp: &engine::IlpStats) -> String {
     }
     parts.push(format!("{} solves, {:.0} ms in HiGHS, {:.1} s of work", ilp.solves, ilp.highs_ms, ilp.work_s));
     parts.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refusals;
+
+    #[test]
+    fn refusals_for_one_reason_share_a_line() {
+        let r = |n: &str, w: &str| (n.to_string(), w.to_string());
+        let refused = [
+            r("ring", "ring does not support all_to_all collectives"),
+            r("bucket", "bucket does not support all_to_all collectives"),
+            r("dimension-ordered", "dimension-ordered does not support this topology: it needs a grid"),
+            r("odd", "a reason without the name"),
+        ];
+        assert_eq!(
+            refusals(&refused),
+            "not applicable: ring, bucket: does not support all_to_all collectives\n\
+             not applicable: dimension-ordered: does not support this topology: it needs a grid\n\
+             not applicable: odd: a reason without the name\n"
+        );
+        assert_eq!(refusals(&[]), "");
+    }
 }

@@ -11,9 +11,9 @@
 //! to the GPU r places on carrying its own chunk, its node-first chunks for that rail and the
 //! rail-first chunks it relays for it; the rail uplink sends the rail-first chunks in blocks
 //! ahead of the rounds that forward them, and forwards node-first chunks, in blocks, behind the
-//! rounds that brought them. Every GPU runs the same plan shifted (the rounds are permutations of each
-//! switch's ports), so the plan of one GPU is timed alone, and the best of a few shapes (how
-//! many node pairs go node first, block sizes, rounds whose relays wait to the end) is kept.
+//! rounds that brought them. Every GPU runs the same plan shifted (the rounds are permutations
+//! of each switch's ports), so the plan of one GPU is timed alone, and the best of a few shapes
+//! (how many node pairs go node first, block sizes, rounds whose relays wait to the end) is kept.
 
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;

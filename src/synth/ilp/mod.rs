@@ -42,6 +42,14 @@ use std::time::Instant;
 /// marked `feasible`, with the reason).
 pub const MAX_VARIABLES: usize = 3_000_000;
 
+/// Nonzero coefficients one model may have; a larger model is not built (as for
+/// `MAX_VARIABLES`). A fine TEN timestep makes every send a term of each congestion row it
+/// spans: on rail:5x5 at a 166 ns timestep (a 2 µs link latency), 2.9 M variables carried
+/// 138 M nonzeros, which took 26 s to build, 23 s in HiGHS's presolve (which its time limit
+/// does not interrupt) and 12.7 GB at the peak, for a request with a 30 s limit. About 90
+/// bytes per nonzero at the peak: this cap keeps a model near 2 GB.
+pub const MAX_NONZEROS: usize = 20_000_000;
+
 #[derive(Clone, Debug)]
 pub struct IlpOptions {
     /// Wall-clock budget of all the ILP work of one synthesis (every phase, every solve): a
@@ -114,6 +122,8 @@ pub struct SolveRecord {
     pub result: SolveResult,
     pub variables: usize,
     pub constraints: usize,
+    /// Nonzero coefficients of the model's rows.
+    pub nonzeros: usize,
     pub build_ms: f64,
     pub highs_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -590,5 +600,49 @@ mod tests {
         assert_eq!((f.status, f.horizon, f.horizon_lower_bound), (s.status, s.horizon, s.horizon_lower_bound));
         assert_eq!(f.work_s, s.work_s);
         assert_eq!(fast.0.transfers, slow.0.transfers);
+    }
+
+    /// A model over `MAX_NONZEROS` is not built. At a fine TEN timestep every send is a term of
+    /// each congestion row its link time spans: the request that found it (rail:5x5 with 2 µs
+    /// links, an all-gather's finest grid of 166 ns) built 138 M nonzeros, peaked at 12.7 GB
+    /// and ran 43 s past its 30 s limit. The build stops once over the cap and the search says
+    /// why; a coarser grid's model is built and counts its nonzeros exactly.
+    #[test]
+    fn a_model_over_the_nonzero_limit_is_not_built_and_the_search_says_so() {
+        use super::model::BuildStop;
+        let topo = parse_spec("rail:5x5@bw=100,200;lat=2000").unwrap();
+        let mut spec = CollectiveSpec::new(K::AllGather, 1 << 20).with_chunks_per_npu(2);
+        spec.group = Some(vec![0, 1, 2, 3, 4, 6, 8, 9, 10, 11, 12, 13, 14, 17, 19, 21, 22, 24]);
+        let c = Collective::build(&spec, &topo).unwrap();
+        let fine = Ten::build(&topo, c.chunk_size_bytes, SwitchModel::Native, Some(166.0)).unwrap();
+        let p = problem(&fine, &c);
+        let info = ChunkInfo::new(&p);
+        let horizon = 450;
+        let built = Model::build(&fine, &info, horizon, Goal::Probe, Congestion::of(false), &|| false);
+        assert!(
+            matches!(built, Err(BuildStop::TooLarge { what: "nonzeros", count, limit })
+                if limit == super::MAX_NONZEROS && count > limit),
+            "the T = {horizon} model on the 166 ns grid is over the nonzero limit"
+        );
+        let lb = info.lower_bound(&fine);
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let opts = super::IlpOptions { time_limit_s: 600.0, ..Default::default() };
+        let out = super::plan(&p, 0, &opts, 600.0, deadline, "forward", &|| false).unwrap();
+        let reason = out.stats.reason.unwrap_or_default();
+        assert!(
+            reason.contains(&format!("nonzeros (limit {})", super::MAX_NONZEROS)),
+            "lower bound {lb}, greedy horizon {}: {reason}",
+            out.stats.greedy_horizon
+        );
+        assert_eq!(out.stats.source, "greedy");
+        let coarse = Ten::build(&topo, c.chunk_size_bytes, SwitchModel::Native, None).unwrap();
+        let p = problem(&coarse, &c);
+        let info = ChunkInfo::new(&p);
+        let horizon = crate::synth::greedy::plan(&p, 0, &|| false).unwrap().timesteps;
+        let Ok(Some(m)) = Model::build(&coarse, &info, horizon, Goal::Probe, Congestion::of(false), &|| false) else {
+            panic!("the coarse grid's model at the greedy's horizon {horizon} is built");
+        };
+        assert_eq!(m.nonzeros, m.rows.iter().map(|r| r.terms.len()).sum::<usize>());
+        assert!(m.nonzeros > m.cols.len() && m.nonzeros <= super::MAX_NONZEROS);
     }
 }

@@ -1,8 +1,8 @@
 //! The integer program at one horizon: its columns (`sent`, `hold`), rows (holding,
 //! consistency, congestion, post) and objective, built from the chunks' facts on the TEN.
 
-use super::MAX_VARIABLES;
 use super::chunks::ChunkInfo;
+use super::{MAX_NONZEROS, MAX_VARIABLES};
 use crate::ten::Ten;
 use std::collections::HashMap;
 
@@ -72,7 +72,25 @@ impl Congestion<'_> {
 
 pub(super) enum BuildStop {
     Interrupted,
-    TooLarge(usize),
+    /// Over `MAX_VARIABLES` variables or `MAX_NONZEROS` nonzeros: what, how many, the limit.
+    TooLarge {
+        what: &'static str,
+        count: usize,
+        limit: usize,
+    },
+}
+
+impl BuildStop {
+    /// `TooLarge` when the model so far is over a limit.
+    fn check_size(m: &Model) -> Result<(), BuildStop> {
+        if m.cols.len() > MAX_VARIABLES {
+            return Err(BuildStop::TooLarge { what: "variables", count: m.cols.len(), limit: MAX_VARIABLES });
+        }
+        if m.nonzeros > MAX_NONZEROS {
+            return Err(BuildStop::TooLarge { what: "nonzeros", count: m.nonzeros, limit: MAX_NONZEROS });
+        }
+        Ok(())
+    }
 }
 
 pub(super) struct Model {
@@ -84,6 +102,9 @@ pub(super) struct Model {
     /// Column of `sent[c,e,t]`.
     pub(super) sents: HashMap<(u32, u32, u32), u32>,
     pub(super) horizon: u32,
+    /// Nonzero coefficients of `rows` (while building, also the congestion terms waiting for
+    /// their rows).
+    pub(super) nonzeros: usize,
 }
 
 impl Model {
@@ -103,6 +124,7 @@ impl Model {
             holds: HashMap::new(),
             sents: HashMap::new(),
             horizon,
+            nonzeros: 0,
         };
         let soft = goal == Goal::Window;
         let mut load: HashMap<(u32, u32), Vec<(u32, f64)>> = HashMap::new();
@@ -180,6 +202,7 @@ impl Model {
                 m.sents.insert((ch.id, e, t), col);
                 arrivals.entry((dst, t + edge.span)).or_default().push(col);
                 if let Some(h) = src_hold {
+                    m.nonzeros += 2;
                     m.rows.push(Row {
                         family: Family::Consistency { c: ch.id, e, t },
                         terms: vec![(col, 1.0), (h, -1.0)],
@@ -196,15 +219,14 @@ impl Model {
                     for s in t..t + edge.span {
                         load.entry((key, s)).or_default().push((col, weight));
                     }
+                    m.nonzeros += edge.span as usize;
                 }
                 polled += 1;
                 if polled.is_multiple_of(4096) {
                     if stop() {
                         return Err(BuildStop::Interrupted);
                     }
-                    if m.cols.len() > MAX_VARIABLES {
-                        return Err(BuildStop::TooLarge(m.cols.len()));
-                    }
+                    BuildStop::check_size(&m)?;
                 }
             }
             for &(n, t0) in &receivers {
@@ -218,12 +240,14 @@ impl Model {
                     for &a in arrivals.get(&(n, t)).map(Vec::as_slice).unwrap_or(&[]) {
                         terms.push((a, -1.0));
                     }
+                    m.nonzeros += terms.len();
                     m.rows.push(Row { family: Family::Holding { c: ch.id, n, t }, terms, lo: 0.0, hi: 0.0 });
                 }
             }
             if !soft {
                 for &n in &ch.targets {
                     let (t0, base) = m.holds[&(ch.id, n)];
+                    m.nonzeros += 1;
                     m.rows.push(Row {
                         family: Family::Post { c: ch.id, n },
                         terms: vec![(base + (horizon - t0), 1.0)],
@@ -232,9 +256,10 @@ impl Model {
                     });
                 }
             }
-            if m.cols.len() > MAX_VARIABLES {
-                return Err(BuildStop::TooLarge(m.cols.len()));
+            if stop() {
+                return Err(BuildStop::Interrupted);
             }
+            BuildStop::check_size(&m)?;
         }
         // A row only where the sends could exceed one chunk.
         let mut keys: Vec<(u32, u32)> =
@@ -244,6 +269,8 @@ impl Model {
             let terms = load.remove(&(r, t)).unwrap_or_default();
             m.rows.push(Row { family: Family::Congestion { r, t }, terms, lo: f64::NEG_INFINITY, hi: 1.0 });
         }
+        // Exact now: a resource's load at a timestep with a single send needed no row.
+        m.nonzeros = m.rows.iter().map(|r| r.terms.len()).sum();
         Ok(Some(m))
     }
 }

@@ -13,8 +13,7 @@ use super::model::{BuildStop, Congestion, Goal, Model};
 use super::solve::Solved;
 use super::symmetric::{Blocks, Classes, Symmetry, congestion_free};
 use super::{
-    IlpOptions, IlpStatus, MAX_VARIABLES, PhasePlan, PhaseStats, SECONDS_PER_LP_ITERATION, SolveRecord, SolveResult,
-    ms, work_seconds,
+    IlpOptions, IlpStatus, PhasePlan, PhaseStats, SECONDS_PER_LP_ITERATION, SolveRecord, SolveResult, ms, work_seconds,
 };
 use crate::synth::greedy::{Move, Plan, Problem};
 use crate::synth::{SynthError, prune_dead_ends};
@@ -37,8 +36,9 @@ pub(super) enum StopReason {
     OutOfWork,
     /// The time ran out while building the model at this horizon.
     OutOfTimeBuilding { horizon: u32 },
-    /// The model at this horizon needs more than `MAX_VARIABLES` variables (over `variables`).
-    TooLarge { horizon: u32, variables: usize },
+    /// The model at this horizon needs more than `MAX_VARIABLES` variables or `MAX_NONZEROS`
+    /// nonzeros (`what`: over `count`, of at most `limit`).
+    TooLarge { horizon: u32, what: &'static str, count: usize, limit: usize },
 }
 
 impl fmt::Display for StopReason {
@@ -49,8 +49,8 @@ impl fmt::Display for StopReason {
             StopReason::OutOfTimeBuilding { horizon } => {
                 write!(f, "time limit reached while building the T = {horizon} model")
             }
-            StopReason::TooLarge { horizon, variables } => {
-                write!(f, "the T = {horizon} model needs over {variables} variables (limit {MAX_VARIABLES})")
+            StopReason::TooLarge { horizon, what, count, limit } => {
+                write!(f, "the T = {horizon} model needs over {count} {what} (limit {limit})")
             }
         }
     }
@@ -374,6 +374,7 @@ impl<'a> Search<'a> {
                     result: SolveResult::Infeasible,
                     variables: 0,
                     constraints: 0,
+                    nonzeros: 0,
                     build_ms: ms(built_at),
                     highs_ms: 0.0,
                     mip_gap: None,
@@ -389,8 +390,8 @@ impl<'a> Search<'a> {
                 self.cut_by_time = true;
                 return Ok(Outcome::Stopped(StopReason::OutOfTimeBuilding { horizon }));
             }
-            Err(BuildStop::TooLarge(n)) => {
-                return Ok(Outcome::Stopped(StopReason::TooLarge { horizon, variables: n }));
+            Err(BuildStop::TooLarge { what, count, limit }) => {
+                return Ok(Outcome::Stopped(StopReason::TooLarge { horizon, what, count, limit }));
             }
         };
         let build_ms = ms(built_at);
@@ -493,6 +494,7 @@ impl<'a> Search<'a> {
             kind,
             variables = model.cols.len(),
             constraints = model.rows.len(),
+            nonzeros = model.nonzeros,
             fixed = fixed.len(),
             result = ?out.result,
             highs_ms,
@@ -506,6 +508,7 @@ impl<'a> Search<'a> {
             result: out.result,
             variables: model.cols.len(),
             constraints: model.rows.len() + fixed.len(),
+            nonzeros: model.nonzeros + fixed.len(),
             build_ms,
             highs_ms,
             mip_gap: out.mip_gap,

@@ -316,7 +316,11 @@ impl<'a> Ctx<'a> {
 
     fn new(topo: &'a Topology, c: &'a Collective, stop: &'a dyn Fn() -> bool) -> Ctx<'a> {
         let ranks = c.group.clone();
-        let grid = topo.infer_grid().filter(|_| ranks.iter().enumerate().all(|(i, &v)| i == v));
+        // Every NPU of the grid, in id order: a group of some NPUs (even the first ones) is
+        // not a grid the grid algorithms can walk.
+        let grid = topo.infer_grid().filter(|g| {
+            ranks.len() == g.dims.iter().product::<usize>() && ranks.iter().enumerate().all(|(i, &v)| i == v)
+        });
         Ctx {
             topo,
             c,

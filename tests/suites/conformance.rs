@@ -193,11 +193,16 @@ fn collectives(t: &Topology) -> Vec<CollectiveSpec> {
             v.push(CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k).with_root(root));
         }
     }
-    // A subgroup: the others only forward.
-    let sub: Vec<usize> = live.iter().copied().step_by(2).collect();
-    if sub.len() >= 2 {
-        for kind in [K::AllGather, K::AllReduce] {
-            v.push(CollectiveSpec { group: Some(sub.clone()), ..CollectiveSpec::new(kind, 999_999) });
+    // Subgroups: every other NPU, and all but the last (ranks 0.. in id order, as on a whole
+    // grid: bucket once took that for its grid and indexed past the group). The others only
+    // forward.
+    let every_other: Vec<usize> = live.iter().copied().step_by(2).collect();
+    let all_but_last: Vec<usize> = live[..live.len() - 1].to_vec();
+    for sub in [every_other, all_but_last] {
+        if sub.len() >= 2 {
+            for kind in [K::AllGather, K::AllReduce] {
+                v.push(CollectiveSpec { group: Some(sub.clone()), ..CollectiveSpec::new(kind, 999_999) });
+            }
         }
     }
     // A custom non-combining and a custom combining collective.

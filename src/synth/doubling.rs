@@ -141,9 +141,17 @@ pub fn synthesize(
         let mut nodes = vec![u as u32];
         for &e in edges.iter().rev() {
             let e = &ten.edges[e as usize];
-            match &e.path {
-                Some(path) => nodes.extend(path.iter().skip(1)),
-                None => nodes.push(e.dst),
+            let hop: &[u32] = match &e.path {
+                Some(path) => &path[1..],
+                None => std::slice::from_ref(&e.dst),
+            };
+            for &x in hop {
+                // Edges of an unwound switch each pass through it ([a, s, b] then [b, s, c]):
+                // a node met again closes a loop, which the route skips ([a, s, c]).
+                match nodes.iter().position(|&y| y == x) {
+                    Some(k) => nodes.truncate(k + 1),
+                    None => nodes.push(x),
+                }
             }
         }
         Some(nodes.into())

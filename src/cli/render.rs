@@ -65,11 +65,15 @@ pub(super) fn summary(
     if let Some(seed) = s.seed {
         lines.push(format!("seed            {seed}"));
     }
+    let live = s.topology.live_npus().len();
+    let npus = match &s.collective.group {
+        Some(g) if g.len() < live => format!("{} of {live}", g.len()),
+        _ => live.to_string(),
+    };
     lines.push(format!(
-        "collective      {} of {} on {} NPUs, {} chunk(s) per NPU",
+        "collective      {} of {} on {npus} NPUs, {} chunk(s) per NPU",
         s.collective.kind.name(),
         crate::units::format_size(s.collective.size_bytes),
-        s.topology.live_npus().len(),
         s.collective.chunks()
     ));
     lines.push(format!("steps           {} rounds, {} transfers", s.rounds(), s.transfers.len()));

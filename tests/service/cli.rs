@@ -539,6 +539,24 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let text = String::from_utf8(o.stdout).unwrap();
     let line = text.lines().find(|l| l.starts_with("best baseline")).unwrap();
     assert!(line.starts_with("best baseline   bucket, ") && line.ends_with("this schedule is as fast"), "{text}");
+    // A group's collective is on the group's NPUs, of the topology's.
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "switch:5",
+            "--collective",
+            "all_gather",
+            "--size",
+            "1MiB",
+            "--group",
+            "0,1,2,3",
+            "--summary",
+        ],
+        None,
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("collective      all_gather of 1 MiB on 4 of 5 NPUs"), "{text}");
     // --summary with --json is refused by the parser.
     let o = ccsynth(&[&ring[..], &["--summary", "--json"]].concat(), None);
     assert_eq!(o.status.code(), Some(2));

@@ -48,6 +48,10 @@ pub enum SimError {
     /// The caller's stop poll said stop.
     #[error("stopped")]
     Stopped,
+    /// More chunk or scratch slots than a collective may have (`limits::MAX_CHUNKS`): nothing
+    /// is laid out for them.
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// Replays the schedule. Each transfer starts when the source's contents for its chunks are
@@ -76,6 +80,16 @@ pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), 
 
 fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
     let mut poll = crate::schedule::StopPoll::new(stop);
+    // Checked before any table is sized by them (a file may declare any number; the chunk ids
+    // below are u32).
+    let max = crate::limits::MAX_CHUNKS;
+    if s.num_chunks > max || s.scratch.len() > max {
+        return Err(SimError::TooLarge(format!(
+            "num_chunks {} and {} scratch slots: over the limit of {max} each",
+            s.num_chunks,
+            s.scratch.len()
+        )));
+    }
     let topo = &s.topology;
     let chunk = s.chunk_size_bytes;
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);

@@ -158,6 +158,25 @@ fn empty_schedules_take_no_time() {
     assert_eq!(r.lower_bound_ns, Some(0.0));
 }
 
+/// A file may declare any `num_chunks`: beyond a collective's limit the simulator refuses it
+/// before sizing a table by it, and the check (validation and simulation side by side) says
+/// invalid. 2^32 chunks once wrapped to none in the simulator's layout and panicked there.
+#[test]
+fn a_declared_chunk_count_over_the_limit_is_refused_not_replayed() {
+    let t = topo("ring:4");
+    let c = coll(&t, K::AllGather, 4096);
+    let ring = ccsynth::baselines::build("ring", &t, &c.spec).unwrap();
+    assert!(simulate(&ring).is_ok());
+    for n in [ccsynth::limits::MAX_CHUNKS + 1, 1 << 32] {
+        let mut s = ring.clone();
+        s.num_chunks = n;
+        let err = simulate(&s).unwrap_err().to_string();
+        assert!(err.contains(&format!("num_chunks {n}")) && err.contains("over the limit"), "{err}");
+        let r = engine::check(&s);
+        assert!(!r.valid && r.collective_time_ns.is_none(), "{n}");
+    }
+}
+
 /// The link-load bound: exact for a ring all-gather on a uniform ring (every link busy back to
 /// back), never above the simulated time on the conformance producers' schedules.
 #[test]

@@ -644,5 +644,10 @@ mod tests {
         };
         assert_eq!(m.nonzeros, m.rows.iter().map(|r| r.terms.len()).sum::<usize>());
         assert!(m.nonzeros > m.cols.len() && m.nonzeros <= super::MAX_NONZEROS);
+        // A horizon of a hundred million timesteps (a 1 ns grid): one chunk's candidate sends
+        // alone would be billions; they are counted, not allocated (a 12 GB vector once
+        // aborted the service here).
+        let built = Model::build(&coarse, &info, 100_000_000, Goal::Probe, Congestion::of(false), &|| false);
+        assert!(matches!(built, Err(BuildStop::TooLarge { what: "variables", count, .. }) if count > 100_000_000));
     }
 }

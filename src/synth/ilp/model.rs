@@ -80,6 +80,38 @@ pub(super) enum BuildStop {
     },
 }
 
+impl Model {
+    /// `TooLarge` when the chunk whose candidate sends are `windows` (edge, first and last
+    /// timestep) would take the model over a limit: its send and hold columns, and the terms
+    /// those add (two for a send's consistency row, one in its arrival's holding row, one per
+    /// resource and timestep it occupies; two per hold). An upper bound: sends whose source
+    /// cannot hold the chunk in time are dropped while building.
+    fn check_room(&self, ten: &Ten, windows: &[(u32, u32, u32)], horizon: u32) -> Result<(), BuildStop> {
+        let (mut sends, mut terms) = (0usize, 0usize);
+        let mut first: HashMap<u32, u32> = HashMap::new();
+        for &(ei, from, last) in windows {
+            let e = &ten.edges[ei as usize];
+            let n = (last - from) as usize + 1;
+            sends = sends.saturating_add(n);
+            let per = 3usize.saturating_add((e.span as usize).saturating_mul(e.resources.len()));
+            terms = terms.saturating_add(n.saturating_mul(per));
+            let at = from.saturating_add(e.span);
+            let f = first.entry(e.dst).or_insert(at);
+            *f = (*f).min(at);
+        }
+        let holds: usize = first.values().map(|&t0| horizon.saturating_sub(t0) as usize + 1).sum();
+        let cols = self.cols.len().saturating_add(sends).saturating_add(holds);
+        if cols > MAX_VARIABLES {
+            return Err(BuildStop::TooLarge { what: "variables", count: cols, limit: MAX_VARIABLES });
+        }
+        let nonzeros = self.nonzeros.saturating_add(terms).saturating_add(holds.saturating_mul(2));
+        if nonzeros > MAX_NONZEROS {
+            return Err(BuildStop::TooLarge { what: "nonzeros", count: nonzeros, limit: MAX_NONZEROS });
+        }
+        Ok(())
+    }
+}
+
 impl BuildStop {
     /// `TooLarge` when the model so far is over a limit.
     fn check_size(m: &Model) -> Result<(), BuildStop> {
@@ -136,7 +168,7 @@ impl Model {
             let holder = |n: u32| ch.holders.contains(&n);
             // Candidate sends: after the source can have the chunk, early enough for the
             // destination to still reach a target (a window only needs progress).
-            let mut sends: Vec<(u32, u32, u32)> = Vec::new(); // (edge, t, dst)
+            let mut windows: Vec<(u32, u32, u32)> = Vec::new(); // (edge, first t, last t)
             for (ei, e) in ten.edges.iter().enumerate() {
                 let (from, to_dst) = (ch.from[e.src as usize], ch.to[e.dst as usize]);
                 if from == u32::MAX || to_dst == u32::MAX || holder(e.dst) {
@@ -150,9 +182,20 @@ impl Model {
                 } else {
                     horizon.checked_sub(e.span + to_dst)
                 };
-                let Some(last) = last else { continue };
+                match last {
+                    Some(last) if last >= from => windows.push((ei as u32, from, last)),
+                    _ => {}
+                }
+            }
+            // What this chunk's columns and terms would be, before any is allocated: at a fine
+            // timestep a window spans millions of timesteps (a 12 GB vector of sends once
+            // aborted the service before the size checks below saw a column).
+            m.check_room(ten, &windows, horizon)?;
+            let mut sends: Vec<(u32, u32, u32)> = Vec::new(); // (edge, t, dst)
+            for &(ei, from, last) in &windows {
+                let dst = ten.edges[ei as usize].dst;
                 for t in from..=last {
-                    sends.push((ei as u32, t, e.dst));
+                    sends.push((ei, t, dst));
                 }
             }
             // Hold columns from each receiving NPU's earliest arrival to the horizon.

@@ -2,7 +2,7 @@
 //! consistency, congestion, post) and objective, built from the chunks' facts on the TEN.
 
 use super::chunks::ChunkInfo;
-use super::{MAX_NONZEROS, MAX_VARIABLES};
+use super::{MAX_NONZEROS, MAX_SPAN, MAX_VARIABLES};
 use crate::ten::Ten;
 use std::collections::HashMap;
 
@@ -77,6 +77,10 @@ pub(super) enum BuildStop {
         what: &'static str,
         count: usize,
         limit: usize,
+    },
+    /// A link's transfer spans more than `MAX_SPAN` timesteps of the grid (`span`).
+    TooFine {
+        span: u32,
     },
 }
 
@@ -158,6 +162,9 @@ impl Model {
             horizon,
             nonzeros: 0,
         };
+        if let Some(span) = ten.edges.iter().map(|e| e.span).max().filter(|&s| s > MAX_SPAN) {
+            return Err(BuildStop::TooFine { span });
+        }
         let soft = goal == Goal::Window;
         let mut load: HashMap<(u32, u32), Vec<(u32, f64)>> = HashMap::new();
         let mut polled = 0usize;

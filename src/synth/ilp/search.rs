@@ -39,6 +39,8 @@ pub(super) enum StopReason {
     /// The model at this horizon needs more than `MAX_VARIABLES` variables or `MAX_NONZEROS`
     /// nonzeros (`what`: over `count`, of at most `limit`).
     TooLarge { horizon: u32, what: &'static str, count: usize, limit: usize },
+    /// A link's transfer spans `span` timesteps of the grid, over `MAX_SPAN`.
+    TooFine { span: u32 },
 }
 
 impl fmt::Display for StopReason {
@@ -51,6 +53,13 @@ impl fmt::Display for StopReason {
             }
             StopReason::TooLarge { horizon, what, count, limit } => {
                 write!(f, "the T = {horizon} model needs over {count} {what} (limit {limit})")
+            }
+            StopReason::TooFine { span } => {
+                write!(
+                    f,
+                    "a link's transfer spans {span} timesteps of this grid (limit {}): too fine a grid",
+                    super::MAX_SPAN
+                )
             }
         }
     }
@@ -393,6 +402,7 @@ impl<'a> Search<'a> {
             Err(BuildStop::TooLarge { what, count, limit }) => {
                 return Ok(Outcome::Stopped(StopReason::TooLarge { horizon, what, count, limit }));
             }
+            Err(BuildStop::TooFine { span }) => return Ok(Outcome::Stopped(StopReason::TooFine { span })),
         };
         let build_ms = ms(built_at);
         self.last_build_s = build_ms / 1e3;

@@ -442,6 +442,12 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
     for &[v, ch] in c.postcondition.iter() {
         dests[ch as usize].push(v);
     }
+    // A chunk nobody needs (a custom collective may leave one out of its postcondition) stays
+    // with its first holder.
+    let mut first_holder: Vec<Option<u32>> = vec![None; c.num_chunks];
+    for &[v, ch] in c.precondition.iter() {
+        first_holder[ch as usize].get_or_insert(v);
+    }
     let p = c.group.len();
     let k = c.spec.chunks() as usize;
     (0..c.num_chunks)
@@ -452,6 +458,9 @@ fn reduction_roots(c: &Collective) -> Vec<u32> {
                 if d.contains(&owner) {
                     return owner;
                 }
+            }
+            if d.is_empty() {
+                return first_holder[ch].unwrap_or(c.group[0] as u32);
             }
             d[ch % d.len()]
         })

@@ -220,6 +220,15 @@ fn collectives(t: &Topology) -> Vec<CollectiveSpec> {
         postcondition: Some(vec![[b as u32, 0], [a as u32, 0], [b as u32, 1]]),
         ..CollectiveSpec::new(K::Custom, 2000)
     });
+    // A combining chunk nobody needs (chunk 1: held by two NPUs, in no postcondition pair), and
+    // one nobody holds or needs (chunk 2): the greedy once divided by their zero destinations.
+    v.push(CollectiveSpec {
+        num_chunks: Some(3),
+        combining: Some(true),
+        precondition: Some(vec![[a as u32, 0], [b as u32, 0], [a as u32, 1], [c as u32, 1]]),
+        postcondition: Some(vec![[c as u32, 0]]),
+        ..CollectiveSpec::new(K::Custom, 3000)
+    });
     v
 }
 

@@ -7,7 +7,10 @@
   files  valid schedules mutated (fields, transfers, the topology) through `validate`,
          `simulate`, `export` and `plot timeline`;
   api    mutated requests to a running `ccsynth serve` (syntheses, batches, topologies,
-         schedules, exports, regenerations).
+         schedules, exports, regenerations);
+  compare  random `compare` runs (baseline subsets, `--with-synth`, failures, groups, roots);
+  tenants  random multi-tenant `synth --tenants` lists (standard and `custom` collectives, some
+         malformed), each result validated and sometimes exported.
 
 A finding is a line on stdout: a panic, an exit code the README does not list for the verb, a
 time limit overrun by more than 10 s, an invalid schedule, a 5xx, or a 4xx that is not
@@ -15,7 +18,7 @@ problem+json. Runs are reproducible from --seed (the API's ids aside). Run the s
 memory limit so that a request that allocates without bound is found, not the machine's OOM
 killer: `bash -c 'ulimit -v 8000000; exec ccsynth serve --database-url sqlite:/tmp/f.db'`.
 
-Usage: scripts/fuzz.py cli|files [--bin target/release/ccsynth] [--seed 0] [--seconds 600]
+Usage: scripts/fuzz.py cli|files|compare|tenants [--bin target/release/ccsynth] [--seed 0] [--seconds 600]
        scripts/fuzz.py api --url http://127.0.0.1:8080 [--seed 0] [--seconds 600]
 
 Found with it on 2026-11-28 (docs/BENCHMARKS.md): the ILP's unbounded models (nonzeros, an
@@ -34,7 +37,7 @@ import urllib.error
 import urllib.request
 
 parser = argparse.ArgumentParser()
-parser.add_argument("target", choices=["cli", "files", "api"])
+parser.add_argument("target", choices=["cli", "files", "api", "compare", "tenants"])
 parser.add_argument("--bin", default="target/release/ccsynth")
 parser.add_argument("--url", default="http://127.0.0.1:8080")
 parser.add_argument("--seed", type=int, default=0)
@@ -49,6 +52,7 @@ ALGORITHMS = ["auto", "auto", "greedy", "ilp", "ring", "ring-bidir", "direct", "
 WEIRD = [None, -1, 0, 1, 2, 2**31, 2**32, 2**63, 1e308, -0.0, 1.5, "x", "", "NaN", "1MiB", [], {}, True,
          [0], [0, 0], [0, 99]]
 found = 0
+exits = {}  # per verb and exit code, how many runs: whether the fuzz reached past the argument checks
 
 
 def report(what):
@@ -61,6 +65,8 @@ def run(argv, timeout):
     start = time.time()
     try:
         p = subprocess.run([args.bin] + argv, capture_output=True, text=True, timeout=timeout)
+        key = f"{argv[0]} {p.returncode}"
+        exits[key] = exits.get(key, 0) + 1
         return p.returncode, p.stdout, p.stderr, time.time() - start
     except subprocess.TimeoutExpired:
         return None, "", "", time.time() - start
@@ -277,6 +283,145 @@ def fuzz_api(until):
     return runs
 
 
+def failures_and_group(t, argv):
+    """Random failed links and NPUs, a group and a root for the topology `t` (its JSON)."""
+    n = t["npus"]
+    for _ in range(R.choice([0, 0, 0, 1, 2])):
+        link = R.choice(t["links"])
+        if link["src"] < n and link["dst"] < n:
+            argv += ["--fail-link", f"{link['src']}-{link['dst']}"]
+    if R.random() < 0.2 and n > 3:
+        argv += ["--fail-npu", str(R.randrange(n))]
+    if R.random() < 0.25 and n > 3:
+        group = R.choice([sorted(R.sample(range(n), R.randint(2, n))), list(range(n - 1))])
+        argv += ["--group", ",".join(map(str, group))]
+    if R.random() < 0.3:
+        argv += ["--root", str(R.randrange(n + 1))]
+
+
+def topology():
+    """A random spec that `ccsynth topology` accepts, and its JSON; None when refused."""
+    topo = spec()
+    rc, out, err, _ = run(["topology", topo], 20)
+    if rc != 0:
+        if rc is None or "panicked" in err:
+            report(f"TOPOLOGY {rc} {topo} {err[-300:]}")
+        return None, None
+    return topo, json.loads(out)
+
+
+def fuzz_compare(until):
+    runs = 0
+    while time.time() < until:
+        topo, t = topology()
+        if t is None:
+            continue
+        argv = ["compare", "--topology", topo, "--collective", R.choice(COLLECTIVES), "--size",
+                R.choice(["1", "7", "48", "4096", "65537", "1MiB", "16MiB", "256MiB", "1GiB"])]
+        if R.random() < 0.3:
+            argv += ["--chunks-per-npu", str(R.choice([1, 2, 3, 5, 8]))]
+        failures_and_group(t, argv)
+        if R.random() < 0.4:
+            argv += ["--algos", ",".join(R.sample(ALGORITHMS[4:] + ["nope", "kolmakov-r3"], R.randint(1, 4)))]
+        if R.random() < 0.3:
+            argv += ["--with-synth"]
+        if R.random() < 0.5:
+            argv += ["--json"]
+        runs += 1
+        rc, out, err, took = run(argv, 180)
+        what = " ".join(argv)
+        if rc is None or "panicked" in err or rc not in (0, 2, 3, 4):
+            report(f"COMPARE exit {rc} after {took:.1f} s: {what} | {err[-400:]}")
+        elif rc == 0 and "--json" in argv:
+            try:
+                json.loads(out)
+            except ValueError:
+                report(f"COMPARE JSON unreadable: {what} | {out[:300]}")
+        if took > 90:
+            report(f"COMPARE SLOW {took:.1f} s: {what}")
+    return runs
+
+
+def tenant(n, chunk):
+    """One collective object for a topology of n NPUs, mostly of `chunk` bytes a chunk (tenants
+    must agree): standard, custom, or malformed."""
+    r = R.random()
+    if r < 0.6:
+        c = {"kind": R.choice(COLLECTIVES), "chunks_per_npu": 1}
+        if c["kind"] in ("broadcast", "reduce", "scatter", "gather") or R.random() < 0.05:
+            c["root"] = R.randrange(n + (1 if R.random() < 0.1 else 0))
+        size = n
+        if R.random() < 0.2 and n > 2:
+            c["group"] = sorted(R.sample(range(n), R.randint(2, n)))
+            size = len(c["group"])
+            if "root" in c and c["root"] not in c["group"] and R.random() < 0.9:
+                c["root"] = c["group"][0]
+        c["size_bytes"] = chunk * (1 if c["kind"] in ("broadcast", "reduce") else size)
+        if R.random() < 0.1:
+            c["size_bytes"] += R.randint(1, 3)
+    else:
+        k = R.randint(1, 6)
+        # Pairs are [npu, chunk].
+        pre = sorted({(R.randrange(n), R.randrange(k)) for _ in range(R.randint(0, 2 * k))})
+        post = sorted({(R.randrange(n), R.randrange(k)) for _ in range(R.randint(0, 2 * k))})
+        if R.random() < 0.8:  # mostly satisfiable: each needed chunk held somewhere
+            held = {c for _, c in pre}
+            pre += [(R.randrange(n), c) for c in sorted({c for _, c in post} - held)]
+        c = {"kind": "custom", "size_bytes": chunk * k, "num_chunks": k,
+             "precondition": [list(x) for x in pre], "postcondition": [list(x) for x in post],
+             "combining": R.random() < 0.5}
+    if R.random() < 0.15:
+        c[R.choice(list(c.keys()) + ["extra"])] = R.choice(WEIRD)
+    return c
+
+
+def fuzz_tenants(until):
+    runs = 0
+    while time.time() < until:
+        topo, t = topology()
+        if t is None or t["npus"] > 64:
+            continue
+        chunk = R.choice([1, 48, 4096, 65536, 1 << 20])
+        tenants = [tenant(t["npus"], chunk) for _ in range(R.randint(1, 4))]
+        path = os.path.join(TMP, "tenants.json")
+        with open(path, "w") as f:
+            json.dump(tenants if R.random() > 0.05 else R.choice([{}, [], "x", [[]]]), f)
+        argv = ["synth", "--topology", topo, "--tenants", path, "--json", "--algo",
+                R.choice(["auto", "auto", "greedy", "greedy", "ilp", "ring"]), "--seed", str(R.randint(0, 5))]
+        if R.random() < 0.2:
+            link = R.choice(t["links"])
+            if link["src"] < t["npus"] and link["dst"] < t["npus"]:
+                argv += ["--fail-link", f"{link['src']}-{link['dst']}"]
+        limit = R.choice([None, 2, 10])
+        if limit:
+            argv += ["--time-limit", str(limit)]
+        runs += 1
+        rc, out, err, took = run(argv, (limit or 60) + 60)
+        what = " ".join(argv) + " " + json.dumps(tenants)
+        if os.environ.get("FUZZ_DEBUG") and rc == 2:
+            print("DEBUG", err.strip()[:200])
+        if rc is None or "panicked" in err or rc not in (0, 2, 3, 4):
+            report(f"TENANTS exit {rc} after {took:.1f} s: {what} | {err[-400:]}")
+            continue
+        if took > (limit or 60) + 10:
+            report(f"OVERRUN {took:.1f} s of {limit or 60}: {what}")
+        if rc != 0:
+            continue
+        spath = os.path.join(TMP, "t.json")
+        with open(spath, "w") as f:
+            f.write(out)
+        vrc, vout, _, _ = run(["validate", spath], 120)
+        if vrc != 0:
+            report(f"INVALID {what} | {vout[:300]}")
+        if R.random() < 0.5:
+            fmt = R.choice(["msccl-xml", "mscclpp-json", "chakra-et"])
+            erc, _, eerr, _ = run(["export", "--format", fmt, spath, "--out", os.path.join(TMP, "texport-" + fmt)], 120)
+            if erc not in (0, 3) or "panicked" in eerr:
+                report(f"EXPORT {fmt} exit {erc}: {what} | {eerr[-300:]}")
+    return runs
+
+
 until = time.time() + args.seconds
-runs = {"cli": fuzz_cli, "files": fuzz_files, "api": fuzz_api}[args.target](until)
-print(json.dumps({"target": args.target, "seed": args.seed, "runs": runs, "findings": found}))
+runs = {"cli": fuzz_cli, "files": fuzz_files, "api": fuzz_api, "compare": fuzz_compare,
+        "tenants": fuzz_tenants}[args.target](until)
+print(json.dumps({"target": args.target, "seed": args.seed, "runs": runs, "findings": found, "exits": exits}))

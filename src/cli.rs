@@ -327,13 +327,11 @@ fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: &Outpu
     } else if a.out.is_none() {
         write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?;
     } else if let Some(path) = &a.out {
-        eprintln!(
-            "ccsynth: wrote {} ({} transfers, {} , seed {})",
-            path.display(),
-            out.schedule.transfers.len(),
-            duration(out.schedule.collective_time_ns.unwrap_or(0.0)),
-            out.schedule.seed.unwrap_or(0)
-        );
+        // A baseline has no seed: only what the schedule has is said.
+        let mut facts = vec![format!("{} transfers", out.schedule.transfers.len())];
+        facts.extend(out.schedule.collective_time_ns.map(duration));
+        facts.extend(out.schedule.seed.map(|s| format!("seed {s}")));
+        eprintln!("ccsynth: wrote {} ({})", path.display(), facts.join(", "));
     }
     Ok(0)
 }

@@ -116,7 +116,22 @@ pub(super) fn summary(
             };
             lines.push(format!("best baseline   {name}, {}: {verdict}", duration(t)))
         }
-        _ => lines.push("best baseline   (add --compare to run them)".to_string()),
+        // No baseline built: `auto` priced each above what it had found (`price_ns`, a lower
+        // bound on the baseline's time), so say so rather than suggest none ran.
+        _ => match out.stats.portfolio().and_then(|p| {
+            p.candidates
+                .iter()
+                .filter(|c| !is_synth(&c.algorithm))
+                .filter_map(|c| c.price_ns.map(|t| (c.algorithm.clone(), t)))
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+        }) {
+            Some((name, price)) if time > 0.0 => lines.push(format!(
+                "best baseline   {name}, at least {} (priced, not built): this schedule is at least {:.2}× faster",
+                duration(price),
+                price / time
+            )),
+            _ => lines.push("best baseline   (add --compare to run them)".to_string()),
+        },
     }
     match written {
         Some(p) => lines.push(format!("schedule        written to {}", p.display())),

@@ -557,6 +557,27 @@ fn people_get_a_summary_and_every_flag_has_help() {
     );
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("collective      all_gather of 1 MiB on 4 of 5 NPUs"), "{text}");
+    // Where `auto` priced every baseline above its schedule and built none, the summary says
+    // which came closest and by how much at least, not that none ran.
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "torus:4x4",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "64MiB",
+            "--fail-link",
+            "0-1",
+            "--summary",
+        ],
+        None,
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let line = text.lines().find(|l| l.starts_with("best baseline")).unwrap();
+    assert!(line.contains("(priced, not built): this schedule is at least "), "{text}");
+    assert!(!text.contains("add --compare"), "{text}");
     // --summary with --json is refused by the parser.
     let o = ccsynth(&[&ring[..], &["--summary", "--json"]].concat(), None);
     assert_eq!(o.status.code(), Some(2));

@@ -48,6 +48,44 @@ impl InputError {
         };
         InputError::new(path, message)
     }
+
+    /// `from_json` for a document parsed straight from `text`. `serde_json` reports a value of
+    /// the wrong type where it expects an enum's name (`"kind": 1`, `"op": null`) as a syntax
+    /// error ("expected value"), which read as "malformed JSON" on a well-formed file: where
+    /// `text` is well-formed JSON, the value found there is named instead. (Documents read
+    /// through a `Value`, as the API's are, get serde's own "invalid type" message.)
+    pub fn from_json_text(err: serde_path_to_error::Error<serde_json::Error>, text: &str) -> Self {
+        let inner = err.inner();
+        let misread = inner.is_syntax()
+            && inner.to_string().starts_with("expected value")
+            && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
+        if !misread {
+            return InputError::from_json(err);
+        }
+        let found = value_at(text, inner.line(), inner.column()).map_or(String::new(), |v| format!(": {v}"));
+        InputError::new(err.path().to_string(), format!("invalid type{found}, expected a name (a string)"))
+    }
+}
+
+/// The JSON value that starts at `line` and `column` (1-based, as `serde_json` counts) of
+/// `text`, described as serde describes an unexpected value (`integer `1``, `null`, `map`).
+/// An object is reported past its `{`, where a name was looked for as its only key.
+fn value_at(text: &str, line: usize, column: usize) -> Option<String> {
+    let start: usize = text.split_inclusive('\n').take(line.checked_sub(1)?).map(str::len).sum();
+    let at = start + column.checked_sub(1)?;
+    if text.get(..at)?.trim_end().ends_with('{') {
+        return Some("map".to_string());
+    }
+    let v = serde_json::Deserializer::from_str(text.get(at..)?).into_iter::<serde_json::Value>().next()?.ok()?;
+    Some(match v {
+        serde_json::Value::Null => "null".to_string(),
+        serde_json::Value::Bool(b) => format!("boolean `{b}`"),
+        serde_json::Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+        serde_json::Value::Number(n) => format!("integer `{n}`"),
+        serde_json::Value::String(_) => return None,
+        serde_json::Value::Array(_) => "sequence".to_string(),
+        serde_json::Value::Object(_) => "map".to_string(),
+    })
 }
 
 fn strip_position(msg: &str) -> String {
@@ -126,5 +164,43 @@ impl Errors {
     /// Errors pushed so far, listed or not.
     pub fn len(&self) -> usize {
         self.total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InputError;
+
+    fn parse(text: &str) -> InputError {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let e = serde_path_to_error::deserialize::<_, Vec<crate::collective::CollectiveSpec>>(de).unwrap_err();
+        InputError::from_json_text(e, text)
+    }
+
+    #[test]
+    fn a_name_of_the_wrong_type_is_named_not_called_malformed() {
+        for (value, found) in [
+            ("1", "integer `1`"),
+            ("-1.5", "floating point `-1.5`"),
+            ("null", "null"),
+            ("true", "boolean `true`"),
+            ("[0]", "sequence"),
+        ] {
+            let text = format!("[{{\"kind\": \"all_gather\", \"size_bytes\": 4096}},\n {{\"size_bytes\": 1, \"kind\": {value}}}]");
+            let e = parse(&text);
+            assert_eq!(e.errors[0].path, "[1].kind", "{value}");
+            assert_eq!(e.errors[0].message, format!("invalid type: {found}, expected a name (a string)"), "{value}");
+        }
+        // A map where a name belongs: the type, without a value to show.
+        let e = parse(r#"[{"kind": {}, "size_bytes": 1}]"#);
+        assert_eq!(e.errors[0].message, "invalid type: map, expected a name (a string)");
+    }
+
+    #[test]
+    fn malformed_json_is_still_called_malformed() {
+        let e = parse(r#"[{"kind": , "size_bytes": 1}]"#);
+        assert!(e.errors[0].message.starts_with("malformed JSON: expected value (line 1, column 11)"), "{e}");
+        let e = parse(r#"[{"kind": "all_gather", "size_bytes": 1}"#);
+        assert!(e.errors[0].message.starts_with("malformed JSON: EOF"), "{e}");
     }
 }

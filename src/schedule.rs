@@ -310,7 +310,7 @@ impl Schedule {
             return Schedule::check_format(s);
         }
         let de = &mut serde_json::Deserializer::from_str(text);
-        Schedule::check_format(serde_path_to_error::deserialize(de).map_err(InputError::from_json)?)
+        Schedule::check_format(serde_path_to_error::deserialize(de).map_err(|e| InputError::from_json_text(e, text))?)
     }
 
     /// Parses a schedule from a reader: read whole, then parsed as `from_json` parses text

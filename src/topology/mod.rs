@@ -115,7 +115,7 @@ impl Topology {
     /// Parses topology JSON, naming the JSON path of any problem.
     pub fn from_json(text: &str) -> Result<Topology, InputError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let input: TopologyInput = serde_path_to_error::deserialize(de).map_err(InputError::from_json)?;
+        let input: TopologyInput = serde_path_to_error::deserialize(de).map_err(|e| InputError::from_json_text(e, text))?;
         Topology::from_input(input)
     }
 

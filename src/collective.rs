@@ -81,7 +81,7 @@ impl CollectiveKind {
 
 /// What a user asks for: the `collective` object of requests and schedules.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct CollectiveSpec {
     pub kind: CollectiveKind,
     /// Size of the whole result buffer at one NPU (the all-reduce buffer, the all-gather
@@ -112,6 +112,7 @@ pub struct CollectiveSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub combining: Option<bool>,
 }
+crate::strict::objects_only!(CollectiveSpec, "a collective (an object)", serialize);
 
 impl CollectiveSpec {
     pub fn new(kind: CollectiveKind, size_bytes: u64) -> CollectiveSpec {

@@ -17,6 +17,7 @@ pub mod sim;
 pub mod slots;
 pub mod spans;
 pub mod store;
+pub mod strict;
 pub mod synth;
 pub mod ten;
 pub mod topology;

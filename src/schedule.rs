@@ -184,7 +184,7 @@ pub enum Op {
 
 /// One message: `chunks` from `src` to `dst` in logical round `step`, along `path` if given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct Transfer {
     pub step: u32,
     pub src: u32,
@@ -204,6 +204,7 @@ pub struct Transfer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_chunks: Option<Box<ChunkList>>,
 }
+crate::strict::objects_only!(Transfer, "a transfer (an object)", serialize);
 
 impl Transfer {
     pub fn copy(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {
@@ -259,6 +260,7 @@ impl Transfer {
 /// optional and unknown top-level fields (a producer's statistics) are ignored; unknown
 /// fields inside `topology`, `collective` and transfers are errors.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Schedule {
     pub format: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -280,6 +282,7 @@ pub struct Schedule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective_time_ns: Option<f64>,
 }
+crate::strict::objects_only!(Schedule, "a schedule (an object)", serialize);
 
 impl Schedule {
     /// An empty schedule for `collective` on `topology`, ready for transfers.

@@ -307,7 +307,7 @@ pub(super) async fn check_room(st: &Shared, caller: &Caller, count: usize, secon
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 struct BatchIn {
     #[serde(default)]
     requests: Vec<SynthesisRequest>,
@@ -316,6 +316,7 @@ struct BatchIn {
     #[serde(default)]
     regenerations: Vec<RegenerationItem>,
 }
+crate::strict::objects_only!(BatchIn, "a batch (an object)");
 
 async fn create_batch(
     State(st): State<Shared>,

@@ -21,7 +21,7 @@ pub fn router() -> Router<Shared> {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 struct RegenerateIn {
     #[serde(default)]
     failed_links: Vec<[usize; 2]>,
@@ -35,10 +35,11 @@ struct RegenerateIn {
     #[serde(default)]
     priority: Priority,
 }
+crate::strict::objects_only!(RegenerateIn, "a regeneration (an object)");
 
 /// A regeneration in a batch: a stored schedule and the failures to regenerate it after.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub(super) struct RegenerationItem {
     pub(super) schedule_id: String,
     #[serde(default)]
@@ -50,6 +51,7 @@ pub(super) struct RegenerationItem {
     #[serde(default)]
     pub(super) force: bool,
 }
+crate::strict::objects_only!(RegenerationItem, "a regeneration (an object)");
 
 /// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
 /// without the failures; errors named under `path`), storing nothing: the fresh run's request

@@ -13,7 +13,7 @@ use sha2::Digest;
 
 /// `POST /v1/syntheses` as clients send it.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct SynthesisRequest {
     #[serde(default)]
     pub topology_id: Option<String>,
@@ -36,6 +36,7 @@ pub struct SynthesisRequest {
     #[serde(default)]
     pub priority: Priority,
 }
+crate::strict::objects_only!(SynthesisRequest, "a synthesis request (an object)", serialize);
 
 /// A job's class: interactive jobs are claimed before normal ones.
 #[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
@@ -62,6 +63,7 @@ fn default_algorithm() -> engine::Algorithm {
 /// What a job runs: the request with its topology stored and every default filled in. Its
 /// JSON (fields in this order) is hashed into the request key for the result cache.
 #[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(remote = "Self")]
 pub struct JobRequest {
     pub topology_id: String,
     pub topology_digest: String,
@@ -87,6 +89,7 @@ pub struct JobRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
 }
+crate::strict::objects_only!(JobRequest, "a job request (an object)", serialize);
 
 impl JobRequest {
     pub(super) fn key(&self) -> String {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 /// optional; `Request::new` fills in the defaults. Options that an algorithm does not use are
 /// ignored by it (`window` means nothing to the greedy).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct Options {
     /// Random seed (default 0); the same seed gives the same schedule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -55,6 +55,7 @@ pub struct Options {
     #[serde(skip)]
     pub keep_lp: bool,
 }
+crate::strict::objects_only!(Options, "request options (an object)", serialize);
 
 /// What is to be run: one collective, or several at once (multi-tenant).
 #[derive(Clone, Debug, PartialEq)]

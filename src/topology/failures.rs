@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// Links and NPUs to remove. A link `[u, v]` removes both directions unless `directed`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct Failures {
     #[serde(default)]
     pub links: Vec<[usize; 2]>,
@@ -16,6 +16,7 @@ pub struct Failures {
     #[serde(default)]
     pub directed: bool,
 }
+crate::strict::objects_only!(Failures, "failures (an object)", serialize);
 
 /// Reachability among the NPUs that have not failed (switches and NPUs may forward).
 #[derive(Clone, Debug, PartialEq, Serialize)]

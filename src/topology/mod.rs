@@ -33,11 +33,12 @@ impl Link {
 
 /// Latency and bandwidth of a link, as given in `default_link` or by a generator.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct LinkParams {
     pub latency_ns: f64,
     pub bandwidth_gb_per_s: f64,
 }
+crate::strict::objects_only!(LinkParams, "a link's parameters (an object)", serialize);
 
 impl Default for LinkParams {
     fn default() -> Self {
@@ -47,7 +48,7 @@ impl Default for LinkParams {
 
 /// The topology JSON as users write it (before normalization).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct TopologyInput {
     pub npus: usize,
     #[serde(default)]
@@ -60,9 +61,10 @@ pub struct TopologyInput {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_npus: Vec<usize>,
 }
+crate::strict::objects_only!(TopologyInput, "a topology (an object)", serialize);
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, remote = "Self")]
 pub struct LinkInput {
     pub src: usize,
     pub dst: usize,
@@ -73,6 +75,7 @@ pub struct LinkInput {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub bidirectional: bool,
 }
+crate::strict::objects_only!(LinkInput, "a link (an object)", serialize);
 
 /// A validated topology. Invariants: links are sorted by `(src, dst)`, unique, free of
 /// self-loops, within range, with finite positive bandwidth and finite non-negative
@@ -106,7 +109,7 @@ impl Serialize for Topology {
 
 impl<'de> Deserialize<'de> for Topology {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let input = TopologyInput::deserialize(d)?;
+        let input = <TopologyInput as Deserialize>::deserialize(d)?; // the trait: objects only
         Topology::from_input(input).map_err(serde::de::Error::custom)
     }
 }
@@ -115,7 +118,8 @@ impl Topology {
     /// Parses topology JSON, naming the JSON path of any problem.
     pub fn from_json(text: &str) -> Result<Topology, InputError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let input: TopologyInput = serde_path_to_error::deserialize(de).map_err(|e| InputError::from_json_text(e, text))?;
+        let input: TopologyInput =
+            serde_path_to_error::deserialize(de).map_err(|e| InputError::from_json_text(e, text))?;
         Topology::from_input(input)
     }
 

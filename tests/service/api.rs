@@ -251,6 +251,17 @@ fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
         let p = assert_problem(&r, 422);
         assert!(p.to_string().contains("size_bytes") && p.to_string().contains(says), "{p}");
     }
+    // An array is not read as a struct's fields in order (serde's default): the collective
+    // and the whole request are objects, and the problem names where one was not.
+    for (req, at) in [
+        (json!({"spec": "ring:4", "collective": ["all_gather", 65536]}), "collective"),
+        (json!(["ring:4", {"kind": "all_gather", "size_bytes": 65536}]), "."),
+    ] {
+        let r = raw(s.addr, "POST", "/v1/syntheses", Some(req.to_string().as_bytes()));
+        let p = assert_problem(&r, 422);
+        assert_eq!(p["errors"][0]["path"], at, "{p}");
+        assert!(p["errors"][0]["message"].as_str().unwrap().contains("invalid type: sequence, expected a"), "{p}");
+    }
 }
 
 fn schedules_export_as_msccl_xml(db: Db) {

@@ -186,7 +186,9 @@ mod tests {
             ("true", "boolean `true`"),
             ("[0]", "sequence"),
         ] {
-            let text = format!("[{{\"kind\": \"all_gather\", \"size_bytes\": 4096}},\n {{\"size_bytes\": 1, \"kind\": {value}}}]");
+            let text = format!(
+                "[{{\"kind\": \"all_gather\", \"size_bytes\": 4096}},\n {{\"size_bytes\": 1, \"kind\": {value}}}]"
+            );
             let e = parse(&text);
             assert_eq!(e.errors[0].path, "[1].kind", "{value}");
             assert_eq!(e.errors[0].message, format!("invalid type: {found}, expected a name (a string)"), "{value}");

@@ -227,17 +227,17 @@ def fuzz_api(until):
         if algorithm:
             b["algorithm"] = algorithm
         if R.random() < 0.5:
-            b["options"] = {R.choice(options): R.choice(WEIRD + [1, 5, "unwind:bi", "native"])}
+            b["options"] = {R.choice(options): copy.deepcopy(R.choice(WEIRD + [1, 5, "unwind:bi", "native"]))}
         for key in ["root", "group", "chunks_per_npu"]:
             if R.random() < 0.3:
-                b["collective"][key] = R.choice(WEIRD + [0, 1, 3, [0, 1, 2, 3]])
+                b["collective"][key] = copy.deepcopy(R.choice(WEIRD + [0, 1, 3, [0, 1, 2, 3]]))
         for _ in range(R.choice([0, 0, 1, 2])):
             t = R.choice([b, b["collective"]]) if isinstance(b.get("collective"), dict) else b
             key = R.choice(list(t.keys()) + ["extra"])
             if R.random() < 0.3:
                 t.pop(key, None)
             else:
-                t[key] = R.choice(WEIRD)
+                t[key] = copy.deepcopy(R.choice(WEIRD))
         return b
 
     schedules = []
@@ -371,7 +371,7 @@ def tenant(n, chunk):
              "precondition": [list(x) for x in pre], "postcondition": [list(x) for x in post],
              "combining": R.random() < 0.5}
     if R.random() < 0.15:
-        c[R.choice(list(c.keys()) + ["extra"])] = R.choice(WEIRD)
+        c[R.choice(list(c.keys()) + ["extra"])] = copy.deepcopy(R.choice(WEIRD))
     return c
 
 

@@ -64,8 +64,8 @@ fn plan_runs(
         runs.extend(plain);
     }
     // An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
-    // matcher's chunkings, seeds and timesteps, on as many NPUs as the plain matcher.
-    if tenants.is_none() && !trivial && req.topology.npus() <= PLAIN_MAX_NPUS {
+    // matcher's chunkings, seeds and timesteps, on up to `STAGED_MAX_NPUS`.
+    if tenants.is_none() && !trivial && req.topology.npus() <= STAGED_MAX_NPUS {
         let staged: Vec<Run> = runs
             .iter()
             .filter_map(|r| match r.mode {
@@ -427,8 +427,18 @@ fn translation_patterns(
 }
 
 /// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
-/// the matcher on combining collectives.
-pub const PLAIN_MAX_NPUS: usize = 256;
+/// the matcher on combining collectives. It was 256; on 2026-11-28 (docs/BENCHMARKS.md,
+/// "Where the plain matcher wins") it won only on heterogeneous fabrics of 12–42 NPUs
+/// (irregular-hetero.json by 1.08–1.37×, mesh:4x4 with slow edges by 1.075×,
+/// dragonfly:6:7 with slow global links by 1.004×) and never in 29 all-reduces and
+/// reduce-scatters of 65–256 NPUs (tori with and without failures, meshes with slow edges,
+/// hypercubes, rails, hier, dragonflies, switches), where its run is the slowest of the
+/// greedy's (1.4 s of Ring(2)_FC(4)_Switch(32)'s 1.5 s).
+pub const PLAIN_MAX_NPUS: usize = 64;
+
+/// NPUs up to which an all-reduce on NPUs of unequal rates also runs in pipelined stages
+/// (`Mode::Staged`).
+pub const STAGED_MAX_NPUS: usize = 256;
 
 /// NPUs from which an all-reduce or all-gather that moves chunks in groups
 /// (`chunking::grouping`) does not also run the matcher at one chunk per message.
@@ -505,7 +515,7 @@ pub enum Mode {
     Plain(usize),
     /// The matcher's all-reduce in this many pipelined stages (`synth::staged`), at this index
     /// into the discretizations tried: beside `Matching` where at least one NPU in eight moves
-    /// data slower than the fastest (`synth::staged::applies`), on up to `PLAIN_MAX_NPUS` NPUs.
+    /// data slower than the fastest (`synth::staged::applies`), on up to `STAGED_MAX_NPUS` NPUs.
     Staged(u32, usize),
     /// The matcher's all-reduce with spread shares (`synth::greedy_spread`), at this index into
     /// the discretizations tried: beside `Matching` where the balanced shares sit on fewer than

@@ -357,7 +357,10 @@ fn resolve_group(spec: &CollectiveSpec, topo: &Topology, errs: &mut Errors) -> V
             let mut seen = std::collections::HashSet::new();
             for (i, &v) in g.iter().enumerate() {
                 if !topo.is_npu(v) {
-                    errs.push(format!("group[{i}]"), format!("{v} is not an NPU: expected 0..{}", topo.npus()));
+                    errs.push(
+                        format!("group[{i}]"),
+                        format!("{v} is not an NPU: expected {}", crate::error::ids(topo.npus())),
+                    );
                 } else if topo.is_failed(v) {
                     errs.push(format!("group[{i}]"), format!("NPU {v} has failed"));
                 } else if !seen.insert(v) {

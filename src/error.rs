@@ -95,6 +95,15 @@ fn strip_position(msg: &str) -> String {
     }
 }
 
+/// The ids 0 to n − 1 as error messages write a range, inclusive (`0..=15`), so "16 is not an
+/// NPU: expected 0..=15" cannot be read as allowing 16.
+pub(crate) fn ids(n: usize) -> String {
+    match n.checked_sub(1) {
+        Some(last) => format!("0..={last}"),
+        None => "none (there are 0)".to_string(),
+    }
+}
+
 pub(crate) fn join_path(prefix: &str, path: &str) -> String {
     if path.is_empty() || path == "." {
         prefix.to_string()
@@ -196,6 +205,19 @@ mod tests {
         // A map where a name belongs: the type, without a value to show.
         let e = parse(r#"[{"kind": {}, "size_bytes": 1}]"#);
         assert_eq!(e.errors[0].message, "invalid type: map, expected a name (a string)");
+    }
+
+    #[test]
+    fn id_ranges_are_written_inclusive() {
+        assert_eq!(
+            (super::ids(16), super::ids(1), super::ids(0)),
+            ("0..=15".into(), "0..=0".into(), "none (there are 0)".into())
+        );
+        let topo = crate::topology::parse_topology("ring:4").unwrap();
+        let mut spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 4096);
+        spec.group = Some(vec![0, 4]);
+        let e = crate::collective::Collective::build(&spec, &topo).unwrap_err().to_string();
+        assert!(e.contains("4 is not an NPU: expected 0..=3"), "{e}");
     }
 
     #[test]

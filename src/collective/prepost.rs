@@ -150,7 +150,10 @@ pub(super) fn custom_conditions(
                 errs.push(format!("{name}[{i}]"), format!("NPU {v} is not a live NPU of the group"));
             }
             if c as usize >= num_chunks {
-                errs.push(format!("{name}[{i}]"), format!("chunk {c} out of range: expected 0..{num_chunks}"));
+                errs.push(
+                    format!("{name}[{i}]"),
+                    format!("chunk {c} out of range: expected {}", crate::error::ids(num_chunks)),
+                );
             }
         }
         out.extend_from_slice(given);

@@ -49,7 +49,10 @@ impl Topology {
         let mut failed = self.failed_npus.clone();
         for (i, &v) in f.npus.iter().enumerate() {
             if v >= self.npus {
-                errs.push(format!("npus[{i}]"), format!("{v} is not an NPU: expected 0..{}", self.npus));
+                errs.push(
+                    format!("npus[{i}]"),
+                    format!("{v} is not an NPU: expected {}", crate::error::ids(self.npus)),
+                );
             } else {
                 failed.push(v);
             }

@@ -200,7 +200,10 @@ impl Topology {
         let mut failed = input.failed_npus.clone();
         for (i, &v) in input.failed_npus.iter().enumerate() {
             if v >= input.npus {
-                errs.push(format!("failed_npus[{i}]"), format!("{v} is not an NPU: expected 0..{}", input.npus));
+                errs.push(
+                    format!("failed_npus[{i}]"),
+                    format!("{v} is not an NPU: expected {}", crate::error::ids(input.npus)),
+                );
             }
         }
         failed.sort_unstable();

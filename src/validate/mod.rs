@@ -480,7 +480,7 @@ impl TransferCheck<'_> {
                     ChunkOutOfRange,
                     None,
                     Some(c),
-                    format!("chunk {c} out of range: expected 0..{slots}{scratch}"),
+                    format!("chunk {c} out of range: expected {}{scratch}", crate::error::ids(slots)),
                 );
             }
         }

@@ -116,22 +116,27 @@ pub(super) fn summary(
             };
             lines.push(format!("best baseline   {name}, {}: {verdict}", duration(t)))
         }
-        // No baseline built: `auto` priced each above what it had found (`price_ns`, a lower
-        // bound on the baseline's time), so say so rather than suggest none ran.
-        _ => match out.stats.portfolio().and_then(|p| {
-            p.candidates
-                .iter()
-                .filter(|c| !is_synth(&c.algorithm))
-                .filter_map(|c| c.price_ns.map(|t| (c.algorithm.clone(), t)))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-        }) {
-            Some((name, price)) if time > 0.0 => lines.push(format!(
-                "best baseline   {name}, at least {} (priced, not built): this schedule is at least {:.2}× faster",
-                duration(price),
-                price / time
-            )),
-            _ => lines.push("best baseline   (add --compare to run them)".to_string()),
-        },
+        // No baseline built: `auto` skipped each that applies (portfolio.rs's notes start
+        // "skipped") because a bound on its time, its price or its busiest link's load, was
+        // already above a schedule found. Say so, and the lowest price above this schedule (a
+        // lower bound of that baseline's, not the best baseline's time).
+        _ => {
+            let candidates = out.stats.portfolio().map_or(&[][..], |p| &p.candidates[..]);
+            let baselines = || candidates.iter().filter(|c| !is_synth(&c.algorithm));
+            let skipped = baselines().any(|c| c.note.as_deref().is_some_and(|n| n.starts_with("skipped")));
+            let lowest = baselines()
+                .filter_map(|c| c.price_ns.filter(|&p| p > time).map(|p| (c.algorithm.as_str(), p)))
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            lines.push(match (skipped, lowest) {
+                (false, _) => "best baseline   (add --compare to run them)".to_string(),
+                (true, Some((name, price))) if time > 0.0 => format!(
+                    "best baseline   none built: each bounded above this schedule before it ran (the lowest price, {name}'s {}, is {:.2}× this schedule's time); add --compare to build them",
+                    duration(price),
+                    price / time
+                ),
+                (true, _) => "best baseline   none built: each bounded above this schedule before it ran; add --compare to build them".to_string(),
+            })
+        }
     }
     match written {
         Some(p) => lines.push(format!("schedule        written to {}", p.display())),

@@ -120,8 +120,8 @@ def fuzz_cli(until):
         if R.random() < 0.25 and n > 3:
             group = R.choice([sorted(R.sample(range(n), R.randint(2, n))), list(range(n - 1))])
             argv += ["--group", ",".join(map(str, group))]
-        if R.random() < 0.3:
-            argv += ["--root", str(R.randrange(n + 1))]
+        if wants_root(argv):
+            argv += ["--root", root(argv, n)]
         if R.random() < 0.3:
             argv += ["--switch-model", R.choice(["native", "unwind:1", "unwind:2", "unwind:bi"])]
         if R.random() < 0.1:
@@ -132,6 +132,8 @@ def fuzz_cli(until):
         runs += 1
         rc, out, err, took = run(argv, (limit or 60) + 60)
         what = " ".join(argv)
+        if os.environ.get("FUZZ_DEBUG") and rc == 2:
+            print("DEBUG", err.strip()[:160])
         if rc is None or "panicked" in err or rc not in (0, 2, 3, 4):
             report(f"SYNTH exit {rc} after {took:.1f} s: {what} | {err[-400:]}")
             continue
@@ -283,6 +285,20 @@ def fuzz_api(until):
     return runs
 
 
+def root(argv, n):
+    """A root: mostly one of the group's NPUs (when there is a group), sometimes any id up to n."""
+    if "--group" in argv and R.random() < 0.9:
+        return R.choice(argv[argv.index("--group") + 1].split(","))
+    return str(R.randrange(n + 1))
+
+
+def wants_root(argv):
+    """A root for the rooted collectives, and one time in twenty the wrong way round (a root
+    where none is taken, none where one is needed): most runs get past the argument checks."""
+    rooted = argv[argv.index("--collective") + 1] in ("broadcast", "reduce", "scatter", "gather")
+    return rooted != (R.random() < 0.05)
+
+
 def failures_and_group(t, argv):
     """Random failed links and NPUs, a group and a root for the topology `t` (its JSON)."""
     n = t["npus"]
@@ -295,8 +311,8 @@ def failures_and_group(t, argv):
     if R.random() < 0.25 and n > 3:
         group = R.choice([sorted(R.sample(range(n), R.randint(2, n))), list(range(n - 1))])
         argv += ["--group", ",".join(map(str, group))]
-    if R.random() < 0.3:
-        argv += ["--root", str(R.randrange(n + 1))]
+    if wants_root(argv):
+        argv += ["--root", root(argv, n)]
 
 
 def topology():

@@ -95,6 +95,29 @@ def spec():
     return s
 
 
+def synthesized(label, argv, limit, what, name):
+    """Runs a synthesis (`argv`, `--time-limit` `limit` or the default 60 s) and reports a
+    panic, an unlisted exit or an overrun; a schedule it wrote is validated (reported when
+    invalid) and left in TMP/`name`, whose path is returned (None when there is none)."""
+    rc, out, err, took = run(argv, (limit or 60) + 60)
+    if os.environ.get("FUZZ_DEBUG") and rc == 2:
+        print("DEBUG", err.strip()[:200])
+    if rc is None or "panicked" in err or rc not in (0, 2, 3, 4):
+        report(f"{label} exit {rc} after {took:.1f} s: {what} | {err[-400:]}")
+        return None
+    if took > (limit or 60) + 10:
+        report(f"OVERRUN {took:.1f} s of {limit or 60}: {what}")
+    if rc != 0:
+        return None
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(out)
+    vrc, vout, _, _ = run(["validate", path], 120)
+    if vrc != 0:
+        report(f"INVALID {what} | {vout[:300]}")
+    return path
+
+
 def fuzz_cli(until):
     runs = 0
     while time.time() < until:
@@ -130,23 +153,10 @@ def fuzz_cli(until):
         if limit:
             argv += ["--time-limit", str(limit)]
         runs += 1
-        rc, out, err, took = run(argv, (limit or 60) + 60)
         what = " ".join(argv)
-        if os.environ.get("FUZZ_DEBUG") and rc == 2:
-            print("DEBUG", err.strip()[:160])
-        if rc is None or "panicked" in err or rc not in (0, 2, 3, 4):
-            report(f"SYNTH exit {rc} after {took:.1f} s: {what} | {err[-400:]}")
+        path = synthesized("SYNTH", argv, limit, what, "s.json")
+        if path is None:
             continue
-        if took > (limit or 60) + 10:
-            report(f"OVERRUN {took:.1f} s of {limit or 60}: {what}")
-        if rc != 0:
-            continue
-        path = os.path.join(TMP, "s.json")
-        with open(path, "w") as f:
-            f.write(out)
-        vrc, vout, _, _ = run(["validate", path], 120)
-        if vrc != 0:
-            report(f"INVALID {what} | {vout[:300]}")
         fmt = R.choice(["msccl-xml", "mscclpp-json", "chakra-et", "json"])
         erc, _, eerr, _ = run(["export", "--format", fmt, path, "--out", os.path.join(TMP, "export-" + fmt)], 120)
         if erc not in (0, 3) or "panicked" in eerr:
@@ -412,23 +422,10 @@ def fuzz_tenants(until):
         if limit:
             argv += ["--time-limit", str(limit)]
         runs += 1
-        rc, out, err, took = run(argv, (limit or 60) + 60)
         what = " ".join(argv) + " " + json.dumps(tenants)
-        if os.environ.get("FUZZ_DEBUG") and rc == 2:
-            print("DEBUG", err.strip()[:200])
-        if rc is None or "panicked" in err or rc not in (0, 2, 3, 4):
-            report(f"TENANTS exit {rc} after {took:.1f} s: {what} | {err[-400:]}")
+        spath = synthesized("TENANTS", argv, limit, what, "t.json")
+        if spath is None:
             continue
-        if took > (limit or 60) + 10:
-            report(f"OVERRUN {took:.1f} s of {limit or 60}: {what}")
-        if rc != 0:
-            continue
-        spath = os.path.join(TMP, "t.json")
-        with open(spath, "w") as f:
-            f.write(out)
-        vrc, vout, _, _ = run(["validate", spath], 120)
-        if vrc != 0:
-            report(f"INVALID {what} | {vout[:300]}")
         if R.random() < 0.5:
             fmt = R.choice(["msccl-xml", "mscclpp-json", "chakra-et"])
             erc, _, eerr, _ = run(["export", "--format", fmt, spath, "--out", os.path.join(TMP, "texport-" + fmt)], 120)

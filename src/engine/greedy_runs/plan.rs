@@ -1,0 +1,347 @@
+//! Which runs the greedy makes for one request (`plan_runs`): planners (`Mode`) at which
+//! chunkings, seeds and TEN timesteps, and the NPU counts that bound each planner.
+
+use super::super::*;
+/// The greedy's runs for one request: what each run plans, and what they share.
+pub(super) struct RunPlan {
+    /// Every run: the matcher per (chunking, seed, TEN timestep), translation per chunking on
+    /// a torus, the latency-mode planners where their rounds can pay.
+    pub(super) runs: Vec<Run>,
+    /// TEN timesteps to try per variant (`Mode::Matching(f)` is the `f`th).
+    pub(super) factors: Vec<Vec<Option<f64>>>,
+    /// Each variant's translation pattern, where translation serves.
+    pub(super) patterns: Vec<Option<TranslationPattern>>,
+}
+
+/// Lays out the greedy's runs over `variants` (the same collective at each chunks-per-NPU
+/// value to try; the matcher runs on the first `matcher_variants`).
+pub(super) fn plan_runs(
+    req: &SynthJob<'_>,
+    variants: &[&Collective],
+    matcher_variants: usize,
+    tenants: Option<&[Collective]>,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<RunPlan, Error> {
+    let c = variants[0];
+    // Discretizations to try per variant: the given one, or the default and, when link times
+    // are not multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
+    let nothing_needed = |c: &Collective| c.needed_iter(&c.holders()).next().is_none();
+    let trivial = match tenants {
+        None => nothing_needed(c),
+        Some(t) => t.iter().all(nothing_needed),
+    };
+    let mut factors: Vec<Vec<Option<f64>>> = variants
+        .iter()
+        .map(|v| match req.discretization_ns {
+            _ if trivial => Ok(vec![None]), // nothing moves: no TEN is built
+            Some(f) => Ok(vec![Some(f)]),
+            None => crate::synth::auto_discretizations(req.topology, v.chunk_size_bytes, req.switch_model)
+                .map(|fs| fs.into_iter().map(Some).collect())
+                .map_err(|e| Error::from(crate::synth::SynthError::from(e))),
+        })
+        .collect::<Result<_, _>>()?;
+    let mut runs: Vec<Run> = (0..matcher_variants.clamp(1, variants.len()))
+        .flat_map(|variant| {
+            let fs = factors[variant].len();
+            (0..req.seeds.max(1) as u64).flat_map(move |i| {
+                (0..fs).map(move |f| Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Matching(f) })
+            })
+        })
+        .collect();
+    // Combining collectives: the matcher as it was before unequal shares and rarest-first picks
+    // runs beside it (same seeds and timesteps), the faster kept, on up to `PLAIN_MAX_NPUS`.
+    if tenants.is_none() && !trivial && c.combining && req.topology.npus() <= PLAIN_MAX_NPUS {
+        let plain: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) => Some(Run { mode: Mode::Plain(f), ..*r }),
+                _ => None,
+            })
+            .collect();
+        runs.extend(plain);
+    }
+    // An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
+    // matcher's chunkings, seeds and timesteps, on up to `STAGED_MAX_NPUS`.
+    if tenants.is_none() && !trivial && req.topology.npus() <= STAGED_MAX_NPUS {
+        let staged: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) => Some((r, f)),
+                _ => None,
+            })
+            .flat_map(|(r, f)| {
+                crate::synth::staged::STAGES
+                    .into_iter()
+                    .filter(|&n| crate::synth::staged::applies(req.topology, variants[r.variant], n))
+                    .map(move |n| Run { mode: Mode::Staged(n, f), ..*r })
+            })
+            .collect();
+        runs.extend(staged);
+    }
+    // An all-reduce whose balanced shares sit on a few NPUs: also with the shares spread
+    // (`synth::shares::spread`), at the matcher's chunkings, seeds and timesteps, below the
+    // size where the matcher at one chunk a message gives way to the groups.
+    if tenants.is_none() && !trivial && req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS {
+        let spread: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) if crate::synth::shares::concentrated(req.topology, variants[r.variant]) => {
+                    Some(Run { mode: Mode::Spread(f), ..*r })
+                }
+                _ => None,
+            })
+            .collect();
+        runs.extend(spread);
+    }
+    // Edges of mixed times on a small fabric: the matcher also at finer timesteps
+    // (`synth::fine_discretizations`), on up to `FINE_GRID_MAX_NPUS`. Only the matcher: the
+    // runs derived from it above keep the usual timesteps. Not where the routed planner serves
+    // (all-to-all, scatter, gather: in the size sweep the finer runs never won there).
+    if tenants.is_none()
+        && !trivial
+        && req.discretization_ns.is_none()
+        && req.topology.npus() <= FINE_GRID_MAX_NPUS
+        && !crate::synth::routed::applies(c)
+    {
+        for variant in 0..matcher_variants.clamp(1, variants.len()) {
+            let fine =
+                crate::synth::fine_discretizations(req.topology, variants[variant].chunk_size_bytes, req.switch_model)
+                    .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?;
+            for d in fine {
+                if factors[variant].iter().flatten().any(|&f| (f - d).abs() <= 1e-9 * d) {
+                    continue;
+                }
+                factors[variant].push(Some(d));
+                let f = factors[variant].len() - 1;
+                for i in 0..req.seeds.max(1) as u64 {
+                    runs.push(Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Matching(f) });
+                }
+            }
+        }
+    }
+    // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
+    // reaches the bound of any schedule moving one chunk per link per step, the matcher at
+    // that chunking cannot be faster and does not run.
+    let patterns = translation_patterns(req, variants, tenants.is_none() && !trivial, cancelled);
+    // The cheapest pattern's price, when the caller has a schedule to price it against: the
+    // busiest link's load of its schedule, a lower bound on its time (`translate::link_load_ns`).
+    let mut cheapest_pattern: Option<f64> = None;
+    for (variant, pattern) in patterns.iter().enumerate() {
+        let Some((torus, pattern, optimal)) = pattern else { continue };
+        if *optimal {
+            runs.retain(|r| {
+                r.variant != variant
+                    || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_) | Mode::Staged(..) | Mode::Spread(_))
+            });
+        }
+        if req.incumbent_ns.is_some() {
+            let link = &req.topology.links()[0];
+            let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
+            cheapest_pattern = Some(cheapest_pattern.map_or(price, |p: f64| p.min(price)));
+        }
+        runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
+    }
+    // An all-reduce or all-gather whose chunks are mostly latency also moves them in groups
+    // (at k = 1), but not where translation serves (an intact uniform torus keeps its runs as
+    // they were). On thousands of NPUs the matcher at one chunk per message is both the slowest
+    // run and, its messages a fifth latency, not the fastest schedule (torus:64x64 at 1 GiB
+    // after three link failures: all-reduce 7.6 ms, in groups of four 6.8 ms; all-gather after
+    // one: 4.26 ms, eight chunks a message 3.70 ms): the groups run instead.
+    let grouping: &[u32] = if patterns.first().is_some_and(Option::is_some) { &[] } else { &req.grouping };
+    if tenants.is_none() && !trivial && !grouping.is_empty() {
+        let only = match variants[0].spec.kind {
+            crate::collective::CollectiveKind::AllReduce => GROUPED_ONLY_ALL_REDUCE_NPUS,
+            _ => GROUPED_ONLY_NPUS,
+        };
+        if req.topology.npus() >= only {
+            runs.retain(|r| !(r.variant == 0 && matches!(r.mode, Mode::Matching(_))));
+        }
+        for &g in grouping {
+            for i in 0..req.seeds.max(1) as u64 {
+                runs.push(Run { variant: 0, seed: req.seed.wrapping_add(i), mode: Mode::Grouped(g) });
+            }
+        }
+    }
+    // Chunks that each go their own way (all-to-all, scatter, gather): the routed planner at
+    // every chunking.
+    let routed_only =
+        tenants.is_none() && !trivial && crate::synth::routed::applies(c) && req.topology.npus() >= ROUTED_ONLY_NPUS;
+    if tenants.is_none() && !trivial && crate::synth::routed::applies(c) {
+        if routed_only {
+            runs.clear();
+        }
+        for variant in 0..variants.len() {
+            runs.push(Run { variant, seed: req.seed, mode: Mode::Routed });
+        }
+    }
+    // The latency-mode planners (batched messages, doubling, the contribution flood) run
+    // beside the matcher for one collective, where their rounds can pay.
+    if tenants.is_none() && !trivial && !routed_only && latency_mode_pays(req.topology, c) {
+        // Deterministic on direct links and cheap: the first seed. The contribution flood's
+        // bytes do not depend on the chunking: the request's alone.
+        if crate::synth::flood::contributions_apply(c, req.topology.npus())
+            && crate::synth::flood::contributions_pay(req.topology, c)
+        {
+            runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
+        }
+        // The batched planner balances finer chunks better over an NPU's incoming links, and
+        // the doubling patterns put every owner's block in every port's group: both run at
+        // every chunking tried.
+        for (variant, v) in variants.iter().enumerate() {
+            runs.push(Run { variant, seed: req.seed, mode: Mode::Batched });
+            if crate::synth::doubling::applies(v) {
+                for shape in crate::synth::doubling::Shape::for_collective(v) {
+                    runs.push(Run { variant, seed: req.seed, mode: Mode::Doubling(shape) });
+                }
+            }
+        }
+    }
+    // Where every run is a translation pattern (the matcher cannot beat an optimal one) and
+    // each is priced above the caller's schedule, the greedy cannot win: none is built (a
+    // translation all-reduce on torus:64x64 is 4 M transfers). Runs of other planners are not
+    // priced, so a greedy that has them runs whole, its statistics what it gives alone.
+    if let (Some(price_ns), Some(incumbent_ns)) = (cheapest_pattern, req.incumbent_ns)
+        && price_ns > incumbent_ns
+        && runs.iter().all(|r| r.mode == Mode::Translation)
+    {
+        return Err(Error::PricedOut { price_ns, incumbent_ns });
+    }
+    Ok(RunPlan { runs, factors, patterns })
+}
+
+/// Each variant's translation pattern (`synth::translate`), where it serves: the torus, the
+/// pattern, and whether it is optimal among schedules of one chunk per link per step (every
+/// NPU receives k(N−1) chunks per phase over its links; with a reduce cost γ the two phases'
+/// transfers differ in length, so a two-phase bound is not claimed then).
+pub(super) type TranslationPattern = (crate::synth::translate::Torus, crate::synth::translate::Pattern, bool);
+
+fn translation_patterns(
+    req: &SynthJob<'_>,
+    variants: &[&Collective],
+    eligible: bool,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Vec<Option<TranslationPattern>> {
+    use crate::synth::translate;
+    let torus = if eligible { translate::Torus::of(req.topology) } else { None };
+    variants
+        .iter()
+        .map(|v| {
+            let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
+            let k = v.spec.chunks() as usize;
+            let pattern = translate::search(torus, k, req.seed, cancelled).ok()?;
+            let phases: u32 = if v.spec.kind == crate::collective::CollectiveKind::AllReduce { 2 } else { 1 };
+            let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
+            let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
+            let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
+            Some((torus.clone(), pattern, optimal))
+        })
+        .collect()
+}
+
+/// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
+/// the matcher on combining collectives. It was 256; on 2026-11-28 (docs/BENCHMARKS.md,
+/// "Where the plain matcher wins") it won only on heterogeneous fabrics of 12–42 NPUs
+/// (irregular-hetero.json by 1.08–1.37×, mesh:4x4 with slow edges by 1.075×,
+/// dragonfly:6:7 with slow global links by 1.004×) and never in 29 all-reduces and
+/// reduce-scatters of 65–256 NPUs (tori with and without failures, meshes with slow edges,
+/// hypercubes, rails, hier, dragonflies, switches), where its run is the slowest of the
+/// greedy's (1.4 s of Ring(2)_FC(4)_Switch(32)'s 1.5 s).
+pub const PLAIN_MAX_NPUS: usize = 64;
+
+/// NPUs up to which the matcher also runs at finer timesteps where edge times are mixed
+/// (`synth::fine_discretizations`): each run is cheap there (0.1–0.2 s at 64 NPUs).
+pub const FINE_GRID_MAX_NPUS: usize = 64;
+
+/// NPUs up to which an all-reduce on NPUs of unequal rates also runs in pipelined stages
+/// (`Mode::Staged`).
+pub const STAGED_MAX_NPUS: usize = 256;
+
+/// NPUs from which an all-reduce or all-gather that moves chunks in groups
+/// (`chunking::grouping`) does not also run the matcher at one chunk per message.
+pub const GROUPED_ONLY_NPUS: usize = 2048;
+
+/// `GROUPED_ONLY_NPUS` for an all-reduce: on torus:32x32 at 256 MiB after one or three failed
+/// links the matcher at one chunk per message took 2.2–2.6 s, the longest run, for a schedule
+/// 5–8% slower than the grouped runs' (1.704 against 1.571 ms, 1.848 against 1.729 ms).
+pub const GROUPED_ONLY_ALL_REDUCE_NPUS: usize = 1024;
+
+/// NPUs from which an all-to-all, scatter or gather runs the routed planner alone: the
+/// matcher's time grows with every chunk's candidate edges (7.3 s of a 512-NPU all-to-all) and
+/// its schedules are slower there (torus:8x8x8 at 64 MiB: 1066.5 µs against the routed
+/// planner's 765 µs); the batched planner relays every chunk everywhere (torus:8x8x8 at
+/// 16 MiB: 80 s and 8 GB beside the routed planner).
+pub const ROUTED_ONLY_NPUS: usize = 256;
+
+/// NPUs up to which the greedy always tries its latency mode; beyond, only where one chunk is
+/// mostly latency (its transfer time on the fastest link below the smallest link latency),
+/// as the batched planner relays every chunk everywhere and the ranking then simulates every
+/// candidate: on thousands of NPUs at large sizes it costs more than it can win.
+pub const LATENCY_MODE_MAX_NPUS: usize = 256;
+
+/// Whether the greedy tries its latency mode on `c` (see `LATENCY_MODE_MAX_NPUS`).
+fn latency_mode_pays(topo: &crate::topology::Topology, c: &Collective) -> bool {
+    if topo.npus() <= LATENCY_MODE_MAX_NPUS {
+        return true;
+    }
+    chunking::beta_over_alpha(topo, c.chunk_size_bytes) < 1.0
+}
+
+/// One greedy run's parameters: which variant (chunks per NPU), seed and planner.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Run {
+    /// Index into the variants tried.
+    pub(super) variant: usize,
+    pub(super) seed: u64,
+    pub(super) mode: Mode,
+}
+
+/// How a greedy run plans: the matcher at one of the variant's discretizations, or the
+/// latency mode (batched messages, or for all-reduce every contribution flooded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    /// The matcher, at this index into the discretizations tried.
+    Matching(usize),
+    /// Batched messages along shortest paths (`synth::flood::plan`).
+    Batched,
+    /// All-reduce by flooding every contribution (`synth::flood::all_reduce_by_contributions`).
+    Contributions,
+    /// Recursive doubling (or halving then doubling) on a searched hypercube labelling
+    /// (`synth::doubling`).
+    Doubling(crate::synth::doubling::Shape),
+    /// One broadcast pattern translated to every source on a torus (`synth::translate`).
+    Translation,
+    /// The matcher on an all-reduce with this many chunks moved together in every message
+    /// (`synth::greedy_grouped`), at the fastest edge's timestep.
+    Grouped(u32),
+    /// Every chunk on a path of its own, spread over the shortest paths and list-scheduled
+    /// at the best of a few numbers of chunks per message (`synth::routed`).
+    Routed,
+    /// The matcher as before unequal shares (`synth::greedy_plain`), at this index into the
+    /// discretizations tried: beside `Matching` on combining collectives of up to
+    /// `PLAIN_MAX_NPUS` NPUs.
+    Plain(usize),
+    /// The matcher's all-reduce in this many pipelined stages (`synth::staged`), at this index
+    /// into the discretizations tried: beside `Matching` where at least one NPU in eight moves
+    /// data slower than the fastest (`synth::staged::applies`), on up to `STAGED_MAX_NPUS` NPUs.
+    Staged(u32, usize),
+    /// The matcher's all-reduce with spread shares (`synth::greedy_spread`), at this index into
+    /// the discretizations tried: beside `Matching` where the balanced shares sit on fewer than
+    /// one NPU in eight (`synth::shares::concentrated`).
+    Spread(usize),
+}
+
+impl Mode {
+    /// The name `stats.greedy_mode` reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Matching(_) => "matching",
+            Mode::Batched => "batched",
+            Mode::Contributions => "contributions",
+            Mode::Doubling(s) if s.halving => "halving_doubling",
+            Mode::Doubling(_) => "doubling",
+            Mode::Translation => "translation",
+            Mode::Grouped(_) | Mode::Plain(_) | Mode::Staged(..) | Mode::Spread(_) => "matching",
+            Mode::Routed => "routed",
+        }
+    }
+}

@@ -336,9 +336,10 @@ impl Collective {
                         format!("chunk {c} from any of its holders {:?}", src)
                     };
                     return Err(InputError::new(
-                        "collective",
+                        "group",
                         format!(
-                            "the group is not connected where the collective needs it: NPU {v} cannot receive {what}"
+                            "the group is not connected where the collective needs it: NPU {v} cannot receive {what}{}",
+                            self.parts_hint(topo)
                         ),
                     ));
                 }
@@ -346,6 +347,44 @@ impl Collective {
         }
         Ok(())
     }
+}
+
+impl Collective {
+    /// Where the group falls apart and what to do about it (empty where the group lies in one
+    /// part, as where one-way links reach only some pairs).
+    fn parts_hint(&self, topo: &Topology) -> String {
+        let parts = group_parts(topo, &self.group);
+        if parts.len() < 2 {
+            return String::new();
+        }
+        format!("; {}: fail the NPUs cut off too, or give a group inside one part", describe_parts(&parts))
+    }
+}
+
+/// `group`'s NPUs by strongly connected part of `topo` (NPUs in different parts cannot reach
+/// each other both ways), the smallest part first.
+pub fn group_parts(topo: &Topology, group: &[usize]) -> Vec<Vec<usize>> {
+    let scc = topo.scc_ids();
+    let mut parts: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for &v in group {
+        parts.entry(scc[v]).or_default().push(v);
+    }
+    let mut parts: Vec<Vec<usize>> = parts.into_values().collect();
+    parts.sort_by(|a, b| a.len().cmp(&b.len()).then(a[0].cmp(&b[0])));
+    parts
+}
+
+/// "it falls into 2 parts (NPU 0; 15 NPUs from 1)": the three smallest parts, each by its NPUs
+/// where there are few, else by how many and the first.
+pub fn describe_parts(parts: &[Vec<usize>]) -> String {
+    let one = |part: &Vec<usize>| match part.as_slice() {
+        [v] => format!("NPU {v}"),
+        _ if part.len() <= 4 => format!("NPUs {part:?}"),
+        _ => format!("{} NPUs from {}", part.len(), part[0]),
+    };
+    let shown: Vec<String> = parts.iter().take(3).map(one).collect();
+    let more = if parts.len() > 3 { format!(" and {} more", parts.len() - 3) } else { String::new() };
+    format!("it falls into {} parts ({}{more})", parts.len(), shown.join("; "))
 }
 
 /// The group's NPUs (every live NPU by default), reporting any that is not a live NPU or is

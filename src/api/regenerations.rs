@@ -71,14 +71,13 @@ pub(super) async fn check_regeneration(
     let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
     let failures = Failures { links: failed_links, npus: failed_npus, directed: false };
     // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
-    let topology = topologies::degraded(st, &Caller(None), &req.topology_id, &failures).await.map_err(|e| match e {
-        ApiError::Unprocessable(e) => ApiError::Unprocessable(e.within(&at("failures"))),
-        e => e,
-    })?;
     // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
     if let Some(g) = &mut req.collective.group {
         g.retain(|v| !failures.npus.contains(v));
     }
+    let (_, intact) = topologies::load(st, &Caller(None), &req.topology_id).await?;
+    let topology = engine::degraded(&intact, req.collective.group.as_deref(), &failures)
+        .map_err(|e| ApiError::Unprocessable(e.within(&at("failures"))))?;
     if let Some(root) = req.collective.root
         && failures.npus.contains(&root)
     {

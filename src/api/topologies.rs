@@ -255,17 +255,11 @@ pub async fn degrade(
     parent_id: &str,
     f: &Failures,
 ) -> Result<(TopologyRow, bool), ApiError> {
-    let degraded = degraded(st, caller, parent_id, f).await?;
+    let (_, intact) = load(st, caller, parent_id).await?;
+    let degraded = intact.with_failures(f)?;
     let (max_npus, parent, f) = (st.config.max_npus, parent_id.to_string(), f.clone());
     let row = off_async(move || prepare(max_npus, &degraded, Some((&parent, &f)))).await?;
     store_topology(st, caller, row).await
-}
-
-/// The stored topology `parent_id` without the failed links and NPUs, not stored (a caller
-/// that must check a request on it first stores it only then).
-pub async fn degraded(st: &Shared, caller: &Caller, parent_id: &str, f: &Failures) -> Result<Topology, ApiError> {
-    let (_, t) = load(st, caller, parent_id).await?;
-    Ok(t.with_failures(f)?)
 }
 
 async fn fail(

@@ -39,7 +39,7 @@ pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
-pub use regenerate::{Kept, RegenerationRun, RegenerationStats, regenerate, regeneration_target};
+pub use regenerate::{Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target};
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
 pub use source::TopologySource;

@@ -273,20 +273,46 @@ fn finalize_repair(out: Output, ctl: Control) -> Result<Output, Error> {
     Ok(Output { schedule, report, ..out })
 }
 
+/// `topo` after `failures`, refused (on the failures, named from their root) where they cut
+/// `group` (the survivors of a collective's group; every live NPU when `None`) apart: every
+/// link of an NPU, a ring broken twice. The group is not the user's fault there, so the error
+/// names the failures, not the group.
+pub fn degraded(
+    topo: &crate::topology::Topology,
+    group: Option<&[usize]>,
+    failures: &crate::topology::Failures,
+) -> Result<crate::topology::Topology, crate::error::InputError> {
+    let after = topo.with_failures(failures)?;
+    let group = group.map_or_else(|| after.live_npus(), <[usize]>::to_vec);
+    let parts = |t| crate::collective::group_parts(t, &group);
+    let split = parts(&after);
+    if split.len() >= 2 && parts(topo).len() < 2 {
+        return Err(crate::error::InputError::new(
+            "",
+            format!(
+                "they split the collective's group: {}; fail the NPUs cut off too",
+                crate::collective::describe_parts(&split)
+            ),
+        ));
+    }
+    Ok(after)
+}
+
 /// What a regeneration of `previous` after `failures` runs on: the degraded topology, and the
 /// same collective (kind, size, root, reduction cost) on the survivors, its group without the
-/// failed NPUs and its chunks per NPU left open for the fresh run.
+/// failed NPUs and its chunks per NPU left open for the fresh run. An error where the failures
+/// cut the group apart.
 pub fn regeneration_target(
     previous: &Schedule,
     failures: &crate::topology::Failures,
 ) -> Result<(crate::topology::Topology, crate::collective::CollectiveSpec), crate::error::InputError> {
     use crate::error::InputError;
-    let topo = previous.topology.with_failures(failures).map_err(|e| e.within("failures"))?;
     let mut spec = previous.collective.clone();
     spec.chunks_per_npu = None;
     if let Some(g) = &mut spec.group {
         g.retain(|v| !failures.npus.contains(v));
     }
+    let topo = degraded(&previous.topology, spec.group.as_deref(), failures).map_err(|e| e.within("failures"))?;
     if let Some(root) = spec.root
         && failures.npus.contains(&root)
     {

@@ -895,7 +895,11 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     let before = topologies();
     let cut = json!({"failed_links": [[0, 1], [0, 3], [0, 4], [0, 12]]});
     let r = raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(cut.to_string().as_bytes()));
-    assert_problem(&r, 422);
+    let p = assert_problem(&r, 422);
+    // Named by the failures (the request gave no group) and saying which NPU is cut off.
+    assert_eq!(p["errors"][0]["path"], "failures", "{p}");
+    let said = p["errors"][0]["message"].as_str().unwrap();
+    assert!(said.contains("split the collective's group") && said.contains("(NPU 0; 15 NPUs from 1)"), "{p}");
     assert_eq!(topologies(), before, "a refused regeneration stores nothing");
     // A batch of regenerations, one per failure scenario, runs as any batch; one bad scenario
     // refuses the whole batch, naming it, and stores nothing.

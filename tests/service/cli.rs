@@ -905,6 +905,36 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-9"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no link 0->9"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Failures that cut NPU 0 off are named as the failures, with the NPU they cut off.
+    let o = ccsynth(
+        &[
+            "regenerate",
+            EXAMPLE,
+            "--fail-link",
+            "0-1",
+            "--fail-link",
+            "0-3",
+            "--fail-link",
+            "0-4",
+            "--fail-link",
+            "0-12",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("failures: they split the collective's group: it falls into 2 parts (NPU 0; 15 NPUs from 1)"),
+        "{said}"
+    );
+    // The same from `synth --fail-link`; with a `--group` inside the larger part it runs.
+    let cut = ["--fail-link", "0-1", "--fail-link", "0-3", "--fail-link", "0-4", "--fail-link", "0-12"];
+    let synth = ["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"];
+    let o = ccsynth(&[&synth[..], &cut[..]].concat(), None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("failures: they split the collective's group"));
+    let o = ccsynth(&[&synth[..], &cut[..], &["--group", "1,2,5", "--json"][..]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let o = ccsynth(&["regenerate", "/no/such/file.json", "--fail-link", "0-1"], None);
     assert_eq!(o.status.code(), Some(2));
     let mut broken: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -131,7 +131,17 @@ fn connectivity_is_checked_only_where_the_collective_needs_it() {
     spec.group = Some(vec![1, 2, 3]);
     assert!(Collective::build(&spec, &split).is_ok());
     spec.group = Some(vec![1, 2, 4]);
-    assert!(Collective::build(&spec, &split).is_err());
+    let e = Collective::build(&spec, &split).unwrap_err();
+    assert_eq!(e.errors[0].path, "group", "{e}");
+    assert!(
+        e.errors[0].message.ends_with(
+            "it falls into 2 parts (NPU 4; NPUs [1, 2]): fail the NPUs cut off too, or give a group inside one part"
+        ),
+        "{e}"
+    );
+    // The whole ring, split in two halves of three.
+    let e = Collective::build(&CollectiveSpec::new(K::AllGather, 9), &split).unwrap_err();
+    assert!(e.errors[0].message.contains("it falls into 2 parts (NPUs [0, 4, 5]; NPUs [1, 2, 3])"), "{e}");
 }
 
 #[test]

@@ -435,3 +435,31 @@ fn a_failed_npus_neighbours_share_their_roots() {
     let ratio = out.schedule.collective_time_ns.unwrap() / intact.schedule.collective_time_ns.unwrap();
     assert!(ratio <= 1.11, "{ratio:.4}× the intact torus");
 }
+
+/// Failures that cut a collective's group apart are refused as the failures' fault (the user
+/// gave no group), naming what is cut off; failures on a one-way fabric whose group was never in
+/// one part are left to the collective's own reachability check.
+#[test]
+fn failures_that_split_the_group_are_named_as_such() {
+    let ring = topo("ring:6");
+    let two_breaks = Failures { links: vec![[0, 1], [3, 4]], ..Failures::default() };
+    let e = engine::degraded(&ring, None, &two_breaks).unwrap_err();
+    assert_eq!(e.errors[0].path, "", "{e}");
+    assert!(e.errors[0].message.contains("it falls into 2 parts (NPUs [0, 4, 5]; NPUs [1, 2, 3])"), "{e}");
+    // A group inside one half is not split.
+    assert!(engine::degraded(&ring, Some(&[1, 2, 3]), &two_breaks).is_ok());
+    // One break leaves a line: connected.
+    assert!(engine::degraded(&ring, None, &Failures { links: vec![[0, 1]], ..Failures::default() }).is_ok());
+    // A star pointing out of NPU 0 is in four parts already; failing a link does not refuse.
+    let star = Topology::from_json(
+        r#"{"npus": 4, "default_link": {"latency_ns": 1, "bandwidth_gb_per_s": 1},
+            "links": [{"src": 0, "dst": 1}, {"src": 0, "dst": 2}, {"src": 0, "dst": 3}]}"#,
+    )
+    .unwrap();
+    let one_way = Failures { links: vec![[0, 3]], directed: true, ..Failures::default() };
+    assert!(engine::degraded(&star, None, &one_way).is_ok());
+    // Through regeneration: the failures, by name.
+    let previous = greedy_at(&ring, CollectiveSpec::new(K::AllReduce, MIB)).schedule;
+    let e = engine::regeneration_target(&previous, &two_breaks).unwrap_err();
+    assert_eq!(e.errors[0].path, "failures", "{e}");
+}

@@ -1,6 +1,6 @@
 //! The HTTP service, black-box over real TCP: each test starts the app on port 0 with a fresh
-//! database, on SQLite and on PostgreSQL (the same body twice), and talks HTTP/1.1 to it. The
-//! durability test runs the real binary and kills it with SIGKILL.
+//! database (removed afterwards), on SQLite and on PostgreSQL (the same body twice), and talks
+//! HTTP/1.1 to it. The durability test runs the real binary and kills it with SIGKILL.
 //!
 //! PostgreSQL: `CCSYNTH_TEST_POSTGRES_URL` (default `postgres://ccsynth:ccsynth@127.0.0.1/postgres`,
 //! the role `scripts/setup.sh` creates) names a server where each test creates its own database.
@@ -23,6 +23,9 @@ pub(crate) struct Server {
     pub(crate) url: String,
     pub(crate) stop: Option<tokio::sync::oneshot::Sender<()>>,
     rt: Option<tokio::runtime::Runtime>,
+    /// The database it was started on, removed after the server stops (fields drop after
+    /// `drop`); `None` for a replica on another server's database.
+    owned: Option<TestDb>,
 }
 
 impl Drop for Server {
@@ -36,13 +39,58 @@ impl Drop for Server {
     }
 }
 
-pub(crate) fn fresh_database(db: Db) -> String {
+/// A test's own database, removed when it drops (the SQLite file with its `-wal` and `-shm`, or
+/// the PostgreSQL database): each run of the suite would otherwise leave a hundred behind. It
+/// reads as its URL.
+pub(crate) struct TestDb {
+    url: String,
+    db: Db,
+}
+
+impl std::ops::Deref for TestDb {
+    type Target = String;
+    fn deref(&self) -> &String {
+        &self.url
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        match self.db {
+            Db::Sqlite => {
+                let file = self.url.trim_start_matches("sqlite:");
+                for suffix in ["", "-wal", "-shm", "-journal"] {
+                    let _ = std::fs::remove_file(format!("{file}{suffix}"));
+                }
+            }
+            Db::Postgres => {
+                let (admin, name) = (postgres_admin(), self.url.rsplit('/').next().unwrap_or_default().to_string());
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+                rt.block_on(async {
+                    sqlx::any::install_default_drivers();
+                    if let Ok(pool) = sqlx::AnyPool::connect(&admin).await {
+                        // FORCE: a server a failing test left running still holds connections.
+                        let drop = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                        let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&pool).await;
+                        pool.close().await;
+                    }
+                });
+            }
+        }
+    }
+}
+
+fn postgres_admin() -> String {
+    std::env::var("CCSYNTH_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://ccsynth:ccsynth@127.0.0.1/postgres".into())
+}
+
+pub(crate) fn fresh_database(db: Db) -> TestDb {
     let id = uuid::Uuid::new_v4().simple().to_string();
-    match db {
+    let url = match db {
         Db::Sqlite => format!("sqlite:{}", std::env::temp_dir().join(format!("ccsynth-api-{id}.db")).display()),
         Db::Postgres => {
-            let admin = std::env::var("CCSYNTH_TEST_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://ccsynth:ccsynth@127.0.0.1/postgres".into());
+            let admin = postgres_admin();
             let name = format!("ccsynth_test_{id}");
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async {
@@ -51,17 +99,22 @@ pub(crate) fn fresh_database(db: Db) -> String {
                     panic!("PostgreSQL at {admin} (run ./scripts/setup.sh, or set CCSYNTH_TEST_POSTGRES_URL): {e}")
                 });
                 sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).execute(&pool).await.unwrap();
+                pool.close().await;
             });
             match admin.rsplit_once('/') {
                 Some((base, _)) => format!("{base}/{name}"),
                 None => panic!("CCSYNTH_TEST_POSTGRES_URL {admin:?} has no database part"),
             }
         }
-    }
+    };
+    TestDb { url, db }
 }
 
 pub(crate) fn start_with(db: Db, tweak: impl FnOnce(&mut Config)) -> Server {
-    start_on(fresh_database(db), tweak)
+    let db = fresh_database(db);
+    let mut server = start_on(db.url.clone(), tweak);
+    server.owned = Some(db);
+    server
 }
 
 /// A server on an existing database (a second replica).
@@ -81,7 +134,7 @@ pub(crate) fn start_on(url: String, tweak: impl FnOnce(&mut Config)) -> Server {
             panic!("server: {e}");
         }
     });
-    let server = Server { addr, url, stop: Some(tx), rt: Some(rt) };
+    let server = Server { addr, url, stop: Some(tx), rt: Some(rt), owned: None };
     wait_until(Duration::from_secs(20), || call(&server, "GET", "/readyz", None).0 == 200);
     server
 }
@@ -1132,7 +1185,7 @@ fn jobs_survive_a_kill_9_and_a_restart() {
     let db = fresh_database(Db::Sqlite);
     let spawn = || spawn_binary(&db, &["--lease-ms", "1000"]);
     let (mut child, addr) = spawn();
-    let s = Server { addr, url: db.clone(), stop: None, rt: None };
+    let s = Server { addr, url: db.to_string(), stop: None, rt: None, owned: None };
     let (code, done) = call(
         &s,
         "POST",
@@ -1150,7 +1203,7 @@ fn jobs_survive_a_kill_9_and_a_restart() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let (mut child, addr) = spawn();
-    let s = Server { addr, url: db.clone(), stop: None, rt: None };
+    let s = Server { addr, url: db.to_string(), stop: None, rt: None, owned: None };
     for j in [&running, &queued] {
         let v = wait_for_job(&s, j["id"].as_str().unwrap(), &["succeeded", "failed"]);
         assert_eq!(v["status"], "succeeded", "{v}");
@@ -1168,7 +1221,7 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     let db = fresh_database(Db::Sqlite);
     let spawn = || spawn_binary(&db, &["--grace-ms", "300", "--drain-ms", "3000"]);
     let (mut child, addr) = spawn();
-    let s = Server { addr, url: db.clone(), stop: None, rt: None };
+    let s = Server { addr, url: db.to_string(), stop: None, rt: None, owned: None };
     let (_, job) = call(
         &s,
         "POST",
@@ -1213,7 +1266,7 @@ fn sigterm_requeues_what_the_grace_period_does_not_finish() {
     assert_eq!(status, "queued", "the running job goes back to the queue on SIGTERM");
     // Restart: the job was put back in the queue, not lost, and now runs to the end.
     let (mut child, addr) = spawn();
-    let s = Server { addr, url: db.clone(), stop: None, rt: None };
+    let s = Server { addr, url: db.to_string(), stop: None, rt: None, owned: None };
     let v = wait_for_job(&s, &id, &["succeeded", "failed"]);
     assert_eq!(v["status"], "succeeded", "{v}");
     child.kill().unwrap();
@@ -1239,7 +1292,7 @@ fn replicas_share_one_postgres_queue() {
             })
             .await;
         });
-        let s = Server { addr, url, stop: Some(tx), rt: Some(rt) };
+        let s = Server { addr, url, stop: Some(tx), rt: Some(rt), owned: None };
         wait_until(Duration::from_secs(20), || call(&s, "GET", "/readyz", None).0 == 200);
         s
     };
@@ -2085,7 +2138,7 @@ fn a_waiter_hears_another_replica_end_its_job() {
     assert_eq!(code, 202, "{long}");
     let long_id = long["id"].as_str().unwrap().to_string();
     wait_for_job(&a, &long_id, &["running"]);
-    let b = start_on(url, |c| c.workers = 1);
+    let b = start_on(url.to_string(), |c| c.workers = 1);
     for seed in 0..3 {
         let started = Instant::now();
         let (code, v) = call(
@@ -2168,6 +2221,9 @@ fn large_schedules_are_stored_compressed(db: Db) {
     // A row as it was stored before compression (the whole JSON in `body`) is compressed at
     // the next start, and served the same.
     let url = s.url.clone();
+    // The database outlives this server: the next one starts on it.
+    let mut s = s;
+    let _db = s.owned.take();
     drop(s);
     rt.block_on(async {
         let pool = sqlx::AnyPool::connect(&url).await.unwrap();

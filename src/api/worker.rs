@@ -280,6 +280,12 @@ fn solve(
     let out = ran.map_err(JobEnd::engine)?;
     let (mut schedule, report, stats) = (out.schedule, out.report, out.stats);
     let (body, by_ref) = stored_body(&mut schedule).map_err(|e| JobEnd::failed(Internal, e))?;
+    // The fastest baseline `auto` built beside the schedule (null where none was: another
+    // algorithm, or every baseline priced above the winner); `speedup` is its time over this one's.
+    let best_baseline = stats.portfolio().and_then(|p| p.best_baseline()).map(|(name, t)| {
+        let time = schedule.collective_time_ns.filter(|&x| x > 0.0);
+        serde_json::json!({"algorithm": name, "collective_time_ns": t, "speedup": time.map(|x| t / x)})
+    });
     let summary = serde_json::json!({
         "schedule_id": schedule_id,
         "algorithm": schedule.algorithm,
@@ -288,6 +294,7 @@ fn solve(
         "collective_time_ns": schedule.collective_time_ns,
         "lower_bound_ns": report.lower_bound_ns,
         "lower_bounds": report.lower_bounds,
+        "best_baseline": best_baseline,
         "stats": stats,
         "validation": { "valid": report.valid, "violation_count": report.violation_count },
         "rounds": report.rounds,

@@ -97,13 +97,7 @@ pub(super) fn summary(
             .filter(|r| !is_synth(&r.algorithm))
             .min_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns))
             .map(|r| (r.algorithm.clone(), r.collective_time_ns)),
-        None => out.stats.portfolio().and_then(|p| {
-            p.candidates
-                .iter()
-                .filter(|c| !is_synth(&c.algorithm))
-                .filter_map(|c| c.collective_time_ns.map(|t| (c.algorithm.clone(), t)))
-                .min_by(|a, b| a.1.total_cmp(&b.1))
-        }),
+        None => out.stats.portfolio().and_then(|p| p.best_baseline()).map(|(name, t)| (name.to_string(), t)),
     };
     match best {
         Some((name, t)) if time > 0.0 => {
@@ -121,8 +115,8 @@ pub(super) fn summary(
         // already above a schedule found. Say so, and the lowest price above this schedule (a
         // lower bound of that baseline's, not the best baseline's time).
         _ => {
-            let candidates = out.stats.portfolio().map_or(&[][..], |p| &p.candidates[..]);
-            let baselines = || candidates.iter().filter(|c| !is_synth(&c.algorithm));
+            let portfolio = out.stats.portfolio();
+            let baselines = || portfolio.into_iter().flat_map(|p| p.baselines());
             let skipped = baselines().any(|c| c.note.as_deref().is_some_and(|n| n.starts_with("skipped")));
             let lowest = baselines()
                 .filter_map(|c| c.price_ns.filter(|&p| p > time).map(|p| (c.algorithm.as_str(), p)))

@@ -79,6 +79,22 @@ pub struct PortfolioStats {
     pub candidates: Vec<PortfolioEntry>,
 }
 
+impl PortfolioStats {
+    /// The fastest baseline among the candidates that gave a schedule (by simulated time:
+    /// `auto` validates only its winner), with its time in ns: what the summaries put beside
+    /// the schedule. A baseline that won is its own closest rival.
+    pub fn best_baseline(&self) -> Option<(&str, f64)> {
+        self.baselines()
+            .filter_map(|c| c.collective_time_ns.map(|t| (c.algorithm.as_str(), t)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+    }
+
+    /// The baselines among the candidates, whether or not they were built.
+    pub fn baselines(&self) -> impl Iterator<Item = &PortfolioEntry> {
+        self.candidates.iter().filter(|c| !Algorithm::parse(&c.algorithm).is_some_and(|a| a.is_synthesizer()))
+    }
+}
+
 /// The statistics of an `auto` run.
 #[derive(Clone, Debug, Serialize)]
 pub struct PortfolioRun {

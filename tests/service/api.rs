@@ -446,6 +446,17 @@ fn health_metadata_and_metrics(db: Db) {
     let winner = candidates.iter().find(|c| c["chosen"] == true).unwrap();
     assert_eq!(summary["algorithm"], winner["algorithm"]);
     assert_eq!(summary["collective"]["chunks_per_npu"], winner["chunks_per_npu"]);
+    // Beside it, the fastest baseline that ran, as the CLI's summary says it.
+    let (best, t) = candidates
+        .iter()
+        .filter(|c| !names.contains(&c["algorithm"].as_str().unwrap()))
+        .filter_map(|c| Some((c["algorithm"].as_str().unwrap(), c["collective_time_ns"].as_f64()?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    assert_eq!(summary["best_baseline"]["algorithm"], best, "{summary}");
+    assert_eq!(summary["best_baseline"]["collective_time_ns"], t, "{summary}");
+    let speedup = t / summary["collective_time_ns"].as_f64().unwrap();
+    assert!((summary["best_baseline"]["speedup"].as_f64().unwrap() - speedup).abs() < 1e-12, "{summary}");
     let m = raw(s.addr, "GET", "/metrics", None);
     assert_eq!(m.status, 200);
     assert!(
@@ -468,6 +479,12 @@ fn health_metadata_and_metrics(db: Db) {
     let m = raw(s.addr, "GET", "/metrics", None).body;
     assert!(!m.contains("BREW"), "{m}");
     assert!(m.contains("ccsynth_http_requests_total{method=\"other\",route=\"/healthz\",status=\"405\"} 5"), "{m}");
+    // The greedy alone (after the counts above) runs no baseline: null.
+    let greedy =
+        json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "greedy"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(greedy));
+    assert_eq!(code, 201, "{job}");
+    assert!(job["summary"]["best_baseline"].is_null(), "{job}");
 }
 
 fn topologies_are_idempotent_paginated_and_deletable(db: Db) {

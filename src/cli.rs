@@ -68,18 +68,15 @@ fn topology_cmd(topology: &str, fail_link: &[String], fail_npu: &[usize], direct
         topo
     } else {
         let t = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
-        let c = t.connectivity();
+        let live = t.live_npus();
+        let parts = t.parts_of(&live);
         eprintln!(
             "ccsynth: {} live NPUs, {}",
-            c.live_npus,
-            if c.connected {
+            live.len(),
+            if parts.len() < 2 {
                 "connected".to_string()
             } else {
-                format!(
-                    "NOT connected: {} components, sizes {:?}",
-                    c.components.len(),
-                    c.components.iter().map(Vec::len).collect::<Vec<_>>()
-                )
+                format!("NOT connected: {}", crate::collective::describe_parts(&parts))
             }
         );
         t

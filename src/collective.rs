@@ -353,25 +353,12 @@ impl Collective {
     /// Where the group falls apart and what to do about it (empty where the group lies in one
     /// part, as where one-way links reach only some pairs).
     fn parts_hint(&self, topo: &Topology) -> String {
-        let parts = group_parts(topo, &self.group);
+        let parts = topo.parts_of(&self.group);
         if parts.len() < 2 {
             return String::new();
         }
         format!("; {}: fail the NPUs cut off too, or give a group inside one part", describe_parts(&parts))
     }
-}
-
-/// `group`'s NPUs by strongly connected part of `topo` (NPUs in different parts cannot reach
-/// each other both ways), the smallest part first.
-pub fn group_parts(topo: &Topology, group: &[usize]) -> Vec<Vec<usize>> {
-    let scc = topo.scc_ids();
-    let mut parts: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-    for &v in group {
-        parts.entry(scc[v]).or_default().push(v);
-    }
-    let mut parts: Vec<Vec<usize>> = parts.into_values().collect();
-    parts.sort_by(|a, b| a.len().cmp(&b.len()).then(a[0].cmp(&b[0])));
-    parts
 }
 
 /// "it falls into 2 parts (NPU 0; 15 NPUs from 1)": the three smallest parts, each by its NPUs

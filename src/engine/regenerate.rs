@@ -284,7 +284,7 @@ pub fn degraded(
 ) -> Result<crate::topology::Topology, crate::error::InputError> {
     let after = topo.with_failures(failures)?;
     let group = group.map_or_else(|| after.live_npus(), <[usize]>::to_vec);
-    let parts = |t| crate::collective::group_parts(t, &group);
+    let parts = |t: &crate::topology::Topology| t.parts_of(&group);
     let split = parts(&after);
     if split.len() >= 2 && parts(topo).len() < 2 {
         return Err(crate::error::InputError::new(

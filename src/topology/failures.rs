@@ -74,15 +74,23 @@ impl Topology {
 
     /// Strongly connected components of the live NPUs.
     pub fn connectivity(&self) -> Connectivity {
-        let comp = self.scc_ids();
         let live = self.live_npus();
-        let mut groups: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
-        for &v in &live {
-            groups.entry(comp[v]).or_default().push(v);
-        }
-        let mut components: Vec<Vec<usize>> = groups.into_values().collect();
+        let mut components = self.parts_of(&live);
         components.sort_by(|a, b| b.len().cmp(&a.len()).then(a[0].cmp(&b[0])));
         Connectivity { live_npus: live.len(), connected: components.len() <= 1, components }
+    }
+
+    /// `group`'s NPUs by strongly connected part (NPUs in different parts cannot reach each
+    /// other both ways), the smallest part first, each in `group`'s order.
+    pub fn parts_of(&self, group: &[usize]) -> Vec<Vec<usize>> {
+        let scc = self.scc_ids();
+        let mut parts: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for &v in group {
+            parts.entry(scc[v]).or_default().push(v);
+        }
+        let mut parts: Vec<Vec<usize>> = parts.into_values().collect();
+        parts.sort_by(|a, b| a.len().cmp(&b.len()).then(a[0].cmp(&b[0])));
+        parts
     }
 
     /// Strongly-connected-component id of every node.

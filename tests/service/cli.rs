@@ -44,7 +44,8 @@ fn topology_applies_failures_and_reports_connectivity() {
     let o = ccsynth(&["topology", "ring:4", "--fail-link", "0-1", "--fail-link", "2-3"], None);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(json(&o)["links"].as_array().unwrap().len(), 4);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("NOT connected"));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("NOT connected: it falls into 2 parts (NPUs [0, 3]; NPUs [1, 2])"), "{said}");
     let o = ccsynth(&["topology", "mesh:3x3", "--fail-npu", "4"], None);
     assert_eq!(json(&o)["failed_npus"], serde_json::json!([4]));
     let o = ccsynth(&["topology", "ring:4", "--fail-link", "0-2"], None);

@@ -2390,4 +2390,6 @@ fn openapi_schemas_match_the_types() {
         }
     }
     assert_eq!(seen, documented(&["Job"]), "a job's keys");
+    let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(keys(&succeeded["summary"]), documented(&["Summary"]), "a summary's keys");
 }

@@ -1,8 +1,8 @@
 //! One front door: the same request through the CLI, the HTTP API and the bench gives the same
 //! schedule, or an error of the same kind naming the same field of the request.
 
-use super::api::{Db, call, start};
 use super::cli::ccsynth;
+use super::harness::{Db, call, start};
 use ccsynth::collective::{CollectiveKind, CollectiveSpec};
 use ccsynth::engine::SwitchModel;
 use ccsynth::engine::{self, Options, RequestSpec};

@@ -6,7 +6,7 @@
 //! first; at shutdown long-polls and comparisons get a 503 (with the job's id), not a closed
 //! connection.
 
-use super::api::{
+use super::harness::{
     Db, Resp, Server, assert_problem, call, fresh_database, long_job, on_both_databases, raw, raw_headers,
     spawn_binary, start, start_on, start_with, wait_until,
 };
@@ -259,7 +259,7 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
     // The one worker is busy, so the next job stays queued.
     let (code, long) = call(&s, "POST", "/v1/syntheses", Some(long_job()));
     assert_eq!(code, 202, "{long}");
-    super::api::wait_for_job(&s, long["id"].as_str().unwrap(), &["running"]);
+    super::harness::wait_for_job(&s, long["id"].as_str().unwrap(), &["running"]);
     let addr = s.addr;
     let waiter = std::thread::spawn(move || {
         let body = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 64}, "wait_ms": 120000});

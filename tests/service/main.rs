@@ -1,10 +1,14 @@
 //! The binary and the HTTP service, black-box: the CLI as scripts use it (`cli`, through the
 //! real `ccsynth` executable) and the service over real TCP on SQLite and PostgreSQL (`api`).
 //! `doors` drives the CLI, the API and the bench with one table of requests; `hygiene` holds
-//! the service's lesser bounds (strict JSON, hosts, tokens, quotas, answers at shutdown). Run alone with
-//! `cargo test --test service`.
+//! the service's lesser bounds (strict JSON, hosts, tokens, quotas, answers at shutdown);
+//! `durability` the server killed, stopped and replicated; `harness` what they all share. Run
+//! alone with `cargo test --test service`.
+
+mod harness;
 
 mod api;
 mod cli;
 mod doors;
+mod durability;
 mod hygiene;

@@ -347,9 +347,7 @@ impl Collective {
         }
         Ok(())
     }
-}
 
-impl Collective {
     /// Where the group falls apart and what to do about it (empty where the group lies in one
     /// part, as where one-way links reach only some pairs).
     fn parts_hint(&self, topo: &Topology) -> String {

@@ -33,9 +33,7 @@ pub(super) fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology
     }
     let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
     // Refused where the failures cut the collective's group (`--group`, or every survivor) apart.
-    let group: Option<Vec<usize>> =
-        a.group.as_ref().map(|g| g.iter().copied().filter(|v| !f.npus.contains(v)).collect());
-    engine::degraded(&topo, group.as_deref(), &f).map_err(|e| e.within("failures").to_string())
+    engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| e.within("failures").to_string())
 }
 
 /// The topology and collective a synthesis or baseline command names.

@@ -274,16 +274,18 @@ fn finalize_repair(out: Output, ctl: Control) -> Result<Output, Error> {
 }
 
 /// `topo` after `failures`, refused (on the failures, named from their root) where they cut
-/// `group` (the survivors of a collective's group; every live NPU when `None`) apart: every
-/// link of an NPU, a ring broken twice. The group is not the user's fault there, so the error
-/// names the failures, not the group.
+/// `group` (a collective's group; every live NPU when `None`) apart: every link of an NPU, a
+/// ring broken twice. The group is not the user's fault there, so the error names the
+/// failures, not the group. Its failed NPUs leave it, and ids that are no NPU are left to the
+/// collective's own check.
 pub fn degraded(
     topo: &crate::topology::Topology,
     group: Option<&[usize]>,
     failures: &crate::topology::Failures,
 ) -> Result<crate::topology::Topology, crate::error::InputError> {
     let after = topo.with_failures(failures)?;
-    let group = group.map_or_else(|| after.live_npus(), <[usize]>::to_vec);
+    let live = |v: &usize| after.is_npu(*v) && !after.is_failed(*v);
+    let group: Vec<usize> = group.map_or_else(|| after.live_npus(), |g| g.iter().copied().filter(live).collect());
     let parts = |t: &crate::topology::Topology| t.parts_of(&group);
     let split = parts(&after);
     if split.len() >= 2 && parts(topo).len() < 2 {

@@ -936,6 +936,10 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("failures: they split the collective's group"));
     let o = ccsynth(&[&synth[..], &cut[..], &["--group", "1,2,5", "--json"][..]].concat(), None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    // A group naming no NPU: the group's own error, not a panic.
+    let o = ccsynth(&[&synth[..], &["--fail-link", "0-1", "--group", "1,2,99"][..]].concat(), None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--group[2]: 99 is not an NPU"));
     let o = ccsynth(&["regenerate", "/no/such/file.json", "--fail-link", "0-1"], None);
     assert_eq!(o.status.code(), Some(2));
     let mut broken: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -448,6 +448,11 @@ fn failures_that_split_the_group_are_named_as_such() {
     assert!(e.errors[0].message.contains("it falls into 2 parts (NPUs [0, 4, 5]; NPUs [1, 2, 3])"), "{e}");
     // A group inside one half is not split.
     assert!(engine::degraded(&ring, Some(&[1, 2, 3]), &two_breaks).is_ok());
+    // A failed NPU leaves the group (it is no part of its own), and an id that is no NPU is
+    // left to the collective's check (not a panic).
+    let npu_and_link = Failures { links: vec![[3, 4]], npus: vec![0], ..Failures::default() };
+    assert!(engine::degraded(&ring, Some(&[0, 1, 2, 3]), &npu_and_link).is_ok());
+    assert!(engine::degraded(&ring, Some(&[1, 2, 3, 99]), &two_breaks).is_ok());
     // One break leaves a line: connected.
     assert!(engine::degraded(&ring, None, &Failures { links: vec![[0, 1]], ..Failures::default() }).is_ok());
     // A star pointing out of NPU 0 is in four parts already; failing a link does not refuse.

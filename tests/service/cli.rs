@@ -907,21 +907,8 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no link 0->9"), "{}", String::from_utf8_lossy(&o.stderr));
     // Failures that cut NPU 0 off are named as the failures, with the NPU they cut off.
-    let o = ccsynth(
-        &[
-            "regenerate",
-            EXAMPLE,
-            "--fail-link",
-            "0-1",
-            "--fail-link",
-            "0-3",
-            "--fail-link",
-            "0-4",
-            "--fail-link",
-            "0-12",
-        ],
-        None,
-    );
+    let cut = ["--fail-link", "0-1", "--fail-link", "0-3", "--fail-link", "0-4", "--fail-link", "0-12"];
+    let o = ccsynth(&[&["regenerate", EXAMPLE][..], &cut[..]].concat(), None);
     assert_eq!(o.status.code(), Some(2));
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -929,7 +916,6 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
         "{said}"
     );
     // The same from `synth --fail-link`; with a `--group` inside the larger part it runs.
-    let cut = ["--fail-link", "0-1", "--fail-link", "0-3", "--fail-link", "0-4", "--fail-link", "0-12"];
     let synth = ["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"];
     let o = ccsynth(&[&synth[..], &cut[..]].concat(), None);
     assert_eq!(o.status.code(), Some(2));

@@ -54,6 +54,7 @@ fn produce(
             let (torus, pattern, _) = plan.patterns[r.variant].as_ref().expect("a translation run has its pattern");
             crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
         }
+        (None, Mode::Trees(g)) => crate::synth::trees::all_reduce(req.topology, c, g as usize, r.seed, polled),
         (None, Mode::Routed) => {
             let groups = crate::synth::routed::groups(req.topology, c.chunk_size_bytes);
             crate::synth::routed::synthesize(req.topology, c, &groups, r.seed, polled)

@@ -15,6 +15,7 @@ pub mod routed;
 pub mod shares;
 pub mod staged;
 pub mod translate;
+pub mod trees;
 
 pub(crate) use inversion::prune_dead_ends;
 use inversion::reverse;

@@ -422,17 +422,25 @@ proptest! {
 /// them the roots of every chunk, so each phase starts from four places and most of the torus
 /// waits for its first chunk. The greedy also runs the shares spread (`shares::spread`: the
 /// neighbours' phase 3% longer, the chunks that frees on a few of the other NPUs), which is
-/// faster here: within 1.11× of the intact torus (1.103×; balanced alone: 1.119×).
+/// faster than the balanced shares here: within 1.11× of the intact torus (1.103×; balanced
+/// alone: 1.119×). (The engine's greedy keeps the trees here, `synth::trees`: 1.052×.)
 #[test]
 fn a_failed_npus_neighbours_share_their_roots() {
+    use ccsynth::collective::Collective;
     let intact = auto(&topo("torus:8x8"), CollectiveSpec::new(K::AllReduce, 256 * MIB));
     let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
-    let out = greedy_at(&t, CollectiveSpec::new(K::AllReduce, 256 * MIB));
-    assert!(out.report.valid);
-    let st = out.stats.synthesis().unwrap();
+    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(4), &t).unwrap();
+    let opts = ccsynth::synth::PlanOptions {
+        seed: 0,
+        switch_model: ccsynth::engine::SwitchModel::Native,
+        discretization_ns: None,
+    };
+    let (s, st) = ccsynth::synth::greedy_spread(&t, &c, &opts, &|| false).unwrap();
+    let r = engine::check(&s);
+    assert!(r.valid);
     let owning = st.shares.as_ref().map(|s| s.npus_owning).unwrap();
     assert!(owning > 4, "the roots stayed on the four neighbours: {st:?}");
-    let ratio = out.schedule.collective_time_ns.unwrap() / intact.schedule.collective_time_ns.unwrap();
+    let ratio = r.collective_time_ns.unwrap() / intact.schedule.collective_time_ns.unwrap();
     assert!(ratio <= 1.11, "{ratio:.4}× the intact torus");
 }
 

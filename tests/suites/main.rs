@@ -28,4 +28,5 @@ mod sim;
 mod ten;
 mod topology;
 mod translate;
+mod trees;
 mod validate;

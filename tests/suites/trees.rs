@@ -1,0 +1,173 @@
+//! The all-reduce of per-chunk trees (`synth::trees`): a closed form on two NPUs, validity and
+//! the one-message-a-link-and-timestep cost model on random tori with failed links, the trees'
+//! balance, and where it serves.
+
+use crate::common::*;
+use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine;
+use ccsynth::schedule::{Op, Schedule};
+use ccsynth::synth::trees;
+use ccsynth::topology::{Failures, Topology};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+const MIB: u64 = 1 << 20;
+
+fn plan(t: &Topology, spec: CollectiveSpec, group: usize, seed: u64) -> (Collective, Schedule, u32) {
+    let c = Collective::build(&spec, t).unwrap();
+    let (s, st) = trees::all_reduce(t, &c, group, seed, &|| false).unwrap();
+    (c, s, st.ten_timesteps)
+}
+
+/// Messages on the busiest directed link.
+fn busiest(s: &Schedule) -> u32 {
+    let mut per: HashMap<(u32, u32), u32> = HashMap::new();
+    for t in s.transfers.iter() {
+        *per.entry((t.src, t.dst)).or_default() += 1;
+    }
+    per.into_values().max().unwrap_or(0)
+}
+
+/// Two NPUs, k chunks each: every tree is the one link, rooted at either end (the roots
+/// alternate), so each direction carries one partial and one result per chunk, 2k messages,
+/// and the timeline keeps both directions busy from the first timestep to the last: the
+/// all-reduce takes 2k messages' time, (2k)·α + M/β, the same as a ring all-reduce on two NPUs.
+#[test]
+fn two_npus_take_one_message_per_chunk_each_way() {
+    let t = topo("ring:2");
+    for k in [1u32, 2, 3, 8] {
+        let size = 64 * MIB;
+        let (_, s, steps) = plan(&t, CollectiveSpec::new(K::AllReduce, size).with_chunks_per_npu(k), 1, 3);
+        let c = 2 * k;
+        assert_eq!(steps, c, "k = {k}");
+        assert_eq!(s.transfers.len(), 2 * c as usize);
+        assert_eq!(busiest(&s), c);
+        let r = engine::check(&s);
+        assert!(r.valid, "{:?}", r.violations);
+        let expected = c as f64 * 500.0 + size as f64 / 100.0;
+        let time = r.collective_time_ns.unwrap();
+        assert!(close(time, expected), "k = {k}: {time} ns, expected {expected} ns");
+    }
+}
+
+/// Every tree uses each of its edges once each way, so a balanced set of trees loads every
+/// link alike: on torus:8x8 less three links (125 links left, 256 trees of 63 edges) the
+/// busiest link carries ⌈256 · 63 / 125⌉ = 130 messages, and the timeline is within a few
+/// timesteps of that. The NPUs beside the failed links are leaves of more trees than the
+/// others: over three links they carry about as many messages a link as the rest over four.
+#[test]
+fn the_trees_load_every_link_alike() {
+    let t = topo("torus:8x8")
+        .with_failures(&Failures { links: vec![[0, 1], [9, 10], [20, 21]], ..Failures::default() })
+        .unwrap();
+    let (_, s, steps) = plan(&t, CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(4), 1, 0);
+    assert!(engine::check(&s).valid);
+    let top = busiest(&s);
+    assert_eq!(top, (256u32 * 63).div_ceil(125));
+    assert!(steps >= top && steps <= top + 3, "{steps} timesteps, busiest link {top}");
+    // Partials into and results out of NPU 0 (three links) against NPU 27 (four).
+    let into = |v: u32| s.transfers.iter().filter(|t| t.dst == v).count() as f64;
+    let per_link_0 = into(0) / 3.0;
+    let per_link_27 = into(27) / 4.0;
+    assert!((per_link_0 - per_link_27).abs() <= 0.05 * per_link_27, "{per_link_0} against {per_link_27}");
+}
+
+/// Messages of several chunks carry aligned runs of consecutive chunks (the last run short
+/// where the chunks do not divide), reductions go up and copies down.
+#[test]
+fn groups_move_as_one_message() {
+    let t = topo("torus:4x4").with_failures(&Failures { npus: vec![5], ..Failures::default() }).unwrap();
+    let (c, s, _) = plan(&t, CollectiveSpec::new(K::AllReduce, 16 * MIB).with_chunks_per_npu(2), 4, 9);
+    assert_eq!(c.num_chunks, 30);
+    assert!(engine::check(&s).valid);
+    let units = 30usize.div_ceil(4);
+    assert_eq!(s.transfers.len(), units * 2 * 14);
+    for t in s.transfers.iter() {
+        assert!(t.chunks[0] % 4 == 0 && t.chunks.windows(2).all(|w| w[1] == w[0] + 1), "{:?}", t.chunks);
+        assert_eq!(t.chunks.len(), if t.chunks[0] == 28 { 2 } else { 4 });
+    }
+    let reduces = s.transfers.iter().filter(|t| t.op == Op::Reduce).count();
+    assert_eq!(reduces * 2, s.transfers.len());
+}
+
+/// Where it does not serve: another collective, links of two speeds, switches.
+#[test]
+fn it_serves_an_all_reduce_over_links_alike() {
+    let ar = CollectiveSpec::new(K::AllReduce, 16 * MIB);
+    let serves = |t: &str, spec: &CollectiveSpec| {
+        let t = topo(t);
+        let c = Collective::build(spec, &t).unwrap();
+        trees::applies(&t, &c, 1)
+    };
+    assert!(serves("torus:4x4", &ar));
+    assert!(serves("hypercube:4", &ar));
+    assert!(!serves("torus:4x4", &CollectiveSpec::new(K::AllGather, 16 * MIB)));
+    assert!(!serves("torus:4x4", &CollectiveSpec::new(K::ReduceScatter, 16 * MIB)));
+    assert!(!serves("mesh:4x4@bw=50,100;lat=500,1000", &ar));
+    assert!(!serves("switch:8", &ar));
+    let t = topo("torus:4x4");
+    let c = Collective::build(&ar, &t).unwrap();
+    assert!(
+        trees::all_reduce(&t, &Collective::build(&CollectiveSpec::new(K::AllGather, MIB), &t).unwrap(), 1, 0, &|| {
+            false
+        })
+        .is_err()
+    );
+    // A cancel stops it.
+    assert!(trees::all_reduce(&t, &c, 1, 0, &|| true).unwrap_err().is_cancelled());
+}
+
+/// Issue 26's targets on torus:8x8 that the shares could not meet: three failed links and a
+/// failed NPU, the default door within 1.08 times the intact torus's all-reduce, by trees.
+#[test]
+fn after_three_failed_links_or_a_failed_npu_the_trees_stay_within_8_percent() {
+    let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB);
+    let intact = run_request(&topo("torus:8x8"), engine::RequestSpec::new(spec.clone())).unwrap();
+    let intact = intact.schedule.collective_time_ns.unwrap();
+    for failures in [
+        Failures { links: vec![[0, 1], [9, 10], [20, 21]], ..Failures::default() },
+        Failures { npus: vec![9], ..Failures::default() },
+    ] {
+        let t = topo("torus:8x8").with_failures(&failures).unwrap();
+        let out = run_request(&t, engine::RequestSpec::new(spec.clone())).unwrap();
+        assert!(out.report.valid);
+        let st = out.stats.synthesis().expect("the greedy wins");
+        assert_eq!(st.greedy_mode(), Some("trees"), "{failures:?}");
+        let ratio = out.schedule.collective_time_ns.unwrap() / intact;
+        assert!(ratio <= 1.08, "{failures:?}: {ratio}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// On tori of 3 to 6 a side with up to three failed links (as long as the torus stays in
+    /// one part), 1 to 3 chunks a NPU and 1 to 3 chunks a message: the schedule validates,
+    /// moves each message up and down its tree once (2 (n − 1) messages a tree), takes no fewer
+    /// timesteps than its busiest link's messages, and its simulated time is its timesteps'
+    /// worth of one message each (every link alike).
+    #[test]
+    fn trees_validate_on_tori_with_failed_links(a in 3usize..7, b in 3usize..7, fails in prop::collection::vec((0usize..36, any::<bool>()), 0..4), k in 1u32..4, group in 1usize..4, seed in 0u64..1000) {
+        let t = topo(&format!("torus:{a}x{b}"));
+        let n = a * b;
+        let links: Vec<[usize; 2]> = fails
+            .iter()
+            .map(|&(at, along_y)| {
+                let u = at % n;
+                let (x, y) = (u % a, u / a);
+                let v = if along_y { x + a * ((y + 1) % b) } else { (x + 1) % a + a * y };
+                [u, v]
+            })
+            .collect();
+        let Ok(t) = t.with_failures(&Failures { links, ..Failures::default() }) else { return Ok(()) };
+        let spec = CollectiveSpec::new(K::AllReduce, 8 * MIB).with_chunks_per_npu(k);
+        let Ok(c) = Collective::build(&spec, &t) else { return Ok(()) };
+        let (s, st) = trees::all_reduce(&t, &c, group, seed, &|| false).unwrap();
+        let r = engine::check(&s);
+        prop_assert!(r.valid, "{:?}", &r.violations[..r.violations.len().min(3)]);
+        prop_assert_eq!(s.transfers.len(), c.num_chunks.div_ceil(group) * 2 * (n - 1));
+        prop_assert!(st.ten_timesteps >= busiest(&s));
+        let step = 500.0 + c.chunk_size_bytes * group as f64 / 100.0;
+        let time = r.collective_time_ns.unwrap();
+        prop_assert!(time <= st.ten_timesteps as f64 * step * (1.0 + 1e-9), "{} > {} steps", time, st.ten_timesteps);
+    }
+}

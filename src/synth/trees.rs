@@ -607,9 +607,12 @@ fn timeline(mv: &Moves<'_>, cancelled: &dyn Fn() -> bool) -> Result<(Vec<u32>, u
     let mut current = best.clone();
     // At millions of moves a pass costs a second or more, and the first two win most.
     let passes = if total > LARGE_MOVES { 2 } else { IMPROVEMENT_PASSES };
+    // Passes that may not shorten it before the search stops: one where a pass costs a tenth
+    // of a second or more.
+    let patience = if total > ATTEMPT_MOVES { 1 } else { 2 };
     let mut stale = 0;
     for _ in 0..passes {
-        if best_len <= floor || stale == 2 {
+        if best_len <= floor || stale == patience {
             break;
         }
         // Backward: the move that started last in the forward pass goes first.

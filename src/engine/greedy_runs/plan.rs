@@ -156,16 +156,16 @@ pub(super) fn plan_runs(
         if req.topology.npus() >= only {
             runs.retain(|r| !(r.variant == 0 && matches!(r.mode, Mode::Matching(_))));
         }
-        for &g in grouping {
-            // On thousands of NPUs the trees in the same groups replace the matcher's where
-            // they serve: 5.68 against 6.79 ms on torus:64x64 at 1 GiB after three failed
-            // links, 5.71 against 6.55 ms less NPU 9, each run 9–11 s.
-            if req.topology.npus() >= GROUPED_ONLY_NPUS
-                && variants[0].spec.kind == crate::collective::CollectiveKind::AllReduce
-                && crate::synth::trees::applies(req.topology, variants[0], g as usize)
-            {
-                continue;
-            }
+        // From a thousand NPUs the trees replace the matcher's groups where they serve (below,
+        // `tree_groups`): on torus:32x32 at 256 MiB 1.487–1.505 against 1.571–1.729 ms after
+        // one or three failed links or less NPU 9, on torus:64x64 at 1 GiB 5.68 against 6.79
+        // ms after three failed links and 5.71 against 6.55 less NPU 9 (each run 9–11 s there).
+        let trees_instead = req.topology.npus() >= GROUPED_ONLY_ALL_REDUCE_NPUS
+            && variants[0].spec.kind == crate::collective::CollectiveKind::AllReduce
+            && tree_groups(req.topology.npus(), grouping)
+                .iter()
+                .any(|&g| crate::synth::trees::applies(req.topology, variants[0], g as usize));
+        for &g in grouping.iter().filter(|_| !trees_instead) {
             for i in 0..req.seeds.max(1) as u64 {
                 runs.push(Run { variant: 0, seed: req.seed.wrapping_add(i), mode: Mode::Grouped(g) });
             }
@@ -175,11 +175,7 @@ pub(super) fn plan_runs(
     // chunking, and in messages of each grouping where the groups run, per seed. Not where
     // translation is optimal (an intact uniform torus keeps its runs as they were).
     if tenants.is_none() && !trivial && !patterns.iter().flatten().any(|p| p.2) {
-        // Three chunks a message too below thousands of NPUs (torus:32x32 less NPU 9 at 256
-        // MiB: 1515.3 µs against 1523.2 in pairs; torus:64x64 less NPU 9: 5764 against 5714
-        // µs in fours).
-        let three = (req.topology.npus() < GROUPED_ONLY_NPUS).then_some(3);
-        let grouped = grouping.iter().copied().chain(three).map(|g| (0usize, g));
+        let grouped = tree_groups(req.topology.npus(), grouping).into_iter().map(|g| (0usize, g));
         let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
         for (variant, g) in plain.chain(grouped) {
             if crate::synth::trees::applies(req.topology, variants[variant], g as usize) {
@@ -263,6 +259,24 @@ fn translation_patterns(
             Some((torus.clone(), pattern, optimal))
         })
         .collect()
+}
+
+/// The chunks a message the trees (`Mode::Trees`) move on the first chunking where the groups
+/// run (`grouping`, empty where chunks are large): those and three below a thousand NPUs (the
+/// runs at one chunk a message on every chunking go beside them), two and three up to
+/// `GROUPED_ONLY_NPUS` (torus:32x32 at 256 MiB after one or three failed links or less NPU 9:
+/// 1.482–1.500 ms in pairs, 1.489–1.499 in threes, 1.560–1.572 in fours), the grouping alone
+/// beyond (torus:64x64 less NPU 9 at 1 GiB: 5.714 ms in fours, 5.764 in threes, each run 9–12 s).
+fn tree_groups(npus: usize, grouping: &[u32]) -> Vec<u32> {
+    if grouping.is_empty() || npus >= GROUPED_ONLY_NPUS {
+        return grouping.to_vec();
+    }
+    let mut groups: Vec<u32> =
+        grouping.iter().copied().filter(|&g| npus < GROUPED_ONLY_ALL_REDUCE_NPUS || g < 4).collect();
+    groups.push(3);
+    groups.sort_unstable();
+    groups.dedup();
+    groups
 }
 
 /// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside

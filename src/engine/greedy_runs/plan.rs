@@ -262,13 +262,19 @@ fn translation_patterns(
 }
 
 /// The chunks a message the trees (`Mode::Trees`) move on the first chunking where the groups
-/// run (`grouping`, empty where chunks are large): those and three below a thousand NPUs (the
-/// runs at one chunk a message on every chunking go beside them), two and three up to
+/// run (`grouping`; where it is empty, chunks being large, one a message from a thousand NPUs):
+/// those and three below a thousand NPUs (the runs at one chunk a message on every chunking go
+/// beside them), two and three up to
 /// `GROUPED_ONLY_NPUS` (torus:32x32 at 256 MiB after one or three failed links or less NPU 9:
 /// 1.482–1.500 ms in pairs, 1.489–1.499 in threes, 1.560–1.572 in fours), the grouping alone
 /// beyond (torus:64x64 less NPU 9 at 1 GiB: 5.714 ms in fours, 5.764 in threes, each run 9–12 s).
 fn tree_groups(npus: usize, grouping: &[u32]) -> Vec<u32> {
-    if grouping.is_empty() || npus >= GROUPED_ONLY_NPUS {
+    if grouping.is_empty() {
+        // Chunks too large to group: one a message, on the first chunking only where the
+        // runs on every chunking do not go (from a thousand NPUs).
+        return if npus >= GROUPED_ONLY_ALL_REDUCE_NPUS { vec![1] } else { Vec::new() };
+    }
+    if npus >= GROUPED_ONLY_NPUS {
         return grouping.to_vec();
     }
     let mut groups: Vec<u32> =
@@ -388,5 +394,26 @@ impl Mode {
             Mode::Routed => "routed",
             Mode::Trees(_) => "trees",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The trees' messages: the grouping and three below a thousand NPUs, pairs and threes up to
+    /// `GROUPED_ONLY_NPUS` (fours lost every case on torus:32x32), the grouping alone beyond;
+    /// where chunks are too large to group, one a message from a thousand NPUs (below, the
+    /// trees run at one a message on every chunking anyway).
+    #[test]
+    fn tree_groups_follow_the_npu_count() {
+        assert_eq!(tree_groups(256, &[2, 4]), vec![2, 3, 4]);
+        assert_eq!(tree_groups(512, &[2]), vec![2, 3]);
+        assert_eq!(tree_groups(1024, &[2, 4]), vec![2, 3]);
+        assert_eq!(tree_groups(2047, &[2, 4]), vec![2, 3]);
+        assert_eq!(tree_groups(4096, &[4]), vec![4]);
+        assert!(tree_groups(64, &[]).is_empty());
+        assert_eq!(tree_groups(1024, &[]), vec![1]);
+        assert_eq!(tree_groups(4096, &[]), vec![1]);
     }
 }

@@ -123,7 +123,7 @@ fn produce(p: &Producer, t: &Topology, spec: &CollectiveSpec) -> Result<(Schedul
 /// time the simulator gives, reads back from the service's packed form as it was, exports to Chakra traces that the independent replay of ASTRA-sim's
 /// model runs, and, when MSCCL++ and MSCCL run its collective, exports to an MSCCL++ plan and to
 /// MSCCL XML that their independent replays accept. Returns whether it was replayed as MSCCL XML.
-fn conform(what: &str, s: &Schedule) -> bool {
+pub(crate) fn conform(what: &str, s: &Schedule) -> bool {
     let r = engine::check(s);
     assert!(r.valid, "{what}: {:?}", &r.violations[..r.violations.len().min(3)]);
     let time = r.collective_time_ns.unwrap_or_else(|| panic!("{what}: a valid schedule has no simulated time"));

@@ -171,3 +171,23 @@ proptest! {
         prop_assert!(time <= st.ten_timesteps as f64 * step * (1.0 + 1e-9), "{} > {} steps", time, st.ten_timesteps);
     }
 }
+
+/// The shared conformance body on trees' schedules (the engine's greedy keeps them only where
+/// they are the fastest, so the suite's own cases may not meet them): valid, no faster than the
+/// bound, stored packed, and replayed as Chakra traces, an MSCCL++ plan and MSCCL XML where
+/// those run an all-reduce.
+#[test]
+fn trees_schedules_conform() {
+    let cases: [(&str, Failures, u32, usize); 4] = [
+        ("torus:4x4", Failures { links: vec![[0, 1]], ..Failures::default() }, 2, 1),
+        ("torus:4x4", Failures { npus: vec![5], ..Failures::default() }, 2, 3),
+        ("hypercube:3", Failures::default(), 1, 1),
+        ("ring:2", Failures::default(), 3, 2),
+    ];
+    for (spec, failures, k, group) in cases {
+        let t = topo(spec).with_failures(&failures).unwrap();
+        let (_, mut s, _) = plan(&t, CollectiveSpec::new(K::AllReduce, 4 * MIB).with_chunks_per_npu(k), group, 5);
+        s.collective_time_ns = engine::check(&s).collective_time_ns;
+        crate::conformance::conform(&format!("trees on {spec} {failures:?} k={k} group={group}"), &s);
+    }
+}

@@ -1,0 +1,218 @@
+//! An all-reduce of per-chunk spanning trees (`all_reduce`): every chunk (or group of chunks
+//! moved as one message) is reduced up a tree of its own into its root and broadcast back
+//! down the same tree, the trees chosen so that every link carries about the same number of
+//! them, and every move list-scheduled one message per link per timestep with
+//! forward–backward improvement.
+//!
+//! Why: an all-reduce of two phases with a share per NPU is slow after a failure. An NPU left
+//! with three links of four relays its share's worth in each phase over fewer links, and the
+//! shares cannot make up for six such NPUs (docs/BENCHMARKS.md, "Notes on issue 26"). Trees
+//! spread that relaying instead. A tree uses each of its edges once each way (a partial up, the
+//! result down), so balanced trees load every link evenly, and an NPU with fewer links is a
+//! leaf of more trees without anyone choosing it. The reduction of one chunk and the broadcast
+//! of another share the timeline: no phase waits for the other.
+//!
+//! The trees (`build`): for each chunk the root is the NPU whose links carry the fewest trees
+//! so far, and every other NPU takes as parent the least loaded neighbour one hop nearer the
+//! root (the trees are shortest-path trees, as shallow as the fabric allows). Two rounds then
+//! rebuild each tree against the others' loads, and NPUs move to other such parents, alone or
+//! in chains, until the busiest edge carries as few trees as those moves allow.
+//!
+//! The timeline (`timeline`): a tree's moves form a DAG (a partial leaves once the partials into it have
+//! arrived; the result goes down once its parent holds it). A list scheduler starts, on every
+//! link and timestep, the ready move of highest priority. The first pass takes chunks in order.
+//! Then the DAG reversed is scheduled by the forward pass's finish times, and the forward DAG
+//! again by the latest starts that gives. This forward–backward improvement (a standard for
+//! project scheduling) brought torus:8x8 less NPU 9 from 147 timesteps to 127, against the
+//! busiest link's 127 trees.
+//!
+//! Serves an all-reduce over a group whose links among themselves all have the same latency
+//! and bandwidth in both directions (no switches on the way): there one message a link and
+//! timestep is the whole cost model.
+
+mod build;
+mod timeline;
+
+use super::{PlanStats, SynthError};
+use crate::collective::{Collective, CollectiveKind};
+use crate::schedule::{ChunkList, Op, Schedule, Transfer};
+use crate::topology::Topology;
+use build::{Trees, build_trees};
+use timeline::{Moves, timeline};
+
+/// Moves (2 (n − 1) per tree) up to which the planner runs: its tables take about 40 bytes a
+/// move, so this bounds them near 700 MB (torus:64x64 in messages of four chunks: 8.4 M).
+pub const MAX_MOVES: usize = 1 << 24;
+
+/// Attempts (trees and timeline, each with its own tie-breaks) a run makes: as many as fit in
+/// this many moves, at most `MAX_ATTEMPTS`.
+const ATTEMPT_MOVES: usize = 1 << 19;
+const MAX_ATTEMPTS: usize = 4;
+
+/// The group's NPUs and links in the planner's terms: `npus[i]` is NPU i of the group,
+/// `adj[off[i]..off[i + 1]]` its (neighbour, undirected edge) pairs, `ends[e]` edge e's NPUs.
+/// Edge e's directed links are `2e` from its lower-numbered NPU and `2e + 1` the other way
+/// (`Fabric::link`).
+pub(super) struct Fabric {
+    pub(super) npus: Vec<usize>,
+    off: Vec<usize>,
+    adj: Vec<(u32, u32)>,
+    pub(super) edges: usize,
+    ends: Vec<(u32, u32)>,
+    /// One message's time on every link.
+    step_ns: f64,
+}
+
+/// Whether `all_reduce` serves `c` on `topo` at `group` chunks a message: an all-reduce whose
+/// every group NPU holds and wants every chunk, over links among the group that all have the
+/// same latency and bandwidth both ways and connect it, within `MAX_MOVES`.
+pub fn applies(topo: &Topology, c: &Collective, group: usize) -> bool {
+    fabric(topo, c, group).is_some()
+}
+
+fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
+    let mut npus = c.group.clone();
+    npus.sort_unstable();
+    npus.dedup();
+    let n = npus.len();
+    if c.spec.kind != CollectiveKind::AllReduce || n < 2 || group == 0 || !c.combining {
+        return None;
+    }
+    let full = n.checked_mul(c.num_chunks)?;
+    if c.precondition.len() != full || c.postcondition.len() != full {
+        return None;
+    }
+    let units = c.num_chunks.div_ceil(group);
+    if units.checked_mul(2 * (n - 1)).is_none_or(|m| m > MAX_MOVES) {
+        return None;
+    }
+    let mut local = vec![u32::MAX; topo.nodes()];
+    for (i, &v) in npus.iter().enumerate() {
+        local[v] = i as u32;
+    }
+    let links = topo.links();
+    let first = links.iter().find(|l| local[l.src] != u32::MAX && local[l.dst] != u32::MAX)?;
+    let same = |l: &crate::topology::Link| {
+        l.latency_ns == first.latency_ns && l.bandwidth_gb_per_s == first.bandwidth_gb_per_s
+    };
+    let mut off = vec![0usize; n + 1];
+    let mut adj = Vec::new();
+    let mut edge_of: std::collections::HashMap<(usize, usize), u32> = std::collections::HashMap::new();
+    for (i, &u) in npus.iter().enumerate() {
+        for li in topo.out_links(u) {
+            let l = &links[li];
+            let j = local[l.dst];
+            if j == u32::MAX || l.dst == u {
+                continue;
+            }
+            let back = topo.link(l.dst, u)?;
+            if !same(l) || !same(back) {
+                return None;
+            }
+            let key = (u.min(l.dst), u.max(l.dst));
+            let next = edge_of.len() as u32;
+            let e = *edge_of.entry(key).or_insert(next);
+            adj.push((j, e));
+        }
+        off[i + 1] = adj.len();
+    }
+    let mut ends = vec![(0, 0); edge_of.len()];
+    for (&(a, b), &e) in &edge_of {
+        ends[e as usize] = (local[a], local[b]);
+    }
+    let step_ns = first.time_ns(c.chunk_size_bytes * group as f64);
+    let fabric = Fabric { npus, off, adj, edges: edge_of.len(), ends, step_ns };
+    // Connected: every NPU reached from the first.
+    let mut seen = vec![false; n];
+    let mut stack = vec![0u32];
+    seen[0] = true;
+    while let Some(u) = stack.pop() {
+        for &(v, _) in fabric.neighbours(u) {
+            if !std::mem::replace(&mut seen[v as usize], true) {
+                stack.push(v);
+            }
+        }
+    }
+    seen.iter().all(|&s| s).then_some(fabric)
+}
+
+impl Fabric {
+    pub(super) fn neighbours(&self, u: u32) -> &[(u32, u32)] {
+        &self.adj[self.off[u as usize]..self.off[u as usize + 1]]
+    }
+    pub(super) fn n(&self) -> usize {
+        self.npus.len()
+    }
+    /// The ends of undirected edge `e` (local indices).
+    pub(super) fn ends(&self, e: u32) -> (u32, u32) {
+        self.ends[e as usize]
+    }
+    /// The directed link id of edge `e` from `u` to `v`.
+    pub(super) fn link(&self, e: u32, u: u32, v: u32) -> u32 {
+        2 * e + u32::from(self.npus[u as usize] > self.npus[v as usize])
+    }
+}
+/// The all-reduce `c` of per-chunk trees on `topo`, `group` chunks a message (see the module
+/// doc); `Unsupported` where `applies` does not hold.
+pub fn all_reduce(
+    topo: &Topology,
+    c: &Collective,
+    group: usize,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, PlanStats), SynthError> {
+    let Some(f) = fabric(topo, c, group) else {
+        return Err(SynthError::Greedy(super::greedy::GreedyError::Unsupported(
+            "trees: an all-reduce over links alike both ways",
+        )));
+    };
+    let units = c.num_chunks.div_ceil(group);
+    // Attempts with other tie-breaks where a plan is cheap: the busiest link's load and how
+    // close the timeline comes to it vary by a few timesteps between them.
+    let moves = units * 2 * (f.n() - 1);
+    let attempts = (ATTEMPT_MOVES / moves.max(1)).clamp(1, MAX_ATTEMPTS);
+    let mut kept: Option<(Trees, Vec<u32>, u32)> = None;
+    for a in 0..attempts as u64 {
+        let t0 = std::time::Instant::now();
+        let trees = build_trees(&f, units, seed.wrapping_add(a.wrapping_mul(0x9E37_79B9)), cancelled)?;
+        let t1 = std::time::Instant::now();
+        let (starts, len, floor) = timeline(&Moves::new(&f, &trees), cancelled)?;
+        let (trees_ms, timeline_ms) = ((t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
+        tracing::debug!(target: "ccsynth::timing", units, group, attempt = a, trees_ms, timeline_ms, busiest_link = floor, timesteps = len, "trees: attempt");
+        if kept.as_ref().is_none_or(|k| len < k.2) {
+            kept = Some((trees, starts, len));
+        }
+    }
+    let (trees, best, best_len) = kept.expect("at least one attempt");
+    let mv = Moves::new(&f, &trees);
+    let total = mv.count();
+    let mut order: Vec<u32> = (0..total as u32).collect();
+    order.sort_by_key(|&i| (best[i as usize], i));
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(seed);
+    s.transfers.reserve(total);
+    let chunks_of = |u: usize| -> ChunkList {
+        let lo = (u * group) as u32;
+        let hi = ((u + 1) * group).min(c.num_chunks) as u32;
+        (lo..hi).collect()
+    };
+    let lists: Vec<ChunkList> = (0..units).map(chunks_of).collect();
+    for &i in &order {
+        let (u, v, up) = mv.decode(i as usize);
+        let p = mv.parent(u, v);
+        let (src, dst) = if up { (v, p) } else { (p, v) };
+        s.transfers.push(Transfer {
+            op: if up { Op::Reduce } else { Op::Copy },
+            ..Transfer::copy(best[i as usize], f.npus[src as usize], f.npus[dst as usize], lists[u].clone())
+        });
+    }
+    let stats = PlanStats {
+        ten_timesteps: best_len,
+        phase_timesteps: vec![best_len],
+        discretization_ns: f.step_ns,
+        overlapped: true,
+        chunks_per_message: (group > 1).then_some(group as u32),
+        ..PlanStats::default()
+    };
+    Ok((s, stats))
+}

@@ -152,6 +152,7 @@ impl Fabric {
         2 * e + u32::from(self.npus[u as usize] > self.npus[v as usize])
     }
 }
+
 /// The all-reduce `c` of per-chunk trees on `topo`, `group` chunks a message (see the module
 /// doc); `Unsupported` where `applies` does not hold.
 pub fn all_reduce(

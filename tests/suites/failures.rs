@@ -24,6 +24,20 @@ fn failed(t: &Topology, links: &[[usize; 2]]) -> Topology {
     t.with_failures(&Failures { links: links.to_vec(), ..Failures::default() }).unwrap()
 }
 
+/// torus:8x8 less NPU 9, its all-reduce at 256 MiB and four chunks a NPU, and the planners'
+/// options (seed 0, native switches): the matcher's own tests of that case.
+fn less_npu_9() -> (Topology, ccsynth::collective::Collective, ccsynth::synth::PlanOptions) {
+    let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
+    let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(4);
+    let c = ccsynth::collective::Collective::build(&spec, &t).unwrap();
+    let opts = ccsynth::synth::PlanOptions {
+        seed: 0,
+        switch_model: ccsynth::engine::SwitchModel::Native,
+        discretization_ns: None,
+    };
+    (t, c, opts)
+}
+
 /// The links a transfer occupies.
 fn hops(s: &Schedule, i: usize) -> Vec<(u32, u32)> {
     let t = s.transfers.at(i);
@@ -88,14 +102,7 @@ fn one_failed_link_on_a_torus_costs_a_few_percent() {
 /// engine's greedy keeps the spread shares here, `a_failed_npus_neighbours_share_their_roots`.)
 #[test]
 fn the_phases_overlap_where_that_is_shorter() {
-    use ccsynth::collective::Collective;
-    let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
-    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(4), &t).unwrap();
-    let opts = ccsynth::synth::PlanOptions {
-        seed: 0,
-        switch_model: ccsynth::engine::SwitchModel::Native,
-        discretization_ns: None,
-    };
+    let (t, c, opts) = less_npu_9();
     let (s, st) = ccsynth::synth::greedy(&t, &c, &opts, &|| false).unwrap();
     assert!(engine::check(&s).valid);
     assert!(st.overlapped, "{st:?}");
@@ -426,15 +433,8 @@ proptest! {
 /// alone: 1.119×). (The engine's greedy keeps the trees here, `synth::trees`: 1.052×.)
 #[test]
 fn a_failed_npus_neighbours_share_their_roots() {
-    use ccsynth::collective::Collective;
     let intact = auto(&topo("torus:8x8"), CollectiveSpec::new(K::AllReduce, 256 * MIB));
-    let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
-    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(4), &t).unwrap();
-    let opts = ccsynth::synth::PlanOptions {
-        seed: 0,
-        switch_model: ccsynth::engine::SwitchModel::Native,
-        discretization_ns: None,
-    };
+    let (t, c, opts) = less_npu_9();
     let (s, st) = ccsynth::synth::greedy_spread(&t, &c, &opts, &|| false).unwrap();
     let r = engine::check(&s);
     assert!(r.valid);

@@ -148,6 +148,20 @@ pub(super) fn plan_runs(
     // after three link failures: all-reduce 7.6 ms, in groups of four 6.8 ms; all-gather after
     // one: 4.26 ms, eight chunks a message 3.70 ms): the groups run instead.
     let grouping: &[u32] = if patterns.first().is_some_and(Option::is_some) { &[] } else { &req.grouping };
+    // An all-reduce over links alike both ways: per-chunk trees (`synth::trees`) at every
+    // chunking below a thousand NPUs, and in messages of `tree_groups` on the first. Not where
+    // translation is optimal (an intact uniform torus keeps its runs as they were). Pushed
+    // after the groups, below.
+    let tree_runs: Vec<(usize, u32)> = if tenants.is_none() && !trivial && !patterns.iter().flatten().any(|p| p.2) {
+        let grouped = tree_groups(req.topology.npus(), grouping).into_iter().map(|g| (0usize, g));
+        let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
+        plain
+            .chain(grouped)
+            .filter(|&(variant, g)| crate::synth::trees::applies(req.topology, variants[variant], g as usize))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if tenants.is_none() && !trivial && !grouping.is_empty() {
         let only = match variants[0].spec.kind {
             crate::collective::CollectiveKind::AllReduce => GROUPED_ONLY_ALL_REDUCE_NPUS,
@@ -160,29 +174,16 @@ pub(super) fn plan_runs(
         // `tree_groups`): on torus:32x32 at 256 MiB 1.487–1.505 against 1.571–1.729 ms after
         // one or three failed links or less NPU 9, on torus:64x64 at 1 GiB 5.68 against 6.79
         // ms after three failed links and 5.71 against 6.55 less NPU 9 (each run 9–11 s there).
-        let trees_instead = req.topology.npus() >= GROUPED_ONLY_ALL_REDUCE_NPUS
-            && variants[0].spec.kind == crate::collective::CollectiveKind::AllReduce
-            && tree_groups(req.topology.npus(), grouping)
-                .iter()
-                .any(|&g| crate::synth::trees::applies(req.topology, variants[0], g as usize));
+        let trees_instead = req.topology.npus() >= GROUPED_ONLY_ALL_REDUCE_NPUS && !tree_runs.is_empty();
         for &g in grouping.iter().filter(|_| !trees_instead) {
             for i in 0..req.seeds.max(1) as u64 {
                 runs.push(Run { variant: 0, seed: req.seed.wrapping_add(i), mode: Mode::Grouped(g) });
             }
         }
     }
-    // An all-reduce over links alike both ways: per-chunk trees (`synth::trees`) at every
-    // chunking, and in messages of each grouping where the groups run, per seed. Not where
-    // translation is optimal (an intact uniform torus keeps its runs as they were).
-    if tenants.is_none() && !trivial && !patterns.iter().flatten().any(|p| p.2) {
-        let grouped = tree_groups(req.topology.npus(), grouping).into_iter().map(|g| (0usize, g));
-        let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
-        for (variant, g) in plain.chain(grouped) {
-            if crate::synth::trees::applies(req.topology, variants[variant], g as usize) {
-                for i in 0..req.seeds.max(1) as u64 {
-                    runs.push(Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Trees(g) });
-                }
-            }
+    for &(variant, g) in &tree_runs {
+        for i in 0..req.seeds.max(1) as u64 {
+            runs.push(Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Trees(g) });
         }
     }
     // Chunks that each go their own way (all-to-all, scatter, gather): the routed planner at

@@ -113,7 +113,7 @@ fn swing_chunks(t: &crate::topology::Topology, s: &crate::collective::Collective
 
 /// Tori on which Swing follows coordinates: every side even (a power of two, or served by the
 /// even non-power-of-two scheme).
-fn swing_grid(g: &crate::topology::Grid) -> bool {
+pub(super) fn swing_grid(g: &crate::topology::Grid) -> bool {
     g.torus && g.dims.iter().all(|d| d.is_multiple_of(2))
 }
 

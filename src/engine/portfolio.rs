@@ -182,7 +182,7 @@ fn run_gated(
     // That baseline leads, alone and checked in full (its validation beside its simulation,
     // on every core), when its price is also at least the quick bound (a price below the
     // collective's own bound says nothing of the baseline: swing-bandwidth on torus:64x64 less
-    // NPU 9 is priced at 40 us and runs 248 ms, 13 s to build and check): the synthesizers then
+    // NPU 9 was priced at 40 us by its chain alone and runs 248 ms): the synthesizers then
     // run against its time, and skip a run priced above it before building it (on an intact
     // torus:64x64 the greedy's translation pattern is priced at 6.39 ms against bucket's
     // 5.49 ms: 4 M transfers neither built nor simulated). Otherwise it runs beside them.

@@ -470,10 +470,22 @@ fn a_baselines_price_never_exceeds_its_simulated_time() {
         "dragonfly:4:5",
         "hier:ring2,fc4,switch4",
     ];
+    // After failures no grid is inferred: Swing runs on its logical line (p even) or that and a
+    // lone rank (p odd), the others fold; p = 15, 14, 35, 63, 16.
+    let failed = |spec: &str, links: &[[usize; 2]], npus: &[usize]| {
+        let f = ccsynth::topology::Failures { links: links.to_vec(), npus: npus.to_vec(), ..Default::default() };
+        (format!("{spec} less {links:?} {npus:?}"), topo(spec).with_failures(&f).unwrap())
+    };
+    let cases = topologies.iter().map(|s| (s.to_string(), topo(s))).chain([
+        failed("torus:4x4", &[], &[5]),
+        failed("torus:4x4", &[], &[5, 10]),
+        failed("torus:6x6", &[[0, 1]], &[7]),
+        failed("torus:8x8", &[], &[9]),
+        failed("torus:4x4", &[[5, 6]], &[]),
+    ]);
     let kinds = [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce, K::Scatter, K::Gather];
     let mut priced = 0;
-    for spec in topologies {
-        let t = topo(spec);
+    for (spec, t) in cases {
         for kind in kinds {
             for size in [4096u64, 3 << 20, 256 << 20] {
                 let mut c = CollectiveSpec::new(kind, size);
@@ -518,4 +530,18 @@ fn at_scale_the_prices_separate_bucket_from_the_rest() {
     ] {
         assert!(price(name) > 5.6e6, "{name} priced at {} ns", price(name));
     }
+}
+
+/// Less NPU 9 (4095 NPUs, no grid), Swing's logical line with a lone rank runs 248 ms: its
+/// price, from the blocks each step must carry over the hops between the peers, rules it out
+/// against the greedy's 5.71 ms (the chain alone priced it at 40 µs, and `auto` built it
+/// beside the greedy: 2.3 s and most of a gigabyte).
+#[test]
+fn a_degraded_torus_prices_swing_off_its_grid() {
+    let t = topo("torus:64x64")
+        .with_failures(&ccsynth::topology::Failures { npus: vec![9], ..Default::default() })
+        .unwrap();
+    let c = CollectiveSpec::new(K::AllReduce, 1 << 30);
+    let price = baselines::lower_bound_ns("swing-bandwidth", &t, &c).expect("a price");
+    assert!(price > 6.0e6, "swing-bandwidth priced at {price} ns");
 }

@@ -63,8 +63,12 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
         K::AllGather | K::ReduceScatter => 1.0,
         _ => 0.0,
     };
-    let grid =
-        topo.infer_grid().filter(|_| spec.group.as_ref().is_none_or(|g| g.iter().enumerate().all(|(i, &v)| i == v)));
+    // The grid the builder walks (`Ctx::new`): every NPU of it, in id order.
+    let grid = topo.infer_grid().filter(|g| {
+        spec.group
+            .as_ref()
+            .is_none_or(|r| r.len() == g.dims.iter().product::<usize>() && r.iter().enumerate().all(|(i, &v)| i == v))
+    });
     let log_floor = |n: usize| (usize::BITS - 1 - n.leading_zeros()) as usize;
     match name {
         "ring" | "ring-bidir" if phases > 0.0 => {

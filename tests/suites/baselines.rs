@@ -474,21 +474,26 @@ fn a_baselines_price_never_exceeds_its_simulated_time() {
     // lone rank (p odd), the others fold; p = 15, 14, 35, 63, 16.
     let failed = |spec: &str, links: &[[usize; 2]], npus: &[usize]| {
         let f = ccsynth::topology::Failures { links: links.to_vec(), npus: npus.to_vec(), ..Default::default() };
-        (format!("{spec} less {links:?} {npus:?}"), topo(spec).with_failures(&f).unwrap())
+        (format!("{spec} less {links:?} {npus:?}"), topo(spec).with_failures(&f).unwrap(), None)
     };
-    let cases = topologies.iter().map(|s| (s.to_string(), topo(s))).chain([
+    // Groups: the first NPUs of a grid are not that grid (no grid algorithm walks them).
+    let grouped = |spec: &str, group: &[usize]| (format!("{spec} group {group:?}"), topo(spec), Some(group.to_vec()));
+    let cases = topologies.iter().map(|s| (s.to_string(), topo(s), None)).chain([
         failed("torus:4x4", &[], &[5]),
         failed("torus:4x4", &[], &[5, 10]),
         failed("torus:6x6", &[[0, 1]], &[7]),
         failed("torus:8x8", &[], &[9]),
         failed("torus:4x4", &[[5, 6]], &[]),
+        grouped("torus:4x4", &[0, 1, 2, 3, 4, 5, 6, 7]),
+        grouped("torus:4x4", &[0, 1, 2, 3, 4, 5]),
+        grouped("torus:8x8", &[0, 1, 5, 7, 8, 13, 30, 41, 50, 63]),
     ]);
     let kinds = [K::AllReduce, K::AllGather, K::ReduceScatter, K::Broadcast, K::Reduce, K::Scatter, K::Gather];
     let mut priced = 0;
-    for (spec, t) in cases {
+    for (spec, t, group) in cases {
         for kind in kinds {
             for size in [4096u64, 3 << 20, 256 << 20] {
-                let mut c = CollectiveSpec::new(kind, size);
+                let mut c = CollectiveSpec { group: group.clone(), ..CollectiveSpec::new(kind, size) };
                 if kind.needs_root() {
                     c = c.with_root(1);
                 }

@@ -24,7 +24,7 @@
 //! Then the DAG reversed is scheduled by the forward pass's finish times, and the forward DAG
 //! again by the latest starts that gives. This forward–backward improvement (a standard for
 //! project scheduling) brought torus:8x8 less NPU 9 from 147 timesteps to 127, against the
-//! busiest link's 127 trees. Below 1024 NPUs the best attempt's timeline is then restarted from
+//! busiest link's 127 trees. Below 1000 NPUs the best attempt's timeline is then restarted from
 //! noisy priorities a few times (the passes stop in a local optimum; on torus:8x8x8 less a link
 //! at 64 MiB 62 timesteps become 60 against a busiest link of 57).
 //!
@@ -53,11 +53,12 @@ const MAX_ATTEMPTS: usize = 4;
 
 /// Restarts of the best attempt's timeline (`timeline::perturbed`): as many as fit in this many
 /// moves list-scheduled (eight schedules a restart), at most `MAX_RESTARTS`, on fewer than
-/// `RESTART_NPUS` NPUs. From 1024 NPUs they gained at most 1.1% (torus:32x32 at 64 MiB) and
-/// took its synthesis from 0.8–1.2 s to 2.1–2.5 s, where a regeneration has 2 s.
+/// `RESTART_NPUS` NPUs. On torus:32x32 (1023 or 1024 NPUs left) they gained nothing within
+/// this budget at 64 MiB (1.1% at twice the budget) and took a synthesis from 0.8–1.2 s to
+/// 1.6–2.5 s, where a regeneration has 2 s.
 const RESTART_MOVES: usize = 1 << 23;
 const MAX_RESTARTS: usize = 20;
-const RESTART_NPUS: usize = 1024;
+const RESTART_NPUS: usize = 1000;
 
 /// The group's NPUs and links in the planner's terms: `npus[i]` is NPU i of the group,
 /// `adj[off[i]..off[i + 1]]` its (neighbour, undirected edge) pairs, `ends[e]` edge e's NPUs.

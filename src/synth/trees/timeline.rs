@@ -196,6 +196,21 @@ fn list_schedule(
     Ok((start, time))
 }
 
+/// One forward–backward pass from the timeline `current`: the reversed DAG scheduled with the
+/// move that started last going first, then the forward DAG by the latest starts that allows.
+fn forward_backward(
+    mv: &Moves<'_>,
+    links: &[u32],
+    current: &[u32],
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Vec<u32>, u32), SynthError> {
+    let last = current.iter().copied().max().unwrap_or(0);
+    let key: Vec<u32> = current.iter().map(|&s| last - s).collect();
+    let (back, back_len) = list_schedule(mv, links, true, &key, cancelled)?;
+    let key: Vec<u32> = back.iter().map(|&s| back_len - 1 - s).collect();
+    list_schedule(mv, links, false, &key, cancelled)
+}
+
 fn links_of(mv: &Moves<'_>) -> Vec<u32> {
     (0..mv.count()).map(|i| mv.link(i)).collect()
 }
@@ -236,14 +251,8 @@ pub(super) fn timeline(mv: &Moves<'_>, cancelled: &dyn Fn() -> bool) -> Result<(
         if best_len <= floor || stale == patience {
             break;
         }
-        // Backward: the move that started last in the forward pass goes first.
-        let last = current.iter().copied().max().unwrap_or(0);
-        let key: Vec<u32> = current.iter().map(|&s| last - s).collect();
-        let (back, back_len) = list_schedule(mv, &links, true, &key, cancelled)?;
-        // Forward again by the latest start the backward pass allows.
-        let key: Vec<u32> = back.iter().map(|&s| back_len - 1 - s).collect();
-        let (fwd, len) = list_schedule(mv, &links, false, &key, cancelled)?;
-        tracing::trace!(target: "ccsynth::timing", back_len, len, "trees: pass");
+        let (fwd, len) = forward_backward(mv, &links, &current, cancelled)?;
+        tracing::trace!(target: "ccsynth::timing", len, "trees: pass");
         // A pass that does not shorten the schedule may still reorder it for the next.
         if len < best_len {
             best.clone_from(&fwd);
@@ -288,11 +297,7 @@ pub(super) fn perturbed(
         let key: Vec<u32> = back.iter().map(|&s| (back_len - 1 - s) * 8 + rng.below(noise) as u32).collect();
         let (mut fwd, mut fwd_len) = list_schedule(mv, &links, false, &key, cancelled)?;
         for _ in 0..RESTART_PASSES {
-            let last = fwd.iter().copied().max().unwrap_or(0);
-            let key: Vec<u32> = fwd.iter().map(|&s| last - s).collect();
-            let (back, back_len) = list_schedule(mv, &links, true, &key, cancelled)?;
-            let key: Vec<u32> = back.iter().map(|&s| back_len - 1 - s).collect();
-            let (next, next_len) = list_schedule(mv, &links, false, &key, cancelled)?;
+            let (next, next_len) = forward_backward(mv, &links, &fwd, cancelled)?;
             if next_len <= fwd_len {
                 (fwd, fwd_len) = (next, next_len);
             }

@@ -8,6 +8,7 @@
 //! reduce use p chunks): `chunks_per_npu` in the request is a minimum.
 
 mod alltoall;
+mod bucket;
 mod butterfly;
 mod circulant;
 mod direct;
@@ -100,7 +101,7 @@ fn registry() -> Vec<(&'static str, Algorithm)> {
         ("bde", butterfly::BDE),
         ("swing-latency", butterfly::SWING_LATENCY),
         ("swing-bandwidth", butterfly::SWING_BANDWIDTH),
-        ("bucket", butterfly::BUCKET),
+        ("bucket", bucket::BUCKET),
         ("traff", circulant::TRAFF),
         ("kolmakov", circulant::KOLMAKOV),
         ("mst", mst::MST),

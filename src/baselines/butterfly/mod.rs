@@ -5,8 +5,10 @@
 //! - BDE all-gather / reduce-scatter (lecture notes 1.8), the same halving/doubling exchange;
 //! - Swing (De Sensi et al., NSDI'24): peers at ±ρ(s) = Σ(−2)^i, dimension ω(s) = s mod D with
 //!   relative step σ(s), latency-optimal (whole vector) and bandwidth-optimal (reduce-scatter
-//!   then all-gather), multi-port with D plain and D mirrored collectives on 2D ports;
-//! - bucket (per-dimension ring reduce-scatters then all-gathers, 2D concurrent buckets).
+//!   then all-gather), multi-port with D plain and D mirrored collectives on 2D ports.
+//!
+//! Who pairs with whom at each step, and which blocks go, is `pattern`; bucket (its own module)
+//! shares the blocks' parts (`sub_block`).
 //!
 //! In a reduce-scatter step s, rank r sends peer q the blocks of every rank q reaches through
 //! steps after s (including q); the all-gather replays the steps backwards with the same sets.
@@ -23,6 +25,11 @@
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;
 use crate::schedule::{ChunkList, Op, Transfers};
+pub(super) use pattern::grid_hops;
+pub use pattern::swing_peer;
+use pattern::{Pattern, pattern, send_sets};
+
+mod pattern;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Family {
@@ -92,20 +99,6 @@ pub(super) const SWING_BANDWIDTH: Algorithm = Algorithm {
     },
 };
 
-pub(super) const BUCKET: Algorithm = Algorithm {
-    info: || BaselineInfo {
-        name: "bucket",
-        collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
-        topologies: "meshes and tori (whole grid as the group)",
-        source: "Swing paper 2.3.4 (bucket / per-dimension rings, 2D concurrent buckets)",
-    },
-    chunking: |t, s| {
-        let d = t.infer_grid().map(|g| g.dims.len()).unwrap_or(1) as u32;
-        s.chunks().max(1).next_multiple_of(2 * d)
-    },
-    build: bucket,
-};
-
 fn swing_chunks(t: &crate::topology::Topology, s: &crate::collective::CollectiveSpec) -> u32 {
     let d = t.infer_grid().filter(swing_grid).map(|g| g.dims.len()).unwrap_or(1);
     s.chunks().max(1).next_multiple_of(2 * d as u32)
@@ -129,184 +122,6 @@ pub(super) fn parts_on(grid: Option<&crate::topology::Grid>) -> usize {
         Some(g) if swing_grid(g) => 2 * g.dims.len(),
         _ => 2,
     }
-}
-
-/// Links each reduce-scatter step's messages cross on a torus with power-of-two sides, in the
-/// order `pattern` takes the steps of a part starting at dimension `start`: Swing's |ρ(σ)|, or
-/// recursive halving's shorter way round to the partner 2^bit away.
-pub(super) fn grid_hops(g: &crate::topology::Grid, swing: bool, start: usize) -> Vec<u64> {
-    let dims = g.dims.len();
-    let logs: Vec<u32> = g.dims.iter().map(|&d| ceil_log2(d)).collect();
-    let total: u32 = logs.iter().sum();
-    let mut used = vec![0u32; dims];
-    let mut out = Vec::with_capacity(total as usize);
-    let mut j = start % dims;
-    while out.len() < total as usize {
-        if used[j] < logs[j] {
-            let sigma = used[j];
-            used[j] += 1;
-            let d = g.dims[j] as i64;
-            let h = if swing {
-                rho(sigma).abs()
-            } else {
-                let fwd = (1i64 << (logs[j] - 1 - sigma)).rem_euclid(d);
-                fwd.min(d - fwd)
-            };
-            out.push(h as u64);
-        }
-        j = (j + 1) % dims;
-    }
-    out
-}
-
-fn ceil_log2(n: usize) -> u32 {
-    n.next_power_of_two().trailing_zeros()
-}
-
-/// ρ(s) = Σ_{i=0..s} (−2)^i.
-pub fn rho(s: u32) -> i64 {
-    (1 - (-2i64).pow(s + 1)) / 3
-}
-
-/// Swing's peer of rank r at step s on a 1D torus of p nodes (paper Eq. 2).
-pub fn swing_peer(r: usize, s: u32, p: usize) -> usize {
-    let d = rho(s);
-    let x = if r.is_multiple_of(2) { r as i64 + d } else { r as i64 - d };
-    x.rem_euclid(p as i64) as usize
-}
-
-/// One butterfly step: each core rank's peer and the route (grid dimension and signed
-/// distance, or a logical-line route).
-struct Step {
-    peer: Vec<usize>,
-    along: Vec<Option<(usize, i64)>>,
-}
-
-/// The pattern over core ranks 0..q: steps in reduce-scatter order.
-struct Pattern {
-    q: usize,
-    steps: Vec<Step>,
-}
-
-fn pattern(ctx: &Ctx, fam: Family, part: usize, parts: usize, q: usize, on_grid: bool) -> Pattern {
-    let mut steps = Vec::new();
-    let mirrored = part >= parts / 2 && parts > 1;
-    if on_grid {
-        let g = ctx.grid.as_ref().expect("on_grid");
-        let dims = g.dims.len();
-        // Swing takes ⌈log₂ d⌉ steps on a side of d (even d: §3.2); the others need 2^k sides.
-        let logs: Vec<u32> = g.dims.iter().map(|&d| ceil_log2(d)).collect();
-        let start = part % dims;
-        let mut used = vec![0u32; dims];
-        // Round-robin over the dimensions that still have steps, starting at `start`.
-        let total: u32 = logs.iter().sum();
-        let mut j = start;
-        while steps.len() < total as usize {
-            if used[j] < logs[j] {
-                let sigma = used[j];
-                used[j] += 1;
-                let mut peer = vec![0; q];
-                let mut along = vec![None; q];
-                for r in 0..q {
-                    let c = g.coords(r);
-                    let d = g.dims[j];
-                    let a = c[j];
-                    let delta: i64 = match fam {
-                        Family::Swing => {
-                            // Eq. 2 per dimension: even coordinates move by +ρ(σ), odd by −ρ(σ);
-                            // ρ alternates in sign, so peers swing left and right.
-                            let sign = if a.is_multiple_of(2) != mirrored { 1 } else { -1 };
-                            sign * rho(sigma)
-                        }
-                        Family::RecursiveDoubling | Family::Halving => {
-                            let bit = if fam == Family::Halving { logs[j] - 1 - sigma } else { sigma };
-                            let b = a ^ (1 << bit);
-                            let fwd = (b as i64 - a as i64).rem_euclid(d as i64);
-                            let back = fwd - d as i64;
-                            if !g.torus {
-                                b as i64 - a as i64
-                            } else if fwd <= -back {
-                                fwd
-                            } else {
-                                back
-                            }
-                        }
-                    };
-                    let mut cc = c.clone();
-                    cc[j] = (a as i64 + delta).rem_euclid(d as i64) as usize;
-                    peer[r] = g.node(&cc);
-                    along[r] = Some((j, delta));
-                }
-                steps.push(Step { peer, along });
-            }
-            j = (j + 1) % dims;
-        }
-    } else {
-        let s_count = ceil_log2(q);
-        for s in 0..s_count {
-            let peer: Vec<usize> = (0..q)
-                .map(|r| match fam {
-                    Family::Swing => {
-                        let x = swing_peer(r, s, q);
-                        if mirrored { (2 * r + q - x) % q } else { x }
-                    }
-                    Family::RecursiveDoubling => r ^ (1 << s),
-                    Family::Halving => r ^ (q >> (s + 1)),
-                })
-                .collect();
-            steps.push(Step { peer, along: vec![None; q] });
-        }
-    }
-    Pattern { q, steps }
-}
-
-/// Blocks (core ranks) that core `c` is responsible for after step `s` of the reduce-scatter:
-/// itself and everything it reaches through later steps (with repeats when q is not a power
-/// of two: Appendix A.2).
-fn reach(p: &Pattern, c: usize, s: usize, out: &mut Vec<usize>) {
-    out.push(c);
-    for h in s + 1..p.steps.len() {
-        reach(p, p.steps[h].peer[c], h, out);
-    }
-}
-
-/// `sends[s][c]`: the blocks core c sends its peer in reduce-scatter step s. A block goes to
-/// the peer of the *last* step whose peer reaches it (Swing §3.2: "if it would send a block
-/// twice, send that only in the last step"), so each rank sends each block once, and a block
-/// reaches a rank only at a step before the one in which that rank passes it on: the flows of
-/// a block form a tree into its owner. None when the steps are not pairings or some rank
-/// never reaches some block (then the caller folds instead).
-fn send_sets(p: &Pattern) -> Option<Vec<Vec<Vec<usize>>>> {
-    let (q, steps) = (p.q, p.steps.len());
-    for st in &p.steps {
-        if (0..q).any(|c| st.peer[c] >= q || st.peer[c] == c || st.peer[st.peer[c]] != c) {
-            return None;
-        }
-    }
-    let mut sends: Vec<Vec<Vec<usize>>> = vec![vec![Vec::new(); q]; steps];
-    let mut last = vec![usize::MAX; q];
-    let mut set = Vec::new();
-    #[allow(clippy::needless_range_loop)] // c indexes the inner level of `sends`
-    for c in 0..q {
-        last.fill(usize::MAX);
-        for (s, st) in p.steps.iter().enumerate() {
-            set.clear();
-            reach(p, st.peer[c], s, &mut set);
-            for &b in &set {
-                last[b] = s;
-            }
-        }
-        for (b, &s) in last.iter().enumerate() {
-            if b == c {
-                continue;
-            }
-            if s == usize::MAX {
-                return None;
-            }
-            sends[s][c].push(b);
-        }
-    }
-    Some(sends)
 }
 
 struct Setup {
@@ -360,7 +175,7 @@ fn lone_groups(q: usize, steps: usize) -> Vec<std::ops::Range<usize>> {
 
 /// Part `part` of `parts` of rank `r`'s block (a range: bucket on torus:64x64 takes 260 M of
 /// them, one per block of each message).
-fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> std::ops::Range<u32> {
+pub(super) fn sub_block(ctx: &Ctx, r: usize, part: usize, parts: usize) -> std::ops::Range<u32> {
     let b = ctx.block(r);
     let per = b.len() as u32 / parts as u32;
     b.start + part as u32 * per..b.start + (part as u32 + 1) * per
@@ -503,98 +318,6 @@ fn latency_optimal(ctx: &Ctx, fam: Family, parts: usize) -> Result<Transfers, Ba
                 if let Some(e) = extra(c) {
                     out.send(step, c, e, everything.clone(), Op::Copy);
                 }
-            }
-        }
-    }
-    Ok(out.transfers)
-}
-
-fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
-    let g = ctx.grid.clone().ok_or(BaselineError::Unsupported {
-        algorithm: "bucket",
-        what: "topologies that are not a whole mesh or torus".into(),
-    })?;
-    let kind = ctx.c.spec.kind;
-    let dims = g.dims.len();
-    let parts = 2 * dims;
-    let p = ctx.p();
-    let mut out = Out::new(ctx);
-    let stride: Vec<usize> = (0..dims).map(|i| g.dims[..i].iter().product()).collect();
-    let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
-    let ag = matches!(kind, K::AllReduce | K::AllGather);
-    for part in 0..parts {
-        let dir: i64 = if part < dims { 1 } else { -1 };
-        let order: Vec<usize> = (0..dims).map(|i| (part + i) % dims).collect();
-        let chunks_of =
-            |blocks: &[usize]| -> Vec<u32> { blocks.iter().flat_map(|&b| sub_block(ctx, b, part, parts)).collect() };
-        // Blocks node v is responsible for once dims `done` are reduced: those agreeing with v there.
-        // Blocks agreeing with node v on the reduced dimensions `done` and with coordinate
-        // `gcoord` on dimension j: enumerated directly over the free dimensions.
-        let group = |v: usize, done: &[usize], j: usize, gcoord: usize| -> Vec<usize> {
-            let mut c = g.coords(v);
-            c[j] = gcoord;
-            let free: Vec<usize> = (0..dims).filter(|i| *i != j && !done.contains(i)).collect();
-            for &i in &free {
-                c[i] = 0;
-            }
-            let mut out = Vec::new();
-            loop {
-                out.push(g.node(&c));
-                let mut k = 0;
-                while k < free.len() {
-                    let i = free[k];
-                    c[i] += 1;
-                    if c[i] < g.dims[i] {
-                        break;
-                    }
-                    c[i] = 0;
-                    k += 1;
-                }
-                if k == free.len() {
-                    return out;
-                }
-            }
-        };
-        let mut step = 0u32;
-        // A step's messages carry one chunk list per group (the group's first block names it):
-        // built once and shared (on torus:64x64, 16,384 messages a step, 64 or 4,096 lists).
-        let mut lists: Vec<Option<ChunkList>> = vec![None; p];
-        let mut line_phase = |out: &mut Out, step: &mut u32, j: usize, done: &[usize], reduce: bool| {
-            let d = g.dims[j];
-            for s in 0..d - 1 {
-                lists.iter_mut().for_each(|l| *l = None);
-                for v in 0..p {
-                    let a = g.coord(v, j);
-                    // Position along the ring in direction `dir`.
-                    let pos = if dir > 0 { a } else { (d - a) % d };
-                    let gpos = if reduce { (pos + 2 * d - s - 1) % d } else { (pos + d - s) % d };
-                    let gcoord = if dir > 0 { gpos } else { (d - gpos) % d };
-                    // The group's first block: v with coordinate gcoord on j, 0 on the free dims.
-                    let first = (0..dims)
-                        .filter(|&i| i == j || !done.contains(&i))
-                        .fold(v, |r, i| r - g.coord(v, i) * stride[i])
-                        + gcoord * stride[j];
-                    let chunks = lists[first]
-                        .get_or_insert_with(|| {
-                            let blocks = group(v, done, j, gcoord);
-                            debug_assert_eq!(blocks[0], first);
-                            chunks_of(&blocks).into()
-                        })
-                        .clone();
-                    let (w, path) = ctx.route_along(v, j, dir);
-                    out.push(*step, v, w, chunks, if reduce { Op::Reduce } else { Op::Copy }, path);
-                }
-                *step += 1;
-            }
-        };
-        if rs {
-            for i in 0..dims {
-                line_phase(&mut out, &mut step, order[i], &order[..i], true);
-            }
-        }
-        if ag {
-            for i in (0..dims).rev() {
-                line_phase(&mut out, &mut step, order[i], &order[..i], false);
             }
         }
     }

@@ -6,6 +6,7 @@ mod plan;
 
 use super::fastest::{Fastest, Least, time};
 use super::*;
+use crate::synth::trees::Resume;
 pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use plan::{Run, RunPlan, plan_runs};
 
@@ -22,7 +23,7 @@ fn produce(
     r: &Run,
     labels: &Labels,
     polled: &(dyn Fn() -> bool + Sync),
-) -> Result<(Schedule, crate::synth::PlanStats), crate::synth::SynthError> {
+) -> Result<(Schedule, crate::synth::PlanStats, Option<Resume>), crate::synth::SynthError> {
     let opts = crate::synth::PlanOptions {
         seed: r.seed,
         switch_model: req.switch_model,
@@ -32,7 +33,10 @@ fn produce(
         },
     };
     let c = variants[r.variant];
-    match (tenants, r.mode) {
+    if let (None, Mode::Trees(g)) = (tenants, r.mode) {
+        return crate::synth::trees::all_reduce_resumable(req.topology, c, g as usize, r.seed, polled);
+    }
+    let produced = match (tenants, r.mode) {
         (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
         (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
@@ -54,7 +58,7 @@ fn produce(
             let (torus, pattern, _) = plan.patterns[r.variant].as_ref().expect("a translation run has its pattern");
             crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
         }
-        (None, Mode::Trees(g)) => crate::synth::trees::all_reduce(req.topology, c, g as usize, r.seed, polled),
+        (None, Mode::Trees(_)) => unreachable!("planned above"),
         (None, Mode::Routed) => {
             let groups = crate::synth::routed::groups(req.topology, c.chunk_size_bytes);
             crate::synth::routed::synthesize(req.topology, c, &groups, r.seed, polled)
@@ -63,7 +67,8 @@ fn produce(
             crate::synth::flood::all_reduce_by_contributions(req.topology, c, req.switch_model, r.seed, polled)
                 .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
         }
-    }
+    };
+    produced.map(|(s, stats)| (s, stats, None))
 }
 
 /// The greedy on collectives already built on the request's topology: every run of
@@ -114,7 +119,7 @@ pub(super) fn synthesize_greedy(
             // Several under a deferred gate: each is simulated and, while it is the fastest so
             // far, validated beside (on the pool's threads left by runs still going), so the
             // winner leaves validated.
-            Ok((schedule, stats)) if !single && req.gate == Gate::Deferred => {
+            Ok((schedule, stats, resume)) if !single && req.gate == Gate::Deferred => {
                 let checked = super::check::gate_speculative_until(schedule, &incumbent, polled);
                 if cancelled() {
                     return Outcome { cancelled: true, ..Outcome::default() };
@@ -127,14 +132,14 @@ pub(super) fn synthesize_greedy(
                             true => (None, Some(report)),
                             false => (report.timing, None),
                         };
-                        let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats };
+                        let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats, resume };
                         Outcome::won(best)
                     }
                     Err(Error::Cancelled) => Outcome::cut(),
                     Err(e) => Outcome { error: Least::of(index, e), ..Outcome::default() },
                 }
             }
-            Ok((schedule, stats)) => {
+            Ok((schedule, stats, resume)) => {
                 // One candidate needs no ranking; the gate simulates it anyway. Several are
                 // ranked by their simulation, which the winner's gate then reuses.
                 let timing = if single {
@@ -156,7 +161,7 @@ pub(super) fn synthesize_greedy(
                 if !single {
                     tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
                 }
-                let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats };
+                let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats, resume };
                 Outcome::won(best)
             }
             Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
@@ -188,7 +193,12 @@ pub(super) fn synthesize_greedy(
     let Some(best) = outcome.best.into_inner() else {
         return Err(outcome.error.into_inner().unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
     };
-    let Candidate { run, schedule, stats: gst, timing, checked: report, .. } = best;
+    let Candidate { run, schedule, stats: gst, timing, checked: report, time_ns, resume } = best;
+    let won = Won { schedule, stats: gst, timing, report, time_ns: (!single).then_some(time_ns) };
+    let Won { schedule, stats: gst, timing, report, .. } = match resume {
+        Some(resume) => polish_trees(req, variants[run.variant], resume, won, cancelled, polled)?,
+        None => won,
+    };
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     // A winner nothing has simulated yet (a single run) is validated beside its simulation
@@ -219,6 +229,62 @@ pub(super) fn synthesize_greedy(
     stats.chunks_per_npu_tried = variants.iter().map(|v| v.spec.chunks()).collect();
     stats.greedy = Some(search);
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
+}
+
+/// The winning run's schedule, statistics, the simulator's report on it and its full check
+/// where it has them, and its simulated time (none when it was the only run).
+struct Won {
+    schedule: Schedule,
+    stats: crate::synth::PlanStats,
+    timing: Option<crate::sim::Timing>,
+    report: Option<crate::engine::CheckReport>,
+    time_ns: Option<f64>,
+}
+
+/// The trees' winning run polished (`synth::trees::polish`: its timeline searched on with a
+/// larger budget, for the winner alone), kept when the simulator finds it faster. A deadline
+/// that cuts the polish keeps the run's own schedule; a cancel cancels.
+fn polish_trees(
+    req: &SynthJob<'_>,
+    c: &Collective,
+    resume: Resume,
+    won: Won,
+    cancelled: &(dyn Fn() -> bool + Sync),
+    polled: &(dyn Fn() -> bool + Sync),
+) -> Result<Won, Error> {
+    let t0 = std::time::Instant::now();
+    let stopped = |won: Won| if cancelled() { Err(Error::Cancelled) } else { Ok(won) };
+    let (schedule, stats) = match crate::synth::trees::polish(resume, req.topology, c, polled) {
+        Ok(Some(p)) => p,
+        Ok(None) => return Ok(won),
+        Err(e) if e.is_cancelled() => return stopped(won),
+        Err(e) => {
+            // The run planned these trees once already: a failure now is a bug, not an input.
+            tracing::error!(error = %e, "trees: the polish failed");
+            return Ok(won);
+        }
+    };
+    let before = match (won.time_ns, &won.timing) {
+        (Some(t), _) => t,
+        (None, Some(t)) => t.collective_time_ns,
+        (None, None) => match crate::sim::simulate_until(&won.schedule, polled) {
+            Ok(t) => t.collective_time_ns,
+            Err(crate::sim::SimError::Stopped) => return stopped(won),
+            Err(_) => return Ok(won),
+        },
+    };
+    let timing = match crate::sim::simulate_until(&schedule, polled) {
+        Ok(t) => t,
+        Err(crate::sim::SimError::Stopped) => return stopped(won),
+        Err(_) => return Ok(won),
+    };
+    let after = timing.collective_time_ns;
+    tracing::debug!(target: "ccsynth::timing", before, after, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: the trees' winner polished");
+    if after < before {
+        // Left for the gate to simulate again: beside its validation where that is deferred.
+        return Ok(Won { schedule, stats, timing: None, report: None, time_ns: Some(after) });
+    }
+    Ok(won)
 }
 
 /// The collective at each chunks per NPU a synthesis tries: the first `matcher` for every
@@ -288,4 +354,6 @@ struct Candidate {
     run: Run,
     schedule: Schedule,
     stats: crate::synth::PlanStats,
+    /// Where the trees' run stopped, for its polish should it win.
+    resume: Option<Resume>,
 }

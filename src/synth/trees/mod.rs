@@ -26,7 +26,9 @@
 //! project scheduling) brought torus:8x8 less NPU 9 from 147 timesteps to 127, against the
 //! busiest link's 127 trees. Below 1000 NPUs the best attempt's timeline is then restarted from
 //! noisy priorities a few times (the passes stop in a local optimum; on torus:8x8x8 less a link
-//! at 64 MiB 62 timesteps become 60 against a busiest link of 57).
+//! at 64 MiB 62 timesteps become 60 against a busiest link of 57). The run that wins a
+//! synthesis is then polished (`polish`, from where it stopped: `Resume`): two more walks of
+//! restarts, on two threads, within a larger budget; a timestep or two of 50–70 at 64 MiB.
 //!
 //! Serves an all-reduce over a group whose links among themselves all have the same latency
 //! and bandwidth in both directions (no switches on the way): there one message a link and
@@ -59,6 +61,18 @@ const MAX_ATTEMPTS: usize = 4;
 const RESTART_MOVES: usize = 1 << 23;
 const MAX_RESTARTS: usize = 20;
 const RESTART_NPUS: usize = 1000;
+/// The passes after each restart's noisy schedule (`timeline::perturbed`).
+const RESTART_PASSES: usize = 3;
+
+/// `polish`: moves list-scheduled in all (about 4 s of CPU at 60 ns a move, 2 s on two
+/// threads), over this many walks, each of at most `MAX_POLISH_RESTARTS` restarts of
+/// `POLISH_PASSES` passes (one pass a restart reached torus:16x16 less a link's 68 timesteps
+/// within 76 list schedules, three within 184).
+const POLISH_MOVES: usize = 1 << 26;
+/// Two: `rayon::join`'s.
+const POLISH_WALKS: usize = 2;
+const MAX_POLISH_RESTARTS: usize = 400;
+const POLISH_PASSES: usize = 1;
 
 /// The group's NPUs and links in the planner's terms: `npus[i]` is NPU i of the group,
 /// `adj[off[i]..off[i + 1]]` its (neighbour, undirected edge) pairs, `ends[e]` edge e's NPUs.
@@ -173,6 +187,86 @@ pub fn all_reduce(
     seed: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
+    let (f, trees, best, best_len) = plan(topo, c, group, seed, cancelled)?;
+    Ok(emit(topo, c, &f, &trees, group, seed, &best, best_len))
+}
+
+/// Where an `all_reduce` run stopped (its fabric, trees and timeline), for `polish` to go on
+/// from. Only where a polish may shorten it: below `RESTART_NPUS` NPUs, the timeline above its
+/// busiest link's load.
+pub struct Resume {
+    f: Fabric,
+    trees: Trees,
+    best: Vec<u32>,
+    best_len: u32,
+    group: usize,
+    seed: u64,
+}
+
+/// `all_reduce`, with where it stopped when a `polish` may shorten it.
+pub fn all_reduce_resumable(
+    topo: &Topology,
+    c: &Collective,
+    group: usize,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, PlanStats, Option<Resume>), SynthError> {
+    let (f, trees, best, best_len) = plan(topo, c, group, seed, cancelled)?;
+    let (s, stats) = emit(topo, c, &f, &trees, group, seed, &best, best_len);
+    let resume = (f.n() < RESTART_NPUS && best_len > trees.busiest()).then_some(Resume {
+        f,
+        trees,
+        best,
+        best_len,
+        group,
+        seed,
+    });
+    Ok((s, stats, resume))
+}
+
+/// An `all_reduce` run continued from `r`: its timeline restarted `POLISH_WALKS` more walks of
+/// noisy priorities on as many threads, each of up to `MAX_POLISH_RESTARTS` restarts of one
+/// forward–backward pass within `POLISH_MOVES` moves list-scheduled in all. For the winner of a
+/// synthesis only (the engine polishes the trees' run that won; at 64 MiB it is worth a
+/// timestep or two of 50–70, the difference between 1.09× and 1.07× an intact torus). `None`
+/// where no walk is shorter. `topo` and `c` are the run's.
+pub fn polish(
+    r: Resume,
+    topo: &Topology,
+    c: &Collective,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<Option<(Schedule, PlanStats)>, SynthError> {
+    let Resume { f, trees, best, best_len, group, seed } = r;
+    let mv = Moves::new(&f, &trees);
+    // A restart is 2 + 2 passes list schedules.
+    let rounds = (POLISH_MOVES / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * mv.count()).max(1)).min(MAX_POLISH_RESTARTS);
+    let t0 = std::time::Instant::now();
+    let walk = |w: usize| {
+        let seed = seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);
+        perturbed(&mv, best.clone(), best_len, rounds, POLISH_PASSES, seed, cancelled)
+    };
+    // The walks' results do not depend on the threads: the shorter wins, ties to the first.
+    let (a, b) = rayon::join(|| walk(0), || walk(1));
+    let ((sa, la), (sb, lb)) = (a?, b?);
+    let (walked, len) = if lb < la { (sb, lb) } else { (sa, la) };
+    let units = trees.roots.len();
+    tracing::debug!(target: "ccsynth::timing", units, group, rounds, before = best_len, timesteps = len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: polished");
+    drop(mv);
+    if len >= best_len {
+        return Ok(None);
+    }
+    Ok(Some(emit(topo, c, &f, &trees, group, seed, &walked, len)))
+}
+
+/// The fabric, the best attempt's trees and its timeline (each move's start, the timesteps)
+/// after the restarts.
+fn plan(
+    topo: &Topology,
+    c: &Collective,
+    group: usize,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Fabric, Trees, Vec<u32>, u32), SynthError> {
     let Some(f) = fabric(topo, c, group) else {
         return Err(SynthError::Greedy(super::greedy::GreedyError::Unsupported(
             "trees: an all-reduce over links alike both ways",
@@ -197,13 +291,36 @@ pub fn all_reduce(
     }
     let (trees, mut best, mut best_len) = kept.expect("at least one attempt");
     let mv = Moves::new(&f, &trees);
-    let restarts = if f.n() < RESTART_NPUS { (RESTART_MOVES / (8 * moves).max(1)).min(MAX_RESTARTS) } else { 0 };
+    // A restart is 2 + 2 passes list schedules.
+    let restarts = if f.n() < RESTART_NPUS {
+        (RESTART_MOVES / ((2 + 2 * RESTART_PASSES) * moves).max(1)).min(MAX_RESTARTS)
+    } else {
+        0
+    };
     if restarts > 0 {
         let t0 = std::time::Instant::now();
         let before = best_len;
-        (best, best_len) = perturbed(&mv, best, best_len, restarts, seed, cancelled)?;
+        (best, best_len) = perturbed(&mv, best, best_len, restarts, RESTART_PASSES, seed, cancelled)?;
         tracing::debug!(target: "ccsynth::timing", units, group, restarts, before, timesteps = best_len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: restarts");
     }
+    drop(mv);
+    Ok((f, trees, best, best_len))
+}
+
+/// The schedule of `trees` on the timeline `best` (`best_len` timesteps).
+#[allow(clippy::too_many_arguments)]
+fn emit(
+    topo: &Topology,
+    c: &Collective,
+    f: &Fabric,
+    trees: &Trees,
+    group: usize,
+    seed: u64,
+    best: &[u32],
+    best_len: u32,
+) -> (Schedule, PlanStats) {
+    let units = trees.roots.len();
+    let mv = Moves::new(f, trees);
     let total = mv.count();
     let mut order: Vec<u32> = (0..total as u32).collect();
     order.sort_by_key(|&i| (best[i as usize], i));
@@ -233,5 +350,5 @@ pub fn all_reduce(
         chunks_per_message: (group > 1).then_some(group as u32),
         ..PlanStats::default()
     };
-    Ok((s, stats))
+    (s, stats)
 }

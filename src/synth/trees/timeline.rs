@@ -16,10 +16,8 @@ const IMPROVEMENT_PASSES: usize = 6;
 const LARGE_MOVES: usize = 1 << 22;
 
 /// `perturbed`: the noise added to each move's priority, up to this many timesteps (in eighths;
-/// 1, 2, 4, 6 and 10 were tried on torus:8x8x8 less a link: 3 did best), and the
-/// forward–backward passes after each restart.
+/// 1, 2, 4, 6 and 10 were tried on torus:8x8x8 less a link: 3 did best).
 const NOISE_TIMESTEPS: usize = 3;
-const RESTART_PASSES: usize = 3;
 
 /// The moves of every tree as a DAG the list scheduler walks without storing it: tree t's
 /// moves are `t * 2m + i` with m = n − 1, the partial of the ith non-root NPU up (i < m), then
@@ -268,7 +266,7 @@ pub(super) fn timeline(mv: &Moves<'_>, cancelled: &dyn Fn() -> bool) -> Result<(
 
 /// Restarts the forward–backward passes `rounds` times from timeline `start` (`len` timesteps)
 /// with noise in the priorities: each restart's keys are the last kept timeline's, each plus a
-/// random fraction of up to `NOISE_TIMESTEPS`, then `RESTART_PASSES` plain passes. A restart
+/// random fraction of up to `NOISE_TIMESTEPS`, then `passes` plain passes. A restart
 /// within a timestep of the last kept one is kept to restart from (a walk, not a descent); the
 /// shortest is returned. Forward–backward alone stops in a local optimum: on torus:8x8x8 less a
 /// link at 64 MiB, 171 trees of three chunks take 62 timesteps against a busiest link of 57;
@@ -278,6 +276,7 @@ pub(super) fn perturbed(
     start: Vec<u32>,
     len: u32,
     rounds: usize,
+    passes: usize,
     seed: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<u32>, u32), SynthError> {
@@ -296,7 +295,7 @@ pub(super) fn perturbed(
         let (back, back_len) = list_schedule(mv, &links, true, &key, cancelled)?;
         let key: Vec<u32> = back.iter().map(|&s| (back_len - 1 - s) * 8 + rng.below(noise) as u32).collect();
         let (mut fwd, mut fwd_len) = list_schedule(mv, &links, false, &key, cancelled)?;
-        for _ in 0..RESTART_PASSES {
+        for _ in 0..passes {
             let (next, next_len) = forward_backward(mv, &links, &fwd, cancelled)?;
             if next_len <= fwd_len {
                 (fwd, fwd_len) = (next, next_len);

@@ -92,7 +92,8 @@ fn restarts_shorten_the_timeline() {
 /// NPU 9 at two chunks a NPU (126 trees, busiest link 63) the run's restarts leave its timeline
 /// a timestep or more above the busiest link; the polish's walks bring it lower, to a valid
 /// schedule of one message a link and timestep whose time is its timesteps' worth of messages.
-/// A run already at its busiest link's load (two NPUs) leaves nothing to polish.
+/// A run already at its busiest link's load (two NPUs), or longer than 200 timesteps, is not
+/// polished.
 #[test]
 fn the_polish_shortens_the_run_it_goes_on_from() {
     let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
@@ -121,6 +122,12 @@ fn the_polish_shortens_the_run_it_goes_on_from() {
     let t2 = topo("ring:2");
     let c2 = Collective::build(&CollectiveSpec::new(K::AllReduce, MIB).with_chunks_per_npu(4), &t2).unwrap();
     assert!(trees::all_reduce_resumable(&t2, &c2, 1, 0, &|| false).unwrap().2.is_none());
+    // Nor one of more than 200 timesteps, where a timestep is under 0.5% of the time: 512
+    // trees on the intact mesh:8x8.
+    let t3 = topo("mesh:8x8");
+    let c3 = Collective::build(&CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(8), &t3).unwrap();
+    let (_, st3, resume3) = trees::all_reduce_resumable(&t3, &c3, 1, 0, &|| false).unwrap();
+    assert!(st3.ten_timesteps > 200 && resume3.is_none(), "{} timesteps", st3.ten_timesteps);
     // A cancel stops it.
     let (_, _, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, &|| false).unwrap();
     assert!(trees::polish(resume.unwrap(), &t, &c, &|| true).unwrap_err().is_cancelled());

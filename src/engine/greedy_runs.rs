@@ -33,10 +33,11 @@ fn produce(
         },
     };
     let c = variants[r.variant];
-    if let (None, Mode::Trees(g)) = (tenants, r.mode) {
-        return crate::synth::trees::all_reduce_resumable(req.topology, c, g as usize, r.seed, polled);
-    }
     let produced = match (tenants, r.mode) {
+        // The trees say where they stopped, for the winner's polish.
+        (None, Mode::Trees(g)) => {
+            return crate::synth::trees::all_reduce_resumable(req.topology, c, g as usize, r.seed, polled);
+        }
         (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
         (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
@@ -58,7 +59,6 @@ fn produce(
             let (torus, pattern, _) = plan.patterns[r.variant].as_ref().expect("a translation run has its pattern");
             crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
         }
-        (None, Mode::Trees(_)) => unreachable!("planned above"),
         (None, Mode::Routed) => {
             let groups = crate::synth::routed::groups(req.topology, c.chunk_size_bytes);
             crate::synth::routed::synthesize(req.topology, c, &groups, r.seed, polled)

@@ -195,9 +195,9 @@ pub(super) fn synthesize_greedy(
     };
     let Candidate { run, schedule, stats: gst, timing, checked: report, time_ns, resume } = best;
     let won = Won { schedule, stats: gst, timing, report, time_ns: (!single).then_some(time_ns) };
-    let Won { schedule, stats: gst, timing, report, .. } = match resume {
+    let (Won { schedule, stats: gst, timing, report, .. }, polish) = match resume {
         Some(resume) => polish_trees(req, variants[run.variant], resume, won, cancelled, polled)?,
-        None => won,
+        None => (won, None),
     };
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
@@ -223,6 +223,7 @@ pub(super) fn synthesize_greedy(
             m
         }),
         runs_cut: outcome.cut,
+        polish,
     };
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.chosen_seed = run.seed;
@@ -242,8 +243,9 @@ struct Won {
 }
 
 /// The trees' winning run polished (`synth::trees::polish`: its timeline searched on with a
-/// larger budget, for the winner alone), kept when the simulator finds it faster. A deadline
-/// that cuts the polish keeps the run's own schedule; a cancel cancels.
+/// larger budget, for the winner alone), kept when the simulator finds it faster; with what the
+/// polish did. A deadline that cuts the polish keeps the run's own schedule (and says nothing);
+/// a cancel cancels.
 fn polish_trees(
     req: &SynthJob<'_>,
     c: &Collective,
@@ -251,17 +253,26 @@ fn polish_trees(
     won: Won,
     cancelled: &(dyn Fn() -> bool + Sync),
     polled: &(dyn Fn() -> bool + Sync),
-) -> Result<Won, Error> {
+) -> Result<(Won, Option<TreesPolish>), Error> {
     let t0 = std::time::Instant::now();
-    let stopped = |won: Won| if cancelled() { Err(Error::Cancelled) } else { Ok(won) };
+    let stopped = |won: Won| if cancelled() { Err(Error::Cancelled) } else { Ok((won, None)) };
+    let said = |won: &Won, after: Option<u32>, kept: bool| TreesPolish {
+        timesteps_before: won.stats.ten_timesteps,
+        timesteps_after: after,
+        kept,
+        wall_ms: t0.elapsed().as_secs_f64() * 1e3,
+    };
     let (schedule, stats) = match crate::synth::trees::polish(resume, req.topology, c, polled) {
         Ok(Some(p)) => p,
-        Ok(None) => return Ok(won),
+        Ok(None) => {
+            let said = said(&won, None, false);
+            return Ok((won, Some(said)));
+        }
         Err(e) if e.is_cancelled() => return stopped(won),
         Err(e) => {
             // The run planned these trees once already: a failure now is a bug, not an input.
             tracing::error!(error = %e, "trees: the polish failed");
-            return Ok(won);
+            return Ok((won, None));
         }
     };
     let before = match (won.time_ns, &won.timing) {
@@ -270,21 +281,23 @@ fn polish_trees(
         (None, None) => match crate::sim::simulate_until(&won.schedule, polled) {
             Ok(t) => t.collective_time_ns,
             Err(crate::sim::SimError::Stopped) => return stopped(won),
-            Err(_) => return Ok(won),
+            Err(_) => return Ok((won, None)),
         },
     };
     let timing = match crate::sim::simulate_until(&schedule, polled) {
         Ok(t) => t,
         Err(crate::sim::SimError::Stopped) => return stopped(won),
-        Err(_) => return Ok(won),
+        Err(_) => return Ok((won, None)),
     };
     let after = timing.collective_time_ns;
     tracing::debug!(target: "ccsynth::timing", before, after, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: the trees' winner polished");
-    if after < before {
+    let kept = after < before;
+    let said = said(&won, Some(stats.ten_timesteps), kept);
+    if kept {
         // Left for the gate to simulate again: beside its validation where that is deferred.
-        return Ok(Won { schedule, stats, timing: None, report: None, time_ns: Some(after) });
+        return Ok((Won { schedule, stats, timing: None, report: None, time_ns: Some(after) }, Some(said)));
     }
-    Ok(won)
+    Ok((won, Some(said)))
 }
 
 /// The collective at each chunks per NPU a synthesis tries: the first `matcher` for every

@@ -165,6 +165,23 @@ pub struct GreedySearch {
     pub modes_tried: Vec<&'static str>,
     /// Runs the time limit cut before they finished (their schedules were not kept).
     pub runs_cut: usize,
+    /// The winning trees run's polish (`synth::trees::polish`), where one ran to its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub polish: Option<TreesPolish>,
+}
+
+/// What the polish of a winning trees run did.
+#[derive(Clone, Debug, Serialize)]
+pub struct TreesPolish {
+    /// The run's timeline, in timesteps.
+    pub timesteps_before: u32,
+    /// The polished timeline's, when a walk was shorter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timesteps_after: Option<u32>,
+    /// Whether the polished schedule was kept (faster in the simulator).
+    pub kept: bool,
+    /// The polish's wall time, its simulations included.
+    pub wall_ms: f64,
 }
 
 /// One tenant of a multi-tenant synthesis and its chunk ids.

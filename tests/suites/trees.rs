@@ -147,6 +147,10 @@ fn at_64_mib_the_polished_trees_stay_within_8_percent_of_intact_after_a_failed_n
     assert_eq!(st.greedy_mode(), Some("trees"));
     let ratio = out.schedule.collective_time_ns.unwrap() / intact;
     assert!(ratio <= 1.08, "{ratio}");
+    // The statistics say so.
+    let p = st.greedy.as_ref().and_then(|g| g.polish.as_ref()).expect("the polish ran");
+    assert!(p.kept && p.timesteps_after.is_some_and(|a| a < p.timesteps_before), "{p:?}");
+    assert_eq!(st.ten_timesteps, p.timesteps_after.unwrap());
 }
 
 /// Messages of several chunks carry aligned runs of consecutive chunks (the last run short

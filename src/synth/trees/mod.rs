@@ -191,18 +191,23 @@ pub fn all_reduce(
     seed: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
-    let (f, trees, best, best_len) = plan(topo, c, group, seed, cancelled)?;
-    Ok(emit(topo, c, &f, &trees, group, seed, &best, best_len))
+    let (p, best, best_len) = plan(topo, c, group, seed, cancelled)?;
+    Ok(emit(topo, c, &p, &best, best_len))
 }
 
 /// Where an `all_reduce` run stopped (its fabric, trees and timeline), for `polish` to go on
 /// from. Only where a polish may shorten it and is worth it: below `RESTART_NPUS` NPUs, the
 /// timeline above its busiest link's load and at most `MAX_POLISH_TIMESTEPS` long.
 pub struct Resume {
-    f: Fabric,
-    trees: Trees,
+    p: Planned,
     best: Vec<u32>,
     best_len: u32,
+}
+
+/// A run's fabric and trees, its chunks a message and its seed.
+struct Planned {
+    f: Fabric,
+    trees: Trees,
     group: usize,
     seed: u64,
 }
@@ -215,10 +220,10 @@ pub fn all_reduce_resumable(
     seed: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats, Option<Resume>), SynthError> {
-    let (f, trees, best, best_len) = plan(topo, c, group, seed, cancelled)?;
-    let (s, stats) = emit(topo, c, &f, &trees, group, seed, &best, best_len);
-    let worth = f.n() < RESTART_NPUS && best_len > trees.busiest() && best_len <= MAX_POLISH_TIMESTEPS;
-    let resume = worth.then_some(Resume { f, trees, best, best_len, group, seed });
+    let (p, best, best_len) = plan(topo, c, group, seed, cancelled)?;
+    let (s, stats) = emit(topo, c, &p, &best, best_len);
+    let worth = p.f.n() < RESTART_NPUS && best_len > p.trees.busiest() && best_len <= MAX_POLISH_TIMESTEPS;
+    let resume = worth.then_some(Resume { p, best, best_len });
     Ok((s, stats, resume))
 }
 
@@ -234,37 +239,37 @@ pub fn polish(
     c: &Collective,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<(Schedule, PlanStats)>, SynthError> {
-    let Resume { f, trees, best, best_len, group, seed } = r;
-    let mv = Moves::new(&f, &trees);
+    let Resume { p, best, best_len } = r;
+    let mv = Moves::new(&p.f, &p.trees);
     // A restart is 2 + 2 passes list schedules.
     let rounds = (POLISH_MOVES / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * mv.count()).max(1)).min(MAX_POLISH_RESTARTS);
     let t0 = std::time::Instant::now();
     let walk = |w: usize| {
-        let seed = seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);
+        let seed = p.seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);
         perturbed(&mv, best.clone(), best_len, rounds, POLISH_PASSES, seed, cancelled)
     };
     // The walks' results do not depend on the threads: the shorter wins, ties to the first.
     let (a, b) = rayon::join(|| walk(0), || walk(1));
     let ((sa, la), (sb, lb)) = (a?, b?);
     let (walked, len) = if lb < la { (sb, lb) } else { (sa, la) };
-    let units = trees.roots.len();
+    let (units, group) = (p.trees.roots.len(), p.group);
     tracing::debug!(target: "ccsynth::timing", units, group, rounds, before = best_len, timesteps = len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: polished");
     drop(mv);
     if len >= best_len {
         return Ok(None);
     }
-    Ok(Some(emit(topo, c, &f, &trees, group, seed, &walked, len)))
+    Ok(Some(emit(topo, c, &p, &walked, len)))
 }
 
-/// The fabric, the best attempt's trees and its timeline (each move's start, the timesteps)
-/// after the restarts.
+/// The fabric and the best attempt's trees, and its timeline (each move's start, the
+/// timesteps) after the restarts.
 fn plan(
     topo: &Topology,
     c: &Collective,
     group: usize,
     seed: u64,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Fabric, Trees, Vec<u32>, u32), SynthError> {
+) -> Result<(Planned, Vec<u32>, u32), SynthError> {
     let Some(f) = fabric(topo, c, group) else {
         return Err(SynthError::Greedy(super::greedy::GreedyError::Unsupported(
             "trees: an all-reduce over links alike both ways",
@@ -302,21 +307,13 @@ fn plan(
         tracing::debug!(target: "ccsynth::timing", units, group, restarts, before, timesteps = best_len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: restarts");
     }
     drop(mv);
-    Ok((f, trees, best, best_len))
+    Ok((Planned { f, trees, group, seed }, best, best_len))
 }
 
-/// The schedule of `trees` on the timeline `best` (`best_len` timesteps).
-#[allow(clippy::too_many_arguments)]
-fn emit(
-    topo: &Topology,
-    c: &Collective,
-    f: &Fabric,
-    trees: &Trees,
-    group: usize,
-    seed: u64,
-    best: &[u32],
-    best_len: u32,
-) -> (Schedule, PlanStats) {
+/// The schedule of a run's trees on the timeline `best` (`best_len` timesteps).
+fn emit(topo: &Topology, c: &Collective, p: &Planned, best: &[u32], best_len: u32) -> (Schedule, PlanStats) {
+    let Planned { f, trees, group, seed } = p;
+    let (group, seed) = (*group, *seed);
     let units = trees.roots.len();
     let mv = Moves::new(f, trees);
     let total = mv.count();

@@ -5,7 +5,7 @@
 
 use crate::collective::Holders;
 use crate::topology::Topology;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
 /// Work (chunk entries scanned) the cut bound may spend over all its candidate sets; beyond,
 /// fewer sets are tried (the bound stays sound: a maximum over fewer sets).
@@ -134,7 +134,7 @@ pub(super) fn cut(topo: &Topology, d: &Demand) -> Option<f64> {
     let centres = BALL_CENTRES.min(npus);
     for i in 0..centres {
         let centre = i * npus / centres;
-        let hops = hop_distances(topo, centre);
+        let hops = topo.hop_distances(centre);
         let radius = hops.iter().copied().filter(|&h| h != usize::MAX).max().unwrap_or(0);
         for r in 1..radius {
             if sets_left == 0 {
@@ -192,20 +192,4 @@ fn single_npus(topo: &Topology, d: &Demand) -> f64 {
         }
     }
     best
-}
-
-/// Links on a fewest-hop path from `src` to every node (`usize::MAX`: unreachable).
-fn hop_distances(topo: &Topology, src: usize) -> Vec<usize> {
-    let mut dist = vec![usize::MAX; topo.nodes()];
-    let mut q = VecDeque::from([src]);
-    dist[src] = 0;
-    while let Some(u) = q.pop_front() {
-        for l in &topo.links()[topo.out_links(u)] {
-            if dist[l.dst] == usize::MAX {
-                dist[l.dst] = dist[u] + 1;
-                q.push_back(l.dst);
-            }
-        }
-    }
-    dist
 }

@@ -288,6 +288,22 @@ impl Topology {
     pub fn live_npus(&self) -> Vec<usize> {
         (0..self.npus).filter(|&v| !self.is_failed(v)).collect()
     }
+    /// Links on a fewest-hop path from `src` to every node, switches included (`usize::MAX`:
+    /// unreachable).
+    pub fn hop_distances(&self, src: usize) -> Vec<usize> {
+        let mut dist = vec![usize::MAX; self.nodes()];
+        let mut q = std::collections::VecDeque::from([src]);
+        dist[src] = 0;
+        while let Some(u) = q.pop_front() {
+            for l in &self.links()[self.out_links(u)] {
+                if dist[l.dst] == usize::MAX {
+                    dist[l.dst] = dist[u] + 1;
+                    q.push_back(l.dst);
+                }
+            }
+        }
+        dist
+    }
     /// Index range into `links()` of the links leaving `v`.
     pub fn out_links(&self, v: usize) -> std::ops::Range<usize> {
         self.out_start[v]..self.out_start[v + 1]

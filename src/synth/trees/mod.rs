@@ -191,8 +191,7 @@ pub fn all_reduce(
     seed: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
-    let (p, best, best_len) = plan(topo, c, group, seed, cancelled)?;
-    Ok(emit(topo, c, &p, &best, best_len))
+    all_reduce_resumable(topo, c, group, seed, cancelled).map(|(s, stats, _)| (s, stats))
 }
 
 /// Where an `all_reduce` run stopped (its fabric, trees and timeline), for `polish` to go on

@@ -153,7 +153,8 @@ pub(super) fn plan_runs(
     // translation is optimal (an intact uniform torus keeps its runs as they were). Pushed
     // after the groups, below.
     let tree_runs: Vec<(usize, u32)> = if tenants.is_none() && !trivial && !patterns.iter().flatten().any(|p| p.2) {
-        let grouped = tree_groups(req.topology.npus(), grouping).into_iter().map(|g| (0usize, g));
+        let chunk_over_alpha = chunking::beta_over_alpha(req.topology, variants[0].chunk_size_bytes);
+        let grouped = tree_groups(req.topology.npus(), grouping, chunk_over_alpha).into_iter().map(|g| (0usize, g));
         let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
         plain
             .chain(grouped)
@@ -267,9 +268,11 @@ fn translation_patterns(
 /// those and three below a thousand NPUs (the runs at one chunk a message on every chunking go
 /// beside them), two and three up to
 /// `GROUPED_ONLY_NPUS` (torus:32x32 at 256 MiB after one or three failed links or less NPU 9:
-/// 1.482–1.500 ms in pairs, 1.489–1.499 in threes, 1.560–1.572 in fours), the grouping alone
-/// beyond (torus:64x64 less NPU 9 at 1 GiB: 5.714 ms in fours, 5.764 in threes, each run 9–12 s).
-fn tree_groups(npus: usize, grouping: &[u32]) -> Vec<u32> {
+/// 1.482–1.500 ms in pairs, 1.489–1.499 in threes, 1.560–1.572 in fours), or three and four
+/// there where a chunk takes under `FOURS_BELOW` latencies (below), the grouping alone beyond
+/// (torus:64x64 less NPU 9 at 1 GiB: 5.714 ms in fours, 5.764 in threes, each run 9–12 s).
+/// `chunk_over_alpha`: a chunk's time on the fastest link over the smallest latency.
+fn tree_groups(npus: usize, grouping: &[u32], chunk_over_alpha: f64) -> Vec<u32> {
     if grouping.is_empty() {
         // Chunks too large to group: one a message, on the first chunking only where the
         // runs on every chunking do not go (from a thousand NPUs).
@@ -278,13 +281,27 @@ fn tree_groups(npus: usize, grouping: &[u32]) -> Vec<u32> {
     if npus >= GROUPED_ONLY_NPUS {
         return grouping.to_vec();
     }
-    let mut groups: Vec<u32> =
-        grouping.iter().copied().filter(|&g| npus < GROUPED_ONLY_ALL_REDUCE_NPUS || g < 4).collect();
+    let mut groups: Vec<u32> = if npus < GROUPED_ONLY_ALL_REDUCE_NPUS {
+        grouping.to_vec()
+    } else if chunk_over_alpha < FOURS_BELOW {
+        grouping.iter().copied().filter(|&g| g != 2).collect()
+    } else {
+        grouping.iter().copied().filter(|&g| g < 4).collect()
+    };
     groups.push(3);
     groups.sort_unstable();
     groups.dedup();
     groups
 }
+
+/// From a thousand NPUs the trees move four chunks a message instead of two where a chunk's
+/// time is under this many latencies: there the latency of a message outweighs the longer
+/// start and end of fewer, larger trees. On torus:32x32 (one chunk per NPU; a chunk 1.3
+/// latencies at 64 MiB, 2.6 at 128 MiB, 5.2 at 256 MiB), threes and fours against pairs and
+/// threes: at 64 MiB 438.96, 440.12, 441.77 µs against 438.96, 451.29, 441.77 after one link,
+/// three links and NPU 9; at 128 MiB 788.92, 809.75, 794.05 against 788.92, 811.09, 794.05; at
+/// 256 MiB 1.489, 1.531, 1.499 ms against 1.482, 1.499, 1.499 (pairs win there).
+const FOURS_BELOW: f64 = 4.0;
 
 /// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
 /// the matcher on combining collectives. It was 256; on 2026-11-28 (docs/BENCHMARKS.md,
@@ -408,13 +425,18 @@ mod tests {
     /// trees run at one a message on every chunking anyway).
     #[test]
     fn tree_groups_follow_the_npu_count() {
-        assert_eq!(tree_groups(256, &[2, 4]), vec![2, 3, 4]);
-        assert_eq!(tree_groups(512, &[2]), vec![2, 3]);
-        assert_eq!(tree_groups(1024, &[2, 4]), vec![2, 3]);
-        assert_eq!(tree_groups(2047, &[2, 4]), vec![2, 3]);
-        assert_eq!(tree_groups(4096, &[4]), vec![4]);
-        assert!(tree_groups(64, &[]).is_empty());
-        assert_eq!(tree_groups(1024, &[]), vec![1]);
-        assert_eq!(tree_groups(4096, &[]), vec![1]);
+        for ratio in [1.3, 5.2] {
+            assert_eq!(tree_groups(256, &[2, 4], ratio), vec![2, 3, 4]);
+            assert_eq!(tree_groups(512, &[2], ratio), vec![2, 3]);
+            assert_eq!(tree_groups(4096, &[4], ratio), vec![4]);
+            assert!(tree_groups(64, &[], ratio).is_empty());
+            assert_eq!(tree_groups(1024, &[], ratio), vec![1]);
+            assert_eq!(tree_groups(4096, &[], ratio), vec![1]);
+        }
+        // From a thousand NPUs: pairs where a chunk is several latencies, fours where it is few.
+        assert_eq!(tree_groups(1024, &[2, 4], 5.2), vec![2, 3]);
+        assert_eq!(tree_groups(2047, &[2, 4], 4.0), vec![2, 3]);
+        assert_eq!(tree_groups(1024, &[2, 4], 1.3), vec![3, 4]);
+        assert_eq!(tree_groups(2047, &[2, 4], 3.9), vec![3, 4]);
     }
 }

@@ -420,9 +420,10 @@ mod tests {
     use super::*;
 
     /// The trees' messages: the grouping and three below a thousand NPUs, pairs and threes up to
-    /// `GROUPED_ONLY_NPUS` (fours lost every case on torus:32x32), the grouping alone beyond;
-    /// where chunks are too large to group, one a message from a thousand NPUs (below, the
-    /// trees run at one a message on every chunking anyway).
+    /// `GROUPED_ONLY_NPUS` (fours lost every case on torus:32x32 at 256 MiB), threes and fours
+    /// there where a chunk is under `FOURS_BELOW` latencies, the grouping alone beyond; where
+    /// chunks are too large to group, one a message from a thousand NPUs (below, the trees run
+    /// at one a message on every chunking anyway).
     #[test]
     fn tree_groups_follow_the_npu_count() {
         for ratio in [1.3, 5.2] {

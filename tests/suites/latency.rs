@@ -87,9 +87,16 @@ fn the_contribution_flood_all_reduces_in_the_diameter_plus_a_local_step() {
         assert!(r.valid, "{spec}: {:?}", r.violations.first());
         assert_eq!(r.rounds as u32, diameter + 1, "{spec}: the wire rounds, then the local reduces");
         let p = t.npus();
-        // Every NPU reduces every other NPU's contribution to every chunk once, locally.
-        let local = s.transfers.iter().filter(|x| x.is_local()).count();
-        assert_eq!(local, p * (p - 1) * c.num_chunks, "{spec}");
+        // Every NPU reduces every other NPU's contribution to every chunk once, locally: one
+        // transfer per NPU and contributor, every chunk in it (not p³ transfers).
+        let local: Vec<_> = s.transfers.iter().filter(|x| x.is_local()).collect();
+        assert_eq!(local.len(), p * (p - 1), "{spec}");
+        assert!(local.iter().all(|x| x.chunks.len() == c.num_chunks), "{spec}");
+        let mut pairs: Vec<(u32, u32)> =
+            local.iter().flat_map(|x| x.chunks.iter().map(move |&ch| (x.src, ch))).collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        assert_eq!(pairs.len(), p * (p - 1) * c.num_chunks, "{spec}: each (NPU, contribution) once");
         let alpha_part = diameter as f64 * 500.0;
         assert!(time(&s) >= alpha_part && time(&s) < alpha_part + 5.0, "{spec}: {}", time(&s));
     }

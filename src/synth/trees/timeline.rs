@@ -5,8 +5,6 @@
 use super::build::{Trees, edge_between};
 use super::{ATTEMPT_MOVES, Fabric};
 use crate::synth::SynthError;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Forward–backward passes after the first forward pass (each a backward and a forward pass),
 /// unless one reaches the busiest link's load first.
@@ -140,12 +138,14 @@ fn list_schedule(
 ) -> Result<(Vec<u32>, u32), SynthError> {
     let total = mv.count();
     let mut due: Vec<u32> = (0..total).map(|i| mv.preds(i, rev)).collect();
-    let mut ready: Vec<BinaryHeap<Reverse<u64>>> = vec![BinaryHeap::new(); 2 * mv.f.edges];
+    // Each link's ready moves, (key, id) packed, unordered: a link holds few at a time, and a
+    // scan for the least is cheaper than a heap's upkeep (the same move chosen).
+    let mut ready: Vec<Vec<u64>> = vec![Vec::new(); 2 * mv.f.edges];
     let mut active: Vec<u32> = Vec::new();
     let mut is_active = vec![false; 2 * mv.f.edges];
-    let offer = |i: usize, ready: &mut [BinaryHeap<Reverse<u64>>], active: &mut Vec<u32>, is_active: &mut [bool]| {
+    let offer = |i: usize, ready: &mut [Vec<u64>], active: &mut Vec<u32>, is_active: &mut [bool]| {
         let l = links[i] as usize;
-        ready[l].push(Reverse(((key[i] as u64) << 32) | i as u64));
+        ready[l].push(((key[i] as u64) << 32) | i as u64);
         if !std::mem::replace(&mut is_active[l], true) {
             active.push(l as u32);
         }
@@ -167,13 +167,14 @@ fn list_schedule(
         fired.clear();
         let mut still = Vec::with_capacity(active.len());
         for &l in &active {
-            let heap = &mut ready[l as usize];
-            if let Some(Reverse(packed)) = heap.pop() {
+            let set = &mut ready[l as usize];
+            if let Some((at, &packed)) = set.iter().enumerate().min_by_key(|&(_, &x)| x) {
+                set.swap_remove(at);
                 let i = (packed & 0xFFFF_FFFF) as usize;
                 start[i] = time;
                 fired.push(i);
             }
-            if heap.is_empty() {
+            if set.is_empty() {
                 is_active[l as usize] = false;
             } else {
                 still.push(l);

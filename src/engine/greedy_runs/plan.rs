@@ -156,8 +156,16 @@ pub(super) fn plan_runs(
         let chunk_over_alpha = chunking::beta_over_alpha(req.topology, variants[0].chunk_size_bytes);
         let grouped = tree_groups(req.topology.npus(), grouping, chunk_over_alpha).into_iter().map(|g| (0usize, g));
         let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
+        // Below a thousand NPUs, where a chunk of the first chunking is a few latencies, the
+        // second chunking in threes too (`SECOND_THREES_BELOW`).
+        let second = (req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS
+            && variants.len() > 1
+            && !grouping.is_empty()
+            && chunk_over_alpha < SECOND_THREES_BELOW)
+            .then_some((1usize, 3u32));
         plain
             .chain(grouped)
+            .chain(second)
             .filter(|&(variant, g)| crate::synth::trees::applies(req.topology, variants[variant], g as usize))
             .collect()
     } else {
@@ -302,6 +310,16 @@ fn tree_groups(npus: usize, grouping: &[u32], chunk_over_alpha: f64) -> Vec<u32>
 /// three links and NPU 9; at 128 MiB 788.92, 809.75, 794.05 against 788.92, 811.09, 794.05; at
 /// 256 MiB 1.489, 1.531, 1.499 ms against 1.482, 1.499, 1.499 (pairs win there).
 const FOURS_BELOW: f64 = 4.0;
+
+/// Below a thousand NPUs the trees also move three chunks a message on the second chunking
+/// (two chunks per NPU where the first has one: 2p/3 trees, between the first chunking's p/2
+/// in pairs and p alone) where a chunk of the first chunking takes under this many latencies.
+/// At 64 MiB, `auto` (docs/BENCHMARKS.md, "Where the trees' timelines stop, measured"):
+/// torus:16x16 less NPU 9 400.9 → 386.9 µs (170 trees, 87 timesteps; a chunk 5.2 latencies),
+/// the other eight scenarios of the failures suite below 1000 NPUs the same, and the same at
+/// 128 MiB; at 256 MiB on torus:8x8x8 (10.5 latencies) it won before the polish and lost after
+/// it (944.8 → 953.5 µs), so not there. Fives there too lost more than they won.
+const SECOND_THREES_BELOW: f64 = 8.0;
 
 /// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
 /// the matcher on combining collectives. It was 256; on 2026-11-28 (docs/BENCHMARKS.md,

@@ -138,15 +138,10 @@ fn the_polish_shortens_the_run_it_goes_on_from() {
 #[test]
 fn at_64_mib_the_polished_trees_stay_within_8_percent_of_intact_after_a_failed_npu() {
     let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
-    let intact = run_request(&topo("torus:8x8"), engine::RequestSpec::new(spec.clone())).unwrap();
-    let intact = intact.schedule.collective_time_ns.unwrap();
-    let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
-    let out = run_request(&t, engine::RequestSpec::new(spec)).unwrap();
-    assert!(out.report.valid);
-    let st = out.stats.synthesis().expect("the greedy wins");
-    assert_eq!(st.greedy_mode(), Some("trees"));
-    let ratio = out.schedule.collective_time_ns.unwrap() / intact;
+    let less_npu_9 = Failures { npus: vec![9], ..Failures::default() };
+    let (out, ratio) = trees_against_intact("torus:8x8", &less_npu_9, &spec, intact_ns("torus:8x8", &spec));
     assert!(ratio <= 1.08, "{ratio}");
+    let st = out.stats.synthesis().unwrap();
     // The statistics say so.
     let p = st.greedy.as_ref().and_then(|g| g.polish.as_ref()).expect("the polish ran");
     assert!(p.kept && p.timesteps_after.is_some_and(|a| a < p.timesteps_before), "{p:?}");
@@ -159,16 +154,33 @@ fn at_64_mib_the_polished_trees_stay_within_8_percent_of_intact_after_a_failed_n
 #[test]
 fn at_64_mib_the_second_chunking_in_threes_keeps_torus_16x16_less_an_npu_within_8_percent() {
     let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
-    let intact = run_request(&topo("torus:16x16"), engine::RequestSpec::new(spec.clone())).unwrap();
-    let intact = intact.schedule.collective_time_ns.unwrap();
-    let t = topo("torus:16x16").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
-    let out = run_request(&t, engine::RequestSpec::new(spec)).unwrap();
-    assert!(out.report.valid);
-    let st = out.stats.synthesis().expect("the greedy wins");
-    assert_eq!(st.greedy_mode(), Some("trees"));
+    let less_npu_9 = Failures { npus: vec![9], ..Failures::default() };
+    let (out, ratio) = trees_against_intact("torus:16x16", &less_npu_9, &spec, intact_ns("torus:16x16", &spec));
+    let st = out.stats.synthesis().unwrap();
     assert_eq!((st.chunks_per_message, out.schedule.num_chunks), (Some(3), 2 * 255));
-    let ratio = out.schedule.collective_time_ns.unwrap() / intact;
     assert!(ratio <= 1.08, "{ratio}");
+}
+
+/// The default door's all-reduce `spec` on the intact `torus`: its time.
+fn intact_ns(torus: &str, spec: &CollectiveSpec) -> f64 {
+    run_request(&topo(torus), engine::RequestSpec::new(spec.clone())).unwrap().schedule.collective_time_ns.unwrap()
+}
+
+/// The default door's all-reduce `spec` on `torus` less `failures`, checked valid and won by
+/// the trees, and its time over `intact_ns`.
+fn trees_against_intact(
+    torus: &str,
+    failures: &Failures,
+    spec: &CollectiveSpec,
+    intact_ns: f64,
+) -> (engine::Output, f64) {
+    let t = topo(torus).with_failures(failures).unwrap();
+    let out = run_request(&t, engine::RequestSpec::new(spec.clone())).unwrap();
+    assert!(out.report.valid, "{failures:?}");
+    let st = out.stats.synthesis().expect("the greedy wins");
+    assert_eq!(st.greedy_mode(), Some("trees"), "{failures:?}");
+    let ratio = out.schedule.collective_time_ns.unwrap() / intact_ns;
+    (out, ratio)
 }
 
 /// Messages of several chunks carry aligned runs of consecutive chunks (the last run short
@@ -221,18 +233,12 @@ fn it_serves_an_all_reduce_over_links_alike() {
 #[test]
 fn after_three_failed_links_or_a_failed_npu_the_trees_stay_within_8_percent() {
     let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB);
-    let intact = run_request(&topo("torus:8x8"), engine::RequestSpec::new(spec.clone())).unwrap();
-    let intact = intact.schedule.collective_time_ns.unwrap();
+    let intact = intact_ns("torus:8x8", &spec);
     for failures in [
         Failures { links: vec![[0, 1], [9, 10], [20, 21]], ..Failures::default() },
         Failures { npus: vec![9], ..Failures::default() },
     ] {
-        let t = topo("torus:8x8").with_failures(&failures).unwrap();
-        let out = run_request(&t, engine::RequestSpec::new(spec.clone())).unwrap();
-        assert!(out.report.valid);
-        let st = out.stats.synthesis().expect("the greedy wins");
-        assert_eq!(st.greedy_mode(), Some("trees"), "{failures:?}");
-        let ratio = out.schedule.collective_time_ns.unwrap() / intact;
+        let (_, ratio) = trees_against_intact("torus:8x8", &failures, &spec, intact);
         assert!(ratio <= 1.08, "{failures:?}: {ratio}");
     }
 }

@@ -55,11 +55,51 @@ impl<K: Ord, T> Least<K, T> {
     }
 }
 
+/// The items of the two smallest keys among those offered: a search's winner and its
+/// runner-up. Merging is associative and commutative as `Least`'s.
+#[derive(Debug)]
+pub(super) struct LeastTwo<K, T> {
+    first: Least<K, T>,
+    second: Least<K, T>,
+}
+
+impl<K, T> Default for LeastTwo<K, T> {
+    fn default() -> Self {
+        LeastTwo { first: Least::default(), second: Least::default() }
+    }
+}
+
+impl<K: Ord, T> LeastTwo<K, T> {
+    /// One item.
+    pub(super) fn of(key: K, item: T) -> Self {
+        LeastTwo { first: Least::of(key, item), second: Least::default() }
+    }
+
+    /// The two least of both: the lesser first, and the lesser of its runner-up and the
+    /// other's first (the other's runner-up cannot be among them).
+    pub(super) fn merge(self, other: Self) -> Self {
+        let self_first = match (self.first.key(), other.first.key()) {
+            (Some(a), Some(b)) => a <= b,
+            (a, _) => a.is_some(),
+        };
+        let (won, lost) = if self_first { (self, other) } else { (other, self) };
+        LeastTwo { first: won.first, second: won.second.merge(lost.first) }
+    }
+
+    /// The least item and the runner-up, if any.
+    pub(super) fn into_inner(self) -> (Option<T>, Option<T>) {
+        (self.first.into_inner(), self.second.into_inner())
+    }
+}
+
 /// A simulated time as a key: ordered totally (a NaN, which no simulation gives, sorts last).
 pub(super) type Time = OrderedFloat<f64>;
 
 /// The fastest item, ties to the smallest `K` (where it stands in the search).
 pub(super) type Fastest<K, T> = Least<(Time, K), T>;
+
+/// The fastest two items, ties to the smallest `K`.
+pub(super) type FastestTwo<K, T> = LeastTwo<(Time, K), T>;
 
 /// `time_ns` as a key.
 pub(super) fn time(time_ns: f64) -> Time {
@@ -102,6 +142,31 @@ mod tests {
             let merged = b.merge(a);
             prop_assert_eq!(one.into_inner(), Some(expected.1));
             prop_assert_eq!(merged.into_parts().map(|((t, _), i)| (t.0, i)), Some(expected));
+        }
+
+        /// The two fastest, merged from any split into runs folded in any grouping: the same two
+        /// as sorting every run (time, then place), whatever the order.
+        #[test]
+        fn the_runner_up_does_not_depend_on_the_order(
+            times in proptest::collection::vec(0u8..6, 0..24),
+            splits in proptest::collection::vec(any::<u16>(), 0..6),
+        ) {
+            let mut sorted: Vec<(u8, usize)> = times.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+            sorted.sort();
+            let one = |&(t, i): &(u8, usize)| FastestTwo::of((time(t as f64), i), i);
+            // Cut into pieces at the splits, each folded from the right, merged from the left.
+            let mut cuts: Vec<usize> = splits.iter().map(|&s| s as usize % (times.len() + 1)).collect();
+            cuts.push(0);
+            cuts.push(times.len());
+            cuts.sort_unstable();
+            let runs: Vec<(u8, usize)> = times.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+            let merged = cuts.windows(2).fold(FastestTwo::default(), |acc, w| {
+                let piece = runs[w[0]..w[1]].iter().rev().fold(FastestTwo::default(), |p, r| one(r).merge(p));
+                acc.merge(piece)
+            });
+            let (first, second) = merged.into_inner();
+            prop_assert_eq!(first, sorted.first().map(|r| r.1));
+            prop_assert_eq!(second, sorted.get(1).map(|r| r.1));
         }
     }
 

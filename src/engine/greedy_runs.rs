@@ -323,7 +323,7 @@ fn polish_trees(
         Err(_) => return Ok((won, None)),
     };
     let after = timing.collective_time_ns;
-    tracing::debug!(target: "ccsynth::timing", before, after, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: the trees' winner polished");
+    tracing::debug!(target: "ccsynth::timing", before, after, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: a trees run polished");
     let kept = after < before;
     let said = said(&won, Some(stats.ten_timesteps), kept);
     if kept {

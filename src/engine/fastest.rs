@@ -122,15 +122,8 @@ mod tests {
         ) {
             let runs: Vec<(f64, usize)> = times.iter().enumerate().map(|(i, &t)| (t as f64 * 10.0, i)).collect();
             let expected = runs.iter().copied().min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))).unwrap();
-            // A shuffled order (a fixed permutation drawn from `order`).
             let mut shuffled = runs.clone();
-            let mut x = order | 1;
-            for i in (1..shuffled.len()).rev() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                shuffled.swap(i, (x % (i as u64 + 1)) as usize);
-            }
+            shuffle(&mut shuffled, order);
             // Folded one by one, and merged from two halves split anywhere.
             let mut one = Fastest::default();
             for &(t, i) in &shuffled {
@@ -144,22 +137,25 @@ mod tests {
             prop_assert_eq!(merged.into_parts().map(|((t, _), i)| (t.0, i)), Some(expected));
         }
 
-        /// The two fastest, merged from any split into runs folded in any grouping: the same two
-        /// as sorting every run (time, then place), whatever the order.
+        /// The two fastest of runs in any order, folded and merged in any grouping: the same two
+        /// as sorting every run (time, then place).
         #[test]
         fn the_runner_up_does_not_depend_on_the_order(
             times in proptest::collection::vec(0u8..6, 0..24),
+            order in any::<u64>(),
             splits in proptest::collection::vec(any::<u16>(), 0..6),
         ) {
             let mut sorted: Vec<(u8, usize)> = times.iter().enumerate().map(|(i, &t)| (t, i)).collect();
             sorted.sort();
             let one = |&(t, i): &(u8, usize)| FastestTwo::of((time(t as f64), i), i);
-            // Cut into pieces at the splits, each folded from the right, merged from the left.
+            // A shuffled order (a fixed permutation drawn from `order`), cut into pieces at the
+            // splits, each folded from the right, the pieces merged from the left.
+            let mut runs: Vec<(u8, usize)> = times.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+            shuffle(&mut runs, order);
             let mut cuts: Vec<usize> = splits.iter().map(|&s| s as usize % (times.len() + 1)).collect();
             cuts.push(0);
             cuts.push(times.len());
             cuts.sort_unstable();
-            let runs: Vec<(u8, usize)> = times.iter().enumerate().map(|(i, &t)| (t, i)).collect();
             let merged = cuts.windows(2).fold(FastestTwo::default(), |acc, w| {
                 let piece = runs[w[0]..w[1]].iter().rev().fold(FastestTwo::default(), |p, r| one(r).merge(p));
                 acc.merge(piece)
@@ -167,6 +163,17 @@ mod tests {
             let (first, second) = merged.into_inner();
             prop_assert_eq!(first, sorted.first().map(|r| r.1));
             prop_assert_eq!(second, sorted.get(1).map(|r| r.1));
+        }
+    }
+
+    /// A shuffled order: a fixed permutation drawn from `order` (xorshift, Fisher–Yates).
+    fn shuffle<T>(v: &mut [T], order: u64) {
+        let mut x = order | 1;
+        for i in (1..v.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            v.swap(i, (x % (i as u64 + 1)) as usize);
         }
     }
 

@@ -56,9 +56,9 @@ const MAX_ATTEMPTS: usize = 4;
 
 /// Restarts of an attempt's timeline (`timeline::perturbed`; the best two attempts', `plan`):
 /// as many as fit in this many moves list-scheduled (eight schedules a restart), at most
-/// `MAX_RESTARTS` each, on fewer than `RESTART_NPUS` NPUs. On torus:32x32 (1023 or 1024 NPUs left) they gained nothing within
-/// this budget at 64 MiB (1.1% at twice the budget) and took a synthesis from 0.8–1.2 s to
-/// 1.6–2.5 s, where a regeneration has 2 s.
+/// `MAX_RESTARTS` each, on fewer than `RESTART_NPUS` NPUs. On torus:32x32 (1023 or 1024 NPUs
+/// left) they gained nothing within this budget at 64 MiB (1.1% at twice the budget) and took
+/// a synthesis from 0.8–1.2 s to 1.6–2.5 s, where a regeneration has 2 s.
 const RESTART_MOVES: usize = 1 << 23;
 const MAX_RESTARTS: usize = 20;
 const RESTART_NPUS: usize = 1000;
@@ -309,8 +309,9 @@ fn plan(
     tried.sort_by_key(|t| t.2);
     tried.truncate(if restarts > 0 { RESTARTED_ATTEMPTS } else { 1 });
     // The second is restarted only where the restarts shortened the first (where they do not,
-    // as on dragonfly:4:5, two walks cost 1.7 times one for nothing) and where it may end
-    // shorter than the first (no timeline is shorter than its busiest link's load).
+    // as on dragonfly:4:5, a second walk made the synthesis 1.7 times as long for nothing) and
+    // where it may end shorter than the first (no timeline is shorter than its busiest link's
+    // load).
     let mut kept: Option<(Trees, Vec<u32>, u32)> = None;
     let mut shortened = false;
     for (rank, (trees, mut best, mut best_len)) in tried.into_iter().enumerate() {

@@ -238,6 +238,13 @@ struct Won {
     time_ns: Option<f64>,
 }
 
+impl Won {
+    /// Its simulated time where something has simulated it already.
+    fn known_time_ns(&self) -> Option<f64> {
+        self.time_ns.or(self.timing.as_ref().map(|t| t.collective_time_ns))
+    }
+}
+
 /// A trees run that comes second within this share of the winner's time is polished too, and
 /// the faster of the two after their polish wins. Two runs of the trees often finish within a
 /// timestep of each other, and the polish shortens one more than the other: on torus:8x8x8 less
@@ -270,7 +277,7 @@ fn polish_winners(
     };
     let Some((run2, Some(resume2), other)) = second.map(won) else { return Ok((run, first, polish)) };
     let (other, polish2) = polish_trees(req, variants[run2.variant], resume2, other, cancelled, polled)?;
-    let after = |w: &Won| w.time_ns.or(w.timing.as_ref().map(|t| t.collective_time_ns)).unwrap_or(f64::INFINITY);
+    let after = |w: &Won| w.known_time_ns().unwrap_or(f64::INFINITY);
     tracing::debug!(target: "ccsynth::timing", winner = after(&first), runner_up = after(&other), "greedy: the runner-up polished too");
     if after(&other) < after(&first) { Ok((run2, other, polish2)) } else { Ok((run, first, polish)) }
 }
@@ -308,10 +315,9 @@ fn polish_trees(
             return Ok((won, None));
         }
     };
-    let before = match (won.time_ns, &won.timing) {
-        (Some(t), _) => t,
-        (None, Some(t)) => t.collective_time_ns,
-        (None, None) => match crate::sim::simulate_until(&won.schedule, polled) {
+    let before = match won.known_time_ns() {
+        Some(t) => t,
+        None => match crate::sim::simulate_until(&won.schedule, polled) {
             Ok(t) => t.collective_time_ns,
             Err(crate::sim::SimError::Stopped) => return stopped(won),
             Err(_) => return Ok((won, None)),

@@ -265,6 +265,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
             discretization: a.discretization,
             ignore_congestion: Some(a.ignore_congestion),
             window: a.window,
+            effort: Some(a.effort),
             keep_lp: a.dump_lp.is_some(),
         },
     };
@@ -346,6 +347,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
             seeds: Some(a.seeds),
             threads: a.threads,
             time_limit_s: Some(a.time_limit),
+            effort: Some(a.effort),
             ..engine::Options::default()
         },
     };

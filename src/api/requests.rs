@@ -88,6 +88,10 @@ pub struct JobRequest {
     /// does not depend on them), so not part of the cache key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// `options.effort`, where not the default: absent for `standard`, so the cache keys of
+    /// requests without it stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<engine::Effort>,
 }
 crate::strict::objects_only!(JobRequest, "a job request (an object)", serialize);
 
@@ -167,6 +171,7 @@ pub(super) async fn normalize(
         solve_time_limit_s: request.ilp.solve_time_limit_s,
         regenerate_from: None,
         threads: request.threads,
+        effort: (request.effort != engine::Effort::default()).then_some(request.effort),
     };
     Ok(Checked { req, topology: pending.then_some(row) })
 }
@@ -246,6 +251,7 @@ impl JobRequest {
                 ignore_congestion: Some(self.ignore_congestion),
                 window: self.window,
                 threads: self.threads,
+                effort: self.effort,
                 // In the collective (`collective.chunks_per_npu`), as the checked request left it.
                 chunks_per_npu: None,
                 // The CLI's alone (`--dump-lp`).

@@ -508,6 +508,10 @@ pub struct SynthArgs {
     /// native, unwind:D or unwind:bi.
     #[arg(long, default_value = "native", value_parser = crate::engine::SwitchModel::parse)]
     pub switch_model: crate::engine::SwitchModel,
+    /// standard, or thorough: more of the greedy's search where a fabric is large (torus:32x32
+    /// after a failure: several times the synthesis time for a few percent).
+    #[arg(long, default_value = "standard", value_parser = crate::engine::Effort::parse)]
+    pub effort: crate::engine::Effort,
     /// TEN timestep in ns (default: the fastest link's time for one chunk).
     #[arg(long)]
     pub discretization: Option<f64>,
@@ -570,6 +574,9 @@ pub struct RegenerateArgs {
     /// Threads for the fresh synthesis (as for `synth`).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// standard or thorough, for the fresh synthesis (as for `synth`).
+    #[arg(long, default_value = "standard", value_parser = crate::engine::Effort::parse)]
+    pub effort: crate::engine::Effort,
     /// Overall time budget in seconds, the repair's included.
     #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
     pub time_limit: f64,

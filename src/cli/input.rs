@@ -143,6 +143,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("options.discretization", "--discretization"),
     ("options.window", "--window"),
     ("options.ignore_congestion", "--ignore-congestion"),
+    ("options.effort", "--effort"),
 ];
 
 /// An engine input error worded for a terminal: each field by the flag that set it (the rest,

@@ -36,7 +36,7 @@ fn produce(
     let produced = match (tenants, r.mode) {
         // The trees say where they stopped, for the winner's polish.
         (None, Mode::Trees(g)) => {
-            return crate::synth::trees::all_reduce_resumable(req.topology, c, g as usize, r.seed, polled);
+            return crate::synth::trees::all_reduce_resumable(req.topology, c, g as usize, r.seed, req.effort, polled);
         }
         (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
@@ -209,6 +209,7 @@ pub(super) fn synthesize_greedy(
     tracing::debug!(target: "ccsynth::timing", wall_ms = checked.elapsed().as_secs_f64() * 1e3, runs = total, "greedy: the winner gated");
     let search = GreedySearch {
         seeds_tried: req.seeds.max(1),
+        effort: req.effort,
         discretizations_tried: plan.factors[run.variant].len(),
         replacements: gst.replacements,
         greedy_mode: run.mode.name(),

@@ -36,6 +36,7 @@ pub use crate::export::chakra::ChakraExport;
 pub use crate::export::msccl::{MscclOptions, MscclProtocol, MscclTarget};
 pub use crate::export::mscclpp::MscclppOptions;
 pub use crate::export::plot::{BOUND_SERIES as GOODPUT_BOUND_SERIES, GoodputChart, Series};
+pub use crate::synth::Effort;
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
@@ -66,6 +67,8 @@ struct SynthJob<'a> {
     switch_model: crate::ten::SwitchModel,
     /// The TEN timestep; `None` tries the automatic ones.
     discretization_ns: Option<f64>,
+    /// How much the greedy's planners search.
+    effort: crate::synth::Effort,
     /// The request's overall budget, seconds (what a `TimeLimit` error names).
     time_limit_s: f64,
     /// Options of the `ilp` algorithm (its HiGHS threads come from `threads`; its time limit
@@ -152,6 +155,8 @@ impl SynthStats {
 pub struct GreedySearch {
     /// Greedy runs with distinct seeds.
     pub seeds_tried: usize,
+    /// The search's effort (`options.effort`).
+    pub effort: crate::synth::Effort,
     /// TEN timesteps tried at the kept schedule's chunking (the given one, or the automatic
     /// ones).
     pub discretizations_tried: usize,
@@ -445,6 +450,7 @@ fn run_synthesizer(
         threads: req.threads,
         switch_model: req.switch_model,
         discretization_ns: req.discretization_ns,
+        effort: req.effort,
         time_limit_s: req.time_limit_s,
         ilp: crate::synth::ilp::IlpOptions {
             time_limit_s: req.ilp.time_limit_s.min(remaining_s).max(1e-3),

@@ -5,6 +5,7 @@
 use super::registry::Algorithm;
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::InputError;
+use crate::synth::Effort;
 use crate::synth::ilp::IlpOptions;
 use crate::ten::SwitchModel;
 use crate::topology::Topology;
@@ -50,6 +51,11 @@ pub struct Options {
     /// The ILP's time clustering window, in timesteps.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
+    /// How much the greedy searches for a shorter schedule: `standard` (default) or
+    /// `thorough` (`synth::Effort`: more of the trees' search on large fabrics, several
+    /// times the synthesis time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<Effort>,
     /// Keep each ILP phase's LP text in the output (`--dump-lp`): the CLI's alone (it writes the
     /// files), so never read from or written to JSON.
     #[serde(skip)]
@@ -155,6 +161,8 @@ pub struct Request {
     pub time_limit_s: f64,
     /// The ILP's options (its `time_limit_s` is the request's budget).
     pub ilp: IlpOptions,
+    /// How much the greedy searches (`options.effort`).
+    pub effort: Effort,
     /// The collectives made concrete on the topology, in `target` order.
     pub(crate) built: Vec<Collective>,
     /// The caller's limits (the chunk search stays within them).
@@ -330,6 +338,7 @@ impl Request {
             chunking,
             time_limit_s,
             ilp,
+            effort: o.effort.unwrap_or_default(),
             built,
             limits: limits.clone(),
         })

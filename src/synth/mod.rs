@@ -27,6 +27,37 @@ use crate::ten::{SwitchModel, Ten, TenError};
 use crate::topology::Topology;
 use serde::Serialize;
 
+/// How much search a planner spends for a shorter schedule. `Standard` (the default) keeps a
+/// synthesis quick where a regeneration has to be (the trees restart and polish their
+/// timelines only below 1000 NPUs: a torus:32x32 after a failure in about a second);
+/// `Thorough` is for a batch job that would rather wait: the trees make more attempts and
+/// restart and polish them at any NPU count their move budgets allow (torus:32x32 after a
+/// failed link at 64 MiB 1.105× → 1.069× the intact schedule, for a synthesis several times as
+/// long; nothing more at torus:64x64, whose moves exceed the budgets).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    #[default]
+    Standard,
+    Thorough,
+}
+
+impl Effort {
+    pub fn parse(s: &str) -> Result<Effort, String> {
+        match s {
+            "standard" => Ok(Effort::Standard),
+            "thorough" => Ok(Effort::Thorough),
+            _ => Err(format!("effort {s:?}: expected standard or thorough")),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Effort::Standard => "standard",
+            Effort::Thorough => "thorough",
+        }
+    }
+}
+
 /// What every planner takes, whichever plans the phases (the greedy matcher, the latency-mode
 /// planners, the ILP, whose own options are `ilp::IlpOptions`): the seed (the greedy's choices,
 /// the ILP's warm start), how switches appear in the TEN, and its timestep.

@@ -4,8 +4,8 @@
 use super::cli::ccsynth;
 use super::harness::{Db, call, start};
 use ccsynth::collective::{CollectiveKind, CollectiveSpec};
-use ccsynth::engine::SwitchModel;
 use ccsynth::engine::{self, Options, RequestSpec};
+use ccsynth::engine::{Effort, SwitchModel};
 use serde_json::{Value, json};
 
 /// One request, spelled for each door.
@@ -54,6 +54,7 @@ impl Case {
             discretization,
             ignore_congestion,
             window,
+            effort,
             // The CLI's own (`--dump-lp` writes the files); never in the API's JSON.
             keep_lp: _,
         } = &self.options;
@@ -72,6 +73,7 @@ impl Case {
         some("switch-model", switch_model.map(|m| m.name()));
         some("discretization", discretization.map(|x| x.to_string()));
         some("window", window.map(|x| x.to_string()));
+        some("effort", effort.map(|e| e.name().to_string()));
         if *ignore_congestion == Some(true) {
             a.push("--ignore-congestion".into());
         }
@@ -157,6 +159,9 @@ fn cases() -> Vec<Case> {
     let mut c = base("greedy all-reduce on 2 threads", "torus:3x3", CollectiveKind::AllReduce, "greedy");
     c.options.threads = Some(2);
     c.options.seeds = Some(3);
+    v.push(c);
+    let mut c = base("greedy all-reduce, thorough", "torus:3x3", CollectiveKind::AllReduce, "greedy");
+    c.options.effort = Some(Effort::Thorough);
     v.push(c);
     let mut c = base("auto on 1 thread", "ring:6", CollectiveKind::AllReduce, "auto");
     c.options.threads = Some(1);
@@ -296,4 +301,37 @@ fn a_switch_model_that_names_none_is_refused_at_every_door() {
     let (code, v) = call(&server, "POST", "/v1/syntheses", Some(body));
     assert_eq!(code, 422, "{v}");
     assert!(v["errors"][0]["message"].as_str().unwrap().contains("unknown field `keep_lp`"), "{v}");
+}
+
+/// An effort that names none is refused at every door, naming the field; a thorough request is
+/// run, its effort echoed (`stats.effort`) and kept apart from a standard one in the API's
+/// result cache.
+#[test]
+fn the_effort_is_read_at_every_door() {
+    let args = ["synth", "--topology", "torus:3x3", "--collective", "all_reduce", "--size", "64KiB", "--effort"];
+    let o = ccsynth(&[&args[..], &["quick"]].concat(), None);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("--effort") && stderr.contains("expected standard or thorough"), "{stderr}");
+    let o = ccsynth(&[&args[..], &["thorough", "--algo", "greedy", "--json"]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["stats"]["effort"], "thorough", "{}", doc["stats"]);
+    let server = start(Db::Sqlite);
+    let body = |effort: Value| {
+        json!({"spec": "torus:3x3", "collective": {"kind": "all_reduce", "size_bytes": 65536},
+            "algorithm": "greedy", "options": {"effort": effort}, "wait_ms": 60000})
+    };
+    let (code, v) = call(&server, "POST", "/v1/syntheses", Some(body(json!("quick"))));
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["errors"][0]["path"], "options.effort", "{v}");
+    let mut ids = Vec::new();
+    for effort in ["standard", "thorough"] {
+        let (code, v) = call(&server, "POST", "/v1/syntheses", Some(body(json!(effort))));
+        assert_eq!(code, 201, "{v}");
+        assert_eq!(v["summary"]["stats"]["effort"], effort, "{v}");
+        assert_eq!(v["cached"], false, "a thorough request is not the standard one's cached result: {v}");
+        ids.push(v["schedule_id"].clone());
+    }
+    assert_ne!(ids[0], ids[1]);
 }

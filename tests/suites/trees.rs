@@ -6,7 +6,7 @@ use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine;
 use ccsynth::schedule::{Op, Schedule};
-use ccsynth::synth::trees;
+use ccsynth::synth::{Effort, trees};
 use ccsynth::topology::{Failures, Topology};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -106,6 +106,28 @@ fn the_two_best_attempts_are_restarted() {
     assert!(s.transfers.iter().all(|x| slots.insert((x.src, x.dst, x.step))));
 }
 
+/// From 1000 NPUs a standard run makes one attempt and neither restarts nor leaves its timeline
+/// to the polish (a torus:32x32 regeneration has 2 s); a thorough one makes four (their
+/// timelines 142, 140, 142 and 138 timesteps), restarts the best, and resumes for the polish:
+/// torus:32x32 less a link at 64 MiB in fours (256 trees, busiest link 128).
+#[test]
+fn a_thorough_effort_searches_on_from_a_thousand_npus() {
+    let t = topo("torus:32x32").with_failures(&Failures { links: vec![[5, 6]], ..Failures::default() }).unwrap();
+    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(1), &t).unwrap();
+    let (_, standard, resume) = trees::all_reduce_resumable(&t, &c, 4, 0, Effort::Standard, &|| false).unwrap();
+    assert!(resume.is_none(), "a standard run from 1000 NPUs is not polished");
+    let (s, thorough, resume) = trees::all_reduce_resumable(&t, &c, 4, 0, Effort::Thorough, &|| false).unwrap();
+    assert!(
+        thorough.ten_timesteps + 4 <= standard.ten_timesteps,
+        "thorough {} timesteps, standard {}: one attempt?",
+        thorough.ten_timesteps,
+        standard.ten_timesteps
+    );
+    assert!(resume.is_some(), "a thorough run above its busiest link is left to the polish");
+    assert_eq!(busiest(&s), 128);
+    assert!(engine::check(&s).valid);
+}
+
 /// The polish goes on from where a run stopped and only ever shortens it: on torus:8x8 less
 /// NPU 9 at two chunks a NPU (126 trees, busiest link 63) the run's restarts leave its timeline
 /// a timestep or more above the busiest link; the polish's walks bring it lower, to a valid
@@ -116,7 +138,7 @@ fn the_two_best_attempts_are_restarted() {
 fn the_polish_shortens_the_run_it_goes_on_from() {
     let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
     let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(2), &t).unwrap();
-    let (s, st, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, &|| false).unwrap();
+    let (s, st, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Standard, &|| false).unwrap();
     let top = busiest(&s);
     assert_eq!(top, 63);
     assert!(st.ten_timesteps > top, "the run is at its busiest link already: nothing to show");
@@ -139,15 +161,15 @@ fn the_polish_shortens_the_run_it_goes_on_from() {
     // Two NPUs: every tree is the link, the timeline its load from the start.
     let t2 = topo("ring:2");
     let c2 = Collective::build(&CollectiveSpec::new(K::AllReduce, MIB).with_chunks_per_npu(4), &t2).unwrap();
-    assert!(trees::all_reduce_resumable(&t2, &c2, 1, 0, &|| false).unwrap().2.is_none());
+    assert!(trees::all_reduce_resumable(&t2, &c2, 1, 0, Effort::Standard, &|| false).unwrap().2.is_none());
     // Nor one of more than 200 timesteps, where a timestep is under 0.5% of the time: 512
     // trees on the intact mesh:8x8.
     let t3 = topo("mesh:8x8");
     let c3 = Collective::build(&CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(8), &t3).unwrap();
-    let (_, st3, resume3) = trees::all_reduce_resumable(&t3, &c3, 1, 0, &|| false).unwrap();
+    let (_, st3, resume3) = trees::all_reduce_resumable(&t3, &c3, 1, 0, Effort::Standard, &|| false).unwrap();
     assert!(st3.ten_timesteps > 200 && resume3.is_none(), "{} timesteps", st3.ten_timesteps);
     // A cancel stops it.
-    let (_, _, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, &|| false).unwrap();
+    let (_, _, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Standard, &|| false).unwrap();
     assert!(trees::polish(resume.unwrap(), &t, &c, &|| true).unwrap_err().is_cancelled());
 }
 

@@ -30,6 +30,9 @@
 //! second best attempt may restart shorter than the best). The run that wins a
 //! synthesis is then polished (`polish`, from where it stopped: `Resume`): two more walks of
 //! restarts, on two threads, within a larger budget; a timestep or two of 50–70 at 64 MiB.
+//! At `Effort::Thorough` the restarts and the polish run at any NPU count their budgets allow,
+//! after up to four attempts within four times the moves (torus:32x32 less a link at 64 MiB:
+//! 142 timesteps become 136, for a synthesis about five times as long).
 //!
 //! Serves an all-reduce over a group whose links among themselves all have the same latency
 //! and bandwidth in both directions (no switches on the way): there one message a link and
@@ -38,7 +41,7 @@
 mod build;
 mod timeline;
 
-use super::{PlanStats, SynthError};
+use super::{Effort, PlanStats, SynthError};
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{ChunkList, Op, Schedule, Transfer};
 use crate::topology::Topology;
@@ -53,10 +56,14 @@ pub const MAX_MOVES: usize = 1 << 24;
 /// this many moves, at most `MAX_ATTEMPTS`.
 const ATTEMPT_MOVES: usize = 1 << 19;
 const MAX_ATTEMPTS: usize = 4;
+/// `ATTEMPT_MOVES` at `Effort::Thorough`: four attempts on torus:32x32 in fours (their
+/// timelines after the passes 142, 140, 142 and 138 timesteps after a failed link at 64 MiB).
+const THOROUGH_ATTEMPT_MOVES: usize = 1 << 21;
 
 /// Restarts of an attempt's timeline (`timeline::perturbed`; the best two attempts', `plan`):
 /// as many as fit in this many moves list-scheduled (eight schedules a restart), at most
-/// `MAX_RESTARTS` each, on fewer than `RESTART_NPUS` NPUs. On torus:32x32 (1023 or 1024 NPUs
+/// `MAX_RESTARTS` each, on fewer than `RESTART_NPUS` NPUs (at any count at `Effort::Thorough`,
+/// the polish too: `searched`). On torus:32x32 (1023 or 1024 NPUs
 /// left) they gained nothing within this budget at 64 MiB (1.1% at twice the budget) and took
 /// a synthesis from 0.8–1.2 s to 1.6–2.5 s, where a regeneration has 2 s.
 const RESTART_MOVES: usize = 1 << 23;
@@ -194,12 +201,13 @@ pub fn all_reduce(
     seed: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
-    all_reduce_resumable(topo, c, group, seed, cancelled).map(|(s, stats, _)| (s, stats))
+    all_reduce_resumable(topo, c, group, seed, Effort::Standard, cancelled).map(|(s, stats, _)| (s, stats))
 }
 
 /// Where an `all_reduce` run stopped (its fabric, trees and timeline), for `polish` to go on
-/// from. Only where a polish may shorten it and is worth it: below `RESTART_NPUS` NPUs, the
-/// timeline above its busiest link's load and at most `MAX_POLISH_TIMESTEPS` long.
+/// from. Only where a polish may shorten it and is worth it: where the effort searches
+/// (`searched`) and the budget allows a restart, the timeline above its busiest link's load and
+/// at most `MAX_POLISH_TIMESTEPS` long.
 pub struct Resume {
     p: Planned,
     best: Vec<u32>,
@@ -214,19 +222,37 @@ struct Planned {
     seed: u64,
 }
 
-/// `all_reduce`, with where it stopped when a `polish` may shorten it.
+/// `all_reduce` at `effort`, with where it stopped when a `polish` may shorten it.
 pub fn all_reduce_resumable(
     topo: &Topology,
     c: &Collective,
     group: usize,
     seed: u64,
+    effort: Effort,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats, Option<Resume>), SynthError> {
-    let (p, best, best_len) = plan(topo, c, group, seed, cancelled)?;
+    let (p, best, best_len) = plan(topo, c, group, seed, effort, cancelled)?;
     let (s, stats) = emit(topo, c, &p, &best, best_len);
-    let worth = p.f.n() < RESTART_NPUS && best_len > p.trees.busiest() && best_len <= MAX_POLISH_TIMESTEPS;
+    let worth = searched(p.f.n(), effort)
+        && polish_rounds(&p) > 0
+        && best_len > p.trees.busiest()
+        && best_len <= MAX_POLISH_TIMESTEPS;
     let resume = worth.then_some(Resume { p, best, best_len });
     Ok((s, stats, resume))
+}
+
+/// Whether a run on `n` NPUs restarts its timelines and may be polished: below `RESTART_NPUS`,
+/// or at any count at `Effort::Thorough`.
+fn searched(n: usize, effort: Effort) -> bool {
+    n < RESTART_NPUS || effort == Effort::Thorough
+}
+
+/// The restarts each of `polish`'s walks makes on `p`'s moves (none where one restart alone
+/// exceeds the budget, as on torus:64x64).
+fn polish_rounds(p: &Planned) -> usize {
+    let moves = p.trees.roots.len() * 2 * (p.f.n() - 1);
+    // A restart is 2 + 2 passes list schedules.
+    (POLISH_MOVES / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * moves).max(1)).min(MAX_POLISH_RESTARTS)
 }
 
 /// An `all_reduce` run continued from `r`: its timeline restarted `POLISH_WALKS` more walks of
@@ -243,8 +269,7 @@ pub fn polish(
 ) -> Result<Option<(Schedule, PlanStats)>, SynthError> {
     let Resume { p, best, best_len } = r;
     let mv = Moves::new(&p.f, &p.trees);
-    // A restart is 2 + 2 passes list schedules.
-    let rounds = (POLISH_MOVES / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * mv.count()).max(1)).min(MAX_POLISH_RESTARTS);
+    let rounds = polish_rounds(&p);
     let t0 = std::time::Instant::now();
     let walk = |w: usize| {
         let seed = p.seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);
@@ -270,6 +295,7 @@ fn plan(
     c: &Collective,
     group: usize,
     seed: u64,
+    effort: Effort,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Planned, Vec<u32>, u32), SynthError> {
     let Some(f) = fabric(topo, c, group) else {
@@ -281,7 +307,8 @@ fn plan(
     // Attempts with other tie-breaks where a plan is cheap: the busiest link's load and how
     // close the timeline comes to it vary by a few timesteps between them.
     let moves = units * 2 * (f.n() - 1);
-    let attempts = (ATTEMPT_MOVES / moves.max(1)).clamp(1, MAX_ATTEMPTS);
+    let attempt_moves = if effort == Effort::Thorough { THOROUGH_ATTEMPT_MOVES } else { ATTEMPT_MOVES };
+    let attempts = (attempt_moves / moves.max(1)).clamp(1, MAX_ATTEMPTS);
     let mut tried: Vec<(Trees, Vec<u32>, u32)> = Vec::with_capacity(attempts);
     for a in 0..attempts as u64 {
         let t0 = std::time::Instant::now();
@@ -293,7 +320,7 @@ fn plan(
         tried.push((trees, starts, len));
     }
     // A restart is 2 + 2 passes list schedules.
-    let restarts = if f.n() < RESTART_NPUS {
+    let restarts = if searched(f.n(), effort) {
         (RESTART_MOVES / ((2 + 2 * RESTART_PASSES) * moves).max(1)).min(MAX_RESTARTS)
     } else {
         0

@@ -259,7 +259,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
             seeds: Some(a.seeds),
             threads: a.threads,
             chunks_per_npu: None,
-            time_limit_s: Some(a.time_limit),
+            time_limit_s: a.time_limit,
             solve_time_limit_s: a.solve_time_limit,
             switch_model: Some(a.switch_model),
             discretization: a.discretization,
@@ -346,7 +346,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
             seed: Some(a.seed),
             seeds: Some(a.seeds),
             threads: a.threads,
-            time_limit_s: Some(a.time_limit),
+            time_limit_s: a.time_limit,
             effort: Some(a.effort),
             ..engine::Options::default()
         },

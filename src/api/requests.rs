@@ -150,7 +150,14 @@ pub(super) async fn normalize(
     };
     // Checked by the engine, as every door's requests are, off the async threads: building the
     // collective is linear in its (already bounded) size.
-    let spec = r.engine_spec();
+    let mut spec = r.engine_spec();
+    // An interactive job may run at most `max_interactive_s`: where the request leaves its
+    // budget open, that caps the default (600 s at `options.effort` thorough) rather than
+    // refusing a limit the caller never gave.
+    if r.priority == Priority::Interactive && spec.options.time_limit_s.is_none() {
+        let default_s = engine::request::default_time_limit_s(spec.options.effort.unwrap_or_default());
+        spec.options.time_limit_s = Some(default_s.min(st.config.max_interactive_s));
+    }
     let limits = st.config.limits();
     let request = tokio::task::spawn_blocking(move || engine::Request::new(topo, spec, &limits))
         .await

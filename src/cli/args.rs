@@ -530,9 +530,9 @@ pub struct SynthArgs {
     pub compare: bool,
     /// Overall time budget in seconds: `auto` returns the fastest candidate finished within it
     /// (`stats.portfolio` marks those it cut), the greedy its best finished run, the ilp its
-    /// best complete schedule (marked `feasible`).
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    pub time_limit: f64,
+    /// best complete schedule (marked `feasible`). Default 60, 600 with --effort thorough.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
     /// ilp: cap on one HiGHS solve in seconds (default: what is left of --time-limit).
     #[arg(long, value_name = "SECONDS")]
     pub solve_time_limit: Option<f64>,
@@ -577,9 +577,10 @@ pub struct RegenerateArgs {
     /// standard or thorough, for the fresh synthesis (as for `synth`).
     #[arg(long, default_value = "standard", value_parser = crate::engine::Effort::parse)]
     pub effort: crate::engine::Effort,
-    /// Overall time budget in seconds, the repair's included.
-    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
-    pub time_limit: f64,
+    /// Overall time budget in seconds, the repair's included. Default 60, 600 with --effort
+    /// thorough.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -30,7 +30,8 @@ pub struct Options {
     /// Overrides `collective.chunks_per_npu`. Omitted from both: the engine chooses (`auto`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks_per_npu: Option<u32>,
-    /// The overall budget in seconds of the run (default 60, at most `Limits::max_solve_s`):
+    /// The overall budget in seconds of the run (default 60, 600 with `effort` thorough, at
+    /// most `Limits::max_solve_s`):
     /// the greedy keeps its best finished run, `auto` its best finished candidate, the ILP its
     /// best schedule found.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,8 +53,8 @@ pub struct Options {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u32>,
     /// How much the greedy searches for a shorter schedule: `standard` (default) or
-    /// `thorough` (`synth::Effort`: more of the trees' search on large fabrics, several
-    /// times the synthesis time).
+    /// `thorough` (`synth::Effort`: more of the trees' search, from 1000 NPUs and in the
+    /// polish, for several times the synthesis time; the default `time_limit_s` 600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub effort: Option<Effort>,
     /// Keep each ILP phase's LP text in the output (`--dump-lp`): the CLI's alone (it writes the
@@ -123,8 +124,17 @@ impl Default for Limits {
     }
 }
 
-/// The default ILP budget, seconds (capped by `Limits::max_solve_s`).
+/// The default budget of a request, seconds (capped by `Limits::max_solve_s`).
 pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
+/// `DEFAULT_TIME_LIMIT_S` at `options.effort` thorough: its search on torus:32x32 took 47–93 s
+/// on a slow day of the 2-vCPU machine (docs/BENCHMARKS.md), and a deadline cuts the polish.
+pub const THOROUGH_TIME_LIMIT_S: f64 = 600.0;
+
+/// A request's budget, seconds, where `options.time_limit_s` leaves it open (before the
+/// caller's `Limits::max_solve_s`).
+pub fn default_time_limit_s(effort: Effort) -> f64 {
+    if effort == Effort::Thorough { THOROUGH_TIME_LIMIT_S } else { DEFAULT_TIME_LIMIT_S }
+}
 
 /// How chunks per NPU are decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,7 +229,8 @@ impl RequestSpec {
             return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
         }
         let threads = o.threads;
-        let time_limit_s = o.time_limit_s.unwrap_or(DEFAULT_TIME_LIMIT_S.min(limits.max_solve_s));
+        let default_s = default_time_limit_s(o.effort.unwrap_or_default());
+        let time_limit_s = o.time_limit_s.unwrap_or(default_s.min(limits.max_solve_s));
         let ilp = IlpOptions {
             time_limit_s,
             work_limit_s: None,

@@ -305,7 +305,7 @@ fn a_switch_model_that_names_none_is_refused_at_every_door() {
 
 /// An effort that names none is refused at every door, naming the field; a thorough request is
 /// run, its effort echoed (`stats.effort`) and kept apart from a standard one in the API's
-/// result cache.
+/// result cache; an interactive one gets the interactive jobs' budget.
 #[test]
 fn the_effort_is_read_at_every_door() {
     let args = ["synth", "--topology", "torus:3x3", "--collective", "all_reduce", "--size", "64KiB", "--effort"];
@@ -334,4 +334,15 @@ fn the_effort_is_read_at_every_door() {
         ids.push(v["schedule_id"].clone());
     }
     assert_ne!(ids[0], ids[1]);
+    // Thorough leaves the budget at 600 s where the request does not give one; an interactive
+    // job may run at most 60 s, which then caps that default instead of refusing it.
+    let mut quick = body(json!("thorough"));
+    quick["priority"] = json!("interactive");
+    quick["options"]["seed"] = json!(1);
+    let (code, v) = call(&server, "POST", "/v1/syntheses", Some(quick.clone()));
+    assert_eq!(code, 201, "{v}");
+    quick["options"]["time_limit_s"] = json!(600);
+    let (code, v) = call(&server, "POST", "/v1/syntheses", Some(quick));
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["errors"][0]["path"], "options.time_limit_s", "{v}");
 }

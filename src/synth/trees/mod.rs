@@ -31,8 +31,9 @@
 //! synthesis is then polished (`polish`, from where it stopped: `Resume`): two more walks of
 //! restarts, on two threads, within a larger budget; a timestep or two of 50–70 at 64 MiB.
 //! At `Effort::Thorough` the restarts and the polish run at any NPU count their budgets allow,
-//! after up to four attempts within four times the moves (torus:32x32 less a link at 64 MiB:
-//! 142 timesteps become 136, for a synthesis about five times as long).
+//! after up to four attempts within four times the moves, and the polish has four times the
+//! budget (torus:32x32 less a link at 64 MiB: 142 timesteps become 136 or fewer, for a
+//! synthesis over ten times as long).
 //!
 //! Serves an all-reduce over a group whose links among themselves all have the same latency
 //! and bandwidth in both directions (no switches on the way): there one message a link and
@@ -79,6 +80,10 @@ const RESTART_PASSES: usize = 3;
 /// `POLISH_PASSES` passes (one pass a restart reached torus:16x16 less a link's 68 timesteps
 /// within 76 list schedules, three within 184).
 const POLISH_MOVES: usize = 1 << 26;
+/// `POLISH_MOVES` at `Effort::Thorough`: torus:32x32 less three links at 64 MiB 1.085× →
+/// 1.077× intact, torus:16x16 1.083× → 1.071× (the walks' first restarts are the standard
+/// budget's, so no run ends longer).
+const THOROUGH_POLISH_MOVES: usize = 1 << 28;
 /// Two: `rayon::join`'s.
 const POLISH_WALKS: usize = 2;
 /// Timelines longer than this are not polished: a timestep is then under 0.5% of the time, and
@@ -212,6 +217,7 @@ pub struct Resume {
     p: Planned,
     best: Vec<u32>,
     best_len: u32,
+    effort: Effort,
 }
 
 /// A run's fabric and trees, its chunks a message and its seed.
@@ -234,10 +240,10 @@ pub fn all_reduce_resumable(
     let (p, best, best_len) = plan(topo, c, group, seed, effort, cancelled)?;
     let (s, stats) = emit(topo, c, &p, &best, best_len);
     let worth = searched(p.f.n(), effort)
-        && polish_rounds(&p) > 0
+        && polish_rounds(&p, effort) > 0
         && best_len > p.trees.busiest()
         && best_len <= MAX_POLISH_TIMESTEPS;
-    let resume = worth.then_some(Resume { p, best, best_len });
+    let resume = worth.then_some(Resume { p, best, best_len, effort });
     Ok((s, stats, resume))
 }
 
@@ -247,12 +253,13 @@ fn searched(n: usize, effort: Effort) -> bool {
     n < RESTART_NPUS || effort == Effort::Thorough
 }
 
-/// The restarts each of `polish`'s walks makes on `p`'s moves (none where one restart alone
-/// exceeds the budget, as on torus:64x64).
-fn polish_rounds(p: &Planned) -> usize {
+/// The restarts each of `polish`'s walks makes on `p`'s moves at `effort` (none where one
+/// restart alone exceeds the budget, as on torus:64x64).
+fn polish_rounds(p: &Planned, effort: Effort) -> usize {
     let moves = p.trees.roots.len() * 2 * (p.f.n() - 1);
+    let budget = if effort == Effort::Thorough { THOROUGH_POLISH_MOVES } else { POLISH_MOVES };
     // A restart is 2 + 2 passes list schedules.
-    (POLISH_MOVES / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * moves).max(1)).min(MAX_POLISH_RESTARTS)
+    (budget / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * moves).max(1)).min(MAX_POLISH_RESTARTS)
 }
 
 /// An `all_reduce` run continued from `r`: its timeline restarted `POLISH_WALKS` more walks of
@@ -267,9 +274,9 @@ pub fn polish(
     c: &Collective,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<(Schedule, PlanStats)>, SynthError> {
-    let Resume { p, best, best_len } = r;
+    let Resume { p, best, best_len, effort } = r;
     let mv = Moves::new(&p.f, &p.trees);
-    let rounds = polish_rounds(&p);
+    let rounds = polish_rounds(&p, effort);
     let t0 = std::time::Instant::now();
     let walk = |w: usize| {
         let seed = p.seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);

@@ -126,8 +126,9 @@ impl Default for Limits {
 
 /// The default budget of a request, seconds (capped by `Limits::max_solve_s`).
 pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
-/// `DEFAULT_TIME_LIMIT_S` at `options.effort` thorough: its search on torus:32x32 took 47–93 s
-/// on a slow day of the 2-vCPU machine (docs/BENCHMARKS.md), and a deadline cuts the polish.
+/// `DEFAULT_TIME_LIMIT_S` at `options.effort` thorough: its search on torus:32x32 after a
+/// failure took 41–45 s at 64 MiB and 93 s at 128 MiB on a slow day of the 2-vCPU machine
+/// (docs/BENCHMARKS.md), and a deadline that cuts the polish keeps the unpolished run.
 pub const THOROUGH_TIME_LIMIT_S: f64 = 600.0;
 
 /// A request's budget, seconds, where `options.time_limit_s` leaves it open (before the
@@ -187,6 +188,7 @@ struct Checked {
     time_limit_s: f64,
     ilp: IlpOptions,
     switch_model: SwitchModel,
+    effort: Effort,
 }
 
 impl RequestSpec {
@@ -229,7 +231,8 @@ impl RequestSpec {
             return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
         }
         let threads = o.threads;
-        let default_s = default_time_limit_s(o.effort.unwrap_or_default());
+        let effort = o.effort.unwrap_or_default();
+        let default_s = default_time_limit_s(effort);
         let time_limit_s = o.time_limit_s.unwrap_or(default_s.min(limits.max_solve_s));
         let ilp = IlpOptions {
             time_limit_s,
@@ -247,7 +250,7 @@ impl RequestSpec {
         {
             return Err(InputError::new("options.discretization", format!("{d}: expected nanoseconds > 0")));
         }
-        Ok(Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model })
+        Ok(Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model, effort })
     }
 }
 
@@ -289,7 +292,8 @@ impl Request {
     /// is allocated for them. Errors name the request's fields (`algorithm`,
     /// `collective.root`, `options.seeds`, `tenants[1].kind`, …).
     pub fn new(topology: Topology, spec: RequestSpec, limits: &Limits) -> Result<Request, InputError> {
-        let Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model } = spec.checked_options(limits)?;
+        let Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model, effort } =
+            spec.checked_options(limits)?;
         check_npus(&topology, limits)?;
         let o = &spec.options;
         let tenants = matches!(spec.target, Target::Tenants(_));
@@ -349,7 +353,7 @@ impl Request {
             chunking,
             time_limit_s,
             ilp,
-            effort: o.effort.unwrap_or_default(),
+            effort,
             built,
             limits: limits.clone(),
         })

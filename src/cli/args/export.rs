@@ -1,0 +1,129 @@
+//! The flags that choose what a schedule is written as (`synth --format`, `export`): the
+//! formats, and the MSCCL and Chakra writers' options.
+use super::*;
+
+/// What `synth --format` and `export --format` write.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Schedule v1 JSON (docs/FORMAT.md).
+    #[default]
+    Json,
+    /// The MSCCL executor's algorithm XML (docs/FORMAT.md, "MSCCL XML").
+    MscclXml,
+    /// An MSCCL++ execution plan, one JSON file for every GPU (docs/FORMAT.md, "MSCCL++
+    /// execution plans").
+    MscclppJson,
+    /// Chakra execution traces for ASTRA-sim, one per NPU, with the workload and configuration
+    /// files, into the directory `--out` names (docs/FORMAT.md, "Chakra ET export").
+    ChakraEt,
+}
+
+/// How `--format chakra-et` names its files.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ChakraArgs {
+    /// The files' prefix: `PREFIX.<npu>.et`, `PREFIX.workload.<npu>.et`, `PREFIX.system.json`, ...
+    #[arg(long, default_value = "ccsynth")]
+    pub prefix: String,
+}
+
+/// The executor an MSCCL file is for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MscclTargetArg {
+    /// The MSCCL executor for NCCL: 64 steps per thread block.
+    #[default]
+    Current,
+    /// The original MSCCL: 256 steps per thread block, spells `reduce_scatter`.
+    Legacy,
+    /// RCCL's MSCCL: 64 steps per thread block, 64 thread blocks per GPU, no fused receives.
+    Rccl,
+}
+
+/// NCCL's protocol named in an MSCCL file.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MscclProtoArg {
+    #[default]
+    #[value(name = "Simple", alias = "simple")]
+    Simple,
+    #[value(name = "LL", alias = "ll")]
+    Ll,
+    #[value(name = "LL128", alias = "ll128")]
+    Ll128,
+}
+
+/// The flags of an MSCCL XML file or an MSCCL++ plan (`export`, `synth --format msccl-xml` or
+/// `mscclpp-json`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct MscclArgs {
+    /// The executor the file is for (its step limit and spelling).
+    #[arg(long, value_enum, default_value_t = MscclTargetArg::Current)]
+    pub msccl_target: MscclTargetArg,
+    /// NCCL protocol the executor runs the algorithm with.
+    #[arg(long, value_enum, default_value_t = MscclProtoArg::Simple)]
+    pub msccl_proto: MscclProtoArg,
+    /// The algorithm's name in the file (default: ccsynth-<algorithm>), or the MSCCL++ plan's
+    /// name (default: ccsynth-<algorithm>-<collective>-<ranks>gpus-<digest of the plan>).
+    #[arg(long, value_name = "NAME")]
+    pub msccl_name: Option<String>,
+    /// Smallest message size, in bytes or as 64KiB, the executor picks the algorithm for
+    /// (default 0).
+    #[arg(long, value_name = "SIZE")]
+    pub min_bytes: Option<String>,
+    /// Largest message size the executor picks the algorithm for, inclusive (default: none;
+    /// for an MSCCL++ plan, what its 32-bit offsets reach).
+    #[arg(long, value_name = "SIZE")]
+    pub max_bytes: Option<String>,
+    /// `--format mscclpp-json`: mark the plan for in-place calls (the NCCL shim then selects
+    /// it only for those; the plan is correct either way).
+    #[arg(long)]
+    pub in_place: bool,
+}
+
+impl MscclArgs {
+    pub(in crate::cli) fn options(&self) -> Result<engine::MscclOptions, String> {
+        let size = |flag: &str, v: &Option<String>| {
+            v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
+        };
+        Ok(engine::MscclOptions {
+            target: match self.msccl_target {
+                MscclTargetArg::Current => engine::MscclTarget::Current,
+                MscclTargetArg::Legacy => engine::MscclTarget::Legacy,
+                MscclTargetArg::Rccl => engine::MscclTarget::Rccl,
+            },
+            protocol: match self.msccl_proto {
+                MscclProtoArg::Simple => engine::MscclProtocol::Simple,
+                MscclProtoArg::Ll => engine::MscclProtocol::Ll,
+                MscclProtoArg::Ll128 => engine::MscclProtocol::Ll128,
+            },
+            name: self.msccl_name.clone(),
+            min_bytes: size("--min-bytes", &self.min_bytes)?,
+            max_bytes: size("--max-bytes", &self.max_bytes)?,
+        })
+    }
+
+    pub(in crate::cli) fn mscclpp_options(&self) -> Result<engine::MscclppOptions, String> {
+        let o = self.options()?;
+        Ok(engine::MscclppOptions {
+            name: o.name,
+            in_place: self.in_place,
+            min_bytes: o.min_bytes,
+            max_bytes: o.max_bytes,
+        })
+    }
+}
+
+/// `ccsynth export`'s flags.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ExportArgs {
+    /// The schedule v1 JSON file, or - for stdin.
+    pub file: String,
+    /// The format to write.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Write here instead of stdout.
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub msccl: MscclArgs,
+    #[command(flatten)]
+    pub chakra: ChakraArgs,
+}

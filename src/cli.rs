@@ -54,8 +54,9 @@ fn run(cmd: Command) -> Result<i32, CliError> {
             compare_cmd(&target, json, with_synth, algos.as_deref())
         }
         Command::Serve(a) => Ok(serve_cmd(*a)?),
-        Command::Bench { suite, runs, quick, filter, json } => {
-            Ok(bench::bench_cmd(&suite, runs, quick, filter.as_deref(), json)?)
+        Command::Bench { suite, runs, quick, filter, json, size, effort } => {
+            let failures = bench::FailuresArgs { size: size.as_deref(), effort };
+            Ok(bench::bench_cmd(&suite, runs, quick, filter.as_deref(), json, failures)?)
         }
     }
 }

@@ -110,6 +110,14 @@ pub enum Command {
         /// Print the rows as JSON instead of a markdown table.
         #[arg(long)]
         json: bool,
+        /// failures only: every case at this size instead of the suite's (256 MiB, 1 GiB on
+        /// 64x64): 64MiB, 128MiB, ...
+        #[arg(long)]
+        size: Option<String>,
+        /// failures only: the regenerations' effort, standard or thorough (the intact
+        /// schedule, the targets' yardstick, at the default).
+        #[arg(long, value_parser = crate::engine::Effort::parse)]
+        effort: Option<crate::engine::Effort>,
     },
 }
 

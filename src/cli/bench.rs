@@ -3,6 +3,12 @@
 
 use super::*;
 
+/// The failures suite's own flags: a size for every case, the regenerations' effort.
+pub(super) struct FailuresArgs<'a> {
+    pub(super) size: Option<&'a str>,
+    pub(super) effort: Option<crate::engine::Effort>,
+}
+
 /// `bench`: runs the greedy or the ilp suite (the cases whose name contains `filter`).
 pub(super) fn bench_cmd(
     suite: &str,
@@ -10,26 +16,43 @@ pub(super) fn bench_cmd(
     quick: bool,
     filter: Option<&str>,
     json: bool,
+    failures: FailuresArgs<'_>,
 ) -> Result<i32, String> {
+    if suite != "failures" {
+        if let Some(size) = failures.size {
+            return Err(format!("--size {size:?}: only the failures suite takes a size, not --suite {suite:?}"));
+        }
+        if let Some(effort) = failures.effort {
+            return Err(format!(
+                "--effort {}: only the failures suite takes an effort, not --suite {suite:?}",
+                effort.name()
+            ));
+        }
+    }
     match suite {
         "ilp" => bench_ilp(quick, filter, json),
         "greedy" => bench_greedy(runs, quick, filter, json),
         "sizes" => bench_sizes(quick, filter, json),
-        "failures" => bench_failures(quick, filter, json),
+        "failures" => bench_failures(quick, filter, json, failures),
         other => Err(format!("--suite {other:?}: expected greedy, ilp, sizes or failures")),
     }
 }
 
-fn bench_failures(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresArgs<'_>) -> Result<i32, String> {
     use crate::bench::failures;
+    let size = match args.size {
+        Some(text) => Some(crate::units::parse_size(text).map_err(|e| format!("--size: {e}"))?),
+        None => None,
+    };
+    let effort = args.effort.unwrap_or_default();
     let mut rows = Vec::new();
-    for c in failures::failures_suite(quick) {
+    for c in failures::failures_suite(quick, size) {
         let name = format!("{} {} {}", c.topology, c.collective.name(), c.size_bytes);
         if filter.is_some_and(|f| !name.contains(f)) {
             continue;
         }
         eprintln!("ccsynth bench: {name} ...");
-        rows.extend(failures::run_failure_case(&c, &mut |r| {
+        rows.extend(failures::run_failure_case(&c, effort, &mut |r| {
             eprintln!(
                 "  {}: {} us ({}), x{} intact, x{} bound, {:.2} s, met {} {}",
                 r.scenario,

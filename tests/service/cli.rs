@@ -853,6 +853,58 @@ fn bench_sizes_sweeps_auto_against_the_best_baseline() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("sizes"));
 }
 
+/// The failures suite at a size and effort of the caller's: every scenario regenerated at that
+/// effort (echoed per row), the intact yardstick at the default, and no all-reduce target
+/// below the 64 MiB; the flags refused by name elsewhere or when malformed.
+#[test]
+fn bench_failures_takes_a_size_and_an_effort() {
+    let o = ccsynth(
+        &[
+            "bench",
+            "--suite",
+            "failures",
+            "--quick",
+            "--filter",
+            "torus:8x8 all_reduce",
+            "--size",
+            "4MiB",
+            "--effort",
+            "thorough",
+            "--json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = json(&o);
+    let rows = rows.as_array().unwrap();
+    let scenarios: Vec<&str> = rows.iter().map(|r| r["scenario"].as_str().unwrap()).collect();
+    assert_eq!(scenarios, ["intact", "1 link", "3 links", "NPU 9"], "{rows:?}");
+    for r in rows {
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["size_bytes"], 4 << 20, "{r}");
+        assert_eq!(r["effort"], if r["scenario"] == "intact" { "standard" } else { "thorough" }, "{r}");
+        assert!(r["target"].is_null() && r["met"].is_null(), "no all-reduce target below 64 MiB: {r}");
+        assert!(r["time_us"].as_f64().unwrap() >= r["bound_us"].as_f64().unwrap() * (1.0 - 1e-9), "{r}");
+    }
+    let o = ccsynth(
+        &["bench", "--suite", "failures", "--quick", "--filter", "torus:8x8 all_reduce", "--size", "4MiB"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("| 1 link |") && !table.contains("(thorough)"), "{table}");
+    for (args, named) in [
+        (&["bench", "--suite", "sizes", "--size", "4MiB"][..], "--size"),
+        (&["bench", "--suite", "greedy", "--effort", "thorough"][..], "--effort"),
+        (&["bench", "--suite", "failures", "--size", "4XB"][..], "--size"),
+        (&["bench", "--suite", "failures", "--effort", "quick"][..], "--effort"),
+    ] {
+        let o = ccsynth(args, None);
+        assert_ne!(o.status.code(), Some(0), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(named), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
 /// `serve` refuses to listen beyond loopback without tokens (anyone could queue, cancel and
 /// delete), and names a bad tokens file's line; both before binding anything.
 #[test]

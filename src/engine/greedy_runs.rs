@@ -273,11 +273,11 @@ fn polish_winners(
     let second = runner_up.filter(|r| r.resume.is_some() && r.time_ns <= best.time_ns * (1.0 + POLISH_BOTH_WITHIN));
     let (run, resume, first) = won(best);
     let (first, polish) = match resume {
-        Some(resume) => polish_trees(req, variants[run.variant], resume, first, cancelled, polled)?,
+        Some(resume) => polish_trees(req.topology, variants[run.variant], resume, first, cancelled, polled)?,
         None => (first, None),
     };
     let Some((run2, Some(resume2), other)) = second.map(won) else { return Ok((run, first, polish)) };
-    let (other, polish2) = polish_trees(req, variants[run2.variant], resume2, other, cancelled, polled)?;
+    let (other, polish2) = polish_trees(req.topology, variants[run2.variant], resume2, other, cancelled, polled)?;
     let after = |w: &Won| w.known_time_ns().unwrap_or(f64::INFINITY);
     tracing::debug!(target: "ccsynth::timing", winner = after(&first), runner_up = after(&other), "greedy: the runner-up polished too");
     if after(&other) < after(&first) { Ok((run2, other, polish2)) } else { Ok((run, first, polish)) }
@@ -286,9 +286,10 @@ fn polish_winners(
 /// A trees run polished (`synth::trees::polish`: its timeline searched on with a larger
 /// budget, for the winner and a close runner-up alone), kept when the simulator finds it
 /// faster; with what the polish did. A deadline that cuts the polish keeps the run's own
-/// schedule (and says nothing); a cancel cancels.
+/// schedule and says so (`TreesPolish::cut`); a cancel cancels. `topology` and `c` are the
+/// run's.
 fn polish_trees(
-    req: &SynthJob<'_>,
+    topology: &crate::topology::Topology,
     c: &Collective,
     resume: Resume,
     won: Won,
@@ -296,17 +297,24 @@ fn polish_trees(
     polled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Won, Option<TreesPolish>), Error> {
     let t0 = std::time::Instant::now();
-    let stopped = |won: Won| if cancelled() { Err(Error::Cancelled) } else { Ok((won, None)) };
-    let said = |won: &Won, after: Option<u32>, kept: bool| TreesPolish {
+    let said = |won: &Won, after: Option<u32>, kept: bool, cut: bool| TreesPolish {
         timesteps_before: won.stats.ten_timesteps,
         timesteps_after: after,
         kept,
+        cut,
         wall_ms: t0.elapsed().as_secs_f64() * 1e3,
     };
-    let (schedule, stats) = match crate::synth::trees::polish(resume, req.topology, c, polled) {
+    let stopped = |won: Won| {
+        if cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let said = said(&won, None, false, true);
+        Ok((won, Some(said)))
+    };
+    let (schedule, stats) = match crate::synth::trees::polish(resume, topology, c, polled) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            let said = said(&won, None, false);
+            let said = said(&won, None, false, false);
             return Ok((won, Some(said)));
         }
         Err(e) if e.is_cancelled() => return stopped(won),
@@ -332,7 +340,7 @@ fn polish_trees(
     let after = timing.collective_time_ns;
     tracing::debug!(target: "ccsynth::timing", before, after, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: a trees run polished");
     let kept = after < before;
-    let said = said(&won, Some(stats.ten_timesteps), kept);
+    let said = said(&won, Some(stats.ten_timesteps), kept, false);
     if kept {
         // Left for the gate to simulate again: beside its validation where that is deferred.
         return Ok((Won { schedule, stats, timing: None, report: None, time_ns: Some(after) }, Some(said)));
@@ -409,4 +417,47 @@ struct Candidate {
     stats: crate::synth::PlanStats,
     /// Where the trees' run stopped, for its polish should it win.
     resume: Option<Resume>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::{CollectiveKind, CollectiveSpec};
+    use crate::topology::{Failures, parse_spec};
+
+    /// torus:8x8 less NPU 9 at two chunks a NPU, one chunk a message: a trees run whose
+    /// timeline the polish shortens (`trees::the_polish_shortens_the_run_it_goes_on_from`).
+    fn resumable() -> (crate::topology::Topology, Collective, Resume, Won) {
+        let t =
+            parse_spec("torus:8x8").unwrap().with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
+        let c = Collective::build(&CollectiveSpec::new(CollectiveKind::AllReduce, 64 << 20).with_chunks_per_npu(2), &t)
+            .unwrap();
+        let (schedule, stats, resume) =
+            crate::synth::trees::all_reduce_resumable(&t, &c, 1, 0, crate::synth::Effort::Standard, &|| false).unwrap();
+        let won = Won { schedule, stats, timing: None, report: None, time_ns: None };
+        (t, c, resume.expect("above its busiest link"), won)
+    }
+
+    /// A polish the deadline stops keeps the run's schedule and says it was cut; one that runs
+    /// to its end says it was not; a cancel is an error.
+    #[test]
+    fn a_polish_the_deadline_stops_says_so() {
+        let (t, c, resume, won) = resumable();
+        let before = won.schedule.transfers.len();
+        let (kept, said) = polish_trees(&t, &c, resume, won, &|| false, &|| true).unwrap();
+        let said = said.expect("a cut polish is reported");
+        assert!(said.cut && !said.kept && said.timesteps_after.is_none(), "{said:?}");
+        assert_eq!(kept.schedule.transfers.len(), before);
+        assert_eq!(kept.stats.ten_timesteps, said.timesteps_before);
+
+        let (t, c, resume, won) = resumable();
+        let (kept, said) = polish_trees(&t, &c, resume, won, &|| false, &|| false).unwrap();
+        let said = said.expect("the polish ran");
+        assert!(!said.cut && said.kept, "{said:?}");
+        assert!(said.timesteps_after.is_some_and(|a| a < said.timesteps_before), "{said:?}");
+        assert_eq!(kept.stats.ten_timesteps, said.timesteps_after.unwrap());
+
+        let (t, c, resume, won) = resumable();
+        assert!(matches!(polish_trees(&t, &c, resume, won, &|| true, &|| true), Err(Error::Cancelled)));
+    }
 }

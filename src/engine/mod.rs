@@ -170,7 +170,8 @@ pub struct GreedySearch {
     pub modes_tried: Vec<&'static str>,
     /// Runs the time limit cut before they finished (their schedules were not kept).
     pub runs_cut: usize,
-    /// The winning trees run's polish (`synth::trees::polish`), where one ran to its end.
+    /// The winning trees run's polish (`synth::trees::polish`), where one ran (to its end,
+    /// or until the time limit: `TreesPolish::cut`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub polish: Option<TreesPolish>,
 }
@@ -185,6 +186,9 @@ pub struct TreesPolish {
     pub timesteps_after: Option<u32>,
     /// Whether the polished schedule was kept (faster in the simulator).
     pub kept: bool,
+    /// Whether the time limit stopped the polish before its end: the run's own schedule is
+    /// kept (a thorough search needs the room: `options.time_limit_s`).
+    pub cut: bool,
     /// The polish's wall time, its simulations included.
     pub wall_ms: f64,
 }

@@ -128,7 +128,8 @@ impl Default for Limits {
 pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
 /// `DEFAULT_TIME_LIMIT_S` at `options.effort` thorough: its search on torus:32x32 after a
 /// failure took 41–45 s at 64 MiB and 93 s at 128 MiB on a slow day of the 2-vCPU machine
-/// (docs/BENCHMARKS.md), and a deadline that cuts the polish keeps the unpolished run.
+/// (docs/BENCHMARKS.md), and a deadline that cuts the polish keeps the unpolished run
+/// (`stats.greedy.polish.cut`).
 pub const THOROUGH_TIME_LIMIT_S: f64 = 600.0;
 
 /// A request's budget, seconds, where `options.time_limit_s` leaves it open (before the

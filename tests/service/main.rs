@@ -1,5 +1,6 @@
 //! The binary and the HTTP service, black-box: the CLI as scripts use it (`cli`, through the
-//! real `ccsynth` executable) and the service over real TCP on SQLite and PostgreSQL (`api`).
+//! real `ccsynth` executable; its output formats in `cli_export`, `bench` in `cli_bench`,
+//! `serve` and the container in `cli_serve`, the ILP's reports in `cli_ilp`) and the service over real TCP on SQLite and PostgreSQL (`api`).
 //! `doors` drives the CLI, the API and the bench with one table of requests; `hygiene` holds
 //! the service's lesser bounds (strict JSON, hosts, tokens, quotas, answers at shutdown);
 //! `durability` the server killed, stopped and replicated; `harness` what they all share. Run
@@ -9,6 +10,10 @@ mod harness;
 
 mod api;
 mod cli;
+mod cli_bench;
+mod cli_export;
+mod cli_ilp;
+mod cli_serve;
 mod doors;
 mod durability;
 mod hygiene;

@@ -1,0 +1,274 @@
+//! The CLI's output formats: MSCCL XML, MSCCL++ plans and Chakra traces from `export` and
+//! `synth`, and `simulate`'s traces and `plot`'s drawings.
+
+use super::cli::{EXAMPLE, ccsynth, json};
+
+#[test]
+fn export_and_synth_write_msccl_xml() {
+    // synth --format msccl-xml: the XML on stdout, nothing else.
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "1MiB",
+            "--algo",
+            "ring",
+            "--format",
+            "msccl-xml",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let xml = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        xml.starts_with(
+            r#"<algo name="ccsynth-ring" proto="Simple" nchannels="1" nchunksperloop="4" ngpus="4" coll="allgather""#
+        ),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<gpu ").count(), 4);
+    // export reads a schedule (file or stdin) and honours the MSCCL flags and --out.
+    let schedule = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_reduce", "--size", "4096"],
+        None,
+    );
+    let text = String::from_utf8(schedule.stdout).unwrap();
+    let o = ccsynth(
+        &[
+            "export",
+            "--format",
+            "msccl-xml",
+            "--msccl-proto",
+            "LL128",
+            "--msccl-target",
+            "legacy",
+            "--msccl-name",
+            "ar4",
+            "--max-bytes",
+            "1MiB",
+            "-",
+        ],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let xml = String::from_utf8(o.stdout).unwrap();
+    assert!(xml.starts_with(r#"<algo name="ar4" proto="LL128""#) && xml.contains(r#"maxBytes="1048576""#), "{xml}");
+    let o = ccsynth(&["export", "--format", "msccl-xml", "--msccl-target", "rccl", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().contains(r#"coll="allreduce""#));
+    let dir = std::env::temp_dir().join(format!("ccsynth-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("ar.xml");
+    let o = ccsynth(&["export", "--format", "msccl-xml", "-", "--out", out.to_str().unwrap()], Some(&text));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(o.stdout.is_empty());
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("<algo "));
+    // --format json re-emits the validated schedule.
+    let o = ccsynth(&["export", "--format", "json", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(json(&o)["algorithm"], "ring");
+    // Refusals exit 2 and say why: an invalid schedule, a collective MSCCL has no name for,
+    // an unknown format.
+    let mut broken: serde_json::Value = serde_json::from_str(&text).unwrap();
+    broken["transfers"].as_array_mut().unwrap().pop();
+    let o = ccsynth(&["export", "--format", "msccl-xml", "-"], Some(&broken.to_string()));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a valid schedule"));
+    let scatter = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "scatter",
+            "--root",
+            "0",
+            "--size",
+            "4096",
+            "--algo",
+            "greedy",
+        ],
+        None,
+    );
+    let o = ccsynth(&["export", "--format", "msccl-xml", "-"], Some(&String::from_utf8(scatter.stdout).unwrap()));
+    // A valid schedule MSCCL cannot run is a refusal (3), not a mistake in the input (2).
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("MSCCL has no collective for scatter"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = ccsynth(&["export", "--format", "svg", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn export_and_synth_write_mscclpp_plans() {
+    let schedule = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "64KiB"],
+        None,
+    );
+    let text = String::from_utf8(schedule.stdout).unwrap();
+    let o = ccsynth(&["export", "--format", "mscclpp-json", "--msccl-name", "ag4", "--in-place", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((plan["name"].as_str(), plan["collective"].as_str()), (Some("ag4"), Some("allgather")));
+    assert_eq!(plan["inplace"], true);
+    assert_eq!(plan["gpus"][3]["output_chunks"], 4);
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "torus:2x2",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--format",
+            "mscclpp-json",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((plan["collective"].as_str(), plan["inplace"].as_bool()), (Some("allreduce"), Some(false)));
+    // A collective the shim cannot select by root is refused, with the reason.
+    let bcast = ccsynth(
+        &[
+            "baseline",
+            "--algo",
+            "mst",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "broadcast",
+            "--root",
+            "0",
+            "--size",
+            "64KiB",
+        ],
+        None,
+    );
+    let o = ccsynth(&["export", "--format", "mscclpp-json", "-"], Some(&String::from_utf8(bcast.stdout).unwrap()));
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("never by root"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn export_and_synth_write_chakra_traces_into_a_directory() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-chakra-{}", std::process::id()));
+    let schedule = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "64KiB"],
+        None,
+    );
+    let text = String::from_utf8(schedule.stdout).unwrap();
+    let out = dir.join("ag");
+    let o = ccsynth(
+        &["export", "--format", "chakra-et", "--prefix", "ag", "--out", out.to_str().unwrap(), "-"],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let abs = std::fs::canonicalize(&out).unwrap();
+    let stdout = String::from_utf8(o.stdout).unwrap();
+    let key = format!(r#""all-gather-implementation-custom": ["{}/ag"]"#, abs.display());
+    assert!(stdout.contains(&key) && stdout.contains("network: ag.network.yml"), "{stdout}");
+    for v in 0..4 {
+        let et = std::fs::read(abs.join(format!("ag.{v}.et"))).unwrap();
+        assert_eq!(&et[..8], &[0x07, 0x0a, 0x05, b'0', b'.', b'0', b'.', b'4'], "metadata first");
+        assert!(abs.join(format!("ag.workload.{v}.et")).exists());
+    }
+    let system = std::fs::read_to_string(abs.join("ag.system.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&system).unwrap();
+    assert_eq!(v["preferred-dataset-splits"], 1);
+    assert_eq!(v["all-gather-implementation-custom"][0], format!("{}/ag", abs.display()));
+    // synth --format chakra-et, and the directory is required.
+    let out2 = dir.join("ar");
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "torus:2x2",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--format",
+            "chakra-et",
+            "--out",
+            out2.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8(o.stdout).unwrap().contains("network: none written"));
+    assert!(out2.join("ccsynth.3.et").exists());
+    let o = ccsynth(&["export", "--format", "chakra-et", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--out DIR"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(
+        &["export", "--format", "chakra-et", "--prefix", "../up", "--out", out.to_str().unwrap(), "-"],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn simulate_traces_and_plot_draws() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-pictures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.json");
+    let o = ccsynth(&["simulate", EXAMPLE, "--trace", trace.to_str().unwrap(), "--transfers"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let times = v["transfer_times"].as_array().unwrap();
+    assert_eq!(times.len() as u64, v["transfers"].as_u64().unwrap());
+    let last = times.iter().map(|t| t["end_ns"].as_f64().unwrap()).fold(0.0, f64::max);
+    assert!((last - v["collective_time_ns"].as_f64().unwrap()).abs() < 1e-6);
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(t["traceEvents"].as_array().unwrap().iter().any(|e| e["ph"] == "X"));
+    // Without --transfers, no per-transfer list.
+    let o = ccsynth(&["simulate", EXAMPLE], None);
+    assert!(json(&o).get("transfer_times").is_none());
+    let o = ccsynth(&["plot", "timeline", EXAMPLE], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("<svg "));
+    // The goodput chart from the size sweep's JSON.
+    let o = ccsynth(&["bench", "--suite", "sizes", "--filter", "torus:4x4 all_reduce 32768", "--json"], None);
+    assert_eq!(o.status.code(), Some(0));
+    let svg = dir.join("g.svg");
+    let p =
+        ccsynth(&["plot", "goodput", "-", "--out", svg.to_str().unwrap()], Some(&String::from_utf8(o.stdout).unwrap()));
+    assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    for name in ["auto", "greedy", "best baseline", "bound"] {
+        assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}: {text}");
+    }
+    // An all-reduce on 16 NPUs: busbw is algbw × 2·15/16.
+    assert!(text.contains("busbw (GB/s, × 1.875)"), "{text}");
+    // Or from compare --json runs at several sizes, one after another.
+    let mut runs = String::new();
+    for size in ["32KiB", "1MiB"] {
+        let o =
+            ccsynth(&["compare", "--topology", "ring:4", "--collective", "all_gather", "--size", size, "--json"], None);
+        runs += &String::from_utf8(o.stdout).unwrap();
+    }
+    let p = ccsynth(&["plot", "goodput", "-"], Some(&runs));
+    assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
+    let text = String::from_utf8(p.stdout).unwrap();
+    assert!(text.contains(r#"data-title="all_gather on 4 NPUs""#), "{text}");
+    // An all-gather on 4 NPUs: busbw is algbw × 3/4.
+    assert!(text.contains("busbw (GB/s, × 0.75)"), "{text}");
+    for name in ["ring", "direct", "bound"] {
+        assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}");
+    }
+    let bad = ccsynth(&["plot", "goodput", "-"], Some("{}"));
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("bench --suite sizes --json"));
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,80 @@
+//! `ccsynth serve` refusing an open service, and the container's entry point.
+
+use super::cli::ccsynth;
+use std::process::Command;
+
+/// `serve` refuses to listen beyond loopback without tokens (anyone could queue, cancel and
+/// delete), and names a bad tokens file's line; both before binding anything.
+#[test]
+fn serve_refuses_an_open_service_beyond_loopback() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-serve-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = format!("sqlite:{}", dir.join("open.db").display());
+    let o = ccsynth(&["serve", "--addr", "0.0.0.0:0", "--database-url", &db], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not a loopback address") && err.contains("--tokens-file"), "{err}");
+    let bad = dir.join("tokens");
+    std::fs::write(&bad, "# clients\nalice:short\n").unwrap();
+    let o =
+        ccsynth(&["serve", "--addr", "0.0.0.0:0", "--database-url", &db, "--tokens-file", bad.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("line 2") && err.contains("16 characters"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 30, rough edge 3: the container's entry point passes the tokens file only when one is
+/// mounted (so `docker run IMAGE serve --allow-open` starts), fits the shutdown into `docker
+/// stop`'s 10 s unless told otherwise, and runs other verbs as they are. The Dockerfile runs
+/// it, checks the health on the port it serves, and builds what the crate embeds.
+#[test]
+fn the_container_entry_point_starts_open_or_with_tokens() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = std::env::temp_dir().join(format!("ccsynth-entry-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A stand-in for the binary: prints its arguments and the tokens file it was given.
+    let fake = dir.join("fake-ccsynth");
+    std::fs::write(&fake, "#!/bin/sh\necho \"args=$* tokens=${CCSYNTH_TOKENS_FILE:-none}\"\n").unwrap();
+    Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+    let tokens = dir.join("tokens");
+    let run = |args: &[&str], env_tokens: Option<&str>| {
+        let mut c = Command::new("sh");
+        c.arg(format!("{root}/scripts/docker-entrypoint.sh"))
+            .args(args)
+            .env("CCSYNTH_BIN", &fake)
+            .env("CCSYNTH_TOKENS_PATH", &tokens)
+            .env_remove("CCSYNTH_TOKENS_FILE");
+        if let Some(t) = env_tokens {
+            c.env("CCSYNTH_TOKENS_FILE", t);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    assert_eq!(run(&["serve", "--allow-open"], None), "args=serve --grace-ms 7000 --allow-open tokens=none");
+    std::fs::write(&tokens, "alice alice-token-0123456789\n").unwrap();
+    let with = format!("args=serve --grace-ms 7000 tokens={}", tokens.display());
+    assert_eq!(run(&["serve"], None), with);
+    assert_eq!(
+        run(&["serve", "--grace-ms", "3000"], None),
+        format!("args=serve --grace-ms 3000 tokens={}", tokens.display())
+    );
+    assert_eq!(run(&["serve"], Some("/elsewhere")), "args=serve --grace-ms 7000 tokens=/elsewhere");
+    assert_eq!(run(&["validate", "x.json"], None), format!("args=validate x.json tokens=none"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let dockerfile = std::fs::read_to_string(format!("{root}/Dockerfile")).unwrap();
+    assert!(dockerfile.contains("ENTRYPOINT [\"ccsynth-entrypoint\"]"));
+    assert!(!dockerfile.contains("CCSYNTH_TOKENS_FILE="), "the image must not name a tokens file that may not exist");
+    let health = dockerfile.lines().skip_while(|l| !l.starts_with("HEALTHCHECK")).nth(1).unwrap();
+    assert!(health.contains("${CCSYNTH_ADDR##*:}") && !health.contains(":8080"), "{health}");
+    // What the crate embeds (include_str!) is in the build context and copied.
+    assert!(dockerfile.contains("COPY examples ./examples") && dockerfile.contains("COPY openapi.yaml"));
+    let ignored = std::fs::read_to_string(format!("{root}/.dockerignore")).unwrap();
+    for dir in ["target", ".git"] {
+        assert!(ignored.lines().any(|l| l.trim() == dir), "{dir} in .dockerignore");
+    }
+    for needed in ["src", "migrations", "examples", "scripts", "openapi.yaml", "Cargo.lock"] {
+        assert!(!ignored.lines().any(|l| l.trim() == needed), "{needed} must reach the build");
+    }
+}

@@ -40,10 +40,7 @@ pub(super) fn bench_cmd(
 
 fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresArgs<'_>) -> Result<i32, String> {
     use crate::bench::failures;
-    let size = match args.size {
-        Some(text) => Some(crate::units::parse_size(text).map_err(|e| format!("--size: {e}"))?),
-        None => None,
-    };
+    let size = args.size.map(crate::units::parse_size).transpose().map_err(|e| format!("--size: {e}"))?;
     let effort = args.effort.unwrap_or_default();
     let mut rows = Vec::new();
     for c in failures::failures_suite(quick, size) {

@@ -78,8 +78,8 @@ const RESTART_PASSES: usize = 3;
 /// `polish`: moves scheduled in all (about 4 s of CPU at 60 ns a move, 2 s on two threads,
 /// when every schedule was list-scheduled; a restart's pass is now serial, at a quarter to a
 /// half of that: `timeline::schedule`), over this many walks, each of at most
-/// `MAX_POLISH_RESTARTS` restarts of `POLISH_PASSES` passes (one pass a restart reached torus:16x16 less a link's 68 timesteps
-/// within 76 list schedules, three within 184).
+/// `MAX_POLISH_RESTARTS` restarts of `POLISH_PASSES` passes (one pass a restart reached
+/// torus:16x16 less a link's 68 timesteps within 76 list schedules, three within 184).
 const POLISH_MOVES: usize = 1 << 26;
 /// `POLISH_MOVES` at `Effort::Thorough`: torus:32x32 less three links at 64 MiB 1.085× →
 /// 1.077× intact, torus:16x16 1.083× → 1.071× (the walks' first restarts are the standard

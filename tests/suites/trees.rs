@@ -74,16 +74,16 @@ fn the_trees_load_every_link_alike() {
 
 /// Forward–backward passes stop in a local optimum; restarts from noisy priorities leave it.
 /// On torus:8x8x8 less link 5-6 at three chunks a message (171 trees, busiest link 57) the
-/// passes alone take 62 timesteps with this seed; the restarts bring it to 60, a valid schedule
-/// that still keeps one message a link and timestep.
+/// passes alone take 58 timesteps with this seed (62 with the trees' parents fixed); the
+/// restarts bring it to 57, the busiest link's load, a valid schedule that still keeps one
+/// message a link and timestep.
 #[test]
 fn restarts_shorten_the_timeline() {
     let t = topo("torus:8x8x8").with_failures(&Failures { links: vec![[5, 6]], ..Failures::default() }).unwrap();
     let (_, s, steps) = plan(&t, CollectiveSpec::new(K::AllReduce, 64 * MIB), 3, 0);
     assert!(engine::check(&s).valid);
     let top = busiest(&s);
-    assert_eq!(top, 57);
-    assert!(steps >= top && steps <= 60, "{steps} timesteps, busiest link {top}");
+    assert_eq!((top, steps), (57, 57), "timesteps against the busiest link");
     let mut slots = std::collections::HashSet::new();
     assert!(s.transfers.iter().all(|x| slots.insert((x.src, x.dst, x.step))));
 }
@@ -91,88 +91,59 @@ fn restarts_shorten_the_timeline() {
 /// The attempt shortest after its passes is not always the one shortest after restarts, so
 /// the best two are restarted and the shorter kept. On torus:16x16 less three links at 64 MiB
 /// in messages of three chunks (171 trees, two chunks per NPU) with seed 0 the attempts take
-/// 95, 95, 94 and 97 timesteps after their passes; restarted, the 94 ends at 93 and the first
-/// 95 at 91, a valid schedule of one message a link and timestep.
+/// 92, 90, 90 and 90 timesteps after their passes; restarted, the first 90 ends at 89 and the
+/// second at 88, a valid schedule of one message a link and timestep.
 #[test]
 fn the_two_best_attempts_are_restarted() {
     let three = Failures { links: vec![[0, 1], [17, 18], [100, 101]], ..Failures::default() };
     let t = topo("torus:16x16").with_failures(&three).unwrap();
     let (_, s, steps) = plan(&t, CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(2), 3, 0);
-    assert!(steps <= 91, "{steps} timesteps: only the best attempt restarted (93)?");
-    // The first attempt's trees (their busiest link 87; the others' 86).
-    assert_eq!(busiest(&s), 87);
+    assert!(steps <= 88, "{steps} timesteps: only the best attempt restarted (89)?");
+    assert!(busiest(&s) <= steps);
     assert!(engine::check(&s).valid);
     let mut slots = std::collections::HashSet::new();
     assert!(s.transfers.iter().all(|x| slots.insert((x.src, x.dst, x.step))));
 }
 
 /// From 1000 NPUs a standard run makes one attempt and neither restarts nor leaves its timeline
-/// to the polish (a torus:32x32 regeneration has 2 s); a thorough one makes four (their
-/// timelines 142, 140, 142 and 138 timesteps), restarts the best, and resumes for the polish:
-/// torus:32x32 less a link at 64 MiB in fours (256 trees, busiest link 128).
+/// to the polish (a torus:32x32 regeneration has 2 s); a thorough one makes four, restarts the
+/// best, and resumes for the polish: torus:32x32 less NPU 9 at 64 MiB in fours (256 trees),
+/// 136 timesteps standard, 135 thorough (the polish then takes it to 132).
 #[test]
 fn a_thorough_effort_searches_on_from_a_thousand_npus() {
-    let t = topo("torus:32x32").with_failures(&Failures { links: vec![[5, 6]], ..Failures::default() }).unwrap();
+    let t = topo("torus:32x32").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
     let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(1), &t).unwrap();
     let (_, standard, resume) = trees::all_reduce_resumable(&t, &c, 4, 0, Effort::Standard, &|| false).unwrap();
-    assert!(resume.is_none(), "a standard run from 1000 NPUs is not polished");
+    assert!(resume.is_none(), "a standard run is not polished");
+    assert_eq!(standard.ten_timesteps, 136);
     let (s, thorough, resume) = trees::all_reduce_resumable(&t, &c, 4, 0, Effort::Thorough, &|| false).unwrap();
-    assert!(
-        thorough.ten_timesteps + 4 <= standard.ten_timesteps,
-        "thorough {} timesteps, standard {}: one attempt?",
-        thorough.ten_timesteps,
-        standard.ten_timesteps
-    );
+    assert_eq!(thorough.ten_timesteps, 135, "one attempt, no restarts?");
     assert!(resume.is_some(), "a thorough run above its busiest link is left to the polish");
-    assert_eq!(busiest(&s), 128);
+    assert!(busiest(&s) <= thorough.ten_timesteps);
     assert!(engine::check(&s).valid);
 }
 
-/// At `Effort::Thorough` the polish's walks go four times as far from the same start (their
-/// first restarts the standard polish's): on torus:16x16 less three links at 64 MiB in threes
-/// (171 trees, busiest link 87) the run ends its restarts at 91 timesteps at either effort; the
-/// standard polish takes it to 89, the thorough one lower.
+/// The polish runs at `Effort::Thorough` alone, goes on from where a run stopped and only ever
+/// shortens it: on torus:4x8 less link 1-2 at 64 MiB (32 trees, one chunk each) a standard run
+/// is left as it is, and a thorough one's 19 timesteps, over its busiest link, the polish's walks
+/// bring to 18, a valid schedule of one message a link and timestep whose time is its
+/// timesteps' worth of messages. A run already at its busiest link's load (two NPUs), or
+/// longer than 200 timesteps, is not polished.
 #[test]
-fn a_thorough_polish_goes_further() {
-    let three = Failures { links: vec![[0, 1], [17, 18], [100, 101]], ..Failures::default() };
-    let t = topo("torus:16x16").with_failures(&three).unwrap();
-    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(2), &t).unwrap();
-    let polished = |effort| {
-        let (_, st, resume) = trees::all_reduce_resumable(&t, &c, 3, 0, effort, &|| false).unwrap();
-        assert_eq!(st.ten_timesteps, 91, "{effort:?}: the run before its polish");
-        let (s, pst) =
-            trees::polish(resume.expect("above its busiest link"), &t, &c, &|| false).unwrap().expect("shorter");
-        assert!(engine::check(&s).valid);
-        pst.ten_timesteps
-    };
-    let (standard, thorough) = (polished(Effort::Standard), polished(Effort::Thorough));
-    assert_eq!(standard, 89);
-    assert!((87..standard).contains(&thorough), "thorough {thorough} timesteps, standard {standard}");
-}
-
-/// The polish goes on from where a run stopped and only ever shortens it: on torus:8x8 less
-/// NPU 9 at two chunks a NPU (126 trees, busiest link 63) the run's restarts leave its timeline
-/// a timestep or more above the busiest link; the polish's walks bring it lower, to a valid
-/// schedule of one message a link and timestep whose time is its timesteps' worth of messages.
-/// A run already at its busiest link's load (two NPUs), or longer than 200 timesteps, is not
-/// polished.
-#[test]
-fn the_polish_shortens_the_run_it_goes_on_from() {
-    let t = topo("torus:8x8").with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
-    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(2), &t).unwrap();
-    let (s, st, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Standard, &|| false).unwrap();
+fn the_polish_runs_at_a_thorough_effort_and_shortens_the_run() {
+    let t = topo("torus:4x8").with_failures(&Failures { links: vec![[1, 2]], ..Failures::default() }).unwrap();
+    let c = Collective::build(&CollectiveSpec::new(K::AllReduce, 64 * MIB).with_chunks_per_npu(1), &t).unwrap();
+    let (_, _, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Standard, &|| false).unwrap();
+    assert!(resume.is_none(), "a standard run is not polished");
+    let (s, st, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Thorough, &|| false).unwrap();
     let top = busiest(&s);
-    assert_eq!(top, 63);
     assert!(st.ten_timesteps > top, "the run is at its busiest link already: nothing to show");
+    assert_eq!(st.ten_timesteps, 19);
     let (polished, pst) = trees::polish(resume.expect("a run above its busiest link resumes"), &t, &c, &|| false)
         .unwrap()
         .expect("the walks shorten it");
-    assert!(
-        pst.ten_timesteps < st.ten_timesteps && pst.ten_timesteps >= top,
-        "{} -> {}",
-        st.ten_timesteps,
-        pst.ten_timesteps
-    );
+    assert_eq!(pst.ten_timesteps, 18);
+    assert!(pst.ten_timesteps >= busiest(&polished));
     let r = engine::check(&polished);
     assert!(r.valid, "{:?}", &r.violations[..r.violations.len().min(3)]);
     assert_eq!(polished.transfers.len(), s.transfers.len());
@@ -183,60 +154,42 @@ fn the_polish_shortens_the_run_it_goes_on_from() {
     // Two NPUs: every tree is the link, the timeline its load from the start.
     let t2 = topo("ring:2");
     let c2 = Collective::build(&CollectiveSpec::new(K::AllReduce, MIB).with_chunks_per_npu(4), &t2).unwrap();
-    assert!(trees::all_reduce_resumable(&t2, &c2, 1, 0, Effort::Standard, &|| false).unwrap().2.is_none());
+    assert!(trees::all_reduce_resumable(&t2, &c2, 1, 0, Effort::Thorough, &|| false).unwrap().2.is_none());
     // Nor one of more than 200 timesteps, where a timestep is under 0.5% of the time: 512
     // trees on the intact mesh:8x8.
     let t3 = topo("mesh:8x8");
     let c3 = Collective::build(&CollectiveSpec::new(K::AllReduce, 256 * MIB).with_chunks_per_npu(8), &t3).unwrap();
-    let (_, st3, resume3) = trees::all_reduce_resumable(&t3, &c3, 1, 0, Effort::Standard, &|| false).unwrap();
+    let (_, st3, resume3) = trees::all_reduce_resumable(&t3, &c3, 1, 0, Effort::Thorough, &|| false).unwrap();
     assert!(st3.ten_timesteps > 200 && resume3.is_none(), "{} timesteps", st3.ten_timesteps);
     // A cancel stops it.
-    let (_, _, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Standard, &|| false).unwrap();
+    let (_, _, resume) = trees::all_reduce_resumable(&t, &c, 1, 0, Effort::Thorough, &|| false).unwrap();
     assert!(trees::polish(resume.unwrap(), &t, &c, &|| true).unwrap_err().is_cancelled());
 }
 
-/// Issue 26's target at 64 MiB where the polish meets it: torus:8x8 less NPU 9, the default
-/// door within 1.08 times the intact torus's all-reduce (1.083 times before the polish).
+/// Issue 26's target at 64 MiB, with the parents chosen as the moves are placed and no polish:
+/// torus:8x8 less NPU 9, the default door within 1.08 times the intact torus's all-reduce
+/// (1.060; 1.083 with the parents fixed and no polish, 1.066 polished).
 #[test]
-fn at_64_mib_the_polished_trees_stay_within_8_percent_of_intact_after_a_failed_npu() {
+fn at_64_mib_the_trees_stay_within_8_percent_of_intact_after_a_failed_npu_unpolished() {
     let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
     let less_npu_9 = Failures { npus: vec![9], ..Failures::default() };
     let (out, ratio) = trees_against_intact("torus:8x8", &less_npu_9, &spec, intact_ns("torus:8x8", &spec));
-    assert!(ratio <= 1.08, "{ratio}");
+    assert!(ratio <= 1.065, "{ratio}");
     let st = out.stats.synthesis().unwrap();
-    // The statistics say so.
-    let p = st.greedy.as_ref().and_then(|g| g.polish.as_ref()).expect("the polish ran");
-    assert!(p.kept && p.timesteps_after.is_some_and(|a| a < p.timesteps_before), "{p:?}");
-    assert_eq!(st.ten_timesteps, p.timesteps_after.unwrap());
+    assert!(st.greedy.as_ref().is_some_and(|g| g.polish.is_none()), "a standard synthesis polishes nothing");
 }
 
-/// Issue 26's target at 64 MiB on torus:16x16 less NPU 9: the second chunking (two chunks per
-/// NPU) in threes, 170 trees, wins and stays within 1.08 times the intact torus's all-reduce
-/// (1.101 times before that run was made there).
+/// Issue 26's target at 64 MiB on torus:16x16 less three links: the second chunking (two
+/// chunks per NPU) in threes, 171 trees, wins (88 timesteps, 390.03 µs; the runs without it
+/// reach 390.52) and stays within 1.08 times the intact torus's all-reduce (1.071).
 #[test]
-fn at_64_mib_the_second_chunking_in_threes_keeps_torus_16x16_less_an_npu_within_8_percent() {
+fn at_64_mib_the_second_chunking_in_threes_keeps_torus_16x16_less_three_links_within_8_percent() {
     let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
-    let less_npu_9 = Failures { npus: vec![9], ..Failures::default() };
-    let (out, ratio) = trees_against_intact("torus:16x16", &less_npu_9, &spec, intact_ns("torus:16x16", &spec));
+    let three = Failures { links: vec![[0, 1], [17, 18], [100, 101]], ..Failures::default() };
+    let (out, ratio) = trees_against_intact("torus:16x16", &three, &spec, intact_ns("torus:16x16", &spec));
     let st = out.stats.synthesis().unwrap();
-    assert_eq!((st.chunks_per_message, out.schedule.num_chunks), (Some(3), 2 * 255));
+    assert_eq!((st.chunks_per_message, out.schedule.num_chunks), (Some(3), 2 * 256));
     assert!(ratio <= 1.08, "{ratio}");
-}
-
-/// Two trees runs within a timestep of each other: both are polished and the faster after
-/// it wins. On torus:8x8x8 less three links at 64 MiB pairs (274.69 µs) rank just ahead of
-/// threes (274.79 µs); polished, pairs reach 268.44 µs (1.099 times the intact all-reduce, what
-/// the default door gave when only the winner was polished) and threes 265.93 µs.
-#[test]
-fn at_64_mib_the_runner_up_is_polished_too() {
-    let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
-    let three = Failures { links: vec![[0, 1], [9, 10], [20, 21]], ..Failures::default() };
-    let (out, ratio) = trees_against_intact("torus:8x8x8", &three, &spec, intact_ns("torus:8x8x8", &spec));
-    let st = out.stats.synthesis().unwrap();
-    assert_eq!(st.chunks_per_message, Some(3));
-    assert!(ratio <= 1.09, "{ratio}");
-    let p = st.greedy.as_ref().and_then(|g| g.polish.as_ref()).expect("the polish ran");
-    assert!(p.kept, "{p:?}");
 }
 
 /// The default door's all-reduce `spec` on the intact `torus`: its time.

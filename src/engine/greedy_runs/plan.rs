@@ -163,11 +163,22 @@ pub(super) fn plan_runs(
             && !grouping.is_empty()
             && chunk_over_alpha < SECOND_THREES_BELOW)
             .then_some((1usize, 3u32));
-        plain
+        let mut runs: Vec<(usize, u32)> = plain
             .chain(grouped)
             .chain(second)
             .filter(|&(variant, g)| crate::synth::trees::applies(req.topology, variants[variant], g as usize))
-            .collect()
+            .collect();
+        // Below a thousand NPUs, also the unit count the latency and the fill would pick
+        // (`trees_units_for`), if no run above has it.
+        if req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS && !runs.is_empty() {
+            let best = trees_units_for(req.topology, variants);
+            if let Some(pick) = best.filter(|p| !runs.contains(p))
+                && crate::synth::trees::applies(req.topology, variants[pick.0], pick.1 as usize)
+            {
+                runs.push(pick);
+            }
+        }
+        runs
     } else {
         Vec::new()
     };
@@ -300,6 +311,38 @@ fn tree_groups(npus: usize, grouping: &[u32], chunk_over_alpha: f64) -> Vec<u32>
     groups.sort_unstable();
     groups.dedup();
     groups
+}
+
+/// The timesteps a trees timeline takes over its busiest link's load, about, in `trees_units_for`
+/// (below a thousand NPUs with the parents chosen as the moves are placed: 0–3 at 64 MiB where
+/// a link carries several times a tree's height, 7–10 where it carries about one).
+const TREES_FILL_TIMESTEPS: f64 = 3.0;
+
+/// The (chunking, chunks a message) among `variants` and one to four chunks a message whose
+/// unit count is nearest (by ratio) to where the trees' latency and their fill balance: a
+/// timeline of F + f timesteps (F messages on the busiest link, f the fill) of messages of
+/// W / F (W the busiest link's bytes' time) costs (F + f)·α + W·(1 + f / F), least at
+/// F = √(f·W / α), about U = √(f · B · L / (2 (n − 1))) units (B the buffer's time over α, L
+/// the directed links, n the NPUs). On torus:8x8 less three links at 64 MiB that is 89 units,
+/// and the nearest, 86 (four chunks per NPU in threes), takes 368.0 µs against 373.3 µs for
+/// the 128 units the other runs had (1.069× against 1.084× intact).
+fn trees_units_for(topology: &crate::topology::Topology, variants: &[&Collective]) -> Option<(usize, u32)> {
+    let c = variants.first()?;
+    let n = c.group.len().max(2) as f64;
+    let links = topology.links().len() as f64;
+    let buffer = c.chunk_size_bytes * c.num_chunks as f64;
+    let b = chunking::beta_over_alpha(topology, buffer);
+    let target = (TREES_FILL_TIMESTEPS * b * links / (2.0 * (n - 1.0))).sqrt();
+    if !target.is_finite() || target < 1.0 {
+        return None;
+    }
+    let off = |units: usize| (units as f64 / target).ln().abs();
+    variants
+        .iter()
+        .enumerate()
+        .flat_map(|(v, c)| (1..=4u32).map(move |g| (v, g, c.num_chunks.div_ceil(g as usize))))
+        .min_by(|a, b| off(a.2).total_cmp(&off(b.2)).then((a.0, a.1).cmp(&(b.0, b.1))))
+        .map(|(v, g, _)| (v, g))
 }
 
 /// From a thousand NPUs the trees move four chunks a message instead of two where a chunk's
@@ -457,5 +500,43 @@ mod tests {
         assert_eq!(tree_groups(2047, &[2, 4], 4.0), vec![2, 3]);
         assert_eq!(tree_groups(1024, &[2, 4], 1.3), vec![3, 4]);
         assert_eq!(tree_groups(2047, &[2, 4], 3.9), vec![3, 4]);
+    }
+
+    /// The unit count the latency and the fill pick (`trees_units_for`): on torus:8x8 less three
+    /// links at 64 MiB, √(3 · 1342 · 250 / 126) ≈ 89 units, and the nearest the chunkings give
+    /// is four chunks per NPU in threes (86); at 256 MiB about 179, eight per NPU in threes
+    /// (171); on a ring of 64, whose 128 links carry a unit's 126 moves at about one each (the
+    /// torus two), √(3 · 1342 · 128 / 126) ≈ 64, one chunk per NPU.
+    #[test]
+    fn the_trees_unit_count_balances_latency_and_fill() {
+        use crate::collective::{CollectiveKind, CollectiveSpec};
+        use crate::topology::{Failures, parse_spec};
+        let three = Failures { links: vec![[0, 1], [9, 10], [20, 21]], ..Failures::default() };
+        let t = parse_spec("torus:8x8").unwrap().with_failures(&three).unwrap();
+        let at = |size: u64| -> Vec<Collective> {
+            [1u32, 2, 4, 8]
+                .iter()
+                .map(|&k| {
+                    Collective::build(&CollectiveSpec::new(CollectiveKind::AllReduce, size).with_chunks_per_npu(k), &t)
+                        .unwrap()
+                })
+                .collect()
+        };
+        let v64 = at(64 << 20);
+        assert_eq!(trees_units_for(&t, &v64.iter().collect::<Vec<_>>()), Some((2, 3)));
+        let v256 = at(256 << 20);
+        assert_eq!(trees_units_for(&t, &v256.iter().collect::<Vec<_>>()), Some((3, 3)));
+        let ring = parse_spec("ring:64").unwrap();
+        let v: Vec<Collective> = [1u32, 2, 4, 8]
+            .iter()
+            .map(|&k| {
+                Collective::build(
+                    &CollectiveSpec::new(CollectiveKind::AllReduce, 64 << 20).with_chunks_per_npu(k),
+                    &ring,
+                )
+                .unwrap()
+            })
+            .collect();
+        assert_eq!(trees_units_for(&ring, &v.iter().collect::<Vec<_>>()), Some((0, 1)));
     }
 }

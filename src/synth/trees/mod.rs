@@ -18,22 +18,25 @@
 //! rebuild each tree against the others' loads, and NPUs move to other such parents, alone or
 //! in chains, until the busiest edge carries as few trees as those moves allow.
 //!
-//! The timeline (`timeline`): a tree's moves form a DAG (a partial leaves once the partials into it have
-//! arrived; the result goes down once its parent holds it). A list scheduler starts, on every
-//! link and timestep, the ready move of highest priority. The first pass takes chunks in order.
-//! Then the DAG reversed is scheduled by the forward pass's finish times, and the forward DAG
-//! again by the latest starts that gives. This forward–backward improvement (a standard for
-//! project scheduling) brought torus:8x8 less NPU 9 from 147 timesteps to 127, against the
-//! busiest link's 127 trees. Below 1000 NPUs the two best attempts' timelines are then restarted
-//! from noisy priorities a few times, the shorter kept (the passes stop in a local optimum; on
-//! torus:8x8x8 less a link at 64 MiB 62 timesteps become 60 against a busiest link of 57; the
-//! second best attempt may restart shorter than the best). The run that wins a
-//! synthesis is then polished (`polish`, from where it stopped: `Resume`): two more walks of
-//! restarts, on two threads, within a larger budget; a timestep or two of 50–70 at 64 MiB.
-//! At `Effort::Thorough` the restarts and the polish run at any NPU count their budgets allow,
-//! after up to four attempts within four times the moves, and the polish has four times the
-//! budget (torus:32x32 less a link at 64 MiB: 142 timesteps become 136 or fewer, for a
-//! synthesis over ten times as long).
+//! The timeline (`timeline`): a tree's moves form a DAG (a partial leaves once the partials
+//! into it have arrived; the result goes down once its parent holds it). The moves are placed
+//! one by one in priority order, each at the first timestep its link has free after the moves
+//! it waits for (a serial schedule). The first pass takes chunks in order. Then the DAG
+//! reversed is placed by the forward pass's finish times, and the forward DAG again by the
+//! latest starts that gives (forward–backward improvement, a standard of project scheduling).
+//! The moves may keep their trees' parents or choose among the neighbours one hop nearer the
+//! root as they are placed (`timeline::place`: a partial goes to whichever parent's link takes
+//! it first, a result comes from whichever parent has it first; the trees stay shortest-path
+//! trees, the up and the down tree of a unit may differ); the first passes run both ways and
+//! the shorter goes on. With the parents fixed, torus:32x32 less a link at 64 MiB took 142
+//! timesteps in 256 trees against a busiest link of 128; chosen, 131. Below 1000 NPUs the two
+//! best attempts' timelines are then restarted from noisy priorities a few times, the shorter
+//! kept (the passes stop in a local optimum; the second best attempt may restart shorter than
+//! the best). At `Effort::Thorough` the restarts run at any NPU count their budget allows,
+//! after up to four attempts within four times the moves, and the run that wins a synthesis
+//! is then polished (`polish`, from where it stopped: `Resume`): two more walks of restarts,
+//! on two threads, within a larger budget (torus:32x32 less NPU 9 at 64 MiB: 135 timesteps
+//! become 132, for a synthesis five times as long).
 //!
 //! Serves an all-reduce over a group whose links among themselves all have the same latency
 //! and bandwidth in both directions (no switches on the way): there one message a link and
@@ -47,26 +50,30 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{ChunkList, Op, Schedule, Transfer};
 use crate::topology::Topology;
 use build::{Trees, build_trees};
-use timeline::{Moves, perturbed, timeline};
+use timeline::{Moves, Timeline, perturbed, timeline};
 
-/// Moves (2 (n − 1) per tree) up to which the planner runs: its tables take about 40 bytes a
-/// move, so this bounds them near 700 MB (torus:64x64 in messages of four chunks: 8.4 M).
+/// Moves (2 (n − 1) per tree) up to which the planner runs: its tables take about 60 bytes a
+/// move (a placement's records of every NPU in every tree, 16 bytes a move, beside the starts,
+/// keys and parents), so this bounds them near 1 GB (torus:64x64 in messages of four chunks:
+/// 8.4 M moves, a synthesis at about 810 MB peak).
 pub const MAX_MOVES: usize = 1 << 24;
 
 /// Attempts (trees and timeline, each with its own tie-breaks) a run makes: as many as fit in
 /// this many moves, at most `MAX_ATTEMPTS`.
 const ATTEMPT_MOVES: usize = 1 << 19;
 const MAX_ATTEMPTS: usize = 4;
-/// `ATTEMPT_MOVES` at `Effort::Thorough`: four attempts on torus:32x32 in fours (their
-/// timelines after the passes 142, 140, 142 and 138 timesteps after a failed link at 64 MiB).
+/// `ATTEMPT_MOVES` at `Effort::Thorough`: four attempts on torus:32x32 in fours (with the
+/// parents fixed, their timelines after the passes took 142, 140, 142 and 138 timesteps after a
+/// failed link at 64 MiB).
 const THOROUGH_ATTEMPT_MOVES: usize = 1 << 21;
 
 /// Restarts of an attempt's timeline (`timeline::perturbed`; the best two attempts', `plan`):
-/// as many as fit in this many moves list-scheduled (eight schedules a restart), at most
-/// `MAX_RESTARTS` each, on fewer than `RESTART_NPUS` NPUs (at any count at `Effort::Thorough`,
-/// the polish too: `searched`). On torus:32x32 (1023 or 1024 NPUs
-/// left) they gained nothing within this budget at 64 MiB (1.1% at twice the budget) and took
-/// a synthesis from 0.8–1.2 s to 1.6–2.5 s, where a regeneration has 2 s.
+/// as many as fit in this many moves placed (eight schedules a restart), at most
+/// `MAX_RESTARTS` each, on fewer than `RESTART_NPUS` NPUs (at any count at `Effort::Thorough`:
+/// `searched`). On torus:32x32 (1023 or 1024 NPUs left), with the parents fixed, they gained
+/// nothing within this budget at 64 MiB (1.1% at twice the budget) and took a synthesis from
+/// 0.8–1.2 s to 1.6–2.5 s, where a regeneration has 2 s. Half the budget lost torus:16x16 less
+/// three links at 64 MiB 1.071× → 1.088× intact (2026-12-02).
 const RESTART_MOVES: usize = 1 << 23;
 const MAX_RESTARTS: usize = 20;
 const RESTART_NPUS: usize = 1000;
@@ -75,15 +82,13 @@ const RESTARTED_ATTEMPTS: usize = 2;
 /// The passes after each restart's noisy schedule (`timeline::perturbed`).
 const RESTART_PASSES: usize = 3;
 
-/// `polish`: moves scheduled in all (about 4 s of CPU at 60 ns a move, 2 s on two threads,
-/// when every schedule was list-scheduled; a restart's pass is now serial, at a quarter to a
-/// half of that: `timeline::schedule`), over this many walks, each of at most
-/// `MAX_POLISH_RESTARTS` restarts of `POLISH_PASSES` passes (one pass a restart reached
-/// torus:16x16 less a link's 68 timesteps within 76 list schedules, three within 184).
-const POLISH_MOVES: usize = 1 << 26;
-/// `POLISH_MOVES` at `Effort::Thorough`: torus:32x32 less three links at 64 MiB 1.085× →
-/// 1.077× intact, torus:16x16 1.083× → 1.071× (the walks' first restarts are the standard
-/// budget's, so no run ends longer).
+/// `polish`, at `Effort::Thorough` only: moves placed in all, over `POLISH_WALKS` walks, each of
+/// at most `MAX_POLISH_RESTARTS` restarts of `POLISH_PASSES` passes (torus:32x32 less NPU 9 at
+/// 64 MiB: 135 → 132 timesteps, 1.062× → 1.038× intact; torus:16x16 less three links 68 → 67).
+/// Not at `Effort::Standard`: since the parents are chosen as the moves are placed, a polish of
+/// a quarter of this budget shortened none of the failures suite's 36 all-reduce scenarios at
+/// 64, 128 and 256 MiB, and took up to 12 s (docs/BENCHMARKS.md, "Parents chosen as the moves
+/// are placed").
 const THOROUGH_POLISH_MOVES: usize = 1 << 28;
 /// Two: `rayon::join`'s.
 const POLISH_WALKS: usize = 2;
@@ -102,6 +107,9 @@ pub(super) struct Fabric {
     pub(super) npus: Vec<usize>,
     off: Vec<usize>,
     adj: Vec<(u32, u32)>,
+    /// The directed link from each NPU to each neighbour, beside `adj` (the other way is this
+    /// id with its lowest bit flipped: `link`).
+    adj_link: Vec<u32>,
     pub(super) edges: usize,
     ends: Vec<(u32, u32)>,
     /// One message's time on every link.
@@ -166,7 +174,11 @@ fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
         ends[e as usize] = (local[a], local[b]);
     }
     let step_ns = first.time_ns(c.chunk_size_bytes * group as f64);
-    let fabric = Fabric { npus, off, adj, edges: edge_of.len(), ends, step_ns };
+    let mut fabric = Fabric { npus, off, adj, adj_link: Vec::new(), edges: edge_of.len(), ends, step_ns };
+    fabric.adj_link = (0..n as u32)
+        .flat_map(|u| fabric.neighbours(u).iter().map(move |&(v, e)| (u, v, e)))
+        .map(|(u, v, e)| fabric.link(e, u, v))
+        .collect();
     // Connected: every NPU reached from the first.
     let mut seen = vec![false; n];
     let mut stack = vec![0u32];
@@ -184,6 +196,10 @@ fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
 impl Fabric {
     pub(super) fn neighbours(&self, u: u32) -> &[(u32, u32)] {
         &self.adj[self.off[u as usize]..self.off[u as usize + 1]]
+    }
+    /// `neighbours(u)`'s directed links from `u`, in the same order.
+    pub(super) fn out_links(&self, u: u32) -> &[u32] {
+        &self.adj_link[self.off[u as usize]..self.off[u as usize + 1]]
     }
     pub(super) fn n(&self) -> usize {
         self.npus.len()
@@ -211,13 +227,12 @@ pub fn all_reduce(
 }
 
 /// Where an `all_reduce` run stopped (its fabric, trees and timeline), for `polish` to go on
-/// from. Only where a polish may shorten it and is worth it: where the effort searches
-/// (`searched`) and the budget allows a restart, the timeline above its busiest link's load and
-/// at most `MAX_POLISH_TIMESTEPS` long.
+/// from. Only where a polish may shorten it and is worth it: at `Effort::Thorough` where the
+/// budget allows a restart, the timeline above its busiest link's load and at most
+/// `MAX_POLISH_TIMESTEPS` long.
 pub struct Resume {
     p: Planned,
-    best: Vec<u32>,
-    best_len: u32,
+    best: Timeline,
     effort: Effort,
 }
 
@@ -238,18 +253,18 @@ pub fn all_reduce_resumable(
     effort: Effort,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats, Option<Resume>), SynthError> {
-    let (p, best, best_len) = plan(topo, c, group, seed, effort, cancelled)?;
-    let (s, stats) = emit(topo, c, &p, &best, best_len);
+    let (p, best) = plan(topo, c, group, seed, effort, cancelled)?;
+    let (s, stats) = emit(topo, c, &p, &best);
     let worth = searched(p.f.n(), effort)
         && polish_rounds(&p, effort) > 0
-        && best_len > p.trees.busiest()
-        && best_len <= MAX_POLISH_TIMESTEPS;
-    let resume = worth.then_some(Resume { p, best, best_len, effort });
+        && best.len > p.trees.busiest()
+        && best.len <= MAX_POLISH_TIMESTEPS;
+    let resume = worth.then_some(Resume { p, best, effort });
     Ok((s, stats, resume))
 }
 
-/// Whether a run on `n` NPUs restarts its timelines and may be polished: below `RESTART_NPUS`,
-/// or at any count at `Effort::Thorough`.
+/// Whether a run on `n` NPUs restarts its timelines: below `RESTART_NPUS`, or at any count at
+/// `Effort::Thorough`.
 fn searched(n: usize, effort: Effort) -> bool {
     n < RESTART_NPUS || effort == Effort::Thorough
 }
@@ -257,43 +272,46 @@ fn searched(n: usize, effort: Effort) -> bool {
 /// The restarts each of `polish`'s walks makes on `p`'s moves at `effort` (none where one
 /// restart alone exceeds the budget, as on torus:64x64).
 fn polish_rounds(p: &Planned, effort: Effort) -> usize {
+    if effort != Effort::Thorough {
+        return 0;
+    }
     let moves = p.trees.roots.len() * 2 * (p.f.n() - 1);
-    let budget = if effort == Effort::Thorough { THOROUGH_POLISH_MOVES } else { POLISH_MOVES };
-    // A restart is 2 + 2 passes list schedules.
-    (budget / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * moves).max(1)).min(MAX_POLISH_RESTARTS)
+    // A restart is 2 + 2 passes schedules.
+    (THOROUGH_POLISH_MOVES / (POLISH_WALKS * (2 + 2 * POLISH_PASSES) * moves).max(1)).min(MAX_POLISH_RESTARTS)
 }
 
 /// An `all_reduce` run continued from `r`: its timeline restarted `POLISH_WALKS` more walks of
 /// noisy priorities on as many threads, each of up to `MAX_POLISH_RESTARTS` restarts of one
-/// forward–backward pass within `POLISH_MOVES` moves list-scheduled in all. For the winner of a
-/// synthesis only (the engine polishes the trees' run that won; at 64 MiB it is worth a
-/// timestep or two of 50–70, the difference between 1.09× and 1.07× an intact torus). `None`
-/// where no walk is shorter. `topo` and `c` are the run's.
+/// forward–backward pass within `THOROUGH_POLISH_MOVES` moves placed in all. For the winner of a
+/// thorough synthesis only (the engine polishes the trees' run that won). `None` where no walk
+/// is shorter. `topo` and `c` are the run's.
 pub fn polish(
     r: Resume,
     topo: &Topology,
     c: &Collective,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<(Schedule, PlanStats)>, SynthError> {
-    let Resume { p, best, best_len, effort } = r;
+    let Resume { p, best, effort } = r;
+    let best_len = best.len;
     let mv = Moves::new(&p.f, &p.trees);
     let rounds = polish_rounds(&p, effort);
     let t0 = std::time::Instant::now();
     let walk = |w: usize| {
         let seed = p.seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);
-        perturbed(&mv, best.clone(), best_len, rounds, POLISH_PASSES, seed, cancelled)
+        perturbed(&mv, best.clone(), rounds, POLISH_PASSES, seed, cancelled)
     };
     // The walks' results do not depend on the threads: the shorter wins, ties to the first.
     let (a, b) = rayon::join(|| walk(0), || walk(1));
-    let ((sa, la), (sb, lb)) = (a?, b?);
-    let (walked, len) = if lb < la { (sb, lb) } else { (sa, la) };
+    let (a, b) = (a?, b?);
+    let walked = if b.len < a.len { b } else { a };
+    let len = walked.len;
     let (units, group) = (p.trees.roots.len(), p.group);
     tracing::debug!(target: "ccsynth::timing", units, group, rounds, before = best_len, timesteps = len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: polished");
     drop(mv);
     if len >= best_len {
         return Ok(None);
     }
-    Ok(Some(emit(topo, c, &p, &walked, len)))
+    Ok(Some(emit(topo, c, &p, &walked)))
 }
 
 /// The fabric and the best attempt's trees, and its timeline (each move's start, the
@@ -305,7 +323,7 @@ fn plan(
     seed: u64,
     effort: Effort,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Planned, Vec<u32>, u32), SynthError> {
+) -> Result<(Planned, Timeline), SynthError> {
     let Some(f) = fabric(topo, c, group) else {
         return Err(SynthError::Greedy(super::greedy::GreedyError::Unsupported(
             "trees: an all-reduce over links alike both ways",
@@ -317,22 +335,22 @@ fn plan(
     let moves = units * 2 * (f.n() - 1);
     let attempt_moves = if effort == Effort::Thorough { THOROUGH_ATTEMPT_MOVES } else { ATTEMPT_MOVES };
     let attempts = (attempt_moves / moves.max(1)).clamp(1, MAX_ATTEMPTS);
-    let mut tried: Vec<(Trees, Vec<u32>, u32)> = Vec::with_capacity(attempts);
-    for a in 0..attempts as u64 {
-        let t0 = std::time::Instant::now();
-        let trees = build_trees(&f, units, seed.wrapping_add(a.wrapping_mul(0x9E37_79B9)), cancelled)?;
-        let t1 = std::time::Instant::now();
-        let (starts, len, floor) = timeline(&Moves::new(&f, &trees), cancelled)?;
-        let (trees_ms, timeline_ms) = ((t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
-        tracing::debug!(target: "ccsynth::timing", units, group, attempt = a, trees_ms, timeline_ms, busiest_link = floor, timesteps = len, "trees: attempt");
-        tried.push((trees, starts, len));
-    }
-    // A restart is 2 + 2 passes list schedules.
+    // A restart is 2 + 2 passes schedules.
     let restarts = if searched(f.n(), effort) {
         (RESTART_MOVES / ((2 + 2 * RESTART_PASSES) * moves).max(1)).min(MAX_RESTARTS)
     } else {
         0
     };
+    let mut tried: Vec<(Trees, Timeline)> = Vec::with_capacity(attempts);
+    for a in 0..attempts as u64 {
+        let t0 = std::time::Instant::now();
+        let trees = build_trees(&f, units, seed.wrapping_add(a.wrapping_mul(0x9E37_79B9)), cancelled)?;
+        let t1 = std::time::Instant::now();
+        let (tl, floor) = timeline(&Moves::new(&f, &trees), restarts > 0, cancelled)?;
+        let (trees_ms, timeline_ms) = ((t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
+        tracing::debug!(target: "ccsynth::timing", units, group, attempt = a, trees_ms, timeline_ms, busiest_link = floor, timesteps = tl.len, "trees: attempt");
+        tried.push((trees, tl));
+    }
     // The attempt shortest after its passes is not always the one shortest after restarts
     // (torus:16x16 less three links at 64 MiB, 171 trees of three: attempts of 95, 95, 94 and
     // 97 timesteps; the 94 restarts to 93, the first 95 to 91). So where there are restarts,
@@ -341,36 +359,37 @@ fn plan(
     // attempt restarted used to. All four restarted did no better; half the budget to each
     // lost a case, a quarter each a met target ("The two best attempts restarted" in
     // docs/BENCHMARKS.md).
-    tried.sort_by_key(|t| t.2);
+    tried.sort_by_key(|t| t.1.len);
     tried.truncate(if restarts > 0 { RESTARTED_ATTEMPTS } else { 1 });
     // The second is restarted only where the restarts shortened the first (where they do not,
     // as on dragonfly:4:5, a second walk made the synthesis 1.7 times as long for nothing) and
     // where it may end shorter than the first (no timeline is shorter than its busiest link's
     // load).
-    let mut kept: Option<(Trees, Vec<u32>, u32)> = None;
+    let mut kept: Option<(Trees, Timeline)> = None;
     let mut shortened = false;
-    for (rank, (trees, mut best, mut best_len)) in tried.into_iter().enumerate() {
-        if kept.as_ref().is_some_and(|k| !shortened || k.2 <= trees.busiest()) {
+    for (rank, (trees, mut best)) in tried.into_iter().enumerate() {
+        if kept.as_ref().is_some_and(|k| !shortened || k.1.len <= trees.busiest()) {
             break;
         }
         if restarts > 0 {
             let t0 = std::time::Instant::now();
-            let before = best_len;
-            (best, best_len) =
-                perturbed(&Moves::new(&f, &trees), best, best_len, restarts, RESTART_PASSES, seed, cancelled)?;
-            shortened |= best_len < before;
-            tracing::debug!(target: "ccsynth::timing", units, group, rank, restarts, before, timesteps = best_len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: restarts");
+            let before = best.len;
+            best = perturbed(&Moves::new(&f, &trees), best, restarts, RESTART_PASSES, seed, cancelled)?;
+            shortened |= best.len < before;
+            tracing::debug!(target: "ccsynth::timing", units, group, rank, restarts, before, timesteps = best.len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: restarts");
         }
-        if kept.as_ref().is_none_or(|k| best_len < k.2) {
-            kept = Some((trees, best, best_len));
+        if kept.as_ref().is_none_or(|k| best.len < k.1.len) {
+            kept = Some((trees, best));
         }
     }
-    let (trees, best, best_len) = kept.expect("at least one attempt");
-    Ok((Planned { f, trees, group, seed }, best, best_len))
+    let (trees, best) = kept.expect("at least one attempt");
+    Ok((Planned { f, trees, group, seed }, best))
 }
 
-/// The schedule of a run's trees on the timeline `best` (`best_len` timesteps).
-fn emit(topo: &Topology, c: &Collective, p: &Planned, best: &[u32], best_len: u32) -> (Schedule, PlanStats) {
+/// The schedule of a run's moves on the timeline `best`, each with the parent it took there.
+fn emit(topo: &Topology, c: &Collective, p: &Planned, best: &Timeline) -> (Schedule, PlanStats) {
+    let Timeline { start: best, len: best_len, par, .. } = best;
+    let best_len = *best_len;
     let Planned { f, trees, group, seed } = p;
     let (group, seed) = (*group, *seed);
     let units = trees.roots.len();
@@ -389,7 +408,7 @@ fn emit(topo: &Topology, c: &Collective, p: &Planned, best: &[u32], best_len: u3
     let lists: Vec<ChunkList> = (0..units).map(chunks_of).collect();
     for &i in &order {
         let (u, v, up) = mv.decode(i as usize);
-        let p = mv.parent(u, v);
+        let p = if up { par.up[u * trees.n + v as usize] } else { par.down[u * trees.n + v as usize] };
         let (src, dst) = if up { (v, p) } else { (p, v) };
         s.transfers.push(Transfer {
             op: if up { Op::Reduce } else { Op::Copy },

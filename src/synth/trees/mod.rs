@@ -32,7 +32,7 @@
 //! timesteps in 256 trees against a busiest link of 128; chosen, 131. Below 1000 NPUs the two
 //! best attempts' timelines are then restarted from noisy priorities a few times, the shorter
 //! kept (the passes stop in a local optimum; the second best attempt may restart shorter than
-//! the best). At `Effort::Thorough` the restarts run at any NPU count their budget allows,
+//! the best; a small run's spare budget walks again, rebalancing the links). At `Effort::Thorough` the restarts run at any NPU count their budget allows,
 //! after up to four attempts within four times the moves, and the run that wins a synthesis
 //! is then polished (`polish`, from where it stopped: `Resume`): two more walks of restarts,
 //! on two threads, within a larger budget (torus:32x32 less NPU 9 at 64 MiB: 135 timesteps
@@ -77,6 +77,8 @@ const THOROUGH_ATTEMPT_MOVES: usize = 1 << 21;
 const RESTART_MOVES: usize = 1 << 23;
 const MAX_RESTARTS: usize = 20;
 const RESTART_NPUS: usize = 1000;
+/// Mixed into the seed of the rebalancing walk (`plan`).
+const REBALANCING_SEED: u64 = 0x5851_F42D_4C95_7F2D;
 /// Attempts whose timelines are restarted, the shortest after their passes (`plan`).
 const RESTARTED_ATTEMPTS: usize = 2;
 /// The passes after each restart's noisy schedule (`timeline::perturbed`).
@@ -298,7 +300,7 @@ pub fn polish(
     let t0 = std::time::Instant::now();
     let walk = |w: usize| {
         let seed = p.seed ^ 0xD1B5_4A32_D192_ED03u64.wrapping_mul(w as u64 + 1);
-        perturbed(&mv, best.clone(), rounds, POLISH_PASSES, seed, cancelled)
+        perturbed(&mv, best.clone(), rounds, POLISH_PASSES, seed, false, cancelled)
     };
     // The walks' results do not depend on the threads: the shorter wins, ties to the first.
     let (a, b) = rayon::join(|| walk(0), || walk(1));
@@ -336,11 +338,14 @@ fn plan(
     let attempt_moves = if effort == Effort::Thorough { THOROUGH_ATTEMPT_MOVES } else { ATTEMPT_MOVES };
     let attempts = (attempt_moves / moves.max(1)).clamp(1, MAX_ATTEMPTS);
     // A restart is 2 + 2 passes schedules.
-    let restarts = if searched(f.n(), effort) {
-        (RESTART_MOVES / ((2 + 2 * RESTART_PASSES) * moves).max(1)).min(MAX_RESTARTS)
-    } else {
-        0
-    };
+    let budget = if searched(f.n(), effort) { RESTART_MOVES / ((2 + 2 * RESTART_PASSES) * moves).max(1) } else { 0 };
+    let restarts = budget.min(MAX_RESTARTS);
+    // What the budget leaves beyond `MAX_RESTARTS` (small runs) goes to a second walk from the
+    // same start that rebalances the links (`perturbed`'s `rebalancing`): torus:8x8 less three
+    // links at 64 MiB, 86 trees of three chunks, 45 → 44 timesteps, the busiest link's load,
+    // where the plain walk stays at 45; a walk that rebalances alone lost a timestep elsewhere
+    // (torus:16x16 less three links at 128 MiB).
+    let spare = (budget - restarts).min(MAX_RESTARTS);
     let mut tried: Vec<(Trees, Timeline)> = Vec::with_capacity(attempts);
     for a in 0..attempts as u64 {
         let t0 = std::time::Instant::now();
@@ -374,7 +379,15 @@ fn plan(
         if restarts > 0 {
             let t0 = std::time::Instant::now();
             let before = best.len;
-            best = perturbed(&Moves::new(&f, &trees), best, restarts, RESTART_PASSES, seed, cancelled)?;
+            let mv = Moves::new(&f, &trees);
+            let from = (spare > 0 && best.chosen).then(|| best.clone());
+            best = perturbed(&mv, best, restarts, RESTART_PASSES, seed, false, cancelled)?;
+            if let Some(from) = from.filter(|_| best.len > trees.busiest()) {
+                let other = perturbed(&mv, from, spare, RESTART_PASSES, seed ^ REBALANCING_SEED, true, cancelled)?;
+                if other.len < best.len {
+                    best = other;
+                }
+            }
             shortened |= best.len < before;
             tracing::debug!(target: "ccsynth::timing", units, group, rank, restarts, before, timesteps = best.len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: restarts");
         }

@@ -139,9 +139,9 @@ pub(super) fn place(
     cap: u32,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<u32>, u32), SynthError> {
-    match place_in(mv, par, rev, key, cap, true, cancelled)? {
+    match place_in(mv, par, rev, key, cap, true, false, cancelled)? {
         Some(timeline) => Ok(timeline),
-        None => place_noisy(mv, par, rev, key, cap, cancelled),
+        None => place_noisy(mv, par, rev, key, cap, false, cancelled),
     }
 }
 
@@ -152,9 +152,10 @@ fn place_noisy(
     rev: bool,
     key: &[u32],
     cap: u32,
+    rebalance: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<u32>, u32), SynthError> {
-    let placed = place_in(mv, par, rev, key, cap, false, cancelled)?;
+    let placed = place_in(mv, par, rev, key, cap, false, rebalance, cancelled)?;
     // A heap holds every move whose turn may come, so it never meets one that is not ready.
     placed.ok_or(SynthError::Greedy(crate::synth::greedy::GreedyError::Unsupported("trees: a move was never ready")))
 }
@@ -188,33 +189,48 @@ enum Queue {
 
 /// Moves whose turn may come, by key: a bucket per key, first in first out within one (keys
 /// are timesteps, a few hundred, or eight times that with noise: cheaper than a binary heap).
+/// Every move comes once with its own key, so the buckets are laid out flat up front, each as
+/// long as its key's moves.
 struct Buckets {
-    lists: Vec<Vec<u32>>,
-    read: Vec<usize>,
+    slots: Vec<u32>,
+    /// Bucket k's next move to come is `slots[read[k]]`, its next free slot `write[k]`.
+    read: Vec<u32>,
+    write: Vec<u32>,
     /// No bucket below holds a move still to come.
     least: usize,
 }
 
 impl Buckets {
-    fn new(keys: usize) -> Buckets {
-        Buckets { lists: vec![Vec::new(); keys], read: vec![0; keys], least: 0 }
+    fn new(key: &[u32], top: usize) -> Buckets {
+        let mut write = vec![0u32; top + 2];
+        for &k in key {
+            write[k as usize + 1] += 1;
+        }
+        for k in 1..write.len() {
+            write[k] += write[k - 1];
+        }
+        write.pop();
+        Buckets { slots: vec![0; key.len()], read: write.clone(), write, least: 0 }
     }
     fn push(&mut self, key: u32, i: usize) {
         let k = key as usize;
-        self.lists[k].push(i as u32);
+        self.slots[self.write[k] as usize] = i as u32;
+        self.write[k] += 1;
         self.least = self.least.min(k);
     }
     /// The move `d` turns ahead in the least bucket, if it holds one (a later push may come
     /// before it).
     fn ahead(&self, d: usize) -> Option<&u32> {
-        self.lists.get(self.least)?.get(self.read[self.least] + d)
+        let k = self.least;
+        let at = *self.read.get(k)? as usize + d;
+        (at < self.write[k] as usize).then(|| &self.slots[at])
     }
     fn pop(&mut self) -> Option<usize> {
-        while self.least < self.lists.len() {
+        while self.least < self.read.len() {
             let k = self.least;
-            if let Some(&i) = self.lists[k].get(self.read[k]) {
+            if self.read[k] < self.write[k] {
                 self.read[k] += 1;
-                return Some(i as usize);
+                return Some(self.slots[self.read[k] as usize - 1] as usize);
             }
             self.least += 1;
         }
@@ -231,6 +247,7 @@ fn place_in(
     key: &[u32],
     cap: u32,
     sorted: bool,
+    rebalance: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Option<(Vec<u32>, u32)>, SynthError> {
     let (f, t) = (mv.f, mv.t);
@@ -290,7 +307,7 @@ fn place_in(
         Queue::Sorted(order, 0)
     } else {
         (first, next) = (vec![u32::MAX; units * n], vec![u32::MAX; units * n]);
-        let mut heap = Buckets::new(top + 1);
+        let mut heap = Buckets::new(key, top);
         for u in 0..units {
             let root = t.roots[u];
             for v in 0..n as u32 {
@@ -314,6 +331,9 @@ fn place_in(
     let mut words = (t.busiest() as usize * 2).div_ceil(64) + 1;
     let mut taken = vec![0u64; 2 * f.edges * words];
     let (mut placed, mut len) = (0usize, 0u32);
+    // Records that fit in a core's cache need no fetching ahead (on dragonfly:4:5, a fifth of
+    // the placement's time went to it).
+    let fetch = std::mem::size_of_val(&nodes[..]) > PREFETCH_ABOVE_BYTES;
     loop {
         let i = match &mut queue {
             Queue::Sorted(order, at) => {
@@ -326,6 +346,7 @@ fn place_in(
         // they are in cache when its turn comes (the records of a few hundred trees do not fit
         // in it, and the turns go from tree to tree).
         let ahead = match &queue {
+            _ if !fetch => None,
             Queue::Sorted(order, at) => order.get(*at + PREFETCH_AHEAD),
             Queue::Heap(h) => h.ahead(PREFETCH_AHEAD),
         };
@@ -363,8 +384,8 @@ fn place_in(
                 return Ok(None);
             }
         }
-        // (slot, not the parent it had, parent, link)
-        let mut pick = (u32::MAX, true, u32::MAX, 0u32);
+        // (own link over the cap, slot, not the parent it had, parent, link)
+        let mut pick = (true, u32::MAX, true, u32::MAX, 0u32);
         let mut was_link = u32::MAX;
         for (k, (&(p, _), &out)) in f.neighbours(v).iter().zip(f.out_links(v)).enumerate() {
             if (k < 32 && me.nearer & (1 << k) == 0) || (cap == 0 && p != now) {
@@ -409,11 +430,12 @@ fn place_in(
                     }
                 }
             };
-            if (slot, p != now) < (pick.0, pick.1) {
-                pick = (slot, p != now, p, link);
+            let over = rebalance && p == now && load[link as usize] > cap;
+            if (over, slot, p != now) < (pick.0, pick.1, pick.2) {
+                pick = (over, slot, p != now, p, link);
             }
         }
-        let (slot, _, p, link) = pick;
+        let (_, slot, _, p, link) = pick;
         if p == u32::MAX {
             // Its parent in `par` is always a candidate; reaching here is a bug, not an input.
             return Err(SynthError::Greedy(crate::synth::greedy::GreedyError::Unsupported(
@@ -478,8 +500,10 @@ fn place_in(
     Ok(Some((start, len)))
 }
 
-/// Turns ahead that `place` fetches a move's records (in key order up front).
+/// Turns ahead that `place` fetches a move's records.
 const PREFETCH_AHEAD: usize = 12;
+/// Records from which `place` fetches them ahead.
+const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 
 /// Asks the processor to fetch `x`'s cache line (a hint; nothing where the target has none).
 #[inline(always)]
@@ -656,13 +680,17 @@ impl Descent {
 /// last kept one is kept to restart from (a walk, not a descent); the shortest is returned.
 /// Forward–backward alone stops in a local optimum (with the parents fixed, on torus:8x8x8 less
 /// a link at 64 MiB, 171 trees of three chunks took 62 timesteps against a busiest link of 57;
-/// six restarts 60, twenty 59).
+/// six restarts 60, twenty 59). `rebalancing` (where the parents are chosen): every other
+/// restart's noisy placements, from the first, move a move off its own parent's link wherever
+/// that link carries more than a shorter timeline allows (`place`'s rebalancing), even to a
+/// later timestep.
 pub(super) fn perturbed(
     mv: &Moves<'_>,
     start: Timeline,
     rounds: usize,
     passes: usize,
     seed: u64,
+    rebalancing: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Timeline, SynthError> {
     let floor = mv.t.busiest();
@@ -670,18 +698,19 @@ pub(super) fn perturbed(
     let noise = 8 * NOISE_TIMESTEPS + 1;
     let mut best = start.clone();
     let mut cur = start;
-    for _ in 0..rounds {
+    for round in 0..rounds {
         if best.len <= floor {
             break;
         }
+        let rebalance = rebalancing && cur.chosen && round % 2 == 0;
         let mut par = cur.par.clone();
         let last = cur.start.iter().copied().max().unwrap_or(0);
         let key: Vec<u32> = cur.start.iter().map(|&s| (last - s) * 8 + rng.below(noise) as u32).collect();
         let cap = cur.cap(best.len);
         // Noisy keys need not follow the DAG: the heap's order.
-        let (back, back_len) = place_noisy(mv, &mut par, true, &key, cap, cancelled)?;
+        let (back, back_len) = place_noisy(mv, &mut par, true, &key, cap, rebalance, cancelled)?;
         let key: Vec<u32> = back.iter().map(|&s| (back_len - 1 - s) * 8 + rng.below(noise) as u32).collect();
-        let (fwd, fwd_len) = place_noisy(mv, &mut par, false, &key, cap, cancelled)?;
+        let (fwd, fwd_len) = place_noisy(mv, &mut par, false, &key, cap, rebalance, cancelled)?;
         let mut next = Timeline { start: fwd, len: fwd_len, par, chosen: cur.chosen };
         for _ in 0..passes {
             let again = forward_backward(mv, &next, cap, cancelled)?;
@@ -794,7 +823,7 @@ mod tests {
             let rev = round % 2 == 1;
             let before = (par.clone(), loads(&mv, &par));
             let (start, len) = if noisy {
-                place_noisy(&mv, &mut par, rev, &key, cap, no)
+                place_noisy(&mv, &mut par, rev, &key, cap, seed % 2 == 0, no)
             } else {
                 place(&mv, &mut par, rev, &key, cap, no)
             }

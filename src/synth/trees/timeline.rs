@@ -139,7 +139,7 @@ pub(super) fn place(
     cap: u32,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<u32>, u32), SynthError> {
-    match place_in(mv, par, rev, key, cap, true, false, cancelled)? {
+    match place_in(mv, par, rev, key, cap, Order::Sorted, cancelled)? {
         Some(timeline) => Ok(timeline),
         None => place_noisy(mv, par, rev, key, cap, false, cancelled),
     }
@@ -155,7 +155,7 @@ fn place_noisy(
     rebalance: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Vec<u32>, u32), SynthError> {
-    let placed = place_in(mv, par, rev, key, cap, false, rebalance, cancelled)?;
+    let placed = place_in(mv, par, rev, key, cap, Order::Queue { rebalance }, cancelled)?;
     // A heap holds every move whose turn may come, so it never meets one that is not ready.
     placed.ok_or(SynthError::Greedy(crate::synth::greedy::GreedyError::Unsupported("trees: a move was never ready")))
 }
@@ -238,18 +238,30 @@ impl Buckets {
     }
 }
 
-/// `place`, in key order up front (`sorted`: `None` where a move's turn comes before a move it
-/// waits for; `par` is then untouched) or by a heap of the ready moves.
+/// In which order `place_in` takes the moves.
+#[derive(Clone, Copy)]
+enum Order {
+    /// In key order, sorted up front: `None` where a move's turn comes before a move it waits
+    /// for (`par` is then untouched).
+    Sorted,
+    /// By a heap of the ready moves; with `rebalance`, a move also leaves a link over `cap`.
+    Queue { rebalance: bool },
+}
+
+/// `place`, in the `order` given.
 fn place_in(
     mv: &Moves<'_>,
     par: &mut Parents,
     rev: bool,
     key: &[u32],
     cap: u32,
-    sorted: bool,
-    rebalance: bool,
+    order: Order,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Option<(Vec<u32>, u32)>, SynthError> {
+    let (sorted, rebalance) = match order {
+        Order::Sorted => (true, false),
+        Order::Queue { rebalance } => (false, rebalance),
+    };
     let (f, t) = (mv.f, mv.t);
     let (n, units, total) = (t.n, t.roots.len(), mv.count());
     // Forward the partials reduce and the results broadcast; backward the other way round.
@@ -823,7 +835,7 @@ mod tests {
             let rev = round % 2 == 1;
             let before = (par.clone(), loads(&mv, &par));
             let (start, len) = if noisy {
-                place_noisy(&mv, &mut par, rev, &key, cap, seed % 2 == 0, no)
+                place_noisy(&mv, &mut par, rev, &key, cap, seed.is_multiple_of(2), no)
             } else {
                 place(&mv, &mut par, rev, &key, cap, no)
             }

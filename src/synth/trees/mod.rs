@@ -244,6 +244,8 @@ struct Planned {
     trees: Trees,
     group: usize,
     seed: u64,
+    /// The fewest timesteps its trees take on their own parents (`Moves::floor`).
+    floor: u32,
 }
 
 /// `all_reduce` at `effort`, with where it stopped when a `polish` may shorten it.
@@ -259,7 +261,7 @@ pub fn all_reduce_resumable(
     let (s, stats) = emit(topo, c, &p, &best);
     let worth = searched(p.f.n(), effort)
         && polish_rounds(&p, effort) > 0
-        && best.len > p.trees.busiest()
+        && best.len > p.floor
         && best.len <= MAX_POLISH_TIMESTEPS;
     let resume = worth.then_some(Resume { p, best, effort });
     Ok((s, stats, resume))
@@ -346,15 +348,15 @@ fn plan(
     // where the plain walk stays at 45; a walk that rebalances alone lost a timestep elsewhere
     // (torus:16x16 less three links at 128 MiB).
     let spare = (budget - restarts).min(MAX_RESTARTS);
-    let mut tried: Vec<(Trees, Timeline)> = Vec::with_capacity(attempts);
+    let mut tried: Vec<(Trees, Timeline, u32)> = Vec::with_capacity(attempts);
     for a in 0..attempts as u64 {
         let t0 = std::time::Instant::now();
         let trees = build_trees(&f, units, seed.wrapping_add(a.wrapping_mul(0x9E37_79B9)), cancelled)?;
         let t1 = std::time::Instant::now();
         let (tl, floor) = timeline(&Moves::new(&f, &trees), restarts > 0, cancelled)?;
         let (trees_ms, timeline_ms) = ((t1 - t0).as_secs_f64() * 1e3, t1.elapsed().as_secs_f64() * 1e3);
-        tracing::debug!(target: "ccsynth::timing", units, group, attempt = a, trees_ms, timeline_ms, busiest_link = floor, timesteps = tl.len, "trees: attempt");
-        tried.push((trees, tl));
+        tracing::debug!(target: "ccsynth::timing", units, group, attempt = a, trees_ms, timeline_ms, floor, timesteps = tl.len, "trees: attempt");
+        tried.push((trees, tl, floor));
     }
     // The attempt shortest after its passes is not always the one shortest after restarts
     // (torus:16x16 less three links at 64 MiB, 171 trees of three: attempts of 95, 95, 94 and
@@ -370,10 +372,10 @@ fn plan(
     // as on dragonfly:4:5, a second walk made the synthesis 1.7 times as long for nothing) and
     // where it may end shorter than the first (no timeline is shorter than its busiest link's
     // load).
-    let mut kept: Option<(Trees, Timeline)> = None;
+    let mut kept: Option<(Trees, Timeline, u32)> = None;
     let mut shortened = false;
-    for (rank, (trees, mut best)) in tried.into_iter().enumerate() {
-        if kept.as_ref().is_some_and(|k| !shortened || k.1.len <= trees.busiest()) {
+    for (rank, (trees, mut best, floor)) in tried.into_iter().enumerate() {
+        if kept.as_ref().is_some_and(|k| !shortened || k.1.len <= floor) {
             break;
         }
         if restarts > 0 {
@@ -382,7 +384,7 @@ fn plan(
             let mv = Moves::new(&f, &trees);
             let from = (spare > 0 && best.chosen).then(|| best.clone());
             best = perturbed(&mv, best, restarts, RESTART_PASSES, seed, false, cancelled)?;
-            if let Some(from) = from.filter(|_| best.len > trees.busiest()) {
+            if let Some(from) = from.filter(|_| best.len > floor) {
                 let other = perturbed(&mv, from, spare, RESTART_PASSES, seed ^ REBALANCING_SEED, true, cancelled)?;
                 if other.len < best.len {
                     best = other;
@@ -392,18 +394,18 @@ fn plan(
             tracing::debug!(target: "ccsynth::timing", units, group, rank, restarts, before, timesteps = best.len, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "trees: restarts");
         }
         if kept.as_ref().is_none_or(|k| best.len < k.1.len) {
-            kept = Some((trees, best));
+            kept = Some((trees, best, floor));
         }
     }
-    let (trees, best) = kept.expect("at least one attempt");
-    Ok((Planned { f, trees, group, seed }, best))
+    let (trees, best, floor) = kept.expect("at least one attempt");
+    Ok((Planned { f, trees, group, seed, floor }, best))
 }
 
 /// The schedule of a run's moves on the timeline `best`, each with the parent it took there.
 fn emit(topo: &Topology, c: &Collective, p: &Planned, best: &Timeline) -> (Schedule, PlanStats) {
     let Timeline { start: best, len: best_len, par, .. } = best;
     let best_len = *best_len;
-    let Planned { f, trees, group, seed } = p;
+    let Planned { f, trees, group, seed, .. } = p;
     let (group, seed) = (*group, *seed);
     let units = trees.roots.len();
     let mv = Moves::new(f, trees);

@@ -76,6 +76,8 @@ pub(super) struct Moves<'a> {
     /// `nearer[u * n + v]`: bit k set where v's kth neighbour is one hop nearer tree u's root
     /// (every bit where v has more than 32 neighbours: `place` then reads their depths).
     nearer: Vec<u32>,
+    /// `floor`'s, once asked for.
+    floor: std::sync::OnceLock<u32>,
 }
 
 impl<'a> Moves<'a> {
@@ -96,7 +98,7 @@ impl<'a> Moves<'a> {
                 };
             }
         }
-        Moves { f, t, m: n - 1, nearer }
+        Moves { f, t, m: n - 1, nearer, floor: std::sync::OnceLock::new() }
     }
     pub(super) fn count(&self) -> usize {
         self.t.roots.len() * 2 * self.m
@@ -114,6 +116,81 @@ impl<'a> Moves<'a> {
         let k = if v < root { v } else { v - 1 } as usize;
         u * 2 * self.m + if up { k } else { self.m + k }
     }
+
+    /// The fewest timesteps a timeline of these moves takes: on their trees' own parents
+    /// (`fixed`) the busiest link's load, or more where a link's moves cannot all be early or
+    /// all be late (`jackson_floor`; from `LARGE_MOVES` the load alone, the bound sorts every
+    /// move). Where the parents are chosen a move may leave the busiest link, and no bound is
+    /// known: the load, where the passes and restarts stop all the same (as they always have).
+    pub(super) fn floor(&self, fixed: bool) -> u32 {
+        if !fixed {
+            return self.t.busiest();
+        }
+        *self.floor.get_or_init(|| {
+            let load = self.t.busiest();
+            if self.count() > LARGE_MOVES { load } else { load.max(jackson_floor(self.f, self.t)) }
+        })
+    }
+}
+
+/// Each link alone as one machine with a job per move: a move can start no earlier than the
+/// chain of moves before it (its head: a partial after its subtree's height, a result after
+/// the tree's height and its parent's depth) and is followed by a chain after it (its tail: a
+/// partial's way to the root and the tree's height down; a result's subtree height). With
+/// moves of one timestep and whole heads, Jackson's rule (of the moves released, the longest
+/// tail first) is optimal for one machine (Carlier's bound: its preemptive schedule is then a
+/// schedule), so the most over links of its finish plus tail bounds every timeline. On
+/// dragonfly:4:5 it is the load plus two, where every restart ends.
+fn jackson_floor(f: &Fabric, t: &Trees) -> u32 {
+    let (n, units) = (t.n, t.roots.len());
+    let mut height = vec![0u32; n];
+    // (link, head, tail) of every move.
+    let mut jobs: Vec<(u32, u32, u32)> = Vec::with_capacity(units * 2 * n.saturating_sub(1));
+    for u in 0..units {
+        let (order, parent, depth) =
+            (&t.order[u * n..(u + 1) * n], &t.parent[u * n..(u + 1) * n], &t.depth[u * n..(u + 1) * n]);
+        height.fill(0);
+        for &v in order.iter().rev() {
+            let p = parent[v as usize];
+            if p != u32::MAX {
+                height[p as usize] = height[p as usize].max(height[v as usize] + 1);
+            }
+        }
+        let tree = height[t.roots[u] as usize];
+        for &v in order {
+            let p = parent[v as usize];
+            if p == u32::MAX {
+                continue;
+            }
+            let (d, h) = (depth[v as usize], height[v as usize]);
+            let e = super::build::edge_between(f, v, p);
+            jobs.push((f.link(e, v, p), h, d - 1 + tree));
+            jobs.push((f.link(e, p, v), tree + d - 1, h));
+        }
+    }
+    jobs.sort_unstable();
+    let mut floor = 0;
+    let mut tails = std::collections::BinaryHeap::new();
+    let mut i = 0;
+    while i < jobs.len() {
+        let link = jobs[i].0;
+        let mut time = jobs[i].1;
+        loop {
+            while i < jobs.len() && jobs[i].0 == link && jobs[i].1 <= time {
+                tails.push(jobs[i].2);
+                i += 1;
+            }
+            match tails.pop() {
+                Some(tail) => {
+                    floor = floor.max(time + 1 + tail);
+                    time += 1;
+                }
+                None if i < jobs.len() && jobs[i].0 == link => time = jobs[i].1,
+                None => break,
+            }
+        }
+    }
+    floor
 }
 
 /// Places every move, one at a time, the waiting move of lowest `(key, id)` first, each at the
@@ -569,7 +646,7 @@ fn forward_backward(
 }
 
 /// The forward–backward timeline of every move of `mv`, from the built trees' parents: the
-/// timeline and the busiest link's load in the built trees (where the passes stop). The passes
+/// timeline and the floor of its kind where its passes stop (`Moves::floor`). The passes
 /// are made both with every move on its tree's parent and with the parents chosen as the moves
 /// are placed, the shorter kept (ties to the fixed parents): in full where `restarted` (the
 /// restarts that follow cost ten times the passes, and which start is the better shows only at
@@ -617,7 +694,7 @@ pub(super) fn timeline(
         if kept.as_ref().is_some_and(|k| k.best.len <= floor) {
             break;
         }
-        let mut d = Descent::new(mv, &first, chosen, floor, cancelled)?;
+        let mut d = Descent::new(mv, &first, chosen, mv.floor(!chosen), cancelled)?;
         for _ in 0..race {
             d.pass(mv, cancelled)?;
         }
@@ -629,7 +706,7 @@ pub(super) fn timeline(
     for _ in race..passes {
         kept.pass(mv, cancelled)?;
     }
-    Ok((kept.best, floor))
+    Ok((kept.best, kept.floor))
 }
 
 /// Forward–backward passes from a first pass, the parents fixed or chosen: the shortest
@@ -705,7 +782,7 @@ pub(super) fn perturbed(
     rebalancing: bool,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Timeline, SynthError> {
-    let floor = mv.t.busiest();
+    let floor = mv.floor(!start.chosen);
     let mut rng = crate::rng::Rng::new(seed);
     let noise = 8 * NOISE_TIMESTEPS + 1;
     let mut best = start.clone();
@@ -819,6 +896,9 @@ mod tests {
         let Some(f) = fabric(&t, &c, group) else { return Ok(()) };
         let trees = build_trees(&f, c.num_chunks.div_ceil(group), seed, &|| false).unwrap();
         let mv = Moves::new(&f, &trees);
+        if mv.floor(true) < trees.busiest() || mv.floor(false) != trees.busiest() {
+            return Err(format!("{spec} less {failed:?}: the floors {} and {}", mv.floor(true), mv.floor(false)));
+        }
         let no = &|| false;
         let mut rng = crate::rng::Rng::new(seed);
         let mut par = Parents::of(&trees);
@@ -844,6 +924,10 @@ mod tests {
                 format!("{spec} less {failed:?}, {chunks} chunks in {group}s, seed {seed}, cap {cap}, round {round}");
             if let Some(e) = wrong(&mv, &par, &start, len, rev) {
                 return Err(format!("{what}: {e}"));
+            }
+            // No timeline on the trees' own parents is shorter than their floor.
+            if cap == 0 && len < mv.floor(true) {
+                return Err(format!("{what}: {len} timesteps, under the floor {}", mv.floor(true)));
             }
             if cap == 0 && par != before.0 {
                 return Err(format!("{what}: a fixed parent changed"));
@@ -962,5 +1046,54 @@ mod tests {
                 check(spec, &failed, 2, 3, 8, cap).unwrap();
             }
         }
+    }
+
+    /// The floor by hand: on torus:2x2 (the ring 0-1-3-2), trees rooted at 0 with NPU 3 under
+    /// NPU 1. In one tree 3's partial takes two hops up and the result two down, 4 timesteps,
+    /// each link carrying one move. In two alike link 3->1 carries both partials, the second a
+    /// timestep behind, 5 (the load, 2, plus the three hops after it). The fixed parents'
+    /// timelines end there; with the trees' loads alone the floors would be 1 and 2.
+    #[test]
+    fn the_floor_counts_the_hops_before_and_after_a_link() {
+        let t = parse_spec("torus:2x2").unwrap();
+        let c = Collective::build(&CollectiveSpec::new(CollectiveKind::AllReduce, 1 << 20), &t).unwrap();
+        let f = fabric(&t, &c, 1).unwrap();
+        for (units, floor) in [(1usize, 4u32), (2, 5)] {
+            let mut load = vec![0u32; f.edges];
+            for (v, p) in [(1, 0), (2, 0), (3, 1)] {
+                load[crate::synth::trees::build::edge_between(&f, v, p) as usize] += units as u32;
+            }
+            let trees = Trees {
+                n: 4,
+                roots: vec![0; units],
+                parent: [u32::MAX, 0, 0, 1].repeat(units),
+                order: [0, 1, 2, 3].repeat(units),
+                depth: [0, 1, 1, 2].repeat(units),
+                load,
+            };
+            let mv = Moves::new(&f, &trees);
+            assert_eq!((trees.busiest(), mv.floor(true), mv.floor(false)), (units as u32, floor, units as u32));
+            let d = descent(&mv, false);
+            assert_eq!(d, floor, "{units} trees");
+        }
+    }
+
+    /// On dragonfly:4:5 in 40 trees the fixed parents' timeline reaches its floor, two over
+    /// the busiest link's load, and the restarts end there without a placement (on this
+    /// fabric they never shortened a timeline: dragonfly:4:5 all-reduce at 32 MiB, twenty
+    /// restarts of each of five runs, the wall 1.7 times the old trees').
+    #[test]
+    fn where_the_timeline_reaches_its_floor_the_restarts_stop() {
+        let (f, trees) = trees_of("dragonfly:4:5", &[], 2, 1);
+        let mv = Moves::new(&f, &trees);
+        let (tl, floor) = timeline(&mv, true, &|| false).unwrap();
+        assert_eq!((trees.busiest(), floor, tl.len, tl.chosen), (20, 22, 22, false));
+        let placed = std::cell::Cell::new(0);
+        let counted = || {
+            placed.set(placed.get() + 1);
+            false
+        };
+        let walked = perturbed(&mv, tl.clone(), 20, 2, 0, false, &counted).unwrap();
+        assert_eq!((walked.len, placed.get()), (22, 0));
     }
 }

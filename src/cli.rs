@@ -316,15 +316,14 @@ fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: &Outpu
     };
     let human = a.summary || (std::io::stdout().is_terminal() && !a.json && !a.pretty);
     if let Some(path) = &a.out {
-        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        write_json(std::io::BufWriter::new(f), &doc, a.pretty)?;
+        write_json_file(path, &doc, a.pretty)?;
     }
     if human {
         let text = summary(out, comparison, a.out.as_deref());
         print!("{text}");
         std::io::stdout().flush().map_err(|e| e.to_string())?;
     } else if a.out.is_none() {
-        write_json(std::io::BufWriter::new(std::io::stdout().lock()), &doc, a.pretty)?;
+        write_json_stdout(&doc, a.pretty)?;
     } else if let Some(path) = &a.out {
         // A baseline has no seed: only what the schedule has is said.
         let mut facts = vec![format!("{} transfers", out.schedule.transfers.len())];
@@ -428,15 +427,31 @@ fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
     let out = engine::run(&req, engine::Control::none())?;
     let o = &a.output;
     if let Some(path) = &o.out {
-        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        write_json(std::io::BufWriter::new(f), &out.schedule, o.pretty)?;
+        write_json_file(path, &out.schedule, o.pretty)?;
     }
     if o.summary || (std::io::stdout().is_terminal() && !o.json && !o.pretty) {
         print!("{}", summary(&out, None, o.out.as_deref()));
     } else if o.out.is_none() {
-        write_json(std::io::BufWriter::new(std::io::stdout().lock()), &out.schedule, o.pretty)?;
+        write_json_stdout(&out.schedule, o.pretty)?;
     }
     Ok(0)
+}
+
+/// Bytes buffered before a write to a file: a schedule's JSON runs to gigabytes (bucket's
+/// all-reduce on torus:64x64 at 1 GiB, 2.6 GB); in a default `BufWriter`'s 8 KiB pieces its
+/// `--out` took 1.35 times as long (docs/BENCHMARKS.md, "The timeline's floor").
+const FILE_BUFFER_BYTES: usize = 1 << 20;
+
+fn write_json_file(path: &std::path::Path, v: &impl serde::Serialize, pretty: bool) -> Result<(), String> {
+    let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    write_json(std::io::BufWriter::with_capacity(FILE_BUFFER_BYTES, f), v, pretty)
+}
+
+/// To stdout in a default `BufWriter`'s pieces: through a pipe larger ones were no faster (the
+/// same schedule in 64 KiB pieces 1.04-1.09 times as long, in 1 MiB 1.2 times: a write beyond
+/// what the pipe holds waits for the reader).
+fn write_json_stdout(v: &impl serde::Serialize, pretty: bool) -> Result<(), String> {
+    write_json(std::io::BufWriter::new(std::io::stdout().lock()), v, pretty)
 }
 
 fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> Result<(), String> {
@@ -446,8 +461,5 @@ fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> R
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<(), String> {
-    let out = std::io::stdout();
-    let mut w = std::io::BufWriter::new(out.lock());
-    serde_json::to_writer_pretty(&mut w, v).map_err(|e| e.to_string())?;
-    writeln!(w).and_then(|_| w.flush()).map_err(|e| e.to_string())
+    write_json_stdout(v, true)
 }

@@ -370,8 +370,8 @@ fn plan(
     tried.truncate(if restarts > 0 { RESTARTED_ATTEMPTS } else { 1 });
     // The second is restarted only where the restarts shortened the first (where they do not,
     // as on dragonfly:4:5, a second walk made the synthesis 1.7 times as long for nothing) and
-    // where it may end shorter than the first (no timeline is shorter than its busiest link's
-    // load).
+    // where it may end shorter than the first (no timeline is shorter than the floor of its
+    // kind, `Moves::floor`; the restarts keep a timeline's kind).
     let mut kept: Option<(Trees, Timeline, u32)> = None;
     let mut shortened = false;
     for (rank, (trees, mut best, floor)) in tried.into_iter().enumerate() {

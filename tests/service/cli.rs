@@ -167,6 +167,38 @@ fn synth_prints_a_validated_schedule_with_bounds_and_stats() {
     assert_eq!(a, b);
 }
 
+/// The schedule JSON is the same wherever it goes: a pipe, stdout redirected to a file (written
+/// in larger pieces there) and `--out`. 2.7 MB, so the file's buffer fills more than once.
+#[test]
+fn synth_writes_the_same_schedule_to_a_pipe_a_file_and_out() {
+    let args =
+        ["synth", "--algo", "greedy", "--topology", "torus:12x12", "--collective", "all_reduce", "--size", "64MiB"];
+    let dir = std::env::temp_dir().join(format!("ccsynth-where-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (redirected, out) = (dir.join("stdout.json"), dir.join("out.json"));
+    let piped = ccsynth(&args, None);
+    assert_eq!(piped.status.code(), Some(0), "{}", String::from_utf8_lossy(&piped.stderr));
+    let status = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+        .args(args)
+        .stdout(Stdio::from(std::fs::File::create(&redirected).unwrap()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let o = ccsynth(&[&args[..], &["--out", out.to_str().unwrap()]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    // The stats hold wall times; everything else is the same byte for byte.
+    let without_stats = |bytes: &[u8]| {
+        assert!(bytes.len() > 2 << 20 && bytes.ends_with(b"\n"), "{} bytes", bytes.len());
+        let mut v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+        v.as_object_mut().unwrap().remove("stats").expect("stats");
+        serde_json::to_string(&v).unwrap()
+    };
+    let piped = without_stats(&piped.stdout);
+    assert_eq!(without_stats(&std::fs::read(&redirected).unwrap()), piped);
+    assert_eq!(without_stats(&std::fs::read(&out).unwrap()), piped);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn synth_compare_adds_the_baseline_table() {
     let o = ccsynth(

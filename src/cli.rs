@@ -442,6 +442,9 @@ fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
 /// `--out` took 1.35 times as long (docs/BENCHMARKS.md, "The timeline's floor").
 const FILE_BUFFER_BYTES: usize = 1 << 20;
 
+/// The same to a pipe: a default `BufWriter`'s (see `write_json_stdout`).
+const PIPE_BUFFER_BYTES: usize = 8 << 10;
+
 fn write_json_file(path: &std::path::Path, v: &impl serde::Serialize, pretty: bool) -> Result<(), String> {
     let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     write_json(std::io::BufWriter::with_capacity(FILE_BUFFER_BYTES, f), v, pretty)
@@ -456,7 +459,7 @@ fn write_json_stdout(v: &impl serde::Serialize, pretty: bool) -> Result<(), Stri
     let out = std::io::stdout().lock();
     let to_file =
         out.as_fd().try_clone_to_owned().map(std::fs::File::from).and_then(|f| f.metadata()).is_ok_and(|m| m.is_file());
-    let capacity = if to_file { FILE_BUFFER_BYTES } else { 8 << 10 };
+    let capacity = if to_file { FILE_BUFFER_BYTES } else { PIPE_BUFFER_BYTES };
     write_json(std::io::BufWriter::with_capacity(capacity, out), v, pretty)
 }
 

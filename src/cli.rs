@@ -2,7 +2,7 @@
 
 use crate::engine;
 use crate::error::InputError;
-use crate::schedule::Schedule;
+use crate::schedule::{Form, Schedule};
 use crate::topology::{Failures, Topology};
 use clap::Parser;
 use std::io::{IsTerminal, Read, Write};
@@ -158,9 +158,18 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
     let opts = a.msccl.options()?;
     let s = load_schedule(&a.file)?;
     let text = match a.format {
-        Format::Json => {
+        Format::Json | Format::Explicit => {
             engine::require_valid(&s).map_err(|e| CliError::from(e).context(&a.file))?;
-            serde_json::to_string(&s).map_err(|e| e.to_string())? + "\n"
+            let form = if a.format == Format::Json { Form::Compact } else { Form::Explicit };
+            // Written as it goes: an explicit form runs to gigabytes.
+            match a.out.as_deref() {
+                Some(path) => {
+                    write_json_file(path, &s.written(form), false)?;
+                    eprintln!("ccsynth: wrote {}", path.display());
+                }
+                None => write_json_stdout(&s.written(form), false)?,
+            }
+            return Ok(0);
         }
         Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))?,
         Format::MscclppJson => {
@@ -291,16 +300,22 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))
         .then(|| engine::compare(&req.topology, &out.schedule.collective, Some((req.algorithm.name(), &out.schedule))));
-    Ok(emit(&out, comparison.as_ref(), &a.output)?)
+    let form = if a.format == Format::Explicit { Form::Explicit } else { Form::Compact };
+    Ok(emit(&out, comparison.as_ref(), &a.output, form)?)
 }
 
 /// Writes a run's schedule JSON (with bounds, stats and the comparison) to `--out` or stdout,
 /// or the human summary at a terminal.
-fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: &OutputArgs) -> Result<i32, String> {
+fn emit(
+    out: &engine::Output,
+    comparison: Option<&engine::Comparison>,
+    a: &OutputArgs,
+    form: Form,
+) -> Result<i32, String> {
     #[derive(serde::Serialize)]
     struct Out<'a> {
         #[serde(flatten)]
-        schedule: &'a Schedule,
+        schedule: crate::schedule::Written<'a>,
         lower_bound_ns: Option<f64>,
         lower_bounds: &'a Option<engine::LowerBounds>,
         stats: &'a engine::RunStats,
@@ -308,7 +323,7 @@ fn emit(out: &engine::Output, comparison: Option<&engine::Comparison>, a: &Outpu
         comparison: Option<&'a engine::Comparison>,
     }
     let doc = Out {
-        schedule: &out.schedule,
+        schedule: out.schedule.written(form),
         lower_bound_ns: out.report.lower_bound_ns,
         lower_bounds: &out.report.lower_bounds,
         stats: &out.stats,
@@ -353,7 +368,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
     let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl))?;
-    Ok(emit(&out, None, &a.output)?)
+    Ok(emit(&out, None, &a.output, Form::Compact)?)
 }
 
 /// Runs `f` with a progress bar on stderr when it is a terminal (drawn only after a second, so

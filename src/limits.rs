@@ -6,6 +6,9 @@ pub const MAX_NODES: usize = 1 << 20;
 pub const MAX_LINKS: usize = 1 << 24;
 /// Chunks in one collective.
 pub const MAX_CHUNKS: usize = 1 << 25;
+/// Chunk ids held in a schedule's distinct chunk lists once read (what its ranges expand to:
+/// 1 GiB).
+pub const MAX_LIST_ENTRIES: usize = 1 << 28;
 /// (npu, chunk) pairs in one pre- or postcondition.
 pub const MAX_CONDITION_PAIRS: usize = 1 << 26;
 /// Violations listed in a report; the total is still counted beyond this.

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 pub mod packed;
 mod transfers;
+pub mod wire;
 pub use transfers::{TransferRef, Transfers};
+pub use wire::{Form, Written};
 
 /// The chunks of one transfer as producers build it (a schedule keeps its transfers as columns,
 /// `Transfers`, which take the list over without copying it). One chunk is stored inline and
@@ -84,15 +86,17 @@ impl std::fmt::Debug for ChunkList {
     }
 }
 
+/// Written in the compact form (`wire`): runs of evenly spaced chunks as ranges where shorter;
+/// read in either form.
 impl Serialize for ChunkList {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        (**self).serialize(s)
+        wire::write_list(self, Form::Compact, s)
     }
 }
 
 impl<'de> Deserialize<'de> for ChunkList {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Vec::<u32>::deserialize(d).map(Into::into)
+        wire::read_list(d).map(Into::into)
     }
 }
 
@@ -257,15 +261,14 @@ impl Transfer {
 }
 
 /// A self-contained schedule. On reading, `algorithm`, `seed` and `collective_time_ns` are
-/// optional and unknown top-level fields (a producer's statistics) are ignored; unknown
-/// fields inside `topology`, `collective` and transfers are errors.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(remote = "Self")]
+/// optional, the conditions default to those the collective implies, and unknown top-level
+/// fields (a producer's statistics) are ignored; unknown fields inside `topology`,
+/// `collective` and transfers are errors. Written in the compact form (`wire`; `written` for
+/// the explicit one).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Schedule {
     pub format: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     pub topology: Topology,
     pub collective: CollectiveSpec,
@@ -276,13 +279,29 @@ pub struct Schedule {
     pub postcondition: crate::collective::Pairs,
     /// Scratch slots: slot `num_chunks + i` is a private buffer for chunk `scratch[i]` at every
     /// NPU. Empty at the start, never part of the postcondition.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scratch: Vec<u32>,
     pub transfers: Transfers,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collective_time_ns: Option<f64>,
 }
-crate::strict::objects_only!(Schedule, "a schedule (an object)", serialize);
+
+impl<'de> crate::strict::Derived<'de> for Schedule {
+    const WHAT: &'static str = "a schedule (an object)";
+    fn derived<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        wire::Read::deserialize(d).map(wire::Read::into_schedule)
+    }
+}
+
+impl<'de> Deserialize<'de> for Schedule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::strict::from_object(d)
+    }
+}
+
+impl Serialize for Schedule {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.written(Form::Compact).serialize(s)
+    }
+}
 
 impl Schedule {
     /// An empty schedule for `collective` on `topology`, ready for transfers.
@@ -332,6 +351,11 @@ impl Schedule {
             ));
         }
         Ok(s)
+    }
+
+    /// The schedule as `form` writes it (`Serialize` writes the compact form).
+    pub fn written(&self, form: Form) -> Written<'_> {
+        Written { schedule: self, form }
     }
 
     /// Slots per NPU: the chunks, then the scratch slots.

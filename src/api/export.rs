@@ -1,5 +1,6 @@
 //! `GET /v1/schedules/{id}/export`: a stored schedule in another program's format (MSCCL XML,
-//! MSCCL++ plans, Chakra traces as a tar) or as a picture of its replay (Chrome trace, SVG timeline).
+//! MSCCL++ plans, Chakra traces as a tar), as a picture of its replay (Chrome trace, SVG
+//! timeline), or as its own JSON in the explicit form (streamed, not stored).
 use super::jobs::own_schedule;
 use super::{ApiError, Caller, Shared};
 use crate::engine;
@@ -42,6 +43,9 @@ pub(super) async fn export(
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;
     let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    if q.format == "explicit" {
+        return super::jobs::explicit(&st, &id).await;
+    }
     let (format, media) = match q.format.as_str() {
         "msccl-xml" => (ExportFormat::MscclXml, "application/xml"),
         "mscclpp-json" => (ExportFormat::MscclppJson, "application/json"),
@@ -51,7 +55,9 @@ pub(super) async fn export(
         other => {
             return Err(InputError::new(
                 "format",
-                format!("{other:?}: expected msccl-xml, mscclpp-json, chrome-trace, timeline-svg or chakra-et"),
+                format!(
+                    "{other:?}: expected explicit, msccl-xml, mscclpp-json, chrome-trace, timeline-svg or chakra-et"
+                ),
             )
             .into());
         }

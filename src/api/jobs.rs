@@ -433,19 +433,30 @@ async fn schedule(
     let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
     let (len, body) = match body {
         crate::store::ScheduleBody::Json(s) => (s.len() as u64, axum::body::Body::from(s)),
-        packed => streamed_json(packed).await?,
+        packed => streamed_json(packed, crate::schedule::Form::Compact).await?,
     };
     Ok(([(header::CONTENT_TYPE, "application/json"), (header::CONTENT_LENGTH, &len.to_string())], body).into_response())
 }
 
-/// A packed schedule's JSON, written on a blocking thread as the client reads it: a 4096-NPU
-/// all-reduce's is 2.6 GB, never held whole. Read back first (a damaged body is a 500 before
-/// anything is sent), its length counted (clients see a Content-Length, not a chunked body); a
-/// client that goes away stops the writing.
-async fn streamed_json(packed: crate::store::ScheduleBody) -> Result<(u64, axum::body::Body), ApiError> {
+/// `GET /v1/schedules/{id}/export?format=explicit`: the schedule's JSON in the explicit form
+/// (every chunk id listed, both conditions written), streamed as `schedule` streams its own.
+pub(super) async fn explicit(st: &Shared, id: &str) -> Result<Response, ApiError> {
+    let (body, _) = st.store.schedule_body(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
+    let (len, body) = streamed_json(body, crate::schedule::Form::Explicit).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json"), (header::CONTENT_LENGTH, &len.to_string())], body).into_response())
+}
+
+/// A stored schedule's JSON in `form`, written on a blocking thread as the client reads it: a
+/// 4096-NPU all-reduce's explicit JSON is 2.6 GB, never held whole. Read back first (a damaged
+/// body is a 500 before anything is sent), its length counted (clients see a Content-Length,
+/// not a chunked body); a client that goes away stops the writing.
+async fn streamed_json(
+    stored: crate::store::ScheduleBody,
+    form: crate::schedule::Form,
+) -> Result<(u64, axum::body::Body), ApiError> {
     let (schedule, len) = tokio::task::spawn_blocking(move || {
-        let mut s = packed.into_schedule()?;
-        let len = crate::schedule::packed::schedule_json_len(&mut s).map_err(|e| e.to_string())?;
+        let mut s = stored.into_schedule()?;
+        let len = crate::schedule::packed::schedule_json_len_in(&mut s, form).map_err(|e| e.to_string())?;
         Ok::<_, String>((s, len))
     })
     .await
@@ -454,7 +465,7 @@ async fn streamed_json(packed: crate::store::ScheduleBody) -> Result<(u64, axum:
     let (tx, rx) = tokio::sync::mpsc::channel::<std::io::Result<Vec<u8>>>(4);
     tokio::task::spawn_blocking(move || {
         let mut out = std::io::BufWriter::with_capacity(1 << 20, Sender(tx.clone()));
-        let written = serde_json::to_writer(&mut out, &schedule).map_err(std::io::Error::from);
+        let written = serde_json::to_writer(&mut out, &schedule.written(form)).map_err(std::io::Error::from);
         if let Err(e) = written.and_then(|()| std::io::Write::flush(&mut out)) {
             // Gone (nothing to tell), or a failure mid-stream: the client sees a cut body.
             tracing::debug!("a schedule's JSON stream ended early: {e}");

@@ -5,8 +5,8 @@
 //! each condition) is 157 MB and took 0.8 s to parse, which a regeneration paid before it
 //! could start.
 //!
-//! Layout: `MAGIC`, the JSON form's length (u64: what limits and budgets read without
-//! decoding), the header's length (u64), the header (UTF-8), the precondition, then the
+//! Layout: `MAGIC`, the explicit JSON form's length (u64: what limits and budgets read without
+//! decoding; it grows with the chunk moves a reader holds), the header's length (u64), the header (UTF-8), the precondition, then the
 //! postcondition or, when it is the same list, the marker `SAME` alone (each a count of runs
 //! (u64), then each run as NPU, first chunk and length, u32), then the transfers:
 //! count n (u64); the columns step, src, dst, chunk (n × u32 each), flags (n × u8); the chunk
@@ -18,7 +18,8 @@
 //! its table, so a damaged body is an error, never a panic or a huge allocation.
 
 use super::transfers::{MANY, PATH, REDUCE, SLOTS};
-use super::{ChunkList, Route, Schedule, Transfer, Transfers};
+use super::wire::{digits, list_json_len};
+use super::{ChunkList, Form, Route, Schedule, Transfer, Transfers};
 use std::sync::Arc;
 
 /// What a packed body starts with (a JSON body starts with `{`).
@@ -26,7 +27,7 @@ pub const MAGIC: &[u8; 8] = b"ccsPACK1";
 
 /// A packed body, split into its parts.
 pub struct Packed<'a> {
-    /// The JSON form's length (`json_len`).
+    /// The explicit JSON form's length (`json_len`).
     pub json_len: u64,
     /// The schedule's JSON with empty conditions and no transfers.
     pub header: &'a str,
@@ -68,16 +69,29 @@ pub fn pack(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_js
     Ok(Packing { bytes: out, json_len })
 }
 
-/// The length of `s`'s JSON as serde_json writes it, counted without writing it.
+/// The length of `s`'s JSON as serde_json writes it (the compact form), counted without
+/// writing it.
 pub fn schedule_json_len(s: &mut Schedule) -> serde_json::Result<u64> {
-    header_and_len(s, |_| {}).map(|(_, n)| n)
+    schedule_json_len_in(s, Form::Compact)
 }
 
-/// The header (edited) and the length of the JSON it stands for.
+/// The length of `s`'s JSON in `form`, counted without writing it.
+pub fn schedule_json_len_in(s: &mut Schedule, form: Form) -> serde_json::Result<u64> {
+    let implied = form == Form::Compact && super::wire::conditions_implied(s);
+    let (header, _) = header_and_len(s, |_| {})?;
+    // The header holds `"precondition":[],"postcondition":[],` and `"transfers":[]`.
+    let conditions =
+        if implied { 0 } else { pairs_json_len(&s.precondition) + pairs_json_len(&s.postcondition) + 37 - 4 };
+    Ok(header.len() as u64 - 37 - 2 + conditions + transfers_json_len(&s.transfers, form))
+}
+
+/// The header (edited) and the length of the explicit JSON it stands for: what the service's
+/// result limit and export budgets read, as it grows with the chunk moves a reader holds.
 fn header_and_len(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<(String, u64)> {
     let transfers = std::mem::take(&mut s.transfers);
     let pre = std::mem::take(&mut s.precondition);
     let post = std::mem::take(&mut s.postcondition);
+    // Empty conditions are never implied ones: the header writes them, as `[]`.
     let header = serde_json::to_string(&*s);
     (s.transfers, s.precondition, s.postcondition) = (transfers, pre, post);
     let mut header = header?;
@@ -166,21 +180,29 @@ fn pairs_json_len(pairs: &[[u32; 2]]) -> u64 {
     2 + pairs.len().saturating_sub(1) as u64 + pairs.iter().map(|&[v, c]| 3 + digits(v) + digits(c)).sum::<u64>()
 }
 
-fn digits(x: u32) -> u64 {
-    x.checked_ilog10().map_or(1, |d| d as u64 + 1)
-}
-
-/// The length of `transfers`' JSON array as serde_json writes it (compact), counted without
+/// The length of `transfers`' explicit JSON array (every chunk id listed), counted without
 /// writing it: what the service's result limit and export budgets read.
 pub fn json_len(transfers: &Transfers) -> u64 {
+    transfers_json_len(transfers, Form::Explicit)
+}
+
+/// The length of `transfers`' JSON array in `form` as serde_json writes it (without
+/// whitespace), counted without writing it.
+pub fn transfers_json_len(transfers: &Transfers, form: Form) -> u64 {
     // An array of numbers: its brackets, its commas and its digits.
     fn array(v: &[u32]) -> u64 {
-        2 + v.len().saturating_sub(1) as u64 + v.iter().map(|&x| digits(x)).sum::<u64>()
+        list_json_len(v, Form::Explicit)
     }
+    // Lists shared by many transfers are measured once.
+    let mut by_list: Vec<Option<u64>> = vec![None; transfers.lists().len()];
     let mut n = 2 + transfers.len().saturating_sub(1) as u64;
-    for t in transfers.iter() {
+    for (i, t) in transfers.iter().enumerate() {
+        let chunks = match transfers.list_index(i) {
+            Some(l) => *by_list[l as usize].get_or_insert_with(|| list_json_len(t.chunks, form)),
+            None => list_json_len(t.chunks, form),
+        };
         // {"step":,"src":,"dst":,"chunks":,"op":} and "copy" or "reduce".
-        n += 39 + digits(t.step) + digits(t.src) + digits(t.dst) + array(t.chunks);
+        n += 39 + digits(t.step) + digits(t.src) + digits(t.dst) + chunks;
         n += match t.op {
             super::Op::Copy => 6,
             super::Op::Reduce => 8,
@@ -189,7 +211,7 @@ pub fn json_len(transfers: &Transfers) -> u64 {
             n += 8 + array(p); // ,"path":
         }
         if let Some(d) = t.dst_chunks {
-            n += 14 + array(d); // ,"dst_chunks":
+            n += 14 + list_json_len(d, form); // ,"dst_chunks":
         }
     }
     n
@@ -389,9 +411,12 @@ mod tests {
         assert_eq!(back, s);
         assert_eq!(back.transfers.at(1).op, Op::Reduce);
         assert_eq!(back.transfers.at(5).dst_chunks, Some(&[2u32, 2][..]));
+        let explicit = serde_json::to_string(&s.written(Form::Explicit)).unwrap();
+        assert_eq!(split(&bytes).unwrap().json_len, explicit.len() as u64);
+        assert_eq!(schedule_json_len_in(&mut s.clone(), Form::Explicit).unwrap(), explicit.len() as u64);
         let json = serde_json::to_string(&s).unwrap();
-        assert_eq!(split(&bytes).unwrap().json_len, json.len() as u64);
         assert_eq!(schedule_json_len(&mut s.clone()).unwrap(), json.len() as u64);
+        assert!(json.len() < explicit.len() && !json.contains("precondition"), "{json}");
         assert_eq!(json_len(&Transfers::new()), 2);
         // An all-gather's conditions differ; an all-reduce's are one list, kept once.
         assert!(s.precondition != s.postcondition);

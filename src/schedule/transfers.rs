@@ -6,7 +6,7 @@
 //! are stored once however many transfers carry them. The wire format is the same array of
 //! transfer objects (`Serialize`/`Deserialize` read and write it element by element).
 
-use super::{ChunkList, Op, Route, Transfer};
+use super::{ChunkList, Form, Op, Route, Transfer};
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -46,21 +46,66 @@ pub struct Transfers {
 }
 
 /// One transfer read from the columns: the fields of `Transfer`, borrowed. Serializes exactly
-/// as `Transfer` does.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+/// as `Transfer` does (the compact form).
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TransferRef<'a> {
     pub step: u32,
     pub src: u32,
     pub dst: u32,
     pub chunks: &'a [u32],
     pub op: Op,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<&'a Route>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub dst_chunks: Option<&'a [u32]>,
 }
 
+/// A transfer as one form writes it (`wire`).
+pub(super) struct WrittenTransfer<'a> {
+    t: TransferRef<'a>,
+    form: Form,
+}
+
+/// A chunk list as one form writes it.
+struct ListIn<'a>(&'a [u32], Form);
+
+impl Serialize for ListIn<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        super::wire::write_list(self.0, self.1, s)
+    }
+}
+
+impl Serialize for WrittenTransfer<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let t = &self.t;
+        let n = 5 + usize::from(t.path.is_some()) + usize::from(t.dst_chunks.is_some());
+        let mut m = s.serialize_struct("Transfer", n)?;
+        m.serialize_field("step", &t.step)?;
+        m.serialize_field("src", &t.src)?;
+        m.serialize_field("dst", &t.dst)?;
+        m.serialize_field("chunks", &ListIn(t.chunks, self.form))?;
+        m.serialize_field("op", &t.op)?;
+        if let Some(p) = t.path {
+            m.serialize_field("path", p)?;
+        }
+        if let Some(d) = t.dst_chunks {
+            m.serialize_field("dst_chunks", &ListIn(d, self.form))?;
+        }
+        m.end()
+    }
+}
+
+impl Serialize for TransferRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.written_as(Form::Compact).serialize(s)
+    }
+}
+
 impl<'a> TransferRef<'a> {
+    /// The transfer as `form` writes it.
+    pub(super) fn written_as(self, form: Form) -> WrittenTransfer<'a> {
+        WrittenTransfer { t: self, form }
+    }
+
     /// The slots written at the destination.
     pub fn written(&self) -> &'a [u32] {
         self.dst_chunks.unwrap_or(self.chunks)
@@ -407,8 +452,21 @@ impl<'de> Deserialize<'de> for Transfers {
             fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Transfers, A::Error> {
                 // A size hint is the sender's claim: capped, so a short body cannot reserve much.
                 let mut out = Transfers::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                // Ranges make a short text of long lists: the distinct lists held are capped.
+                let mut entries = 0usize;
                 while let Some(t) = seq.next_element::<Transfer>()? {
+                    let lists = out.lists.len();
                     out.push(t);
+                    if let Some(new) = out.lists.get(lists) {
+                        entries += new.len();
+                        if entries > crate::limits::MAX_LIST_ENTRIES {
+                            return Err(serde::de::Error::custom(format_args!(
+                                "transfer {}: the distinct chunk lists hold more than {} chunk ids",
+                                out.len() - 1,
+                                crate::limits::MAX_LIST_ENTRIES
+                            )));
+                        }
+                    }
                 }
                 Ok(out)
             }

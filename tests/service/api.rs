@@ -36,6 +36,7 @@ on_both_databases!(
     schedules_export_as_msccl_xml,
     sizes_may_be_written_as_the_cli_writes_them,
     large_schedules_are_stored_compressed,
+    schedules_are_served_compact_and_explicit,
     concurrent_exports_share_one_computation_within_a_memory_budget,
 );
 
@@ -1756,6 +1757,36 @@ fn json_body() -> ccsynth::store::StoredBody {
 
 /// Schedule bodies from 64 KiB on are stored compressed and served as the same document
 /// (issue 15): an all-gather on ring:64 (4,032 transfers).
+/// `GET /v1/schedules/{id}` serves the compact form (ranges, no implied conditions) and
+/// `export?format=explicit` the explicit one, each under its exact Content-Length, for a
+/// schedule stored as JSON and for one stored packed; both read back as the same schedule.
+fn schedules_are_served_compact_and_explicit(db: Db) {
+    use ccsynth::schedule::Schedule;
+    let s = start(db);
+    // The ring's messages on ring:64 in 8 chunks per NPU carry 8 consecutive chunks, as a range;
+    // on ring:4 in one chunk per NPU a single chunk each.
+    for (spec, chunks, packed) in [("ring:4", 1, false), ("ring:64", 8, true)] {
+        let req = json!({"spec": spec, "algorithm": "ring", "wait_ms": 30000,
+            "collective": {"kind": "all_reduce", "size_bytes": 1 << 20, "chunks_per_npu": chunks}});
+        let (code, v) = call(&s, "POST", "/v1/syntheses", Some(req));
+        assert_eq!(code, 201, "{v}");
+        let sid = v["schedule_id"].as_str().unwrap().to_string();
+        let compact = raw(s.addr, "GET", &format!("/v1/schedules/{sid}"), None);
+        let explicit = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=explicit"), None);
+        for r in [&compact, &explicit] {
+            assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);
+            assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
+        }
+        assert!(!compact.body.contains("precondition"), "{spec}: {}", &compact.body[..300]);
+        assert!(explicit.body.contains("\"precondition\"") && !explicit.body.contains("\"start\""));
+        assert_eq!(compact.body.contains("\"count\":8}"), packed, "{spec}");
+        assert_eq!(explicit.body.len() >= ccsynth::store::COMPRESS_FROM_BYTES, packed, "{spec}");
+        let (a, b) = (Schedule::from_json(&compact.body).unwrap(), Schedule::from_json(&explicit.body).unwrap());
+        assert!(a == b, "{spec}: the two forms differ");
+        assert!(compact.body.len() < explicit.body.len());
+    }
+}
+
 fn large_schedules_are_stored_compressed(db: Db) {
     let s = start(db);
     let (code, v) = call(

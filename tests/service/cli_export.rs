@@ -272,3 +272,55 @@ fn simulate_traces_and_plot_draws() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("bench --suite sizes --json"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn export_and_synth_write_the_compact_and_the_explicit_form() {
+    use ccsynth::schedule::Schedule;
+    // The ring on ring:4 in 16 chunks per NPU: messages of 16 consecutive chunks.
+    let args = [
+        "synth",
+        "--topology",
+        "ring:4",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "1MiB",
+        "--chunks-per-npu",
+        "16",
+        "--algo",
+        "ring",
+        "--json",
+    ];
+    let o = ccsynth(&args, None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let compact = String::from_utf8(o.stdout).unwrap();
+    assert!(compact.contains(r#""count":16}"#) && !compact.contains("precondition"), "{compact}");
+    let doc = |text: &str| serde_json::from_str::<serde_json::Value>(text).unwrap();
+    assert!(doc(&compact)["stats"].is_object(), "synth's own fields are kept");
+    let o = ccsynth(&[&args[..], &["--format", "explicit"]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let explicit = String::from_utf8(o.stdout).unwrap();
+    assert!(explicit.contains(r#""precondition":[[0,0],"#) && !explicit.contains("\"start\""), "{explicit}");
+    assert!(doc(&explicit)["stats"].is_object());
+    let (a, b) = (Schedule::from_json(&compact).unwrap(), Schedule::from_json(&explicit).unwrap());
+    assert!(a == b, "the two forms read back different");
+    // export turns either form into either, through a file too.
+    let dir = std::env::temp_dir().join(format!("ccsynth-forms-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("explicit.json");
+    let o = ccsynth(&["export", "--format", "explicit", "-", "--out", out.to_str().unwrap()], Some(&compact));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert!(written.contains("\"precondition\"") && !written.contains("\"start\""));
+    assert!(Schedule::from_json(&written).unwrap() == a);
+    let o = ccsynth(&["export", "--format", "json", "-"], Some(&written));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let back = String::from_utf8(o.stdout).unwrap();
+    assert!(back.contains(r#""count":16}"#) && !back.contains("precondition"));
+    assert!(Schedule::from_json(&back).unwrap() == a);
+    // An invalid schedule is refused in either form, as before.
+    let broken = compact.replacen(r#""count":16}"#, r#""count":15}"#, 1);
+    let o = ccsynth(&["export", "--format", "explicit", "-"], Some(&broken));
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

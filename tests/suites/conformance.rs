@@ -137,14 +137,21 @@ pub(crate) fn conform(what: &str, s: &Schedule) -> bool {
 }
 
 /// The packed form the service stores a large schedule in reads back equal, and records the
-/// exact length of the JSON it stands for.
+/// exact length of the explicit JSON it stands for; the compact and the explicit JSON read
+/// back equal, each of the length counted for it.
 fn stores_packed(what: &str, s: &Schedule) {
-    use ccsynth::schedule::packed;
-    let json = serde_json::to_string(s).unwrap();
+    use ccsynth::schedule::{Form, packed};
+    let explicit = serde_json::to_string(&s.written(Form::Explicit)).unwrap();
     let p = packed::pack(&mut s.clone(), |_| {}).unwrap();
-    assert_eq!(p.json_len, json.len() as u64, "{what}: the JSON length counted");
+    assert_eq!(p.json_len, explicit.len() as u64, "{what}: the JSON length counted");
     let back = packed::decode(&p.bytes, str::to_string).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(back == *s, "{what}: the packed schedule reads back different");
+    let compact = serde_json::to_string(s).unwrap();
+    assert_eq!(packed::schedule_json_len(&mut s.clone()).unwrap(), compact.len() as u64, "{what}: compact length");
+    for (form, text) in [("compact", &compact), ("explicit", &explicit)] {
+        let back = Schedule::from_json(text).unwrap_or_else(|e| panic!("{what}: the {form} form: {e}"));
+        assert!(back == *s, "{what}: the {form} form reads back different");
+    }
 }
 
 fn describe(p: &Producer, tname: &str, spec: &CollectiveSpec) -> String {

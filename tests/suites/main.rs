@@ -10,6 +10,7 @@ mod bounds;
 mod chakra;
 mod chakra_replay;
 mod collective;
+mod compact;
 mod conformance;
 mod failures;
 mod greedy;

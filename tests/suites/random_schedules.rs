@@ -194,7 +194,7 @@ fn random_combining(t: &Topology, tree: &[(usize, usize)], c: &Collective, rng: 
         .collect()
 }
 
-fn build(seed: u64, kind: K) -> (Schedule, Rng) {
+pub(crate) fn build(seed: u64, kind: K) -> (Schedule, Rng) {
     let mut rng = Rng(seed);
     let (t, tree) = random_topology(&mut rng);
     let k = 1 + rng.below(2) as u32;
@@ -210,9 +210,10 @@ fn build(seed: u64, kind: K) -> (Schedule, Rng) {
     (s, rng)
 }
 
-const KINDS: [K; 7] = [K::AllGather, K::Broadcast, K::Scatter, K::Gather, K::AllToAll, K::AllReduce, K::ReduceScatter];
+pub(crate) const KINDS: [K; 7] =
+    [K::AllGather, K::Broadcast, K::Scatter, K::Gather, K::AllToAll, K::AllReduce, K::ReduceScatter];
 
-fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
+pub(crate) fn corrupt(s: &mut Schedule, rng: &mut Rng) -> &'static str {
     let mut ts = s.transfers.to_vec();
     let what = corrupt_in(s, &mut ts, rng);
     s.transfers = ts.into();
@@ -352,7 +353,7 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
 
 /// Moves, duplicates, drops or flips transfers, or routes them through scratch slots (one per
 /// chunk, slot c + num_chunks), keeping each one well formed.
-fn scramble(s: &mut Schedule, rng: &mut Rng) {
+pub(crate) fn scramble(s: &mut Schedule, rng: &mut Rng) {
     let mut ts = s.transfers.to_vec();
     scramble_in(s, &mut ts, rng);
     s.transfers = ts.into();

@@ -5,9 +5,13 @@ use super::*;
 /// What `synth --format` and `export --format` write.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Format {
-    /// Schedule v1 JSON (docs/FORMAT.md).
+    /// Schedule v1 JSON in the compact form (docs/FORMAT.md): runs of chunks as ranges, the
+    /// conditions the collective implies left out.
     #[default]
     Json,
+    /// Schedule v1 JSON in the explicit form: every chunk id listed and both conditions written
+    /// out, as readers before the compact form take it (docs/FORMAT.md, "Compact form").
+    Explicit,
     /// The MSCCL executor's algorithm XML (docs/FORMAT.md, "MSCCL XML").
     MscclXml,
     /// An MSCCL++ execution plan, one JSON file for every GPU (docs/FORMAT.md, "MSCCL++

@@ -1,0 +1,406 @@
+//! How a schedule is written as JSON and read back: the compact form every writer emits (a
+//! chunk list as runs `{"start", "count", "stride"}` where that is shorter, the conditions
+//! left out where the collective implies them) and the explicit form (`Form::Explicit`: every
+//! chunk id listed, both conditions written out), which every reader of v1 takes. Both are
+//! `ccsynth.schedule.v1` (docs/FORMAT.md, "Compact form").
+
+use super::{Schedule, Transfers};
+use crate::collective::{Collective, CollectiveKind, Pairs};
+use crate::limits;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeSeq, SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
+
+/// Which JSON a writer emits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// Runs of evenly spaced chunks as ranges, implied conditions left out: what ccsynth writes.
+    Compact,
+    /// Every chunk id listed and both conditions written: what readers before the compact form
+    /// take (`ccsynth export --format explicit`, `?format=explicit`).
+    Explicit,
+}
+
+/// One entry of a chunk list as written: a chunk id, or a run of `count` chunks from `start`,
+/// `stride` apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Item {
+    One(u32),
+    Run { start: u32, count: u32, stride: u32 },
+}
+
+/// JSON characters of a decimal u32.
+pub(super) fn digits(x: u32) -> u64 {
+    x.checked_ilog10().map_or(1, |d| d as u64 + 1)
+}
+
+impl Item {
+    /// Characters of the item's JSON.
+    fn json_len(self) -> u64 {
+        match self {
+            Item::One(c) => digits(c),
+            // {"start":S,"count":N} and ,"stride":D unless 1.
+            Item::Run { start, count, stride } => {
+                19 + digits(start) + digits(count) + if stride == 1 { 0 } else { 10 + digits(stride) }
+            }
+        }
+    }
+}
+
+/// `list` as `Form::Compact` writes it: left to right, the longest evenly increasing run from
+/// each position becomes one range where the range's JSON is shorter than its numbers', else
+/// the position's chunk stands alone. Deterministic, one pass.
+pub fn items(list: &[u32]) -> impl Iterator<Item = Item> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let &start = list.get(i)?;
+        let stride = match list.get(i + 1) {
+            Some(&b) if b > start => b - start,
+            _ => {
+                i += 1;
+                return Some(Item::One(start));
+            }
+        };
+        let mut n = 2;
+        while list.get(i + n).is_some_and(|&c| list[i + n - 1].checked_add(stride) == Some(c)) {
+            n += 1;
+        }
+        let run = Item::Run { start, count: n as u32, stride };
+        // As numbers: each id and the comma after all but the last.
+        let plain: u64 = list[i..i + n].iter().map(|&c| digits(c)).sum::<u64>() + n as u64 - 1;
+        if run.json_len() < plain {
+            i += n;
+            Some(run)
+        } else {
+            i += 1;
+            Some(Item::One(start))
+        }
+    })
+}
+
+/// Characters of `list`'s JSON array in `form`.
+pub(super) fn list_json_len(list: &[u32], form: Form) -> u64 {
+    let (n, sum) = match form {
+        Form::Explicit => (list.len() as u64, list.iter().map(|&c| digits(c)).sum()),
+        Form::Compact => items(list).fold((0u64, 0u64), |(n, s), it| (n + 1, s + it.json_len())),
+    };
+    2 + n.saturating_sub(1) + sum
+}
+
+/// Writes `list` as a JSON array in `form`.
+pub(super) fn write_list<S: Serializer>(list: &[u32], form: Form, s: S) -> Result<S::Ok, S::Error> {
+    if form == Form::Explicit {
+        return list.serialize(s);
+    }
+    let mut seq = s.serialize_seq(None)?;
+    for it in items(list) {
+        seq.serialize_element(&it)?;
+    }
+    seq.end()
+}
+
+impl Serialize for Item {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Item::One(c) => s.serialize_u32(c),
+            Item::Run { start, count, stride } => {
+                let mut r = s.serialize_struct("Run", if stride == 1 { 2 } else { 3 })?;
+                r.serialize_field("start", &start)?;
+                r.serialize_field("count", &count)?;
+                if stride != 1 {
+                    r.serialize_field("stride", &stride)?;
+                }
+                r.end()
+            }
+        }
+    }
+}
+
+/// Entries one range may expand to: every chunk and scratch slot a schedule can have.
+pub const MAX_RUN: u64 = (limits::MAX_CHUNKS as u64) * 2;
+
+/// Reads a chunk list in either form: an array of chunk ids and ranges, mixed freely. A range
+/// is checked before it is expanded: at least one chunk, a stride of at least 1, no entry past
+/// 2^32 - 1, and at most `MAX_RUN` entries.
+pub(super) fn read_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+    struct List;
+    impl<'de> Visitor<'de> for List {
+        type Value = Vec<u32>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an array of chunk ids and ranges {\"start\", \"count\", \"stride\"}")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u32>, A::Error> {
+            let mut out: Vec<u32> = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 12));
+            while let Some(e) = seq.next_element::<Entry>()? {
+                match e.0 {
+                    Item::One(c) => out.push(c),
+                    Item::Run { start, count, stride } => {
+                        if out.len() as u64 + count as u64 > MAX_RUN {
+                            return Err(de::Error::custom(format_args!(
+                                "the list expands to more than {MAX_RUN} chunks (two per chunk a collective may have)"
+                            )));
+                        }
+                        out.extend((0..count).map(|k| start + k * stride));
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(List)
+}
+
+/// One entry of a chunk list being read.
+struct Entry(Item);
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Entry, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entry;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a chunk id (u32) or a range {\"start\", \"count\", \"stride\"}")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Entry, E> {
+                u32::try_from(v)
+                    .map(|c| Entry(Item::One(c)))
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &"a chunk id (u32)"))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Entry, E> {
+                Err(E::invalid_value(de::Unexpected::Signed(v), &"a chunk id (u32)"))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+                let (mut start, mut count, mut stride) = (None, None, None);
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let slot = match &*key {
+                        "start" => &mut start,
+                        "count" => &mut count,
+                        "stride" => &mut stride,
+                        other => return Err(de::Error::unknown_field(other, &["start", "count", "stride"])),
+                    };
+                    if slot.is_some() {
+                        return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+                    }
+                    *slot = Some(map.next_value::<u32>()?);
+                }
+                let start = start.ok_or_else(|| de::Error::missing_field("start"))?;
+                let count = count.ok_or_else(|| de::Error::missing_field("count"))?;
+                let stride = stride.unwrap_or(1);
+                if count == 0 {
+                    return Err(de::Error::custom("a range of count 0: expected at least 1 chunk"));
+                }
+                if stride == 0 {
+                    return Err(de::Error::custom("a range of stride 0: expected at least 1"));
+                }
+                let last = (count as u64 - 1) * stride as u64 + start as u64;
+                if last > u32::MAX as u64 {
+                    return Err(de::Error::custom(format_args!(
+                        "a range from {start} of {count} chunks {stride} apart ends at {last}, past {}",
+                        u32::MAX
+                    )));
+                }
+                if count as u64 > MAX_RUN {
+                    return Err(de::Error::custom(format_args!("a range of {count} chunks: at most {MAX_RUN}")));
+                }
+                Ok(Entry(Item::Run { start, count, stride }))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Whether `s`'s conditions are the ones its collective object implies (not a custom
+/// collective's, which are written out): only then does the compact form leave them out. A
+/// condition a producer or a test changed is written as it is.
+pub fn conditions_implied(s: &Schedule) -> bool {
+    if s.collective.kind == CollectiveKind::Custom || s.precondition.is_empty() || s.postcondition.is_empty() {
+        return false;
+    }
+    let Ok(c) = Collective::build_unchecked_reusing(&s.collective, &s.topology, &[&s.precondition, &s.postcondition])
+    else {
+        return false;
+    };
+    let same = |declared: &Pairs, built: &Pairs| std::sync::Arc::ptr_eq(declared, built) || declared[..] == built[..];
+    c.num_chunks == s.num_chunks && same(&s.precondition, &c.precondition) && same(&s.postcondition, &c.postcondition)
+}
+
+/// The conditions a schedule read without them has: those its collective object implies, or
+/// none where it cannot be built (the validator then reports `invalid_collective`).
+pub(super) fn implied(s: &Schedule) -> (Pairs, Pairs) {
+    match Collective::build_unchecked(&s.collective, &s.topology) {
+        Ok(c) => (c.precondition, c.postcondition),
+        Err(_) => (Pairs::default(), Pairs::default()),
+    }
+}
+
+/// A schedule as written in one form: `schedule.written(Form::Explicit)`. The field order is
+/// the format's (the store finds the topology as the first field after format, algorithm and
+/// seed).
+pub struct Written<'a> {
+    pub schedule: &'a Schedule,
+    pub form: Form,
+}
+
+impl Serialize for Written<'_> {
+    fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        let s = self.schedule;
+        let conditions = self.form == Form::Explicit || !conditions_implied(s);
+        let mut n = 7 + usize::from(s.algorithm.is_some()) + usize::from(s.seed.is_some());
+        n += 2 * usize::from(conditions) + usize::from(!s.scratch.is_empty());
+        n += usize::from(s.collective_time_ns.is_some());
+        let mut m = ser.serialize_struct("Schedule", n)?;
+        m.serialize_field("format", &s.format)?;
+        if let Some(a) = &s.algorithm {
+            m.serialize_field("algorithm", a)?;
+        }
+        if let Some(seed) = &s.seed {
+            m.serialize_field("seed", seed)?;
+        }
+        m.serialize_field("topology", &s.topology)?;
+        m.serialize_field("collective", &s.collective)?;
+        m.serialize_field("num_chunks", &s.num_chunks)?;
+        m.serialize_field("chunk_size_bytes", &s.chunk_size_bytes)?;
+        m.serialize_field("combining", &s.combining)?;
+        if conditions {
+            m.serialize_field("precondition", &*s.precondition)?;
+            m.serialize_field("postcondition", &*s.postcondition)?;
+        }
+        if !s.scratch.is_empty() {
+            m.serialize_field("scratch", &s.scratch)?;
+        }
+        m.serialize_field("transfers", &TransfersIn { transfers: &s.transfers, form: self.form })?;
+        if let Some(t) = &s.collective_time_ns {
+            m.serialize_field("collective_time_ns", t)?;
+        }
+        m.end()
+    }
+}
+
+/// The transfers array in one form.
+struct TransfersIn<'a> {
+    transfers: &'a Transfers,
+    form: Form,
+}
+
+impl Serialize for TransfersIn<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.transfers.len()))?;
+        for t in self.transfers.iter() {
+            seq.serialize_element(&t.written_as(self.form))?;
+        }
+        seq.end()
+    }
+}
+
+/// What a schedule is read into: `Schedule`'s fields with the conditions optional.
+#[derive(Deserialize)]
+pub(super) struct Read {
+    format: String,
+    #[serde(default)]
+    algorithm: Option<String>,
+    #[serde(default)]
+    seed: Option<u64>,
+    topology: crate::topology::Topology,
+    collective: crate::collective::CollectiveSpec,
+    num_chunks: usize,
+    chunk_size_bytes: f64,
+    combining: bool,
+    #[serde(default)]
+    precondition: Option<Pairs>,
+    #[serde(default)]
+    postcondition: Option<Pairs>,
+    #[serde(default)]
+    scratch: Vec<u32>,
+    transfers: Transfers,
+    #[serde(default)]
+    collective_time_ns: Option<f64>,
+}
+
+impl Read {
+    /// The schedule, its missing conditions those the collective implies.
+    pub(super) fn into_schedule(self) -> Schedule {
+        let mut s = Schedule {
+            format: self.format,
+            algorithm: self.algorithm,
+            seed: self.seed,
+            topology: self.topology,
+            collective: self.collective,
+            num_chunks: self.num_chunks,
+            chunk_size_bytes: self.chunk_size_bytes,
+            combining: self.combining,
+            precondition: self.precondition.clone().unwrap_or_default(),
+            postcondition: self.postcondition.clone().unwrap_or_default(),
+            scratch: self.scratch,
+            transfers: self.transfers,
+            collective_time_ns: self.collective_time_ns,
+        };
+        if self.precondition.is_none() || self.postcondition.is_none() {
+            let (pre, post) = implied(&s);
+            if self.precondition.is_none() {
+                s.precondition = pre;
+            }
+            if self.postcondition.is_none() {
+                s.postcondition = post;
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(list: &[u32]) -> String {
+        let mut out = Vec::new();
+        write_list(list, Form::Compact, &mut serde_json::Serializer::new(&mut out)).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn read(text: &str) -> Result<Vec<u32>, String> {
+        read_list(&mut serde_json::Deserializer::from_str(text)).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn runs_are_written_where_shorter() {
+        assert_eq!(json(&[]), "[]");
+        assert_eq!(json(&[7]), "[7]");
+        assert_eq!(json(&[0, 4, 8, 12]), "[0,4,8,12]");
+        let every_fourth: Vec<u32> = (0..64).map(|k| 3 + 4 * k).collect();
+        assert_eq!(json(&every_fourth), r#"[{"start":3,"count":64,"stride":4}]"#);
+        let consecutive: Vec<u32> = (100..140).collect();
+        assert_eq!(json(&consecutive), r#"[{"start":100,"count":40}]"#);
+        // A stray id before a run, a descending tail, and two runs of different strides.
+        let mut mixed = vec![5];
+        mixed.extend(100..130);
+        mixed.extend([9, 8]);
+        mixed.extend((0..20).map(|k| 1000 + 7 * k));
+        assert_eq!(json(&mixed), r#"[5,{"start":100,"count":30},9,8,{"start":1000,"count":20,"stride":7}]"#);
+        for list in [vec![], vec![7], every_fourth, consecutive, mixed] {
+            assert_eq!(read(&json(&list)).unwrap(), list);
+            assert_eq!(list_json_len(&list, Form::Compact), json(&list).len() as u64);
+            assert_eq!(list_json_len(&list, Form::Explicit), serde_json::to_string(&list).unwrap().len() as u64);
+        }
+    }
+
+    #[test]
+    fn a_bad_range_is_refused_before_it_is_expanded() {
+        assert_eq!(read(r#"[{"start":4,"count":3,"stride":2}]"#).unwrap(), vec![4, 6, 8]);
+        assert_eq!(read(r#"[1,{"count":2,"start":4}]"#).unwrap(), vec![1, 4, 5]);
+        for (text, says) in [
+            (r#"[{"start":4,"count":0}]"#, "count 0"),
+            (r#"[{"start":4,"count":2,"stride":0}]"#, "stride 0"),
+            (r#"[{"start":4294967290,"count":3,"stride":3}]"#, "past 4294967295"),
+            (r#"[{"start":0,"count":4000000000}]"#, "at most 67108864"),
+            (r#"[{"start":4}]"#, "missing field `count`"),
+            (r#"[{"start":4,"count":1,"step":1}]"#, "unknown field `step`"),
+            (r#"[{"start":4,"count":1,"count":2}]"#, "duplicate field `count`"),
+            (r#"[-1]"#, "expected a chunk id"),
+            (r#"[4294967296]"#, "expected a chunk id"),
+            (r#"{"start":4,"count":1}"#, "expected an array"),
+        ] {
+            let e = read(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
+    }
+}

@@ -28,8 +28,9 @@ pub struct Config {
     pub drain_ms: u64,
     /// Claims of one job before it is failed (its worker keeps stopping without finishing).
     pub max_attempts: i64,
-    /// Largest schedule JSON stored; a larger result fails its job with the reason. Large
-    /// schedules are stored packed and served as a stream: this bounds what one GET sends.
+    /// Largest schedule stored, counted as its explicit JSON (every chunk id listed); a larger
+    /// result fails its job with the reason. Large schedules are stored packed and served as a
+    /// stream: this bounds what one GET sends (the explicit export, the longest form).
     pub max_result_bytes: usize,
     /// A connection that has not sent a complete request head this long after it opened, or
     /// after its last response, is closed (slow or idle clients hold no connection for long).

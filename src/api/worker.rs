@@ -224,7 +224,7 @@ async fn execute(
         return Err(JobEnd::failed(
             Refused,
             format!(
-                "the schedule is {} bytes; this server stores at most {} (--max-result-bytes)",
+                "the schedule is {} bytes of explicit JSON; this server stores at most {} (--max-result-bytes)",
                 body.json_len(),
                 st.config.max_result_bytes
             ),

@@ -318,6 +318,13 @@ fn export_and_synth_write_the_compact_and_the_explicit_form() {
     let back = String::from_utf8(o.stdout).unwrap();
     assert!(back.contains(r#""count":16}"#) && !back.contains("precondition"));
     assert!(Schedule::from_json(&back).unwrap() == a);
+    // The runtimes' exports read the compact form as they read the explicit one.
+    for format in ["msccl-xml", "mscclpp-json"] {
+        let [a, b] =
+            [&compact, &written].map(|text| ccsynth(&["export", "--format", format, "-"], Some(text.as_str())));
+        assert_eq!((a.status.code(), b.status.code()), (Some(0), Some(0)), "{}", String::from_utf8_lossy(&a.stderr));
+        assert!(a.stdout == b.stdout && !a.stdout.is_empty(), "{format}: the two forms export differently");
+    }
     // An invalid schedule is refused in either form, as before.
     let broken = compact.replacen(r#""count":16}"#, r#""count":15}"#, 1);
     let o = ccsynth(&["export", "--format", "explicit", "-"], Some(&broken));

@@ -50,7 +50,7 @@ pub struct ServeArgs {
     /// Claims of one job before it is failed (its worker keeps stopping without finishing).
     #[arg(long, default_value_t = 3)]
     pub max_attempts: i64,
-    /// Largest schedule JSON stored (bytes; default 8 GiB); a larger result fails its job with the reason. Large schedules are stored packed and compressed, and served as a stream: this bounds what one GET sends, not memory
+    /// Largest schedule stored, counted as its explicit JSON (bytes; default 8 GiB; the compact form GET serves is shorter); a larger result fails its job with the reason. Large schedules are stored packed and compressed, and served as a stream: this bounds what one GET sends, not memory
     #[arg(long, default_value_t = 8 << 30)]
     pub max_result_bytes: usize,
     /// Memory (MiB) that schedule exports computed at once may use, by their estimates

@@ -53,7 +53,8 @@ const SAME: u64 = u64::MAX;
 /// Packs `s`. `edit_header` may change the header's JSON (the schedule with empty conditions
 /// and no transfers) before it is written: the service leaves out a topology it stores once.
 pub fn pack(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<Packing> {
-    let (header, json_len) = header_and_len(s, edit_header)?;
+    let header = header(s, edit_header)?;
+    let json_len = len_with(&header, s, Form::Explicit);
     let mut out = Vec::with_capacity(64 + header.len() + 17 * s.transfers.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&json_len.to_le_bytes());
@@ -77,17 +78,12 @@ pub fn schedule_json_len(s: &mut Schedule) -> serde_json::Result<u64> {
 
 /// The length of `s`'s JSON in `form`, counted without writing it.
 pub fn schedule_json_len_in(s: &mut Schedule, form: Form) -> serde_json::Result<u64> {
-    let implied = form == Form::Compact && super::wire::conditions_implied(s);
-    let (header, _) = header_and_len(s, |_| {})?;
-    // The header holds `"precondition":[],"postcondition":[],` and `"transfers":[]`.
-    let conditions =
-        if implied { 0 } else { pairs_json_len(&s.precondition) + pairs_json_len(&s.postcondition) + 37 - 4 };
-    Ok(header.len() as u64 - 37 - 2 + conditions + transfers_json_len(&s.transfers, form))
+    let header = header(s, |_| {})?;
+    Ok(len_with(&header, s, form))
 }
 
-/// The header (edited) and the length of the explicit JSON it stands for: what the service's
-/// result limit and export budgets read, as it grows with the chunk moves a reader holds.
-fn header_and_len(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<(String, u64)> {
+/// The header (edited): `s`'s JSON with empty conditions and no transfers.
+fn header(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> serde_json::Result<String> {
     let transfers = std::mem::take(&mut s.transfers);
     let pre = std::mem::take(&mut s.precondition);
     let post = std::mem::take(&mut s.postcondition);
@@ -96,12 +92,21 @@ fn header_and_len(s: &mut Schedule, edit_header: impl FnOnce(&mut String)) -> se
     (s.transfers, s.precondition, s.postcondition) = (transfers, pre, post);
     let mut header = header?;
     edit_header(&mut header);
-    // The header holds [] for each condition and for the transfers.
-    let json_len = header.len() as u64 - 6
-        + pairs_json_len(&s.precondition)
-        + pairs_json_len(&s.postcondition)
-        + json_len(&s.transfers);
-    Ok((header, json_len))
+    Ok(header)
+}
+
+/// The length of the JSON in `form` that `header` stands for with `s`'s conditions and
+/// transfers. In the explicit form, what the service's result limit and export budgets read:
+/// it grows with the chunk moves a reader holds.
+fn len_with(header: &str, s: &Schedule, form: Form) -> u64 {
+    // The header writes `"precondition":[],"postcondition":[],` (37 characters, 33 without
+    // the brackets) and `[]` for the transfers.
+    let conditions = if form == Form::Compact && super::wire::conditions_implied(s) {
+        0
+    } else {
+        33 + pairs_json_len(&s.precondition) + pairs_json_len(&s.postcondition)
+    };
+    header.len() as u64 - 37 - 2 + conditions + transfers_json_len(&s.transfers, form)
 }
 
 /// Splits a packed body into its parts.
@@ -189,10 +194,6 @@ pub fn json_len(transfers: &Transfers) -> u64 {
 /// The length of `transfers`' JSON array in `form` as serde_json writes it (without
 /// whitespace), counted without writing it.
 pub fn transfers_json_len(transfers: &Transfers, form: Form) -> u64 {
-    // An array of numbers: its brackets, its commas and its digits.
-    fn array(v: &[u32]) -> u64 {
-        list_json_len(v, Form::Explicit)
-    }
     // Lists shared by many transfers are measured once.
     let mut by_list: Vec<Option<u64>> = vec![None; transfers.lists().len()];
     let mut n = 2 + transfers.len().saturating_sub(1) as u64;
@@ -208,7 +209,7 @@ pub fn transfers_json_len(transfers: &Transfers, form: Form) -> u64 {
             super::Op::Reduce => 8,
         };
         if let Some(p) = t.path {
-            n += 8 + array(p); // ,"path":
+            n += 8 + list_json_len(p, Form::Explicit); // ,"path":
         }
         if let Some(d) = t.dst_chunks {
             n += 14 + list_json_len(d, form); // ,"dst_chunks":

@@ -58,54 +58,13 @@ pub struct TransferRef<'a> {
     pub dst_chunks: Option<&'a [u32]>,
 }
 
-/// A transfer as one form writes it (`wire`).
-pub(super) struct WrittenTransfer<'a> {
-    t: TransferRef<'a>,
-    form: Form,
-}
-
-/// A chunk list as one form writes it.
-struct ListIn<'a>(&'a [u32], Form);
-
-impl Serialize for ListIn<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        super::wire::write_list(self.0, self.1, s)
-    }
-}
-
-impl Serialize for WrittenTransfer<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let t = &self.t;
-        let n = 5 + usize::from(t.path.is_some()) + usize::from(t.dst_chunks.is_some());
-        let mut m = s.serialize_struct("Transfer", n)?;
-        m.serialize_field("step", &t.step)?;
-        m.serialize_field("src", &t.src)?;
-        m.serialize_field("dst", &t.dst)?;
-        m.serialize_field("chunks", &ListIn(t.chunks, self.form))?;
-        m.serialize_field("op", &t.op)?;
-        if let Some(p) = t.path {
-            m.serialize_field("path", p)?;
-        }
-        if let Some(d) = t.dst_chunks {
-            m.serialize_field("dst_chunks", &ListIn(d, self.form))?;
-        }
-        m.end()
-    }
-}
-
 impl Serialize for TransferRef<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.written_as(Form::Compact).serialize(s)
+        super::wire::WrittenTransfer { t: *self, form: Form::Compact }.serialize(s)
     }
 }
 
 impl<'a> TransferRef<'a> {
-    /// The transfer as `form` writes it.
-    pub(super) fn written_as(self, form: Form) -> WrittenTransfer<'a> {
-        WrittenTransfer { t: self, form }
-    }
-
     /// The slots written at the destination.
     pub fn written(&self) -> &'a [u32] {
         self.dst_chunks.unwrap_or(self.chunks)

@@ -4,7 +4,7 @@
 //! chunk id listed, both conditions written out), which every reader of v1 takes. Both are
 //! `ccsynth.schedule.v1` (docs/FORMAT.md, "Compact form").
 
-use super::{Schedule, Transfers};
+use super::{Schedule, TransferRef, Transfers};
 use crate::collective::{Collective, CollectiveKind, Pairs};
 use crate::limits;
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -286,9 +286,44 @@ impl Serialize for TransfersIn<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut seq = s.serialize_seq(Some(self.transfers.len()))?;
         for t in self.transfers.iter() {
-            seq.serialize_element(&t.written_as(self.form))?;
+            seq.serialize_element(&WrittenTransfer { t, form: self.form })?;
         }
         seq.end()
+    }
+}
+
+/// A transfer as one form writes it (`TransferRef`'s `Serialize`: the compact form).
+pub(super) struct WrittenTransfer<'a> {
+    pub(super) t: TransferRef<'a>,
+    pub(super) form: Form,
+}
+
+impl Serialize for WrittenTransfer<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let t = &self.t;
+        let n = 5 + usize::from(t.path.is_some()) + usize::from(t.dst_chunks.is_some());
+        let mut m = s.serialize_struct("Transfer", n)?;
+        m.serialize_field("step", &t.step)?;
+        m.serialize_field("src", &t.src)?;
+        m.serialize_field("dst", &t.dst)?;
+        m.serialize_field("chunks", &ListIn(t.chunks, self.form))?;
+        m.serialize_field("op", &t.op)?;
+        if let Some(p) = t.path {
+            m.serialize_field("path", p)?;
+        }
+        if let Some(d) = t.dst_chunks {
+            m.serialize_field("dst_chunks", &ListIn(d, self.form))?;
+        }
+        m.end()
+    }
+}
+
+/// A chunk list as one form writes it.
+struct ListIn<'a>(&'a [u32], Form);
+
+impl Serialize for ListIn<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        write_list(self.0, self.1, s)
     }
 }
 
@@ -319,6 +354,7 @@ pub(super) struct Read {
 impl Read {
     /// The schedule, its missing conditions those the collective implies.
     pub(super) fn into_schedule(self) -> Schedule {
+        let (pre, post) = (self.precondition, self.postcondition);
         let mut s = Schedule {
             format: self.format,
             algorithm: self.algorithm,
@@ -328,21 +364,16 @@ impl Read {
             num_chunks: self.num_chunks,
             chunk_size_bytes: self.chunk_size_bytes,
             combining: self.combining,
-            precondition: self.precondition.clone().unwrap_or_default(),
-            postcondition: self.postcondition.clone().unwrap_or_default(),
+            precondition: Pairs::default(),
+            postcondition: Pairs::default(),
             scratch: self.scratch,
             transfers: self.transfers,
             collective_time_ns: self.collective_time_ns,
         };
-        if self.precondition.is_none() || self.postcondition.is_none() {
-            let (pre, post) = implied(&s);
-            if self.precondition.is_none() {
-                s.precondition = pre;
-            }
-            if self.postcondition.is_none() {
-                s.postcondition = post;
-            }
-        }
+        let (implied_pre, implied_post) =
+            if pre.is_none() || post.is_none() { implied(&s) } else { Default::default() };
+        s.precondition = pre.unwrap_or(implied_pre);
+        s.postcondition = post.unwrap_or(implied_post);
         s
     }
 }

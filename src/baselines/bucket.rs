@@ -67,7 +67,7 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                 }
             }
         };
-        let mut step = 0u32;
+        let mut step: u32;
         // A step's messages carry one chunk list per group (the group's first block names it):
         // built once and shared (on torus:64x64, 16,384 messages a step, 64 or 4,096 lists).
         let mut lists: Vec<Option<ChunkList>> = vec![None; p];
@@ -99,13 +99,25 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                 *step += 1;
             }
         };
+        // The t-th phase of every part starts at the same step, `t` times the longest line
+        // apart. A link serves its messages in step order, and on a torus of unequal sides
+        // one part's short messages (a dimension it reduces late) share links with another's
+        // long ones (the same dimension, reduced first): numbered side by side, each short
+        // message waited for the long one of the step before it, and the part's last phase
+        // started only when the other's long phase was half done (bucket on torus:16x32 ran
+        // 1.50x its bound). Aligned, the short phases of the all-gather precede the long
+        // ones. On equal sides nothing moves.
+        let line = g.dims.iter().max().map_or(0, |&d| d - 1) as u32;
         if rs {
             for i in 0..dims {
+                step = i as u32 * line;
                 line_phase(&mut out, &mut step, order[i], &order[..i], true);
             }
         }
+        let ag_from = if rs { dims as u32 * line } else { 0 };
         if ag {
-            for i in (0..dims).rev() {
+            for (t, i) in (0..dims).rev().enumerate() {
+                step = ag_from + t as u32 * line;
                 line_phase(&mut out, &mut step, order[i], &order[..i], false);
             }
         }

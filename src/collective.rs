@@ -5,13 +5,14 @@ use crate::limits;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 mod holders;
+mod pairs;
 mod prepost;
 
 pub use holders::Holders;
-use prepost::{check_sources, conditions, every_pair_sides, is_every_pair, reachable_from};
+pub use pairs::Pairs;
+use prepost::{check_sources, conditions, every_pair_sides, reachable_from};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -166,11 +167,6 @@ pub fn condition_pairs(kind: CollectiveKind, p: usize, chunks: usize) -> Option<
     }
 }
 
-/// `(npu, chunk)` pairs of a condition, sorted and without duplicates, shared: a 4096-NPU
-/// all-reduce has 16.7 M pairs (134 MB) in each condition, and its collective and the
-/// schedules built for it hold the same lists.
-pub type Pairs = Arc<Vec<[u32; 2]>>;
-
 /// A collective made concrete on a topology. Conditions are sorted `(npu, chunk)` pairs of
 /// topology NPU ids. Combining: `(v, c)` in the precondition means v holds its own
 /// contribution to c; in the postcondition, v must hold c reduced over every NPU that holds
@@ -198,17 +194,6 @@ impl Collective {
     /// Builds the conditions without the reachability check (the validator uses this: an
     /// unreachable postcondition is then reported as unmet, not as bad input).
     pub fn build_unchecked(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
-        Collective::build_unchecked_reusing(spec, topo, &[])
-    }
-
-    /// `build_unchecked`, taking a condition list from `known` (a schedule's declared lists)
-    /// where it is the one the spec makes of every chunk at every NPU, compared as that list is
-    /// generated: a 4096-NPU all-reduce's (2^26 pairs, 537 MB) is then not built a second time.
-    pub fn build_unchecked_reusing(
-        spec: &CollectiveSpec,
-        topo: &Topology,
-        known: &[&Pairs],
-    ) -> Result<Collective, InputError> {
         let mut errs = Errors::default();
         let group = resolve_group(spec, topo, &mut errs);
         check_fields(spec, &mut errs);
@@ -232,24 +217,21 @@ impl Collective {
             CollectiveKind::AllToAll => spec.size_bytes as f64 / (p * k) as f64,
             _ => spec.size_bytes as f64 / num_chunks as f64,
         };
-        let (pre_all, post_all) = every_pair_sides(kind);
-        let reused = if pre_all || post_all {
-            known.iter().find(|l| is_every_pair(l, &group, num_chunks)).map(|l| Arc::clone(l))
-        } else {
-            None
-        };
-        let (pre, post, combining) = conditions(spec, &group, num_chunks, root_rank, reused.is_some(), &mut errs);
+        let (pre, post, combining) = conditions(spec, &group, num_chunks, root_rank, &mut errs);
         if kind == CollectiveKind::Custom && errs.is_empty() {
             check_sources(&pre, &post, num_chunks, &mut errs);
         }
-        // An all-reduce's conditions are the same list (every NPU, every chunk): held once (a
-        // 4096-NPU all-reduce in 4 parts has 67 M pairs, 537 MB, in each).
-        let side = |built: Vec<[u32; 2]>, all: bool| match (&reused, all) {
-            (Some(r), true) => r.clone(),
-            _ => Arc::new(built),
+        // A side that is every chunk at every NPU is held as the group and the chunk count (a
+        // 4096-NPU all-reduce in 4 parts would list 67 M pairs, 537 MB); an all-reduce's two
+        // sides are one.
+        let (pre_all, post_all) = every_pair_sides(kind);
+        let every = || Pairs::every(group.iter().map(|&v| v as u32).collect(), num_chunks as u32);
+        let precondition = if pre_all { every() } else { Pairs::from(pre) };
+        let postcondition = match (kind, post_all) {
+            (CollectiveKind::AllReduce, _) => precondition.clone(),
+            (_, true) => every(),
+            _ => Pairs::from(post),
         };
-        let precondition = side(pre, pre_all);
-        let postcondition = if kind == CollectiveKind::AllReduce { precondition.clone() } else { side(post, post_all) };
         errs.into_result(Collective {
             spec: spec.clone(),
             group,
@@ -294,7 +276,7 @@ impl Collective {
     /// `needed_with`, one pair at a time (in postcondition order), for passes that need not
     /// hold the list.
     pub fn needed_iter<'a>(&'a self, holders: &'a Holders) -> impl Iterator<Item = [u32; 2]> + 'a {
-        self.postcondition.iter().copied().filter(move |&[v, c]| {
+        self.postcondition.iter().filter(move |&[v, c]| {
             let h = holders.of(c as usize);
             if self.combining { h.iter().any(|&u| u != v) } else { h.binary_search(&v).is_err() }
         })
@@ -305,9 +287,9 @@ impl Collective {
         // Fast path, without building the holders: every NPU either condition names lies in one
         // strongly connected component (a 4096-NPU all-reduce's conditions are 2^26 pairs).
         let scc = topo.scc_ids();
-        let post: &[[u32; 2]] =
-            if Arc::ptr_eq(&self.precondition, &self.postcondition) { &[] } else { &self.postcondition };
-        let mut npus = self.precondition.iter().chain(post).map(|&[v, _]| v as usize);
+        let post =
+            if Pairs::ptr_eq(&self.precondition, &self.postcondition) { None } else { Some(&self.postcondition) };
+        let mut npus = self.precondition.npus().chain(post.into_iter().flat_map(Pairs::npus)).map(|v| v as usize);
         if let Some(first) = npus.next().and_then(|v| scc.get(v).copied())
             && npus.all(|v| scc.get(v) == Some(&first))
         {
@@ -442,7 +424,8 @@ fn resolve_root(spec: &CollectiveSpec, group: &[usize], errs: &mut Errors) -> Op
 }
 
 /// The collective's chunk count over `p` NPUs with `k` chunks per NPU (given for `custom`),
-/// refused beyond the chunk and condition-pair limits.
+/// refused beyond the chunk limit. Its conditions cost no more: a side of every chunk at every
+/// NPU is held as the group (`Pairs::every`), the others list each chunk once.
 fn count_chunks(spec: &CollectiveSpec, p: usize, k: usize) -> Result<usize, InputError> {
     let kind = spec.kind;
     let num_chunks = match kind {
@@ -461,13 +444,5 @@ fn count_chunks(spec: &CollectiveSpec, p: usize, k: usize) -> Result<usize, Inpu
             ));
         }
     };
-    if kind != CollectiveKind::Custom
-        && condition_pairs(kind, p, num_chunks).is_none_or(|n| n > limits::MAX_CONDITION_PAIRS)
-    {
-        return Err(InputError::new(
-            "chunks_per_npu",
-            format!("the conditions would exceed {} (npu, chunk) pairs", limits::MAX_CONDITION_PAIRS),
-        ));
-    }
     Ok(num_chunks)
 }

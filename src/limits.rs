@@ -9,8 +9,14 @@ pub const MAX_CHUNKS: usize = 1 << 25;
 /// Chunk ids held in a schedule's distinct chunk lists once read (what its ranges expand to:
 /// 1 GiB).
 pub const MAX_LIST_ENTRIES: usize = 1 << 28;
-/// (npu, chunk) pairs in one pre- or postcondition.
+/// (npu, chunk) pairs a custom collective's condition may list, and a synthesizer (the greedy,
+/// the ILP) may track in the larger of its collective's conditions: it holds state per pair
+/// (the greedy held 6.5 GB for the 2^26 of an all-reduce on 8,192 NPUs).
 pub const MAX_CONDITION_PAIRS: usize = 1 << 26;
+/// (npu, slot) cells the check of one schedule tracks: the simulator holds 4 bytes per cell, the
+/// validator 8 per cell of the groups of chunks it replays at once. Bucket's all-reduce on
+/// 16,384 NPUs (4 chunks per NPU) has 2^30.
+pub const MAX_CHECKED_CELLS: usize = 1 << 30;
 /// Violations listed in a report; the total is still counted beyond this.
 pub const MAX_REPORTED_VIOLATIONS: usize = 1000;
 /// Work budget (compute NPUs × (nodes + links)) above which the exact min-cut bound is skipped.

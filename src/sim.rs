@@ -104,7 +104,9 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
     // A slot's contents are final when the transfer that wrote them last ends: the table holds
     // that transfer (index + 1; 0 for a slot never written, final at time 0) and `ends` its end,
     // 4 bytes a slot instead of 8 (bucket on torus:64x64 in 4 parts: 2^26 slots).
-    let mut ready: SlotTable<u32> = SlotTable::new(topo.npus(), layout.len() + s.scratch.len());
+    // Every postcondition pair is written (and every precondition pair read) at least once.
+    let filled = s.precondition.len().max(s.postcondition.len());
+    let mut ready: SlotTable<u32> = SlotTable::for_filled(topo.npus(), layout.len() + s.scratch.len(), filled);
     let mut ends = vec![0.0f64; s.transfers.len() + 1];
     let mut link_free = vec![0.0f64; topo.links().len()];
     let mut busy = vec![0.0f64; topo.links().len()];

@@ -32,6 +32,17 @@ impl<T: Clone + Default> SlotTable<T> {
         }
     }
 
+    /// `new` for a table of which about `filled` cells will be written: dense also beyond
+    /// `DENSE_SLOTS` when that is a quarter of its cells or more (4 bytes a cell against some
+    /// 16 a hashed entry, and every access a hash). An all-reduce writes every cell (bucket's on
+    /// 8,192 NPUs in 4 parts: 2^28); an all-to-all one per chunk and hop.
+    pub fn for_filled(npus: usize, chunks: usize, filled: usize) -> SlotTable<T> {
+        match npus.checked_mul(chunks) {
+            Some(n) if n <= DENSE_SLOTS || n / 4 <= filled => SlotTable::Dense { chunks, v: written(n) },
+            _ => SlotTable::Sparse { chunks, m: HashMap::default(), default: T::default() },
+        }
+    }
+
     pub fn get(&self, npu: usize, chunk: usize) -> &T {
         match self {
             SlotTable::Dense { chunks, v } => &v[npu * chunks + chunk],

@@ -10,7 +10,17 @@ pub struct Holders {
 }
 
 impl Holders {
-    pub fn new(pre: &[[u32; 2]], num_chunks: usize) -> Holders {
+    pub fn new(pre: &super::Pairs, num_chunks: usize) -> Holders {
+        if let Some((npus, chunks)) = pre.as_every()
+            && chunks == num_chunks
+        {
+            return Holders { start: Vec::new(), npus: npus.to_vec() };
+        }
+        Self::from_list(&pre.as_slice(), num_chunks)
+    }
+
+    /// `new` on a list.
+    pub fn from_list(pre: &[[u32; 2]], num_chunks: usize) -> Holders {
         match Self::uniform(pre, num_chunks) {
             Some(npus) => Holders { start: Vec::new(), npus },
             None => Self::csr(pre, num_chunks),
@@ -95,7 +105,7 @@ mod tests {
             if let Some((i, j)) = swap.filter(|&(i, j)| i < pre.len() && j < pre.len()) {
                 pre.swap(i, j);
             }
-            let shared = Holders::new(&pre, chunks);
+            let shared = Holders::from_list(&pre, chunks);
             let per_chunk = Holders::csr(&pre, chunks);
             if pre == canonical {
                 prop_assert!(shared.start.is_empty(), "an all-reduce's precondition shares one list");

@@ -4,7 +4,7 @@
 use super::*;
 
 /// Which of a kind's conditions (pre, post) are every chunk at every NPU of the group: the
-/// sides `conditions` builds with its `all`.
+/// sides `conditions` leaves empty, held as `Pairs::every`.
 pub(super) fn every_pair_sides(kind: CollectiveKind) -> (bool, bool) {
     use CollectiveKind::*;
     match kind {
@@ -15,26 +15,15 @@ pub(super) fn every_pair_sides(kind: CollectiveKind) -> (bool, bool) {
     }
 }
 
-/// Whether `list` is every chunk `0..num_chunks` at every NPU of `group`, sorted: the list
-/// `conditions` makes for that side, compared as it is generated.
-pub(super) fn is_every_pair(list: &[[u32; 2]], group: &[usize], num_chunks: usize) -> bool {
-    let mut npus: Vec<u32> = group.iter().map(|&v| v as u32).collect();
-    npus.sort_unstable();
-    npus.dedup();
-    list.len() == npus.len() * num_chunks
-        && list.iter().copied().eq(npus.iter().flat_map(|&v| (0..num_chunks as u32).map(move |c| [v, c])))
-}
-
 /// The precondition and postcondition (sorted, without duplicates) and the combining flag:
 /// built for the standard kinds, checked and taken from the spec for `custom`. A side that is
-/// every chunk at every NPU (`every_pair_sides`) is left empty when `skip_every_pair` (the
-/// caller has it).
+/// every chunk at every NPU (`every_pair_sides`) is left empty: the caller holds it as
+/// `Pairs::every`.
 pub(super) fn conditions(
     spec: &CollectiveSpec,
     group: &[usize],
     num_chunks: usize,
     root_rank: Option<usize>,
-    skip_every_pair: bool,
     errs: &mut Errors,
 ) -> (Vec<[u32; 2]>, Vec<[u32; 2]>, bool) {
     let p = group.len();
@@ -42,17 +31,6 @@ pub(super) fn conditions(
     let g = |r: usize| group[r] as u32;
     let mut pre: Vec<[u32; 2]> = Vec::new();
     let mut post: Vec<[u32; 2]> = Vec::new();
-    let all = |v: &mut Vec<[u32; 2]>| {
-        if skip_every_pair {
-            return;
-        }
-        v.reserve_exact(p * num_chunks);
-        for r in 0..p {
-            for c in 0..num_chunks {
-                v.push([g(r), c as u32]);
-            }
-        }
-    };
     let owned = |v: &mut Vec<[u32; 2]>| {
         for c in 0..num_chunks {
             v.push([g(c / k), c as u32]);
@@ -67,26 +45,19 @@ pub(super) fn conditions(
     let combining = match spec.kind {
         CollectiveKind::AllGather => {
             owned(&mut pre);
-            all(&mut post);
             false
         }
         CollectiveKind::ReduceScatter => {
-            all(&mut pre);
             owned(&mut post);
             true
         }
-        CollectiveKind::AllReduce => {
-            // The postcondition is the same list: `build_unchecked` shares it.
-            all(&mut pre);
-            true
-        }
+        // Both sides every pair, the one set shared (`build_unchecked`).
+        CollectiveKind::AllReduce => true,
         CollectiveKind::Broadcast => {
             at_root(&mut pre);
-            all(&mut post);
             false
         }
         CollectiveKind::Reduce => {
-            all(&mut pre);
             at_root(&mut post);
             true
         }

@@ -123,10 +123,24 @@ fn complete(
 }
 
 /// `check`, after refusing a schedule larger than `limits` allow (its topology's NPUs, its
-/// collective's chunks and conditions), estimated before the validator allocates for it.
+/// collective's chunks, and the (npu, slot) cells its declared chunks and scratch make for the
+/// validator and the simulator), estimated before either allocates for it.
 pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate::error::InputError> {
     request::check_npus(&s.topology, limits)?;
     request::check_chunks(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
+    let cells = s.topology.npus().checked_mul(s.slots());
+    if cells.is_none_or(|n| n > crate::limits::MAX_CHECKED_CELLS) {
+        return Err(crate::error::InputError::new(
+            "num_chunks",
+            format!(
+                "{} chunks and {} scratch slots on {} NPUs make more than {} (npu, slot) cells to check",
+                s.num_chunks,
+                s.scratch.len(),
+                s.topology.npus(),
+                crate::limits::MAX_CHECKED_CELLS
+            ),
+        ));
+    }
     Ok(check(s))
 }
 

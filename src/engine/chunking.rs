@@ -4,7 +4,7 @@
 //! simulated time, so this list only prunes work: a k whose chunks would be mostly latency,
 //! or whose synthesis would be too large to be worth it, is not tried.
 
-use super::request::{Limits, check_chunks};
+use super::request::{Limits, check_chunks, check_synthesis_pairs};
 use crate::collective::{CollectiveKind, CollectiveSpec, chunk_count};
 use crate::topology::Topology;
 
@@ -53,7 +53,9 @@ pub fn candidates(topology: &Topology, spec: &CollectiveSpec, limits: &Limits) -
         let worth = beta_over_alpha(topology, per_chunk) >= 0.5;
         let mut at_k = spec.clone();
         at_k.chunks_per_npu = Some(k);
-        let fits = n.saturating_mul(topology.npus()) <= WORK_CAP && check_chunks(&at_k, topology, limits).is_ok();
+        let fits = n.saturating_mul(topology.npus()) <= WORK_CAP
+            && check_chunks(&at_k, topology, limits).is_ok()
+            && check_synthesis_pairs(&at_k, topology, "greedy").is_ok();
         if !(worth && fits) {
             break;
         }

@@ -445,6 +445,9 @@ fn run_synthesizer(
     gate: Gate,
     incumbent_ns: Option<f64>,
 ) -> Result<Output, Error> {
+    if let Target::One(spec) = &req.target {
+        request::check_synthesis_pairs(spec, &req.topology, algorithm.name())?;
+    }
     let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
     let sr = SynthJob {
         topology: &req.topology,
@@ -497,6 +500,7 @@ fn run_synthesizer(
                     let mut at_k = spec.clone();
                     at_k.chunks_per_npu = Some(k);
                     request::check_chunks(&at_k, &req.topology, &req.limits).ok()?;
+                    request::check_synthesis_pairs(&at_k, &req.topology, "greedy").ok()?;
                     Collective::build(&at_k, &req.topology).ok()
                 })
                 .into_iter()

@@ -238,11 +238,7 @@ fn run_gated(
         e.note.get_or_insert_with(|| NOT_VALIDATED.to_string());
     }
     if out.report.lower_bounds.is_none()
-        && let Ok(c) = crate::collective::Collective::build_unchecked_reusing(
-            &out.schedule.collective,
-            &out.schedule.topology,
-            &[&out.schedule.precondition, &out.schedule.postcondition],
-        )
+        && let Ok(c) = crate::collective::Collective::build_unchecked(&out.schedule.collective, &out.schedule.topology)
     {
         let t0 = Instant::now();
         let b = crate::bounds::lower_bounds(&out.schedule.topology, &c);

@@ -380,8 +380,38 @@ pub(crate) fn check_npus(topology: &Topology, limits: &Limits) -> Result<(), Inp
     Ok(())
 }
 
-/// Refuses a collective whose chunk count, or whose conditions' (npu, chunk) pairs, would
-/// exceed the limits, from its parameters alone: nothing is allocated for it yet.
+/// Refuses a collective a synthesizer (the greedy, the ILP) would track too many (npu, chunk)
+/// pairs of: the larger of its conditions, over `limits::MAX_CONDITION_PAIRS` (it holds state
+/// per pair; the baselines, which do not, are bounded by `check_chunks` alone).
+pub(crate) fn check_synthesis_pairs(
+    c: &CollectiveSpec,
+    topology: &Topology,
+    algorithm: &str,
+) -> Result<(), InputError> {
+    if c.kind == CollectiveKind::Custom {
+        return Ok(());
+    }
+    let p = c.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len);
+    let k = c.chunks() as usize;
+    let pairs = crate::collective::chunk_count(c.kind, p, k)
+        .and_then(|n| crate::collective::condition_pairs(c.kind, p, n).map(|pairs| (n, pairs)));
+    match pairs {
+        Some((_, pairs)) if pairs <= crate::limits::MAX_CONDITION_PAIRS => Ok(()),
+        _ => Err(InputError::new(
+            "chunks_per_npu",
+            format!(
+                "{k}: {} chunks on {p} NPUs make more than {} (npu, chunk) pairs for the {algorithm} to track; \
+                 the baselines (\"auto\" tries them) take more",
+                pairs.map_or_else(|| "more than 2^64".to_string(), |(n, _)| n.to_string()),
+                crate::limits::MAX_CONDITION_PAIRS
+            ),
+        )),
+    }
+}
+
+/// Refuses a collective whose chunk count, or the (npu, chunk) cells its schedules' check
+/// tracks (`limits::MAX_CHECKED_CELLS`), would exceed the limits, from its parameters alone:
+/// nothing is allocated for it yet.
 pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Limits) -> Result<(), InputError> {
     if c.kind == CollectiveKind::Custom {
         // Custom conditions are listed in the request itself, so they are already bounded.
@@ -394,15 +424,16 @@ pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Lim
     }
     let p = c.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len);
     let k = c.chunks() as usize;
+    let npus = topology.npus();
     let chunks = crate::collective::chunk_count(c.kind, p, k);
-    let pairs = chunks.and_then(|n| crate::collective::condition_pairs(c.kind, p, n));
-    match (chunks, pairs) {
-        (Some(n), Some(pairs)) if n <= limits.max_chunks && pairs <= crate::limits::MAX_CONDITION_PAIRS => Ok(()),
+    let cells = chunks.and_then(|n| n.checked_mul(npus));
+    match (chunks, cells) {
+        (Some(n), Some(cells)) if n <= limits.max_chunks && cells <= crate::limits::MAX_CHECKED_CELLS => Ok(()),
         (Some(n), _) if n <= limits.max_chunks => Err(InputError::new(
             "chunks_per_npu",
             format!(
-                "{k}: {n} chunks on {p} NPUs make more than {} (npu, chunk) pairs",
-                crate::limits::MAX_CONDITION_PAIRS
+                "{k}: {n} chunks on {npus} NPUs make more than {} (npu, chunk) cells for the check of a schedule to track",
+                crate::limits::MAX_CHECKED_CELLS
             ),
         )),
         (n, _) => Err(InputError::new(

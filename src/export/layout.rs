@@ -187,7 +187,7 @@ impl<'a> Placement<'a> {
         let p = layout.p;
         let mut loc = vec![vec![None; s.slots()]; p];
         let mut occupant: Vec<HashMap<Cell, u32>> = vec![HashMap::new(); p];
-        for &[v, c] in s.precondition.iter() {
+        for [v, c] in s.precondition.iter() {
             let r = layout.rank_of[&v] as usize;
             if let Some(off) = layout.input(r, c as usize) {
                 let cell = Cell { buf: Buf::I, off };
@@ -196,7 +196,7 @@ impl<'a> Placement<'a> {
             }
         }
         let mut post = vec![Vec::new(); p];
-        for &[v, c] in s.postcondition.iter() {
+        for [v, c] in s.postcondition.iter() {
             post[layout.rank_of[&v] as usize].push(c);
         }
         post.iter_mut().for_each(|v| v.sort_unstable());

@@ -196,9 +196,8 @@ pub enum MscclError {
 /// and `engine::export_msccl`, the door, validates it first.
 pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclError> {
     fits(s)?;
-    let collective =
-        Collective::build_unchecked_reusing(&s.collective, &s.topology, &[&s.precondition, &s.postcondition])
-            .map_err(|e| MscclError::InvalidCollective(e.to_string()))?;
+    let collective = Collective::build_unchecked(&s.collective, &s.topology)
+        .map_err(|e| MscclError::InvalidCollective(e.to_string()))?;
     let mut layout = Layout::new(&collective, collective_name(&collective, opts.target)?);
     layout.number_chunks(s);
     if opts.max_bytes == Some(0) {

@@ -142,9 +142,8 @@ pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
 /// every chunk is), and `engine::export_mscclpp`, the door, validates it first.
 pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, MscclppError> {
     fits(s)?;
-    let collective =
-        Collective::build_unchecked_reusing(&s.collective, &s.topology, &[&s.precondition, &s.postcondition])
-            .map_err(|e| MscclppError::InvalidCollective(e.to_string()))?;
+    let collective = Collective::build_unchecked(&s.collective, &s.topology)
+        .map_err(|e| MscclppError::InvalidCollective(e.to_string()))?;
     let kind = collective.spec.kind;
     let coll = match kind {
         CollectiveKind::AllReduce => "allreduce",

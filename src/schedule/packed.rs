@@ -20,6 +20,7 @@
 use super::transfers::{MANY, PATH, REDUCE, SLOTS};
 use super::wire::{digits, list_json_len};
 use super::{ChunkList, Form, Route, Schedule, Transfer, Transfers};
+use crate::collective::Pairs;
 use std::sync::Arc;
 
 /// What a packed body starts with (a JSON body starts with `{`).
@@ -133,13 +134,13 @@ pub fn decode(bytes: &[u8], fix_header: impl FnOnce(&str) -> String) -> Result<S
     let mut r = Reader(p.rest);
     // No condition has more pairs than NPUs times chunks: a damaged length asks for no more.
     let cap = (s.topology.npus() as u64).saturating_mul(s.num_chunks as u64);
-    s.precondition = std::sync::Arc::new(runs(&mut r, "precondition", cap)?);
+    s.precondition = runs(&mut r, "precondition", cap)?;
     s.postcondition = match Reader(r.0).u64() {
         Ok(SAME) => {
             r.u64()?;
             s.precondition.clone()
         }
-        _ => std::sync::Arc::new(runs(&mut r, "postcondition", cap)?),
+        _ => runs(&mut r, "postcondition", cap)?,
     };
     s.transfers = Transfers::from_packed(r.0)?;
     Ok(s)
@@ -147,9 +148,9 @@ pub fn decode(bytes: &[u8], fix_header: impl FnOnce(&str) -> String) -> Result<S
 
 /// A condition as runs of consecutive chunks at one NPU: an all-reduce's 4 M pairs on 1024
 /// NPUs are 1024 runs.
-fn put_runs(out: &mut Vec<u8>, pairs: &[[u32; 2]]) {
+fn put_runs(out: &mut Vec<u8>, pairs: &Pairs) {
     let mut runs: Vec<[u32; 3]> = Vec::new();
-    for &[v, c] in pairs {
+    for [v, c] in pairs.iter() {
         match runs.last_mut() {
             Some([rv, first, len]) if *rv == v && first.checked_add(*len) == Some(c) => *len += 1,
             _ => runs.push([v, c, 1]),
@@ -162,27 +163,45 @@ fn put_runs(out: &mut Vec<u8>, pairs: &[[u32; 2]]) {
 }
 
 /// Reads `put_runs`'s condition, holding it to what a condition is: sorted, no pair twice.
-fn runs(r: &mut Reader, what: &str, cap: u64) -> Result<Vec<[u32; 2]>, String> {
+/// Runs of every chunk from 0 to the same end at each NPU are held as that (`Pairs::every`),
+/// not written out.
+fn runs(r: &mut Reader, what: &str, cap: u64) -> Result<Pairs, String> {
     let n = r.len()?;
-    let mut out: Vec<[u32; 2]> = Vec::new();
+    let mut read: Vec<[u32; 3]> = Vec::new();
+    let mut pairs = 0u64;
     for _ in 0..n {
         let (v, first, len) = (r.u32()?, r.u32()?, r.u32()?);
         let end =
             first.checked_add(len).filter(|_| len > 0).ok_or_else(|| format!("{what}: a run of {len} from {first}"))?;
-        if out.last().is_some_and(|&last| last >= [v, first]) {
+        if read.last().is_some_and(|&[u, f, l]| [u, f + l - 1] >= [v, first]) {
             return Err(format!("{what}: runs out of order at NPU {v}, chunk {first}"));
         }
-        if out.len() as u64 + len as u64 > cap {
+        pairs += len as u64;
+        if pairs > cap {
             return Err(format!("{what}: more than {cap} pairs (NPUs times chunks)"));
         }
-        out.extend((first..end).map(|c| [v, c]));
+        read.push([v, first, end - first]);
     }
-    Ok(out)
+    let chunks = read.first().map_or(0, |r| r[2]);
+    if chunks > 0 && read.iter().all(|&[_, first, len]| first == 0 && len == chunks) {
+        return Ok(Pairs::every(read.iter().map(|r| r[0]).collect(), chunks));
+    }
+    Ok(Pairs::from(
+        read.iter().flat_map(|&[v, first, len]| (first..first + len).map(move |c| [v, c])).collect::<Vec<_>>(),
+    ))
 }
 
-/// The length of a condition's JSON array ([[v,c],...]).
-fn pairs_json_len(pairs: &[[u32; 2]]) -> u64 {
-    2 + pairs.len().saturating_sub(1) as u64 + pairs.iter().map(|&[v, c]| 3 + digits(v) + digits(c)).sum::<u64>()
+/// The length of a condition's JSON array ([[v,c],...]); every chunk at every NPU of a set
+/// is counted per NPU.
+fn pairs_json_len(pairs: &Pairs) -> u64 {
+    let items = match pairs.as_every() {
+        Some((npus, chunks)) => {
+            let ids: u64 = (0..chunks as u32).map(digits).sum();
+            npus.iter().map(|&v| chunks as u64 * (3 + digits(v)) + ids).sum()
+        }
+        None => pairs.iter().map(|[v, c]| 3 + digits(v) + digits(c)).sum::<u64>(),
+    };
+    2 + pairs.len().saturating_sub(1) as u64 + items
 }
 
 /// The length of `transfers`' explicit JSON array (every chunk id listed), counted without
@@ -424,7 +443,7 @@ mod tests {
         let mut same = s.clone();
         same.postcondition = same.precondition.clone();
         let back = decode(&packed(&same), str::to_string).unwrap();
-        assert!(std::sync::Arc::ptr_eq(&back.precondition, &back.postcondition));
+        assert!(crate::collective::Pairs::ptr_eq(&back.precondition, &back.postcondition));
         assert_eq!(back, same);
     }
 

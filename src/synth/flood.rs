@@ -205,7 +205,7 @@ pub fn contributions_pay(topo: &crate::topology::Topology, c: &Collective) -> bo
     }
     let holders = c.holders();
     let mut received = vec![0usize; topo.nodes()];
-    for &[v, ch] in c.postcondition.iter() {
+    for [v, ch] in c.postcondition.iter() {
         received[v as usize] += holders.of(ch as usize).len().saturating_sub(1);
     }
     let bytes_ns = (0..topo.npus())
@@ -252,16 +252,18 @@ pub fn all_reduce_by_contributions(
 ) -> Result<(Schedule, u32, f64), super::SynthError> {
     let ten = round_ten(topo, c.chunk_size_bytes, model)?;
     let holders = c.holders();
-    // Items: the precondition pairs, in order; item i is (u, chunk) = precondition[i].
-    let items = c.precondition.len();
-    let pre: Vec<[u32; 2]> = c.precondition.iter().enumerate().map(|(i, &[u, _])| [u, i as u32]).collect();
+    // Items: the precondition pairs, in order; item i is (u, chunk) = precondition[i] (within
+    // the pair limit, `contributions_apply`).
+    let given = c.precondition.as_slice();
+    let items = given.len();
+    let pre: Vec<[u32; 2]> = given.iter().enumerate().map(|(i, &[u, _])| [u, i as u32]).collect();
     // The precondition is sorted by (npu, chunk); index items by chunk instead.
     let mut by_chunk: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
-    for (i, &[_, ch]) in c.precondition.iter().enumerate() {
+    for (i, &[_, ch]) in given.iter().enumerate() {
         by_chunk[ch as usize].push(i as u32);
     }
     let mut post = Vec::new();
-    for &[v, ch] in c.postcondition.iter() {
+    for [v, ch] in c.postcondition.iter() {
         if holders.of(ch as usize).binary_search(&v).is_err() {
             return Err(crate::error::InputError::new(
                 "collective",
@@ -270,7 +272,7 @@ pub fn all_reduce_by_contributions(
             .into());
         }
         for &i in &by_chunk[ch as usize] {
-            if c.precondition[i as usize][0] != v {
+            if given[i as usize][0] != v {
                 post.push([v, i]);
             }
         }
@@ -308,7 +310,7 @@ pub fn all_reduce_by_contributions(
             groups.len() - 1
         });
         let e = &ten.edges[m.edge as usize];
-        let [u, ch] = c.precondition[m.chunk as usize];
+        let [u, ch] = given[m.chunk as usize];
         groups[g].2.push(if e.src == u { ch } else { scratch_of(m.chunk) });
         groups[g].3.push(scratch_of(m.chunk));
     }
@@ -327,16 +329,14 @@ pub fn all_reduce_by_contributions(
     // NPU ends with, each into its own slot (a slot is written once per transfer). `post` is
     // sorted by NPU, then item, and items by contributor. One per contribution was p³ transfers
     // on an all-reduce of one chunk per NPU: 16.7 M on torus:16x16, 4.5 GB.
-    for run in
-        post.chunk_by(|a, b| a[0] == b[0] && c.precondition[a[1] as usize][0] == c.precondition[b[1] as usize][0])
-    {
+    for run in post.chunk_by(|a, b| a[0] == b[0] && given[a[1] as usize][0] == given[b[1] as usize][0]) {
         let v = run[0][0] as usize;
         let reads: Vec<u32> = run.iter().map(|&[_, i]| scratch_of(i)).collect();
-        let slots: Vec<u32> = run.iter().map(|&[_, i]| c.precondition[i as usize][1]).collect();
+        let slots: Vec<u32> = run.iter().map(|&[_, i]| given[i as usize][1]).collect();
         transfers.push(Transfer::reduce(last, v, v, reads).into_slots(slots));
     }
     let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.scratch = c.precondition.iter().map(|&[_, ch]| ch).collect();
+    s.scratch = given.iter().map(|&[_, ch]| ch).collect();
     s.seed = Some(seed);
     s.transfers = transfers.into();
     Ok((s, plan.timesteps + 1, ten.discretization_ns))

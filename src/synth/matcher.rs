@@ -133,8 +133,7 @@ pub fn greedy_grouped(
     let chunks = c.num_chunks.div_ceil(group);
     let mut members: Vec<u32> = c.group.iter().map(|&v| v as u32).collect();
     members.sort_unstable();
-    let all: Vec<[u32; 2]> = members.iter().flat_map(|&v| (0..chunks as u32).map(move |x| [v, x])).collect();
-    let all = std::sync::Arc::new(all);
+    let all = crate::collective::Pairs::every(members, chunks as u32);
     let coarse = Collective {
         spec: c.spec.clone(),
         group: c.group.clone(),

@@ -255,7 +255,7 @@ fn movement_core(
     let mut stats = PlanStats::default();
     let mut transfers = Transfers::new();
     let mut next_step = 0u32;
-    let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().copied().filter(|p| !combining[p[1] as usize]).collect();
+    let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().filter(|p| !combining[p[1] as usize]).collect();
     // Phase 1 is needed when some combining chunk has a contribution away from its root.
     let reduce_needed = c.precondition.iter().any(|p| combining[p[1] as usize] && p[0] != roots[p[1] as usize]);
     if combining.iter().any(|&x| x) {
@@ -263,7 +263,7 @@ fn movement_core(
         forward_pre.sort_unstable();
         forward_pre.dedup();
     }
-    let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(p).is_err());
+    let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(&p).is_err());
     // Each phase's problem: the reduce phase on the transposed topology (reversed afterwards),
     // the forward phase on the topology. Neither depends on the other's plan.
     let transposed = reduce_needed.then(|| topo.transposed());
@@ -281,7 +281,7 @@ fn movement_core(
         false => Vec::new(),
     };
     let reduce_post: Vec<[u32; 2]> = match reduce_needed {
-        true => c.precondition.iter().copied().filter(|p| combining[p[1] as usize]).collect(),
+        true => c.precondition.iter().filter(|p| combining[p[1] as usize]).collect(),
         false => Vec::new(),
     };
     let forward_ten = match needs_forward {
@@ -297,8 +297,10 @@ fn movement_core(
         rarest_first,
         capacity,
     };
+    // The greedy indexes its pairs (within the greedy's pair limit).
+    let post = c.postcondition.as_slice();
     let reduce_problem = reduce_ten.as_ref().map(|ten| problem(ten, &reduce_pre, &reduce_post));
-    let forward_problem = forward_ten.as_ref().map(|ten| problem(ten, &forward_pre, &c.postcondition));
+    let forward_problem = forward_ten.as_ref().map(|ten| problem(ten, &forward_pre, &post));
     let seeds = (opts.seed, opts.seed.wrapping_add(0x9E37_79B9));
     let (reduce_plan, forward_plan) = match (side_by_side, &reduce_problem, &forward_problem) {
         // Both phases at once on the pool (the matcher is single-threaded: a 4096-NPU
@@ -324,7 +326,7 @@ fn movement_core(
     }
     if let (Some(ten), Some(plan)) = (&forward_ten, forward_plan) {
         stats.discretization_ns = ten.discretization_ns;
-        let moves = prune_dead_ends(ten, c.num_chunks, plan.moves, &c.postcondition);
+        let moves = prune_dead_ends(ten, c.num_chunks, plan.moves, &post);
         stats.phase_timesteps.push(plan.timesteps);
         stats.replacements += plan.replacements;
         let sequential: u32 = stats.phase_timesteps.iter().sum();
@@ -401,7 +403,7 @@ fn multi_core(
         }
         let base = ranges.last().map(|r: &std::ops::Range<usize>| r.end).unwrap_or(0);
         ranges.push(base..base + t.num_chunks);
-        let shift = |p: &[u32; 2]| [p[0], p[1] + base as u32];
+        let shift = |p: [u32; 2]| [p[0], p[1] + base as u32];
         pre.extend(t.precondition.iter().map(shift));
         post.extend(t.postcondition.iter().map(shift));
         combining.extend(std::iter::repeat_n(t.combining, t.num_chunks));
@@ -505,13 +507,13 @@ fn roots_for(topo: &Topology, c: &Collective) -> (Vec<u32>, Option<Vec<u32>>) {
 /// rank (reduce-scatter, all-reduce), else a postcondition holder, spread over the holders.
 fn reduction_roots(c: &Collective) -> Vec<u32> {
     let mut dests: Vec<Vec<u32>> = vec![Vec::new(); c.num_chunks];
-    for &[v, ch] in c.postcondition.iter() {
+    for [v, ch] in c.postcondition.iter() {
         dests[ch as usize].push(v);
     }
     // A chunk nobody needs (a custom collective may leave one out of its postcondition) stays
     // with its first holder.
     let mut first_holder: Vec<Option<u32>> = vec![None; c.num_chunks];
-    for &[v, ch] in c.precondition.iter() {
+    for [v, ch] in c.precondition.iter() {
         first_holder[ch as usize].get_or_insert(v);
     }
     let p = c.group.len();

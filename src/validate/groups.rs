@@ -1,6 +1,7 @@
 //! The groups of chunks the validator replays in independent passes: each a range of the
 //! schedule's slot layout (`slots::SlotOrder`), with its slots renumbered from 0.
 
+use crate::collective::Pairs;
 use crate::schedule::{Schedule, TransferRef};
 
 /// The chunks one pass of the replay tracks and their scratch slots, with the slots
@@ -18,6 +19,8 @@ pub(super) struct Group {
     pub(super) local: Vec<u32>,
     pub(super) slots: usize,
     pub(super) num_chunks: usize,
+    /// The group's chunks, rising.
+    chunks: Vec<u32>,
 }
 
 const NOT_HERE: u32 = u32::MAX;
@@ -62,8 +65,9 @@ impl Group {
     fn of(s: &Schedule, index: u32, per: usize, at: &[u32], group_of: &[u32]) -> Group {
         let mut local = vec![NOT_HERE; s.slots()];
         let first = (index as usize * per) as u32;
-        for c in (0..s.num_chunks).filter(|&c| group_of[c] == index) {
-            local[c] = at[c] - first;
+        let chunks: Vec<u32> = (0..s.num_chunks as u32).filter(|&c| group_of[c as usize] == index).collect();
+        for &c in &chunks {
+            local[c as usize] = at[c as usize] - first;
         }
         let mut next = per as u32;
         for (i, &c) in s.scratch.iter().enumerate() {
@@ -72,7 +76,34 @@ impl Group {
                 next += 1;
             }
         }
-        Group { index, positions: per, local, slots: next as usize, num_chunks: s.num_chunks }
+        Group { index, positions: per, local, slots: next as usize, num_chunks: s.num_chunks, chunks }
+    }
+
+    /// About how many of the group's (npu, slot) cells the replay writes: its share of the
+    /// larger condition (every postcondition pair is written, every precondition pair held).
+    pub(super) fn filled(&self, s: &Schedule) -> usize {
+        let pairs = s.precondition.len().max(s.postcondition.len()) as u128;
+        (pairs * self.chunks.len() as u128 / self.num_chunks.max(1) as u128) as usize
+    }
+
+    /// The pairs of `pairs` whose chunk is this group's, in order, with the chunk's local
+    /// slot: `(npu, chunk, local)`. An every-pair set gives the group's chunks at each of its
+    /// NPUs without reading the other groups' (a 16,384-NPU all-reduce has 2^28 pairs per
+    /// condition).
+    pub(super) fn pairs_here<'a>(&'a self, pairs: &'a Pairs) -> impl Iterator<Item = (u32, u32, u32)> + 'a {
+        let (every, listed) = match pairs.as_every() {
+            Some((npus, k)) => (Some((npus, k)), None),
+            None => (None, Some(pairs.iter())),
+        };
+        let every = every.into_iter().flat_map(move |(npus, k)| {
+            let chunks = &self.chunks[..self.chunks.partition_point(|&c| (c as usize) < k)];
+            npus.iter().flat_map(move |&v| chunks.iter().map(move |&c| (v, c, self.local[c as usize])))
+        });
+        let listed = listed.into_iter().flatten().filter_map(|[v, c]| {
+            let l = self.local.get(c as usize).copied().filter(|&l| l != NOT_HERE && (c as usize) < self.num_chunks)?;
+            Some((v, c, l))
+        });
+        every.chain(listed)
     }
 
     /// Whether chunk (not slot) `c` is this group's.

@@ -1,7 +1,7 @@
 //! The validator: replays a schedule under the v1 semantics and lists every rule it breaks
 //! as structured violations. A schedule is valid exactly when the list is empty.
 
-use crate::collective::Collective;
+use crate::collective::{Collective, Pairs};
 use crate::limits;
 use crate::schedule::{Op, ReplayOrder, Schedule, TransferRef};
 use crate::slots::SlotTable;
@@ -12,7 +12,6 @@ use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
 
 mod groups;
 mod replay;
@@ -171,21 +170,11 @@ fn validate_grouped(
     let mut poll = crate::schedule::StopPoll::new(stop);
     let mut out = Sink { list: Vec::new(), count: 0 };
 
-    // 1. The declared collective fields against the collective object. Conditions equal to
-    // the declared ones are kept once, the schedule's (a 4096-NPU all-reduce's are 268 MB).
-    let mut built =
-        Collective::build_unchecked_reusing(&s.collective, &s.topology, &[&s.precondition, &s.postcondition]);
-    match &mut built {
+    // 1. The declared collective fields against the collective object.
+    let built = Collective::build_unchecked(&s.collective, &s.topology);
+    match &built {
         Err(e) => out.add(ViolationKind::InvalidCollective, None, None, None, format!("collective: {e}")),
-        Ok(c) => {
-            for (declared, built) in [(&s.precondition, &mut c.precondition), (&s.postcondition, &mut c.postcondition)]
-            {
-                if !std::sync::Arc::ptr_eq(declared, built) && declared[..] == built[..] {
-                    *built = declared.clone();
-                }
-            }
-            check_declared(s, c, &mut out);
-        }
+        Ok(c) => check_declared(s, c, &mut out),
     }
 
     let Some(pre) = check_conditions(s, &mut out) else {
@@ -258,21 +247,21 @@ fn check_declared(s: &Schedule, c: &Collective, out: &mut Sink) {
     for (name, declared, want) in
         [("precondition", &s.precondition, &c.precondition), ("postcondition", &s.postcondition, &c.postcondition)]
     {
-        // A list in canonical order (every producer's) is compared as it is; only another
-        // is copied to be sorted.
-        if Arc::ptr_eq(declared, want) {
+        // Equal conditions (every producer's) are compared as they are held: an every-pair
+        // set by its NPUs; only a list in another order is copied to be sorted.
+        if declared == want {
             continue;
         }
-        let d: Cow<[[u32; 2]]> = if is_canonical(declared) {
-            Cow::Borrowed(&declared[..])
+        let d: Cow<[[u32; 2]]> = if declared.is_canonical() {
+            declared.as_slice()
         } else {
             let mut d = declared.to_vec();
             d.sort_unstable();
             d.dedup();
             Cow::Owned(d)
         };
-        if d[..] != want[..] {
-            let extra = d.iter().find(|p| want.binary_search(p).is_err());
+        if !want.iter().eq(d.iter().copied()) {
+            let extra = d.iter().find(|p| !want.contains(p));
             let missing = want.iter().find(|p| d.binary_search(p).is_err());
             let detail = match (missing, extra) {
                 (Some(m), _) => format!("lacks {m:?}"),
@@ -284,15 +273,10 @@ fn check_declared(s: &Schedule, c: &Collective, out: &mut Sink) {
     }
 }
 
-/// Sorted ascending without duplicates.
-fn is_canonical(pairs: &[[u32; 2]]) -> bool {
-    pairs.windows(2).all(|w| w[0] < w[1])
-}
-
 /// The chunk count, the condition pairs and the scratch slots. Gives the initial holders (the
 /// precondition pairs in range, sorted and deduplicated), or `None` when nothing later can be
 /// checked.
-fn check_conditions<'s>(s: &'s Schedule, out: &mut Sink) -> Option<Cow<'s, [[u32; 2]]>> {
+fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Pairs> {
     use ViolationKind::*;
     let chunks = s.num_chunks;
     if chunks > limits::MAX_CHUNKS {
@@ -307,10 +291,18 @@ fn check_conditions<'s>(s: &'s Schedule, out: &mut Sink) -> Option<Cow<'s, [[u32
     }
     let npus = s.topology.npus();
     let in_range = |&[v, c]: &[u32; 2]| (v as usize) < npus && (c as usize) < chunks;
+    // Every chunk at every NPU of a set is in range when its last NPU and chunk are.
+    let all_in_range = |l: &Pairs| match l.as_every() {
+        Some((vs, k)) => vs.last().is_none_or(|&v| (v as usize) < npus) && k <= chunks,
+        None => false,
+    };
     let mut pre_out_of_range = false;
     for (name, list) in [("precondition", &s.precondition), ("postcondition", &s.postcondition)] {
-        for (i, p @ &[v, c]) in list.iter().enumerate() {
-            if !in_range(p) {
+        if all_in_range(list) {
+            continue;
+        }
+        for (i, p @ [v, c]) in list.iter().enumerate() {
+            if !in_range(&p) {
                 out.add(
                     InvalidCondition,
                     None,
@@ -323,13 +315,13 @@ fn check_conditions<'s>(s: &'s Schedule, out: &mut Sink) -> Option<Cow<'s, [[u32
         }
     }
     // Every producer's precondition is in range and canonical: it is used as it is.
-    let pre: Cow<[[u32; 2]]> = if !pre_out_of_range && is_canonical(&s.precondition) {
-        Cow::Borrowed(&s.precondition[..])
+    let pre = if !pre_out_of_range && s.precondition.is_canonical() {
+        s.precondition.clone()
     } else {
-        let mut pre: Vec<[u32; 2]> = s.precondition.iter().copied().filter(in_range).collect();
+        let mut pre: Vec<[u32; 2]> = s.precondition.iter().filter(in_range).collect();
         pre.sort_unstable();
         pre.dedup();
-        Cow::Owned(pre)
+        Pairs::from(pre)
     };
     if s.scratch.len() > limits::MAX_CHUNKS {
         out.add(
@@ -362,21 +354,22 @@ fn check_conditions<'s>(s: &'s Schedule, out: &mut Sink) -> Option<Cow<'s, [[u32
 
 /// Checks the postcondition of `group`'s chunks against its final `state`; `pre` gives the
 /// contributors a combining chunk must hold.
-fn check_postcondition(s: &Schedule, group: &Group, pre: &[[u32; 2]], state: &State, out: &mut Sink) {
+fn check_postcondition(s: &Schedule, group: &Group, pre: &Pairs, state: &State, out: &mut Sink) {
     use ViolationKind::*;
-    let (npus, chunks) = (s.topology.npus(), s.num_chunks);
-    let required: Vec<Spans> = if s.combining {
-        let here: Vec<[u32; 2]> =
-            pre.iter().filter_map(|&[v, c]| Some([v, group.slot(c).filter(|_| group.has(c))?])).collect();
-        required_sets(&here, group.positions)
-    } else {
-        Vec::new()
+    let npus = s.topology.npus();
+    let required: Vec<Spans> = match pre.as_every() {
+        // Every chunk's contributors are the same NPUs: one set, shared.
+        Some((vs, k)) if s.combining && k >= s.num_chunks => vec![Spans::from_sorted_ids(vs); group.positions],
+        None if s.combining => {
+            let here: Vec<[u32; 2]> = group.pairs_here(pre).map(|(v, _, slot)| [v, slot]).collect();
+            required_sets(&here, group.positions)
+        }
+        _ => Vec::new(),
     };
-    for &[v, c] in s.postcondition.iter() {
-        if (v as usize) >= npus || (c as usize) >= chunks || !group.has(c) {
+    for (v, c, slot) in group.pairs_here(&s.postcondition) {
+        if (v as usize) >= npus {
             continue;
         }
-        let Some(slot) = group.slot(c) else { continue };
         let have = state.read(v as usize, slot as usize);
         let want = || &required[slot as usize];
         if have == NONE {

@@ -40,18 +40,23 @@ pub(super) fn replay(
     group: &Group,
     spans: &[(u32, u32)],
     ok: &[bool],
-    pre: &[[u32; 2]],
+    pre: &Pairs,
     out: &mut Sink,
     poll: &mut crate::schedule::StopPoll,
 ) -> Option<State> {
     let npus = s.topology.npus();
-    let pre: Vec<[u32; 2]> = pre.iter().filter_map(|&[v, c]| Some([v, group.slot(c)?])).collect();
     let mut r = Replay {
         s,
         group,
         ok,
-        state: State::new(s.combining, npus, group.slots, s.num_chunks, &pre),
-        stamps: SlotTable::new(npus, group.slots),
+        state: State::new(
+            s.combining,
+            npus,
+            (group.slots, group.filled(s)),
+            s.num_chunks,
+            group.pairs_here(pre).map(|(v, _, l)| (v, l)),
+        ),
+        stamps: SlotTable::for_filled(npus, group.slots, group.filled(s)),
         ordinal: 0,
         runs: Vec::new(),
         starts: Vec::new(),
@@ -210,11 +215,19 @@ pub(super) struct State {
 }
 
 impl State {
-    fn new(combining: bool, npus: usize, slots: usize, chunks: usize, pre: &[[u32; 2]]) -> State {
+    /// The state before the first step: `slots` local slots of which about `filled` cells are
+    /// written, `pre` the initial holders as (npu, local slot).
+    fn new(
+        combining: bool,
+        npus: usize,
+        (slots, filled): (usize, usize),
+        chunks: usize,
+        pre: impl Iterator<Item = (u32, u32)>,
+    ) -> State {
         let mut st = State {
             combining,
             chunks,
-            slots: SlotTable::new(npus, slots),
+            slots: SlotTable::for_filled(npus, slots, filled),
             sets: Sets::default(),
             reduce_memo: HashMap::default(),
             subset_memo: HashMap::default(),
@@ -226,7 +239,7 @@ impl State {
         // start with one singleton per NPU, shared by all its chunks.
         let held = (!combining).then(|| st.sets.add(Spans::singleton(0)));
         let mut own: Vec<SetId> = vec![NONE; if combining { npus } else { 0 }];
-        for &[v, c] in pre {
+        for (v, c) in pre {
             let id = match held {
                 Some(h) => h,
                 None if own[v as usize] == NONE => {

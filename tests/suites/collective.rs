@@ -5,7 +5,7 @@ use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
 use ccsynth::topology::{Failures, Topology};
 
-fn pairs(v: &[[u32; 2]]) -> Vec<(u32, u32)> {
+fn pairs(v: &ccsynth::collective::Pairs) -> Vec<(u32, u32)> {
     v.iter().map(|p| (p[0], p[1])).collect()
 }
 

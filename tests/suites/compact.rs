@@ -6,10 +6,10 @@
 
 use crate::common::*;
 use crate::random_schedules::{KINDS, build, corrupt, scramble};
-use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
+use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec, Pairs};
 use ccsynth::engine;
 use ccsynth::schedule::{Form, Schedule};
-use ccsynth::validate::ViolationKind;
+use ccsynth::validate::{ViolationKind, validate_in_groups};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -51,7 +51,7 @@ fn ranged(s: &Schedule) -> Value {
         }
     }
     let implied = Collective::build_unchecked(&s.collective, &s.topology)
-        .is_ok_and(|c| *c.precondition == *s.precondition && *c.postcondition == *s.postcondition);
+        .is_ok_and(|c| c.precondition == s.precondition && c.postcondition == s.postcondition);
     if implied && s.collective.kind != K::Custom {
         let o = v.as_object_mut().unwrap();
         o.remove("precondition");
@@ -71,14 +71,39 @@ fn every_form_reads_the_same(s: &Schedule) -> Result<(), TestCaseError> {
     ];
     prop_assert!(!texts[1].contains("\"start\""), "the explicit form has a range");
     prop_assert!(texts[1].contains("\"precondition\""), "the explicit form has no precondition");
+    let built = Collective::build_unchecked(&s.collective, &s.topology).ok();
     for text in &texts {
         let back = Schedule::from_json(text).map_err(|e| TestCaseError::fail(format!("{e}: {text}")))?;
         prop_assert!(back == *s, "{text} reads back different");
+        // A condition that is its collective's every chunk at every NPU is held as that, read
+        // from any form (an explicit file's list is not kept).
+        if let Some(c) = &built {
+            for (read, own) in [(&back.precondition, &c.precondition), (&back.postcondition, &c.postcondition)] {
+                if own.as_every().is_some() && read == own {
+                    prop_assert!(read.as_every().is_some(), "a condition read as a list: {:?}", read);
+                }
+            }
+        }
         let got = engine::check(&back);
         prop_assert_eq!(got.valid, want.valid);
         prop_assert_eq!(&got.violations, &want.violations);
         prop_assert_eq!(got.violation_count, want.violation_count);
         prop_assert_eq!(got.collective_time_ns, want.collective_time_ns);
+    }
+    // The same conditions held as lists get the same report (the validator's path for sets of
+    // every chunk at every NPU against its path for lists), in one group of chunks and in
+    // several.
+    let mut listed = s.clone();
+    listed.precondition = Pairs::from(s.precondition.to_vec());
+    listed.postcondition = Pairs::from(s.postcondition.to_vec());
+    prop_assert!(listed.precondition.as_listed().is_some() && listed == *s);
+    let got = engine::check(&listed);
+    prop_assert_eq!((got.valid, got.violation_count), (want.valid, want.violation_count));
+    prop_assert_eq!(&got.violations, &want.violations);
+    for groups in [2, 5] {
+        let (a, b) = (validate_in_groups(s, groups), validate_in_groups(&listed, groups));
+        prop_assert_eq!((a.valid, a.violation_count), (b.valid, b.violation_count));
+        prop_assert_eq!(a.violations, b.violations);
     }
     Ok(())
 }
@@ -325,9 +350,7 @@ fn conditions_a_custom_collective_or_an_edit_gives_are_written() {
     // sees it.
     let c = coll(&t, K::AllGather, 1 << 10);
     let mut s = Schedule::new(t, &c, "test");
-    let mut post = (*s.postcondition).clone();
-    post.pop();
-    s.postcondition = std::sync::Arc::new(post);
+    s.postcondition.edit(|post| post.pop());
     let text = serde_json::to_string(&s).unwrap();
     assert!(text.contains("postcondition"), "{text}");
     let back = Schedule::from_json(&text).unwrap();

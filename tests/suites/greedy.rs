@@ -472,3 +472,55 @@ fn all_reduce_groups_may_end_short() {
     }
     assert!(short > 0, "no group ended short");
 }
+
+/// At scale each limit names what its consumer really allocates, and is checked before
+/// anything is built: a condition of every chunk at every NPU costs nothing (it is held as the
+/// group); the synthesizers track every (npu, chunk) pair of the larger condition (at most
+/// `MAX_CONDITION_PAIRS`); a schedule's check every (npu, slot) cell (at most
+/// `MAX_CHECKED_CELLS`). So an all-reduce in 4 parts on 8,192 NPUs (2^28 pairs) is built, the
+/// greedy refuses it naming the field, the value and its limit, and 8 parts on 16,384 NPUs (2^31
+/// cells) are refused at the request.
+#[test]
+fn limits_at_scale_name_what_each_consumer_allocates() {
+    use ccsynth::collective::{Collective, Pairs};
+    use ccsynth::limits::{MAX_CHECKED_CELLS, MAX_CONDITION_PAIRS};
+    let t = topo("torus:64x128");
+    let spec = CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(4);
+    let c = Collective::build(&spec, &t).unwrap();
+    assert_eq!(c.precondition.len(), 1 << 28);
+    assert!(c.precondition.as_every().is_some() && Pairs::ptr_eq(&c.precondition, &c.postcondition));
+    assert!(c.precondition.len() > MAX_CONDITION_PAIRS && c.precondition.len() <= MAX_CHECKED_CELLS);
+    let ag = Collective::build(&CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(4), &t).unwrap();
+    assert_eq!((ag.precondition.as_listed().map(<[_]>::len), ag.postcondition.len()), (Some(1 << 15), 1 << 28));
+    let greedy = |k: u32| RequestSpec {
+        target: Target::One(CollectiveSpec::new(K::AllReduce, 1 << 30)),
+        algorithm: "greedy".parse().unwrap(),
+        options: Options { chunks_per_npu: Some(k), ..Options::default() },
+    };
+    match run_request(&t, greedy(4)) {
+        Err(engine::Error::Input(e)) => {
+            let (path, msg) = (&e.errors[0].path, &e.errors[0].message);
+            assert_eq!(path, "chunks_per_npu", "{e}");
+            assert!(
+                msg.contains("32768 chunks on 8192 NPUs") && msg.contains("67108864") && msg.contains("greedy"),
+                "{e}"
+            );
+        }
+        other => panic!("expected the greedy's refusal, got {:?}", other.map(|o| o.schedule.algorithm)),
+    }
+    let big = topo("torus:128x128");
+    let eight = RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(8));
+    match engine::Request::new(big.clone(), eight, &engine::Limits::default()) {
+        Err(e) => {
+            let e = &e.errors[0];
+            assert_eq!(e.path, "collective.chunks_per_npu");
+            assert!(
+                e.message.contains("131072 chunks on 16384 NPUs") && e.message.contains(&MAX_CHECKED_CELLS.to_string())
+            );
+        }
+        Ok(_) => panic!("2^31 cells accepted"),
+    }
+    // Four parts on 16,384 NPUs are 2^30 cells: accepted at the request.
+    let four = RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(4));
+    assert!(engine::Request::new(big, four, &engine::Limits::default()).is_ok());
+}

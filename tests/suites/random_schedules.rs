@@ -97,10 +97,10 @@ fn routes(t: &Topology, u: usize) -> Vec<(usize, Option<Vec<u32>>)> {
 /// Random store-and-forward flooding for a non-combining collective.
 fn random_plain(t: &Topology, c: &Collective, rng: &mut Rng) -> Vec<Transfer> {
     let mut held = vec![vec![false; c.num_chunks]; t.npus()];
-    for &[v, ch] in c.precondition.iter() {
+    for [v, ch] in c.precondition.iter() {
         held[v as usize][ch as usize] = true;
     }
-    let done = |held: &Vec<Vec<bool>>| c.postcondition.iter().all(|&[v, ch]| held[v as usize][ch as usize]);
+    let done = |held: &Vec<Vec<bool>>| c.postcondition.iter().all(|[v, ch]| held[v as usize][ch as usize]);
     let mut out = Vec::new();
     let mut step = 0u32;
     while !done(&held) {
@@ -227,7 +227,7 @@ fn corrupt_in(s: &Schedule, ts: &mut Vec<Transfer>, rng: &mut Rng) -> &'static s
         0 => {
             // Only deliveries into a postcondition pair are certainly needed: the generators
             // never deliver a pair twice, but flooding also feeds NPUs that only forward.
-            let post: std::collections::HashSet<[u32; 2]> = s.postcondition.iter().copied().collect();
+            let post: std::collections::HashSet<[u32; 2]> = s.postcondition.iter().collect();
             let needed: Vec<usize> =
                 (0..n).filter(|&j| ts[j].chunks.iter().any(|&c| post.contains(&[ts[j].dst, c]))).collect();
             ts.remove(needed[rng.below(needed.len())]);
@@ -278,7 +278,7 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
     use ViolationKind::*;
     type Slot = Option<BTreeSet<u32>>;
     let mut state: BTreeMap<(u32, u32), BTreeSet<u32>> = BTreeMap::new();
-    for &[v, c] in s.precondition.iter() {
+    for [v, c] in s.precondition.iter() {
         state.insert((v, c), [if s.combining { v } else { 0 }].into());
     }
     let mut found = Vec::new();
@@ -337,10 +337,10 @@ fn oracle(s: &Schedule) -> Vec<ViolationKind> {
         }
     }
     let mut holders: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
-    for &[v, c] in s.precondition.iter() {
+    for [v, c] in s.precondition.iter() {
         holders.entry(c).or_default().insert(v);
     }
-    for &[v, c] in s.postcondition.iter() {
+    for [v, c] in s.postcondition.iter() {
         match state.get(&(v, c)) {
             None => found.push(PostconditionUnmet),
             Some(have) if s.combining && Some(have) != holders.get(&c) => found.push(IncompleteReduction),

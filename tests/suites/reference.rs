@@ -27,7 +27,7 @@ fn flood(topo: &Topology, c: &Collective, stop: &dyn Fn() -> bool) -> Result<Sch
     }
     let n = topo.npus();
     let mut have = vec![vec![false; c.num_chunks]; n];
-    for &[v, chunk] in c.precondition.iter() {
+    for [v, chunk] in c.precondition.iter() {
         have[v as usize][chunk as usize] = true;
     }
     let mut transfers = Vec::new();

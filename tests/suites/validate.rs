@@ -93,13 +93,13 @@ fn one_broken_schedule_per_violation_kind() {
         (
             "postcondition pair dropped",
             with(ag3(), &|s| {
-                std::sync::Arc::make_mut(&mut s.postcondition).pop();
+                s.postcondition.edit(|p| p.pop());
             }),
             vec![V::CollectiveMismatch],
         ),
         (
             "precondition pair out of range",
-            with(ag3(), &|s| std::sync::Arc::make_mut(&mut s.precondition).push([7, 0])),
+            with(ag3(), &|s| s.precondition.edit(|p| p.push([7, 0]))),
             vec![V::CollectiveMismatch, V::InvalidCondition],
         ),
         ("unknown dst", with(ag3(), &|s| s.transfers.push(Transfer::copy(1, 0, 7, vec![0]))), vec![V::UnknownNode]),

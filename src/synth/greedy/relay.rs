@@ -36,7 +36,7 @@ pub(super) fn relay_tables(p: &Problem) -> Result<Option<Relay>, GreedyError> {
     if count.iter().all(|&n| n >= p.live_npus) {
         return Ok(None);
     }
-    let holders = crate::collective::Holders::new(p.pre, p.num_chunks);
+    let holders = crate::collective::Holders::from_list(p.pre, p.num_chunks);
     let mut index: HashMap<&[u32], u32> = HashMap::new();
     let mut fields = Vec::new();
     let mut field_of_chunk = vec![0u32; p.num_chunks];

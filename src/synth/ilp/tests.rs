@@ -22,13 +22,18 @@ fn problem_parts(spec: &str, kind: K, chunks: u32) -> (Ten, Collective) {
     (ten, c)
 }
 
+/// A condition's pairs as a slice the greedy's `Problem` borrows, for the rest of the test.
+fn listed(p: &crate::collective::Pairs) -> &'static [[u32; 2]] {
+    Box::leak(p.to_vec().into_boxed_slice())
+}
+
 /// The one phase of `c` on `ten`: every NPU live.
 fn problem<'a>(ten: &'a Ten, c: &'a Collective) -> Problem<'a> {
     Problem {
         ten,
         num_chunks: c.num_chunks,
-        pre: &c.precondition,
-        post: &c.postcondition,
+        pre: listed(&c.precondition),
+        post: listed(&c.postcondition),
         live_npus: ten.npus,
         rarest_first: false,
         capacity: 1,
@@ -108,8 +113,8 @@ fn table_one_all_gather_bound_is_sixteen_and_a_symmetric_plan_meets_it() {
     let p = Problem {
         ten: &ten,
         num_chunks: c.num_chunks,
-        pre: &c.precondition,
-        post: &c.postcondition,
+        pre: listed(&c.precondition),
+        post: listed(&c.postcondition),
         live_npus: 32,
         rarest_first: false,
         capacity: 1,
@@ -176,7 +181,7 @@ fn symmetric_plans_translate_to_complete_congestion_free_plans() {
             assert!(plan.timesteps >= lb && plan.timesteps <= t, "{spec} k={chunks}: {} vs {lb}..{t}", plan.timesteps);
             // Every NPU receives every chunk it lacks, over an edge that starts where the
             // chunk already is.
-            let mut have: std::collections::HashSet<(u32, u32)> = c.precondition.iter().map(|&[v, c]| (v, c)).collect();
+            let mut have: std::collections::HashSet<(u32, u32)> = c.precondition.iter().map(|[v, c]| (v, c)).collect();
             let mut moves = plan.moves.clone();
             moves.sort_by_key(|m| m.step);
             let mut arrivals = Vec::new();

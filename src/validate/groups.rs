@@ -3,9 +3,10 @@
 
 use crate::collective::Pairs;
 use crate::schedule::{Schedule, TransferRef};
+use std::sync::Arc;
 
 /// The chunks one pass of the replay tracks and their scratch slots, with the slots
-/// renumbered from 0 (`local`). The chunks are laid out by `SlotOrder` (the schedule's most
+/// renumbered from 0 (`place`). The chunks are laid out by `SlotOrder` (the schedule's most
 /// used evenly spaced lists side by side) and the groups take consecutive ranges of that
 /// layout, so a group's slot table has each such message's chunks in a few cache lines and a
 /// message's chunks in one group or two. One group holds every chunk unless the schedule
@@ -15,8 +16,10 @@ pub(super) struct Group {
     pub(super) index: u32,
     /// Layout positions per group: chunk slots are local `0..positions` (some unused).
     pub(super) positions: usize,
-    /// Global slot → local slot, `NOT_HERE` for slots of other groups' chunks.
-    pub(super) local: Vec<u32>,
+    /// Every slot's group and local slot, one table shared by the groups (one per group grew
+    /// with groups × slots: a declared 2^25 chunks on 16 NPUs made 512 groups of 128 MiB).
+    /// `NOT_HERE` as the group of a scratch slot of a chunk out of range.
+    place: Arc<[(u32, u32)]>,
     pub(super) slots: usize,
     pub(super) num_chunks: usize,
     /// The group's chunks, rising.
@@ -49,34 +52,59 @@ impl Group {
     }
 
     /// `count` groups of consecutive layout positions (fewer when there are fewer chunks), and
-    /// each chunk's group.
+    /// each chunk's group; group `g` holds the chunks at positions `g·per ..` `(g + 1)·per`,
+    /// local slots `0..per`, then its chunks' scratch slots. One pass over the slots builds them
+    /// all.
     pub(super) fn split(s: &Schedule, count: usize) -> (Vec<Group>, Vec<u32>) {
         let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
         let per = layout.len().div_ceil(count.max(1)).max(1);
-        let at: Vec<u32> = (0..s.num_chunks as u32).map(|c| layout.of(c)).collect();
-        let group_of: Vec<u32> = at.iter().map(|&p| (p as usize / per) as u32).collect();
-        let groups =
-            (0..layout.len().div_ceil(per).max(1)).map(|g| Group::of(s, g as u32, per, &at, &group_of)).collect();
+        let n = layout.len().div_ceil(per).max(1);
+        let mut group_of: Vec<u32> = Vec::with_capacity(s.num_chunks);
+        let mut chunks: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut place: Vec<(u32, u32)> = Vec::with_capacity(s.slots());
+        for c in 0..s.num_chunks as u32 {
+            let at = layout.of(c) as usize;
+            let g = at / per;
+            group_of.push(g as u32);
+            chunks[g].push(c);
+            place.push((g as u32, (at - g * per) as u32));
+        }
+        let mut next = vec![per as u32; n];
+        for &c in &s.scratch {
+            place.push(match group_of.get(c as usize) {
+                Some(&g) => {
+                    next[g as usize] += 1;
+                    (g, next[g as usize] - 1)
+                }
+                None => (NOT_HERE, 0),
+            });
+        }
+        let place: Arc<[(u32, u32)]> = place.into();
+        let groups = chunks
+            .into_iter()
+            .enumerate()
+            .map(|(g, chunks)| Group {
+                index: g as u32,
+                positions: per,
+                place: Arc::clone(&place),
+                slots: next[g] as usize,
+                num_chunks: s.num_chunks,
+                chunks,
+            })
+            .collect();
         (groups, group_of)
     }
 
-    /// Group `index`: the chunks at layout positions `index·per ..` `(index + 1)·per` (`at`
-    /// gives each chunk's position, `group_of` its group).
-    fn of(s: &Schedule, index: u32, per: usize, at: &[u32], group_of: &[u32]) -> Group {
-        let mut local = vec![NOT_HERE; s.slots()];
-        let first = (index as usize * per) as u32;
-        let chunks: Vec<u32> = (0..s.num_chunks as u32).filter(|&c| group_of[c as usize] == index).collect();
-        for &c in &chunks {
-            local[c as usize] = at[c as usize] - first;
-        }
-        let mut next = per as u32;
-        for (i, &c) in s.scratch.iter().enumerate() {
-            if (c as usize) < s.num_chunks && group_of[c as usize] == index {
-                local[s.num_chunks + i] = next;
-                next += 1;
-            }
-        }
-        Group { index, positions: per, local, slots: next as usize, num_chunks: s.num_chunks, chunks }
+    /// Whether chunk (not slot) `c` is this group's.
+    #[inline]
+    pub(super) fn has(&self, c: u32) -> bool {
+        (c as usize) < self.num_chunks && self.place[c as usize].0 == self.index
+    }
+
+    /// The local slot of slot `c`, if it is this group's.
+    #[inline]
+    pub(super) fn slot(&self, c: u32) -> Option<u32> {
+        self.place.get(c as usize).filter(|p| p.0 == self.index).map(|p| p.1)
     }
 
     /// About how many of the group's (npu, slot) cells the replay writes: its share of the
@@ -97,25 +125,13 @@ impl Group {
         };
         let every = every.into_iter().flat_map(move |(npus, k)| {
             let chunks = &self.chunks[..self.chunks.partition_point(|&c| (c as usize) < k)];
-            npus.iter().flat_map(move |&v| chunks.iter().map(move |&c| (v, c, self.local[c as usize])))
+            npus.iter().flat_map(move |&v| chunks.iter().map(move |&c| (v, c, self.place[c as usize].1)))
         });
-        let listed = listed.into_iter().flatten().filter_map(|[v, c]| {
-            let l = self.local.get(c as usize).copied().filter(|&l| l != NOT_HERE && (c as usize) < self.num_chunks)?;
-            Some((v, c, l))
-        });
+        let listed = listed
+            .into_iter()
+            .flatten()
+            .filter_map(|[v, c]| Some((v, c, self.slot(c).filter(|_| (c as usize) < self.num_chunks)?)));
         every.chain(listed)
-    }
-
-    /// Whether chunk (not slot) `c` is this group's.
-    #[inline]
-    pub(super) fn has(&self, c: u32) -> bool {
-        (c as usize) < self.num_chunks && self.local[c as usize] != NOT_HERE
-    }
-
-    /// The local slot of slot `c`, if it is this group's.
-    #[inline]
-    pub(super) fn slot(&self, c: u32) -> Option<u32> {
-        self.local.get(c as usize).copied().filter(|&l| l != NOT_HERE)
     }
 
     /// The entries of a transfer (that passed `check_transfer`) in this group: (slot read,

@@ -360,7 +360,7 @@ fn check_postcondition(s: &Schedule, group: &Group, pre: &Pairs, state: &State, 
     let required: Vec<Spans> = match pre.as_every() {
         // Every chunk's contributors are the same NPUs: one set, shared.
         Some((vs, k)) if s.combining && k >= s.num_chunks => vec![Spans::from_sorted_ids(vs); group.positions],
-        None if s.combining => {
+        _ if s.combining => {
             let here: Vec<[u32; 2]> = group.pairs_here(pre).map(|(v, _, slot)| [v, slot]).collect();
             required_sets(&here, group.positions)
         }

@@ -490,3 +490,30 @@ fn spaced_chunk_lists_replay_the_same_in_any_grouping() {
         }
     }
 }
+
+/// A schedule may declare more chunks than its collective has: the verdict names the mismatch,
+/// an all-reduce's postcondition is checked over the chunks it names (an every-pair
+/// precondition of fewer chunks than declared once indexed past its contributor sets), and
+/// nothing is sized by groups × declared chunks (a 43 KB file declaring 2^25 chunks on 16 NPUs
+/// made 512 groups of 128 MiB each and took the service down). Past the check's cell limit
+/// the service's door refuses it, naming the field and the limit.
+#[test]
+fn a_declared_chunk_count_above_the_collective_is_a_mismatch_not_a_crash() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/ring-allreduce-torus4x4.json")).unwrap();
+    let s = Schedule::from_json(&text).unwrap();
+    assert!(engine::check(&s).valid);
+    for n in [17, 1 << 25] {
+        let mut big = s.clone();
+        big.num_chunks = n;
+        let r = engine::check(&big);
+        assert!(!r.valid, "{n}");
+        assert_eq!(r.violations.iter().map(|v| v.kind).collect::<Vec<_>>(), [V::CollectiveMismatch], "{n}");
+        assert!(r.violations[0].message.contains(&format!("num_chunks is {n}")), "{:?}", r.violations);
+    }
+    let mut over = s.clone();
+    over.num_chunks = 1 << 27;
+    let e = engine::check_within(&over, &engine::Limits::default()).unwrap_err();
+    assert_eq!(e.errors[0].path, "num_chunks");
+    assert!(e.errors[0].message.contains(&ccsynth::limits::MAX_CHECKED_CELLS.to_string()), "{e}");
+}

@@ -24,7 +24,7 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
 }
 
 /// `parse_spec`, refusing a generator of more than `max_npus` NPUs or (for the generators whose
-/// links grow faster than their NPUs: fc, hyperx, dragonfly) `max_links` links from its
+/// links grow faster than their NPUs: fc, hyperx, dragonfly, hier) `max_links` links from its
 /// arguments alone, before anything is built (a server's limits: `hypercube:20` is a million
 /// nodes, `fc:4096` 16.8 million links).
 pub fn parse_spec_capped(spec: &str, max_npus: usize, max_links: usize) -> Result<Topology, InputError> {
@@ -259,6 +259,17 @@ fn hier(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
         }
     }
     let mut b = cx.builder(n, switches)?;
+    // The links of each dimension's n / size lines, counted before any is built (an fc
+    // dimension grows with its size squared: `hier:fc2048` is fc:2048's 4.2 M links).
+    let per_line = |k: &str, s: usize| match k {
+        "ring" if s > 2 => 2 * s,
+        "ring" | "mesh" => 2 * s.saturating_sub(1),
+        "fc" => s.saturating_mul(s - 1),
+        _ => 2 * s,
+    };
+    b.check_links(
+        kinds.iter().zip(&dims).fold(0usize, |sum, (k, &s)| sum.saturating_add((n / s).saturating_mul(per_line(k, s)))),
+    )?;
     let mut next_switch = n;
     for_each_line(&dims, |d, members| match kinds[d] {
         "ring" => {

@@ -838,7 +838,9 @@ fn oversized_requests_are_refused_before_they_are_built(db: Db) {
     assert!(t.elapsed() < Duration::from_secs(20), "refusals took {:?}", t.elapsed());
     // Within the NPU limit but not the link limit (issue 28: fc:4096, 16.8 million links, was
     // built on the request thread): measured from the spec.
-    for spec in ["fc:64", "fc:40"] {
+    // hier's fc dimensions too (issue 64: `hier:fc2048` was stored with 4.19 M links, and a
+    // synthesis on it ran for 19 minutes).
+    for spec in ["fc:64", "fc:40", "hier:fc40", "hier:ring2,fc32", "hier:fc16,mesh4"] {
         let t = Instant::now();
         let (code, v) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": spec})));
         assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("spec")), "{spec}: {v}");
@@ -847,6 +849,8 @@ fn oversized_requests_are_refused_before_they_are_built(db: Db) {
     }
     let (code, _) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "fc:16"})));
     assert_eq!(code, 201, "fc:16 has 240 links");
+    let (code, _) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "hier:ring2,fc4,switch4"})));
+    assert_eq!(code, 201, "hier:ring2,fc4,switch4 has 32 + 96 + 64 links");
     // A collective too large for the server's chunk limit, on a topology it accepts.
     let (code, v) = call(
         &s,

@@ -243,14 +243,22 @@ fn swing_line_bound(
 
 /// Hops on a shortest path between the ranks of a group (breadth first from every rank over the
 /// topology's links, switches included): what a message routed by shortest path crosses at
-/// least. Worked out for groups of at most `MAX_RANK_HOPS` NPUs.
+/// least. Worked out for groups of at most `MAX_RANK_HOPS` NPUs, and within
+/// `RANK_HOPS_WORK`: beyond it every pair counts one hop (still at least what a message
+/// crosses, so a price stays a lower bound, only a looser one).
 struct RankHops {
     p: usize,
+    /// p × p hops, row by row; empty when every pair counts one.
     hops: Vec<u16>,
 }
 
 /// Groups up to which `RankHops` is worked out (p² entries of 2 bytes: 32 MiB at the limit).
 const MAX_RANK_HOPS: usize = 4096;
+/// Work (ranks × (nodes + links), one breadth-first search per rank) above which `RankHops`
+/// counts every pair one hop: on `hier:fc1400` (1.96 M links, 2.7·10⁹) the searches took 7 s
+/// a price, three prices a request, before its deadline was first asked; torus:64x64 is
+/// 8.4·10⁷ and torus:16x16x16 1.3·10⁸, both still searched.
+const RANK_HOPS_WORK: usize = 1 << 28;
 
 impl RankHops {
     fn of(topo: &Topology, spec: &CollectiveSpec) -> Option<RankHops> {
@@ -258,6 +266,9 @@ impl RankHops {
         let p = ranks.len();
         if p > MAX_RANK_HOPS || ranks.iter().any(|&v| v >= topo.nodes()) {
             return None;
+        }
+        if p.saturating_mul(topo.nodes() + topo.links().len()) > RANK_HOPS_WORK {
+            return Some(RankHops { p, hops: Vec::new() });
         }
         let mut hops = vec![u16::MAX; p * p];
         let mut dist = vec![u32::MAX; topo.nodes()];
@@ -285,6 +296,9 @@ impl RankHops {
     /// Hops from rank `a` to rank `b` (at least one between two ranks; unreachable pairs count
     /// one, as the builder refuses them anyway).
     fn between(&self, a: usize, b: usize) -> u64 {
+        if self.hops.is_empty() {
+            return 1;
+        }
         match self.hops[a * self.p + b] {
             0 if a != b => 1,
             u16::MAX => 1,

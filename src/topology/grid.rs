@@ -86,6 +86,16 @@ impl Topology {
     }
 
     fn matches_grid(&self, g: &Grid) -> bool {
+        // The grid's link count first, from its sides alone: each of a dimension's n / d lines
+        // has 2d links as a ring of more than 2, 2(d − 1) as a line. Only a topology with that
+        // many links is walked (a dense one, `hier:fc1400`, has every neighbour link a grid
+        // needs, so the walk never stopped early: 1.4 M link lookups for each of thousands of
+        // factorizations, minutes before any synthesis started, deaf to its deadline).
+        let n = self.npus();
+        let links: usize = g.dims.iter().map(|&d| (n / d) * if g.torus && d > 2 { 2 * d } else { 2 * (d - 1) }).sum();
+        if links != self.links().len() {
+            return false;
+        }
         let mut expected = 0usize;
         for v in 0..self.npus() {
             let c = g.coords(v);
@@ -128,6 +138,27 @@ fn factorizations(n: usize, max_len: usize, cur: &mut Vec<usize>, out: &mut Vec<
             cur.push(f);
             factorizations(n / f, max_len, cur, out);
             cur.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::topology::parse_spec;
+
+    /// Grids are recognised by their links, and a topology with another link count is not
+    /// one, whatever its NPU count factors into: a dense one (every neighbour link present) is
+    /// refused by the count before any is looked up.
+    #[test]
+    fn grids_are_inferred_from_their_links_and_dense_topologies_are_not_grids() {
+        let grid = |spec: &str| parse_spec(spec).unwrap().infer_grid().map(|g| (g.dims, g.torus));
+        assert_eq!(grid("torus:4x4"), Some((vec![4, 4], true)));
+        assert_eq!(grid("torus:3x5x2"), Some((vec![3, 5, 2], true)));
+        assert_eq!(grid("mesh:4x6"), Some((vec![4, 6], false)));
+        assert_eq!(grid("ring:12"), Some((vec![12], true)));
+        assert_eq!(grid("hier:ring4,ring4"), Some((vec![4, 4], true)));
+        for spec in ["fc:12", "hier:fc6,fc4", "hyperx:4x4", "hier:ring4,fc4", "switch:8"] {
+            assert_eq!(grid(spec), None, "{spec}");
         }
     }
 }

@@ -308,6 +308,11 @@ impl Request {
                 c.chunks_per_npu = Some(k);
             }
             check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
+            // The greedy and the ILP asked for by name hold every pair: refused here, before
+            // the request is queued (`auto` tries the baselines instead and says why).
+            if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
+                check_synthesis_pairs(c, &topology, algorithm.name()).map_err(|e| e.within(path))?;
+            }
             built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
         }
         if let Some(entry) = algorithm.synthesizer().filter(|_| matches!(algorithm, Algorithm::Registered(_))) {

@@ -500,7 +500,7 @@ fn limits_at_scale_name_what_each_consumer_allocates() {
     match run_request(&t, greedy(4)) {
         Err(engine::Error::Input(e)) => {
             let (path, msg) = (&e.errors[0].path, &e.errors[0].message);
-            assert_eq!(path, "chunks_per_npu", "{e}");
+            assert_eq!(path, "collective.chunks_per_npu", "{e}");
             assert!(
                 msg.contains("32768 chunks on 8192 NPUs") && msg.contains("67108864") && msg.contains("greedy"),
                 "{e}"
@@ -520,7 +520,13 @@ fn limits_at_scale_name_what_each_consumer_allocates() {
         }
         Ok(_) => panic!("2^31 cells accepted"),
     }
-    // Four parts on 16,384 NPUs are 2^30 cells: accepted at the request.
-    let four = RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(4));
-    assert!(engine::Request::new(big, four, &engine::Limits::default()).is_ok());
+    // Four parts on 16,384 NPUs are 2^30 cells: accepted at the request for `auto` (the
+    // baselines take them), refused there for the greedy by name.
+    let four = |algorithm: &str| RequestSpec {
+        algorithm: algorithm.parse().unwrap(),
+        ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(4))
+    };
+    assert!(engine::Request::new(big.clone(), four("auto"), &engine::Limits::default()).is_ok());
+    let e = engine::Request::new(big, four("greedy"), &engine::Limits::default()).err().unwrap();
+    assert_eq!(e.errors[0].path, "collective.chunks_per_npu", "{e}");
 }

@@ -26,10 +26,7 @@ fn written<T: Clone + Default>(n: usize) -> Vec<T> {
 
 impl<T: Clone + Default> SlotTable<T> {
     pub fn new(npus: usize, chunks: usize) -> SlotTable<T> {
-        match npus.checked_mul(chunks) {
-            Some(n) if n <= DENSE_SLOTS => SlotTable::Dense { chunks, v: written(n) },
-            _ => SlotTable::Sparse { chunks, m: HashMap::default(), default: T::default() },
-        }
+        Self::for_filled(npus, chunks, 0)
     }
 
     /// `new` for a table of which about `filled` cells will be written: dense also beyond

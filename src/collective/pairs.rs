@@ -15,17 +15,16 @@ use std::sync::Arc;
 pub struct Pairs(Arc<Repr>);
 
 enum Repr {
-    Listed(Vec<[u32; 2]>),
+    /// The list, and whether it is sorted without duplicates (found once, when it is made: a
+    /// membership test is then a binary search, not a pass over the list first).
+    Listed(Vec<[u32; 2]>, bool),
     /// `npus` strictly rising.
-    Every {
-        npus: Vec<u32>,
-        chunks: u32,
-    },
+    Every { npus: Vec<u32>, chunks: u32 },
 }
 
 impl Default for Repr {
     fn default() -> Repr {
-        Repr::Listed(Vec::new())
+        Repr::Listed(Vec::new(), true)
     }
 }
 
@@ -39,7 +38,7 @@ impl Pairs {
 
     pub fn len(&self) -> usize {
         match &*self.0 {
-            Repr::Listed(l) => l.len(),
+            Repr::Listed(l, _) => l.len(),
             Repr::Every { npus, chunks } => npus.len() * *chunks as usize,
         }
     }
@@ -51,7 +50,7 @@ impl Pairs {
     /// The pairs in order.
     pub fn iter(&self) -> Iter<'_> {
         match &*self.0 {
-            Repr::Listed(l) => Iter::Listed(l.iter()),
+            Repr::Listed(l, _) => Iter::Listed(l.iter()),
             Repr::Every { npus, chunks } => {
                 let (npus, chunks) = if *chunks == 0 { (&npus[..0], 0) } else { (&npus[..], *chunks) };
                 Iter::Every { npus, chunks, front: (0, 0), back: (npus.len(), 0) }
@@ -64,7 +63,7 @@ impl Pairs {
     pub fn npus(&self) -> impl Iterator<Item = u32> + '_ {
         let (every, listed) = match &*self.0 {
             Repr::Every { npus, chunks } => (Some(&npus[..(*chunks > 0) as usize * npus.len()]), None),
-            Repr::Listed(l) => (None, Some(l)),
+            Repr::Listed(l, _) => (None, Some(l)),
         };
         every.into_iter().flatten().copied().chain(listed.into_iter().flatten().map(|p| p[0]))
     }
@@ -72,7 +71,7 @@ impl Pairs {
     /// Pair `i` in order.
     pub fn get(&self, i: usize) -> Option<[u32; 2]> {
         match &*self.0 {
-            Repr::Listed(l) => l.get(i).copied(),
+            Repr::Listed(l, _) => l.get(i).copied(),
             Repr::Every { npus, chunks } if *chunks > 0 => {
                 let k = *chunks as usize;
                 npus.get(i / k).map(|&v| [v, (i % k) as u32])
@@ -85,8 +84,8 @@ impl Pairs {
     /// another order is searched through).
     pub fn contains(&self, p: &[u32; 2]) -> bool {
         match &*self.0 {
-            Repr::Listed(l) if is_sorted(l) => l.binary_search(p).is_ok(),
-            Repr::Listed(l) => l.contains(p),
+            Repr::Listed(l, true) => l.binary_search(p).is_ok(),
+            Repr::Listed(l, false) => l.contains(p),
             Repr::Every { npus, chunks } => p[1] < *chunks && npus.binary_search(&p[0]).is_ok(),
         }
     }
@@ -94,7 +93,7 @@ impl Pairs {
     /// The list, when the pairs are held as one.
     pub fn as_listed(&self) -> Option<&[[u32; 2]]> {
         match &*self.0 {
-            Repr::Listed(l) => Some(l),
+            Repr::Listed(l, _) => Some(l),
             Repr::Every { .. } => None,
         }
     }
@@ -102,7 +101,7 @@ impl Pairs {
     /// The NPUs and the chunk count, when the pairs are every chunk at every NPU of a set.
     pub fn as_every(&self) -> Option<(&[u32], usize)> {
         match &*self.0 {
-            Repr::Listed(_) => None,
+            Repr::Listed(..) => None,
             Repr::Every { npus, chunks } => Some((npus, *chunks as usize)),
         }
     }
@@ -111,7 +110,7 @@ impl Pairs {
     /// that index them, within their own pair limit).
     pub fn as_slice(&self) -> Cow<'_, [[u32; 2]]> {
         match &*self.0 {
-            Repr::Listed(l) => Cow::Borrowed(l),
+            Repr::Listed(l, _) => Cow::Borrowed(l),
             Repr::Every { .. } => Cow::Owned(self.iter().collect()),
         }
     }
@@ -123,7 +122,7 @@ impl Pairs {
     /// Sorted ascending without duplicates (every-pair sets always are).
     pub fn is_canonical(&self) -> bool {
         match &*self.0 {
-            Repr::Listed(l) => is_sorted(l),
+            Repr::Listed(_, sorted) => *sorted,
             Repr::Every { .. } => true,
         }
     }
@@ -142,28 +141,28 @@ impl Pairs {
         Arc::ptr_eq(&a.0, &b.0)
     }
 
-    /// These pairs, held as `every` when they are exactly every chunk `0..chunks` at each NPU
-    /// of `npus` (sorted, distinct), in order: how a condition read from a file is kept when it
-    /// is the one its collective implies. Anything else is returned as it is.
-    pub fn compacted(self, npus: &[u32], chunks: usize) -> Pairs {
-        let Repr::Listed(l) = &*self.0 else { return self };
-        let every = !l.is_empty()
-            && l.len() == npus.len() * chunks
-            && l.iter().copied().eq(npus.iter().flat_map(|&v| (0..chunks as u32).map(move |c| [v, c])));
-        if every && npus.windows(2).all(|w| w[0] < w[1]) {
-            return Pairs(Arc::new(Repr::Every { npus: npus.to_vec(), chunks: chunks as u32 }));
+    /// A condition given as a list (read from a file): `implied` itself, shared, when that is
+    /// an every-pair set of exactly these pairs in this order (the collective's own condition,
+    /// so a file's 2^26-pair list is not kept); the list otherwise.
+    pub fn given(list: Vec<[u32; 2]>, implied: Option<&Pairs>) -> Pairs {
+        match implied {
+            Some(p)
+                if !list.is_empty()
+                    && p.as_every().is_some()
+                    && p.len() == list.len()
+                    && p.iter().eq(list.iter().copied()) =>
+            {
+                p.clone()
+            }
+            _ => Pairs::from(list),
         }
-        self
     }
-}
-
-fn is_sorted(l: &[[u32; 2]]) -> bool {
-    l.windows(2).all(|w| w[0] < w[1])
 }
 
 impl From<Vec<[u32; 2]>> for Pairs {
     fn from(l: Vec<[u32; 2]>) -> Pairs {
-        Pairs(Arc::new(Repr::Listed(l)))
+        let sorted = l.windows(2).all(|w| w[0] < w[1]);
+        Pairs(Arc::new(Repr::Listed(l, sorted)))
     }
 }
 
@@ -176,7 +175,7 @@ impl PartialEq for Pairs {
             (Repr::Every { npus: a, chunks: x }, Repr::Every { npus: b, chunks: y }) if *x > 0 && *y > 0 => {
                 a == b && x == y
             }
-            (Repr::Listed(a), Repr::Listed(b)) => a == b,
+            (Repr::Listed(a, _), Repr::Listed(b, _)) => a == b,
             _ => self.len() == other.len() && self.iter().eq(other.iter()),
         }
     }
@@ -185,7 +184,7 @@ impl PartialEq for Pairs {
 impl std::fmt::Debug for Pairs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &*self.0 {
-            Repr::Listed(l) => l.fmt(f),
+            Repr::Listed(l, _) => l.fmt(f),
             Repr::Every { npus, chunks } => write!(f, "every chunk 0..{chunks} at NPUs {npus:?}"),
         }
     }
@@ -274,7 +273,7 @@ mod tests {
 
     proptest! {
         /// Every chunk at every NPU of a set answers as the list of those pairs does: length,
-        /// order both ways, indexing, membership, equality, and the list compacted back.
+        /// order both ways, indexing, membership, equality, and the list read as the set it is.
         #[test]
         fn every_pair_sets_answer_as_their_list(
             npus in proptest::collection::btree_set(0u32..40, 0..6),
@@ -303,18 +302,18 @@ mod tests {
             // Both ways round: an every-pair set against a list, and the list against it.
             prop_assert!(every.eq(&listed) && listed.eq(&every));
             prop_assert_eq!(&every.to_vec(), &list);
-            let compacted = listed.clone().compacted(&npus, chunks as usize);
-            prop_assert_eq!(compacted.as_every().is_some(), !list.is_empty());
-            prop_assert!(compacted == listed);
+            let read = Pairs::given(list.clone(), Some(&every));
+            prop_assert_eq!(read.as_every().is_some(), !list.is_empty());
+            prop_assert!(read == listed);
             if let Some(&first) = list.first() {
                 let mut fewer = list.clone();
                 fewer.pop();
                 let fewer = Pairs::from(fewer);
                 prop_assert!(!fewer.eq(&every) && !every.eq(&fewer));
-                prop_assert!(fewer.clone().compacted(&npus, chunks as usize).as_every().is_none());
+                prop_assert!(Pairs::given(fewer.to_vec(), Some(&every)).as_every().is_none());
                 let mut moved = list.clone();
                 moved[0] = [first[0], first[1] + chunks];
-                prop_assert!(Pairs::from(moved).compacted(&npus, chunks as usize).as_every().is_none());
+                prop_assert!(Pairs::given(moved, Some(&every)).as_every().is_none());
             }
         }
     }

@@ -365,12 +365,9 @@ impl Read {
         let read = |l: &Option<Vec<[u32; 2]>>| l.as_ref().is_none_or(|l| !l.is_empty());
         let built =
             (read(&pre) || read(&post)).then(|| Collective::build_unchecked(&s.collective, &s.topology).ok()).flatten();
-        let side = |given: Option<Vec<[u32; 2]>>, implied: Option<&Pairs>| match (given, implied) {
-            (None, implied) => implied.cloned().unwrap_or_default(),
-            (Some(l), Some(p)) if p.as_every().is_some() && p.len() == l.len() && p.iter().eq(l.iter().copied()) => {
-                p.clone()
-            }
-            (Some(l), _) => Pairs::from(l),
+        let side = |given: Option<Vec<[u32; 2]>>, implied: Option<&Pairs>| match given {
+            None => implied.cloned().unwrap_or_default(),
+            Some(l) => Pairs::given(l, implied),
         };
         s.precondition = side(pre, built.as_ref().map(|c| &c.precondition));
         s.postcondition = side(post, built.as_ref().map(|c| &c.postcondition));

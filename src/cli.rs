@@ -156,6 +156,7 @@ fn plot_cmd(what: PlotCommand) -> Result<i32, CliError> {
 /// `export`: validates the schedule and writes it in `--format`.
 fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
     let opts = a.msccl.options()?;
+    a.msccl.check_rank(a.format)?;
     let s = load_schedule(&a.file)?;
     let text = match a.format {
         Format::Json | Format::Explicit => {
@@ -260,6 +261,7 @@ fn compare_cmd(
 
 fn synth(a: SynthArgs) -> Result<i32, CliError> {
     let msccl = a.msccl.options()?;
+    a.msccl.check_rank(a.format)?;
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
         target: load_collectives(&a.target, a.tenants.as_deref())?,

@@ -32,6 +32,9 @@ pub(super) struct ExportQuery {
     /// The Chakra files' prefix (`chakra-et`).
     #[serde(default)]
     prefix: Option<String>,
+    /// One rank's view of an MSCCL++ plan (`mscclpp-json`).
+    #[serde(default)]
+    rank: Option<u32>,
 }
 
 /// The stored schedule in another program's format (validated again before it is written).
@@ -62,11 +65,23 @@ pub(super) async fn export(
             .into());
         }
     };
+    if let Some(r) = q.rank.filter(|_| !matches!(format, ExportFormat::MscclppJson)) {
+        return Err(InputError::new("rank", format!("{r}: only format=mscclpp-json has a per-rank view")).into());
+    }
     let prefix = q.prefix.clone().unwrap_or_else(|| "ccsynth".to_string());
     // Identical requests (schedule, format, options) in flight share one computation.
     let key = format!(
-        "{id}\u{1f}{}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}",
-        q.format, q.msccl_target, q.protocol, q.name, q.min_bytes, q.max_bytes, q.in_place, q.prefix
+        "{id}\u{1f}{}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}\u{1f}{:?}{}",
+        q.format,
+        q.msccl_target,
+        q.protocol,
+        q.name,
+        q.min_bytes,
+        q.max_bytes,
+        q.in_place,
+        q.prefix,
+        // Appended only when given, so the variants stored before it keep their keys.
+        q.rank.map(|r| format!("\u{1f}rank={r}")).unwrap_or_default()
     );
     // Stored once built: a later GET (after a restart too) reads it back instead.
     let variant = {
@@ -181,6 +196,7 @@ async fn build(
         in_place: q.in_place.unwrap_or(false),
         min_bytes: q.min_bytes,
         max_bytes: q.max_bytes,
+        rank: q.rank,
     };
     let opts = engine::MscclOptions {
         target: q.msccl_target.unwrap_or_default(),
@@ -221,6 +237,8 @@ async fn build(
             engine::Error::Input(e) if e.errors.iter().all(|f| f.path == "prefix") => {
                 ExportFail::BadQuery(e.to_string())
             }
+            // A rank outside the plan (its size is known only once the plan is laid out).
+            engine::Error::Input(e) if e.errors.iter().all(|f| f.path == "rank") => ExportFail::Unprocessable(e),
             engine::Error::Input(e) => ExportFail::Internal(e.to_string()),
             // The format cannot hold this schedule (an executor's limit, a picture's size).
             e if e.kind() == engine::ErrorKind::Refused => {

@@ -144,6 +144,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("options.window", "--window"),
     ("options.ignore_congestion", "--ignore-congestion"),
     ("options.effort", "--effort"),
+    ("rank", "--rank"),
 ];
 
 /// An engine input error worded for a terminal: each field by the flag that set it (the rest,

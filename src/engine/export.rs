@@ -16,14 +16,19 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
     msccl::to_xml(s, opts).map_err(|e| Error::refused(Refuser::MscclXml, e))
 }
 
-/// A schedule as an MSCCL++ execution plan (docs/FORMAT.md, "MSCCL++ execution plans"):
-/// refused when it cannot fit the executor's limits (a cheap estimate first), when it is not
-/// valid, or when the plan would break a limit (each error names it).
+/// A schedule as an MSCCL++ execution plan (docs/FORMAT.md, "MSCCL++ execution plans"), or one
+/// rank's view of it (`opts.rank`; a rank outside the plan is the caller's error, field
+/// `rank`): refused when it cannot fit the executor's limits (a cheap estimate first), when it
+/// is not valid, or when the plan would break a limit (each error names it).
 pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
     use crate::export::mscclpp;
     mscclpp::fits(s).map_err(|e| Error::refused(Refuser::MscclppPlan, e))?;
     require_valid(s)?;
-    mscclpp::to_plan(s, opts).map_err(|e| Error::refused(Refuser::MscclppPlan, e))
+    mscclpp::to_plan(s, opts).map_err(|e| match e {
+        // The caller's choice, not a limit of the executor.
+        mscclpp::MscclppError::Rank { .. } => Error::Input(crate::error::InputError::new("rank", e.to_string())),
+        e => Error::refused(Refuser::MscclppPlan, e),
+    })
 }
 
 /// A schedule as Chakra execution traces for ASTRA-sim (docs/FORMAT.md, "Chakra ET export"):

@@ -78,6 +78,11 @@ pub struct MscclppOptions {
     /// inclusive; the upper end never exceeds what 32-bit offsets reach.
     pub min_bytes: Option<u64>,
     pub max_bytes: Option<u64>,
+    /// Write one rank's view (`ExecutionPlan(path, rank)` loads it as it loads the whole plan):
+    /// every GPU's buffers, channels and remote buffers, which the executor reads to pair its
+    /// connections, but the thread blocks and semaphores of this rank only. Same `name` as the
+    /// whole plan.
+    pub rank: Option<u32>,
 }
 
 /// Why a schedule cannot become an MSCCL++ plan. Each names the limit it hits.
@@ -104,6 +109,8 @@ pub enum MscclppError {
     InvalidCollective(String),
     #[error("min_bytes {min} is above max_bytes {max} (the largest size this plan's 32-bit offsets reach is {limit})")]
     SizeRange { min: u64, max: u64, limit: u64 },
+    #[error("rank {rank} is not a rank of the plan: its ranks are 0..{ranks}")]
+    Rank { rank: u32, ranks: usize },
 }
 
 /// A connection's channel type: memory over a direct link, port through switches.
@@ -157,6 +164,9 @@ pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, Msc
         _ => return Err(MscclppError::UnsupportedCollective { kind: kind.name(), why: "" }),
     };
     let mut layout = Layout::new(&collective, coll);
+    if let Some(rank) = opts.rank.filter(|&r| r as usize >= layout.p) {
+        return Err(MscclppError::Rank { rank, ranks: layout.p });
+    }
     layout.number_chunks(s);
     let mut b = Builder::new(s, &layout);
     b.run()?;
@@ -188,6 +198,13 @@ pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, Msc
         let algorithm = s.algorithm.as_deref().unwrap_or("schedule");
         format!("ccsynth-{algorithm}-{coll}-{}gpus-{}", layout.p, &digest[..12])
     });
+    // One rank's view: the other GPUs keep what the executor reads of every GPU.
+    if let Some(rank) = opts.rank {
+        for g in gpus.iter_mut().filter(|g| g.id != rank) {
+            g.threadblocks = Vec::new();
+            g.semaphores = Vec::new();
+        }
+    }
     let plan = Plan {
         name,
         collective: coll,

@@ -126,6 +126,23 @@ fn schedules_export_as_msccl_xml(db: Db) {
         422,
     );
     assert!(p["detail"].as_str().unwrap().contains("min_bytes 9000 is above max_bytes 8192"), "{p}");
+    // One rank's view: the whole plan's header and every GPU's channels, that rank's blocks only.
+    let whole = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=mscclpp-json"), None).json();
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=mscclpp-json&rank=2"), None);
+    assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);
+    let view = r.json();
+    assert_eq!((&view["name"], &view["gpus"][2]), (&whole["name"], &whole["gpus"][2]));
+    assert_eq!(view["gpus"][1]["channels"], whole["gpus"][1]["channels"]);
+    assert_eq!(view["gpus"][1]["threadblocks"].as_array().map(Vec::len), Some(0));
+    assert!(!whole["gpus"][1]["threadblocks"].as_array().unwrap().is_empty());
+    for (query, says) in [
+        ("format=mscclpp-json&rank=4", "rank 4 is not a rank of the plan: its ranks are 0..4"),
+        ("format=msccl-xml&rank=1", "only format=mscclpp-json has a per-rank view"),
+    ] {
+        let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
+        assert!(p["detail"].as_str().unwrap().contains(says), "{query}: {p}");
+        assert!(p.to_string().contains("rank"), "{query}: {p}");
+    }
     // Pictures of the replay.
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chrome-trace"), None);
     assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);

@@ -120,6 +120,24 @@ fn export_and_synth_write_mscclpp_plans() {
     assert_eq!((plan["name"].as_str(), plan["collective"].as_str()), (Some("ag4"), Some("allgather")));
     assert_eq!(plan["inplace"], true);
     assert_eq!(plan["gpus"][3]["output_chunks"], 4);
+    // `--rank R`: rank R's view, the same plan with the other GPUs' blocks left out.
+    let o = ccsynth(
+        &["export", "--format", "mscclpp-json", "--msccl-name", "ag4", "--in-place", "--rank", "1", "-"],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let view: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((&view["name"], &view["gpus"][1]), (&plan["name"], &plan["gpus"][1]));
+    assert_eq!(view["gpus"][0]["threadblocks"].as_array().map(Vec::len), Some(0));
+    for (args, says) in [
+        (["--format", "mscclpp-json", "--rank", "9"], "rank 9 is not a rank of the plan: its ranks are 0..4"),
+        (["--format", "msccl-xml", "--rank", "1"], "--rank 1: only --format mscclpp-json has a per-rank view"),
+    ] {
+        let o = ccsynth(&[&["export"][..], &args[..], &["-"][..]].concat(), Some(&text));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
     let o = ccsynth(
         &[
             "synth",

@@ -229,8 +229,13 @@ fn more_thread_blocks_than_can_be_resident_is_refused_naming_the_limit() {
 fn options_name_mark_in_place_and_bound_the_sizes() {
     let t = topo("torus:2x2");
     let s = run(&t, &CollectiveSpec::new(K::ReduceScatter, 1 << 20), "greedy").unwrap();
-    let opts =
-        MscclppOptions { name: Some("rs".into()), in_place: true, min_bytes: Some(4096), max_bytes: Some(1 << 40) };
+    let opts = MscclppOptions {
+        name: Some("rs".into()),
+        in_place: true,
+        min_bytes: Some(4096),
+        max_bytes: Some(1 << 40),
+        rank: None,
+    };
     let p = plan(&s, &opts);
     assert_eq!((p["name"].as_str(), p["inplace"].as_bool()), (Some("rs"), Some(true)));
     assert_eq!(p["min_message_size"], 4096);
@@ -269,4 +274,66 @@ fn the_ilp_and_the_latency_planners_export_too() {
             export_and_replay(&format!("greedy all_reduce {size} B on {tspec}"), &s);
         }
     }
+}
+
+/// Rank r's view (`rank: Some(r)`) is the whole plan with every other GPU's thread blocks and
+/// semaphores left out: the same name and header, every GPU's id, buffers, channels and remote
+/// buffers (the executor pairs connections from them), and r's own entry whole. The views put
+/// back together are the whole plan, and replay as it does.
+#[test]
+fn every_rank_view_is_the_whole_plan_sliced_for_that_rank() {
+    let cases = [
+        ("ring:4", K::AllGather, "ring"),
+        ("torus:3x3", K::AllReduce, "greedy"),
+        ("switch:4", K::AllReduce, "greedy"),
+        ("torus:2x4", K::AllToAll, registry::PORTFOLIO),
+        ("ring:6", K::ReduceScatter, "ring"),
+    ];
+    for (name, kind, alg) in cases {
+        let t = topo(name);
+        let s = run(&t, &spec(&t, kind, 2), alg).unwrap_or_else(|e| panic!("{alg} on {name}: {e}"));
+        let whole = plan(&s, &MscclppOptions::default());
+        let gpus = whole["gpus"].as_array().unwrap();
+        let mut rebuilt = whole.clone();
+        for r in 0..gpus.len() {
+            let view = plan(&s, &MscclppOptions { rank: Some(r as u32), ..Default::default() });
+            let what = format!("{alg} {kind:?} on {name}, rank {r}");
+            for (key, v) in view.as_object().unwrap() {
+                if key != "gpus" {
+                    assert_eq!(v, &whole[key], "{what}: {key}");
+                }
+            }
+            let vg = view["gpus"].as_array().unwrap();
+            assert_eq!(vg.len(), gpus.len(), "{what}");
+            for (g, (a, b)) in vg.iter().zip(gpus).enumerate() {
+                for key in ["id", "input_chunks", "output_chunks", "scratch_chunks", "channels", "remote_buffers"] {
+                    assert_eq!(a[key], b[key], "{what}: gpu {g} {key}");
+                }
+                if g == r {
+                    assert_eq!(a, b, "{what}: its own entry");
+                    assert!(!a["threadblocks"].as_array().unwrap().is_empty(), "{what}");
+                } else {
+                    assert_eq!(
+                        (a["threadblocks"].as_array().map(Vec::len), a["semaphores"].as_array().map(Vec::len)),
+                        (Some(0), Some(0)),
+                        "{what}: gpu {g}"
+                    );
+                }
+            }
+            rebuilt["gpus"][r] = vg[r].clone();
+        }
+        assert_eq!(rebuilt, whole, "{alg} {kind:?} on {name}");
+        mscclpp_replay::replay_all(&serde_json::to_string(&rebuilt).unwrap())
+            .unwrap_or_else(|e| panic!("{alg} {kind:?} on {name}: {e}"));
+    }
+}
+
+#[test]
+fn a_rank_outside_the_plan_is_the_callers_error_naming_the_ranks() {
+    let t = topo("ring:4");
+    let s = run(&t, &CollectiveSpec::new(K::AllGather, 64 << 10), "ring").unwrap();
+    let e = engine::export_mscclpp(&s, &MscclppOptions { rank: Some(4), ..Default::default() }).unwrap_err();
+    assert_eq!(e.kind(), engine::ErrorKind::Input, "{e}");
+    let text = e.to_string();
+    assert!(text.contains("rank") && text.contains("rank 4 is not a rank of the plan: its ranks are 0..4"), "{text}");
 }

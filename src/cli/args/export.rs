@@ -80,6 +80,11 @@ pub struct MscclArgs {
     /// it only for those; the plan is correct either way).
     #[arg(long)]
     pub in_place: bool,
+    /// `--format mscclpp-json`: write rank R's view of the plan (what `ExecutionPlan(path, R)`
+    /// loads: every GPU's buffers and channels, R's thread blocks only), for runtimes that
+    /// hand each rank its own file.
+    #[arg(long, value_name = "R")]
+    pub rank: Option<u32>,
 }
 
 impl MscclArgs {
@@ -111,7 +116,18 @@ impl MscclArgs {
             in_place: self.in_place,
             min_bytes: o.min_bytes,
             max_bytes: o.max_bytes,
+            rank: self.rank,
         })
+    }
+
+    /// Refuses `--rank` with a format that has no per-rank view (before any work is done).
+    pub(in crate::cli) fn check_rank(&self, format: Format) -> Result<(), String> {
+        match self.rank {
+            Some(r) if format != Format::MscclppJson => {
+                Err(format!("--rank {r}: only --format mscclpp-json has a per-rank view"))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

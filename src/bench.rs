@@ -4,6 +4,7 @@
 pub mod failures;
 mod greedy;
 mod ilp;
+pub mod scale;
 mod sizes;
 
 pub use greedy::*;

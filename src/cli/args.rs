@@ -90,12 +90,13 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Run a benchmark suite and print a markdown table (or JSON).
     Bench {
-        /// greedy, ilp, sizes or failures (the ilp, sizes and failures suites run each case
-        /// once; --runs applies to greedy). `sizes` is the message-size sweep: `auto`, its
+        /// greedy, ilp, sizes, failures or scale (the ilp, sizes, failures and scale suites run
+        /// each case once; --runs applies to greedy). `sizes` is the message-size sweep: `auto`, its
         /// greedy candidate and the best baseline from 32 B to 512 MiB, from any directory
         /// (its irregular fabric is built in); a row that cannot run fails the sweep. `failures`: tori intact
         /// against failed links and NPUs, each scenario regenerated from the intact schedule
-        /// (--quick leaves out 32x32 and 64x64).
+        /// (--quick leaves out 32x32 and 64x64). `scale`: 4,096 to 16,384 NPUs at 1 GiB, each
+        /// schedule written to a file and checked from it (--quick: a sixteenth the NPUs).
         #[arg(long, default_value = "greedy")]
         suite: String,
         /// Runs per case; the median synthesis time is reported.

@@ -1,4 +1,4 @@
-//! `ccsynth bench`: the suites behind docs/BENCHMARKS.md (greedy, ilp, sizes, failures), run
+//! `ccsynth bench`: the suites behind docs/BENCHMARKS.md (greedy, ilp, sizes, failures, scale), run
 //! through `crate::bench` and printed as Markdown tables or JSON.
 
 use super::*;
@@ -34,8 +34,40 @@ pub(super) fn bench_cmd(
         "greedy" => bench_greedy(runs, quick, filter, json),
         "sizes" => bench_sizes(quick, filter, json),
         "failures" => bench_failures(quick, filter, json, failures),
-        other => Err(format!("--suite {other:?}: expected greedy, ilp, sizes or failures")),
+        "scale" => bench_scale(quick, filter, json),
+        other => Err(format!("--suite {other:?}: expected greedy, ilp, sizes, failures or scale")),
     }
+}
+
+fn bench_scale(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, String> {
+    use crate::bench::scale;
+    let cases: Vec<scale::ScaleCase> = scale::scale_suite(quick)
+        .into_iter()
+        .filter(|c| filter.is_none_or(|f| format!("{} {}", c.topology, c.collective.name()).contains(f)))
+        .collect();
+    let rows = scale::run_scale_suite(&cases, &mut |r| {
+        eprintln!(
+            "ccsynth bench: {} {} ({} failed links): {} us, x{} {}, {:.1} s, {} MiB, file {} MiB, validate {} s, met {} {}",
+            r.case.topology,
+            r.case.collective.name(),
+            r.case.failed_links.len(),
+            r.time_us.map_or_else(|| "–".into(), |t| format!("{t:.1}")),
+            r.ratio.map_or_else(|| "–".into(), |x| format!("{x:.3}")),
+            if r.case.failed_links.is_empty() { "bound" } else { "intact" },
+            r.wall_s,
+            r.peak_rss_mib.map_or_else(|| "–".into(), |m| format!("{m:.0}")),
+            r.file_mib.map_or_else(|| "–".into(), |m| format!("{m:.0}")),
+            r.validate_s.map_or_else(|| "–".into(), |s| format!("{s:.1}")),
+            met(r.met),
+            r.error.clone().unwrap_or_default()
+        )
+    });
+    if json {
+        print_json(&rows)?;
+    } else {
+        print!("{}", scale::scale_markdown(&rows));
+    }
+    Ok(0)
 }
 
 fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresArgs<'_>) -> Result<i32, String> {

@@ -101,3 +101,40 @@ fn the_size_sweep_runs_outside_the_repository() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The scale suite's quick rows through the CLI: every row ran, wrote a file, read it back
+/// valid, and reports its ratio (to the bound; for the failure row, to the intact schedule
+/// of the row before it) and a verdict on every part of its target.
+#[test]
+fn bench_scale_writes_checks_and_judges_every_row() {
+    let o = ccsynth(&["bench", "--suite", "scale", "--quick", "--json"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = json(&o);
+    let rows = rows.as_array().unwrap();
+    let shapes: Vec<(&str, usize)> = rows
+        .iter()
+        .map(|r| (r["case"]["topology"].as_str().unwrap(), r["case"]["failed_links"].as_array().unwrap().len()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [("torus:16x16", 0), ("torus:16x32", 0), ("torus:32x32", 0), ("torus:4x8x8", 0), ("torus:32x32", 3)]
+    );
+    for r in rows {
+        assert!(r["error"].is_null(), "{r}");
+        assert_eq!(r["valid"], true, "{r}");
+        assert!(r["met"].is_boolean() && r["file_mib"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["validate_s"].as_f64().is_some() && r["wall_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    for r in &rows[..4] {
+        let (t, b) = (r["time_us"].as_f64().unwrap(), r["bound_us"].as_f64().unwrap());
+        assert!((r["ratio"].as_f64().unwrap() - t / b).abs() < 1e-9 && t >= b * (1.0 - 1e-9), "{r}");
+    }
+    // The regenerated all-reduce is measured against the intact 32x32 row's time.
+    let (intact, failed) = (rows[2]["time_us"].as_f64().unwrap(), &rows[4]);
+    let ratio = failed["ratio"].as_f64().unwrap();
+    assert!((ratio - failed["time_us"].as_f64().unwrap() / intact).abs() < 1e-9, "{failed}");
+    let o = ccsynth(&["bench", "--suite", "scale", "--quick", "--filter", "torus:16x16"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("| torus:16x16 | all_reduce | 64 MiB |") && table.lines().count() == 3, "{table}");
+}

@@ -202,6 +202,7 @@ pub(super) fn finalize_timed_until(
     bounds: bool,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, CheckReport), Error> {
+    readable(&s, crate::limits::MAX_LIST_ENTRIES)?;
     ready_for_check(&mut s);
     let r = check_timed_until(&s, known, bounds, cancelled).ok_or(Error::Cancelled)?;
     accept(s, r)
@@ -223,6 +224,26 @@ fn accept(mut s: Schedule, r: CheckReport) -> Result<(Schedule, CheckReport), Er
 
 /// A producer's schedule as the gate times it: no declared time, and the chunking it was built
 /// with recorded (format v1 reads a missing one as 1).
+/// Refuses a schedule its own readers would refuse (`Transfers`' reader holds at most `max`
+/// chunk ids in distinct chunk lists, `limits::MAX_LIST_ENTRIES`): written, it could not be read
+/// back, validated or exported. Counted before anything else is done with it (the 3-D bucket's
+/// all-gather on torus:16x32x32 at 1 GiB lists its last phase's chunks per message, 6 bytes of
+/// chunk ids for every byte of its 1.8 GB file).
+fn readable(s: &Schedule, max: usize) -> Result<(), Error> {
+    let held = s.transfers.list_entries();
+    if held <= max {
+        return Ok(());
+    }
+    Err(Error::refused(
+        super::Refuser::ScheduleFormat,
+        format!(
+            "{} gives {} transfers whose distinct chunk lists hold {held} chunk ids, more than the {max} a reader of the format holds: it could be written but not read back",
+            s.algorithm.as_deref().unwrap_or("the producer"),
+            s.transfers.len()
+        ),
+    ))
+}
+
 pub(super) fn ready_for_check(s: &mut Schedule) {
     s.collective_time_ns = None;
     s.collective.chunks_per_npu = Some(s.collective.chunks());
@@ -341,6 +362,7 @@ pub(super) fn gate_timed_until(
     match gate {
         Gate::Full { bounds } => finalize_timed_until(s, known, bounds, cancelled),
         Gate::Deferred => {
+            readable(&s, crate::limits::MAX_LIST_ENTRIES)?;
             ready_for_check(&mut s);
             let simulated = match known {
                 Some(t) => Ok(t),
@@ -390,6 +412,34 @@ mod tests {
             let asked = asked.load(SeqCst);
             assert!((k..=k + 1).contains(&asked), "it went on asking after poll {k}: {asked} polls");
         }
+    }
+
+    /// A schedule is refused (by the format, before its check) exactly when its distinct chunk
+    /// lists hold more chunk ids than its reader holds, counted as the reader counts them: the
+    /// same count after a round trip through the compact form, uneven lists included.
+    #[test]
+    fn a_schedule_its_reader_would_refuse_never_leaves() {
+        let topo = crate::topology::parse_topology("torus:4x4x4").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 64 << 20);
+        let s = crate::baselines::build("bucket", &topo, &spec).unwrap();
+        let held = s.transfers.list_entries();
+        let uneven = s
+            .transfers
+            .lists()
+            .filter(|l| l.windows(3).any(|w| w[2].wrapping_sub(w[1]) != w[1].wrapping_sub(w[0])))
+            .count();
+        assert!(held > 0 && uneven > 0, "{held} ids, {uneven} uneven lists");
+        let text = serde_json::to_string(&s.written(crate::schedule::Form::Compact)).unwrap();
+        assert_eq!(Schedule::from_json(&text).unwrap().transfers.list_entries(), held);
+        readable(&s, held).unwrap();
+        let e = readable(&s, held - 1).unwrap_err();
+        assert_eq!(e.kind(), super::super::ErrorKind::Refused);
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("schedule v1: bucket gives {} transfers whose distinct chunk lists hold {held} chunk ids, more than the {}", s.transfers.len(), held - 1)),
+            "{text}"
+        );
+        assert!(finalize(s).is_ok());
     }
 
     fn ring_all_gather() -> Schedule {

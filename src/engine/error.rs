@@ -91,6 +91,8 @@ pub enum Refuser {
     Picture,
     /// The simulator: the schedule cannot be replayed.
     Simulator,
+    /// Schedule v1's readers: the schedule could be written but not read back.
+    ScheduleFormat,
 }
 
 impl Refuser {
@@ -100,6 +102,7 @@ impl Refuser {
             Refuser::MscclXml => "MSCCL XML: ",
             Refuser::MscclppPlan => "MSCCL++ plan: ",
             Refuser::ChakraEt => "Chakra ET: ",
+            Refuser::ScheduleFormat => "schedule v1: ",
             Refuser::Synthesizer | Refuser::Baseline | Refuser::Picture | Refuser::Simulator => "",
         }
     }

@@ -167,6 +167,12 @@ impl Transfers {
         (self.flags[i] & (MANY | SLOTS) == MANY).then_some(self.chunk[i])
     }
 
+    /// Chunk ids held in the distinct chunk lists: what the reader of the written transfers
+    /// counts against `limits::MAX_LIST_ENTRIES` (it keeps the same lists).
+    pub fn list_entries(&self) -> usize {
+        self.lists.iter().map(|l| l.len()).sum()
+    }
+
     /// The distinct chunk lists (`list_index` indexes them).
     pub fn lists(&self) -> impl ExactSizeIterator<Item = &[u32]> + '_ {
         self.lists.iter().map(|l| &l[..])

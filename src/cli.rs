@@ -46,10 +46,26 @@ fn run(cmd: Command) -> Result<i32, CliError> {
         Command::Validate { file } => Ok(validate_cmd(&file)?),
         Command::Simulate { file, trace, transfers } => simulate_cmd(&file, trace.as_deref(), transfers),
         Command::Plot { what } => plot_cmd(what),
-        Command::Export(a) => export_cmd(*a),
-        Command::Synth(a) => synth(*a),
-        Command::Regenerate(a) => regenerate_cmd(*a),
-        Command::Baseline(a) => baseline(*a),
+        Command::Export(a) => {
+            if a.format != Format::ChakraEt {
+                check_out(a.out.as_deref())?;
+            }
+            export_cmd(*a)
+        }
+        Command::Synth(a) => {
+            if a.format != Format::ChakraEt {
+                check_out(a.output.out.as_deref())?;
+            }
+            synth(*a)
+        }
+        Command::Regenerate(a) => {
+            check_out(a.output.out.as_deref())?;
+            regenerate_cmd(*a)
+        }
+        Command::Baseline(a) => {
+            check_out(a.output.out.as_deref())?;
+            baseline(*a)
+        }
         Command::Compare { target, json, with_synth, algos } => {
             compare_cmd(&target, json, with_synth, algos.as_deref())
         }
@@ -224,7 +240,7 @@ fn write_text(out: Option<&std::path::Path>, text: &str) -> Result<(), String> {
         }
         None => {
             let mut w = std::io::stdout().lock();
-            w.write_all(text.as_bytes()).and_then(|_| w.flush()).map_err(|e| e.to_string())
+            quiet_on_broken_pipe(w.write_all(text.as_bytes()).and_then(|_| w.flush()))
         }
     }
 }
@@ -481,9 +497,37 @@ fn write_json_stdout(v: &impl serde::Serialize, pretty: bool) -> Result<(), Stri
 }
 
 fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> Result<(), String> {
-    if pretty { serde_json::to_writer_pretty(&mut w, v) } else { serde_json::to_writer(&mut w, v) }
-        .map_err(|e| e.to_string())?;
-    writeln!(w).and_then(|_| w.flush()).map_err(|e| e.to_string())
+    let written = if pretty { serde_json::to_writer_pretty(&mut w, v) } else { serde_json::to_writer(&mut w, v) };
+    match written {
+        // The reader stopped reading (`| head`): what it took is all it wanted.
+        Err(e) if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+        Ok(()) => {}
+    }
+    quiet_on_broken_pipe(writeln!(w).and_then(|_| w.flush()))
+}
+
+/// A write to a reader that went away (`ccsynth … | head -c 10`) is not an error: the reader
+/// has what it wanted. Any other failure is.
+fn quiet_on_broken_pipe(r: std::io::Result<()>) -> Result<(), String> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.map_err(|e| e.to_string()),
+    }
+}
+
+/// An output file's path, checked before any work is done for it: its directory exists and it
+/// is not a directory itself (a 600 s run is not lost to a typo in `--out`).
+fn check_out(out: Option<&std::path::Path>) -> Result<(), String> {
+    let Some(path) = out else { return Ok(()) };
+    if path.is_dir() {
+        return Err(format!("--out {}: a directory; name a file to write", path.display()));
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("--out {}: the directory {} does not exist", path.display(), dir.display()));
+    }
+    Ok(())
 }
 
 fn print_json<T: serde::Serialize>(v: &T) -> Result<(), String> {

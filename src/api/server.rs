@@ -25,10 +25,22 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Store(#[from] crate::store::StoreError),
+    /// The address could not be bound (in use, not this machine's, a privileged port).
+    #[error("cannot listen on {addr}: {source}{hint}")]
+    Bind { addr: std::net::SocketAddr, source: std::io::Error, hint: &'static str },
 }
 
 pub async fn serve(config: Config, addr: std::net::SocketAddr) -> Result<(), ServeError> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| {
+        let hint = match source.kind() {
+            std::io::ErrorKind::AddrInUse => {
+                " (another process listens there: stop it, or choose another port with --addr)"
+            }
+            std::io::ErrorKind::PermissionDenied => " (a port below 1024 needs privileges: choose another with --addr)",
+            _ => "",
+        };
+        ServeError::Bind { addr, source, hint }
+    })?;
     serve_on(config, listener, shutdown_signal()).await
 }
 

@@ -659,3 +659,57 @@ fn mistakes_are_worded_for_the_terminal() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 66, rough edge 1: an output path that cannot be written is refused before any work
+/// (a 600 s thorough run was lost to a missing directory), naming the flag, the path and why.
+#[test]
+fn an_output_path_is_checked_before_the_work() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("nodir").join("x.json");
+    let missing = missing.to_str().unwrap();
+    let target = ["--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"];
+    let cases: [(Vec<&str>, String); 4] = [
+        (
+            [&["synth"][..], &target, &["--out", missing]].concat(),
+            format!("the directory {}", dir.join("nodir").display()),
+        ),
+        ([&["baseline", "--algo", "ring"][..], &target, &["--out", missing]].concat(), "does not exist".into()),
+        ([&["synth"][..], &target, &["--out", dir.to_str().unwrap()]].concat(), "a directory; name a file".into()),
+        (vec!["export", "--format", "msccl-xml", EXAMPLE, "--out", missing], "does not exist".into()),
+    ];
+    for (args, says) in cases {
+        let o = ccsynth(&args, None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("--out") && err.contains(&says), "{args:?}: {err}");
+        // Refused before the run: no progress, no summary, nothing on stdout.
+        assert!(o.stdout.is_empty() && !err.contains("wrote"), "{args:?}: {err}");
+    }
+    assert!(!dir.join("nodir").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 66, rough edge 4: a reader that stops reading (`| head -c 10`) ends the command
+/// quietly with exit 0, not "Broken pipe (os error 32)" and exit 2.
+#[test]
+fn a_reader_that_goes_away_is_a_quiet_exit_0() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+        .args(["baseline", "--algo", "ring", "--topology", "ring:64", "--collective", "all_gather", "--size", "64MiB"])
+        .arg("--json")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut head = [0u8; 10];
+    out.read_exact(&mut head).unwrap();
+    assert_eq!(&head[..2], b"{\"");
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("Broken pipe") && !err.contains("error"), "{err}");
+}

@@ -78,3 +78,20 @@ fn the_container_entry_point_starts_open_or_with_tokens() {
         assert!(!ignored.lines().any(|l| l.trim() == needed), "{needed} must reach the build");
     }
 }
+
+/// Issue 66, rough edge 3: `serve` on a port another process holds names the address and what
+/// to do, not only "Address already in use (os error 98)".
+#[test]
+fn serve_on_a_busy_port_names_the_address() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let dir = std::env::temp_dir().join(format!("ccsynth-busy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = format!("sqlite:{}", dir.join("busy.db").display());
+    let o = ccsynth(&["serve", "--addr", &addr, "--database-url", &db], None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")) && err.contains("--addr"), "{err}");
+    drop(held);
+    let _ = std::fs::remove_dir_all(&dir);
+}

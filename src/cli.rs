@@ -28,7 +28,17 @@ use serve::serve_cmd;
 
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = e.exit_code();
+            let _ = e.print();
+            if let Some(hint) = size_hint(&std::env::args().collect::<Vec<_>>()) {
+                eprintln!("{hint}");
+            }
+            return code;
+        }
+    };
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -514,6 +524,19 @@ fn quiet_on_broken_pipe(r: std::io::Result<()>) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r.map_err(|e| e.to_string()),
     }
+}
+
+/// A hint for a size written as two words (`--size 1 GiB`, which the shell splits and the
+/// parser then reads `GiB` as a stray argument): the flag, the number and the unit, and how to
+/// write them as one word.
+fn size_hint(args: &[String]) -> Option<String> {
+    const FLAGS: [&str; 3] = ["--size", "--min-bytes", "--max-bytes"];
+    args.windows(3).find_map(|w| {
+        let (flag, num, unit) = (w[0].as_str(), w[1].as_str(), w[2].as_str());
+        let joined = format!("{num}{unit}");
+        (FLAGS.contains(&flag) && num.parse::<f64>().is_ok() && crate::units::parse_size(&joined).is_ok())
+            .then(|| format!("hint: a size is one word: {flag} {joined}"))
+    })
 }
 
 /// An output file's path, checked before any work is done for it: its directory exists and it

@@ -713,3 +713,21 @@ fn a_reader_that_goes_away_is_a_quiet_exit_0() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("Broken pipe") && !err.contains("error"), "{err}");
 }
+
+/// Issue 66, rough edge 8: a size written as two words is refused with the hint of how to
+/// write it; `1G` is the documented 10^9 bytes.
+#[test]
+fn a_size_in_two_words_gets_a_hint() {
+    let o = ccsynth(&["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "1", "GiB"], None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("hint: a size is one word: --size 1GiB"), "{err}");
+    let o = ccsynth(&["synth", "--topology", "ring:4", "--collective", "all_gather", "--sizee", "1"], None);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("hint: a size"));
+    let o = ccsynth(
+        &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "1G"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json(&o)["collective"]["size_bytes"], 1_000_000_000u64);
+}

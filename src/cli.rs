@@ -508,13 +508,8 @@ fn write_json_stdout(v: &impl serde::Serialize, pretty: bool) -> Result<(), Stri
 
 fn write_json<W: Write, T: serde::Serialize>(mut w: W, v: &T, pretty: bool) -> Result<(), String> {
     let written = if pretty { serde_json::to_writer_pretty(&mut w, v) } else { serde_json::to_writer(&mut w, v) };
-    match written {
-        // The reader stopped reading (`| head`): what it took is all it wanted.
-        Err(e) if e.io_error_kind() == Some(std::io::ErrorKind::BrokenPipe) => return Ok(()),
-        Err(e) => return Err(e.to_string()),
-        Ok(()) => {}
-    }
-    quiet_on_broken_pipe(writeln!(w).and_then(|_| w.flush()))
+    // As an I/O error a write's keeps its kind, so a broken pipe is told apart.
+    quiet_on_broken_pipe(written.map_err(std::io::Error::from).and_then(|_| writeln!(w)).and_then(|_| w.flush()))
 }
 
 /// A write to a reader that went away (`ccsynth … | head -c 10`) is not an error: the reader

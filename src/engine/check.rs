@@ -202,8 +202,7 @@ pub(super) fn finalize_timed_until(
     bounds: bool,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, CheckReport), Error> {
-    readable(&s, crate::limits::MAX_LIST_ENTRIES)?;
-    ready_for_check(&mut s);
+    ready_for_check(&mut s)?;
     let r = check_timed_until(&s, known, bounds, cancelled).ok_or(Error::Cancelled)?;
     accept(s, r)
 }
@@ -222,8 +221,6 @@ fn accept(mut s: Schedule, r: CheckReport) -> Result<(Schedule, CheckReport), Er
     Ok((s, r))
 }
 
-/// A producer's schedule as the gate times it: no declared time, and the chunking it was built
-/// with recorded (format v1 reads a missing one as 1).
 /// Refuses a schedule its own readers would refuse (`Transfers`' reader holds at most `max`
 /// chunk ids in distinct chunk lists, `limits::MAX_LIST_ENTRIES`): written, it could not be read
 /// back, validated or exported. Counted before anything else is done with it (the 3-D bucket's
@@ -244,9 +241,14 @@ fn readable(s: &Schedule, max: usize) -> Result<(), Error> {
     ))
 }
 
-pub(super) fn ready_for_check(s: &mut Schedule) {
+/// A producer's schedule as every gate times it: refused when its reader would refuse it
+/// (`readable`), else with no declared time, and the chunking it was built with recorded
+/// (format v1 reads a missing one as 1).
+pub(super) fn ready_for_check(s: &mut Schedule) -> Result<(), Error> {
+    readable(s, crate::limits::MAX_LIST_ENTRIES)?;
     s.collective_time_ns = None;
     s.collective.chunks_per_npu = Some(s.collective.chunks());
+    Ok(())
 }
 
 /// How a candidate's schedule is checked before it is handed back.
@@ -310,7 +312,7 @@ pub(super) fn gate_speculative_until(
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, CheckReport), Error> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    ready_for_check(&mut s);
+    ready_for_check(&mut s)?;
     let lost = AtomicBool::new(false);
     let stop_validation = || stop() || lost.load(Ordering::Relaxed);
     let (simulated, validated) = rayon::join(
@@ -362,8 +364,7 @@ pub(super) fn gate_timed_until(
     match gate {
         Gate::Full { bounds } => finalize_timed_until(s, known, bounds, cancelled),
         Gate::Deferred => {
-            readable(&s, crate::limits::MAX_LIST_ENTRIES)?;
-            ready_for_check(&mut s);
+            ready_for_check(&mut s)?;
             let simulated = match known {
                 Some(t) => Ok(t),
                 None => crate::sim::simulate_until(&s, cancelled),

@@ -20,7 +20,7 @@ pub use error::{CliError, Exit};
 use goodput::goodput_charts;
 pub use input::load_topology;
 use input::{
-    flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures, read_input,
+    failure_flags, flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures, read_input,
 };
 pub use render::comparison_table;
 use render::{duration, summary};
@@ -94,7 +94,7 @@ fn topology_cmd(topology: &str, fail_link: &[String], fail_npu: &[usize], direct
     let topo = if f.links.is_empty() && f.npus.is_empty() {
         topo
     } else {
-        let t = topo.with_failures(&f).map_err(|e| format!("failures: {e}"))?;
+        let t = topo.with_failures(&f).map_err(|e| failure_flags(e.within("failures"), &f))?;
         let live = t.live_npus();
         let parts = t.parts_of(&live);
         eprintln!(
@@ -381,7 +381,8 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     let previous = load_schedule(&a.schedule)?;
     engine::require_valid(&previous).map_err(|e| CliError::from(e).context(&a.schedule))?;
     let failures = parse_failures(&a.fail_link, &a.fail_npu, a.directed)?;
-    let (topo, collective) = engine::regeneration_target(&previous, &failures).map_err(|e| e.to_string())?;
+    let (topo, collective) =
+        engine::regeneration_target(&previous, &failures).map_err(|e| failure_flags(e, &failures))?;
     let spec = engine::RequestSpec {
         target: engine::Target::One(collective),
         algorithm: a.algo.parse().map_err(flags)?,

@@ -185,9 +185,11 @@ pub struct Collective {
 impl Collective {
     /// Builds the conditions and checks that the topology can serve them: every chunk a
     /// postcondition needs is reachable from where it (or each of its contributions) starts.
+    /// Without a group given, the collective's NPUs are the topology's live ones: a split is
+    /// then the topology's (`topology`), not a group's the caller did not write.
     pub fn build(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
         let c = Collective::build_unchecked(spec, topo)?;
-        c.check_reachable(topo)?;
+        c.check_reachable(topo).map_err(|e| if spec.group.is_none() { e.renamed("group", "topology") } else { e })?;
         Ok(c)
     }
 
@@ -320,7 +322,7 @@ impl Collective {
                     return Err(InputError::new(
                         "group",
                         format!(
-                            "the group is not connected where the collective needs it: NPU {v} cannot receive {what}{}",
+                            "the collective's NPUs are not connected where it needs them: NPU {v} cannot receive {what}{}",
                             self.parts_hint(topo)
                         ),
                     ));

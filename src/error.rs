@@ -33,6 +33,20 @@ impl InputError {
         self
     }
 
+    /// Renames the field `from` (and what lies under it: `from[2]`, `from.x`) to `to`, for a
+    /// document whose fields a door names otherwise (the API's `failed_links` are a
+    /// `Failures`' `links`).
+    pub fn renamed(mut self, from: &str, to: &str) -> Self {
+        for e in &mut self.errors {
+            if let Some(rest) = e.path.strip_prefix(from)
+                && (rest.is_empty() || rest.starts_with(['[', '.']))
+            {
+                e.path = format!("{to}{rest}");
+            }
+        }
+        self
+    }
+
     /// Turns a serde_path_to_error failure into a field error.
     pub fn from_json(err: serde_path_to_error::Error<serde_json::Error>) -> Self {
         let path = err.path().to_string();

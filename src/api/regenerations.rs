@@ -76,8 +76,14 @@ pub(super) async fn check_regeneration(
         g.retain(|v| !failures.npus.contains(v));
     }
     let (_, intact) = topologies::load(st, &Caller(None), &req.topology_id).await?;
-    let topology = engine::degraded(&intact, req.collective.group.as_deref(), &failures)
-        .map_err(|e| ApiError::Unprocessable(e.within(&at("failures"))))?;
+    // Named by the request's own fields: `failed_links[0]`, not the `Failures` document's
+    // `links[0]`; a split of the group by what failed (links when any were given).
+    let split_by = if failures.links.is_empty() { "failed_npus" } else { "failed_links" };
+    let topology = engine::degraded(&intact, req.collective.group.as_deref(), &failures).map_err(|e| {
+        ApiError::Unprocessable(
+            e.renamed("links", &at("failed_links")).renamed("npus", &at("failed_npus")).renamed("", &at(split_by)),
+        )
+    })?;
     if let Some(root) = req.collective.root
         && failures.npus.contains(&root)
     {

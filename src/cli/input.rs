@@ -33,7 +33,27 @@ pub(super) fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology
     }
     let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
     // Refused where the failures cut the collective's group (`--group`, or every survivor) apart.
-    engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| e.within("failures").to_string())
+    engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| failure_flags(e.within("failures"), &f))
+}
+
+/// A failure's error worded by the flag that named it: `failures.links[1]` is the second
+/// `--fail-link` (`--fail-link 0-2`), `failures.npus[0]` the first `--fail-npu`; what the
+/// failures do together (cut the group apart) is named by `--fail-link` when any were given.
+pub(super) fn failure_flags(mut e: InputError, f: &Failures) -> String {
+    let index = |rest: &str| rest.strip_prefix('[')?.split_once(']')?.0.parse::<usize>().ok();
+    for err in &mut e.errors {
+        let Some(rest) = err.path.strip_prefix("failures") else { continue };
+        err.path = if let Some(i) = rest.strip_prefix(".links").and_then(index).filter(|&i| i < f.links.len()) {
+            format!("--fail-link {}-{}", f.links[i][0], f.links[i][1])
+        } else if let Some(i) = rest.strip_prefix(".npus").and_then(index).filter(|&i| i < f.npus.len()) {
+            format!("--fail-npu {}", f.npus[i])
+        } else if rest == ".npus" || f.links.is_empty() {
+            "--fail-npu".to_string()
+        } else {
+            "--fail-link".to_string()
+        };
+    }
+    e.to_string()
 }
 
 /// The topology and collective a synthesis or baseline command names.
@@ -145,6 +165,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("options.ignore_congestion", "--ignore-congestion"),
     ("options.effort", "--effort"),
     ("rank", "--rank"),
+    ("topology", "--topology"),
 ];
 
 /// An engine input error worded for a terminal: each field by the flag that set it (the rest,

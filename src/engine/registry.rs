@@ -285,6 +285,15 @@ pub fn baseline_supports(name: &str, kind: CollectiveKind) -> bool {
     crate::baselines::info(name).is_some_and(|b| b.collectives.contains(&kind))
 }
 
+/// The algorithms that serve `kind` (the portfolio and synthesizers, then the baselines), for
+/// a message refusing one that does not.
+pub fn serving(kind: CollectiveKind) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> =
+        synthesizers().into_iter().filter(|s| (s.collectives)().contains(&kind)).map(|s| s.name).collect();
+    v.extend(baselines().into_iter().filter(|b| b.collectives.contains(&kind)).map(|b| b.name));
+    v
+}
+
 /// Checks a list of baseline names (`compare --algos`); the error names `field`.
 pub fn check_baselines<'a>(field: &str, list: &'a [String]) -> Result<Vec<&'a str>, InputError> {
     match list.iter().find(|a| !crate::baselines::is_known(a.trim())) {

@@ -313,18 +313,28 @@ impl Request {
             if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
                 check_synthesis_pairs(c, &topology, algorithm.name()).map_err(|e| e.within(path))?;
             }
-            built.push(Collective::build(c, &topology).map_err(|e| e.within(path))?);
+            // A topology that does not connect the collective is the request's `topology`.
+            built.push(
+                Collective::build(c, &topology)
+                    .map_err(|e| e.within(path).renamed(&format!("{path}.topology"), "topology"))?,
+            );
         }
         if let Some(entry) = algorithm.synthesizer().filter(|_| matches!(algorithm, Algorithm::Registered(_))) {
             let kind = targets[0].1.kind;
             if !(entry.collectives)().contains(&kind) {
-                return Err(InputError::new("algorithm", format!("{} does not serve {}", entry.name, kind.name())));
+                return Err(InputError::new(
+                    "algorithm",
+                    format!("{} does not serve {}; {}", entry.name, kind.name(), served_by(kind)),
+                ));
             }
         }
         if let Algorithm::Baseline(name) = &algorithm {
             let kind = targets[0].1.kind;
             if !super::registry::baseline_supports(name, kind) {
-                return Err(InputError::new("algorithm", format!("{name} does not support {}", kind.name())));
+                return Err(InputError::new(
+                    "algorithm",
+                    format!("{name} does not support {}; {}", kind.name(), served_by(kind)),
+                ));
             }
             // A variant's parameter against the group (kolmakov-r64 on 8 NPUs), here rather
             // than when the queued job builds it.
@@ -372,6 +382,11 @@ impl Request {
             Target::Tenants(list) => &list[0],
         }
     }
+}
+
+/// "these serve all_reduce: auto, greedy, …": the choices a refused `algorithm` leaves.
+fn served_by(kind: CollectiveKind) -> String {
+    format!("these serve {}: {}", kind.name(), super::registry::serving(kind).join(", "))
 }
 
 /// Refuses a topology of more NPUs than the limit.

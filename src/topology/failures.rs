@@ -35,6 +35,10 @@ impl Topology {
         let mut errs = Errors::default();
         let mut removed = vec![false; self.links.len()];
         for (i, &[u, v]) in f.links.iter().enumerate() {
+            if let Some(x) = [u, v].into_iter().find(|&x| x >= self.nodes()) {
+                errs.push(format!("links[{i}]"), format!("{u}->{v}: {x} is not a node: expected {}", self.node_ids()));
+                continue;
+            }
             let mut found = false;
             for (a, b) in [(u, v), (v, u)].into_iter().take(if f.directed { 1 } else { 2 }) {
                 if let Some(k) = self.link_index(a, b) {
@@ -43,7 +47,7 @@ impl Topology {
                 }
             }
             if !found {
-                errs.push(format!("links[{i}]"), format!("no link {u}->{v} in the topology"));
+                errs.push(format!("links[{i}]"), format!("no link {u}->{v} in the topology; {}", self.neighbours_of(u)));
             }
         }
         let mut failed = self.failed_npus.clone();
@@ -70,6 +74,27 @@ impl Topology {
             .map(|(l, _)| l.clone())
             .collect();
         Ok(Topology::from_sorted(self.npus, self.switches, links, failed))
+    }
+
+    /// The node ids as a message writes them: `0..=15 (16 NPUs)`, `0..=19 (16 NPUs + 4 switches)`.
+    fn node_ids(&self) -> String {
+        match self.switches {
+            0 => format!("{} ({} NPUs)", crate::error::ids(self.nodes()), self.npus),
+            s => format!("{} ({} NPUs + {s} switches)", crate::error::ids(self.nodes()), self.npus),
+        }
+    }
+
+    /// Where `u`'s links go, for a message about a link it does not have: "0 links to 1, 3, 4 and
+    /// 12" (the first eight, then how many more).
+    fn neighbours_of(&self, u: usize) -> String {
+        const SHOWN: usize = 8;
+        let to: Vec<String> = self.out_links(u).map(|k| self.links[k].dst.to_string()).collect();
+        match to.len() {
+            0 => format!("{u} has no links"),
+            1 => format!("{u} links only to {}", to[0]),
+            n if n <= SHOWN => format!("{u} links to {} and {}", to[..n - 1].join(", "), to[n - 1]),
+            n => format!("{u} links to {} and {} more", to[..SHOWN].join(", "), n - SHOWN),
+        }
     }
 
     /// Strongly connected components of the live NPUs.

@@ -50,7 +50,18 @@ fn topology_applies_failures_and_reports_connectivity() {
     assert_eq!(json(&o)["failed_npus"], serde_json::json!([4]));
     let o = ccsynth(&["topology", "ring:4", "--fail-link", "0-2"], None);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no link 0->2"));
+    // Named by the flag and its value, with the links the node has (issue 66, rough edge 5).
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--fail-link 0-2: no link 0->2 in the topology; 0 links to 1 and 3"), "{said}");
+    let o = ccsynth(&["topology", "ring:4", "--fail-link", "1-0", "--fail-link", "0-99"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--fail-link 0-99: 0->99: 99 is not a node: expected 0..=3 (4 NPUs)"), "{said}");
+    assert!(!said.contains("failures."), "{said}");
+    let o = ccsynth(&["topology", "ring:4", "--fail-npu", "7"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--fail-npu 7: 7 is not an NPU: expected 0..=3"), "{said}");
     let o = ccsynth(&["topology", "ring:4", "--fail-link", "zero-one"], None);
     assert_eq!(o.status.code(), Some(2));
 }
@@ -430,6 +441,47 @@ fn synth_refuses_bad_requests_with_exit_2() {
     }
 }
 
+/// Issue 66, rough edges 6 and 7: a topology file whose NPUs fall apart is named as the
+/// topology when no `--group` was given, and an algorithm that does not serve the collective
+/// is refused with the exit code the README's table gives it (2) and the algorithms that do.
+#[test]
+fn refusals_name_what_the_command_said() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-cli-parts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("two-pairs.json");
+    let link = |u: u32, v: u32| serde_json::json!({"src": u, "dst": v, "bandwidth_gb_per_s": 100.0, "latency_ns": 500.0});
+    let topo = serde_json::json!({"npus": 4, "links": [link(0, 1), link(1, 0), link(2, 3), link(3, 2)]});
+    std::fs::write(&file, topo.to_string()).unwrap();
+    let f = file.to_str().unwrap();
+    let o = ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--topology: the collective's NPUs are not connected where it needs them"), "{said}");
+    assert!(said.contains("it falls into 2 parts (NPUs [0, 1]; NPUs [2, 3])"), "{said}");
+    assert!(!said.contains("--group:"), "no --group was given: {said}");
+    // With a group that spans both parts, the group is named.
+    let o = ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "0,2"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--group: the collective's NPUs are not connected"), "{said}");
+    // And with a group inside one part it runs.
+    let o = ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "2,3"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&dir).ok();
+    for verb in ["baseline", "synth"] {
+        let o =
+            ccsynth(&[verb, "--algo", "mst", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB"], None);
+        assert_eq!(o.status.code(), Some(2), "{verb}");
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains("--algo: mst does not support all_reduce; these serve all_reduce: auto, greedy"), "{said}");
+        assert!(said.contains(", ring,") && said.contains("bucket") && !said.contains(" mst,"), "{said}");
+    }
+    // The README's table gives this refusal exit 2, by name.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let row = readme.lines().find(|l| l.starts_with("| 2 |")).unwrap();
+    assert!(row.contains("an `--algo` that does not serve the collective"), "{row}");
+}
+
 #[test]
 fn baseline_and_compare_verbs() {
     let o = ccsynth(&["baseline", "--list"], None);
@@ -569,14 +621,14 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     assert_eq!(o.status.code(), Some(2));
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(
-        said.contains("failures: they split the collective's group: it falls into 2 parts (NPU 0; 15 NPUs from 1)"),
+        said.contains("--fail-link: they split the collective's group: it falls into 2 parts (NPU 0; 15 NPUs from 1)"),
         "{said}"
     );
     // The same from `synth --fail-link`; with a `--group` inside the larger part it runs.
     let synth = ["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"];
     let o = ccsynth(&[&synth[..], &cut[..]].concat(), None);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("failures: they split the collective's group"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--fail-link: they split the collective's group"));
     let o = ccsynth(&[&synth[..], &cut[..], &["--group", "1,2,5", "--json"][..]].concat(), None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     // A group naming no NPU: the group's own error, not a panic.

@@ -13,6 +13,31 @@ pub struct Caller(pub Option<String>);
 #[derive(Clone, Debug)]
 pub struct RequestId(pub String);
 
+/// Refuses a query key the route does not read (`QUERY_KEYS`), naming it and the keys the route
+/// takes; the handler parses the values.
+pub(super) async fn known_query(req: Request, next: axum::middleware::Next) -> Response {
+    let Some(query) = req.uri().query().filter(|q| !q.is_empty()) else {
+        return next.run(req).await;
+    };
+    let Some(route) = req.extensions().get::<axum::extract::MatchedPath>().map(|p| p.as_str().to_string()) else {
+        return next.run(req).await;
+    };
+    let keys: &[&str] = QUERY_KEYS
+        .iter()
+        .find(|(m, p, _)| *m == req.method().as_str() && *p == route)
+        .map_or(&[], |(_, _, keys)| keys);
+    let unknown = form_urlencoded::parse(query.as_bytes()).map(|(k, _)| k).find(|k| !keys.contains(&k.as_ref()));
+    match unknown {
+        None => next.run(req).await,
+        Some(k) => {
+            let takes = if keys.is_empty() { "none".to_string() } else { keys.join(", ") };
+            let k: String = k.chars().take(64).collect();
+            ApiError::BadQuery(format!("unknown query key {k:?}: {} {route} takes {takes}", req.method()))
+                .into_response()
+        }
+    }
+}
+
 /// Request ids, tracing spans, and the per-route request counter.
 pub(super) async fn observe(State(st): State<Shared>, req: Request, next: axum::middleware::Next) -> Response {
     let route = req

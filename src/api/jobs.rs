@@ -175,7 +175,38 @@ async fn check_interactive(st: &Shared, caller: &Caller, req: &JobRequest) -> Re
 /// second process could share the file, it polls every 10 ms at first, backing off to every
 /// 250 ms, so many waiters do not keep the database busy.
 pub(super) async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(600_000));
+    let (j, cut_short) = wait_for_end(st, id, wait_ms).await?;
+    let ended = j.status.is_ended();
+    if cut_short {
+        return Err(ApiError::ShuttingDownWithJob(j.id));
+    }
+    let mut body = serde_json::to_value(job_out(&j)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    body["cached"] = serde_json::Value::Bool(cached);
+    if let Some(sid) = &j.schedule_id
+        && let Some(summary) = st.store.schedule_summary(sid).await?
+    {
+        body["summary"] = serde_json::from_str(&summary).unwrap_or_default();
+    }
+    let status = if ended { StatusCode::CREATED } else { StatusCode::ACCEPTED };
+    let mut resp = json(status, &body);
+    let location = match (&j.schedule_id, ended) {
+        (Some(s), true) => format!("/v1/schedules/{s}"),
+        _ => format!("/v1/jobs/{}", j.id),
+    };
+    if let Ok(v) = location.parse() {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(resp)
+}
+
+/// The longest wait a request may ask for (`wait_ms`), milliseconds.
+pub const MAX_WAIT_MS: u64 = 600_000;
+
+/// The job `id` once it has ended or `wait_ms` has passed (see `answer` for how the wait
+/// hears of an end); `true` beside it when the wait was cut short because this process is
+/// shutting down and the job has not ended.
+async fn wait_for_end(st: &Shared, id: &str, wait_ms: u64) -> Result<(crate::store::JobRow, bool), ApiError> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
     let ms = std::time::Duration::from_millis;
     let (mut poll, most) = if st.store.hears_other_replicas() { (ms(2000), ms(2000)) } else { (ms(10), ms(250)) };
     loop {
@@ -190,26 +221,10 @@ pub(super) async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) ->
         // replica): no waiter is left looping on it.
         let stopping = *st.stopping.borrow();
         if !ended && (stopping || (j.status == JobStatus::Queued && st.shutting_down.load(Ordering::SeqCst))) {
-            return Err(ApiError::ShuttingDownWithJob(j.id));
+            return Ok((j, true));
         }
         if ended || tokio::time::Instant::now() >= deadline {
-            let mut body = serde_json::to_value(job_out(&j)).map_err(|e| ApiError::Internal(e.to_string()))?;
-            body["cached"] = serde_json::Value::Bool(cached);
-            if let Some(sid) = &j.schedule_id
-                && let Some(summary) = st.store.schedule_summary(sid).await?
-            {
-                body["summary"] = serde_json::from_str(&summary).unwrap_or_default();
-            }
-            let status = if ended { StatusCode::CREATED } else { StatusCode::ACCEPTED };
-            let mut resp = json(status, &body);
-            let location = match (&j.schedule_id, ended) {
-                (Some(s), true) => format!("/v1/schedules/{s}"),
-                _ => format!("/v1/jobs/{}", j.id),
-            };
-            if let Ok(v) = location.parse() {
-                resp.headers_mut().insert(header::LOCATION, v);
-            }
-            return Ok(resp);
+            return Ok((j, false));
         }
         let nap = poll.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
         let mut stopping = st.stopping.subscribe();
@@ -261,12 +276,30 @@ pub(super) async fn own_schedule(st: &Shared, caller: &Caller, id: &str) -> Resu
     }
 }
 
+/// `GET /v1/jobs/{id}`'s query: `wait_ms` long-polls (the job as it is once it has ended or the
+/// wait has passed; shutting down, as it is then).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobQuery {
+    #[serde(default)]
+    wait_ms: Option<u64>,
+}
+
 async fn job(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    q: Result<axum::extract::Query<JobQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     let j = own_job(&st, &caller, &id).await?;
+    let j = match q.wait_ms {
+        Some(w) if w > MAX_WAIT_MS => {
+            return Err(ApiError::BadQuery(format!("wait_ms: {w} ms: at most {MAX_WAIT_MS} are accepted")));
+        }
+        Some(w) if w > 0 && !j.status.is_ended() => wait_for_end(&st, &id, w).await?.0,
+        _ => j,
+    };
     Ok(json(StatusCode::OK, &job_out(&j)))
 }
 

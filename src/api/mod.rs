@@ -175,6 +175,20 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/schedules/{id}/regenerate"),
 ];
 
+/// The query keys each route reads: (method, path, keys); a route not listed reads none. A key
+/// outside its route's list is refused (400 `bad-query`) before the handler runs, so a typo
+/// (`?wait=5000`, `?fromat=`) is not silently ignored. `openapi.yaml` documents exactly these
+/// (a test checks both ways).
+pub const QUERY_KEYS: &[(&str, &str, &[&str])] = &[
+    ("GET", "/v1/topologies", &["offset", "limit"]),
+    ("GET", "/v1/jobs/{id}", &["wait_ms"]),
+    (
+        "GET",
+        "/v1/schedules/{id}/export",
+        &["format", "msccl_target", "protocol", "name", "min_bytes", "max_bytes", "in_place", "rank", "prefix"],
+    ),
+];
+
 pub const OPENAPI_YAML: &str = include_str!("../../openapi.yaml");
 
 pub fn router(state: Shared) -> Router {
@@ -190,6 +204,7 @@ pub fn router(state: Shared) -> Router {
         .merge(regenerations::router())
         .fallback(|| async { ApiError::NotFound("route", String::new()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(axum::middleware::from_fn(guard::known_query))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::observe))
         .with_state(state)

@@ -582,8 +582,32 @@ fn jobs_can_be_cancelled_while_running(db: Db) {
     });
     assert!(seen["progress"]["message"].as_str().unwrap().starts_with("ilp: "), "{seen}");
     assert!(seen["progress"]["fraction"].as_f64().unwrap() < 1.0);
+    // `GET ?wait_ms` long-polls: the job as it is once the wait has passed (issue 66, rough
+    // edge 2), or once it ends: a waiter is answered as the job is cancelled.
+    let began = Instant::now();
+    let (code, v) = call(&s, "GET", &format!("/v1/jobs/{id}?wait_ms=300"), None);
+    assert_eq!((code, v["status"].as_str()), (200, Some("running")), "{v}");
+    assert!(began.elapsed() >= Duration::from_millis(300), "answered after {:?}", began.elapsed());
+    // A query key the route does not read, and a wait over the limit, are 400s naming them.
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/jobs/{id}?wait=30000"), None), 400);
+    let said = p["detail"].as_str().unwrap();
+    assert!(said.contains("unknown query key \"wait\"") && said.contains("takes wait_ms"), "{p}");
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/jobs/{id}?wait_ms=600001"), None), 400);
+    assert!(p["detail"].as_str().unwrap().contains("at most 600000"), "{p}");
+    let p = assert_problem(&raw(s.addr, "GET", "/v1/algorithms?verbose=1", None), 400);
+    assert!(p["detail"].as_str().unwrap().contains("GET /v1/algorithms takes none"), "{p}");
+    let (addr, path) = (s.addr, format!("/v1/jobs/{id}?wait_ms=60000"));
+    let waiter = std::thread::spawn(move || {
+        let began = Instant::now();
+        let r = raw(addr, "GET", &path, None);
+        (r.status, r.json()["status"].as_str().map(str::to_string), began.elapsed())
+    });
+    std::thread::sleep(Duration::from_millis(200));
     let (code, v) = call(&s, "DELETE", &format!("/v1/jobs/{id}"), None);
     assert_eq!((code, v["status"].as_str()), (200, Some("cancelled")));
+    let (code, status, took) = waiter.join().unwrap();
+    assert_eq!((code, status.as_deref()), (200, Some("cancelled")));
+    assert!(took < Duration::from_secs(30), "the waiter heard the cancel after {took:?}");
     // The solver stops (its worker takes the next job) and the job stays cancelled.
     let (code, next) = call(
         &s,
@@ -726,10 +750,19 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     )
     .unwrap();
     assert!(new.transfers.iter().all(|t| t.src != 5 && t.dst != 5));
-    assert_problem(
+    // Bad failures are named by the request's own fields, with what the topology has.
+    let p = assert_problem(
         &raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(br#"{"failed_links": [[0, 9]]}"#)),
         422,
     );
+    assert_eq!(p["errors"][0]["path"], "failed_links[0]", "{p}");
+    assert!(p["errors"][0]["message"].as_str().unwrap().ends_with("no link 0->9 in the topology; 0 links to 1, 3, 4 and 12"), "{p}");
+    let p = assert_problem(
+        &raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(br#"{"failed_npus": [3, 99]}"#)),
+        422,
+    );
+    assert_eq!(p["errors"][0]["path"], "failed_npus[1]", "{p}");
+    assert!(p["errors"][0]["message"].as_str().unwrap().contains("99 is not an NPU: expected 0..=15"), "{p}");
     assert_problem(&raw(s.addr, "POST", "/v1/schedules/unknown/regenerate", Some(b"{}")), 404);
     // Failures that cut NPU 0 off: the collective cannot run on what is left, a 422, and the
     // degraded topology is not stored.
@@ -739,7 +772,7 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     let r = raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(cut.to_string().as_bytes()));
     let p = assert_problem(&r, 422);
     // Named by the failures (the request gave no group) and saying which NPU is cut off.
-    assert_eq!(p["errors"][0]["path"], "failures", "{p}");
+    assert_eq!(p["errors"][0]["path"], "failed_links", "{p}");
     let said = p["errors"][0]["message"].as_str().unwrap();
     assert!(said.contains("split the collective's group") && said.contains("(NPU 0; 15 NPUs from 1)"), "{p}");
     assert_eq!(topologies(), before, "a refused regeneration stores nothing");
@@ -771,7 +804,7 @@ fn regeneration_avoids_the_failed_link(db: Db) {
         {"schedule_id": sid, "failed_links": [[0, 9]]},
     ]});
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
-    assert!(p["errors"][0]["path"].as_str().unwrap().starts_with("regenerations[1].failures"), "{p}");
+    assert_eq!(p["errors"][0]["path"], "regenerations[1].failed_links[0]", "{p}");
     let p = assert_problem(
         &raw(
             s.addr,
@@ -946,6 +979,45 @@ fn routes_and_openapi_match_exactly() {
         assert_ne!(r.status, 405, "{m} {p}");
         assert!(!(r.status == 404 && r.body.contains("no route")), "{m} {p}: {}", r.body);
     }
+}
+
+/// The query keys each route reads (`QUERY_KEYS`, which the server enforces) are exactly the
+/// `in: query` parameters openapi.yaml documents for it (at the path, for every method, or at
+/// the method).
+#[test]
+fn query_keys_and_openapi_match_exactly() {
+    use std::collections::BTreeMap;
+    let mut documented: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let (mut path, mut method, mut shared): (String, Option<String>, Vec<String>) = Default::default();
+    for line in ccsynth::api::OPENAPI_YAML.lines() {
+        if line.starts_with("components:") {
+            break;
+        }
+        if let Some(p) = line.strip_prefix("  /").and_then(|p| p.strip_suffix(':')) {
+            (path, method, shared) = (format!("/{p}"), None, Vec::new());
+            continue;
+        }
+        if let Some(m) = ["get", "post", "delete"].into_iter().find(|m| line == format!("    {m}:")) {
+            method = Some(m.to_uppercase());
+            documented.entry((method.clone().unwrap(), path.clone())).or_default().extend(shared.clone());
+            continue;
+        }
+        let Some(name) = line.split("name: ").nth(1).filter(|_| line.contains("in: query")) else { continue };
+        let name = name.split([',', ' ']).next().unwrap().to_string();
+        match &method {
+            Some(m) => documented.entry((m.clone(), path.clone())).or_default().push(name),
+            None => shared.push(name),
+        }
+    }
+    documented.retain(|_, keys| !keys.is_empty());
+    let mut enforced: BTreeMap<(String, String), Vec<String>> = ccsynth::api::QUERY_KEYS
+        .iter()
+        .map(|(m, p, keys)| ((m.to_string(), p.to_string()), keys.iter().map(|k| k.to_string()).collect()))
+        .collect();
+    for keys in documented.values_mut().chain(enforced.values_mut()) {
+        keys.sort();
+    }
+    assert_eq!(documented, enforced);
 }
 
 /// A queued job of the store tests: no batch, request id, topology or owner.

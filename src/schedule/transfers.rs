@@ -43,6 +43,11 @@ pub struct Transfers {
     route_ids: HashMap<usize, u32>,
     /// `(transfer, dst_chunks)` for the transfers with `SLOTS`, by transfer index.
     pub(super) slots: Vec<(u32, ChunkList)>,
+    /// The digest of the data flow (`crate::validate::flow`) of the schedule these transfers
+    /// were in when the validator replayed it and found nothing wrong. A route changes no data
+    /// flow, so it keeps the stamp (a repair's detours); every other edit drops it, and a
+    /// stamp whose digest is not the schedule's own any more is ignored.
+    flow_stamp: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// One transfer read from the columns: the fields of `Transfer`, borrowed. Serializes exactly
@@ -232,6 +237,7 @@ impl Transfers {
     }
 
     pub fn push(&mut self, t: Transfer) {
+        self.flow_stamp.take();
         let i = self.len() as u32;
         let mut flags = if t.op == Op::Reduce { REDUCE } else { 0 };
         let chunk = match t.chunks {
@@ -283,6 +289,7 @@ impl Transfers {
 
     /// Sets the step of transfer `i`.
     pub fn set_step(&mut self, i: usize, step: u32) {
+        self.flow_stamp.take();
         self.step[i] = step;
     }
 
@@ -312,9 +319,42 @@ impl Transfers {
 
     /// Sets the op of transfer `i`.
     pub fn set_op(&mut self, i: usize, op: Op) {
+        self.flow_stamp.take();
         match op {
             Op::Reduce => self.flags[i] |= REDUCE,
             Op::Copy => self.flags[i] &= !REDUCE,
+        }
+    }
+
+    /// The data-flow digest the validator stamped these transfers with (`stamp_flow`).
+    pub(crate) fn flow_stamp(&self) -> Option<&[u8; 32]> {
+        self.flow_stamp.get()
+    }
+
+    /// Stamps the transfers with the digest of the data flow the validator replayed and found
+    /// valid (only the validator calls this; a second stamp is ignored).
+    pub(crate) fn stamp_flow(&self, digest: [u8; 32]) {
+        let _ = self.flow_stamp.set(digest);
+    }
+
+    /// Feeds `h` everything of the transfers a replay of the data flow reads, in array order:
+    /// each transfer's step, ends, chunk (or chunk list) and op, the lists' contents and the
+    /// destination slots; not the routes.
+    pub(crate) fn hash_flow(&self, h: &mut impl FnMut(&[u32])) {
+        h(&[self.len() as u32, self.lists.len() as u32, self.slots.len() as u32]);
+        h(&self.step);
+        h(&self.src);
+        h(&self.dst);
+        h(&self.chunk);
+        let flags: Vec<u32> = self.flags.iter().map(|&f| (f & !PATH) as u32).collect();
+        h(&flags);
+        for l in &self.lists {
+            h(&[l.len() as u32]);
+            h(l);
+        }
+        for (i, d) in &self.slots {
+            h(&[*i, d.len() as u32]);
+            h(d);
         }
     }
 

@@ -470,6 +470,59 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// A valid replay stamps the schedule's data flow, and routes change no data flow: a
+    /// stamped schedule given other routes (through links it has or lacks, or none) is checked
+    /// without a second replay, and gets exactly the verdict, count and violations of the same
+    /// schedule checked from scratch; its data flow edited instead, it is replayed again.
+    #[test]
+    fn a_stamp_vouches_for_routes_changed_and_nothing_else(seed in any::<u64>(), kind in 0usize..KINDS.len()) {
+        let (s, mut rng) = build(seed, KINDS[kind]);
+        prop_assume!(!s.transfers.is_empty());
+        prop_assert!(ccsynth::validate::validate_stamping_from(&s, 0).valid);
+        prop_assert!(ccsynth::validate::flow_vouched(&s), "a valid replay stamps the schedule");
+        let mut t = s.clone();
+        prop_assert!(ccsynth::validate::flow_vouched(&t), "a clone keeps the stamp");
+        let nodes = t.topology.nodes() as u32;
+        for _ in 0..1 + rng.below(4) {
+            let i = rng.below(t.transfers.len());
+            let x = t.transfers.at(i);
+            let (src, dst) = (x.src, x.dst);
+            let route = match rng.below(3) {
+                0 => None,
+                1 => Some(ccsynth::schedule::Route::from(vec![src, rng.below(nodes as usize) as u32, dst])),
+                _ => routes(&t.topology, src as usize)
+                    .into_iter()
+                    .find_map(|(w, p)| (w == dst as usize).then_some(p).flatten())
+                    .map(ccsynth::schedule::Route::from),
+            };
+            t.transfers.set_path(i, route);
+        }
+        prop_assert!(ccsynth::validate::flow_vouched(&t), "routes keep the stamp");
+        let mut fresh = t.clone();
+        fresh.transfers = fresh.transfers.to_vec().into();
+        prop_assert!(!ccsynth::validate::flow_vouched(&fresh));
+        same_violations(&ccsynth::validate::validate_stamping_from(&t, 0), &ccsynth::validate::validate(&fresh))?;
+        // An edit of the data flow drops the stamp, and the replay finds what it finds from
+        // scratch.
+        let mut u = s.clone();
+        let i = rng.below(u.transfers.len());
+        if s.combining && rng.below(2) == 0 {
+            let op = if u.transfers.at(i).op == Op::Copy { Op::Reduce } else { Op::Copy };
+            u.transfers.set_op(i, op);
+        } else {
+            let step = u.transfers.at(i).step;
+            u.transfers.set_step(i, if step == 0 { 1 } else { step - 1 });
+        }
+        prop_assert!(!ccsynth::validate::flow_vouched(&u));
+        let mut fresh = u.clone();
+        fresh.transfers = fresh.transfers.to_vec().into();
+        same_violations(&ccsynth::validate::validate_stamping_from(&u, 0), &ccsynth::validate::validate(&fresh))?;
+    }
+}
+
 /// Two reports with the same verdict, count and violations, in any order.
 fn same_violations(a: &ccsynth::validate::Report, b: &ccsynth::validate::Report) -> Result<(), TestCaseError> {
     prop_assert_eq!(a.valid, b.valid);

@@ -66,7 +66,10 @@ pub(super) fn check_timed_until(
     // refuses what it cannot replay by itself, so running it first costs nothing but time.
     let (validated, simulated) = match known {
         Some(t) => (validate_with_collective(s, stop), Ok(t)),
-        None => rayon::join(|| validate_with_collective(s, stop), || crate::sim::simulate_until(s, stop)),
+        None => rayon::join(
+            || timed("check: validated", || validate_with_collective(s, stop)),
+            || timed("check: simulated", || crate::sim::simulate_until(s, stop)),
+        ),
     };
     complete(s, validated?, simulated, bounds)
 }
@@ -377,6 +380,15 @@ pub(super) fn gate_timed_until(
             }
         }
     }
+}
+
+/// Runs `f`, logging its wall time under `ccsynth::timing` (the check's two halves run side
+/// by side: which one sets its time is what a profile of a large schedule asks first).
+fn timed<T>(what: &'static str, f: impl FnOnce() -> T) -> T {
+    let began = std::time::Instant::now();
+    let out = f();
+    tracing::debug!(target: "ccsynth::timing", wall_ms = began.elapsed().as_secs_f64() * 1e3, "{what}");
+    out
 }
 
 #[cfg(test)]

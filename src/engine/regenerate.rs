@@ -2,7 +2,11 @@
 //! request on the degraded topology. The repair comes first (`synth::repair`: every transfer
 //! that does not touch a failed link is kept byte for byte, the others take detours), then a
 //! fresh run of the request within what is left of its budget (the repair's time already
-//! prices `auto`'s baselines); the repair is kept only when it is strictly faster.
+//! prices `auto`'s baselines); the repair is kept only when it is strictly faster. The repair
+//! is a construction like a baseline: a cancel stops it, the time limit does not (at 16,384
+//! NPUs its simulation alone outlasts the default minute, and the fresh run has no schedule to
+//! give there). A repair of a schedule whose data flow this process found valid is checked
+//! without a replay (`validate::flow_vouched`), so it runs first at any size.
 
 use super::{Control, Error, Output, Request, RunStats, Target};
 use crate::schedule::Schedule;
@@ -125,24 +129,27 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     let previous_algorithm = previous.algorithm.clone();
     let previous_time = previous.collective_time_ns;
-    let stop = || (ctl.cancelled)() || Instant::now() >= deadline;
     // The repair is a pass over the transfers and a few shortest paths, then the gate, whose
     // check is as long as the schedule's chunk moves: first where that is cheap (its time then
     // prices `auto`'s baselines), after the fresh run where it is not (a 4096-NPU bucket
-    // schedule moves 134 M chunks: its check would take most of a minute's budget).
-    let heavy = chunk_moves(&previous) > REPAIR_FIRST_MAX_MOVES;
+    // schedule moves 134 M chunks: its check would take most of a minute's budget). A
+    // schedule whose data flow this process found valid (its stamp: checked by `synth` or
+    // `require_valid`, not read from a store) is cheap at any size: the repair changes routes
+    // only, so its check replays nothing (`validate::flow_vouched`).
+    let heavy = chunk_moves(&previous) > REPAIR_FIRST_MAX_MOVES && !crate::validate::flow_vouched(&previous);
     let serving = serves(&previous, req);
     let mut previous = Some(previous);
     // `beat`: a schedule already in hand (the fresh run's, when the repair runs after it):
     // a repair whose busiest link alone takes longer is priced out before its simulation.
     let mut repair =
         |stop: &(dyn Fn() -> bool + Sync), beat: Option<f64>| -> (Result<(Output, RepairStats), String>, f64) {
+            // Asked by the repair's pass and its simulation: a cancel stops them.
             let began = Instant::now();
             let previous = previous.take().expect("repaired once");
             let out = serving.clone().and_then(|()| {
                 (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
                 let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
-                    RepairError::Stopped => "stopped: the time limit ran out".to_string(),
+                    RepairError::Stopped => "stopped: cancelled".to_string(),
                     e => e.to_string(),
                 })?;
                 let ms = began.elapsed().as_secs_f64() * 1e3;
@@ -154,7 +161,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
                 // Simulated only: it is validated (and bounded) once kept, so a repair that loses
                 // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
                 let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
-                    Error::Cancelled => "stopped: the time limit ran out before its check ended".to_string(),
+                    Error::Cancelled => "stopped: cancelled before its check ended".to_string(),
                     e => e.to_string(),
                 })?;
                 let algorithm = "repair".to_string();
@@ -168,12 +175,16 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
         let out = super::produce(req, ctl, deadline, incumbent);
         (out, began.elapsed().as_secs_f64() * 1e3)
     };
+    // The repair, a construction like a baseline, is stopped by a cancel, not by the time
+    // limit (as `auto` checks a baseline it has built): its simulation at 16,384 NPUs alone
+    // takes longer than the default minute, and without it there is no schedule at all there.
+    let cancelled = || (ctl.cancelled)();
     let ((repaired, repair_ms), (fresh, fresh_ms)) = if heavy {
         let fresh = fresh_run(None);
         let beat = fresh.0.as_ref().ok().and_then(|o| o.schedule.collective_time_ns);
-        (repair(&stop, beat), fresh)
+        (repair(&cancelled, beat), fresh)
     } else {
-        let repaired = repair(&stop, None);
+        let repaired = repair(&cancelled, None);
         let incumbent = repaired.0.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);
         (repaired, fresh_run(incumbent))
     };

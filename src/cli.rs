@@ -23,7 +23,7 @@ use input::{
     failure_flags, flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures, read_input,
 };
 pub use render::comparison_table;
-use render::{duration, summary};
+use render::{counted, duration, summary};
 use serve::serve_cmd;
 
 /// Runs the CLI and returns the process exit code.
@@ -369,7 +369,7 @@ fn emit(
         write_json_stdout(&doc, a.pretty)?;
     } else if let Some(path) = &a.out {
         // A baseline has no seed: only what the schedule has is said.
-        let mut facts = vec![format!("{} transfers", out.schedule.transfers.len())];
+        let mut facts = vec![counted(out.schedule.transfers.len(), "transfer")];
         facts.extend(out.schedule.collective_time_ns.map(duration));
         facts.extend(out.schedule.seed.map(|s| format!("seed {s}")));
         eprintln!("ccsynth: wrote {} ({})", path.display(), facts.join(", "));

@@ -76,7 +76,8 @@ pub(super) fn summary(
         crate::units::format_size(s.collective.size_bytes),
         s.collective.chunks()
     ));
-    lines.push(format!("steps           {} rounds, {} transfers", s.rounds(), s.transfers.len()));
+    let (rounds, transfers) = (s.rounds(), s.transfers.len());
+    lines.push(format!("steps           {}, {}", counted(rounds, "round"), counted(transfers, "transfer")));
     let bound = match out.report.lower_bound_ns {
         Some(b) if b > 0.0 => format!(" (lower bound {}, {:.2}× it)", duration(b), time / b),
         _ => String::new(),
@@ -256,4 +257,9 @@ mod tests {
         );
         assert_eq!(refusals(&[]), "");
     }
+}
+
+/// "1 round", "2 rounds": a count and its noun, plural where it is not one.
+pub(super) fn counted(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }

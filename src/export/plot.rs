@@ -224,6 +224,10 @@ const COLORS: [&str; 10] =
 
 /// The series of a chart drawn as the best achievable: grey and dashed.
 pub const BOUND_SERIES: &str = "bound";
+/// The series drawn last and thickest, over the others: the schedule the chart is about
+/// (`bench --suite sizes` and `goodput` name `auto`'s line so; under the baselines' lines it
+/// was hidden where it met them, which is where it matters).
+pub const LEAD_SERIES: &str = "auto";
 const CHART_H: f64 = 260.0;
 const CHART_W: f64 = 640.0;
 
@@ -233,7 +237,9 @@ const CHART_W: f64 = 640.0;
 /// stacked made a picture 6,300 px tall), one coloured line per series with a legend; a series
 /// keeps its colour in every chart (by its name's first appearance); the series named
 /// `BOUND_SERIES` (size over the lower bound on time: no schedule does better) grey and
-/// dashed. A chart with a `bus_factor` has a second axis on the right in bus bandwidth.
+/// dashed; the series named `LEAD_SERIES` drawn last and thicker. A chart with a `bus_factor`
+/// has a second axis on the right in bus bandwidth, with its own whole decades (the goodput
+/// axis's decades times the factor gave ticks at 1968.75 and 196.875).
 pub fn goodput_svg(charts: &[GoodputChart]) -> String {
     let mut names: Vec<&str> = Vec::new();
     for s in charts.iter().flat_map(|c| c.series.iter()) {
@@ -302,13 +308,22 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
                 writeln!(out, r##"<line x1="{left}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#ddd"/>"##, left + CHART_W);
             let _ =
                 writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, decade(v));
-            if let Some(f) = chart.bus_factor {
+        }
+        // The busbw axis: whole decades of bus bandwidth within the goodput axis's span, each at
+        // the goodput it stands for (busbw / factor), with a tick.
+        if let Some(f) = chart.bus_factor.filter(|f| *f > 0.0 && f.is_finite()) {
+            let (blo, bhi) = ((dlo + f.log10() - 1e-9).ceil() as i32, (dhi + f.log10() + 1e-9).floor() as i32);
+            for d in blo..=bhi {
+                let b = 10f64.powi(d);
+                let y = py(b / f);
+                let x = left + CHART_W;
+                let _ = writeln!(out, r##"<line x1="{x}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#888"/>"##, x + 4.0);
                 let _ = writeln!(
                     out,
                     r#"<text class="busbw" x="{}" y="{:.2}" text-anchor="start">{}</text>"#,
-                    left + CHART_W + 6.0,
+                    x + 6.0,
                     y + 4.0,
-                    label(v * f)
+                    decade(b)
                 );
             }
         }
@@ -342,8 +357,13 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             left - 48.0,
             top + CHART_H / 2.0
         );
-        for (si, series) in chart.series.iter().enumerate() {
+        // The lead series last, over the others; the legend keeps the chart's order.
+        let mut order: Vec<usize> = (0..chart.series.len()).collect();
+        order.sort_by_key(|&i| chart.series[i].name == LEAD_SERIES);
+        for si in order {
+            let series = &chart.series[si];
             let bound = series.name == BOUND_SERIES;
+            let width = if series.name == LEAD_SERIES { 3 } else { 2 };
             let ci = colour_of(&series.name);
             let color = if bound { "#555555" } else { COLORS[ci % COLORS.len()] };
             let dash = if bound {
@@ -360,7 +380,7 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             let _ = writeln!(out, r#"<g class="series" data-name="{}">"#, escape(&series.name));
             let _ = writeln!(
                 out,
-                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"{dash}/>"#,
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}"{dash}/>"#,
                 coords.join(" ")
             );
             for &(size, ns) in &points {
@@ -379,7 +399,7 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
             let lx = left + CHART_W + 86.0;
             let _ = writeln!(
                 out,
-                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"{dash}/>"#,
+                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="{width}"{dash}/>"#,
                 lx + 20.0
             );
             let _ = writeln!(out, r#"<text x="{}" y="{}">{}</text>"#, lx + 26.0, ly + 4.0, escape(&series.name));

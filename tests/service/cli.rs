@@ -284,6 +284,12 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let o = ccsynth(&[&ring[..], &["--summary"]].concat(), None);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.starts_with("algorithm       ring\n") && text.contains("add --compare"), "{text}");
+    assert!(text.contains("steps           3 rounds, 12 transfers"), "{text}");
+    // One of a thing is one, not "1 rounds" (issue 66, rough edge 10).
+    let direct = ["baseline", "--algo", "direct", "--topology", "fc:4", "--collective", "all_gather", "--size", "4KiB"];
+    let o = ccsynth(&[&direct[..], &["--summary"]].concat(), None);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("steps           1 round, 12 transfers"), "{text}");
     // With --compare, the summary ends with the comparison table, the synthesized row in it.
     let o = ccsynth(
         &["synth", "--topology", "ring:6", "--collective", "all_reduce", "--size", "1MiB", "--compare", "--summary"],

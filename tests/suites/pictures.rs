@@ -190,7 +190,18 @@ fn the_goodput_chart_has_one_line_per_series() {
         .filter(|n| n.attribute("class") == Some("series"))
         .map(|g| (g.attribute("data-name").unwrap(), g.children().filter(|c| c.has_tag_name("circle")).count()))
         .collect();
-    assert_eq!(series, [("auto", 3), ("best baseline", 2), ("greedy", 1)]);
+    // auto is drawn last, over the lines it meets, and thicker; its legend keeps its place.
+    assert_eq!(series, [("best baseline", 2), ("auto", 3), ("greedy", 1)]);
+    let series_el = |name: &str| doc.descendants().find(|n| n.attribute("data-name") == Some(name)).unwrap();
+    let width = |name: &str, tag: &str| -> String {
+        let el = series_el(name).descendants().find(|n| n.has_tag_name(tag)).unwrap();
+        el.attribute("stroke-width").unwrap().to_string()
+    };
+    assert_eq!((width("auto", "polyline"), width("best baseline", "polyline")), ("3".into(), "2".into()));
+    let legend_y = |name: &str| -> f64 {
+        series_el(name).descendants().find(|n| n.has_tag_name("line")).unwrap().attribute("y1").unwrap().parse().unwrap()
+    };
+    assert!(legend_y("auto") < legend_y("best baseline"), "auto's legend stays first");
     // Goodput is size / time: auto at 2 MiB in 40 µs is 52.4288 GB/s.
     assert!(svg.contains("auto: 52.429 at 2 MiB, 40 µs"), "{svg}");
 }
@@ -287,17 +298,30 @@ fn goodput_charts_form_a_grid_with_a_busbw_axis() {
     let (a, b, c) = (frame("a"), frame("b"), frame("c"));
     assert!(a.1 == b.1 && b.0 > a.0, "a and b side by side: {a:?} {b:?}");
     assert!(c.0 == a.0 && c.1 > a.1, "c below a: {a:?} {c:?}");
-    // busbw labels: each decade of goodput times the factor, on the right of chart a only.
-    let busbw = |t: &str| -> Vec<String> {
+    // busbw labels: the whole decades of bus bandwidth the goodput axis spans (not its
+    // decades times the factor, which gave ticks at 1968.75), on the right of a and c only.
+    let labels = |t: &str, class: Option<&str>| -> Vec<(String, f64)> {
         let g = doc.descendants().find(|n| n.attribute("data-title") == Some(t)).unwrap();
         g.descendants()
-            .filter(|n| n.attribute("class") == Some("busbw"))
-            .filter_map(|n| n.text())
-            .map(String::from)
+            .filter(|n| n.has_tag_name("text"))
+            .filter(|n| match class {
+                Some(c) => n.attribute("class") == Some(c),
+                None => n.attribute("text-anchor") == Some("end"),
+            })
+            .map(|n| (n.text().unwrap().to_string(), n.attribute("y").unwrap().parse().unwrap()))
             .collect()
     };
-    // 1 KiB and 1 MiB in 1 µs: 1.024 and 1048.576 GB/s, decades 1 to 10^4.
-    assert_eq!(busbw("a"), ["1.75", "17.5", "175", "1750", "17500"]);
-    assert!(busbw("b").is_empty());
-    assert_eq!(busbw("c"), ["0.5", "5", "50", "500", "5000"]);
+    let names = |v: Vec<(String, f64)>| v.into_iter().map(|(t, _)| t).collect::<Vec<_>>();
+    // 1 KiB and 1 MiB in 1 µs: 1.024 and 1048.576 GB/s, goodput decades 1 to 10^4; busbw
+    // spans 1.75 to 17500 on chart a, 0.5 to 5000 on chart c.
+    assert_eq!(names(labels("a", None)), ["1", "10", "100", "1000", "10000"]);
+    assert_eq!(names(labels("a", Some("busbw"))), ["10", "100", "1000", "10000"]);
+    assert!(labels("b", Some("busbw")).is_empty());
+    assert_eq!(names(labels("c", Some("busbw"))), ["1", "10", "100", "1000"]);
+    // Each at the goodput it stands for: busbw 10 on chart a is goodput 10 / 1.75.
+    let left = labels("a", None);
+    let (y1, y10) = (left[0].1, left[1].1);
+    let at = labels("a", Some("busbw"))[0].1;
+    let want = y1 - (10.0f64 / ar).log10() * (y1 - y10);
+    assert!((at - want).abs() < 0.02, "busbw 10 at y {at}, want {want}");
 }

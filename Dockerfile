@@ -37,8 +37,10 @@ VOLUME ["/data"]
 ENV CCSYNTH_ADDR=0.0.0.0:8080 \
     DATABASE_URL=sqlite:/data/ccsynth.db
 EXPOSE 8080
-# The port CCSYNTH_ADDR names (a shell-form check, so the variable is read when it runs).
+# Where the entry point says the server listens and a Host it answers to (--addr, --allowed-host
+# or their variables); before it has written that, the port CCSYNTH_ADDR names (a shell-form
+# check, so the variables are read when it runs).
 HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
-  CMD curl -fsS "http://127.0.0.1:${CCSYNTH_ADDR##*:}/healthz" || exit 1
+  CMD set -- $(cat /tmp/ccsynth-health 2>/dev/null); curl -fsS -H "Host: ${2:-127.0.0.1}" "${1:-http://127.0.0.1:${CCSYNTH_ADDR##*:}/healthz}" || exit 1
 ENTRYPOINT ["ccsynth-entrypoint"]
 CMD ["serve"]

@@ -83,9 +83,12 @@ pub async fn serve_on(
     let signalled: Arc<std::sync::OnceLock<tokio::time::Instant>> = Arc::default();
     let at = signalled.clone();
     let grace = std::time::Duration::from_millis(config.grace_ms);
+    let (drain_ms, grace_ms) = (config.drain_ms, config.grace_ms);
     accept_loop(listener, router(state.clone()), &config, async move {
         shutdown.await;
         let _ = at.set(tokio::time::Instant::now());
+        tracing::info!(drain_ms, grace_ms, "shutting down");
+        eprintln!("ccsynth: shutting down: new work refused for {drain_ms} ms, running jobs get {grace_ms} ms");
         st.shutting_down.store(true, Ordering::SeqCst);
         st.queued.notify_waiters();
         // At the end of the grace, the solves still running are stopped; their workers put
@@ -114,11 +117,16 @@ pub async fn serve_on(
     // the queue for the next start (or another replica).
     let running: Vec<(String, Arc<AtomicBool>)> =
         state.cancels.lock().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let requeued = running.len();
     for (id, flag) in running {
         flag.store(true, Ordering::SeqCst);
         let _ = state.store.requeue(&id).await;
     }
     watcher.abort();
+    // Jobs whose workers did not hand them back within the grace are counted: the rest went
+    // back to the queue (or ended) on their own.
+    tracing::info!(requeued_late = requeued, "stopped");
+    eprintln!("ccsynth: stopped");
     Ok(())
 }
 

@@ -39,7 +39,7 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
     let clients = match &tokens_file {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(path).map_err(|e| unreadable_tokens(path, &e, process_uid()))?;
             crate::api::parse_clients(&text).map_err(|e| format!("--tokens-file {}: {e}", path.display()))?
         }
         None => Vec::new(),
@@ -118,4 +118,45 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     served.map_err(|e| e.to_string())?;
     Ok(0)
+}
+
+/// The error for a tokens file that cannot be read; where it is a permission, which user the
+/// server runs as and how to give it the file (a secret mounted at mode 0600 for root cannot
+/// be read by the image's user, uid 10001).
+fn unreadable_tokens(path: &std::path::Path, e: &std::io::Error, uid: Option<u32>) -> String {
+    let at = format!("--tokens-file {}: {e}", path.display());
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return at;
+    }
+    let who = uid.map_or_else(|| "the server's user".to_string(), |u| format!("uid {u}"));
+    format!(
+        "{at}: the server runs as {who} and must read it; give that user the file (chown, or mode 0444 on a \
+         read-only mount; in the container image the server is uid 10001: for a Docker secret, set its uid \
+         to 10001 or its mode to 0444)"
+    )
+}
+
+/// The real uid of this process, from /proc (Linux); `None` elsewhere.
+fn process_uid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 66, Docker: a tokens file the server may not read says which user it runs as and
+    /// how to give it the file; other errors are as the system words them.
+    #[test]
+    fn an_unreadable_tokens_file_names_the_user_and_the_fix() {
+        let path = std::path::Path::new("/run/secrets/ccsynth_tokens");
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let said = unreadable_tokens(path, &denied, Some(10001));
+        assert!(said.starts_with("--tokens-file /run/secrets/ccsynth_tokens: permission denied"), "{said}");
+        assert!(said.contains("runs as uid 10001") && said.contains("mode 0444"), "{said}");
+        let missing = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(unreadable_tokens(path, &missing, Some(0)), format!("--tokens-file {}: {missing}", path.display()));
+        assert!(process_uid().is_some(), "Linux has /proc/self/status");
+    }
 }

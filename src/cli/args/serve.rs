@@ -82,8 +82,9 @@ pub struct ServeArgs {
     #[arg(long, env = "CCSYNTH_TOKENS_FILE")]
     pub tokens_file: Option<std::path::PathBuf>,
     /// Serve without tokens on an address other than loopback (anyone who can reach it may
-    /// queue, cancel and delete).
-    #[arg(long)]
+    /// queue, cancel and delete) (env CCSYNTH_ALLOW_OPEN: 1, true, yes or on; 0, false, no or
+    /// off).
+    #[arg(long, env = "CCSYNTH_ALLOW_OPEN", value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_open: bool,
     /// A Host name the server answers to (repeatable; env CCSYNTH_ALLOWED_HOSTS, comma-separated).
     /// Default on a loopback address: localhost, 127.0.0.1 and ::1 (a page that rebinds its

@@ -20,7 +20,8 @@ pub use error::{CliError, Exit};
 use goodput::goodput_charts;
 pub use input::load_topology;
 use input::{
-    failure_flags, flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures, read_input,
+    failure_flags, flags, load_collectives, load_schedule, load_target, load_topology_with_failures, parse_failures,
+    read_input,
 };
 pub use render::comparison_table;
 use render::{counted, duration, summary};

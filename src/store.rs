@@ -35,6 +35,37 @@ pub enum StoreError {
     Compress(String),
 }
 
+impl StoreError {
+    /// Whether the database could not be reached (no connection within the acquire timeout,
+    /// a connection cut, the server shutting down or not yet accepting): the request may
+    /// succeed later, so the service answers 503, not 500.
+    pub fn is_unavailable(&self) -> bool {
+        let StoreError::Db(e) = self else { return false };
+        match e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+            // PostgreSQL's class 08 (connection exception) and 57P01–57P03 (shutting down,
+            // crashed, not yet accepting connections).
+            sqlx::Error::Database(d) => {
+                d.code().is_some_and(|c| c.starts_with("08") || matches!(c.as_ref(), "57P01" | "57P02" | "57P03"))
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How long a query waits for a connection: on PostgreSQL short, so that an outage is a prompt
+/// 503 (30 s, sqlx's default, held every request that long and then answered 500); on SQLite,
+/// where the pool's four connections are busy only under load, sqlx's default.
+fn acquire_timeout(backend: Backend) -> std::time::Duration {
+    match backend {
+        Backend::Postgres => std::time::Duration::from_secs(5),
+        Backend::Sqlite => std::time::Duration::from_secs(30),
+    }
+}
+
+/// How long `/readyz`'s ping waits for the database.
+const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A job's state. `as_str()` is what `jobs.status` holds and what the API serves: the SQL
 /// binds it, never spells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -282,6 +313,7 @@ impl Store {
         };
         let pool = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 4 } else { 16 })
+            .acquire_timeout(acquire_timeout(backend))
             .connect(&url)
             .await?;
         if backend == Backend::Sqlite {
@@ -354,9 +386,13 @@ impl Store {
         }
     }
 
+    /// `SELECT 1` within `PING_TIMEOUT` (an unreachable database is a prompt error, not a
+    /// wait for the pool's acquire timeout).
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        match tokio::time::timeout(PING_TIMEOUT, sqlx::query("SELECT 1").execute(&self.pool)).await {
+            Ok(done) => done.map(|_| ()).map_err(StoreError::from),
+            Err(_) => Err(StoreError::Db(sqlx::Error::PoolTimedOut)),
+        }
     }
 
     pub async fn create_batch(&self, id: &str, owner: Option<&str>) -> Result<(), StoreError> {

@@ -79,6 +79,9 @@ pub enum ApiError {
         "the server is shutting down; job {0} stays queued and runs on another replica or after the restart: GET /v1/jobs/{0}"
     )]
     ShuttingDownWithJob(String),
+    /// The database cannot be reached now (the reason, logged, not sent).
+    #[error("the database is unreachable; try again shortly")]
+    DatabaseUnavailable(String),
     #[error("internal error")]
     Internal(String),
 }
@@ -91,11 +94,15 @@ impl From<InputError> for ApiError {
 
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
-        ApiError::Internal(e.to_string())
+        if e.is_unavailable() {
+            ApiError::DatabaseUnavailable(e.to_string())
+        } else {
+            ApiError::Internal(e.to_string())
+        }
     }
 }
 
-/// `Retry-After` of a 429, seconds.
+/// `Retry-After` of a 429 (and of a 503 while the database is unreachable), seconds.
 pub const RETRY_AFTER_S: &str = "5";
 
 #[derive(Serialize)]
@@ -134,7 +141,9 @@ impl ApiError {
             ApiError::UnparsableRequest => StatusCode::BAD_REQUEST,
             ApiError::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
-            ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) | ApiError::DatabaseUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -162,6 +171,7 @@ impl ApiError {
             ApiError::HeadTooLarge => "head-too-large",
             ApiError::BadQuery(_) => "bad-query",
             ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) => "shutting-down",
+            ApiError::DatabaseUnavailable(_) => "database-unavailable",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -175,6 +185,10 @@ impl ApiError {
             ApiError::Internal(why) => {
                 tracing::error!(error = %why, "internal error");
                 ("the server failed to serve the request; it is logged".to_string(), Vec::new())
+            }
+            ApiError::DatabaseUnavailable(why) => {
+                tracing::warn!(error = %why, "database unreachable");
+                (self.to_string(), Vec::new())
             }
             ApiError::Unprocessable(e) => bounded_errors(&e.errors, e.omitted),
             other => (clip(&other.to_string(), MAX_DETAIL_CHARS), Vec::new()),
@@ -238,7 +252,8 @@ impl IntoResponse for ApiError {
             ApiError::QueueFull(_)
             | ApiError::ClientQuota(..)
             | ApiError::ClientSeconds(..)
-            | ApiError::InteractiveQuota(..) => {
+            | ApiError::InteractiveQuota(..)
+            | ApiError::DatabaseUnavailable(_) => {
                 resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_S));
             }
             ApiError::RateLimited(wait_s) => {

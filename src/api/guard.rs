@@ -19,13 +19,18 @@ pub(super) async fn known_query(req: Request, next: axum::middleware::Next) -> R
     let Some(query) = req.uri().query().filter(|q| !q.is_empty()) else {
         return next.run(req).await;
     };
-    let Some(route) = req.extensions().get::<axum::extract::MatchedPath>().map(|p| p.as_str().to_string()) else {
+    // The API's routes only: a health probe or a scraper may add a query of its own (a
+    // cache buster) to /healthz, /readyz or /metrics, which read none and mean no harm.
+    let Some(route) = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .filter(|r| r.starts_with("/v1/"))
+    else {
         return next.run(req).await;
     };
-    let keys: &[&str] = QUERY_KEYS
-        .iter()
-        .find(|(m, p, _)| *m == req.method().as_str() && *p == route)
-        .map_or(&[], |(_, _, keys)| keys);
+    let keys: &[&str] =
+        QUERY_KEYS.iter().find(|(m, p, _)| *m == req.method().as_str() && *p == route).map_or(&[], |(_, _, keys)| keys);
     let unknown = form_urlencoded::parse(query.as_bytes()).map(|(k, _)| k).find(|k| !keys.contains(&k.as_ref()));
     match unknown {
         None => next.run(req).await,

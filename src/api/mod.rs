@@ -175,7 +175,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/v1/schedules/{id}/regenerate"),
 ];
 
-/// The query keys each route reads: (method, path, keys); a route not listed reads none. A key
+/// The query keys each `/v1/` route reads: (method, path, keys); one not listed reads none. A key
 /// outside its route's list is refused (400 `bad-query`) before the handler runs, so a typo
 /// (`?wait=5000`, `?fromat=`) is not silently ignored. `openapi.yaml` documents exactly these
 /// (a test checks both ways).
@@ -241,7 +241,12 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
 }
 
 async fn metrics(State(st): State<Shared>) -> Response {
-    let depth = st.store.queued_count().await.unwrap_or(-1);
+    // An unreachable database makes the queue's depth unknown (-1) at once, not after the
+    // pool's acquire timeout: the other metrics are this process's own.
+    let depth = match tokio::time::timeout(std::time::Duration::from_secs(2), st.store.queued_count()).await {
+        Ok(Ok(n)) => n,
+        _ => -1,
+    };
     let text = st.metrics.encode(depth);
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
 }

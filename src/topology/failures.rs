@@ -47,7 +47,10 @@ impl Topology {
                 }
             }
             if !found {
-                errs.push(format!("links[{i}]"), format!("no link {u}->{v} in the topology; {}", self.neighbours_of(u)));
+                errs.push(
+                    format!("links[{i}]"),
+                    format!("no link {u}->{v} in the topology; {}", self.neighbours_of(u)),
+                );
             }
         }
         let mut failed = self.failed_npus.clone();

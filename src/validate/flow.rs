@@ -83,7 +83,10 @@ mod tests {
             ("combining", Box::new(|s| s.combining = !s.combining)),
             ("scratch", Box::new(|s| s.scratch.push(0))),
             ("precondition", Box::new(|s| s.precondition = s.precondition.iter().take(3).collect::<Vec<_>>().into())),
-            ("postcondition", Box::new(|s| s.postcondition = s.postcondition.iter().skip(1).collect::<Vec<_>>().into())),
+            (
+                "postcondition",
+                Box::new(|s| s.postcondition = s.postcondition.iter().skip(1).collect::<Vec<_>>().into()),
+            ),
             ("topology", Box::new(|s| s.topology = crate::topology::parse_topology("ring:5").unwrap())),
             ("step", Box::new(|s| s.transfers.set_step(0, 7))),
             ("op", Box::new(|s| s.transfers.set_op(0, crate::schedule::Op::Copy))),

@@ -756,7 +756,13 @@ fn regeneration_avoids_the_failed_link(db: Db) {
         422,
     );
     assert_eq!(p["errors"][0]["path"], "failed_links[0]", "{p}");
-    assert!(p["errors"][0]["message"].as_str().unwrap().ends_with("no link 0->9 in the topology; 0 links to 1, 3, 4 and 12"), "{p}");
+    assert!(
+        p["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("no link 0->9 in the topology; 0 links to 1, 3, 4 and 12"),
+        "{p}"
+    );
     let p = assert_problem(
         &raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(br#"{"failed_npus": [3, 99]}"#)),
         422,

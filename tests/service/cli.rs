@@ -455,7 +455,8 @@ fn refusals_name_what_the_command_said() {
     let dir = std::env::temp_dir().join(format!("ccsynth-cli-parts-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("two-pairs.json");
-    let link = |u: u32, v: u32| serde_json::json!({"src": u, "dst": v, "bandwidth_gb_per_s": 100.0, "latency_ns": 500.0});
+    let link =
+        |u: u32, v: u32| serde_json::json!({"src": u, "dst": v, "bandwidth_gb_per_s": 100.0, "latency_ns": 500.0});
     let topo = serde_json::json!({"npus": 4, "links": [link(0, 1), link(1, 0), link(2, 3), link(3, 2)]});
     std::fs::write(&file, topo.to_string()).unwrap();
     let f = file.to_str().unwrap();
@@ -466,20 +467,27 @@ fn refusals_name_what_the_command_said() {
     assert!(said.contains("it falls into 2 parts (NPUs [0, 1]; NPUs [2, 3])"), "{said}");
     assert!(!said.contains("--group:"), "no --group was given: {said}");
     // With a group that spans both parts, the group is named.
-    let o = ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "0,2"], None);
+    let o =
+        ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "0,2"], None);
     assert_eq!(o.status.code(), Some(2));
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(said.contains("--group: the collective's NPUs are not connected"), "{said}");
     // And with a group inside one part it runs.
-    let o = ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "2,3"], None);
+    let o =
+        ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "2,3"], None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).ok();
     for verb in ["baseline", "synth"] {
-        let o =
-            ccsynth(&[verb, "--algo", "mst", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB"], None);
+        let o = ccsynth(
+            &[verb, "--algo", "mst", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB"],
+            None,
+        );
         assert_eq!(o.status.code(), Some(2), "{verb}");
         let said = String::from_utf8_lossy(&o.stderr);
-        assert!(said.contains("--algo: mst does not support all_reduce; these serve all_reduce: auto, greedy"), "{said}");
+        assert!(
+            said.contains("--algo: mst does not support all_reduce; these serve all_reduce: auto, greedy"),
+            "{said}"
+        );
         assert!(said.contains(", ring,") && said.contains("bucket") && !said.contains(" mst,"), "{said}");
     }
     // The README's table gives this refusal exit 2, by name.

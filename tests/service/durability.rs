@@ -161,3 +161,104 @@ fn replicas_share_one_postgres_queue() {
     });
     assert_eq!(dupes, 0);
 }
+
+/// A TCP relay to PostgreSQL that the test can cut (every connection closed, new ones closed
+/// as they arrive) and restore: a database outage without stopping the cluster the other tests
+/// share.
+struct Relay {
+    addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    fn to(target: String) -> Relay {
+        use std::sync::atomic::Ordering::SeqCst;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>> = Default::default();
+        let (up2, open2) = (up.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if !up2.load(SeqCst) {
+                    continue; // dropped: closed at once
+                }
+                let Ok(server) = std::net::TcpStream::connect(&target) else { continue };
+                let mut list = open2.lock().unwrap();
+                list.extend([client.try_clone().unwrap(), server.try_clone().unwrap()]);
+                for (mut from, mut to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay { addr, up, open }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Issue 64, point 4: while PostgreSQL is unreachable, requests that need it answer 503
+/// `database-unavailable` with a Retry-After within a few seconds (they waited 30 s for the
+/// pool, then answered 500), /readyz says 503 at once and /metrics answers; once it is back,
+/// the service serves again.
+#[test]
+fn a_database_outage_is_a_prompt_503() {
+    let db = fresh_database(Db::Postgres);
+    let (head, rest) = db.split_once("://").unwrap();
+    let (creds, tail) = rest.rsplit_once('@').map_or(("", rest), |(c, t)| (c, t));
+    let (host_port, name) = tail.split_once('/').unwrap();
+    let target = if host_port.contains(':') { host_port.to_string() } else { format!("{host_port}:5432") };
+    let relay = Relay::to(target);
+    let at = if creds.is_empty() { String::new() } else { format!("{creds}@") };
+    let mut s = start_on(format!("{head}://{at}{}/{name}", relay.addr), |_| {});
+    s.owned = Some(db);
+    let job = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "wait_ms": 30000});
+    let (code, done) = call(&s, "POST", "/v1/syntheses", Some(job.clone()));
+    assert_eq!(code, 201, "{done}");
+    let id = done["id"].as_str().unwrap().to_string();
+    relay.cut();
+    for (method, path, body, want) in [
+        ("GET", format!("/v1/jobs/{id}"), None, 503),
+        (
+            "POST",
+            "/v1/syntheses".to_string(),
+            Some(json!({"spec": "ring:5", "collective": {"kind": "all_gather", "size_bytes": 5120}}).to_string()),
+            503,
+        ),
+        ("GET", "/readyz".to_string(), None, 503),
+        ("GET", "/metrics".to_string(), None, 200),
+    ] {
+        let began = Instant::now();
+        let r = raw(s.addr, method, &path, body.as_deref().map(str::as_bytes));
+        let took = began.elapsed();
+        assert_eq!(r.status, want, "{method} {path}: {}", r.body);
+        assert!(took < Duration::from_secs(8), "{method} {path} took {took:?}");
+        if path.starts_with("/v1/") {
+            let p = assert_problem(&r, 503);
+            assert!(p["type"].as_str().unwrap().ends_with("/database-unavailable"), "{p}");
+            assert!(r.header("retry-after").is_some(), "{method} {path}");
+        }
+        if path == "/metrics" {
+            assert!(r.body.contains("ccsynth_queue_depth -1"), "{}", r.body);
+        }
+    }
+    relay.restore();
+    wait_until(Duration::from_secs(30), || call(&s, "GET", "/readyz", None).0 == 200);
+    let (code, again) = call(&s, "GET", &format!("/v1/jobs/{id}"), None);
+    assert_eq!((code, again["status"].as_str()), (200, Some("succeeded")), "{again}");
+}

@@ -199,7 +199,14 @@ fn the_goodput_chart_has_one_line_per_series() {
     };
     assert_eq!((width("auto", "polyline"), width("best baseline", "polyline")), ("3".into(), "2".into()));
     let legend_y = |name: &str| -> f64 {
-        series_el(name).descendants().find(|n| n.has_tag_name("line")).unwrap().attribute("y1").unwrap().parse().unwrap()
+        series_el(name)
+            .descendants()
+            .find(|n| n.has_tag_name("line"))
+            .unwrap()
+            .attribute("y1")
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     assert!(legend_y("auto") < legend_y("best baseline"), "auto's legend stays first");
     // Goodput is size / time: auto at 2 MiB in 40 µs is 52.4288 GB/s.

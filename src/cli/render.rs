@@ -236,6 +236,11 @@ fn ilp_line(ilp: &engine::IlpStats) -> String {
     parts.join("; ")
 }
 
+/// "1 round", "2 rounds": a count and its noun, plural where it is not one.
+pub(super) fn counted(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::refusals;
@@ -257,9 +262,4 @@ mod tests {
         );
         assert_eq!(refusals(&[]), "");
     }
-}
-
-/// "1 round", "2 rounds": a count and its noun, plural where it is not one.
-pub(super) fn counted(n: usize, noun: &str) -> String {
-    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
 }

@@ -76,7 +76,8 @@ mod tests {
     fn the_digest_covers_the_data_flow_and_not_the_routes() {
         let s = ring_all_reduce();
         let d = digest(&s);
-        let edits: Vec<(&str, Box<dyn Fn(&mut Schedule)>)> = vec![
+        type Edit = Box<dyn Fn(&mut Schedule)>;
+        let edits: Vec<(&str, Edit)> = vec![
             ("collective", Box::new(|s| s.collective.size_bytes += 1)),
             ("num_chunks", Box::new(|s| s.num_chunks += 1)),
             ("chunk_size_bytes", Box::new(|s| s.chunk_size_bytes *= 2.0)),

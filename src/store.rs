@@ -168,6 +168,21 @@ pub struct Store {
     pub backend: Backend,
     /// Where the pool connects: PostgreSQL's listener needs a connection of its own.
     url: String,
+    /// Whether this process finds the database unreachable (`StoreError::is_unavailable`, from
+    /// a claim, a lease's renewal or a job's end) and when it last reached it again: every
+    /// running job's lease lapses in an outage, since no owner could renew it, so during one and
+    /// for a lease's time after it `claim_job` takes no lapsed job and gives none up, while the
+    /// owners renew theirs and record their results.
+    outage: std::sync::Arc<std::sync::Mutex<Outage>>,
+}
+
+/// The database's reachability as this process last found it (`Store::outage`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Outage {
+    /// Its last call failed as unreachable, and none has succeeded since.
+    down: bool,
+    /// When a call first succeeded after the last outage.
+    ended: Option<std::time::Instant>,
 }
 
 /// A change in the job table that other replicas' waiters and idle workers want to hear of.
@@ -325,7 +340,39 @@ impl Store {
             Backend::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await?,
             Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
         }
-        Ok(Store { pool, backend, url })
+        Ok(Store { pool, backend, url, outage: Default::default() })
+    }
+
+    /// `r`, noted (`note`, `note_reached`).
+    fn noting<T>(&self, r: Result<T, StoreError>) -> Result<T, StoreError> {
+        match &r {
+            Ok(_) => self.note_reached(),
+            Err(e) => self.note(e),
+        }
+        r
+    }
+
+    /// Notes an outage when `e` is an unreachable database's error (see `outage`): the
+    /// workers call it on a failed renewal or a failed record of a job's end.
+    pub fn note(&self, e: &StoreError) {
+        if e.is_unavailable() {
+            self.outage.lock().unwrap_or_else(|e| e.into_inner()).down = true;
+        }
+    }
+
+    /// Notes that the database answered: an outage noted before ends now.
+    pub fn note_reached(&self) {
+        let mut o = self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        if o.down {
+            *o = Outage { down: false, ended: Some(std::time::Instant::now()) };
+        }
+    }
+
+    /// Whether the database is unreachable for this process, or was within the last `ms`
+    /// milliseconds.
+    pub(crate) fn in_outage_or_within(&self, ms: i64) -> bool {
+        let o = *self.outage.lock().unwrap_or_else(|e| e.into_inner());
+        o.down || o.ended.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(ms.max(0) as u64))
     }
 
     /// Tells every replica's `watch_jobs` of `event` (PostgreSQL `NOTIFY`; on SQLite nothing:

@@ -66,10 +66,10 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
     let (status, result) = match outcome {
         Ok(r) => {
             let t = std::time::Instant::now();
-            let stored = st
-                .store
-                .finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref)
-                .await;
+            let stored = until_reachable(st, || {
+                st.store.finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref)
+            })
+            .await;
             let wall_ms = t.elapsed().as_secs_f64() * 1e3;
             tracing::debug!(target: "ccsynth::timing", wall_ms, "job: the result stored");
             (JobStatus::Succeeded, stored)
@@ -77,12 +77,14 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => {
             (JobStatus::Queued, st.store.requeue_claimed(&lease).await)
         }
-        Err(JobEnd::Cancelled) => {
-            (JobStatus::Cancelled, st.store.end_claimed(&lease, JobStatus::Cancelled, None).await)
-        }
-        Err(JobEnd::Failed(failure)) => {
-            (JobStatus::Failed, st.store.end_claimed(&lease, JobStatus::Failed, Some(&failure)).await)
-        }
+        Err(JobEnd::Cancelled) => (
+            JobStatus::Cancelled,
+            until_reachable(st, || st.store.end_claimed(&lease, JobStatus::Cancelled, None)).await,
+        ),
+        Err(JobEnd::Failed(failure)) => (
+            JobStatus::Failed,
+            until_reachable(st, || st.store.end_claimed(&lease, JobStatus::Failed, Some(&failure))).await,
+        ),
     };
     st.job_ended.notify_waiters();
     match result {
@@ -92,6 +94,31 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         // result (or its cancellation) stands, this one is dropped.
         Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
         Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
+    }
+}
+
+/// Runs `record` (a job's end) again every second while the database cannot be reached, until
+/// it is (the end is stored, or the job turns out to be another claim's) or the server shuts
+/// down: a result finished during an outage is kept, not solved again (issue 64: an outage
+/// cost the long jobs it outlasted their results and an attempt each).
+async fn until_reachable<F, Fut>(st: &Shared, mut record: F) -> Result<bool, crate::store::StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, crate::store::StoreError>>,
+{
+    let mut warned = false;
+    loop {
+        match record().await {
+            Err(e) if e.is_unavailable() && !*st.stopping.borrow() => {
+                st.store.note(&e);
+                if !warned {
+                    tracing::warn!(error = %e, "the database is unreachable: the job's end is recorded once it is back");
+                    warned = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            r => return r,
+        }
     }
 }
 
@@ -182,10 +209,19 @@ async fn execute(
                 renewed = tokio::time::Instant::now();
                 // A DELETE from another replica ended the job, or the lease lapsed and another
                 // worker owns it now: stop solving (nothing this worker finds would be stored).
-                if let Ok(false) = st.store.renew_lease(&lease, st.config.lease_ms).await
-                    && let Some(f) = st.cancels.lock().unwrap().get(&id)
-                {
-                    f.store(true, Ordering::SeqCst);
+                match st.store.renew_lease(&lease, st.config.lease_ms).await {
+                    Ok(false) => {
+                        if let Some(f) = st.cancels.lock().unwrap().get(&id) {
+                            f.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    Ok(true) => st.store.note_reached(),
+                    // The database is away: solving goes on, and the renewal is tried again
+                    // at the next tick, so the lease is back as soon as the database is.
+                    Err(e) => {
+                        st.store.note(&e);
+                        renewed -= renew_every;
+                    }
                 }
             }
         })

@@ -93,6 +93,19 @@ impl Store {
         row.as_ref().map(job_row).transpose()
     }
 
+    /// A queued job only (`claim_job` just after an outage).
+    async fn claim_queued(&self, now: i64, lease_ms: i64) -> Result<Option<JobRow>, StoreError> {
+        let lock = if self.backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
+        let row = sqlx::query(sqlx::AssertSqlSafe(queued_claim_sql(lock)))
+            .bind(now)
+            .bind(now + lease_ms)
+            .bind(JobStatus::Running.as_str())
+            .bind(JobStatus::Queued.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
     pub async fn batch_jobs(&self, batch_id: &str) -> Result<Vec<JobRow>, StoreError> {
         if !plausible_id(batch_id) {
             return Ok(Vec::new());
@@ -143,7 +156,17 @@ impl Store {
     /// `max_attempts` times: one whose lease lapsed that often is failed instead (its worker
     /// keeps dying on it, e.g. of memory, and would again).
     pub async fn claim_job(&self, lease_ms: i64, max_attempts: i64) -> Result<Option<JobRow>, StoreError> {
+        let r = self.claim(lease_ms, max_attempts).await;
+        self.noting(r)
+    }
+
+    async fn claim(&self, lease_ms: i64, max_attempts: i64) -> Result<Option<JobRow>, StoreError> {
         let now = now_ms();
+        // Just after an outage every running job's lease has lapsed with no owner at fault:
+        // only queued jobs are claimed until a lease's time has passed (their owners renew).
+        if self.in_outage_or_within(lease_ms) {
+            return self.claim_queued(now, lease_ms).await;
+        }
         let given_up = sqlx::query(
             "UPDATE jobs SET status = $1, error = $2, error_kind = $6, message = $1, finished_at = $3, \
              lease_until = NULL WHERE status = $4 AND lease_until < $3 AND attempts >= $5",
@@ -172,28 +195,10 @@ impl Store {
              WHERE id = (SELECT id FROM jobs WHERE status = $3 AND lease_until < $1 ORDER BY created_at, id LIMIT 1{lock}) \
              AND status = $3 AND status <> $4 AND lease_until < $1 RETURNING {JOB_COLS}"
         );
-        // (`status <> $4` only so that both queries take the same four parameters.)
-        // Then a queued job, fair between clients: the client with the highest-priority job
-        // (interactive before normal), then the fewest jobs running, then the one whose last
-        // job started longest ago (round robin: a client that just got a worker waits for the
-        // others); then that client's highest-priority, oldest job. Without tokens every job
-        // has the same owner (none): by priority, then first in, first out. Owners compare as
-        // COALESCE(owner, ''), which the migrations index (`IS NOT DISTINCT FROM` would use no
-        // index on PostgreSQL); with 10,000 queued jobs this takes 0.03 ms on SQLite and 8 ms
-        // on PostgreSQL, as the plain oldest-first claim did (docs/BENCHMARKS.md).
-        let queued = format!(
-            "UPDATE jobs SET status = $3, started_at = $1, lease_until = $2, progress = 0, message = $3, \
-             attempts = attempts + 1 \
-             WHERE id = (SELECT j.id FROM jobs j WHERE j.status = $4 \
-             AND COALESCE(j.owner, '') = (SELECT q.o FROM (SELECT DISTINCT COALESCE(owner, '') AS o FROM jobs WHERE status = $4) q \
-             ORDER BY (SELECT MAX(r.priority) FROM jobs r WHERE COALESCE(r.owner, '') = q.o AND r.status = $4) DESC, \
-             (SELECT COUNT(*) FROM jobs r WHERE COALESCE(r.owner, '') = q.o AND r.status = $3 AND r.lease_until >= $1), \
-             (SELECT COALESCE(MAX(r.started_at), 0) FROM jobs r WHERE COALESCE(r.owner, '') = q.o), q.o LIMIT 1) \
-             ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1{lock}) \
-             AND status = $4 RETURNING {JOB_COLS}"
-        );
+        // (`status <> $4` only so that both queries take the same four parameters.) Then a
+        // queued job (`queued_claim_sql`).
         let mut row = None;
-        for q in [lapsed, queued] {
+        for q in [lapsed, queued_claim_sql(lock)] {
             row = sqlx::query(sqlx::AssertSqlSafe(q))
                 .bind(now)
                 .bind(now + lease_ms)
@@ -370,4 +375,28 @@ impl Store {
         .await?;
         self.announce(&self.pool, JobEvent::Queued).await
     }
+}
+
+/// The claim of a queued job (`claim_job`), `lock` its row lock (`FOR UPDATE SKIP LOCKED` on
+/// PostgreSQL): the parameters are $1 now, $2 the lease's end, $3 `running`, $4 `queued`.
+fn queued_claim_sql(lock: &str) -> String {
+    // A queued job, fair between clients: the client with the highest-priority job
+    // (interactive before normal), then the fewest jobs running, then the one whose last
+    // job started longest ago (round robin: a client that just got a worker waits for the
+    // others); then that client's highest-priority, oldest job. Without tokens every job
+    // has the same owner (none): by priority, then first in, first out. Owners compare as
+    // COALESCE(owner, ''), which the migrations index (`IS NOT DISTINCT FROM` would use no
+    // index on PostgreSQL); with 10,000 queued jobs this takes 0.03 ms on SQLite and 8 ms
+    // on PostgreSQL, as the plain oldest-first claim did (docs/BENCHMARKS.md).
+    format!(
+        "UPDATE jobs SET status = $3, started_at = $1, lease_until = $2, progress = 0, message = $3, \
+         attempts = attempts + 1 \
+         WHERE id = (SELECT j.id FROM jobs j WHERE j.status = $4 \
+         AND COALESCE(j.owner, '') = (SELECT q.o FROM (SELECT DISTINCT COALESCE(owner, '') AS o FROM jobs WHERE status = $4) q \
+         ORDER BY (SELECT MAX(r.priority) FROM jobs r WHERE COALESCE(r.owner, '') = q.o AND r.status = $4) DESC, \
+         (SELECT COUNT(*) FROM jobs r WHERE COALESCE(r.owner, '') = q.o AND r.status = $3 AND r.lease_until >= $1), \
+         (SELECT COALESCE(MAX(r.started_at), 0) FROM jobs r WHERE COALESCE(r.owner, '') = q.o), q.o LIMIT 1) \
+         ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1{lock}) \
+         AND status = $4 RETURNING {JOB_COLS}"
+    )
 }

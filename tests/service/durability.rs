@@ -262,3 +262,46 @@ fn a_database_outage_is_a_prompt_503() {
     let (code, again) = call(&s, "GET", &format!("/v1/jobs/{id}"), None);
     assert_eq!((code, again["status"].as_str()), (200, Some("succeeded")), "{again}");
 }
+
+/// Issue 64, point 5: a job that finishes while PostgreSQL is away keeps its result and its one
+/// attempt. Its lease lapses in the outage (no owner can renew it); the worker records the end
+/// once the database is back, and for a lease's time after the outage no worker takes a
+/// lapsed job (here the server's idle second worker, which took it and solved it again).
+#[test]
+fn a_job_finished_in_an_outage_keeps_its_result_and_its_attempt() {
+    let db = fresh_database(Db::Postgres);
+    let (head, rest) = db.split_once("://").unwrap();
+    let (creds, tail) = rest.rsplit_once('@').map_or(("", rest), |(c, t)| (c, t));
+    let (host_port, name) = tail.split_once('/').unwrap();
+    let target = if host_port.contains(':') { host_port.to_string() } else { format!("{host_port}:5432") };
+    let relay = Relay::to(target);
+    let at = if creds.is_empty() { String::new() } else { format!("{creds}@") };
+    let direct = db.to_string();
+    let mut s = start_on(format!("{head}://{at}{}/{name}", relay.addr), |c| {
+        c.lease_ms = 1000;
+        c.workers = 2;
+    });
+    s.owned = Some(db);
+    // A solve of a few seconds (a twentieth of `long_job`'s seeds).
+    let mut job = long_job();
+    job["options"]["seeds"] = json!(200);
+    let (code, queued) = call(&s, "POST", "/v1/syntheses", Some(job));
+    assert_eq!(code, 202, "{queued}");
+    let id = queued["id"].as_str().unwrap().to_string();
+    wait_for_job(&s, &id, &["running"]);
+    relay.cut();
+    // Longer than the solve and many leases.
+    std::thread::sleep(Duration::from_secs(8));
+    relay.restore();
+    let done = wait_for_job(&s, &id, &["succeeded", "failed"]);
+    assert_eq!(done["status"], "succeeded", "{done}");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let attempts: i64 = rt.block_on(async {
+        sqlx::any::install_default_drivers();
+        let pool = sqlx::AnyPool::connect(&direct).await.unwrap();
+        let n = sqlx::query_scalar("SELECT attempts FROM jobs WHERE id = $1").bind(&id).fetch_one(&pool).await.unwrap();
+        pool.close().await;
+        n
+    });
+    assert_eq!(attempts, 1, "the job was claimed again after the outage");
+}

@@ -58,7 +58,7 @@ impl StoreError {
 /// where the pool's four connections are busy only under load, sqlx's default.
 fn acquire_timeout(backend: Backend) -> std::time::Duration {
     match backend {
-        Backend::Postgres => std::time::Duration::from_secs(5),
+        Backend::Postgres => std::time::Duration::from_secs(2),
         Backend::Sqlite => std::time::Duration::from_secs(30),
     }
 }

@@ -27,13 +27,20 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     if num.is_empty() {
         return Err(format!("invalid size {text:?}: expected a number such as 4096 or 64KiB"));
     }
+    let too_large = || format!("invalid size {text:?}: too large (at most {} bytes)", u64::MAX);
     if let Ok(n) = num.parse::<u64>() {
-        return n.checked_mul(mult).ok_or_else(|| format!("invalid size {text:?}: too large"));
+        return n.checked_mul(mult).ok_or_else(too_large);
+    }
+    // Digits alone that are not a u64 are past its range (the float below would round
+    // 2^64 down to u64::MAX and accept it).
+    if num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(too_large());
     }
     let x: f64 = num.parse().map_err(|_| format!("invalid size {text:?}: {num:?} is not a number"))?;
     let bytes = x * mult as f64;
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("invalid size {text:?}: too large"));
+    // `u64::MAX as f64` is 2^64 itself: a product that reaches it is out of range.
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(too_large());
     }
     if bytes.fract() != 0.0 {
         return Err(format!("invalid size {text:?}: not a whole number of bytes"));
@@ -127,8 +134,13 @@ mod tests {
         for (s, want) in cases {
             assert_eq!(parse_size(s), Ok(want), "{s}");
         }
-        for bad in ["", "KiB", "12XB", "0.3B", "1e3", "-5", "99999999999999999999"] {
+        assert_eq!(parse_size("18446744073709551615"), Ok(u64::MAX));
+        // Issue 64: 2^64 as a string was clamped to u64::MAX and accepted.
+        for bad in ["", "KiB", "12XB", "0.3B", "1e3", "-5", "99999999999999999999", "18446744073709551616"] {
             assert!(parse_size(bad).is_err(), "{bad} should be rejected");
+        }
+        for huge in ["18446744073709551616", "18446744073709551616.0", "16777216TiB"] {
+            assert!(parse_size(huge).unwrap_err().contains("too large"), "{huge}");
         }
     }
 

@@ -53,7 +53,13 @@ fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
     let req = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring"});
     let (_, again) = call(&s, "POST", "/v1/syntheses", Some(req));
     assert_eq!(again["schedule_id"].as_str(), Some(sid), "{again}");
-    for (bad, says) in [(json!("12XB"), "12XB"), (json!(-5), "negative"), (json!(1.5), "whole number")] {
+    for (bad, says) in [
+        (json!("12XB"), "12XB"),
+        (json!(-5), "negative"),
+        (json!(1.5), "whole number"),
+        // 2^64 as a string was clamped to 2^64 − 1 and accepted (issue 64).
+        (json!("18446744073709551616"), "too large"),
+    ] {
         let req = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": bad}});
         let r = raw(s.addr, "POST", "/v1/syntheses", Some(req.to_string().as_bytes()));
         let p = assert_problem(&r, 422);

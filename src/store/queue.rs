@@ -96,14 +96,20 @@ impl Store {
     /// A queued job only (`claim_job` just after an outage).
     async fn claim_queued(&self, now: i64, lease_ms: i64) -> Result<Option<JobRow>, StoreError> {
         let lock = if self.backend == Backend::Postgres { " FOR UPDATE SKIP LOCKED" } else { "" };
-        let row = sqlx::query(sqlx::AssertSqlSafe(queued_claim_sql(lock)))
+        let row = self.claim_by(queued_claim_sql(lock), now, lease_ms).await?;
+        row.as_ref().map(job_row).transpose()
+    }
+
+    /// Runs one of the claims (`sql` takes $1 now, $2 the lease's end, $3 `running`, $4
+    /// `queued`): the claimed row, if any.
+    async fn claim_by(&self, sql: String, now: i64, lease_ms: i64) -> Result<Option<sqlx::any::AnyRow>, StoreError> {
+        Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(now)
             .bind(now + lease_ms)
             .bind(JobStatus::Running.as_str())
             .bind(JobStatus::Queued.as_str())
             .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(job_row).transpose()
+            .await?)
     }
 
     pub async fn batch_jobs(&self, batch_id: &str) -> Result<Vec<JobRow>, StoreError> {
@@ -199,13 +205,7 @@ impl Store {
         // queued job (`queued_claim_sql`).
         let mut row = None;
         for q in [lapsed, queued_claim_sql(lock)] {
-            row = sqlx::query(sqlx::AssertSqlSafe(q))
-                .bind(now)
-                .bind(now + lease_ms)
-                .bind(JobStatus::Running.as_str())
-                .bind(JobStatus::Queued.as_str())
-                .fetch_optional(&self.pool)
-                .await?;
+            row = self.claim_by(q, now, lease_ms).await?;
             if row.is_some() {
                 break;
             }

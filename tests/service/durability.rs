@@ -200,6 +200,18 @@ impl Relay {
         Relay { addr, up, open }
     }
 
+    /// A relay to the PostgreSQL server of `url`, and the same URL through it.
+    fn in_front_of(url: &str) -> (Relay, String) {
+        let (head, rest) = url.split_once("://").unwrap();
+        let (creds, tail) = rest.rsplit_once('@').map_or(("", rest), |(c, t)| (c, t));
+        let (host_port, name) = tail.split_once('/').unwrap();
+        let target = if host_port.contains(':') { host_port.to_string() } else { format!("{host_port}:5432") };
+        let relay = Relay::to(target);
+        let at = if creds.is_empty() { String::new() } else { format!("{creds}@") };
+        let through = format!("{head}://{at}{}/{name}", relay.addr);
+        (relay, through)
+    }
+
     fn cut(&self) {
         self.up.store(false, std::sync::atomic::Ordering::SeqCst);
         for s in self.open.lock().unwrap().drain(..) {
@@ -219,13 +231,8 @@ impl Relay {
 #[test]
 fn a_database_outage_is_a_prompt_503() {
     let db = fresh_database(Db::Postgres);
-    let (head, rest) = db.split_once("://").unwrap();
-    let (creds, tail) = rest.rsplit_once('@').map_or(("", rest), |(c, t)| (c, t));
-    let (host_port, name) = tail.split_once('/').unwrap();
-    let target = if host_port.contains(':') { host_port.to_string() } else { format!("{host_port}:5432") };
-    let relay = Relay::to(target);
-    let at = if creds.is_empty() { String::new() } else { format!("{creds}@") };
-    let mut s = start_on(format!("{head}://{at}{}/{name}", relay.addr), |_| {});
+    let (relay, through) = Relay::in_front_of(&db);
+    let mut s = start_on(through, |_| {});
     s.owned = Some(db);
     let job = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "wait_ms": 30000});
     let (code, done) = call(&s, "POST", "/v1/syntheses", Some(job.clone()));
@@ -270,14 +277,9 @@ fn a_database_outage_is_a_prompt_503() {
 #[test]
 fn a_job_finished_in_an_outage_keeps_its_result_and_its_attempt() {
     let db = fresh_database(Db::Postgres);
-    let (head, rest) = db.split_once("://").unwrap();
-    let (creds, tail) = rest.rsplit_once('@').map_or(("", rest), |(c, t)| (c, t));
-    let (host_port, name) = tail.split_once('/').unwrap();
-    let target = if host_port.contains(':') { host_port.to_string() } else { format!("{host_port}:5432") };
-    let relay = Relay::to(target);
-    let at = if creds.is_empty() { String::new() } else { format!("{creds}@") };
+    let (relay, through) = Relay::in_front_of(&db);
     let direct = db.to_string();
-    let mut s = start_on(format!("{head}://{at}{}/{name}", relay.addr), |c| {
+    let mut s = start_on(through, |c| {
         c.lease_ms = 1000;
         c.workers = 2;
     });

@@ -16,8 +16,12 @@
 //!   final at the end of their last write. Local moves send nothing: a copy passes its source's
 //!   writers on to the slot it writes, a reduce is a COMP node (or passes its inputs' writers on,
 //!   when it takes 0 µs).
+//! - Each SEND also waits for the SEND before it out of the same NPU over the same link (its
+//!   path's first hop), in `ctrl_deps` and `data_deps` alike (ASTRA-sim's feeder reads only the
+//!   latter): each link carries its sends in the simulator's order, whatever order a runtime
+//!   issues ready nodes in.
 //! - A path through switches or other NPUs is still one SEND and one RECV: ASTRA-sim routes by
-//!   its own network description, not by the schedule's path.
+//!   its own network description, not by the schedule's path (only its first hop is ordered).
 //! - Files are length-delimited protobuf messages (a LEB128 length, then the message): one
 //!   `GlobalMetadata`, then the nodes. The messages are declared here from chakra's
 //!   `et_def.proto` (package `ChakraProtoMsg`), the fields ccsynth writes and reads.
@@ -147,6 +151,9 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
     let fastest = s.topology.links().iter().map(|l| l.bandwidth_gb_per_s).fold(1.0, f64::max);
     let min_bytes = (fastest.floor() + 1.0).min(i64::MAX as f64) as i64;
     let mut writers: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
+    // The last SEND out of each NPU over each of its links (the first hop of its path): the
+    // next one on that link waits for it, so the link carries them in ccsynth's order.
+    let mut last_on_link: HashMap<(u32, u32), u64> = HashMap::new();
     let order = s.replay_order();
     for steps in order.steps(&s.transfers) {
         // Writes take effect at the end of their step: reads in this step see the writers before.
@@ -195,9 +202,20 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
             }
             let (a, b) = (t.src, t.dst);
             let bytes = ((s.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(min_bytes);
-            let deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
-            push(&mut files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
+            let mut deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
+            let hop = t.path_nodes().and_then(|p| p.get(1).copied()).unwrap_or(b);
+            // The link's previous SEND: ccsynth's simulator starts a transfer on a link when the
+            // one before it there ends (its whole α + n/β), so waiting for it adds no wait the
+            // schedule does not have; without it a runtime issues sends that become ready
+            // together in its own order (ASTRA-sim walks them as an unordered set). In
+            // `data_deps` too: ASTRA-sim's feeder resolves those alone (chakra 21585d8,
+            // src/feeder/et_feeder.cpp).
+            let previous = last_on_link.get(&(a, hop)).copied();
+            deps.extend(previous);
+            let id = push(&mut files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
+            last_on_link.insert((a, hop), id);
             let send = files[a as usize].last_mut().expect("pushed");
+            send.ctrl_deps.extend(previous);
             send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
             let recv = push(&mut files[b as usize], format!("RECV_s{step}_t{ti}"), COMM_RECV_NODE, Vec::new());
             let node = files[b as usize].last_mut().expect("pushed");

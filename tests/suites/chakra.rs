@@ -76,11 +76,13 @@ fn the_ring_all_gather_on_four_npus_is_the_notes_worked_example() {
     // Metadata framed: 07 0a 05 "0.0.4".
     let bytes = &e.files.iter().find(|(n, _)| n == "ag.0.et").unwrap().1;
     assert_eq!(&bytes[..8], &[0x07, 0x0a, 0x05, b'0', b'.', b'0', b'.', b'4']);
-    // Node 2 of rank 0 ends with type 5, data_deps [1] packed, then the three attributes.
+    // Node 2 of rank 0 ends with type 5, ctrl_deps [0] (the SEND before it on the link to
+    // rank 1: the order edge, beyond the note's example) and data_deps [0, 1] packed (that edge
+    // again, for the feeder, and the RECV it forwards), then the three attributes.
     let tail: &[u8] = &[
-        0x18, 0x05, 0x2a, 0x01, 0x01, 0x52, 0x0c, 0x0a, 0x08, b'c', b'o', b'm', b'm', b'_', b'd', b's', b't', 0x38,
-        0x01, 0x52, 0x0f, 0x0a, 0x09, b'c', b'o', b'm', b'm', b'_', b's', b'i', b'z', b'e', 0x48, 0x80, 0x80, 0x01,
-        0x52, 0x0c, 0x0a, 0x08, b'c', b'o', b'm', b'm', b'_', b't', b'a', b'g', 0x38, 0x04,
+        0x18, 0x05, 0x22, 0x01, 0x00, 0x2a, 0x02, 0x00, 0x01, 0x52, 0x0c, 0x0a, 0x08, b'c', b'o', b'm', b'm', b'_',
+        b'd', b's', b't', 0x38, 0x01, 0x52, 0x0f, 0x0a, 0x09, b'c', b'o', b'm', b'm', b'_', b's', b'i', b'z', b'e',
+        0x48, 0x80, 0x80, 0x01, 0x52, 0x0c, 0x0a, 0x08, b'c', b'o', b'm', b'm', b'_', b't', b'a', b'g', 0x38, 0x04,
     ];
     assert!(bytes.windows(tail.len()).any(|w| w == tail), "node 2's fields");
     for (r, f) in files.iter().enumerate() {
@@ -101,8 +103,13 @@ fn the_ring_all_gather_on_four_npus_is_the_notes_worked_example() {
             assert_eq!((send.attrs["comm_dst"], send.attrs["comm_size"]), (((r + 1) % 4) as i128, 16384));
             assert_eq!((recv.attrs["comm_src"], recv.attrs["comm_size"]), (prev as i128, 16384));
             assert!(recv.deps.is_empty(), "a RECV is posted at once");
-            let expected = if step == 0 { vec![] } else { vec![by(6, 4 * (step - 1) + prev).id] };
+            // After the RECV it forwards, and after the SEND before it on the same link.
+            let mut expected =
+                if step == 0 { vec![] } else { vec![by(6, 4 * (step - 1) + prev).id, by(5, 4 * (step - 1) + r).id] };
+            expected.sort_unstable();
             assert_eq!(send.deps, expected, "rank {r} step {step}: forwards what it received");
+            let order: Vec<u64> = if step == 0 { vec![] } else { vec![by(5, 4 * (step - 1) + r).id] };
+            assert_eq!(send.ctrl_deps, order, "rank {r} step {step}: after the link's previous SEND");
         }
     }
     // ASTRA-sim's answer with the latency as it is (the note, tested there): 3 hops of
@@ -147,6 +154,49 @@ fn neighbour_schedules_take_ccsynths_time_in_astra_sims_model() {
             (astra - ours).abs() <= 1e-3 * ours,
             "{alg} {kind:?} on {tspec} at {size} B: ASTRA-sim {astra} ns, ccsynth {ours} ns"
         );
+    }
+}
+
+/// Issue 66, order pinned: a runtime that issues the nodes ready at one time in any order
+/// (ASTRA-sim walks them as an unordered set; here shuffled, seed by seed) still takes
+/// ccsynth's time on neighbour-link schedules, the issue's included: each SEND waits for the
+/// one before it out of its NPU over the same link, in `data_deps` (the feeder reads those
+/// alone) and in `ctrl_deps`.
+#[test]
+fn each_link_keeps_ccsynths_order_however_ready_sends_are_issued() {
+    let less = |spec: &str, u: usize, v: usize| {
+        topo(spec).with_failures(&ccsynth::topology::Failures { links: vec![[u, v]], ..Default::default() }).unwrap()
+    };
+    let cases: [(&str, ccsynth::topology::Topology, K, u64, &str); 5] = [
+        ("torus:6x6 less 7-8", less("torus:6x6", 7, 8), K::AllReduce, 64 << 20, registry::PORTFOLIO),
+        ("torus:6x6 less 7-8", less("torus:6x6", 7, 8), K::AllReduce, 1 << 20, "greedy"),
+        ("torus:8x8", topo("torus:8x8"), K::ReduceScatter, 16 << 20, "greedy"),
+        ("hypercube:4", topo("hypercube:4"), K::AllReduce, 2 << 20, registry::PORTFOLIO),
+        ("ring:8", topo("ring:8"), K::AllReduce, 64 << 20, "ring"),
+    ];
+    for (tname, t, kind, size, alg) in cases {
+        let what = format!("{alg} {kind:?} {size} B on {tname}");
+        let s = run(&t, &CollectiveSpec::new(kind, size), alg).unwrap();
+        let neighbours = s.transfers.iter().all(|x| x.is_local() || t.link(x.src as usize, x.dst as usize).is_some());
+        assert!(neighbours, "{what}");
+        let (e, files) = export(&s, "o");
+        let net = network_of(&s, &e);
+        // Every order edge is one the feeder waits for, and sends share links.
+        let sends = files.iter().flat_map(|f| f.nodes.iter()).filter(|n| n.kind == 5);
+        let mut chained = 0;
+        for n in sends {
+            assert!(n.ctrl_deps.len() <= 1 && n.ctrl_deps.iter().all(|d| n.deps.contains(d)), "{what}: {n:?}");
+            chained += n.ctrl_deps.len();
+        }
+        assert!(chained > 0, "{what}");
+        let ours = s.collective_time_ns.unwrap();
+        for seed in 1..=4 {
+            let issue = chakra_replay::Issue::Shuffled(seed);
+            let astra = chakra_replay::replay_issuing(&s, &files, &net, None, issue)
+                .unwrap_or_else(|err| panic!("{what}, seed {seed}: {err}"))
+                .finish_ns as f64;
+            assert!((astra - ours).abs() <= 1e-3 * ours, "{what}, seed {seed}: replay {astra} ns, ccsynth {ours} ns");
+        }
     }
 }
 

@@ -17,7 +17,10 @@ pub struct Node {
     pub id: u64,
     pub name: String,
     pub kind: u64,
+    /// `data_deps`: what the feeder waits for.
     pub deps: Vec<u64>,
+    /// `ctrl_deps`: read, not waited for (the feeder ignores them).
+    pub ctrl_deps: Vec<u64>,
     pub duration_micros: u64,
     pub attrs: BTreeMap<String, i128>,
 }
@@ -113,9 +116,10 @@ fn node(msg: &[u8]) -> Result<Node, String> {
             Field::Varint(1, v) => n.id = *v,
             Field::Bytes(2, b) => n.name = String::from_utf8(b.to_vec()).map_err(|e| e.to_string())?,
             Field::Varint(3, v) => n.kind = *v,
-            Field::Varint(4, _) | Field::Bytes(4, _) | Field::Varint(5, _) | Field::Bytes(5, _) => {
-                packed_or_single(&f, &mut n.deps)?
-            }
+            // ASTRA-sim's feeder resolves `data_deps` (5) alone; `ctrl_deps` (4) are read and kept
+            // aside, never waited for.
+            Field::Varint(4, _) | Field::Bytes(4, _) => packed_or_single(&f, &mut n.ctrl_deps)?,
+            Field::Varint(5, _) | Field::Bytes(5, _) => packed_or_single(&f, &mut n.deps)?,
             Field::Varint(7, v) => n.duration_micros = *v,
             Field::Bytes(10, b) => {
                 let (name, value) = attribute(b)?;
@@ -295,6 +299,27 @@ struct Message {
 /// produced its chunks at the sender (in an earlier step, through local moves too) has
 /// completed there.
 pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>) -> Result<Replayed, String> {
+    replay_issuing(s, files, net, jitter, Issue::AsReady)
+}
+
+/// The order a runtime issues the nodes that are ready at one time in.
+#[derive(Clone, Copy, Debug)]
+pub enum Issue {
+    /// Each as it becomes ready, event by event (the replay's own order).
+    AsReady,
+    /// Every event at a time handled first, then all the ready nodes issued in an order
+    /// shuffled by the seed: as ASTRA-sim walks an unordered set of them, but adversarially.
+    Shuffled(u64),
+}
+
+/// `replay`, issuing ready nodes as `issue` says.
+pub fn replay_issuing(
+    s: &Schedule,
+    files: &[EtFile],
+    net: &Network,
+    jitter: Option<u64>,
+    issue: Issue,
+) -> Result<Replayed, String> {
     let producers = producers(s);
     let mut links = Links::new(jitter);
     let npus = files.len();
@@ -330,9 +355,25 @@ pub fn replay(s: &Schedule, files: &[EtFile], net: &Network, jitter: Option<u64>
     let mut now = 0u64;
     let mut finished = 0usize;
     let total: usize = files.iter().map(|f| f.nodes.len()).sum();
+    let mut rng = match issue {
+        Issue::Shuffled(seed) => seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+        Issue::AsReady => 0,
+    };
     loop {
+        // Shuffled: nothing is issued while events at `now` remain; then all that is ready, in a
+        // shuffled order.
+        let shuffled = matches!(issue, Issue::Shuffled(_));
+        let held = shuffled && clock.peek_time() == Some(now);
+        if shuffled && !held {
+            for k in (1..ready.len()).rev() {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                ready.swap(k, (rng % (k as u64 + 1)) as usize);
+            }
+        }
         // Issue every ready node at `now`.
-        while let Some((v, i)) = ready.pop() {
+        while !held && let Some((v, i)) = ready.pop() {
             let n = &files[v].nodes[i];
             match n.kind {
                 COMP => {
@@ -444,6 +485,9 @@ impl Clock {
     }
     fn next(&mut self) -> Option<(u64, Event)> {
         self.heap.pop().map(|std::cmp::Reverse((t, _, ev))| (t, ev))
+    }
+    fn peek_time(&self) -> Option<u64> {
+        self.heap.peek().map(|std::cmp::Reverse((t, _, _))| *t)
     }
 }
 

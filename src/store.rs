@@ -43,11 +43,15 @@ impl StoreError {
         let StoreError::Db(e) = self else { return false };
         match e {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
-            // PostgreSQL's class 08 (connection exception) and 57P01–57P03 (shutting down,
-            // crashed, not yet accepting connections).
-            sqlx::Error::Database(d) => {
-                d.code().is_some_and(|c| c.starts_with("08") || matches!(c.as_ref(), "57P01" | "57P02" | "57P03"))
-            }
+            // PostgreSQL's connection exceptions (not 08P01, a protocol violation, which may
+            // recur), 53300 (too many connections, as while it recovers) and 57P01–57P03
+            // (shutting down, crashed, not yet accepting connections).
+            sqlx::Error::Database(d) => d.code().is_some_and(|c| {
+                matches!(
+                    c.as_ref(),
+                    "08000" | "08001" | "08003" | "08004" | "08006" | "53300" | "57P01" | "57P02" | "57P03"
+                )
+            }),
             _ => false,
         }
     }

@@ -29,16 +29,20 @@ pub(super) async fn known_query(req: Request, next: axum::middleware::Next) -> R
     else {
         return next.run(req).await;
     };
+    // HEAD is served by the GET route; a method the route does not take is left to its 405.
+    let method = if req.method() == axum::http::Method::HEAD { "GET" } else { req.method().as_str() };
+    if !ROUTES.iter().any(|(m, p)| *m == method && *p == route) {
+        return next.run(req).await;
+    }
     let keys: &[&str] =
-        QUERY_KEYS.iter().find(|(m, p, _)| *m == req.method().as_str() && *p == route).map_or(&[], |(_, _, keys)| keys);
+        QUERY_KEYS.iter().find(|(m, p, _)| *m == method && *p == route).map_or(&[], |(_, _, keys)| keys);
     let unknown = form_urlencoded::parse(query.as_bytes()).map(|(k, _)| k).find(|k| !keys.contains(&k.as_ref()));
     match unknown {
         None => next.run(req).await,
         Some(k) => {
             let takes = if keys.is_empty() { "none".to_string() } else { keys.join(", ") };
             let k: String = k.chars().take(64).collect();
-            ApiError::BadQuery(format!("unknown query key {k:?}: {} {route} takes {takes}", req.method()))
-                .into_response()
+            ApiError::BadQuery(format!("unknown query key {k:?}: {method} {route} takes {takes}")).into_response()
         }
     }
 }

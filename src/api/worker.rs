@@ -66,7 +66,8 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
     let (status, result) = match outcome {
         Ok(r) => {
             let t = std::time::Instant::now();
-            let stored = until_reachable(st, || {
+            let ours = |j: &crate::store::JobRow| j.schedule_id.as_deref() == Some(r.schedule_id.as_str());
+            let stored = until_reachable(st, &lease.job_id, ours, || {
                 st.store.finish_job(&lease, &r.schedule_id, &r.topology_id, &r.body, &r.summary, r.topology_by_ref)
             })
             .await;
@@ -77,14 +78,23 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         Err(JobEnd::Cancelled) if st.shutting_down.load(Ordering::SeqCst) => {
             (JobStatus::Queued, st.store.requeue_claimed(&lease).await)
         }
-        Err(JobEnd::Cancelled) => (
-            JobStatus::Cancelled,
-            until_reachable(st, || st.store.end_claimed(&lease, JobStatus::Cancelled, None)).await,
-        ),
-        Err(JobEnd::Failed(failure)) => (
-            JobStatus::Failed,
-            until_reachable(st, || st.store.end_claimed(&lease, JobStatus::Failed, Some(&failure))).await,
-        ),
+        Err(JobEnd::Cancelled) => {
+            let cancelled = |j: &crate::store::JobRow| j.status == JobStatus::Cancelled;
+            let ended = until_reachable(st, &lease.job_id, cancelled, || {
+                st.store.end_claimed(&lease, JobStatus::Cancelled, None)
+            });
+            (JobStatus::Cancelled, ended.await)
+        }
+        Err(JobEnd::Failed(failure)) => {
+            // Failed by this claim: the same reason recorded.
+            let failed = |j: &crate::store::JobRow| {
+                j.status == JobStatus::Failed && j.error.as_deref() == Some(failure.message.as_str())
+            };
+            let ended = until_reachable(st, &lease.job_id, failed, || {
+                st.store.end_claimed(&lease, JobStatus::Failed, Some(&failure))
+            });
+            (JobStatus::Failed, ended.await)
+        }
     };
     st.job_ended.notify_waiters();
     match result {
@@ -101,21 +111,33 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
 /// it is (the end is stored, or the job turns out to be another claim's) or the server shuts
 /// down: a result finished during an outage is kept, not solved again (issue 64: an outage
 /// cost the long jobs it outlasted their results and an attempt each).
-async fn until_reachable<F, Fut>(st: &Shared, mut record: F) -> Result<bool, crate::store::StoreError>
+///
+/// A call that failed may have committed all the same (its answer lost with the connection):
+/// a retry that then finds the job no longer running counts as recorded when the job is in the
+/// state `recorded` describes.
+async fn until_reachable<F, Fut>(
+    st: &Shared,
+    job_id: &str,
+    recorded: impl Fn(&crate::store::JobRow) -> bool,
+    mut record: F,
+) -> Result<bool, crate::store::StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, crate::store::StoreError>>,
 {
-    let mut warned = false;
+    let mut failed = false;
     loop {
         match record().await {
             Err(e) if e.is_unavailable() && !*st.stopping.borrow() => {
                 st.store.note(&e);
-                if !warned {
+                if !failed {
                     tracing::warn!(error = %e, "the database is unreachable: the job's end is recorded once it is back");
-                    warned = true;
+                    failed = true;
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Ok(false) if failed => {
+                return Ok(st.store.job(job_id).await?.is_some_and(|j| recorded(&j)));
             }
             r => return r,
         }
@@ -197,13 +219,15 @@ async fn execute(
             let tick = std::time::Duration::from_millis(500);
             let renew_every = std::time::Duration::from_millis((st.config.lease_ms / 3).max(100) as u64);
             let mut renewed = tokio::time::Instant::now();
+            // The last renewal failed on an unreachable database: try again at the next tick.
+            let mut again = false;
             loop {
                 tokio::time::sleep(tick).await;
                 let latest = progress.lock().unwrap_or_else(|e| e.into_inner()).take();
                 if let Some((fraction, message)) = latest {
                     let _ = st.store.set_progress(&id, fraction, &message).await;
                 }
-                if renewed.elapsed() < renew_every {
+                if renewed.elapsed() < renew_every && !again {
                     continue;
                 }
                 renewed = tokio::time::Instant::now();
@@ -211,16 +235,20 @@ async fn execute(
                 // worker owns it now: stop solving (nothing this worker finds would be stored).
                 match st.store.renew_lease(&lease, st.config.lease_ms).await {
                     Ok(false) => {
+                        again = false;
                         if let Some(f) = st.cancels.lock().unwrap().get(&id) {
                             f.store(true, Ordering::SeqCst);
                         }
                     }
-                    Ok(true) => st.store.note_reached(),
+                    Ok(true) => {
+                        again = false;
+                        st.store.note_reached();
+                    }
                     // The database is away: solving goes on, and the renewal is tried again
                     // at the next tick, so the lease is back as soon as the database is.
                     Err(e) => {
                         st.store.note(&e);
-                        renewed -= renew_every;
+                        again = true;
                     }
                 }
             }

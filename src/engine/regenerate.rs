@@ -2,11 +2,13 @@
 //! request on the degraded topology. The repair comes first (`synth::repair`: every transfer
 //! that does not touch a failed link is kept byte for byte, the others take detours), then a
 //! fresh run of the request within what is left of its budget (the repair's time already
-//! prices `auto`'s baselines); the repair is kept only when it is strictly faster. The repair
-//! is a construction like a baseline: a cancel stops it, the time limit does not (at 16,384
-//! NPUs its simulation alone outlasts the default minute, and the fresh run has no schedule to
-//! give there). A repair of a schedule whose data flow this process found valid is checked
-//! without a replay (`validate::flow_vouched`), so it runs first at any size.
+//! prices `auto`'s baselines); the repair is kept only when it is strictly faster. Run first,
+//! the repair is a construction like a baseline: a cancel stops it, the time limit does not (at
+//! 16,384 NPUs its simulation alone outlasts the default minute, and the fresh run has no
+//! schedule to give there). A repair of a schedule whose data flow this process found valid is
+//! checked without a replay (`validate::flow_vouched`), so it runs first at any size; a heavy
+//! one that is not (read from the service's store) runs after the fresh run, within what is
+//! left of the time limit.
 
 use super::{Control, Error, Output, Request, RunStats, Target};
 use crate::schedule::Schedule;
@@ -141,48 +143,52 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let mut previous = Some(previous);
     // `beat`: a schedule already in hand (the fresh run's, when the repair runs after it):
     // a repair whose busiest link alone takes longer is priced out before its simulation.
-    let mut repair =
-        |stop: &(dyn Fn() -> bool + Sync), beat: Option<f64>| -> (Result<(Output, RepairStats), String>, f64) {
-            // Asked by the repair's pass and its simulation: a cancel stops them.
-            let began = Instant::now();
-            let previous = previous.take().expect("repaired once");
-            let out = serving.clone().and_then(|()| {
-                (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
-                let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
-                    RepairError::Stopped => "stopped: cancelled".to_string(),
-                    e => e.to_string(),
-                })?;
-                let ms = began.elapsed().as_secs_f64() * 1e3;
-                tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
-                if let Some(why) = priced_out(&s, beat) {
-                    return Err(why);
-                }
-                s.algorithm = Some("repair".into());
-                // Simulated only: it is validated (and bounded) once kept, so a repair that loses
-                // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
-                let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
-                    Error::Cancelled => "stopped: cancelled before its check ended".to_string(),
-                    e => e.to_string(),
-                })?;
-                let algorithm = "repair".to_string();
-                Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
-            });
-            (out, began.elapsed().as_secs_f64() * 1e3)
-        };
+    let mut repair = |stop: &(dyn Fn() -> bool + Sync),
+                      beat: Option<f64>|
+     -> (Result<(Output, RepairStats), String>, f64) {
+        // Asked by the repair's pass and its simulation.
+        let began = Instant::now();
+        let previous = previous.take().expect("repaired once");
+        let out = serving.clone().and_then(|()| {
+            (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
+            let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
+                RepairError::Stopped => "stopped: cancelled, or the time limit ran out".to_string(),
+                e => e.to_string(),
+            })?;
+            let ms = began.elapsed().as_secs_f64() * 1e3;
+            tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
+            if let Some(why) = priced_out(&s, beat) {
+                return Err(why);
+            }
+            s.algorithm = Some("repair".into());
+            // Simulated only: it is validated (and bounded) once kept, so a repair that loses
+            // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
+            let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
+                Error::Cancelled => "stopped (cancelled, or the time limit ran out) before its check ended".to_string(),
+                e => e.to_string(),
+            })?;
+            let algorithm = "repair".to_string();
+            Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
+        });
+        (out, began.elapsed().as_secs_f64() * 1e3)
+    };
     let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {
         (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
         let began = Instant::now();
         let out = super::produce(req, ctl, deadline, incumbent);
         (out, began.elapsed().as_secs_f64() * 1e3)
     };
-    // The repair, a construction like a baseline, is stopped by a cancel, not by the time
-    // limit (as `auto` checks a baseline it has built): its simulation at 16,384 NPUs alone
-    // takes longer than the default minute, and without it there is no schedule at all there.
+    // The repair run first, a construction like a baseline, is stopped by a cancel, not by
+    // the time limit (as `auto` checks a baseline it has built): its simulation at 16,384 NPUs
+    // alone takes longer than the default minute, and without it there is no schedule at all
+    // there. Run after the fresh run (heavy, not vouched for), it gets what is left of the
+    // limit, so the regeneration ends within it.
     let cancelled = || (ctl.cancelled)();
+    let stop = || (ctl.cancelled)() || Instant::now() >= deadline;
     let ((repaired, repair_ms), (fresh, fresh_ms)) = if heavy {
         let fresh = fresh_run(None);
         let beat = fresh.0.as_ref().ok().and_then(|o| o.schedule.collective_time_ns);
-        (repair(&cancelled, beat), fresh)
+        (repair(&stop, beat), fresh)
     } else {
         let repaired = repair(&cancelled, None);
         let incumbent = repaired.0.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);

@@ -602,6 +602,9 @@ fn jobs_can_be_cancelled_while_running(db: Db) {
     assert!(p["detail"].as_str().unwrap().contains("at most 600000"), "{p}");
     let p = assert_problem(&raw(s.addr, "GET", "/v1/algorithms?verbose=1", None), 400);
     assert!(p["detail"].as_str().unwrap().contains("GET /v1/algorithms takes none"), "{p}");
+    // HEAD reads what GET reads; a method the route does not take is still a 405.
+    assert_eq!(raw(s.addr, "HEAD", &format!("/v1/jobs/{id}?wait_ms=1"), None).status, 200);
+    assert_problem(&raw(s.addr, "PUT", &format!("/v1/jobs/{id}?wait_ms=1"), None), 405);
     let (addr, path) = (s.addr, format!("/v1/jobs/{id}?wait_ms=60000"));
     let waiter = std::thread::spawn(move || {
         let began = Instant::now();

@@ -185,11 +185,9 @@ pub struct Collective {
 impl Collective {
     /// Builds the conditions and checks that the topology can serve them: every chunk a
     /// postcondition needs is reachable from where it (or each of its contributions) starts.
-    /// Without a group given, the collective's NPUs are the topology's live ones: a split is
-    /// then the topology's (`topology`), not a group's the caller did not write.
     pub fn build(spec: &CollectiveSpec, topo: &Topology) -> Result<Collective, InputError> {
         let c = Collective::build_unchecked(spec, topo)?;
-        c.check_reachable(topo).map_err(|e| if spec.group.is_none() { e.renamed("group", "topology") } else { e })?;
+        c.check_reachable(topo)?;
         Ok(c)
     }
 

@@ -313,11 +313,12 @@ impl Request {
             if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
                 check_synthesis_pairs(c, &topology, algorithm.name()).map_err(|e| e.within(path))?;
             }
-            // A topology that does not connect the collective is the request's `topology`.
-            built.push(
-                Collective::build(c, &topology)
-                    .map_err(|e| e.within(path).renamed(&format!("{path}.topology"), "topology"))?,
-            );
+            // Without a group given, the collective's NPUs are the topology's live ones: a
+            // split is then the request's `topology`, not a group the caller did not write.
+            built.push(Collective::build(c, &topology).map_err(|e| match &c.group {
+                Some(_) => e.within(path),
+                None => e.within(path).renamed(&format!("{path}.group"), "topology"),
+            })?);
         }
         if let Some(entry) = algorithm.synthesizer().filter(|_| matches!(algorithm, Algorithm::Registered(_))) {
             let kind = targets[0].1.kind;

@@ -204,8 +204,9 @@ fn validate_grouped(
     // A data flow replayed before and found valid (the transfers carry the stamp of this very
     // flow: a repair changed routes only) is not replayed again; the declared fields and every
     // transfer on this topology were checked above, as for any schedule.
-    let flow = (s.transfers.len() >= stamp_from).then(|| flow::digest(s));
-    if out.count == 0 && flow.is_some() && s.transfers.flow_stamp() == flow.as_ref() {
+    // (A schedule with violations already is neither vouched for nor stamped: no digest.)
+    let flow = (out.count == 0 && s.transfers.len() >= stamp_from).then(|| flow::digest(s));
+    if flow.is_some() && s.transfers.flow_stamp() == flow.as_ref() {
         return Some((finish(out, simulatable), built.ok()));
     }
 

@@ -51,8 +51,8 @@ pub fn main() -> i32 {
 
 fn run(cmd: Command) -> Result<i32, CliError> {
     match cmd {
-        Command::Topology { topology, fail_link, fail_npu, directed } => {
-            Ok(topology_cmd(&topology, &fail_link, &fail_npu, directed)?)
+        Command::Topology { topology, fail_link, fail_npu, degrade_link, directed } => {
+            Ok(topology_cmd(&topology, parse_failures(&fail_link, &fail_npu, &degrade_link, directed)?)?)
         }
         Command::Validate { file } => Ok(validate_cmd(&file)?),
         Command::Simulate { file, trace, transfers } => simulate_cmd(&file, trace.as_deref(), transfers),
@@ -89,10 +89,9 @@ fn run(cmd: Command) -> Result<i32, CliError> {
 }
 
 /// `topology`: prints the canonical JSON, after the failures (reporting what is left).
-fn topology_cmd(topology: &str, fail_link: &[String], fail_npu: &[usize], directed: bool) -> Result<i32, String> {
+fn topology_cmd(topology: &str, f: Failures) -> Result<i32, String> {
     let topo = load_topology(topology)?;
-    let f = parse_failures(fail_link, fail_npu, directed)?;
-    let topo = if f.links.is_empty() && f.npus.is_empty() {
+    let topo = if f.is_empty() {
         topo
     } else {
         let t = topo.with_failures(&f).map_err(|e| failure_flags(e.within("failures"), &f))?;
@@ -381,7 +380,7 @@ fn emit(
 fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     let previous = load_schedule(&a.schedule)?;
     engine::require_valid(&previous).map_err(|e| CliError::from(e).context(&a.schedule))?;
-    let failures = parse_failures(&a.fail_link, &a.fail_npu, a.directed)?;
+    let failures = parse_failures(&a.fail_link, &a.fail_npu, &a.degrade_link, a.directed)?;
     let (topo, collective) =
         engine::regeneration_target(&previous, &failures).map_err(|e| failure_flags(e, &failures))?;
     let spec = engine::RequestSpec {
@@ -461,6 +460,8 @@ fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
         group: None,
         fail_link: Vec::new(),
         fail_npu: Vec::new(),
+        degrade_link: Vec::new(),
+        directed: false,
     };
     let (topo, collective) = load_target(&target)?;
     let name = a.algo.as_deref().unwrap_or_default();

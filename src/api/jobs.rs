@@ -395,16 +395,17 @@ async fn create_batch(
         normalized.push((normalize(&st, &caller, r, &format!("requests[{i}]")).await?, force));
     }
     let mut regenerations = Vec::with_capacity(b.regenerations.len());
-    for (i, g) in b.regenerations.into_iter().enumerate() {
+    for (i, mut g) in b.regenerations.into_iter().enumerate() {
         let path = format!("regenerations[{i}]");
-        let found = check_regeneration(&st, &caller, &g.schedule_id, g.failed_links, g.failed_npus, g.algorithm, &path)
-            .await
-            .map_err(|e| match e {
+        let failures = g.failures();
+        let found = check_regeneration(&st, &caller, &g.schedule_id, failures, g.algorithm, &path).await.map_err(
+            |e| match e {
                 ApiError::NotFound(..) => {
                     InputError::new(format!("{path}.schedule_id"), format!("no schedule {:?}", g.schedule_id)).into()
                 }
                 e => e,
-            })?;
+            },
+        )?;
         regenerations.push((found, g.force));
     }
     normalized.extend(regenerations);

@@ -9,7 +9,7 @@ use super::topologies;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared};
 use crate::engine;
 use crate::error::InputError;
-use crate::topology::Failures;
+use crate::topology::{DegradedLink, Failures};
 use axum::Router;
 use axum::extract::{Extension, Path, State};
 use axum::response::Response;
@@ -27,6 +27,9 @@ struct RegenerateIn {
     failed_links: Vec<[usize; 2]>,
     #[serde(default)]
     failed_npus: Vec<usize>,
+    /// Links that still work, slower: `{"link": [9, 10], "bandwidth_gb_per_s": 25}`.
+    #[serde(default)]
+    degraded_links: Vec<DegradedLink>,
     #[serde(default)]
     algorithm: Option<engine::Algorithm>,
     #[serde(default)]
@@ -47,11 +50,29 @@ pub(super) struct RegenerationItem {
     #[serde(default)]
     pub(super) failed_npus: Vec<usize>,
     #[serde(default)]
+    pub(super) degraded_links: Vec<DegradedLink>,
+    #[serde(default)]
     pub(super) algorithm: Option<engine::Algorithm>,
     #[serde(default)]
     pub(super) force: bool,
 }
 crate::strict::objects_only!(RegenerationItem, "a regeneration (an object)");
+
+impl RegenerationItem {
+    /// What failed and what runs slower, as the topology reads it.
+    pub(super) fn failures(&mut self) -> Failures {
+        failures(
+            std::mem::take(&mut self.failed_links),
+            std::mem::take(&mut self.failed_npus),
+            std::mem::take(&mut self.degraded_links),
+        )
+    }
+}
+
+/// A regeneration's failures: both directions of every link.
+fn failures(links: Vec<[usize; 2]>, npus: Vec<usize>, degraded_links: Vec<DegradedLink>) -> Failures {
+    Failures { links, npus, degraded_links, directed: false }
+}
 
 /// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
 /// without the failures; errors named under `path`), storing nothing: the fresh run's request
@@ -60,8 +81,7 @@ pub(super) async fn check_regeneration(
     st: &Shared,
     caller: &Caller,
     id: &str,
-    failed_links: Vec<[usize; 2]>,
-    failed_npus: Vec<usize>,
+    failures: Failures,
     algorithm: Option<engine::Algorithm>,
     path: &str,
 ) -> Result<Checked, ApiError> {
@@ -69,7 +89,6 @@ pub(super) async fn check_regeneration(
     own_schedule(st, caller, id).await?;
     let request = st.store.schedule_request(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
     let mut req: JobRequest = serde_json::from_str(&request).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let failures = Failures { links: failed_links, npus: failed_npus, directed: false };
     // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
     // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
     if let Some(g) = &mut req.collective.group {
@@ -81,7 +100,10 @@ pub(super) async fn check_regeneration(
     let split_by = if failures.links.is_empty() { "failed_npus" } else { "failed_links" };
     let topology = engine::degraded(&intact, req.collective.group.as_deref(), &failures).map_err(|e| {
         ApiError::Unprocessable(
-            e.renamed("links", &at("failed_links")).renamed("npus", &at("failed_npus")).renamed("", &at(split_by)),
+            e.renamed("links", &at("failed_links"))
+                .renamed("npus", &at("failed_npus"))
+                .renamed("degraded_links", &at("degraded_links"))
+                .renamed("", &at(split_by)),
         )
     })?;
     if let Some(root) = req.collective.root
@@ -120,7 +142,8 @@ async fn regenerate(
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let priority = r.priority;
-    let checked = check_regeneration(&st, &caller, &id, r.failed_links, r.failed_npus, r.algorithm, "").await?;
+    let failures = failures(r.failed_links, r.failed_npus, r.degraded_links);
+    let checked = check_regeneration(&st, &caller, &id, failures, r.algorithm, "").await?;
     make_room(&st, &caller, &[&checked], false).await?;
     let req = commit(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;

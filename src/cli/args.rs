@@ -29,7 +29,11 @@ pub enum Command {
         /// Remove NPU V and all its links (it keeps its id). Repeatable.
         #[arg(long = "fail-npu", value_name = "V")]
         fail_npu: Vec<usize>,
-        /// --fail-link removes only the direction U->V.
+        /// Slow the link U-V down (both directions unless --directed): `9-10@bw=25`,
+        /// `9-10@lat=2000`, `9-10@bw=25;lat=2000` (GB/s, ns). Repeatable.
+        #[arg(long = "degrade-link", value_name = "U-V@bw=X[;lat=Y]")]
+        degrade_link: Vec<String>,
+        /// Fail or slow only the direction U->V of each --fail-link and --degrade-link.
         #[arg(long)]
         directed: bool,
     },
@@ -227,6 +231,13 @@ pub struct CollectiveArgs {
     /// Remove NPU V before synthesizing. Repeatable.
     #[arg(long = "fail-npu", value_name = "V")]
     pub fail_npu: Vec<usize>,
+    /// Slow the link U-V down before synthesizing (both directions unless --directed):
+    /// `9-10@bw=25`, `9-10@lat=2000`, `9-10@bw=25;lat=2000` (GB/s, ns). Repeatable.
+    #[arg(long = "degrade-link", value_name = "U-V@bw=X[;lat=Y]")]
+    pub degrade_link: Vec<String>,
+    /// Fail or slow only the direction U->V of each --fail-link and --degrade-link.
+    #[arg(long)]
+    pub directed: bool,
 }
 
 #[derive(clap::Args, Debug, Clone)]
@@ -335,7 +346,12 @@ pub struct RegenerateArgs {
     /// Repeatable.
     #[arg(long = "fail-npu", value_name = "V")]
     pub fail_npu: Vec<usize>,
-    /// --fail-link removes only the direction U->V.
+    /// The link U-V runs slower (both directions unless --directed): `9-10@bw=25`,
+    /// `9-10@lat=2000`, `9-10@bw=25;lat=2000` (GB/s, ns); the repair keeps it where it is
+    /// still the faster route. Repeatable.
+    #[arg(long = "degrade-link", value_name = "U-V@bw=X[;lat=Y]")]
+    pub degrade_link: Vec<String>,
+    /// Fail or slow only the direction U->V of each --fail-link and --degrade-link.
     #[arg(long)]
     pub directed: bool,
     /// The fresh synthesis: `auto` (the portfolio), `greedy`, `ilp`, or a baseline's name.

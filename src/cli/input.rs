@@ -14,30 +14,66 @@ pub(super) fn read_input(arg: &str) -> Result<String, String> {
     std::fs::read_to_string(arg).map_err(|e| format!("{arg}: {e}"))
 }
 
-pub(super) fn parse_failures(links: &[String], npus: &[usize], directed: bool) -> Result<Failures, String> {
-    let mut f = Failures { links: Vec::new(), npus: npus.to_vec(), directed };
+/// The failures `--fail-link`, `--fail-npu`, `--degrade-link` and `--directed` name.
+pub(super) fn parse_failures(
+    links: &[String],
+    npus: &[usize],
+    degraded: &[String],
+    directed: bool,
+) -> Result<Failures, String> {
+    let mut f = Failures { npus: npus.to_vec(), directed, ..Failures::default() };
     for (i, s) in links.iter().enumerate() {
-        let parsed = s.split_once('-').and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]));
-        match parsed {
+        match link_ends(s) {
             Some(l) => f.links.push(l),
             None => return Err(format!("--fail-link #{}: {s:?} is not of the form U-V (two node ids)", i + 1)),
         }
     }
+    for (i, s) in degraded.iter().enumerate() {
+        f.degraded_links.push(degraded_link(s).map_err(|why| format!("--degrade-link #{}: {s:?}: {why}", i + 1))?);
+    }
     Ok(f)
+}
+
+/// `U-V` as two node ids.
+fn link_ends(s: &str) -> Option<[usize; 2]> {
+    s.split_once('-').and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]))
+}
+
+/// `U-V@bw=X`, `U-V@lat=Y` or `U-V@bw=X;lat=Y` (`,` also separates): a link's new bandwidth
+/// (GB/s) and latency (ns). Whether they are a slowdown is the topology's to say.
+fn degraded_link(s: &str) -> Result<crate::topology::DegradedLink, String> {
+    const FORM: &str = "expected U-V@bw=GBPS, U-V@lat=NS or U-V@bw=GBPS;lat=NS";
+    let (ends, params) = s.split_once('@').ok_or_else(|| format!("no @ before the link's parameters: {FORM}"))?;
+    let link = link_ends(ends).ok_or_else(|| format!("{ends:?} is not of the form U-V (two node ids)"))?;
+    let mut d = crate::topology::DegradedLink { link, ..Default::default() };
+    for param in params.split([';', ',']).map(str::trim) {
+        let (key, value) = param.split_once('=').ok_or_else(|| format!("{param:?} is not KEY=VALUE: {FORM}"))?;
+        let number = value.trim().parse::<f64>().map_err(|_| format!("{key}={value:?} is not a number: {FORM}"))?;
+        let slot = match key.trim() {
+            "bw" => &mut d.bandwidth_gb_per_s,
+            "lat" => &mut d.latency_ns,
+            other => return Err(format!("{other:?} is not bw or lat: {FORM}")),
+        };
+        if slot.replace(number).is_some() {
+            return Err(format!("{key} is given twice"));
+        }
+    }
+    Ok(d)
 }
 
 pub(super) fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology, String> {
     let topo = load_topology(&a.topology)?;
-    if a.fail_link.is_empty() && a.fail_npu.is_empty() {
+    let f = parse_failures(&a.fail_link, &a.fail_npu, &a.degrade_link, a.directed)?;
+    if f.is_empty() {
         return Ok(topo);
     }
-    let f = parse_failures(&a.fail_link, &a.fail_npu, false)?;
     // Refused where the failures cut the collective's group (`--group`, or every survivor) apart.
     engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| failure_flags(e.within("failures"), &f))
 }
 
 /// A failure's error worded by the flag that named it: `failures.links[1]` is the second
-/// `--fail-link` (`--fail-link 0-2`), `failures.npus[0]` the first `--fail-npu`; what the
+/// `--fail-link` (`--fail-link 0-2`), `failures.npus[0]` the first `--fail-npu`,
+/// `failures.degraded_links[0].bandwidth_gb_per_s` the first `--degrade-link`; what the
 /// failures do together (cut the group apart) is named by `--fail-link` when any were given.
 pub(super) fn failure_flags(mut e: InputError, f: &Failures) -> String {
     let index = |rest: &str| rest.strip_prefix('[')?.split_once(']')?.0.parse::<usize>().ok();
@@ -45,6 +81,14 @@ pub(super) fn failure_flags(mut e: InputError, f: &Failures) -> String {
         let Some(rest) = err.path.strip_prefix("failures") else { continue };
         err.path = if let Some(i) = rest.strip_prefix(".links").and_then(index).filter(|&i| i < f.links.len()) {
             format!("--fail-link {}-{}", f.links[i][0], f.links[i][1])
+        } else if let Some(d) =
+            rest.strip_prefix(".degraded_links").and_then(index).and_then(|i| f.degraded_links.get(i))
+        {
+            let params: Vec<String> = [("bw", d.bandwidth_gb_per_s), ("lat", d.latency_ns)]
+                .into_iter()
+                .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
+                .collect();
+            format!("--degrade-link {}-{}@{}", d.link[0], d.link[1], params.join(";"))
         } else if let Some(i) = rest.strip_prefix(".npus").and_then(index).filter(|&i| i < f.npus.len()) {
             format!("--fail-npu {}", f.npus[i])
         } else if rest == ".npus" || f.links.is_empty() {

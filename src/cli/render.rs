@@ -14,6 +14,37 @@ pub(super) fn duration(ns: f64) -> String {
     }
 }
 
+/// Slowed links for people: `9->10 and 10->9 at 25 GB/s (was 100)`, a pair of directions
+/// changed alike written once as `9-10`; the first four, then how many more.
+fn degraded_links(changes: &[crate::topology::LinkChange]) -> String {
+    const SHOWN: usize = 4;
+    let same = |a: &crate::topology::LinkChange, b: &crate::topology::LinkChange| {
+        (a.bandwidth_gb_per_s, a.was_bandwidth_gb_per_s, a.latency_ns, a.was_latency_ns)
+            == (b.bandwidth_gb_per_s, b.was_bandwidth_gb_per_s, b.latency_ns, b.was_latency_ns)
+    };
+    let mut said = Vec::new();
+    for c in changes {
+        let back = changes.iter().find(|b| (b.src, b.dst) == (c.dst, c.src) && same(b, c));
+        let ends = match back {
+            Some(_) if c.src > c.dst => continue, // written with its pair
+            Some(_) => format!("{}-{}", c.src, c.dst),
+            None => format!("{}->{}", c.src, c.dst),
+        };
+        let mut what = Vec::new();
+        if c.bandwidth_gb_per_s != c.was_bandwidth_gb_per_s {
+            what.push(format!("{} GB/s (was {})", c.bandwidth_gb_per_s, c.was_bandwidth_gb_per_s));
+        }
+        if c.latency_ns != c.was_latency_ns {
+            what.push(format!("{} ns (was {})", c.latency_ns, c.was_latency_ns));
+        }
+        said.push(format!("{ends} at {}", what.join(", ")));
+    }
+    match said.len() {
+        n if n > SHOWN => format!("{} and {} more", said[..SHOWN].join("; "), n - SHOWN),
+        _ => said.join("; "),
+    }
+}
+
 /// What `synth` prints for a person: what ran, how fast the schedule is against the bound and
 /// the best baseline (from `--compare`, or from `auto`'s candidates), and where it went.
 pub(super) fn summary(
@@ -38,12 +69,19 @@ pub(super) fn summary(
         };
         let slower = r.slower_than_previous.map(|x| format!(", {x:.2}× its time")).unwrap_or_default();
         lines.push(format!("regenerated     from {prev}{slower}"));
+        if !r.degraded_links.is_empty() {
+            lines.push(format!("degraded        {}", degraded_links(&r.degraded_links)));
+        }
         let repair = match (r.repair.collective_time_ns, &r.repair.stats, &r.repair.note) {
             (Some(t), Some(st), _) => format!(
-                "{} ({} transfers kept, {} rerouted, {:.0} ms)",
+                "{} ({} transfers kept, {} rerouted{}, {:.0} ms)",
                 duration(t),
                 st.kept,
                 st.rerouted,
+                match st.rebalanced {
+                    0 => String::new(),
+                    n => format!(" ({n} off slowed links)"),
+                },
                 r.repair.wall_ms
             ),
             (_, _, Some(why)) => format!("none: {why}"),

@@ -73,6 +73,10 @@ pub struct RegenerationStats {
     pub repair: RepairOutcome,
     /// The fresh run of the request on the degraded topology.
     pub fresh: FreshOutcome,
+    /// The links that run slower (or faster) than in the previous schedule's topology, each
+    /// direction with its parameters before and after.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub degraded_links: Vec<crate::topology::LinkChange>,
 }
 
 /// The statistics of a regeneration: the kept schedule's producer, both attempts, and the
@@ -131,6 +135,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     let previous_algorithm = previous.algorithm.clone();
     let previous_time = previous.collective_time_ns;
+    let degraded_links = req.topology.changed_links(&previous.topology);
     // The repair is a pass over the transfers and a few shortest paths, then the gate, whose
     // check is as long as the schedule's chunk moves: first where that is cheap (its time then
     // prices `auto`'s baselines), after the fresh run where it is not (a 4096-NPU bucket
@@ -266,6 +271,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
             slower_than_previous: time.zip(previous_time).filter(|(_, p)| *p > 0.0).map(|(t, p)| t / p),
             repair: repair_outcome,
             fresh: fresh_outcome,
+            degraded_links,
         },
         fresh: fresh_stats,
     }));

@@ -4,6 +4,10 @@
 //! not change, so the data flow, and with it the validity, is the stored schedule's; the
 //! simulator re-times the result (detours share links with the kept transfers).
 //!
+//! A link that is slower than it was (degraded, not failed) keeps its transfers as long as
+//! that is the faster choice: those whose link would stay busier than a detour's busiest move
+//! to the detour, so the slow link carries what its speed allows and nothing is refused.
+//!
 //! What a reroute cannot do: serve a collective whose group lost an NPU (its chunks are
 //! another collective's), or move data out of a failed NPU. Those need a fresh synthesis.
 
@@ -39,6 +43,13 @@ pub struct RepairStats {
     /// comparison: the detours' extra hops).
     pub rerouted_hops: usize,
     pub replaced_hops: usize,
+    /// Transfers over a slowed (degraded) link moved to a detour; they count in `rerouted` too.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rebalanced: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The links transfer `i` occupies, as (src, dst) pairs (none for a local move).
@@ -76,6 +87,8 @@ pub fn reroute(
     // the transfers that lose one.
     let mut load = vec![0.0f64; topo.links().len()];
     let mut broken: Vec<u32> = Vec::new();
+    let mut slowed: Vec<u32> = Vec::new();
+    let slower = slower_links(&old.topology, topo);
     let mut hops = Vec::new();
     for i in 0..old.transfers.len() {
         if i % 65_536 == 0 && stop() {
@@ -85,6 +98,9 @@ pub fn reroute(
         let links: Option<Vec<usize>> = hops.iter().map(|&(a, b)| topo.link_index(a as usize, b as usize)).collect();
         match links {
             Some(links) => {
+                if links.iter().any(|&l| slower[l]) {
+                    slowed.push(i as u32);
+                }
                 for l in links {
                     load[l] += bytes(i) / topo.links()[l].bandwidth_gb_per_s;
                 }
@@ -99,42 +115,138 @@ pub fn reroute(
         }
     }
     let mut stats = RepairStats { kept: old.transfers.len() - broken.len(), ..RepairStats::default() };
-    // (src, dst, transfer, bytes, hops it had) of every transfer to reroute, by pair.
-    let mut pairs: Vec<(u32, u32, u32, f64, usize)> = broken
-        .iter()
-        .map(|&i| {
-            let t = old.transfers.at(i as usize);
-            hops_of(&old, i as usize, &mut hops);
-            (t.src, t.dst, i, bytes(i as usize), hops.len())
-        })
-        .collect();
-    pairs.sort_unstable_by_key(|p| (p.0, p.1, p.2));
-    drop(broken);
     let mut s = old;
     s.topology = topo.clone();
     s.collective_time_ns = None;
-    if pairs.is_empty() {
-        return Ok((s, stats));
-    }
-    // Per (src, dst) pair, a few detours, each found on the links' busy time so far (so the
-    // second avoids what the first loads), then each transfer onto the detour whose busiest
-    // link would be least busy with it.
+    // Every transfer that lost a link moves; then those over a slowed link that a detour
+    // serves better (their load is on their links already, and comes off while they choose).
     let mean = (load.iter().sum::<f64>() / load.len().max(1) as f64).max(1e-9);
-    let mut k = 0;
-    while k < pairs.len() {
-        if stop() {
-            return Err(RepairError::Stopped);
+    let mut moves = Moves { s: &mut s, topo, load: &mut load, mean, stats: &mut stats, stop, slower: &slower };
+    moves.run(broken, false)?;
+    moves.run(slowed, true)?;
+    Ok((s, stats))
+}
+
+/// Per link of `new`, whether it is slower than the same link of `old` (lower bandwidth or
+/// higher latency).
+fn slower_links(old: &Topology, new: &Topology) -> Vec<bool> {
+    new.links()
+        .iter()
+        .map(|l| {
+            old.link_index(l.src, l.dst).is_some_and(|k| {
+                let was = &old.links()[k];
+                l.bandwidth_gb_per_s < was.bandwidth_gb_per_s || l.latency_ns > was.latency_ns
+            })
+        })
+        .collect()
+}
+
+/// The reroute in progress: the schedule, every link's busy time so far, and the counts.
+struct Moves<'a> {
+    s: &'a mut Schedule,
+    topo: &'a Topology,
+    load: &'a mut [f64],
+    mean: f64,
+    stats: &'a mut RepairStats,
+    stop: &'a dyn Fn() -> bool,
+    /// Per link, whether it runs slower than before: the detours of a transfer that may stay
+    /// avoid them (a slow link is its own route's to keep, not a detour's to add).
+    slower: &'a [bool],
+}
+
+impl Moves<'_> {
+    /// Gives each of `transfers` a detour, per (src, dst) pair from a few found on the links'
+    /// busy time so far (so the second avoids what the first loads), each transfer onto the
+    /// one whose busiest link would be least busy with it. With `optional` (a transfer whose
+    /// route still exists, its load counted), the transfer keeps its route unless a detour's
+    /// busiest link would be strictly less busy than its own.
+    fn run(&mut self, transfers: Vec<u32>, optional: bool) -> Result<(), RepairError> {
+        let topo = self.topo;
+        let bytes = |s: &Schedule, i: usize| s.transfers.at(i).wire_chunks() as f64 * s.chunk_size_bytes;
+        let mut hops = Vec::new();
+        // (src, dst, transfer, bytes, hops it had) of every transfer, by pair.
+        let mut pairs: Vec<(u32, u32, u32, f64, usize)> = transfers
+            .iter()
+            .map(|&i| {
+                let t = self.s.transfers.at(i as usize);
+                hops_of(self.s, i as usize, &mut hops);
+                (t.src, t.dst, i, bytes(self.s, i as usize), hops.len())
+            })
+            .collect();
+        drop(transfers);
+        pairs.sort_unstable_by_key(|p| (p.0, p.1, p.2));
+        let mut k = 0;
+        while k < pairs.len() {
+            if (self.stop)() {
+                return Err(RepairError::Stopped);
+            }
+            let (src, dst) = (pairs[k].0, pairs[k].1);
+            let end = k + pairs[k..].iter().take_while(|p| (p.0, p.1) == (src, dst)).count();
+            let share: f64 = pairs[k..end].iter().map(|p| p.3).sum::<f64>();
+            let detours = self.detours(src, dst, share, optional);
+            if detours.is_empty() && !optional {
+                return Err(RepairError::Unreachable { src, dst });
+            }
+            for &(_, _, i, b, had) in &pairs[k..end] {
+                let i = i as usize;
+                let load = &mut *self.load;
+                let busiest = |load: &[f64], links: &[usize]| {
+                    links.iter().map(|&l| load[l] + b / topo.links()[l].bandwidth_gb_per_s).fold(0.0, f64::max)
+                };
+                let own: Option<Vec<usize>> = optional.then(|| {
+                    hops_of(self.s, i, &mut hops);
+                    hops.iter().filter_map(|&(a, b)| topo.link_index(a as usize, b as usize)).collect()
+                });
+                if let Some(own) = &own {
+                    for &l in own {
+                        load[l] -= b / topo.links()[l].bandwidth_gb_per_s;
+                    }
+                }
+                let best = detours
+                    .iter()
+                    .filter(|(links, _)| own.as_ref() != Some(links))
+                    .min_by(|x, y| busiest(load, &x.0).total_cmp(&busiest(load, &y.0)).then(x.0.len().cmp(&y.0.len())));
+                let best = match (best, &own) {
+                    (Some(d), Some(own)) if busiest(load, &d.0) >= busiest(load, own) => None,
+                    (d, _) => d,
+                };
+                let Some((links, route)) = best else {
+                    for &l in own.as_deref().unwrap_or_default() {
+                        load[l] += b / topo.links()[l].bandwidth_gb_per_s;
+                    }
+                    continue;
+                };
+                for &l in links {
+                    load[l] += b / topo.links()[l].bandwidth_gb_per_s;
+                }
+                self.stats.replaced_hops += had;
+                self.stats.rerouted_hops += links.len();
+                self.stats.rerouted += 1;
+                if optional {
+                    self.stats.kept -= 1;
+                    self.stats.rebalanced += 1;
+                }
+                self.s.transfers.set_path(i, if links.len() == 1 { None } else { Some(route.clone()) });
+            }
+            k = end;
         }
-        let (src, dst) = (pairs[k].0, pairs[k].1);
-        let mut end = k;
-        while end < pairs.len() && (pairs[end].0, pairs[end].1) == (src, dst) {
-            end += 1;
-        }
-        let share: f64 = pairs[k..end].iter().map(|p| p.3).sum::<f64>();
+        Ok(())
+    }
+
+    /// Up to `DETOURS_PER_PAIR` distinct paths from `src` to `dst`, each found on the busy time
+    /// so far plus a share of `share` bytes on the ones before it; around the slowed links with
+    /// `around_slowed`.
+    fn detours(&self, src: u32, dst: u32, share: f64, around_slowed: bool) -> Vec<(Vec<usize>, Route)> {
+        let topo = self.topo;
         let mut detours: Vec<(Vec<usize>, Route)> = Vec::new();
-        let mut penalty = load.clone();
+        let mut penalty = self.load.to_vec();
+        if around_slowed {
+            for (p, _) in penalty.iter_mut().zip(self.slower).filter(|(_, slow)| **slow) {
+                *p = f64::INFINITY;
+            }
+        }
         for _ in 0..DETOURS_PER_PAIR {
-            let Some(links) = cheapest_path(topo, src as usize, dst as usize, &penalty, mean) else { break };
+            let Some(links) = cheapest_path(topo, src as usize, dst as usize, &penalty, self.mean) else { break };
             if detours.iter().any(|(l, _)| *l == links) {
                 break;
             }
@@ -145,29 +257,8 @@ pub fn reroute(
             nodes.extend(links.iter().map(|&l| topo.links()[l].dst as u32));
             detours.push((links, Route::from(nodes)));
         }
-        if detours.is_empty() {
-            return Err(RepairError::Unreachable { src, dst });
-        }
-        for &(_, _, i, b, had) in &pairs[k..end] {
-            let i = i as usize;
-            let busiest = |links: &[usize]| {
-                links.iter().map(|&l| load[l] + b / topo.links()[l].bandwidth_gb_per_s).fold(0.0, f64::max)
-            };
-            let (links, route) = detours
-                .iter()
-                .min_by(|x, y| busiest(&x.0).total_cmp(&busiest(&y.0)).then(x.0.len().cmp(&y.0.len())))
-                .expect("at least one detour");
-            for &l in links {
-                load[l] += b / topo.links()[l].bandwidth_gb_per_s;
-            }
-            stats.replaced_hops += had;
-            stats.rerouted_hops += links.len();
-            stats.rerouted += 1;
-            s.transfers.set_path(i, if links.len() == 1 { None } else { Some(route.clone()) });
-        }
-        k = end;
+        detours
     }
-    Ok((s, stats))
 }
 
 /// The links of the cheapest path from `src` to `dst` where a link costs one hop plus its busy

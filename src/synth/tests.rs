@@ -39,7 +39,7 @@ fn phases_side_by_side_plan_what_phases_in_order_plan() {
     for (spec, fail) in [("torus:4x4", None), ("torus:4x4", Some((1, 2))), ("mesh:3x3", None), ("ring:6", None)] {
         let mut topo = crate::topology::parse_spec(spec).unwrap();
         if let Some((u, v)) = fail {
-            let f = crate::topology::Failures { links: vec![[u, v]], npus: Vec::new(), directed: false };
+            let f = crate::topology::Failures { links: vec![[u, v]], ..Default::default() };
             topo = topo.with_failures(&f).unwrap();
         }
         let kind = crate::collective::CollectiveKind::AllReduce;

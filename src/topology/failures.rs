@@ -1,11 +1,13 @@
-//! Failure transforms: remove links and NPUs from a topology and report what stays connected.
+//! Failure transforms: remove links and NPUs from a topology, slow links down, and report what
+//! stays connected.
 
-use super::Topology;
+use super::{Link, Topology};
 use crate::error::{Errors, InputError};
 use petgraph::graph::DiGraph;
 use serde::{Deserialize, Serialize};
 
-/// Links and NPUs to remove. A link `[u, v]` removes both directions unless `directed`.
+/// Links and NPUs to remove, and links that stay but run slower. A link `[u, v]` (failed or
+/// degraded) means both directions unless `directed`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 pub struct Failures {
@@ -13,10 +15,45 @@ pub struct Failures {
     pub links: Vec<[usize; 2]>,
     #[serde(default)]
     pub npus: Vec<usize>,
+    /// Links that still work, at a lower bandwidth or a higher latency (a link trained down,
+    /// one NIC of a bond lost): the most common failure, and not a missing link.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded_links: Vec<DegradedLink>,
     #[serde(default)]
     pub directed: bool,
 }
 crate::strict::objects_only!(Failures, "failures (an object)", serialize);
+
+/// A link's new parameters: either or both, each no better than the link's own.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, remote = "Self")]
+pub struct DegradedLink {
+    pub link: [usize; 2],
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_gb_per_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ns: Option<f64>,
+}
+crate::strict::objects_only!(DegradedLink, "a degraded link (an object)", serialize);
+
+impl Failures {
+    /// Nothing fails and nothing slows down.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty() && self.npus.is_empty() && self.degraded_links.is_empty()
+    }
+}
+
+/// A link whose parameters a topology changed from another's, for a summary: its ends and both
+/// parameters before and after.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LinkChange {
+    pub src: usize,
+    pub dst: usize,
+    pub bandwidth_gb_per_s: f64,
+    pub was_bandwidth_gb_per_s: f64,
+    pub latency_ns: f64,
+    pub was_latency_ns: f64,
+}
 
 /// Reachability among the NPUs that have not failed (switches and NPUs may forward).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -64,19 +101,118 @@ impl Topology {
                 failed.push(v);
             }
         }
-        errs.into_result(())?;
         failed.sort_unstable();
         failed.dedup();
+        let slowed = self.slowed_links(f, &removed, &failed, &mut errs);
+        errs.into_result(())?;
         let links = self
             .links
             .iter()
             .zip(&removed)
-            .filter(|(l, gone)| {
+            .zip(slowed)
+            .filter(|((l, gone), _)| {
                 !**gone && failed.binary_search(&l.src).is_err() && failed.binary_search(&l.dst).is_err()
             })
-            .map(|(l, _)| l.clone())
+            .map(|((l, _), slow)| slow.unwrap_or_else(|| l.clone()))
             .collect();
         Ok(Topology::from_sorted(self.npus, self.switches, links, failed))
+    }
+
+    /// Each link's degraded form (`None` where `f` leaves it as it is), with every problem of
+    /// `f.degraded_links` pushed to `errs`: a link that is not there or also fails, a value that
+    /// is not a bandwidth or latency, or one better than the link's own (a degradation cannot
+    /// speed a link up: that is a new topology).
+    fn slowed_links(&self, f: &Failures, removed: &[bool], failed: &[usize], errs: &mut Errors) -> Vec<Option<Link>> {
+        let mut slowed: Vec<Option<Link>> = vec![None; self.links.len()];
+        for (i, d) in f.degraded_links.iter().enumerate() {
+            let at = |field: &str| format!("degraded_links[{i}]{field}");
+            let [u, v] = d.link;
+            if let Some(x) = [u, v].into_iter().find(|&x| x >= self.nodes()) {
+                errs.push(at(".link"), format!("{u}->{v}: {x} is not a node: expected {}", self.node_ids()));
+                continue;
+            }
+            if let Some(x) = [u, v].into_iter().find(|x| failed.binary_search(x).is_ok()) {
+                errs.push(at(".link"), format!("{u}->{v}: NPU {x} failed, with all its links"));
+                continue;
+            }
+            if d.bandwidth_gb_per_s.is_none() && d.latency_ns.is_none() {
+                errs.push(at(""), "neither bandwidth_gb_per_s nor latency_ns: say what the link runs at".to_string());
+                continue;
+            }
+            if let Some(bw) = d.bandwidth_gb_per_s.filter(|bw| !(bw.is_finite() && *bw > 0.0)) {
+                errs.push(at(".bandwidth_gb_per_s"), format!("{bw}: expected a finite bandwidth above 0"));
+                continue;
+            }
+            if let Some(lat) = d.latency_ns.filter(|lat| !(lat.is_finite() && *lat >= 0.0)) {
+                errs.push(at(".latency_ns"), format!("{lat}: expected a finite latency of 0 or more"));
+                continue;
+            }
+            // Both directions (unless directed) or neither: one error per entry, the first found.
+            let mut found = Vec::new();
+            let mut why = None;
+            for (a, b) in [(u, v), (v, u)].into_iter().take(if f.directed { 1 } else { 2 }) {
+                let Some(k) = self.link_index(a, b) else { continue };
+                let l = &self.links[k];
+                why = why.or_else(|| {
+                    if removed[k] {
+                        Some((".link", format!("{a}->{b} fails too: a link is either failed or degraded")))
+                    } else if slowed[k].is_some() {
+                        Some((".link", format!("{a}->{b} is degraded twice")))
+                    } else if let Some(bw) = d.bandwidth_gb_per_s.filter(|&bw| bw > l.bandwidth_gb_per_s) {
+                        let was = l.bandwidth_gb_per_s;
+                        Some((
+                            ".bandwidth_gb_per_s",
+                            format!("{bw} GB/s is above {a}->{b}'s {was} GB/s: a degraded link cannot speed up"),
+                        ))
+                    } else if let Some(lat) = d.latency_ns.filter(|&lat| lat < l.latency_ns) {
+                        let was = l.latency_ns;
+                        Some((
+                            ".latency_ns",
+                            format!("{lat} ns is below {a}->{b}'s {was} ns: a degraded link cannot speed up"),
+                        ))
+                    } else {
+                        None
+                    }
+                });
+                found.push(k);
+            }
+            match why {
+                _ if found.is_empty() => {
+                    errs.push(at(".link"), format!("no link {u}->{v} in the topology; {}", self.neighbours_of(u)))
+                }
+                Some((field, why)) => errs.push(at(field), why),
+                None => {
+                    for k in found {
+                        let l = &self.links[k];
+                        slowed[k] = Some(Link {
+                            bandwidth_gb_per_s: d.bandwidth_gb_per_s.unwrap_or(l.bandwidth_gb_per_s),
+                            latency_ns: d.latency_ns.unwrap_or(l.latency_ns),
+                            ..l.clone()
+                        });
+                    }
+                }
+            }
+        }
+        slowed
+    }
+
+    /// The links `self` runs slower or faster than `before` does (both directions listed), in
+    /// `self`'s order; links only one of them has are not compared.
+    pub fn changed_links(&self, before: &Topology) -> Vec<LinkChange> {
+        self.links
+            .iter()
+            .filter_map(|l| {
+                let was = &before.links[before.link_index(l.src, l.dst)?];
+                (was.bandwidth_gb_per_s != l.bandwidth_gb_per_s || was.latency_ns != l.latency_ns).then(|| LinkChange {
+                    src: l.src,
+                    dst: l.dst,
+                    bandwidth_gb_per_s: l.bandwidth_gb_per_s,
+                    was_bandwidth_gb_per_s: was.bandwidth_gb_per_s,
+                    latency_ns: l.latency_ns,
+                    was_latency_ns: was.latency_ns,
+                })
+            })
+            .collect()
     }
 
     /// The node ids as a message writes them: `0..=15 (16 NPUs)`, `0..=19 (16 NPUs + 4 switches)`.

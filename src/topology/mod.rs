@@ -6,7 +6,7 @@ mod grid;
 mod rails;
 mod spec;
 
-pub use failures::{Connectivity, Failures};
+pub use failures::{Connectivity, DegradedLink, Failures, LinkChange};
 pub use grid::Grid;
 pub use rails::Rails;
 pub use spec::{parse_spec, parse_spec_capped};

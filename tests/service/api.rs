@@ -19,6 +19,7 @@ on_both_databases!(
     a_quick_job_runs_beside_a_long_one,
     batches_report_aggregate_progress,
     regeneration_avoids_the_failed_link,
+    a_slow_link_is_a_failure_at_both_doors,
     the_validate_route_reports_both_verdicts,
     documented_examples_are_served,
     a_job_has_one_result_even_when_its_lease_lapses,
@@ -677,6 +678,93 @@ fn batches_report_aggregate_progress(db: Db) {
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
     assert!(p["errors"][0]["path"].as_str().unwrap().starts_with("requests[1]"), "{p}");
     assert_problem(&raw(s.addr, "GET", "/v1/batches/unknown", None), 404);
+}
+
+/// Issue 63, point 4: `degraded_links` in a regeneration (alone and in a batch) and in a
+/// topology's failures: the link stays at its new speed, the summary names it, and a mistake is
+/// a 422 at the entry's field.
+fn a_slow_link_is_a_failure_at_both_doors(db: Db) {
+    let s = start(db);
+    let (code, first) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(json!({"spec": "torus:4x4", "collective": {"kind": "all_reduce", "size_bytes": 1048576}})),
+    );
+    assert_eq!(code, 201, "{first}");
+    let sid = first["schedule_id"].as_str().unwrap();
+    let slow = json!([{"link": [0, 1], "bandwidth_gb_per_s": 25}]);
+    let (code, job) = call(
+        &s,
+        "POST",
+        &format!("/v1/schedules/{sid}/regenerate"),
+        Some(json!({"degraded_links": slow, "wait_ms": 30000})),
+    );
+    assert_eq!((code, job["status"].as_str()), (201, Some("succeeded")), "{job}");
+    let r = &job["summary"]["stats"]["regeneration"];
+    assert_eq!(r["degraded_links"].as_array().map(Vec::len), Some(2), "{r}");
+    assert_eq!(r["degraded_links"][0]["was_bandwidth_gb_per_s"].as_f64(), Some(100.0), "{r}");
+    assert!(r["repair"]["collective_time_ns"].is_number(), "a slow link is repaired: {r}");
+    let new_id = job["schedule_id"].as_str().unwrap();
+    let new =
+        ccsynth::schedule::Schedule::from_json(&raw(s.addr, "GET", &format!("/v1/schedules/{new_id}"), None).body)
+            .unwrap();
+    assert_eq!(new.topology.link(1, 0).map(|l| l.bandwidth_gb_per_s), Some(25.0));
+    assert!(ccsynth::engine::check(&new).valid);
+    for (body, path, says) in [
+        (
+            json!({"degraded_links": [{"link": [0, 1], "bandwidth_gb_per_s": 250}]}),
+            "degraded_links[0].bandwidth_gb_per_s",
+            "cannot speed up",
+        ),
+        (json!({"degraded_links": [{"link": [0, 9], "latency_ns": 900}]}), "degraded_links[0].link", "no link 0->9"),
+        (
+            json!({"failed_links": [[0, 1]], "degraded_links": [{"link": [0, 1], "latency_ns": 900}]}),
+            "degraded_links[0].link",
+            "fails too",
+        ),
+        (json!({"degraded_links": [{"link": [0, 1]}]}), "degraded_links[0]", "neither"),
+    ] {
+        let p = assert_problem(
+            &raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(body.to_string().as_bytes())),
+            422,
+        );
+        assert_eq!(p["errors"][0]["path"], path, "{p}");
+        assert!(p["errors"][0]["message"].as_str().unwrap().contains(says), "{p}");
+    }
+    // In a batch, named under the scenario.
+    let bad = json!({"regenerations": [
+        {"schedule_id": sid, "degraded_links": [{"link": [2, 3], "bandwidth_gb_per_s": 50}]},
+        {"schedule_id": sid, "degraded_links": [{"link": [2, 3], "bandwidth_gb_per_s": -50}]},
+    ]});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
+    assert_eq!(p["errors"][0]["path"], "regenerations[1].degraded_links[0].bandwidth_gb_per_s", "{p}");
+    // A topology's failures: the same links, one slower, the failures recorded with it.
+    let (_, intact) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "torus:4x4"})));
+    let tid = intact["id"].as_str().unwrap();
+    let (code, t) = call(
+        &s,
+        "POST",
+        &format!("/v1/topologies/{tid}/failures"),
+        Some(json!({"degraded_links": [{"link": [2, 3], "latency_ns": 4000}], "directed": true})),
+    );
+    assert!(code == 201 || code == 200, "{t}");
+    assert_eq!(t["links"].as_i64(), Some(64), "{t}");
+    assert_eq!(t["failures"]["degraded_links"][0]["latency_ns"].as_f64(), Some(4000.0), "{t}");
+    let (_, full) = call(&s, "GET", &format!("/v1/topologies/{}", t["id"].as_str().unwrap()), None);
+    let links = full["topology"]["links"].as_array().unwrap();
+    let at = |u: u64, v: u64| links.iter().find(|l| l["src"] == u && l["dst"] == v).unwrap()["latency_ns"].as_f64();
+    assert_eq!((at(2, 3), at(3, 2)), (Some(4000.0), Some(500.0)));
+    let p = assert_problem(
+        &raw(
+            s.addr,
+            "POST",
+            &format!("/v1/topologies/{tid}/failures"),
+            Some(br#"{"degraded_links": [{"link": [2, 3], "latency_ns": 1}]}"#),
+        ),
+        422,
+    );
+    assert_eq!(p["errors"][0]["path"], "degraded_links[0].latency_ns", "{p}");
 }
 
 fn regeneration_avoids_the_failed_link(db: Db) {

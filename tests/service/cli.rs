@@ -66,6 +66,73 @@ fn topology_applies_failures_and_reports_connectivity() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Issue 63, point 4: `--degrade-link U-V@bw=X[;lat=Y]` at `topology`, `synth` and
+/// `regenerate`: the link stays at its new speed, mistakes are named by the flag as written,
+/// and a regeneration says which links it found slower.
+#[test]
+fn slow_links_at_every_verb() {
+    let o = ccsynth(&["topology", "ring:4", "--degrade-link", "0-1@bw=25;lat=900"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let links = json(&o)["links"].as_array().unwrap().clone();
+    assert_eq!(links.len(), 8);
+    let at = |u: u64, v: u64| links.iter().find(|l| l["src"] == u && l["dst"] == v).unwrap().clone();
+    assert_eq!((at(0, 1)["bandwidth_gb_per_s"].as_f64(), at(0, 1)["latency_ns"].as_f64()), (Some(25.0), Some(900.0)));
+    assert_eq!(at(1, 0)["bandwidth_gb_per_s"].as_f64(), Some(25.0));
+    let o = ccsynth(&["topology", "ring:4", "--degrade-link", "0-1@lat=900", "--directed"], None);
+    let links = json(&o)["links"].as_array().unwrap().clone();
+    let at = |u: u64, v: u64| links.iter().find(|l| l["src"] == u && l["dst"] == v).unwrap().clone();
+    assert_eq!((at(0, 1)["latency_ns"].as_f64(), at(1, 0)["latency_ns"].as_f64()), (Some(900.0), Some(500.0)));
+    for (flag, says) in [
+        ("0-1", "--degrade-link #1: \"0-1\": no @ before the link's parameters"),
+        ("0-1@bw", "\"bw\" is not KEY=VALUE"),
+        ("0-1@speed=3", "\"speed\" is not bw or lat"),
+        ("0-1@bw=fast", "bw=\"fast\" is not a number"),
+        ("0-1@bw=3,bw=4", "bw is given twice"),
+        ("0-2@bw=3", "--degrade-link 0-2@bw=3: no link 0->2 in the topology; 0 links to 1 and 3"),
+        ("0-1@bw=300", "--degrade-link 0-1@bw=300: 300 GB/s is above 0->1's 100 GB/s: a degraded link cannot speed up"),
+    ] {
+        let o = ccsynth(&["topology", "ring:4", "--degrade-link", flag], None);
+        assert_eq!(o.status.code(), Some(2), "{flag}");
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.contains(says), "{flag}: {said}");
+        assert!(!said.contains("failures.") && !said.contains("degraded_links"), "{said}");
+    }
+    // synth on the degraded topology: the schedule's topology has the slow link.
+    let synth = ["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--json"];
+    let o = ccsynth(&[&synth[..], &["--degrade-link", "5-6@bw=10"][..]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    let l = v["topology"]["links"].as_array().unwrap().iter().find(|l| l["src"] == 6 && l["dst"] == 5).unwrap().clone();
+    assert_eq!(l["bandwidth_gb_per_s"].as_f64(), Some(10.0));
+    // regenerate: a slow link is repaired (not refused), and both forms say which links.
+    let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--json"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = json(&o)["stats"]["regeneration"].clone();
+    assert!(r["repair"]["collective_time_ns"].is_number(), "{r}");
+    let changed: Vec<(u64, u64, f64, f64)> = r["degraded_links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let f = |k: &str| c[k].as_f64().unwrap();
+            (
+                c["src"].as_u64().unwrap(),
+                c["dst"].as_u64().unwrap(),
+                f("bandwidth_gb_per_s"),
+                f("was_bandwidth_gb_per_s"),
+            )
+        })
+        .collect();
+    assert_eq!(changed, vec![(0, 1, 20.0, 100.0), (1, 0, 20.0, 100.0)]);
+    let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--summary"], None);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("degraded        0-1 at 20 GB/s (was 100)"), "{said}");
+    let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--fail-link", "0-1"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--degrade-link 0-1@bw=20: 0->1 fails too"), "{said}");
+}
+
 #[test]
 fn topology_reads_files_and_names_bad_input() {
     let dir = std::env::temp_dir().join(format!("ccsynth-cli-{}", std::process::id()));

@@ -26,6 +26,7 @@ mod rails;
 mod random_schedules;
 mod reference;
 mod sim;
+mod slow_links;
 mod ten;
 mod topology;
 mod translate;

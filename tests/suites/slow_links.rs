@@ -1,0 +1,255 @@
+//! Slow links (issue 63, point 4): a degraded link stays in the topology at its new speed, and
+//! every mistake in saying so is named; the repair moves traffic off it only where a detour is
+//! less busy; a regeneration after one stays near the intact schedule.
+
+use crate::common::*;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::engine::{self, Options, RequestSpec};
+use ccsynth::schedule::Schedule;
+use ccsynth::synth::repair;
+use ccsynth::topology::{DegradedLink, Failures, Topology};
+use proptest::prelude::*;
+
+const MIB: u64 = 1 << 20;
+
+fn slow(link: [usize; 2], bandwidth_gb_per_s: Option<f64>, latency_ns: Option<f64>) -> DegradedLink {
+    DegradedLink { link, bandwidth_gb_per_s, latency_ns }
+}
+
+fn degraded(links: Vec<DegradedLink>) -> Failures {
+    Failures { degraded_links: links, ..Failures::default() }
+}
+
+/// (bandwidth, latency) of `u -> v`.
+fn params(t: &Topology, u: usize, v: usize) -> (f64, f64) {
+    let l = t.link(u, v).unwrap_or_else(|| panic!("no link {u}->{v}"));
+    (l.bandwidth_gb_per_s, l.latency_ns)
+}
+
+#[test]
+fn a_degraded_link_stays_at_its_new_speed() {
+    let t = topo("torus:4x4");
+    let d = t.with_failures(&degraded(vec![slow([0, 1], Some(25.0), None)])).unwrap();
+    assert_eq!(d.links().len(), t.links().len(), "nothing is removed");
+    assert_eq!((params(&d, 0, 1), params(&d, 1, 0)), ((25.0, 500.0), (25.0, 500.0)));
+    let others = d.links().iter().filter(|l| ![(0, 1), (1, 0)].contains(&(l.src, l.dst)));
+    assert!(others.into_iter().all(|l| (l.bandwidth_gb_per_s, l.latency_ns) == (100.0, 500.0)));
+    // 1 MB over it: 500 ns and 1e6 / 25 ns.
+    assert!(close(d.link(0, 1).unwrap().time_ns(1e6), 40_500.0));
+    // Directed: one direction; latency alone; both.
+    let f = Failures { directed: true, ..degraded(vec![slow([0, 1], None, Some(2000.0))]) };
+    let d = t.with_failures(&f).unwrap();
+    assert_eq!((params(&d, 0, 1), params(&d, 1, 0)), ((100.0, 2000.0), (100.0, 500.0)));
+    let d = t.with_failures(&degraded(vec![slow([5, 6], Some(50.0), Some(700.0))])).unwrap();
+    assert_eq!(params(&d, 6, 5), (50.0, 700.0));
+    // The change as a regeneration reports it: each direction, before and after.
+    let changes = d.changed_links(&t);
+    assert_eq!(changes.len(), 2);
+    assert_eq!(
+        (changes[0].src, changes[0].dst, changes[0].bandwidth_gb_per_s, changes[0].was_bandwidth_gb_per_s),
+        (5, 6, 50.0, 100.0)
+    );
+    assert_eq!((changes[1].src, changes[1].latency_ns, changes[1].was_latency_ns), (6, 700.0, 500.0));
+    assert!(t.changed_links(&t).is_empty());
+    // With failed links and NPUs beside them.
+    let f = Failures {
+        links: vec![[0, 1]],
+        npus: vec![10],
+        degraded_links: vec![slow([1, 2], Some(10.0), None)],
+        directed: false,
+    };
+    let d = t.with_failures(&f).unwrap();
+    assert!(d.link(0, 1).is_none() && d.is_failed(10));
+    assert_eq!(params(&d, 2, 1), (10.0, 500.0));
+}
+
+#[test]
+fn failures_read_and_write_degraded_links_as_json() {
+    let f: Failures =
+        serde_json::from_str(r#"{"links": [[0, 1]], "degraded_links": [{"link": [9, 10], "bandwidth_gb_per_s": 25}]}"#)
+            .unwrap();
+    assert_eq!(f.degraded_links, vec![slow([9, 10], Some(25.0), None)]);
+    let text = serde_json::to_string(&f).unwrap();
+    assert!(text.contains(r#""degraded_links":[{"link":[9,10],"bandwidth_gb_per_s":25.0}]"#), "{text}");
+    // Without any, the document is written as before (stored failures keep their form).
+    let plain = serde_json::to_string(&Failures { links: vec![[0, 1]], ..Failures::default() }).unwrap();
+    assert_eq!(plain, r#"{"links":[[0,1]],"npus":[],"directed":false}"#);
+    for bad in [
+        r#"{"degraded_links": [{"link": [9, 10], "bw": 25}]}"#,
+        r#"{"degraded_links": [[[9, 10], 25]]}"#,
+        r#"{"degraded_links": [{"bandwidth_gb_per_s": 25}]}"#,
+    ] {
+        assert!(serde_json::from_str::<Failures>(bad).is_err(), "{bad}");
+    }
+}
+
+/// Each mistake is one error at the entry's field, saying what the topology has.
+#[test]
+fn a_degradation_that_is_not_one_is_named() {
+    let t = topo("torus:4x4");
+    let cases: Vec<(Failures, &str, &str)> = vec![
+        (degraded(vec![slow([0, 2], Some(5.0), None)]), "degraded_links[0].link", "no link 0->2 in the topology"),
+        (degraded(vec![slow([0, 99], Some(5.0), None)]), "degraded_links[0].link", "99 is not a node"),
+        (
+            degraded(vec![slow([0, 1], Some(250.0), None)]),
+            "degraded_links[0].bandwidth_gb_per_s",
+            "250 GB/s is above 0->1's 100 GB/s: a degraded link cannot speed up",
+        ),
+        (
+            degraded(vec![slow([0, 1], None, Some(100.0))]),
+            "degraded_links[0].latency_ns",
+            "100 ns is below 0->1's 500 ns",
+        ),
+        (degraded(vec![slow([0, 1], Some(0.0), None)]), "degraded_links[0].bandwidth_gb_per_s", "above 0"),
+        (degraded(vec![slow([0, 1], Some(f64::INFINITY), None)]), "degraded_links[0].bandwidth_gb_per_s", "finite"),
+        (degraded(vec![slow([0, 1], None, Some(-1.0))]), "degraded_links[0].latency_ns", "0 or more"),
+        (degraded(vec![slow([0, 1], None, None)]), "degraded_links[0]", "neither bandwidth_gb_per_s nor latency_ns"),
+        (
+            degraded(vec![slow([2, 3], Some(50.0), None), slow([3, 2], Some(40.0), None)]),
+            "degraded_links[1].link",
+            "3->2 is degraded twice",
+        ),
+        (
+            Failures { links: vec![[0, 1]], ..degraded(vec![slow([1, 0], Some(50.0), None)]) },
+            "degraded_links[0].link",
+            "1->0 fails too",
+        ),
+        (
+            Failures { npus: vec![1], ..degraded(vec![slow([0, 1], Some(50.0), None)]) },
+            "degraded_links[0].link",
+            "NPU 1 failed",
+        ),
+    ];
+    for (f, path, says) in cases {
+        let e = t.with_failures(&f).unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{f:?}: {e}");
+        assert_eq!(e.errors[0].path, path, "{f:?}: {e}");
+        assert!(e.errors[0].message.contains(says), "{f:?}: {e}");
+    }
+    // Directed, the other direction is free to be degraded on its own.
+    let f =
+        Failures { directed: true, ..degraded(vec![slow([2, 3], Some(50.0), None), slow([3, 2], Some(40.0), None)]) };
+    let d = t.with_failures(&f).unwrap();
+    assert_eq!((params(&d, 2, 3).0, params(&d, 3, 2).0), (50.0, 40.0));
+}
+
+/// The previous schedule on the degraded topology as it stands: every route kept.
+fn as_it_stands(old: &Schedule, d: &Topology) -> f64 {
+    let mut kept = old.clone();
+    kept.topology = d.clone();
+    kept.collective_time_ns = None;
+    engine::finalize(kept).unwrap().0.collective_time_ns.unwrap()
+}
+
+fn crosses(s: &Schedule, i: usize, slowed: &[(u32, u32)]) -> bool {
+    let t = s.transfers.at(i);
+    let hops: Vec<(u32, u32)> = match t.path_nodes() {
+        Some(p) => p.windows(2).map(|w| (w[0], w[1])).collect(),
+        None if t.is_local() => Vec::new(),
+        None => vec![(t.src, t.dst)],
+    };
+    hops.iter().any(|h| slowed.contains(h))
+}
+
+/// Bucket on torus:8x8 keeps every link busy every step, so a link at a quarter speed holds up
+/// every step (4× the intact time as it stands). The repair moves transfers off it onto detours
+/// while their busiest link stays less busy than the slow one: faster than as it stands, valid,
+/// and only routes of transfers over the slow link change. A link slowed by a hair keeps all.
+#[test]
+fn the_repair_moves_off_a_slow_link_what_a_detour_carries_sooner() {
+    let t = topo("torus:8x8");
+    let (old, _) = baseline("bucket", &t, CollectiveSpec::new(K::AllReduce, 256 * MIB)).unwrap();
+    let d = t.with_failures(&degraded(vec![slow([9, 10], Some(25.0), None)])).unwrap();
+    let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
+    assert!(stats.rebalanced > 0, "{stats:?}");
+    assert_eq!((stats.rerouted, stats.kept + stats.rerouted), (stats.rebalanced, old.transfers.len()));
+    let slowed = [(9, 10), (10, 9)];
+    let mut moved = 0;
+    for i in 0..old.transfers.len() {
+        let (a, b) = (old.transfers.at(i), new.transfers.at(i));
+        assert_eq!((a.step, a.src, a.dst, a.chunks, a.op), (b.step, b.src, b.dst, b.chunks, b.op), "#{i}");
+        if a.path_nodes() != b.path_nodes() {
+            moved += 1;
+            assert!(crosses(&old, i, &slowed) && !crosses(&new, i, &slowed), "#{i}");
+        }
+    }
+    assert_eq!(moved, stats.rebalanced);
+    let stands = as_it_stands(&old, &d);
+    assert!(stands > 3.9 * old.collective_time_ns.unwrap(), "{stands}");
+    let (repaired, report) = engine::finalize(new).unwrap();
+    assert!(report.valid);
+    let time = repaired.collective_time_ns.unwrap();
+    assert!(time < 0.75 * stands, "repair {time} ns, as it stands {stands} ns");
+    // Slowed by a tenth of a percent: no detour is less busy than the link, nothing moves.
+    let d = t.with_failures(&degraded(vec![slow([9, 10], Some(99.9), None)])).unwrap();
+    let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
+    assert_eq!((stats.rebalanced, stats.kept), (0, old.transfers.len()));
+    assert!((0..old.transfers.len()).all(|i| old.transfers.at(i).path_nodes() == new.transfers.at(i).path_nodes()));
+}
+
+fn regenerate(previous: &Schedule, failures: Failures) -> engine::Output {
+    let (t, c) = engine::regeneration_target(previous, &failures).unwrap();
+    let options = Options { time_limit_s: Some(60.0), ..Options::default() };
+    let req =
+        engine::Request::new(t, RequestSpec { options, ..RequestSpec::new(c) }, &engine::Limits::default()).unwrap();
+    engine::regenerate(previous.clone(), &req, engine::Control::none()).unwrap()
+}
+
+/// Issue 63's target: torus:8x8 with link 9-10 at 25 of 100 GB/s, the all-reduce at 256 MiB
+/// within 1.03× the intact one, synthesized on the degraded topology and regenerated from the
+/// intact schedule; the regeneration names the slowed links.
+#[test]
+fn after_a_slow_link_the_all_reduce_stays_within_3_percent_of_the_intact_one() {
+    let t = topo("torus:8x8");
+    let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB);
+    let auto = |t: &Topology| run_request(t, RequestSpec::new(spec.clone())).unwrap();
+    let intact = auto(&t).schedule;
+    let slow_9_10 = degraded(vec![slow([9, 10], Some(25.0), None)]);
+    let d = t.with_failures(&slow_9_10).unwrap();
+    let fresh = auto(&d);
+    assert!(fresh.report.valid);
+    let ratio = |s: &Schedule| s.collective_time_ns.unwrap() / intact.collective_time_ns.unwrap();
+    assert!(ratio(&fresh.schedule) <= 1.03, "synthesized: {:.4}x the intact", ratio(&fresh.schedule));
+    let out = regenerate(&intact, slow_9_10);
+    assert!(out.report.valid);
+    assert!(ratio(&out.schedule) <= 1.03, "regenerated: {:.4}x the intact", ratio(&out.schedule));
+    assert_eq!(params(&out.schedule.topology, 9, 10), (25.0, 500.0));
+    let r = out.stats.regeneration().unwrap();
+    let said: Vec<_> = r.degraded_links.iter().map(|c| (c.src, c.dst, c.bandwidth_gb_per_s)).collect();
+    assert_eq!(said, vec![(9, 10, 25.0), (10, 9, 25.0)]);
+    assert!(r.repair.collective_time_ns.is_some(), "a slow link is repaired, not refused: {:?}", r.repair.note);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// On random tori, any link slowed by any factor (bandwidth, latency or both): the repair
+    /// of a baseline's schedule is valid, changes routes only, and only of transfers over the
+    /// slowed link, each onto a detour around it.
+    #[test]
+    fn a_repair_after_a_slow_link_changes_only_routes_over_it(
+        sides in prop::sample::select(vec![(3usize, 3usize), (4, 4), (3, 5), (4, 6)]),
+        at in 0usize..1000,
+        factor in 0.05f64..1.0,
+        latency in prop::option::of(500.0f64..5000.0),
+        algorithm in prop::sample::select(vec!["ring-bidir", "bucket", "direct"]),
+        kind in prop::sample::select(vec![K::AllReduce, K::AllGather]),
+    ) {
+        let t = topo(&format!("torus:{}x{}", sides.0, sides.1));
+        let l = &t.links()[at % t.links().len()];
+        let (u, v) = (l.src, l.dst);
+        let d = t.with_failures(&degraded(vec![slow([u, v], Some(100.0 * factor), latency)])).unwrap();
+        let Ok((old, _)) = baseline(algorithm, &t, CollectiveSpec::new(kind, 4 * MIB)) else { return Ok(()) };
+        let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
+        let slowed = [(u as u32, v as u32), (v as u32, u as u32)];
+        for i in 0..old.transfers.len() {
+            let (a, b) = (old.transfers.at(i), new.transfers.at(i));
+            prop_assert_eq!((a.step, a.src, a.dst, a.chunks, a.op), (b.step, b.src, b.dst, b.chunks, b.op));
+            if a.path_nodes() != b.path_nodes() {
+                prop_assert!(crosses(&old, i, &slowed) && !crosses(&new, i, &slowed), "#{}", i);
+            }
+        }
+        prop_assert_eq!(stats.kept + stats.rebalanced, old.transfers.len());
+        let (_, report) = engine::finalize(new).unwrap();
+        prop_assert!(report.valid, "{:?}", report.violations);
+    }
+}

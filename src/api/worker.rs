@@ -144,6 +144,34 @@ where
     }
 }
 
+/// A read a job needs before it solves (its topology, the schedule it regenerates), tried again
+/// every second while the database cannot be reached: a job claimed just before an outage
+/// waits for the database instead of failing on an internal error (its lease lapses meanwhile,
+/// and the renewal once the database is back says whether it is still this worker's). On
+/// shutdown, a cancel (the job is queued again).
+async fn reading<T, F, Fut>(st: &Shared, mut read: F) -> Result<T, JobEnd>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+{
+    let mut warned = false;
+    loop {
+        match read().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_unavailable() && *st.stopping.borrow() => return Err(JobEnd::Cancelled),
+            Err(e) if e.is_unavailable() => {
+                st.store.note(&e);
+                if !warned {
+                    tracing::warn!(error = %e, "the database is unreachable: the job waits for it");
+                    warned = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(JobEnd::failed(Internal, e.to_string())),
+        }
+    }
+}
+
 /// How a run ended short of a schedule: `Cancelled` becomes `JobStatus::Cancelled` (or a
 /// re-queue on shutdown), `Failed` becomes `JobStatus::Failed` with the reason (a status alone
 /// cannot carry it).
@@ -197,11 +225,8 @@ async fn execute(
 ) -> Result<Finished, JobEnd> {
     let req: JobRequest = serde_json::from_str(&job.request)
         .map_err(|e| JobEnd::failed(Internal, format!("unreadable job request: {e}")))?;
-    let row = st
-        .store
-        .topology(&req.topology_id)
-        .await
-        .map_err(|e| JobEnd::failed(Internal, e.to_string()))?
+    let row = reading(st, || st.store.topology(&req.topology_id))
+        .await?
         .ok_or_else(|| JobEnd::failed(ErrorKind::Input, format!("topology {} was deleted", req.topology_id)))?;
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();
@@ -259,9 +284,7 @@ async fn execute(
     // alone answers.
     let t = std::time::Instant::now();
     let previous = match &req.regenerate_from {
-        Some(id) => {
-            st.store.schedule_body(id).await.map_err(|e| JobEnd::failed(Internal, e.to_string()))?.map(|(body, _)| body)
-        }
+        Some(id) => reading(st, || st.store.schedule_body(id)).await?.map(|(body, _)| body),
         None => None,
     };
     if previous.is_some() {

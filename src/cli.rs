@@ -24,7 +24,7 @@ use input::{
     read_input,
 };
 pub use render::comparison_table;
-use render::{counted, duration, summary};
+use render::{counted, degraded_links, duration, summary};
 use serve::serve_cmd;
 
 /// Runs the CLI and returns the process exit code.
@@ -95,6 +95,9 @@ fn topology_cmd(topology: &str, f: Failures) -> Result<i32, String> {
         topo
     } else {
         let t = topo.with_failures(&f).map_err(|e| failure_flags(e.within("failures"), &f))?;
+        if !f.degraded_links.is_empty() {
+            eprintln!("ccsynth: degraded {}", degraded_links(&t.changed_links(&topo)));
+        }
         let live = t.live_npus();
         let parts = t.parts_of(&live);
         eprintln!(

@@ -68,7 +68,11 @@ pub(super) fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology
         return Ok(topo);
     }
     // Refused where the failures cut the collective's group (`--group`, or every survivor) apart.
-    engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| failure_flags(e.within("failures"), &f))
+    let after = engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| failure_flags(e.within("failures"), &f))?;
+    if !f.degraded_links.is_empty() {
+        eprintln!("ccsynth: degraded {}", super::degraded_links(&after.changed_links(&topo)));
+    }
+    Ok(after)
 }
 
 /// A failure's error worded by the flag that named it: `failures.links[1]` is the second

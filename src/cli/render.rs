@@ -16,7 +16,7 @@ pub(super) fn duration(ns: f64) -> String {
 
 /// Slowed links for people: `9->10 and 10->9 at 25 GB/s (was 100)`, a pair of directions
 /// changed alike written once as `9-10`; the first four, then how many more.
-fn degraded_links(changes: &[crate::topology::LinkChange]) -> String {
+pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String {
     const SHOWN: usize = 4;
     let same = |a: &crate::topology::LinkChange, b: &crate::topology::LinkChange| {
         (a.bandwidth_gb_per_s, a.was_bandwidth_gb_per_s, a.latency_ns, a.was_latency_ns)

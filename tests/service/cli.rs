@@ -104,6 +104,8 @@ fn slow_links_at_every_verb() {
     let v = json(&o);
     let l = v["topology"]["links"].as_array().unwrap().iter().find(|l| l["src"] == 6 && l["dst"] == 5).unwrap().clone();
     assert_eq!(l["bandwidth_gb_per_s"].as_f64(), Some(10.0));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("ccsynth: degraded 5-6 at 10 GB/s (was 100)"), "{said}");
     // regenerate: a slow link is repaired (not refused), and both forms say which links.
     let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--json"], None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

@@ -138,6 +138,10 @@ impl CollectiveSpec {
         self.chunks_per_npu = Some(k);
         self
     }
+    pub fn with_kind(mut self, kind: CollectiveKind) -> Self {
+        self.kind = kind;
+        self
+    }
     /// Chunks per NPU as the collective is built: the given number, or 1 when none was given.
     pub fn chunks(&self) -> u32 {
         self.chunks_per_npu.unwrap_or(1)

@@ -28,7 +28,9 @@ fn produce(
         seed: r.seed,
         switch_model: req.switch_model,
         discretization_ns: match r.mode {
-            Mode::Matching(f) | Mode::Plain(f) | Mode::Staged(_, f) | Mode::Spread(f) => plan.factors[r.variant][f],
+            Mode::Matching(f) | Mode::Plain(f) | Mode::Rarest(f) | Mode::Staged(_, f) | Mode::Spread(f) => {
+                plan.factors[r.variant][f]
+            }
             _ => None,
         },
     };
@@ -42,6 +44,7 @@ fn produce(
         (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
         (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
         (None, Mode::Plain(_)) => crate::synth::greedy_plain(req.topology, c, &opts, polled),
+        (None, Mode::Rarest(_)) => crate::synth::greedy_rarest(req.topology, c, &opts, polled),
         (None, Mode::Staged(n, _)) => crate::synth::greedy_staged(req.topology, c, n, &opts, polled),
         (None, Mode::Spread(_)) => crate::synth::greedy_spread(req.topology, c, &opts, polled),
         (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
@@ -221,6 +224,7 @@ pub(super) fn synthesize_greedy(
         }),
         runs_cut: outcome.cut,
         polish,
+        mirrored_from: None,
     };
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);
     stats.chosen_seed = run.seed;

@@ -1,6 +1,7 @@
 //! Inversion's bookkeeping (TACOS VII-A): a spread planned on the transposed topology turned
-//! into reductions on the topology (`reverse`), and the relays a plan left behind dropped
-//! (`prune_dead_ends`).
+//! into reductions on the topology (`reverse`), the relays a plan left behind dropped
+//! (`prune_dead_ends`), and a whole all-gather or reduce-scatter schedule mirrored into the
+//! other (`mirrored`).
 
 use super::greedy;
 use crate::schedule::{ChunkList, Op, Route, Transfer, Transfers};
@@ -155,4 +156,87 @@ pub(super) fn reverse(
         out.push(t);
     }
     out
+}
+
+/// Why a schedule has no mirror.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MirrorError {
+    #[error("only an all-gather and a reduce-scatter of the same chunks mirror each other")]
+    NotAPair,
+    #[error("a link has no link back of the same latency and bandwidth")]
+    Unpaired,
+    #[error("the collective's group is not every live NPU")]
+    PartialGroup,
+    #[error("the schedule moves chunks between slots or through scratch")]
+    Slots,
+    #[error("NPU {npu} receives chunk {chunk} twice, or as its owner: its mirror would send it twice")]
+    Delivery { npu: u32, chunk: u32 },
+}
+
+/// `s` (an all-gather or a reduce-scatter) mirrored into `target`, the other of the two on the
+/// same chunks: every transfer the other way (route reversed), a copy made a reduce or back,
+/// at step S − 1 − step, the whole replay order reversed. An all-gather's deliveries of a chunk
+/// form a tree from its owner, so its mirror reduces up the same tree into the owner; a
+/// reduce-scatter's partials flow up such a tree, so its mirror copies down it. The
+/// simulator's replay is the longest path through each transfer's data and links, both of
+/// which the mirror reverses: on paired links (`Topology::is_paired`) the mirror takes the
+/// same time but for the reduce cost (γ) it adds (to a reduce-scatter) or drops (from an
+/// all-gather). Refused where that would not hold or the data flow would not stay valid.
+pub fn mirrored(
+    s: &crate::schedule::Schedule,
+    target: &crate::collective::Collective,
+) -> Result<crate::schedule::Schedule, MirrorError> {
+    use crate::collective::CollectiveKind::{AllGather, ReduceScatter};
+    let pair = matches!((s.collective.kind, target.spec.kind), (AllGather, ReduceScatter) | (ReduceScatter, AllGather));
+    if !pair || s.num_chunks != target.num_chunks || s.chunk_size_bytes != target.chunk_size_bytes {
+        return Err(MirrorError::NotAPair);
+    }
+    if !s.topology.is_paired() {
+        return Err(MirrorError::Unpaired);
+    }
+    if target.group != s.topology.live_npus() {
+        return Err(MirrorError::PartialGroup);
+    }
+    if !s.scratch.is_empty() || s.transfers.iter().any(|t| t.dst_chunks.is_some() || t.is_local()) {
+        return Err(MirrorError::Slots);
+    }
+    if s.collective.kind == AllGather {
+        // Each NPU receives each chunk once, and an owner never: the mirror's partials then
+        // leave every NPU once, each after the partials that reduce into it.
+        let mut has = PairSet::new(s.topology.nodes(), s.num_chunks, &target.postcondition.iter().collect::<Vec<_>>());
+        for t in s.transfers.iter() {
+            for &c in t.chunks {
+                if has.contains(t.dst as usize, c as usize) {
+                    return Err(MirrorError::Delivery { npu: t.dst, chunk: c });
+                }
+                has.insert(t.dst as usize, c as usize);
+            }
+        }
+    }
+    let order = s.replay_order();
+    let last = s.transfers.steps().iter().copied().max().unwrap_or(0);
+    let op = if target.combining { Op::Reduce } else { Op::Copy };
+    let mut reversed: HashMap<*const [u32], Route> = HashMap::new();
+    let mut out = Transfers::with_capacity(s.transfers.len());
+    for k in (0..order.len()).rev() {
+        let t = s.transfers.at(order.get(k));
+        let mut m = Transfer {
+            op,
+            ..Transfer::copy(last - t.step, t.dst as usize, t.src as usize, ChunkList::from(t.chunks.to_vec()))
+        };
+        if let Some(p) = t.path_nodes() {
+            m.path = Some(
+                reversed
+                    .entry(p as *const [u32])
+                    .or_insert_with(|| p.iter().rev().copied().collect::<Vec<u32>>().into())
+                    .clone(),
+            );
+        }
+        out.push(m);
+    }
+    let mut mirror =
+        crate::schedule::Schedule::new(s.topology.clone(), target, s.algorithm.as_deref().unwrap_or("greedy"));
+    mirror.seed = s.seed;
+    mirror.transfers = out;
+    Ok(mirror)
 }

@@ -6,7 +6,7 @@ pub mod doubling;
 pub mod flood;
 pub mod greedy;
 pub mod ilp;
-mod inversion;
+pub mod inversion;
 mod matcher;
 pub mod mcf;
 pub mod overlap;
@@ -19,7 +19,9 @@ pub mod trees;
 
 pub(crate) use inversion::prune_dead_ends;
 use inversion::reverse;
-pub use matcher::{batched, greedy, greedy_grouped, greedy_plain, greedy_spread, greedy_staged, translated};
+pub use matcher::{
+    batched, greedy, greedy_grouped, greedy_plain, greedy_rarest, greedy_spread, greedy_staged, translated,
+};
 
 use crate::collective::Collective;
 use crate::schedule::{ChunkList, Schedule, Transfer, Transfers};

@@ -335,6 +335,15 @@ impl Topology {
         Topology::from_links(self.npus, self.switches, links, self.failed_npus.clone())
     }
 
+    /// Every link has a link back of the same latency and bandwidth: a schedule's mirror (each
+    /// transfer the other way, in reverse order) takes its time on it.
+    pub fn is_paired(&self) -> bool {
+        self.links.iter().all(|l| {
+            self.link(l.dst, l.src)
+                .is_some_and(|b| (b.latency_ns, b.bandwidth_gb_per_s) == (l.latency_ns, l.bandwidth_gb_per_s))
+        })
+    }
+
     /// The canonical JSON text (every directed link, fully specified, sorted).
     pub fn to_json_pretty(&self) -> String {
         serde_json::to_string_pretty(self).expect("topology serializes")

@@ -16,6 +16,7 @@ mod failures;
 mod greedy;
 mod ilp;
 mod latency;
+mod mirror;
 mod msccl;
 mod msccl_replay;
 mod mscclpp;

@@ -119,6 +119,25 @@ pub(super) fn plan_runs(
             }
         }
     }
+    // Collectives that do not combine (all-gather, broadcast), whose matcher picks at random:
+    // the rarest-first pick runs beside it (same seeds and timesteps, the finer ones too), the
+    // faster kept, on up to `RAREST_MAX_NPUS`. Not where the routed planner serves (all-to-all,
+    // scatter, gather).
+    if tenants.is_none()
+        && !trivial
+        && !c.combining
+        && req.topology.npus() <= RAREST_MAX_NPUS
+        && !crate::synth::routed::applies(c)
+    {
+        let rarest: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) => Some(Run { mode: Mode::Rarest(f), ..*r }),
+                _ => None,
+            })
+            .collect();
+        runs.extend(rarest);
+    }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
@@ -131,7 +150,10 @@ pub(super) fn plan_runs(
         if *optimal {
             runs.retain(|r| {
                 r.variant != variant
-                    || !matches!(r.mode, Mode::Matching(_) | Mode::Plain(_) | Mode::Staged(..) | Mode::Spread(_))
+                    || !matches!(
+                        r.mode,
+                        Mode::Matching(_) | Mode::Plain(_) | Mode::Rarest(_) | Mode::Staged(..) | Mode::Spread(_)
+                    )
             });
         }
         if req.incumbent_ns.is_some() {
@@ -223,7 +245,9 @@ pub(super) fn plan_runs(
     if tenants.is_none() && !trivial && !routed_only && latency_mode_pays(req.topology, c) {
         // Deterministic on direct links and cheap: the first seed. The contribution flood's
         // bytes do not depend on the chunking: the request's alone.
-        if crate::synth::flood::contributions_apply(c, req.topology.npus())
+        // Not in a search for a mirror: the flood reduces in scratch slots, which do not mirror.
+        if !req.mirroring
+            && crate::synth::flood::contributions_apply(c, req.topology.npus())
             && crate::synth::flood::contributions_pay(req.topology, c)
         {
             runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
@@ -374,6 +398,10 @@ const SECOND_THREES_BELOW: f64 = 8.0;
 /// greedy's (1.4 s of Ring(2)_FC(4)_Switch(32)'s 1.5 s).
 pub const PLAIN_MAX_NPUS: usize = 64;
 
+/// NPUs up to which the matcher with the rarest-first pick (`Mode::Rarest`) runs beside the
+/// matcher's random pick on collectives that do not combine.
+pub const RAREST_MAX_NPUS: usize = 256;
+
 /// NPUs up to which the matcher also runs at finer timesteps where edge times are mixed
 /// (`synth::fine_discretizations`): each run is cheap there (0.1–0.2 s at 64 NPUs).
 pub const FINE_GRID_MAX_NPUS: usize = 64;
@@ -446,6 +474,10 @@ pub enum Mode {
     /// discretizations tried: beside `Matching` on combining collectives of up to
     /// `PLAIN_MAX_NPUS` NPUs.
     Plain(usize),
+    /// The matcher with the rarest-first pick (`synth::greedy_rarest`), at this index into the
+    /// discretizations tried: beside `Matching` on collectives that do not combine, of up to
+    /// `RAREST_MAX_NPUS` NPUs.
+    Rarest(usize),
     /// The matcher's all-reduce in this many pipelined stages (`synth::staged`), at this index
     /// into the discretizations tried: beside `Matching` where at least one NPU in eight moves
     /// data slower than the fastest (`synth::staged::applies`), on up to `STAGED_MAX_NPUS` NPUs.
@@ -469,7 +501,7 @@ impl Mode {
             Mode::Doubling(s) if s.halving => "halving_doubling",
             Mode::Doubling(_) => "doubling",
             Mode::Translation => "translation",
-            Mode::Grouped(_) | Mode::Plain(_) | Mode::Staged(..) | Mode::Spread(_) => "matching",
+            Mode::Grouped(_) | Mode::Plain(_) | Mode::Rarest(_) | Mode::Staged(..) | Mode::Spread(_) => "matching",
             Mode::Routed => "routed",
             Mode::Trees(_) => "trees",
         }

@@ -203,14 +203,16 @@ impl Topology {
             .iter()
             .filter_map(|l| {
                 let was = &before.links[before.link_index(l.src, l.dst)?];
-                (was.bandwidth_gb_per_s != l.bandwidth_gb_per_s || was.latency_ns != l.latency_ns).then(|| LinkChange {
-                    src: l.src,
-                    dst: l.dst,
-                    bandwidth_gb_per_s: l.bandwidth_gb_per_s,
-                    was_bandwidth_gb_per_s: was.bandwidth_gb_per_s,
-                    latency_ns: l.latency_ns,
-                    was_latency_ns: was.latency_ns,
-                })
+                (was.bandwidth_gb_per_s != l.bandwidth_gb_per_s || was.latency_ns != l.latency_ns).then_some(
+                    LinkChange {
+                        src: l.src,
+                        dst: l.dst,
+                        bandwidth_gb_per_s: l.bandwidth_gb_per_s,
+                        was_bandwidth_gb_per_s: was.bandwidth_gb_per_s,
+                        latency_ns: l.latency_ns,
+                        was_latency_ns: was.latency_ns,
+                    },
+                )
             })
             .collect()
     }

@@ -140,7 +140,7 @@ pub(crate) fn start_on(url: String, tweak: impl FnOnce(&mut Config)) -> Server {
     server
 }
 
-/// A synthesis that runs for about a minute on two threads (4000 seeds of the matcher on a
+/// A synthesis that runs for minutes on two threads (4000 seeds of the matcher on a
 /// 16×16 mesh), answered at once (202): it holds a worker while a test does something else.
 pub(crate) fn long_job() -> Value {
     json!({"spec": "mesh:16x16", "collective": {"kind": "all_gather", "size_bytes": 1048576, "chunks_per_npu": 1},

@@ -107,6 +107,30 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
     }
 }
 
+/// Calls `call` again every second while the database cannot be reached and the server is not
+/// stopping (the first failure logged with `waits`): its last answer, and whether any call
+/// failed on the way.
+async fn patiently<T, F, Fut>(st: &Shared, waits: &str, mut call: F) -> (Result<T, crate::store::StoreError>, bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
+{
+    let mut failed = false;
+    loop {
+        match call().await {
+            Err(e) if e.is_unavailable() && !*st.stopping.borrow() => {
+                st.store.note(&e);
+                if !failed {
+                    tracing::warn!(error = %e, "the database is unreachable: {waits}");
+                    failed = true;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+            r => return (r, failed),
+        }
+    }
+}
+
 /// Runs `record` (a job's end) again every second while the database cannot be reached, until
 /// it is (the end is stored, or the job turns out to be another claim's) or the server shuts
 /// down: a result finished during an outage is kept, not solved again (issue 64: an outage
@@ -119,28 +143,15 @@ async fn until_reachable<F, Fut>(
     st: &Shared,
     job_id: &str,
     recorded: impl Fn(&crate::store::JobRow) -> bool,
-    mut record: F,
+    record: F,
 ) -> Result<bool, crate::store::StoreError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<bool, crate::store::StoreError>>,
 {
-    let mut failed = false;
-    loop {
-        match record().await {
-            Err(e) if e.is_unavailable() && !*st.stopping.borrow() => {
-                st.store.note(&e);
-                if !failed {
-                    tracing::warn!(error = %e, "the database is unreachable: the job's end is recorded once it is back");
-                    failed = true;
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-            Ok(false) if failed => {
-                return Ok(st.store.job(job_id).await?.is_some_and(|j| recorded(&j)));
-            }
-            r => return r,
-        }
+    match patiently(st, "the job's end is recorded once it is back", record).await {
+        (Ok(false), true) => Ok(st.store.job(job_id).await?.is_some_and(|j| recorded(&j))),
+        (r, _) => r,
     }
 }
 
@@ -149,26 +160,15 @@ where
 /// waits for the database instead of failing on an internal error (its lease lapses meanwhile,
 /// and the renewal once the database is back says whether it is still this worker's). On
 /// shutdown, a cancel (the job is queued again).
-async fn reading<T, F, Fut>(st: &Shared, mut read: F) -> Result<T, JobEnd>
+async fn reading<T, F, Fut>(st: &Shared, read: F) -> Result<T, JobEnd>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
 {
-    let mut warned = false;
-    loop {
-        match read().await {
-            Ok(v) => return Ok(v),
-            Err(e) if e.is_unavailable() && *st.stopping.borrow() => return Err(JobEnd::Cancelled),
-            Err(e) if e.is_unavailable() => {
-                st.store.note(&e);
-                if !warned {
-                    tracing::warn!(error = %e, "the database is unreachable: the job waits for it");
-                    warned = true;
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-            Err(e) => return Err(JobEnd::failed(Internal, e.to_string())),
-        }
+    match patiently(st, "the job waits for it", read).await.0 {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_unavailable() => Err(JobEnd::Cancelled),
+        Err(e) => Err(JobEnd::failed(Internal, e.to_string())),
     }
 }
 

@@ -441,13 +441,14 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
     }
 }
 
-/// NPUs up to which the greedy's all-gather or reduce-scatter also runs as the other one,
-/// mirrored (`synth::inversion::mirrored`): the search runs twice.
+/// NPUs up to which the greedy's all-gather or reduce-scatter (broadcast or reduce) also runs
+/// as the other one, mirrored (`synth::inversion::mirrored`): the search runs twice.
 pub const MIRROR_MAX_NPUS: usize = 256;
 
 /// The greedy or the ILP on the request, within `deadline`, its schedule checked as `gate`
-/// says (`run_synthesizer_once`); the greedy's all-gather or reduce-scatter on a fabric of
-/// paired links then also runs as the other collective, mirrored, the faster kept
+/// says (`run_synthesizer_once`); the greedy's all-gather or reduce-scatter (broadcast or
+/// reduce) on a fabric of paired links then also runs as the other collective, mirrored, the
+/// faster kept
 /// (`stats.mirrored_from` says so): the two searches differ (the reduce-scatter's matcher picks
 /// rarest-first, the all-gather has planners of its own), so on torus:16x16 less NPU 100 and
 /// link 3-4 at 128 MiB the reduce-scatter 1.099 → 1.052× its bound, the all-gather's time.
@@ -497,17 +498,12 @@ fn run_synthesizer(
     }
 }
 
-/// The request as the other of all-gather and reduce-scatter, where the greedy's schedule of
-/// that one mirrors into this one's at its own time: one collective of every live NPU, on
-/// paired links, up to `MIRROR_MAX_NPUS`.
+/// The request as the other of all-gather and reduce-scatter (of broadcast and reduce), where
+/// the greedy's schedule of that one mirrors into this one's at its own time: one collective of
+/// every live NPU, on paired links, up to `MIRROR_MAX_NPUS`.
 fn mirror_request(req: &Request, algorithm: &Algorithm) -> Option<Request> {
-    use crate::collective::CollectiveKind::{AllGather, ReduceScatter};
     let Target::One(spec) = &req.target else { return None };
-    let other = match spec.kind {
-        AllGather => ReduceScatter,
-        ReduceScatter => AllGather,
-        _ => return None,
-    };
+    let other = crate::synth::inversion::mirror_kind(spec.kind)?;
     if *algorithm != Algorithm::Greedy
         || req.topology.npus() > MIRROR_MAX_NPUS
         || req.built[0].group != req.topology.live_npus()

@@ -161,7 +161,9 @@ pub(super) fn reverse(
 /// Why a schedule has no mirror.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MirrorError {
-    #[error("only an all-gather and a reduce-scatter of the same chunks mirror each other")]
+    #[error(
+        "only an all-gather and a reduce-scatter, or a broadcast and a reduce from the same root, of the same chunks mirror each other"
+    )]
     NotAPair,
     #[error("a link has no link back of the same latency and bandwidth")]
     Unpaired,
@@ -173,8 +175,21 @@ pub enum MirrorError {
     Delivery { npu: u32, chunk: u32 },
 }
 
-/// `s` (an all-gather or a reduce-scatter) mirrored into `target`, the other of the two on the
-/// same chunks: every transfer the other way (route reversed), a copy made a reduce or back,
+/// The collective whose schedules mirror into `kind`'s (`mirrored`): all-gather and
+/// reduce-scatter, broadcast and reduce.
+pub fn mirror_kind(kind: crate::collective::CollectiveKind) -> Option<crate::collective::CollectiveKind> {
+    use crate::collective::CollectiveKind::{AllGather, Broadcast, Reduce, ReduceScatter};
+    match kind {
+        AllGather => Some(ReduceScatter),
+        ReduceScatter => Some(AllGather),
+        Broadcast => Some(Reduce),
+        Reduce => Some(Broadcast),
+        _ => None,
+    }
+}
+
+/// `s` (an all-gather or a reduce-scatter; a broadcast or a reduce) mirrored into `target`, the
+/// other of the two on the same chunks (and root): every transfer the other way (route reversed), a copy made a reduce or back,
 /// at step S − 1 − step, the whole replay order reversed. An all-gather's deliveries of a chunk
 /// form a tree from its owner, so its mirror reduces up the same tree into the owner; a
 /// reduce-scatter's partials flow up such a tree, so its mirror copies down it. The
@@ -186,8 +201,7 @@ pub fn mirrored(
     s: &crate::schedule::Schedule,
     target: &crate::collective::Collective,
 ) -> Result<crate::schedule::Schedule, MirrorError> {
-    use crate::collective::CollectiveKind::{AllGather, ReduceScatter};
-    let pair = matches!((s.collective.kind, target.spec.kind), (AllGather, ReduceScatter) | (ReduceScatter, AllGather));
+    let pair = mirror_kind(s.collective.kind) == Some(target.spec.kind) && s.collective.root == target.spec.root;
     if !pair || s.num_chunks != target.num_chunks || s.chunk_size_bytes != target.chunk_size_bytes {
         return Err(MirrorError::NotAPair);
     }
@@ -200,9 +214,9 @@ pub fn mirrored(
     if !s.scratch.is_empty() || s.transfers.iter().any(|t| t.dst_chunks.is_some() || t.is_local()) {
         return Err(MirrorError::Slots);
     }
-    if s.collective.kind == AllGather {
-        // Each NPU receives each chunk once, and an owner never: the mirror's partials then
-        // leave every NPU once, each after the partials that reduce into it.
+    if !s.combining {
+        // Each NPU receives each chunk once, and an owner (the root) never: the mirror's
+        // partials then leave every NPU once, each after the partials that reduce into it.
         let mut has = PairSet::new(s.topology.nodes(), s.num_chunks, &target.postcondition.iter().collect::<Vec<_>>());
         for t in s.transfers.iter() {
             for &c in t.chunks {

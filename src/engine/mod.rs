@@ -12,6 +12,7 @@ mod export;
 mod fastest;
 mod greedy_runs;
 mod ilp;
+mod mirror;
 pub mod portfolio;
 pub mod regenerate;
 pub mod registry;
@@ -30,6 +31,8 @@ pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_
 use greedy_runs::{Variants, synthesize_greedy};
 pub(crate) use ilp::check_ilp_options;
 use ilp::synthesize_ilp_reporting;
+pub use mirror::MIRROR_MAX_NPUS;
+use mirror::run_synthesizer;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::export::chakra::ChakraExport;
@@ -439,81 +442,6 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
         Err(crate::baselines::BaselineError::Stopped) => Err(Error::TimeLimit { limit_s: req.time_limit_s }),
         other => Ok(other?),
     }
-}
-
-/// NPUs up to which the greedy's all-gather or reduce-scatter (broadcast or reduce) also runs
-/// as the other one, mirrored (`synth::inversion::mirrored`): the search runs twice.
-pub const MIRROR_MAX_NPUS: usize = 256;
-
-/// The greedy or the ILP on the request, within `deadline`, its schedule checked as `gate`
-/// says (`run_synthesizer_once`); the greedy's all-gather or reduce-scatter (broadcast or
-/// reduce) on a fabric of paired links then also runs as the other collective, mirrored, the
-/// faster kept
-/// (`stats.mirrored_from` says so): the two searches differ (the reduce-scatter's matcher picks
-/// rarest-first, the all-gather has planners of its own), so on torus:16x16 less NPU 100 and
-/// link 3-4 at 128 MiB the reduce-scatter 1.099 → 1.052× its bound, the all-gather's time.
-fn run_synthesizer(
-    req: &Request,
-    algorithm: &Algorithm,
-    ctl: Control,
-    deadline: std::time::Instant,
-    gate: Gate,
-    incumbent_ns: Option<f64>,
-) -> Result<Output, Error> {
-    let out = run_synthesizer_once(req, algorithm, ctl, deadline, gate, incumbent_ns, false)?;
-    let Some(dual) = mirror_request(req, algorithm) else { return Ok(out) };
-    // Both the search and the mirror's check leave out the lower bounds: only a mirror that
-    // wins needs them, and gets them below.
-    let unbounded = match gate {
-        Gate::Full { .. } => Gate::Full { bounds: false },
-        Gate::Deferred => Gate::Deferred,
-    };
-    let mirror = run_synthesizer_once(&dual, algorithm, ctl, deadline, unbounded, None, true).and_then(|d| {
-        let target =
-            Collective::build(&d.schedule.collective.clone().with_kind(req.built[0].spec.kind), &req.topology)?;
-        let s = crate::synth::inversion::mirrored(&d.schedule, &target)
-            .map_err(|e| Error::from(crate::error::InputError::new("mirror", e.to_string())))?;
-        let (schedule, report) = check::gate_until(s, unbounded, ctl.cancelled)?;
-        Ok(Output { schedule, report, ..d })
-    });
-    let time = |o: &Output| o.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
-    match mirror {
-        Ok(mut m) if time(&m) < time(&out) && (m.report.valid || !matches!(gate, Gate::Full { .. })) => {
-            if let RunStats::Synthesis(st) = &mut m.stats
-                && let Some(g) = &mut st.greedy
-            {
-                g.mirrored_from = Some(dual.built[0].spec.kind);
-            }
-            if gate == (Gate::Full { bounds: true }) {
-                (m.schedule, m.report) = check::finalize_until(m.schedule, true, ctl.cancelled)?;
-            }
-            Ok(m)
-        }
-        Ok(_) => Ok(out),
-        Err(Error::Cancelled) => Err(Error::Cancelled),
-        Err(e) => {
-            tracing::debug!("the mirrored run gave no schedule: {e}");
-            Ok(out)
-        }
-    }
-}
-
-/// The request as the other of all-gather and reduce-scatter (of broadcast and reduce), where
-/// the greedy's schedule of that one mirrors into this one's at its own time: one collective of
-/// every live NPU, on paired links, up to `MIRROR_MAX_NPUS`.
-fn mirror_request(req: &Request, algorithm: &Algorithm) -> Option<Request> {
-    let Target::One(spec) = &req.target else { return None };
-    let other = crate::synth::inversion::mirror_kind(spec.kind)?;
-    if *algorithm != Algorithm::Greedy
-        || req.topology.npus() > MIRROR_MAX_NPUS
-        || req.built[0].group != req.topology.live_npus()
-        || !req.topology.is_paired()
-    {
-        return None;
-    }
-    let spec = spec.clone().with_kind(other);
-    let built = vec![Collective::build(&spec, &req.topology).ok()?];
-    Some(Request { target: Target::One(spec), built, ..req.clone() })
 }
 
 /// The greedy or the ILP on the request, within `deadline`, its schedule checked as `gate`

@@ -51,14 +51,7 @@ pub(super) fn plan_runs(
     // Combining collectives: the matcher as it was before unequal shares and rarest-first picks
     // runs beside it (same seeds and timesteps), the faster kept, on up to `PLAIN_MAX_NPUS`.
     if tenants.is_none() && !trivial && c.combining && req.topology.npus() <= PLAIN_MAX_NPUS {
-        let plain: Vec<Run> = runs
-            .iter()
-            .filter_map(|r| match r.mode {
-                Mode::Matching(f) => Some(Run { mode: Mode::Plain(f), ..*r }),
-                _ => None,
-            })
-            .collect();
-        runs.extend(plain);
+        runs.extend(beside_matcher(&runs, Mode::Plain));
     }
     // An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
     // matcher's chunkings, seeds and timesteps, on up to `STAGED_MAX_NPUS`.
@@ -129,14 +122,7 @@ pub(super) fn plan_runs(
         && req.topology.npus() <= RAREST_MAX_NPUS
         && !crate::synth::routed::applies(c)
     {
-        let rarest: Vec<Run> = runs
-            .iter()
-            .filter_map(|r| match r.mode {
-                Mode::Matching(f) => Some(Run { mode: Mode::Rarest(f), ..*r }),
-                _ => None,
-            })
-            .collect();
-        runs.extend(rarest);
+        runs.extend(beside_matcher(&runs, Mode::Rarest));
     }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
@@ -282,6 +268,16 @@ pub(super) fn plan_runs(
 /// NPU receives k(N−1) chunks per phase over its links; with a reduce cost γ the two phases'
 /// transfers differ in length, so a two-phase bound is not claimed then).
 pub(super) type TranslationPattern = (crate::synth::translate::Torus, crate::synth::translate::Pattern, bool);
+
+/// One run in `mode` beside each matcher run of `runs` (same variant, seed and timestep).
+fn beside_matcher(runs: &[Run], mode: fn(usize) -> Mode) -> Vec<Run> {
+    runs.iter()
+        .filter_map(|r| match r.mode {
+            Mode::Matching(f) => Some(Run { mode: mode(f), ..*r }),
+            _ => None,
+        })
+        .collect()
+}
 
 fn translation_patterns(
     req: &SynthJob<'_>,

@@ -12,6 +12,7 @@ pub mod error;
 pub mod export;
 pub mod limits;
 pub mod rng;
+pub mod runs;
 pub mod schedule;
 pub mod sim;
 pub mod slots;

@@ -70,6 +70,22 @@ pub fn simulate_until(s: &Schedule, stop: &dyn Fn() -> bool) -> Result<Timing, S
     replay(s, None, stop)
 }
 
+/// `simulate` on a table of slots whatever the schedule (the replay on ranges never runs):
+/// for tests that the two agree, and for benchmarks.
+#[doc(hidden)]
+pub fn simulate_on_slots(s: &Schedule) -> Result<Timing, SimError> {
+    replay_on(s, None, &|| false, false)
+}
+
+/// `simulate` on ranges whatever the schedule: `None` when the schedule is not replayed that
+/// way (destination slots, a chunk out of range) or its rows fragment. For tests that the two
+/// agree.
+#[doc(hidden)]
+pub fn simulate_on_ranges(s: &Schedule) -> Option<Result<Timing, SimError>> {
+    let ranges = crate::runs::ChunkRanges::new(s)?;
+    run(s, RangeReady::new(s, ranges), None, &|| false).transpose()
+}
+
 /// `simulate`, with each transfer's start and end (indexed as `s.transfers`). Opt-in: a
 /// 33-million-transfer schedule would need half a gigabyte for them.
 pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), SimError> {
@@ -78,8 +94,17 @@ pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), 
     Ok((timing, times))
 }
 
-fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
-    let mut poll = crate::schedule::StopPoll::new(stop);
+fn replay(s: &Schedule, times: Option<&mut [TransferTime]>, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
+    replay_on(s, times, stop, crate::runs::worth_ranges(s))
+}
+
+/// The replay, on ranges first when `ranges` says so.
+fn replay_on(
+    s: &Schedule,
+    mut times: Option<&mut [TransferTime]>,
+    stop: &dyn Fn() -> bool,
+    ranges: bool,
+) -> Result<Timing, SimError> {
     // Checked before any table is sized by them (a file may declare any number; the chunk ids
     // below are u32).
     let max = crate::limits::MAX_CHUNKS;
@@ -90,24 +115,142 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             s.scratch.len()
         )));
     }
+    // On ranges where messages carry long chunk lists (the cost then follows transfers, not
+    // chunk moves); on a table of slots otherwise, or when the rows fragment.
+    if ranges
+        && let Some(ranges) = crate::runs::ChunkRanges::new(s)
+        && let Some(timing) = run(s, RangeReady::new(s, ranges), times.as_deref_mut(), stop)?
+    {
+        return Ok(timing);
+    }
+    let ready = SlotReady::new(s);
+    Ok(run(s, ready, times, stop)?.expect("a table of slots never gives up"))
+}
+
+/// When each slot's contents are final, as a replay keeps them.
+trait Ready {
+    /// When transfer `i`'s source slots are all final.
+    fn ready(&mut self, s: &Schedule, i: usize) -> f64;
+    /// Transfer `i`'s written slots are final at `end` (unless a later end already stands
+    /// there). `false` when this store gives up (a fragmented row).
+    fn land(&mut self, s: &Schedule, i: usize, end: f64) -> bool;
+}
+
+/// A table cell per (npu, slot).
+struct SlotReady {
+    /// Chunks laid out so that the evenly spaced lists most messages carry sit side by side.
+    pos: Vec<u32>,
+    /// A slot's contents are final when the transfer that wrote them last ends: the table holds
+    /// that transfer (index + 1; 0 for a slot never written, final at time 0) and `ends` its
+    /// end, 4 bytes a slot instead of 8 (bucket on torus:64x64 in 4 parts: 2^26 slots).
+    table: SlotTable<u32>,
+    ends: Vec<f64>,
+}
+
+impl SlotReady {
+    fn new(s: &Schedule) -> SlotReady {
+        let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
+        let pos: Vec<u32> = (0..s.num_chunks as u32)
+            .map(|c| layout.of(c))
+            .chain((0..s.scratch.len() as u32).map(|i| layout.len() as u32 + i))
+            .collect();
+        // Every postcondition pair is written (and every precondition pair read) at least once.
+        let filled = s.precondition.len().max(s.postcondition.len());
+        let table = SlotTable::for_filled(s.topology.npus(), layout.len() + s.scratch.len(), filled);
+        SlotReady { pos, table, ends: vec![0.0f64; s.transfers.len() + 1] }
+    }
+}
+
+impl Ready for SlotReady {
+    fn ready(&mut self, s: &Schedule, i: usize) -> f64 {
+        let t = s.transfers.at(i);
+        let mut start = 0.0f64;
+        for &c in t.chunks {
+            start = start.max(self.ends[*self.table.get(t.src as usize, self.pos[c as usize] as usize) as usize]);
+        }
+        start
+    }
+
+    fn land(&mut self, s: &Schedule, i: usize, end: f64) -> bool {
+        self.ends[i + 1] = end;
+        let t = s.transfers.at(i);
+        for &c in t.written() {
+            let p = self.pos[c as usize] as usize;
+            let old = *self.table.get(t.dst as usize, p);
+            if end > self.ends[old as usize] {
+                self.table.set(t.dst as usize, p, i as u32 + 1);
+            }
+        }
+        true
+    }
+}
+
+/// Each NPU's row of slots as runs of one end time (`runs::Runs`), each transfer's chunks as
+/// ranges of it.
+struct RangeReady {
+    rows: crate::runs::Runs<f64>,
+    ranges: crate::runs::ChunkRanges,
+    pieces: Vec<(u32, u32, f64)>,
+    scratch: (Vec<f64>, Vec<f64>),
+}
+
+impl RangeReady {
+    fn new(s: &Schedule, ranges: crate::runs::ChunkRanges) -> RangeReady {
+        RangeReady {
+            rows: crate::runs::Runs::new(s.topology.npus(), ranges.positions(), 0.0, |_| Vec::new()),
+            ranges,
+            pieces: Vec::new(),
+            scratch: (Vec::new(), Vec::new()),
+        }
+    }
+}
+
+impl Ready for RangeReady {
+    fn ready(&mut self, s: &Schedule, i: usize) -> f64 {
+        let src = s.transfers.at(i).src as usize;
+        self.pieces.clear();
+        if let Some(rs) = self.ranges.of(s, i) {
+            for &(lo, hi) in rs.as_slice() {
+                self.rows.read(src, lo, hi, &mut self.pieces);
+            }
+        }
+        self.pieces.iter().fold(0.0, |a, p| a.max(p.2))
+    }
+
+    fn land(&mut self, s: &Schedule, i: usize, end: f64) -> bool {
+        let dst = s.transfers.at(i).dst as usize;
+        let Some(rs) = self.ranges.of(s, i) else { return true };
+        for &(lo, hi) in rs.as_slice() {
+            self.pieces.clear();
+            self.rows.read(dst, lo, hi, &mut self.pieces);
+            for p in &mut self.pieces {
+                p.2 = p.2.max(end);
+            }
+            let (removed, added) = &mut self.scratch;
+            removed.clear();
+            added.clear();
+            if self.rows.write(dst, lo, hi, &self.pieces, |a, b| a == b, removed, added).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// The replay on `ready`'s store: `None` when the store gives up.
+fn run(
+    s: &Schedule,
+    mut ready: impl Ready,
+    mut times: Option<&mut [TransferTime]>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Timing>, SimError> {
+    let mut poll = crate::schedule::StopPoll::new(stop);
     let topo = &s.topology;
     let chunk = s.chunk_size_bytes;
     let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
     let slots = s.slots();
-    // Chunks laid out so that the evenly spaced lists most messages carry sit side by side.
-    let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
-    let pos: Vec<u32> = (0..s.num_chunks as u32)
-        .map(|c| layout.of(c))
-        .chain((0..s.scratch.len() as u32).map(|i| layout.len() as u32 + i))
-        .collect();
-    let pos = |c: u32| pos[c as usize] as usize;
-    // A slot's contents are final when the transfer that wrote them last ends: the table holds
-    // that transfer (index + 1; 0 for a slot never written, final at time 0) and `ends` its end,
-    // 4 bytes a slot instead of 8 (bucket on torus:64x64 in 4 parts: 2^26 slots).
-    // Every postcondition pair is written (and every precondition pair read) at least once.
-    let filled = s.precondition.len().max(s.postcondition.len());
-    let mut ready: SlotTable<u32> = SlotTable::for_filled(topo.npus(), layout.len() + s.scratch.len(), filled);
-    let mut ends = vec![0.0f64; s.transfers.len() + 1];
+    // The highest slot each distinct list names, so a transfer's slots are checked once a list.
+    let list_max: Vec<u32> = s.transfers.lists().map(|l| l.iter().copied().max().unwrap_or(0)).collect();
     let mut link_free = vec![0.0f64; topo.links().len()];
     let mut busy = vec![0.0f64; topo.links().len()];
     let mut bytes_on = vec![0.0f64; topo.links().len()];
@@ -135,8 +278,14 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
                 return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
             }
+            let highest = match s.transfers.list_index(i) {
+                Some(l) => list_max[l as usize],
+                None => t.chunks.iter().copied().max().unwrap_or(0),
+            };
             let dst_slots: &[u32] = t.dst_chunks.unwrap_or(&[]);
-            if let Some(&c) = t.chunks.iter().chain(dst_slots).find(|&&c| c as usize >= slots) {
+            let over = |c: &u32| *c as usize >= slots;
+            if over(&highest) || dst_slots.iter().any(over) {
+                let c = t.chunks.iter().chain(dst_slots).copied().find(over).unwrap_or(highest);
                 return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
             }
             if t.written().len() != t.chunks.len() {
@@ -148,10 +297,7 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             // On the wire each distinct chunk once; a reduce combines into every slot written.
             let bytes = chunk * t.wire_chunks() as f64;
             let combined = chunk * t.written().len() as f64;
-            let mut start = 0.0f64;
-            for &c in t.chunks {
-                start = start.max(ends[*ready.get(t.src as usize, pos(c)) as usize]);
-            }
+            let mut start = ready.ready(s, i);
             let mut latency = 0.0;
             let mut min_bw = f64::INFINITY;
             for &l in &path_links {
@@ -177,13 +323,8 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
             round_end = round_end.max(end);
         }
         for &(i, end) in &pending {
-            ends[i + 1] = end;
-            let t = s.transfers.at(i);
-            for &c in t.written() {
-                let old = *ready.get(t.dst as usize, pos(c));
-                if end > ends[old as usize] {
-                    ready.set(t.dst as usize, pos(c), i as u32 + 1);
-                }
+            if !ready.land(s, i, end) {
+                return Ok(None);
             }
         }
         round_end_ns.push(round_end);
@@ -203,7 +344,7 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
         }
     }
     let used = links.len().max(1) as f64;
-    Ok(Timing {
+    Ok(Some(Timing {
         collective_time_ns: total,
         rounds: round_end_ns.len(),
         transfers: s.transfers.len(),
@@ -212,7 +353,7 @@ fn replay(s: &Schedule, mut times: Option<&mut [TransferTime]>, stop: &dyn Fn() 
         max_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, f64::max),
         round_end_ns,
         links,
-    })
+    }))
 }
 
 /// A lower bound on the simulated time that needs no replay: the busiest link's total busy

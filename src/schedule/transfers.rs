@@ -178,6 +178,17 @@ impl Transfers {
         self.lists.iter().map(|l| l.len()).sum()
     }
 
+    /// The length of distinct list `l` (as `list_index` gives it).
+    #[inline]
+    pub fn list_len(&self, l: u32) -> usize {
+        self.lists[l as usize].len()
+    }
+
+    /// Whether a transfer names destination slots (reads one slot, writes another).
+    pub fn has_dst_slots(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
     /// The distinct chunk lists (`list_index` indexes them).
     pub fn lists(&self) -> impl ExactSizeIterator<Item = &[u32]> + '_ {
         self.lists.iter().map(|l| &l[..])

@@ -15,6 +15,7 @@ use std::fmt;
 
 mod flow;
 mod groups;
+mod ranges;
 mod replay;
 mod sets;
 mod transfer;
@@ -162,6 +163,29 @@ pub fn validate_stamping_from(s: &Schedule, stamp_from: usize) -> Report {
     validate_grouped(s, Group::count(s), stamp_from, &|| false).expect("never stopped").0
 }
 
+/// The replay on ranges alone, after the checks of the declared fields and of each transfer:
+/// `Some(true)` when it finds the schedule valid, `Some(false)` when it finds something wrong
+/// (the chunk replay then names it), `None` when it does not replay this schedule. For tests
+/// that it agrees with the chunk replay, and for benchmarks.
+#[doc(hidden)]
+pub fn valid_on_ranges(s: &Schedule) -> Option<bool> {
+    let mut poll = crate::schedule::StopPoll::new(&|| false);
+    let mut out = Sink { list: Vec::new(), count: 0 };
+    if let Ok(c) = Collective::build_unchecked(&s.collective, &s.topology) {
+        check_declared(s, &c, &mut out);
+    }
+    let pre = check_conditions(s, &mut out)?;
+    check_transfers(s, &mut out, &mut poll)?;
+    if out.count > 0 {
+        return Some(false);
+    }
+    match ranges::verdict(s, &pre, &mut poll)? {
+        ranges::Verdict::Valid => Some(true),
+        ranges::Verdict::Broken => Some(false),
+        ranges::Verdict::Declined => None,
+    }
+}
+
 /// Whether `s` carries the stamp of a valid replay of its very data flow (its next check then
 /// replays nothing: only its declared fields and its transfers on its topology are checked).
 pub fn flow_vouched(s: &Schedule) -> bool {
@@ -208,6 +232,18 @@ fn validate_grouped(
     let flow = (out.count == 0 && s.transfers.len() >= stamp_from).then(|| flow::digest(s));
     if flow.is_some() && s.transfers.flow_stamp() == flow.as_ref() {
         return Some((finish(out, simulatable), built.ok()));
+    }
+
+    // 3. and 4. on ranges first, where messages carry long chunk lists: a valid schedule is
+    // done with in a pass whose cost follows its transfers; anything else (or a schedule whose
+    // rows fragment) is replayed chunk by chunk below, which names each violation.
+    if out.count == 0 && crate::runs::worth_ranges(s) && ranges::verdict(s, &pre, &mut poll)? == ranges::Verdict::Valid
+    {
+        let report = finish(out, simulatable);
+        if let Some(d) = flow {
+            s.transfers.stamp_flow(d);
+        }
+        return Some((report, built.ok()));
     }
 
     // 3. Replay the data flow step by step, and 4. check the postcondition. Chunks never

@@ -158,6 +158,9 @@ fn long_runs_are_written_as_ranges_and_read_back() {
         assert!(!compact.contains("precondition") && !compact.contains("postcondition"), "{what}");
         assert!(compact.len() < explicit.len(), "{what}: {} >= {}", compact.len(), explicit.len());
         every_form_reads_the_same(&s).unwrap_or_else(|e| panic!("{what}: {e}"));
+        // These are what the replays on ranges are for: they run them, not decline them.
+        assert_eq!(ccsynth::validate::valid_on_ranges(&s), Some(true), "{what}");
+        assert_eq!(ccsynth::sim::simulate_on_ranges(&s), Some(ccsynth::sim::simulate_on_slots(&s)), "{what}");
     }
 }
 
@@ -272,6 +275,10 @@ fn the_validator_catches_every_range_mutation() {
                 if *breaks {
                     assert!(!r.valid, "{what}: {how} in range {at} went unnoticed");
                 }
+                let read = Schedule::from_json(&m.to_string()).unwrap();
+                let on_ranges = ccsynth::validate::valid_on_ranges(&read);
+                assert!(on_ranges.is_none_or(|v| v == r.valid), "{what}: {how} in range {at}: {on_ranges:?} on ranges");
+                crate::conformance::replays_the_same_on_ranges_if_valid(&what, &read, r.valid);
                 if let Some(kind) = kind {
                     assert!(r.kinds().contains(kind), "{what}: {how} in range {at}: {:?}", r.kinds());
                 }
@@ -371,4 +378,45 @@ fn ranges_that_cannot_be_read_name_their_place() {
     v["transfers"] = json!([{"step": 0, "src": 0, "dst": 1, "chunks": {"start": 1, "count": 2}}]);
     let e = Schedule::from_json(&v.to_string()).unwrap_err();
     assert_eq!(e.errors[0].path, "transfers[0].chunks");
+}
+
+/// The replay on ranges, where it runs, says what the chunk replay says: on bucket's
+/// all-reduce over tori of two and three dimensions and a mesh (whose parts reduce along
+/// different axes first, each held in its own NPU numbering) and on every breakage of a few
+/// transfers of them.
+#[test]
+fn the_replay_on_ranges_finds_what_the_chunk_replay_finds() {
+    type Edit<'a> = dyn Fn(&mut Vec<ccsynth::Transfer>) + 'a;
+    use ccsynth::schedule::Op;
+    for spec in ["torus:8x8", "torus:4x4x4", "mesh:4x6", "torus:4x8"] {
+        let t = topo(spec);
+        let (s, r) = baseline("bucket", &t, CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap();
+        assert!(r.valid, "{spec}");
+        assert_eq!(ccsynth::validate::valid_on_ranges(&s), Some(true), "{spec}: bucket on ranges");
+        let n = s.transfers.len();
+        let mut broken = 0;
+        for k in [0, n / 5, n / 3, n / 2, 2 * n / 3, n - 1] {
+            let reduce = s.transfers.at(k).op == Op::Reduce;
+            let edits: [(&str, &Edit<'_>); 4] = [
+                ("dropped", &|v| {
+                    v.remove(k);
+                }),
+                ("op flipped", &|v| v[k].op = if reduce { Op::Copy } else { Op::Reduce }),
+                ("a step early", &|v| v[k].step = v[k].step.saturating_sub(1)),
+                ("sent twice", &|v| {
+                    let again = v[k].clone();
+                    v.insert(k, again);
+                }),
+            ];
+            for (how, edit) in edits {
+                let mut m = s.clone();
+                m.transfers.edit(|v| edit(v));
+                let chunks = ccsynth::validate::validate(&m);
+                let on_ranges = ccsynth::validate::valid_on_ranges(&m);
+                assert!(on_ranges.is_none_or(|v| v == chunks.valid), "{spec}: transfer {k} {how}: {on_ranges:?}");
+                broken += usize::from(on_ranges == Some(false));
+            }
+        }
+        assert!(broken >= 12, "{spec}: the replay on ranges found only {broken} breakages");
+    }
 }

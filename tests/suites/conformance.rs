@@ -131,6 +131,7 @@ pub(crate) fn conform(what: &str, s: &Schedule) -> bool {
     assert!(time >= bound * (1.0 - 1e-9), "{what}: {time} ns beats the bound {bound} ns");
     assert_eq!(s.collective_time_ns, Some(time), "{what}: the declared time is the simulated one");
     stores_packed(what, s);
+    replays_the_same_on_ranges(what, s);
     crate::chakra::replays_as_chakra(what, s);
     crate::mscclpp::replays_if_mscclpp_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"));
     crate::msccl::replays_if_msccl_runs_it(what, s).unwrap_or_else(|e| panic!("{e}"))
@@ -151,6 +152,27 @@ fn stores_packed(what: &str, s: &Schedule) {
     for (form, text) in [("compact", &compact), ("explicit", &explicit)] {
         let back = Schedule::from_json(text).unwrap_or_else(|e| panic!("{what}: the {form} form: {e}"));
         assert!(back == *s, "{what}: the {form} form reads back different");
+    }
+}
+
+/// The replays on ranges (what large schedules are checked by) agree with those on tables of
+/// slots: the validator's finds the schedule valid (or declines it), the simulator's gives the
+/// very timing.
+pub(crate) fn replays_the_same_on_ranges(what: &str, s: &Schedule) {
+    assert_ne!(ccsynth::validate::valid_on_ranges(s), Some(false), "{what}: invalid on ranges");
+    if let Some(on_ranges) = ccsynth::sim::simulate_on_ranges(s) {
+        assert_eq!(on_ranges, ccsynth::sim::simulate_on_slots(s), "{what}: simulated on ranges");
+    }
+}
+
+/// `replays_the_same_on_ranges` for a schedule the validator found `valid` or not: the
+/// simulators agree either way (where both run).
+pub(crate) fn replays_the_same_on_ranges_if_valid(what: &str, s: &Schedule, valid: bool) {
+    if valid {
+        return replays_the_same_on_ranges(what, s);
+    }
+    if let Some(on_ranges) = ccsynth::sim::simulate_on_ranges(s) {
+        assert_eq!(on_ranges, ccsynth::sim::simulate_on_slots(s), "{what}: simulated on ranges");
     }
 }
 

@@ -459,6 +459,27 @@ proptest! {
     }
 
     #[test]
+    fn the_replays_on_ranges_agree_with_those_on_slots(seed in any::<u64>(), kind in 0usize..KINDS.len(), corrupted: bool) {
+        let (mut s, mut rng) = build(seed, KINDS[kind]);
+        if corrupted && !s.transfers.is_empty() {
+            corrupt(&mut s, &mut rng);
+        } else {
+            scramble(&mut s, &mut rng);
+        }
+        let valid = ccsynth::validate::validate(&s).valid;
+        match ccsynth::validate::valid_on_ranges(&s) {
+            Some(v) => prop_assert_eq!(v, valid, "on ranges"),
+            // Declined: destination or scratch slots, contributors that differ by chunk.
+            None => prop_assert!(!valid || s.transfers.has_dst_slots() || !s.scratch.is_empty() || s.combining),
+        }
+        if let Some(on_ranges) = ccsynth::sim::simulate_on_ranges(&s) {
+            prop_assert_eq!(on_ranges, ccsynth::sim::simulate_on_slots(&s));
+        } else {
+            prop_assert!(s.transfers.has_dst_slots() || s.transfers.iter().any(|t| t.chunks.iter().any(|&c| c as usize >= s.slots())));
+        }
+    }
+
+    #[test]
     fn random_corrupted_schedules_never_validate(seed in any::<u64>(), kind in 0usize..KINDS.len()) {
         let (mut s, mut rng) = build(seed, KINDS[kind]);
         prop_assume!(!s.transfers.is_empty());

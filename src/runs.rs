@@ -22,11 +22,20 @@ pub struct Runs<V> {
     /// one or its neighbour, and a binary search over a row of hundreds of runs missed the
     /// cache at every probe (bucket on torus:64x64: 60% of its replay).
     hints: Vec<u32>,
+    /// Runs held in all rows, and how many they may hold.
+    total: usize,
+    budget: usize,
 }
 
 const HINTS: usize = 8;
 
-/// A row outgrew `MAX_ROW_RUNS`.
+/// All rows together holding more runs than one in this many of the table's cells (and more
+/// than a million) give up too: the replays on ranges run beside each other, and a schedule
+/// whose rows fragment everywhere (a circulant all-gather) held gigabytes of runs beside the
+/// other replay's table before they gave up one row at a time.
+pub const CELLS_PER_RUN: usize = 16;
+
+/// A row outgrew `MAX_ROW_RUNS`, or the rows their budget.
 #[derive(Debug, PartialEq, Eq)]
 pub struct TooFragmented;
 
@@ -34,7 +43,7 @@ impl<V: Copy> Runs<V> {
     /// `npus` rows over `len` positions, built by `row(v)` as runs rising from 0 (a run at 0 is
     /// added with `fill` when the first does not start there).
     pub fn new(npus: usize, len: u32, fill: V, mut row: impl FnMut(usize) -> Vec<(u32, V)>) -> Runs<V> {
-        let rows = (0..npus)
+        let rows: Vec<Vec<(u32, V)>> = (0..npus)
             .map(|v| {
                 let mut r = row(v);
                 if r.first().is_none_or(|f| f.0 != 0) {
@@ -44,7 +53,9 @@ impl<V: Copy> Runs<V> {
                 r
             })
             .collect();
-        Runs { hints: vec![0; npus * HINTS], rows, len }
+        let total: usize = rows.iter().map(|r: &Vec<(u32, V)>| r.len()).sum();
+        let budget = (npus * len as usize / CELLS_PER_RUN).max(1 << 20).max(total);
+        Runs { hints: vec![0; npus * HINTS], rows, len, total, budget }
     }
 
     pub fn row(&self, v: usize) -> &[(u32, V)] {
@@ -145,8 +156,9 @@ impl<V: Copy> Runs<V> {
         }
         removed.extend(row[first..=last].iter().map(|r| r.1));
         added.extend(new.iter().map(|r| r.1));
+        self.total = self.total + new.len() - (last + 1 - first);
         row.splice(first..=last, new);
-        if row.len() > MAX_ROW_RUNS { Err(TooFragmented) } else { Ok(()) }
+        if row.len() > MAX_ROW_RUNS || self.total > self.budget { Err(TooFragmented) } else { Ok(()) }
     }
 }
 

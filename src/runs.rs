@@ -179,12 +179,7 @@ impl RowLayout {
     pub fn new(s: &Schedule) -> RowLayout {
         let chunks = s.num_chunks as u32;
         // Entries carried per (stride, first chunk's residue modulo the stride) of even lists.
-        let mut uses = vec![0u64; s.transfers.lists().len()];
-        for i in 0..s.transfers.len() {
-            if let Some(l) = s.transfers.list_index(i) {
-                uses[l as usize] += 1;
-            }
-        }
+        let uses = s.transfers.list_uses();
         let mut by_stride: HashMap<(u32, u32), u64> = HashMap::default();
         let mut total = 0u64;
         for (list, n) in s.transfers.lists().zip(uses) {

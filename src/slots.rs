@@ -98,16 +98,6 @@ impl SlotOrder {
     pub fn is_empty(&self) -> bool {
         self.chunks == 0
     }
-
-    /// The positions of chunks `0..k` (`k` at most the chunk count) as ranges, residue by
-    /// residue: those of residue `r` sit side by side from `r · per`.
-    pub fn below(&self, k: u32) -> Vec<(u32, u32)> {
-        let k = k.min(self.chunks);
-        (0..self.spacing)
-            .filter(|&r| r < k)
-            .map(|r| (r * self.per, r * self.per + (k - r).div_ceil(self.spacing)))
-            .collect()
-    }
 }
 
 fn key(npu: usize, chunk: usize) -> u64 {
@@ -177,18 +167,5 @@ mod tests {
         let o = SlotOrder::new(16, 4);
         let at: Vec<u32> = [2, 6, 10, 14].iter().map(|&c| o.of(c)).collect();
         assert_eq!(at, [8, 9, 10, 11]);
-    }
-
-    #[test]
-    fn the_positions_below_a_chunk_are_those_of_its_lower_chunks() {
-        for (chunks, spacing) in [(16, 4), (18, 4), (7, 3), (5, 1), (3, 8), (1, 1), (64, 64)] {
-            let o = SlotOrder::new(chunks, spacing);
-            for k in 0..=chunks as u32 {
-                let mut want: Vec<u32> = (0..k).map(|c| o.of(c)).collect();
-                want.sort_unstable();
-                let got: Vec<u32> = o.below(k).into_iter().flat_map(|(a, b)| a..b).collect();
-                assert_eq!(got, want, "{chunks} chunks, spacing {spacing}, below {k}");
-            }
-        }
     }
 }

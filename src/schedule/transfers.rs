@@ -189,6 +189,17 @@ impl Transfers {
         !self.slots.is_empty()
     }
 
+    /// How many transfers carry each distinct list (as `list_index` numbers them).
+    pub fn list_uses(&self) -> Vec<u64> {
+        let mut uses = vec![0u64; self.lists.len()];
+        for i in 0..self.len() {
+            if let Some(l) = self.list_index(i) {
+                uses[l as usize] += 1;
+            }
+        }
+        uses
+    }
+
     /// The distinct chunk lists (`list_index` indexes them).
     pub fn lists(&self) -> impl ExactSizeIterator<Item = &[u32]> + '_ {
         self.lists.iter().map(|l| &l[..])
@@ -201,12 +212,7 @@ impl Transfers {
         if self.lists.is_empty() {
             return 1;
         }
-        let mut uses = vec![0u64; self.lists.len()];
-        for i in 0..self.len() {
-            if let Some(l) = self.list_index(i) {
-                uses[l as usize] += 1;
-            }
-        }
+        let uses = self.list_uses();
         let mut weight: HashMap<u32, u64> = HashMap::default();
         for (list, n) in self.lists.iter().zip(uses) {
             if n == 0 || list.len() < 2 {

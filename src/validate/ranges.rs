@@ -405,10 +405,10 @@ impl Numbering {
                 break;
             }
             let t = s.transfers.at(i);
-            let Some(first) = ranges.of(s, i).and_then(|r| r.as_slice().first().copied()) else { continue };
             if t.op != Op::Reduce {
                 continue;
             }
+            let Some(first) = ranges.of(s, i).and_then(|r| r.as_slice().first().copied()) else { continue };
             let b = blocks.partition_point(|&(start, _)| start <= first.0).saturating_sub(1);
             let found = &mut axes[b];
             if found.len() == dims {

@@ -226,9 +226,9 @@ fn accept(mut s: Schedule, r: CheckReport) -> Result<(Schedule, CheckReport), Er
 
 /// Refuses a schedule its own readers would refuse (`Transfers`' reader holds at most `max`
 /// chunk ids in distinct chunk lists, `limits::MAX_LIST_ENTRIES`): written, it could not be read
-/// back, validated or exported. Counted before anything else is done with it (the 3-D bucket's
-/// all-gather on torus:16x32x32 at 1 GiB lists its last phase's chunks per message, 6 bytes of
-/// chunk ids for every byte of its 1.8 GB file).
+/// back, validated or exported. Counted before anything else is done with it (lists are held
+/// once by content, so only a producer of that many different lists reaches it; the 3-D
+/// bucket's all-gather on torus:16x32x32 at 1 GiB did while each message's list counted again).
 fn readable(s: &Schedule, max: usize) -> Result<(), Error> {
     let held = s.transfers.list_entries();
     if held <= max {

@@ -36,6 +36,12 @@ pub struct Transfers {
     /// a few ranges; bucket's messages on a 4096-NPU torus carry one of a few thousand lists of
     /// every fourth chunk, 4 M times).
     ranges: HashMap<(u32, u32, u32), u32>,
+    /// Other lists by a hash of their contents: a list carried by many transfers is stored
+    /// once whether the producer shared it or a reader parsed it once per transfer (bucket's
+    /// all-gather on torus:16x32x32 carries each plane's chunks, 2-D progressions, in thousands
+    /// of messages: 520 M chunk ids as they came, a few million stored once). On a hash
+    /// collision between different lists the newcomer is simply stored again.
+    uneven: HashMap<u64, u32>,
     /// Empty until a transfer has a path; then one entry per transfer (`NO_ROUTE` for none).
     pub(super) route: Vec<u32>,
     /// The distinct routes (by pointer: transfers built over one TEN edge share its route).
@@ -274,7 +280,18 @@ impl Transfers {
                 if even {
                     *self.ranges.entry((list[0], list.len() as u32, spacing)).or_insert_with(|| add(list))
                 } else {
-                    add(list)
+                    let key = content_hash(&list);
+                    match self.uneven.get(&key) {
+                        Some(&id) if *self.lists[id as usize] == *list => id,
+                        seen => {
+                            self.lists.push(list);
+                            let id = (self.lists.len() - 1) as u32;
+                            if seen.is_none() {
+                                self.uneven.insert(key, id);
+                            }
+                            id
+                        }
+                    }
                 }
             }
         };
@@ -394,6 +411,14 @@ impl Transfers {
         };
         Transfer { chunks, ..t.without_chunks() }
     }
+}
+
+/// A hash of a chunk list's contents, in order (`Transfers::uneven`'s key).
+fn content_hash(list: &[u32]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    list.hash(&mut h);
+    h.finish()
 }
 
 impl TransferRef<'_> {
@@ -521,16 +546,27 @@ mod tests {
         for (i, x) in v.iter().enumerate() {
             assert_eq!(t.at(i), x.as_ref(), "transfer {i}");
         }
-        // A range of chunks carried twice is stored once; other lists as they come.
+        // A list carried twice is stored once, a range or not, shared or parsed twice; lists
+        // of the same chunks in another order are other lists.
         let mut r = Transfers::new();
         r.push(Transfer::copy(0, 0, 1, vec![4, 5, 6]));
         r.push(Transfer::copy(1, 1, 2, vec![4, 5, 6]));
         r.push(Transfer::copy(1, 1, 2, vec![6, 5, 4]));
         r.push(Transfer::copy(2, 1, 2, vec![4, 5]));
-        assert_eq!(r.lists.len(), 3);
+        r.push(Transfer::copy(3, 2, 1, vec![6, 5, 4]));
+        r.push(Transfer::copy(3, 2, 1, vec![6, 4, 5]));
+        r.push(Transfer::copy(4, 0, 1, vec![]));
+        r.push(Transfer::copy(4, 1, 0, vec![]));
+        assert_eq!(r.lists.len(), 5);
+        assert_eq!(r.list_entries(), 3 + 3 + 2 + 3);
+        assert_eq!(r.list_index(2), r.list_index(4));
+        assert_eq!(r.list_index(6), r.list_index(7));
         assert_eq!(r.at(1).chunks, &[4, 5, 6]);
         assert_eq!(r.at(2).chunks, &[6, 5, 4]);
         assert_eq!(r.at(3).chunks, &[4, 5]);
+        assert_eq!(r.at(4).chunks, &[6, 5, 4]);
+        assert_eq!(r.at(5).chunks, &[6, 4, 5]);
+        assert_eq!(r.at(7).chunks, &[] as &[u32]);
         // One route pushed twice by the same pointer is stored once.
         let shared: Route = vec![0u32, 5, 2].into();
         let mut u = Transfers::new();
@@ -596,6 +632,7 @@ mod tests {
         }
         assert_eq!(ts.dominant_spacing(), 1);
         assert_eq!(ts.list_index(0), ts.list_index(1));
-        assert_eq!(ts.lists().len(), 5);
+        assert_eq!(ts.list_index(3), ts.list_index(5));
+        assert_eq!(ts.lists().len(), 3);
     }
 }

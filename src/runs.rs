@@ -219,19 +219,25 @@ impl RowLayout {
             }
         }
         let per = chunks.div_ceil(outer);
+        // Each residue's order: its own spacing, or an order of the grid's axes where that
+        // makes fewer ranges of the lists it carries.
+        let mut orders: Vec<Order> = inner.iter().map(|&(sp, _)| Order::spaced(sp, per)).collect();
+        let grid = grid_orders(s, per);
+        if !grid.is_empty() {
+            pick_orders(s, outer, &grid, &mut orders);
+        }
         let mut base = Vec::with_capacity(outer as usize + 1);
         let mut blocks = Vec::with_capacity(outer as usize);
         let mut at = 0u32;
-        for &(sp, _) in &inner {
+        for o in &orders {
             base.push(at);
-            blocks.push((at, at + sp * per.div_ceil(sp)));
-            at += sp * per.div_ceil(sp);
+            blocks.push((at, at + o.len()));
+            at += o.len();
         }
         let mut pos: Vec<u32> = (0..chunks)
             .map(|c| {
-                let (r, q) = ((c % outer) as usize, c / outer);
-                let sp = inner[r].0;
-                base[r] + (q % sp) * per.div_ceil(sp) + q / sp
+                let r = (c % outer) as usize;
+                base[r] + orders[r].place(c / outer)
             })
             .collect();
         pos.extend((0..s.scratch.len() as u32).map(|k| at + k));
@@ -262,6 +268,142 @@ impl RowLayout {
         let mut at: Vec<u32> = self.pos[..(k as usize).min(self.pos.len())].to_vec();
         at.sort_unstable();
         coalesce(&at)
+    }
+}
+
+/// The order of one residue's chunks in its block: the chunk's index within the residue
+/// read as digits of `radices` (fastest first), each digit weighted by `weights`. A spacing
+/// `sp` is the radices `(sp, ⌈per/sp⌉)` with the second digit fastest; a grid's axes in
+/// any order is its sides as radices.
+#[derive(Clone, Debug, PartialEq)]
+struct Order {
+    radices: Vec<u32>,
+    weights: Vec<u32>,
+}
+
+impl Order {
+    /// Every `sp`-th chunk side by side (`sp` = 1: in chunk order).
+    fn spaced(sp: u32, per: u32) -> Order {
+        let rows = per.div_ceil(sp);
+        Order { radices: vec![sp, rows], weights: vec![rows, 1] }
+    }
+
+    /// Radices (fastest first in the chunk's index) laid out with axis `by[0]` fastest.
+    fn axes(radices: &[u32], by: &[usize]) -> Order {
+        let mut weights = vec![0u32; radices.len()];
+        let mut w = 1u32;
+        for &a in by {
+            weights[a] = w;
+            w *= radices[a];
+        }
+        Order { radices: radices.to_vec(), weights }
+    }
+
+    /// Positions the block takes.
+    fn len(&self) -> u32 {
+        self.radices.iter().product()
+    }
+
+    fn place(&self, mut q: u32) -> u32 {
+        let mut p = 0;
+        for (&r, &w) in self.radices.iter().zip(&self.weights) {
+            p += (q % r) * w;
+            q /= r;
+        }
+        p
+    }
+}
+
+/// The orders of a grid's axes a residue of `per` chunks may take: when `per` is the grid's NPU
+/// count, or a multiple `m` of it (the `m` sub-chunks of an NPU's block together, before or
+/// after the NPUs), every order of those axes (grids of up to three dimensions; bucket's 3-D
+/// all-gather sends planes along the slowest of its part's axes and lines along the fastest:
+/// in id order a plane of fixed Y is 32 ranges, 2.5 M messages of them on torus:16x32x32).
+fn grid_orders(s: &Schedule, per: u32) -> Vec<Order> {
+    let Some(g) = s.topology.infer_grid() else { return Vec::new() };
+    let npus = s.topology.npus() as u32;
+    if g.dims.len() < 2 || g.dims.len() > 3 || npus == 0 || per % npus != 0 {
+        return Vec::new();
+    }
+    let m = per / npus;
+    let dims: Vec<u32> = g.dims.iter().map(|&d| d as u32).collect();
+    let mut shapes = Vec::new();
+    if m == 1 {
+        shapes.push(dims);
+    } else {
+        shapes.push([&[m], &dims[..]].concat());
+        shapes.push([&dims[..], &[m]].concat());
+    }
+    let mut out = Vec::new();
+    for radices in shapes {
+        for by in permutations(radices.len()) {
+            out.push(Order::axes(&radices, &by));
+        }
+    }
+    out
+}
+
+/// Every order of `0..n`.
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for at in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(at, n - 1);
+            out.push(q);
+        }
+    }
+    out
+}
+
+/// Chunk entries of the lists a residue's order is judged on (the lists sampled evenly when
+/// they hold more).
+const ORDER_SAMPLE_ENTRIES: usize = 1 << 22;
+
+/// Replaces a residue's order by one of `grid`'s where that makes strictly fewer ranges of the
+/// lists carried in it (counted per carrying transfer); only speed depends on the choice.
+fn pick_orders(s: &Schedule, outer: u32, grid: &[Order], orders: &mut [Order]) {
+    let uses = s.transfers.list_uses();
+    let entries = s.transfers.list_entries().max(1);
+    let every = entries.div_ceil(ORDER_SAMPLE_ENTRIES).max(1);
+    let per_block = orders.iter().chain(grid).map(Order::len).max().unwrap_or(0) as usize;
+    // ranges[r][k]: weighted ranges of residue r under candidate k (0 its own order).
+    let mut ranges = vec![vec![0u64; grid.len() + 1]; orders.len()];
+    let mut marks = vec![0u64; per_block.div_ceil(64) + 1];
+    let mut by_residue: Vec<(u32, u32)> = Vec::new();
+    let mut placed: Vec<u32> = Vec::new();
+    for (l, (list, n)) in s.transfers.lists().zip(uses).enumerate() {
+        if n == 0 || list.len() < 2 || l % every != 0 {
+            continue;
+        }
+        by_residue.clear();
+        by_residue.extend(list.iter().filter(|&&c| c < s.num_chunks as u32).map(|&c| (c % outer, c / outer)));
+        by_residue.sort_unstable();
+        for part in by_residue.chunk_by(|a, b| a.0 == b.0) {
+            let r = part[0].0 as usize;
+            for (k, order) in std::iter::once(&orders[r]).chain(grid).enumerate() {
+                placed.clear();
+                placed.extend(part.iter().map(|&(_, q)| order.place(q)));
+                for &p in &placed {
+                    marks[p as usize / 64] |= 1 << (p % 64);
+                }
+                let starts = placed.iter().filter(|&&p| p == 0 || marks[(p - 1) as usize / 64] & (1 << ((p - 1) % 64)) == 0);
+                ranges[r][k] += n * starts.count() as u64;
+                for &p in &placed {
+                    marks[p as usize / 64] = 0;
+                }
+            }
+        }
+    }
+    for (r, counts) in ranges.iter().enumerate() {
+        if let Some((k, &best)) = counts.iter().enumerate().skip(1).min_by_key(|&(k, &c)| (c, k))
+            && best < counts[0]
+        {
+            orders[r] = grid[k - 1].clone();
+        }
     }
 }
 
@@ -427,5 +569,48 @@ mod tests {
                 proptest::prop_assert_eq!(held, 1 + r.row(1).len() as i64);
             }
         }
+    }
+
+    #[test]
+    fn a_spacing_is_the_order_it_always_was() {
+        for (sp, per) in [(1u32, 10u32), (4, 16), (3, 10), (128, 16384)] {
+            let o = Order::spaced(sp, per);
+            assert_eq!(o.len(), sp * per.div_ceil(sp));
+            for q in 0..per {
+                assert_eq!(o.place(q), (q % sp) * per.div_ceil(sp) + q / sp, "sp {sp}, q {q}");
+            }
+        }
+        // Axes (4, 3, 2) with the last fastest, then the first, then the middle.
+        let o = Order::axes(&[4, 3, 2], &[2, 0, 1]);
+        assert_eq!(o.len(), 24);
+        assert_eq!((o.place(0), o.place(1), o.place(4), o.place(12)), (0, 2, 8, 1));
+        let mut all: Vec<u32> = (0..24).map(|q| o.place(q)).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..24).collect::<Vec<u32>>());
+        assert_eq!(permutations(3).len(), 6);
+    }
+
+    /// Bucket's all-gather on a 3-D torus sends lines and planes of its parts' blocks along
+    /// every axis: in chunk order a plane of fixed Y is a range per Z; in each part's own order
+    /// of the axes every message is one range, and each part's positions are its block's.
+    #[test]
+    fn a_grid_order_makes_each_message_of_a_3d_bucket_one_range() {
+        let t = crate::topology::parse_topology("torus:4x8x8").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 20);
+        let s = crate::baselines::build("bucket", &t, &spec).unwrap();
+        let ranges = ChunkRanges::new(&s).unwrap();
+        assert_eq!(ranges.layout().blocks().len(), 6);
+        for i in 0..s.transfers.len() {
+            assert_eq!(ranges.of(&s, i).unwrap().as_slice().len(), 1, "transfer {i}: {:?}", s.transfers.at(i));
+        }
+        let mut at: Vec<u32> = (0..s.num_chunks as u32).map(|c| ranges.position(c)).collect();
+        at.sort_unstable();
+        assert_eq!(at, (0..s.num_chunks as u32).collect::<Vec<u32>>());
+        // A spacing alone (no grid: the same lists on a ring of as many NPUs) cannot do that.
+        let mut flat = s.clone();
+        flat.topology = crate::topology::parse_topology("ring:256").unwrap();
+        let ranges = ChunkRanges::new(&flat).unwrap();
+        let most = (0..flat.transfers.len()).map(|i| ranges.of(&flat, i).unwrap().as_slice().len()).max();
+        assert_eq!(most, Some(8));
     }
 }

@@ -70,11 +70,15 @@ pub fn lower_bounds(topo: &Topology, c: &Collective) -> LowerBounds {
         b.lower_bound_ns = Some(0.0);
         return b;
     }
-    b.ingress_ns = ingress(topo, c, c.needed_iter(&holders));
+    let sets = HolderSets::new(c, &holders);
+    b.ingress_ns = match sets.needed_per_npu(c, topo.npus()) {
+        Some(count) => ingress_of(topo, c, &count),
+        None => ingress(topo, c, c.needed_iter(&holders)),
+    };
     if b.ingress_ns.is_none() {
         b.notes.push("ingress: an NPU that needs data has no incoming link".into());
     }
-    match latency(topo, c, &holders) {
+    match latency(topo, c, &holders, &sets) {
         Ok(x) => b.latency_ns = x,
         Err(note) => b.notes.push(note),
     }
@@ -161,11 +165,80 @@ fn two_pass(topo: &Topology, c: &Collective) -> Option<f64> {
     (ingress > 0.0).then(|| 2.0 * (p - 1) as f64 * c.spec.size_bytes as f64 / ingress)
 }
 
+/// Each distinct holder set of the chunks (numbered in the order chunks first have it; a chunk
+/// whose set equals the previous chunk's takes its number without hashing: in an all-reduce
+/// every set is the same), with how many chunks have it.
+struct HolderSets<'a> {
+    keys: Vec<&'a [u32]>,
+    chunks: Vec<usize>,
+    set_of: Vec<u32>,
+}
+
+impl<'a> HolderSets<'a> {
+    fn new(c: &Collective, holders: &'a crate::collective::Holders) -> HolderSets<'a> {
+        let mut ids: HashMap<&[u32], u32> = HashMap::new();
+        let mut sets = HolderSets { keys: Vec::new(), chunks: Vec::new(), set_of: Vec::with_capacity(c.num_chunks) };
+        for ch in 0..c.num_chunks {
+            let h = holders.of(ch);
+            let id = match sets.set_of.last() {
+                Some(&prev) if sets.keys[prev as usize] == h => prev,
+                _ => *ids.entry(h).or_insert_with(|| {
+                    sets.keys.push(h);
+                    sets.chunks.push(0);
+                    (sets.keys.len() - 1) as u32
+                }),
+            };
+            sets.chunks[id as usize] += 1;
+            sets.set_of.push(id);
+        }
+        sets
+    }
+
+    /// The NPUs a postcondition of every chunk at each of `npus` needs set `h` delivered to.
+    fn needers<'b>(c: &'b Collective, npus: &'b [u32], h: &'b [u32]) -> impl Iterator<Item = u32> + 'b {
+        npus.iter().copied().filter(move |&v| c.needs(h, v))
+    }
+
+    /// The needed pairs per NPU, counted from the holder sets when the postcondition is every
+    /// chunk at each NPU of a set (an all-gather on 16,384 NPUs in 6 parts needs 1.6 G pairs:
+    /// a pass over them took 15 s); `None` for a listed postcondition.
+    fn needed_per_npu(&self, c: &Collective, npus: usize) -> Option<Vec<usize>> {
+        let (post, chunks) = c.postcondition.as_every()?;
+        if chunks != c.num_chunks || post.iter().any(|&v| v as usize >= npus) {
+            return None;
+        }
+        let mut count = vec![0usize; npus];
+        for &v in post {
+            count[v as usize] = chunks;
+        }
+        // Less each chunk an NPU needs no delivery of (`Collective::needs`): non-combining,
+        // one it holds; combining, one it alone contributes to, or one nobody holds.
+        for (h, &n) in self.keys.iter().zip(&self.chunks) {
+            let spared: &[u32] = match (c.combining, h.len()) {
+                (true, 0) => post,
+                (true, 1) | (false, _) => h,
+                (true, _) => &[],
+            };
+            for &v in spared {
+                if post.binary_search(&v).is_ok() {
+                    count[v as usize] -= n;
+                }
+            }
+        }
+        Some(count)
+    }
+}
+
 fn ingress(topo: &Topology, c: &Collective, needed: impl Iterator<Item = [u32; 2]>) -> Option<f64> {
     let mut count = vec![0usize; topo.npus()];
     for [v, _] in needed {
         count[v as usize] += 1;
     }
+    ingress_of(topo, c, &count)
+}
+
+/// The ingress bound from the needed pairs per NPU.
+fn ingress_of(topo: &Topology, c: &Collective, count: &[usize]) -> Option<f64> {
     let mut worst = 0.0f64;
     for (v, &n) in count.iter().enumerate() {
         if n == 0 {
@@ -185,40 +258,45 @@ fn ingress(topo: &Topology, c: &Collective, needed: impl Iterator<Item = [u32; 2
 /// terms.
 const MAX_LATENCY_PASSES: usize = 256;
 
-fn latency(topo: &Topology, c: &Collective, holders: &crate::collective::Holders) -> Result<Option<f64>, String> {
-    // Each chunk's holder set numbered (a chunk whose set equals the previous chunk's takes its
-    // number without hashing: in an all-reduce every set is the same), then the needing NPUs per
-    // set, each kept once: the postcondition is sorted by NPU, so a repeat is the last one
-    // pushed (sorted and deduplicated again after, for any order).
-    let mut ids: HashMap<&[u32], u32> = HashMap::new();
-    let mut keys: Vec<&[u32]> = Vec::new();
-    let mut set_of: Vec<u32> = Vec::with_capacity(c.num_chunks);
-    for ch in 0..c.num_chunks {
-        let h = holders.of(ch);
-        let id = match set_of.last() {
-            Some(&prev) if keys[prev as usize] == h => prev,
-            _ => *ids.entry(h).or_insert_with(|| {
-                keys.push(h);
-                (keys.len() - 1) as u32
-            }),
-        };
-        set_of.push(id);
-    }
-    let mut needers: Vec<Vec<u32>> = vec![Vec::new(); keys.len()];
-    for [v, ch] in c.needed_iter(holders) {
-        let vs = &mut needers[set_of[ch as usize] as usize];
-        if vs.last() != Some(&v) {
-            vs.push(v);
+fn latency(
+    topo: &Topology,
+    c: &Collective,
+    holders: &crate::collective::Holders,
+    sets: &HolderSets,
+) -> Result<Option<f64>, String> {
+    // The needing NPUs per holder set, each kept once: read off a set where the postcondition
+    // is every chunk at each NPU of a set (an all-gather on 16,384 NPUs has a set an NPU, 16,383
+    // needers each; only the sampled sets' are read), else gathered from the needed pairs (the
+    // postcondition is sorted by NPU, so a repeat is the last one pushed; sorted and
+    // deduplicated again after, for any order).
+    let every = c.postcondition.as_every().filter(|&(_, chunks)| chunks == c.num_chunks).map(|(npus, _)| npus);
+    let mut listed: HashMap<&[u32], Vec<u32>> = HashMap::new();
+    let keys: Vec<&[u32]> = match every {
+        Some(npus) => sets.keys.iter().copied().filter(|h| HolderSets::needers(c, npus, h).next().is_some()).collect(),
+        None => {
+            let mut needers: Vec<Vec<u32>> = vec![Vec::new(); sets.keys.len()];
+            for [v, ch] in c.needed_iter(holders) {
+                let vs = &mut needers[sets.set_of[ch as usize] as usize];
+                if vs.last() != Some(&v) {
+                    vs.push(v);
+                }
+            }
+            for (&h, mut vs) in sets.keys.iter().zip(needers) {
+                if !vs.is_empty() {
+                    vs.sort_unstable();
+                    vs.dedup();
+                    listed.insert(h, vs);
+                }
+            }
+            listed.keys().copied().collect()
         }
-    }
-    let mut groups: HashMap<&[u32], Vec<u32>> = HashMap::new();
-    for (h, mut vs) in keys.into_iter().zip(needers) {
-        if !vs.is_empty() {
-            vs.sort_unstable();
-            vs.dedup();
-            groups.insert(h, vs);
+    };
+    let needers_of = |h: &[u32]| -> std::borrow::Cow<'_, [u32]> {
+        match every {
+            Some(npus) => HolderSets::needers(c, npus, h).collect::<Vec<u32>>().into(),
+            None => listed[h].as_slice().into(),
         }
-    }
+    };
     let last_hop: Vec<f64> = (0..topo.npus())
         .map(|v| {
             let best = topo.in_links(v).iter().map(|&i| topo.links()[i].bandwidth_gb_per_s).fold(0.0, f64::max);
@@ -228,27 +306,25 @@ fn latency(topo: &Topology, c: &Collective, holders: &crate::collective::Holders
     let mut worst = 0.0f64;
     if c.combining {
         // Every contribution must reach every needing NPU: one pass per contributor.
-        let mut sources: Vec<u32> = groups.keys().flat_map(|h| h.iter().copied()).collect();
+        let mut sources: Vec<u32> = keys.iter().flat_map(|h| h.iter().copied()).collect();
         sources.sort_unstable();
         sources.dedup();
         let step = sources.len().div_ceil(MAX_LATENCY_PASSES).max(1);
         for &u in sources.iter().step_by(step) {
             let d = dijkstra(topo, &[u]);
-            for (h, vs) in &groups {
-                if h.binary_search(&u).is_ok() {
-                    for &v in vs.iter().filter(|&&v| v != u) {
-                        worst = worst.max(d[v as usize] + last_hop[v as usize]);
-                    }
+            for h in keys.iter().filter(|h| h.binary_search(&u).is_ok()) {
+                for &v in needers_of(h).iter().filter(|&&v| v != u) {
+                    worst = worst.max(d[v as usize] + last_hop[v as usize]);
                 }
             }
         }
     } else {
-        let mut keys: Vec<&[u32]> = groups.keys().copied().collect();
+        let mut keys = keys;
         keys.sort_unstable();
         let step = keys.len().div_ceil(MAX_LATENCY_PASSES).max(1);
         for h in keys.into_iter().step_by(step) {
             let d = dijkstra(topo, h);
-            for &v in &groups[h] {
+            for &v in needers_of(h).iter() {
                 worst = worst.max(d[v as usize] + last_hop[v as usize]);
             }
         }

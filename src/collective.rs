@@ -280,10 +280,13 @@ impl Collective {
     /// `needed_with`, one pair at a time (in postcondition order), for passes that need not
     /// hold the list.
     pub fn needed_iter<'a>(&'a self, holders: &'a Holders) -> impl Iterator<Item = [u32; 2]> + 'a {
-        self.postcondition.iter().filter(move |&[v, c]| {
-            let h = holders.of(c as usize);
-            if self.combining { h.iter().any(|&u| u != v) } else { h.binary_search(&v).is_err() }
-        })
+        self.postcondition.iter().filter(move |&[v, c]| self.needs(holders.of(c as usize), v))
+    }
+
+    /// Whether NPU `v` needs a delivery of a chunk held (sorted) by `h`: it does not hold it;
+    /// combining, it is not its only contributor.
+    pub fn needs(&self, h: &[u32], v: u32) -> bool {
+        if self.combining { h.iter().any(|&u| u != v) } else { h.binary_search(&v).is_err() }
     }
 
     /// Checks that every needed pair can be served over the topology's links.

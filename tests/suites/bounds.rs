@@ -151,3 +151,50 @@ fn rooted_collectives_have_bounds_too() {
     // The farthest contribution (the opposite corner) is 4 hops from the root.
     assert!(close(r.latency_ns.unwrap(), 4.0 * 500.0 + 90.0));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// The ingress and latency bounds read a postcondition of every chunk at each NPU of a set
+    /// off the holder sets (an all-gather on 16,384 NPUs needs 1.6 G pairs); the same pairs
+    /// given as a list, walked pair by pair, give every bound to the bit.
+    #[test]
+    fn every_pair_sets_and_their_lists_bound_alike(
+        spec in proptest::sample::select(vec!["ring:5", "torus:3x3", "mesh:2x3", "fc:4", "torus:2x2x2"]),
+        kind in proptest::sample::select(vec![
+            K::AllGather, K::ReduceScatter, K::AllReduce, K::Broadcast, K::Reduce, K::Scatter, K::Gather,
+        ]),
+        k in 1u32..4,
+        root in 0usize..4,
+    ) {
+        let t = topo(spec);
+        let mut s = CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k);
+        if kind.needs_root() {
+            s = s.with_root(root);
+        }
+        let c = coll_spec(&t, s);
+        let mut listed = c.clone();
+        listed.postcondition = c.postcondition.to_vec().into();
+        listed.precondition = c.precondition.to_vec().into();
+        prop_assert!(listed.postcondition.as_every().is_none());
+        let (a, b) = (lower_bounds(&t, &c), lower_bounds(&t, &listed));
+        prop_assert_eq!((a.ingress_ns, a.latency_ns, a.min_cut_ns, a.two_pass_ns), (b.ingress_ns, b.latency_ns, b.min_cut_ns, b.two_pass_ns));
+        // The spread bounds sum over the holders in their own order (a list's or a set's): equal
+        // to rounding.
+        for (x, y) in [(a.distance_ns, b.distance_ns), (a.cut_ns, b.cut_ns), (a.flow_ns, b.flow_ns), (a.lower_bound_ns, b.lower_bound_ns)] {
+            prop_assert!(x.zip(y).map_or(x.is_none() && y.is_none(), |(x, y)| close(x, y)), "{x:?} {y:?}");
+        }
+        prop_assert_eq!(a.notes, b.notes);
+    }
+}
+
+/// By hand on ring:4 (2 links into each NPU), 2 chunks an NPU: an all-gather needs the 6 others
+/// at each NPU, a reduce-scatter its own 2 (pairs, not contributions), an all-reduce all 8.
+#[test]
+fn the_ingress_bound_counts_what_each_npu_lacks() {
+    let t = topo("ring:4");
+    for (kind, chunks_in) in [(K::AllGather, 6.0), (K::ReduceScatter, 2.0), (K::AllReduce, 8.0)] {
+        let c = coll_spec(&t, CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(2));
+        let b = lower_bounds(&t, &c);
+        assert!(close(b.ingress_ns.unwrap(), chunks_in * c.chunk_size_bytes / 200.0), "{kind:?}: {:?}", b.ingress_ns);
+    }
+}

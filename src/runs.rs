@@ -390,7 +390,8 @@ fn pick_orders(s: &Schedule, outer: u32, grid: &[Order], orders: &mut [Order]) {
                 for &p in &placed {
                     marks[p as usize / 64] |= 1 << (p % 64);
                 }
-                let starts = placed.iter().filter(|&&p| p == 0 || marks[(p - 1) as usize / 64] & (1 << ((p - 1) % 64)) == 0);
+                let starts =
+                    placed.iter().filter(|&&p| p == 0 || marks[(p - 1) as usize / 64] & (1 << ((p - 1) % 64)) == 0);
                 ranges[r][k] += n * starts.count() as u64;
                 for &p in &placed {
                     marks[p as usize / 64] = 0;

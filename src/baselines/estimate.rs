@@ -156,6 +156,9 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
                 n = kept;
             }
             let longest = rounds.iter().map(|r| net.hop(r.0)).fold(0.0, f64::max);
+            if let Some(g) = &grid {
+                return Some(longest.max(phases * grid_load(topo, g, &rounds)));
+            }
             let hops = RankHops::of(topo, spec)?;
             let byte_hops: f64 = rounds
                 .iter()
@@ -187,6 +190,39 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
         }
         _ => None,
     }
+}
+
+/// The load bound of rounds in which every rank r of a whole mesh or torus (ranks in NPU-id
+/// order) sends `bytes` to rank r + `shift`: any path crosses at least the two NPUs' distance
+/// along each dimension on that dimension's links, so those links together carry at least the
+/// bytes times those hops, and the busiest of them for at least that over their summed
+/// bandwidth; the largest over the dimensions. Needs no table of p² hops (traff's price on
+/// torus:16x32x32: its 16,384 ranks are past `MAX_RANK_HOPS`; unpriced, it was built, 45 s, to
+/// lose 57× to bucket), and it sees a dimension that carries more than the average link does.
+fn grid_load(topo: &Topology, g: &crate::topology::Grid, rounds: &[(f64, i64)]) -> f64 {
+    let dims = g.dims.len();
+    let p: usize = g.dims.iter().product();
+    let mut bandwidth = vec![0.0f64; dims];
+    for l in topo.links() {
+        if l.src < p
+            && l.dst < p
+            && let Some(j) = (0..dims).find(|&j| g.coord(l.src, j) != g.coord(l.dst, j))
+        {
+            bandwidth[j] += l.bandwidth_gb_per_s;
+        }
+    }
+    let mut byte_hops = vec![0.0f64; dims];
+    for &(bytes, shift) in rounds {
+        for r in 0..p {
+            let q = (r as i64 + shift).rem_euclid(p as i64) as usize;
+            for (j, bh) in byte_hops.iter_mut().enumerate() {
+                let d = g.coord(r, j).abs_diff(g.coord(q, j));
+                let hops = if g.torus { d.min(g.dims[j] - d) } else { d };
+                *bh += bytes * hops as f64;
+            }
+        }
+    }
+    (0..dims).filter(|&j| bandwidth[j] > 0.0).map(|j| byte_hops[j] / bandwidth[j]).fold(0.0, f64::max)
 }
 
 /// Bandwidth-optimal Swing over the logical line of q ranks (p even: q = p; p odd: q = p − 1

@@ -537,6 +537,21 @@ fn at_scale_the_prices_separate_bucket_from_the_rest() {
     }
 }
 
+/// Past the 4,096 ranks whose hops the prices tabulate, a whole grid still prices traff and
+/// kolmakov, dimension by dimension: on torus:16x32x32 their all-gather's halving rounds send
+/// half the ranks' blocks 16 planes along Z (unpriced, both were built, 45 s, to lose 57× to
+/// bucket's 1.89 ms).
+#[test]
+fn past_4096_ranks_a_grid_still_prices_the_circulants() {
+    let t = topo("torus:16x32x32");
+    let c = CollectiveSpec::new(K::AllGather, 1 << 30);
+    let price = |name: &str| baselines::lower_bound_ns(name, &t, &c).unwrap_or_else(|| panic!("{name} has no price"));
+    assert!(price("bucket") < 1.9e6, "bucket {}", price("bucket"));
+    for name in ["traff", "kolmakov"] {
+        assert!(price(name) > 1.0e7, "{name} priced at {} ns", price(name));
+    }
+}
+
 /// Less NPU 9 (4095 NPUs, no grid), Swing's logical line with a lone rank runs 248 ms: its
 /// price, from the blocks each step must carry over the hops between the peers, rules it out
 /// against the greedy's 5.71 ms (the chain alone priced it at 40 µs, and `auto` built it

@@ -2,8 +2,8 @@
 //! vector of `Transfer` structs. A synthesized all-reduce on 4096 NPUs holds 33.5 million
 //! single-chunk transfers; as columns they take 17 bytes each (step, src, dst, chunk, flags)
 //! instead of a 48-byte struct. What few transfers have beyond one chunk (a chunk list, a
-//! path, destination slots) lives in side tables; an evenly spaced chunk list and a route
-//! are stored once however many transfers carry them. The wire format is the same array of
+//! path, destination slots) lives in side tables; a chunk list (by its range, or by its
+//! contents) and a route are stored once however many transfers carry them. The wire format is the same array of
 //! transfer objects (`Serialize`/`Deserialize` read and write it element by element).
 
 use super::{ChunkList, Form, Op, Route, Transfer};
@@ -39,7 +39,7 @@ pub struct Transfers {
     /// Other lists by a hash of their contents: a list carried by many transfers is stored
     /// once whether the producer shared it or a reader parsed it once per transfer (bucket's
     /// all-gather on torus:16x32x32 carries each plane's chunks, 2-D progressions, in thousands
-    /// of messages: 520 M chunk ids as they came, a few million stored once). On a hash
+    /// of messages: 520 M chunk ids as they came, 4,256 lists stored once). On a hash
     /// collision between different lists the newcomer is simply stored again.
     uneven: HashMap<u64, u32>,
     /// Empty until a transfer has a path; then one entry per transfer (`NO_ROUTE` for none).

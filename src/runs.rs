@@ -322,7 +322,7 @@ impl Order {
 fn grid_orders(s: &Schedule, per: u32) -> Vec<Order> {
     let Some(g) = s.topology.infer_grid() else { return Vec::new() };
     let npus = s.topology.npus() as u32;
-    if g.dims.len() < 2 || g.dims.len() > 3 || npus == 0 || per % npus != 0 {
+    if g.dims.len() < 2 || g.dims.len() > 3 || npus == 0 || !per.is_multiple_of(npus) {
         return Vec::new();
     }
     let m = per / npus;

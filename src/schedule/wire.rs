@@ -375,6 +375,47 @@ impl Read {
     }
 }
 
+// The transfers' JSON: the array of transfer objects, written compact, read in either form.
+impl Serialize for Transfers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Transfers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Seq;
+        impl<'de> serde::de::Visitor<'de> for Seq {
+            type Value = Transfers;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of transfers")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Transfers, A::Error> {
+                // A size hint is the sender's claim: capped, so a short body cannot reserve much.
+                let mut out = Transfers::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                // Ranges make a short text of long lists: the distinct lists held are capped.
+                let mut entries = 0usize;
+                while let Some(t) = seq.next_element::<super::Transfer>()? {
+                    let lists = out.lists.len();
+                    out.push(t);
+                    if let Some(new) = out.lists.get(lists) {
+                        entries += new.len();
+                        if entries > crate::limits::MAX_LIST_ENTRIES {
+                            return Err(serde::de::Error::custom(format_args!(
+                                "transfer {}: the distinct chunk lists hold more than {} chunk ids",
+                                out.len() - 1,
+                                crate::limits::MAX_LIST_ENTRIES
+                            )));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Seq)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

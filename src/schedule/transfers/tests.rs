@@ -1,0 +1,112 @@
+//! Tests of the transfers' columns: what is pushed comes back, lists and routes stored once.
+use super::*;
+
+fn sample() -> Vec<Transfer> {
+    vec![
+        Transfer::copy(0, 0, 1, [3]),
+        Transfer::reduce(1, 1, 2, vec![0, 1, 2]),
+        Transfer::copy(1, 0, 2, [4]).via([0u32, 5, 2]),
+        Transfer::copy(2, 2, 2, [1]).into_slots(vec![7]),
+        Transfer::copy(2, 0, 2, vec![]).via([0u32, 5, 2]),
+        Transfer::reduce(3, 4, 3, vec![6, 6]).into_slots(vec![6, 9]).via([4u32, 3]),
+    ]
+}
+
+#[test]
+fn columns_give_back_what_was_pushed() {
+    let v = sample();
+    let t: Transfers = v.clone().into();
+    assert_eq!(t.len(), v.len());
+    assert_eq!(t.to_vec(), v);
+    for (i, x) in v.iter().enumerate() {
+        assert_eq!(t.at(i), x.as_ref(), "transfer {i}");
+    }
+    // A list carried twice is stored once, a range or not, shared or parsed twice; lists
+    // of the same chunks in another order are other lists.
+    let mut r = Transfers::new();
+    r.push(Transfer::copy(0, 0, 1, vec![4, 5, 6]));
+    r.push(Transfer::copy(1, 1, 2, vec![4, 5, 6]));
+    r.push(Transfer::copy(1, 1, 2, vec![6, 5, 4]));
+    r.push(Transfer::copy(2, 1, 2, vec![4, 5]));
+    r.push(Transfer::copy(3, 2, 1, vec![6, 5, 4]));
+    r.push(Transfer::copy(3, 2, 1, vec![6, 4, 5]));
+    r.push(Transfer::copy(4, 0, 1, vec![]));
+    r.push(Transfer::copy(4, 1, 0, vec![]));
+    assert_eq!(r.lists.len(), 5);
+    assert_eq!(r.list_entries(), 3 + 3 + 2 + 3);
+    assert_eq!(r.list_index(2), r.list_index(4));
+    assert_eq!(r.list_index(6), r.list_index(7));
+    assert_eq!(r.at(1).chunks, &[4, 5, 6]);
+    assert_eq!(r.at(2).chunks, &[6, 5, 4]);
+    assert_eq!(r.at(3).chunks, &[4, 5]);
+    assert_eq!(r.at(4).chunks, &[6, 5, 4]);
+    assert_eq!(r.at(5).chunks, &[6, 4, 5]);
+    assert_eq!(r.at(7).chunks, &[] as &[u32]);
+    // One route pushed twice by the same pointer is stored once.
+    let shared: Route = vec![0u32, 5, 2].into();
+    let mut u = Transfers::new();
+    u.push(Transfer::copy(0, 0, 2, [1]).via(shared.clone()));
+    u.push(Transfer::copy(1, 0, 2, [2]).via(shared));
+    u.push(Transfer::copy(2, 0, 1, [2]));
+    assert_eq!(u.routes.len(), 1);
+    assert_eq!(u.at(2).path, None);
+    assert_eq!(u.at(1).path_nodes(), Some(&[0u32, 5, 2][..]));
+}
+
+#[test]
+fn json_is_the_array_of_transfer_objects() {
+    let v = sample();
+    let t: Transfers = v.clone().into();
+    let a = serde_json::to_string(&t).unwrap();
+    let b = serde_json::to_string(&v).unwrap();
+    assert_eq!(a, b);
+    let back: Transfers = serde_json::from_str(&a).unwrap();
+    assert_eq!(back, t);
+}
+
+#[test]
+fn edits_and_setters_change_one_transfer() {
+    let mut t: Transfers = sample().into();
+    t.set_step(0, 9);
+    t.set_op(0, Op::Reduce);
+    t.set_op(1, Op::Copy);
+    assert_eq!((t.at(0).step, t.at(0).op, t.at(1).op), (9, Op::Reduce, Op::Copy));
+    t.edit(|v| v.swap(0, 5));
+    assert_eq!(t.at(5).step, 9);
+    assert_eq!(t.at(0).dst_chunks, Some(&[6u32, 9][..]));
+    let p = t.permuted(&[5, 0]);
+    assert_eq!(p.to_vec(), vec![t.at(5).to_owned(), t.at(0).to_owned()]);
+}
+
+#[test]
+fn a_single_chunk_transfer_takes_17_bytes() {
+    let mut t = Transfers::new();
+    for i in 0..1000u32 {
+        t.push(Transfer::copy(i, 0, 1, [i]));
+    }
+    t.step.shrink_to_fit();
+    t.src.shrink_to_fit();
+    t.dst.shrink_to_fit();
+    t.chunk.shrink_to_fit();
+    t.flags.shrink_to_fit();
+    assert_eq!(t.heap_bytes(), 17 * 1000);
+}
+
+#[test]
+fn the_dominant_spacing_is_the_spacing_of_the_most_carried_chunks() {
+    let mut ts = Transfers::new();
+    assert_eq!(ts.dominant_spacing(), 1);
+    // Two messages of every fourth chunk (8 entries), one of consecutive chunks (3).
+    ts.push(Transfer::copy(0, 0, 1, vec![0, 4, 8, 12]));
+    ts.push(Transfer::copy(1, 1, 2, vec![0, 4, 8, 12]));
+    ts.push(Transfer::copy(0, 1, 0, vec![1, 2, 3]));
+    assert_eq!(ts.dominant_spacing(), 4);
+    // Uneven lists count for the chunks' own order.
+    for i in 0..3 {
+        ts.push(Transfer::copy(2 + i, 2, 3, vec![5, 1, 9, 3]));
+    }
+    assert_eq!(ts.dominant_spacing(), 1);
+    assert_eq!(ts.list_index(0), ts.list_index(1));
+    assert_eq!(ts.list_index(3), ts.list_index(5));
+    assert_eq!(ts.lists().len(), 3);
+}

@@ -103,6 +103,10 @@ pub enum MscclppError {
         3 * transfers
     )]
     TooLarge { transfers: usize, ranks: usize, max_ops: usize },
+    #[error(
+        "the schedule has {transfers} transfers; the plan writer takes at most {max} (it builds the whole plan in memory)"
+    )]
+    TooManyTransfers { transfers: usize, max: usize },
     #[error("{ranks} ranks × {slots} chunk slots is more than the {max} (rank, slot) cells the plan writer tracks")]
     TooManyCells { ranks: usize, slots: usize, max: usize },
     #[error("the collective does not build: {0}")]
@@ -134,8 +138,11 @@ impl ChanType {
 pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
     let ranks = s.topology.npus().max(1);
     let max_ops = ranks.saturating_mul(MAX_TBS * MAX_OPS);
-    if s.transfers.len() > MAX_TRANSFERS || s.transfers.len().saturating_mul(3) > max_ops {
+    if s.transfers.len().saturating_mul(3) > max_ops {
         return Err(MscclppError::TooLarge { transfers: s.transfers.len(), ranks, max_ops });
+    }
+    if s.transfers.len() > MAX_TRANSFERS {
+        return Err(MscclppError::TooManyTransfers { transfers: s.transfers.len(), max: MAX_TRANSFERS });
     }
     let cells = ranks.saturating_mul(s.slots());
     if cells > crate::export::msccl::MAX_TRACKED_CELLS {
@@ -570,5 +577,37 @@ fn segments(ops: Vec<OpJson>, next_sem: &mut u32) -> Vec<Vec<OpJson>> {
         if rest.first().is_some_and(|o| o.name == "nop") {
             rest = &rest[1..];
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Transfer;
+
+    /// Past `MAX_TRANSFERS` the refusal names that limit, not the executor's operation count
+    /// (33 M transfers on 16,384 GPUs fit the executor's 113 M operations by that count).
+    #[test]
+    fn too_many_transfers_for_the_writer_is_told_apart_from_too_many_operations() {
+        let topo = crate::topology::parse_topology("torus:128x128").unwrap();
+        let spec = crate::collective::CollectiveSpec::new(CollectiveKind::AllGather, 1 << 20);
+        let c = Collective::build(&spec, &topo).unwrap();
+        let mut s = Schedule::new(topo, &c, "test");
+        // Empty, it is refused only for the cells its writer would track.
+        assert!(matches!(fits(&s), Err(MscclppError::TooManyCells { ranks: 16384, .. })));
+        for i in 0..=MAX_TRANSFERS as u32 {
+            s.transfers.push(Transfer::copy(i / 16384, (i % 16384) as usize, ((i + 1) % 16384) as usize, [i % 16384]));
+        }
+        let e = fits(&s).unwrap_err();
+        assert_eq!(e, MscclppError::TooManyTransfers { transfers: MAX_TRANSFERS + 1, max: MAX_TRANSFERS });
+        assert!(e.to_string().contains("at most 4194304"), "{e}");
+        // On four GPUs the executor's limit comes first.
+        let topo = crate::topology::parse_topology("ring:4").unwrap();
+        let c = Collective::build(&spec, &topo).unwrap();
+        let mut s = Schedule::new(topo, &c, "test");
+        for i in 0..(4 * MAX_TBS * MAX_OPS / 3 + 1) as u32 {
+            s.transfers.push(Transfer::copy(i, 0, 1, [0]));
+        }
+        assert!(matches!(fits(&s), Err(MscclppError::TooLarge { ranks: 4, .. })));
     }
 }

@@ -189,7 +189,15 @@ def fuzz_files(until):
         for _ in range(R.randint(1, 4)):
             r = R.random()
             if r < 0.6 and tr:
-                R.choice(tr)[R.choice(["step", "src", "dst", "chunks", "op", "path", "dst_chunks", "extra"])] = R.choice(values)
+                t = R.choice(tr)
+                if isinstance(t, list):  # a transfer row [step, src, dst, chunks, op(, path)]
+                    i = R.randrange(len(t) + 2)
+                    if i < len(t):
+                        t[i] = R.choice(values)
+                    else:
+                        t.append(R.choice(values))
+                else:
+                    t[R.choice(["step", "src", "dst", "chunks", "op", "path", "dst_chunks", "extra"])] = R.choice(values)
             elif r < 0.7 and tr:
                 tr.insert(R.randrange(len(tr) + 1), copy.deepcopy(R.choice(tr)))
             elif r < 0.8 and tr:

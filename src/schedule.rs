@@ -208,7 +208,18 @@ pub struct Transfer {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dst_chunks: Option<Box<ChunkList>>,
 }
-crate::strict::objects_only!(Transfer, "a transfer (an object)", serialize);
+// Read from an object (as derived) or a row (`wire`); written as derived.
+impl<'de> crate::strict::Derived<'de> for Transfer {
+    const WHAT: &'static str = "a transfer (an object)";
+    fn derived<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Transfer::deserialize(d)
+    }
+}
+impl serde::Serialize for Transfer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Transfer::serialize(self, s)
+    }
+}
 
 impl Transfer {
     pub fn copy(step: u32, src: usize, dst: usize, chunks: impl Into<ChunkList>) -> Transfer {

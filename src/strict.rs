@@ -77,12 +77,22 @@ mod tests {
         let c = crate::collective::Collective::build(&spec, &topo).unwrap();
         let mut s = Schedule::new(topo, &c, "test");
         s.transfers.push(crate::schedule::Transfer::copy(0, 0, 1, [0]));
-        let mut v = serde_json::to_value(&s).unwrap();
-        let t = v["transfers"][0].as_object().unwrap().values().cloned().collect::<Vec<_>>();
-        v["transfers"][0] = serde_json::Value::Array(t);
-        let e = Schedule::from_json(&v.to_string()).unwrap_err();
-        assert_eq!(e.errors[0].path, "transfers[0]");
-        assert!(e.errors[0].message.contains("expected a transfer (an object)"), "{e}");
+        // A transfer is an object or a row of its own shape (`schedule::wire`), nothing else.
+        let mut v = serde_json::to_value(s.written(crate::schedule::Form::Explicit)).unwrap();
+        v["transfers"][0] = serde_json::json!([0, 0, 1, [0], "copy"]);
+        assert_eq!(Schedule::from_json(&v.to_string()).unwrap().transfers, s.transfers);
+        for (row, says) in [
+            (serde_json::json!([0, 0, 1, [0]]), "invalid length 4, expected a transfer: an object, or a row"),
+            (serde_json::json!([0, 0, 1, [0], "copy", [0, 1], 7]), "invalid length 7"),
+            (serde_json::json!([0, 0, 1, [0], "send"]), "unknown variant `send`"),
+            (serde_json::json!(["0", 0, 1, [0], "copy"]), "expected a non-negative integer"),
+            (serde_json::json!(7), "expected a transfer: an object, or a row"),
+        ] {
+            v["transfers"][0] = row.clone();
+            let e = Schedule::from_json(&v.to_string()).unwrap_err();
+            assert!(e.errors[0].path.starts_with("transfers[0]"), "{row}: {e}");
+            assert!(e.errors[0].message.contains(says), "{row}: {e}");
+        }
         let mut w = serde_json::to_value(&s).unwrap();
         w["topology"] = serde_json::json!([4, 0, []]);
         let e = Schedule::from_json(&w.to_string()).unwrap_err();

@@ -221,18 +221,7 @@ pub fn transfers_json_len(transfers: &Transfers, form: Form) -> u64 {
             Some(l) => *by_list[l as usize].get_or_insert_with(|| list_json_len(t.chunks, form)),
             None => list_json_len(t.chunks, form),
         };
-        // {"step":,"src":,"dst":,"chunks":,"op":} and "copy" or "reduce".
-        n += 39 + digits(t.step) + digits(t.src) + digits(t.dst) + chunks;
-        n += match t.op {
-            super::Op::Copy => 6,
-            super::Op::Reduce => 8,
-        };
-        if let Some(p) = t.path {
-            n += 8 + list_json_len(p, Form::Explicit); // ,"path":
-        }
-        if let Some(d) = t.dst_chunks {
-            n += 14 + list_json_len(d, form); // ,"dst_chunks":
-        }
+        n += super::wire::transfer_json_len(&t, form, chunks);
     }
     n
 }

@@ -1,8 +1,10 @@
 //! How a schedule is written as JSON and read back: the compact form every writer emits (a
-//! chunk list as runs `{"start", "count", "stride"}` where that is shorter, the conditions
-//! left out where the collective implies them) and the explicit form (`Form::Explicit`: every
-//! chunk id listed, both conditions written out), which every reader of v1 takes. Both are
-//! `ccsynth.schedule.v1` (docs/FORMAT.md, "Compact form").
+//! transfer as a row `[step, src, dst, chunks, op]`, a chunk list's runs as ranges `[start,
+//! count, stride]` where that is shorter, the conditions left out where the collective implies
+//! them) and the explicit form (`Form::Explicit`: transfer objects, every chunk id listed, both
+//! conditions written out), which every reader of v1 takes. Readers take both, and the range
+//! objects `{"start", "count", "stride"}` written before rows. All are `ccsynth.schedule.v1`
+//! (docs/FORMAT.md, "Compact form").
 
 use super::{Schedule, TransferRef, Transfers};
 use crate::collective::{Collective, CollectiveKind, Pairs};
@@ -14,10 +16,11 @@ use serde::{Deserialize, Serialize};
 /// Which JSON a writer emits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
-    /// Runs of evenly spaced chunks as ranges, implied conditions left out: what ccsynth writes.
+    /// Transfers as rows, runs of evenly spaced chunks as ranges, implied conditions left out:
+    /// what ccsynth writes.
     Compact,
-    /// Every chunk id listed and both conditions written: what readers before the compact form
-    /// take (`ccsynth export --format explicit`, `?format=explicit`).
+    /// Transfer objects, every chunk id listed and both conditions written: what readers before
+    /// the compact form take (`ccsynth export --format explicit`, `?format=explicit`).
     Explicit,
 }
 
@@ -39,9 +42,9 @@ impl Item {
     fn json_len(self) -> u64 {
         match self {
             Item::One(c) => digits(c),
-            // {"start":S,"count":N} and ,"stride":D unless 1.
+            // [S,N] and ,D unless 1.
             Item::Run { start, count, stride } => {
-                19 + digits(start) + digits(count) + if stride == 1 { 0 } else { 10 + digits(stride) }
+                3 + digits(start) + digits(count) + if stride == 1 { 0 } else { 1 + digits(stride) }
             }
         }
     }
@@ -104,11 +107,11 @@ impl Serialize for Item {
         match *self {
             Item::One(c) => s.serialize_u32(c),
             Item::Run { start, count, stride } => {
-                let mut r = s.serialize_struct("Run", if stride == 1 { 2 } else { 3 })?;
-                r.serialize_field("start", &start)?;
-                r.serialize_field("count", &count)?;
+                let mut r = s.serialize_seq(Some(if stride == 1 { 2 } else { 3 }))?;
+                r.serialize_element(&start)?;
+                r.serialize_element(&count)?;
                 if stride != 1 {
-                    r.serialize_field("stride", &stride)?;
+                    r.serialize_element(&stride)?;
                 }
                 r.end()
             }
@@ -119,7 +122,8 @@ impl Serialize for Item {
 /// Entries one range may expand to: every chunk and scratch slot a schedule can have.
 pub const MAX_RUN: u64 = (limits::MAX_CHUNKS as u64) * 2;
 
-/// Reads a chunk list in either form: an array of chunk ids and ranges, mixed freely. A range
+/// Reads a chunk list in either form: an array of chunk ids and ranges (`[start, count]`,
+/// `[start, count, stride]` or the object `{"start", "count", "stride"}`), mixed freely. A range
 /// is checked before it is expanded: at least one chunk, a stride of at least 1, no entry past
 /// 2^32 - 1, and at most `MAX_RUN` entries.
 pub(super) fn read_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
@@ -127,7 +131,7 @@ pub(super) fn read_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::
     impl<'de> Visitor<'de> for List {
         type Value = Vec<u32>;
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an array of chunk ids and ranges {\"start\", \"count\", \"stride\"}")
+            f.write_str("an array of chunk ids and ranges [start, count, stride]")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u32>, A::Error> {
             let mut out: Vec<u32> = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 12));
@@ -159,7 +163,7 @@ impl<'de> Deserialize<'de> for Entry {
         impl<'de> Visitor<'de> for V {
             type Value = Entry;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a chunk id (u32) or a range {\"start\", \"count\", \"stride\"}")
+                f.write_str("a chunk id (u32) or a range [start, count, stride]")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Entry, E> {
                 u32::try_from(v)
@@ -185,28 +189,40 @@ impl<'de> Deserialize<'de> for Entry {
                 }
                 let start = start.ok_or_else(|| de::Error::missing_field("start"))?;
                 let count = count.ok_or_else(|| de::Error::missing_field("count"))?;
-                let stride = stride.unwrap_or(1);
-                if count == 0 {
-                    return Err(de::Error::custom("a range of count 0: expected at least 1 chunk"));
+                run(start, count, stride.unwrap_or(1)).map_err(de::Error::custom)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Entry, A::Error> {
+                const WHAT: &str = "a range [start, count] or [start, count, stride]";
+                let start = seq.next_element::<u32>()?.ok_or_else(|| de::Error::invalid_length(0, &WHAT))?;
+                let count = seq.next_element::<u32>()?.ok_or_else(|| de::Error::invalid_length(1, &WHAT))?;
+                let stride = seq.next_element::<u32>()?.unwrap_or(1);
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(4, &WHAT));
                 }
-                if stride == 0 {
-                    return Err(de::Error::custom("a range of stride 0: expected at least 1"));
-                }
-                let last = (count as u64 - 1) * stride as u64 + start as u64;
-                if last > u32::MAX as u64 {
-                    return Err(de::Error::custom(format_args!(
-                        "a range from {start} of {count} chunks {stride} apart ends at {last}, past {}",
-                        u32::MAX
-                    )));
-                }
-                if count as u64 > MAX_RUN {
-                    return Err(de::Error::custom(format_args!("a range of {count} chunks: at most {MAX_RUN}")));
-                }
-                Ok(Entry(Item::Run { start, count, stride }))
+                run(start, count, stride).map_err(de::Error::custom)
             }
         }
         d.deserialize_any(V)
     }
+}
+
+/// A range as read, checked before it is expanded: at least one chunk, a stride of at least 1,
+/// no entry past 2^32 - 1, at most `MAX_RUN` entries.
+fn run(start: u32, count: u32, stride: u32) -> Result<Entry, String> {
+    if count == 0 {
+        return Err("a range of count 0: expected at least 1 chunk".into());
+    }
+    if stride == 0 {
+        return Err("a range of stride 0: expected at least 1".into());
+    }
+    let last = (count as u64 - 1) * stride as u64 + start as u64;
+    if last > u32::MAX as u64 {
+        return Err(format!("a range from {start} of {count} chunks {stride} apart ends at {last}, past {}", u32::MAX));
+    }
+    if count as u64 > MAX_RUN {
+        return Err(format!("a range of {count} chunks: at most {MAX_RUN}"));
+    }
+    Ok(Entry(Item::Run { start, count, stride }))
 }
 
 /// Whether `s`'s conditions are the ones its collective object implies (not a custom
@@ -281,15 +297,35 @@ impl Serialize for TransfersIn<'_> {
     }
 }
 
-/// A transfer as one form writes it (`TransferRef`'s `Serialize`: the compact form).
+/// A transfer as one form writes it (`TransferRef`'s `Serialize`: the compact form). Compact:
+/// a row `[step, src, dst, chunks, op]`, with the path as a sixth entry when it has one; an
+/// object where it writes into other slots (`dst_chunks`, rare) and in the explicit form.
 pub(super) struct WrittenTransfer<'a> {
     pub(super) t: TransferRef<'a>,
     pub(super) form: Form,
 }
 
+impl WrittenTransfer<'_> {
+    fn as_row(&self) -> bool {
+        self.form == Form::Compact && self.t.dst_chunks.is_none()
+    }
+}
+
 impl Serialize for WrittenTransfer<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let t = &self.t;
+        if self.as_row() {
+            let mut r = s.serialize_seq(Some(5 + usize::from(t.path.is_some())))?;
+            r.serialize_element(&t.step)?;
+            r.serialize_element(&t.src)?;
+            r.serialize_element(&t.dst)?;
+            r.serialize_element(&ListIn(t.chunks, self.form))?;
+            r.serialize_element(&t.op)?;
+            if let Some(p) = t.path {
+                r.serialize_element(p)?;
+            }
+            return r.end();
+        }
         let n = 5 + usize::from(t.path.is_some()) + usize::from(t.dst_chunks.is_some());
         let mut m = s.serialize_struct("Transfer", n)?;
         m.serialize_field("step", &t.step)?;
@@ -304,6 +340,56 @@ impl Serialize for WrittenTransfer<'_> {
             m.serialize_field("dst_chunks", &ListIn(d, self.form))?;
         }
         m.end()
+    }
+}
+
+/// Characters of one transfer's JSON in `form`, its chunk list's (`chunks`) already counted.
+pub(super) fn transfer_json_len(t: &TransferRef<'_>, form: Form, chunks: u64) -> u64 {
+    let op = match t.op {
+        super::Op::Copy => 6,
+        super::Op::Reduce => 8,
+    };
+    let fields = digits(t.step) + digits(t.src) + digits(t.dst) + chunks + op;
+    if (WrittenTransfer { t: *t, form }).as_row() {
+        // [,,,,] and ,PATH.
+        return 6 + fields + t.path.map_or(0, |p| 1 + list_json_len(p, Form::Explicit));
+    }
+    // {"step":,"src":,"dst":,"chunks":,"op":}, ,"path": and ,"dst_chunks":.
+    39 + fields
+        + t.path.map_or(0, |p| 8 + list_json_len(p, Form::Explicit))
+        + t.dst_chunks.map_or(0, |d| 14 + list_json_len(d, form))
+}
+
+/// What reads a transfer: its object (as derived, `strict`) or a row `[step, src, dst, chunks,
+/// op]` or `[step, src, dst, chunks, op, path]`. Nothing else: an array of another length, or
+/// of other types, is an error naming the entry.
+impl<'de> Deserialize<'de> for super::Transfer {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<super::Transfer, D::Error> {
+        struct V;
+        const WHAT: &str = "a transfer: an object, or a row [step, src, dst, chunks, op] or [step, src, dst, chunks, op, path]";
+        impl<'de> Visitor<'de> for V {
+            type Value = super::Transfer;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(WHAT)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<super::Transfer, A::Error> {
+                <super::Transfer as crate::strict::Derived>::derived(de::value::MapAccessDeserializer::new(map))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<super::Transfer, A::Error> {
+                let missing = |n: usize| de::Error::invalid_length(n, &WHAT);
+                let step = seq.next_element::<u32>()?.ok_or_else(|| missing(0))?;
+                let src = seq.next_element::<u32>()?.ok_or_else(|| missing(1))?;
+                let dst = seq.next_element::<u32>()?.ok_or_else(|| missing(2))?;
+                let chunks = seq.next_element::<super::ChunkList>()?.ok_or_else(|| missing(3))?;
+                let op = seq.next_element::<super::Op>()?.ok_or_else(|| missing(4))?;
+                let path = seq.next_element::<super::Route>()?;
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::invalid_length(7, &WHAT));
+                }
+                Ok(super::Transfer { step, src, dst, chunks, op, path, dst_chunks: None })
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -434,18 +520,20 @@ mod tests {
     fn runs_are_written_where_shorter() {
         assert_eq!(json(&[]), "[]");
         assert_eq!(json(&[7]), "[7]");
-        assert_eq!(json(&[0, 4, 8, 12]), "[0,4,8,12]");
+        // As a range, "[0,4,4]" is as long as the ids, and a range must be shorter.
+        assert_eq!(json(&[0, 4, 8]), "[0,4,8]");
+        assert_eq!(json(&[0, 4, 8, 12]), "[[0,4,4]]");
         let every_fourth: Vec<u32> = (0..64).map(|k| 3 + 4 * k).collect();
-        assert_eq!(json(&every_fourth), r#"[{"start":3,"count":64,"stride":4}]"#);
+        assert_eq!(json(&every_fourth), "[[3,64,4]]");
         let consecutive: Vec<u32> = (100..140).collect();
-        assert_eq!(json(&consecutive), r#"[{"start":100,"count":40}]"#);
+        assert_eq!(json(&consecutive), "[[100,40]]");
         // A stray id before a run, a descending tail, and two runs of different strides.
         let mut mixed = vec![5];
         mixed.extend(100..130);
         mixed.extend([9, 8]);
         mixed.extend((0..20).map(|k| 1000 + 7 * k));
-        assert_eq!(json(&mixed), r#"[5,{"start":100,"count":30},9,8,{"start":1000,"count":20,"stride":7}]"#);
-        for list in [vec![], vec![7], every_fourth, consecutive, mixed] {
+        assert_eq!(json(&mixed), "[5,[100,30],9,8,[1000,20,7]]");
+        for list in [vec![], vec![7], vec![0, 4, 8, 12], every_fourth, consecutive, mixed] {
             assert_eq!(read(&json(&list)).unwrap(), list);
             assert_eq!(list_json_len(&list, Form::Compact), json(&list).len() as u64);
             assert_eq!(list_json_len(&list, Form::Explicit), serde_json::to_string(&list).unwrap().len() as u64);
@@ -456,7 +544,18 @@ mod tests {
     fn a_bad_range_is_refused_before_it_is_expanded() {
         assert_eq!(read(r#"[{"start":4,"count":3,"stride":2}]"#).unwrap(), vec![4, 6, 8]);
         assert_eq!(read(r#"[1,{"count":2,"start":4}]"#).unwrap(), vec![1, 4, 5]);
+        // Ranges as arrays, mixed with objects and ids.
+        assert_eq!(read(r#"[[4,3,2],1,[7,2],{"start":0,"count":1}]"#).unwrap(), vec![4, 6, 8, 1, 7, 8, 0]);
         for (text, says) in [
+            ("[[4,0]]", "count 0"),
+            ("[[4,2,0]]", "stride 0"),
+            ("[[4294967290,3,3]]", "past 4294967295"),
+            ("[[0,4000000000]]", "at most 67108864"),
+            ("[[4]]", "invalid length 1, expected a range [start, count]"),
+            ("[[]]", "invalid length 0"),
+            ("[[4,1,1,1]]", "invalid length 4"),
+            ("[[4,-1]]", "expected u32"),
+            ("[[4,\"2\"]]", "expected u32"),
             (r#"[{"start":4,"count":0}]"#, "count 0"),
             (r#"[{"start":4,"count":2,"stride":0}]"#, "stride 0"),
             (r#"[{"start":4294967290,"count":3,"stride":3}]"#, "past 4294967295"),

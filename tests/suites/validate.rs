@@ -345,7 +345,8 @@ fn the_report_is_capped_but_counts_everything() {
 
 #[test]
 fn unknown_fields_and_bad_formats_are_parse_errors() {
-    let good = serde_json::to_value(ag3()).unwrap();
+    // Transfers as objects (the compact form writes rows, which have no fields to add).
+    let good = serde_json::to_value(ag3().written(ccsynth::schedule::Form::Explicit)).unwrap();
     // Unknown top-level fields (producer statistics) are ignored.
     let mut v = good.clone();
     v["stats"] = serde_json::json!({"synthesis_ms": 3});
@@ -363,6 +364,8 @@ fn unknown_fields_and_bad_formats_are_parse_errors() {
         ("topology", &|v| v["topology"]["colour"] = 1.into()),
         ("format", &|v| v["format"] = "ccsynth.schedule.v0".into()),
         ("transfers[1].op", &|v| v["transfers"][1]["op"] = "send".into()),
+        ("transfers[2]", &|v| v["transfers"][2] = serde_json::json!([0, 1, 2])),
+        ("transfers[2][4]", &|v| v["transfers"][2] = serde_json::json!([0, 1, 2, [0], "send"])),
     ] {
         let mut v = good.clone();
         mutate(&mut v);

@@ -248,11 +248,23 @@ fn synth_prints_a_validated_schedule_with_bounds_and_stats() {
 }
 
 /// The schedule JSON is the same wherever it goes: a pipe, stdout redirected to a file (written
-/// in larger pieces there) and `--out`. 2.7 MB, so the file's buffer fills more than once.
+/// in larger pieces there) and `--out`. 2.7 MB in the explicit form (1.1 MB compact), so the
+/// file's buffer fills more than once.
 #[test]
 fn synth_writes_the_same_schedule_to_a_pipe_a_file_and_out() {
-    let args =
-        ["synth", "--algo", "greedy", "--topology", "torus:12x12", "--collective", "all_reduce", "--size", "64MiB"];
+    let args = [
+        "synth",
+        "--algo",
+        "greedy",
+        "--topology",
+        "torus:12x12",
+        "--collective",
+        "all_reduce",
+        "--size",
+        "64MiB",
+        "--format",
+        "explicit",
+    ];
     let dir = std::env::temp_dir().join(format!("ccsynth-where-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (redirected, out) = (dir.join("stdout.json"), dir.join("out.json"));

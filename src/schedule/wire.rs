@@ -366,7 +366,8 @@ pub(super) fn transfer_json_len(t: &TransferRef<'_>, form: Form, chunks: u64) ->
 impl<'de> Deserialize<'de> for super::Transfer {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<super::Transfer, D::Error> {
         struct V;
-        const WHAT: &str = "a transfer: an object, or a row [step, src, dst, chunks, op] or [step, src, dst, chunks, op, path]";
+        const WHAT: &str =
+            "a transfer: an object, or a row [step, src, dst, chunks, op] or [step, src, dst, chunks, op, path]";
         impl<'de> Visitor<'de> for V {
             type Value = super::Transfer;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {

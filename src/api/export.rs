@@ -210,6 +210,25 @@ async fn build(
         Ok(None) => return Err(ExportFail::NotFound(id.to_string())),
         Err(e) => return Err(ExportFail::Internal(e.to_string())),
     };
+    // A format's limits that its counts already break refuse a packed schedule before it is
+    // decoded (the same error the export gives): torus:128x128's all-reduce decodes to 1.6 GB
+    // in seconds only for its 33 M transfers to be past what a plan holds.
+    let outlined = tokio::task::spawn_blocking(move || {
+        let fits = body.outline().map(|(outline, transfers)| match format {
+            ExportFormat::MscclXml => engine::msccl_fits(&outline, transfers),
+            ExportFormat::MscclppJson => engine::mscclpp_fits(&outline, transfers),
+            ExportFormat::ChakraEt => engine::chakra_fits(transfers),
+            ExportFormat::ChromeTrace | ExportFormat::TimelineSvg => Ok(()),
+        });
+        (body, fits)
+    });
+    let (body, fits) = super::until_stopped(st, outlined)
+        .await
+        .map_err(|_| ExportFail::ShuttingDown)?
+        .map_err(|e| ExportFail::Internal(e.to_string()))?;
+    if let Some(Err(e)) = fits {
+        return Err(ExportFail::Unprocessable(InputError::new("format", e.to_string())));
+    }
     let budget = st.config.export_memory_mb.max(1);
     let mib = (body.json_len() as u64 * peak_per_byte(format)).div_ceil(1 << 20).clamp(1, budget as u64) as u32;
     if st.export_budget.available_permits() < mib as usize {

@@ -11,7 +11,7 @@ use crate::schedule::Schedule;
 /// valid, or when the file would break a limit of the executor (each error names it).
 pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> {
     use crate::export::msccl;
-    msccl::fits(s).map_err(|e| Error::refused(Refuser::MscclXml, e))?;
+    msccl_fits(s, s.transfers.len())?;
     require_valid(s)?;
     msccl::to_xml(s, opts).map_err(|e| Error::refused(Refuser::MscclXml, e))
 }
@@ -22,7 +22,7 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
 /// is not valid, or when the plan would break a limit (each error names it).
 pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
     use crate::export::mscclpp;
-    mscclpp::fits(s).map_err(|e| Error::refused(Refuser::MscclppPlan, e))?;
+    mscclpp_fits(s, s.transfers.len())?;
     require_valid(s)?;
     mscclpp::to_plan(s, opts).map_err(|e| match e {
         // The caller's choice, not a limit of the executor.
@@ -37,15 +37,33 @@ pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Err
 /// (field `prefix`).
 pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
     use crate::export::chakra::{self, ChakraError};
-    if s.transfers.len() > chakra::MAX_TRANSFERS {
-        let e = ChakraError::TooManyTransfers { transfers: s.transfers.len() };
-        return Err(Error::refused(Refuser::ChakraEt, e));
-    }
+    chakra_fits(s.transfers.len())?;
     require_valid(s)?;
     chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
         ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
         e => Error::refused(Refuser::ChakraEt, e),
     })
+}
+
+/// The cheap first test of `export_msccl`, on a schedule's outline: `s` without its transfer
+/// list (or with it) and the number of its transfers. A service holding a schedule packed
+/// refuses with it before decoding the schedule (the same error `export_msccl` gives).
+pub fn msccl_fits(s: &Schedule, transfers: usize) -> Result<(), Error> {
+    crate::export::msccl::fits_outline(s, transfers).map_err(|e| Error::refused(Refuser::MscclXml, e))
+}
+
+/// `msccl_fits` for `export_mscclpp`.
+pub fn mscclpp_fits(s: &Schedule, transfers: usize) -> Result<(), Error> {
+    crate::export::mscclpp::fits_outline(s, transfers).map_err(|e| Error::refused(Refuser::MscclppPlan, e))
+}
+
+/// `msccl_fits` for `export_chakra`: its only limit known before the schedule is read.
+pub fn chakra_fits(transfers: usize) -> Result<(), Error> {
+    use crate::export::chakra::{ChakraError, MAX_TRANSFERS};
+    if transfers > MAX_TRANSFERS {
+        return Err(Error::refused(Refuser::ChakraEt, ChakraError::TooManyTransfers { transfers }));
+    }
+    Ok(())
 }
 
 /// The files of a Chakra export as one tar archive.

@@ -245,10 +245,15 @@ fn collective_name(c: &Collective, target: MscclTarget) -> Result<&'static str, 
 /// send and a receive step, and the executor's reader keeps at most `MAX_NODES_PER_RANK`
 /// nodes per rank.
 pub fn fits(s: &Schedule) -> Result<(), MscclError> {
+    fits_outline(s, s.transfers.len())
+}
+
+/// `fits` for a schedule of `transfers` transfers whose list `s` may leave out (an outline).
+pub fn fits_outline(s: &Schedule, transfers: usize) -> Result<(), MscclError> {
     let ranks = s.topology.npus().max(1);
     let max = ranks * MAX_NODES_PER_RANK;
-    if s.transfers.len().saturating_mul(2) > max {
-        return Err(MscclError::TooLarge { transfers: s.transfers.len(), ranks, max_steps: max });
+    if transfers.saturating_mul(2) > max {
+        return Err(MscclError::TooLarge { transfers, ranks, max_steps: max });
     }
     // The writer tracks where every slot of every rank lives: bound that table (12 bytes a
     // cell) before building it.

@@ -136,13 +136,18 @@ impl ChanType {
 /// A cheap first test, before the schedule is validated: every message is at least three
 /// operations (`put`, `nop`, `signal`), and the writer tracks every (rank, slot).
 pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
+    fits_outline(s, s.transfers.len())
+}
+
+/// `fits` for a schedule of `transfers` transfers whose list `s` may leave out (an outline).
+pub fn fits_outline(s: &Schedule, transfers: usize) -> Result<(), MscclppError> {
     let ranks = s.topology.npus().max(1);
     let max_ops = ranks.saturating_mul(MAX_TBS * MAX_OPS);
-    if s.transfers.len().saturating_mul(3) > max_ops {
-        return Err(MscclppError::TooLarge { transfers: s.transfers.len(), ranks, max_ops });
+    if transfers.saturating_mul(3) > max_ops {
+        return Err(MscclppError::TooLarge { transfers, ranks, max_ops });
     }
-    if s.transfers.len() > MAX_TRANSFERS {
-        return Err(MscclppError::TooManyTransfers { transfers: s.transfers.len(), max: MAX_TRANSFERS });
+    if transfers > MAX_TRANSFERS {
+        return Err(MscclppError::TooManyTransfers { transfers, max: MAX_TRANSFERS });
     }
     let cells = ranks.saturating_mul(s.slots());
     if cells > crate::export::msccl::MAX_TRACKED_CELLS {

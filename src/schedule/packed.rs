@@ -146,6 +146,27 @@ pub fn decode(bytes: &[u8], fix_header: impl FnOnce(&str) -> String) -> Result<S
     Ok(s)
 }
 
+/// The header of a packed body read as a schedule (as `fix_header` makes it: no conditions,
+/// no transfers) and how many transfers the body holds, without decoding its conditions or its
+/// transfers: what a cheap check (an export's limits) reads before the whole is decoded.
+pub fn outline(bytes: &[u8], fix_header: impl FnOnce(&str) -> String) -> Result<(Schedule, usize), String> {
+    let p = split(bytes)?;
+    let s = Schedule::from_json(&fix_header(p.header)).map_err(|e| format!("header: {e}"))?;
+    let mut r = Reader(p.rest);
+    let skip_runs = |r: &mut Reader| -> Result<(), String> {
+        let n = r.len()?;
+        r.take(n.checked_mul(12).ok_or("count overflows")?)?;
+        Ok(())
+    };
+    skip_runs(&mut r)?;
+    if Reader(r.0).u64()? == SAME {
+        r.u64()?;
+    } else {
+        skip_runs(&mut r)?;
+    }
+    Ok((s, r.len()?))
+}
+
 /// A condition as runs of consecutive chunks at one NPU: an all-reduce's 4 M pairs on 1024
 /// NPUs are 1024 runs.
 fn put_runs(out: &mut Vec<u8>, pairs: &Pairs) {
@@ -434,6 +455,31 @@ mod tests {
         let back = decode(&packed(&same), str::to_string).unwrap();
         assert!(crate::collective::Pairs::ptr_eq(&back.precondition, &back.postcondition));
         assert_eq!(back, same);
+    }
+
+    #[test]
+    fn an_outline_is_the_header_and_the_transfer_count() {
+        let s = sample();
+        let mut same = s.clone();
+        same.postcondition = same.precondition.clone();
+        for s in [s, same] {
+            let bytes = packed(&s);
+            let (outline, n) = outline(&bytes, str::to_string).unwrap();
+            assert_eq!(n, s.transfers.len());
+            assert!(outline.transfers.is_empty() && outline.precondition.is_empty());
+            assert_eq!((&outline.topology, &outline.collective), (&s.topology, &s.collective));
+            assert_eq!((outline.num_chunks, outline.slots()), (s.num_chunks, s.slots()));
+            // Cut anywhere, it is an error or the same count: never a wrong count or a panic.
+            for cut in 0..bytes.len() {
+                if let Ok((_, m)) = outline_at(&bytes[..cut]) {
+                    assert_eq!(m, n, "cut at {cut}");
+                }
+            }
+        }
+    }
+
+    fn outline_at(bytes: &[u8]) -> Result<(Schedule, usize), String> {
+        outline(bytes, str::to_string)
     }
 
     #[test]

@@ -337,3 +337,42 @@ fn a_rank_outside_the_plan_is_the_callers_error_naming_the_ranks() {
     let text = e.to_string();
     assert!(text.contains("rank") && text.contains("rank 4 is not a rank of the plan: its ranks are 0..4"), "{text}");
 }
+
+/// Each export's cheap first test on an outline (the schedule's fields without its transfer
+/// list, and how many transfers it has: what the service reads of a packed schedule before it
+/// decodes it) refuses exactly as the export of the whole schedule does, and lets through what
+/// that test lets through.
+#[test]
+fn an_outline_is_refused_as_the_whole_schedule_is() {
+    use ccsynth::schedule::Transfer;
+    let t = topo("ring:2");
+    let c = ccsynth::collective::Collective::build(&CollectiveSpec::new(K::AllGather, 1 << 10), &t).unwrap();
+    // 4,097 messages on two ranks: past MSCCL's 8,192 steps (a send and a receive each) and
+    // below MSCCL++'s 13,824 operations; 4,609 past those too; 2^22 + 1 past Chakra's limit.
+    let mut refused = [false; 3];
+    for n in [4_097usize, 4_609, (1 << 22) + 1] {
+        let mut s = Schedule::new(t.clone(), &c, "test");
+        for i in 0..n {
+            s.transfers.push(Transfer::copy(i as u32, i % 2, 1 - i % 2, [(i % 2) as u32]));
+        }
+        let outline = Schedule::new(t.clone(), &c, "test");
+        let message = |r: Result<String, engine::Error>| r.err().map(|e| (e.kind(), e.to_string()));
+        let cheap = |r: Result<(), engine::Error>| r.err().map(|e| (e.kind(), e.to_string()));
+        let tests = [
+            (cheap(engine::msccl_fits(&outline, n)), message(engine::export_msccl(&s, &Default::default()))),
+            (
+                cheap(engine::mscclpp_fits(&outline, n)),
+                message(engine::export_mscclpp(&s, &MscclppOptions::default())),
+            ),
+            (cheap(engine::chakra_fits(n)), message(engine::export_chakra(&s, "p", None).map(|_| String::new()))),
+        ];
+        for (i, (cheap, whole)) in tests.into_iter().enumerate() {
+            if let Some(refusal) = cheap {
+                assert_eq!(refusal.0, engine::ErrorKind::Refused);
+                assert_eq!(whole, Some(refusal), "{n} transfers, format {i}");
+                refused[i] = true;
+            }
+        }
+    }
+    assert_eq!(refused, [true; 3], "each cheap test refuses one of these");
+}

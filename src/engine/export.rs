@@ -22,7 +22,7 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
 /// is not valid, or when the plan would break a limit (each error names it).
 pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
     use crate::export::mscclpp;
-    mscclpp_fits(s, s.transfers.len())?;
+    mscclpp::fits(s).map_err(|e| Error::refused(Refuser::MscclppPlan, e))?;
     require_valid(s)?;
     mscclpp::to_plan(s, opts).map_err(|e| match e {
         // The caller's choice, not a limit of the executor.

@@ -107,6 +107,14 @@ pub enum MscclppError {
         "the schedule has {transfers} transfers; the plan writer takes at most {max} (it builds the whole plan in memory)"
     )]
     TooManyTransfers { transfers: usize, max: usize },
+    #[error(
+        "NPU {npu} needs at least {tbs} thread blocks (at least {ops} operations: a handshake per peer, three per message it sends or lands); at most {MAX_TBS} can be resident at once, with at most {MAX_OPS} operations each"
+    )]
+    TooManyThreadBlocksAtLeast { npu: u32, tbs: usize, ops: usize },
+    #[error(
+        "GPU {gpu} needs at least {tbs} thread blocks by step {step} of the schedule (each of its operations so far one of at most {MAX_OPS} a block); at most {MAX_TBS} can be resident at once"
+    )]
+    TooManyThreadBlocksBy { gpu: u32, tbs: usize, step: u32 },
     #[error("{ranks} ranks × {slots} chunk slots is more than the {max} (rank, slot) cells the plan writer tracks")]
     TooManyCells { ranks: usize, slots: usize, max: usize },
     #[error("the collective does not build: {0}")]
@@ -136,7 +144,86 @@ impl ChanType {
 /// A cheap first test, before the schedule is validated: every message is at least three
 /// operations (`put`, `nop`, `signal`), and the writer tracks every (rank, slot).
 pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
-    fits_outline(s, s.transfers.len())
+    fits_outline(s, s.transfers.len())?;
+    let (npu, tbs, ops) = fewest_thread_blocks(s)
+        .into_iter()
+        .enumerate()
+        .fold((0, 0, 0), |best, (v, (t, o))| if t > best.1 { (v, t, o) } else { best });
+    if tbs > MAX_TBS {
+        return Err(MscclppError::TooManyThreadBlocksAtLeast { npu: npu as u32, tbs, ops });
+    }
+    Ok(())
+}
+
+/// Per NPU, at least how many thread blocks and operations its part of the plan takes, from
+/// the schedule's messages alone (one pass, nothing laid out): each lane (a peer it sends to,
+/// one it receives from) opens with one handshake operation, a message hop sent over a memory
+/// channel is at least `put`, `nop`, `signal` (a port channel's at least one `pwsf`), a hop
+/// received at least `wait`, and where it lands `nop` and a copy or reduce; a lane of n
+/// operations is at least ⌈n / `MAX_OPS`⌉ thread blocks. Local moves and final copies count
+/// nothing. A torus:32x32 all-gather's plan took 10 s and 3 GB to be refused for 136 thread
+/// blocks; this refuses it at once. Nodes outside the topology are skipped (the validator
+/// names them).
+pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
+    let topo = &s.topology;
+    let n = topo.nodes();
+    // Per ordered pair of NPUs (a hop's ends): messages, and whether any crosses a switch
+    // (the pair is then a port channel, as `Builder::channel_types` decides).
+    let mut pairs: HashMap<(u32, u32), (usize, bool)> = HashMap::new();
+    // Per NPU and peer it receives from: the hops received, and those that land there.
+    let mut recv: HashMap<(u32, u32), (usize, usize)> = HashMap::new();
+    for t in s.transfers.iter() {
+        if t.src == t.dst {
+            continue;
+        }
+        let path: Vec<u32> = match t.path {
+            Some(p) => p.to_vec(),
+            None => vec![t.src, t.dst],
+        };
+        let mut from = t.src;
+        let mut switched = false;
+        let npus: Vec<(u32, bool)> = path[1..]
+            .iter()
+            .filter_map(|&v| {
+                if (v as usize) >= n {
+                    return None;
+                }
+                if topo.is_npu(v as usize) {
+                    let hop = (v, switched);
+                    switched = false;
+                    Some(hop)
+                } else {
+                    switched = true;
+                    None
+                }
+            })
+            .collect();
+        for (i, &(to, port)) in npus.iter().enumerate() {
+            let e = pairs.entry((from, to)).or_insert((0, false));
+            e.0 += 1;
+            e.1 |= port;
+            let r = recv.entry((to, from)).or_insert((0, 0));
+            r.0 += 1;
+            if i + 1 == npus.len() {
+                r.1 += 1;
+            }
+            from = to;
+        }
+    }
+    let mut out = vec![(0usize, 0usize); n];
+    let mut add = |v: u32, ops: usize| {
+        if let Some(x) = out.get_mut(v as usize) {
+            x.0 += ops.div_ceil(MAX_OPS);
+            x.1 += ops;
+        }
+    };
+    for (&(a, _), &(msgs, port)) in &pairs {
+        add(a, 1 + msgs * if port { 1 } else { 3 });
+    }
+    for (&(v, _), &(hops, landed)) in &recv {
+        add(v, 1 + hops + 2 * landed);
+    }
+    out
 }
 
 /// `fits` for a schedule of `transfers` transfers whose list `s` may leave out (an outline).

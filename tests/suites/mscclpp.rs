@@ -213,11 +213,12 @@ fn a_lane_longer_than_64_operations_continues_in_a_chained_thread_block() {
 #[test]
 fn more_thread_blocks_than_can_be_resident_is_refused_naming_the_limit() {
     // direct all-to-all on fc:64: each GPU sends to 63 peers and receives from 63, one block
-    // each, plus its local block: 127 > 108.
+    // each, plus its local block: 127 > 108. The writer counts the 126 lanes of messages from
+    // the schedule alone, before laying anything out.
     let t = topo("fc:64");
     let s = run(&t, &CollectiveSpec::new(K::AllToAll, 1 << 20), "direct").unwrap();
     let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("GPU 0 needs 127 thread blocks") && e.contains("at most 108"), "{e}");
+    assert!(e.contains("NPU 0 needs at least 126 thread blocks") && e.contains("at most 108"), "{e}");
     // fc:32: 63 blocks, within the limit.
     let t = topo("fc:32");
     let s = run(&t, &CollectiveSpec::new(K::AllToAll, 1 << 20), "direct").unwrap();
@@ -372,4 +373,56 @@ fn an_outline_is_refused_as_the_whole_schedule_is() {
         }
     }
     assert_eq!(refused, [true; 3], "each cheap test refuses one of these");
+}
+
+/// The writer's cheap count of thread blocks (`fewest_thread_blocks`, from the messages alone)
+/// never exceeds what the plan then takes, per GPU, in blocks and in operations: on rings, a
+/// torus, switches (port channels) and a hierarchy, from the baselines and the greedy. And a
+/// schedule it counts past the executor's resident blocks is refused before a plan is built.
+#[test]
+fn the_fewest_thread_blocks_never_exceed_the_plan_s() {
+    use ccsynth::export::mscclpp::{MAX_TBS, fewest_thread_blocks};
+    let cases = [
+        ("ring:8", K::AllGather, "ring"),
+        ("ring:8", K::AllReduce, "ring-bidir"),
+        ("torus:8x8", K::AllReduce, "bucket"),
+        ("torus:4x4", K::ReduceScatter, "greedy"),
+        ("switch:8", K::AllGather, "greedy"),
+        ("switch:6", K::AllToAll, "direct"),
+        ("hier:ring2,fc4,switch4", K::AllReduce, "greedy"),
+        ("mesh:3x3", K::AllReduce, "recursive-doubling"),
+    ];
+    let mut tight = 0;
+    for (spec_text, kind, algorithm) in cases {
+        let t = topo(spec_text);
+        let what = format!("{algorithm} {kind:?} on {spec_text}");
+        let s = run(&t, &CollectiveSpec::new(kind, 1 << 20), algorithm).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let p = plan(&s, &MscclppOptions::default());
+        let fewest = fewest_thread_blocks(&s);
+        for (r, g) in p["gpus"].as_array().unwrap().iter().enumerate() {
+            // The group is every NPU in id order here: rank r is NPU r.
+            let tbs = g["threadblocks"].as_array().unwrap();
+            let ops: usize = tbs.iter().map(|tb| tb["ops"].as_array().unwrap().len()).sum();
+            let (least_tbs, least_ops) = fewest[r];
+            assert!(
+                least_tbs <= tbs.len() && least_ops <= ops,
+                "{what}, GPU {r}: {fewest:?} against {} blocks, {ops} ops",
+                tbs.len()
+            );
+            tight += usize::from(least_tbs * 2 >= tbs.len());
+        }
+    }
+    assert!(tight > 0, "the count is never within half of the plan's blocks");
+    // 3,000 messages between two GPUs: below the whole plan's operation limit (13,824), but
+    // each GPU's 1,500 sends and 1,500 landings take at least 142 blocks of 64 operations.
+    let t = topo("ring:2");
+    let c = ccsynth::collective::Collective::build(&CollectiveSpec::new(K::AllGather, 1 << 10), &t).unwrap();
+    let mut s = Schedule::new(t, &c, "test");
+    for i in 0..3000usize {
+        s.transfers.push(ccsynth::schedule::Transfer::copy(i as u32, i % 2, 1 - i % 2, [(i % 2) as u32]));
+    }
+    assert!(fewest_thread_blocks(&s).iter().all(|&(tbs, _)| tbs > MAX_TBS));
+    let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), engine::ErrorKind::Refused);
+    assert!(e.to_string().contains("needs at least 142 thread blocks"), "{e}");
 }

@@ -422,6 +422,16 @@ fn the_fewest_thread_blocks_never_exceed_the_plan_s() {
         s.transfers.push(ccsynth::schedule::Transfer::copy(i as u32, i % 2, 1 - i % 2, [(i % 2) as u32]));
     }
     assert!(fewest_thread_blocks(&s).iter().all(|&(tbs, _)| tbs > MAX_TBS));
+    // Where the messages alone do not tell (bucket's all-gather on torus:32x32: 127 lanes'
+    // worth of copies into scattered cells), the layout stops at the first step after which a
+    // GPU's operations so far fill more than 108 blocks, not after the whole plan.
+    let t32 = topo("torus:32x32");
+    let b = run(&t32, &CollectiveSpec::new(K::AllGather, 64 << 20), "bucket").unwrap();
+    assert!(fewest_thread_blocks(&b).iter().all(|&(tbs, _)| tbs <= MAX_TBS));
+    let e = engine::export_mscclpp(&b, &MscclppOptions::default()).unwrap_err().to_string();
+    let rounds = b.transfers.iter().map(|t| t.step).max().unwrap();
+    let by = e.split("by step ").nth(1).and_then(|x| x.split(' ').next()).and_then(|x| x.parse::<u32>().ok());
+    assert!(by.is_some_and(|step| step < rounds) && e.contains("at most 108"), "{e} ({rounds} steps)");
     let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err();
     assert_eq!(e.kind(), engine::ErrorKind::Refused);
     assert!(e.to_string().contains("needs at least 142 thread blocks"), "{e}");

@@ -38,15 +38,19 @@
 //!   counted) continues in a new thread block that acquires a semaphore the previous one
 //!   releases as its last op.
 use crate::collective::{Collective, CollectiveKind};
-use crate::export::layout::{Cell, Layout};
+use crate::export::layout::Layout;
 use crate::schedule::Schedule;
 use serde::Serialize;
 use sha2::Digest;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 mod builder;
+mod fits;
+mod ops;
 
-use builder::{Builder, Item, Kind};
+use builder::{Builder, Kind};
+pub use fits::{fewest_thread_blocks, fits, fits_outline};
+use ops::{OpJson, emit, segments};
 
 /// Operations per thread block (`MAX_OPERATION`, checked by the executor).
 pub const MAX_OPS: usize = 64;
@@ -139,109 +143,6 @@ impl ChanType {
             ChanType::Port => "port",
         }
     }
-}
-
-/// A cheap first test, before the schedule is validated: every message is at least three
-/// operations (`put`, `nop`, `signal`), and the writer tracks every (rank, slot).
-pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
-    fits_outline(s, s.transfers.len())?;
-    let (npu, tbs, ops) = fewest_thread_blocks(s)
-        .into_iter()
-        .enumerate()
-        .fold((0, 0, 0), |best, (v, (t, o))| if t > best.1 { (v, t, o) } else { best });
-    if tbs > MAX_TBS {
-        return Err(MscclppError::TooManyThreadBlocksAtLeast { npu: npu as u32, tbs, ops });
-    }
-    Ok(())
-}
-
-/// Per NPU, at least how many thread blocks and operations its part of the plan takes, from
-/// the schedule's messages alone (one pass, nothing laid out): each lane (a peer it sends to,
-/// one it receives from) opens with one handshake operation, a message hop sent over a memory
-/// channel is at least `put`, `nop`, `signal` (a port channel's at least one `pwsf`), a hop
-/// received at least `wait`, and where it lands `nop` and a copy or reduce; a lane of n
-/// operations is at least ⌈n / `MAX_OPS`⌉ thread blocks. Local moves and final copies count
-/// nothing. A torus:32x32 all-gather's plan took 10 s and 3 GB to be refused for 136 thread
-/// blocks; this refuses it at once. Nodes outside the topology are skipped (the validator
-/// names them).
-pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
-    let topo = &s.topology;
-    let n = topo.nodes();
-    // Per ordered pair of NPUs (a hop's ends): messages, and whether any crosses a switch
-    // (the pair is then a port channel, as `Builder::channel_types` decides).
-    let mut pairs: HashMap<(u32, u32), (usize, bool)> = HashMap::new();
-    // Per NPU and peer it receives from: the hops received, and those that land there.
-    let mut recv: HashMap<(u32, u32), (usize, usize)> = HashMap::new();
-    for t in s.transfers.iter() {
-        if t.src == t.dst {
-            continue;
-        }
-        let path: Vec<u32> = match t.path {
-            Some(p) => p.to_vec(),
-            None => vec![t.src, t.dst],
-        };
-        let mut from = t.src;
-        let mut switched = false;
-        let npus: Vec<(u32, bool)> = path[1..]
-            .iter()
-            .filter_map(|&v| {
-                if (v as usize) >= n {
-                    return None;
-                }
-                if topo.is_npu(v as usize) {
-                    let hop = (v, switched);
-                    switched = false;
-                    Some(hop)
-                } else {
-                    switched = true;
-                    None
-                }
-            })
-            .collect();
-        for (i, &(to, port)) in npus.iter().enumerate() {
-            let e = pairs.entry((from, to)).or_insert((0, false));
-            e.0 += 1;
-            e.1 |= port;
-            let r = recv.entry((to, from)).or_insert((0, 0));
-            r.0 += 1;
-            if i + 1 == npus.len() {
-                r.1 += 1;
-            }
-            from = to;
-        }
-    }
-    let mut out = vec![(0usize, 0usize); n];
-    let mut add = |v: u32, ops: usize| {
-        if let Some(x) = out.get_mut(v as usize) {
-            x.0 += ops.div_ceil(MAX_OPS);
-            x.1 += ops;
-        }
-    };
-    for (&(a, _), &(msgs, port)) in &pairs {
-        add(a, 1 + msgs * if port { 1 } else { 3 });
-    }
-    for (&(v, _), &(hops, landed)) in &recv {
-        add(v, 1 + hops + 2 * landed);
-    }
-    out
-}
-
-/// `fits` for a schedule of `transfers` transfers whose list `s` may leave out (an outline).
-pub fn fits_outline(s: &Schedule, transfers: usize) -> Result<(), MscclppError> {
-    let ranks = s.topology.npus().max(1);
-    let max_ops = ranks.saturating_mul(MAX_TBS * MAX_OPS);
-    if transfers.saturating_mul(3) > max_ops {
-        return Err(MscclppError::TooLarge { transfers, ranks, max_ops });
-    }
-    if transfers > MAX_TRANSFERS {
-        return Err(MscclppError::TooManyTransfers { transfers, max: MAX_TRANSFERS });
-    }
-    let cells = ranks.saturating_mul(s.slots());
-    if cells > crate::export::msccl::MAX_TRACKED_CELLS {
-        let max = crate::export::msccl::MAX_TRACKED_CELLS;
-        return Err(MscclppError::TooManyCells { ranks, slots: s.slots(), max });
-    }
-    Ok(())
 }
 
 /// Writes `s` as an MSCCL++ plan (JSON). Crate-private: `s` must be valid (it reads where
@@ -386,50 +287,6 @@ struct TbRemoteRefs {
     remote_buffer_ids: Vec<u32>,
 }
 
-#[derive(Serialize, Clone, Default)]
-struct OpJson {
-    name: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    channel_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    channel_ids: Vec<u32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    src_buff: Vec<BuffRef>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    dst_buff: Vec<BuffRef>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    semaphore_ids: Vec<u32>,
-}
-
-impl OpJson {
-    fn named(name: &'static str) -> OpJson {
-        OpJson { name, ..Default::default() }
-    }
-    fn on(name: &'static str, ty: ChanType) -> OpJson {
-        OpJson { name, channel_type: Some(ty.name()), channel_ids: vec![0], ..Default::default() }
-    }
-}
-
-#[derive(Serialize, Clone)]
-#[serde(untagged)]
-enum BuffRef {
-    Local {
-        #[serde(rename = "type")]
-        ty: &'static str,
-        index: u32,
-        size: u32,
-    },
-    Remote {
-        buffer_id: u32,
-        index: u32,
-        size: u32,
-    },
-}
-
-fn local(c: Cell, size: u32) -> BuffRef {
-    BuffRef::Local { ty: c.buf.letter(), index: c.off, size }
-}
-
 /// The GPUs' sections: channels declared in pairs, each lane's ops with their `nop`s and
 /// semaphore ops, and the lanes cut into thread blocks of at most `MAX_OPS` operations.
 fn write_gpus(b: &mut Builder<'_>) -> Result<Vec<Gpu>, MscclppError> {
@@ -534,172 +391,4 @@ fn clone_refs(c: &[TbRemoteRefs]) -> Vec<TbRemoteRefs> {
             remote_buffer_ids: t.remote_buffer_ids.clone(),
         })
         .collect()
-}
-
-/// A lane's operations, with a `nop` wherever the kernel needs one (see the module doc).
-fn emit(b: &Builder<'_>, lane: usize, ty: ChanType) -> Vec<OpJson> {
-    let lane = &b.lanes[lane];
-    let r = lane.rank as usize;
-    let mut ops: Vec<OpJson> = Vec::new();
-    let mut since = Since::default();
-    let canon = |c: Cell, n: u32| (0..n).map(move |i| b.canonical(r, c.plus(i)));
-    for e in &lane.entries {
-        match &e.item {
-            Item::Acquire(ids) => {
-                for chunk in ids.chunks(MAX_SEMAPHORE_IDS) {
-                    ops.push(OpJson { semaphore_ids: chunk.to_vec(), ..OpJson::named("sem_acquire") });
-                }
-                since.waited = true;
-            }
-            Item::Wait => {
-                ops.push(OpJson::on("wait", ty));
-                since.waited = true;
-            }
-            Item::Signal => {
-                if since.dirty {
-                    since.nop(&mut ops);
-                }
-                ops.push(OpJson::on("signal", ty));
-            }
-            item => {
-                let (reads, writes): (Vec<Run>, Vec<Run>) = match item {
-                    Item::Put { pieces } => (pieces.iter().map(|&(c, _, n)| (c, n)).collect(), Vec::new()),
-                    Item::Copy { src, dst, cnt } => (vec![(*src, *cnt)], vec![(*dst, *cnt)]),
-                    Item::Reduce { srcs, dst, cnt } => (vec![(srcs[0], *cnt), (srcs[1], *cnt)], vec![(*dst, *cnt)]),
-                    _ => unreachable!("handled above"),
-                };
-                let r_cells: Vec<Cell> = reads.iter().flat_map(|&(c, n)| canon(c, n)).collect();
-                let w_cells: Vec<Cell> = writes.iter().flat_map(|&(c, n)| canon(c, n)).collect();
-                let conflict = w_cells.iter().any(|c| since.read.contains(c) || since.written.contains(c))
-                    || r_cells.iter().any(|c| since.written.contains(c));
-                // A port put also signals (thread 0): the data before it must be complete.
-                let port_put = matches!(item, Item::Put { .. }) && ty == ChanType::Port;
-                if since.waited || conflict || (port_put && since.dirty) {
-                    since.nop(&mut ops);
-                }
-                ops.push(data_op(item, ty));
-                since.dirty = true;
-                since.read.extend(r_cells);
-                since.written.extend(w_cells);
-            }
-        }
-        if !e.releases.is_empty() {
-            if since.dirty {
-                since.nop(&mut ops);
-            }
-            for chunk in e.releases.chunks(MAX_SEMAPHORE_IDS) {
-                ops.push(OpJson { semaphore_ids: chunk.to_vec(), ..OpJson::named("sem_release") });
-            }
-        }
-    }
-    ops
-}
-
-/// `count` cells from a first one.
-type Run = (Cell, u32);
-
-/// What a thread block did since its last `nop`: a data op ran (only part of it is done in
-/// each thread), a wait or acquire ran (only thread 0 has waited), and the cells read and
-/// written (a later op touching them must not overlap).
-#[derive(Default)]
-struct Since {
-    dirty: bool,
-    waited: bool,
-    read: HashSet<Cell>,
-    written: HashSet<Cell>,
-}
-
-impl Since {
-    fn nop(&mut self, ops: &mut Vec<OpJson>) {
-        ops.push(OpJson::named("nop"));
-        *self = Since::default();
-    }
-}
-
-/// The operation of a data item.
-fn data_op(item: &Item, ty: ChanType) -> OpJson {
-    match item {
-        Item::Put { pieces } => {
-            let src_buff = pieces.iter().map(|&(c, _, n)| local(c, n)).collect();
-            let dst_buff =
-                pieces.iter().map(|&(_, off, n)| BuffRef::Remote { buffer_id: 0, index: off, size: n }).collect();
-            match ty {
-                ChanType::Memory => OpJson { channel_type: Some("memory"), src_buff, dst_buff, ..OpJson::named("put") },
-                ChanType::Port => OpJson { src_buff, dst_buff, ..OpJson::on("pwsf", ty) },
-            }
-        }
-        Item::Copy { src, dst, cnt } => {
-            OpJson { src_buff: vec![local(*src, *cnt)], dst_buff: vec![local(*dst, *cnt)], ..OpJson::named("copy") }
-        }
-        Item::Reduce { srcs, dst, cnt } => OpJson {
-            src_buff: vec![local(srcs[0], *cnt), local(srcs[1], *cnt)],
-            dst_buff: vec![local(*dst, *cnt)],
-            ..OpJson::named("re")
-        },
-        _ => unreachable!("only data items"),
-    }
-}
-
-/// Cuts a lane's operations into thread blocks of at most `MAX_OPS`: each but the last ends
-/// with `nop`, `sem_release` of a fresh semaphore (`next_sem` counts the GPU's), and the next
-/// begins with its `sem_acquire`, `nop`.
-fn segments(ops: Vec<OpJson>, next_sem: &mut u32) -> Vec<Vec<OpJson>> {
-    let mut out: Vec<Vec<OpJson>> = Vec::new();
-    let mut rest = ops.as_slice();
-    let mut opening: Vec<OpJson> = Vec::new();
-    loop {
-        if opening.len() + rest.len() <= MAX_OPS {
-            let mut seg = std::mem::take(&mut opening);
-            seg.extend_from_slice(rest);
-            out.push(seg);
-            return out;
-        }
-        let body = MAX_OPS - opening.len() - 2;
-        let mut seg = std::mem::take(&mut opening);
-        seg.extend_from_slice(&rest[..body]);
-        rest = &rest[body..];
-        let id = *next_sem;
-        *next_sem += 1;
-        if seg.last().is_none_or(|o| o.name != "nop") {
-            seg.push(OpJson::named("nop"));
-        }
-        seg.push(OpJson { semaphore_ids: vec![id], ..OpJson::named("sem_release") });
-        out.push(seg);
-        opening = vec![OpJson { semaphore_ids: vec![id], ..OpJson::named("sem_acquire") }, OpJson::named("nop")];
-        if rest.first().is_some_and(|o| o.name == "nop") {
-            rest = &rest[1..];
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::schedule::Transfer;
-
-    /// Past `MAX_TRANSFERS` the refusal names that limit, not the executor's operation count
-    /// (33 M transfers on 16,384 GPUs fit the executor's 113 M operations by that count).
-    #[test]
-    fn too_many_transfers_for_the_writer_is_told_apart_from_too_many_operations() {
-        let topo = crate::topology::parse_topology("torus:128x128").unwrap();
-        let spec = crate::collective::CollectiveSpec::new(CollectiveKind::AllGather, 1 << 20);
-        let c = Collective::build(&spec, &topo).unwrap();
-        let mut s = Schedule::new(topo, &c, "test");
-        // Empty, it is refused only for the cells its writer would track.
-        assert!(matches!(fits(&s), Err(MscclppError::TooManyCells { ranks: 16384, .. })));
-        for i in 0..=MAX_TRANSFERS as u32 {
-            s.transfers.push(Transfer::copy(i / 16384, (i % 16384) as usize, ((i + 1) % 16384) as usize, [i % 16384]));
-        }
-        let e = fits(&s).unwrap_err();
-        assert_eq!(e, MscclppError::TooManyTransfers { transfers: MAX_TRANSFERS + 1, max: MAX_TRANSFERS });
-        assert!(e.to_string().contains("at most 4194304"), "{e}");
-        // On four GPUs the executor's limit comes first.
-        let topo = crate::topology::parse_topology("ring:4").unwrap();
-        let c = Collective::build(&spec, &topo).unwrap();
-        let mut s = Schedule::new(topo, &c, "test");
-        for i in 0..(4 * MAX_TBS * MAX_OPS / 3 + 1) as u32 {
-            s.transfers.push(Transfer::copy(i, 0, 1, [0]));
-        }
-        assert!(matches!(fits(&s), Err(MscclppError::TooLarge { ranks: 4, .. })));
-    }
 }

@@ -223,56 +223,90 @@ pub fn build_within(
 pub fn in_waves(transfers: &Transfers) -> Transfers {
     // Index-based throughout: a 64×64 ring has 67 M transfers, so the sorts move indices.
     let n = transfers.len();
-    let mut by_step: Vec<u32> = (0..n as u32).collect();
-    by_step.sort_unstable_by_key(|&k| (transfers.step(k as usize), k));
-    let mut wave = vec![0u32; n];
-    let mut next_free: HashMap<(u32, u32), Vec<u64>> = HashMap::default();
-    let mut hops: Vec<(u32, u32)> = Vec::new();
-    let mut i = 0;
-    while i < n {
-        let step = transfers.step(by_step[i] as usize);
-        let mut j = i;
-        while j < n && transfers.step(by_step[j] as usize) == step {
-            j += 1;
+    let steps = transfers.steps();
+    // Counting sort by step (stable: array order within a step).
+    let top = steps.iter().copied().max().map_or(0, |s| s as usize + 1);
+    let mut start = vec![0usize; top + 1];
+    for &s in steps {
+        start[s as usize + 1] += 1;
+    }
+    for s in 0..top {
+        start[s + 1] += start[s];
+    }
+    let mut by_step = vec![0u32; n];
+    {
+        let mut next = start.clone();
+        for (k, &s) in steps.iter().enumerate() {
+            by_step[next[s as usize]] = k as u32;
+            next[s as usize] += 1;
         }
-        // First fit: each message joins the first wave none of its links is used in (per link,
-        // a growable bitset of the waves that use it).
-        next_free.clear();
-        for &k in &by_step[i..j] {
+    }
+    // Per hop (a dense id, stable across steps), a growable bitset of the waves using it in
+    // this step; `touched` clears them for the next (no map or allocation per step).
+    let mut hop_id: HashMap<(u32, u32), u32> = HashMap::default();
+    let mut used: Vec<Vec<u64>> = Vec::new();
+    let mut touched: Vec<u32> = Vec::new();
+    let mut hops: Vec<u32> = Vec::new();
+    let mut wave: Vec<(u32, u32)> = Vec::new();
+    for s in 0..top {
+        let group = &mut by_step[start[s]..start[s + 1]];
+        // First fit: each message joins the first wave none of its links is used in.
+        let mut waves = 0u32;
+        wave.clear();
+        for &k in group.iter() {
             let t = transfers.at(k as usize);
             hops.clear();
+            let mut id = |h: (u32, u32)| {
+                let next = hop_id.len() as u32;
+                *hop_id.entry(h).or_insert(next)
+            };
             match t.path {
-                Some(p) => hops.extend(p.windows(2).map(|w| (w[0], w[1]))),
-                None => hops.push((t.src, t.dst)),
+                Some(p) => hops.extend(p.windows(2).map(|w| id((w[0], w[1])))),
+                None => hops.push(id((t.src, t.dst))),
+            }
+            if used.len() < hop_id.len() {
+                used.resize(hop_id.len(), Vec::new());
             }
             let mut w = 0u32;
-            'search: loop {
+            loop {
                 let word = (w / 64) as usize;
-                let used =
-                    hops.iter().fold(0u64, |m, h| m | next_free.get(h).and_then(|v| v.get(word)).copied().unwrap_or(0));
-                let free = (!used) & (u64::MAX << (w % 64));
+                let taken = hops.iter().fold(0u64, |m, &h| m | used[h as usize].get(word).copied().unwrap_or(0));
+                let free = (!taken) & (u64::MAX << (w % 64));
                 if free != 0 {
                     w = word as u32 * 64 + free.trailing_zeros();
-                    break 'search;
+                    break;
                 }
                 w = (word as u32 + 1) * 64;
             }
             for &h in &hops {
-                let v = next_free.entry(h).or_default();
+                let v = &mut used[h as usize];
+                if v.is_empty() {
+                    touched.push(h);
+                }
                 let word = (w / 64) as usize;
                 if v.len() <= word {
                     v.resize(word + 1, 0);
                 }
                 v[word] |= 1 << (w % 64);
             }
-            wave[k as usize] = w;
+            waves = waves.max(w);
+            wave.push((w, k));
         }
-        i = j;
+        for &h in &touched {
+            used[h as usize].clear();
+        }
+        touched.clear();
+        if waves > 0 {
+            wave.sort_unstable();
+            for (slot, &(_, k)) in group.iter_mut().zip(&wave) {
+                *slot = k;
+            }
+        }
     }
-    let mut order = by_step;
-    order.sort_unstable_by_key(|&k| (transfers.step(k as usize), wave[k as usize], k));
-    drop(wave);
-    transfers.permuted(&order)
+    if by_step.iter().enumerate().all(|(i, &k)| i as u32 == k) {
+        return transfers.clone();
+    }
+    transfers.permuted(&by_step)
 }
 
 /// What an algorithm sees: the topology, the collective, ranks (the group in order), the torus
@@ -383,6 +417,17 @@ impl<'a> Ctx<'a> {
     /// A path along one grid dimension (`delta` signed), or the shortest path off-grid.
     pub fn route_along(&self, u: usize, dim: usize, delta: i64) -> (usize, Option<crate::schedule::Route>) {
         let g = self.grid.as_ref().expect("grid routes need a grid");
+        if delta.abs() == 1 {
+            // The neighbour, without the path's allocations (bucket's 33 M messages on
+            // torus:128x128 each built two vectors here).
+            let stride: usize = g.dims[..dim].iter().product();
+            let d = g.dims[dim] as i64;
+            let c = ((u / stride) % g.dims[dim]) as i64;
+            let v = u - c as usize * stride + (c + delta).rem_euclid(d) as usize * stride;
+            if self.topo.link_index(u, v).is_some() {
+                return (v, None);
+            }
+        }
         let path = g.path_along(u, dim, delta);
         let v = *path.last().expect("non-empty") as usize;
         let ok = path.windows(2).all(|w| self.topo.link_index(w[0] as usize, w[1] as usize).is_some());

@@ -287,11 +287,30 @@ struct TransfersIn<'a> {
     form: Form,
 }
 
+/// Items a shared list's compact form is remembered by at most: a longer one (scattered
+/// chunks) is cut into items each time it is written, which costs little beside writing them.
+const CACHED_ITEMS: usize = 16;
+
 impl Serialize for TransfersIn<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.transfers.len()))?;
-        for t in self.transfers.iter() {
-            seq.serialize_element(&WrittenTransfer { t, form: self.form })?;
+        let ts = self.transfers;
+        let mut seq = s.serialize_seq(Some(ts.len()))?;
+        // A shared list is cut into items once, not once per message carrying it (bucket on
+        // torus:128x128 writes 130 K lists of 128 chunks in 16 M messages).
+        let mut cut: Vec<Option<Option<Box<[Item]>>>> = vec![None; ts.lists().len()];
+        let compact = self.form == Form::Compact;
+        for i in 0..ts.len() {
+            let t = ts.at(i);
+            let items = match ts.list_index(i).filter(|_| compact) {
+                Some(l) => cut[l as usize]
+                    .get_or_insert_with(|| {
+                        let v: Vec<Item> = items(t.chunks).take(CACHED_ITEMS + 1).collect();
+                        (v.len() <= CACHED_ITEMS).then(|| v.into_boxed_slice())
+                    })
+                    .as_deref(),
+                None => None,
+            };
+            seq.serialize_element(&WrittenTransfer { t, form: self.form, items })?;
         }
         seq.end()
     }
@@ -303,6 +322,8 @@ impl Serialize for TransfersIn<'_> {
 pub(super) struct WrittenTransfer<'a> {
     pub(super) t: TransferRef<'a>,
     pub(super) form: Form,
+    /// `t.chunks` already cut into compact items, when the writer has them.
+    pub(super) items: Option<&'a [Item]>,
 }
 
 impl WrittenTransfer<'_> {
@@ -319,7 +340,10 @@ impl Serialize for WrittenTransfer<'_> {
             r.serialize_element(&t.step)?;
             r.serialize_element(&t.src)?;
             r.serialize_element(&t.dst)?;
-            r.serialize_element(&ListIn(t.chunks, self.form))?;
+            match self.items {
+                Some(items) => r.serialize_element(&ItemsIn(items))?,
+                None => r.serialize_element(&ListIn(t.chunks, self.form))?,
+            }
             r.serialize_element(&t.op)?;
             if let Some(p) = t.path {
                 r.serialize_element(p)?;
@@ -331,7 +355,10 @@ impl Serialize for WrittenTransfer<'_> {
         m.serialize_field("step", &t.step)?;
         m.serialize_field("src", &t.src)?;
         m.serialize_field("dst", &t.dst)?;
-        m.serialize_field("chunks", &ListIn(t.chunks, self.form))?;
+        match self.items {
+            Some(items) => m.serialize_field("chunks", &ItemsIn(items))?,
+            None => m.serialize_field("chunks", &ListIn(t.chunks, self.form))?,
+        }
         m.serialize_field("op", &t.op)?;
         if let Some(p) = t.path {
             m.serialize_field("path", p)?;
@@ -350,7 +377,7 @@ pub(super) fn transfer_json_len(t: &TransferRef<'_>, form: Form, chunks: u64) ->
         super::Op::Reduce => 8,
     };
     let fields = digits(t.step) + digits(t.src) + digits(t.dst) + chunks + op;
-    if (WrittenTransfer { t: *t, form }).as_row() {
+    if (WrittenTransfer { t: *t, form, items: None }).as_row() {
         // [,,,,] and ,PATH.
         return 6 + fields + t.path.map_or(0, |p| 1 + list_json_len(p, Form::Explicit));
     }
@@ -396,6 +423,19 @@ impl<'de> Deserialize<'de> for super::Transfer {
 
 /// A chunk list as one form writes it.
 struct ListIn<'a>(&'a [u32], Form);
+
+/// A chunk list already cut into compact items.
+struct ItemsIn<'a>(&'a [Item]);
+
+impl Serialize for ItemsIn<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for it in self.0 {
+            seq.serialize_element(it)?;
+        }
+        seq.end()
+    }
+}
 
 impl Serialize for ListIn<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -465,7 +505,7 @@ impl Read {
 // The transfers' JSON: the array of transfer objects, written compact, read in either form.
 impl Serialize for Transfers {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.iter())
+        TransfersIn { transfers: self, form: Form::Compact }.serialize(s)
     }
 }
 

@@ -123,3 +123,76 @@ fn the_dominant_spacing_is_the_spacing_of_the_most_carried_chunks() {
     assert_eq!(ts.list_index(3), ts.list_index(5));
     assert_eq!(ts.lists().len(), 3);
 }
+
+#[test]
+fn a_progression_is_told_from_a_list_that_breaks_it_anywhere() {
+    let run: Vec<u32> = (0..100).map(|i| 7 + 3 * i).collect();
+    assert!(is_progression(&run, 3));
+    assert!(!is_progression(&run, 2));
+    // Broken at the first, the last, and a block's edge (entries 31 and 32).
+    for at in [1, 31, 32, 33, 99] {
+        let mut bad = run.clone();
+        bad[at] += 1;
+        assert!(!is_progression(&bad, 3), "broken at {at}");
+    }
+    // Wrapping past 2^32 is still a progression, as the lists' spacing always wrapped.
+    assert!(is_progression(&[u32::MAX - 1, 0, 2], 2));
+    assert!(is_progression(&[5], 0));
+}
+
+/// Random transfers: a list (a range, a shared uneven one, one chunk), maybe a path, maybe
+/// destination slots.
+fn random_transfers() -> impl Strategy<Value = Vec<Transfer>> {
+    proptest::collection::vec((0u32..4, 0u32..5, 0u32..5, 0u32..4, 0u32..3, any::<bool>()), 0..40).prop_map(|raw| {
+        let uneven: ChunkList = vec![5u32, 1, 9].into();
+        raw.into_iter()
+            .map(|(step, a, b, list, extra, routed)| {
+                let chunks: ChunkList = match list {
+                    0 => ChunkList::One(a),
+                    1 => (0..4).map(|i| b + 2 * i).collect::<Vec<u32>>().into(),
+                    2 => uneven.clone(),
+                    _ => ChunkList::Many(std::sync::Arc::new(Vec::new())),
+                };
+                let mut t = Transfer { step, ..Transfer::copy(step, a as usize, b as usize, chunks.clone()) };
+                if routed {
+                    t = t.via([a, 10 + extra, b]);
+                }
+                if extra == 2 && !chunks.is_empty() {
+                    let slots: Vec<u32> = chunks.iter().map(|&c| c + 20).collect();
+                    t = t.into_slots(slots);
+                }
+                t
+            })
+            .collect()
+    })
+}
+
+use proptest::prelude::*;
+
+proptest! {
+    #[test]
+    fn a_permutation_keeps_every_transfer_as_it_was(v in random_transfers(), seed in any::<u64>()) {
+        let t: Transfers = v.clone().into();
+        let mut order: Vec<u32> = (0..v.len() as u32).collect();
+        let mut rng = crate::rng::Rng::new(seed);
+        rng.shuffle(&mut order);
+        let p = t.permuted(&order);
+        let want: Vec<Transfer> = order.iter().map(|&i| v[i as usize].clone()).collect();
+        prop_assert_eq!(p.to_vec(), want.clone());
+        // And the same columns as pushing them one by one.
+        let pushed: Transfers = want.into();
+        prop_assert_eq!(serde_json::to_string(&p).unwrap(), serde_json::to_string(&pushed).unwrap());
+        // A subset too.
+        let half = &order[..order.len() / 2];
+        prop_assert_eq!(t.permuted(half).to_vec(), half.iter().map(|&i| v[i as usize].clone()).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn the_written_array_is_each_transfer_written_alone(v in random_transfers()) {
+        // The array writer cuts each shared list into items once; a transfer written alone
+        // cuts its own.
+        let t: Transfers = v.clone().into();
+        let alone: Vec<String> = t.iter().map(|r| serde_json::to_string(&r).unwrap()).collect();
+        prop_assert_eq!(serde_json::to_string(&t).unwrap(), format!("[{}]", alone.join(",")));
+    }
+}

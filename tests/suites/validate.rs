@@ -520,3 +520,29 @@ fn a_declared_chunk_count_above_the_collective_is_a_mismatch_not_a_crash() {
     assert_eq!(e.errors[0].path, "num_chunks");
     assert!(e.errors[0].message.contains(&ccsynth::limits::MAX_CHECKED_CELLS.to_string()), "{e}");
 }
+
+/// A chunk list's own rules are checked once per distinct list; a list that breaks them is
+/// still reported at every transfer carrying it, and a good list shared by many messages
+/// leaves them valid.
+#[test]
+fn a_shared_bad_list_is_reported_at_every_transfer_carrying_it() {
+    let carried = |list: Vec<u32>| {
+        let mut s = ag3();
+        for step in 5..8 {
+            s.transfers.push(Transfer::copy(step, 0, 1, list.clone()));
+        }
+        s
+    };
+    let bad = |list: Vec<u32>, kind: V| {
+        let s = carried(list);
+        let r = validate(&s);
+        let at: Vec<Option<usize>> = r.violations.iter().filter(|v| v.kind == kind).map(|v| v.transfer).collect();
+        let n = s.transfers.len();
+        assert_eq!(at, vec![Some(n - 3), Some(n - 2), Some(n - 1)], "{kind:?}: {:?}", r.violations);
+    };
+    bad(vec![0, 0, 1], V::DuplicateChunk);
+    bad(vec![0, 1, 3], V::ChunkOutOfRange);
+    // The same good list in three more messages (ring:3:uni, 0 -> 1 holds link 0-1).
+    let s = carried(vec![0, 2]);
+    assert!(validate(&s).valid, "{:?}", validate(&s).violations);
+}

@@ -269,7 +269,9 @@ impl Topology {
             g.add_edge((l.src as u32).into(), (l.dst as u32).into(), ());
         }
         let mut comp = vec![0usize; self.nodes()];
-        for (i, c) in petgraph::algo::tarjan_scc(&g).into_iter().enumerate() {
+        // Kosaraju's walk keeps its stack on the heap; petgraph's Tarjan recurses once a node
+        // along a path, and overflowed the thread's stack on torus:128x256 (32,768 NPUs).
+        for (i, c) in petgraph::algo::kosaraju_scc(&g).into_iter().enumerate() {
             for v in c {
                 comp[v.index()] = i;
             }

@@ -245,3 +245,21 @@ fn failures_remove_links_and_npus_and_report_connectivity() {
     assert_eq!(e.errors[0].path, "links[0]");
     assert_eq!(e.errors[1].path, "npus[0]");
 }
+
+/// Strong components are found without recursing along paths: a one-way ring of 2^18 NPUs
+/// (one component, a path of 2^18 nodes for a depth-first walk) overflowed the stack of the
+/// thread that asked (`synth` on torus:128x256 aborted).
+#[test]
+fn a_long_one_way_ring_is_one_part() {
+    let n = 1usize << 18;
+    let t = parse_topology(&format!("ring:{n}:uni")).unwrap();
+    let live: Vec<usize> = (0..n).collect();
+    let parts = t.parts_of(&live);
+    assert_eq!(parts.len(), 1);
+    assert_eq!(parts[0].len(), n);
+    // Cut once, the ring is a path: every NPU its own part, smallest (all 1) in id order.
+    let cut = t.with_failures(&Failures { links: vec![[n - 1, 0]], directed: true, ..Default::default() }).unwrap();
+    let parts = cut.parts_of(&live);
+    assert_eq!(parts.len(), n);
+    assert_eq!(parts[0], vec![0]);
+}

@@ -123,6 +123,15 @@ fn replay_on(
     {
         return Ok(timing);
     }
+    // The table holds a cell per (npu, slot): sized before it is allocated (bucket's all-reduce
+    // on torus:128x256 would need 2^32 of them; on ranges it needs none).
+    let cells = s.topology.npus().saturating_mul(s.slots());
+    if cells > crate::limits::MAX_CHECKED_CELLS {
+        return Err(SimError::TooLarge(format!(
+            "{cells} (npu, slot) cells for the simulator's table, over the limit of {}; past it only a schedule it replays on ranges (messages carrying runs of chunks) is simulated",
+            crate::limits::MAX_CHECKED_CELLS
+        )));
+    }
     let ready = SlotReady::new(s);
     Ok(run(s, ready, times, stop)?.expect("a table of slots never gives up"))
 }

@@ -220,6 +220,19 @@ fn accept(mut s: Schedule, r: CheckReport) -> Result<(Schedule, CheckReport), Er
             report: Box::new(r),
         }));
     }
+    if r.collective_time_ns.is_none() {
+        // Valid, yet not simulated: only a schedule past the simulator's table limit that it
+        // could not replay on ranges (`sim::SimError::TooLarge`).
+        return Err(Error::refused(
+            super::Refuser::Simulator,
+            format!(
+                "the {} schedule: {} (npu, slot) cells, more than the {} a table of the simulator holds, and its messages' chunks do not stay runs it replays whole",
+                s.algorithm.as_deref().unwrap_or("produced"),
+                s.topology.npus().saturating_mul(s.slots()),
+                crate::limits::MAX_CHECKED_CELLS
+            ),
+        ));
+    }
     s.collective_time_ns = r.collective_time_ns;
     Ok((s, r))
 }

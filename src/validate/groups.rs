@@ -44,7 +44,9 @@ impl Group {
             return 1;
         }
         let entries: usize = s.transfers.iter().map(|t| t.chunks.len()).sum();
-        if entries > 2 * s.transfers.len() {
+        // Past the check's cell limit a group stays at `SLOTS` however long the lists: the
+        // replay then reads them more often, but holds what it was sized for.
+        if entries > 2 * s.transfers.len() && pairs <= crate::limits::MAX_CHECKED_CELLS {
             pairs.div_ceil(Self::SLOTS).min(Self::LONG_LISTS)
         } else {
             pairs.div_ceil(Self::SLOTS)

@@ -199,3 +199,25 @@ fn the_link_load_bound_is_exact_on_a_ring_and_never_above_the_time() {
         }
     }
 }
+
+/// A schedule the simulator cannot replay on ranges gets a table of (npu, slot) cells, which
+/// is sized before it is allocated: past `limits::MAX_CHECKED_CELLS` the simulation is
+/// refused, naming the count and the limit (2^31 cells here: 8 GiB of table never allocated),
+/// and the engine refuses such a candidate instead of handing it back untimed.
+#[test]
+fn a_table_past_the_cell_limit_is_refused_before_it_is_allocated() {
+    let t = topo("ring:64");
+    let c = coll_spec(&t, CollectiveSpec::new(K::AllGather, 1 << 30).with_chunks_per_npu(1 << 19));
+    let s = sched(&t, &c, vec![Transfer::copy(0, 0, 1, vec![0])]);
+    let cells = 64usize << 25;
+    assert!(cells > ccsynth::limits::MAX_CHECKED_CELLS);
+    match simulate(&s) {
+        Err(ccsynth::sim::SimError::TooLarge(m)) => {
+            assert!(
+                m.contains(&cells.to_string()) && m.contains(&ccsynth::limits::MAX_CHECKED_CELLS.to_string()),
+                "{m}"
+            )
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+}

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 /// Baselines whose schedule would have more transfers than this are refused (memory: each
 /// transfer is stored, validated and simulated).
-pub const MAX_TRANSFERS: usize = 1 << 26;
+pub const MAX_TRANSFERS: usize = 1 << 27;
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum BaselineError {

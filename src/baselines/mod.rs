@@ -24,7 +24,10 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 
 /// Baselines whose schedule would have more transfers than this are refused (memory: each
-/// transfer is stored, validated and simulated).
+/// transfer is stored, validated and simulated). 2^27: bucket's all-reduce on torus:128x256
+/// (32,768 NPUs) has 100 M (17 bytes each, checked on ranges: 6.6 GB for the whole run); under
+/// 2^26 it was refused after its build and `auto` built three slower baselines instead
+/// (17 GB, a schedule 580 times slower).
 pub const MAX_TRANSFERS: usize = 1 << 27;
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]

@@ -130,13 +130,17 @@ fn complete(
 /// validator and the simulator), estimated before either allocates for it.
 pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate::error::InputError> {
     request::check_npus(&s.topology, limits)?;
-    request::check_chunks(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
+    request::check_chunk_count(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
     let cells = s.topology.npus().checked_mul(s.slots());
-    if cells.is_none_or(|n| n > crate::limits::MAX_CHECKED_CELLS) {
+    // Past the limit only a schedule the replays take on ranges is checked: they hold runs,
+    // not a cell per (npu, slot) (the simulator refuses a table past it; the validator's
+    // chunk replay, for one that breaks a rule, keeps its groups small).
+    let on_ranges = || crate::runs::worth_ranges(s) && crate::runs::ChunkRanges::new(s).is_some();
+    if cells.is_none_or(|n| n > crate::limits::MAX_CHECKED_CELLS) && !on_ranges() {
         return Err(crate::error::InputError::new(
             "num_chunks",
             format!(
-                "{} chunks and {} scratch slots on {} NPUs make more than {} (npu, slot) cells to check",
+                "{} chunks and {} scratch slots on {} NPUs make more than {} (npu, slot) cells to check, and its messages' chunks are not runs the check replays whole",
                 s.num_chunks,
                 s.scratch.len(),
                 s.topology.npus(),

@@ -434,30 +434,41 @@ pub(crate) fn check_synthesis_pairs(
 /// tracks (`limits::MAX_CHECKED_CELLS`), would exceed the limits, from its parameters alone:
 /// nothing is allocated for it yet.
 pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Limits) -> Result<(), InputError> {
+    let Some(n) = check_chunk_count(c, topology, limits)? else { return Ok(()) };
+    let npus = topology.npus();
+    if n.checked_mul(npus).is_some_and(|cells| cells <= crate::limits::MAX_CHECKED_CELLS) {
+        return Ok(());
+    }
+    Err(InputError::new(
+        "chunks_per_npu",
+        format!(
+            "{}: {n} chunks on {npus} NPUs make more than {} (npu, chunk) cells for the check of a schedule to track",
+            c.chunks(),
+            crate::limits::MAX_CHECKED_CELLS
+        ),
+    ))
+}
+
+/// Refuses a collective of more chunks than `limits` accept; gives the chunk count (`None` for
+/// a custom collective, whose conditions in the request already bound it).
+pub(crate) fn check_chunk_count(
+    c: &CollectiveSpec,
+    topology: &Topology,
+    limits: &Limits,
+) -> Result<Option<usize>, InputError> {
     if c.kind == CollectiveKind::Custom {
-        // Custom conditions are listed in the request itself, so they are already bounded.
         return match c.num_chunks {
             Some(n) if n > limits.max_chunks => {
                 Err(InputError::new("num_chunks", format!("{n} chunks: at most {} are accepted", limits.max_chunks)))
             }
-            _ => Ok(()),
+            _ => Ok(None),
         };
     }
     let p = c.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len);
     let k = c.chunks() as usize;
-    let npus = topology.npus();
-    let chunks = crate::collective::chunk_count(c.kind, p, k);
-    let cells = chunks.and_then(|n| n.checked_mul(npus));
-    match (chunks, cells) {
-        (Some(n), Some(cells)) if n <= limits.max_chunks && cells <= crate::limits::MAX_CHECKED_CELLS => Ok(()),
-        (Some(n), _) if n <= limits.max_chunks => Err(InputError::new(
-            "chunks_per_npu",
-            format!(
-                "{k}: {n} chunks on {npus} NPUs make more than {} (npu, chunk) cells for the check of a schedule to track",
-                crate::limits::MAX_CHECKED_CELLS
-            ),
-        )),
-        (n, _) => Err(InputError::new(
+    match crate::collective::chunk_count(c.kind, p, k) {
+        Some(n) if n <= limits.max_chunks => Ok(Some(n)),
+        n => Err(InputError::new(
             "chunks_per_npu",
             format!(
                 "{k}: {} chunks on {p} NPUs; at most {} are accepted",

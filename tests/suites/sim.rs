@@ -220,4 +220,8 @@ fn a_table_past_the_cell_limit_is_refused_before_it_is_allocated() {
         }
         other => panic!("expected TooLarge, got {other:?}"),
     }
+    // The check's door refuses it up front, saying why (bucket's torus:128x256 file, 2^32
+    // cells of runs, is checked on ranges: docs/BENCHMARKS.md).
+    let e = engine::check_within(&s, &engine::Limits::default()).unwrap_err();
+    assert!(e.to_string().contains("not runs the check replays whole"), "{e}");
 }

@@ -17,6 +17,7 @@ pub mod portfolio;
 pub mod regenerate;
 pub mod registry;
 pub mod request;
+mod rerouted;
 mod source;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
@@ -32,6 +33,7 @@ use greedy_runs::{Variants, synthesize_greedy};
 pub(crate) use ilp::check_ilp_options;
 use ilp::synthesize_ilp_reporting;
 pub use mirror::MIRROR_MAX_NPUS;
+pub use rerouted::REROUTE_MAX_MISSING_LINKS;
 use mirror::run_synthesizer;
 
 pub use crate::bounds::LowerBounds;
@@ -436,10 +438,17 @@ fn run_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::In
 /// Builds baseline `name` on the request's collective, stopping at `deadline`
 /// (`Error::TimeLimit`) or on cancel (`Error::Cancelled`); not yet validated or timed.
 fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::Instant) -> Result<Schedule, Error> {
+    use crate::baselines::BaselineError;
     let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
-    match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
-        Err(crate::baselines::BaselineError::Stopped) if (ctl.cancelled)() => Err(Error::Cancelled),
-        Err(crate::baselines::BaselineError::Stopped) => Err(Error::TimeLimit { limit_s: req.time_limit_s }),
+    let built = match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
+        // Not on this topology: on the whole grid it is one less a few links of, rerouted.
+        Err(e @ BaselineError::Unsupported { .. }) => {
+            rerouted::build(name, &req.topology, req.collective(), &stop).unwrap_or(Err(e))
+        }
+        other => other,
+    };
+    match built {
+        Err(BaselineError::Stopped) => Err(rerouted::stopped((ctl.cancelled)(), req.time_limit_s)),
         other => Ok(other?),
     }
 }

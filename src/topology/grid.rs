@@ -123,6 +123,114 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// The mesh or torus this topology is less between one and `max_missing` links (a link
+    /// failed one way or both), and the whole grid with those links put back (each taking its
+    /// reverse's parameters, else the first link's): the network a failure took them from.
+    /// Of several such grids, the one missing the fewest links (then `infer_grid`'s order).
+    /// None on an intact grid, with a failed NPU (it left the group), a switch or a link no
+    /// grid of the NPU count has.
+    pub fn grid_less_links(&self, max_missing: usize) -> Option<(Grid, Topology)> {
+        let n = self.npus();
+        if self.switches() != 0 || !self.failed_npus().is_empty() || n < 4 || self.links().is_empty() {
+            return None;
+        }
+        let mut all = Vec::new();
+        factorizations(n, 6, &mut Vec::new(), &mut all);
+        all.sort_by_key(|f| std::cmp::Reverse(f.len()));
+        let mut best: Option<(usize, Grid)> = None;
+        for dims in all {
+            for torus in [true, false] {
+                let g = Grid { dims: dims.clone(), torus };
+                let links: usize = g.dims.iter().map(|&d| (n / d) * g.line_links(d)).sum();
+                let Some(missing) = links.checked_sub(self.links().len()) else { continue };
+                if missing == 0 || missing > max_missing || best.as_ref().is_some_and(|(m, _)| *m <= missing) {
+                    continue;
+                }
+                if self.links().iter().all(|l| g.adjacent(l.src, l.dst)) {
+                    best = Some((missing, g));
+                }
+            }
+        }
+        let (_, g) = best?;
+        let first = &self.links()[0];
+        let mut input = super::TopologyInput { npus: n, ..Default::default() };
+        for l in self.links() {
+            input.links.push(super::LinkInput {
+                src: l.src,
+                dst: l.dst,
+                latency_ns: Some(l.latency_ns),
+                bandwidth_gb_per_s: Some(l.bandwidth_gb_per_s),
+                bidirectional: false,
+            });
+        }
+        for v in 0..n {
+            for u in g.neighbours(v) {
+                if self.link_index(v, u).is_none() {
+                    let like = self.link(u, v).unwrap_or(first);
+                    input.links.push(super::LinkInput {
+                        src: v,
+                        dst: u,
+                        latency_ns: Some(like.latency_ns),
+                        bandwidth_gb_per_s: Some(like.bandwidth_gb_per_s),
+                        bidirectional: false,
+                    });
+                }
+            }
+        }
+        let whole = Topology::from_input(input).ok()?;
+        whole.infer_grid().map(|g| (g, whole))
+    }
+}
+
+impl Grid {
+    /// Links of one line of `d` NPUs: 2d around a ring of more than 2, 2(d − 1) along a line.
+    fn line_links(&self, d: usize) -> usize {
+        if self.torus && d > 2 { 2 * d } else { 2 * (d - 1) }
+    }
+
+    /// Whether `u` and `v` are one step apart along one dimension (around on a torus).
+    fn adjacent(&self, u: usize, v: usize) -> bool {
+        let n: usize = self.dims.iter().product();
+        if u >= n || v >= n || u == v {
+            return false;
+        }
+        let mut differ = 0;
+        for (dim, &d) in self.dims.iter().enumerate() {
+            let (a, b) = (self.coord(u, dim), self.coord(v, dim));
+            if a == b {
+                continue;
+            }
+            differ += 1;
+            let gap = a.abs_diff(b);
+            if !(gap == 1 || (self.torus && d > 2 && gap == d - 1)) {
+                return false;
+            }
+        }
+        differ == 1
+    }
+
+    /// `v`'s neighbours, each dimension's next then previous (around on a torus).
+    fn neighbours(&self, v: usize) -> Vec<usize> {
+        let c = self.coords(v);
+        let mut out = Vec::with_capacity(2 * self.dims.len());
+        for (dim, &d) in self.dims.iter().enumerate() {
+            let s = self.stride(dim);
+            if c[dim] + 1 < d {
+                out.push(v + s);
+            } else if self.torus && d > 2 {
+                out.push(v + s - d * s);
+            }
+            if c[dim] > 0 {
+                out.push(v - s);
+            } else if self.torus && d > 2 {
+                out.push(v + (d - 1) * s);
+            }
+        }
+        out
+    }
+}
+
 fn factorizations(n: usize, max_len: usize, cur: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
     if n == 1 {
         if !cur.is_empty() {
@@ -160,5 +268,39 @@ mod tests {
         for spec in ["fc:12", "hier:fc6,fc4", "hyperx:4x4", "hier:ring4,fc4", "switch:8"] {
             assert_eq!(grid(spec), None, "{spec}");
         }
+    }
+
+    /// A grid less a few links is found with those links put back, their parameters the
+    /// reverse's; an intact grid, a failed NPU, too many missing links or a link no grid has
+    /// give none.
+    #[test]
+    fn a_grid_less_links_is_found_with_them_put_back() {
+        use crate::topology::Failures;
+        let less = |spec: &str, links: Vec<[usize; 2]>, directed: bool| {
+            let t = parse_spec(spec).unwrap();
+            t.with_failures(&Failures { links, directed, ..Default::default() }).unwrap()
+        };
+        let whole = parse_spec("torus:4x4").unwrap();
+        let one = less("torus:4x4", vec![[0, 1]], false);
+        let (g, back) = one.grid_less_links(8).expect("torus:4x4 less a link");
+        assert_eq!((g.dims, g.torus), (vec![4, 4], true));
+        let pairs = |t: &crate::topology::Topology| {
+            let mut v: Vec<_> = t.links().iter().map(|l| (l.src, l.dst, l.bandwidth_gb_per_s.to_bits())).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(pairs(&back), pairs(&whole));
+        // One way only; a mesh; three links of a 3-D torus.
+        assert!(less("torus:4x4", vec![[5, 6]], true).grid_less_links(1).is_some());
+        let (g, _) = less("mesh:3x5", vec![[0, 1], [7, 10]], false).grid_less_links(4).unwrap();
+        assert_eq!((g.dims, g.torus), (vec![3, 5], false));
+        let (g, back) = less("torus:4x4x4", vec![[0, 1], [0, 4], [21, 37]], false).grid_less_links(6).unwrap();
+        assert_eq!((g.dims, back.links().len()), (vec![4, 4, 4], parse_spec("torus:4x4x4").unwrap().links().len()));
+        // More missing than allowed, an intact grid, a failed NPU, not a grid at all.
+        assert!(one.grid_less_links(1).is_none());
+        assert!(whole.grid_less_links(8).is_none());
+        let npu = parse_spec("torus:4x4").unwrap().with_failures(&Failures { npus: vec![3], ..Default::default() }).unwrap();
+        assert!(npu.grid_less_links(64).is_none());
+        assert!(less("fc:6", vec![[0, 1]], false).grid_less_links(8).is_none());
     }
 }

@@ -245,6 +245,41 @@ fn the_repair_keeps_what_the_failure_does_not_touch() {
     }
 }
 
+/// A baseline that needs the whole grid serves a torus less a few links: built on the whole
+/// torus and its transfers over the failed links rerouted (the repair of that schedule, to the
+/// byte), valid, and slower than on the whole torus. Not less a failed NPU (the group changed)
+/// nor past `REROUTE_MAX_MISSING_LINKS`; `auto` has it among its candidates.
+#[test]
+fn a_grid_baseline_is_rerouted_around_failed_links() {
+    let t = topo("torus:8x8");
+    let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
+    let (whole, _) = baseline("bucket", &t, spec.clone()).unwrap();
+    for links in [vec![[0usize, 1]], vec![[0, 1], [9, 17], [40, 41]]] {
+        let degraded = failed(&t, &links);
+        let (s, report) = baseline("bucket", &degraded, spec.clone()).unwrap_or_else(|e| panic!("{links:?}: {e}"));
+        assert!(report.valid, "{links:?}");
+        let (repaired, _) = repair::reroute(whole.clone(), &degraded, &|| false).unwrap();
+        assert_eq!(s.transfers.len(), repaired.transfers.len());
+        for i in 0..s.transfers.len() {
+            let (a, b) = (s.transfers.at(i), repaired.transfers.at(i));
+            assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap(), "{links:?}: #{i}");
+        }
+        assert!(s.collective_time_ns.unwrap() > whole.collective_time_ns.unwrap(), "{links:?}");
+        let out = auto(&degraded, spec.clone());
+        let engine::RunStats::Portfolio(p) = &out.stats else { panic!("auto runs a portfolio") };
+        let bucket = p.portfolio.candidates.iter().find(|c| c.algorithm == "bucket").unwrap();
+        assert!(bucket.collective_time_ns.is_some() || bucket.note.as_deref().is_some_and(|n| n.contains("skipped")), "{bucket:?}");
+    }
+    let npu = t.with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
+    let mut less_npu = spec.clone();
+    less_npu.group = Some((0..64).filter(|&v| v != 9).collect());
+    assert!(baseline("bucket", &npu, less_npu).is_err());
+    let big = topo("torus:16x16");
+    let many: Vec<[usize; 2]> = (0..engine::REROUTE_MAX_MISSING_LINKS / 2 + 1).map(|i| [2 * i, 2 * i + 1]).collect();
+    assert!(baseline("bucket", &failed(&big, &many), spec.clone()).is_err(), "too many links missing");
+    assert!(baseline("bucket", &failed(&big, &many[1..]), spec).is_ok(), "as many links missing as rerouted");
+}
+
 /// A failed NPU of the collective's group makes another collective (its chunks are gone): the
 /// repair refuses, naming it. One outside the group that only forwards along paths is routed
 /// around; one the schedule stores chunks at on their way cannot be (refused, naming it).

@@ -31,3 +31,7 @@ pub const MAX_SEEDS: usize = 4096;
 pub const MAX_THREADS: usize = 256;
 /// Overall wall-clock budget one ILP synthesis may be given (seconds).
 pub const MAX_SOLVE_TIME_S: f64 = 86_400.0;
+/// Missing links (one way each) of a mesh or torus up to which its grid baselines are built on
+/// the whole grid and rerouted around them (`engine::rerouted`): a few failures, not another
+/// network (each missing link's transfers crowd the links around it).
+pub const REROUTE_MAX_MISSING_LINKS: usize = 64;

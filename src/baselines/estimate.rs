@@ -69,6 +69,13 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
             .as_ref()
             .is_none_or(|r| r.len() == g.dims.iter().product::<usize>() && r.iter().enumerate().all(|(i, &v)| i == v))
     });
+    // A mesh or torus less a few links, whose grid baselines are built whole and rerouted
+    // (`engine::rerouted`): a message there crosses at least as many links of each dimension
+    // as on the whole grid, each at least one hop's time, so the whole grid's chains and the
+    // load over the links left still bound it. Looked up only where a price reads it.
+    let whole = || {
+        grid.clone().or_else(|| spec.group.is_none().then(|| topo.grid_or_whole()).flatten())
+    };
     let log_floor = |n: usize| (usize::BITS - 1 - n.leading_zeros()) as usize;
     match name {
         "ring" | "ring-bidir" if phases > 0.0 => {
@@ -123,7 +130,7 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
             Some(chain.max(load).max(line))
         }
         "bucket" if phases > 0.0 => {
-            let g = grid?;
+            let g = whole()?;
             let d = g.dims.len();
             let parts = 2 * d;
             let part = m / parts as f64;
@@ -156,8 +163,8 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
                 n = kept;
             }
             let longest = rounds.iter().map(|r| net.hop(r.0)).fold(0.0, f64::max);
-            if let Some(g) = &grid {
-                return Some(longest.max(phases * grid_load(topo, g, &rounds)));
+            if let Some(g) = whole() {
+                return Some(longest.max(phases * grid_load(topo, &g, &rounds)));
             }
             let hops = RankHops::of(topo, spec)?;
             let byte_hops: f64 = rounds

@@ -441,7 +441,11 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
     use crate::baselines::BaselineError;
     let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
     let built = match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
-        // Not on this topology: on the whole grid it is one less a few links of, rerouted.
+        // Not on this topology: on the whole grid it is one less a few links of, rerouted;
+        // not again where the caller holds that (a regeneration's repair of it).
+        Err(BaselineError::Unsupported { algorithm, what }) if req.rerouted_in_hand.as_deref() == Some(name) => {
+            Err(BaselineError::Unsupported { algorithm, what: format!("{what}; rerouted it is the repair in hand") })
+        }
         Err(e @ BaselineError::Unsupported { .. }) => {
             rerouted::build(name, &req.topology, req.collective(), &stop).unwrap_or(Err(e))
         }

@@ -179,6 +179,9 @@ pub struct Request {
     pub(crate) built: Vec<Collective>,
     /// The caller's limits (the chunk search stays within them).
     pub(crate) limits: Limits,
+    /// A baseline the caller already holds rerouted onto this topology (a regeneration's
+    /// repair of a stored baseline schedule): `auto` does not build it again.
+    pub(crate) rerouted_in_hand: Option<String>,
 }
 
 /// What `RequestSpec::precheck` reads from the options.
@@ -373,6 +376,7 @@ impl Request {
             effort,
             built,
             limits: limits.clone(),
+            rerouted_in_hand: None,
         })
     }
 

@@ -10,9 +10,7 @@ use crate::schedule::Schedule;
 use crate::synth::repair::{self, RepairError};
 use crate::topology::Topology;
 
-/// Missing links (one way each) up to which a grid's baselines are rerouted: a few failures,
-/// not a different network (each missing link's transfers crowd the links around it).
-pub const REROUTE_MAX_MISSING_LINKS: usize = 64;
+pub use crate::limits::REROUTE_MAX_MISSING_LINKS;
 
 /// Baseline `name` built on the whole grid `topo` is a mesh or torus less a few links of, and
 /// rerouted onto `topo`; None where `topo` is no such grid, or the baseline does not serve the

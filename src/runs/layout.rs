@@ -163,7 +163,7 @@ impl Order {
 /// all-gather sends planes along the slowest of its part's axes and lines along the fastest:
 /// in id order a plane of fixed Y is 32 ranges, 2.5 M messages of them on torus:16x32x32).
 fn grid_orders(s: &Schedule, per: u32) -> Vec<Order> {
-    let Some(g) = s.topology.infer_grid() else { return Vec::new() };
+    let Some(g) = s.topology.grid_or_whole() else { return Vec::new() };
     let npus = s.topology.npus() as u32;
     if g.dims.len() < 2 || g.dims.len() > 3 || npus == 0 || !per.is_multiple_of(npus) {
         return Vec::new();

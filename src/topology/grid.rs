@@ -131,6 +131,19 @@ impl Topology {
     /// None on an intact grid, with a failed NPU (it left the group), a switch or a link no
     /// grid of the NPU count has.
     pub fn grid_less_links(&self, max_missing: usize) -> Option<(Grid, Topology)> {
+        let g = self.grid_missing_links(max_missing)?;
+        self.put_back(&g)
+    }
+
+    /// The grid of `infer_grid`, else the one this topology is less a few links of
+    /// (`limits::REROUTE_MAX_MISSING_LINKS`): the coordinates a schedule's chunk numbering
+    /// follows where only the cost of reading it depends on them.
+    pub fn grid_or_whole(&self) -> Option<Grid> {
+        self.infer_grid().or_else(|| self.grid_missing_links(crate::limits::REROUTE_MAX_MISSING_LINKS))
+    }
+
+    /// The grid `grid_less_links` puts the links back into.
+    fn grid_missing_links(&self, max_missing: usize) -> Option<Grid> {
         let n = self.npus();
         if self.switches() != 0 || !self.failed_npus().is_empty() || n < 4 || self.links().is_empty() {
             return None;
@@ -152,7 +165,14 @@ impl Topology {
                 }
             }
         }
-        let (_, g) = best?;
+        best.map(|(_, g)| g)
+    }
+}
+
+impl Topology {
+    /// This topology with the links of `g` it lacks added, and the grid the result is.
+    fn put_back(&self, g: &Grid) -> Option<(Grid, Topology)> {
+        let n = self.npus();
         let first = &self.links()[0];
         let mut input = super::TopologyInput { npus: n, ..Default::default() };
         for l in self.links() {

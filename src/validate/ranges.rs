@@ -392,7 +392,7 @@ impl Numbering {
         let npus = s.topology.npus();
         let blocks = ranges.layout().blocks();
         let identity = || Numbering { starts: vec![0], tag: vec![0], perms: vec![(0..npus as u32).collect()] };
-        let grid = match s.topology.infer_grid() {
+        let grid = match s.topology.grid_or_whole() {
             Some(g) if s.combining && g.dims.len() > 1 && !blocks.is_empty() => g,
             _ => return identity(),
         };

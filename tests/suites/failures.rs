@@ -280,6 +280,28 @@ fn a_grid_baseline_is_rerouted_around_failed_links() {
     assert!(baseline("bucket", &failed(&big, &many[1..]), spec).is_ok(), "as many links missing as rerouted");
 }
 
+/// A regeneration of a stored baseline schedule does not build that baseline rerouted again
+/// in its fresh run (its entry says why): its repair is that schedule. Of another schedule it
+/// does.
+#[test]
+fn a_regeneration_does_not_reroute_its_stored_baseline_twice() {
+    let t = topo("torus:8x8");
+    let spec = CollectiveSpec::new(K::AllReduce, 64 * MIB);
+    let fresh_bucket = |previous: &Schedule| -> (Option<f64>, Option<String>) {
+        let out = regenerate(previous, Failures { links: vec![[0, 1]], ..Failures::default() }, "auto");
+        let engine::RunStats::Regeneration(run) = &out.stats else { panic!("a regeneration") };
+        let Some(engine::RunStats::Portfolio(p)) = &run.fresh else { panic!("auto ran afresh") };
+        let c = p.portfolio.candidates.iter().find(|c| c.algorithm == "bucket").expect("bucket is a candidate");
+        (c.collective_time_ns, c.note.clone())
+    };
+    let (bucket, _) = baseline("bucket", &t, spec.clone()).unwrap();
+    let (time, note) = fresh_bucket(&bucket);
+    assert!(time.is_none() && note.as_deref().is_some_and(|n| n.contains("repair in hand")), "{note:?}");
+    let (ring, _) = baseline("ring", &t, spec).unwrap();
+    let (time, note) = fresh_bucket(&ring);
+    assert!(time.is_some() || note.as_deref().is_some_and(|n| n.starts_with("skipped")), "{note:?}");
+}
+
 /// A failed NPU of the collective's group makes another collective (its chunks are gone): the
 /// repair refuses, naming it. One outside the group that only forwards along paths is routed
 /// around; one the schedule stores chunks at on their way cannot be (refused, naming it).

@@ -12,7 +12,7 @@
   tenants  random multi-tenant `synth --tenants` lists (standard and `custom` collectives, some
          malformed), each result validated and sometimes exported.
 
-A finding is a line on stdout: a panic, an exit code the README does not list for the verb, a
+A finding is a line on stdout: a panic, an exit code docs/CLI.md does not list for the verb, a
 time limit overrun by more than 10 s, an invalid schedule, a 5xx, or a 4xx that is not
 problem+json. Runs are reproducible from --seed (the API's ids aside). Run the service under a
 memory limit so that a request that allocates without bound is found, not the machine's OOM

@@ -11,7 +11,7 @@ pub(super) const BUCKET: Algorithm = Algorithm {
     info: || BaselineInfo {
         name: "bucket",
         collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
-        topologies: "meshes and tori (whole grid as the group)",
+        topologies: "meshes and tori (whole grid as the group), also less up to 64 links (built whole, rerouted)",
         source: "Swing paper 2.3.4 (bucket / per-dimension rings, 2D concurrent buckets)",
     },
     chunking: |t, s| {

@@ -18,7 +18,7 @@ fn err(spec: &str, msg: impl std::fmt::Display) -> InputError {
 ///
 /// Bandwidths are GB/s and latencies ns, one value per dimension (a single value applies to
 /// every dimension); the default is 100 GB/s and 500 ns. Dimension 0 varies fastest in the
-/// node id. See README.md for every generator's dimensions.
+/// node id. See docs/CLI.md, "Generators", for every generator's dimensions.
 pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
     parse_spec_capped(spec, limits::MAX_NODES, limits::MAX_LINKS)
 }

@@ -29,6 +29,7 @@ mod reference;
 mod sim;
 mod slow_links;
 mod ten;
+mod tidy;
 mod topology;
 mod translate;
 mod trees;

@@ -73,9 +73,7 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
     // (`engine::rerouted`): a message there crosses at least as many links of each dimension
     // as on the whole grid, each at least one hop's time, so the whole grid's chains and the
     // load over the links left still bound it. Looked up only where a price reads it.
-    let whole = || {
-        grid.clone().or_else(|| spec.group.is_none().then(|| topo.grid_or_whole()).flatten())
-    };
+    let whole = || grid.clone().or_else(|| spec.group.is_none().then(|| topo.grid_or_whole()).flatten());
     let log_floor = |n: usize| (usize::BITS - 1 - n.leading_zeros()) as usize;
     match name {
         "ring" | "ring-bidir" if phases > 0.0 => {

@@ -33,8 +33,8 @@ use greedy_runs::{Variants, synthesize_greedy};
 pub(crate) use ilp::check_ilp_options;
 use ilp::synthesize_ilp_reporting;
 pub use mirror::MIRROR_MAX_NPUS;
-pub use rerouted::REROUTE_MAX_MISSING_LINKS;
 use mirror::run_synthesizer;
+pub use rerouted::REROUTE_MAX_MISSING_LINKS;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::export::chakra::ChakraExport;

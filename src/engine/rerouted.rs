@@ -29,7 +29,12 @@ pub(super) fn build(
     };
     Some(match repair::reroute(s, topo, stop) {
         Ok((s, stats)) => {
-            tracing::debug!(algorithm = name, rerouted = stats.rerouted, kept = stats.kept, "baseline rerouted around failed links");
+            tracing::debug!(
+                algorithm = name,
+                rerouted = stats.rerouted,
+                kept = stats.kept,
+                "baseline rerouted around failed links"
+            );
             Ok(s)
         }
         Err(RepairError::Stopped) => Err(BaselineError::Stopped),

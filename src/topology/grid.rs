@@ -319,7 +319,8 @@ mod tests {
         // More missing than allowed, an intact grid, a failed NPU, not a grid at all.
         assert!(one.grid_less_links(1).is_none());
         assert!(whole.grid_less_links(8).is_none());
-        let npu = parse_spec("torus:4x4").unwrap().with_failures(&Failures { npus: vec![3], ..Default::default() }).unwrap();
+        let npu =
+            parse_spec("torus:4x4").unwrap().with_failures(&Failures { npus: vec![3], ..Default::default() }).unwrap();
         assert!(npu.grid_less_links(64).is_none());
         assert!(less("fc:6", vec![[0, 1]], false).grid_less_links(8).is_none());
     }

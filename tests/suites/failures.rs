@@ -268,7 +268,10 @@ fn a_grid_baseline_is_rerouted_around_failed_links() {
         let out = auto(&degraded, spec.clone());
         let engine::RunStats::Portfolio(p) = &out.stats else { panic!("auto runs a portfolio") };
         let bucket = p.portfolio.candidates.iter().find(|c| c.algorithm == "bucket").unwrap();
-        assert!(bucket.collective_time_ns.is_some() || bucket.note.as_deref().is_some_and(|n| n.contains("skipped")), "{bucket:?}");
+        assert!(
+            bucket.collective_time_ns.is_some() || bucket.note.as_deref().is_some_and(|n| n.contains("skipped")),
+            "{bucket:?}"
+        );
     }
     let npu = t.with_failures(&Failures { npus: vec![9], ..Failures::default() }).unwrap();
     let mut less_npu = spec.clone();

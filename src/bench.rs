@@ -7,14 +7,12 @@ mod ilp;
 pub mod scale;
 mod sizes;
 
-pub use greedy::*;
-pub use ilp::*;
-pub use sizes::*;
+pub use greedy::{BenchCase, BenchResult, greedy_suite, judge_growth, markdown, run_case};
+pub use ilp::{IlpCase, IlpRow, IlpTarget, ilp_markdown, ilp_suite, run_ilp_case};
+pub use sizes::{SWEEP_SIZES, SizeCase, SizeRow, run_size_case, sizes_markdown, sizes_suite};
 
-use crate::collective::{CollectiveKind, CollectiveSpec};
-use crate::engine::{self, Options, Request, RequestSpec};
-use crate::topology::{Topology, parse_spec};
-use serde::Serialize;
+use crate::engine::{self, Request, RequestSpec};
+use crate::topology::Topology;
 
 /// 1 GiB/s in the topology format's GB/s (TACOS quotes GiB/s).
 const GIB: f64 = 1.073_741_824;

@@ -1,11 +1,10 @@
 //! The command-line interface (stable: scripts depend on its verbs, flags and exit codes).
 
 use crate::engine;
-use crate::error::InputError;
 use crate::schedule::{Form, Schedule};
-use crate::topology::{Failures, Topology};
+use crate::topology::Failures;
 use clap::Parser;
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 
 mod args;
 mod bench;
@@ -15,7 +14,10 @@ mod input;
 mod render;
 mod serve;
 
-pub use args::*;
+pub use args::{
+    BaselineArgs, ChakraArgs, Chunks, Cli, CollectiveArg, CollectiveArgs, Command, ExportArgs, Format, MscclArgs,
+    MscclProtoArg, MscclTargetArg, OutputArgs, PlotCommand, RegenerateArgs, ServeArgs, SynthArgs,
+};
 pub use error::{CliError, Exit};
 use goodput::goodput_charts;
 pub use input::load_topology;

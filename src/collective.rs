@@ -4,7 +4,6 @@ use crate::error::{Errors, InputError};
 use crate::limits;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
 
 mod holders;
 mod pairs;

@@ -2,7 +2,14 @@
 //! allow-list and the bearer token (`guard`, which gives each handler its `Caller`), and the
 //! token buckets of the request rate and of failed authentications.
 
-use super::*;
+use super::config::MAX_URI_BYTES;
+use super::error::ApiError;
+use super::{AppState, QUERY_KEYS, ROUTES, Shared};
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// Who is calling: the client's name, or `None` when the service runs without tokens.
 #[derive(Clone, Debug)]

@@ -25,7 +25,7 @@ pub use server::{ServeError, serve, serve_on, until_stopped};
 
 use crate::store::{JobStatus, Store};
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};

@@ -3,7 +3,15 @@
 //! order on SIGTERM (drain with 503, the grace for running jobs, comparisons and exports
 //! answered 503 at its end: `until_stopped`).
 
-use super::*;
+use super::config::Config;
+use super::error::ApiError;
+use super::guard::Peer;
+use super::{AppState, Metrics, Shared, conn, router, worker};
+use crate::store::Store;
+use axum::Router;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// `work` unless the shutdown's grace ends first: then `ApiError::ShuttingDown` (503), and
 /// whatever `work` left on the blocking pool is abandoned to the process's exit. Comparisons

@@ -277,7 +277,7 @@ pub fn failures_markdown(rows: &[FailureRow]) -> String {
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}, {} | {}, {} | {} | {:.2} | {} | {} | {} |\n",
                 r.topology,
                 r.collective.name(),
-                super::size_name(r.size_bytes),
+                super::sizes::size_name(r.size_bytes),
                 match r.effort {
                     Effort::Standard => r.scenario.clone(),
                     effort => format!("{} ({})", r.scenario, effort.name()),

@@ -1,6 +1,11 @@
 //! The greedy suite (`bench --suite greedy`): its cases, their runs and the table.
 
-use super::*;
+use super::{GIB, peak_rss_mib, reset_peak_rss, run_on};
+use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::engine;
+use crate::engine::{Options, RequestSpec};
+use crate::topology::parse_spec;
+use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchCase {

@@ -1,6 +1,11 @@
 //! The ILP suite (`bench --suite ilp`): its cases against TACOS's and TACCL's, their runs and the table.
 
-use super::*;
+use super::run_on;
+use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::engine;
+use crate::engine::{Options, RequestSpec};
+use crate::topology::parse_spec;
+use serde::Serialize;
 
 /// What an ILP case must achieve.
 #[derive(Clone, Debug, Serialize)]

@@ -1,6 +1,11 @@
 //! The size sweep (`bench --suite sizes`): `auto`, the greedy and the baselines across sizes and fabrics.
 
-use super::*;
+use super::run_on;
+use crate::collective::{CollectiveKind, CollectiveSpec};
+use crate::engine;
+use crate::engine::{Options, RequestSpec};
+use crate::topology::Topology;
+use serde::Serialize;
 
 /// One case of the size sweep: a topology (generator spec or topology JSON file), a
 /// collective and a size.

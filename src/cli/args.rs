@@ -2,13 +2,13 @@
 //! regeneration, output) and the parsers of their values (chunks per NPU); `serve`'s flags in
 //! `args::serve`, the output formats' and MSCCL's in `args::export`. Stable: scripts depend on
 //! its verbs and flags.
-use super::*;
+// GLOB-REMOVED
 use clap::{Parser, Subcommand};
 
 mod export;
 mod serve;
-pub use export::*;
-pub use serve::*;
+pub use export::{ChakraArgs, ExportArgs, Format, MscclArgs, MscclProtoArg, MscclTargetArg};
+pub use serve::ServeArgs;
 
 #[derive(Parser, Debug)]
 #[command(name = "ccsynth", version, about = "Collective-communication algorithm synthesizer")]

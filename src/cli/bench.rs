@@ -1,7 +1,7 @@
 //! `ccsynth bench`: the suites behind docs/BENCHMARKS.md (greedy, ilp, sizes, failures, scale), run
 //! through `crate::bench` and printed as Markdown tables or JSON.
 
-use super::*;
+use super::print_json;
 
 /// The failures suite's own flags: a size for every case, the regenerations' effort.
 pub(super) struct FailuresArgs<'a> {

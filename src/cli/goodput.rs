@@ -1,6 +1,6 @@
 //! `ccsynth plot goodput`'s input: the size sweep's or `compare`'s JSON read into charts.
 
-use super::*;
+use crate::engine;
 
 /// The charts of a goodput input: the JSON of `bench --suite sizes --json` (per topology and
 /// collective, the series auto, greedy, best baseline and lower bound), or `compare --json`

@@ -2,7 +2,12 @@
 //! `--tenants` file, failures; and how it words the engine's input errors for a terminal (by
 //! flag, not by the API's JSON path).
 
-use super::*;
+use super::CollectiveArgs;
+use crate::engine;
+use crate::error::InputError;
+use crate::schedule::Schedule;
+use crate::topology::{Failures, Topology};
+use std::io::Read;
 
 /// A whole input: a file, or stdin for `-`.
 pub(super) fn read_input(arg: &str) -> Result<String, String> {

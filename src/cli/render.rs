@@ -1,5 +1,5 @@
 //! What people read at a terminal: the summary of a run, the comparison table, durations.
-use super::*;
+use crate::engine;
 
 /// A duration for people: ns, µs, ms or s with three decimals (JSON keeps the exact number).
 pub(super) fn duration(ns: f64) -> String {

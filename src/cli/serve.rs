@@ -1,6 +1,6 @@
 //! `ccsynth serve`: the HTTP service's configuration from the flags, and its runtime.
 
-use super::*;
+use super::ServeArgs;
 
 /// `serve`: runs the HTTP service until it is stopped.
 pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {

@@ -1,7 +1,11 @@
 //! A collective's precondition and postcondition: built for the standard kinds, checked and
 //! taken from the spec for `custom` (every source reaches every destination that needs it).
 
-use super::*;
+use super::{CollectiveKind, CollectiveSpec};
+use crate::error::Errors;
+use crate::limits;
+use crate::topology::Topology;
+use std::collections::VecDeque;
 
 /// Which of a kind's conditions (pre, post) are every chunk at every NPU of the group: the
 /// sides `conditions` leaves empty, held as `Pairs::every`.

@@ -4,8 +4,13 @@
 
 mod plan;
 
+use super::check::Gate;
+use super::check::gate_timed_until;
+use super::error::Error;
 use super::fastest::{FastestTwo, Least, time};
-use super::*;
+use super::{Control, GreedySearch, Reporter, SynthJob, SynthOutput, TreesPolish, base_stats};
+use crate::collective::Collective;
+use crate::schedule::Schedule;
 use crate::synth::trees::Resume;
 pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use plan::{Run, RunPlan, plan_runs};

@@ -1,8 +1,9 @@
 //! Schedule bodies as the store keeps them: small ones as JSON, larger ones packed
 //! (`schedule::packed`) and compressed with zstd; what reading one back gives
 //! (`ScheduleBody`), and the limits on what is stored.
-use super::*;
+use super::{Store, StoreError, plausible_id};
 use crate::schedule::Schedule;
+use sqlx::Row;
 
 /// What a schedule stored by reference has in place of its topology: the first occurrence in
 /// the body is the top-level field (the fields before it are the format, algorithm and seed).

@@ -1,6 +1,7 @@
 //! What the store keeps derived from a stored schedule: its comparison with the baselines
 //! (JSON) and its built exports (compressed, by format and options), each computed once.
-use super::*;
+use super::{Store, StoreError, now_ms, plausible_id};
+use sqlx::Row;
 
 impl Store {
     /// A schedule's stored comparison (JSON), if computed.

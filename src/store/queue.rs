@@ -1,7 +1,12 @@
 //! The job queue of the store: queueing a job (one shared active job per request key), the
 //! clients' quotas, the fair claim (a lapsed lease first, then by priority, running jobs and
 //! last start between clients), leases, progress and the ends of jobs.
-use super::*;
+use super::body::StoredBody;
+use super::{
+    Backend, Failure, JOB_COLS, JobEvent, JobRow, JobStatus, Lease, NewJob, Store, StoreError, job_row, now_ms,
+    plausible_id,
+};
+use sqlx::Row;
 
 impl Store {
     /// Queues a job; `false` when it was not created because a shared job with its key is

@@ -1,7 +1,8 @@
 //! Topologies in the store: stored once by digest, the clients that may see each (granted,
 //! revoked, counted against a client's quota), and deletion, which keeps a topology that
 //! schedules still name.
-use super::*;
+use super::{Deletion, JobStatus, Store, StoreError, TOPOLOGY_COLS, TopologyRow, now_ms, plausible_id, topology_row};
+use sqlx::Row;
 
 impl Store {
     /// Inserts a topology unless one with the same digest exists; returns it and whether it

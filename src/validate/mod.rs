@@ -3,15 +3,12 @@
 
 use crate::collective::{Collective, Pairs};
 use crate::limits;
-use crate::schedule::{Op, ReplayOrder, Schedule, TransferRef};
-use crate::slots::SlotTable;
+use crate::schedule::Schedule;
 use crate::spans::Spans;
-use crate::topology::Topology;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 
 mod flow;
 mod groups;
@@ -21,7 +18,7 @@ mod sets;
 mod transfer;
 use groups::Group;
 use replay::{State, replay};
-use sets::{IdHash, NONE, SetId, Sets};
+use sets::NONE;
 use transfer::check_transfers;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -4,8 +4,12 @@
 //! way) is replayed chunk by chunk (`replay`), which names every violation. So it may be
 //! strict, never lenient: `Valid` only when the chunk replay would find nothing.
 
-use super::*;
+use super::sets::{IdHash, NONE, SetId, Sets};
+use crate::collective::Pairs;
 use crate::runs::{ChunkRanges, Runs, TooFragmented};
+use crate::schedule::{Op, Schedule};
+use crate::spans::Spans;
+use std::collections::HashMap;
 
 /// What the replay on ranges found.
 #[derive(Debug, PartialEq, Eq)]

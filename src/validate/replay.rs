@@ -2,7 +2,14 @@
 //! every slot, and the rules of the data flow (reads of held data, double counting, one write
 //! per slot and step).
 
-use super::*;
+use super::groups::Group;
+use super::sets::{IdHash, NONE, SetId, Sets};
+use super::{At, Sink, ViolationKind, slot_name};
+use crate::collective::Pairs;
+use crate::schedule::{Op, ReplayOrder, Schedule};
+use crate::slots::SlotTable;
+use crate::spans::Spans;
+use std::collections::HashMap;
 
 /// A run of consecutive chunks of one transfer that read the same value at the source.
 #[derive(Clone, Copy)]

@@ -1,7 +1,10 @@
 //! The validator's checks of each transfer on its own: endpoints, chunk lists, slots and
 //! path, before any data flow is replayed.
 
-use super::*;
+use super::{At, Sink, ViolationKind, slot_name};
+use crate::schedule::{Op, Schedule, TransferRef};
+use crate::topology::Topology;
+use std::fmt;
 
 /// Checks every transfer on its own. Gives, per transfer, whether it names existing NPUs,
 /// chunks and links, so that its data flow can be replayed.

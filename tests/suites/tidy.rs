@@ -2,7 +2,8 @@
 //! themselves: every source file opens with a `//!` module doc; no source file is over 600
 //! lines; the boundary holds (the front end — `api`, `store`, `cli`, `bench`, the binary —
 //! reaches the core only through `engine`, and the core never imports the front end or its
-//! async and database crates); and the three documents a newcomer reads first fit on a page.
+//! async and database crates); no file glob-imports another module; and the three documents
+//! a newcomer reads first fit on a page.
 //! ARCHITECTURE.md states these rules; this file is what keeps them true.
 
 use std::fs;
@@ -151,6 +152,27 @@ fn the_boundary_holds() {
     crossings(core, &above, "the core imports nothing above it", &mut problems);
 
     report("imports across the boundary (limit: none)", problems);
+}
+
+/// A glob import of another module (`use super::*;`, `pub use args::*;`) hides what a file
+/// uses or exports; outside unit tests every such import names its items. An enum's own
+/// variants (`use ViolationKind::*;` in a match) and a crate's `prelude::*` stay allowed.
+#[test]
+fn no_glob_imports_across_modules() {
+    let mut problems = Vec::new();
+    for p in sources().into_iter().filter(|p| !p.ends_with("tests.rs")) {
+        let text = read(&p);
+        for (n, line) in non_test_lines(&text) {
+            let code = line.trim_start();
+            let code = code.strip_prefix("pub(crate) ").or_else(|| code.strip_prefix("pub ")).unwrap_or(code);
+            let Some(path) = code.strip_prefix("use ").and_then(|r| r.strip_suffix("::*;")) else { continue };
+            let enum_variants = !path.contains("::") && path.starts_with(|c: char| c.is_uppercase());
+            if !enum_variants && !path.ends_with("prelude") {
+                problems.push(format!("{}:{n}: {}", shown(&p), line.trim()));
+            }
+        }
+    }
+    report("glob imports of other modules (limit: none); name what is used", problems);
 }
 
 #[test]

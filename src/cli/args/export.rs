@@ -1,6 +1,6 @@
 //! The flags that choose what a schedule is written as (`synth --format`, `export`): the
 //! formats, and the MSCCL and Chakra writers' options.
-use super::*;
+use crate::engine;
 
 /// What `synth --format` and `export --format` write.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -1,7 +1,10 @@
 //! Which runs the greedy makes for one request (`plan_runs`): planners (`Mode`) at which
 //! chunkings, seeds and TEN timesteps, and the NPU counts that bound each planner.
 
-use super::super::*;
+use super::super::error::Error;
+use super::super::{SynthJob, chunking};
+use crate::collective::Collective;
+
 /// The greedy's runs for one request: what each run plans, and what they share.
 pub(super) struct RunPlan {
     /// Every run: the matcher per (chunking, seed, TEN timestep), translation per chunking on

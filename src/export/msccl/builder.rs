@@ -1,9 +1,9 @@
 //! The program an MSCCL file holds: thread blocks per peer, direction and channel, their steps
 //! in the schedule's order with per-cell dependencies, channels chosen so that bounded buffers
 //! cannot deadlock (see the parent module), the executor's limits checked, and the XML written.
-use super::*;
+use super::{MAX_COUNT, MscclError, MscclTarget};
 use crate::export::layout::{Cell, Layout, Placement};
-use crate::schedule::Op;
+use crate::schedule::{Op, Schedule};
 use std::collections::HashMap;
 
 mod blocks;

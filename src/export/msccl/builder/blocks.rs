@@ -1,7 +1,9 @@
 //! The program's thread blocks and channels: which channel a message takes and whether its
 //! send is deferred, whether a block has room, which block a step goes to, and each step
 //! appended with the dependencies and blocked state its cell accesses give it.
-use super::*;
+use super::super::{FIFO_CAPACITY, MAX_CHANNELS, MAX_DEPID, MAX_TBS_PER_CHANNEL};
+use super::{Builder, MscclError, OpId, OpStep, Role, StepType, Tb};
+use crate::export::layout::Cell;
 
 impl Builder<'_> {
     /// The channel of connection a→b for a send of `cnt` chunks, and whether it is deferred:

@@ -1,6 +1,9 @@
 //! The program's limits checked and its XML written: thread block ids (the blocks waited for
 //! first), steps per block, blocks per GPU, nodes per rank, then one `<gpu>` per rank.
-use super::*;
+use super::super::{MAX_DEPID, MAX_NODES_PER_RANK, MAX_OFFSET, MscclOptions};
+use super::{Builder, MscclError, OpId, Role};
+use crate::export::layout::Cell;
+use crate::schedule::Schedule;
 use quick_xml::Writer;
 use quick_xml::events::BytesStart;
 

@@ -2,6 +2,7 @@
 //! timesteps (`plan`), each run's schedule (`produce`), and the fastest kept
 //! (`synthesize_greedy`).
 
+mod mode;
 mod plan;
 
 use super::check::Gate;
@@ -12,8 +13,10 @@ use super::{Control, GreedySearch, Reporter, SynthJob, SynthOutput, TreesPolish,
 use crate::collective::Collective;
 use crate::schedule::Schedule;
 use crate::synth::trees::Resume;
-pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
-use plan::{Run, RunPlan, plan_runs};
+pub use mode::Mode;
+use mode::Run;
+pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, PLAIN_MAX_NPUS};
+use plan::{RunPlan, plan_runs};
 
 /// The doubling planners' labelling, searched once for every shape and chunking (runs wait
 /// for the first).

@@ -3,6 +3,7 @@
 
 use super::super::error::Error;
 use super::super::{SynthJob, chunking};
+use super::mode::{Mode, Run};
 use crate::collective::Collective;
 
 /// The greedy's runs for one request: what each run plans, and what they share.
@@ -26,23 +27,12 @@ pub(super) fn plan_runs(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<RunPlan, Error> {
     let c = variants[0];
-    // Discretizations to try per variant: the given one, or the default and, when link times
-    // are not multiples of the fastest, finer ones (a coarse grid misjudges the slower links).
     let nothing_needed = |c: &Collective| c.needed_iter(&c.holders()).next().is_none();
     let trivial = match tenants {
         None => nothing_needed(c),
         Some(t) => t.iter().all(nothing_needed),
     };
-    let mut factors: Vec<Vec<Option<f64>>> = variants
-        .iter()
-        .map(|v| match req.discretization_ns {
-            _ if trivial => Ok(vec![None]), // nothing moves: no TEN is built
-            Some(f) => Ok(vec![Some(f)]),
-            None => crate::synth::auto_discretizations(req.topology, v.chunk_size_bytes, req.switch_model)
-                .map(|fs| fs.into_iter().map(Some).collect())
-                .map_err(|e| Error::from(crate::synth::SynthError::from(e))),
-        })
-        .collect::<Result<_, _>>()?;
+    let mut factors = timesteps(req, variants, trivial)?;
     let mut runs: Vec<Run> = (0..matcher_variants.clamp(1, variants.len()))
         .flat_map(|variant| {
             let fs = factors[variant].len();
@@ -51,107 +41,14 @@ pub(super) fn plan_runs(
             })
         })
         .collect();
-    // Combining collectives: the matcher as it was before unequal shares and rarest-first picks
-    // runs beside it (same seeds and timesteps), the faster kept, on up to `PLAIN_MAX_NPUS`.
-    if tenants.is_none() && !trivial && c.combining && req.topology.npus() <= PLAIN_MAX_NPUS {
-        runs.extend(beside_matcher(&runs, Mode::Plain));
-    }
-    // An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
-    // matcher's chunkings, seeds and timesteps, on up to `STAGED_MAX_NPUS`.
-    if tenants.is_none() && !trivial && req.topology.npus() <= STAGED_MAX_NPUS {
-        let staged: Vec<Run> = runs
-            .iter()
-            .filter_map(|r| match r.mode {
-                Mode::Matching(f) => Some((r, f)),
-                _ => None,
-            })
-            .flat_map(|(r, f)| {
-                crate::synth::staged::STAGES
-                    .into_iter()
-                    .filter(|&n| crate::synth::staged::applies(req.topology, variants[r.variant], n))
-                    .map(move |n| Run { mode: Mode::Staged(n, f), ..*r })
-            })
-            .collect();
-        runs.extend(staged);
-    }
-    // An all-reduce whose balanced shares sit on a few NPUs: also with the shares spread
-    // (`synth::shares::spread`), at the matcher's chunkings, seeds and timesteps, below the
-    // size where the matcher at one chunk a message gives way to the groups.
-    if tenants.is_none() && !trivial && req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS {
-        let spread: Vec<Run> = runs
-            .iter()
-            .filter_map(|r| match r.mode {
-                Mode::Matching(f) if crate::synth::shares::concentrated(req.topology, variants[r.variant]) => {
-                    Some(Run { mode: Mode::Spread(f), ..*r })
-                }
-                _ => None,
-            })
-            .collect();
-        runs.extend(spread);
-    }
-    // Edges of mixed times on a small fabric: the matcher also at finer timesteps
-    // (`synth::fine_discretizations`), on up to `FINE_GRID_MAX_NPUS`. Only the matcher: the
-    // runs derived from it above keep the usual timesteps. Not where the routed planner serves
-    // (all-to-all, scatter, gather: in the size sweep the finer runs never won there).
-    if tenants.is_none()
-        && !trivial
-        && req.discretization_ns.is_none()
-        && req.topology.npus() <= FINE_GRID_MAX_NPUS
-        && !crate::synth::routed::applies(c)
-    {
-        for variant in 0..matcher_variants.clamp(1, variants.len()) {
-            let fine =
-                crate::synth::fine_discretizations(req.topology, variants[variant].chunk_size_bytes, req.switch_model)
-                    .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?;
-            for d in fine {
-                if factors[variant].iter().flatten().any(|&f| (f - d).abs() <= 1e-9 * d) {
-                    continue;
-                }
-                factors[variant].push(Some(d));
-                let f = factors[variant].len() - 1;
-                for i in 0..req.seeds.max(1) as u64 {
-                    runs.push(Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Matching(f) });
-                }
-            }
-        }
-    }
-    // Collectives that do not combine (all-gather, broadcast), whose matcher picks at random:
-    // the rarest-first pick runs beside it (same seeds and timesteps, the finer ones too), the
-    // faster kept, on up to `RAREST_MAX_NPUS`. Not where the routed planner serves (all-to-all,
-    // scatter, gather).
-    if tenants.is_none()
-        && !trivial
-        && !c.combining
-        && req.topology.npus() <= RAREST_MAX_NPUS
-        && !crate::synth::routed::applies(c)
-    {
-        runs.extend(beside_matcher(&runs, Mode::Rarest));
+    if tenants.is_none() && !trivial {
+        beside_the_matcher(req, variants, matcher_variants, &mut factors, &mut runs)?;
     }
     // Translation on tori: one pattern per chunking, searched here (it is cheap). Where it
     // reaches the bound of any schedule moving one chunk per link per step, the matcher at
     // that chunking cannot be faster and does not run.
     let patterns = translation_patterns(req, variants, tenants.is_none() && !trivial, cancelled);
-    // The cheapest pattern's price, when the caller has a schedule to price it against: the
-    // busiest link's load of its schedule, a lower bound on its time (`translate::link_load_ns`).
-    let mut cheapest_pattern: Option<f64> = None;
-    for (variant, pattern) in patterns.iter().enumerate() {
-        let Some((torus, pattern, optimal)) = pattern else { continue };
-        if *optimal {
-            runs.retain(|r| {
-                r.variant != variant
-                    || !matches!(
-                        r.mode,
-                        Mode::Matching(_) | Mode::Plain(_) | Mode::Rarest(_) | Mode::Staged(..) | Mode::Spread(_)
-                    )
-            });
-        }
-        if req.incumbent_ns.is_some() {
-            let link = &req.topology.links()[0];
-            let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
-            cheapest_pattern = Some(cheapest_pattern.map_or(price, |p: f64| p.min(price)));
-        }
-        runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
-    }
+    let cheapest_pattern = translation_runs(req, variants, &patterns, &mut runs);
     // An all-reduce or all-gather whose chunks are mostly latency also moves them in groups
     // (at k = 1), but not where translation serves (an intact uniform torus keeps its runs as
     // they were). On thousands of NPUs the matcher at one chunk per message is both the slowest
@@ -164,32 +61,7 @@ pub(super) fn plan_runs(
     // translation is optimal (an intact uniform torus keeps its runs as they were). Pushed
     // after the groups, below.
     let tree_runs: Vec<(usize, u32)> = if tenants.is_none() && !trivial && !patterns.iter().flatten().any(|p| p.2) {
-        let chunk_over_alpha = chunking::beta_over_alpha(req.topology, variants[0].chunk_size_bytes);
-        let grouped = tree_groups(req.topology.npus(), grouping, chunk_over_alpha).into_iter().map(|g| (0usize, g));
-        let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
-        // Below a thousand NPUs, where a chunk of the first chunking is a few latencies, the
-        // second chunking in threes too (`SECOND_THREES_BELOW`).
-        let second = (req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS
-            && variants.len() > 1
-            && !grouping.is_empty()
-            && chunk_over_alpha < SECOND_THREES_BELOW)
-            .then_some((1usize, 3u32));
-        let mut runs: Vec<(usize, u32)> = plain
-            .chain(grouped)
-            .chain(second)
-            .filter(|&(variant, g)| crate::synth::trees::applies(req.topology, variants[variant], g as usize))
-            .collect();
-        // Below a thousand NPUs, also the unit count the latency and the fill would pick
-        // (`trees_units_for`), if no run above has it.
-        if req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS && !runs.is_empty() {
-            let best = trees_units_for(req.topology, variants);
-            if let Some(pick) = best.filter(|p| !runs.contains(p))
-                && crate::synth::trees::applies(req.topology, variants[pick.0], pick.1 as usize)
-            {
-                runs.push(pick);
-            }
-        }
-        runs
+        tree_runs(req, variants, grouping)
     } else {
         Vec::new()
     };
@@ -232,26 +104,7 @@ pub(super) fn plan_runs(
     // The latency-mode planners (batched messages, doubling, the contribution flood) run
     // beside the matcher for one collective, where their rounds can pay.
     if tenants.is_none() && !trivial && !routed_only && latency_mode_pays(req.topology, c) {
-        // Deterministic on direct links and cheap: the first seed. The contribution flood's
-        // bytes do not depend on the chunking: the request's alone.
-        // Not in a search for a mirror: the flood reduces in scratch slots, which do not mirror.
-        if !req.mirroring
-            && crate::synth::flood::contributions_apply(c, req.topology.npus())
-            && crate::synth::flood::contributions_pay(req.topology, c)
-        {
-            runs.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
-        }
-        // The batched planner balances finer chunks better over an NPU's incoming links, and
-        // the doubling patterns put every owner's block in every port's group: both run at
-        // every chunking tried.
-        for (variant, v) in variants.iter().enumerate() {
-            runs.push(Run { variant, seed: req.seed, mode: Mode::Batched });
-            if crate::synth::doubling::applies(v) {
-                for shape in crate::synth::doubling::Shape::for_collective(v) {
-                    runs.push(Run { variant, seed: req.seed, mode: Mode::Doubling(shape) });
-                }
-            }
-        }
+        runs.extend(latency_runs(req, variants));
     }
     // Where every run is a translation pattern (the matcher cannot beat an optimal one) and
     // each is priced above the caller's schedule, the greedy cannot win: none is built (a
@@ -264,6 +117,195 @@ pub(super) fn plan_runs(
         return Err(Error::PricedOut { price_ns, incumbent_ns });
     }
     Ok(RunPlan { runs, factors, patterns })
+}
+
+/// The TEN timesteps to try per variant: the given one, or the default and, when link times
+/// are not multiples of the fastest, finer ones (a coarse grid misjudges the slower links);
+/// none where nothing moves (`trivial`).
+fn timesteps(req: &SynthJob<'_>, variants: &[&Collective], trivial: bool) -> Result<Vec<Vec<Option<f64>>>, Error> {
+    variants
+        .iter()
+        .map(|v| match req.discretization_ns {
+            _ if trivial => Ok(vec![None]), // nothing moves: no TEN is built
+            Some(f) => Ok(vec![Some(f)]),
+            None => crate::synth::auto_discretizations(req.topology, v.chunk_size_bytes, req.switch_model)
+                .map(|fs| fs.into_iter().map(Some).collect())
+                .map_err(|e| Error::from(crate::synth::SynthError::from(e))),
+        })
+        .collect()
+}
+
+/// The planners that run beside the matcher's runs in `runs` (same chunkings, seeds and
+/// timesteps) for one collective that moves something: the plain matcher, pipelined stages,
+/// spread shares, the rarest-first pick, and the matcher at finer timesteps (added to
+/// `factors`), each where it can pay.
+fn beside_the_matcher(
+    req: &SynthJob<'_>,
+    variants: &[&Collective],
+    matcher_variants: usize,
+    factors: &mut [Vec<Option<f64>>],
+    runs: &mut Vec<Run>,
+) -> Result<(), Error> {
+    let c = variants[0];
+    // Combining collectives: the matcher as it was before unequal shares and rarest-first picks
+    // runs beside it (same seeds and timesteps), the faster kept, on up to `PLAIN_MAX_NPUS`.
+    if c.combining && req.topology.npus() <= PLAIN_MAX_NPUS {
+        runs.extend(beside_matcher(runs, Mode::Plain));
+    }
+    // An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
+    // matcher's chunkings, seeds and timesteps, on up to `STAGED_MAX_NPUS`.
+    if req.topology.npus() <= STAGED_MAX_NPUS {
+        let staged: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) => Some((r, f)),
+                _ => None,
+            })
+            .flat_map(|(r, f)| {
+                crate::synth::staged::STAGES
+                    .into_iter()
+                    .filter(|&n| crate::synth::staged::applies(req.topology, variants[r.variant], n))
+                    .map(move |n| Run { mode: Mode::Staged(n, f), ..*r })
+            })
+            .collect();
+        runs.extend(staged);
+    }
+    // An all-reduce whose balanced shares sit on a few NPUs: also with the shares spread
+    // (`synth::shares::spread`), at the matcher's chunkings, seeds and timesteps, below the
+    // size where the matcher at one chunk a message gives way to the groups.
+    if req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS {
+        let spread: Vec<Run> = runs
+            .iter()
+            .filter_map(|r| match r.mode {
+                Mode::Matching(f) if crate::synth::shares::concentrated(req.topology, variants[r.variant]) => {
+                    Some(Run { mode: Mode::Spread(f), ..*r })
+                }
+                _ => None,
+            })
+            .collect();
+        runs.extend(spread);
+    }
+    // Edges of mixed times on a small fabric: the matcher also at finer timesteps
+    // (`synth::fine_discretizations`), on up to `FINE_GRID_MAX_NPUS`. Only the matcher: the
+    // runs derived from it above keep the usual timesteps. Not where the routed planner serves
+    // (all-to-all, scatter, gather: in the size sweep the finer runs never won there).
+    if req.discretization_ns.is_none() && req.topology.npus() <= FINE_GRID_MAX_NPUS && !crate::synth::routed::applies(c)
+    {
+        for variant in 0..matcher_variants.clamp(1, variants.len()) {
+            let fine =
+                crate::synth::fine_discretizations(req.topology, variants[variant].chunk_size_bytes, req.switch_model)
+                    .map_err(|e| Error::from(crate::synth::SynthError::from(e)))?;
+            for d in fine {
+                if factors[variant].iter().flatten().any(|&f| (f - d).abs() <= 1e-9 * d) {
+                    continue;
+                }
+                factors[variant].push(Some(d));
+                let f = factors[variant].len() - 1;
+                for i in 0..req.seeds.max(1) as u64 {
+                    runs.push(Run { variant, seed: req.seed.wrapping_add(i), mode: Mode::Matching(f) });
+                }
+            }
+        }
+    }
+    // Collectives that do not combine (all-gather, broadcast), whose matcher picks at random:
+    // the rarest-first pick runs beside it (same seeds and timesteps, the finer ones too), the
+    // faster kept, on up to `RAREST_MAX_NPUS`. Not where the routed planner serves (all-to-all,
+    // scatter, gather).
+    if !c.combining && req.topology.npus() <= RAREST_MAX_NPUS && !crate::synth::routed::applies(c) {
+        runs.extend(beside_matcher(runs, Mode::Rarest));
+    }
+    Ok(())
+}
+
+/// The (variant, units a message) the per-chunk trees run at: every chunking below a thousand
+/// NPUs, and the first in messages of `tree_groups`, where `synth::trees` applies.
+fn tree_runs(req: &SynthJob<'_>, variants: &[&Collective], grouping: &[u32]) -> Vec<(usize, u32)> {
+    let chunk_over_alpha = chunking::beta_over_alpha(req.topology, variants[0].chunk_size_bytes);
+    let grouped = tree_groups(req.topology.npus(), grouping, chunk_over_alpha).into_iter().map(|g| (0usize, g));
+    let plain = (0..variants.len()).filter(|_| req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS).map(|v| (v, 1));
+    // Below a thousand NPUs, where a chunk of the first chunking is a few latencies, the
+    // second chunking in threes too (`SECOND_THREES_BELOW`).
+    let second = (req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS
+        && variants.len() > 1
+        && !grouping.is_empty()
+        && chunk_over_alpha < SECOND_THREES_BELOW)
+        .then_some((1usize, 3u32));
+    let mut runs: Vec<(usize, u32)> = plain
+        .chain(grouped)
+        .chain(second)
+        .filter(|&(variant, g)| crate::synth::trees::applies(req.topology, variants[variant], g as usize))
+        .collect();
+    // Below a thousand NPUs, also the unit count the latency and the fill would pick
+    // (`trees_units_for`), if no run above has it.
+    if req.topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS && !runs.is_empty() {
+        let best = trees_units_for(req.topology, variants);
+        if let Some(pick) = best.filter(|p| !runs.contains(p))
+            && crate::synth::trees::applies(req.topology, variants[pick.0], pick.1 as usize)
+        {
+            runs.push(pick);
+        }
+    }
+    runs
+}
+
+/// The latency-mode planners' runs (the contribution flood, batched messages, doubling) for
+/// one collective where their rounds can pay.
+fn latency_runs(req: &SynthJob<'_>, variants: &[&Collective]) -> Vec<Run> {
+    let c = variants[0];
+    let mut out = Vec::new();
+    // Deterministic on direct links and cheap: the first seed. The contribution flood's
+    // bytes do not depend on the chunking: the request's alone.
+    // Not in a search for a mirror: the flood reduces in scratch slots, which do not mirror.
+    if !req.mirroring
+        && crate::synth::flood::contributions_apply(c, req.topology.npus())
+        && crate::synth::flood::contributions_pay(req.topology, c)
+    {
+        out.push(Run { variant: 0, seed: req.seed, mode: Mode::Contributions });
+    }
+    // The batched planner balances finer chunks better over an NPU's incoming links, and
+    // the doubling patterns put every owner's block in every port's group: both run at
+    // every chunking tried.
+    for (variant, v) in variants.iter().enumerate() {
+        out.push(Run { variant, seed: req.seed, mode: Mode::Batched });
+        if crate::synth::doubling::applies(v) {
+            for shape in crate::synth::doubling::Shape::for_collective(v) {
+                out.push(Run { variant, seed: req.seed, mode: Mode::Doubling(shape) });
+            }
+        }
+    }
+    out
+}
+
+/// A translation run per chunking whose pattern serves, the matcher's family dropped where the
+/// pattern is optimal (it cannot be beaten at that chunking); returns the cheapest pattern's
+/// price, when the caller has a schedule to price it against: the busiest link's load of its
+/// schedule, a lower bound on its time (`translate::link_load_ns`).
+fn translation_runs(
+    req: &SynthJob<'_>,
+    variants: &[&Collective],
+    patterns: &[Option<TranslationPattern>],
+    runs: &mut Vec<Run>,
+) -> Option<f64> {
+    let mut cheapest: Option<f64> = None;
+    for (variant, pattern) in patterns.iter().enumerate() {
+        let Some((torus, pattern, optimal)) = pattern else { continue };
+        if *optimal {
+            runs.retain(|r| {
+                r.variant != variant
+                    || !matches!(
+                        r.mode,
+                        Mode::Matching(_) | Mode::Plain(_) | Mode::Rarest(_) | Mode::Staged(..) | Mode::Spread(_)
+                    )
+            });
+        }
+        if req.incumbent_ns.is_some() {
+            let link = &req.topology.links()[0];
+            let price = crate::synth::translate::link_load_ns(torus, pattern, variants[variant], link);
+            cheapest = Some(cheapest.map_or(price, |p: f64| p.min(price)));
+        }
+        runs.push(Run { variant, seed: pattern.seed, mode: Mode::Translation });
+    }
+    cheapest
 }
 
 /// Each variant's translation pattern (`synth::translate`), where it serves: the torus, the
@@ -437,74 +479,6 @@ fn latency_mode_pays(topo: &crate::topology::Topology, c: &Collective) -> bool {
         return true;
     }
     chunking::beta_over_alpha(topo, c.chunk_size_bytes) < 1.0
-}
-
-/// One greedy run's parameters: which variant (chunks per NPU), seed and planner.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Run {
-    /// Index into the variants tried.
-    pub(super) variant: usize,
-    pub(super) seed: u64,
-    pub(super) mode: Mode,
-}
-
-/// How a greedy run plans: the matcher at one of the variant's discretizations, or the
-/// latency mode (batched messages, or for all-reduce every contribution flooded).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Mode {
-    /// The matcher, at this index into the discretizations tried.
-    Matching(usize),
-    /// Batched messages along shortest paths (`synth::flood::plan`).
-    Batched,
-    /// All-reduce by flooding every contribution (`synth::flood::all_reduce_by_contributions`).
-    Contributions,
-    /// Recursive doubling (or halving then doubling) on a searched hypercube labelling
-    /// (`synth::doubling`).
-    Doubling(crate::synth::doubling::Shape),
-    /// One broadcast pattern translated to every source on a torus (`synth::translate`).
-    Translation,
-    /// The matcher on an all-reduce with this many chunks moved together in every message
-    /// (`synth::greedy_grouped`), at the fastest edge's timestep.
-    Grouped(u32),
-    /// Every chunk on a path of its own, spread over the shortest paths and list-scheduled
-    /// at the best of a few numbers of chunks per message (`synth::routed`).
-    Routed,
-    /// The matcher as before unequal shares (`synth::greedy_plain`), at this index into the
-    /// discretizations tried: beside `Matching` on combining collectives of up to
-    /// `PLAIN_MAX_NPUS` NPUs.
-    Plain(usize),
-    /// The matcher with the rarest-first pick (`synth::greedy_rarest`), at this index into the
-    /// discretizations tried: beside `Matching` on collectives that do not combine, of up to
-    /// `RAREST_MAX_NPUS` NPUs.
-    Rarest(usize),
-    /// The matcher's all-reduce in this many pipelined stages (`synth::staged`), at this index
-    /// into the discretizations tried: beside `Matching` where at least one NPU in eight moves
-    /// data slower than the fastest (`synth::staged::applies`), on up to `STAGED_MAX_NPUS` NPUs.
-    Staged(u32, usize),
-    /// The matcher's all-reduce with spread shares (`synth::greedy_spread`), at this index into
-    /// the discretizations tried: beside `Matching` where the balanced shares sit on fewer than
-    /// one NPU in eight (`synth::shares::concentrated`).
-    Spread(usize),
-    /// An all-reduce of per-chunk spanning trees, this many chunks a message, list-scheduled
-    /// (`synth::trees`): beside the matcher on an all-reduce whose links are alike both ways.
-    Trees(u32),
-}
-
-impl Mode {
-    /// The name `stats.greedy_mode` reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Mode::Matching(_) => "matching",
-            Mode::Batched => "batched",
-            Mode::Contributions => "contributions",
-            Mode::Doubling(s) if s.halving => "halving_doubling",
-            Mode::Doubling(_) => "doubling",
-            Mode::Translation => "translation",
-            Mode::Grouped(_) | Mode::Plain(_) | Mode::Rarest(_) | Mode::Staged(..) | Mode::Spread(_) => "matching",
-            Mode::Routed => "routed",
-            Mode::Trees(_) => "trees",
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Bucket (Swing paper 2.3.4): per-dimension ring reduce-scatters, then all-gathers in the
 //! reverse order, 2D concurrent buckets (each part starting at another dimension, either way
-//! round); a whole mesh or torus only.
+//! round); a whole mesh or torus only (the engine reroutes it onto one less a few links:
+//! `engine::rerouted`).
 
 use super::butterfly::sub_block;
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};

@@ -146,36 +146,8 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let heavy = chunk_moves(&previous) > REPAIR_FIRST_MAX_MOVES && !crate::validate::flow_vouched(&previous);
     let serving = serves(&previous, req);
     let mut previous = Some(previous);
-    // `beat`: a schedule already in hand (the fresh run's, when the repair runs after it):
-    // a repair whose busiest link alone takes longer is priced out before its simulation.
-    let mut repair = |stop: &(dyn Fn() -> bool + Sync),
-                      beat: Option<f64>|
-     -> (Result<(Output, RepairStats), String>, f64) {
-        // Asked by the repair's pass and its simulation.
-        let began = Instant::now();
-        let previous = previous.take().expect("repaired once");
-        let out = serving.clone().and_then(|()| {
-            (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
-            let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
-                RepairError::Stopped => "stopped: cancelled, or the time limit ran out".to_string(),
-                e => e.to_string(),
-            })?;
-            let ms = began.elapsed().as_secs_f64() * 1e3;
-            tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
-            if let Some(why) = priced_out(&s, beat) {
-                return Err(why);
-            }
-            s.algorithm = Some("repair".into());
-            // Simulated only: it is validated (and bounded) once kept, so a repair that loses
-            // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
-            let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
-                Error::Cancelled => "stopped (cancelled, or the time limit ran out) before its check ended".to_string(),
-                e => e.to_string(),
-            })?;
-            let algorithm = "repair".to_string();
-            Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
-        });
-        (out, began.elapsed().as_secs_f64() * 1e3)
+    let mut repair = |stop: &(dyn Fn() -> bool + Sync), beat: Option<f64>| {
+        repair_stored(previous.take().expect("repaired once"), req, serving.clone(), ctl, stop, beat)
     };
     // A stored baseline's repair is that baseline rerouted: `auto` on the degraded grid
     // would build the same schedule again (bucket on torus:128x128: 45 s).
@@ -227,36 +199,8 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
         wall_ms: repair_ms,
         note: repaired.as_ref().err().cloned(),
     };
-    let fresh_outcome = FreshOutcome {
-        algorithm: req.algorithm.name().to_string(),
-        collective_time_ns: fresh_time,
-        wall_ms: fresh_ms,
-        note: fresh.as_ref().err().map(|e| match e {
-            Error::TimeLimit { .. } if repair_time.is_some() => {
-                "no schedule faster than the repair within the time limit".to_string()
-            }
-            e => e.to_string(),
-        }),
-    };
-    // The repair kept is validated now, with the simulation it has; were it invalid (a bug of
-    // the repair, logged), the fresh schedule is returned if there is one.
-    let (repaired, keep_repair) = match (keep_repair, repaired) {
-        (true, Ok((out, stats))) => {
-            let began = Instant::now();
-            let checked = finalize_repair(out, ctl);
-            repair_outcome.wall_ms += began.elapsed().as_secs_f64() * 1e3;
-            match checked {
-                Ok(out) => (Ok((out, stats)), true),
-                Err(Error::Internal(e)) if fresh.is_ok() => {
-                    tracing::error!("regenerate: the repair is not valid, the fresh schedule is kept: {e}");
-                    repair_outcome.note = Some(format!("not kept: {e}"));
-                    (Err(e.to_string()), false)
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        (_, r) => (r, false),
-    };
+    let fresh_outcome = fresh_outcome(req, &fresh, fresh_ms, repair_time.is_some());
+    let (repaired, keep_repair) = check_kept(keep_repair, repaired, fresh.is_ok(), ctl, &mut repair_outcome)?;
     let (mut out, fresh_stats) = if keep_repair {
         let (out, _) = repaired.expect("a repair time means a repaired schedule");
         (out, fresh.ok().map(|o| o.stats))
@@ -284,6 +228,93 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
         fresh: fresh_stats,
     }));
     Ok(out)
+}
+
+/// The fresh run's side of a regeneration, from what it gave (`repaired`: the repair gave a
+/// schedule, so a fresh run that ran out of time found none faster).
+fn fresh_outcome(req: &Request, fresh: &Result<Output, Error>, wall_ms: f64, repaired: bool) -> FreshOutcome {
+    FreshOutcome {
+        algorithm: req.algorithm.name().to_string(),
+        collective_time_ns: fresh.as_ref().ok().and_then(|o| o.schedule.collective_time_ns),
+        wall_ms,
+        note: fresh.as_ref().err().map(|e| match e {
+            Error::TimeLimit { .. } if repaired => {
+                "no schedule faster than the repair within the time limit".to_string()
+            }
+            e => e.to_string(),
+        }),
+    }
+}
+
+/// A repair's schedule and statistics, or why it gave none.
+type Repaired = Result<(Output, RepairStats), String>;
+
+/// The repair, when `keep` says it is kept, validated now with the simulation it has (its
+/// wall time added to `outcome`); were it invalid (a bug of the repair, logged), the fresh
+/// schedule is returned if there is one (`fresh_ok`), and the outcome says why. Whether the
+/// repair is still kept.
+fn check_kept(
+    keep: bool,
+    repaired: Repaired,
+    fresh_ok: bool,
+    ctl: Control,
+    outcome: &mut RepairOutcome,
+) -> Result<(Repaired, bool), Error> {
+    match (keep, repaired) {
+        (true, Ok((out, stats))) => {
+            let began = Instant::now();
+            let checked = finalize_repair(out, ctl);
+            outcome.wall_ms += began.elapsed().as_secs_f64() * 1e3;
+            match checked {
+                Ok(out) => Ok((Ok((out, stats)), true)),
+                Err(Error::Internal(e)) if fresh_ok => {
+                    tracing::error!("regenerate: the repair is not valid, the fresh schedule is kept: {e}");
+                    outcome.note = Some(format!("not kept: {e}"));
+                    Ok((Err(e.to_string()), false))
+                }
+                Err(e) => Err(e),
+            }
+        }
+        (_, r) => Ok((r, false)),
+    }
+}
+
+/// The repair of `previous` for `req` (`serving`: why it cannot serve it, if so), simulated
+/// but not yet validated, stopped by `stop`; with `beat` (a schedule already in hand: the
+/// fresh run's, when the repair runs after it) a repair whose busiest link alone takes longer
+/// is priced out before its simulation. And its wall time, ms.
+fn repair_stored(
+    previous: Schedule,
+    req: &Request,
+    serving: Result<(), String>,
+    ctl: Control,
+    stop: &(dyn Fn() -> bool + Sync),
+    beat: Option<f64>,
+) -> (Repaired, f64) {
+    // Asked by the repair's pass and its simulation.
+    let began = Instant::now();
+    let out = serving.and_then(|()| {
+        (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
+        let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
+            RepairError::Stopped => "stopped: cancelled, or the time limit ran out".to_string(),
+            e => e.to_string(),
+        })?;
+        let ms = began.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(target: "ccsynth::timing", wall_ms = ms, "regenerate: rerouted");
+        if let Some(why) = priced_out(&s, beat) {
+            return Err(why);
+        }
+        s.algorithm = Some("repair".into());
+        // Simulated only: it is validated (and bounded) once kept, so a repair that loses
+        // to the fresh run costs no validation (a 4096-NPU bucket schedule's is ~10 s).
+        let (schedule, report) = super::gate_until(s, super::Gate::Deferred, stop).map_err(|e| match e {
+            Error::Cancelled => "stopped (cancelled, or the time limit ran out) before its check ended".to_string(),
+            e => e.to_string(),
+        })?;
+        let algorithm = "repair".to_string();
+        Ok((Output { schedule, report, stats: RunStats::Baseline { algorithm }, lp: Vec::new() }, stats))
+    });
+    (out, began.elapsed().as_secs_f64() * 1e3)
 }
 
 /// Why a repair is not simulated: its busiest link alone is busy at least as long as `beat`

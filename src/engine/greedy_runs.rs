@@ -31,7 +31,7 @@ fn produce(
     r: &Run,
     labels: &Labels,
     polled: &(dyn Fn() -> bool + Sync),
-) -> Result<(Schedule, crate::synth::PlanStats, Option<Resume>), crate::synth::SynthError> {
+) -> Produced {
     let opts = crate::synth::PlanOptions {
         seed: r.seed,
         switch_model: req.switch_model,
@@ -113,6 +113,8 @@ pub(super) fn synthesize_greedy(
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
     let labels = Labels::new();
     let incumbent = super::check::Incumbent::new(req.incumbent_ns);
+    let ranking =
+        Ranking { single, deferred: !single && req.gate == Gate::Deferred, incumbent: &incumbent, cancelled, polled };
     let run = |(index, r): (usize, &Run)| -> Outcome {
         // Checked before a run builds anything: a cancel or the deadline skips every run not
         // yet started at once (a run's own first poll comes only after its problem is built).
@@ -126,64 +128,7 @@ pub(super) fn synthesize_greedy(
         let produced = produce(req, &plan, variants, tenants, r, &labels, polled);
         tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, variant = r.variant, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: run produced");
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        match produced {
-            // Several under a deferred gate: each is simulated and, while it is the fastest so
-            // far, validated beside (on the pool's threads left by runs still going), so the
-            // winner leaves validated.
-            Ok((schedule, stats, resume)) if !single && req.gate == Gate::Deferred => {
-                let checked = super::check::gate_speculative_until(schedule, &incumbent, polled);
-                if cancelled() {
-                    return Outcome { cancelled: true, ..Outcome::default() };
-                }
-                match checked {
-                    Ok((schedule, report)) => {
-                        let time_ns = report.collective_time_ns.unwrap_or(f64::INFINITY);
-                        tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, validated = report.valid, "greedy: run ranked");
-                        let (timing, checked) = match report.valid {
-                            true => (None, Some(report)),
-                            false => (report.timing, None),
-                        };
-                        let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats, resume };
-                        Outcome::won(best)
-                    }
-                    Err(Error::Cancelled) => Outcome::cut(),
-                    Err(e) => Outcome { error: Least::of(index, e), ..Outcome::default() },
-                }
-            }
-            Ok((schedule, stats, resume)) => {
-                // One candidate needs no ranking; the gate simulates it anyway. Several are
-                // ranked by their simulation, which the winner's gate then reuses.
-                let timing = if single {
-                    None
-                } else {
-                    match crate::sim::simulate_until(&schedule, polled) {
-                        Err(crate::sim::SimError::Stopped) if cancelled() => {
-                            return Outcome { cancelled: true, ..Outcome::default() };
-                        }
-                        Err(crate::sim::SimError::Stopped) => return Outcome::cut(),
-                        t => t.ok(),
-                    }
-                };
-                let time_ns = match &timing {
-                    _ if single => 0.0,
-                    Some(t) => t.collective_time_ns,
-                    None => f64::INFINITY,
-                };
-                if !single {
-                    tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
-                }
-                let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats, resume };
-                Outcome::won(best)
-            }
-            Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
-            Err(e) if e.is_cancelled() => Outcome::cut(),
-            // Stages that did not overlap: no candidate (the one-stage run serves), and not the
-            // error to report if nothing else finished.
-            Err(crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::StagesNotShorter)) => {
-                Outcome::default()
-            }
-            Err(e) => Outcome { error: Least::of(index, e.into()), ..Outcome::default() },
-        }
+        ranking.outcome(index, r, produced)
     };
     // The winner does not depend on the threads (`Outcome::merge`), only the wall time does.
     let all_runs = || runs.par_iter().enumerate().map(run).reduce(Outcome::default, Outcome::merge);
@@ -382,6 +327,85 @@ fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
         stages: None,
     }
 }
+
+/// How a run's result becomes an `Outcome`: with several runs, ranked by its simulation (under
+/// a deferred gate also validated while it is the fastest so far, against `incumbent`); one
+/// run alone is not ranked (the gate simulates it anyway). A cancel or the deadline met on the
+/// way cuts it.
+struct Ranking<'a> {
+    single: bool,
+    deferred: bool,
+    incumbent: &'a super::check::Incumbent,
+    cancelled: &'a (dyn Fn() -> bool + Sync),
+    polled: &'a (dyn Fn() -> bool + Sync),
+}
+
+impl Ranking<'_> {
+    fn outcome(&self, index: usize, r: &Run, produced: Produced) -> Outcome {
+        let (single, incumbent, cancelled, polled) = (self.single, self.incumbent, self.cancelled, self.polled);
+        match produced {
+            // Several under a deferred gate: each is simulated and, while it is the fastest so
+            // far, validated beside (on the pool's threads left by runs still going), so the
+            // winner leaves validated.
+            Ok((schedule, stats, resume)) if self.deferred => {
+                let checked = super::check::gate_speculative_until(schedule, incumbent, polled);
+                if cancelled() {
+                    return Outcome { cancelled: true, ..Outcome::default() };
+                }
+                match checked {
+                    Ok((schedule, report)) => {
+                        let time_ns = report.collective_time_ns.unwrap_or(f64::INFINITY);
+                        tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, validated = report.valid, "greedy: run ranked");
+                        let (timing, checked) = match report.valid {
+                            true => (None, Some(report)),
+                            false => (report.timing, None),
+                        };
+                        let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats, resume };
+                        Outcome::won(best)
+                    }
+                    Err(Error::Cancelled) => Outcome::cut(),
+                    Err(e) => Outcome { error: Least::of(index, e), ..Outcome::default() },
+                }
+            }
+            Ok((schedule, stats, resume)) => {
+                // One candidate needs no ranking; the gate simulates it anyway. Several are
+                // ranked by their simulation, which the winner's gate then reuses.
+                let timing = if single {
+                    None
+                } else {
+                    match crate::sim::simulate_until(&schedule, polled) {
+                        Err(crate::sim::SimError::Stopped) if cancelled() => {
+                            return Outcome { cancelled: true, ..Outcome::default() };
+                        }
+                        Err(crate::sim::SimError::Stopped) => return Outcome::cut(),
+                        t => t.ok(),
+                    }
+                };
+                let time_ns = match &timing {
+                    _ if single => 0.0,
+                    Some(t) => t.collective_time_ns,
+                    None => f64::INFINITY,
+                };
+                if !single {
+                    tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
+                }
+                let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats, resume };
+                Outcome::won(best)
+            }
+            Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
+            Err(e) if e.is_cancelled() => Outcome::cut(),
+            // Stages that did not overlap: no candidate (the one-stage run serves), and not the
+            // error to report if nothing else finished.
+            Err(crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::StagesNotShorter)) => {
+                Outcome::default()
+            }
+            Err(e) => Outcome { error: Least::of(index, e.into()), ..Outcome::default() },
+        }
+    }
+}
+
+/// What one run produced: a schedule, its planner's statistics and where a polish resumes.
+type Produced = Result<(Schedule, crate::synth::PlanStats, Option<Resume>), crate::synth::SynthError>;
 
 /// The runs of a synthesis folded together: the fastest schedule, the first failure (by run
 /// order), how many runs the deadline cut, and whether the caller cancelled. Merging is

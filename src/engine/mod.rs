@@ -452,7 +452,8 @@ fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::
         other => other,
     };
     match built {
-        Err(BaselineError::Stopped) => Err(rerouted::stopped((ctl.cancelled)(), req.time_limit_s)),
+        Err(BaselineError::Stopped) if (ctl.cancelled)() => Err(Error::Cancelled),
+        Err(BaselineError::Stopped) => Err(Error::TimeLimit { limit_s: req.time_limit_s }),
         other => Ok(other?),
     }
 }

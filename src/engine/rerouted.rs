@@ -4,7 +4,6 @@
 //! only the baselines that route anywhere, at 16,384 NPUs, where the greedy does not run,
 //! kolmakov's 1.138 s against bucket's 5.6 ms before the failure.
 
-use super::Error;
 use crate::baselines::BaselineError;
 use crate::schedule::Schedule;
 use crate::synth::repair::{self, RepairError};
@@ -43,9 +42,4 @@ pub(super) fn build(
             return None;
         }
     })
-}
-
-/// The engine's error for a rerouted build that was stopped (as `build_baseline` maps one).
-pub(super) fn stopped(cancelled: bool, limit_s: f64) -> Error {
-    if cancelled { Error::Cancelled } else { Error::TimeLimit { limit_s } }
 }

@@ -67,59 +67,29 @@ impl Topology {
     /// The mesh or torus this topology is, link for link (ignoring link parameters), if any.
     /// Prefers more dimensions; a failed NPU or any extra link means no grid.
     pub fn infer_grid(&self) -> Option<Grid> {
+        self.candidate_grids().into_iter().find(|g| self.matches_grid(g))
+    }
+
+    /// The meshes and tori of this topology's NPU count, more dimensions first, each as a
+    /// torus then as a mesh; none with a switch, a failed NPU or fewer than 4 NPUs.
+    fn candidate_grids(&self) -> Vec<Grid> {
         let n = self.npus();
         if self.switches() != 0 || !self.failed_npus().is_empty() || n < 4 {
-            return None;
+            return Vec::new();
         }
         let mut all = Vec::new();
         factorizations(n, 6, &mut Vec::new(), &mut all);
         all.sort_by_key(|f| std::cmp::Reverse(f.len()));
-        for dims in all {
-            for torus in [true, false] {
-                let g = Grid { dims: dims.clone(), torus };
-                if self.matches_grid(&g) {
-                    return Some(g);
-                }
-            }
-        }
-        None
+        all.into_iter().flat_map(|dims| [true, false].map(|torus| Grid { dims: dims.clone(), torus })).collect()
     }
 
     fn matches_grid(&self, g: &Grid) -> bool {
-        // The grid's link count first, from its sides alone: each of a dimension's n / d lines
-        // has 2d links as a ring of more than 2, 2(d − 1) as a line. Only a topology with that
-        // many links is walked (a dense one, `hier:fc1400`, has every neighbour link a grid
-        // needs, so the walk never stopped early: 1.4 M link lookups for each of thousands of
+        // The grid's link count first, from its sides alone. Only a topology with that many
+        // links is walked (a dense one, `hier:fc1400`, has every neighbour link a grid needs,
+        // so the walk never stopped early: 1.4 M link lookups for each of thousands of
         // factorizations, minutes before any synthesis started, deaf to its deadline).
-        let n = self.npus();
-        let links: usize = g.dims.iter().map(|&d| (n / d) * if g.torus && d > 2 { 2 * d } else { 2 * (d - 1) }).sum();
-        if links != self.links().len() {
-            return false;
-        }
-        let mut expected = 0usize;
-        for v in 0..self.npus() {
-            let c = g.coords(v);
-            for (dim, &d) in g.dims.iter().enumerate() {
-                let mut neigh = Vec::new();
-                if c[dim] + 1 < d {
-                    neigh.push(v + g.stride(dim));
-                } else if g.torus && d > 2 {
-                    neigh.push(v + g.stride(dim) - d * g.stride(dim));
-                }
-                if c[dim] > 0 {
-                    neigh.push(v - g.stride(dim));
-                } else if g.torus && d > 2 {
-                    neigh.push(v + (d - 1) * g.stride(dim));
-                }
-                for u in neigh {
-                    if self.link_index(v, u).is_none() {
-                        return false;
-                    }
-                    expected += 1;
-                }
-            }
-        }
-        expected == self.links().len()
+        g.link_count() == self.links().len()
+            && (0..self.npus()).all(|v| g.neighbours(v).into_iter().all(|u| self.link_index(v, u).is_some()))
     }
 }
 
@@ -144,25 +114,17 @@ impl Topology {
 
     /// The grid `grid_less_links` puts the links back into.
     fn grid_missing_links(&self, max_missing: usize) -> Option<Grid> {
-        let n = self.npus();
-        if self.switches() != 0 || !self.failed_npus().is_empty() || n < 4 || self.links().is_empty() {
+        if self.links().is_empty() {
             return None;
         }
-        let mut all = Vec::new();
-        factorizations(n, 6, &mut Vec::new(), &mut all);
-        all.sort_by_key(|f| std::cmp::Reverse(f.len()));
         let mut best: Option<(usize, Grid)> = None;
-        for dims in all {
-            for torus in [true, false] {
-                let g = Grid { dims: dims.clone(), torus };
-                let links: usize = g.dims.iter().map(|&d| (n / d) * g.line_links(d)).sum();
-                let Some(missing) = links.checked_sub(self.links().len()) else { continue };
-                if missing == 0 || missing > max_missing || best.as_ref().is_some_and(|(m, _)| *m <= missing) {
-                    continue;
-                }
-                if self.links().iter().all(|l| g.adjacent(l.src, l.dst)) {
-                    best = Some((missing, g));
-                }
+        for g in self.candidate_grids() {
+            let Some(missing) = g.link_count().checked_sub(self.links().len()) else { continue };
+            if missing == 0 || missing > max_missing || best.as_ref().is_some_and(|(m, _)| *m <= missing) {
+                continue;
+            }
+            if self.links().iter().all(|l| g.adjacent(l.src, l.dst)) {
+                best = Some((missing, g));
             }
         }
         best.map(|(_, g)| g)
@@ -204,9 +166,11 @@ impl Topology {
 }
 
 impl Grid {
-    /// Links of one line of `d` NPUs: 2d around a ring of more than 2, 2(d − 1) along a line.
-    fn line_links(&self, d: usize) -> usize {
-        if self.torus && d > 2 { 2 * d } else { 2 * (d - 1) }
+    /// The grid's directed links: each of a dimension's n / d lines has 2d around a ring of
+    /// more than 2, 2(d − 1) along a line.
+    fn link_count(&self) -> usize {
+        let n: usize = self.dims.iter().product();
+        self.dims.iter().map(|&d| (n / d) * if self.torus && d > 2 { 2 * d } else { 2 * (d - 1) }).sum()
     }
 
     /// Whether `u` and `v` are one step apart along one dimension (around on a torus).

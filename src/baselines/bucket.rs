@@ -7,6 +7,7 @@ use super::butterfly::sub_block;
 use super::{Algorithm, BaselineError, BaselineInfo, Ctx, Out};
 use crate::collective::CollectiveKind as K;
 use crate::schedule::{ChunkList, Op, Transfers};
+use crate::topology::Grid;
 
 pub(super) const BUCKET: Algorithm = Algorithm {
     info: || BaselineInfo {
@@ -32,7 +33,7 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     let parts = 2 * dims;
     let p = ctx.p();
     let mut out = Out::new(ctx);
-    let stride: Vec<usize> = (0..dims).map(|i| g.dims[..i].iter().product()).collect();
+    let stride = strides(&g);
     let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
     let ag = matches!(kind, K::AllReduce | K::AllGather);
     for part in 0..parts {
@@ -40,34 +41,6 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
         let order: Vec<usize> = (0..dims).map(|i| (part + i) % dims).collect();
         let chunks_of =
             |blocks: &[usize]| -> Vec<u32> { blocks.iter().flat_map(|&b| sub_block(ctx, b, part, parts)).collect() };
-        // Blocks node v is responsible for once dims `done` are reduced: those agreeing with v there.
-        // Blocks agreeing with node v on the reduced dimensions `done` and with coordinate
-        // `gcoord` on dimension j: enumerated directly over the free dimensions.
-        let group = |v: usize, done: &[usize], j: usize, gcoord: usize| -> Vec<usize> {
-            let mut c = g.coords(v);
-            c[j] = gcoord;
-            let free: Vec<usize> = (0..dims).filter(|i| *i != j && !done.contains(i)).collect();
-            for &i in &free {
-                c[i] = 0;
-            }
-            let mut out = Vec::new();
-            loop {
-                out.push(g.node(&c));
-                let mut k = 0;
-                while k < free.len() {
-                    let i = free[k];
-                    c[i] += 1;
-                    if c[i] < g.dims[i] {
-                        break;
-                    }
-                    c[i] = 0;
-                    k += 1;
-                }
-                if k == free.len() {
-                    return out;
-                }
-            }
-        };
         let mut step: u32;
         // A step's messages carry one chunk list per group (the group's first block names it):
         // built once and shared (on torus:64x64, 16,384 messages a step, 64 or 4,096 lists).
@@ -82,14 +55,10 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                     let pos = if dir > 0 { a } else { (d - a) % d };
                     let gpos = if reduce { (pos + 2 * d - s - 1) % d } else { (pos + d - s) % d };
                     let gcoord = if dir > 0 { gpos } else { (d - gpos) % d };
-                    // The group's first block: v with coordinate gcoord on j, 0 on the free dims.
-                    let first = (0..dims)
-                        .filter(|&i| i == j || !done.contains(&i))
-                        .fold(v, |r, i| r - g.coord(v, i) * stride[i])
-                        + gcoord * stride[j];
+                    let first = first_of(&g, &stride, v, done, j, gcoord);
                     let chunks = lists[first]
                         .get_or_insert_with(|| {
-                            let blocks = group(v, done, j, gcoord);
+                            let blocks = group(&g, v, done, j, gcoord);
                             debug_assert_eq!(blocks[0], first);
                             chunks_of(&blocks).into()
                         })
@@ -124,4 +93,142 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
         }
     }
     Ok(out.transfers)
+}
+
+pub(super) const BUCKET_BIDIR: Algorithm = Algorithm {
+    info: || BaselineInfo {
+        name: "bucket-bidir",
+        collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
+        topologies: "tori (whole grid as the group), also less up to 64 links (built whole, rerouted)",
+        source: "bucket (Swing paper 2.3.4) with each ring run as two chains, one each way round: half the steps",
+    },
+    chunking: BUCKET.chunking,
+    build: bucket_bidir,
+};
+
+/// Bucket's parts in pairs: the two that take the dimensions in one order, either way round,
+/// become one part whose rings are chains toward a block's owner from both sides (a reduction
+/// from the nodes below it on the + links, from those above on the − links; the all-gather
+/// the same chains backwards). A ring of n takes ⌈(n−1)/2⌉ steps instead of n−1, each message
+/// carrying both halves, so the latency term halves and the links carry what they did: the
+/// pair's two halves take chains of ⌈(n−1)/2⌉ and ⌊(n−1)/2⌋ from below, so on a side of even
+/// n every link carries n−1 halves, not n (the longer chain for both halves: +1/(n−1)).
+fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
+    // On a side of 2 both ways round are one link: a pair's halves would queue there, the
+    // later one holding up every message that carries both (bucket on torus:2x4 runs its two
+    // parts apart: 425 µs at 64 MiB against 465).
+    let g =
+        ctx.grid.clone().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2)).ok_or(BaselineError::Unsupported {
+            algorithm: "bucket-bidir",
+            what: "topologies that are not a whole torus of sides 3 or more".into(),
+        })?;
+    let kind = ctx.c.spec.kind;
+    let dims = g.dims.len();
+    let p = ctx.p();
+    let stride = strides(&g);
+    let mut out = Out::new(ctx);
+    // As bucket's: the t-th phase of every part starts at the same step, t longest chains apart.
+    let line = g.dims.iter().map(|&d| d / 2).max().unwrap_or(0) as u32;
+    for part in 0..dims {
+        let order: Vec<usize> = (0..dims).map(|i| (part + i) % dims).collect();
+        let halves = [part, part + dims];
+        // A step's message on one link carries the same chunks as every other one whose half
+        // groups match: built once a step per (direction, the first half's group).
+        let mut lists: [Vec<Option<ChunkList>>; 2] = [vec![None; p], vec![None; p]];
+        let mut phase = |out: &mut Out, step0: u32, j: usize, done: &[usize], reduce: bool| {
+            let n = g.dims[j];
+            // Each half's chain from below (toward the owner on the + links); the rest come
+            // from above.
+            let below = [n / 2, (n - 1) / 2];
+            for s in 0..n / 2 {
+                lists.iter_mut().flatten().for_each(|l| *l = None);
+                for v in 0..p {
+                    let a = g.coord(v, j);
+                    for (di, dir) in [1i64, -1].into_iter().enumerate() {
+                        // The group coordinate each half's message at step s carries.
+                        let at = |h: usize| -> Option<usize> {
+                            let r = n - 1 - h;
+                            match (reduce, dir > 0) {
+                                (true, true) => (s < h).then(|| (a + h - s) % n),
+                                (true, false) => (s < r).then(|| (a + n - r + s) % n),
+                                (false, true) => (s < r).then(|| (a + n - s) % n),
+                                (false, false) => (s < h).then(|| (a + s) % n),
+                            }
+                        };
+                        let sends = [at(below[0]), at(below[1])];
+                        let Some(key) = sends.iter().flatten().next() else { continue };
+                        let first = first_of(&g, &stride, v, done, j, *key);
+                        let chunks = lists[di][first]
+                            .get_or_insert_with(|| {
+                                let mut c: Vec<u32> = (0..2)
+                                    .filter_map(|x| sends[x].map(|gc| (halves[x], gc)))
+                                    .flat_map(|(half, gc)| {
+                                        group(&g, v, done, j, gc)
+                                            .into_iter()
+                                            .flat_map(move |b| sub_block(ctx, b, half, 2 * dims))
+                                    })
+                                    .collect();
+                                c.sort_unstable();
+                                c.into()
+                            })
+                            .clone();
+                        let (w, path) = ctx.route_along(v, j, dir);
+                        out.push(step0 + s as u32, v, w, chunks, if reduce { Op::Reduce } else { Op::Copy }, path);
+                    }
+                }
+            }
+        };
+        if matches!(kind, K::AllReduce | K::ReduceScatter) {
+            for i in 0..dims {
+                phase(&mut out, i as u32 * line, order[i], &order[..i], true);
+            }
+        }
+        let ag_from = if matches!(kind, K::AllReduce | K::ReduceScatter) { dims as u32 * line } else { 0 };
+        if matches!(kind, K::AllReduce | K::AllGather) {
+            for (t, i) in (0..dims).rev().enumerate() {
+                phase(&mut out, ag_from + t as u32 * line, order[i], &order[..i], false);
+            }
+        }
+    }
+    Ok(out.transfers)
+}
+
+/// Each dimension's stride in node ids.
+fn strides(g: &Grid) -> Vec<usize> {
+    (0..g.dims.len()).map(|i| g.dims[..i].iter().product()).collect()
+}
+
+/// The blocks agreeing with node v on the reduced dimensions `done` and with coordinate
+/// `gcoord` on dimension j (a step's group: what v is responsible for once `done` are
+/// reduced), enumerated directly over the free dimensions, in ascending order.
+fn group(g: &Grid, v: usize, done: &[usize], j: usize, gcoord: usize) -> Vec<usize> {
+    let mut c = g.coords(v);
+    c[j] = gcoord;
+    let free: Vec<usize> = (0..g.dims.len()).filter(|i| *i != j && !done.contains(i)).collect();
+    for &i in &free {
+        c[i] = 0;
+    }
+    let mut out = Vec::new();
+    loop {
+        out.push(g.node(&c));
+        let mut k = 0;
+        while k < free.len() {
+            let i = free[k];
+            c[i] += 1;
+            if c[i] < g.dims[i] {
+                break;
+            }
+            c[i] = 0;
+            k += 1;
+        }
+        if k == free.len() {
+            return out;
+        }
+    }
+}
+
+/// The group's first block, which names it: v with coordinate gcoord on j, 0 on the free dims.
+fn first_of(g: &Grid, stride: &[usize], v: usize, done: &[usize], j: usize, gcoord: usize) -> usize {
+    (0..g.dims.len()).filter(|&i| i == j || !done.contains(&i)).fold(v, |r, i| r - g.coord(v, i) * stride[i])
+        + gcoord * stride[j]
 }

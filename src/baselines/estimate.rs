@@ -147,6 +147,27 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
                 })
                 .reduce(f64::min)
         }
+        "bucket-bidir" if phases > 0.0 => {
+            let g = whole().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2))?;
+            let d = g.dims.len();
+            let half = m / (2 * d) as f64;
+            // Pairs of bucket's parts, along dimension j a chain of ⌈(n−1)/2⌉ steps: ⌊(n−1)/2⌋
+            // carry both halves, the last one of an even side one half.
+            (0..d)
+                .map(|i| {
+                    let mut reduced = 1.0;
+                    let mut t = 0.0;
+                    for step in 0..d {
+                        let n = g.dims[(i + step) % d];
+                        reduced *= n as f64;
+                        let both = (n - 1) / 2;
+                        t += both as f64 * net.hop(2.0 * half / reduced)
+                            + (n / 2 - both) as f64 * net.hop(half / reduced);
+                    }
+                    phases * t
+                })
+                .reduce(f64::min)
+        }
         "traff" | "kolmakov" if phases > 0.0 => {
             // ⌈log₂ p⌉ rounds: with n blocks left, rank r sends ⌊n/2⌋ of them to r + shift
             // (the all-gather replays the rounds backwards, the same sizes the other way). The

@@ -105,6 +105,7 @@ fn registry() -> Vec<(&'static str, Algorithm)> {
         ("swing-latency", butterfly::SWING_LATENCY),
         ("swing-bandwidth", butterfly::SWING_BANDWIDTH),
         ("bucket", bucket::BUCKET),
+        ("bucket-bidir", bucket::BUCKET_BIDIR),
         ("traff", circulant::TRAFF),
         ("kolmakov", circulant::KOLMAKOV),
         ("mst", mst::MST),

@@ -246,7 +246,7 @@ pub struct BaselineArgs {
     #[arg(long)]
     pub list: bool,
     /// ring, ring-bidir, direct, recursive-doubling, rabenseifner, bde, swing-latency,
-    /// swing-bandwidth, bucket, traff, kolmakov, kolmakov-r<R> (R = 1, 2, …), mst, pairwise,
+    /// swing-bandwidth, bucket, bucket-bidir, traff, kolmakov, kolmakov-r<R> (R = 1, 2, …), mst, pairwise,
     /// bruck, dimension-ordered, pxn; `--list` says what each supports.
     #[arg(long, required_unless_present = "list")]
     pub algo: Option<String>,

@@ -391,7 +391,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
             "--size",
             "64MiB",
             "--algo",
-            "bucket",
+            "bucket-bidir",
             "--compare",
             "--summary",
         ],
@@ -399,7 +399,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
     );
     let text = String::from_utf8(o.stdout).unwrap();
     let line = text.lines().find(|l| l.starts_with("best baseline")).unwrap();
-    assert!(line.starts_with("best baseline   bucket, ") && line.ends_with("this schedule is as fast"), "{text}");
+    assert!(line.starts_with("best baseline   bucket-bidir, ") && line.ends_with("this schedule is as fast"), "{text}");
     // A group's collective is on the group's NPUs, of the topology's.
     let o = ccsynth(
         &[
@@ -419,7 +419,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.contains("collective      all_gather of 1 MiB on 4 of 5 NPUs"), "{text}");
     // Where `auto` skipped every baseline, each bounded above its schedule, the summary says
-    // so (and the lowest price), not that none ran (at 4 MiB: at 64 MiB bucket, rerouted
+    // so (and the lowest price), not that none ran (at 2 MiB: at 4 MiB bucket-bidir, rerouted
     // around the link, is priced below the greedy's schedule and built).
     let o = ccsynth(
         &[
@@ -429,7 +429,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
             "--collective",
             "all_reduce",
             "--size",
-            "4MiB",
+            "2MiB",
             "--fail-link",
             "0-1",
             "--summary",

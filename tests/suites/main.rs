@@ -7,6 +7,7 @@ mod common;
 mod alltoall;
 mod baselines;
 mod bounds;
+mod bucket_bidir;
 mod chakra;
 mod chakra_replay;
 mod collective;

@@ -1,0 +1,98 @@
+//! bucket-bidir against its closed form: bucket's parts in pairs, each ring run as two chains
+//! toward a block's owner (⌈(n−1)/2⌉ steps a ring instead of n−1), on rings and tori of equal
+//! and unequal sides; its refusals, and bucket beside it.
+
+use crate::common::*;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use std::collections::BTreeSet;
+
+const ALPHA: f64 = 500.0;
+const BW: f64 = 100.0;
+
+fn time(name: &str, topo_spec: &str, spec: CollectiveSpec) -> (f64, ccsynth::schedule::Schedule) {
+    let (s, r) = baseline(name, &topo(topo_spec), spec).unwrap_or_else(|e| panic!("{name} on {topo_spec}: {e}"));
+    assert!(r.valid, "{name} on {topo_spec}: {:?}", r.violations);
+    (s.collective_time_ns.unwrap(), s)
+}
+
+/// One pass (a reduce-scatter or an all-gather) on a torus of d sides n: phase t along one
+/// dimension is a chain of ⌈(n−1)/2⌉ messages, which carry n−1 halves of a block of
+/// m / (d·n^(t+1)) between them.
+fn pass_ns(n: usize, d: u32, m: f64) -> f64 {
+    (0..d)
+        .map(|t| {
+            let block = m / (d as f64 * (n as f64).powi(t as i32 + 1));
+            (n / 2) as f64 * ALPHA + (n - 1) as f64 / 2.0 * block / BW
+        })
+        .sum()
+}
+
+#[test]
+fn a_ring_takes_half_the_steps_of_ring_bidir_and_the_same_bandwidth() {
+    for p in [4usize, 5, 7, 8, 13, 16] {
+        let m = (p * 2 * 4096) as u64;
+        let (t, s) = time("bucket-bidir", &format!("ring:{p}"), CollectiveSpec::new(K::AllReduce, m));
+        let want = 2.0 * pass_ns(p, 1, m as f64);
+        assert!(close(t, want), "ring:{p}: {t} vs {want}");
+        let steps: BTreeSet<u32> = s.transfers.iter().map(|t| t.step).collect();
+        assert_eq!(steps, (0..2 * (p as u32 / 2)).collect(), "ring:{p}");
+        // ring-bidir: 2(p−1) steps of α and half a block each way.
+        let (bidir, _) = time("ring-bidir", &format!("ring:{p}"), CollectiveSpec::new(K::AllReduce, m));
+        let saved = 2.0 * ((p - 1) - p / 2) as f64 * ALPHA;
+        assert!((bidir - t - saved).abs() < 1e-3, "ring:{p}: {bidir} - {t} against {saved}");
+    }
+}
+
+#[test]
+fn on_equal_sides_every_pass_is_its_closed_form() {
+    for (n, d) in [(4usize, 2u32), (5, 2), (8, 2), (3, 3), (4, 3)] {
+        let spec = vec![n.to_string(); d as usize].join("x");
+        let p = n.pow(d);
+        let m = (p * 2 * d as usize * 512) as u64;
+        for (kind, passes) in [(K::AllReduce, 2.0), (K::ReduceScatter, 1.0), (K::AllGather, 1.0)] {
+            let (t, s) = time("bucket-bidir", &format!("torus:{spec}"), CollectiveSpec::new(kind, m));
+            let want = passes * pass_ns(n, d, m as f64);
+            assert!(close(t, want), "torus:{spec} {kind:?}: {t} vs {want}");
+            let steps: BTreeSet<u32> = s.transfers.iter().map(|t| t.step).collect();
+            assert_eq!(steps, (0..passes as u32 * d * (n as u32 / 2)).collect(), "torus:{spec} {kind:?}");
+            // A message each way from every NPU at each of a chain's n/2 steps.
+            let per_phase = p * 2 * (n / 2);
+            assert_eq!(s.transfers.len(), passes as usize * d as usize * d as usize * per_phase, "torus:{spec}");
+        }
+    }
+}
+
+/// Fewer steps, the same bytes on the busiest link: never slower than bucket, on equal sides
+/// or not, at any size.
+#[test]
+fn never_slower_than_bucket() {
+    for spec in ["torus:4x4", "torus:4x8", "torus:3x5", "torus:6x4", "torus:3x4x5", "torus:4x4x4", "torus:4x16"] {
+        for m in [4096u64, 1 << 20, 64 << 20] {
+            for kind in [K::AllReduce, K::ReduceScatter, K::AllGather] {
+                let (bidir, _) = time("bucket-bidir", spec, CollectiveSpec::new(kind, m));
+                let (bucket, _) = time("bucket", spec, CollectiveSpec::new(kind, m));
+                assert!(bidir <= bucket * (1.0 + 1e-9), "{spec} {kind:?} {m}: {bidir} against bucket's {bucket}");
+            }
+        }
+    }
+}
+
+/// Refused where a chain cannot run: no grid, or a side of 2 (both ways round one link). A
+/// mesh is a torus less its wrap-around links, and a torus less a link the same: built whole
+/// and rerouted by the engine, valid and slower than the whole torus.
+#[test]
+fn refused_off_a_torus_and_rerouted_round_missing_links() {
+    for spec in ["fc:6", "torus:2x4", "torus:2x4x4"] {
+        let e = baseline("bucket-bidir", &topo(spec), CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
+        assert!(e.to_string().contains("not a whole torus of sides 3 or more"), "{spec}: {e}");
+    }
+    let less_a_link = topo("torus:4x4")
+        .with_failures(&ccsynth::topology::Failures { links: vec![[0, 1], [1, 0]], ..Default::default() })
+        .unwrap();
+    let (intact, _) = time("bucket-bidir", "torus:4x4", CollectiveSpec::new(K::AllReduce, 1 << 20));
+    for t in [less_a_link, topo("mesh:4x4")] {
+        let (s, r) = baseline("bucket-bidir", &t, CollectiveSpec::new(K::AllReduce, 1 << 20)).expect("rerouted");
+        assert!(r.valid, "{:?}", r.violations);
+        assert!(s.collective_time_ns.unwrap() > intact);
+    }
+}

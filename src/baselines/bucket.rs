@@ -160,16 +160,18 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                         let first = first_of(&g, &stride, v, done, j, *key);
                         let chunks = lists[di][first]
                             .get_or_insert_with(|| {
-                                let mut c: Vec<u32> = (0..2)
+                                // Half A's chunks, then half B's: each an evenly spaced
+                                // run, so the list is two ranges (sorted together they
+                                // interleave, and torus:64x64's file tripled).
+                                (0..2)
                                     .filter_map(|x| sends[x].map(|gc| (halves[x], gc)))
                                     .flat_map(|(half, gc)| {
                                         group(&g, v, done, j, gc)
                                             .into_iter()
                                             .flat_map(move |b| sub_block(ctx, b, half, 2 * dims))
                                     })
-                                    .collect();
-                                c.sort_unstable();
-                                c.into()
+                                    .collect::<Vec<u32>>()
+                                    .into()
                             })
                             .clone();
                         let (w, path) = ctx.route_along(v, j, dir);

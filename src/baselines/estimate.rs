@@ -54,10 +54,6 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
         return None;
     }
     let m = spec.size_bytes as f64;
-    let k = chunks_per_npu.max(1) as f64;
-    // One rank's block (all-gather, reduce-scatter, all-reduce) and one chunk of it.
-    let block = m / p as f64;
-    let chunk = block / k;
     let phases = match spec.kind {
         K::AllReduce => 2.0,
         K::AllGather | K::ReduceScatter => 1.0,
@@ -69,140 +65,41 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
             .as_ref()
             .is_none_or(|r| r.len() == g.dims.iter().product::<usize>() && r.iter().enumerate().all(|(i, &v)| i == v))
     });
-    // A mesh or torus less a few links, whose grid baselines are built whole and rerouted
-    // (`engine::rerouted`): a message there crosses at least as many links of each dimension
-    // as on the whole grid, each at least one hop's time, so the whole grid's chains and the
-    // load over the links left still bound it. Looked up only where a price reads it.
-    let whole = || grid.clone().or_else(|| spec.group.is_none().then(|| topo.grid_or_whole()).flatten());
-    let log_floor = |n: usize| (usize::BITS - 1 - n.leading_zeros()) as usize;
+    let at = Priced { topo, spec, net, p, block: m / p as f64, k: chunks_per_npu.max(1) as f64, phases, grid };
     match name {
-        "ring" | "ring-bidir" if phases > 0.0 => {
-            // Every rank's block is split over the rings; the smallest share is ⌊k/R⌋ chunks.
-            let rings = ring::ring_count(topo, name == "ring-bidir") as f64;
-            let share = (k / rings).floor().max(1.0) * chunk;
-            Some(phases * (p - 1) as f64 * net.hop(share))
-        }
+        "ring" | "ring-bidir" if phases > 0.0 => Some(at.ring(name == "ring-bidir")),
         "recursive-doubling" | "swing-latency" if spec.kind == K::AllReduce => {
             // log₂ of the power-of-two core steps, each moving the whole vector of one part.
-            let parts = if name == "swing-latency" { butterfly::parts_on(grid.as_ref()) } else { 1 } as f64;
-            Some(log_floor(p) as f64 * net.hop(m / parts))
+            let parts = if name == "swing-latency" { butterfly::parts_on(at.grid.as_ref()) } else { 1 } as f64;
+            Some(log_floor(p) as f64 * at.net.hop(m / parts))
         }
-        "rabenseifner" | "bde" | "swing-bandwidth" if phases > 0.0 => {
-            let swing = name == "swing-bandwidth";
-            let parts = if swing { butterfly::parts_on(grid.as_ref()) } else { 1 };
-            let part_block = block / parts as f64;
-            // Halving over the power-of-two core q (the whole group on power-of-two grids, else
-            // folded): at step s a core rank sends at least q / 2^(s+1) blocks of its part.
-            // Swing's schemes for other even p send each block once at some step, so there
-            // only one block a step is counted.
-            let q = 1usize << log_floor(p);
-            let halving = !swing || p.is_power_of_two();
-            let steps = log_floor(q);
-            let sent = |s: usize| if halving { (q >> (s + 1)).max(1) } else { 1 } as f64;
-            let chain: f64 = (0..steps).map(|s| net.hop(sent(s) * part_block)).sum::<f64>() * phases;
-            // On a torus with power-of-two sides the peers follow the coordinates exactly: each
-            // step's messages cross a known number of links along one dimension, and the
-            // busiest link carries at least the average of every message's bytes × hops.
-            let load = grid
-                .as_ref()
-                .filter(|g| g.torus && g.dims.iter().all(|d| d.is_power_of_two()))
-                .map(|g| {
-                    let per_part: f64 = (0..parts)
-                        .map(|part| {
-                            let hops = butterfly::grid_hops(g, swing, part % g.dims.len());
-                            hops.iter()
-                                .enumerate()
-                                .map(|(s, &h)| (p >> (s + 1)).max(1) as f64 * part_block * h as f64)
-                                .sum::<f64>()
-                        })
-                        .sum();
-                    phases * p as f64 * per_part / (net.links * net.beta)
-                })
-                .unwrap_or(0.0);
-            // Swing off a grid it follows, on p not a power of two: its logical line.
-            let line = if swing && !p.is_power_of_two() && grid.as_ref().is_none_or(|g| !butterfly::swing_grid(g)) {
-                swing_line_bound(topo, spec, &net, p, part_block, phases).unwrap_or(0.0)
-            } else {
-                0.0
-            };
-            Some(chain.max(load).max(line))
-        }
+        "rabenseifner" | "bde" | "swing-bandwidth" if phases > 0.0 => Some(at.halving(name == "swing-bandwidth")),
         "bucket" if phases > 0.0 => {
-            let g = whole()?;
-            let d = g.dims.len();
-            let parts = 2 * d;
-            let part = m / parts as f64;
-            // Part i reduces its dimensions in the order i, i+1, …: along dimension j after the
-            // dimensions before it, each message carries part / (d_j × those dimensions' sizes).
-            (0..parts)
-                .map(|i| {
-                    let mut reduced = 1.0;
-                    let mut t = 0.0;
-                    for step in 0..d {
-                        let j = (i + step) % d;
-                        reduced *= g.dims[j] as f64;
-                        t += (g.dims[j] - 1) as f64 * net.hop(part / reduced);
-                    }
-                    phases * t
-                })
-                .reduce(f64::min)
+            // 2d parts, part i reducing its dimensions in the order i, i+1, …: a ring of n − 1
+            // messages along each.
+            let g = at.whole()?;
+            let part = m / (2 * g.dims.len()) as f64;
+            Some(phases * grid_chains(&g, 2 * g.dims.len(), |n, reduced| (n - 1) as f64 * at.net.hop(part / reduced)))
         }
         "bucket-bidir" if phases > 0.0 => {
-            let g = whole().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2))?;
-            let d = g.dims.len();
-            let half = m / (2 * d) as f64;
-            // Pairs of bucket's parts, along dimension j a chain of ⌈(n−1)/2⌉ steps: ⌊(n−1)/2⌋
+            // Pairs of bucket's parts, along a side n a chain of ⌈(n−1)/2⌉ steps: ⌊(n−1)/2⌋
             // carry both halves, the last one of an even side one half.
-            (0..d)
-                .map(|i| {
-                    let mut reduced = 1.0;
-                    let mut t = 0.0;
-                    for step in 0..d {
-                        let n = g.dims[(i + step) % d];
-                        reduced *= n as f64;
-                        let both = (n - 1) / 2;
-                        t += both as f64 * net.hop(2.0 * half / reduced)
-                            + (n / 2 - both) as f64 * net.hop(half / reduced);
-                    }
-                    phases * t
-                })
-                .reduce(f64::min)
+            let g = at.whole().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2))?;
+            let half = m / (2 * g.dims.len()) as f64;
+            Some(phases
+                * grid_chains(&g, g.dims.len(), |n, reduced| {
+                    let both = (n - 1) / 2;
+                    both as f64 * at.net.hop(2.0 * half / reduced) + (n / 2 - both) as f64 * at.net.hop(half / reduced)
+                }))
         }
-        "traff" | "kolmakov" if phases > 0.0 => {
-            // ⌈log₂ p⌉ rounds: with n blocks left, rank r sends ⌊n/2⌋ of them to r + shift
-            // (the all-gather replays the rounds backwards, the same sizes the other way). The
-            // rounds need not wait for each other everywhere, so no chain: the longest message,
-            // and on a grid the load of every message's bytes over its distance.
-            let mut rounds: Vec<(f64, i64)> = Vec::new();
-            let mut n = p;
-            while n > 1 {
-                let kept = n.div_ceil(2);
-                let shift = if name == "traff" { kept as i64 } else { -((n / 2) as i64) };
-                rounds.push(((n - kept) as f64 * block, shift));
-                n = kept;
-            }
-            let longest = rounds.iter().map(|r| net.hop(r.0)).fold(0.0, f64::max);
-            if let Some(g) = whole() {
-                return Some(longest.max(phases * grid_load(topo, &g, &rounds)));
-            }
-            let hops = RankHops::of(topo, spec)?;
-            let byte_hops: f64 = rounds
-                .iter()
-                .map(|&(bytes, shift)| {
-                    let hops: u64 =
-                        (0..p).map(|r| hops.between(r, (r as i64 + shift).rem_euclid(p as i64) as usize)).sum();
-                    bytes * hops as f64
-                })
-                .sum();
-            Some(longest.max(phases * byte_hops / (net.links * net.beta)))
-        }
+        "traff" | "kolmakov" if phases > 0.0 => at.circulant(name == "traff"),
         "mst" => {
             // The binomial tree's deepest rank (offset with the most bits set) is ⌊log₂ p⌋
             // messages from the root: a rank's sends to its children do not wait for each other.
             let rounds = log_floor(p) as f64;
             match spec.kind {
-                K::Broadcast | K::Reduce => Some(rounds * net.hop(m)),
-                K::Scatter | K::Gather => Some(rounds * net.hop(m / p as f64)),
+                K::Broadcast | K::Reduce => Some(rounds * at.net.hop(m)),
+                K::Scatter | K::Gather => Some(rounds * at.net.hop(m / p as f64)),
                 _ => None,
             }
         }
@@ -212,10 +109,138 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
         "direct" if phases > 0.0 && p <= super::direct::MAX_DIRECT_NPUS => {
             let hops = RankHops::of(topo, spec)?;
             let all: u64 = (0..p).map(|a| (0..p).map(|b| hops.between(a, b)).sum::<u64>()).sum();
-            Some(net.hop(block).max(phases * block * all as f64 / (net.links * net.beta)))
+            Some(at.net.hop(at.block).max(phases * at.block * all as f64 / (at.net.links * at.net.beta)))
         }
         _ => None,
     }
+}
+
+fn log_floor(n: usize) -> usize {
+    (usize::BITS - 1 - n.leading_zeros()) as usize
+}
+
+/// What a price reads: the request and the network's cheapest hop.
+struct Priced<'a> {
+    topo: &'a Topology,
+    spec: &'a CollectiveSpec,
+    net: Net,
+    p: usize,
+    /// One rank's block (all-gather, reduce-scatter, all-reduce).
+    block: f64,
+    /// Chunks a rank's block is cut into.
+    k: f64,
+    /// Passes over the data: 2 for an all-reduce, 1 for a reduce-scatter or all-gather.
+    phases: f64,
+    grid: Option<crate::topology::Grid>,
+}
+
+impl Priced<'_> {
+    /// The grid, or on a mesh or torus less a few links the whole one, whose grid baselines are
+    /// built whole and rerouted (`engine::rerouted`): a message there crosses at least as many
+    /// links of each dimension as on the whole grid, each at least one hop's time, so the whole
+    /// grid's chains and the load over the links left still bound it.
+    fn whole(&self) -> Option<crate::topology::Grid> {
+        self.grid.clone().or_else(|| self.spec.group.is_none().then(|| self.topo.grid_or_whole()).flatten())
+    }
+
+    /// A ring's p − 1 steps a pass: every rank's block is split over the rings, the smallest
+    /// share ⌊k/R⌋ chunks.
+    fn ring(&self, bidir: bool) -> f64 {
+        let rings = ring::ring_count(self.topo, bidir) as f64;
+        let share = (self.k / rings).floor().max(1.0) * self.block / self.k;
+        self.phases * (self.p - 1) as f64 * self.net.hop(share)
+    }
+
+    /// Rabenseifner, BDE and bandwidth-optimal Swing: the halving chain, on a torus the load of
+    /// the peers' distances, and Swing's logical line off a grid it follows.
+    fn halving(&self, swing: bool) -> f64 {
+        let (p, net, phases) = (self.p, &self.net, self.phases);
+        let parts = if swing { butterfly::parts_on(self.grid.as_ref()) } else { 1 };
+        let part_block = self.block / parts as f64;
+        // Halving over the power-of-two core q (the whole group on power-of-two grids, else
+        // folded): at step s a core rank sends at least q / 2^(s+1) blocks of its part.
+        // Swing's schemes for other even p send each block once at some step, so there
+        // only one block a step is counted.
+        let q = 1usize << log_floor(p);
+        let halving = !swing || p.is_power_of_two();
+        let sent = |s: usize| if halving { (q >> (s + 1)).max(1) } else { 1 } as f64;
+        let chain: f64 = (0..log_floor(q)).map(|s| net.hop(sent(s) * part_block)).sum::<f64>() * phases;
+        // On a torus with power-of-two sides the peers follow the coordinates exactly: each
+        // step's messages cross a known number of links along one dimension, and the
+        // busiest link carries at least the average of every message's bytes × hops.
+        let load = self
+            .grid
+            .as_ref()
+            .filter(|g| g.torus && g.dims.iter().all(|d| d.is_power_of_two()))
+            .map(|g| {
+                let per_part: f64 = (0..parts)
+                    .map(|part| {
+                        let hops = butterfly::grid_hops(g, swing, part % g.dims.len());
+                        hops.iter()
+                            .enumerate()
+                            .map(|(s, &h)| (p >> (s + 1)).max(1) as f64 * part_block * h as f64)
+                            .sum::<f64>()
+                    })
+                    .sum();
+                phases * p as f64 * per_part / (net.links * net.beta)
+            })
+            .unwrap_or(0.0);
+        // Swing off a grid it follows, on p not a power of two: its logical line.
+        let line = if swing && !p.is_power_of_two() && self.grid.as_ref().is_none_or(|g| !butterfly::swing_grid(g)) {
+            swing_line_bound(self.topo, self.spec, net, p, part_block, phases).unwrap_or(0.0)
+        } else {
+            0.0
+        };
+        chain.max(load).max(line)
+    }
+
+    /// Träff and Kolmakov: ⌈log₂ p⌉ rounds: with n blocks left, rank r sends ⌊n/2⌋ of them to
+    /// r + shift (the all-gather replays the rounds backwards, the same sizes the other way).
+    /// The rounds need not wait for each other everywhere, so no chain: the longest message,
+    /// and on a grid the load of every message's bytes over its distance.
+    fn circulant(&self, traff: bool) -> Option<f64> {
+        let (p, net) = (self.p, &self.net);
+        let mut rounds: Vec<(f64, i64)> = Vec::new();
+        let mut n = p;
+        while n > 1 {
+            let kept = n.div_ceil(2);
+            let shift = if traff { kept as i64 } else { -((n / 2) as i64) };
+            rounds.push(((n - kept) as f64 * self.block, shift));
+            n = kept;
+        }
+        let longest = rounds.iter().map(|r| net.hop(r.0)).fold(0.0, f64::max);
+        if let Some(g) = self.whole() {
+            return Some(longest.max(self.phases * grid_load(self.topo, &g, &rounds)));
+        }
+        let hops = RankHops::of(self.topo, self.spec)?;
+        let byte_hops: f64 = rounds
+            .iter()
+            .map(|&(bytes, shift)| {
+                let hops: u64 = (0..p).map(|r| hops.between(r, (r as i64 + shift).rem_euclid(p as i64) as usize)).sum();
+                bytes * hops as f64
+            })
+            .sum();
+        Some(longest.max(self.phases * byte_hops / (net.links * net.beta)))
+    }
+}
+
+/// The shortest of `parts` chains over a grid's dimensions (part i taking them in the order
+/// i, i+1, …), one pass: along a side n, after dimensions whose sizes multiply to `reduced`
+/// (itself included), `along(n, reduced)` ns.
+fn grid_chains(g: &crate::topology::Grid, parts: usize, along: impl Fn(usize, f64) -> f64) -> f64 {
+    let d = g.dims.len();
+    (0..parts)
+        .map(|i| {
+            let mut reduced = 1.0;
+            (0..d)
+                .map(|step| {
+                    let n = g.dims[(i + step) % d];
+                    reduced *= n as f64;
+                    along(n, reduced)
+                })
+                .sum::<f64>()
+        })
+        .fold(f64::INFINITY, f64::min)
 }
 
 /// The load bound of rounds in which every rank r of a whole mesh or torus (ranks in NPU-id

@@ -55,132 +55,187 @@ pub(super) fn summary(
     let s = &out.schedule;
     let time = s.collective_time_ns.unwrap_or(0.0);
     let algorithm = s.algorithm.as_deref().unwrap_or("?");
-    let mut lines = Vec::new();
-    match out.stats.portfolio() {
-        Some(p) => {
-            lines.push(format!("algorithm       {algorithm} (auto's fastest of {} candidates)", p.candidates.len()))
-        }
-        None => lines.push(format!("algorithm       {algorithm}")),
-    }
+    let portfolio = out.stats.portfolio();
+    let mut lines = vec![algorithm_line(algorithm, portfolio)];
     if let Some(r) = out.stats.regeneration() {
-        let prev = match (&r.previous_algorithm, r.previous_collective_time_ns) {
-            (Some(a), Some(t)) => format!("{a}, {}", duration(t)),
-            (a, t) => a.clone().or(t.map(duration)).unwrap_or_else(|| "?".into()),
-        };
-        let slower = r.slower_than_previous.map(|x| format!(", {x:.2}× its time")).unwrap_or_default();
-        lines.push(format!("regenerated     from {prev}{slower}"));
-        if !r.degraded_links.is_empty() {
-            lines.push(format!("degraded        {}", degraded_links(&r.degraded_links)));
-        }
-        let repair = match (r.repair.collective_time_ns, &r.repair.stats, &r.repair.note) {
-            (Some(t), Some(st), _) => format!(
-                "{} ({} transfers kept, {} rerouted{}, {:.0} ms)",
-                duration(t),
-                st.kept,
-                st.rerouted,
-                match st.rebalanced {
-                    0 => String::new(),
-                    n => format!(" ({n} off slowed links)"),
-                },
-                r.repair.wall_ms
-            ),
-            (_, _, Some(why)) => format!("none: {why}"),
-            _ => "none".into(),
-        };
-        let fresh = match (r.fresh.collective_time_ns, &r.fresh.note) {
-            (Some(t), _) => format!("{} ({}, {:.0} ms)", duration(t), r.fresh.algorithm, r.fresh.wall_ms),
-            (None, Some(why)) => format!("none: {why}"),
-            _ => "none".into(),
-        };
-        let kept = match r.kept {
-            engine::Kept::Repair => "repair",
-            engine::Kept::Fresh => "fresh",
-        };
-        lines.push(format!("repair          {repair}"));
-        lines.push(format!("fresh           {fresh}"));
-        lines.push(format!("kept            the {kept} schedule"));
+        lines.extend(regeneration_lines(r));
     }
     if let Some(seed) = s.seed {
         lines.push(format!("seed            {seed}"));
     }
-    let live = s.topology.live_npus().len();
-    let npus = match &s.collective.group {
-        Some(g) if g.len() < live => format!("{} of {live}", g.len()),
-        _ => live.to_string(),
-    };
-    lines.push(format!(
-        "collective      {} of {} on {npus} NPUs, {} chunk(s) per NPU",
-        s.collective.kind.name(),
-        crate::units::format_size(s.collective.size_bytes),
-        s.collective.chunks()
-    ));
+    lines.push(collective_line(s));
     let (rounds, transfers) = (s.rounds(), s.transfers.len());
     lines.push(format!("steps           {}, {}", counted(rounds, "round"), counted(transfers, "transfer")));
-    let bound = match out.report.lower_bound_ns {
-        Some(b) if b > 0.0 => format!(" (lower bound {}, {:.2}× it)", duration(b), time / b),
-        _ => String::new(),
-    };
-    lines.push(format!("time            {}{bound}", duration(time)));
+    lines.push(time_line(time, out.report.lower_bound_ns));
     // The ILP: whether it proved its schedule optimal, and if not how far it got and why.
     if let Some(ilp) = out.stats.synthesis().and_then(|st| st.ilp.as_ref()) {
         lines.push(format!("ilp             {}", ilp_line(ilp)));
     }
-    // The fastest baseline: from the comparison, else among auto's candidates (by simulated
-    // time: `auto` validates only its winner). A baseline that is also the schedule's own
-    // algorithm counts: it is the one to beat (or to tie).
-    let is_synth = |name: &str| engine::Algorithm::parse(name).is_some_and(|a| a.is_synthesizer());
-    let best = match comparison {
-        Some(c) => c
-            .rows
-            .iter()
-            .filter(|r| !is_synth(&r.algorithm))
-            .min_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns))
-            .map(|r| (r.algorithm.clone(), r.collective_time_ns)),
-        None => out.stats.portfolio().and_then(|p| p.best_baseline()).map(|(name, t)| (name.to_string(), t)),
-    };
-    match best {
-        Some((name, t)) if time > 0.0 => {
-            let verdict = if (t / time - 1.0).abs() < 0.005 {
-                "this schedule is as fast".to_string()
-            } else if t > time {
-                format!("this schedule is {:.2}× faster", t / time)
-            } else {
-                format!("this schedule is {:.2}× slower", time / t)
-            };
-            lines.push(format!("best baseline   {name}, {}: {verdict}", duration(t)))
-        }
-        // No baseline built: `auto` skipped each that applies (portfolio.rs's notes start
-        // "skipped") because a bound on its time, its price or its busiest link's load, was
-        // already above a schedule found. Say so, and the lowest price above this schedule (a
-        // lower bound of that baseline's, not the best baseline's time).
-        _ => {
-            let portfolio = out.stats.portfolio();
-            let baselines = || portfolio.into_iter().flat_map(|p| p.baselines());
-            let skipped = baselines().any(|c| c.note.as_deref().is_some_and(|n| n.starts_with("skipped")));
-            let lowest = baselines()
-                .filter_map(|c| c.price_ns.filter(|&p| p > time).map(|p| (c.algorithm.as_str(), p)))
-                .min_by(|a, b| a.1.total_cmp(&b.1));
-            lines.push(match (skipped, lowest) {
-                (false, _) => "best baseline   (add --compare to run them)".to_string(),
-                (true, Some((name, price))) if time > 0.0 => format!(
-                    "best baseline   none built: each bounded above this schedule before it ran (the lowest price, {name}'s {}, is {:.2}× this schedule's time); add --compare to build them",
-                    duration(price),
-                    price / time
-                ),
-                (true, _) => "best baseline   none built: each bounded above this schedule before it ran; add --compare to build them".to_string(),
-            })
-        }
-    }
-    match written {
-        Some(p) => lines.push(format!("schedule        written to {}", p.display())),
-        None => lines.push("schedule        not printed: give --out FILE, or --json for stdout".to_string()),
-    }
+    lines.push(baseline_line(comparison, portfolio, time));
+    lines.push(written_line(written));
     let mut text = lines.join("\n") + "\n";
     if let Some(c) = comparison {
         text += "\n";
         text += &comparison_table(c);
     }
     text
+}
+
+/// The `algorithm` line: the schedule's producer, and for `auto` how many candidates it was chosen from.
+fn algorithm_line(algorithm: &str, portfolio: Option<&engine::PortfolioStats>) -> String {
+    match portfolio {
+        Some(p) => format!("algorithm       {algorithm} (auto's fastest of {} candidates)", p.candidates.len()),
+        None => format!("algorithm       {algorithm}"),
+    }
+}
+
+/// A regeneration's lines: the schedule regenerated from, the degraded links, both attempts and the one kept.
+fn regeneration_lines(r: &engine::RegenerationStats) -> Vec<String> {
+    let prev = match (&r.previous_algorithm, r.previous_collective_time_ns) {
+        (Some(a), Some(t)) => format!("{a}, {}", duration(t)),
+        (a, t) => a.clone().or(t.map(duration)).unwrap_or_else(|| "?".into()),
+    };
+    let slower = r.slower_than_previous.map(|x| format!(", {x:.2}× its time")).unwrap_or_default();
+    let mut lines = vec![format!("regenerated     from {prev}{slower}")];
+    if !r.degraded_links.is_empty() {
+        lines.push(format!("degraded        {}", degraded_links(&r.degraded_links)));
+    }
+    let kept = match r.kept {
+        engine::Kept::Repair => "repair",
+        engine::Kept::Fresh => "fresh",
+    };
+    lines.push(format!("repair          {}", repair_outcome(&r.repair)));
+    lines.push(format!("fresh           {}", fresh_outcome(&r.fresh)));
+    lines.push(format!("kept            the {kept} schedule"));
+    lines
+}
+
+/// The repair's outcome: its time with the transfers it kept and rerouted, or why it gave none.
+fn repair_outcome(repair: &engine::regenerate::RepairOutcome) -> String {
+    match (repair.collective_time_ns, &repair.stats, &repair.note) {
+        (Some(t), Some(st), _) => format!(
+            "{} ({} transfers kept, {} rerouted{}, {:.0} ms)",
+            duration(t),
+            st.kept,
+            st.rerouted,
+            match st.rebalanced {
+                0 => String::new(),
+                n => format!(" ({n} off slowed links)"),
+            },
+            repair.wall_ms
+        ),
+        (_, _, Some(why)) => format!("none: {why}"),
+        _ => "none".into(),
+    }
+}
+
+/// The fresh run's outcome: its time with its algorithm, or why it gave none.
+fn fresh_outcome(fresh: &engine::regenerate::FreshOutcome) -> String {
+    match (fresh.collective_time_ns, &fresh.note) {
+        (Some(t), _) => format!("{} ({}, {:.0} ms)", duration(t), fresh.algorithm, fresh.wall_ms),
+        (None, Some(why)) => format!("none: {why}"),
+        _ => "none".into(),
+    }
+}
+
+/// The `collective` line: its kind and size, the NPUs it runs on (of the live ones) and its chunks.
+fn collective_line(s: &crate::schedule::Schedule) -> String {
+    let live = s.topology.live_npus().len();
+    let npus = match &s.collective.group {
+        Some(g) if g.len() < live => format!("{} of {live}", g.len()),
+        _ => live.to_string(),
+    };
+    format!(
+        "collective      {} of {} on {npus} NPUs, {} chunk(s) per NPU",
+        s.collective.kind.name(),
+        crate::units::format_size(s.collective.size_bytes),
+        s.collective.chunks()
+    )
+}
+
+/// The `time` line: the simulated time, and its ratio to the lower bound when there is one.
+fn time_line(time: f64, lower_bound_ns: Option<f64>) -> String {
+    let bound = match lower_bound_ns {
+        Some(b) if b > 0.0 => format!(" (lower bound {}, {:.2}× it)", duration(b), time / b),
+        _ => String::new(),
+    };
+    format!("time            {}{bound}", duration(time))
+}
+
+/// The `best baseline` line: the fastest baseline against this schedule, or why there is none.
+fn baseline_line(
+    comparison: Option<&engine::Comparison>,
+    portfolio: Option<&engine::PortfolioStats>,
+    time: f64,
+) -> String {
+    match fastest_baseline(comparison, portfolio) {
+        Some((name, t)) if time > 0.0 => format!("best baseline   {name}, {}: {}", duration(t), verdict(t, time)),
+        // No baseline built: `auto` skipped each that applies (portfolio.rs's notes start
+        // "skipped") because a bound on its time, its price or its busiest link's load, was
+        // already above a schedule found. Say so, and the lowest price above this schedule (a
+        // lower bound of that baseline's, not the best baseline's time).
+        _ => no_baseline_line(portfolio, time),
+    }
+}
+
+/// The fastest baseline's name and time, for the `best baseline` line.
+fn fastest_baseline(
+    comparison: Option<&engine::Comparison>,
+    portfolio: Option<&engine::PortfolioStats>,
+) -> Option<(String, f64)> {
+    // The fastest baseline: from the comparison, else among auto's candidates (by simulated
+    // time: `auto` validates only its winner). A baseline that is also the schedule's own
+    // algorithm counts: it is the one to beat (or to tie).
+    let is_synth = |name: &str| engine::Algorithm::parse(name).is_some_and(|a| a.is_synthesizer());
+    match comparison {
+        Some(c) => c
+            .rows
+            .iter()
+            .filter(|r| !is_synth(&r.algorithm))
+            .min_by(|a, b| a.collective_time_ns.total_cmp(&b.collective_time_ns))
+            .map(|r| (r.algorithm.clone(), r.collective_time_ns)),
+        None => portfolio.and_then(|p| p.best_baseline()).map(|(name, t)| (name.to_string(), t)),
+    }
+}
+
+/// The `best baseline` verdict: this schedule as fast as the baseline's time `t`, or how many times faster or slower.
+fn verdict(t: f64, time: f64) -> String {
+    if (t / time - 1.0).abs() < 0.005 {
+        "this schedule is as fast".to_string()
+    } else if t > time {
+        format!("this schedule is {:.2}× faster", t / time)
+    } else {
+        format!("this schedule is {:.2}× slower", time / t)
+    }
+}
+
+/// The `best baseline` line when none was timed: whether `auto` skipped each, and the lowest price.
+fn no_baseline_line(portfolio: Option<&engine::PortfolioStats>, time: f64) -> String {
+    let baselines = || portfolio.into_iter().flat_map(|p| p.baselines());
+    let skipped = baselines().any(|c| c.note.as_deref().is_some_and(|n| n.starts_with("skipped")));
+    let lowest = baselines()
+        .filter_map(|c| c.price_ns.filter(|&p| p > time).map(|p| (c.algorithm.as_str(), p)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    match (skipped, lowest) {
+        (false, _) => "best baseline   (add --compare to run them)".to_string(),
+        (true, Some((name, price))) if time > 0.0 => format!(
+            "best baseline   none built: each bounded above this schedule before it ran (the lowest price, {name}'s {}, is {:.2}× this schedule's time); add --compare to build them",
+            duration(price),
+            price / time
+        ),
+        (true, _) => {
+            "best baseline   none built: each bounded above this schedule before it ran; add --compare to build them"
+                .to_string()
+        }
+    }
+}
+
+/// The `schedule` line: where the schedule was written, or how to get it.
+fn written_line(written: Option<&std::path::Path>) -> String {
+    match written {
+        Some(p) => format!("schedule        written to {}", p.display()),
+        None => "schedule        not printed: give --out FILE, or --json for stdout".to_string(),
+    }
 }
 
 /// The comparison as an aligned text table (comfy-table, no borders): a line naming the

@@ -17,6 +17,8 @@ const LEFT: f64 = 170.0;
 const WIDTH: f64 = 1000.0;
 const ROW: f64 = 14.0;
 const TOP: f64 = 40.0;
+/// Rows start below the top axis.
+const ROWS_TOP: f64 = TOP + 16.0;
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
@@ -50,64 +52,97 @@ fn decade(v: f64) -> String {
 /// legend says so), time in µs along the top and the bottom. `times` and `links` are the
 /// replay's.
 pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
-    let topo = &s.topology;
-    let total = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
-    // Rows: used links in link order, then NPUs with local moves.
-    let mut row_of_link = vec![None; topo.links().len()];
-    let mut row_of_npu = vec![None; topo.npus()];
-    let mut labels: Vec<String> = Vec::new();
-    for l in links.iter().flatten() {
-        row_of_link[*l] = Some(0);
-    }
-    for (l, r) in row_of_link.iter_mut().enumerate() {
-        if r.is_some() {
-            *r = Some(labels.len());
-            let link = &topo.links()[l];
-            labels.push(format!("link {}→{}", link.src, link.dst));
-        }
-    }
-    for (i, t) in s.transfers.iter().enumerate() {
-        if links[i].is_empty() && row_of_npu[t.dst as usize].is_none() {
-            row_of_npu[t.dst as usize] = Some(usize::MAX);
-        }
-    }
-    for (v, r) in row_of_npu.iter_mut().enumerate() {
-        if r.is_some() {
-            *r = Some(labels.len());
-            labels.push(format!("NPU {v} local"));
-        }
-    }
+    let total_ns = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
+    let mut rows = Rows::assign(s, links);
     // At scale, the busiest rows only (in their order), the others counted.
-    let hidden = labels.len().saturating_sub(MAX_TIMELINE_ROWS);
+    let hidden = rows.labels.len().saturating_sub(MAX_TIMELINE_ROWS);
     if hidden > 0 {
-        let mut busy = vec![0.0f64; labels.len()];
-        for (i, t) in s.transfers.iter().enumerate() {
-            let d = times[i].end_ns - times[i].start_ns;
-            if links[i].is_empty() {
-                if let Some(r) = row_of_npu[t.dst as usize] {
-                    busy[r] += d;
-                }
-            } else {
-                for r in links[i].iter().filter_map(|&l| row_of_link[l]) {
-                    busy[r] += d;
-                }
+        rows.keep_busiest(s, times, links);
+    }
+    let mut out = String::new();
+    timeline_header(&mut out, s, total_ns, rows.labels.len(), hidden);
+    timeline_row_bands(&mut out, &rows.labels);
+    timeline_transfers(&mut out, s, times, links, &rows, total_ns);
+    timeline_time_axis(&mut out, total_ns, rows.labels.len());
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Each link's and each NPU's local-moves row on the timeline (`None`: not drawn), and their labels.
+struct Rows {
+    of_link: Vec<Option<usize>>,
+    of_npu: Vec<Option<usize>>,
+    labels: Vec<String>,
+}
+
+impl Rows {
+    /// One row per link that carries something, then one per NPU with local moves.
+    fn assign(s: &Schedule, links: &[Vec<usize>]) -> Rows {
+        let topo = &s.topology;
+        // Rows: used links in link order, then NPUs with local moves.
+        let mut of_link = vec![None; topo.links().len()];
+        let mut of_npu = vec![None; topo.npus()];
+        let mut labels: Vec<String> = Vec::new();
+        for l in links.iter().flatten() {
+            of_link[*l] = Some(0);
+        }
+        for (l, r) in of_link.iter_mut().enumerate() {
+            if r.is_some() {
+                *r = Some(labels.len());
+                let link = &topo.links()[l];
+                labels.push(format!("link {}→{}", link.src, link.dst));
             }
         }
-        let mut order: Vec<usize> = (0..labels.len()).collect();
+        for (i, t) in s.transfers.iter().enumerate() {
+            if links[i].is_empty() && of_npu[t.dst as usize].is_none() {
+                of_npu[t.dst as usize] = Some(usize::MAX);
+            }
+        }
+        for (v, r) in of_npu.iter_mut().enumerate() {
+            if r.is_some() {
+                *r = Some(labels.len());
+                labels.push(format!("NPU {v} local"));
+            }
+        }
+        Rows { of_link, of_npu, labels }
+    }
+
+    /// The rows a transfer to NPU `dst` is drawn on: those of its `path`'s links, or `dst`'s local row.
+    fn of_transfer(&self, dst: u32, path: &[usize]) -> Vec<usize> {
+        if path.is_empty() {
+            self.of_npu[dst as usize].into_iter().collect()
+        } else {
+            path.iter().filter_map(|&l| self.of_link[l]).collect()
+        }
+    }
+
+    /// Keeps the `MAX_TIMELINE_ROWS` busiest rows (by time carrying data); needs more rows than that.
+    fn keep_busiest(&mut self, s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) {
+        let mut busy = vec![0.0f64; self.labels.len()];
+        for (i, t) in s.transfers.iter().enumerate() {
+            let d = times[i].end_ns - times[i].start_ns;
+            for r in self.of_transfer(t.dst, &links[i]) {
+                busy[r] += d;
+            }
+        }
+        let mut order: Vec<usize> = (0..self.labels.len()).collect();
         order.sort_by(|&a, &b| busy[b].total_cmp(&busy[a]).then(a.cmp(&b)));
-        let mut kept = vec![None; labels.len()];
+        let mut kept = vec![None; self.labels.len()];
         let mut chosen: Vec<usize> = order[..MAX_TIMELINE_ROWS].to_vec();
         chosen.sort_unstable();
         for (new, &old) in chosen.iter().enumerate() {
             kept[old] = Some(new);
         }
-        for r in row_of_link.iter_mut().chain(row_of_npu.iter_mut()) {
+        for r in self.of_link.iter_mut().chain(self.of_npu.iter_mut()) {
             *r = r.and_then(|old| kept[old]);
         }
-        labels = chosen.iter().map(|&old| labels[old].clone()).collect();
+        self.labels = chosen.iter().map(|&old| self.labels[old].clone()).collect();
     }
-    let height = TOP + 16.0 + labels.len() as f64 * ROW + 50.0;
-    let mut out = String::new();
+}
+
+/// The timeline's opening tag, its title, the legend, and the note counting `hidden` rows.
+fn timeline_header(out: &mut String, s: &Schedule, total_ns: f64, n_rows: usize, hidden: usize) {
+    let height = TOP + 16.0 + n_rows as f64 * ROW + 50.0;
     let _ = writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="sans-serif" font-size="11">"#,
@@ -118,8 +153,8 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
         s.algorithm.as_deref().unwrap_or("schedule"),
         s.collective.kind.name(),
         crate::units::format_size(s.collective.size_bytes),
-        topo.npus(),
-        label(total / 1e3)
+        s.topology.npus(),
+        label(total_ns / 1e3)
     );
     let _ = writeln!(out, r#"<text x="{LEFT}" y="20" font-size="14">{}</text>"#, escape(&title));
     // The legend, top right.
@@ -136,10 +171,12 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
             MAX_TIMELINE_ROWS + hidden
         );
     }
-    // Rows start below the top axis.
-    let top = TOP + 16.0;
+}
+
+/// Each row's label on the left and its grey band across the plot.
+fn timeline_row_bands(out: &mut String, labels: &[String]) {
     for (r, name) in labels.iter().enumerate() {
-        let y = top + r as f64 * ROW;
+        let y = ROWS_TOP + r as f64 * ROW;
         let _ = writeln!(
             out,
             r#"<text x="{}" y="{}" text-anchor="end">{}</text>"#,
@@ -149,19 +186,25 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
         );
         let _ = writeln!(out, r##"<rect x="{LEFT}" y="{y}" width="{WIDTH}" height="{}" fill="#f4f4f4"/>"##, ROW - 2.0);
     }
+}
+
+/// One rectangle, with a tooltip, per transfer on each of its rows.
+fn timeline_transfers(
+    out: &mut String,
+    s: &Schedule,
+    times: &[TransferTime],
+    links: &[Vec<usize>],
+    rows: &Rows,
+    total_ns: f64,
+) {
     let _ = writeln!(out, r#"<g class="transfers">"#);
     for (i, t) in s.transfers.iter().enumerate() {
         let tm = times[i];
-        let x = LEFT + tm.start_ns / total * WIDTH;
-        let w = ((tm.end_ns - tm.start_ns) / total * WIDTH).max(0.5);
+        let x = LEFT + tm.start_ns / total_ns * WIDTH;
+        let w = ((tm.end_ns - tm.start_ns) / total_ns * WIDTH).max(0.5);
         let fill = if t.op == Op::Reduce { "#f28e2b" } else { "#4e79a7" };
-        let rows: Vec<usize> = if links[i].is_empty() {
-            row_of_npu[t.dst as usize].into_iter().collect()
-        } else {
-            links[i].iter().filter_map(|&l| row_of_link[l]).collect()
-        };
-        for r in rows {
-            let y = top + r as f64 * ROW;
+        for r in rows.of_transfer(t.dst, &links[i]) {
+            let y = ROWS_TOP + r as f64 * ROW;
             let _ = writeln!(
                 out,
                 r##"<rect x="{x:.2}" y="{y}" width="{w:.2}" height="{}" fill="{fill}" stroke="#ffffff" stroke-width="0.5"><title>transfer {i}, step {}: {}→{}, {} chunk(s), {}–{} µs</title></rect>"##,
@@ -176,15 +219,19 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
         }
     }
     let _ = writeln!(out, "</g>");
-    let axis_y = top + labels.len() as f64 * ROW + 4.0;
-    for v in ticks(total / 1e3, 8) {
-        let x = LEFT + v * 1e3 / total * WIDTH;
+}
+
+/// The time axis in µs under `n_rows` rows: gridlines, tick labels top and bottom, its title.
+fn timeline_time_axis(out: &mut String, total_ns: f64, n_rows: usize) {
+    let axis_y = ROWS_TOP + n_rows as f64 * ROW + 4.0;
+    for v in ticks(total_ns / 1e3, 8) {
+        let x = LEFT + v * 1e3 / total_ns * WIDTH;
         let _ = writeln!(
             out,
-            r##"<line x1="{x:.2}" y1="{top}" x2="{x:.2}" y2="{axis_y}" stroke="#bbb" stroke-width="0.5"/>"##
+            r##"<line x1="{x:.2}" y1="{ROWS_TOP}" x2="{x:.2}" y2="{axis_y}" stroke="#bbb" stroke-width="0.5"/>"##
         );
         // The axis at the top too: a tall timeline is read from either end.
-        let _ = writeln!(out, r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#, top - 4.0, label(v));
+        let _ = writeln!(out, r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#, ROWS_TOP - 4.0, label(v));
         let _ = writeln!(out, r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#, axis_y + 14.0, label(v));
     }
     let _ = writeln!(
@@ -193,8 +240,6 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<us
         LEFT + WIDTH / 2.0,
         axis_y + 30.0
     );
-    out.push_str("</svg>\n");
-    out
 }
 
 /// One line of a goodput chart: (message size in bytes, collective time in ns) points.
@@ -241,13 +286,7 @@ const CHART_W: f64 = 640.0;
 /// has a second axis on the right in bus bandwidth, with its own whole decades (the goodput
 /// axis's decades times the factor gave ticks at 1968.75 and 196.875).
 pub fn goodput_svg(charts: &[GoodputChart]) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    for s in charts.iter().flat_map(|c| c.series.iter()) {
-        if s.name != BOUND_SERIES && !names.contains(&s.name.as_str()) {
-            names.push(&s.name);
-        }
-    }
-    let colour_of = |name: &str| names.iter().position(|&n| n == name).unwrap_or(0);
+    let names = series_names(charts);
     let block = CHART_H + 90.0;
     // A chart's cell: the left axis, the plot, the busbw axis, the legend.
     let cell = 70.0 + CHART_W + 70.0 + 180.0;
@@ -263,7 +302,52 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
     for (ci, chart) in charts.iter().enumerate() {
         let left = (ci % columns) as f64 * cell + 70.0;
         let top = (ci / columns) as f64 * block + 40.0;
-        let goodput = |size: u64, ns: f64| if ns > 0.0 { size as f64 / ns } else { 0.0 };
+        let scale = Scale::fit(chart, left, top);
+        let _ = writeln!(out, r#"<g class="chart" data-title="{}">"#, escape(&chart.title));
+        chart_frame(&mut out, chart, &scale);
+        busbw_axis(&mut out, chart, &scale);
+        size_axis(&mut out, chart, &scale);
+        chart_series(&mut out, chart, &scale, &names);
+        let _ = writeln!(out, "</g>");
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Series names by first appearance over all charts, `BOUND_SERIES` left out: the colour order.
+fn series_names(charts: &[GoodputChart]) -> Vec<&str> {
+    let mut names: Vec<&str> = Vec::new();
+    for s in charts.iter().flat_map(|c| c.series.iter()) {
+        if s.name != BOUND_SERIES && !names.contains(&s.name.as_str()) {
+            names.push(&s.name);
+        }
+    }
+    names
+}
+
+/// A series name's place in the colour order (0 for a name not in it, such as `BOUND_SERIES`).
+fn colour_index(names: &[&str], name: &str) -> usize {
+    names.iter().position(|&n| n == name).unwrap_or(0)
+}
+
+/// Goodput in GB/s (bytes per ns) of `size` bytes in `ns`; zero when no time passed.
+fn goodput(size: u64, ns: f64) -> f64 {
+    if ns > 0.0 { size as f64 / ns } else { 0.0 }
+}
+
+/// A chart's plot corner in px, its log2 message-size span `lo..hi` and goodput decades `dlo..dhi`.
+struct Scale {
+    left: f64,
+    top: f64,
+    lo: f64,
+    hi: f64,
+    dlo: f64,
+    dhi: f64,
+}
+
+impl Scale {
+    /// The scale fitting a chart's points into the plot with its top left corner at `left`, `top`.
+    fn fit(chart: &GoodputChart, left: f64, top: f64) -> Scale {
         let pts = chart.series.iter().flat_map(|s| s.points.iter());
         let (mut lo, mut hi, mut ymin, mut ymax) = (f64::INFINITY, f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
         for &(size, ns) in pts {
@@ -289,124 +373,169 @@ pub fn goodput_svg(charts: &[GoodputChart]) -> String {
         } else {
             (0.0, 1.0)
         };
-        let yticks: Vec<f64> = (dlo as i32..=dhi as i32).map(|d| 10f64.powi(d)).collect();
-        let px = |size: u64| left + ((size.max(1) as f64).log2() - lo) / (hi - lo) * CHART_W;
+        Scale { left, top, lo, hi, dlo, dhi }
+    }
+
+    /// The x in px of a message size in bytes (log scale).
+    fn px(&self, size: u64) -> f64 {
+        self.left + ((size.max(1) as f64).log2() - self.lo) / (self.hi - self.lo) * CHART_W
+    }
+
+    /// The y in px of a goodput in GB/s (log scale, clamped to the chart's decades).
+    fn py(&self, g: f64) -> f64 {
         // A goodput of zero (no time) sits on the axis.
-        let py = |g: f64| {
-            let d = if g > 0.0 { g.log10().clamp(dlo, dhi) } else { dlo };
-            top + CHART_H - (d - dlo) / (dhi - dlo) * CHART_H
+        let d = if g > 0.0 { g.log10().clamp(self.dlo, self.dhi) } else { self.dlo };
+        self.top + CHART_H - (d - self.dlo) / (self.dhi - self.dlo) * CHART_H
+    }
+}
+
+/// A chart's title, its frame, and the goodput axis: a gridline and a label per decade.
+fn chart_frame(out: &mut String, chart: &GoodputChart, scale: &Scale) {
+    let (left, top) = (scale.left, scale.top);
+    let _ = writeln!(out, r#"<text x="{left}" y="{}" font-size="14">{}</text>"#, top - 14.0, escape(&chart.title));
+    let _ = writeln!(
+        out,
+        r##"<rect x="{left}" y="{top}" width="{CHART_W}" height="{CHART_H}" fill="none" stroke="#888"/>"##
+    );
+    for v in (scale.dlo as i32..=scale.dhi as i32).map(|d| 10f64.powi(d)) {
+        let y = scale.py(v);
+        let _ = writeln!(out, r##"<line x1="{left}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#ddd"/>"##, left + CHART_W);
+        let _ = writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, decade(v));
+    }
+}
+
+/// The busbw axis on the right of a chart with a `bus_factor`: its ticks and its title.
+fn busbw_axis(out: &mut String, chart: &GoodputChart, scale: &Scale) {
+    // The busbw axis: whole decades of bus bandwidth within the goodput axis's span, each at
+    // the goodput it stands for (busbw / factor), with a tick.
+    if let Some(f) = chart.bus_factor.filter(|f| *f > 0.0 && f.is_finite()) {
+        let (blo, bhi) = ((scale.dlo + f.log10() - 1e-9).ceil() as i32, (scale.dhi + f.log10() + 1e-9).floor() as i32);
+        for d in blo..=bhi {
+            let b = 10f64.powi(d);
+            let y = scale.py(b / f);
+            let x = scale.left + CHART_W;
+            let _ = writeln!(out, r##"<line x1="{x}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#888"/>"##, x + 4.0);
+            let _ = writeln!(
+                out,
+                r#"<text class="busbw" x="{}" y="{:.2}" text-anchor="start">{}</text>"#,
+                x + 6.0,
+                y + 4.0,
+                decade(b)
+            );
+        }
+    }
+    if let Some(f) = chart.bus_factor {
+        let (x, y) = (scale.left + CHART_W + 56.0, scale.top + CHART_H / 2.0);
+        let _ = writeln!(
+            out,
+            r#"<text x="{x}" y="{y}" transform="rotate(90 {x} {y})" text-anchor="middle">busbw (GB/s, × {})</text>"#,
+            label(f)
+        );
+    }
+}
+
+/// The message-size axis (a label under each size some series has) and both axes' titles.
+fn size_axis(out: &mut String, chart: &GoodputChart, scale: &Scale) {
+    let (left, top) = (scale.left, scale.top);
+    let mut sizes: Vec<u64> = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for &size in &sizes {
+        let x = scale.px(size);
+        let _ = writeln!(
+            out,
+            r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#,
+            top + CHART_H + 16.0,
+            crate::units::format_size(size)
+        );
+    }
+    let _ = writeln!(
+        out,
+        r#"<text x="{}" y="{}" text-anchor="middle">message size</text><text x="{}" y="{}" transform="rotate(-90 {} {})" text-anchor="middle">goodput (GB/s)</text>"#,
+        left + CHART_W / 2.0,
+        top + CHART_H + 34.0,
+        left - 48.0,
+        top + CHART_H / 2.0,
+        left - 48.0,
+        top + CHART_H / 2.0
+    );
+}
+
+/// How a series' lines are stroked: colour, width in px, and the dash attribute (or nothing).
+#[derive(Clone, Copy)]
+struct Stroke {
+    color: &'static str,
+    width: u32,
+    dash: &'static str,
+}
+
+impl Stroke {
+    /// The stroke of `series`, whose name is at `ci` in the colour order.
+    fn of(series: &Series, ci: usize) -> Stroke {
+        let bound = series.name == BOUND_SERIES;
+        let width = if series.name == LEAD_SERIES { 3 } else { 2 };
+        let color = if bound { "#555555" } else { COLORS[ci % COLORS.len()] };
+        let dash = if bound {
+            r#" stroke-dasharray="6 4""#
+        } else if ci >= COLORS.len() {
+            r#" stroke-dasharray="2 2""#
+        } else {
+            ""
         };
-        let _ = writeln!(out, r#"<g class="chart" data-title="{}">"#, escape(&chart.title));
-        let _ = writeln!(out, r#"<text x="{left}" y="{}" font-size="14">{}</text>"#, top - 14.0, escape(&chart.title));
-        let _ = writeln!(
-            out,
-            r##"<rect x="{left}" y="{top}" width="{CHART_W}" height="{CHART_H}" fill="none" stroke="#888"/>"##
-        );
-        for &v in &yticks {
-            let y = py(v);
-            let _ =
-                writeln!(out, r##"<line x1="{left}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#ddd"/>"##, left + CHART_W);
-            let _ =
-                writeln!(out, r#"<text x="{}" y="{:.2}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, decade(v));
-        }
-        // The busbw axis: whole decades of bus bandwidth within the goodput axis's span, each at
-        // the goodput it stands for (busbw / factor), with a tick.
-        if let Some(f) = chart.bus_factor.filter(|f| *f > 0.0 && f.is_finite()) {
-            let (blo, bhi) = ((dlo + f.log10() - 1e-9).ceil() as i32, (dhi + f.log10() + 1e-9).floor() as i32);
-            for d in blo..=bhi {
-                let b = 10f64.powi(d);
-                let y = py(b / f);
-                let x = left + CHART_W;
-                let _ = writeln!(out, r##"<line x1="{x}" y1="{y:.2}" x2="{}" y2="{y:.2}" stroke="#888"/>"##, x + 4.0);
-                let _ = writeln!(
-                    out,
-                    r#"<text class="busbw" x="{}" y="{:.2}" text-anchor="start">{}</text>"#,
-                    x + 6.0,
-                    y + 4.0,
-                    decade(b)
-                );
-            }
-        }
-        if let Some(f) = chart.bus_factor {
-            let (x, y) = (left + CHART_W + 56.0, top + CHART_H / 2.0);
-            let _ = writeln!(
-                out,
-                r#"<text x="{x}" y="{y}" transform="rotate(90 {x} {y})" text-anchor="middle">busbw (GB/s, × {})</text>"#,
-                label(f)
-            );
-        }
-        let mut sizes: Vec<u64> = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-        sizes.sort_unstable();
-        sizes.dedup();
-        for &size in &sizes {
-            let x = px(size);
-            let _ = writeln!(
-                out,
-                r#"<text x="{x:.2}" y="{}" text-anchor="middle">{}</text>"#,
-                top + CHART_H + 16.0,
-                crate::units::format_size(size)
-            );
-        }
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">message size</text><text x="{}" y="{}" transform="rotate(-90 {} {})" text-anchor="middle">goodput (GB/s)</text>"#,
-            left + CHART_W / 2.0,
-            top + CHART_H + 34.0,
-            left - 48.0,
-            top + CHART_H / 2.0,
-            left - 48.0,
-            top + CHART_H / 2.0
-        );
-        // The lead series last, over the others; the legend keeps the chart's order.
-        let mut order: Vec<usize> = (0..chart.series.len()).collect();
-        order.sort_by_key(|&i| chart.series[i].name == LEAD_SERIES);
-        for si in order {
-            let series = &chart.series[si];
-            let bound = series.name == BOUND_SERIES;
-            let width = if series.name == LEAD_SERIES { 3 } else { 2 };
-            let ci = colour_of(&series.name);
-            let color = if bound { "#555555" } else { COLORS[ci % COLORS.len()] };
-            let dash = if bound {
-                r#" stroke-dasharray="6 4""#
-            } else if ci >= COLORS.len() {
-                r#" stroke-dasharray="2 2""#
-            } else {
-                ""
-            };
-            let mut points: Vec<(u64, f64)> = series.points.clone();
-            points.sort_by_key(|p| p.0);
-            let coords: Vec<String> =
-                points.iter().map(|&(size, ns)| format!("{:.2},{:.2}", px(size), py(goodput(size, ns)))).collect();
-            let _ = writeln!(out, r#"<g class="series" data-name="{}">"#, escape(&series.name));
-            let _ = writeln!(
-                out,
-                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}"{dash}/>"#,
-                coords.join(" ")
-            );
-            for &(size, ns) in &points {
-                let _ = writeln!(
-                    out,
-                    r#"<circle cx="{:.2}" cy="{:.2}" r="3" fill="{color}"><title>{}: {} at {}, {} µs</title></circle>"#,
-                    px(size),
-                    py(goodput(size, ns)),
-                    escape(&series.name),
-                    label(goodput(size, ns)),
-                    crate::units::format_size(size),
-                    label(ns / 1e3)
-                );
-            }
-            let ly = top + 10.0 + si as f64 * 18.0;
-            let lx = left + CHART_W + 86.0;
-            let _ = writeln!(
-                out,
-                r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="{width}"{dash}/>"#,
-                lx + 20.0
-            );
-            let _ = writeln!(out, r#"<text x="{}" y="{}">{}</text>"#, lx + 26.0, ly + 4.0, escape(&series.name));
-            let _ = writeln!(out, "</g>");
-        }
+        Stroke { color, width, dash }
+    }
+}
+
+/// Every series of a chart in its own group: its line, its dots and its legend entry.
+fn chart_series(out: &mut String, chart: &GoodputChart, scale: &Scale, names: &[&str]) {
+    // The lead series last, over the others; the legend keeps the chart's order.
+    let mut order: Vec<usize> = (0..chart.series.len()).collect();
+    order.sort_by_key(|&i| chart.series[i].name == LEAD_SERIES);
+    for si in order {
+        let series = &chart.series[si];
+        let stroke = Stroke::of(series, colour_index(names, &series.name));
+        let _ = writeln!(out, r#"<g class="series" data-name="{}">"#, escape(&series.name));
+        series_line(out, series, scale, stroke);
+        legend_entry(out, series, si, scale, stroke);
         let _ = writeln!(out, "</g>");
     }
-    out.push_str("</svg>\n");
-    out
+}
+
+/// A series' polyline by increasing message size, and a dot with a tooltip at each point.
+fn series_line(out: &mut String, series: &Series, scale: &Scale, stroke: Stroke) {
+    let Stroke { color, width, dash } = stroke;
+    let mut points: Vec<(u64, f64)> = series.points.clone();
+    points.sort_by_key(|p| p.0);
+    let coords: Vec<String> =
+        points.iter().map(|&(size, ns)| format!("{:.2},{:.2}", scale.px(size), scale.py(goodput(size, ns)))).collect();
+    let _ = writeln!(
+        out,
+        r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="{width}"{dash}/>"#,
+        coords.join(" ")
+    );
+    for &(size, ns) in &points {
+        let _ = writeln!(
+            out,
+            r#"<circle cx="{:.2}" cy="{:.2}" r="3" fill="{color}"><title>{}: {} at {}, {} µs</title></circle>"#,
+            scale.px(size),
+            scale.py(goodput(size, ns)),
+            escape(&series.name),
+            label(goodput(size, ns)),
+            crate::units::format_size(size),
+            label(ns / 1e3)
+        );
+    }
+}
+
+/// A series' entry in the chart's legend, on line `si` (the chart's order of series).
+fn legend_entry(out: &mut String, series: &Series, si: usize, scale: &Scale, stroke: Stroke) {
+    let Stroke { color, width, dash } = stroke;
+    let ly = scale.top + 10.0 + si as f64 * 18.0;
+    let lx = scale.left + CHART_W + 86.0;
+    let _ = writeln!(
+        out,
+        r#"<line x1="{lx}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="{width}"{dash}/>"#,
+        lx + 20.0
+    );
+    let _ = writeln!(out, r#"<text x="{}" y="{}">{}</text>"#, lx + 26.0, ly + 4.0, escape(&series.name));
 }

@@ -96,3 +96,35 @@ fn refused_off_a_torus_and_rerouted_round_missing_links() {
         assert!(s.collective_time_ns.unwrap() > intact);
     }
 }
+
+/// A message's chunks are the first half's run, then the second's: at most two evenly spaced
+/// runs, which the compact form writes as two ranges (sorted together the halves interleave,
+/// and torus:64x64's all-reduce file was 400 MiB instead of 89).
+#[test]
+fn each_message_is_at_most_two_evenly_spaced_runs() {
+    let runs = |c: &[u32]| {
+        let (mut n, mut i) = (0, 0);
+        while i < c.len() {
+            n += 1;
+            let stride = c.get(i + 1).map(|&b| b as i64 - c[i] as i64);
+            i += 1;
+            while let (Some(d), Some(&b)) = (stride, c.get(i)) {
+                if b as i64 - c[i - 1] as i64 != d {
+                    break;
+                }
+                i += 1;
+            }
+        }
+        n
+    };
+    // On a 2-D torus a group is one line of blocks (on three, a plane: the validator's layout
+    // takes those whole).
+    for spec in ["torus:8x8", "torus:4x6", "torus:3x5"] {
+        for kind in [K::AllReduce, K::AllGather] {
+            let (_, s) = time("bucket-bidir", spec, CollectiveSpec::new(kind, 1 << 20));
+            for t in s.transfers.iter() {
+                assert!(runs(t.chunks) <= 2, "{spec} {kind:?}: {:?}", t.chunks);
+            }
+        }
+    }
+}

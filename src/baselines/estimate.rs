@@ -86,11 +86,14 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
             // carry both halves, the last one of an even side one half.
             let g = at.whole().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2))?;
             let half = m / (2 * g.dims.len()) as f64;
-            Some(phases
-                * grid_chains(&g, g.dims.len(), |n, reduced| {
-                    let both = (n - 1) / 2;
-                    both as f64 * at.net.hop(2.0 * half / reduced) + (n / 2 - both) as f64 * at.net.hop(half / reduced)
-                }))
+            Some(
+                phases
+                    * grid_chains(&g, g.dims.len(), |n, reduced| {
+                        let both = (n - 1) / 2;
+                        both as f64 * at.net.hop(2.0 * half / reduced)
+                            + (n / 2 - both) as f64 * at.net.hop(half / reduced)
+                    }),
+            )
         }
         "traff" | "kolmakov" if phases > 0.0 => at.circulant(name == "traff"),
         "mst" => {

@@ -26,7 +26,7 @@
 //!   `GlobalMetadata`, then the nodes. The messages are declared here from chakra's
 //!   `et_def.proto` (package `ChakraProtoMsg`), the fields ccsynth writes and reads.
 use crate::collective::CollectiveKind;
-use crate::schedule::{Op, Schedule};
+use crate::schedule::{Op, Schedule, TransferRef};
 use prost::Message;
 use std::collections::HashMap;
 
@@ -142,121 +142,229 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
         return Err(ChakraError::TooManyTransfers { transfers: s.transfers.len() });
     }
     let npus = s.topology.npus();
-    let mut files: Vec<Vec<Node>> = vec![Vec::new(); npus];
-    let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
+    let files = Traces::build(s);
+    let mut out = Vec::with_capacity(2 * npus + 3);
+    push_traces(&mut out, prefix, files);
+    let key = push_workloads(&mut out, s, prefix);
+    let system_key = push_configs(&mut out, prefix, dir, key);
+    let network = push_network(&mut out, s, prefix);
+    let command = format!(
+        "AstraSim_Analytical_Congestion_Aware --workload-configuration={prefix}.workload --system-configuration={prefix}.system.json --remote-memory-configuration={prefix}.memory.json --network-configuration={}",
+        network.as_deref().unwrap_or("NETWORK.yml")
+    );
+    Ok(ChakraExport { files: out, system_key, network, command })
+}
+
+/// The nodes that last wrote each (NPU, slot): what a reader of the slot waits for.
+type Writers = HashMap<(u32, u32), Vec<u64>>;
+
+/// The traces being built, with the state the replay threads from one transfer to the next.
+struct Traces {
+    /// Each NPU's nodes, in id order.
+    files: Vec<Vec<Node>>,
+    /// The collective's γ in ns per byte (0 without one).
+    gamma: f64,
+    chunk_size_bytes: f64,
+    /// The fewest bytes a message carries (`min_message_bytes`).
+    min_bytes: i64,
+    /// The writers as of the end of the previous step.
+    writers: Writers,
+    // The last SEND out of each NPU over each of its links (the first hop of its path): the
+    // next one on that link waits for it, so the link carries them in ccsynth's order.
+    last_on_link: HashMap<(u32, u32), u64>,
+}
+
+impl Traces {
+    /// Replays `s` step by step into one list of nodes per NPU (empty for an idle one).
+    fn build(s: &Schedule) -> Vec<Vec<Node>> {
+        let mut traces = Traces {
+            files: vec![Vec::new(); s.topology.npus()],
+            gamma: s.collective.gamma_ns_per_byte.unwrap_or(0.0),
+            chunk_size_bytes: s.chunk_size_bytes,
+            min_bytes: min_message_bytes(s),
+            writers: HashMap::new(),
+            last_on_link: HashMap::new(),
+        };
+        let order = s.replay_order();
+        for steps in order.steps(&s.transfers) {
+            // Writes take effect at the end of their step: reads in this step see the writers before.
+            let mut updates = Writers::new();
+            for k in steps {
+                let ti = order.get(k);
+                traces.transfer(&mut updates, s.transfers.at(ti), ti, s.transfers.step(ti));
+            }
+            traces.commit(updates);
+        }
+        traces.files
+    }
+
+    /// Adds the nodes of transfer `ti` (in step `step`) and records what it writes in `updates`.
+    fn transfer(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32) {
+        if t.is_local() {
+            match t.op {
+                Op::Copy => self.local_copy(updates, t),
+                Op::Reduce => self.local_reduce(updates, t, ti, step),
+            }
+        } else {
+            self.message(updates, t, ti, step);
+        }
+    }
+
+    /// A copy between slots of one NPU sends nothing: each slot it writes takes on its source's writers.
+    fn local_copy(&self, updates: &mut Writers, t: TransferRef<'_>) {
+        let a = t.src;
+        for (i, &c) in t.chunks.iter().enumerate() {
+            updates.entry((a, t.written()[i])).or_default().extend(self.before(a, c));
+        }
+    }
+
+    /// A reduce between slots of one NPU: a COMP node after its inputs' and partials' writers,
+    /// or, when it takes 0 µs, those writers passed on.
+    fn local_reduce(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32) {
+        let a = t.src;
+        let us = self.comp_us(t.written().len());
+        if us == 0 {
+            // A reduce that takes no time is no node (a COMP of 0 µs runs 1 ns
+            // in ASTRA-sim): each slot it writes passes on its own input's and
+            // partial's writers.
+            for (i, &c) in t.chunks.iter().enumerate() {
+                let w = t.written()[i];
+                let done = updates.entry((a, w)).or_default();
+                done.extend(self.before(a, c));
+                done.extend(self.before(a, w));
+            }
+            return;
+        }
+        let mut deps = Vec::new();
+        for (i, &c) in t.chunks.iter().enumerate() {
+            deps.extend(self.before(a, c));
+            deps.extend(self.before(a, t.written()[i]));
+        }
+        let comp = self.push_comp(a, format!("REDUCE_s{step}_t{ti}"), deps, us);
+        for &w in t.written() {
+            updates.entry((a, w)).or_default().push(comp);
+        }
+    }
+
+    /// A transfer between two NPUs: a SEND at the source, a RECV at the destination and, for a
+    /// reduce that takes time, a COMP after the RECV; the slots written wait for the last of them.
+    fn message(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32) {
+        let b = t.dst;
+        let bytes = ((self.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(self.min_bytes);
+        self.push_send(t, ti, step, bytes);
+        let recv = self.push_recv(t, ti, step, bytes);
+        let comp = self.reduce_after_recv(t, ti, step, recv);
+        for &w in t.written() {
+            let done = updates.entry((b, w)).or_default();
+            match comp {
+                Some(comp) => done.push(comp),
+                // A reduce that takes no time is no node: readers of the slot wait for its
+                // RECV and for what last wrote the partial it combines into.
+                None if t.op == Op::Reduce => {
+                    done.push(recv);
+                    done.extend(self.before(b, w));
+                }
+                None => done.push(recv),
+            }
+        }
+    }
+
+    /// Appends the SEND of transfer `ti` at its source, after its chunks' writers and the
+    /// previous SEND over the same first hop.
+    fn push_send(&mut self, t: TransferRef<'_>, ti: usize, step: u32, bytes: i64) {
+        let (a, b) = (t.src, t.dst);
+        let mut deps: Vec<u64> = t.chunks.iter().flat_map(|&c| self.before(a, c)).collect();
+        let hop = t.path_nodes().and_then(|p| p.get(1).copied()).unwrap_or(b);
+        // The link's previous SEND: ccsynth's simulator starts a transfer on a link when the
+        // one before it there ends (its whole α + n/β), so waiting for it adds no wait the
+        // schedule does not have; without it a runtime issues sends that become ready
+        // together in its own order (ASTRA-sim walks them as an unordered set). In
+        // `data_deps` too: ASTRA-sim's feeder resolves those alone (chakra 21585d8,
+        // src/feeder/et_feeder.cpp).
+        let previous = self.last_on_link.get(&(a, hop)).copied();
+        deps.extend(previous);
+        let id = push(&mut self.files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
+        self.last_on_link.insert((a, hop), id);
+        let send = self.files[a as usize].last_mut().expect("pushed");
+        send.ctrl_deps.extend(previous);
+        send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
+    }
+
+    /// Appends the RECV of transfer `ti` at its destination and returns its id; it has no
+    /// dependencies, since ASTRA-sim moves no data and so it may be posted at once.
+    fn push_recv(&mut self, t: TransferRef<'_>, ti: usize, step: u32, bytes: i64) -> u64 {
+        let (a, b) = (t.src, t.dst);
+        let recv = push(&mut self.files[b as usize], format!("RECV_s{step}_t{ti}"), COMM_RECV_NODE, Vec::new());
+        let node = self.files[b as usize].last_mut().expect("pushed");
+        node.attr = vec![int32("comm_src", a as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
+        recv
+    }
+
+    /// For a reduce that takes time, appends its COMP at the destination after `recv` and the
+    /// partials' writers and returns its id; `None` for a copy or a reduce of 0 µs.
+    fn reduce_after_recv(&mut self, t: TransferRef<'_>, ti: usize, step: u32, recv: u64) -> Option<u64> {
+        let b = t.dst;
+        let us = self.comp_us(t.written().len());
+        if t.op != Op::Reduce || us == 0 {
+            return None;
+        }
+        let mut deps = vec![recv];
+        for &w in t.written() {
+            deps.extend(self.before(b, w));
+        }
+        Some(self.push_comp(b, format!("REDUCE_s{step}_t{ti}"), deps, us))
+    }
+
+    /// Appends a COMP node of `us` µs at NPU `v` and returns its id.
+    fn push_comp(&mut self, v: u32, name: String, deps: Vec<u64>, us: u64) -> u64 {
+        let comp = push(&mut self.files[v as usize], name, COMP_NODE, deps);
+        self.files[v as usize].last_mut().expect("pushed").duration_micros = us;
+        comp
+    }
+
+    /// The nodes that last wrote slot `c` of NPU `v` before the current step.
+    fn before(&self, v: u32, c: u32) -> Vec<u64> {
+        self.writers.get(&(v, c)).cloned().unwrap_or_default()
+    }
+
+    /// A reduce's γ time over `slots` chunks, rounded to whole µs (ASTRA-sim's COMP unit).
+    fn comp_us(&self, slots: usize) -> u64 {
+        ((self.gamma * self.chunk_size_bytes * slots as f64) / 1000.0).round() as u64
+    }
+
+    /// Makes a step's writes the current writers, each list sorted and without repeats.
+    fn commit(&mut self, updates: Writers) {
+        for (key, mut ids) in updates {
+            ids.sort_unstable();
+            ids.dedup();
+            self.writers.insert(key, ids);
+        }
+    }
+}
+
+/// The fewest bytes a message may carry so that ASTRA-sim holds its link at least 1 ns.
+fn min_message_bytes(s: &Schedule) -> i64 {
     // ASTRA-sim holds a link floor(bytes / bandwidth) ns for a message, and a hold of 0 ns
     // schedules an event at the current time, which aborts it (its EventQueue asserts): a
     // message carries more than the fastest link moves in 1 ns (GB/s of 10^9 B are B/ns; one
     // byte more than the whole part, against the rounding of the exported 2^30-B bandwidth).
     let fastest = s.topology.links().iter().map(|l| l.bandwidth_gb_per_s).fold(1.0, f64::max);
-    let min_bytes = (fastest.floor() + 1.0).min(i64::MAX as f64) as i64;
-    let mut writers: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
-    // The last SEND out of each NPU over each of its links (the first hop of its path): the
-    // next one on that link waits for it, so the link carries them in ccsynth's order.
-    let mut last_on_link: HashMap<(u32, u32), u64> = HashMap::new();
-    let order = s.replay_order();
-    for steps in order.steps(&s.transfers) {
-        // Writes take effect at the end of their step: reads in this step see the writers before.
-        let mut updates: HashMap<(u32, u32), Vec<u64>> = HashMap::new();
-        for k in steps {
-            let ti = order.get(k);
-            let t = s.transfers.at(ti);
-            let step = s.transfers.step(ti);
-            let comp_us = |slots: usize| ((gamma * s.chunk_size_bytes * slots as f64) / 1000.0).round() as u64;
-            let before = |v: u32, c: u32| writers.get(&(v, c)).cloned().unwrap_or_default();
-            if t.is_local() {
-                let a = t.src;
-                match t.op {
-                    Op::Copy => {
-                        for (i, &c) in t.chunks.iter().enumerate() {
-                            updates.entry((a, t.written()[i])).or_default().extend(before(a, c));
-                        }
-                    }
-                    Op::Reduce => {
-                        let us = comp_us(t.written().len());
-                        if us == 0 {
-                            // A reduce that takes no time is no node (a COMP of 0 µs runs 1 ns
-                            // in ASTRA-sim): each slot it writes passes on its own input's and
-                            // partial's writers.
-                            for (i, &c) in t.chunks.iter().enumerate() {
-                                let w = t.written()[i];
-                                let done = updates.entry((a, w)).or_default();
-                                done.extend(before(a, c));
-                                done.extend(before(a, w));
-                            }
-                            continue;
-                        }
-                        let mut deps = Vec::new();
-                        for (i, &c) in t.chunks.iter().enumerate() {
-                            deps.extend(before(a, c));
-                            deps.extend(before(a, t.written()[i]));
-                        }
-                        let comp = push(&mut files[a as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
-                        files[a as usize].last_mut().expect("pushed").duration_micros = us;
-                        for &w in t.written() {
-                            updates.entry((a, w)).or_default().push(comp);
-                        }
-                    }
-                }
-                continue;
-            }
-            let (a, b) = (t.src, t.dst);
-            let bytes = ((s.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(min_bytes);
-            let mut deps: Vec<u64> = t.chunks.iter().flat_map(|&c| before(a, c)).collect();
-            let hop = t.path_nodes().and_then(|p| p.get(1).copied()).unwrap_or(b);
-            // The link's previous SEND: ccsynth's simulator starts a transfer on a link when the
-            // one before it there ends (its whole α + n/β), so waiting for it adds no wait the
-            // schedule does not have; without it a runtime issues sends that become ready
-            // together in its own order (ASTRA-sim walks them as an unordered set). In
-            // `data_deps` too: ASTRA-sim's feeder resolves those alone (chakra 21585d8,
-            // src/feeder/et_feeder.cpp).
-            let previous = last_on_link.get(&(a, hop)).copied();
-            deps.extend(previous);
-            let id = push(&mut files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
-            last_on_link.insert((a, hop), id);
-            let send = files[a as usize].last_mut().expect("pushed");
-            send.ctrl_deps.extend(previous);
-            send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
-            let recv = push(&mut files[b as usize], format!("RECV_s{step}_t{ti}"), COMM_RECV_NODE, Vec::new());
-            let node = files[b as usize].last_mut().expect("pushed");
-            node.attr = vec![int32("comm_src", a as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
-            let us = comp_us(t.written().len());
-            let comp = (t.op == Op::Reduce && us > 0).then(|| {
-                let mut deps = vec![recv];
-                for &w in t.written() {
-                    deps.extend(before(b, w));
-                }
-                let comp = push(&mut files[b as usize], format!("REDUCE_s{step}_t{ti}"), COMP_NODE, deps);
-                files[b as usize].last_mut().expect("pushed").duration_micros = us;
-                comp
-            });
-            for &w in t.written() {
-                let done = updates.entry((b, w)).or_default();
-                match comp {
-                    Some(comp) => done.push(comp),
-                    // A reduce that takes no time is no node: readers of the slot wait for its
-                    // RECV and for what last wrote the partial it combines into.
-                    None if t.op == Op::Reduce => {
-                        done.push(recv);
-                        done.extend(before(b, w));
-                    }
-                    None => done.push(recv),
-                }
-            }
-        }
-        for (key, mut ids) in updates {
-            ids.sort_unstable();
-            ids.dedup();
-            writers.insert(key, ids);
-        }
-    }
-    let mut out = Vec::with_capacity(2 * npus + 3);
-    for (v, nodes) in files.iter_mut().enumerate() {
+    (fastest.floor() + 1.0).min(i64::MAX as f64) as i64
+}
+
+/// Appends each NPU's trace file; an idle NPU gets a single COMP node of 0 µs, since
+/// ASTRA-sim refuses a file without a node free of dependencies.
+fn push_traces(out: &mut Vec<(String, Vec<u8>)>, prefix: &str, files: Vec<Vec<Node>>) {
+    for (v, mut nodes) in files.into_iter().enumerate() {
         if nodes.is_empty() {
-            push(nodes, "IDLE".into(), COMP_NODE, Vec::new());
+            push(&mut nodes, "IDLE".into(), COMP_NODE, Vec::new());
         }
-        out.push((format!("{prefix}.{v}.et"), encode(nodes)));
+        out.push((format!("{prefix}.{v}.et"), encode(&nodes)));
     }
+}
+
+/// Appends each NPU's workload file and returns the system configuration key that runs it.
+fn push_workloads(out: &mut Vec<(String, Vec<u8>)>, s: &Schedule, prefix: &str) -> &'static str {
     // The workload: one collective node per NPU. The custom path ignores its size and replays
     // the traces; a kind without a key of its own runs under all-reduce's.
     let (comm_type, key) = match s.collective.kind {
@@ -273,9 +381,15 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
         attr: vec![int64("comm_type", comm_type), int64("comm_size", size), bool_attr("is_cpu_op", false)],
         ..Default::default()
     };
-    for v in 0..npus {
+    for v in 0..s.topology.npus() {
         out.push((format!("{prefix}.workload.{v}.et"), encode(std::slice::from_ref(&workload))));
     }
+    key
+}
+
+/// Appends the system and memory configurations and returns the system's custom-collective
+/// line, `key` naming the traces by `dir`/`prefix` (or the bare prefix).
+fn push_configs(out: &mut Vec<(String, Vec<u8>)>, prefix: &str, dir: Option<&str>, key: &str) -> String {
     let path = match dir {
         Some(d) => format!("{}/{prefix}", d.trim_end_matches('/')),
         None => prefix.to_string(),
@@ -285,16 +399,17 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
         format!("{{\n  \"scheduling-policy\": \"FIFO\",\n  \"preferred-dataset-splits\": 1,\n  {system_key}\n}}\n");
     out.push((format!("{prefix}.system.json"), system.into_bytes()));
     out.push((format!("{prefix}.memory.json"), b"{\"memory-type\": \"NO_MEMORY_EXPANSION\"}\n".to_vec()));
-    let network = network_yaml(s).map(|yaml| {
+    system_key
+}
+
+/// Appends the network file when ASTRA-sim's congestion-aware backend has the topology and
+/// returns its name, or why it has none.
+fn push_network(out: &mut Vec<(String, Vec<u8>)>, s: &Schedule, prefix: &str) -> Result<String, String> {
+    network_yaml(s).map(|yaml| {
         let name = format!("{prefix}.network.yml");
         out.push((name.clone(), yaml.into_bytes()));
         name
-    });
-    let command = format!(
-        "AstraSim_Analytical_Congestion_Aware --workload-configuration={prefix}.workload --system-configuration={prefix}.system.json --remote-memory-configuration={prefix}.memory.json --network-configuration={}",
-        network.as_deref().unwrap_or("NETWORK.yml")
-    );
-    Ok(ChakraExport { files: out, system_key, network, command })
+    })
 }
 
 /// A prefix that is a plain file name (it names files in a directory and in an archive).

@@ -4,7 +4,7 @@
 use super::{MAX_COUNT, MscclError, MscclTarget};
 use crate::export::layout::{Cell, Layout, Placement};
 use crate::schedule::{Op, Schedule};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 mod blocks;
 mod write;
@@ -96,6 +96,22 @@ enum Land {
     /// Received into scratch, then copied or reduced into several slots with local steps
     /// (a transfer that writes one chunk into several slots).
     Fanout { entries: Vec<Vec<u32>> },
+}
+
+/// The schedule step being generated: its number, its transfers and the ranks each one visits.
+struct StepBatch<'b> {
+    step: u32,
+    batch: &'b [usize],
+    hops: &'b [Vec<u32>],
+}
+
+/// The receiving end of a message: connection a→b on channel `ch`, received by block `tb`.
+#[derive(Clone, Copy)]
+struct Link {
+    a: u32,
+    b: u32,
+    ch: u32,
+    tb: u32,
 }
 
 pub(super) struct Builder<'a> {
@@ -204,37 +220,65 @@ impl<'a> Builder<'a> {
     /// this step, then hop by hop every message's sends before its receives, then the local
     /// moves.
     fn schedule_step(&mut self, step: u32, batch: &[usize]) -> Result<(), MscclError> {
-        let s = self.s;
         let hops: Vec<Vec<u32>> = batch.iter().map(|&ti| self.hop_ranks(ti)).collect::<Result<_, _>>()?;
-        // Local moves read the slots as they were before this step: snapshot a source that
-        // this step also writes.
-        let mut written = std::collections::HashSet::new();
-        for (bi, &ti) in batch.iter().enumerate() {
-            let r = *hops[bi].last().expect("a transfer has a destination");
+        let ctx = StepBatch { step, batch, hops: &hops };
+        let local_src = self.snapshot_local_sources(&ctx);
+        let runs = self.plan_network(&ctx);
+        self.generate_messages(&ctx, &runs)?;
+        self.apply_local_moves(&ctx, local_src);
+        Ok(())
+    }
+
+    /// The (rank, slot) pairs the batch writes at each transfer's last rank.
+    fn written_slots(&self, ctx: &StepBatch<'_>) -> HashSet<(u32, u32)> {
+        let s = self.s;
+        let mut written = HashSet::new();
+        for (bi, &ti) in ctx.batch.iter().enumerate() {
+            let r = *ctx.hops[bi].last().expect("a transfer has a destination");
             for &w in s.transfers.at(ti).written() {
                 written.insert((r, w));
             }
         }
+        written
+    }
+
+    /// Per local move (by batch index), the cells it reads: sources this step writes go to scratch first.
+    fn snapshot_local_sources(&mut self, ctx: &StepBatch<'_>) -> HashMap<usize, Vec<Cell>> {
+        let s = self.s;
+        // Local moves read the slots as they were before this step: snapshot a source that
+        // this step also writes.
+        let written = self.written_slots(ctx);
         let mut local_src: HashMap<usize, Vec<Cell>> = HashMap::new();
-        for (bi, &ti) in batch.iter().enumerate() {
+        for (bi, &ti) in ctx.batch.iter().enumerate() {
             let t = s.transfers.at(ti);
             if !t.is_local() {
                 continue;
             }
-            let r = hops[bi][0];
-            let mut srcs = Vec::with_capacity(t.chunks.len());
-            for &c in t.chunks.iter() {
-                let cell = self.place.at(r, c).expect("a valid schedule reads held slots");
-                if written.contains(&(r, c)) {
-                    let tmp = self.place.alloc_scratch(r, 1);
-                    self.local_op(r, StepType::Copy, Some(cell), tmp, 1);
-                    srcs.push(tmp);
-                } else {
-                    srcs.push(cell);
-                }
-            }
-            local_src.insert(bi, srcs);
+            let r = ctx.hops[bi][0];
+            local_src.insert(bi, self.local_sources(r, t.chunks, &written));
         }
+        local_src
+    }
+
+    /// The cells a local move at rank `r` reads for `chunks`, snapshotting those in `written` to scratch.
+    fn local_sources(&mut self, r: u32, chunks: &[u32], written: &HashSet<(u32, u32)>) -> Vec<Cell> {
+        let mut srcs = Vec::with_capacity(chunks.len());
+        for &c in chunks.iter() {
+            let cell = self.place.at(r, c).expect("a valid schedule reads held slots");
+            if written.contains(&(r, c)) {
+                let tmp = self.place.alloc_scratch(r, 1);
+                self.local_op(r, StepType::Copy, Some(cell), tmp, 1);
+                srcs.push(tmp);
+            } else {
+                srcs.push(cell);
+            }
+        }
+        srcs
+    }
+
+    /// Every network transfer's runs, by batch index (planned in landing order: see within).
+    fn plan_network(&mut self, ctx: &StepBatch<'_>) -> Vec<(usize, Vec<Run>)> {
+        let (s, batch, hops) = (self.s, ctx.batch, ctx.hops);
         // Plan each network transfer's runs in landing order (last hop, then position), so a
         // chain of reduces into one slot reads each partial where the previous one left it.
         let mut net: Vec<usize> = (0..batch.len()).filter(|&bi| !s.transfers.at(batch[bi]).is_local()).collect();
@@ -242,112 +286,170 @@ impl<'a> Builder<'a> {
         let mut runs: Vec<(usize, Vec<Run>)> = Vec::with_capacity(net.len());
         let mut pending: HashMap<(u32, u32), Cell> = HashMap::new();
         for &bi in &net {
-            let planned = self.plan_runs(step, batch[bi], &hops[bi], &mut pending);
+            let planned = self.plan_runs(ctx.step, batch[bi], &hops[bi], &mut pending);
             runs.push((bi, planned));
         }
         runs.sort_by_key(|(bi, _)| *bi);
-        let max_hops = hops.iter().map(Vec::len).max().unwrap_or(0);
+        runs
+    }
+
+    /// The batch's messages hop by hop: a hop's sends, then its receives, which settle what it blocked.
+    fn generate_messages(&mut self, ctx: &StepBatch<'_>, runs: &[(usize, Vec<Run>)]) -> Result<(), MscclError> {
+        let max_hops = ctx.hops.iter().map(Vec::len).max().unwrap_or(0);
         // The cells each run is read from at the current hop.
         let mut at: Vec<Vec<Cell>> = runs.iter().map(|(_, rs)| rs.iter().map(|r| r.src).collect()).collect();
         for h in 0..max_hops.saturating_sub(1) {
-            let mut chans: Vec<Vec<u32>> = vec![Vec::new(); runs.len()];
-            for (ri, (bi, rs)) in runs.iter().enumerate() {
-                if hops[*bi].len() <= h + 1 {
-                    continue;
-                }
-                let (a, b) = (hops[*bi][h], hops[*bi][h + 1]);
-                for (k, run) in rs.iter().enumerate() {
-                    // Steps the send needs, dependencies' no-ops included. (Its receive needs
-                    // one step at least: see the receive below.)
-                    let need_send = self.dep_tbs(a, Some(at[ri][k]), None, run.cnt);
-                    let (ch, deferred) = self.channel_for(a, b, run.cnt, need_send + 1)?;
-                    let tb = self.tb(a, Role::Send(b), ch);
-                    let send = self.push_op(tb, StepType::Send, Some(at[ri][k]), None, run.cnt);
-                    if deferred {
-                        self.blocked.insert(send);
-                    }
-                    let flight = Flight { send, calls: run.cnt, deferred };
-                    self.outstanding.entry((a, b, ch)).or_default().push_back(flight);
-                    chans[ri].push(ch);
-                }
-            }
-            for (ri, (bi, rs)) in runs.iter().enumerate() {
-                let hs = &hops[*bi];
-                if hs.len() <= h + 1 {
-                    continue;
-                }
-                let (a, b) = (hs[h], hs[h + 1]);
-                let last = h + 2 == hs.len();
-                for (k, run) in rs.iter().enumerate() {
-                    let ch = chans[ri][k];
-                    let flight = self.outstanding.get_mut(&(a, b, ch)).and_then(|q| q.pop_front());
-                    // Received in order: from here on the send is complete.
-                    self.blocked.remove(&flight.expect("sent before received").send);
-                    let tb = self.tb(b, Role::Recv(a), ch);
-                    if !last {
-                        let fwd = self.place.alloc_scratch(b, run.cnt);
-                        self.push_op(tb, StepType::Recv, None, Some(fwd), run.cnt);
-                        at[ri][k] = fwd;
-                        continue;
-                    }
-                    match &run.land {
-                        Land::Direct { dst, partial, slots } => {
-                            // The block keeps a step for each receive still queued on it.
-                            let later = self.outstanding.get(&(a, b, ch)).map_or(0, |q| q.len());
-                            let deps = self.dep_tbs(b, *partial, Some(*dst), run.cnt);
-                            let full = self.tbs[tb as usize].steps + deps + later > self.target.max_steps();
-                            let unfused = partial.is_some() && !self.target.fused_receive();
-                            if full || unfused || self.waits_for_blocked(b, *partial, Some(*dst), run.cnt) {
-                                // Straight in, it would wait for a send that completes only
-                                // with a later receive (or need more no-ops than its block
-                                // has room for, or an `rrc` the executor lacks): land in
-                                // scratch, and move it into place with local steps that wait
-                                // instead.
-                                let tmp = self.place.alloc_scratch(b, run.cnt);
-                                self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
-                                match partial {
-                                    Some(p) => {
-                                        if p != dst {
-                                            self.local_op(b, StepType::Copy, Some(*p), *dst, run.cnt);
-                                        }
-                                        self.local_op(b, StepType::Reduce, Some(tmp), *dst, run.cnt);
-                                    }
-                                    None => self.local_op(b, StepType::Copy, Some(tmp), *dst, run.cnt),
-                                }
-                            } else {
-                                let ty = if partial.is_some() { StepType::RecvReduceCopy } else { StepType::Recv };
-                                self.push_op(tb, ty, *partial, Some(*dst), run.cnt);
-                            }
-                            for (i, &slot) in slots.iter().enumerate() {
-                                self.place.moved(b, slot, dst.plus(i as u32));
-                            }
-                        }
-                        Land::Fanout { entries } => {
-                            let tmp = self.place.alloc_scratch(b, run.cnt);
-                            self.push_op(tb, StepType::Recv, None, Some(tmp), run.cnt);
-                            let op = s.transfers.at(batch[*bi]).op;
-                            for (i, slots) in entries.iter().enumerate() {
-                                for &slot in slots {
-                                    self.apply_local(b, step, slot, tmp.plus(i as u32), op);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
+            let chans = self.send_hop(ctx, h, runs, &at)?;
+            self.receive_hop(ctx, h, runs, &mut at, &chans);
             // Every send of this hop is received: what waited for one runs by the hop's end.
             debug_assert!(self.outstanding.values().all(|q| q.is_empty()));
             self.blocked.clear();
         }
-        for (bi, &ti) in batch.iter().enumerate() {
-            let Some(srcs) = local_src.remove(&bi) else { continue };
-            let t = s.transfers.at(ti);
-            let r = hops[bi][0];
-            for (i, &slot) in t.written().iter().enumerate() {
-                self.apply_local(r, step, slot, srcs[i], t.op);
+        Ok(())
+    }
+
+    /// The sends of hop `h` of every run that goes that far; returns their channels for the receives.
+    fn send_hop(
+        &mut self,
+        ctx: &StepBatch<'_>,
+        h: usize,
+        runs: &[(usize, Vec<Run>)],
+        at: &[Vec<Cell>],
+    ) -> Result<Vec<Vec<u32>>, MscclError> {
+        let mut chans: Vec<Vec<u32>> = vec![Vec::new(); runs.len()];
+        for (ri, (bi, rs)) in runs.iter().enumerate() {
+            let hs = &ctx.hops[*bi];
+            if hs.len() <= h + 1 {
+                continue;
+            }
+            let (a, b) = (hs[h], hs[h + 1]);
+            for (k, run) in rs.iter().enumerate() {
+                let ch = self.send_run(a, b, at[ri][k], run.cnt)?;
+                chans[ri].push(ch);
             }
         }
-        Ok(())
+        Ok(chans)
+    }
+
+    /// Sends `cnt` chunks from `src` on a→b, recorded in flight (blocked if deferred); returns its channel.
+    fn send_run(&mut self, a: u32, b: u32, src: Cell, cnt: u32) -> Result<u32, MscclError> {
+        // Steps the send needs, dependencies' no-ops included. (Its receive needs
+        // one step at least: see the receive below.)
+        let need_send = self.dep_tbs(a, Some(src), None, cnt);
+        let (ch, deferred) = self.channel_for(a, b, cnt, need_send + 1)?;
+        let tb = self.tb(a, Role::Send(b), ch);
+        let send = self.push_op(tb, StepType::Send, Some(src), None, cnt);
+        if deferred {
+            self.blocked.insert(send);
+        }
+        let flight = Flight { send, calls: cnt, deferred };
+        self.outstanding.entry((a, b, ch)).or_default().push_back(flight);
+        Ok(ch)
+    }
+
+    /// The receives of hop `h` in the sends' order: into scratch to forward (updating `at`), or landed.
+    fn receive_hop(
+        &mut self,
+        ctx: &StepBatch<'_>,
+        h: usize,
+        runs: &[(usize, Vec<Run>)],
+        at: &mut [Vec<Cell>],
+        chans: &[Vec<u32>],
+    ) {
+        let s = self.s;
+        for (ri, (bi, rs)) in runs.iter().enumerate() {
+            let hs = &ctx.hops[*bi];
+            if hs.len() <= h + 1 {
+                continue;
+            }
+            let (a, b) = (hs[h], hs[h + 1]);
+            let last = h + 2 == hs.len();
+            for (k, run) in rs.iter().enumerate() {
+                let ch = chans[ri][k];
+                let flight = self.outstanding.get_mut(&(a, b, ch)).and_then(|q| q.pop_front());
+                // Received in order: from here on the send is complete.
+                self.blocked.remove(&flight.expect("sent before received").send);
+                let tb = self.tb(b, Role::Recv(a), ch);
+                if !last {
+                    let fwd = self.place.alloc_scratch(b, run.cnt);
+                    self.push_op(tb, StepType::Recv, None, Some(fwd), run.cnt);
+                    at[ri][k] = fwd;
+                    continue;
+                }
+                let link = Link { a, b, ch, tb };
+                match &run.land {
+                    Land::Direct { dst, partial, slots } => self.land_direct(link, run.cnt, *dst, *partial, slots),
+                    Land::Fanout { entries } => {
+                        let op = s.transfers.at(ctx.batch[*bi]).op;
+                        self.land_fanout(link, ctx.step, run.cnt, entries, op);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lands a run in its target cells: straight in when that completes in order, else via scratch.
+    fn land_direct(&mut self, link: Link, cnt: u32, dst: Cell, partial: Option<Cell>, slots: &[u32]) {
+        let Link { a, b, ch, tb } = link;
+        // The block keeps a step for each receive still queued on it.
+        let later = self.outstanding.get(&(a, b, ch)).map_or(0, |q| q.len());
+        let deps = self.dep_tbs(b, partial, Some(dst), cnt);
+        let full = self.tbs[tb as usize].steps + deps + later > self.target.max_steps();
+        let unfused = partial.is_some() && !self.target.fused_receive();
+        if full || unfused || self.waits_for_blocked(b, partial, Some(dst), cnt) {
+            // Straight in, it would wait for a send that completes only
+            // with a later receive (or need more no-ops than its block
+            // has room for, or an `rrc` the executor lacks): land in
+            // scratch, and move it into place with local steps that wait
+            // instead.
+            self.land_via_scratch(b, tb, cnt, dst, partial);
+        } else {
+            let ty = if partial.is_some() { StepType::RecvReduceCopy } else { StepType::Recv };
+            self.push_op(tb, ty, partial, Some(dst), cnt);
+        }
+        for (i, &slot) in slots.iter().enumerate() {
+            self.place.moved(b, slot, dst.plus(i as u32));
+        }
+    }
+
+    /// Receives into scratch, then copies or reduces into `dst` with local steps (which may wait).
+    fn land_via_scratch(&mut self, b: u32, tb: u32, cnt: u32, dst: Cell, partial: Option<Cell>) {
+        let tmp = self.place.alloc_scratch(b, cnt);
+        self.push_op(tb, StepType::Recv, None, Some(tmp), cnt);
+        match partial {
+            Some(p) => {
+                if p != dst {
+                    self.local_op(b, StepType::Copy, Some(p), dst, cnt);
+                }
+                self.local_op(b, StepType::Reduce, Some(tmp), dst, cnt);
+            }
+            None => self.local_op(b, StepType::Copy, Some(tmp), dst, cnt),
+        }
+    }
+
+    /// Lands a fanout run: into scratch, then each wire chunk copied or reduced into every slot it feeds.
+    fn land_fanout(&mut self, link: Link, step: u32, cnt: u32, entries: &[Vec<u32>], op: Op) {
+        let Link { b, tb, .. } = link;
+        let tmp = self.place.alloc_scratch(b, cnt);
+        self.push_op(tb, StepType::Recv, None, Some(tmp), cnt);
+        for (i, slots) in entries.iter().enumerate() {
+            for &slot in slots {
+                self.apply_local(b, step, slot, tmp.plus(i as u32), op);
+            }
+        }
+    }
+
+    /// The batch's local moves, in batch order, from the sources snapshotted before the messages.
+    fn apply_local_moves(&mut self, ctx: &StepBatch<'_>, mut local_src: HashMap<usize, Vec<Cell>>) {
+        let s = self.s;
+        for (bi, &ti) in ctx.batch.iter().enumerate() {
+            let Some(srcs) = local_src.remove(&bi) else { continue };
+            let t = s.transfers.at(ti);
+            let r = ctx.hops[bi][0];
+            for (i, &slot) in t.written().iter().enumerate() {
+                self.apply_local(r, ctx.step, slot, srcs[i], t.op);
+            }
+        }
     }
 
     /// Splits a network transfer into runs of consecutive cells (at the sender, at the

@@ -1,7 +1,7 @@
 //! The α-β simulator: replays a schedule's transfers in (step, position) order on the links
 //! they use and reports the collective time, per-link busy time and bytes.
 
-use crate::schedule::{Op, Schedule};
+use crate::schedule::{Op, ReplayOrder, Schedule, TransferRef};
 use crate::slots::SlotTable;
 use crate::topology::Topology;
 use serde::Serialize;
@@ -254,115 +254,176 @@ fn run(
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<Timing>, SimError> {
     let mut poll = crate::schedule::StopPoll::new(stop);
-    let topo = &s.topology;
-    let chunk = s.chunk_size_bytes;
-    let gamma = s.collective.gamma_ns_per_byte.unwrap_or(0.0);
-    let slots = s.slots();
-    // The highest slot each distinct list names, so a transfer's slots are checked once a list.
-    let list_max: Vec<u32> = s.transfers.lists().map(|l| l.iter().copied().max().unwrap_or(0)).collect();
-    let mut link_free = vec![0.0f64; topo.links().len()];
-    let mut busy = vec![0.0f64; topo.links().len()];
-    let mut bytes_on = vec![0.0f64; topo.links().len()];
-    let mut count = vec![0usize; topo.links().len()];
+    let mut replay = Replay::new(s);
     let order = s.replay_order();
-    let mut path_links: Vec<usize> = Vec::new();
-    // (transfer, end) of the current step: their writes land after every read of the step.
-    let mut pending: Vec<(usize, f64)> = Vec::new();
     let mut round_end_ns = Vec::new();
     let mut total = 0.0f64;
     for steps in order.steps(&s.transfers) {
         if poll.stopped(steps.start) {
             return Err(SimError::Stopped);
         }
-        let mut round_end = 0.0f64;
-        pending.clear();
-        for k in steps {
-            let i = order.get(k);
-            let t = s.transfers.at(i);
-            if t.is_local() {
-                path_links.clear();
-            } else {
-                route(topo, i, t.src, t.dst, t.path_nodes(), &mut path_links)?;
-            }
-            if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
-                return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
-            }
-            let highest = match s.transfers.list_index(i) {
-                Some(l) => list_max[l as usize],
-                None => t.chunks.iter().copied().max().unwrap_or(0),
-            };
-            let dst_slots: &[u32] = t.dst_chunks.unwrap_or(&[]);
-            let over = |c: &u32| *c as usize >= slots;
-            if over(&highest) || dst_slots.iter().any(over) {
-                let c = t.chunks.iter().chain(dst_slots).copied().find(over).unwrap_or(highest);
-                return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
-            }
-            if t.written().len() != t.chunks.len() {
-                return Err(SimError::Unroutable {
-                    transfer: i,
-                    message: "dst_chunks and chunks differ in length".into(),
-                });
-            }
-            // On the wire each distinct chunk once; a reduce combines into every slot written.
-            let bytes = chunk * t.wire_chunks() as f64;
-            let combined = chunk * t.written().len() as f64;
-            let mut start = ready.ready(s, i);
-            let mut latency = 0.0;
-            let mut min_bw = f64::INFINITY;
-            for &l in &path_links {
-                start = start.max(link_free[l]);
-                latency += topo.links()[l].latency_ns;
-                min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
-            }
-            let mut duration = if path_links.is_empty() { 0.0 } else { latency + bytes / min_bw };
-            if t.op == Op::Reduce {
-                duration += gamma * combined;
-            }
-            let end = start + duration;
-            for &l in &path_links {
-                link_free[l] = end;
-                busy[l] += duration;
-                bytes_on[l] += bytes;
-                count[l] += 1;
-            }
-            if let Some(times) = times.as_deref_mut() {
-                times[i] = TransferTime { start_ns: start, end_ns: end };
-            }
-            pending.push((i, end));
-            round_end = round_end.max(end);
-        }
-        for &(i, end) in &pending {
-            if !ready.land(s, i, end) {
-                return Ok(None);
-            }
-        }
+        let Some(round_end) = replay.step(&mut ready, &order, steps, times.as_deref_mut())? else {
+            return Ok(None);
+        };
         round_end_ns.push(round_end);
         total = total.max(round_end);
     }
-    let mut links = Vec::new();
-    for (i, l) in topo.links().iter().enumerate() {
-        if count[i] > 0 {
-            links.push(LinkUsage {
-                src: l.src,
-                dst: l.dst,
-                transfers: count[i],
-                bytes: bytes_on[i],
-                busy_ns: busy[i],
-                utilization: if total > 0.0 { busy[i] / total } else { 0.0 },
-            });
+    Ok(Some(replay.timing(round_end_ns, total)))
+}
+
+/// A replay's state across steps: constants read once and the per-link tallies the result reports.
+struct Replay<'a> {
+    s: &'a Schedule,
+    topo: &'a Topology,
+    chunk: f64,
+    gamma: f64,
+    slots: usize,
+    /// The highest slot each distinct list names, so a transfer's slots are checked once a list.
+    list_max: Vec<u32>,
+    link_free: Vec<f64>,
+    busy: Vec<f64>,
+    bytes_on: Vec<f64>,
+    count: Vec<usize>,
+    path_links: Vec<usize>,
+    /// (transfer, end) of the current step: their writes land after every read of the step.
+    pending: Vec<(usize, f64)>,
+}
+
+impl<'a> Replay<'a> {
+    /// Reads the schedule's constants once, so the per-transfer loop does not.
+    fn new(s: &'a Schedule) -> Replay<'a> {
+        let topo = &s.topology;
+        Replay {
+            s,
+            topo,
+            chunk: s.chunk_size_bytes,
+            gamma: s.collective.gamma_ns_per_byte.unwrap_or(0.0),
+            slots: s.slots(),
+            list_max: s.transfers.lists().map(|l| l.iter().copied().max().unwrap_or(0)).collect(),
+            link_free: vec![0.0f64; topo.links().len()],
+            busy: vec![0.0f64; topo.links().len()],
+            bytes_on: vec![0.0f64; topo.links().len()],
+            count: vec![0usize; topo.links().len()],
+            path_links: Vec::new(),
+            pending: Vec::new(),
         }
     }
-    let used = links.len().max(1) as f64;
-    Ok(Some(Timing {
-        collective_time_ns: total,
-        rounds: round_end_ns.len(),
-        transfers: s.transfers.len(),
-        bytes_on_links: bytes_on.iter().sum(),
-        mean_link_utilization: links.iter().map(|l| l.utilization).sum::<f64>() / used,
-        max_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, f64::max),
-        round_end_ns,
-        links,
-    }))
+
+    /// One step: every transfer reads, then all their writes land (reads never see the step's
+    /// writes). Its latest end; `None` when the store gives up.
+    fn step(
+        &mut self,
+        ready: &mut impl Ready,
+        order: &ReplayOrder,
+        steps: std::ops::Range<usize>,
+        mut times: Option<&mut [TransferTime]>,
+    ) -> Result<Option<f64>, SimError> {
+        let mut round_end = 0.0f64;
+        self.pending.clear();
+        for k in steps {
+            let i = order.get(k);
+            let time = self.transfer(ready, i)?;
+            if let Some(times) = times.as_deref_mut() {
+                times[i] = time;
+            }
+            self.pending.push((i, time.end_ns));
+            round_end = round_end.max(time.end_ns);
+        }
+        for &(i, end) in &self.pending {
+            if !ready.land(self.s, i, end) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(round_end))
+    }
+
+    /// Times transfer `i` once its sources are final and its path is free, and books the path busy.
+    #[inline]
+    fn transfer(&mut self, ready: &mut impl Ready, i: usize) -> Result<TransferTime, SimError> {
+        let (s, topo) = (self.s, self.topo);
+        let t = s.transfers.at(i);
+        self.route_checked(i, t)?;
+        // On the wire each distinct chunk once; a reduce combines into every slot written.
+        let bytes = self.chunk * t.wire_chunks() as f64;
+        let combined = self.chunk * t.written().len() as f64;
+        let mut start = ready.ready(s, i);
+        let mut latency = 0.0;
+        let mut min_bw = f64::INFINITY;
+        for &l in &self.path_links {
+            start = start.max(self.link_free[l]);
+            latency += topo.links()[l].latency_ns;
+            min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
+        }
+        let mut duration = if self.path_links.is_empty() { 0.0 } else { latency + bytes / min_bw };
+        if t.op == Op::Reduce {
+            duration += self.gamma * combined;
+        }
+        let end = start + duration;
+        for &l in &self.path_links {
+            self.link_free[l] = end;
+            self.busy[l] += duration;
+            self.bytes_on[l] += bytes;
+            self.count[l] += 1;
+        }
+        Ok(TransferTime { start_ns: start, end_ns: end })
+    }
+
+    /// Routes transfer `i` into `path_links` and rejects what the stores cannot index unchecked.
+    #[inline]
+    fn route_checked(&mut self, i: usize, t: TransferRef<'_>) -> Result<(), SimError> {
+        let topo = self.topo;
+        if t.is_local() {
+            self.path_links.clear();
+        } else {
+            route(topo, i, t.src, t.dst, t.path_nodes(), &mut self.path_links)?;
+        }
+        if t.src as usize >= topo.npus() || t.dst as usize >= topo.npus() {
+            return Err(SimError::Unroutable { transfer: i, message: "an endpoint is not an NPU".into() });
+        }
+        let highest = match self.s.transfers.list_index(i) {
+            Some(l) => self.list_max[l as usize],
+            None => t.chunks.iter().copied().max().unwrap_or(0),
+        };
+        let dst_slots: &[u32] = t.dst_chunks.unwrap_or(&[]);
+        let slots = self.slots;
+        let over = |c: &u32| *c as usize >= slots;
+        if over(&highest) || dst_slots.iter().any(over) {
+            let c = t.chunks.iter().chain(dst_slots).copied().find(over).unwrap_or(highest);
+            return Err(SimError::Unroutable { transfer: i, message: format!("chunk {c} is out of range") });
+        }
+        if t.written().len() != t.chunks.len() {
+            return Err(SimError::Unroutable { transfer: i, message: "dst_chunks and chunks differ in length".into() });
+        }
+        Ok(())
+    }
+
+    /// The result from the tallies, once every step has landed (links that carried nothing left out).
+    fn timing(&self, round_end_ns: Vec<f64>, total: f64) -> Timing {
+        let mut links = Vec::new();
+        for (i, l) in self.topo.links().iter().enumerate() {
+            if self.count[i] > 0 {
+                links.push(LinkUsage {
+                    src: l.src,
+                    dst: l.dst,
+                    transfers: self.count[i],
+                    bytes: self.bytes_on[i],
+                    busy_ns: self.busy[i],
+                    utilization: if total > 0.0 { self.busy[i] / total } else { 0.0 },
+                });
+            }
+        }
+        let used = links.len().max(1) as f64;
+        Timing {
+            collective_time_ns: total,
+            rounds: round_end_ns.len(),
+            transfers: self.s.transfers.len(),
+            bytes_on_links: self.bytes_on.iter().sum(),
+            mean_link_utilization: links.iter().map(|l| l.utilization).sum::<f64>() / used,
+            max_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, f64::max),
+            round_end_ns,
+            links,
+        }
+    }
 }
 
 /// A lower bound on the simulated time that needs no replay: the busiest link's total busy

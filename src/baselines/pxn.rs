@@ -199,31 +199,65 @@ fn blocks(n: usize, first: usize, block: usize) -> Vec<usize> {
 /// 0 here means halving), each sent once its rounds have arrived and the rail-first blocks can
 /// spare the time.
 fn plan(sh: &Shape, split: &Split, late: usize, a_block: (usize, usize), b_block: usize) -> Plan {
-    let (nodes, gpus, k) = (sh.nodes, sh.gpus, sh.k);
-    let relays_of = |r: usize| split.offsets(r, false).count();
-    let firsts_of = |r: usize| 1 + split.offsets(r, true).count();
     // Rounds that relay, in round order; the first `late` of them relay at the end.
-    let relaying: Vec<usize> = (1..gpus).filter(|&r| relays_of(r) > 0).collect();
+    let relaying: Vec<usize> = (1..sh.gpus).filter(|&r| relays_of(split, r) > 0).collect();
     let late = late.min(relaying.len());
-    let deferred = |r: usize| relaying[..late].contains(&r);
-    // The node uplink's messages, in order.
-    let mut xs: Vec<Msg> =
-        (1..gpus).map(|r| Msg::Node { r, firsts: true, relays: relays_of(r) > 0 && !deferred(r) }).collect();
-    xs.extend(relaying[..late].iter().map(|&r| Msg::Node { r, firsts: false, relays: true }));
-    let x_chunks = |m: &Msg| match *m {
-        Msg::Node { r, firsts, relays } => {
-            k * (usize::from(firsts) * firsts_of(r) + usize::from(relays) * relays_of(r))
-        }
-        _ => unreachable!(),
-    };
+    let xs = node_msgs(split, sh.gpus, &relaying[..late]);
     // Rail-first blocks, in the order the rounds forward them; each partner's own chunk rides
     // its first message over the rail, rail first or relay.
+    let mut direct_sent = vec![false; sh.nodes];
+    let rail_firsts = rail_first_msgs(split, sh.gpus, &relaying, late, a_block, &mut direct_sent);
+    let b_msgs = relay_msgs(split, sh.gpus, b_block, &mut direct_sent);
+    // Time the two uplinks together.
+    Timing::new(sh, split, xs, rail_firsts, b_msgs).run()
+}
+
+/// How many node offsets go rail first in node round r (whose chunks that round relays).
+fn relays_of(split: &Split, r: usize) -> usize {
+    split.offsets(r, false).count()
+}
+
+/// How many pairs node round r sends its own chunks for: its partner and the node-first ones.
+fn firsts_of(split: &Split, r: usize) -> usize {
+    1 + split.offsets(r, true).count()
+}
+
+/// The node uplink's messages, in order: rounds 1 … G − 1 (relaying unless `deferred`), then
+/// the relays of the `deferred` rounds in messages of their own.
+fn node_msgs(split: &Split, gpus: usize, deferred: &[usize]) -> Vec<Msg> {
+    // The node uplink's messages, in order.
+    let mut xs: Vec<Msg> = (1..gpus)
+        .map(|r| Msg::Node { r, firsts: true, relays: relays_of(split, r) > 0 && !deferred.contains(&r) })
+        .collect();
+    xs.extend(deferred.iter().map(|&r| Msg::Node { r, firsts: false, relays: true }));
+    xs
+}
+
+/// The rail-first messages of a plan, by block, and which block carries each round's chunks.
+struct RailFirsts {
+    /// (message, its block)
+    msgs: Vec<(Msg, usize)>,
+    /// The block of each relaying round (`usize::MAX` for the others).
+    block_of_round: Vec<usize>,
+    /// How many blocks there are.
+    blocks: usize,
+}
+
+/// Rail-first blocks (`a_block`, see `blocks`) over the relaying rounds, the `late` first of
+/// them last, marking in `direct_sent` the partners whose own chunk one of them carries.
+fn rail_first_msgs(
+    split: &Split,
+    gpus: usize,
+    relaying: &[usize],
+    late: usize,
+    a_block: (usize, usize),
+    direct_sent: &mut [bool],
+) -> RailFirsts {
     let order: Vec<usize> = relaying[late..].iter().chain(&relaying[..late]).copied().collect();
-    let mut direct_sent = vec![false; nodes];
     let mut a_msgs: Vec<(Msg, usize)> = Vec::new(); // (message, its block)
     let mut block_of_round = vec![usize::MAX; gpus];
     let a_blocks = blocks(order.len(), a_block.0, a_block.1);
-    let mut block_end_ns: Vec<Option<f64>> = vec![None; a_blocks.len()]; // when a block's last message ends
+    let n_blocks = a_blocks.len();
     let mut at = 0;
     for (block, len) in a_blocks.into_iter().enumerate() {
         let rounds = &order[at..at + len];
@@ -239,6 +273,12 @@ fn plan(sh: &Shape, split: &Split, late: usize, a_block: (usize, usize), b_block
             }
         }
     }
+    RailFirsts { msgs: a_msgs, block_of_round, blocks: n_blocks }
+}
+
+/// Relay blocks (`b_block`; 0 halving) over node rounds 1 … G − 1, each with the last round it
+/// forwards, carrying the own chunks of partners `direct_sent` does not mark yet.
+fn relay_msgs(split: &Split, gpus: usize, b_block: usize, direct_sent: &mut [bool]) -> Vec<(Msg, usize)> {
     // Relay blocks over node rounds 1 … G − 1.
     let all: Vec<usize> = (1..gpus).collect();
     let mut b_msgs: Vec<(Msg, usize)> = Vec::new(); // (message, the last round it forwards)
@@ -255,88 +295,193 @@ fn plan(sh: &Shape, split: &Split, late: usize, a_block: (usize, usize), b_block
             }
         }
     }
-    let y_chunks = |m: &Msg| match m {
-        Msg::RailFirst { rounds, direct, .. } | Msg::Relay { rounds, direct, .. } => {
-            k * (rounds.len() + usize::from(*direct))
-        }
-        Msg::Node { .. } => unreachable!(),
-    };
-    // Time the two uplinks together.
-    let mut round_end_ns: Vec<Option<f64>> = vec![None; gpus]; // when node round r (its firsts) ends
+    b_msgs
+}
+
+/// The two uplinks of one GPU timed together: their queues, how far each has gone, and when
+/// what they carry ends.
+struct Timing<'a> {
+    sh: &'a Shape,
+    split: &'a Split,
+    /// The node uplink's messages, in order.
+    xs: Vec<Msg>,
+    /// (message, its block)
+    a_msgs: Vec<(Msg, usize)>,
+    /// (message, the last round it forwards)
+    b_msgs: Vec<(Msg, usize)>,
+    /// The rail-first block of each relaying round.
+    block_of_round: Vec<usize>,
+    /// When node round r (its firsts) ends.
+    round_end_ns: Vec<Option<f64>>,
+    /// When a block's last message ends.
+    block_end_ns: Vec<Option<f64>>,
     // When each uplink is next free.
-    let (mut node_free_ns, mut rail_free_ns) = (0.0f64, 0.0f64);
-    let (mut ix, mut ia, mut ib) = (0usize, 0usize, 0usize);
-    let mut timed: Vec<(f64, Msg)> = Vec::with_capacity(xs.len() + a_msgs.len() + b_msgs.len());
-    // The rail-first block a node message waits for (its relays).
-    let needs = |m: &Msg| match *m {
-        Msg::Node { r, relays: true, .. } => Some(block_of_round[r]),
-        _ => None,
-    };
-    while ix < xs.len() || ia < a_msgs.len() || ib < b_msgs.len() {
-        if ix < xs.len() {
-            let m = &xs[ix];
-            let ready_ns = match needs(m) {
-                Some(b) => block_end_ns[b],
-                None => Some(0.0),
-            };
-            if let Some(ready_ns) = ready_ns {
-                let start_ns = node_free_ns.max(ready_ns);
-                node_free_ns = start_ns + sh.node.time_ns(x_chunks(m));
-                if let Msg::Node { r, firsts: true, .. } = *m {
-                    round_end_ns[r] = Some(node_free_ns);
-                }
-                timed.push((start_ns, m.clone()));
-                ix += 1;
+    node_free_ns: f64,
+    rail_free_ns: f64,
+    /// The next message of each queue: node, rail first, relay.
+    ix: usize,
+    ia: usize,
+    ib: usize,
+    /// The messages timed so far, with their start times.
+    timed: Vec<(f64, Msg)>,
+}
+
+impl<'a> Timing<'a> {
+    /// Nothing timed yet: both uplinks free at 0.
+    fn new(sh: &'a Shape, split: &'a Split, xs: Vec<Msg>, a: RailFirsts, b_msgs: Vec<(Msg, usize)>) -> Self {
+        let timed = Vec::with_capacity(xs.len() + a.msgs.len() + b_msgs.len());
+        Timing {
+            sh,
+            split,
+            xs,
+            a_msgs: a.msgs,
+            b_msgs,
+            block_of_round: a.block_of_round,
+            round_end_ns: vec![None; sh.gpus],
+            block_end_ns: vec![None; a.blocks],
+            node_free_ns: 0.0,
+            rail_free_ns: 0.0,
+            ix: 0,
+            ia: 0,
+            ib: 0,
+            timed,
+        }
+    }
+
+    /// Times every message, the node uplink first whenever its next message can go, and gives the plan.
+    fn run(mut self) -> Plan {
+        while self.ix < self.xs.len() || self.ia < self.a_msgs.len() || self.ib < self.b_msgs.len() {
+            if self.time_node() {
                 continue;
             }
+            if self.take_relay() {
+                self.time_relay();
+            } else {
+                self.time_rail_first();
+            }
         }
+        self.into_plan()
+    }
+
+    /// Chunks a node message carries.
+    fn x_chunks(&self, m: &Msg) -> usize {
+        match *m {
+            Msg::Node { r, firsts, relays } => {
+                self.sh.k
+                    * (usize::from(firsts) * firsts_of(self.split, r) + usize::from(relays) * relays_of(self.split, r))
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Chunks a rail message (rail first or relay) carries.
+    fn y_chunks(&self, m: &Msg) -> usize {
+        match m {
+            Msg::RailFirst { rounds, direct, .. } | Msg::Relay { rounds, direct, .. } => {
+                self.sh.k * (rounds.len() + usize::from(*direct))
+            }
+            Msg::Node { .. } => unreachable!(),
+        }
+    }
+
+    /// The rail-first block a node message waits for (its relays).
+    fn needs(&self, m: &Msg) -> Option<usize> {
+        match *m {
+            Msg::Node { r, relays: true, .. } => Some(self.block_of_round[r]),
+            _ => None,
+        }
+    }
+
+    /// Times the next node message if there is one and the block it waits for has ended.
+    fn time_node(&mut self) -> bool {
+        if self.ix >= self.xs.len() {
+            return false;
+        }
+        let m = &self.xs[self.ix];
+        let ready_ns = match self.needs(m) {
+            Some(b) => self.block_end_ns[b],
+            None => Some(0.0),
+        };
+        let Some(ready_ns) = ready_ns else {
+            return false;
+        };
+        let start_ns = self.node_free_ns.max(ready_ns);
+        self.node_free_ns = start_ns + self.sh.node.time_ns(self.x_chunks(m));
+        if let Msg::Node { r, firsts: true, .. } = *m {
+            self.round_end_ns[r] = Some(self.node_free_ns);
+        }
+        self.timed.push((start_ns, m.clone()));
+        self.ix += 1;
+        true
+    }
+
+    /// Whether the rail uplink sends the next relay block now rather than the next rail-first message.
+    fn take_relay(&self) -> bool {
         // The rail uplink: a relay block when its rounds have arrived and the next rail-first
         // block still arrives before the round that needs it; else the next rail-first message.
         // When the next relay block's rounds have all arrived (`None`: not yet timed). With no
         // rail-first message left every node message has what it waits for, so the node queue
         // has run dry above and every round is timed.
-        let b_release_ns = b_msgs.get(ib).and_then(|&(_, last)| round_end_ns[last]);
-        let take_b = match (ia < a_msgs.len(), b_release_ns) {
+        let b_release_ns = self.b_msgs.get(self.ib).and_then(|&(_, last)| self.round_end_ns[last]);
+        match (self.ia < self.a_msgs.len(), b_release_ns) {
             (false, _) => true,
             (true, None) => false,
-            (true, Some(release_ns)) => {
-                let blk = a_msgs[ia].1;
-                let rest_ns: f64 =
-                    a_msgs[ia..].iter().take_while(|(_, b)| *b == blk).map(|(m, _)| sh.rail.time_ns(y_chunks(m))).sum();
-                // When the first node message waiting for this block would start unhindered.
-                let need_ns = node_free_ns
-                    + xs[ix..]
-                        .iter()
-                        .take_while(|m| needs(m) != Some(blk))
-                        .map(|m| sh.node.time_ns(x_chunks(m)))
-                        .sum::<f64>();
-                rail_free_ns.max(release_ns) + sh.rail.time_ns(y_chunks(&b_msgs[ib].0)) + rest_ns <= need_ns
-            }
-        };
-        if take_b {
-            let (m, last) = &b_msgs[ib];
-            let release_ns = round_end_ns[*last].expect("a relay block is taken once its rounds are timed");
-            let start_ns = rail_free_ns.max(release_ns);
-            rail_free_ns = start_ns + sh.rail.time_ns(y_chunks(m));
-            timed.push((start_ns, m.clone()));
-            ib += 1;
-        } else {
-            let (m, blk) = &a_msgs[ia];
-            let start_ns = rail_free_ns;
-            rail_free_ns = start_ns + sh.rail.time_ns(y_chunks(m));
-            if a_msgs.get(ia + 1).is_none_or(|(_, b)| b != blk) {
-                block_end_ns[*blk] = Some(rail_free_ns);
-            }
-            timed.push((start_ns, m.clone()));
-            ia += 1;
+            (true, Some(release_ns)) => self.relay_fits(release_ns),
         }
     }
-    // Start order. A message never starts before what it forwards has arrived, and where start
-    // times tie (zero-time links) its producer was pushed first and the sort is stable: every
-    // message lands in a later step than what it forwards.
-    timed.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let makespan_ns = node_free_ns.max(rail_free_ns);
-    Plan { split: split.clone(), msgs: timed.into_iter().map(|(_, m)| m).collect(), makespan_ns }
+
+    /// Whether the next relay block, released at `release_ns`, and then the rest of the next
+    /// rail-first block still end before the first node message waiting for that block.
+    fn relay_fits(&self, release_ns: f64) -> bool {
+        let blk = self.a_msgs[self.ia].1;
+        let rest_ns: f64 = self.a_msgs[self.ia..]
+            .iter()
+            .take_while(|(_, b)| *b == blk)
+            .map(|(m, _)| self.sh.rail.time_ns(self.y_chunks(m)))
+            .sum();
+        // When the first node message waiting for this block would start unhindered.
+        let need_ns = self.node_free_ns
+            + self.xs[self.ix..]
+                .iter()
+                .take_while(|m| self.needs(m) != Some(blk))
+                .map(|m| self.sh.node.time_ns(self.x_chunks(m)))
+                .sum::<f64>();
+        let relay_ns = self.sh.rail.time_ns(self.y_chunks(&self.b_msgs[self.ib].0));
+        let relay_end_ns = self.rail_free_ns.max(release_ns) + relay_ns;
+        relay_end_ns + rest_ns <= need_ns
+    }
+
+    /// Times the next relay block, once its rounds have arrived.
+    fn time_relay(&mut self) {
+        let (m, last) = &self.b_msgs[self.ib];
+        let release_ns = self.round_end_ns[*last].expect("a relay block is taken once its rounds are timed");
+        let start_ns = self.rail_free_ns.max(release_ns);
+        self.rail_free_ns = start_ns + self.sh.rail.time_ns(self.y_chunks(m));
+        self.timed.push((start_ns, m.clone()));
+        self.ib += 1;
+    }
+
+    /// Times the next rail-first message, ending its block when it is the block's last.
+    fn time_rail_first(&mut self) {
+        let (m, blk) = &self.a_msgs[self.ia];
+        let start_ns = self.rail_free_ns;
+        self.rail_free_ns = start_ns + self.sh.rail.time_ns(self.y_chunks(m));
+        if self.a_msgs.get(self.ia + 1).is_none_or(|(_, b)| b != blk) {
+            self.block_end_ns[*blk] = Some(self.rail_free_ns);
+        }
+        self.timed.push((start_ns, m.clone()));
+        self.ia += 1;
+    }
+
+    /// The plan: the timed messages in start order and the later uplink's end.
+    fn into_plan(mut self) -> Plan {
+        // Start order. A message never starts before what it forwards has arrived, and where start
+        // times tie (zero-time links) its producer was pushed first and the sort is stable: every
+        // message lands in a later step than what it forwards.
+        self.timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let makespan_ns = self.node_free_ns.max(self.rail_free_ns);
+        Plan { split: self.split.clone(), msgs: self.timed.into_iter().map(|(_, m)| m).collect(), makespan_ns }
+    }
 }
 
 /// Every GPU's copy of the plan, one step per planned message.

@@ -126,101 +126,24 @@ impl Topology {
     /// Validates and normalizes user input; reports every problem found.
     pub fn from_input(input: TopologyInput) -> Result<Topology, InputError> {
         let mut errs = Errors::default();
-        if input.npus == 0 {
-            errs.push("npus", "expected at least 1 NPU, got 0");
-        }
-        let nodes = input.npus.saturating_add(input.switches);
-        if nodes > limits::MAX_NODES {
-            errs.push("npus", format!("npus + switches = {nodes} exceeds the limit of {} nodes", limits::MAX_NODES));
+        let Some(nodes) = check_node_counts(&mut errs, &input) else {
             return errs.into_result(Topology::empty());
-        }
+        };
         if let Some(d) = &input.default_link {
             check_params(&mut errs, "default_link", Some(d.latency_ns), Some(d.bandwidth_gb_per_s));
         }
-        let mut links = Vec::with_capacity(input.links.len() * 2);
-        for (i, l) in input.links.iter().enumerate() {
-            let p = format!("links[{i}]");
-            let before = errs.len();
-            for (field, id) in [("src", l.src), ("dst", l.dst)] {
-                if id >= nodes {
-                    errs.push(
-                        format!("{p}.{field}"),
-                        format!(
-                            "node {id} out of range: expected 0..={} ({} NPUs + {} switches)",
-                            nodes.saturating_sub(1),
-                            input.npus,
-                            input.switches
-                        ),
-                    );
-                }
-            }
-            if l.src == l.dst {
-                errs.push(format!("{p}.dst"), format!("self-loop {0}->{0}: expected src != dst", l.src));
-            }
-            let lat = l.latency_ns.or(input.default_link.map(|d| d.latency_ns));
-            let bw = l.bandwidth_gb_per_s.or(input.default_link.map(|d| d.bandwidth_gb_per_s));
-            if lat.is_none() {
-                errs.push(
-                    format!("{p}.latency_ns"),
-                    "missing: expected a latency in ns here or a top-level default_link",
-                );
-            }
-            if bw.is_none() {
-                errs.push(
-                    format!("{p}.bandwidth_gb_per_s"),
-                    "missing: expected a bandwidth in GB/s here or a top-level default_link",
-                );
-            }
-            check_params(&mut errs, &p, l.latency_ns, l.bandwidth_gb_per_s);
-            if errs.len() > before {
-                continue;
-            }
-            let (lat, bw) = (lat.unwrap_or(0.0), bw.unwrap_or(1.0));
-            links.push((i, Link { src: l.src, dst: l.dst, latency_ns: lat, bandwidth_gb_per_s: bw }));
-            if l.bidirectional {
-                links.push((i, Link { src: l.dst, dst: l.src, latency_ns: lat, bandwidth_gb_per_s: bw }));
-            }
-        }
+        let mut links = expand_links(&mut errs, &input, nodes);
         if links.len() > limits::MAX_LINKS {
             errs.push("links", format!("{} directed links exceed the limit of {}", links.len(), limits::MAX_LINKS));
             return errs.into_result(Topology::empty());
         }
         links.sort_by_key(|(i, l)| (l.src, l.dst, *i));
-        for w in links.windows(2) {
-            if w[0].1.src == w[1].1.src && w[0].1.dst == w[1].1.dst {
-                errs.push(
-                    format!("links[{}]", w[1].0),
-                    format!(
-                        "duplicate link {}->{} (also given by links[{}]); expected each directed link once",
-                        w[1].1.src, w[1].1.dst, w[0].0
-                    ),
-                );
-            }
-        }
-        let mut failed = input.failed_npus.clone();
-        for (i, &v) in input.failed_npus.iter().enumerate() {
-            if v >= input.npus {
-                errs.push(
-                    format!("failed_npus[{i}]"),
-                    format!("{v} is not an NPU: expected {}", crate::error::ids(input.npus)),
-                );
-            }
-        }
-        failed.sort_unstable();
-        failed.dedup();
-        if failed.len() != input.failed_npus.len() {
-            errs.push("failed_npus", "an NPU is listed twice");
-        }
+        check_duplicate_links(&mut errs, &links);
+        let failed = check_failed_npus(&mut errs, &input);
         if !errs.is_empty() {
             return errs.into_result(Topology::empty());
         }
-        for (i, l) in &links {
-            for v in [l.src, l.dst] {
-                if failed.binary_search(&v).is_ok() {
-                    errs.push(format!("links[{i}]"), format!("link {}->{} touches failed NPU {v}", l.src, l.dst));
-                }
-            }
-        }
+        check_links_avoid_failed(&mut errs, &links, &failed);
         let links = links.into_iter().map(|(_, l)| l).collect();
         errs.into_result(())?;
         Ok(Topology::from_sorted(input.npus, input.switches, links, failed))
@@ -360,6 +283,122 @@ fn check_params(errs: &mut Errors, p: &str, lat: Option<f64>, bw: Option<f64>) {
         && (!bw.is_finite() || bw <= 0.0)
     {
         errs.push(format!("{p}.bandwidth_gb_per_s"), format!("{bw} is invalid: expected a finite bandwidth > 0 GB/s"));
+    }
+}
+
+/// The node count, or `None` once it exceeds the limit: nothing else is worth checking then.
+fn check_node_counts(errs: &mut Errors, input: &TopologyInput) -> Option<usize> {
+    if input.npus == 0 {
+        errs.push("npus", "expected at least 1 NPU, got 0");
+    }
+    let nodes = input.npus.saturating_add(input.switches);
+    if nodes > limits::MAX_NODES {
+        errs.push("npus", format!("npus + switches = {nodes} exceeds the limit of {} nodes", limits::MAX_NODES));
+        return None;
+    }
+    Some(nodes)
+}
+
+/// The directed links of every valid input link (both ways if bidirectional), tagged with its index for messages.
+fn expand_links(errs: &mut Errors, input: &TopologyInput, nodes: usize) -> Vec<(usize, Link)> {
+    let mut links = Vec::with_capacity(input.links.len() * 2);
+    for (i, l) in input.links.iter().enumerate() {
+        let p = format!("links[{i}]");
+        let before = errs.len();
+        let (lat, bw) = check_link(errs, &p, l, input, nodes);
+        if errs.len() > before {
+            continue;
+        }
+        let (lat, bw) = (lat.unwrap_or(0.0), bw.unwrap_or(1.0));
+        links.push((i, Link { src: l.src, dst: l.dst, latency_ns: lat, bandwidth_gb_per_s: bw }));
+        if l.bidirectional {
+            links.push((i, Link { src: l.dst, dst: l.src, latency_ns: lat, bandwidth_gb_per_s: bw }));
+        }
+    }
+    links
+}
+
+/// Checks one input link at path `p`, returning its latency and bandwidth with `default_link` filled in.
+fn check_link(
+    errs: &mut Errors,
+    p: &str,
+    l: &LinkInput,
+    input: &TopologyInput,
+    nodes: usize,
+) -> (Option<f64>, Option<f64>) {
+    for (field, id) in [("src", l.src), ("dst", l.dst)] {
+        if id >= nodes {
+            errs.push(
+                format!("{p}.{field}"),
+                format!(
+                    "node {id} out of range: expected 0..={} ({} NPUs + {} switches)",
+                    nodes.saturating_sub(1),
+                    input.npus,
+                    input.switches
+                ),
+            );
+        }
+    }
+    if l.src == l.dst {
+        errs.push(format!("{p}.dst"), format!("self-loop {0}->{0}: expected src != dst", l.src));
+    }
+    let lat = l.latency_ns.or(input.default_link.map(|d| d.latency_ns));
+    let bw = l.bandwidth_gb_per_s.or(input.default_link.map(|d| d.bandwidth_gb_per_s));
+    if lat.is_none() {
+        errs.push(format!("{p}.latency_ns"), "missing: expected a latency in ns here or a top-level default_link");
+    }
+    if bw.is_none() {
+        errs.push(
+            format!("{p}.bandwidth_gb_per_s"),
+            "missing: expected a bandwidth in GB/s here or a top-level default_link",
+        );
+    }
+    check_params(errs, p, l.latency_ns, l.bandwidth_gb_per_s);
+    (lat, bw)
+}
+
+/// Reports each repeat of a directed link; `links` must be sorted by `(src, dst, index)`.
+fn check_duplicate_links(errs: &mut Errors, links: &[(usize, Link)]) {
+    for w in links.windows(2) {
+        if w[0].1.src == w[1].1.src && w[0].1.dst == w[1].1.dst {
+            errs.push(
+                format!("links[{}]", w[1].0),
+                format!(
+                    "duplicate link {}->{} (also given by links[{}]); expected each directed link once",
+                    w[1].1.src, w[1].1.dst, w[0].0
+                ),
+            );
+        }
+    }
+}
+
+/// The failed NPUs sorted and deduplicated, reporting ids that are not NPUs and repeats.
+fn check_failed_npus(errs: &mut Errors, input: &TopologyInput) -> Vec<usize> {
+    let mut failed = input.failed_npus.clone();
+    for (i, &v) in input.failed_npus.iter().enumerate() {
+        if v >= input.npus {
+            errs.push(
+                format!("failed_npus[{i}]"),
+                format!("{v} is not an NPU: expected {}", crate::error::ids(input.npus)),
+            );
+        }
+    }
+    failed.sort_unstable();
+    failed.dedup();
+    if failed.len() != input.failed_npus.len() {
+        errs.push("failed_npus", "an NPU is listed twice");
+    }
+    failed
+}
+
+/// Reports links touching a failed NPU, which must have none; `failed` must be sorted.
+fn check_links_avoid_failed(errs: &mut Errors, links: &[(usize, Link)], failed: &[usize]) {
+    for (i, l) in links {
+        for v in [l.src, l.dst] {
+            if failed.binary_search(&v).is_ok() {
+                errs.push(format!("links[{i}]"), format!("link {}->{} touches failed NPU {v}", l.src, l.dst));
+            }
+        }
     }
 }
 

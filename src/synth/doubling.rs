@@ -117,16 +117,58 @@ pub fn synthesize(
     let (_, via) = distances(&ten, c)?;
     let groups = if shape.multiport { port_groups(&ten, c) } else { 1 };
     let block = c.num_chunks / p;
-    // A chunk's group: its index within its block when blocks have enough chunks (every owner
-    // then has data in every group), else its id.
-    let group_of = |ch: usize| if block >= groups { (ch % block) % groups } else { ch % groups };
     let mut label_of = vec![0usize; p];
     for (x, &r) in at.iter().enumerate() {
         label_of[r] = x;
     }
-    // The final owner's label of a chunk (halving sends each chunk toward it).
-    let target = |ch: usize| label_of[ch / block];
-    let route = |r: usize, s: usize| -> Option<crate::schedule::Route> {
+    let ex = Exchange { ten: &ten, c, at, via, label_of, p, m, block, groups };
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(seed);
+    let all_reduce = c.spec.kind == CollectiveKind::AllReduce;
+    let halving = shape.halving && all_reduce;
+    for g in 0..groups {
+        let chunks: Vec<usize> = (0..c.num_chunks).filter(|&ch| ex.group_of(ch) == g).collect();
+        let bits: Vec<usize> = (0..m).map(|i| 1usize << ((i + g) % m)).collect();
+        if halving {
+            ex.halve_then_double(&mut s, &chunks, &bits);
+        } else {
+            ex.exchange_whole(&mut s, &chunks, &bits, all_reduce);
+        }
+    }
+    let rounds = if halving { 2 * m } else { m };
+    Ok((s, rounds as u32, ten.discretization_ns))
+}
+
+/// What every exchange of one synthesis reads, so the round loops stay small and share it.
+struct Exchange<'a> {
+    ten: &'a Ten,
+    c: &'a Collective,
+    at: &'a [usize],
+    via: Vec<Vec<u32>>,
+    label_of: Vec<usize>,
+    p: usize,
+    m: usize,
+    block: usize,
+    groups: usize,
+}
+
+impl Exchange<'_> {
+    /// The chunk group (port rotation) of chunk `ch`, so every group spreads over the owners.
+    fn group_of(&self, ch: usize) -> usize {
+        // A chunk's group: its index within its block when blocks have enough chunks (every owner
+        // then has data in every group), else its id.
+        if self.block >= self.groups { (ch % self.block) % self.groups } else { ch % self.groups }
+    }
+
+    /// The label chunk `ch` ends at, which decides where halving and doubling send it.
+    fn target(&self, ch: usize) -> usize {
+        // The final owner's label of a chunk (halving sends each chunk toward it).
+        self.label_of[ch / self.block]
+    }
+
+    /// The node path from rank `r` to rank `s` on `r`'s shortest-path tree (`None`: one plain edge).
+    fn route(&self, r: usize, s: usize) -> Option<crate::schedule::Route> {
+        let (c, ten, via) = (self.c, self.ten, &self.via);
         let (u, v) = (c.group[r], c.group[s]);
         let mut edges = Vec::new();
         let mut x = v;
@@ -155,60 +197,59 @@ pub fn synthesize(
             }
         }
         Some(nodes.into())
-    };
-    let mut s = Schedule::new(topo.clone(), c, "greedy");
-    s.seed = Some(seed);
-    let all_reduce = c.spec.kind == CollectiveKind::AllReduce;
-    let halving = shape.halving && all_reduce;
-    let mut send = |step: usize, x: usize, bit: usize, chunks: Vec<u32>, op: Op| {
+    }
+
+    /// Adds the transfer from label `x` to its partner across `bit`, unless it carries nothing.
+    fn send(&self, s: &mut Schedule, step: usize, x: usize, bit: usize, chunks: Vec<u32>, op: Op) {
         if chunks.is_empty() {
             return;
         }
-        let (r, to) = (at[x], at[x ^ bit]);
-        let mut t = Transfer::copy(step as u32, c.group[r], c.group[to], chunks);
+        let (r, to) = (self.at[x], self.at[x ^ bit]);
+        let mut t = Transfer::copy(step as u32, self.c.group[r], self.c.group[to], chunks);
         t.op = op;
-        t.path = route(r, to);
+        t.path = self.route(r, to);
         s.transfers.push(t);
-    };
-    for g in 0..groups {
-        let chunks: Vec<usize> = (0..c.num_chunks).filter(|&ch| group_of(ch) == g).collect();
-        let bits: Vec<usize> = (0..m).map(|i| 1usize << ((i + g) % m)).collect();
-        if halving {
-            // Reduce-scatter by recursive halving, then all-gather by recursive doubling back.
-            for (i, &bit) in bits.iter().enumerate() {
-                let prefix: usize = bits[..i].iter().sum();
-                for x in 0..p {
-                    let y = x ^ bit;
-                    let sent =
-                        chunks.iter().filter(|&&ch| target(ch) & prefix == x & prefix && target(ch) & bit == y & bit);
-                    send(i, x, bit, sent.map(|&ch| ch as u32).collect(), Op::Reduce);
-                }
+    }
+
+    /// One group's 2m rounds of the halving shape, so each round moves only the chunks it must.
+    fn halve_then_double(&self, s: &mut Schedule, chunks: &[usize], bits: &[usize]) {
+        let (p, m) = (self.p, self.m);
+        // Reduce-scatter by recursive halving, then all-gather by recursive doubling back.
+        for (i, &bit) in bits.iter().enumerate() {
+            let prefix: usize = bits[..i].iter().sum();
+            for x in 0..p {
+                let y = x ^ bit;
+                let sent = chunks
+                    .iter()
+                    .filter(|&&ch| self.target(ch) & prefix == x & prefix && self.target(ch) & bit == y & bit);
+                self.send(s, i, x, bit, sent.map(|&ch| ch as u32).collect(), Op::Reduce);
             }
-            let mut expanded = 0usize;
-            for (j, &bit) in bits.iter().enumerate().rev() {
-                for x in 0..p {
-                    let held = chunks.iter().filter(|&&ch| target(ch) & !expanded == x & !expanded);
-                    send(m + (m - 1 - j), x, bit, held.map(|&ch| ch as u32).collect(), Op::Copy);
-                }
-                expanded |= bit;
+        }
+        let mut expanded = 0usize;
+        for (j, &bit) in bits.iter().enumerate().rev() {
+            for x in 0..p {
+                let held = chunks.iter().filter(|&&ch| self.target(ch) & !expanded == x & !expanded);
+                self.send(s, m + (m - 1 - j), x, bit, held.map(|&ch| ch as u32).collect(), Op::Copy);
             }
-        } else {
-            for (i, &bit) in bits.iter().enumerate() {
-                let done: usize = bits[..i].iter().sum();
-                for x in 0..p {
-                    let sent: Vec<u32> = if all_reduce {
-                        chunks.iter().map(|&ch| ch as u32).collect()
-                    } else {
-                        // Everything of this group that x's subcube (the bits done) holds.
-                        chunks.iter().filter(|&&ch| target(ch) & !done == x & !done).map(|&ch| ch as u32).collect()
-                    };
-                    send(i, x, bit, sent, if all_reduce { Op::Reduce } else { Op::Copy });
-                }
+            expanded |= bit;
+        }
+    }
+
+    /// One group's m rounds exchanging the whole partial or all held, so latency is paid m times.
+    fn exchange_whole(&self, s: &mut Schedule, chunks: &[usize], bits: &[usize], all_reduce: bool) {
+        for (i, &bit) in bits.iter().enumerate() {
+            let done: usize = bits[..i].iter().sum();
+            for x in 0..self.p {
+                let sent: Vec<u32> = if all_reduce {
+                    chunks.iter().map(|&ch| ch as u32).collect()
+                } else {
+                    // Everything of this group that x's subcube (the bits done) holds.
+                    chunks.iter().filter(|&&ch| self.target(ch) & !done == x & !done).map(|&ch| ch as u32).collect()
+                };
+                self.send(s, i, x, bit, sent, if all_reduce { Op::Reduce } else { Op::Copy });
             }
         }
     }
-    let rounds = if halving { 2 * m } else { m };
-    Ok((s, rounds as u32, ten.discretization_ns))
 }
 
 /// A starting labelling for a mesh or torus whose every side is a power of two (the group

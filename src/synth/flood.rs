@@ -38,18 +38,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
     if bits > MAX_BITS {
         return Err(GreedyError::TooManyRelayTables(bits, MAX_BITS).into());
     }
-    let mut has = vec![0u64; n * words];
-    let mut want = vec![0u64; n * words];
-    let set = |t: &mut [u64], v: usize, x: usize| t[v * words + x / 64] |= 1 << (x % 64);
-    let get = |t: &[u64], v: usize, x: usize| t[v * words + x / 64] >> (x % 64) & 1 == 1;
-    for &[v, x] in p.pre {
-        set(&mut has, v as usize, x as usize);
-    }
-    let mut remaining = 0usize;
-    for &[v, x] in p.post {
-        set(&mut want, v as usize, x as usize);
-        remaining += !get(&has, v as usize, x as usize) as usize;
-    }
+    let (mut has, want, mut remaining) = holding_tables(p, n, words);
     let mut rng = Rng::new(seed);
     let mut moves = Vec::new();
     let mut round = 0u32;
@@ -59,79 +48,141 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         if cancelled() {
             return Err(SynthError::Cancelled);
         }
-        // Edges by what they bring: needed chunks first, then any (relays), random ties.
-        rng.shuffle(&mut order);
-        let mut gains: Vec<(usize, usize, u32)> = Vec::new();
-        for &e in &order {
-            let edge = &ten.edges[e as usize];
-            let (s, d) = (edge.src as usize, edge.dst as usize);
-            let (mut needed, mut any) = (0usize, 0usize);
-            for w in 0..words {
-                let new = has[s * words + w] & !has[d * words + w];
-                any += new.count_ones() as usize;
-                needed += (new & want[d * words + w]).count_ones() as usize;
-            }
-            if any > 0 {
-                gains.push((needed, any, e));
-            }
-        }
-        gains.sort_by_key(|&(needed, any, _)| std::cmp::Reverse((needed, any)));
-        let mut into: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut taken = Vec::new();
-        for &(_, _, e) in &gains {
-            let edge = &ten.edges[e as usize];
-            if edge.resources.iter().all(|&r| !busy[r as usize]) {
-                for &r in &edge.resources {
-                    busy[r as usize] = true;
-                    taken.push(r);
-                }
-                into[edge.dst as usize].push(e);
-            }
-        }
-        for r in taken {
-            busy[r as usize] = false;
-        }
-        // Each destination takes each new chunk from the edge that would finish soonest with
-        // it, counting what that edge already carries this round.
-        let mut arrived = Vec::new();
-        for (d, edges) in into.iter().enumerate() {
-            if edges.is_empty() {
-                continue;
-            }
-            let mut load = vec![0usize; edges.len()];
-            for w in 0..words {
-                let mut union = 0u64;
-                for &e in edges {
-                    union |= has[ten.edges[e as usize].src as usize * words + w];
-                }
-                let mut new = union & !has[d * words + w];
-                while new != 0 {
-                    let b = new.trailing_zeros() as usize;
-                    new &= new - 1;
-                    let x = w * 64 + b;
-                    let pick = (0..edges.len())
-                        .filter(|&i| get(&has, ten.edges[edges[i] as usize].src as usize, x))
-                        .min_by(|&i, &j| {
-                            let cost = |i: usize| (load[i] + 1) as f64 * ten.edges[edges[i] as usize].time_ns;
-                            cost(i).total_cmp(&cost(j))
-                        })
-                        .expect("some edge brings it");
-                    load[pick] += 1;
-                    moves.push(Move { step: round, edge: edges[pick], chunk: x as u32 });
-                    arrived.push((d, x));
-                }
-            }
-        }
+        let gains = rank_edges(ten, words, &has, &want, &mut rng, &mut order);
+        let into = claim_links(ten, &gains, &mut busy);
+        let arrived = assign_chunks(ten, words, &has, &into, round, &mut moves);
         if arrived.is_empty() {
             return Err(GreedyError::Stuck(remaining).into());
         }
         for (d, x) in arrived {
-            set(&mut has, d, x);
-            remaining -= get(&want, d, x) as usize;
+            set_bit(&mut has, words, d, x);
+            remaining -= get_bit(&want, words, d, x) as usize;
         }
         round += 1;
     }
     Ok(Plan { moves, timesteps: round, replacements: 0 })
+}
+
+/// Marks chunk `x` at NPU `v` in a holding table of `words` words per NPU.
+fn set_bit(t: &mut [u64], words: usize, v: usize, x: usize) {
+    t[v * words + x / 64] |= 1 << (x % 64);
+}
+
+/// Whether NPU `v` has chunk `x` marked in a holding table of `words` words per NPU.
+fn get_bit(t: &[u64], words: usize, v: usize, x: usize) -> bool {
+    t[v * words + x / 64] >> (x % 64) & 1 == 1
+}
+
+/// The held and wanted tables of `p`'s conditions, and how many wanted chunks are not yet held.
+fn holding_tables(p: &Problem, n: usize, words: usize) -> (Vec<u64>, Vec<u64>, usize) {
+    let mut has = vec![0u64; n * words];
+    let mut want = vec![0u64; n * words];
+    for &[v, x] in p.pre {
+        set_bit(&mut has, words, v as usize, x as usize);
+    }
+    let mut remaining = 0usize;
+    for &[v, x] in p.post {
+        set_bit(&mut want, words, v as usize, x as usize);
+        remaining += !get_bit(&has, words, v as usize, x as usize) as usize;
+    }
+    (has, want, remaining)
+}
+
+/// The edges that bring something, best first, as (needed, any, edge): links go to the most useful.
+fn rank_edges(
+    ten: &Ten,
+    words: usize,
+    has: &[u64],
+    want: &[u64],
+    rng: &mut Rng,
+    order: &mut [u32],
+) -> Vec<(usize, usize, u32)> {
+    // Edges by what they bring: needed chunks first, then any (relays), random ties.
+    rng.shuffle(order);
+    let mut gains: Vec<(usize, usize, u32)> = Vec::new();
+    for &e in order.iter() {
+        let edge = &ten.edges[e as usize];
+        let (s, d) = (edge.src as usize, edge.dst as usize);
+        let (mut needed, mut any) = (0usize, 0usize);
+        for w in 0..words {
+            let new = has[s * words + w] & !has[d * words + w];
+            any += new.count_ones() as usize;
+            needed += (new & want[d * words + w]).count_ones() as usize;
+        }
+        if any > 0 {
+            gains.push((needed, any, e));
+        }
+    }
+    gains.sort_by_key(|&(needed, any, _)| std::cmp::Reverse((needed, any)));
+    gains
+}
+
+/// Each destination's edges this round, in `gains` order while links are free: one message per link.
+fn claim_links(ten: &Ten, gains: &[(usize, usize, u32)], busy: &mut [bool]) -> Vec<Vec<u32>> {
+    let mut into: Vec<Vec<u32>> = vec![Vec::new(); ten.npus];
+    let mut taken = Vec::new();
+    for &(_, _, e) in gains {
+        let edge = &ten.edges[e as usize];
+        if edge.resources.iter().all(|&r| !busy[r as usize]) {
+            for &r in &edge.resources {
+                busy[r as usize] = true;
+                taken.push(r);
+            }
+            into[edge.dst as usize].push(e);
+        }
+    }
+    for r in taken {
+        busy[r as usize] = false;
+    }
+    into
+}
+
+/// Records the round's moves, spreading each destination's bytes over its edges; returns arrivals.
+fn assign_chunks(
+    ten: &Ten,
+    words: usize,
+    has: &[u64],
+    into: &[Vec<u32>],
+    round: u32,
+    moves: &mut Vec<Move>,
+) -> Vec<(usize, usize)> {
+    // Each destination takes each new chunk from the edge that would finish soonest with
+    // it, counting what that edge already carries this round.
+    let mut arrived = Vec::new();
+    for (d, edges) in into.iter().enumerate() {
+        if edges.is_empty() {
+            continue;
+        }
+        let mut load = vec![0usize; edges.len()];
+        for w in 0..words {
+            let mut union = 0u64;
+            for &e in edges {
+                union |= has[ten.edges[e as usize].src as usize * words + w];
+            }
+            let mut new = union & !has[d * words + w];
+            while new != 0 {
+                let b = new.trailing_zeros() as usize;
+                new &= new - 1;
+                let x = w * 64 + b;
+                let pick = soonest_edge(ten, words, has, edges, &load, x);
+                load[pick] += 1;
+                moves.push(Move { step: round, edge: edges[pick], chunk: x as u32 });
+                arrived.push((d, x));
+            }
+        }
+    }
+    arrived
+}
+
+/// The edge (index in `edges`) bringing `x` that finishes soonest given its `load`, first on ties.
+fn soonest_edge(ten: &Ten, words: usize, has: &[u64], edges: &[u32], load: &[usize], x: usize) -> usize {
+    (0..edges.len())
+        .filter(|&i| get_bit(has, words, ten.edges[edges[i] as usize].src as usize, x))
+        .min_by(|&i, &j| {
+            let cost = |i: usize| (load[i] + 1) as f64 * ten.edges[edges[i] as usize].time_ns;
+            cost(i).total_cmp(&cost(j))
+        })
+        .expect("some edge brings it")
 }
 
 /// Merges the single-chunk transfers of one step between the same NPUs over the same route

@@ -3,7 +3,7 @@
 use super::run_on;
 use crate::collective::{CollectiveKind, CollectiveSpec};
 use crate::engine;
-use crate::engine::{Options, RequestSpec};
+use crate::engine::{Options, PortfolioEntry, RequestSpec};
 use crate::topology::Topology;
 use serde::Serialize;
 
@@ -99,7 +99,46 @@ fn sweep_topology(spec: &str) -> Result<Topology, String> {
 }
 
 pub fn run_size_case(c: &SizeCase) -> SizeRow {
-    let mut row = SizeRow {
+    let mut row = empty_size_row(c);
+    let topo = match sweep_topology(&c.topology) {
+        Ok(t) => t,
+        Err(e) => {
+            row.error = Some(e);
+            return row;
+        }
+    };
+    row.npus = topo.npus();
+    let spec = sweep_request(c, engine::Algorithm::Auto);
+    let started = std::time::Instant::now();
+    let out = match run_on(&topo, spec) {
+        Ok(out) => out,
+        Err(e) => {
+            row.error = Some(e.to_string());
+            return row;
+        }
+    };
+    row.auto_s = started.elapsed().as_secs_f64();
+    row.auto_us = us(out.schedule.collective_time_ns);
+    row.lower_bound_us = us(out.report.lower_bound_ns);
+    if let engine::RunStats::Portfolio(p) = &out.stats {
+        row.auto_winner = Some(p.algorithm.clone());
+        let candidates = &p.portfolio.candidates;
+        if let Some(g) = candidates.iter().find(|e| e.algorithm == "greedy") {
+            fill_greedy(&mut row, c, &topo, g);
+        }
+        if let Some((t, name)) = best_baseline(c, &topo, candidates) {
+            row.best_baseline_us = Some(t / 1e3);
+            row.best_baseline = Some(name);
+        }
+    }
+    fill_ratios(&mut row);
+    row.met = size_case_met(c, &row);
+    row
+}
+
+/// A row with nothing measured yet, so every early return still reports its case.
+fn empty_size_row(c: &SizeCase) -> SizeRow {
+    SizeRow {
         case: c.clone(),
         npus: 0,
         greedy_us: None,
@@ -116,81 +155,72 @@ pub fn run_size_case(c: &SizeCase) -> SizeRow {
         greedy_vs_bound: None,
         met: None,
         error: None,
-    };
-    let topo = match sweep_topology(&c.topology) {
-        Ok(t) => t,
-        Err(e) => {
-            row.error = Some(e);
-            return row;
-        }
-    };
-    row.npus = topo.npus();
-    let spec = RequestSpec {
-        algorithm: engine::Algorithm::Auto,
+    }
+}
+
+/// The sweep's request for `algorithm`: `auto` and the greedy run alone share seeds and budget.
+fn sweep_request(c: &SizeCase, algorithm: engine::Algorithm) -> RequestSpec {
+    RequestSpec {
+        algorithm,
         options: Options { seeds: Some(4), time_limit_s: Some(600.0), ..Options::default() },
         ..RequestSpec::new(CollectiveSpec::new(c.collective, c.size_bytes))
-    };
-    let started = std::time::Instant::now();
-    let out = match run_on(&topo, spec) {
-        Ok(out) => out,
-        Err(e) => {
-            row.error = Some(e.to_string());
-            return row;
-        }
-    };
-    row.auto_s = started.elapsed().as_secs_f64();
-    let us = |ns: Option<f64>| ns.map(|x| x / 1e3);
-    row.auto_us = us(out.schedule.collective_time_ns);
-    row.lower_bound_us = us(out.report.lower_bound_ns);
-    if let engine::RunStats::Portfolio(p) = &out.stats {
-        row.auto_winner = Some(p.algorithm.clone());
-        if let Some(g) = p.portfolio.candidates.iter().find(|e| e.algorithm == "greedy") {
-            row.greedy_us = us(g.collective_time_ns);
-            row.greedy_chunks_per_npu = g.chunks_per_npu;
-            row.greedy_mode = g.greedy_mode.map(String::from);
-            // Priced out behind the lead baseline, it was not built: run alone here, so the
-            // column is what the greedy gives.
-            if g.collective_time_ns.is_none() && g.note.as_deref().is_some_and(|n| n.starts_with("skipped")) {
-                let alone = RequestSpec {
-                    algorithm: engine::Algorithm::Greedy,
-                    options: Options { seeds: Some(4), time_limit_s: Some(600.0), ..Options::default() },
-                    ..RequestSpec::new(CollectiveSpec::new(c.collective, c.size_bytes))
-                };
-                if let Ok(o) = run_on(&topo, alone) {
-                    row.greedy_us = us(o.schedule.collective_time_ns);
-                    row.greedy_chunks_per_npu = Some(o.schedule.collective.chunks());
-                    row.greedy_mode = o.stats.synthesis().and_then(|s| s.greedy_mode()).map(String::from);
-                }
-            }
-        }
-        let baselines =
-            || p.portfolio.candidates.iter().filter(|e| !engine::SYNTHESIZERS.contains(&e.algorithm.as_str()));
-        // The baselines `auto` skipped (priced or loaded above a schedule it had) are built here,
-        // so the column is the best baseline, not the best one `auto` happened to build.
-        let skipped: Vec<&str> = baselines()
-            .filter(|e| e.collective_time_ns.is_none() && e.note.as_deref().is_some_and(|n| n.starts_with("skipped")))
-            .map(|e| e.algorithm.as_str())
-            .collect();
-        let built = if skipped.is_empty() {
-            Vec::new()
-        } else {
-            let spec = CollectiveSpec::new(c.collective, c.size_bytes);
-            engine::compare_among(&topo, &spec, None, &skipped).rows
-        };
-        let best = baselines()
-            .filter_map(|e| e.collective_time_ns.map(|t| (t, e.algorithm.clone())))
-            .chain(built.into_iter().map(|r| (r.collective_time_ns, r.algorithm)))
-            .min_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((t, name)) = best {
-            row.best_baseline_us = Some(t / 1e3);
-            row.best_baseline = Some(name);
+    }
+}
+
+/// Nanoseconds to microseconds: the sweep's columns are in µs.
+fn us(ns: Option<f64>) -> Option<f64> {
+    ns.map(|x| x / 1e3)
+}
+
+/// Fills the greedy columns from `auto`'s greedy candidate, running it alone when `auto` skipped it.
+fn fill_greedy(row: &mut SizeRow, c: &SizeCase, topo: &Topology, g: &PortfolioEntry) {
+    row.greedy_us = us(g.collective_time_ns);
+    row.greedy_chunks_per_npu = g.chunks_per_npu;
+    row.greedy_mode = g.greedy_mode.map(String::from);
+    // Priced out behind the lead baseline, it was not built: run alone here, so the
+    // column is what the greedy gives.
+    if g.collective_time_ns.is_none() && g.note.as_deref().is_some_and(|n| n.starts_with("skipped")) {
+        let alone = sweep_request(c, engine::Algorithm::Greedy);
+        if let Ok(o) = run_on(topo, alone) {
+            row.greedy_us = us(o.schedule.collective_time_ns);
+            row.greedy_chunks_per_npu = Some(o.schedule.collective.chunks());
+            row.greedy_mode = o.stats.synthesis().and_then(|s| s.greedy_mode()).map(String::from);
         }
     }
+}
+
+/// The best baseline (time in ns, name) among `auto`'s candidates, building those it skipped.
+fn best_baseline(c: &SizeCase, topo: &Topology, candidates: &[PortfolioEntry]) -> Option<(f64, String)> {
+    let baselines = || candidates.iter().filter(|e| !engine::SYNTHESIZERS.contains(&e.algorithm.as_str()));
+    // The baselines `auto` skipped (priced or loaded above a schedule it had) are built here,
+    // so the column is the best baseline, not the best one `auto` happened to build.
+    let skipped: Vec<&str> = baselines()
+        .filter(|e| e.collective_time_ns.is_none() && e.note.as_deref().is_some_and(|n| n.starts_with("skipped")))
+        .map(|e| e.algorithm.as_str())
+        .collect();
+    let built = if skipped.is_empty() {
+        Vec::new()
+    } else {
+        let spec = CollectiveSpec::new(c.collective, c.size_bytes);
+        engine::compare_among(topo, &spec, None, &skipped).rows
+    };
+    baselines()
+        .filter_map(|e| e.collective_time_ns.map(|t| (t, e.algorithm.clone())))
+        .chain(built.into_iter().map(|r| (r.collective_time_ns, r.algorithm)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// Fills the ratio columns once every time is in, so a missing time leaves its ratios empty.
+fn fill_ratios(row: &mut SizeRow) {
     let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
     row.greedy_vs_best_baseline = ratio(row.greedy_us, row.best_baseline_us);
     row.auto_vs_best_baseline = ratio(row.auto_us, row.best_baseline_us);
     row.greedy_vs_bound = ratio(row.greedy_us, row.lower_bound_us);
-    row.met = if c.collective == CollectiveKind::AllToAll {
+}
+
+/// The row's verdict against its case's targets; `None` when a ratio it needs is missing.
+fn size_case_met(c: &SizeCase, row: &SizeRow) -> Option<bool> {
+    if c.collective == CollectiveKind::AllToAll {
         // Issue 29: from 16 MiB the greedy within 1.15× of the bound, up to 32 KiB within
         // 1.10× of the best baseline; `auto` never above the best baseline.
         let greedy = if c.size_bytes >= 16 << 20 {
@@ -210,8 +240,7 @@ pub fn run_size_case(c: &SizeCase) -> SizeRow {
             (Some(g), Some(a)) => Some(g <= target + 1e-9 && a <= 1.0 + 1e-9),
             _ => None,
         }
-    };
-    row
+    }
 }
 
 /// Human-readable size: 32 B, 32 KiB, 2 MiB.

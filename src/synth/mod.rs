@@ -257,39 +257,8 @@ fn movement_core(
     let mut stats = PlanStats::default();
     let mut transfers = Transfers::new();
     let mut next_step = 0u32;
-    let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().filter(|p| !combining[p[1] as usize]).collect();
-    // Phase 1 is needed when some combining chunk has a contribution away from its root.
-    let reduce_needed = c.precondition.iter().any(|p| combining[p[1] as usize] && p[0] != roots[p[1] as usize]);
-    if combining.iter().any(|&x| x) {
-        forward_pre.extend((0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]));
-        forward_pre.sort_unstable();
-        forward_pre.dedup();
-    }
-    let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(&p).is_err());
-    // Each phase's problem: the reduce phase on the transposed topology (reversed afterwards),
-    // the forward phase on the topology. Neither depends on the other's plan.
-    let transposed = reduce_needed.then(|| topo.transposed());
-    let reduce_ten = match &transposed {
-        Some(t) => Some(Ten::build(t, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?),
-        None => None,
-    };
-    let reduce_pre: Vec<[u32; 2]> = match reduce_needed {
-        true => {
-            let mut pre: Vec<[u32; 2]> =
-                (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect();
-            pre.sort_unstable();
-            pre
-        }
-        false => Vec::new(),
-    };
-    let reduce_post: Vec<[u32; 2]> = match reduce_needed {
-        true => c.precondition.iter().filter(|p| combining[p[1] as usize]).collect(),
-        false => Vec::new(),
-    };
-    let forward_ten = match needs_forward {
-        true => Some(Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?),
-        false => None,
-    };
+    let conds = PhaseConditions::new(c, combining, roots);
+    let (reduce_ten, forward_ten) = phase_tens(topo, c, opts, &conds)?;
     let problem = |ten, pre, post| greedy::Problem {
         ten,
         num_chunks: c.num_chunks,
@@ -301,38 +270,20 @@ fn movement_core(
     };
     // The greedy indexes its pairs (within the greedy's pair limit).
     let post = c.postcondition.as_slice();
-    let reduce_problem = reduce_ten.as_ref().map(|ten| problem(ten, &reduce_pre, &reduce_post));
-    let forward_problem = forward_ten.as_ref().map(|ten| problem(ten, &forward_pre, &post));
-    let seeds = (opts.seed, opts.seed.wrapping_add(0x9E37_79B9));
-    let (reduce_plan, forward_plan) = match (side_by_side, &reduce_problem, &forward_problem) {
-        // Both phases at once on the pool (the matcher is single-threaded: a 4096-NPU
-        // all-reduce planned its two phases in about 12 s one after the other).
-        (Some(plan), Some(r), Some(f)) => {
-            let (r, f) = rayon::join(|| plan(r, seeds.0), || plan(f, seeds.1));
-            (Some(r?), Some(f?))
-        }
-        _ => {
-            let left = 1 + needs_forward as u32;
-            let r = reduce_problem.as_ref().map(|p| planner(p, seeds.0, "reduce", left)).transpose()?;
-            let f = forward_problem.as_ref().map(|p| planner(p, seeds.1, "forward", 1)).transpose()?;
-            (r, f)
-        }
-    };
+    let reduce_problem = reduce_ten.as_ref().map(|ten| problem(ten, &conds.reduce_pre, &conds.reduce_post));
+    let forward_problem = forward_ten.as_ref().map(|ten| problem(ten, &conds.forward_pre, &post));
+    let (reduce_plan, forward_plan) =
+        plan_phases(side_by_side, reduce_problem.as_ref(), forward_problem.as_ref(), planner, opts.seed, &conds)?;
     if let (Some(ten), Some(plan)) = (&reduce_ten, reduce_plan) {
-        stats.discretization_ns = ten.discretization_ns;
-        let moves = prune_dead_ends(ten, c.num_chunks, plan.moves, &reduce_post);
-        stats.phase_timesteps.push(plan.timesteps);
-        stats.replacements += plan.replacements;
-        transfers = reverse(ten, c.num_chunks, &moves, plan.timesteps, &reduce_post);
+        let horizon = plan.timesteps;
+        let moves = record_phase(ten, c.num_chunks, plan, &conds.reduce_post, &mut stats);
+        transfers = reverse(ten, c.num_chunks, &moves, horizon, &conds.reduce_post);
         next_step = transfers.steps().iter().map(|t| t + 1).max().unwrap_or(0);
     }
     if let (Some(ten), Some(plan)) = (&forward_ten, forward_plan) {
-        stats.discretization_ns = ten.discretization_ns;
-        let moves = prune_dead_ends(ten, c.num_chunks, plan.moves, &post);
-        stats.phase_timesteps.push(plan.timesteps);
-        stats.replacements += plan.replacements;
+        let moves = record_phase(ten, c.num_chunks, plan, &post, &mut stats);
         let sequential: u32 = stats.phase_timesteps.iter().sum();
-        if let Some(cancelled) = overlapped.filter(|_| reduce_needed)
+        if let Some(cancelled) = overlapped.filter(|_| conds.reduce_needed)
             && let Some((both, steps)) =
                 overlap::overlap(ten, &transfers, &moves, roots, c.num_chunks, sequential, cancelled)
         {
@@ -340,16 +291,121 @@ fn movement_core(
             stats.overlapped = true;
             return Ok((both, stats));
         }
-        transfers.reserve(moves.len());
-        for m in moves {
-            let e = &ten.edges[m.edge as usize];
-            let mut t = Transfer::copy(next_step + m.step, e.src as usize, e.dst as usize, ChunkList::One(m.chunk));
-            t.path = e.path.clone();
-            transfers.push(t);
-        }
+        append_forward(ten, moves, next_step, &mut transfers);
     }
     stats.ten_timesteps = stats.phase_timesteps.iter().sum();
     Ok((transfers, stats))
+}
+
+/// Each phase's pre- and postconditions, kept together since both the TENs and the problems need them.
+struct PhaseConditions {
+    reduce_needed: bool,
+    needs_forward: bool,
+    forward_pre: Vec<[u32; 2]>,
+    reduce_pre: Vec<[u32; 2]>,
+    reduce_post: Vec<[u32; 2]>,
+}
+
+impl PhaseConditions {
+    /// Splits the collective's conditions between the phases: combining chunks reach their roots first.
+    fn new(c: &Collective, combining: &[bool], roots: &[u32]) -> PhaseConditions {
+        let mut forward_pre: Vec<[u32; 2]> = c.precondition.iter().filter(|p| !combining[p[1] as usize]).collect();
+        // Phase 1 is needed when some combining chunk has a contribution away from its root.
+        let reduce_needed = c.precondition.iter().any(|p| combining[p[1] as usize] && p[0] != roots[p[1] as usize]);
+        if combining.iter().any(|&x| x) {
+            forward_pre.extend((0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]));
+            forward_pre.sort_unstable();
+            forward_pre.dedup();
+        }
+        let needs_forward = c.postcondition.iter().any(|p| forward_pre.binary_search(&p).is_err());
+        let reduce_pre: Vec<[u32; 2]> = match reduce_needed {
+            true => {
+                let mut pre: Vec<[u32; 2]> =
+                    (0..c.num_chunks).filter(|&ch| combining[ch]).map(|ch| [roots[ch], ch as u32]).collect();
+                pre.sort_unstable();
+                pre
+            }
+            false => Vec::new(),
+        };
+        let reduce_post: Vec<[u32; 2]> = match reduce_needed {
+            true => c.precondition.iter().filter(|p| combining[p[1] as usize]).collect(),
+            false => Vec::new(),
+        };
+        PhaseConditions { reduce_needed, needs_forward, forward_pre, reduce_pre, reduce_post }
+    }
+}
+
+/// The TENs of the phases that run, the reduce phase's built (and failing) first.
+fn phase_tens(
+    topo: &Topology,
+    c: &Collective,
+    opts: &PlanOptions,
+    conds: &PhaseConditions,
+) -> Result<(Option<Ten>, Option<Ten>), SynthError> {
+    // Each phase's problem: the reduce phase on the transposed topology (reversed afterwards),
+    // the forward phase on the topology. Neither depends on the other's plan.
+    let transposed = conds.reduce_needed.then(|| topo.transposed());
+    let reduce_ten = match &transposed {
+        Some(t) => Some(Ten::build(t, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?),
+        None => None,
+    };
+    let forward_ten = match conds.needs_forward {
+        true => Some(Ten::build(topo, c.chunk_size_bytes, opts.switch_model, opts.discretization_ns)?),
+        false => None,
+    };
+    Ok((reduce_ten, forward_ten))
+}
+
+/// Plans both phases, side by side when a thread-safe planner is given, else in order.
+fn plan_phases(
+    side_by_side: Option<&SideBySide>,
+    reduce_problem: Option<&greedy::Problem>,
+    forward_problem: Option<&greedy::Problem>,
+    planner: &mut Planner,
+    seed: u64,
+    conds: &PhaseConditions,
+) -> Result<(Option<greedy::Plan>, Option<greedy::Plan>), SynthError> {
+    let seeds = (seed, seed.wrapping_add(0x9E37_79B9));
+    match (side_by_side, reduce_problem, forward_problem) {
+        // Both phases at once on the pool (the matcher is single-threaded: a 4096-NPU
+        // all-reduce planned its two phases in about 12 s one after the other).
+        (Some(plan), Some(r), Some(f)) => {
+            let (r, f) = rayon::join(|| plan(r, seeds.0), || plan(f, seeds.1));
+            Ok((Some(r?), Some(f?)))
+        }
+        _ => {
+            let left = 1 + conds.needs_forward as u32;
+            let r = reduce_problem.map(|p| planner(p, seeds.0, "reduce", left)).transpose()?;
+            let f = forward_problem.map(|p| planner(p, seeds.1, "forward", 1)).transpose()?;
+            Ok((r, f))
+        }
+    }
+}
+
+/// Records a phase's plan in the stats and returns its moves without dead ends.
+fn record_phase(
+    ten: &Ten,
+    num_chunks: usize,
+    plan: greedy::Plan,
+    post: &[[u32; 2]],
+    stats: &mut PlanStats,
+) -> Vec<greedy::Move> {
+    stats.discretization_ns = ten.discretization_ns;
+    let moves = prune_dead_ends(ten, num_chunks, plan.moves, post);
+    stats.phase_timesteps.push(plan.timesteps);
+    stats.replacements += plan.replacements;
+    moves
+}
+
+/// Appends the forward phase's moves as copies after the reduce phase's last step.
+fn append_forward(ten: &Ten, moves: Vec<greedy::Move>, next_step: u32, transfers: &mut Transfers) {
+    transfers.reserve(moves.len());
+    for m in moves {
+        let e = &ten.edges[m.edge as usize];
+        let mut t = Transfer::copy(next_step + m.step, e.src as usize, e.dst as usize, ChunkList::One(m.chunk));
+        t.path = e.path.clone();
+        transfers.push(t);
+    }
 }
 
 /// Several collectives at once on one topology (TACOS VIII-G), planned jointly: every

@@ -129,6 +129,20 @@ impl<'a> Search<'a> {
     }
 }
 
+/// Where a horizon search stands, kept between its steps: T is searched in [lo, hi).
+struct Range {
+    /// Every horizon below this is refuted.
+    proven_lo: u32,
+    lo: u32,
+    /// Known feasible: the best plan's horizon (or the greedy's).
+    hi: u32,
+    /// The best plan found, if better than the greedy's.
+    best: Option<Vec<Move>>,
+    stopped: Option<StopReason>,
+    /// Horizons whose solve spent its share without an answer.
+    undecided: Vec<u32>,
+}
+
 impl<'a> Search<'a> {
     /// Wall-clock seconds to the deadline.
     fn time_left(&self) -> f64 {
@@ -208,98 +222,122 @@ impl<'a> Search<'a> {
         ub: u32,
         greedy_moves: Vec<Move>,
         seeded: Option<(u32, Vec<Move>)>,
-        mut stats: PhaseStats,
+        stats: PhaseStats,
     ) -> Result<PhasePlan, SynthError> {
-        let (p, opts) = (self.p, self.opts);
         // Search T in [lo, hi); hi is known feasible (the greedy, a symmetric plan, or a
         // solution found). The first probe is hi − 1: refuting it proves the plan optimal at
         // once, and a solution there is found fast. Then bisection, upward from lo once the
         // range is small. A probe that times out without an answer moves the search above it,
         // unproven.
-        let (mut proven_lo, mut lo) = (lb, lb);
-        let (mut hi, mut best) = match seeded {
+        let (hi, best) = match seeded {
             Some((t, moves)) => (t, Some(moves)),
             None => (ub, None),
         };
-        let mut stopped: Option<StopReason> = None;
-        let mut undecided: Vec<u32> = Vec::new();
+        let mut r = Range { proven_lo: lb, lo: lb, hi, best, stopped: None, undecided: Vec::new() };
+        self.try_lower_bound(&mut r, &greedy_moves)?;
+        self.bisect(&mut r, &greedy_moves)?;
+        self.retry_undecided(&mut r, &greedy_moves)?;
+        Ok(self.conclude(r, greedy_moves, stats))
+    }
+
+    /// A quick try at the lower bound, capped at a twelfth of the work left: a plan there is optimal.
+    fn try_lower_bound(&mut self, r: &mut Range, greedy_moves: &[Move]) -> Result<(), SynthError> {
         // A quick try at the lower bound first: a plan there is optimal at once (a gather on a
         // mesh: 12 timesteps found in a second, where the way down from the greedy's 22 took
         // four probes).
-        if !opts.ignore_congestion && lo + 1 < hi {
+        if !self.opts.ignore_congestion && r.lo + 1 < r.hi {
             self.cap_s = Some((self.work_left() / 12.0).max(1.0));
-            let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
-            let out = self.solve(lo, Goal::Probe, Some(plan));
+            let plan: &[Move] = r.best.as_deref().unwrap_or(greedy_moves);
+            let out = self.solve(r.lo, Goal::Probe, Some(plan));
             self.cap_s = None;
             match out? {
                 Outcome::Solved(moves) => {
                     let (h, moves) = self.settled(moves);
-                    hi = h.min(lo);
-                    best = Some(moves);
+                    r.hi = h.min(r.lo);
+                    r.best = Some(moves);
                 }
                 Outcome::Infeasible => {
-                    lo += 1;
-                    proven_lo = proven_lo.max(lo);
+                    r.lo += 1;
+                    r.proven_lo = r.proven_lo.max(r.lo);
                 }
                 Outcome::Undecided => {}
-                Outcome::Stopped(why) => stopped = Some(why),
+                Outcome::Stopped(why) => r.stopped = Some(why),
             }
         }
+        Ok(())
+    }
+
+    /// The probes proper: hi − 1 first, then bisection, until the range is empty or a stop.
+    fn bisect(&mut self, r: &mut Range, greedy_moves: &[Move]) -> Result<(), SynthError> {
+        let ignore_congestion = self.opts.ignore_congestion;
         let mut first = true;
-        while lo < hi && stopped.is_none() {
-            let t = if first || opts.ignore_congestion {
+        while r.lo < r.hi && r.stopped.is_none() {
+            let t = if first || ignore_congestion {
                 // Without congestion the distance bound is always feasible.
-                if opts.ignore_congestion { lo } else { hi - 1 }
-            } else if hi - lo <= 2 {
-                lo
+                if ignore_congestion { r.lo } else { r.hi - 1 }
+            } else if r.hi - r.lo <= 2 {
+                r.lo
             } else {
-                lo + (hi - lo) / 2
+                r.lo + (r.hi - r.lo) / 2
             };
             first = false;
             // The best plan so far, for a repair at T.
-            let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
+            let plan: &[Move] = r.best.as_deref().unwrap_or(greedy_moves);
             match self.solve(t, Goal::Probe, Some(plan))? {
                 Outcome::Solved(moves) => {
                     let (h, moves) = self.settled(moves);
-                    hi = h.min(t);
-                    best = Some(moves);
+                    r.hi = h.min(t);
+                    r.best = Some(moves);
                 }
                 Outcome::Infeasible => {
-                    lo = t + 1;
-                    proven_lo = proven_lo.max(t + 1);
+                    r.lo = t + 1;
+                    r.proven_lo = r.proven_lo.max(t + 1);
                 }
                 Outcome::Undecided => {
-                    undecided.push(t);
-                    lo = t + 1;
+                    r.undecided.push(t);
+                    r.lo = t + 1;
                 }
                 Outcome::Stopped(why) => {
-                    stopped = Some(why);
+                    r.stopped = Some(why);
                     break;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// A last try, with all the work left, at the highest undecided horizon below the best.
+    fn retry_undecided(&mut self, r: &mut Range, greedy_moves: &[Move]) -> Result<(), SynthError> {
         // Horizons left undecided: the highest below the best gets whatever time is left.
-        if stopped.is_none()
-            && let Some(&t) = undecided.iter().filter(|&&t| t < hi).max()
+        if r.stopped.is_none()
+            && let Some(&t) = r.undecided.iter().filter(|&&t| t < r.hi).max()
             && self.work_left() > 1.0
         {
             self.whole_budget = true;
-            let plan: &[Move] = best.as_deref().unwrap_or(&greedy_moves);
+            let plan: &[Move] = r.best.as_deref().unwrap_or(greedy_moves);
             match self.solve(t, Goal::Probe, Some(plan))? {
                 Outcome::Solved(moves) => {
                     let (h, moves) = self.settled(moves);
-                    hi = h.min(t);
-                    best = Some(moves);
-                    undecided.retain(|&u| u != t);
+                    r.hi = h.min(t);
+                    r.best = Some(moves);
+                    r.undecided.retain(|&u| u != t);
                 }
                 Outcome::Infeasible => {
-                    proven_lo = proven_lo.max(t + 1);
-                    undecided.retain(|&u| u != t);
+                    r.proven_lo = r.proven_lo.max(t + 1);
+                    r.undecided.retain(|&u| u != t);
                 }
                 Outcome::Undecided => {}
-                Outcome::Stopped(why) => stopped = Some(why),
+                Outcome::Stopped(why) => r.stopped = Some(why),
             }
         }
+        Ok(())
+    }
+
+    /// The phase's plan where the search ended: the best found (or the greedy's), its statistics
+    /// and, when not proven optimal, why.
+    fn conclude(mut self, r: Range, greedy_moves: Vec<Move>, mut stats: PhaseStats) -> PhasePlan {
+        let p = self.p;
+        let Range { proven_lo, hi, best, stopped, undecided, .. } = r;
         let proven = proven_lo >= hi;
         // No solve after the search: polishing arrival times at the chosen horizon was tried and
         // never changed a simulated time on the test topologies, at up to 100× the search's cost.
@@ -311,15 +349,7 @@ impl<'a> Search<'a> {
             .rev()
             .find(|s| s.horizon == hi && s.result != SolveResult::Infeasible)
             .and_then(|s| s.mip_gap);
-        if opts.keep_lp && !self.lp.iter().any(|(h, _)| *h == hi) {
-            // The dump shows the model at the chosen horizon even when no solve needed it.
-            if let Ok(Some(m)) =
-                Model::build(p.ten, self.info, hi, Goal::Probe, Congestion::of(opts.ignore_congestion), &|| false)
-            {
-                self.lp.push((hi, m.lp_text(p.ten, hi, Goal::Probe)));
-            }
-        }
-        let lp = self.lp.iter().rev().find(|(h, _)| *h == hi).or(self.lp.last()).map(|(_, t)| t.clone());
+        let lp = self.chosen_lp(hi);
         let result = plan_of(p.ten, moves);
         stats.horizon = result.timesteps;
         stats.lower_bound = proven_lo.min(stats.horizon);
@@ -344,7 +374,21 @@ impl<'a> Search<'a> {
         if !why.is_empty() {
             stats.reason = Some(why.join("; "));
         }
-        Ok(self.finish(result, stats, lp))
+        self.finish(result, stats, lp)
+    }
+
+    /// The LP text reported: the model at the chosen horizon `hi` (built now if no solve did).
+    fn chosen_lp(&mut self, hi: u32) -> Option<String> {
+        let (p, opts) = (self.p, self.opts);
+        if opts.keep_lp && !self.lp.iter().any(|(h, _)| *h == hi) {
+            // The dump shows the model at the chosen horizon even when no solve needed it.
+            if let Ok(Some(m)) =
+                Model::build(p.ten, self.info, hi, Goal::Probe, Congestion::of(opts.ignore_congestion), &|| false)
+            {
+                self.lp.push((hi, m.lp_text(p.ten, hi, Goal::Probe)));
+            }
+        }
+        self.lp.iter().rev().find(|(h, _)| *h == hi).or(self.lp.last()).map(|(_, t)| t.clone())
     }
 
     fn solve(&mut self, horizon: u32, goal: Goal, start: Option<&[Move]>) -> Result<Outcome, SynthError> {

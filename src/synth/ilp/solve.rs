@@ -35,8 +35,40 @@ impl Model {
         fixed: &[u32],
         cancelled: &dyn Fn() -> bool,
     ) -> Result<Solved, IlpError> {
-        use good_lp::{Expression, ProblemVariables, SolverModel, variable};
         let converting = Instant::now();
+        let mut model = self.to_highs(fixed)?;
+        let convert_ms = ms(converting);
+        set_options(&mut model, deadline, threads, goal);
+        // HiGHS calls back during the solve: its log goes to tracing, and the cancel flag is
+        // polled at its interrupt points, so a cancelled solve stops within moments.
+        let hooks = Hooks {
+            cancelled,
+            deadline,
+            max_lp_iterations: max_lp_iterations.unwrap_or(u64::MAX),
+            lp_iterations: Cell::new(0),
+            nodes: Cell::new(0),
+            out_of_work: Cell::new(false),
+            out_of_time: Cell::new(false),
+        };
+        register_hooks(&mut model, &hooks);
+        let solving = Instant::now();
+        let solved = model.try_solve().map_err(|e| IlpError::Solver(format!("{e:?}")))?;
+        // `hooks` (which HiGHS calls back into through a raw pointer) lives to the end of this
+        // function, past the solve.
+        let highs_ms = ms(solving);
+        let (lp_iterations, nodes) = work_of(&solved, &hooks);
+        use highs::{HighsModelStatus as S, HighsSolutionStatus};
+        let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+        let values = has_solution.then(|| solved.get_solution().columns().to_vec());
+        let mip_gap = has_solution.then(|| solved.mip_gap()).filter(|g| g.is_finite());
+        let result = result_of(&solved, goal, has_solution, &hooks)?;
+        let out_of_time = hooks.out_of_time.get() || solved.status() == S::ReachedTimeLimit;
+        Ok(Solved { result, values, mip_gap, convert_ms, highs_ms, lp_iterations, nodes, out_of_time })
+    }
+
+    /// The model handed to HiGHS through good_lp, with the columns `fixed` bounded below by 1.
+    fn to_highs(&self, fixed: &[u32]) -> Result<highs::Model, IlpError> {
+        use good_lp::{Expression, ProblemVariables, SolverModel, variable};
         let mut vars = ProblemVariables::new();
         let mut lower = vec![0.0; self.cols.len()];
         for &c in fixed {
@@ -64,100 +96,100 @@ impl Model {
             };
             problem.add_constraint(constraint);
         }
-        let mut model = problem.try_into_inner().map_err(|e| IlpError::Solver(e.to_string()))?;
-        let convert_ms = ms(converting);
-        model.make_quiet();
-        let time_limit_s = deadline.saturating_duration_since(Instant::now()).as_secs_f64().max(0.01);
-        let _ = model.try_set_option("time_limit", time_limit_s);
-        let _ = model.try_set_option("threads", threads.max(1) as i32);
-        let _ = model.try_set_option("random_seed", 0);
-        if goal == Goal::Probe {
-            // Feasibility is the question: the first solution answers it.
-            let _ = model.try_set_option("mip_max_improving_sols", 1);
-            // And any solution is good enough: a gap of 100% stops on solutions found by
-            // heuristics that do not count as "improving".
-            let _ = model.try_set_option("mip_rel_gap", 1.0);
-        }
-        // HiGHS calls back during the solve: its log goes to tracing, and the cancel flag is
-        // polled at its interrupt points, so a cancelled solve stops within moments.
-        let hooks = Hooks {
-            cancelled,
-            deadline,
-            max_lp_iterations: max_lp_iterations.unwrap_or(u64::MAX),
-            lp_iterations: Cell::new(0),
-            nodes: Cell::new(0),
-            out_of_work: Cell::new(false),
-            out_of_time: Cell::new(false),
-        };
-        let log = tracing::enabled!(target: "ccsynth::highs", tracing::Level::DEBUG);
-        if log {
-            let _ = model.try_set_option("output_flag", true);
-            let _ = model.try_set_option("log_to_console", false);
-        }
-        // SAFETY: `hooks` outlives the solve (it is dropped after `try_solve` returns), and
-        // `on_highs_event` only reads it through a shared reference.
-        unsafe {
-            let ptr = model.as_mut_ptr();
-            highs_sys::Highs_setCallback(ptr, Some(on_highs_event), &hooks as *const Hooks as *mut std::ffi::c_void);
-            for kind in [
-                highs_sys::kHighsCallbackMipInterrupt,
-                highs_sys::kHighsCallbackSimplexInterrupt,
-                highs_sys::kHighsCallbackIpmInterrupt,
-            ] {
-                highs_sys::Highs_startCallback(ptr, kind);
-            }
-            if log {
-                highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackLogging);
-            }
-        }
-        let solving = Instant::now();
-        let solved = model.try_solve().map_err(|e| IlpError::Solver(format!("{e:?}")))?;
-        // `hooks` (which HiGHS calls back into through a raw pointer) lives to the end of this
-        // function, past the solve.
-        let highs_ms = ms(solving);
-        // After a MIP, HiGHS reports its total LP iterations as the simplex count; a solve
-        // presolve decided has none. The callbacks' counts cover a solve stopped early.
-        let lp_iterations = hooks.lp_iterations.get().max(solved.simplex_iteration_count().max(0) as u64);
-        let mut node_count: i64 = 0;
-        // SAFETY: the model is alive, the name is NUL-terminated, and `mip_node_count` is an
-        // int64 info value (HiGHS refuses, and leaves 0, otherwise).
-        unsafe {
-            highs_sys::Highs_getInt64InfoValue(solved.as_ptr(), c"mip_node_count".as_ptr(), &mut node_count);
-        }
-        let nodes = hooks.nodes.get().max(node_count.max(0) as u64);
-        use highs::{HighsModelStatus as S, HighsSolutionStatus};
-        let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
-        let values = has_solution.then(|| solved.get_solution().columns().to_vec());
-        let mip_gap = has_solution.then(|| solved.mip_gap()).filter(|g| g.is_finite());
-        let result = match solved.status() {
-            S::Infeasible => SolveResult::Infeasible,
-            S::Optimal | S::ObjectiveBound | S::ObjectiveTarget => {
-                if has_solution {
-                    SolveResult::Optimal
-                } else {
-                    SolveResult::TimeLimit
-                }
-            }
-            // The first-solution limit of a probe.
-            S::ReachedSolutionLimit => match (has_solution, goal) {
-                (true, Goal::Probe) => SolveResult::Optimal,
-                (true, _) => SolveResult::Feasible,
-                (false, _) => SolveResult::TimeLimit,
-            },
-            S::ReachedTimeLimit | S::ReachedInterrupt | S::ReachedIterationLimit | S::ReachedMemoryLimit => {
-                if has_solution {
-                    SolveResult::Feasible
-                } else if hooks.out_of_work.get() && !hooks.out_of_time.get() {
-                    SolveResult::WorkLimit
-                } else {
-                    SolveResult::TimeLimit
-                }
-            }
-            other => return Err(IlpError::Solver(format!("unexpected model status {other:?}"))),
-        };
-        let out_of_time = hooks.out_of_time.get() || solved.status() == S::ReachedTimeLimit;
-        Ok(Solved { result, values, mip_gap, convert_ms, highs_ms, lp_iterations, nodes, out_of_time })
+        problem.try_into_inner().map_err(|e| IlpError::Solver(e.to_string()))
     }
+}
+
+/// The solver options that make a solve quiet, bounded by `deadline` and reproducible.
+fn set_options(model: &mut highs::Model, deadline: Instant, threads: u32, goal: Goal) {
+    model.make_quiet();
+    let time_limit_s = deadline.saturating_duration_since(Instant::now()).as_secs_f64().max(0.01);
+    let _ = model.try_set_option("time_limit", time_limit_s);
+    let _ = model.try_set_option("threads", threads.max(1) as i32);
+    let _ = model.try_set_option("random_seed", 0);
+    if goal == Goal::Probe {
+        // Feasibility is the question: the first solution answers it.
+        let _ = model.try_set_option("mip_max_improving_sols", 1);
+        // And any solution is good enough: a gap of 100% stops on solutions found by
+        // heuristics that do not count as "improving".
+        let _ = model.try_set_option("mip_rel_gap", 1.0);
+    }
+}
+
+/// Registers `on_highs_event` with `hooks`, which the caller keeps alive past the solve.
+fn register_hooks(model: &mut highs::Model, hooks: &Hooks<'_>) {
+    let log = tracing::enabled!(target: "ccsynth::highs", tracing::Level::DEBUG);
+    if log {
+        let _ = model.try_set_option("output_flag", true);
+        let _ = model.try_set_option("log_to_console", false);
+    }
+    // SAFETY: `hooks` outlives the solve (it is dropped after `try_solve` returns), and
+    // `on_highs_event` only reads it through a shared reference.
+    unsafe {
+        let ptr = model.as_mut_ptr();
+        highs_sys::Highs_setCallback(ptr, Some(on_highs_event), hooks as *const Hooks as *mut std::ffi::c_void);
+        for kind in [
+            highs_sys::kHighsCallbackMipInterrupt,
+            highs_sys::kHighsCallbackSimplexInterrupt,
+            highs_sys::kHighsCallbackIpmInterrupt,
+        ] {
+            highs_sys::Highs_startCallback(ptr, kind);
+        }
+        if log {
+            highs_sys::Highs_startCallback(ptr, highs_sys::kHighsCallbackLogging);
+        }
+    }
+}
+
+/// The solve's work, LP iterations and nodes: the larger of the callbacks' and HiGHS's counts.
+fn work_of(solved: &highs::SolvedModel, hooks: &Hooks<'_>) -> (u64, u64) {
+    // After a MIP, HiGHS reports its total LP iterations as the simplex count; a solve
+    // presolve decided has none. The callbacks' counts cover a solve stopped early.
+    let lp_iterations = hooks.lp_iterations.get().max(solved.simplex_iteration_count().max(0) as u64);
+    let mut node_count: i64 = 0;
+    // SAFETY: the model is alive, the name is NUL-terminated, and `mip_node_count` is an
+    // int64 info value (HiGHS refuses, and leaves 0, otherwise).
+    unsafe {
+        highs_sys::Highs_getInt64InfoValue(solved.as_ptr(), c"mip_node_count".as_ptr(), &mut node_count);
+    }
+    let nodes = hooks.nodes.get().max(node_count.max(0) as u64);
+    (lp_iterations, nodes)
+}
+
+/// HiGHS's model status as a `SolveResult`, telling a spent work budget from the clock.
+fn result_of(
+    solved: &highs::SolvedModel,
+    goal: Goal,
+    has_solution: bool,
+    hooks: &Hooks<'_>,
+) -> Result<SolveResult, IlpError> {
+    use highs::HighsModelStatus as S;
+    Ok(match solved.status() {
+        S::Infeasible => SolveResult::Infeasible,
+        S::Optimal | S::ObjectiveBound | S::ObjectiveTarget => {
+            if has_solution {
+                SolveResult::Optimal
+            } else {
+                SolveResult::TimeLimit
+            }
+        }
+        // The first-solution limit of a probe.
+        S::ReachedSolutionLimit => match (has_solution, goal) {
+            (true, Goal::Probe) => SolveResult::Optimal,
+            (true, _) => SolveResult::Feasible,
+            (false, _) => SolveResult::TimeLimit,
+        },
+        S::ReachedTimeLimit | S::ReachedInterrupt | S::ReachedIterationLimit | S::ReachedMemoryLimit => {
+            if has_solution {
+                SolveResult::Feasible
+            } else if hooks.out_of_work.get() && !hooks.out_of_time.get() {
+                SolveResult::WorkLimit
+            } else {
+                SolveResult::TimeLimit
+            }
+        }
+        other => return Err(IlpError::Solver(format!("unexpected model status {other:?}"))),
+    })
 }
 
 /// What HiGHS's callback sees.

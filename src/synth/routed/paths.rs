@@ -155,17 +155,61 @@ pub(super) fn route(
     }
     let mut dsts: Vec<u32> = by_dst.keys().copied().collect();
     dsts.sort_unstable();
+    let dag_of = needer_dags(topo, &dsts, &cost, cancelled)?;
+    let order = round_robin(&by_dst, &dsts, items.len());
+    let mut placer = Placer::new(topo, items, &wire, &dag_of, seed);
+    let mut hops = 0usize;
+    let mut last = (f64::INFINITY, f64::INFINITY);
+    for pass in 0..=REROUTE_PASSES {
+        for (n, &i) in order.iter().enumerate() {
+            if n.is_multiple_of(4096) && cancelled() {
+                return Err(SynthError::Cancelled);
+            }
+            let len = placer.place(i)?;
+            if pass == 0 {
+                hops += len;
+                if hops > MAX_HOPS {
+                    return Err(too_many_hops(hops));
+                }
+            }
+        }
+        // Large instances take one reroute pass (each pass costs about a second per 1.5 M hops;
+        // torus:8x8x8's largest load is 2.5% above the mean after it, 0.2% after six, and its
+        // schedule no faster).
+        if hops > LARGE_HOPS && pass >= 2 {
+            break;
+        }
+        // Stop once a pass no longer lowers the largest load or Σ load².
+        let now = peak_and_squares(&placer.load);
+        if now.0 >= last.0 * (1.0 - 1e-12) && now.1 >= last.1 * (1.0 - 1e-12) {
+            break;
+        }
+        last = now;
+    }
+    Ok(flatten(placer.paths, hops))
+}
+
+/// Each needer's shortest-path DAG, built once for all the items it needs.
+fn needer_dags(
+    topo: &Topology,
+    dsts: &[u32],
+    cost: &[f64],
+    cancelled: &dyn Fn() -> bool,
+) -> Result<HashMap<u32, Dag>, SynthError> {
     let mut dag_of: HashMap<u32, Dag> = HashMap::with_capacity(dsts.len());
-    for &t in &dsts {
+    for &t in dsts {
         if cancelled() {
             return Err(SynthError::Cancelled);
         }
-        dag_of.insert(t, Dag::of(topo, &to_target(topo, t as usize, &cost), &cost));
+        dag_of.insert(t, Dag::of(topo, &to_target(topo, t as usize, cost), cost));
     }
-    let mut load = vec![0.0f64; links.len()];
-    let mut paths: Vec<Vec<u32>> = vec![Vec::new(); items.len()];
+    Ok(dag_of)
+}
+
+/// The order items are placed in: the k-th item of every needer (sorted) before any k+1-th.
+fn round_robin(by_dst: &HashMap<u32, Vec<usize>>, dsts: &[u32], items: usize) -> Vec<usize> {
     // Placement order: interleaved over needers (round robin), so the loads build up evenly.
-    let mut order: Vec<usize> = Vec::with_capacity(items.len());
+    let mut order: Vec<usize> = Vec::with_capacity(items);
     let lists: Vec<&Vec<usize>> = dsts.iter().map(|t| &by_dst[t]).collect();
     let longest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
     for k in 0..longest {
@@ -175,71 +219,108 @@ pub(super) fn route(
             }
         }
     }
-    let mut hops = 0usize;
-    let mut memo = vec![Memo { stamp: 0, max: 0.0, sum: 0.0, link: u32::MAX }; topo.nodes()];
-    let mut stamp = 0u32;
-    let mut last = (f64::INFINITY, f64::INFINITY);
-    for pass in 0..=REROUTE_PASSES {
-        for (n, &i) in order.iter().enumerate() {
-            if n.is_multiple_of(4096) && cancelled() {
-                return Err(SynthError::Cancelled);
-            }
-            let it = items[i];
-            for &l in &paths[i] {
-                load[l as usize] -= wire[l as usize];
-            }
-            let dag = &dag_of[&it.dst];
-            let mut path = std::mem::take(&mut paths[i]);
-            path.clear();
-            stamp += 1;
-            let found = best_route(
-                &mut Walk { topo, wire: &wire, load: &load, dag, seed, item: i, stamp, memo: &mut memo },
-                it.src as usize,
-                it.dst as usize,
-            );
-            if !found.0.is_finite() {
-                return Err(crate::error::InputError::new(
-                    "collective",
-                    format!("NPU {} cannot reach NPU {}", it.src, it.dst),
-                )
-                .into());
-            }
-            let mut u = it.src as usize;
-            while u != it.dst as usize {
-                let l = memo[u].link as usize;
-                path.push(l as u32);
-                load[l] += wire[l];
-                u = links[l].dst;
-            }
-            if pass == 0 {
-                hops += path.len();
-                if hops > MAX_HOPS {
-                    return Err(too_many_hops(hops));
-                }
-            }
-            paths[i] = path;
-        }
-        // Large instances take one reroute pass (each pass costs about a second per 1.5 M hops;
-        // torus:8x8x8's largest load is 2.5% above the mean after it, 0.2% after six, and its
-        // schedule no faster).
-        if hops > LARGE_HOPS && pass >= 2 {
-            break;
-        }
-        // Stop once a pass no longer lowers the largest load or Σ load².
-        let now = (load.iter().copied().fold(0.0, f64::max), load.iter().map(|x| x * x).sum::<f64>());
-        if now.0 >= last.0 * (1.0 - 1e-12) && now.1 >= last.1 * (1.0 - 1e-12) {
-            break;
-        }
-        last = now;
-    }
-    let mut start = Vec::with_capacity(items.len() + 1);
+    order
+}
+
+/// The largest link load and Σ load², which a reroute pass must lower to earn another.
+fn peak_and_squares(load: &[f64]) -> (f64, f64) {
+    (load.iter().copied().fold(0.0, f64::max), load.iter().map(|x| x * x).sum::<f64>())
+}
+
+/// The paths in CSR form (`hops`: their total length, known from the first pass).
+fn flatten(paths: Vec<Vec<u32>>, hops: usize) -> Routes {
+    let mut start = Vec::with_capacity(paths.len() + 1);
     start.push(0);
     let mut flat = Vec::with_capacity(hops);
     for p in paths {
         flat.extend_from_slice(&p);
         start.push(flat.len());
     }
-    Ok(Routes { start, links: flat })
+    Routes { start, links: flat }
+}
+
+/// The placement state across passes: every item's path and the loads they put on the links.
+struct Placer<'a> {
+    topo: &'a Topology,
+    items: &'a [Item],
+    wire: &'a [f64],
+    dag_of: &'a HashMap<u32, Dag>,
+    seed: u64,
+    load: Vec<f64>,
+    paths: Vec<Vec<u32>>,
+    /// Reused by every search (`stamp` tells this search's entries apart), not allocated per item.
+    memo: Vec<Memo>,
+    stamp: u32,
+}
+
+impl<'a> Placer<'a> {
+    /// No item placed yet: no load on any link, every path empty.
+    fn new(
+        topo: &'a Topology,
+        items: &'a [Item],
+        wire: &'a [f64],
+        dag_of: &'a HashMap<u32, Dag>,
+        seed: u64,
+    ) -> Placer<'a> {
+        Placer {
+            topo,
+            items,
+            wire,
+            dag_of,
+            seed,
+            load: vec![0.0f64; wire.len()],
+            paths: vec![Vec::new(); items.len()],
+            memo: vec![Memo { stamp: 0, max: 0.0, sum: 0.0, link: u32::MAX }; topo.nodes()],
+            stamp: 0,
+        }
+    }
+
+    /// Takes item `i` off its path and walks it again against the others' loads; the new
+    /// path's length. Its old path's buffer is reused.
+    fn place(&mut self, i: usize) -> Result<usize, SynthError> {
+        let topo = self.topo;
+        let links = topo.links();
+        let it = self.items[i];
+        for &l in &self.paths[i] {
+            self.load[l as usize] -= self.wire[l as usize];
+        }
+        let dag_of = self.dag_of;
+        let dag = &dag_of[&it.dst];
+        let mut path = std::mem::take(&mut self.paths[i]);
+        path.clear();
+        self.stamp += 1;
+        let found = best_route(
+            &mut Walk {
+                topo,
+                wire: self.wire,
+                load: &self.load,
+                dag,
+                seed: self.seed,
+                item: i,
+                stamp: self.stamp,
+                memo: &mut self.memo,
+            },
+            it.src as usize,
+            it.dst as usize,
+        );
+        if !found.0.is_finite() {
+            return Err(crate::error::InputError::new(
+                "collective",
+                format!("NPU {} cannot reach NPU {}", it.src, it.dst),
+            )
+            .into());
+        }
+        let mut u = it.src as usize;
+        while u != it.dst as usize {
+            let l = self.memo[u].link as usize;
+            path.push(l as u32);
+            self.load[l] += self.wire[l];
+            u = links[l].dst;
+        }
+        let len = path.len();
+        self.paths[i] = path;
+        Ok(len)
+    }
 }
 
 /// One node's best way on to the needer in the current walk: the largest link load on it (with

@@ -76,50 +76,122 @@ pub(super) fn slot_route(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Plan, Hops), SynthError> {
     let links = topo.links();
-    let n = topo.nodes();
     let cap = group.map_or(u32::MAX, |g| g.max(1));
-    let dist_of = &dist.of;
+    let order = longest_first(items, dist, seed);
+    let mut slots = Slots::new(links.len(), cap);
+    let mut front = Front::new(topo, seed);
+    let mut paths: Vec<Vec<(u32, u32)>> = vec![Vec::new(); items.len()];
+    for (k, &i) in order.iter().enumerate() {
+        if k.is_multiple_of(4096) && cancelled() {
+            return Err(SynthError::Cancelled);
+        }
+        let it = &items[i];
+        front.spread(&slots, &dist.of[&it.dst], it, i, k as u32);
+        let path = &mut paths[i];
+        front.trace(it, path);
+        slots.take(path);
+    }
+    let (hops, slot_of) = link_hops(links.len(), items.len(), &paths);
+    let plan = timed(topo, &hops, items.len(), chunk_bytes, &slot_of);
+    Ok((plan, hops))
+}
+
+/// The items that move, in the order they are placed: longest first, seeded ties.
+fn longest_first(items: &[Item], dist: &Dist, seed: u64) -> Vec<usize> {
     // Longest path first (each item's hop count read once, not at every comparison).
     let mut keyed: Vec<(std::cmp::Reverse<u32>, u64, usize)> = (0..items.len())
         .filter(|&i| items[i].src != items[i].dst)
         .map(|i| (std::cmp::Reverse(dist.hops(&items[i])), tie(seed, i, 3), i))
         .collect();
     keyed.sort_unstable();
-    let order: Vec<usize> = keyed.into_iter().map(|(_, _, i)| i).collect();
+    keyed.into_iter().map(|(_, _, i)| i).collect()
+}
+
+/// The slots taken so far, per link, so each chunk sees the ones before it.
+struct Slots {
     // Per link: chunks in each slot, the first slot with room, and chunks placed in all.
-    let mut used: Vec<Vec<u32>> = vec![Vec::new(); links.len()];
-    let mut open = vec![0u32; links.len()];
-    let mut load = vec![0u32; links.len()];
-    // Per node, for the item being placed: its stamp, earliest arrival and the link it came by.
-    let mut stamp = vec![u32::MAX; n];
-    let mut arrive = vec![0u32; n];
-    let mut via = vec![u32::MAX; n];
-    let mut paths: Vec<Vec<(u32, u32)>> = vec![Vec::new(); items.len()];
-    let mut layer: Vec<u32> = Vec::new();
-    let mut next_layer: Vec<u32> = Vec::new();
-    let first_free = |used: &[Vec<u32>], open: &[u32], l: usize, from: u32| -> u32 {
-        let u = &used[l];
-        let mut x = from.max(open[l]);
-        while (x as usize) < u.len() && u[x as usize] >= cap {
+    used: Vec<Vec<u32>>,
+    open: Vec<u32>,
+    load: Vec<u32>,
+    /// Chunks a slot holds at most (a message's size).
+    cap: u32,
+}
+
+impl Slots {
+    /// Empty slots on `links` links, `cap` chunks each.
+    fn new(links: usize, cap: u32) -> Slots {
+        Slots { used: vec![Vec::new(); links], open: vec![0u32; links], load: vec![0u32; links], cap }
+    }
+
+    /// The first slot of link `l` at or after `from` with room (full slots below `open` skipped).
+    fn first_free(&self, l: usize, from: u32) -> u32 {
+        let u = &self.used[l];
+        let mut x = from.max(self.open[l]);
+        while (x as usize) < u.len() && u[x as usize] >= self.cap {
             x += 1;
         }
         x
-    };
-    for (k, &i) in order.iter().enumerate() {
-        if k.is_multiple_of(4096) && cancelled() {
-            return Err(SynthError::Cancelled);
+    }
+
+    /// Books a placed chunk's (link, slot) hops, so the chunks after it see them taken.
+    fn take(&mut self, path: &[(u32, u32)]) {
+        for &(l, x) in path {
+            let (l, x) = (l as usize, x as usize);
+            let u = &mut self.used[l];
+            if u.len() <= x {
+                u.resize(x + 1, 0);
+            }
+            u[x] += 1;
+            self.load[l] += 1;
+            let o = &mut self.open[l];
+            while (*o as usize) < u.len() && u[*o as usize] >= self.cap {
+                *o += 1;
+            }
         }
-        let it = &items[i];
-        let d = &dist_of[&it.dst];
-        let key = k as u32;
-        stamp[it.src as usize] = key;
-        arrive[it.src as usize] = 0;
-        via[it.src as usize] = u32::MAX;
-        layer.clear();
-        layer.push(it.src);
-        while !layer.is_empty() {
-            next_layer.clear();
-            for &u in &layer {
+    }
+}
+
+/// The dynamic program's state for one item, kept across items so nothing is allocated per chunk.
+struct Front<'a> {
+    topo: &'a Topology,
+    seed: u64,
+    // Per node, for the item being placed: its stamp, earliest arrival and the link it came by.
+    stamp: Vec<u32>,
+    arrive: Vec<u32>,
+    via: Vec<u32>,
+    /// The nodes reached at the current hop count, and at the next.
+    layer: Vec<u32>,
+    next_layer: Vec<u32>,
+}
+
+impl<'a> Front<'a> {
+    /// No node stamped yet (stamps are the items' places in the order).
+    fn new(topo: &'a Topology, seed: u64) -> Front<'a> {
+        let n = topo.nodes();
+        Front {
+            topo,
+            seed,
+            stamp: vec![u32::MAX; n],
+            arrive: vec![0u32; n],
+            via: vec![u32::MAX; n],
+            layer: Vec::new(),
+            next_layer: Vec::new(),
+        }
+    }
+
+    /// Earliest arrivals of item `i` (`d`: hops to its needer) over its shortest-path DAG, layer
+    /// by layer, given the slots taken; ties by the less loaded link, then a seeded hash.
+    fn spread(&mut self, slots: &Slots, d: &[u32], it: &Item, i: usize, key: u32) {
+        let topo = self.topo;
+        let links = topo.links();
+        self.stamp[it.src as usize] = key;
+        self.arrive[it.src as usize] = 0;
+        self.via[it.src as usize] = u32::MAX;
+        self.layer.clear();
+        self.layer.push(it.src);
+        while !self.layer.is_empty() {
+            self.next_layer.clear();
+            for &u in &self.layer {
                 let u = u as usize;
                 if u == it.dst as usize {
                     continue;
@@ -129,66 +201,59 @@ pub(super) fn slot_route(
                     if d[w] == u32::MAX || d[w] + 1 != d[u] {
                         continue;
                     }
-                    let x = first_free(&used, &open, l, arrive[u]);
-                    let better = stamp[w] != key || {
-                        let (a, b) = (x + 1, arrive[w]);
+                    let x = slots.first_free(l, self.arrive[u]);
+                    let better = self.stamp[w] != key || {
+                        let (a, b) = (x + 1, self.arrive[w]);
+                        let v = self.via[w] as usize;
                         a < b
-                            || (a == b
-                                && (load[l], tie(seed, i, l)) < (load[via[w] as usize], tie(seed, i, via[w] as usize)))
+                            || (a == b && (slots.load[l], tie(self.seed, i, l)) < (slots.load[v], tie(self.seed, i, v)))
                     };
                     if better {
-                        if stamp[w] != key {
-                            next_layer.push(w as u32);
+                        if self.stamp[w] != key {
+                            self.next_layer.push(w as u32);
                         }
-                        stamp[w] = key;
-                        arrive[w] = x + 1;
-                        via[w] = l as u32;
+                        self.stamp[w] = key;
+                        self.arrive[w] = x + 1;
+                        self.via[w] = l as u32;
                     }
                 }
             }
-            std::mem::swap(&mut layer, &mut next_layer);
+            std::mem::swap(&mut self.layer, &mut self.next_layer);
         }
+    }
+
+    /// Appends the item's (link, slot) hops, source first, as `spread` last chose them.
+    fn trace(&self, it: &Item, path: &mut Vec<(u32, u32)>) {
+        let links = self.topo.links();
         // Back from the needer: each link's slot is the arrival at its far end less one.
-        let path = &mut paths[i];
         let mut w = it.dst as usize;
         while w != it.src as usize {
-            let l = via[w] as usize;
-            path.push((l as u32, arrive[w] - 1));
+            let l = self.via[w] as usize;
+            path.push((l as u32, self.arrive[w] - 1));
             w = links[l].src;
         }
         path.reverse();
-        for &(l, x) in path.iter() {
-            let (l, x) = (l as usize, x as usize);
-            let u = &mut used[l];
-            if u.len() <= x {
-                u.resize(x + 1, 0);
-            }
-            u[x] += 1;
-            load[l] += 1;
-            let o = &mut open[l];
-            while (*o as usize) < u.len() && u[*o as usize] >= cap {
-                *o += 1;
-            }
-        }
     }
+}
+
+/// The paths as hops over one-link segments, and each hop's slot (for `timed`).
+fn link_hops(n_links: usize, items: usize, paths: &[Vec<(u32, u32)>]) -> (Hops, Vec<u32>) {
     // The hops: every link a segment of its own.
-    let mut segs = Segments { ids: HashMap::new(), links: Vec::with_capacity(links.len()) };
-    for l in 0..links.len() {
+    let mut segs = Segments { ids: HashMap::new(), links: Vec::with_capacity(n_links) };
+    for l in 0..n_links {
         segs.ids.insert(vec![l as u32], l as u32);
         segs.links.push(vec![l as u32]);
     }
-    let mut start = Vec::with_capacity(items.len() + 1);
+    let mut start = Vec::with_capacity(items + 1);
     let mut seg = Vec::new();
     let mut slot_of = Vec::new();
     start.push(0);
-    for p in &paths {
+    for p in paths {
         for &(l, x) in p {
             seg.push(l);
             slot_of.push(x);
         }
         start.push(seg.len());
     }
-    let hops = Hops { segs, start, seg };
-    let plan = timed(topo, &hops, items.len(), chunk_bytes, &slot_of);
-    Ok((plan, hops))
+    (Hops { segs, start, seg }, slot_of)
 }

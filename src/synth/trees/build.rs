@@ -63,67 +63,12 @@ pub(super) fn build_trees(
                 return Err(SynthError::Cancelled);
             }
             if round > 0 {
-                rooted[t.roots[u] as usize] -= 1;
-                for v in 0..n {
-                    let p = t.parent[u * n + v];
-                    if p != u32::MAX {
-                        let e = edge_between(f, v as u32, p);
-                        t.load[e as usize] -= 1;
-                    }
-                }
+                uproot(f, &mut t, &mut rooted, u);
             }
-            // The root: fewest trees per edge, then the fewest roots so far (a tree starts and
-            // ends at its root: spread, the first and last timesteps have work everywhere),
-            // ties at random.
-            let mut best = (u64::MAX, u32::MAX, 0u64, 0u32);
-            for v in 0..n as u32 {
-                let nb = f.neighbours(v);
-                let sum: u64 = nb.iter().map(|&(_, e)| t.load[e as usize] as u64).sum();
-                // Compared as sum / degree, exactly: sum · 2^20 / degree.
-                let key = (sum << 20) / nb.len().max(1) as u64;
-                let tie = rng.next_u64();
-                if (key, rooted[v as usize], tie) < (best.0, best.1, best.2) {
-                    best = (key, rooted[v as usize], tie, v);
-                }
-            }
-            let root = best.3;
+            let root = pick_root(f, &t, &rooted, &mut rng);
             t.roots[u] = root;
             rooted[root as usize] += 1;
-            // Breadth first from the root; each NPU's parent the least loaded edge back.
-            dist.iter_mut().for_each(|d| *d = u32::MAX);
-            dist[root as usize] = 0;
-            let order = &mut t.order[u * n..(u + 1) * n];
-            order[0] = root;
-            let (mut head, mut tail) = (0usize, 1usize);
-            while head < tail {
-                let x = order[head];
-                head += 1;
-                for &(y, _) in f.neighbours(x) {
-                    if dist[y as usize] == u32::MAX {
-                        dist[y as usize] = dist[x as usize] + 1;
-                        order[tail] = y;
-                        tail += 1;
-                    }
-                }
-            }
-            let parent = &mut t.parent[u * n..(u + 1) * n];
-            parent[root as usize] = u32::MAX;
-            for &y in &order[1..] {
-                let mut pick = (u32::MAX, u64::MAX, 0u32, 0u32);
-                for &(x, e) in f.neighbours(y) {
-                    if dist[x as usize] + 1 == dist[y as usize] {
-                        let tie = rng.next_u64();
-                        if (t.load[e as usize], tie) < (pick.0, pick.1) {
-                            pick = (t.load[e as usize], tie, x, e);
-                        }
-                    }
-                }
-                parent[y as usize] = pick.2;
-                t.load[pick.3 as usize] += 1;
-            }
-            for (v, &d) in dist.iter().enumerate() {
-                t.depth[u * n + v] = d;
-            }
+            grow_tree(f, &mut t, &mut dist, u, root, &mut rng);
         }
         if kept.as_ref().is_none_or(|k| t.busiest() < k.busiest()) {
             kept = Some(t.clone());
@@ -136,6 +81,78 @@ pub(super) fn build_trees(
     unload_busiest(f, &mut t, cancelled)?;
     tracing::trace!(target: "ccsynth::timing", balance_ms = (t1 - t0).as_secs_f64() * 1e3, unload_ms = t1.elapsed().as_secs_f64() * 1e3, busiest = t.busiest(), "trees: balanced");
     Ok(t)
+}
+
+/// Takes tree u's root count and edge loads back out, so a rebuild sees only the other trees.
+fn uproot(f: &Fabric, t: &mut Trees, rooted: &mut [u32], u: usize) {
+    let n = t.n;
+    rooted[t.roots[u] as usize] -= 1;
+    for v in 0..n {
+        let p = t.parent[u * n + v];
+        if p != u32::MAX {
+            let e = edge_between(f, v as u32, p);
+            t.load[e as usize] -= 1;
+        }
+    }
+}
+
+/// Picks the next tree's root, drawing one tie-breaker per NPU in NPU order.
+fn pick_root(f: &Fabric, t: &Trees, rooted: &[u32], rng: &mut Rng) -> u32 {
+    // The root: fewest trees per edge, then the fewest roots so far (a tree starts and
+    // ends at its root: spread, the first and last timesteps have work everywhere),
+    // ties at random.
+    let mut best = (u64::MAX, u32::MAX, 0u64, 0u32);
+    for v in 0..t.n as u32 {
+        let nb = f.neighbours(v);
+        let sum: u64 = nb.iter().map(|&(_, e)| t.load[e as usize] as u64).sum();
+        // Compared as sum / degree, exactly: sum · 2^20 / degree.
+        let key = (sum << 20) / nb.len().max(1) as u64;
+        let tie = rng.next_u64();
+        if (key, rooted[v as usize], tie) < (best.0, best.1, best.2) {
+            best = (key, rooted[v as usize], tie, v);
+        }
+    }
+    best.3
+}
+
+/// Grows tree u from its root: its order, parents, depths and the loads its edges add.
+fn grow_tree(f: &Fabric, t: &mut Trees, dist: &mut [u32], u: usize, root: u32, rng: &mut Rng) {
+    let n = t.n;
+    // Breadth first from the root; each NPU's parent the least loaded edge back.
+    dist.iter_mut().for_each(|d| *d = u32::MAX);
+    dist[root as usize] = 0;
+    let order = &mut t.order[u * n..(u + 1) * n];
+    order[0] = root;
+    let (mut head, mut tail) = (0usize, 1usize);
+    while head < tail {
+        let x = order[head];
+        head += 1;
+        for &(y, _) in f.neighbours(x) {
+            if dist[y as usize] == u32::MAX {
+                dist[y as usize] = dist[x as usize] + 1;
+                order[tail] = y;
+                tail += 1;
+            }
+        }
+    }
+    let parent = &mut t.parent[u * n..(u + 1) * n];
+    parent[root as usize] = u32::MAX;
+    for &y in &order[1..] {
+        let mut pick = (u32::MAX, u64::MAX, 0u32, 0u32);
+        for &(x, e) in f.neighbours(y) {
+            if dist[x as usize] + 1 == dist[y as usize] {
+                let tie = rng.next_u64();
+                if (t.load[e as usize], tie) < (pick.0, pick.1) {
+                    pick = (t.load[e as usize], tie, x, e);
+                }
+            }
+        }
+        parent[y as usize] = pick.2;
+        t.load[pick.3 as usize] += 1;
+    }
+    for (v, &d) in dist.iter().enumerate() {
+        t.depth[u * n + v] = d;
+    }
 }
 
 /// Lowers the busiest load by chains of moves `balance` cannot make one at a time: NPU a moves

@@ -34,8 +34,6 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     let p = ctx.p();
     let mut out = Out::new(ctx);
     let stride = strides(&g);
-    let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
-    let ag = matches!(kind, K::AllReduce | K::AllGather);
     for part in 0..parts {
         let dir: i64 = if part < dims { 1 } else { -1 };
         let order: Vec<usize> = (0..dims).map(|i| (part + i) % dims).collect();
@@ -78,18 +76,9 @@ fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
         // 1.50x its bound). Aligned, the short phases of the all-gather precede the long
         // ones. On equal sides nothing moves.
         let line = g.dims.iter().max().map_or(0, |&d| d - 1) as u32;
-        if rs {
-            for i in 0..dims {
-                step = i as u32 * line;
-                line_phase(&mut out, &mut step, order[i], &order[..i], true);
-            }
-        }
-        let ag_from = if rs { dims as u32 * line } else { 0 };
-        if ag {
-            for (t, i) in (0..dims).rev().enumerate() {
-                step = ag_from + t as u32 * line;
-                line_phase(&mut out, &mut step, order[i], &order[..i], false);
-            }
+        for (start, j, done, reduce) in phases(kind, &order, line) {
+            step = start;
+            line_phase(&mut out, &mut step, j, &order[..done], reduce);
         }
     }
     Ok(out.transfers)
@@ -180,19 +169,28 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                 }
             }
         };
-        if matches!(kind, K::AllReduce | K::ReduceScatter) {
-            for i in 0..dims {
-                phase(&mut out, i as u32 * line, order[i], &order[..i], true);
-            }
-        }
-        let ag_from = if matches!(kind, K::AllReduce | K::ReduceScatter) { dims as u32 * line } else { 0 };
-        if matches!(kind, K::AllReduce | K::AllGather) {
-            for (t, i) in (0..dims).rev().enumerate() {
-                phase(&mut out, ag_from + t as u32 * line, order[i], &order[..i], false);
-            }
+        for (start, j, done, reduce) in phases(kind, &order, line) {
+            phase(&mut out, start, j, &order[..done], reduce);
         }
     }
     Ok(out.transfers)
+}
+
+/// A part's phases, taking the dimensions in `order`: (first step, dimension, how many of
+/// `order` are reduced before it, reduce?), the reduce-scatter's then the all-gather's in the
+/// reverse order; the t-th phase of every part starts at t × `line` (bucket's alignment).
+fn phases(kind: K, order: &[usize], line: u32) -> Vec<(u32, usize, usize, bool)> {
+    let dims = order.len();
+    let rs = matches!(kind, K::AllReduce | K::ReduceScatter);
+    let mut out = Vec::new();
+    if rs {
+        out.extend((0..dims).map(|i| (i as u32 * line, order[i], i, true)));
+    }
+    let ag_from = if rs { dims as u32 * line } else { 0 };
+    if matches!(kind, K::AllReduce | K::AllGather) {
+        out.extend((0..dims).rev().enumerate().map(|(t, i)| (ag_from + t as u32 * line, order[i], i, false)));
+    }
+    out
 }
 
 /// Each dimension's stride in node ids.

@@ -1,15 +1,22 @@
 //! `GET /v1/schedules/{id}/export`: a stored schedule in another program's format (MSCCL XML,
 //! MSCCL++ plans, Chakra traces as a tar), as a picture of its replay (Chrome trace, SVG
 //! timeline), or as its own JSON in the explicit form (streamed, not stored).
-use super::jobs::own_schedule;
+use super::owned::own_schedule;
+use super::streamed::streamed_json;
 use super::{ApiError, Caller, Shared};
 use crate::engine;
 use crate::error::InputError;
+use axum::Router;
 use axum::extract::{Extension, Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use serde::Deserialize;
 use std::sync::Arc;
+
+pub fn router() -> Router<Shared> {
+    Router::new().route("/v1/schedules/{id}/export", get(export))
+}
 
 /// `?format=msccl-xml` and the MSCCL file's options.
 #[derive(Deserialize)]
@@ -47,7 +54,7 @@ pub(super) async fn export(
     own_schedule(&st, &caller, &id).await?;
     let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
     if q.format == "explicit" {
-        return super::jobs::explicit(&st, &id).await;
+        return explicit(&st, &id).await;
     }
     let (format, media) = match q.format.as_str() {
         "msccl-xml" => (ExportFormat::MscclXml, "application/xml"),
@@ -129,6 +136,14 @@ pub(super) async fn export(
         response.headers_mut().insert(header::CONTENT_DISPOSITION, d);
     }
     Ok(response)
+}
+
+/// `GET /v1/schedules/{id}/export?format=explicit`: the schedule's JSON in the explicit form
+/// (every chunk id listed, both conditions written), streamed as `schedule` streams its own.
+async fn explicit(st: &Shared, id: &str) -> Result<Response, ApiError> {
+    let (body, _) = st.store.schedule_body(id).await?.ok_or_else(|| ApiError::NotFound("schedule", id.to_string()))?;
+    let (len, body) = streamed_json(body, crate::schedule::Form::Explicit).await?;
+    Ok(([(header::CONTENT_TYPE, "application/json"), (header::CONTENT_LENGTH, &len.to_string())], body).into_response())
 }
 
 /// An export's bytes, shared by the responses that send them.

@@ -3,7 +3,9 @@
 //! Everything the engine computes reaches clients through here unchanged (schedule format v1).
 //! Here: the shared state, the metrics, the router and the small routes; by job, `config`
 //! (settings, clients), `guard` (request ids, hosts, tokens, rates), `server` (start, accept
-//! loop, shutdown), `body` (request bodies), one module per resource, and `worker`.
+//! loop, shutdown), `body` (request bodies), one module per resource, and `worker`; beneath
+//! the resources, `owned` (what a caller may see), `streamed` (a schedule's JSON streamed),
+//! `requests` and `queue` (a checked request queued as a job, and the wait for it).
 
 mod body;
 mod config;
@@ -12,9 +14,12 @@ pub mod error;
 mod export;
 mod guard;
 mod jobs;
+mod owned;
+mod queue;
 mod regenerations;
 mod requests;
 mod server;
+mod streamed;
 mod topologies;
 mod worker;
 
@@ -201,6 +206,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/validate", post(validate))
         .merge(topologies::router())
         .merge(jobs::router())
+        .merge(export::router())
         .merge(regenerations::router())
         .fallback(|| async { ApiError::NotFound("route", String::new()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -2,9 +2,9 @@
 //! request checked on its topology without the failures (nothing stored until accepted),
 //! queued with `regenerate_from` so the worker repairs the schedule before the fresh run.
 
-use super::jobs::{
-    Checked, JobRequest, Priority, answer, commit, enqueue, make_room, own_schedule, refuse_if_stopping,
-};
+use super::owned::own_schedule;
+use super::queue::{answer, enqueue, refuse_if_stopping};
+use super::requests::{Checked, JobRequest, Priority, commit, make_room};
 use super::topologies;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared};
 use crate::engine;

@@ -1,8 +1,8 @@
 //! The synthesis request as the API takes it (`SynthesisRequest`, its options and priority) and
 //! as a job stores and runs it (`JobRequest`, its cache key), and the steps from one to the
-//! other: `normalize` (checked by the engine), `make_room` (queue and quotas), `commit`.
+//! other: `normalize` (checked by the engine), `make_room` (queue and quotas: `check_room`),
+//! `commit`.
 
-use super::jobs::check_room;
 use super::topologies;
 use super::{ApiError, Caller, Shared};
 use crate::collective::CollectiveSpec;
@@ -201,6 +201,27 @@ pub(super) async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], 
         check_room(st, caller, items.len(), seconds).await?;
     }
     topologies::check_quota(st, caller, new_digests.len()).await
+}
+
+/// Room for `count` more jobs declaring `seconds` of solving together: in the queue (429
+/// `QueueFull`) and in the caller's quotas of active jobs and their seconds (429
+/// `ClientQuota`, `ClientSeconds`).
+pub(super) async fn check_room(st: &Shared, caller: &Caller, count: usize, seconds: f64) -> Result<(), ApiError> {
+    let depth = st.store.queued_count().await?;
+    if depth + count as i64 > st.config.max_queue {
+        return Err(ApiError::QueueFull(depth));
+    }
+    if let Some(owner) = &caller.0 {
+        let (active, active_s) = st.store.active_of(owner).await?;
+        if active + count as i64 > st.config.max_active_per_client {
+            return Err(ApiError::ClientQuota(active, st.config.max_active_per_client));
+        }
+        let total = active_s + seconds;
+        if total > st.config.max_active_seconds_per_client {
+            return Err(ApiError::ClientSeconds(total, st.config.max_active_seconds_per_client));
+        }
+    }
+    Ok(())
 }
 
 /// Stores an accepted request's topology (if it brought one) and returns the job request that

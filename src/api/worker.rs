@@ -3,7 +3,7 @@
 //! reason it failed.
 
 use super::Shared;
-use super::jobs::JobRequest;
+use super::requests::JobRequest;
 use crate::engine::{self, ErrorKind, ErrorKind::Internal, ErrorKind::Refused};
 use crate::store::JobStatus;
 use crate::topology::Topology;

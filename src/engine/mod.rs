@@ -388,6 +388,7 @@ fn produce(
     })?;
     match entry.produce {
         registry::Produce::Engine(run) => run(req, ctl, deadline, incumbent_ns),
+        registry::Produce::Portfolio => portfolio::run_against(req, ctl, deadline, incumbent_ns),
         registry::Produce::Plain(make) => run_plain(req, entry.name, make, ctl, deadline),
     }
 }

@@ -119,9 +119,11 @@ pub type RunRequest = fn(&Request, Control<'_>, Instant, Option<f64>) -> Result<
 /// How a synthesizer produces a schedule.
 #[derive(Clone, Copy)]
 pub enum Produce {
-    /// The engine's own runner for it (the greedy, the ILP, the portfolio), which checks what
-    /// it makes.
+    /// The engine's own runner for it (the greedy, the ILP), which checks what it makes.
     Engine(RunRequest),
+    /// The portfolio (`auto`): the engine runs it (`portfolio::run_against`), which checks
+    /// what it makes. Named here, not pointed to, as the portfolio reads this table.
+    Portfolio,
     /// Code outside the engine (a test's reference producer, an embedder's), whose schedule
     /// the engine checks like a baseline's before anything leaves.
     Plain(MakeSchedule),
@@ -166,7 +168,7 @@ const BUILT_IN: [Synthesizer; 3] = [
             "window",
             "effort",
         ],
-        produce: Produce::Engine(super::portfolio::run_against),
+        produce: Produce::Portfolio,
     },
     Synthesizer {
         name: "greedy",

@@ -13,6 +13,7 @@ use sqlx::any::AnyPoolOptions;
 
 mod body;
 mod derived;
+mod faults;
 mod queue;
 mod topologies;
 
@@ -46,6 +47,8 @@ impl StoreError {
             // PostgreSQL's connection exceptions (not 08P01, a protocol violation, which may
             // recur), 53300 (too many connections, as while it recovers) and 57P01–57P03
             // (shutting down, crashed, not yet accepting connections).
+            // A full or read-only disk, or a write lock held too long: writes are away.
+            sqlx::Error::Database(d) if faults::is_storage_fault(d.as_ref()) => true,
             sqlx::Error::Database(d) => d.code().is_some_and(|c| {
                 matches!(
                     c.as_ref(),
@@ -330,11 +333,15 @@ impl Store {
             }
             _ => url.to_string(),
         };
-        let pool = AnyPoolOptions::new()
+        let mut options = AnyPoolOptions::new()
             .max_connections(if backend == Backend::Sqlite { 4 } else { 16 })
-            .acquire_timeout(acquire_timeout(backend))
-            .connect(&url)
-            .await?;
+            .acquire_timeout(acquire_timeout(backend));
+        if backend == Backend::Sqlite {
+            // No connection goes back to the pool inside a transaction (a failed write's).
+            options = options
+                .after_release(|conn, _| Box::pin(async move { Ok(faults::sqlite_connection_is_clean(conn).await) }));
+        }
+        let pool = options.connect(&url).await?;
         if backend == Backend::Sqlite {
             // Readers do not block the writer, and writers wait for each other instead of failing.
             sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
@@ -444,6 +451,19 @@ impl Store {
             Ok(done) => done.map(|_| ()).map_err(StoreError::from),
             Err(_) => Err(StoreError::Db(sqlx::Error::PoolTimedOut)),
         }
+    }
+
+    /// Whether the database takes work (`/readyz`): it answers, and, once a write failed as
+    /// away (a full or read-only SQLite disk), a write succeeds again, which ends the outage.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.ping().await?;
+        let down = self.outage.lock().unwrap_or_else(|e| e.into_inner()).down;
+        if down && self.backend == Backend::Sqlite {
+            let probe = tokio::time::timeout(PING_TIMEOUT, faults::sqlite_write_probe(&self.pool)).await;
+            let probe = probe.unwrap_or(Err(sqlx::Error::PoolTimedOut)).map_err(StoreError::from);
+            return self.noting(probe);
+        }
+        Ok(())
     }
 
     pub async fn create_batch(&self, id: &str, owner: Option<&str>) -> Result<(), StoreError> {

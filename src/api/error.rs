@@ -79,8 +79,9 @@ pub enum ApiError {
         "the server is shutting down; job {0} stays queued and runs on another replica or after the restart: GET /v1/jobs/{0}"
     )]
     ShuttingDownWithJob(String),
-    /// The database cannot be reached now (the reason, logged, not sent).
-    #[error("the database is unreachable; try again shortly")]
+    /// The database cannot be reached, or cannot take writes now (a full or read-only disk):
+    /// the reason is logged, not sent.
+    #[error("the database cannot be reached or cannot take writes now (its disk full or read-only); try again shortly")]
     DatabaseUnavailable(String),
     #[error("internal error")]
     Internal(String),

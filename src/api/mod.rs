@@ -217,12 +217,12 @@ pub fn router(state: Shared) -> Router {
 }
 
 async fn readyz(State(st): State<Shared>) -> Response {
-    match st.store.ping().await {
+    match st.store.ready().await {
         Ok(()) if !st.shutting_down.load(Ordering::SeqCst) => (StatusCode::OK, "ready\n").into_response(),
         Ok(()) => ApiError::ShuttingDown.into_response(),
         Err(e) => {
-            tracing::error!(error = %e, "database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n").into_response()
+            tracing::error!(error = %e, "database unreachable or not writable");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable or not writable\n").into_response()
         }
     }
 }

@@ -12,6 +12,12 @@ impl Store {
     /// Queues a job; `false` when it was not created because a shared job with its key is
     /// already queued or running (then join that one: `active_with_key`).
     pub async fn create_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {
+        // Noted: a job refused for a full disk makes `/readyz` probe until writes work again.
+        let created = self.insert_job(job).await;
+        self.noting(created)
+    }
+
+    async fn insert_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {
         let NewJob {
             id,
             batch_id,
@@ -108,13 +114,18 @@ impl Store {
     /// Runs one of the claims (`sql` takes $1 now, $2 the lease's end, $3 `running`, $4
     /// `queued`): the claimed row, if any.
     async fn claim_by(&self, sql: String, now: i64, lease_ms: i64) -> Result<Option<sqlx::any::AnyRow>, StoreError> {
-        Ok(sqlx::query(sqlx::AssertSqlSafe(sql))
+        // Every row fetched (there is at most one), not the first: SQLite commits an
+        // UPDATE … RETURNING when the statement runs to its end, and a commit that fails there
+        // (a full disk) would go unseen by a caller that stopped at the first row, which would
+        // then solve a job it never claimed.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(now)
             .bind(now + lease_ms)
             .bind(JobStatus::Running.as_str())
             .bind(JobStatus::Queued.as_str())
-            .fetch_optional(&self.pool)
-            .await?)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.into_iter().next())
     }
 
     pub async fn batch_jobs(&self, batch_id: &str) -> Result<Vec<JobRow>, StoreError> {

@@ -8,6 +8,12 @@ impl Store {
     /// Inserts a topology unless one with the same digest exists; returns it and whether it
     /// was created.
     pub async fn put_topology(&self, t: &TopologyRow) -> Result<(TopologyRow, bool), StoreError> {
+        // Noted, as a job's creation is (`create_job`).
+        let put = self.insert_topology(t).await;
+        self.noting(put)
+    }
+
+    async fn insert_topology(&self, t: &TopologyRow) -> Result<(TopologyRow, bool), StoreError> {
         if let Some(existing) = self.topology_by_digest(&t.digest).await? {
             // Stored again after a soft delete: visible again.
             sqlx::query("UPDATE topologies SET deleted_at = NULL WHERE id = $1 AND deleted_at IS NOT NULL")

@@ -22,7 +22,7 @@ pub use body::{COMPRESS_FROM_BYTES, STORED_MAX_BYTES, ScheduleBody, StoredBody, 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(#[source] sqlx::Error),
     #[error("migrations: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("unsupported database URL {0:?}: expected sqlite:… or postgres://…")]
@@ -34,6 +34,15 @@ pub enum StoreError {
     Corrupt(String),
     #[error("compressing a schedule: {0}")]
     Compress(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> StoreError {
+        // A failed statement may have left its connection inside a transaction: the pool
+        // checks the connections coming back for a while (`faults::suspect`).
+        faults::suspect();
+        StoreError::Db(e)
+    }
 }
 
 impl StoreError {

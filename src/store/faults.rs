@@ -6,6 +6,7 @@
 
 use sqlx::Executor;
 use sqlx::error::DatabaseError;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// SQLite's primary result codes that say the file cannot take the write now: BUSY and LOCKED
 /// (the write lock stayed taken past `busy_timeout`), READONLY, IOERR, FULL, CANTOPEN.
@@ -25,13 +26,30 @@ pub(super) fn is_storage_fault(d: &dyn DatabaseError) -> bool {
     POSTGRES_STORAGE_CODES.contains(&code.as_ref())
 }
 
+/// Until when (ms since the epoch) connections coming back are checked: a minute past the
+/// last database error this process saw. Only a failed statement can leave a connection
+/// inside a transaction, and checking every one costs a sixth of the service's throughput.
+static SUSPECT_UNTIL_MS: AtomicI64 = AtomicI64::new(0);
+
+/// How long after a database error connections coming back are checked.
+const SUSPECT_FOR_MS: i64 = 60_000;
+
+/// Notes a database error (every `sqlx::Error` the store turns into a `StoreError`).
+pub(super) fn suspect() {
+    SUSPECT_UNTIL_MS.fetch_max(super::now_ms() + SUSPECT_FOR_MS, Ordering::Relaxed);
+}
+
 /// The pool's check of an SQLite connection coming back: `true` keeps it. A failed COMMIT or
 /// ROLLBACK (a full or read-only disk) can leave SQLite inside the transaction while sqlx
 /// believes it ended, or the other way round; such a connection is closed instead, which rolls
 /// the transaction back and frees the write lock. SQLite refuses BEGIN inside a transaction,
 /// so BEGIN then ROLLBACK tells, after the rollback sqlx may have queued on drop has run.
+/// Checked only within `SUSPECT_FOR_MS` of a database error.
 pub(super) async fn sqlite_connection_is_clean(conn: &mut sqlx::AnyConnection) -> bool {
     use sqlx::Connection;
+    if super::now_ms() > SUSPECT_UNTIL_MS.load(Ordering::Relaxed) {
+        return true;
+    }
     let clean = match conn.execute("BEGIN").await {
         Ok(_) => conn.execute("ROLLBACK").await.is_ok() && !conn.is_in_transaction(),
         Err(_) => false,

@@ -86,3 +86,44 @@ fn pruning_by_worklist_equals_pruning_by_passes() {
         assert_eq!(prune_dead_ends(&ten, num_chunks, moves, &post), expected, "case {case}");
     }
 }
+
+/// The greedy polls its stop within a timestep, not only between two: on fc:256 an
+/// all-gather's 65,280 moves all land in one timestep, and their arrivals (each offering its
+/// chunk over 255 edges) took half a minute on fc:1024 without a poll. A stop that answers
+/// true at its second call ends the plan there, in the timestep of the arrivals.
+#[test]
+fn the_greedy_polls_between_the_arrivals_of_one_timestep() {
+    let topo = crate::topology::parse_spec("fc:256").unwrap();
+    let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 26);
+    let c = Collective::build(&spec, &topo).unwrap();
+    let ten = Ten::build(&topo, c.chunk_size_bytes, crate::ten::SwitchModel::Native, None).unwrap();
+    let (pre, post) = (c.precondition.to_vec(), c.postcondition.to_vec());
+    let p = greedy::Problem {
+        ten: &ten,
+        num_chunks: c.num_chunks,
+        pre: &pre,
+        post: &post,
+        live_npus: ten.npus,
+        rarest_first: false,
+        capacity: 1,
+    };
+    let calls = std::cell::Cell::new(0usize);
+    let whole = greedy::plan(&p, 0, &|| {
+        calls.set(calls.get() + 1);
+        false
+    })
+    .unwrap();
+    let arrivals: usize = 255 * 256;
+    assert!(whole.moves.len() >= arrivals, "{} moves", whole.moves.len());
+    // One poll a timestep (the last, with nothing left to move, ends before its poll), and
+    // one every `ARRIVALS_PER_POLL` arrivals (before, one poll in all).
+    let per_timestep = whole.timesteps as usize;
+    assert!(calls.get() >= per_timestep + arrivals / (1 << 14), "{} polls, {} timesteps", calls.get(), whole.timesteps);
+    calls.set(0);
+    let stopped = greedy::plan(&p, 0, &|| {
+        calls.set(calls.get() + 1);
+        calls.get() >= 2
+    });
+    assert!(matches!(stopped, Err(SynthError::Cancelled)), "{stopped:?}");
+    assert_eq!(calls.get(), 2);
+}

@@ -135,19 +135,22 @@ pub fn spreads(c: &Collective) -> bool {
 
 /// A lower bound worked out from the topology and the collective's size alone, without the
 /// condition lists (cheap at any scale): the two-pass bound of an all-reduce over every live
-/// NPU, the per-NPU ingress bound of an all-gather (each NPU receives the other p − 1 blocks);
-/// `None` for the other kinds.
+/// NPU, the per-NPU ingress bound of an all-gather (each NPU receives the other p − 1 blocks,
+/// and the link that brings its last byte took at least its latency plus its share of them:
+/// `max_l (α_l + b_l/β_l) ≥ min α + Σb/Σβ`); `None` for the other kinds.
 pub fn quick_bound_ns(topo: &Topology, c: &Collective) -> Option<f64> {
     let p = c.group.len();
     match c.spec.kind {
         CollectiveKind::AllReduce => two_pass(topo, c),
         CollectiveKind::AllGather if p >= 2 => {
             let bytes = (p - 1) as f64 * c.spec.size_bytes as f64 / p as f64;
+            let first =
+                |v: usize| topo.in_links(v).iter().map(|&l| topo.links()[l].latency_ns).fold(f64::INFINITY, f64::min);
             c.group
                 .iter()
-                .map(|&v| topo.ingress_gb_per_s(v))
-                .filter(|&bw| bw > 0.0)
-                .map(|bw| bytes / bw)
+                .map(|&v| (v, topo.ingress_gb_per_s(v)))
+                .filter(|&(_, bw)| bw > 0.0)
+                .map(|(v, bw)| first(v) + bytes / bw)
                 .reduce(f64::max)
         }
         _ => None,

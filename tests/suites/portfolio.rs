@@ -391,3 +391,41 @@ fn progress_only_moves_forward() {
         assert!(seen.iter().all(|f| (0.0..1.0).contains(f)), "{seen:?}");
     }
 }
+
+/// The quick all-gather bound (each NPU's ingress, plus the latency of the link that brings
+/// its last byte) is a lower bound: no candidate `auto` validated is faster, on fabrics with
+/// uneven links and latencies and through switches, at sizes where either term dominates.
+#[test]
+fn the_quick_all_gather_bound_is_below_every_schedule() {
+    use ccsynth::collective::Collective;
+    for spec in
+        ["ring:8", "torus:4x4", "mesh:4x4@bw=50,100;lat=500,1000", "fc:8", "dragonfly:4:5", "hier:ring2,fc4,switch4"]
+    {
+        for size in [1u64 << 10, 1 << 20, 64 << 20] {
+            let t = topo(spec);
+            let c = CollectiveSpec::new(K::AllGather, size);
+            let quick = ccsynth::bounds::quick_bound_ns(&t, &Collective::build(&c, &t).unwrap()).unwrap();
+            let out = run(&t, c, registry::PORTFOLIO, generous()).unwrap();
+            for e in out.stats.portfolio().unwrap().candidates.iter().filter(|e| e.valid) {
+                let time = e.collective_time_ns.unwrap();
+                assert!(time >= quick * (1.0 - 1e-9), "{spec} at {size} B: {} {time} ns < {quick}", e.algorithm);
+            }
+        }
+    }
+}
+
+/// A baseline at the bound leads: on fc:1024 an all-gather's direct schedule (a million
+/// messages, each NPU's block straight to every other) is priced at the quick bound once the
+/// bound counts a link's latency, so it is built first, and a greedy that takes the whole
+/// limit does not leave `auto` without a schedule (it did: "the time limit ran out before any
+/// schedule was found", the direct baseline waiting behind the greedy's 10 s).
+#[test]
+fn a_baseline_at_the_bound_is_built_before_the_greedy_takes_the_limit() {
+    let t = topo("fc:1024");
+    let options = Options { time_limit_s: Some(3.0), ..Options::default() };
+    let out = run(&t, CollectiveSpec::new(K::AllGather, 64 << 20), registry::PORTFOLIO, options).unwrap();
+    assert_eq!(out.schedule.algorithm.as_deref(), Some("direct"));
+    let time = out.report.timing.as_ref().unwrap().collective_time_ns;
+    let bound = out.report.lower_bounds.as_ref().unwrap().lower_bound_ns.unwrap();
+    assert!((time - bound).abs() <= 1e-9 * bound, "{time} against the bound {bound}");
+}

@@ -2,10 +2,12 @@
 //! themselves: every source file opens with a `//!` module doc; no source file is over 600
 //! lines; the boundary holds (the front end — `api`, `store`, `cli`, `bench`, the binary —
 //! reaches the core only through `engine`, and the core never imports the front end or its
-//! async and database crates); no file glob-imports another module; and the three documents
+//! async and database crates); no file glob-imports another module; sibling modules import
+//! each other one way (no circles); and the three documents
 //! a newcomer reads first fit on a page.
 //! ARCHITECTURE.md states these rules; this file is what keeps them true.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -198,4 +200,122 @@ fn docs_fit_on_a_page() {
         }
     }
     report("documents a newcomer cannot read through", problems);
+}
+
+/// The sibling modules of `dir` (src/x/) that `file` (at `depth` directories below `dir`)
+/// names outside unit tests: through `super::` (as many as it takes to reach `dir`'s module,
+/// `{a, b::c}` lists included) or through the crate path `crate::x::` / `ccsynth::x::`.
+fn siblings_named(file: &Path, depth: usize, module_path: &str, siblings: &BTreeSet<String>) -> BTreeSet<String> {
+    let text = read(file);
+    let up = "super::".repeat(depth);
+    let prefixes = [up, format!("crate::{module_path}::"), format!("ccsynth::{module_path}::")];
+    let mut found = BTreeSet::new();
+    for (_, line) in non_test_lines(&text) {
+        let code = line.split("//").next().unwrap_or("");
+        for prefix in &prefixes {
+            for (at, _) in code.match_indices(prefix.as_str()) {
+                if code[..at].chars().next_back().is_some_and(|c| is_ident(c) || c == ':') {
+                    continue; // a longer path (super::super:: read as super::)
+                }
+                let rest = &code[at + prefix.len()..];
+                let items: Vec<&str> = match rest.strip_prefix('{') {
+                    Some(list) => list.split('}').next().unwrap_or("").split(',').collect(),
+                    None => vec![rest],
+                };
+                for item in items {
+                    let head: String = item.trim().chars().take_while(|&c| is_ident(c)).collect();
+                    if siblings.contains(&head) {
+                        found.insert(head);
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A cycle in `edges` (sibling → siblings it names), if any, as its members in order.
+fn a_cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        v: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(v.to_string(), 1);
+        stack.push(v.to_string());
+        for w in edges.get(v).into_iter().flatten() {
+            match state.get(w.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let from = stack.iter().position(|s| s == w).unwrap_or(0);
+                    return Some(stack[from..].to_vec());
+                }
+                0 => {
+                    if let Some(c) = visit(w, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(v.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for v in edges.keys() {
+        if state.get(v.as_str()).copied().unwrap_or(0) == 0 {
+            let mut stack = Vec::new();
+            if let Some(c) = visit(v, edges, &mut state, &mut stack) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+/// Sibling modules import each other one way (issue 65): in every module with submodules,
+/// the graph of which submodule names which (outside unit tests) has no cycle, so each can be
+/// read knowing only those below it.
+#[test]
+fn sibling_modules_import_each_other_one_way() {
+    let mut problems = Vec::new();
+    let mut dirs = vec![root().join("src")];
+    while let Some(dir) = dirs.pop() {
+        let mut children: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()) {
+            if entry.is_dir() {
+                dirs.push(entry.clone());
+                let mut files = Vec::new();
+                collect(&entry, &mut files);
+                let name = entry.file_name().unwrap().to_string_lossy().to_string();
+                children.entry(name).or_default().extend(files);
+            } else if entry.extension().is_some_and(|e| e == "rs") {
+                let stem = entry.file_stem().unwrap().to_string_lossy().to_string();
+                if !["mod", "lib", "main", "tests"].contains(&stem.as_str()) {
+                    children.entry(stem).or_default().push(entry);
+                }
+            }
+        }
+        let rel = dir.strip_prefix(root().join("src")).unwrap();
+        let module_path = rel.to_string_lossy().replace('/', "::");
+        let names: BTreeSet<String> = children.keys().cloned().collect();
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (name, files) in &children {
+            for f in files.iter().filter(|f| !f.ends_with("tests.rs")) {
+                // A directory module's mod.rs sits one level below its own module.
+                let depth = f.strip_prefix(&dir).unwrap().components().count() - usize::from(f.ends_with("mod.rs"));
+                let mut named = siblings_named(f, depth, &module_path, &names);
+                named.remove(name);
+                edges.entry(name.clone()).or_default().extend(named);
+            }
+        }
+        if rel.as_os_str().is_empty() {
+            continue; // the crate root's modules: the boundary test orders them
+        }
+        if let Some(cycle) = a_cycle(&edges) {
+            problems.push(format!("src/{}: {} -> {}", rel.display(), cycle.join(" -> "), cycle[0]));
+        }
+    }
+    report("submodules that import each other in a circle (limit: none)", problems);
 }

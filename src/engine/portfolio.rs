@@ -5,7 +5,8 @@
 //! bug, every candidate runs again with its own validation and the fastest valid one wins).
 //! Baselines are priced before they are built (a lower bound on their time from their
 //! structure, `baselines::lower_bound_ns`): a baseline whose price exceeds a schedule already
-//! found is skipped unbuilt, so at scale `auto` costs about what its winner costs.
+//! found is skipped unbuilt, so at scale `auto` costs about what its winner costs; once a
+//! schedule at the collective's quick lower bound is in hand, the synthesizers are not run.
 //! `stats.portfolio` lists every candidate; the result is deterministic whenever no candidate
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
 //! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
@@ -30,6 +31,8 @@ pub const ILP_BUDGET_S: f64 = 10.0;
 /// How far above the collective's quick bound (`bounds::quick_bound_ns`) the cheapest-priced
 /// baseline's price may be for it to start beside the synthesizers.
 pub const FIRST_WAVE_PRICE: f64 = 1.25;
+/// The note of a synthesizer not run because a schedule at the lower bound was in hand.
+pub const AT_THE_BOUND: &str = "skipped: a schedule at the collective's lower bound was already found";
 
 /// One candidate of the portfolio.
 #[derive(Clone, Debug, Serialize)]
@@ -195,7 +198,7 @@ fn run_gated(
     });
     // Every candidate of a wave on the pool (they are independent; the greedy and the ILP use
     // the request's threads within theirs); only the fastest schedule so far is kept.
-    let best = Best::default();
+    let best = Best::new(quick);
     if let Some(t) = incumbent_ns {
         best.offer(t);
     }
@@ -292,23 +295,30 @@ impl Acc {
 }
 
 /// The fastest time any candidate has finished with so far (f64 bits; +∞ at first), shared
-/// by the candidates running on the pool.
-struct Best(std::sync::atomic::AtomicU64);
-
-impl Default for Best {
-    fn default() -> Best {
-        Best(std::sync::atomic::AtomicU64::new(f64::INFINITY.to_bits()))
-    }
+/// by the candidates running on the pool, beside the collective's quick lower bound (0 when
+/// none is known), below which nothing can finish.
+struct Best {
+    time: std::sync::atomic::AtomicU64,
+    floor: f64,
 }
 
 impl Best {
+    fn new(floor: Option<f64>) -> Best {
+        Best { time: std::sync::atomic::AtomicU64::new(f64::INFINITY.to_bits()), floor: floor.unwrap_or(0.0) }
+    }
     fn get(&self) -> f64 {
-        f64::from_bits(self.0.load(std::sync::atomic::Ordering::Relaxed))
+        f64::from_bits(self.time.load(std::sync::atomic::Ordering::Relaxed))
     }
     fn offer(&self, t: f64) {
-        let _ = self.0.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |b| {
-            (t < f64::from_bits(b)).then_some(t.to_bits())
-        });
+        let _ =
+            self.time.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |b| {
+                (t < f64::from_bits(b)).then_some(t.to_bits())
+            });
+    }
+    /// Whether a schedule at the lower bound is in hand (within rounding): no candidate can
+    /// be faster.
+    fn at_floor(&self) -> bool {
+        self.floor > 0.0 && self.get() <= self.floor * (1.0 + 1e-9)
     }
 }
 
@@ -383,6 +393,14 @@ fn attempt(
             price / 1e3,
             best.get() / 1e3
         ));
+        acc.entries.push((i, entry));
+        return acc;
+    }
+    // A schedule at the collective's lower bound already (a lead baseline's, an incumbent's):
+    // a synthesizer could at best tie it, and would take the time limit trying (the greedy
+    // on fc:1024 beside direct's all-gather at the bound: 10 s for nothing).
+    if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) && best.at_floor() {
+        entry.note = Some(format!("{AT_THE_BOUND} ({:.3} us)", best.get() / 1e3));
         acc.entries.push((i, entry));
         return acc;
     }

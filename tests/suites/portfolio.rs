@@ -418,13 +418,18 @@ fn the_quick_all_gather_bound_is_below_every_schedule() {
 /// messages, each NPU's block straight to every other) is priced at the quick bound once the
 /// bound counts a link's latency, so it is built first, and a greedy that takes the whole
 /// limit does not leave `auto` without a schedule (it did: "the time limit ran out before any
-/// schedule was found", the direct baseline waiting behind the greedy's 10 s).
+/// schedule was found", the direct baseline waiting behind the greedy's 10 s); nor is the
+/// greedy run once a schedule at the bound is in hand.
 #[test]
 fn a_baseline_at_the_bound_is_built_before_the_greedy_takes_the_limit() {
     let t = topo("fc:1024");
     let options = Options { time_limit_s: Some(3.0), ..Options::default() };
     let out = run(&t, CollectiveSpec::new(K::AllGather, 64 << 20), registry::PORTFOLIO, options).unwrap();
     assert_eq!(out.schedule.algorithm.as_deref(), Some("direct"));
+    // Led by direct at the bound, the greedy is not run at all.
+    let greedy = out.stats.portfolio().unwrap().candidates.iter().find(|e| e.algorithm == "greedy").unwrap();
+    assert!(greedy.note.as_deref().unwrap_or_default().starts_with(engine::portfolio::AT_THE_BOUND), "{greedy:?}");
+    assert!(!greedy.cut && greedy.wall_ms == 0.0, "{greedy:?}");
     let time = out.report.timing.as_ref().unwrap().collective_time_ns;
     let bound = out.report.lower_bounds.as_ref().unwrap().lower_bound_ns.unwrap();
     assert!((time - bound).abs() <= 1e-9 * bound, "{time} against the bound {bound}");

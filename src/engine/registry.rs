@@ -129,6 +129,36 @@ pub enum Produce {
     Plain(MakeSchedule),
 }
 
+/// A field of a request's `options` (`engine::Options`), named as serde (and so the API and
+/// `/v1/algorithms`) spells it. `Options::named` lists the ones a request sets, by an
+/// exhaustive match of its fields, so an option added to `Options` is added here too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptionName {
+    /// `seed`: the random seed.
+    Seed,
+    /// `seeds`: how many seeds are tried.
+    Seeds,
+    /// `threads`: the threads of the greedy's runs and HiGHS.
+    Threads,
+    /// `chunks_per_npu`: the chunking, or the search for one when absent.
+    ChunksPerNpu,
+    /// `time_limit_s`: the run's budget.
+    TimeLimitS,
+    /// `solve_time_limit_s`: the ILP's cap on one solve.
+    SolveTimeLimitS,
+    /// `switch_model`: how switches appear in the TEN.
+    SwitchModel,
+    /// `discretization`: the TEN's timestep.
+    Discretization,
+    /// `ignore_congestion`: the ILP without its congestion constraint.
+    IgnoreCongestion,
+    /// `window`: the ILP's time clustering window.
+    Window,
+    /// `effort`: how much the greedy searches.
+    Effort,
+}
+
 /// A synthesizer: its name, what it serves, the options it reads and how it produces.
 #[derive(Clone, Copy)]
 pub struct Synthesizer {
@@ -139,7 +169,7 @@ pub struct Synthesizer {
     /// The collectives it serves.
     pub collectives: fn() -> Vec<CollectiveKind>,
     /// The `options` fields it reads.
-    pub options: &'static [&'static str],
+    pub options: &'static [OptionName],
     /// How it produces.
     pub produce: Produce,
 }
@@ -149,6 +179,8 @@ fn every_kind() -> Vec<CollectiveKind> {
     CollectiveKind::ALL.iter().copied().filter(|k| *k != CollectiveKind::Custom).collect()
 }
 
+use OptionName as O;
+
 /// The engine's synthesizers, the portfolio first (`listing` and `auto`'s order).
 const BUILT_IN: [Synthesizer; 3] = [
     Synthesizer {
@@ -156,17 +188,17 @@ const BUILT_IN: [Synthesizer; 3] = [
         kind: "portfolio",
         collectives: every_kind,
         options: &[
-            "seed",
-            "seeds",
-            "threads",
-            "chunks_per_npu",
-            "time_limit_s",
-            "solve_time_limit_s",
-            "switch_model",
-            "discretization",
-            "ignore_congestion",
-            "window",
-            "effort",
+            O::Seed,
+            O::Seeds,
+            O::Threads,
+            O::ChunksPerNpu,
+            O::TimeLimitS,
+            O::SolveTimeLimitS,
+            O::SwitchModel,
+            O::Discretization,
+            O::IgnoreCongestion,
+            O::Window,
+            O::Effort,
         ],
         produce: Produce::Portfolio,
     },
@@ -175,14 +207,14 @@ const BUILT_IN: [Synthesizer; 3] = [
         kind: "synthesizer",
         collectives: every_kind,
         options: &[
-            "seed",
-            "seeds",
-            "threads",
-            "chunks_per_npu",
-            "time_limit_s",
-            "switch_model",
-            "discretization",
-            "effort",
+            O::Seed,
+            O::Seeds,
+            O::Threads,
+            O::ChunksPerNpu,
+            O::TimeLimitS,
+            O::SwitchModel,
+            O::Discretization,
+            O::Effort,
         ],
         produce: Produce::Engine(super::run_greedy),
     },
@@ -191,15 +223,15 @@ const BUILT_IN: [Synthesizer; 3] = [
         kind: "synthesizer",
         collectives: every_kind,
         options: &[
-            "seed",
-            "threads",
-            "chunks_per_npu",
-            "time_limit_s",
-            "solve_time_limit_s",
-            "switch_model",
-            "discretization",
-            "ignore_congestion",
-            "window",
+            O::Seed,
+            O::Threads,
+            O::ChunksPerNpu,
+            O::TimeLimitS,
+            O::SolveTimeLimitS,
+            O::SwitchModel,
+            O::Discretization,
+            O::IgnoreCongestion,
+            O::Window,
         ],
         produce: Produce::Engine(super::run_ilp),
     },
@@ -240,7 +272,7 @@ pub struct SynthesizerInfo {
     /// The collectives it serves.
     pub collectives: Vec<CollectiveKind>,
     /// The `options` fields it reads.
-    pub options: &'static [&'static str],
+    pub options: &'static [OptionName],
 }
 
 /// Every algorithm, as `GET /v1/algorithms` answers.
@@ -320,32 +352,44 @@ mod tests {
     /// greedy and the ILP, reads every one that either reads.
     #[test]
     fn the_listed_options_are_the_requests_options() {
-        let e = serde_json::from_value::<super::super::Options>(serde_json::json!({"__x": 1})).unwrap_err();
-        let e = e.to_string();
-        let fields: Vec<&str> =
-            e.split("expected one of ").nth(1).unwrap().split(", ").map(|f| f.trim_matches('`')).collect();
+        // Every field set: serialized, serde's name of every option; named, the typed list.
+        let all = super::super::Options {
+            seed: Some(0),
+            seeds: Some(1),
+            threads: Some(1),
+            chunks_per_npu: Some(1),
+            time_limit_s: Some(1.0),
+            solve_time_limit_s: Some(1.0),
+            switch_model: Some(Default::default()),
+            discretization: Some(1.0),
+            ignore_congestion: Some(true),
+            window: Some(1),
+            effort: Some(Default::default()),
+            keep_lp: true,
+        };
+        let json = serde_json::to_value(&all).unwrap();
+        let mut fields: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        fields.sort_unstable();
+        let named = all.named();
+        let mut spelled: Vec<String> =
+            named.iter().map(|o| serde_json::to_value(o).unwrap().as_str().unwrap().to_string()).collect();
+        spelled.sort_unstable();
+        assert_eq!(spelled, fields, "the typed options and serde's fields");
+        assert_eq!(super::super::Options::default().named(), vec![], "none set");
         let listing = listing();
-        for s in &listing.synthesizers {
-            for o in s.options {
-                assert!(fields.contains(o), "{}: {o} is not an option ({fields:?})", s.name);
-            }
-        }
         let auto = &listing.synthesizers[0];
         assert_eq!(auto.name, PORTFOLIO);
         for s in &listing.synthesizers[1..] {
             for o in s.options {
-                assert!(auto.options.contains(o), "auto does not list {o}, which {} reads", s.name);
+                assert!(auto.options.contains(o), "auto does not list {o:?}, which {} reads", s.name);
             }
         }
         // Every option is read by some synthesizer.
-        for f in &fields {
-            assert!(auto.options.contains(f), "no synthesizer lists {f}");
+        for o in &named {
+            assert!(auto.options.contains(o), "no synthesizer lists {o:?}");
         }
     }
 
-    /// Every door reads an algorithm with the same parser: each name round-trips through
-    /// `FromStr`, `Display` and serde, and an unknown one is refused in the same words by
-    /// `FromStr` (naming the field `algorithm`) and by serde.
     #[test]
     fn an_algorithm_reads_the_same_at_every_door() {
         for name in names().into_iter().filter(|n| !n.contains('<')).chain(["kolmakov-r2"]) {

@@ -2,7 +2,7 @@
 //! wire form (`RequestSpec`), checked once against the caller's `Limits` into a `Request`
 //! whose errors name the request's own fields (`collective.chunks_per_npu`, `options.seeds`).
 
-use super::registry::Algorithm;
+use super::registry::{Algorithm, OptionName};
 use crate::collective::{Collective, CollectiveKind, CollectiveSpec};
 use crate::error::InputError;
 use crate::synth::Effort;
@@ -63,6 +63,43 @@ pub struct Options {
     pub keep_lp: bool,
 }
 crate::strict::objects_only!(Options, "request options (an object)", serialize);
+
+impl Options {
+    /// The options this request sets, in field order. Every field is matched by name (no
+    /// `..`), so a new one cannot be left out of `OptionName` and the registry's lists.
+    pub fn named(&self) -> Vec<OptionName> {
+        let Options {
+            seed,
+            seeds,
+            threads,
+            chunks_per_npu,
+            time_limit_s,
+            solve_time_limit_s,
+            switch_model,
+            discretization,
+            ignore_congestion,
+            window,
+            effort,
+            keep_lp: _,
+        } = self;
+        [
+            (seed.is_some(), OptionName::Seed),
+            (seeds.is_some(), OptionName::Seeds),
+            (threads.is_some(), OptionName::Threads),
+            (chunks_per_npu.is_some(), OptionName::ChunksPerNpu),
+            (time_limit_s.is_some(), OptionName::TimeLimitS),
+            (solve_time_limit_s.is_some(), OptionName::SolveTimeLimitS),
+            (switch_model.is_some(), OptionName::SwitchModel),
+            (discretization.is_some(), OptionName::Discretization),
+            (ignore_congestion.is_some(), OptionName::IgnoreCongestion),
+            (window.is_some(), OptionName::Window),
+            (effort.is_some(), OptionName::Effort),
+        ]
+        .into_iter()
+        .filter_map(|(set, name)| set.then_some(name))
+        .collect()
+    }
+}
 
 /// What is to be run: one collective, or several at once (multi-tenant).
 #[derive(Clone, Debug, PartialEq)]

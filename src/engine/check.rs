@@ -2,6 +2,7 @@
 //! producer's schedule passes before it leaves the engine) and `Gate`, how `auto`'s candidates
 //! are checked (simulated only, the winner validated after).
 
+use super::fastest::Incumbent;
 use super::{Error, Limits, request};
 use crate::bounds::{LowerBounds, lower_bounds};
 use crate::collective::Collective;
@@ -297,23 +298,6 @@ fn deferred(mut s: Schedule, timing: Timing) -> (Schedule, CheckReport) {
         timing: Some(timing),
     };
     (s, report)
-}
-
-/// The best simulated time among the candidates checked so far (`gate_speculative_until`):
-/// one no faster is not validated. Shared by runs checked side by side.
-pub(super) struct Incumbent(std::sync::atomic::AtomicU64);
-
-impl Incumbent {
-    /// With `ns` (a schedule the caller already has) to beat, or nothing.
-    pub(super) fn new(ns: Option<f64>) -> Incumbent {
-        Incumbent(std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits()))
-    }
-
-    /// Takes `ns` as the best when it beats it (a tie keeps the incumbent); whether it did.
-    pub(super) fn offer(&self, ns: f64) -> bool {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.0.fetch_update(SeqCst, SeqCst, |best| (ns < f64::from_bits(best)).then_some(ns.to_bits())).is_ok()
-    }
 }
 
 /// `Gate::Deferred` for a candidate that may win, when nothing has simulated it yet: the

@@ -112,7 +112,7 @@ pub(super) fn synthesize_greedy(
     };
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
     let labels = Labels::new();
-    let incumbent = super::check::Incumbent::new(req.incumbent_ns);
+    let incumbent = super::fastest::Incumbent::new(req.incumbent_ns);
     let ranking =
         Ranking { single, deferred: !single && req.gate == Gate::Deferred, incumbent: &incumbent, cancelled, polled };
     let run = |(index, r): (usize, &Run)| -> Outcome {
@@ -335,7 +335,7 @@ fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
 struct Ranking<'a> {
     single: bool,
     deferred: bool,
-    incumbent: &'a super::check::Incumbent,
+    incumbent: &'a super::fastest::Incumbent,
     cancelled: &'a (dyn Fn() -> bool + Sync),
     polled: &'a (dyn Fn() -> bool + Sync),
 }

@@ -11,7 +11,7 @@
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
 //! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
 
-use super::fastest::{Fastest, Least, time};
+use super::fastest::{Fastest, Incumbent, Least, time};
 use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
 use super::{Control, Error, Gate, Output, RunStats, SynthStats};
@@ -198,7 +198,7 @@ fn run_gated(
     });
     // Every candidate of a wave on the pool (they are independent; the greedy and the ILP use
     // the request's threads within theirs); only the fastest schedule so far is kept.
-    let best = Best::new(quick);
+    let best = Incumbent::new(None).with_floor(quick);
     if let Some(t) = incumbent_ns {
         best.offer(t);
     }
@@ -294,34 +294,6 @@ impl Acc {
     }
 }
 
-/// The fastest time any candidate has finished with so far (f64 bits; +∞ at first), shared
-/// by the candidates running on the pool, beside the collective's quick lower bound (0 when
-/// none is known), below which nothing can finish.
-struct Best {
-    time: std::sync::atomic::AtomicU64,
-    floor: f64,
-}
-
-impl Best {
-    fn new(floor: Option<f64>) -> Best {
-        Best { time: std::sync::atomic::AtomicU64::new(f64::INFINITY.to_bits()), floor: floor.unwrap_or(0.0) }
-    }
-    fn get(&self) -> f64 {
-        f64::from_bits(self.time.load(std::sync::atomic::Ordering::Relaxed))
-    }
-    fn offer(&self, t: f64) {
-        let _ =
-            self.time.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |b| {
-                (t < f64::from_bits(b)).then_some(t.to_bits())
-            });
-    }
-    /// Whether a schedule at the lower bound is in hand (within rounding): no candidate can
-    /// be faster.
-    fn at_floor(&self) -> bool {
-        self.floor > 0.0 && self.get() <= self.floor * (1.0 + 1e-9)
-    }
-}
-
 /// A baseline candidate: built, then dropped before the validator and the simulator (most of
 /// its cost) when its busiest link alone is busy longer than a schedule some candidate has
 /// already finished with. Such a candidate is strictly slower than that schedule, so it can
@@ -329,7 +301,7 @@ impl Best {
 fn baseline_candidate(
     req: &Request,
     name: &str,
-    best: &Best,
+    best: &Incumbent,
     ctl: Control,
     deadline: Instant,
     gate: Gate,
@@ -363,7 +335,7 @@ fn attempt(
     price_ns: Option<f64>,
     ctl: Control,
     deadline: Instant,
-    best: &Best,
+    best: &Incumbent,
     gate: Gate,
 ) -> Acc {
     let mut acc = Acc::default();

@@ -70,3 +70,40 @@ pub(super) async fn sqlite_write_probe(pool: &sqlx::AnyPool) -> Result<(), sqlx:
     sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA user_version = {v}"))).execute(pool).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::StoreError;
+    use sqlx::any::AnyPoolOptions;
+
+    /// A write refused by a read-only database file or a full one is a storage fault (the
+    /// database away for writes: 503, retried), and a mistake in a statement is not. The
+    /// read-only file is opened `mode=ro` (a read-only disk gives SQLite's same READONLY); the
+    /// full one is capped by `max_page_count` (a full disk gives its same FULL).
+    #[test]
+    fn read_only_and_full_databases_are_storage_faults_and_a_bad_statement_is_not() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            sqlx::any::install_default_drivers();
+            let path = std::env::temp_dir().join(format!("ccsynth-faults-{}.db", std::process::id()));
+            let _ = std::fs::remove_file(&path);
+            let url = |mode: &str| format!("sqlite:{}?mode={mode}", path.display());
+            let one = || AnyPoolOptions::new().max_connections(1);
+            let rw = one().connect(&url("rwc")).await.unwrap();
+            sqlx::query("CREATE TABLE t (x BLOB)").execute(&rw).await.unwrap();
+            let fault = |e: sqlx::Error| StoreError::from(e).is_unavailable();
+            let e = sqlx::query("INSERT INTO nowhere VALUES (1)").execute(&rw).await.unwrap_err();
+            assert!(!fault(e), "a statement's own mistake");
+            let pages: i64 = sqlx::query_scalar("PRAGMA page_count").fetch_one(&rw).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("PRAGMA max_page_count = {pages}"))).execute(&rw).await.unwrap();
+            let e = sqlx::query("INSERT INTO t VALUES (zeroblob(1048576))").execute(&rw).await.unwrap_err();
+            assert!(fault(e), "a full database");
+            rw.close().await;
+            let ro = one().connect(&url("ro")).await.unwrap();
+            let e = sqlx::query("INSERT INTO t VALUES (1)").execute(&ro).await.unwrap_err();
+            assert!(fault(e), "a read-only database");
+            ro.close().await;
+            let _ = std::fs::remove_file(&path);
+        });
+    }
+}

@@ -38,8 +38,8 @@ impl SmallDisk {
     }
 
     /// `mount -o remount,OPTIONS`: a new size. (Not `ro`: a mounted filesystem with files
-    /// open for writing, as the server's database is, cannot be made read-only, so the
-    /// read-only disk, classified as the full one is, is not reproduced here.)
+    /// open for writing, as the server's database is, cannot be made read-only; a read-only
+    /// database's refusal is classified as a full one's in `store::faults`' test.)
     fn remount(&self, options: &str) {
         let st = Command::new("mount").args(["-o", &format!("remount,{options}")]).arg(&self.dir).status().unwrap();
         assert!(st.success(), "remount {options}");

@@ -5,6 +5,12 @@ syntheses for D seconds, half of them repeats of a few requests (cache hits) and
 
 Usage: scripts/loadtest.py http://127.0.0.1:8080 [--clients 200] [--seconds 60]
 
+With --outage DOWN_CMD UP_CMD (shell commands, e.g. `pg_ctlcluster 15 main stop` and `... start`):
+DOWN_CMD runs at --outage-at seconds and UP_CMD --outage-for seconds later, while the clients
+go on; prints besides when the first 503 came after the database went away, the slowest answer
+during the outage, what else clients got then (no 500s, no hangs), when the first request after
+the restore succeeded, and what became of every job accepted (each found, each ending once).
+
 With --fairness HEAVY_TOKEN LIGHT_TOKEN (a server with --tokens-file; tokens may be empty
 strings for a server without tokens, where both clients are one): the heavy client queues
 --heavy-jobs ILP runs of --heavy-seconds each at once, then the light client submits a small
@@ -14,6 +20,7 @@ import argparse
 import http.client
 import json
 import random
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -25,6 +32,9 @@ parser.add_argument("--seconds", type=float, default=60)
 parser.add_argument("--fairness", nargs=2, metavar=("HEAVY_TOKEN", "LIGHT_TOKEN"))
 parser.add_argument("--heavy-jobs", type=int, default=10)
 parser.add_argument("--heavy-seconds", type=float, default=6)
+parser.add_argument("--outage", nargs=2, metavar=("DOWN_CMD", "UP_CMD"))
+parser.add_argument("--outage-at", type=float, default=None, help="seconds into the run (default: a third)")
+parser.add_argument("--outage-for", type=float, default=None, help="seconds (default: a third of the run)")
 args = parser.parse_args()
 target = urllib.parse.urlparse(args.url)
 
@@ -76,6 +86,9 @@ lock = threading.Lock()
 latencies = {"hit": [], "miss": []}
 statuses = {}
 errors = []
+answers = []  # (sent, answered, status) of every request, for the outage report
+accepted = set()  # ids of the jobs answered 201 or 202
+outage = {}
 stop_at = time.monotonic() + args.seconds
 
 
@@ -94,11 +107,12 @@ def client(index: int) -> None:
         try:
             conn.request("POST", "/v1/syntheses", data, {"Content-Type": "application/json"})
             resp = conn.getresponse()
-            resp.read()
+            raw = resp.read()
             status = resp.status
         except Exception as e:  # noqa: BLE001 - every failure counts as an error
             with lock:
                 errors.append(repr(e))
+                answers.append((started, time.monotonic(), "exception"))
             conn.close()
             conn = http.client.HTTPConnection(target.hostname, target.port, timeout=120)
             continue
@@ -106,11 +120,72 @@ def client(index: int) -> None:
         with lock:
             latencies[kind].append(elapsed)
             statuses[status] = statuses.get(status, 0) + 1
-            if status not in (200, 201, 202):
+            answers.append((started, started + elapsed, status))
+            if status in (201, 202):
+                accepted.add(json.loads(raw)["id"])
+            elif status != 503 or not args.outage:
                 errors.append(f"HTTP {status}")
 
 
+def controller() -> None:
+    """Takes the database away and back (--outage), noting when."""
+    down_cmd, up_cmd = args.outage
+    at = args.outage_at if args.outage_at is not None else args.seconds / 3
+    span = args.outage_for if args.outage_for is not None else args.seconds / 3
+    time.sleep(max(0.0, stop_at - args.seconds + at - time.monotonic()))
+    outage["down"] = time.monotonic()
+    subprocess.run(down_cmd, shell=True, check=True)
+    outage["down_done"] = time.monotonic()
+    time.sleep(span)
+    outage["up"] = time.monotonic()
+    subprocess.run(up_cmd, shell=True, check=True)
+    outage["up_done"] = time.monotonic()
+
+
+def job_fates(timeout_s: float = 180.0) -> dict:
+    """Every accepted job asked for until none is queued or running: how many each way."""
+    ends = {}
+    deadline = time.monotonic() + timeout_s
+    conn = http.client.HTTPConnection(target.hostname, target.port, timeout=60)
+    for job in sorted(accepted):
+        while True:
+            conn.request("GET", f"/v1/jobs/{job}?wait_ms=10000")
+            resp = conn.getresponse()
+            body = json.loads(resp.read() or b"null")
+            state = body.get("status") if resp.status == 200 else f"HTTP {resp.status}"
+            if state not in ("queued", "running") or time.monotonic() > deadline:
+                break
+        ends[state] = ends.get(state, 0) + 1
+    return ends
+
+
+def outage_report() -> dict:
+    down, up = outage["down"], outage["up"]
+    during = [a for a in answers if down <= a[0] < up]
+    after = [a for a in answers if a[0] >= outage["up_done"]]
+    first_503 = min((a[1] for a in during if a[2] == 503), default=None)
+    first_ok = min((a[1] for a in after if a[2] in (200, 201, 202)), default=None)
+    other = {}
+    for a in during:
+        if a[2] not in (200, 201, 202, 503):
+            other[str(a[2])] = other.get(str(a[2]), 0) + 1
+    return {
+        "down_after_s": round(down - began, 1),
+        "down_for_s": round(up - down, 1),
+        "first_503_after_down_s": None if first_503 is None else round(first_503 - down, 2),
+        "answers_during": len(during),
+        "slowest_answer_during_s": round(max((a[1] - a[0] for a in during), default=0.0), 2),
+        "statuses_during": {str(k): sum(1 for a in during if a[2] == k) for k in sorted({a[2] for a in during}, key=str)},
+        "neither_2xx_nor_503_during": other,
+        "first_success_after_up_s": None if first_ok is None else round(first_ok - outage["up_done"], 2),
+        "jobs_accepted": len(accepted),
+        "jobs_ended": job_fates(),
+    }
+
+
 threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
+if args.outage:
+    threads.append(threading.Thread(target=controller))
 began = time.monotonic()
 for t in threads:
     t.start()
@@ -141,4 +216,5 @@ print(json.dumps({
     "hit_p99_ms": pct(latencies["hit"], 0.99),
     "miss_p50_ms": pct(latencies["miss"], 0.50),
     "miss_p99_ms": pct(latencies["miss"], 0.99),
+    **({"outage": outage_report()} if args.outage else {}),
 }, indent=2))

@@ -14,6 +14,7 @@ use sqlx::any::AnyPoolOptions;
 mod body;
 mod derived;
 mod faults;
+mod outage;
 mod queue;
 mod topologies;
 
@@ -46,6 +47,12 @@ impl From<sqlx::Error> for StoreError {
 }
 
 impl StoreError {
+    /// Whether a write was refused for a reason that may pass (a full, read-only or busy
+    /// disk: `faults`); such an error is also `is_unavailable`.
+    pub fn is_storage_fault(&self) -> bool {
+        matches!(self, StoreError::Db(sqlx::Error::Database(d)) if faults::is_storage_fault(d.as_ref()))
+    }
+
     /// Whether the database could not be reached (no connection within the acquire timeout,
     /// a connection cut, the server shutting down or not yet accepting): the request may
     /// succeed later, so the service answers 503, not 500.
@@ -78,9 +85,6 @@ fn acquire_timeout(backend: Backend) -> std::time::Duration {
         Backend::Sqlite => std::time::Duration::from_secs(30),
     }
 }
-
-/// How long `/readyz`'s ping waits for the database.
-const PING_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A job's state. `as_str()` is what `jobs.status` holds and what the API serves: the SQL
 /// binds it, never spells it.
@@ -189,16 +193,7 @@ pub struct Store {
     /// running job's lease lapses in an outage, since no owner could renew it, so during one and
     /// for a lease's time after it `claim_job` takes no lapsed job and gives none up, while the
     /// owners renew theirs and record their results.
-    outage: std::sync::Arc<std::sync::Mutex<Outage>>,
-}
-
-/// The database's reachability as this process last found it (`Store::outage`).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Outage {
-    /// Its last call failed as unreachable, and none has succeeded since.
-    down: bool,
-    /// When a call first succeeded after the last outage.
-    ended: Option<std::time::Instant>,
+    outage: std::sync::Arc<std::sync::Mutex<outage::Outage>>,
 }
 
 /// A change in the job table that other replicas' waiters and idle workers want to hear of.
@@ -363,38 +358,6 @@ impl Store {
         Ok(Store { pool, backend, url, outage: Default::default() })
     }
 
-    /// `r`, noted (`note`, `note_reached`).
-    fn noting<T>(&self, r: Result<T, StoreError>) -> Result<T, StoreError> {
-        match &r {
-            Ok(_) => self.note_reached(),
-            Err(e) => self.note(e),
-        }
-        r
-    }
-
-    /// Notes an outage when `e` is an unreachable database's error (see `outage`): the
-    /// workers call it on a failed renewal or a failed record of a job's end.
-    pub fn note(&self, e: &StoreError) {
-        if e.is_unavailable() {
-            self.outage.lock().unwrap_or_else(|e| e.into_inner()).down = true;
-        }
-    }
-
-    /// Notes that the database answered: an outage noted before ends now.
-    pub fn note_reached(&self) {
-        let mut o = self.outage.lock().unwrap_or_else(|e| e.into_inner());
-        if o.down {
-            *o = Outage { down: false, ended: Some(std::time::Instant::now()) };
-        }
-    }
-
-    /// Whether the database is unreachable for this process, or was within the last `ms`
-    /// milliseconds.
-    pub(crate) fn in_outage_or_within(&self, ms: i64) -> bool {
-        let o = *self.outage.lock().unwrap_or_else(|e| e.into_inner());
-        o.down || o.ended.is_some_and(|t| t.elapsed() < std::time::Duration::from_millis(ms.max(0) as u64))
-    }
-
     /// Tells every replica's `watch_jobs` of `event` (PostgreSQL `NOTIFY`; on SQLite nothing:
     /// one process serves the file, and it signals its own waiters in memory).
     async fn announce<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
@@ -451,28 +414,6 @@ impl Store {
             }
             tokio::time::sleep(std::time::Duration::from_secs(1)).await;
         }
-    }
-
-    /// `SELECT 1` within `PING_TIMEOUT` (an unreachable database is a prompt error, not a
-    /// wait for the pool's acquire timeout).
-    pub async fn ping(&self) -> Result<(), StoreError> {
-        match tokio::time::timeout(PING_TIMEOUT, sqlx::query("SELECT 1").execute(&self.pool)).await {
-            Ok(done) => done.map(|_| ()).map_err(StoreError::from),
-            Err(_) => Err(StoreError::Db(sqlx::Error::PoolTimedOut)),
-        }
-    }
-
-    /// Whether the database takes work (`/readyz`): it answers, and, once a write failed as
-    /// away (a full or read-only SQLite disk), a write succeeds again, which ends the outage.
-    pub async fn ready(&self) -> Result<(), StoreError> {
-        self.ping().await?;
-        let down = self.outage.lock().unwrap_or_else(|e| e.into_inner()).down;
-        if down && self.backend == Backend::Sqlite {
-            let probe = tokio::time::timeout(PING_TIMEOUT, faults::sqlite_write_probe(&self.pool)).await;
-            let probe = probe.unwrap_or(Err(sqlx::Error::PoolTimedOut)).map_err(StoreError::from);
-            return self.noting(probe);
-        }
-        Ok(())
     }
 
     pub async fn create_batch(&self, id: &str, owner: Option<&str>) -> Result<(), StoreError> {

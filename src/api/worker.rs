@@ -107,6 +107,10 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
     }
 }
 
+/// How long a write refused as a storage fault (a full or read-only disk) is tried again before
+/// the job gives up on it (its lease then lapses, and the job runs again or fails on its attempts).
+const STORAGE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Calls `call` again every second while the database cannot be reached and the server is not
 /// stopping (the first failure logged with `waits`): its last answer, and whether any call
 /// failed on the way.
@@ -116,12 +120,16 @@ where
     Fut: std::future::Future<Output = Result<T, crate::store::StoreError>>,
 {
     let mut failed = false;
+    let began = std::time::Instant::now();
     loop {
         match call().await {
+            // A refused write (a full disk) is waited out for `STORAGE_PATIENCE` only: one
+            // that never fits (a result larger than the free space) must not hold a worker.
+            Err(e) if e.is_storage_fault() && began.elapsed() > STORAGE_PATIENCE => return (Err(e), true),
             Err(e) if e.is_unavailable() && !*st.stopping.borrow() => {
                 st.store.note(&e);
                 if !failed {
-                    tracing::warn!(error = %e, "the database is unreachable: {waits}");
+                    tracing::warn!(error = %e, "the database is unreachable or refuses writes: {waits}");
                     failed = true;
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;

@@ -204,9 +204,12 @@ fn run_gated(
     }
     let wave = |indices: &[usize], gate: Gate| -> Acc {
         use rayon::prelude::*;
+        // Whether a schedule at the bound is in hand is decided once a wave, not as its
+        // candidates finish beside each other: the same request runs the same candidates.
+        let at_floor = best.at_floor();
         indices
             .par_iter()
-            .map(|&i| attempt(req, &algorithms[i], i, n, prices[i], ctl, deadline, &best, gate))
+            .map(|&i| attempt(req, &algorithms[i], i, n, prices[i], ctl, deadline, &best, gate, at_floor))
             .reduce(Acc::default, Acc::merge)
     };
     let lead_gate = match gate {
@@ -337,6 +340,7 @@ fn attempt(
     deadline: Instant,
     best: &Incumbent,
     gate: Gate,
+    at_floor: bool,
 ) -> Acc {
     let mut acc = Acc::default();
     if (ctl.cancelled)() {
@@ -371,7 +375,7 @@ fn attempt(
     // A schedule at the collective's lower bound already (a lead baseline's, an incumbent's):
     // a synthesizer could at best tie it, and would take the time limit trying (the greedy
     // on fc:1024 beside direct's all-gather at the bound: 10 s for nothing).
-    if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) && best.at_floor() {
+    if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) && at_floor {
         entry.note = Some(format!("{AT_THE_BOUND} ({:.3} us)", best.get() / 1e3));
         acc.entries.push((i, entry));
         return acc;

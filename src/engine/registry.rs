@@ -390,6 +390,9 @@ mod tests {
         }
     }
 
+    /// Every door reads an algorithm with the same parser: each name round-trips through
+    /// `FromStr`, `Display` and serde, and an unknown one is refused in the same words by
+    /// `FromStr` (naming the field `algorithm`) and by serde.
     #[test]
     fn an_algorithm_reads_the_same_at_every_door() {
         for name in names().into_iter().filter(|n| !n.contains('<')).chain(["kolmakov-r2"]) {

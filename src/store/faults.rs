@@ -8,20 +8,31 @@ use sqlx::Executor;
 use sqlx::error::DatabaseError;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// SQLite's primary result codes that say the file cannot take the write now: BUSY and LOCKED
-/// (the write lock stayed taken past `busy_timeout`), READONLY, IOERR, FULL, CANTOPEN.
-const SQLITE_STORAGE_CODES: [i64; 6] = [5, 6, 8, 10, 13, 14];
+/// SQLite's primary result codes of a write the file cannot take now but may later: BUSY (the
+/// write lock held past `busy_timeout`), READONLY (a read-only disk), FULL. Not LOCKED (with no
+/// shared cache, a bug), nor the permanent kinds below.
+const SQLITE_STORAGE_PRIMARY: [i64; 3] = [5, 8, 13];
 
-/// PostgreSQL's: disk_full, io_error, read_only_sql_transaction (a standby, or a primary set
-/// read-only while its disk is full).
-const POSTGRES_STORAGE_CODES: [&str; 3] = ["53100", "58030", "25006"];
+/// SQLite's extended codes of the same: CANTOPEN itself (a journal that cannot be created on a
+/// full or read-only disk; not its kinds that name a path), and the I/O errors of a write
+/// (IOERR_WRITE, _FSYNC, _DIR_FSYNC, _TRUNCATE, _SHMSIZE), not of a read or a corrupt filesystem.
+const SQLITE_STORAGE_EXTENDED: [i64; 6] = [14, 778, 1034, 1290, 1546, 4874];
 
-/// Whether `d` is a storage fault (see the module's doc).
+/// READONLY_DBMOVED: the database file was replaced under the server, which waiting will not mend.
+const SQLITE_READONLY_DBMOVED: i64 = 1032;
+
+/// PostgreSQL's: disk_full, io_error (not read_only_sql_transaction: a URL naming a standby
+/// does not mend by waiting).
+const POSTGRES_STORAGE_CODES: [&str; 2] = ["53100", "58030"];
+
+/// Whether `d` is a storage fault (see the module's doc): a write refused for a reason that
+/// may pass (a full, read-only or busy disk), so waiting for it is worth it.
 pub(super) fn is_storage_fault(d: &dyn DatabaseError) -> bool {
     let Some(code) = d.code() else { return false };
     if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
-        // The extended code: its low byte is the primary code.
-        return code.parse::<i64>().is_ok_and(|c| SQLITE_STORAGE_CODES.contains(&(c & 0xff)));
+        let Ok(c) = code.parse::<i64>() else { return false };
+        return c != SQLITE_READONLY_DBMOVED
+            && (SQLITE_STORAGE_PRIMARY.contains(&(c & 0xff)) || SQLITE_STORAGE_EXTENDED.contains(&c));
     }
     POSTGRES_STORAGE_CODES.contains(&code.as_ref())
 }

@@ -14,7 +14,7 @@ impl Store {
     pub async fn create_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {
         // Noted: a job refused for a full disk makes `/readyz` probe until writes work again.
         let created = self.insert_job(job).await;
-        self.noting(created)
+        self.noting_write(created)
     }
 
     async fn insert_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {

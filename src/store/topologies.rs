@@ -10,7 +10,7 @@ impl Store {
     pub async fn put_topology(&self, t: &TopologyRow) -> Result<(TopologyRow, bool), StoreError> {
         // Noted, as a job's creation is (`create_job`).
         let put = self.insert_topology(t).await;
-        self.noting(put)
+        self.noting_write(put)
     }
 
     async fn insert_topology(&self, t: &TopologyRow) -> Result<(TopologyRow, bool), StoreError> {

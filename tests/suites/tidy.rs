@@ -207,31 +207,49 @@ fn docs_fit_on_a_page() {
 /// `{a, b::c}` lists included) or through the crate path `crate::x::` / `ccsynth::x::`.
 fn siblings_named(file: &Path, depth: usize, module_path: &str, siblings: &BTreeSet<String>) -> BTreeSet<String> {
     let text = read(file);
-    let up = "super::".repeat(depth);
-    let prefixes = [up, format!("crate::{module_path}::"), format!("ccsynth::{module_path}::")];
+    // The code outside unit tests, comments dropped, as one string: a `use` list may span lines.
+    let code: String = non_test_lines(&text).map(|(_, l)| format!("{} ", l.split("//").next().unwrap_or(""))).collect();
+    let prefixes = ["super::".repeat(depth), format!("crate::{module_path}::"), format!("ccsynth::{module_path}::")];
     let mut found = BTreeSet::new();
-    for (_, line) in non_test_lines(&text) {
-        let code = line.split("//").next().unwrap_or("");
-        for prefix in &prefixes {
-            for (at, _) in code.match_indices(prefix.as_str()) {
-                if code[..at].chars().next_back().is_some_and(|c| is_ident(c) || c == ':') {
-                    continue; // a longer path (super::super:: read as super::)
-                }
-                let rest = &code[at + prefix.len()..];
-                let items: Vec<&str> = match rest.strip_prefix('{') {
-                    Some(list) => list.split('}').next().unwrap_or("").split(',').collect(),
-                    None => vec![rest],
-                };
-                for item in items {
-                    let head: String = item.trim().chars().take_while(|&c| is_ident(c)).collect();
-                    if siblings.contains(&head) {
-                        found.insert(head);
-                    }
+    for prefix in &prefixes {
+        for (at, _) in code.match_indices(prefix.as_str()) {
+            if code[..at].chars().next_back().is_some_and(|c| is_ident(c) || c == ':') {
+                continue; // a longer path (super::super:: read as super::)
+            }
+            for head in first_segments(&code[at + prefix.len()..]) {
+                if siblings.contains(&head) {
+                    found.insert(head);
                 }
             }
         }
     }
     found
+}
+
+/// The first segment of each path at the start of `rest`: one (`a::b`), or each item of a
+/// brace list (`{a, b::{c, d}, e}`: a, b, e), however it is spread over lines.
+fn first_segments(rest: &str) -> Vec<String> {
+    let ident = |t: &str| t.trim_start().chars().take_while(|&c| is_ident(c)).collect::<String>();
+    let Some(list) = rest.strip_prefix('{') else { return vec![ident(rest)] };
+    let (mut heads, mut depth, mut item) = (Vec::new(), 0usize, String::new());
+    for c in list.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                heads.push(ident(&item));
+                item.clear();
+                continue;
+            }
+            _ => {}
+        }
+        if depth == 0 {
+            item.push(c);
+        }
+    }
+    heads.push(ident(&item));
+    heads
 }
 
 /// A cycle in `edges` (sibling → siblings it names), if any, as its members in order.

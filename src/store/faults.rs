@@ -1,6 +1,7 @@
-//! Storage faults: a full or read-only disk, an I/O error, a write lock held too long. They are
-//! the database being away for writes, answered like an outage (503 with Retry-After, a job's
-//! end recorded once writes work again), and they must never leave a connection behind inside
+//! Storage faults: a full or read-only disk, a write's I/O error, a write lock held too long:
+//! refusals that may pass. They are the database being away for writes, answered like an
+//! outage (503 with Retry-After, a job's end recorded once writes work again, for
+//! `api::worker`'s patience at most), and they must never leave a connection behind inside
 //! a transaction: SQLite keeps the write lock for as long as one connection holds an open
 //! transaction, and every later statement on that connection "succeeds" into it and is lost.
 

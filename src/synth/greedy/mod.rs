@@ -91,6 +91,13 @@ const RANDOM_PROBES: usize = 4;
 /// Arrivals a timestep takes (and requests and offers the start makes) between two polls of
 /// the caller's stop.
 const ARRIVALS_PER_POLL: usize = 1 << 14;
+/// Whether the caller's stop, polled at every `ARRIVALS_PER_POLL`-th item `k` of a long loop
+/// within a timestep (and only there), says stop.
+#[inline]
+fn polled_stop(k: usize, cancelled: &dyn Fn() -> bool) -> bool {
+    k % ARRIVALS_PER_POLL == ARRIVALS_PER_POLL - 1 && cancelled()
+}
+
 /// Free edges per timestep up to which crossbar ports are matched with augmenting paths.
 const MATCHING_LIMIT: usize = 4_096;
 const FREE: u32 = u32::MAX;
@@ -146,7 +153,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
             // Polled within the timestep too: on fc:1024 the million arrivals of one timestep
             // each offer their chunk over 1023 edges, half a minute without a poll.
             for (k, m) in std::mem::take(list).into_iter().enumerate() {
-                if k % ARRIVALS_PER_POLL == ARRIVALS_PER_POLL - 1 && cancelled() {
+                if polled_stop(k, cancelled) {
                     return Err(SynthError::Cancelled);
                 }
                 st.arrive(m, t);
@@ -208,9 +215,8 @@ impl<'a> State<'a> {
         st.relay = relay_tables(p)?;
         // Polled as the arrivals are: on fc:1448 an all-gather's two million requests, each
         // over 1447 edges, took eight seconds.
-        let poll = |k: usize| k % ARRIVALS_PER_POLL == ARRIVALS_PER_POLL - 1 && cancelled();
         for (k, &[v, c]) in p.post.iter().enumerate() {
-            if poll(k) {
+            if polled_stop(k, cancelled) {
                 return Err(SynthError::Cancelled);
             }
             if *st.slot.get(v as usize, c as usize) == FREE {
@@ -218,7 +224,7 @@ impl<'a> State<'a> {
             }
         }
         for (k, &[v, c]) in p.pre.iter().enumerate() {
-            if poll(k) {
+            if polled_stop(k, cancelled) {
                 return Err(SynthError::Cancelled);
             }
             st.push_out(v, c);

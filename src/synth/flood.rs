@@ -50,7 +50,7 @@ pub fn plan(p: &Problem, seed: u64, cancelled: &dyn Fn() -> bool) -> Result<Plan
         }
         let gains = rank_edges(ten, words, &has, &want, &mut rng, &mut order);
         let into = claim_links(ten, &gains, &mut busy);
-        let arrived = assign_chunks(ten, words, &has, &into, round, &mut moves);
+        let arrived = assign_chunks(ten, words, &has, &into, round, &mut moves, cancelled)?;
         if arrived.is_empty() {
             return Err(GreedyError::Stuck(remaining).into());
         }
@@ -137,7 +137,9 @@ fn claim_links(ten: &Ten, gains: &[(usize, usize, u32)], busy: &mut [bool]) -> V
     into
 }
 
-/// Records the round's moves, spreading each destination's bytes over its edges; returns arrivals.
+/// Records the round's moves, spreading each destination's bytes over its edges; returns
+/// arrivals. Polls `cancelled` between destinations: one round of fc:1448's all-gather brings
+/// two million chunks.
 fn assign_chunks(
     ten: &Ten,
     words: usize,
@@ -145,39 +147,57 @@ fn assign_chunks(
     into: &[Vec<u32>],
     round: u32,
     moves: &mut Vec<Move>,
-) -> Vec<(usize, usize)> {
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Vec<(usize, usize)>, SynthError> {
     // Each destination takes each new chunk from the edge that would finish soonest with
     // it, counting what that edge already carries this round.
     let mut arrived = Vec::new();
+    // The edges (indices in the destination's list, ascending) whose source holds each bit of
+    // the word at hand: found once a word rather than once a chunk.
+    let mut bringers: Vec<Vec<u32>> = vec![Vec::new(); 64];
     for (d, edges) in into.iter().enumerate() {
         if edges.is_empty() {
             continue;
         }
+        if cancelled() {
+            return Err(SynthError::Cancelled);
+        }
         let mut load = vec![0usize; edges.len()];
         for w in 0..words {
-            let mut union = 0u64;
-            for &e in edges {
-                union |= has[ten.edges[e as usize].src as usize * words + w];
-            }
+            let held = |e: u32| has[ten.edges[e as usize].src as usize * words + w];
+            let union = edges.iter().fold(0u64, |u, &e| u | held(e));
             let mut new = union & !has[d * words + w];
+            if new == 0 {
+                continue;
+            }
+            bringers.iter_mut().for_each(Vec::clear);
+            for (i, &e) in edges.iter().enumerate() {
+                let mut bits = held(e) & new;
+                while bits != 0 {
+                    bringers[bits.trailing_zeros() as usize].push(i as u32);
+                    bits &= bits - 1;
+                }
+            }
             while new != 0 {
                 let b = new.trailing_zeros() as usize;
                 new &= new - 1;
                 let x = w * 64 + b;
-                let pick = soonest_edge(ten, words, has, edges, &load, x);
+                let pick = soonest_edge(ten, edges, &bringers[b], &load);
                 load[pick] += 1;
                 moves.push(Move { step: round, edge: edges[pick], chunk: x as u32 });
                 arrived.push((d, x));
             }
         }
     }
-    arrived
+    Ok(arrived)
 }
 
-/// The edge (index in `edges`) bringing `x` that finishes soonest given its `load`, first on ties.
-fn soonest_edge(ten: &Ten, words: usize, has: &[u64], edges: &[u32], load: &[usize], x: usize) -> usize {
-    (0..edges.len())
-        .filter(|&i| get_bit(has, words, ten.edges[edges[i] as usize].src as usize, x))
+/// Of the edges (indices in `edges`) in `bringing`, the one that finishes soonest given its
+/// `load`, first on ties.
+fn soonest_edge(ten: &Ten, edges: &[u32], bringing: &[u32], load: &[usize]) -> usize {
+    bringing
+        .iter()
+        .map(|&i| i as usize)
         .min_by(|&i, &j| {
             let cost = |i: usize| (load[i] + 1) as f64 * ten.edges[edges[i] as usize].time_ns;
             cost(i).total_cmp(&cost(j))
@@ -188,10 +208,11 @@ fn soonest_edge(ten: &Ten, words: usize, has: &[u64], edges: &[u32], load: &[usi
 /// Merges the single-chunk transfers of one step between the same NPUs over the same route
 /// with the same op into one message (α paid once), keeping the order of first appearance.
 pub fn batch(transfers: &Transfers) -> Transfers {
-    use std::collections::HashMap;
     type Key = (u32, u32, u32, Op, Option<crate::schedule::Route>);
     let mut groups: Vec<(Transfer, Vec<u32>, Option<Vec<u32>>)> = Vec::new();
-    let mut slot: HashMap<Key, usize> = HashMap::new();
+    // An index only (the order is the transfers'): Fx, not SipHash (a second of fc:1448's
+    // all-gather).
+    let mut slot: rustc_hash::FxHashMap<Key, usize> = rustc_hash::FxHashMap::default();
     for t in transfers {
         let key = (t.step, t.src, t.dst, t.op, t.path.cloned());
         let i = *slot.entry(key).or_insert_with(|| {

@@ -91,6 +91,42 @@ fn pruning_by_worklist_equals_pruning_by_passes() {
 /// all-gather's 65,280 moves all land in one timestep, and their arrivals (each offering its
 /// chunk over 255 edges) took half a minute on fc:1024 without a poll. A stop that answers
 /// true at its second call ends the plan there, in the timestep of the arrivals.
+/// The batched planner polls between the destinations of a round: fc:256's all-gather is one
+/// round bringing 65,280 chunks (fc:1448's took 6 s without a poll).
+#[test]
+fn the_batched_planner_polls_between_the_destinations_of_a_round() {
+    let topo = crate::topology::parse_spec("fc:256").unwrap();
+    let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 26);
+    let c = Collective::build(&spec, &topo).unwrap();
+    let ten = flood::round_ten(&topo, c.chunk_size_bytes, crate::ten::SwitchModel::Native).unwrap();
+    let (pre, post) = (c.precondition.to_vec(), c.postcondition.to_vec());
+    let p = greedy::Problem {
+        ten: &ten,
+        num_chunks: c.num_chunks,
+        pre: &pre,
+        post: &post,
+        live_npus: ten.npus,
+        rarest_first: false,
+        capacity: 1,
+    };
+    let calls = std::cell::Cell::new(0usize);
+    let whole = flood::plan(&p, 0, &|| {
+        calls.set(calls.get() + 1);
+        false
+    })
+    .unwrap();
+    assert_eq!((whole.timesteps, whole.moves.len()), (1, 255 * 256));
+    // One poll a round, one a destination.
+    assert_eq!(calls.get(), 1 + 256);
+    calls.set(0);
+    let stopped = flood::plan(&p, 0, &|| {
+        calls.set(calls.get() + 1);
+        calls.get() >= 3
+    });
+    assert!(matches!(stopped, Err(SynthError::Cancelled)), "{stopped:?}");
+    assert_eq!(calls.get(), 3);
+}
+
 #[test]
 fn the_greedy_polls_between_the_arrivals_of_one_timestep() {
     let topo = crate::topology::parse_spec("fc:256").unwrap();

@@ -266,46 +266,59 @@ impl Store {
         summary: &str,
         topology_by_ref: bool,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let now = now_ms();
-        let claimed = sqlx::query(
-            "UPDATE jobs SET status = $4, progress = 1, message = 'done', schedule_id = $1, finished_at = $2, \
-             lease_until = NULL WHERE id = $3 AND status = $5 AND started_at = $6",
-        )
-        .bind(schedule_id)
-        .bind(now)
-        .bind(&lease.job_id)
-        .bind(JobStatus::Succeeded.as_str())
-        .bind(JobStatus::Running.as_str())
-        .bind(lease.claimed_at)
-        .execute(&mut *tx)
-        .await?;
-        if claimed.rows_affected() == 0 {
-            tx.rollback().await?;
-            return Ok(false);
+        use sqlx::Connection;
+        // The store's one transaction runs on a connection taken for it, closed instead of
+        // given back if anything in it fails: a COMMIT refused by a full or read-only disk can
+        // leave SQLite inside the transaction, holding the write lock (`faults`), and a closed
+        // connection rolls it back. The pool's own check covers single statements.
+        let mut conn = self.pool.acquire().await?;
+        let done = async {
+            let mut tx = conn.begin().await?;
+            let now = now_ms();
+            let claimed = sqlx::query(
+                "UPDATE jobs SET status = $4, progress = 1, message = 'done', schedule_id = $1, finished_at = $2, \
+                 lease_until = NULL WHERE id = $3 AND status = $5 AND started_at = $6",
+            )
+            .bind(schedule_id)
+            .bind(now)
+            .bind(&lease.job_id)
+            .bind(JobStatus::Succeeded.as_str())
+            .bind(JobStatus::Running.as_str())
+            .bind(lease.claimed_at)
+            .execute(&mut *tx)
+            .await?;
+            if claimed.rows_affected() == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            let (json, zstd): (&str, Option<&[u8]>) = match body {
+                StoredBody::Json(s) => (s, None),
+                StoredBody::Zstd { bytes, .. } => ("", Some(bytes)),
+            };
+            sqlx::query(
+                "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at, topology_by_ref, body_zstd) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+            )
+            .bind(schedule_id)
+            .bind(&lease.job_id)
+            .bind(topology_id)
+            .bind(json)
+            .bind(summary)
+            .bind(now)
+            .bind(topology_by_ref as i64)
+            .bind(zstd)
+            .execute(&mut *tx)
+            .await?;
+            // Delivered at commit, with the schedule in place.
+            self.announce(&mut *tx, JobEvent::Ended).await?;
+            tx.commit().await?;
+            Ok::<bool, StoreError>(true)
         }
-        let (json, zstd): (&str, Option<&[u8]>) = match body {
-            StoredBody::Json(s) => (s, None),
-            StoredBody::Zstd { bytes, .. } => ("", Some(bytes)),
-        };
-        sqlx::query(
-            "INSERT INTO schedules (id, job_id, topology_id, body, summary, created_at, topology_by_ref, body_zstd) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-        )
-        .bind(schedule_id)
-        .bind(&lease.job_id)
-        .bind(topology_id)
-        .bind(json)
-        .bind(summary)
-        .bind(now)
-        .bind(topology_by_ref as i64)
-        .bind(zstd)
-        .execute(&mut *tx)
-        .await?;
-        // Delivered at commit, with the schedule in place.
-        self.announce(&mut *tx, JobEvent::Ended).await?;
-        tx.commit().await?;
-        Ok(true)
+        .await;
+        if done.is_err() {
+            conn.close_on_drop();
+        }
+        done
     }
 
     /// Ends a running job as `Failed` or `Cancelled`, only if it is still this claim's.

@@ -424,7 +424,7 @@ fn with_progress<T>(what: &str, f: impl FnOnce(engine::Control) -> T) -> T {
             bar.set_message(message.to_string());
         }
     };
-    let out = f(engine::Control { cancelled: &|| false, progress: &report });
+    let out = f(engine::Control { cancelled: &|| false, progress: &report, since: None });
     bar.finish_and_clear();
     out
 }

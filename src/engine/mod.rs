@@ -301,12 +301,16 @@ pub struct Control<'a> {
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
     /// Where the synthesizers report how far they got.
     pub progress: Progress<'a>,
+    /// When the run's time limit started counting, where that was before the call: a service
+    /// worker's claim of the job, so reading the stored topology counts against the limit.
+    /// `None`: at the call.
+    pub since: Option<std::time::Instant>,
 }
 
 impl Control<'static> {
     /// Runs to the end, reports nothing.
     pub fn none() -> Control<'static> {
-        Control { cancelled: &|| false, progress: &|_, _| {} }
+        Control { cancelled: &|| false, progress: &|_, _| {}, since: None }
     }
 }
 
@@ -360,8 +364,8 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
         };
         (ctl.progress)(shown, message)
     };
-    let ctl = Control { cancelled: ctl.cancelled, progress: &forward };
-    let started = std::time::Instant::now();
+    let ctl = Control { progress: &forward, ..ctl };
+    let started = ctl.since.unwrap_or_else(std::time::Instant::now);
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     produce(req, ctl, deadline, None)
 }

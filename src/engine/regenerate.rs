@@ -131,7 +131,7 @@ fn serves(previous: &Schedule, req: &Request) -> Result<(), String> {
 /// then a fresh run of `req` within its time limit; the faster schedule, the fresh one on a
 /// tie. Fails only when neither gives a schedule (the fresh run's error), or on cancel.
 pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Output, Error> {
-    let started = Instant::now();
+    let started = ctl.since.unwrap_or_else(Instant::now);
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
     let previous_algorithm = previous.algorithm.clone();
     let previous_time = previous.collective_time_ns;

@@ -179,6 +179,26 @@ fn a_time_limit_cuts_candidates_and_says_so() {
     assert!(matches!(greedy, Err(engine::Error::TimeLimit { .. })), "{:?}", greedy.map(|o| o.stats));
 }
 
+/// The time limit counts from `Control::since` where a door gives it (a service worker's
+/// claim of the job, before it read the stored topology): a limit already spent there stops
+/// every greedy run before it starts; the same request counted from the call finds its
+/// schedule.
+#[test]
+fn the_time_limit_counts_from_when_the_door_says() {
+    let t = topo("torus:4x4");
+    let req = request(
+        &t,
+        CollectiveSpec::new(K::AllGather, 1 << 20),
+        "greedy",
+        Options { time_limit_s: Some(1.0), ..Options::default() },
+    );
+    let claimed = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2));
+    let claimed = claimed.expect("the clock is past two seconds");
+    let late = engine::run(&req, engine::Control { cancelled: &|| false, progress: &|_, _| {}, since: Some(claimed) });
+    assert!(matches!(late, Err(engine::Error::TimeLimit { .. })), "{:?}", late.map(|o| o.stats));
+    assert!(engine::run(&req, engine::Control::none()).is_ok());
+}
+
 #[test]
 fn the_chunk_search_follows_the_costs_and_an_explicit_number_is_honoured() {
     let t = topo("torus:4x4");
@@ -384,7 +404,7 @@ fn progress_only_moves_forward() {
         );
         let seen = std::sync::Mutex::new(Vec::new());
         let progress = |f: f64, _: &str| seen.lock().unwrap().push(f);
-        let out = engine::run(&req, engine::Control { cancelled: &|| false, progress: &progress });
+        let out = engine::run(&req, engine::Control { cancelled: &|| false, progress: &progress, since: None });
         assert!(out.is_ok(), "{spec}");
         let seen = seen.into_inner().unwrap();
         assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{spec} {algorithm}: {seen:?}");

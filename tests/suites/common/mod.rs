@@ -91,7 +91,7 @@ pub fn run_request_with(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<engine::Output, engine::Error> {
     let req = engine::Request::new(t.clone(), spec, &engine::Limits::default())?;
-    engine::run(&req, engine::Control { cancelled, progress: &|_, _| {} })
+    engine::run(&req, engine::Control { cancelled, progress: &|_, _| {}, since: None })
 }
 
 /// `algorithm` through the front door at seed 3 with a 600 s limit: its schedule, or the

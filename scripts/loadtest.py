@@ -11,6 +11,10 @@ go on; prints besides when the first 503 came after the database went away, the 
 during the outage, what else clients got then (no 500s, no hangs), when the first request after
 the restore succeeded, and what became of every job accepted (each found, each ending once).
 
+With --probe BODY (a POST /v1/syntheses body as JSON, e.g. a greedy run with a 10 s time limit):
+posts it --probe-at seconds into the run, waits for its job while the clients go on, and prints
+how long it took from the POST and from the job's creation to its end (a time limit under load).
+
 With --fairness HEAVY_TOKEN LIGHT_TOKEN (a server with --tokens-file; tokens may be empty
 strings for a server without tokens, where both clients are one): the heavy client queues
 --heavy-jobs ILP runs of --heavy-seconds each at once, then the light client submits a small
@@ -35,6 +39,8 @@ parser.add_argument("--heavy-seconds", type=float, default=6)
 parser.add_argument("--outage", nargs=2, metavar=("DOWN_CMD", "UP_CMD"))
 parser.add_argument("--outage-at", type=float, default=None, help="seconds into the run (default: a third)")
 parser.add_argument("--outage-for", type=float, default=None, help="seconds (default: a third of the run)")
+parser.add_argument("--probe", metavar="BODY")
+parser.add_argument("--probe-at", type=float, default=5.0, help="seconds into the run")
 args = parser.parse_args()
 target = urllib.parse.urlparse(args.url)
 
@@ -183,9 +189,34 @@ def outage_report() -> dict:
     }
 
 
+probe_report = {}
+
+
+def probe() -> None:
+    """One job posted into the load (--probe): its status and how long it took."""
+    time.sleep(args.probe_at)
+    began = time.monotonic()
+    status, body = post("", {**json.loads(args.probe), "wait_ms": 0})
+    job = body.get("id") if isinstance(body, dict) else None
+    while job:
+        conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+        conn.request("GET", f"/v1/jobs/{job}?wait_ms=1000")
+        body = json.loads(conn.getresponse().read())
+        if body.get("status") in ("succeeded", "failed", "cancelled"):
+            break
+    ended_ms, made_ms = body.get("finished_at_ms"), body.get("created_at_ms")
+    probe_report.update({
+        "post_status": status, "status": body.get("status"), "error": body.get("error"),
+        "from_post_s": round(time.monotonic() - began, 2),
+        "from_creation_s": None if ended_ms is None or made_ms is None else round((ended_ms - made_ms) / 1e3, 2),
+    })
+
+
 threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
 if args.outage:
     threads.append(threading.Thread(target=controller))
+if args.probe:
+    threads.append(threading.Thread(target=probe))
 began = time.monotonic()
 for t in threads:
     t.start()
@@ -217,4 +248,5 @@ print(json.dumps({
     "miss_p50_ms": pct(latencies["miss"], 0.50),
     "miss_p99_ms": pct(latencies["miss"], 0.99),
     **({"outage": outage_report()} if args.outage else {}),
+    **({"probe": probe_report} if args.probe else {}),
 }, indent=2))

@@ -209,7 +209,7 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
             engine::export_mscclpp(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))? + "\n"
         }
         Format::ChakraEt => {
-            write_chakra(&s, a.out.as_deref(), &a.chakra.prefix).map_err(|e| e.context(&a.file))?;
+            write_chakra(&s, a.out.as_deref(), &a.chakra.prefix, a.msccl.rank).map_err(|e| e.context(&a.file))?;
             return Ok(0);
         }
     };
@@ -218,11 +218,19 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
 }
 
 /// `--format chakra-et`: writes the traces, workload and configuration files into the
-/// directory `out` (created if missing), then prints what ASTRA-sim needs to run them.
-fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str) -> Result<(), CliError> {
+/// directory `out` (created if missing), then prints what ASTRA-sim needs to run them; with
+/// `--rank R`, rank R's trace alone.
+fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str, rank: Option<u32>) -> Result<(), CliError> {
     let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let abs = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if let Some(rank) = rank {
+        let (name, bytes) = engine::export_chakra_rank(s, prefix, rank)?;
+        let path = abs.join(name);
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("ccsynth: wrote rank {rank}'s trace to {}", path.display());
+        return Ok(());
+    }
     let abs_text = abs.to_str().ok_or_else(|| format!("{}: not a UTF-8 path", abs.display()))?;
     let export = engine::export_chakra(s, prefix, Some(abs_text))?;
     for (name, bytes) in &export.files {
@@ -328,7 +336,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if a.format == Format::ChakraEt {
-        write_chakra(&out.schedule, a.output.out.as_deref(), &a.chakra.prefix)?;
+        write_chakra(&out.schedule, a.output.out.as_deref(), &a.chakra.prefix, a.msccl.rank)?;
         return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))

@@ -72,9 +72,19 @@ pub(super) async fn export(
             .into());
         }
     };
-    if let Some(r) = q.rank.filter(|_| !matches!(format, ExportFormat::MscclppJson)) {
-        return Err(InputError::new("rank", format!("{r}: only format=mscclpp-json has a per-rank view")).into());
+    if let Some(r) = q.rank.filter(|_| !matches!(format, ExportFormat::MscclppJson | ExportFormat::ChakraEt)) {
+        return Err(InputError::new(
+            "rank",
+            format!("{r}: only format=mscclpp-json and chakra-et have a per-rank view"),
+        )
+        .into());
     }
+    let q_rank = q.rank;
+    // One rank's Chakra trace is one file, not an archive.
+    let media = match (format, q.rank) {
+        (ExportFormat::ChakraEt, Some(_)) => "application/octet-stream",
+        _ => media,
+    };
     let prefix = q.prefix.clone().unwrap_or_else(|| "ccsynth".to_string());
     // Identical requests (schedule, format, options) in flight share one computation.
     let key = format!(
@@ -127,8 +137,11 @@ pub(super) async fn export(
         }
     }
     let bytes = result.map_err(ExportFail::into_api)?;
-    let disposition =
-        matches!(format, ExportFormat::ChakraEt).then(|| format!("attachment; filename=\"{prefix}.tar\""));
+    let disposition = match (format, q_rank) {
+        (ExportFormat::ChakraEt, Some(r)) => Some(format!("attachment; filename=\"{prefix}.{r}.et\"")),
+        (ExportFormat::ChakraEt, None) => Some(format!("attachment; filename=\"{prefix}.tar\"")),
+        _ => None,
+    };
     // Every waiter answers from the one buffer (no copy per response).
     let body = axum::body::Bytes::from_owner(SharedBytes(bytes));
     let mut response = ([(header::CONTENT_TYPE, media)], body).into_response();
@@ -206,6 +219,7 @@ async fn build(
     q: ExportQuery,
     prefix: String,
 ) -> Result<Arc<Vec<u8>>, ExportFail> {
+    let rank = q.rank;
     let plan_opts = engine::MscclppOptions {
         name: q.name.clone(),
         in_place: q.in_place.unwrap_or(false),
@@ -232,6 +246,8 @@ async fn build(
         let fits = body.outline().map(|(outline, transfers)| match format {
             ExportFormat::MscclXml => engine::msccl_fits(&outline, transfers),
             ExportFormat::MscclppJson => engine::mscclpp_fits(&outline, transfers),
+            // One rank's trace is small at any size; its tags are checked as it is built.
+            ExportFormat::ChakraEt if rank.is_some() => Ok(()),
             ExportFormat::ChakraEt => engine::chakra_fits(transfers),
             ExportFormat::ChromeTrace | ExportFormat::TimelineSvg => Ok(()),
         });
@@ -263,7 +279,10 @@ async fn build(
             ExportFormat::TimelineSvg => engine::plot_timeline(&s).map(String::into_bytes),
             // The system configuration names the traces by the bare prefix: run ASTRA-sim in
             // the directory the archive is unpacked in.
-            ExportFormat::ChakraEt => engine::export_chakra(&s, &prefix, None).map(|e| engine::chakra_tar(&e.files)),
+            ExportFormat::ChakraEt => match rank {
+                Some(r) => engine::export_chakra_rank(&s, &prefix, r).map(|(_, bytes)| bytes),
+                None => engine::export_chakra(&s, &prefix, None).map(|e| engine::chakra_tar(&e.files)),
+            },
         };
         out.map(Arc::new).map_err(|e| match e {
             // The prefix is the caller's; anything else about a stored schedule passed the

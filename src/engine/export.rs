@@ -45,6 +45,20 @@ pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<Ch
     })
 }
 
+/// Rank `rank`'s Chakra trace of `s` (its file name and bytes), the same as that rank's file
+/// of `export_chakra`, for runtimes that load one rank at a time; not bounded by the whole
+/// export's transfer limit. A rank the topology does not have is the caller's error (field
+/// `rank`).
+pub fn export_chakra_rank(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), Error> {
+    use crate::export::chakra::{self, ChakraError};
+    require_valid(s)?;
+    chakra::rank_trace(s, prefix, rank).map_err(|e| match e {
+        ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
+        ChakraError::Rank { .. } => Error::Input(crate::error::InputError::new("rank", e.to_string())),
+        e => Error::refused(Refuser::ChakraEt, e),
+    })
+}
+
 /// The cheap first test of `export_msccl`, on a schedule's outline: `s` without its transfer
 /// list (or with it) and the number of its transfers. A service holding a schedule packed
 /// refuses with it before decoding the schedule (the same error `export_msccl` gives).

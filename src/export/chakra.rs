@@ -114,6 +114,12 @@ pub enum ChakraError {
     TooManyTransfers { transfers: usize },
     #[error("prefix {prefix:?}: use letters, digits, '-', '_' and '.', at most 64 characters, not starting with '.'")]
     Prefix { prefix: String },
+    /// One rank's trace: a message's tag is its transfer's index, below ASTRA-sim's modulus.
+    #[error("the schedule has {transfers} transfers; a message's tag is its transfer's index, below {MAX_TAG}")]
+    TooManyTags { transfers: usize },
+    /// One rank's trace of a rank the schedule does not have.
+    #[error("{rank}: expected a rank in 0..{npus} (the topology's NPUs)")]
+    Rank { rank: u32, npus: usize },
 }
 
 /// What `to_chakra` makes: the files (name relative to the output directory, bytes), the
@@ -142,7 +148,7 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
         return Err(ChakraError::TooManyTransfers { transfers: s.transfers.len() });
     }
     let npus = s.topology.npus();
-    let files = Traces::build(s);
+    let files = Traces::build(s, None);
     let mut out = Vec::with_capacity(2 * npus + 3);
     push_traces(&mut out, prefix, files);
     let key = push_workloads(&mut out, s, prefix);
@@ -153,6 +159,25 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
         network.as_deref().unwrap_or("NETWORK.yml")
     );
     Ok(ChakraExport { files: out, system_key, network, command })
+}
+
+/// Rank `rank`'s trace file of `to_chakra`'s export (its name and bytes), the same byte for
+/// byte, for runtimes that load one rank at a time: replayed from the transfers that touch the
+/// rank alone, since a node's id and dependencies, a link's order and a message's tag (its
+/// transfer's index) depend on those only. Not bounded by `MAX_TRANSFERS`, which bounds the
+/// whole export's files together (torus:128x128's all-reduce is past it; a rank's trace is a
+/// few thousand nodes).
+pub(crate) fn rank_trace(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), ChakraError> {
+    check_prefix(prefix)?;
+    if s.transfers.len() > MAX_TAG {
+        return Err(ChakraError::TooManyTags { transfers: s.transfers.len() });
+    }
+    let npus = s.topology.npus();
+    if rank as usize >= npus {
+        return Err(ChakraError::Rank { rank, npus });
+    }
+    let mut files = Traces::build(s, Some(rank));
+    Ok((format!("{prefix}.{rank}.et"), trace_bytes(std::mem::take(&mut files[rank as usize]))))
 }
 
 /// The nodes that last wrote each (NPU, slot): what a reader of the slot waits for.
@@ -175,8 +200,10 @@ struct Traces {
 }
 
 impl Traces {
-    /// Replays `s` step by step into one list of nodes per NPU (empty for an idle one).
-    fn build(s: &Schedule) -> Vec<Vec<Node>> {
+    /// Replays `s` step by step into one list of nodes per NPU (empty for an idle one); with
+    /// `only`, the transfers that touch that NPU alone (its list is then the whole replay's,
+    /// the others' partial).
+    fn build(s: &Schedule, only: Option<u32>) -> Vec<Vec<Node>> {
         let mut traces = Traces {
             files: vec![Vec::new(); s.topology.npus()],
             gamma: s.collective.gamma_ns_per_byte.unwrap_or(0.0),
@@ -191,7 +218,10 @@ impl Traces {
             let mut updates = Writers::new();
             for k in steps {
                 let ti = order.get(k);
-                traces.transfer(&mut updates, s.transfers.at(ti), ti, s.transfers.step(ti));
+                let t = s.transfers.at(ti);
+                if only.is_none_or(|v| t.src == v || t.dst == v) {
+                    traces.transfer(&mut updates, t, ti, s.transfers.step(ti));
+                }
             }
             traces.commit(updates);
         }
@@ -355,12 +385,17 @@ fn min_message_bytes(s: &Schedule) -> i64 {
 /// Appends each NPU's trace file; an idle NPU gets a single COMP node of 0 µs, since
 /// ASTRA-sim refuses a file without a node free of dependencies.
 fn push_traces(out: &mut Vec<(String, Vec<u8>)>, prefix: &str, files: Vec<Vec<Node>>) {
-    for (v, mut nodes) in files.into_iter().enumerate() {
-        if nodes.is_empty() {
-            push(&mut nodes, "IDLE".into(), COMP_NODE, Vec::new());
-        }
-        out.push((format!("{prefix}.{v}.et"), encode(&nodes)));
+    for (v, nodes) in files.into_iter().enumerate() {
+        out.push((format!("{prefix}.{v}.et"), trace_bytes(nodes)));
     }
+}
+
+/// One NPU's trace file from its nodes (an idle NPU's: one COMP node of 0 µs).
+fn trace_bytes(mut nodes: Vec<Node>) -> Vec<u8> {
+    if nodes.is_empty() {
+        push(&mut nodes, "IDLE".into(), COMP_NODE, Vec::new());
+    }
+    encode(&nodes)
 }
 
 /// Appends each NPU's workload file and returns the system configuration key that runs it.

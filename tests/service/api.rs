@@ -144,7 +144,7 @@ fn schedules_export_as_msccl_xml(db: Db) {
     assert!(!whole["gpus"][1]["threadblocks"].as_array().unwrap().is_empty());
     for (query, says) in [
         ("format=mscclpp-json&rank=4", "rank 4 is not a rank of the plan: its ranks are 0..4"),
-        ("format=msccl-xml&rank=1", "only format=mscclpp-json has a per-rank view"),
+        ("format=msccl-xml&rank=1", "only format=mscclpp-json and chakra-et have a per-rank view"),
     ] {
         let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
         assert!(p["detail"].as_str().unwrap().contains(says), "{query}: {p}");
@@ -164,6 +164,14 @@ fn schedules_export_as_msccl_xml(db: Db) {
     for name in ["rs.0.et", "rs.3.et", "rs.workload.0.et", "rs.system.json", "rs.memory.json", "rs.network.yml"] {
         assert!(r.body.contains(name), "{name} in the archive");
     }
+    // One rank's trace: that rank's file of the archive, alone.
+    let one = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&prefix=rs&rank=3"), None);
+    assert_eq!((one.status, one.header("content-type")), (200, Some("application/octet-stream")), "{}", one.body);
+    assert_eq!(one.header("content-disposition"), Some(r#"attachment; filename="rs.3.et""#));
+    assert!(!one.body.is_empty() && r.body.contains(&one.body), "rank 3's trace is the archive's rs.3.et");
+    let p =
+        assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&rank=4"), None), 422);
+    assert!(p["detail"].as_str().unwrap().contains("4: expected a rank in 0..4"), "{p}");
     let p = assert_problem(
         &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&prefix=a/b"), None),
         400,

@@ -131,7 +131,10 @@ fn export_and_synth_write_mscclpp_plans() {
     assert_eq!(view["gpus"][0]["threadblocks"].as_array().map(Vec::len), Some(0));
     for (args, says) in [
         (["--format", "mscclpp-json", "--rank", "9"], "rank 9 is not a rank of the plan: its ranks are 0..4"),
-        (["--format", "msccl-xml", "--rank", "1"], "--rank 1: only --format mscclpp-json has a per-rank view"),
+        (
+            ["--format", "msccl-xml", "--rank", "1"],
+            "--rank 1: only --format mscclpp-json and chakra-et have a per-rank view",
+        ),
     ] {
         let o = ccsynth(&[&["export"][..], &args[..], &["-"][..]].concat(), Some(&text));
         let err = String::from_utf8_lossy(&o.stderr);
@@ -204,6 +207,24 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
     let v: serde_json::Value = serde_json::from_str(&system).unwrap();
     assert_eq!(v["preferred-dataset-splits"], 1);
     assert_eq!(v["all-gather-implementation-custom"][0], format!("{}/ag", abs.display()));
+    // `--rank R`: rank R's trace alone, the same file.
+    let one = dir.join("one");
+    let o = ccsynth(
+        &["export", "--format", "chakra-et", "--prefix", "ag", "--rank", "2", "--out", one.to_str().unwrap(), "-"],
+        Some(&text),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let written: Vec<_> = std::fs::read_dir(&one).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(written, ["ag.2.et"]);
+    assert_eq!(std::fs::read(one.join("ag.2.et")).unwrap(), std::fs::read(abs.join("ag.2.et")).unwrap());
+    let o =
+        ccsynth(&["export", "--format", "chakra-et", "--rank", "4", "--out", one.to_str().unwrap(), "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--rank: 4: expected a rank in 0..4"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // synth --format chakra-et, and the directory is required.
     let out2 = dir.join("ar");
     let o = ccsynth(

@@ -250,6 +250,43 @@ fn every_collective_from_every_producer_replays() {
     assert!(replayed >= 150, "{replayed}");
 }
 
+/// One rank's trace (`export_chakra_rank`) is that rank's file of the whole export, byte for
+/// byte, for every producer's collectives on a switch and a degraded mesh (nodes, their ids and
+/// dependencies, a link's order and the tags come from the transfers touching the rank alone);
+/// a rank past the topology's is the caller's error, named.
+#[test]
+fn one_ranks_trace_is_that_ranks_file_of_the_whole_export() {
+    let degraded = topo("mesh:4x4")
+        .with_failures(&ccsynth::topology::Failures { links: vec![[5, 6]], npus: vec![10], ..Default::default() })
+        .unwrap();
+    let topologies = [("switch:4", topo("switch:4")), ("mesh:4x4 degraded", degraded)];
+    let algorithms: Vec<&str> = ["greedy", registry::PORTFOLIO].into_iter().chain(registry::baseline_names()).collect();
+    let mut compared = 0;
+    for (tname, t) in &topologies {
+        for kind in [K::AllReduce, K::AllGather, K::ReduceScatter, K::AllToAll, K::Broadcast] {
+            let mut spec = CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(2);
+            if kind.needs_root() {
+                spec.root = Some(t.live_npus()[1]);
+            }
+            for &alg in &algorithms {
+                let Ok(s) = run(t, &spec, alg) else { continue };
+                let whole = engine::export_chakra(&s, "p", None).unwrap();
+                for rank in 0..t.npus() as u32 {
+                    let (name, bytes) = engine::export_chakra_rank(&s, "p", rank).unwrap();
+                    let file = whole.files.iter().find(|(n, _)| *n == name);
+                    assert!(file.is_some_and(|(_, b)| *b == bytes), "{alg} {kind:?} on {tname}: rank {rank}");
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared >= 300, "{compared}");
+    let s = run(&topo("ring:4"), &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
+    let e = engine::export_chakra_rank(&s, "p", 4).unwrap_err();
+    assert!(matches!(&e, engine::Error::Input(i) if i.errors[0].path == "rank"), "{e:?}");
+    assert!(e.to_string().contains("4: expected a rank in 0..4"), "{e}");
+}
+
 /// A reduce's COMP takes the γ time in whole µs; a schedule with local moves (the greedy's
 /// latency planners, contributions through scratch) and a degraded topology (no stock network:
 /// said so, no network file written).

@@ -82,7 +82,8 @@ pub struct MscclArgs {
     pub in_place: bool,
     /// `--format mscclpp-json`: write rank R's view of the plan (what `ExecutionPlan(path, R)`
     /// loads: every GPU's buffers and channels, R's thread blocks only), for runtimes that
-    /// hand each rank its own file.
+    /// hand each rank its own file; `--format chakra-et`: rank R's trace alone, into --out DIR
+    /// (the same file as the whole export's).
     #[arg(long, value_name = "R")]
     pub rank: Option<u32>,
 }
@@ -123,8 +124,8 @@ impl MscclArgs {
     /// Refuses `--rank` with a format that has no per-rank view (before any work is done).
     pub(in crate::cli) fn check_rank(&self, format: Format) -> Result<(), String> {
         match self.rank {
-            Some(r) if format != Format::MscclppJson => {
-                Err(format!("--rank {r}: only --format mscclpp-json has a per-rank view"))
+            Some(r) if !matches!(format, Format::MscclppJson | Format::ChakraEt) => {
+                Err(format!("--rank {r}: only --format mscclpp-json and chakra-et have a per-rank view"))
             }
             _ => Ok(()),
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The HTTP API at 16,384 NPUs (docs/BENCHMARKS.md, "Schedules as patterns"): a server on SQLite
 # under /usr/bin/time -v, a synthesis of torus:128x128 all-reduce 1 GiB (auto), its summary, the
-# schedule streamed and validated, one rank's MSCCL++ view; then the server's peak RSS.
+# schedule streamed and validated, one rank's MSCCL++ view (refused: past the executor's limits) and
+# one rank's Chakra trace; then the server's peak RSS.
 # Usage: scripts/api-scale.sh [path to ccsynth, default the release build]. Port 18080.
 set -u
 BIN=$(realpath "${1:-$(dirname "$0")/../target/release/ccsynth}")
@@ -25,6 +26,10 @@ python3 -c "import json;d=json.load(open('summary.json'));print(d['algorithm'],d
 $BIN validate sched.json | head -3
 rm -f sched.json
 /usr/bin/time -f "rank export %e s" curl -s "localhost:18080/v1/schedules/$S/export?format=mscclpp-json&rank=0" -w "\n%{http_code}\n" | cut -c1-400
+/usr/bin/time -f "chakra rank export %e s" curl -s "localhost:18080/v1/schedules/$S/export?format=chakra-et&rank=129" -o rank.et -w "%{http_code} %{size_download} B\n"
+/usr/bin/time -f "chakra rank export again %e s" curl -s "localhost:18080/v1/schedules/$S/export?format=chakra-et&rank=129" -o rank2.et -w "%{http_code} %{size_download} B\n"
+cmp rank.et rank2.et && echo "the same trace, served again"
+rm -f rank.et rank2.et
 du -sh $D
 kill -TERM $(pgrep -P $TPID)
 wait $TPID

@@ -87,79 +87,70 @@ fn pruning_by_worklist_equals_pruning_by_passes() {
     }
 }
 
+/// A planner on fc:256's all-gather (on the TEN `ten_of` builds), with a stop that counts its
+/// polls and says stop from poll `stop_at` on: what it planned, and how many polls it made.
+fn fc256_all_gather_polled(
+    ten_of: fn(&crate::topology::Topology, &Collective) -> Ten,
+    plan: fn(&greedy::Problem, u64, &dyn Fn() -> bool) -> Result<greedy::Plan, SynthError>,
+    stop_at: Option<usize>,
+) -> (Result<greedy::Plan, SynthError>, usize) {
+    let topo = crate::topology::parse_spec("fc:256").unwrap();
+    let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 26);
+    let c = Collective::build(&spec, &topo).unwrap();
+    let ten = ten_of(&topo, &c);
+    let (pre, post) = (c.precondition.to_vec(), c.postcondition.to_vec());
+    let p = greedy::Problem {
+        ten: &ten,
+        num_chunks: c.num_chunks,
+        pre: &pre,
+        post: &post,
+        live_npus: ten.npus,
+        rarest_first: false,
+        capacity: 1,
+    };
+    let calls = std::cell::Cell::new(0usize);
+    let planned = plan(&p, 0, &|| {
+        calls.set(calls.get() + 1);
+        stop_at.is_some_and(|n| calls.get() >= n)
+    });
+    (planned, calls.get())
+}
+
 /// The greedy polls its stop within a timestep, not only between two: on fc:256 an
 /// all-gather's 65,280 moves all land in one timestep, and their arrivals (each offering its
 /// chunk over 255 edges) took half a minute on fc:1024 without a poll. A stop that answers
 /// true at its second call ends the plan there, in the timestep of the arrivals.
-/// The batched planner polls between the destinations of a round: fc:256's all-gather is one
-/// round bringing 65,280 chunks (fc:1448's took 6 s without a poll).
-#[test]
-fn the_batched_planner_polls_between_the_destinations_of_a_round() {
-    let topo = crate::topology::parse_spec("fc:256").unwrap();
-    let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 26);
-    let c = Collective::build(&spec, &topo).unwrap();
-    let ten = flood::round_ten(&topo, c.chunk_size_bytes, crate::ten::SwitchModel::Native).unwrap();
-    let (pre, post) = (c.precondition.to_vec(), c.postcondition.to_vec());
-    let p = greedy::Problem {
-        ten: &ten,
-        num_chunks: c.num_chunks,
-        pre: &pre,
-        post: &post,
-        live_npus: ten.npus,
-        rarest_first: false,
-        capacity: 1,
-    };
-    let calls = std::cell::Cell::new(0usize);
-    let whole = flood::plan(&p, 0, &|| {
-        calls.set(calls.get() + 1);
-        false
-    })
-    .unwrap();
-    assert_eq!((whole.timesteps, whole.moves.len()), (1, 255 * 256));
-    // One poll a round, one a destination.
-    assert_eq!(calls.get(), 1 + 256);
-    calls.set(0);
-    let stopped = flood::plan(&p, 0, &|| {
-        calls.set(calls.get() + 1);
-        calls.get() >= 3
-    });
-    assert!(matches!(stopped, Err(SynthError::Cancelled)), "{stopped:?}");
-    assert_eq!(calls.get(), 3);
-}
-
 #[test]
 fn the_greedy_polls_between_the_arrivals_of_one_timestep() {
-    let topo = crate::topology::parse_spec("fc:256").unwrap();
-    let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 26);
-    let c = Collective::build(&spec, &topo).unwrap();
-    let ten = Ten::build(&topo, c.chunk_size_bytes, crate::ten::SwitchModel::Native, None).unwrap();
-    let (pre, post) = (c.precondition.to_vec(), c.postcondition.to_vec());
-    let p = greedy::Problem {
-        ten: &ten,
-        num_chunks: c.num_chunks,
-        pre: &pre,
-        post: &post,
-        live_npus: ten.npus,
-        rarest_first: false,
-        capacity: 1,
+    let ten = |t: &crate::topology::Topology, c: &Collective| {
+        Ten::build(t, c.chunk_size_bytes, crate::ten::SwitchModel::Native, None).unwrap()
     };
-    let calls = std::cell::Cell::new(0usize);
-    let whole = greedy::plan(&p, 0, &|| {
-        calls.set(calls.get() + 1);
-        false
-    })
-    .unwrap();
+    let (whole, calls) = fc256_all_gather_polled(ten, greedy::plan, None);
+    let whole = whole.unwrap();
     let arrivals: usize = 255 * 256;
     assert!(whole.moves.len() >= arrivals, "{} moves", whole.moves.len());
     // One poll a timestep (the last, with nothing left to move, ends before its poll), and
     // one every `ARRIVALS_PER_POLL` arrivals (before, one poll in all).
     let per_timestep = whole.timesteps as usize;
-    assert!(calls.get() >= per_timestep + arrivals / (1 << 14), "{} polls, {} timesteps", calls.get(), whole.timesteps);
-    calls.set(0);
-    let stopped = greedy::plan(&p, 0, &|| {
-        calls.set(calls.get() + 1);
-        calls.get() >= 2
-    });
+    assert!(calls >= per_timestep + arrivals / (1 << 14), "{calls} polls, {} timesteps", whole.timesteps);
+    let (stopped, calls) = fc256_all_gather_polled(ten, greedy::plan, Some(2));
     assert!(matches!(stopped, Err(SynthError::Cancelled)), "{stopped:?}");
-    assert_eq!(calls.get(), 2);
+    assert_eq!(calls, 2);
+}
+
+/// The batched planner polls between the destinations of a round: fc:256's all-gather is one
+/// round bringing 65,280 chunks (fc:1448's took 6 s without a poll).
+#[test]
+fn the_batched_planner_polls_between_the_destinations_of_a_round() {
+    let ten = |t: &crate::topology::Topology, c: &Collective| {
+        flood::round_ten(t, c.chunk_size_bytes, crate::ten::SwitchModel::Native).unwrap()
+    };
+    let (whole, calls) = fc256_all_gather_polled(ten, flood::plan, None);
+    let whole = whole.unwrap();
+    assert_eq!((whole.timesteps, whole.moves.len()), (1, 255 * 256));
+    // One poll a round, one a destination.
+    assert_eq!(calls, 1 + 256);
+    let (stopped, calls) = fc256_all_gather_polled(ten, flood::plan, Some(3));
+    assert!(matches!(stopped, Err(SynthError::Cancelled)), "{stopped:?}");
+    assert_eq!(calls, 3);
 }

@@ -412,31 +412,21 @@ fn trees_units_for(topology: &crate::topology::Topology, variants: &[&Collective
 
 /// From a thousand NPUs the trees move four chunks a message instead of two where a chunk's
 /// time is under this many latencies: there the latency of a message outweighs the longer
-/// start and end of fewer, larger trees. On torus:32x32 (one chunk per NPU; a chunk 1.3
-/// latencies at 64 MiB, 2.6 at 128 MiB, 5.2 at 256 MiB), threes and fours against pairs and
-/// threes: at 64 MiB 438.96, 440.12, 441.77 µs against 438.96, 451.29, 441.77 after one link,
-/// three links and NPU 9; at 128 MiB 788.92, 809.75, 794.05 against 788.92, 811.09, 794.05; at
-/// 256 MiB 1.489, 1.531, 1.499 ms against 1.482, 1.499, 1.499 (pairs win there).
+/// start and end of fewer, larger trees (torus:32x32's figures: docs/BENCHMARKS.md, "Where the
+/// trees' timelines stop, measured").
 const FOURS_BELOW: f64 = 4.0;
 
 /// Below a thousand NPUs the trees also move three chunks a message on the second chunking
 /// (two chunks per NPU where the first has one: 2p/3 trees, between the first chunking's p/2
-/// in pairs and p alone) where a chunk of the first chunking takes under this many latencies.
-/// At 64 MiB, `auto` (docs/BENCHMARKS.md, "Where the trees' timelines stop, measured"):
-/// torus:16x16 less NPU 9 400.9 → 386.9 µs (170 trees, 87 timesteps; a chunk 5.2 latencies),
-/// the other eight scenarios of the failures suite below 1000 NPUs the same, and the same at
-/// 128 MiB; at 256 MiB on torus:8x8x8 (10.5 latencies) it won before the polish and lost after
-/// it (944.8 → 953.5 µs), so not there. Fives there too lost more than they won.
+/// in pairs and p alone) where a chunk of the first chunking takes under this many latencies:
+/// it won on torus:16x16 less NPU 9 at 64 MiB and lost on torus:8x8x8 at 256 MiB, a chunk
+/// 10.5 latencies (docs/BENCHMARKS.md, "Where the trees' timelines stop, measured").
 const SECOND_THREES_BELOW: f64 = 8.0;
 
 /// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
-/// the matcher on combining collectives. It was 256; on 2026-11-28 (docs/BENCHMARKS.md,
-/// "Where the plain matcher wins") it won only on heterogeneous fabrics of 12–42 NPUs
-/// (irregular-hetero.json by 1.08–1.37×, mesh:4x4 with slow edges by 1.075×,
-/// dragonfly:6:7 with slow global links by 1.004×) and never in 29 all-reduces and
-/// reduce-scatters of 65–256 NPUs (tori with and without failures, meshes with slow edges,
-/// hypercubes, rails, hier, dragonflies, switches), where its run is the slowest of the
-/// greedy's (1.4 s of Ring(2)_FC(4)_Switch(32)'s 1.5 s).
+/// the matcher on combining collectives: it won only on heterogeneous fabrics of 12–42 NPUs,
+/// never above 64, where its run is the slowest of the greedy's (docs/BENCHMARKS.md, "Where
+/// the plain matcher wins").
 pub const PLAIN_MAX_NPUS: usize = 64;
 
 /// NPUs up to which the matcher with the rarest-first pick (`Mode::Rarest`) runs beside the
@@ -455,9 +445,9 @@ pub const STAGED_MAX_NPUS: usize = 256;
 /// (`chunking::grouping`) does not also run the matcher at one chunk per message.
 pub const GROUPED_ONLY_NPUS: usize = 2048;
 
-/// `GROUPED_ONLY_NPUS` for an all-reduce: on torus:32x32 at 256 MiB after one or three failed
-/// links the matcher at one chunk per message took 2.2–2.6 s, the longest run, for a schedule
-/// 5–8% slower than the grouped runs' (1.704 against 1.571 ms, 1.848 against 1.729 ms).
+/// `GROUPED_ONLY_NPUS` for an all-reduce: from here the matcher at one chunk per message is
+/// the longest run and slower than the grouped runs (docs/BENCHMARKS.md, "The matcher's groups:
+/// chunks a message").
 pub const GROUPED_ONLY_ALL_REDUCE_NPUS: usize = 1024;
 
 /// NPUs from which an all-to-all, scatter or gather runs the routed planner alone: the

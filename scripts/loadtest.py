@@ -193,36 +193,53 @@ probe_report = {}
 
 
 def probe() -> None:
-    """One job posted into the load (--probe): its status and how long it took."""
+    """One job posted into the load (--probe): its status and how long it took, from its POST,
+    its creation and its claim by a worker (where its time limit starts)."""
     time.sleep(args.probe_at)
     began = time.monotonic()
     status, body = post("", {**json.loads(args.probe), "wait_ms": 0})
     job = body.get("id") if isinstance(body, dict) else None
-    while job:
-        conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
-        conn.request("GET", f"/v1/jobs/{job}?wait_ms=1000")
-        body = json.loads(conn.getresponse().read())
-        if body.get("status") in ("succeeded", "failed", "cancelled"):
-            break
-    ended_ms, made_ms = body.get("finished_at_ms"), body.get("created_at_ms")
+    conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+    give_up = began + 1800
+    while job and time.monotonic() < give_up:
+        try:
+            conn.request("GET", f"/v1/jobs/{job}?wait_ms=1000")
+            resp = conn.getresponse()
+            got = json.loads(resp.read() or b"null")
+        except (OSError, http.client.HTTPException, ValueError):
+            conn.close()
+            conn = http.client.HTTPConnection(target.hostname, target.port, timeout=600)
+            time.sleep(0.5)
+            continue
+        if resp.status == 200 and isinstance(got, dict):
+            body = got
+            if body.get("status") in ("succeeded", "failed", "cancelled"):
+                break
+        else:
+            time.sleep(0.5)
+    conn.close()
+    ms = lambda key: body.get(key) if isinstance(body, dict) else None
+    ended, made, started = ms("finished_at_ms"), ms("created_at_ms"), ms("started_at_ms")
+    since = lambda t: None if ended is None or t is None else round((ended - t) / 1e3, 2)
     probe_report.update({
-        "post_status": status, "status": body.get("status"), "error": body.get("error"),
+        "post_status": status, "status": ms("status"), "error": ms("error"),
         "from_post_s": round(time.monotonic() - began, 2),
-        "from_creation_s": None if ended_ms is None or made_ms is None else round((ended_ms - made_ms) / 1e3, 2),
+        "from_creation_s": since(made), "from_claim_s": since(started),
     })
 
 
 threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
 if args.outage:
     threads.append(threading.Thread(target=controller))
-if args.probe:
-    threads.append(threading.Thread(target=probe))
+prober = threading.Thread(target=probe) if args.probe else None
 began = time.monotonic()
-for t in threads:
+for t in threads + ([prober] if prober else []):
     t.start()
 for t in threads:
     t.join()
 wall = time.monotonic() - began
+if prober:
+    prober.join()
 
 
 def pct(xs, q):

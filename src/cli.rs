@@ -222,10 +222,11 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
 /// `--rank R`, rank R's trace alone.
 fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str, rank: Option<u32>) -> Result<(), CliError> {
     let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
+    // One rank's trace is built before its directory is made: a refused rank leaves none.
+    let one = rank.map(|r| engine::export_chakra_rank(s, prefix, r).map(|file| (r, file))).transpose()?;
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let abs = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if let Some(rank) = rank {
-        let (name, bytes) = engine::export_chakra_rank(s, prefix, rank)?;
+    if let Some((rank, (name, bytes))) = one {
         let path = abs.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("ccsynth: wrote rank {rank}'s trace to {}", path.display());

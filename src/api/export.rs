@@ -39,7 +39,7 @@ pub(super) struct ExportQuery {
     /// The Chakra files' prefix (`chakra-et`).
     #[serde(default)]
     prefix: Option<String>,
-    /// One rank's view of an MSCCL++ plan (`mscclpp-json`).
+    /// One rank's view of an MSCCL++ plan (`mscclpp-json`), or its Chakra trace (`chakra-et`).
     #[serde(default)]
     rank: Option<u32>,
 }
@@ -246,9 +246,11 @@ async fn build(
         let fits = body.outline().map(|(outline, transfers)| match format {
             ExportFormat::MscclXml => engine::msccl_fits(&outline, transfers),
             ExportFormat::MscclppJson => engine::mscclpp_fits(&outline, transfers),
-            // One rank's trace is small at any size; its tags are checked as it is built.
-            ExportFormat::ChakraEt if rank.is_some() => Ok(()),
-            ExportFormat::ChakraEt => engine::chakra_fits(transfers),
+            // One rank's trace is small at any size: its rank and tags are what can refuse it.
+            ExportFormat::ChakraEt => match rank {
+                Some(r) => engine::chakra_rank_fits(&outline, transfers, r),
+                None => engine::chakra_fits(transfers),
+            },
             ExportFormat::ChromeTrace | ExportFormat::TimelineSvg => Ok(()),
         });
         (body, fits)
@@ -257,8 +259,11 @@ async fn build(
         .await
         .map_err(|_| ExportFail::ShuttingDown)?
         .map_err(|e| ExportFail::Internal(e.to_string()))?;
-    if let Some(Err(e)) = fits {
-        return Err(ExportFail::Unprocessable(InputError::new("format", e.to_string())));
+    match fits {
+        // A rank the schedule does not have, named.
+        Some(Err(engine::Error::Input(e))) => return Err(ExportFail::Unprocessable(e)),
+        Some(Err(e)) => return Err(ExportFail::Unprocessable(InputError::new("format", e.to_string()))),
+        _ => {}
     }
     let budget = st.config.export_memory_mb.max(1);
     let mib = (body.json_len() as u64 * peak_per_byte(format)).div_ceil(1 << 20).clamp(1, budget as u64) as u32;

@@ -36,13 +36,9 @@ pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Err
 /// the system configuration (without it, the bare prefix). A bad prefix is the caller's error
 /// (field `prefix`).
 pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
-    use crate::export::chakra::{self, ChakraError};
     chakra_fits(s.transfers.len())?;
     require_valid(s)?;
-    chakra::to_chakra(s, prefix, dir).map_err(|e| match e {
-        ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
-        e => Error::refused(Refuser::ChakraEt, e),
-    })
+    crate::export::chakra::to_chakra(s, prefix, dir).map_err(chakra_error)
 }
 
 /// Rank `rank`'s Chakra trace of `s` (its file name and bytes), the same as that rank's file
@@ -50,13 +46,25 @@ pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<Ch
 /// export's transfer limit. A rank the topology does not have is the caller's error (field
 /// `rank`).
 pub fn export_chakra_rank(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), Error> {
-    use crate::export::chakra::{self, ChakraError};
+    chakra_rank_fits(s, s.transfers.len(), rank)?;
     require_valid(s)?;
-    chakra::rank_trace(s, prefix, rank).map_err(|e| match e {
+    crate::export::chakra::rank_trace(s, prefix, rank).map_err(chakra_error)
+}
+
+/// `export_chakra_rank`'s limits on a schedule's outline (`s` without its transfer list, or
+/// with it) and its number of transfers, tested before the schedule is decoded or validated.
+pub fn chakra_rank_fits(s: &Schedule, transfers: usize, rank: u32) -> Result<(), Error> {
+    crate::export::chakra::rank_fits(s.topology.npus(), transfers, rank).map_err(chakra_error)
+}
+
+/// A Chakra export's refusal: the caller's prefix or rank (named), else the format's limit.
+fn chakra_error(e: crate::export::chakra::ChakraError) -> Error {
+    use crate::export::chakra::ChakraError;
+    match e {
         ChakraError::Prefix { .. } => Error::Input(crate::error::InputError::new("prefix", e.to_string())),
         ChakraError::Rank { .. } => Error::Input(crate::error::InputError::new("rank", e.to_string())),
         e => Error::refused(Refuser::ChakraEt, e),
-    })
+    }
 }
 
 /// The cheap first test of `export_msccl`, on a schedule's outline: `s` without its transfer

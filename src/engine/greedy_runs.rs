@@ -4,6 +4,7 @@
 
 mod mode;
 mod plan;
+mod reserve;
 
 use super::check::Gate;
 use super::check::gate_timed_until;
@@ -17,6 +18,7 @@ pub use mode::Mode;
 use mode::Run;
 pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, PLAIN_MAX_NPUS};
 use plan::{RunPlan, plan_runs};
+use reserve::check_reserve;
 
 /// The doubling planners' labelling, searched once for every shape and chunking (runs wait
 /// for the first).
@@ -106,7 +108,7 @@ pub(super) fn synthesize_greedy(
     // Once a run has a schedule, the others stop early enough to leave the check and the
     // writing of the winner their time within the limit; before, they may take it all (a
     // schedule late beats none). The ranking and the check stop at the limit itself.
-    let runs_deadline = deadline - check_reserve(variants, deadline.saturating_duration_since(started));
+    let runs_deadline = deadline - check_reserve(variants, tenants, deadline.saturating_duration_since(started));
     let produced_any = std::sync::atomic::AtomicBool::new(false);
     let past_deadline = || {
         let now = std::time::Instant::now();
@@ -203,24 +205,6 @@ pub(super) fn synthesize_greedy(
     stats.chunks_per_npu_tried = variants.iter().map(|v| v.spec.chunks()).collect();
     stats.greedy = Some(search);
     Ok(SynthOutput { schedule, report, stats, lp: Vec::new() })
-}
-
-/// What a run's schedule costs after the runs, per (NPU, chunk) pair of its postcondition: its
-/// ranking's simulation, the gate's validation and the door's writing of it. fc:1448's
-/// all-gather (2.1 M pairs): ranked in 0.8 s, gated in 1.6 s, written in 1.2 s by the CLI
-/// (2026-12-04); beside 32 loadtest clients gated in 2.6 s, written and compressed by a service
-/// worker in 1.8 s.
-const CHECK_NS_PER_PAIR: f64 = 1_500.0;
-/// The share of the time limit at most kept back from the runs for that check.
-const CHECK_SHARE: f64 = 0.25;
-
-/// The time kept back from the runs of a synthesis whose time limit is `limit`, for checking
-/// the schedules of the largest of `variants` (`CHECK_NS_PER_PAIR`), at most `CHECK_SHARE` of
-/// it: under a second below about a million pairs.
-fn check_reserve(variants: &[&Collective], limit: std::time::Duration) -> std::time::Duration {
-    let pairs = variants.iter().map(|c| c.postcondition.len()).max().unwrap_or(0);
-    let wanted = std::time::Duration::from_secs_f64(pairs as f64 * CHECK_NS_PER_PAIR * 1e-9);
-    wanted.min(limit.mul_f64(CHECK_SHARE))
 }
 
 /// The winning run's schedule, statistics, the simulator's report on it and its full check
@@ -511,25 +495,6 @@ mod tests {
             crate::synth::trees::all_reduce_resumable(&t, &c, 1, 0, crate::synth::Effort::Thorough, &|| false).unwrap();
         let won = Won { schedule, stats, timing: None, report: None, time_ns: None };
         (t, c, resume.expect("above its busiest link"), won)
-    }
-
-    /// The runs leave the check `CHECK_NS_PER_PAIR` a pair of the largest chunking's
-    /// postcondition (ring:4's all-gather: 16 pairs, 64 in fours), at most `CHECK_SHARE` of the
-    /// limit.
-    #[test]
-    fn the_runs_leave_the_check_its_time() {
-        use std::time::Duration;
-        let ring = parse_spec("ring:4").unwrap();
-        let ag = |k: u32| {
-            Collective::build(&CollectiveSpec::new(CollectiveKind::AllGather, 1 << 20).with_chunks_per_npu(k), &ring)
-                .unwrap()
-        };
-        let (ones, fours) = (ag(1), ag(4));
-        let pairs = |n: f64| Duration::from_secs_f64(n * CHECK_NS_PER_PAIR * 1e-9);
-        let minute = Duration::from_secs(60);
-        assert_eq!(check_reserve(&[&ones], minute), pairs(16.0));
-        assert_eq!(check_reserve(&[&ones, &fours], minute), pairs(64.0));
-        assert_eq!(check_reserve(&[&fours], Duration::from_nanos(40_000)), Duration::from_nanos(10_000));
     }
 
     /// A polish the deadline stops keeps the run's schedule and says it was cut; one that runs

@@ -25,8 +25,9 @@ use check::{Gate, finalize_deferred, finalize_until, gate_until};
 pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_until};
 pub use error::{Error, ErrorKind, Refuser};
 pub use export::{
-    API_MAX_TRACE_SLICES, MAX_TRACE_SLICES, chakra_fits, chakra_tar, export_chakra, export_chakra_rank, export_msccl,
-    export_mscclpp, export_trace, msccl_fits, mscclpp_fits, plot_goodput, plot_timeline, require_valid, transfer_times,
+    API_MAX_TRACE_SLICES, MAX_TRACE_SLICES, chakra_fits, chakra_rank_fits, chakra_tar, export_chakra,
+    export_chakra_rank, export_msccl, export_mscclpp, export_trace, msccl_fits, mscclpp_fits, plot_goodput,
+    plot_timeline, require_valid, transfer_times,
 };
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
 use greedy_runs::{Variants, synthesize_greedy};
@@ -293,17 +294,15 @@ fn base_stats(
     }
 }
 
-/// How a door watches and stops a run: a cancel poll every algorithm calls, and where the
-/// synthesizers report progress.
+/// How a door watches and stops a run: a cancel poll every algorithm calls, where the
+/// synthesizers report progress, and when its clock started.
 #[derive(Clone, Copy)]
 pub struct Control<'a> {
     /// Polled by every algorithm; `true` stops the run with `Error::Cancelled`.
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
     /// Where the synthesizers report how far they got.
     pub progress: Progress<'a>,
-    /// When the run's time limit started counting, where that was before the call: a service
-    /// worker's claim of the job, so reading the stored topology counts against the limit.
-    /// `None`: at the call.
+    /// Where the time limit starts, if before the call (a service job's building of its topology counts).
     pub since: Option<std::time::Instant>,
 }
 

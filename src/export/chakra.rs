@@ -169,15 +169,21 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
 /// few thousand nodes).
 pub(crate) fn rank_trace(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), ChakraError> {
     check_prefix(prefix)?;
-    if s.transfers.len() > MAX_TAG {
-        return Err(ChakraError::TooManyTags { transfers: s.transfers.len() });
-    }
-    let npus = s.topology.npus();
+    rank_fits(s.topology.npus(), s.transfers.len(), rank)?;
+    let mut files = Traces::build(s, Some(rank));
+    Ok((format!("{prefix}.{rank}.et"), trace_bytes(std::mem::take(&mut files[rank as usize]))))
+}
+
+/// Whether `rank_trace` can write rank `rank` of a schedule of `transfers` transfers on `npus`
+/// NPUs: a rank the topology has, and tags (transfer indices) below `MAX_TAG`.
+pub(crate) fn rank_fits(npus: usize, transfers: usize, rank: u32) -> Result<(), ChakraError> {
     if rank as usize >= npus {
         return Err(ChakraError::Rank { rank, npus });
     }
-    let mut files = Traces::build(s, Some(rank));
-    Ok((format!("{prefix}.{rank}.et"), trace_bytes(std::mem::take(&mut files[rank as usize]))))
+    if transfers > MAX_TAG {
+        return Err(ChakraError::TooManyTags { transfers });
+    }
+    Ok(())
 }
 
 /// The nodes that last wrote each (NPU, slot): what a reader of the slot waits for.

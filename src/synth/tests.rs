@@ -87,11 +87,14 @@ fn pruning_by_worklist_equals_pruning_by_passes() {
     }
 }
 
+/// A phase planner: `greedy::plan`, `flood::plan`.
+type PhasePlanner = fn(&greedy::Problem, u64, &dyn Fn() -> bool) -> Result<greedy::Plan, SynthError>;
+
 /// A planner on fc:256's all-gather (on the TEN `ten_of` builds), with a stop that counts its
 /// polls and says stop from poll `stop_at` on: what it planned, and how many polls it made.
 fn fc256_all_gather_polled(
     ten_of: fn(&crate::topology::Topology, &Collective) -> Ten,
-    plan: fn(&greedy::Problem, u64, &dyn Fn() -> bool) -> Result<greedy::Plan, SynthError>,
+    plan: PhasePlanner,
     stop_at: Option<usize>,
 ) -> (Result<greedy::Plan, SynthError>, usize) {
     let topo = crate::topology::parse_spec("fc:256").unwrap();

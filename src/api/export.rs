@@ -314,7 +314,7 @@ async fn build(
 
 /// Bumped when an exporter's output changes for the same schedule and options, so stored
 /// exports of earlier builds (and of the crate's earlier versions) are not served.
-const EXPORTS_VERSION: u32 = 1;
+const EXPORTS_VERSION: u32 = 2;
 
 /// A stored export, decompressed within the export memory budget (its whole size), or `None`.
 async fn stored(st: &Shared, id: &str, variant: &str) -> Result<Option<Arc<Vec<u8>>>, ExportFail> {

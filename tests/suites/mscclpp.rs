@@ -152,6 +152,54 @@ fn every_collective_a_plan_runs_replays_on_a_ring_a_torus_a_switch_and_an_irregu
     assert!(replayed >= 150, "{replayed}");
 }
 
+/// Each pair's messages leave in the simulator's order, relays included (issue 66): in the ring
+/// 0→2→1→3 on ring:4, 0→2 goes through 1 and 1→3 through 2, so in every step the link 1→2
+/// carries 0→2's second hop (position 0) before 1→3's first (position 2), and the simulator
+/// starts them so. GPU 1's block sending to GPU 2 sends the relayed chunk (from scratch) first,
+/// then its own (from its buffers); the plan still replays.
+#[test]
+fn a_pairs_messages_keep_the_simulators_order_through_relays() {
+    let t = topo("ring:4");
+    let c = coll(&t, K::AllGather, 64 << 10);
+    // Step s, position i: NPU order[i] passes on what it got s steps before (NPU ids are ranks).
+    let order = [0usize, 2, 1, 3];
+    let transfers = (0..3)
+        .flat_map(|s| {
+            (0..4).map(move |i| {
+                let (a, b) = (order[i], order[(i + 1) % 4]);
+                let mut t = ccsynth::schedule::Transfer::copy(s as u32, a, b, vec![order[(i + 4 - s) % 4] as u32]);
+                let neighbours = b == (a + 1) % 4 || a == (b + 1) % 4;
+                t.path = (!neighbours).then(|| vec![a as u32, (a as u32 + 1) % 4, b as u32].into());
+                t
+            })
+        })
+        .collect();
+    let s = sched(&t, &c, transfers);
+    assert!(engine::check(&s).valid);
+    let p = plan(&s, &MscclppOptions::default());
+    let g = &p["gpus"][1];
+    let peers = g["channels"][0]["connected_to"].as_array().unwrap();
+    let to_2 = g["threadblocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|tb| count(tb, "put") > 0)
+        .find(|tb| peers[tb["channels"][0]["channel_ids"][0].as_u64().unwrap() as usize] == 2)
+        .expect("a block sends to GPU 2");
+    let sources: Vec<&str> = to_2["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["name"] == "put")
+        .map(|o| o["src_buff"][0]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(sources.len(), 6, "{sources:?}");
+    for step in sources.chunks(2) {
+        assert!(step[0] == "s" && step[1] != "s", "{sources:?}");
+    }
+    export_and_replay("the ring 0-2-1-3 on ring:4, relayed", &s);
+}
+
 #[test]
 fn paths_through_a_switch_use_port_channels_and_relays_forward_from_scratch() {
     // switch:4: every message crosses the switch, so every channel is a port channel and

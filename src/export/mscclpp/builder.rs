@@ -192,8 +192,8 @@ impl<'a> Builder<'a> {
     }
 
     /// One step of the schedule: snapshots for local moves whose source this step
-    /// overwrites, then hop by hop every message's sends before its receives, then the local
-    /// moves.
+    /// overwrites, then the messages (all sends before the receives where none relays; by
+    /// position, hop by hop, where one does), then the local moves.
     fn schedule_step(&mut self, step: u32, batch: &[usize]) -> Result<(), MscclppError> {
         let s = self.s;
         let mut hops: Vec<Vec<(Hop, ChanType)>> = Vec::with_capacity(batch.len());
@@ -249,35 +249,39 @@ impl<'a> Builder<'a> {
             wire[bi] = chunks.into_iter().map(|(_, c)| c).collect();
         }
         let max_hops = hops.iter().map(Vec::len).max().unwrap_or(0);
-        for h in 0..max_hops {
-            // The sends of this hop, each into fresh scratch at its receiver.
-            let mut landed: Vec<Option<(Cell, u32)>> = vec![None; batch.len()];
-            for bi in 0..batch.len() {
-                let Some(&(hop, _)) = hops[bi].get(h) else { continue };
-                let n = at[bi].len() as u32;
-                let region = self.place.alloc_scratch(hop.to, n);
-                let signals = self.send(hop, &at[bi], region);
-                landed[bi] = Some((region, signals));
+        if max_hops > 1 {
+            // A step that relays goes message by message (by position), each hop's send then
+            // its receive, and lands every message at the end: a pair that carries one
+            // message's second hop and a later one's first hop then sends them in the
+            // simulator's order, as a runtime running each block in order will. Every hop
+            // lands in fresh scratch, so the step's sends still read the cells as they were.
+            let mut landings = Vec::new();
+            for (bi, &ti) in batch.iter().enumerate() {
+                for (h, &(hop, _)) in hops[bi].iter().enumerate() {
+                    let n = at[bi].len() as u32;
+                    let (region, signals) = self.send_hop(hop, &at[bi]);
+                    let lane = self.receive_hop(hop, region, n, signals);
+                    at[bi] = (0..n).map(|i| region.plus(i)).collect();
+                    if h + 1 == hops[bi].len() {
+                        landings.push((bi, ti, hop.to, lane, region));
+                    }
+                }
             }
+            for (bi, ti, to, lane, region) in landings {
+                self.land_message(ti, to, lane, step, region, &wire[bi]);
+            }
+        } else if max_hops == 1 {
+            // Every send before the receives and their landings, so that no landing
+            // overwrites a cell a later send of the step reads.
+            let landed: Vec<Option<(Cell, u32)>> =
+                (0..batch.len()).map(|bi| hops[bi].first().map(|&(hop, _)| self.send_hop(hop, &at[bi]))).collect();
             // Their receives, in the same order (a connection's waits match its signals in
             // order).
             for (bi, &ti) in batch.iter().enumerate() {
                 let Some((region, signals)) = landed[bi] else { continue };
-                let (hop, _) = hops[bi][h];
-                let n = at[bi].len() as u32;
-                let lane = self.lane(hop.to, Kind::Recv(hop.from));
-                for _ in 0..signals {
-                    self.push(lane, Item::Wait, &[], &[(region, n)]);
-                }
-                if h + 1 < hops[bi].len() {
-                    at[bi] = (0..n).map(|i| region.plus(i)).collect();
-                    continue;
-                }
-                let t = s.transfers.at(ti);
-                let index: HashMap<u32, u32> = wire[bi].iter().enumerate().map(|(i, &c)| (c, i as u32)).collect();
-                let writes: Vec<(u32, Cell)> =
-                    t.chunks.iter().zip(t.written()).map(|(c, &w)| (w, region.plus(index[c]))).collect();
-                self.land(hop.to, lane, step, t.op, &writes);
+                let (hop, _) = hops[bi][0];
+                let lane = self.receive_hop(hop, region, at[bi].len() as u32, signals);
+                self.land_message(ti, hop.to, lane, step, region, &wire[bi]);
             }
         }
         for (bi, &ti) in batch.iter().enumerate() {
@@ -289,6 +293,33 @@ impl<'a> Builder<'a> {
             self.land(r, lane, step, t.op, &writes);
         }
         Ok(())
+    }
+
+    /// A hop's send of the cells `from` into fresh scratch at its receiver: that region, and
+    /// the signals sent.
+    fn send_hop(&mut self, hop: Hop, from: &[Cell]) -> (Cell, u32) {
+        let region = self.place.alloc_scratch(hop.to, from.len() as u32);
+        let signals = self.send(hop, from, region);
+        (region, signals)
+    }
+
+    /// The receiver's waits for a hop's `signals` into `region` (`n` cells); its lane.
+    fn receive_hop(&mut self, hop: Hop, region: Cell, n: u32, signals: u32) -> u32 {
+        let lane = self.lane(hop.to, Kind::Recv(hop.from));
+        for _ in 0..signals {
+            self.push(lane, Item::Wait, &[], &[(region, n)]);
+        }
+        lane
+    }
+
+    /// Transfer `ti`'s chunks, landed at rank `to` in `region` in the order of `wire`, written
+    /// into their slots from `lane`.
+    fn land_message(&mut self, ti: usize, to: u32, lane: u32, step: u32, region: Cell, wire: &[u32]) {
+        let t = self.s.transfers.at(ti);
+        let index: HashMap<u32, u32> = wire.iter().enumerate().map(|(i, &c)| (c, i as u32)).collect();
+        let writes: Vec<(u32, Cell)> =
+            t.chunks.iter().zip(t.written()).map(|(c, &w)| (w, region.plus(index[c]))).collect();
+        self.land(to, lane, step, t.op, &writes);
     }
 
     /// The sender's part of a hop: the data into `region` at the receiver, then the signal,

@@ -194,7 +194,7 @@ probe_report = {}
 
 def probe() -> None:
     """One job posted into the load (--probe): its status and how long it took, from its POST,
-    its creation and its claim by a worker (where its time limit starts)."""
+    its creation and its claim by a worker (its time limit starts once its rows are read)."""
     time.sleep(args.probe_at)
     began = time.monotonic()
     status, body = post("", {**json.loads(args.probe), "wait_ms": 0})

@@ -461,6 +461,22 @@ fn the_fewest_thread_blocks_never_exceed_the_plan_s() {
         }
     }
     assert!(tight > 0, "the count is never within half of the plan's blocks");
+    // In a step that relays, a receiving lane's landings come after its waits, behind one
+    // `nop`: two messages into GPU 2 from GPU 1 in one step (0→1→2 relayed, then 1→2) take at
+    // least its opening signal, two waits, one `nop` and two copies (6 operations); without the
+    // relay, a `nop` before each copy (7).
+    let ring4 = topo("ring:4");
+    let c4 = ccsynth::collective::Collective::build(&CollectiveSpec::new(K::AllGather, 1 << 10), &ring4).unwrap();
+    for (relayed, ops) in [(true, 6), (false, 7)] {
+        let mut s = Schedule::new(ring4.clone(), &c4, "test");
+        let mut first = ccsynth::schedule::Transfer::copy(0, if relayed { 0 } else { 1 }, 2, [0u32]);
+        if relayed {
+            first.path = Some(vec![0u32, 1, 2].into());
+        }
+        s.transfers.push(first);
+        s.transfers.push(ccsynth::schedule::Transfer::copy(0, 1, 2, [1u32]));
+        assert_eq!(fewest_thread_blocks(&s)[2], (1, ops), "relayed {relayed}");
+    }
     // 3,000 messages between two GPUs: below the whole plan's operation limit (13,824), but
     // each GPU's 1,500 sends and 1,500 landings take at least 142 blocks of 64 operations.
     let t = topo("ring:2");

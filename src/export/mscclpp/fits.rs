@@ -4,7 +4,7 @@
 use super::{MAX_OPS, MAX_TBS, MAX_TRANSFERS, MscclppError};
 use crate::export::msccl::MAX_TRACKED_CELLS;
 use crate::schedule::Schedule;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A cheap first test, before the schedule is validated: every message is at least three
 /// operations (`put`, `nop`, `signal`), and the writer tracks every (rank, slot).
@@ -24,7 +24,9 @@ pub fn fits(s: &Schedule) -> Result<(), MscclppError> {
 /// the schedule's messages alone (one pass, nothing laid out): each lane (a peer it sends to,
 /// one it receives from) opens with one handshake operation, a message hop sent over a memory
 /// channel is at least `put`, `nop`, `signal` (a port channel's at least one `pwsf`), a hop
-/// received at least `wait`, and where it lands `nop` and a copy or reduce; a lane of n
+/// received at least `wait`, and where it lands a copy or reduce after a `nop` (in a step that
+/// relays through NPUs the landings come after the step's waits: one `nop` for a lane's
+/// landings of the step); a lane of n
 /// operations is at least ⌈n / `MAX_OPS`⌉ thread blocks. Local moves and final copies count
 /// nothing. A torus:32x32 all-gather's plan took 10 s and 3 GB to be refused for 136 thread
 /// blocks; this refuses it at once. Nodes outside the topology are skipped (the validator
@@ -35,17 +37,14 @@ pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
     // Per ordered pair of NPUs (a hop's ends): messages, and whether any crosses a switch
     // (the pair is then a port channel, as `Builder::channel_types` decides).
     let mut pairs: HashMap<(u32, u32), (usize, bool)> = HashMap::new();
-    // Per NPU and peer it receives from: the hops received, and those that land there.
+    // Per NPU and peer it receives from: the hops received, and the operations of what lands.
     let mut recv: HashMap<(u32, u32), (usize, usize)> = HashMap::new();
-    for t in s.transfers.iter() {
-        if t.src == t.dst {
-            continue;
-        }
+    // The NPU hops of a transfer (each with whether it crosses a switch), past its source.
+    let hops_of = |t: &crate::schedule::TransferRef<'_>| -> Vec<(u32, bool)> {
         let ends = [t.src, t.dst];
         let path: &[u32] = t.path.map_or(&ends, |p| &p[..]);
-        let mut from = t.src;
         let mut switched = false;
-        let npus: Vec<(u32, bool)> = path[1..]
+        path[1..]
             .iter()
             .filter_map(|&v| {
                 if (v as usize) >= n {
@@ -60,7 +59,18 @@ pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
                     None
                 }
             })
-            .collect();
+            .collect()
+    };
+    let relaying: HashSet<u32> =
+        s.transfers.iter().filter(|t| t.src != t.dst && hops_of(t).len() > 1).map(|t| t.step).collect();
+    // (NPU, peer, step) of a relaying step whose landings have their `nop` counted.
+    let mut after_waits: HashSet<(u32, u32, u32)> = HashSet::new();
+    for t in s.transfers.iter() {
+        if t.src == t.dst {
+            continue;
+        }
+        let npus = hops_of(&t);
+        let mut from = t.src;
         for (i, &(to, port)) in npus.iter().enumerate() {
             let e = pairs.entry((from, to)).or_insert((0, false));
             e.0 += 1;
@@ -68,7 +78,8 @@ pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
             let r = recv.entry((to, from)).or_insert((0, 0));
             r.0 += 1;
             if i + 1 == npus.len() {
-                r.1 += 1;
+                let nop = !relaying.contains(&t.step) || after_waits.insert((to, from, t.step));
+                r.1 += 1 + nop as usize;
             }
             from = to;
         }
@@ -83,8 +94,8 @@ pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
     for (&(a, _), &(msgs, port)) in &pairs {
         add(a, 1 + msgs * if port { 1 } else { 3 });
     }
-    for (&(v, _), &(hops, landed)) in &recv {
-        add(v, 1 + hops + 2 * landed);
+    for (&(v, _), &(hops, landing)) in &recv {
+        add(v, 1 + hops + landing);
     }
     out
 }

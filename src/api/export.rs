@@ -104,7 +104,7 @@ pub(super) async fn export(
     let variant = {
         use sha2::Digest;
         let options = key.split_once('\u{1f}').map_or("", |(_, rest)| rest);
-        let versioned = format!("{}\u{1f}{EXPORTS_VERSION}\u{1f}{options}", env!("CARGO_PKG_VERSION"));
+        let versioned = format!("{}\u{1f}{}\u{1f}{options}", env!("CARGO_PKG_VERSION"), exports_version(format));
         format!("{:x}", sha2::Sha256::digest(versioned.as_bytes()))
     };
     let pending = st.exports.lock().unwrap().entry(key.clone()).or_default().clone();
@@ -312,9 +312,16 @@ async fn build(
         .inspect(|_| release_freed_memory())?
 }
 
-/// Bumped when an exporter's output changes for the same schedule and options, so stored
-/// exports of earlier builds (and of the crate's earlier versions) are not served.
-const EXPORTS_VERSION: u32 = 2;
+/// A format's exporter version, bumped when its output changes for the same schedule and
+/// options, so stored exports of earlier builds (and of the crate's earlier versions) are not
+/// served; per format, so one exporter's change leaves the others' stored exports in use.
+fn exports_version(format: ExportFormat) -> u32 {
+    match format {
+        // 2: a pair's messages in the simulator's order through relays.
+        ExportFormat::MscclppJson => 2,
+        ExportFormat::MscclXml | ExportFormat::ChromeTrace | ExportFormat::TimelineSvg | ExportFormat::ChakraEt => 1,
+    }
+}
 
 /// A stored export, decompressed within the export memory budget (its whole size), or `None`.
 async fn stored(st: &Shared, id: &str, variant: &str) -> Result<Option<Arc<Vec<u8>>>, ExportFail> {

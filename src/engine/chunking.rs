@@ -18,19 +18,7 @@ const ONE_BUFFER: [u32; 7] = [1, 2, 4, 8, 16, 32, 64];
 /// about linear in both).
 pub const WORK_CAP: usize = 1 << 19;
 
-/// A chunk of `chunk_bytes`: its transfer time on the fastest link over the smallest link
-/// latency; infinite where either is missing or the latency is 0 (nothing is latency-bound).
-/// Below 1 a chunk is mostly latency.
-pub(super) fn beta_over_alpha(topology: &Topology, chunk_bytes: f64) -> f64 {
-    let links = topology.links();
-    let bw_max = links.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
-    let alpha_min = links.iter().map(|l| l.latency_ns).fold(f64::INFINITY, f64::min);
-    if bw_max > 0.0 && alpha_min.is_finite() && alpha_min > 0.0 {
-        chunk_bytes / bw_max / alpha_min
-    } else {
-        f64::INFINITY
-    }
-}
+use crate::synth::producers::offers::beta_over_alpha;
 
 /// The k values to try, smallest first; always at least `[1]`. A k > 1 is kept when a chunk's
 /// transfer time on the fastest link is at least half the smallest link latency (below that

@@ -2,7 +2,6 @@
 //! timesteps (`plan`), each run's schedule (`produce`), and the fastest kept
 //! (`synthesize_greedy`).
 
-mod mode;
 mod plan;
 mod reserve;
 
@@ -13,18 +12,15 @@ use super::fastest::{FastestTwo, Least, time};
 use super::{Control, GreedySearch, Reporter, SynthJob, SynthOutput, TreesPolish, base_stats};
 use crate::collective::Collective;
 use crate::schedule::Schedule;
+use crate::synth::producers::Labels;
+pub use crate::synth::producers::Mode;
+use crate::synth::producers::Run;
 use crate::synth::trees::Resume;
-pub use mode::Mode;
-use mode::Run;
 pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, PLAIN_MAX_NPUS};
 use plan::{RunPlan, plan_runs};
 use reserve::check_reserve;
 
-/// The doubling planners' labelling, searched once for every shape and chunking (runs wait
-/// for the first).
-type Labels = std::sync::OnceLock<Result<Vec<usize>, crate::synth::SynthError>>;
-
-/// One greedy run's schedule (not yet ranked or validated).
+/// One greedy run's schedule (not yet ranked or validated): its row of `synth::producers`.
 fn produce(
     req: &SynthJob<'_>,
     plan: &RunPlan,
@@ -37,51 +33,25 @@ fn produce(
     let opts = crate::synth::PlanOptions {
         seed: r.seed,
         switch_model: req.switch_model,
-        discretization_ns: match r.mode {
-            Mode::Matching(f) | Mode::Plain(f) | Mode::Rarest(f) | Mode::Staged(_, f) | Mode::Spread(f) => {
-                plan.factors[r.variant][f]
-            }
-            _ => None,
-        },
+        discretization_ns: r.mode.discretization().and_then(|f| plan.factors[r.variant][f]),
     };
-    let c = variants[r.variant];
-    let produced = match (tenants, r.mode) {
-        // The trees say where they stopped, for the winner's polish.
-        (None, Mode::Trees(g)) => {
-            return crate::synth::trees::all_reduce_resumable(req.topology, c, g as usize, r.seed, req.effort, polled);
-        }
-        (Some(t), _) => crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| (j.schedule, j.stats)),
-        (None, Mode::Matching(_)) => crate::synth::greedy(req.topology, c, &opts, polled),
-        (None, Mode::Grouped(g)) => crate::synth::greedy_grouped(req.topology, c, g as usize, &opts, polled),
-        (None, Mode::Plain(_)) => crate::synth::greedy_plain(req.topology, c, &opts, polled),
-        (None, Mode::Rarest(_)) => crate::synth::greedy_rarest(req.topology, c, &opts, polled),
-        (None, Mode::Staged(n, _)) => crate::synth::greedy_staged(req.topology, c, n, &opts, polled),
-        (None, Mode::Spread(_)) => crate::synth::greedy_spread(req.topology, c, &opts, polled),
-        (None, Mode::Batched) => crate::synth::batched(req.topology, c, &opts, polled),
-        (None, Mode::Doubling(shape)) => {
-            let at = labels.get_or_init(|| {
-                crate::synth::doubling::labelling(req.topology, variants[0], req.switch_model, r.seed, polled)
-            });
-            at.clone()
-                .and_then(|at| {
-                    crate::synth::doubling::synthesize(req.topology, c, req.switch_model, shape, &at, r.seed)
-                })
-                .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
-        }
-        (None, Mode::Translation) => {
-            let (torus, pattern, _) = plan.patterns[r.variant].as_ref().expect("a translation run has its pattern");
-            crate::synth::translated(req.topology, c, &opts, torus, pattern, polled)
-        }
-        (None, Mode::Routed) => {
-            let groups = crate::synth::routed::groups(req.topology, c.chunk_size_bytes);
-            crate::synth::routed::synthesize(req.topology, c, &groups, r.seed, polled)
-        }
-        (None, Mode::Contributions) => {
-            crate::synth::flood::all_reduce_by_contributions(req.topology, c, req.switch_model, r.seed, polled)
-                .map(|(s, rounds, discretization_ns)| (s, flat_stats(rounds, discretization_ns)))
-        }
+    if let Some(t) = tenants {
+        return crate::synth::greedy_multi(req.topology, t, &opts, polled).map(|j| crate::synth::producers::Produced {
+            schedule: j.schedule,
+            stats: j.stats,
+            resume: None,
+        });
+    }
+    let input = crate::synth::producers::Input {
+        topology: req.topology,
+        collective: variants[r.variant],
+        first: variants[0],
+        opts,
+        effort: req.effort,
+        pattern: plan.patterns[r.variant].as_ref(),
+        labels,
     };
-    produced.map(|(s, stats)| (s, stats, None))
+    r.mode.produce(&input, polled)
 }
 
 /// The greedy on collectives already built on the request's topology: every run of
@@ -335,20 +305,6 @@ pub(super) struct Variants<'a> {
     pub(super) matcher: usize,
 }
 
-/// The statistics of a planner that works in rounds, not on the matcher's TEN.
-fn flat_stats(rounds: u32, discretization_ns: f64) -> crate::synth::PlanStats {
-    crate::synth::PlanStats {
-        ten_timesteps: rounds,
-        phase_timesteps: vec![rounds],
-        discretization_ns,
-        replacements: 0,
-        shares: None,
-        overlapped: false,
-        chunks_per_message: None,
-        stages: None,
-    }
-}
-
 /// How a run's result becomes an `Outcome`: with several runs, ranked by its simulation (under
 /// a deferred gate also validated while it is the fastest so far, against `incumbent`); one
 /// run alone is not ranked (the gate simulates it anyway). A cancel or the deadline met on the
@@ -368,7 +324,7 @@ impl Ranking<'_> {
             // Several under a deferred gate: each is simulated and, while it is the fastest so
             // far, validated beside (on the pool's threads left by runs still going), so the
             // winner leaves validated.
-            Ok((schedule, stats, resume)) if self.deferred => {
+            Ok(crate::synth::producers::Produced { schedule, stats, resume }) if self.deferred => {
                 let checked = super::check::gate_speculative_until(schedule, incumbent, polled);
                 if cancelled() {
                     return Outcome { cancelled: true, ..Outcome::default() };
@@ -388,7 +344,7 @@ impl Ranking<'_> {
                     Err(e) => Outcome { error: Least::of(index, e), ..Outcome::default() },
                 }
             }
-            Ok((schedule, stats, resume)) => {
+            Ok(crate::synth::producers::Produced { schedule, stats, resume }) => {
                 // One candidate needs no ranking; the gate simulates it anyway. Several are
                 // ranked by their simulation, which the winner's gate then reuses.
                 let timing = if single {
@@ -426,7 +382,7 @@ impl Ranking<'_> {
 }
 
 /// What one run produced: a schedule, its planner's statistics and where a polish resumes.
-type Produced = Result<(Schedule, crate::synth::PlanStats, Option<Resume>), crate::synth::SynthError>;
+type Produced = Result<crate::synth::producers::Produced, crate::synth::SynthError>;
 
 /// The runs of a synthesis folded together: the fastest schedule, the first failure (by run
 /// order), how many runs the deadline cut, and whether the caller cancelled. Merging is

@@ -10,6 +10,7 @@ pub mod inversion;
 mod matcher;
 pub mod mcf;
 pub mod overlap;
+pub mod producers;
 pub mod repair;
 pub mod routed;
 pub mod shares;

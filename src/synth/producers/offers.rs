@@ -1,0 +1,523 @@
+//! Which runs each producer offers a request (`Producer::offers`), the request's facts they
+//! decide on (`Offer`), and the one loop that asks every row (`runs`): the NPU counts that
+//! bound each planner, the chunkings, seeds and TEN timesteps they run at, and which runs a
+//! row replaces (`Offered::replaces`).
+
+mod trees;
+
+use super::{Mode, PRODUCERS, Run, TranslationPattern};
+use crate::collective::{Collective, CollectiveKind};
+use crate::synth::SynthError;
+use crate::ten::SwitchModel;
+use crate::topology::Topology;
+pub use trees::beta_over_alpha;
+use trees::tree_runs;
+
+/// What the rows decide on: the request, its chunkings, and what is worked out once for all of
+/// them (the matcher's timesteps, the translation patterns, the trees' messages).
+pub struct Offer<'a> {
+    /// The request, its seeds at least one and its matcher's chunkings at least one.
+    pub ask: Ask<'a>,
+    /// One collective that moves something: every planner may run. Tenants sharing a schedule,
+    /// or a collective with nothing to move, get the matcher alone.
+    pub open: bool,
+    /// TEN timesteps per variant (`Mode::Matching(f)` is the `f`th); the first `base[v]` are
+    /// the automatic ones, the rest the finer ones (`fine_discretizations`).
+    pub factors: Vec<Vec<Option<f64>>>,
+    base: Vec<usize>,
+    /// Each variant's translation pattern, where translation serves.
+    pub patterns: Vec<Option<TranslationPattern>>,
+    /// The (variant, chunks a message) the trees run at (`trees::tree_runs`).
+    tree_runs: Vec<(usize, u32)>,
+}
+
+/// What a request asks of the greedy, as `Offer::new` takes it.
+#[derive(Clone, Copy)]
+pub struct Ask<'a> {
+    pub topology: &'a Topology,
+    /// The collective at each chunks per NPU to try; the matcher runs on the first
+    /// `matcher_variants`.
+    pub variants: &'a [&'a Collective],
+    pub matcher_variants: usize,
+    pub seed: u64,
+    pub seeds: usize,
+    pub discretization_ns: Option<f64>,
+    pub switch_model: SwitchModel,
+    pub grouping: &'a [u32],
+    pub mirroring: bool,
+    /// Tenants share one schedule (the matcher alone plans them).
+    pub tenants: bool,
+    /// Nothing moves: no TEN is built.
+    pub trivial: bool,
+}
+
+/// A row's runs, and which of the runs before them they replace.
+#[derive(Default)]
+pub struct Offered {
+    pub runs: Vec<Run>,
+    pub replaces: Replaces,
+}
+
+impl Offered {
+    fn of(runs: Vec<Run>) -> Offered {
+        Offered { runs, replaces: Replaces::Nothing }
+    }
+}
+
+/// Which runs offered before a row its runs replace: none; the matcher's family at chunkings
+/// where a translation pattern is optimal (it cannot be beaten there); the matcher at one
+/// chunk a message on the first chunking, where the groups run instead; or all of them.
+#[derive(Default)]
+pub enum Replaces {
+    #[default]
+    Nothing,
+    MatcherFamilyAt(Vec<usize>),
+    FirstMatcher,
+    All,
+}
+
+impl Replaces {
+    fn drops(&self, r: &Run) -> bool {
+        match self {
+            Replaces::Nothing => false,
+            Replaces::MatcherFamilyAt(variants) => variants.contains(&r.variant) && r.mode.is_matcher(),
+            Replaces::FirstMatcher => r.variant == 0 && matches!(r.mode, Mode::Matching(_)),
+            Replaces::All => true,
+        }
+    }
+}
+
+/// Every row's runs, in the table's order, each row's replacements applied to the runs before
+/// it.
+pub fn runs(o: &Offer<'_>) -> Vec<Run> {
+    let mut runs = Vec::new();
+    for p in PRODUCERS {
+        let Offered { runs: more, replaces } = (p.offers)(o, &runs);
+        runs.retain(|r| !replaces.drops(r));
+        runs.extend(more);
+    }
+    runs
+}
+
+impl<'a> Offer<'a> {
+    /// The facts every row decides on, worked out once: the matcher's timesteps, the
+    /// translation patterns (searched here: it is cheap) and the trees' messages.
+    pub fn new(ask: Ask<'a>, cancelled: &(dyn Fn() -> bool + Sync)) -> Result<Offer<'a>, SynthError> {
+        let matcher_variants = ask.matcher_variants.clamp(1, ask.variants.len());
+        let ask = Ask { seeds: ask.seeds.max(1), matcher_variants, ..ask };
+        let mut o = Offer {
+            ask,
+            open: !ask.tenants && !ask.trivial,
+            factors: Vec::new(),
+            base: Vec::new(),
+            patterns: Vec::new(),
+            tree_runs: Vec::new(),
+        };
+        o.factors = o.timesteps(ask.trivial)?;
+        o.base = o.factors.iter().map(Vec::len).collect();
+        o.add_fine_timesteps()?;
+        o.patterns = o.translation_patterns(cancelled);
+        // Not where translation is optimal (an intact uniform torus keeps its runs as they
+        // were).
+        if o.open && !o.patterns.iter().flatten().any(|p| p.2) {
+            o.tree_runs = tree_runs(o.ask.topology, o.ask.variants, o.grouping());
+        }
+        Ok(o)
+    }
+
+    fn npus(&self) -> usize {
+        self.ask.topology.npus()
+    }
+
+    fn first(&self) -> &Collective {
+        self.ask.variants[0]
+    }
+
+    /// The TEN timesteps to try per variant: the given one, or the default and, when link
+    /// times are not multiples of the fastest, finer ones (a coarse grid misjudges the slower
+    /// links); none where nothing moves (`trivial`).
+    fn timesteps(&self, trivial: bool) -> Result<Vec<Vec<Option<f64>>>, SynthError> {
+        self.ask
+            .variants
+            .iter()
+            .map(|v| match self.ask.discretization_ns {
+                _ if trivial => Ok(vec![None]), // nothing moves: no TEN is built
+                Some(f) => Ok(vec![Some(f)]),
+                None => {
+                    crate::synth::auto_discretizations(self.ask.topology, v.chunk_size_bytes, self.ask.switch_model)
+                        .map(|fs| fs.into_iter().map(Some).collect())
+                        .map_err(SynthError::from)
+                }
+            })
+            .collect()
+    }
+
+    /// Edges of mixed times on a small fabric: the matcher also at finer timesteps
+    /// (`synth::fine_discretizations`), on up to `FINE_GRID_MAX_NPUS`. Only the matcher: the
+    /// runs derived from it keep the usual timesteps, but the rarest-first pick. Not where the
+    /// routed planner serves (all-to-all, scatter, gather: in the size sweep the finer runs
+    /// never won there).
+    fn add_fine_timesteps(&mut self) -> Result<(), SynthError> {
+        if !self.open
+            || self.ask.discretization_ns.is_some()
+            || self.npus() > FINE_GRID_MAX_NPUS
+            || crate::synth::routed::applies(self.first())
+        {
+            return Ok(());
+        }
+        for variant in 0..self.ask.matcher_variants {
+            let bytes = self.ask.variants[variant].chunk_size_bytes;
+            for d in crate::synth::fine_discretizations(self.ask.topology, bytes, self.ask.switch_model)? {
+                let factors = &mut self.factors[variant];
+                if !factors.iter().flatten().any(|&f| (f - d).abs() <= 1e-9 * d) {
+                    factors.push(Some(d));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Each variant's translation pattern (`synth::translate`), where it serves.
+    fn translation_patterns(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Vec<Option<TranslationPattern>> {
+        use crate::synth::translate;
+        let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
+        self.ask
+            .variants
+            .iter()
+            .map(|v| {
+                let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
+                let k = v.spec.chunks() as usize;
+                let pattern = translate::search(torus, k, self.ask.seed, cancelled).ok()?;
+                let phases: u32 = if v.spec.kind == CollectiveKind::AllReduce { 2 } else { 1 };
+                let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
+                let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
+                let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
+                Some((torus.clone(), pattern, optimal))
+            })
+            .collect()
+    }
+
+    /// The groups of chunks a message the matcher and the trees try: none where translation
+    /// serves on the first chunking (an intact uniform torus keeps its runs as they were).
+    /// On thousands of NPUs the matcher at one chunk per message is both the slowest run and,
+    /// its messages a fifth latency, not the fastest schedule (torus:64x64 at 1 GiB after three
+    /// link failures: all-reduce 7.6 ms, in groups of four 6.8 ms; all-gather after one: 4.26
+    /// ms, eight chunks a message 3.70 ms): the groups run instead.
+    fn grouping(&self) -> &[u32] {
+        if self.patterns.first().is_some_and(Option::is_some) { &[] } else { self.ask.grouping }
+    }
+
+    /// Each seed's run of `mode` at `variant`.
+    fn seeded(&self, variant: usize, mode: Mode) -> impl Iterator<Item = Run> + '_ {
+        (0..self.ask.seeds as u64).map(move |i| Run { variant, seed: self.ask.seed.wrapping_add(i), mode })
+    }
+
+    /// Whether the routed planner alone serves: chunks that each go their own way, on many
+    /// NPUs.
+    fn routed_only(&self) -> bool {
+        self.open && crate::synth::routed::applies(self.first()) && self.npus() >= ROUTED_ONLY_NPUS
+    }
+
+    /// Whether the latency-mode planners (batched messages, doubling, the contribution flood)
+    /// run: beside the matcher for one collective, where their rounds can pay.
+    fn latency_mode(&self) -> bool {
+        self.open && !self.routed_only() && latency_mode_pays(self.ask.topology, self.first())
+    }
+}
+
+/// The matcher per (chunking, seed, TEN timestep), on the first `matcher_variants` chunkings.
+pub(super) fn matching(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let runs = (0..o.ask.matcher_variants)
+        .flat_map(|variant| (0..o.factors[variant].len()).flat_map(move |f| o.seeded(variant, Mode::Matching(f))))
+        .collect();
+    Offered::of(runs)
+}
+
+/// One run in `mode` beside each matcher run at the automatic timesteps where `beside` holds.
+fn beside_matcher(o: &Offer<'_>, runs: &[Run], modes: impl Fn(&Run, usize) -> Vec<Mode>) -> Offered {
+    let runs = runs
+        .iter()
+        .filter_map(|r| match r.mode {
+            Mode::Matching(f) if f < o.base[r.variant] => Some((r, f)),
+            _ => None,
+        })
+        .flat_map(|(r, f)| modes(r, f).into_iter().map(move |mode| Run { mode, ..*r }))
+        .collect();
+    Offered::of(runs)
+}
+
+/// Combining collectives: the matcher as it was before unequal shares and rarest-first picks
+/// beside it (same seeds and timesteps), the faster kept, on up to `PLAIN_MAX_NPUS`.
+pub(super) fn plain(o: &Offer<'_>, runs: &[Run]) -> Offered {
+    if !(o.open && o.first().combining && o.npus() <= PLAIN_MAX_NPUS) {
+        return Offered::default();
+    }
+    beside_matcher(o, runs, |_, f| vec![Mode::Plain(f)])
+}
+
+/// An all-reduce on NPUs of unequal rates: also in pipelined stages (`synth::staged`), at the
+/// matcher's chunkings, seeds and timesteps, on up to `STAGED_MAX_NPUS`.
+pub(super) fn staged(o: &Offer<'_>, runs: &[Run]) -> Offered {
+    if !(o.open && o.npus() <= STAGED_MAX_NPUS) {
+        return Offered::default();
+    }
+    beside_matcher(o, runs, |r, f| {
+        crate::synth::staged::STAGES
+            .into_iter()
+            .filter(|&n| crate::synth::staged::applies(o.ask.topology, o.ask.variants[r.variant], n))
+            .map(|n| Mode::Staged(n, f))
+            .collect()
+    })
+}
+
+/// An all-reduce whose balanced shares sit on a few NPUs: also with the shares spread
+/// (`synth::shares::spread`), at the matcher's chunkings, seeds and timesteps, below the size
+/// where the matcher at one chunk a message gives way to the groups.
+pub(super) fn spread(o: &Offer<'_>, runs: &[Run]) -> Offered {
+    if !(o.open && o.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS) {
+        return Offered::default();
+    }
+    beside_matcher(o, runs, |r, f| {
+        match crate::synth::shares::concentrated(o.ask.topology, o.ask.variants[r.variant]) {
+            true => vec![Mode::Spread(f)],
+            false => Vec::new(),
+        }
+    })
+}
+
+/// Collectives that do not combine (all-gather, broadcast), whose matcher picks at random: the
+/// rarest-first pick beside it (same seeds and timesteps, the finer ones too), the faster
+/// kept, on up to `RAREST_MAX_NPUS`. Not where the routed planner serves.
+pub(super) fn rarest(o: &Offer<'_>, runs: &[Run]) -> Offered {
+    if !o.open || o.first().combining || o.npus() > RAREST_MAX_NPUS || crate::synth::routed::applies(o.first()) {
+        return Offered::default();
+    }
+    let runs = runs
+        .iter()
+        .filter_map(|r| match r.mode {
+            Mode::Matching(f) => Some(Run { mode: Mode::Rarest(f), ..*r }),
+            _ => None,
+        })
+        .collect();
+    Offered::of(runs)
+}
+
+/// Translation on tori: a run per chunking whose pattern serves; where the pattern reaches
+/// the bound of any schedule moving one chunk per link per step, the matcher's family at that
+/// chunking cannot be faster and is replaced.
+pub(super) fn translation(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let served = o.patterns.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|p| (v, p)));
+    let runs = served.clone().map(|(variant, (_, p, _))| Run { variant, seed: p.seed, mode: Mode::Translation });
+    let optimal = served.filter(|(_, p)| p.2).map(|(v, _)| v).collect();
+    Offered { runs: runs.collect(), replaces: Replaces::MatcherFamilyAt(optimal) }
+}
+
+/// An all-reduce or all-gather whose chunks are mostly latency also moves them in groups (at
+/// k = 1); from `GROUPED_ONLY_NPUS` (`GROUPED_ONLY_ALL_REDUCE_NPUS` for an all-reduce) instead
+/// of the matcher at one chunk a message, and from a thousand NPUs the trees replace the
+/// groups where they serve (on torus:32x32 at 256 MiB 1.487–1.505 against 1.571–1.729 ms after
+/// one or three failed links or less NPU 9, on torus:64x64 at 1 GiB 5.68 against 6.79 ms after
+/// three failed links and 5.71 against 6.55 less NPU 9, each run 9–11 s there).
+pub(super) fn grouped(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let grouping = o.grouping();
+    if !o.open || grouping.is_empty() {
+        return Offered::default();
+    }
+    let only = match o.first().spec.kind {
+        CollectiveKind::AllReduce => GROUPED_ONLY_ALL_REDUCE_NPUS,
+        _ => GROUPED_ONLY_NPUS,
+    };
+    let trees_instead = o.npus() >= GROUPED_ONLY_ALL_REDUCE_NPUS && !o.tree_runs.is_empty();
+    let runs = grouping.iter().filter(|_| !trees_instead).flat_map(|&g| o.seeded(0, Mode::Grouped(g))).collect();
+    let replaces = if o.npus() >= only { Replaces::FirstMatcher } else { Replaces::Nothing };
+    Offered { runs, replaces }
+}
+
+/// An all-reduce over links alike both ways: per-chunk trees (`synth::trees`) at every
+/// chunking below a thousand NPUs, and in messages of `tree_groups` on the first.
+pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
+    Offered::of(o.tree_runs.iter().flat_map(|&(variant, g)| o.seeded(variant, Mode::Trees(g))).collect())
+}
+
+/// Chunks that each go their own way (all-to-all, scatter, gather): the routed planner at
+/// every chunking; from `ROUTED_ONLY_NPUS` alone.
+pub(super) fn routed(o: &Offer<'_>, _: &[Run]) -> Offered {
+    if !(o.open && crate::synth::routed::applies(o.first())) {
+        return Offered::default();
+    }
+    let runs = (0..o.ask.variants.len()).map(|variant| Run { variant, seed: o.ask.seed, mode: Mode::Routed }).collect();
+    let replaces = if o.routed_only() { Replaces::All } else { Replaces::Nothing };
+    Offered { runs, replaces }
+}
+
+/// The contribution flood: deterministic on direct links and cheap, the first seed; its bytes
+/// do not depend on the chunking, the request's alone. Not in a search for a mirror: the flood
+/// reduces in scratch slots, which do not mirror.
+pub(super) fn contributions(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let c = o.first();
+    if !(o.latency_mode()
+        && !o.ask.mirroring
+        && crate::synth::flood::contributions_apply(c, o.npus())
+        && crate::synth::flood::contributions_pay(o.ask.topology, c))
+    {
+        return Offered::default();
+    }
+    Offered::of(vec![Run { variant: 0, seed: o.ask.seed, mode: Mode::Contributions }])
+}
+
+/// Batched messages at every chunking tried: finer chunks balance better over an NPU's
+/// incoming links.
+pub(super) fn batched(o: &Offer<'_>, _: &[Run]) -> Offered {
+    if !o.latency_mode() {
+        return Offered::default();
+    }
+    Offered::of(
+        (0..o.ask.variants.len()).map(|variant| Run { variant, seed: o.ask.seed, mode: Mode::Batched }).collect(),
+    )
+}
+
+/// The doubling patterns (`halving`: the halving-then-doubling shapes, else the others) at
+/// every chunking where they apply: they put every owner's block in every port's group.
+pub(super) fn doubling(o: &Offer<'_>, halving: bool) -> Offered {
+    if !o.latency_mode() {
+        return Offered::default();
+    }
+    let runs = o
+        .ask
+        .variants
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| crate::synth::doubling::applies(v))
+        .flat_map(|(variant, v)| {
+            crate::synth::doubling::Shape::for_collective(v)
+                .into_iter()
+                .filter(move |s| s.halving == halving)
+                .map(move |shape| Run { variant, seed: o.ask.seed, mode: Mode::Doubling(shape) })
+        })
+        .collect();
+    Offered::of(runs)
+}
+
+/// NPUs up to which the matcher as it was before unequal shares (`Mode::Plain`) runs beside
+/// the matcher on combining collectives: it won only on heterogeneous fabrics of 12–42 NPUs,
+/// never above 64, where its run is the slowest of the greedy's (docs/BENCHMARKS.md, "Where
+/// the plain matcher wins").
+pub const PLAIN_MAX_NPUS: usize = 64;
+
+/// NPUs up to which the matcher with the rarest-first pick (`Mode::Rarest`) runs beside the
+/// matcher's random pick on collectives that do not combine.
+pub const RAREST_MAX_NPUS: usize = 256;
+
+/// NPUs up to which the matcher also runs at finer timesteps where edge times are mixed
+/// (`synth::fine_discretizations`): each run is cheap there (0.1–0.2 s at 64 NPUs).
+pub const FINE_GRID_MAX_NPUS: usize = 64;
+
+/// NPUs up to which an all-reduce on NPUs of unequal rates also runs in pipelined stages
+/// (`Mode::Staged`).
+pub const STAGED_MAX_NPUS: usize = 256;
+
+/// NPUs from which an all-reduce or all-gather that moves chunks in groups
+/// (`chunking::grouping`) does not also run the matcher at one chunk per message.
+pub const GROUPED_ONLY_NPUS: usize = 2048;
+
+/// `GROUPED_ONLY_NPUS` for an all-reduce: from here the matcher at one chunk per message is
+/// the longest run and slower than the grouped runs (docs/BENCHMARKS.md, "The matcher's groups:
+/// chunks a message").
+pub const GROUPED_ONLY_ALL_REDUCE_NPUS: usize = 1024;
+
+/// NPUs from which an all-to-all, scatter or gather runs the routed planner alone: the
+/// matcher's time grows with every chunk's candidate edges (7.3 s of a 512-NPU all-to-all) and
+/// its schedules are slower there (torus:8x8x8 at 64 MiB: 1066.5 µs against the routed
+/// planner's 765 µs); the batched planner relays every chunk everywhere (torus:8x8x8 at
+/// 16 MiB: 80 s and 8 GB beside the routed planner).
+pub const ROUTED_ONLY_NPUS: usize = 256;
+
+/// NPUs up to which the greedy always tries its latency mode; beyond, only where one chunk is
+/// mostly latency (its transfer time on the fastest link below the smallest link latency),
+/// as the batched planner relays every chunk everywhere and the ranking then simulates every
+/// candidate: on thousands of NPUs at large sizes it costs more than it can win.
+pub const LATENCY_MODE_MAX_NPUS: usize = 256;
+
+/// Whether the greedy tries its latency mode on `c` (see `LATENCY_MODE_MAX_NPUS`).
+fn latency_mode_pays(topo: &Topology, c: &Collective) -> bool {
+    if topo.npus() <= LATENCY_MODE_MAX_NPUS {
+        return true;
+    }
+    beta_over_alpha(topo, c.chunk_size_bytes) < 1.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::CollectiveSpec;
+    use crate::topology::parse_spec;
+
+    /// The runs the table offers `kind` of `size` bytes on `spec` at one chunk per NPU, with
+    /// `seeds` seeds and the automatic timesteps; and the offer's facts.
+    fn offered(spec: &str, kind: CollectiveKind, size: u64, seeds: usize) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
+        let t = parse_spec(spec).unwrap();
+        let c = Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(1), &t).unwrap();
+        let variants = [&c];
+        let ask = Ask {
+            topology: &t,
+            variants: &variants,
+            matcher_variants: 1,
+            seed: 7,
+            seeds,
+            discretization_ns: None,
+            switch_model: SwitchModel::Native,
+            grouping: &[],
+            mirroring: false,
+            tenants: false,
+            trivial: false,
+        };
+        let o = Offer::new(ask, &|| false).unwrap();
+        let all = o.factors.iter().map(Vec::len).collect();
+        (runs(&o), o.base.clone(), all)
+    }
+
+    fn count(runs: &[Run], f: impl Fn(&Run) -> bool) -> usize {
+        runs.iter().filter(|r| f(r)).count()
+    }
+
+    /// On mixed link times (hier's switch paths beside its FC links) the matcher also runs at
+    /// finer timesteps; the plain matcher and the
+    /// stages go beside the automatic timesteps only, each seed once, and the rarest-first pick
+    /// (a collective that does not combine) beside every timestep.
+    #[test]
+    fn the_runs_beside_the_matcher_keep_their_timesteps() {
+        let hier = "hier:ring2,fc4,switch4";
+        let (runs, base, all) = offered(hier, CollectiveKind::AllReduce, 256 << 20, 2);
+        assert!(all[0] > base[0], "finer timesteps: {all:?} beside {base:?}");
+        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Matching(_))), 2 * all[0]);
+        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Plain(_))), 2 * base[0]);
+        assert!(runs.iter().all(|r| match r.mode {
+            Mode::Plain(f) | Mode::Staged(_, f) | Mode::Spread(f) => f < base[0],
+            _ => true,
+        }));
+        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Rarest(_))), 0, "an all-reduce combines");
+        let seeds: Vec<u64> = runs.iter().filter(|r| r.mode == Mode::Matching(0)).map(|r| r.seed).collect();
+        assert_eq!(seeds, [7, 8]);
+
+        let (runs, _, all) = offered(hier, CollectiveKind::AllGather, 256 << 20, 1);
+        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Rarest(_))), all[0]);
+        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Plain(_))), 0, "an all-gather does not combine");
+    }
+
+    /// Where a translation pattern is optimal it replaces the matcher's family at its chunking;
+    /// an all-to-all on 512 NPUs gets the routed planner alone, on 16 beside the matcher and the
+    /// batched planner.
+    #[test]
+    fn rows_replace_the_runs_they_beat() {
+        let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllGather, 64 << 10, 1);
+        assert_eq!(count(&runs, |r| r.mode == Mode::Translation), 1);
+        assert_eq!(count(&runs, |r| r.mode.is_matcher()), 0, "{runs:?}");
+        assert!(count(&runs, |r| r.mode == Mode::Batched) == 1);
+
+        let (runs, _, _) = offered("torus:8x8x8", CollectiveKind::AllToAll, 16 << 20, 2);
+        assert_eq!(runs.iter().map(|r| (r.variant, r.seed, r.mode)).collect::<Vec<_>>(), [(0, 7, Mode::Routed)]);
+        let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllToAll, 4 << 20, 1);
+        let names: Vec<&str> = runs.iter().map(|r| r.mode.name()).collect();
+        assert_eq!(names, ["matching", "routed", "batched"]);
+    }
+}

@@ -44,7 +44,7 @@ pub struct LowerBounds {
     /// bisection (4/3 of the distance bound on mesh:8x8), or a scatter root's egress.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut_ns: Option<f64>,
-    /// The same collectives on fabrics of up to `synth::mcf::MAX_VARIABLES` holders × links: the
+    /// The same collectives on fabrics of up to `mcf::MAX_VARIABLES` holders × links: the
     /// least time at which the links could carry every chunk from its holder to its needers
     /// as a fractional multicommodity flow (a linear program, HiGHS). At least the distance
     /// and cut bounds; above them where every route must share a class of links (rail:4x8:

@@ -6,10 +6,10 @@
 //! bounds miss: a class of links every route must use (a rail fabric's node-switch links), a
 //! group with few links out (a dragonfly group) that no candidate cut names.
 //!
-//! The program itself is `synth::mcf` (the routed planner also routes along its flows).
+//! The program itself is `mcf` (the routed planner also routes along its flows).
 
 use super::spread::Demand;
-use crate::synth::mcf;
+use crate::mcf;
 use crate::topology::Topology;
 use std::collections::BTreeMap;
 

@@ -373,9 +373,7 @@ impl Ranking<'_> {
             Err(e) if e.is_cancelled() => Outcome::cut(),
             // Stages that did not overlap: no candidate (the one-stage run serves), and not the
             // error to report if nothing else finished.
-            Err(crate::synth::SynthError::Greedy(crate::synth::greedy::GreedyError::StagesNotShorter)) => {
-                Outcome::default()
-            }
+            Err(crate::synth::SynthError::Greedy(crate::synth::GreedyError::StagesNotShorter)) => Outcome::default(),
             Err(e) => Outcome { error: Least::of(index, e.into()), ..Outcome::default() },
         }
     }

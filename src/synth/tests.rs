@@ -2,13 +2,15 @@
 //! the two phases planned side by side against the phases in order.
 use super::*;
 use crate::slots::PairSet;
+use crate::synth::phase;
+use crate::ten::Ten;
 use std::collections::HashMap;
 
 /// `prune_dead_ends` as it was first written (a pass over every move until nothing
 /// changes): the oracle for the worklist.
-fn prune_by_passes(ten: &Ten, num_chunks: usize, moves: Vec<greedy::Move>, post: &[[u32; 2]]) -> Vec<greedy::Move> {
+fn prune_by_passes(ten: &Ten, num_chunks: usize, moves: Vec<phase::Move>, post: &[[u32; 2]]) -> Vec<phase::Move> {
     let wanted = PairSet::new(ten.npus, num_chunks, post);
-    let is_dead_end = |m: &greedy::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
+    let is_dead_end = |m: &phase::Move| !wanted.contains(ten.edges[m.edge as usize].dst as usize, m.chunk as usize);
     let mut forwards: HashMap<(u32, u32), usize> = HashMap::new();
     for m in &moves {
         *forwards.entry((ten.edges[m.edge as usize].src, m.chunk)).or_default() += 1;
@@ -48,8 +50,8 @@ fn phases_side_by_side_plan_what_phases_in_order_plan() {
         let (roots, _) = roots_for(&topo, &c);
         let combining = vec![true; c.num_chunks];
         let never = || false;
-        let mut each = |p: &greedy::Problem, seed, _: &'static str, _: u32| greedy::plan(p, seed, &never);
-        let both = |p: &greedy::Problem, seed| greedy::plan(p, seed, &never);
+        let mut each = |p: &phase::Problem, seed, _: &'static str, _: u32| matcher::plan(p, seed, &never);
+        let both = |p: &phase::Problem, seed| matcher::plan(p, seed, &never);
         let in_order = Manner::picking(&c);
         let at_once = Manner { side_by_side: Some(&both), ..in_order };
         let (a, sa) = movement_core(&topo, &c, &combining, &roots, in_order, &opts, &mut each).unwrap();
@@ -74,7 +76,7 @@ fn pruning_by_worklist_equals_pruning_by_passes() {
             for step in 0..1 + rng.below(6) as u32 {
                 let out = ten.out_edges(v);
                 let edge = out[rng.below(out.len())];
-                moves.push(greedy::Move { step, edge, chunk });
+                moves.push(phase::Move { step, edge, chunk });
                 v = ten.edges[edge as usize].dst as usize;
             }
         }
@@ -88,7 +90,7 @@ fn pruning_by_worklist_equals_pruning_by_passes() {
 }
 
 /// A phase planner: `greedy::plan`, `flood::plan`.
-type PhasePlanner = fn(&greedy::Problem, u64, &dyn Fn() -> bool) -> Result<greedy::Plan, SynthError>;
+type PhasePlanner = fn(&phase::Problem, u64, &dyn Fn() -> bool) -> Result<phase::Plan, SynthError>;
 
 /// A planner on fc:256's all-gather (on the TEN `ten_of` builds), with a stop that counts its
 /// polls and says stop from poll `stop_at` on: what it planned, and how many polls it made.
@@ -96,13 +98,13 @@ fn fc256_all_gather_polled(
     ten_of: fn(&crate::topology::Topology, &Collective) -> Ten,
     plan: PhasePlanner,
     stop_at: Option<usize>,
-) -> (Result<greedy::Plan, SynthError>, usize) {
+) -> (Result<phase::Plan, SynthError>, usize) {
     let topo = crate::topology::parse_spec("fc:256").unwrap();
     let spec = crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 26);
     let c = Collective::build(&spec, &topo).unwrap();
     let ten = ten_of(&topo, &c);
     let (pre, post) = (c.precondition.to_vec(), c.postcondition.to_vec());
-    let p = greedy::Problem {
+    let p = phase::Problem {
         ten: &ten,
         num_chunks: c.num_chunks,
         pre: &pre,
@@ -128,7 +130,7 @@ fn the_greedy_polls_between_the_arrivals_of_one_timestep() {
     let ten = |t: &crate::topology::Topology, c: &Collective| {
         Ten::build(t, c.chunk_size_bytes, crate::ten::SwitchModel::Native, None).unwrap()
     };
-    let (whole, calls) = fc256_all_gather_polled(ten, greedy::plan, None);
+    let (whole, calls) = fc256_all_gather_polled(ten, matcher::plan, None);
     let whole = whole.unwrap();
     let arrivals: usize = 255 * 256;
     assert!(whole.moves.len() >= arrivals, "{} moves", whole.moves.len());
@@ -136,7 +138,7 @@ fn the_greedy_polls_between_the_arrivals_of_one_timestep() {
     // one every `ARRIVALS_PER_POLL` arrivals (before, one poll in all).
     let per_timestep = whole.timesteps as usize;
     assert!(calls >= per_timestep + arrivals / (1 << 14), "{calls} polls, {} timesteps", whole.timesteps);
-    let (stopped, calls) = fc256_all_gather_polled(ten, greedy::plan, Some(2));
+    let (stopped, calls) = fc256_all_gather_polled(ten, matcher::plan, Some(2));
     assert!(matches!(stopped, Err(SynthError::Cancelled)), "{stopped:?}");
     assert_eq!(calls, 2);
 }

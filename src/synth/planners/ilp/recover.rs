@@ -1,7 +1,7 @@
 //! Shortest-path recovery (TACOS V-B): the chunks a clustered search left undelivered reach
 //! their targets over shortest TEN paths, each hop when its resources are free.
 
-use crate::synth::greedy::Move;
+use crate::synth::phase::Move;
 use crate::ten::Ten;
 use std::collections::HashSet;
 

@@ -5,13 +5,16 @@
 //! (`greedy_grouped`), spread shares (`greedy_spread`), pipelined stages (`greedy_staged`), the
 //! latency mode (`batched`) and translation on tori (`translated`).
 
-use super::greedy as matching;
-use super::{
+use crate::collective::Collective;
+use crate::schedule::{Schedule, Transfer};
+use crate::synth::matcher as matching;
+use crate::synth::phase;
+use crate::synth::phase::{GreedyError, Problem};
+use crate::synth::{Joint, Planner, matcher};
+use crate::synth::{
     Manner, PlanOptions, PlanStats, SynthError, flood, movement_core, reduction_roots, roots_for, shares, staged,
     translate,
 };
-use crate::collective::Collective;
-use crate::schedule::{Schedule, Transfer};
 use crate::topology::Topology;
 
 /// Synthesizes `c` on `topo` with the greedy matcher.
@@ -37,7 +40,7 @@ pub fn greedy_rarest(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     if c.combining {
-        return Err(matching::GreedyError::Unsupported("a second pick: a collective that does not combine").into());
+        return Err(GreedyError::Unsupported("a second pick: a collective that does not combine").into());
     }
     let (roots, _) = roots_for(topo, c);
     matched(topo, c, c, &roots, Manner { rarest_first: true, ..Manner::picking(c) }, opts, cancelled)
@@ -70,7 +73,7 @@ pub fn greedy_spread(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     if !shares::concentrated(topo, c) {
-        return Err(matching::GreedyError::Unsupported("spread shares: an all-reduce with concentrated roots").into());
+        return Err(GreedyError::Unsupported("spread shares: an all-reduce with concentrated roots").into());
     }
     let w: Vec<f64> = c.group.iter().map(|&v| shares::capacity(topo, v)).collect();
     let per_rank = shares::spread(&w, c.num_chunks, shares::SPREAD_SLACK);
@@ -86,7 +89,7 @@ pub fn greedy_staged(
     opts: &PlanOptions,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
-    staged::staged(topo, c, stages, opts, cancelled)?.ok_or_else(|| matching::GreedyError::StagesNotShorter.into())
+    staged::staged(topo, c, stages, opts, cancelled)?.ok_or_else(|| GreedyError::StagesNotShorter.into())
 }
 
 /// The matcher's schedule of `out` (seed recorded), planned as `plan` (the same collective, or
@@ -101,8 +104,8 @@ fn matched(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let combining = vec![plan.combining; plan.num_chunks];
-    let mut planner = |p: &matching::Problem, seed, _phase, _left| matching::plan(p, seed, cancelled);
-    let side_by_side = |p: &matching::Problem, seed| matching::plan(p, seed, cancelled);
+    let mut planner = |p: &Problem, seed, _phase, _left| matching::plan(p, seed, cancelled);
+    let side_by_side = |p: &Problem, seed| matching::plan(p, seed, cancelled);
     let manner = Manner { side_by_side: Some(&side_by_side), ..manner };
     let (transfers, stats) = movement_core(topo, plan, &combining, roots, manner, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), out, "greedy");
@@ -145,7 +148,7 @@ pub fn greedy_grouped(
         return all_gather_in_messages(topo, c, group, opts, cancelled);
     }
     if c.spec.kind != crate::collective::CollectiveKind::AllReduce {
-        return Err(matching::GreedyError::Unsupported("grouped chunks: an all-reduce or an all-gather").into());
+        return Err(GreedyError::Unsupported("grouped chunks: an all-reduce or an all-gather").into());
     }
     // The last group may be short (4095 chunks after an NPU failure at 4096 NPUs, in groups of
     // four: 1023 of four and one of three); it is planned at the full group's size.
@@ -180,7 +183,7 @@ pub fn greedy_grouped(
 /// The greedy's all-gather with up to `group` chunks per message: every chunk has its own
 /// source, so they cannot be planned as larger chunks (as the all-reduce's are); instead the
 /// TEN's timestep is a message of `group` chunks on the fastest link and each edge starts up to
-/// `group` chunks a timestep (`greedy::Problem::capacity`), merged into one message. Where a
+/// `group` chunks a timestep (`phase::Problem::capacity`), merged into one message. Where a
 /// chunk's latency is a noticeable share of its time (a 1024-NPU torus at 256 MiB moves
 /// quarter-MiB chunks, a fifth of whose time is α), the NPU that receives the most pays α
 /// once per message, not once per chunk.
@@ -214,7 +217,7 @@ pub fn batched(
     let opts = PlanOptions { discretization_ns: Some(round.discretization_ns), ..opts.clone() };
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &matching::Problem, seed, _phase, _left| flood::plan(p, seed, cancelled);
+    let mut planner = |p: &Problem, seed, _phase, _left| flood::plan(p, seed, cancelled);
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, &opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
@@ -235,10 +238,92 @@ pub fn translated(
 ) -> Result<(Schedule, PlanStats), SynthError> {
     let combining = vec![c.combining; c.num_chunks];
     let roots = if c.combining { reduction_roots(c) } else { Vec::new() };
-    let mut planner = |p: &matching::Problem, _seed, _phase, _left| translate::plan(p, torus, pattern, cancelled);
+    let mut planner = |p: &Problem, _seed, _phase, _left| translate::plan(p, torus, pattern, cancelled);
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
     s.transfers = transfers;
     Ok((s, stats))
+}
+
+/// Several collectives at once on one topology (TACOS VIII-G), planned jointly: every
+/// tenant's reductions share one reduce phase, and every forward movement one forward phase,
+/// so tenants share links without congestion within a phase. Chunk ids are the tenants'
+/// chunks one after another. Tenants must have equal chunk sizes (one TEN); a non-combining
+/// tenant whose chunks have several holders cannot share a schedule with combining tenants
+/// (the format has one combining flag, under which several holders would be summed).
+pub fn greedy_multi(
+    topo: &Topology,
+    tenants: &[Collective],
+    opts: &PlanOptions,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Joint, SynthError> {
+    let mut planner = |p: &phase::Problem, seed, _phase, _left| matcher::plan(p, seed, cancelled);
+    multi_core(topo, tenants, opts, &mut planner)
+}
+
+pub(in crate::synth) fn multi_core(
+    topo: &Topology,
+    tenants: &[Collective],
+    opts: &PlanOptions,
+    planner: &mut Planner,
+) -> Result<Joint, SynthError> {
+    use crate::error::InputError;
+    let first = tenants.first().ok_or_else(|| InputError::new("tenants", "expected at least one collective"))?;
+    if tenants.len() > 64 {
+        return Err(InputError::new("tenants", "at most 64 collectives at once").into());
+    }
+    let size = first.chunk_size_bytes;
+    let any_combining = tenants.iter().any(|t| t.combining);
+    let mut ranges = Vec::new();
+    let (mut pre, mut post, mut combining, mut roots) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (i, t) in tenants.iter().enumerate() {
+        if (t.chunk_size_bytes - size).abs() > 1e-9 * size {
+            return Err(SynthError::Input(InputError::new(
+                format!("tenants[{i}]"),
+                format!(
+                    "chunk size {} B differs from the first tenant's {size} B; expected equal chunk sizes (adjust size_bytes or chunks_per_npu)",
+                    t.chunk_size_bytes
+                ),
+            )));
+        }
+        if any_combining && !t.combining {
+            let h = t.holders();
+            if (0..t.num_chunks).any(|c| h.of(c).len() > 1) {
+                return Err(InputError::new(
+                    format!("tenants[{i}]"),
+                    "a non-combining tenant with several holders of one chunk cannot be mixed with combining tenants",
+                )
+                .into());
+            }
+        }
+        let base = ranges.last().map(|r: &std::ops::Range<usize>| r.end).unwrap_or(0);
+        ranges.push(base..base + t.num_chunks);
+        let shift = |p: [u32; 2]| [p[0], p[1] + base as u32];
+        pre.extend(t.precondition.iter().map(shift));
+        post.extend(t.postcondition.iter().map(shift));
+        combining.extend(std::iter::repeat_n(t.combining, t.num_chunks));
+        if t.combining {
+            roots.extend(reduction_roots(t));
+        } else {
+            roots.extend(std::iter::repeat_n(0, t.num_chunks));
+        }
+    }
+    let num_chunks = ranges.last().map(|r| r.end).unwrap_or(0);
+    let total = size * num_chunks as f64;
+    if total.fract().abs() > 1e-6 {
+        return Err(InputError::new("tenants", "the tenants' chunks do not add up to a whole number of bytes").into());
+    }
+    let mut spec =
+        crate::collective::CollectiveSpec::new(crate::collective::CollectiveKind::Custom, total.round() as u64);
+    spec.num_chunks = Some(num_chunks);
+    spec.precondition = Some(pre);
+    spec.postcondition = Some(post);
+    spec.combining = Some(any_combining);
+    let merged = Collective::build(&spec, topo).map_err(|e| e.within("tenants"))?;
+    let (transfers, stats) = movement_core(topo, &merged, &combining, &roots, Manner::PLAIN, opts, planner)?;
+    let mut s = Schedule::new(topo.clone(), &merged, "greedy");
+    s.seed = Some(opts.seed);
+    s.transfers = transfers;
+    Ok(Joint { schedule: s, ranges, stats })
 }

@@ -61,14 +61,14 @@ pub fn even_chunks(
     topo: &crate::topology::Topology,
     c: &Collective,
     model: crate::ten::SwitchModel,
-) -> Result<u32, super::SynthError> {
+) -> Result<u32, crate::synth::SynthError> {
     let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
     Ok(port_groups(&ten, c) as u32)
 }
 
 /// Ranks' distances (TEN timesteps at `c`'s chunk size: latency-weighted hops) and each
 /// rank's shortest-path tree (the TEN edge reaching every NPU).
-fn distances(ten: &Ten, c: &Collective) -> Result<(Vec<u32>, Vec<Vec<u32>>), super::SynthError> {
+fn distances(ten: &Ten, c: &Collective) -> Result<(Vec<u32>, Vec<Vec<u32>>), crate::synth::SynthError> {
     let p = c.group.len();
     let mut dist = vec![0u32; p * p];
     let mut via: Vec<Vec<u32>> = Vec::with_capacity(p);
@@ -93,7 +93,7 @@ pub fn labelling(
     model: crate::ten::SwitchModel,
     seed: u64,
     cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<usize>, super::SynthError> {
+) -> Result<Vec<usize>, crate::synth::SynthError> {
     let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
     let (dist, _) = distances(&ten, c)?;
     let p = c.group.len();
@@ -110,7 +110,7 @@ pub fn synthesize(
     shape: Shape,
     at: &[usize],
     seed: u64,
-) -> Result<(Schedule, u32, f64), super::SynthError> {
+) -> Result<(Schedule, u32, f64), crate::synth::SynthError> {
     let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
     let p = c.group.len();
     let m = p.trailing_zeros() as usize;
@@ -294,7 +294,7 @@ fn search(
     start: Vec<usize>,
     seed: u64,
     cancelled: &dyn Fn() -> bool,
-) -> Result<Vec<usize>, super::SynthError> {
+) -> Result<Vec<usize>, crate::synth::SynthError> {
     let pair = |at: &[usize], x: usize, y: usize| (dist[at[x] * p + at[y]] + dist[at[y] * p + at[x]]) as i64;
     let touched = |a: usize, b: usize| -> Vec<(usize, usize)> {
         let mut v: Vec<(usize, usize)> = Vec::with_capacity(4 * m);
@@ -323,7 +323,7 @@ fn search(
     let (t0, t1) = (4.0f64, 0.05f64);
     for i in 0..iterations {
         if i % 4096 == 0 && cancelled() {
-            return Err(super::SynthError::Cancelled);
+            return Err(crate::synth::SynthError::Cancelled);
         }
         let (a, b) = (rng.below(p), rng.below(p));
         if a == b {

@@ -16,11 +16,11 @@
 //! and reduces locally at the end: an all-reduce in as many rounds as an all-gather, for the
 //! sizes where rounds cost more than bytes.
 
-use super::SynthError;
-use super::greedy::{GreedyError, Move, Plan, Problem};
 use crate::collective::Collective;
 use crate::rng::Rng;
 use crate::schedule::{Op, Schedule, Transfer, Transfers};
+use crate::synth::SynthError;
+use crate::synth::phase::{GreedyError, Move, Plan, Problem};
 use crate::ten::Ten;
 
 /// Bits of the per-NPU holding tables above which the batched planner refuses (32 MiB per
@@ -321,7 +321,7 @@ pub fn all_reduce_by_contributions(
     model: crate::ten::SwitchModel,
     seed: u64,
     cancelled: &dyn Fn() -> bool,
-) -> Result<(Schedule, u32, f64), super::SynthError> {
+) -> Result<(Schedule, u32, f64), crate::synth::SynthError> {
     let ten = round_ten(topo, c.chunk_size_bytes, model)?;
     let holders = c.holders();
     // Items: the precondition pairs, in order; item i is (u, chunk) = precondition[i] (within
@@ -360,7 +360,7 @@ pub fn all_reduce_by_contributions(
         capacity: 1,
     };
     let plan = plan(&problem, seed, cancelled)?;
-    let moves = super::prune_dead_ends(&ten, items, plan.moves, &post);
+    let moves = crate::synth::prune_dead_ends(&ten, items, plan.moves, &post);
     let scratch_of = |i: u32| (c.num_chunks as u32) + i;
     // The moves batched as they are made into transfers, one per link (source, destination and
     // path) and step, in the order each first moves (what `batch` makes of one transfer per

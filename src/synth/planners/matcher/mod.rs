@@ -17,72 +17,15 @@ mod islands;
 mod relay;
 mod timeline;
 
-use super::SynthError;
 use crate::rng::Rng;
 use crate::slots::SlotTable;
-use crate::ten::Ten;
+use crate::synth::SynthError;
+use crate::synth::phase::{GreedyError, Move, Plan, Problem};
 use crossbar::Matching;
 use islands::Islands;
 use relay::{Relay, relay_tables};
 use std::collections::HashMap;
 use timeline::Timeline;
-
-/// Chunk movement to plan on a TEN: `pre` pairs are held at t = 0, `post` pairs must be held
-/// at the end; both sorted by (npu, chunk) without duplicates. `live_npus` is the number of NPUs that can take part (not failed).
-pub struct Problem<'a> {
-    pub ten: &'a Ten,
-    pub num_chunks: usize,
-    pub pre: &'a [[u32; 2]],
-    pub post: &'a [[u32; 2]],
-    pub live_npus: usize,
-    /// Each edge takes the requested chunk with the fewest copies among a few it looks at,
-    /// instead of one at random: with unequal shares (`synth::shares`, a few roots holding
-    /// most chunks) random picks leave NPUs idle late in a phase that rarest-first keeps busy.
-    /// The synthesizers set it for combining collectives; the others keep the random pick.
-    pub rarest_first: bool,
-    /// Chunks an edge may start in one timestep (1: the TACOS matcher). Above one the TEN's
-    /// timestep is that many chunks' message (`synth::greedy_grouped` on an all-gather), and
-    /// the moves of one edge and timestep become one message.
-    pub capacity: u32,
-}
-
-/// One chunk on one TEN edge, starting at timestep `step`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Move {
-    pub step: u32,
-    pub edge: u32,
-    pub chunk: u32,
-}
-
-#[derive(Clone, Debug)]
-pub struct Plan {
-    /// Moves in the order they were made (by step).
-    pub moves: Vec<Move>,
-    /// Timesteps until the last arrival.
-    pub timesteps: u32,
-    /// Moves re-targeted or dropped because a faster edge delivered their chunk.
-    pub replacements: usize,
-}
-
-/// Why the greedy (or a latency-mode planner) found no plan. A cancel is not one of these:
-/// it is `SynthError::Cancelled`, the one way every planner stops on its caller's poll.
-#[derive(Clone, Debug, thiserror::Error, PartialEq)]
-pub enum GreedyError {
-    #[error("no progress possible: {0} requested (npu, chunk) pairs cannot be reached")]
-    Stuck(usize),
-    #[error("relay tables would need {0} entries, over the limit of {1}")]
-    TooManyRelayTables(usize, usize),
-    #[error("the plan exceeds {0} timesteps; use a coarser discretization")]
-    Horizon(u32),
-    /// A planner that serves only some problems was given another (a caller's bug: the
-    /// engine checks first).
-    #[error("{0}")]
-    Unsupported(&'static str),
-    /// A pipelined all-reduce (`staged`) whose stages did not overlap (or that the overlap
-    /// could not schedule): the one-stage plan serves.
-    #[error("the stages in one timeline are no shorter than one after another")]
-    StagesNotShorter,
-}
 
 /// Random candidates `pick` compares by their copies before taking the rarest.
 const RAREST_PROBES: usize = 8;

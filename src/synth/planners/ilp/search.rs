@@ -15,7 +15,7 @@ use super::symmetric::{Blocks, Classes, Symmetry, congestion_free};
 use super::{
     IlpOptions, IlpStatus, PhasePlan, PhaseStats, SECONDS_PER_LP_ITERATION, SolveRecord, SolveResult, ms, work_seconds,
 };
-use crate::synth::greedy::{Move, Plan, Problem};
+use crate::synth::phase::{Move, Plan, Problem};
 use crate::synth::{SynthError, prune_dead_ends};
 use std::fmt;
 use std::time::Instant;

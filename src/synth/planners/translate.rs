@@ -15,10 +15,10 @@
 //! Reduce-scatter is the pattern reversed on the transposed torus (the same torus), as every
 //! reduction phase is (`synth::movement_core`); all-reduce is that, then the all-gather.
 
-use super::SynthError;
-use super::greedy::{GreedyError, Move, Plan, Problem};
 use crate::collective::{Collective, CollectiveKind};
 use crate::rng::Rng;
+use crate::synth::SynthError;
+use crate::synth::phase::{GreedyError, Move, Plan, Problem};
 use crate::topology::{Grid, Topology};
 
 /// Pattern searches tried (with consecutive seeds) before the best is kept; the first one has

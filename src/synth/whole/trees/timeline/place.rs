@@ -48,7 +48,7 @@ pub(super) fn place_noisy(
 ) -> Result<(Vec<u32>, u32), SynthError> {
     let placed = place_in(mv, par, rev, key, cap, Order::Queue { rebalance }, cancelled)?;
     // A heap holds every move whose turn may come, so it never meets one that is not ready.
-    placed.ok_or(SynthError::Greedy(crate::synth::greedy::GreedyError::Unsupported("trees: a move was never ready")))
+    placed.ok_or(SynthError::Greedy(crate::synth::GreedyError::Unsupported("trees: a move was never ready")))
 }
 
 /// What `place` keeps of NPU v in tree u (at `u * n + v`), side by side so that a move reads
@@ -333,9 +333,7 @@ impl<'a> Placer<'a> {
         let m = Turn { u, v, up, reducing, root, now, me };
         let Some(c) = self.choose(&m) else {
             // Its parent in `par` is always a candidate; reaching here is a bug, not an input.
-            return Err(SynthError::Greedy(crate::synth::greedy::GreedyError::Unsupported(
-                "trees: a move has no parent",
-            )));
+            return Err(SynthError::Greedy(crate::synth::GreedyError::Unsupported("trees: a move has no parent")));
         };
         let words = self.taken.words;
         self.taken.bits[c.link as usize * words + c.slot as usize / 64] |= 1 << (c.slot % 64);

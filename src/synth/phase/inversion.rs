@@ -3,9 +3,9 @@
 //! (`prune_dead_ends`), and a whole all-gather or reduce-scatter schedule mirrored into the
 //! other (`mirrored`).
 
-use super::greedy;
 use crate::schedule::{ChunkList, Op, Route, Transfer, Transfers};
 use crate::slots::PairSet;
+use crate::synth::phase;
 use crate::ten::Ten;
 use std::collections::HashMap;
 
@@ -15,15 +15,15 @@ use std::collections::HashMap;
 pub(crate) fn prune_dead_ends(
     ten: &Ten,
     num_chunks: usize,
-    moves: Vec<greedy::Move>,
+    moves: Vec<phase::Move>,
     post: &[[u32; 2]],
-) -> Vec<greedy::Move> {
+) -> Vec<phase::Move> {
     let wanted = PairSet::new(ten.npus, num_chunks, post);
-    let ends = |m: &greedy::Move| {
+    let ends = |m: &phase::Move| {
         let e = &ten.edges[m.edge as usize];
         (e.src, e.dst)
     };
-    let is_dead_end = |m: &greedy::Move| !wanted.contains(ends(m).1 as usize, m.chunk as usize);
+    let is_dead_end = |m: &phase::Move| !wanted.contains(ends(m).1 as usize, m.chunk as usize);
     if !moves.iter().any(is_dead_end) {
         return moves;
     }
@@ -90,10 +90,10 @@ pub(crate) fn prune_dead_ends(
 /// A move over [t, t+span) becomes a reduce over [T−t−span, T−t) the other way. An NPU that
 /// only relayed the chunk (no contribution of its own) receives its first partial as a copy,
 /// in a step of its own before any reduce into it.
-pub(super) fn reverse(
+pub(in crate::synth) fn reverse(
     ten_t: &Ten,
     num_chunks: usize,
-    moves: &[greedy::Move],
+    moves: &[phase::Move],
     horizon: u32,
     contributors: &[[u32; 2]],
 ) -> Transfers {

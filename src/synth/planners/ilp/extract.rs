@@ -3,7 +3,7 @@
 
 use super::chunks::ChunkInfo;
 use super::model::{Col, Model};
-use crate::synth::greedy::{Move, Plan};
+use crate::synth::phase::{Move, Plan};
 use crate::ten::Ten;
 use std::collections::{HashMap, HashSet};
 

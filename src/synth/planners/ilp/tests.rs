@@ -5,7 +5,7 @@ use super::chunks::ChunkInfo;
 use super::model::{Congestion, Goal, Model};
 use super::symmetric::{Symmetry, congestion_free};
 use crate::collective::{Collective, CollectiveKind as K, CollectiveSpec};
-use crate::synth::greedy::Problem;
+use crate::synth::phase::Problem;
 use crate::ten::{SwitchModel, Ten};
 use crate::topology::parse_spec;
 use std::time::{Duration, Instant};
@@ -297,7 +297,7 @@ fn a_model_over_the_nonzero_limit_is_not_built_and_the_search_says_so() {
     let coarse = Ten::build(&topo, c.chunk_size_bytes, SwitchModel::Native, None).unwrap();
     let p = problem(&coarse, &c);
     let info = ChunkInfo::new(&p);
-    let horizon = crate::synth::greedy::plan(&p, 0, &|| false).unwrap().timesteps;
+    let horizon = crate::synth::matcher::plan(&p, 0, &|| false).unwrap().timesteps;
     let Ok(Some(m)) = Model::build(&coarse, &info, horizon, Goal::Probe, Congestion::of(false), &|| false) else {
         panic!("the coarse grid's model at the greedy's horizon {horizon} is built");
     };

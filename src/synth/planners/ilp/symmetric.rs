@@ -8,7 +8,7 @@
 //! model's from above (a symmetric plan is a plan); when it meets the lower bound, it is optimal.
 
 use super::chunks::ChunkInfo;
-use crate::synth::greedy::Move;
+use crate::synth::phase::Move;
 use crate::ten::Ten;
 use std::collections::HashMap;
 

@@ -31,8 +31,9 @@ mod symmetric;
 
 pub use recover::recover;
 
-use super::SynthError;
-use super::greedy::{self, Plan, Problem};
+use crate::synth::SynthError;
+use crate::synth::matcher;
+use crate::synth::phase::{Plan, Problem};
 use chunks::ChunkInfo;
 use search::Search;
 use serde::Serialize;
@@ -269,7 +270,7 @@ impl IlpStats {
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum IlpError {
     #[error("greedy warm start: {0}")]
-    Greedy(greedy::GreedyError),
+    Greedy(crate::synth::GreedyError),
     #[error("HiGHS: {0}")]
     Solver(String),
 }
@@ -302,11 +303,11 @@ pub fn plan(
     phase: &'static str,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<PhasePlan, SynthError> {
-    let greedy_plan = greedy::plan(p, seed, cancelled).map_err(|e| match e {
+    let greedy_plan = matcher::plan(p, seed, cancelled).map_err(|e| match e {
         SynthError::Greedy(e) => IlpError::Greedy(e).into(),
         e => e,
     })?;
-    let greedy_moves = super::prune_dead_ends(p.ten, p.num_chunks, greedy_plan.moves.clone(), p.post);
+    let greedy_moves = crate::synth::prune_dead_ends(p.ten, p.num_chunks, greedy_plan.moves.clone(), p.post);
     let info = ChunkInfo::new(p);
     let ub = greedy_plan.timesteps;
     let lb = if opts.ignore_congestion { info.distance_bound() } else { info.lower_bound(p.ten) }.min(ub);

@@ -45,9 +45,9 @@
 mod build;
 mod timeline;
 
-use super::{Effort, PlanStats, SynthError};
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{ChunkList, Op, Schedule, Transfer};
+use crate::synth::{Effort, PlanStats, SynthError};
 use crate::topology::Topology;
 use build::{Trees, build_trees};
 use timeline::{Moves, Timeline, perturbed, timeline};
@@ -329,7 +329,7 @@ fn plan(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Planned, Timeline), SynthError> {
     let Some(f) = fabric(topo, c, group) else {
-        return Err(SynthError::Greedy(super::greedy::GreedyError::Unsupported(
+        return Err(SynthError::Greedy(crate::synth::GreedyError::Unsupported(
             "trees: an all-reduce over links alike both ways",
         )));
     };

@@ -10,11 +10,12 @@
 //! next stage's reduce phase uses their outgoing ones. mesh:4x4 with links of two speeds at
 //! 256 MiB: 1.28× its two-pass bound in one stage, 1.22× in four (docs/BENCHMARKS.md).
 
-use super::greedy::{self as matching, Move};
-use super::inversion::{prune_dead_ends, reverse};
-use super::{PlanOptions, PlanStats, SynthError, overlap, shares};
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{ChunkList, Schedule, Transfers};
+use crate::synth::inversion::{prune_dead_ends, reverse};
+use crate::synth::matcher as matching;
+use crate::synth::phase::Move;
+use crate::synth::{PlanOptions, PlanStats, SynthError, overlap, shares};
 use crate::ten::Ten;
 use crate::topology::Topology;
 
@@ -62,7 +63,7 @@ pub fn staged(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<(Schedule, PlanStats)>, SynthError> {
     if !applies(topo, c, stages) {
-        return Err(matching::GreedyError::Unsupported("stages: an all-reduce on NPUs of unequal rates").into());
+        return Err(crate::synth::GreedyError::Unsupported("stages: an all-reduce on NPUs of unequal rates").into());
     }
     let (n_chunks, stages) = (c.num_chunks, stages as usize);
     let live = topo.live_npus().len();
@@ -92,7 +93,7 @@ pub fn staged(
         let mut pre: Vec<[u32; 2]> = (lo..hi).map(|x| [roots[x], (x - lo) as u32]).collect();
         pre.sort_unstable();
         let all: Vec<[u32; 2]> = members.iter().flat_map(|&v| (0..cs).map(move |x| [v, x])).collect();
-        let problem = |ten| matching::Problem {
+        let problem = |ten| crate::synth::phase::Problem {
             ten,
             num_chunks: cs as usize,
             pre: &pre,

@@ -1,7 +1,7 @@
 //! Per-chunk facts the model is built from (holders, targets, TEN distances from and to them),
 //! and the horizon lower bounds they give.
 
-use crate::synth::greedy::Problem;
+use crate::synth::phase::Problem;
 use crate::ten::Ten;
 use std::collections::HashMap;
 

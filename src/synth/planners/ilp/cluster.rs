@@ -8,7 +8,7 @@ use super::recover::recover;
 use super::search::{Outcome, Search};
 use super::{IlpStatus, PhasePlan, PhaseStats};
 use crate::synth::SynthError;
-use crate::synth::greedy::Move;
+use crate::synth::phase::Move;
 use std::collections::HashSet;
 
 impl Search<'_> {

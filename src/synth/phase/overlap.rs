@@ -8,8 +8,8 @@
 //! order of urgency: the broadcast of chunks reduced early overlaps the reduction of the rest.
 //! The result is used only when it takes fewer TEN timesteps than the two phases in sequence.
 
-use super::greedy::Move;
 use crate::schedule::{ChunkList, Op, Transfer, Transfers};
+use crate::synth::phase::Move;
 use crate::ten::Ten;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -14,7 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 /// Six even out torus:8x8 to 0.8% above the mean and reach mesh:8x8's bisection load exactly.
 const REROUTE_PASSES: usize = 6;
 
-/// Routes along the flow program's optimum (`synth::mcf`), where it is worth solving: a fabric
+/// Routes along the flow program's optimum (`mcf`), where it is worth solving: a fabric
 /// of at most `mcf::MAX_VARIABLES` holders × links that is not a grid of equal links (there the
 /// shortest paths spread evenly already). Each holder's flow is cut into paths (largest flow
 /// first), and each pair's chunks take them in proportion (the path with the most flow left
@@ -24,7 +24,7 @@ pub(super) fn flow_routes(
     items: &[Item],
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Option<Routes>, SynthError> {
-    use crate::synth::mcf;
+    use crate::mcf;
     let links = topo.links();
     let uniform_grid =
         topo.infer_grid().is_some() && links.windows(2).all(|w| w[0].bandwidth_gb_per_s == w[1].bandwidth_gb_per_s);

@@ -14,9 +14,9 @@ mod paths;
 mod schedule;
 mod slot_route;
 
-use super::{PlanStats, SynthError};
 use crate::collective::{Collective, CollectiveKind};
 use crate::schedule::{Route, Schedule, Transfer, Transfers};
+use crate::synth::{PlanStats, SynthError};
 use crate::topology::Topology;
 use ordered_float::OrderedFloat;
 use paths::{Routes, flow_routes, route};

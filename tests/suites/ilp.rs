@@ -213,8 +213,8 @@ fn time_clustering_gives_valid_schedules_and_recovers_what_windows_leave() {
 
 #[test]
 fn shortest_path_recovery_completes_any_partial_plan() {
-    use ccsynth::synth::phase::Move;
     use ccsynth::synth::ilp::recover;
+    use ccsynth::synth::phase::Move;
     use ccsynth::ten::Ten;
     // All-gather on ring:6:uni from scratch (no window solved): recovery alone must deliver
     // every chunk over existing edges with no resource used twice in one timestep.

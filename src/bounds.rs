@@ -415,7 +415,7 @@ pub fn min_cut(topo: &Topology, group: &[usize], total_bytes: f64) -> Result<Opt
 fn best_set(topo: &Topology, group: &[usize], lambda: f64) -> (f64, Vec<bool>) {
     let nodes = topo.nodes();
     let s = nodes;
-    let mut net = FlowNet::new(nodes + 1);
+    let mut net = crate::maxflow::FlowNet::new(nodes + 1);
     for l in topo.links() {
         net.add(l.src, l.dst, lambda * l.bandwidth_gb_per_s);
     }
@@ -434,120 +434,8 @@ fn best_set(topo: &Topology, group: &[usize], lambda: f64) -> (f64, Vec<bool>) {
             best_side = side[..nodes].to_vec();
         }
         // Every later cut keeps t on the source side.
-        net.cap[src_edge[k]] = f64::INFINITY;
+        net.set_capacity(src_edge[k], f64::INFINITY);
     }
     (best, best_side)
 }
 
-/// Dinic's max-flow on f64 capacities.
-struct FlowNet {
-    head: Vec<usize>,
-    to: Vec<usize>,
-    next: Vec<usize>,
-    cap: Vec<f64>,
-    flow: Vec<f64>,
-    level: Vec<i32>,
-    iter: Vec<usize>,
-}
-
-const NONE: usize = usize::MAX;
-const EPS: f64 = 1e-12;
-
-impl FlowNet {
-    fn new(n: usize) -> FlowNet {
-        FlowNet {
-            head: vec![NONE; n],
-            to: vec![],
-            next: vec![],
-            cap: vec![],
-            flow: vec![],
-            level: vec![0; n],
-            iter: vec![0; n],
-        }
-    }
-    fn add(&mut self, u: usize, v: usize, c: f64) -> usize {
-        let e = self.to.len();
-        for (a, b, cap) in [(u, v, c), (v, u, 0.0)] {
-            self.to.push(b);
-            self.cap.push(cap);
-            self.flow.push(0.0);
-            self.next.push(self.head[a]);
-            self.head[a] = self.to.len() - 1;
-        }
-        e
-    }
-    fn reset(&mut self) {
-        self.flow.iter_mut().for_each(|f| *f = 0.0);
-    }
-    fn residual(&self, e: usize) -> f64 {
-        self.cap[e] - self.flow[e]
-    }
-    fn bfs(&mut self, s: usize, t: usize) -> bool {
-        self.level.iter_mut().for_each(|l| *l = -1);
-        let mut q = std::collections::VecDeque::new();
-        self.level[s] = 0;
-        q.push_back(s);
-        while let Some(u) = q.pop_front() {
-            let mut e = self.head[u];
-            while e != NONE {
-                let v = self.to[e];
-                if self.level[v] < 0 && self.residual(e) > EPS {
-                    self.level[v] = self.level[u] + 1;
-                    q.push_back(v);
-                }
-                e = self.next[e];
-            }
-        }
-        self.level[t] >= 0
-    }
-    fn dfs(&mut self, u: usize, t: usize, pushed: f64) -> f64 {
-        if u == t {
-            return pushed;
-        }
-        while self.iter[u] != NONE {
-            let e = self.iter[u];
-            let v = self.to[e];
-            if self.level[v] == self.level[u] + 1 && self.residual(e) > EPS {
-                let d = self.dfs(v, t, pushed.min(self.residual(e)));
-                if d > EPS {
-                    self.flow[e] += d;
-                    self.flow[e ^ 1] -= d;
-                    return d;
-                }
-            }
-            self.iter[u] = self.next[e];
-        }
-        0.0
-    }
-    fn max_flow(&mut self, s: usize, t: usize) -> f64 {
-        let mut total = 0.0;
-        while self.bfs(s, t) {
-            self.iter.copy_from_slice(&self.head);
-            loop {
-                let f = self.dfs(s, t, f64::INFINITY);
-                if f <= EPS {
-                    break;
-                }
-                total += f;
-            }
-        }
-        total
-    }
-    fn source_side(&self, s: usize) -> Vec<bool> {
-        let mut seen = vec![false; self.head.len()];
-        let mut stack = vec![s];
-        seen[s] = true;
-        while let Some(u) = stack.pop() {
-            let mut e = self.head[u];
-            while e != NONE {
-                let v = self.to[e];
-                if !seen[v] && self.residual(e) > EPS {
-                    seen[v] = true;
-                    stack.push(v);
-                }
-                e = self.next[e];
-            }
-        }
-        seen
-    }
-}

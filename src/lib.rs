@@ -11,6 +11,7 @@ pub mod engine;
 pub mod error;
 pub mod export;
 pub mod limits;
+pub mod maxflow;
 pub mod mcf;
 pub mod rng;
 pub mod runs;

@@ -438,4 +438,3 @@ fn best_set(topo: &Topology, group: &[usize], lambda: f64) -> (f64, Vec<bool>) {
     }
     (best, best_side)
 }
-

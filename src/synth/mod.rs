@@ -23,7 +23,7 @@ pub use planners::entries::{
 };
 use planners::matcher;
 pub use planners::{flood, ilp, translate};
-pub use whole::{doubling, routed, staged, trees};
+pub use whole::{doubling, packing, routed, staged, trees};
 
 use crate::collective::Collective;
 use crate::schedule::Schedule;

@@ -52,6 +52,9 @@ pub enum Mode {
     /// An all-reduce of per-chunk spanning trees, this many chunks a message, list-scheduled
     /// (`trees`).
     Trees(u32),
+    /// An all-gather or a broadcast down this many spanning trees per root, packed at the
+    /// min-cut bound, chunks pipelined down them (`packing`).
+    Packing(u32),
 }
 
 /// One greedy run: which chunking (`variant`, an index into the chunkings tried), seed and
@@ -216,6 +219,16 @@ pub const PRODUCERS: &[Producer] = &[
         },
     },
     Producer {
+        runs: |m| matches!(m, Mode::Packing(_)),
+        name: "packing",
+        family: Family::Own,
+        offers: offers::packing,
+        produce: |i, m, polled| {
+            let Mode::Packing(k) = m else { unreachable!("the packing row's runs") };
+            super::packing::produce(i.topology, i.collective, k as usize, i.opts.seed, polled).map(Produced::of)
+        },
+    },
+    Producer {
         runs: |m| matches!(m, Mode::Routed),
         name: "routed",
         family: Family::Own,
@@ -320,6 +333,7 @@ mod tests {
             (Mode::Staged(2, 0), "matching", Family::Matcher),
             (Mode::Spread(0), "matching", Family::Matcher),
             (Mode::Trees(3), "trees", Family::Own),
+            (Mode::Packing(2), "packing", Family::Own),
             (Mode::Doubling(Shape { halving: true, multiport: false }), "halving_doubling", Family::Own),
             (Mode::Doubling(Shape { halving: false, multiport: true }), "doubling", Family::Own),
         ];

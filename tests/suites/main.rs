@@ -22,6 +22,7 @@ mod msccl;
 mod msccl_replay;
 mod mscclpp;
 mod mscclpp_replay;
+mod packing;
 mod pictures;
 mod portfolio;
 mod rails;

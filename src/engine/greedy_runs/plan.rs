@@ -45,6 +45,7 @@ pub(super) fn plan_runs(
         mirroring: req.mirroring,
         tenants: tenants.is_some(),
         trivial,
+        effort: req.effort,
     };
     let offer = Offer::new(ask, cancelled)?;
     let runs = offers::runs(&offer);

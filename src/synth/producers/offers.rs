@@ -49,6 +49,8 @@ pub struct Ask<'a> {
     pub tenants: bool,
     /// Nothing moves: no TEN is built.
     pub trivial: bool,
+    /// How much the search spends: the tree packing runs at `Effort::Thorough` alone.
+    pub effort: crate::synth::Effort,
 }
 
 /// A row's runs, and which of the runs before them they replace.
@@ -339,6 +341,22 @@ pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
     Offered::of(o.tree_runs.iter().flat_map(|&(variant, g)| o.seeded(variant, Mode::Trees(g))).collect())
 }
 
+/// An all-gather or a broadcast over direct links: spanning trees packed at the min-cut bound
+/// (`synth::packing`), at every chunking and one to `packing::MAX_TREES_PER_ROOT` trees per
+/// root, up to `packing::MAX_NPUS`; at `Effort::Thorough` only, as it won none of the cases
+/// measured (docs/BENCHMARKS.md, "Tree packing"): its trees pay their depth in fill.
+pub(super) fn packing(o: &Offer<'_>, _: &[Run]) -> Offered {
+    if !o.open || o.ask.effort != crate::synth::Effort::Thorough {
+        return Offered::default();
+    }
+    let runs = (0..o.ask.variants.len())
+        .flat_map(|v| (1..=crate::synth::packing::MAX_TREES_PER_ROOT as u32).map(move |k| (v, k)))
+        .filter(|&(v, k)| crate::synth::packing::applies(o.ask.topology, o.ask.variants[v], k as usize))
+        .map(|(variant, k)| Run { variant, seed: o.ask.seed, mode: Mode::Packing(k) })
+        .collect();
+    Offered::of(runs)
+}
+
 /// Chunks that each go their own way (all-to-all, scatter, gather): the routed planner at
 /// every chunking; from `ROUTED_ONLY_NPUS` alone.
 pub(super) fn routed(o: &Offer<'_>, _: &[Run]) -> Offered {
@@ -455,6 +473,16 @@ mod tests {
     /// The runs the table offers `kind` of `size` bytes on `spec` at one chunk per NPU, with
     /// `seeds` seeds and the automatic timesteps; and the offer's facts.
     fn offered(spec: &str, kind: CollectiveKind, size: u64, seeds: usize) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
+        offered_at(spec, kind, size, seeds, crate::synth::Effort::Standard)
+    }
+
+    fn offered_at(
+        spec: &str,
+        kind: CollectiveKind,
+        size: u64,
+        seeds: usize,
+        effort: crate::synth::Effort,
+    ) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
         let t = parse_spec(spec).unwrap();
         let c = Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(1), &t).unwrap();
         let variants = [&c];
@@ -470,6 +498,7 @@ mod tests {
             mirroring: false,
             tenants: false,
             trivial: false,
+            effort,
         };
         let o = Offer::new(ask, &|| false).unwrap();
         let all = o.factors.iter().map(Vec::len).collect();
@@ -519,5 +548,21 @@ mod tests {
         let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllToAll, 4 << 20, 1);
         let names: Vec<&str> = runs.iter().map(|r| r.mode.name()).collect();
         assert_eq!(names, ["matching", "routed", "batched"]);
+    }
+
+    /// The tree packing runs at a thorough effort alone, at one to eight trees per root no
+    /// more than a root's chunks, on direct links.
+    #[test]
+    fn the_packing_runs_when_thorough() {
+        use crate::synth::Effort;
+        let packings = |runs: &[Run]| -> Vec<Mode> {
+            runs.iter().filter(|r| matches!(r.mode, Mode::Packing(_))).map(|r| r.mode).collect()
+        };
+        let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1);
+        assert!(packings(&runs).is_empty());
+        let (runs, _, _) = offered_at("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
+        assert_eq!(packings(&runs), [Mode::Packing(1)], "one chunk per NPU: one tree per root");
+        let (runs, _, _) = offered_at("switch:8", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
+        assert!(packings(&runs).is_empty(), "a switch is not split off yet");
     }
 }

@@ -1,0 +1,444 @@
+//! All-gather by spanning-tree packing (`all_gather`): every NPU's shard split into k chunks,
+//! each broadcast down a spanning out-tree of its own, the trees packed so that every link
+//! carries its share of them (ForestColl, arXiv 2402.06787, for the idea; the construction here
+//! is Edmonds' branching theorem made constructive, as Lovász proved it).
+//!
+//! The bound (`Packing::optimal_ns_per_byte`): the NPUs of a set S hold |S| shards that every
+//! NPU outside needs, so they leave S over its outgoing bandwidth B⁺(S); a shard's time is at
+//! least max_S |S| / B⁺(S) per byte (the min-cut bound `bounds::min_cut` reports). Give each
+//! link e a capacity c(e) = ⌊τ·k·b(e)⌋ trees for a time τ per byte of shard: by Edmonds' theorem
+//! k spanning out-trees per root fit those capacities exactly when every set S takes in
+//! c⁺(S) ≥ k·|V \ S| (every root outside S has k trees to bring in), which is one max-flow per
+//! NPU (`feasible`). The least such τ (`pack`, walking the capacities' breakpoints up from the
+//! bound) is the packing's time: the bound itself where k·τ*·b(e) is whole on every link.
+//!
+//! The trees (`grow`): one at a time, each grown arc by arc from its root, an arc kept only if
+//! the trees still to build still fit (a max-flow into the arc's head, `still_fits`); Lovász's
+//! proof says one always does. Arcs are tried nearest the root first, then on the link with
+//! the most capacity left, so trees are shallow and links evenly used.
+//!
+//! The schedule (`all_gather`): a tree's arc into an NPU at depth d moves at step d − 1, the
+//! arcs of one link and step in one message. Serves direct links between NPUs (no switches),
+//! on up to `MAX_NPUS`.
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::maxflow::FlowNet;
+use crate::schedule::{ChunkList, Schedule, Transfer};
+use crate::synth::{GreedyError, PlanStats, SynthError};
+use crate::topology::Topology;
+
+/// NPUs up to which the packing runs: it grows n·k trees of n − 1 arcs, each arc one max-flow
+/// on the fabric (mesh:8x8 at one chunk per NPU: about 4,000).
+pub const MAX_NPUS: usize = 64;
+/// Trees per root up to which it runs.
+pub const MAX_TREES_PER_ROOT: usize = 8;
+/// Trees in all up to which it runs: an all-gather on mesh:8x8 at four trees per root grows
+/// its 256 in about 0.4 s, at eight 0.8 s.
+pub const MAX_TREES: usize = 256;
+/// Capacity breakpoints `pack` walks above the bound before it gives up.
+const MAX_BREAKPOINTS: usize = 4096;
+
+/// The group's NPUs and the links among them, in local indices.
+struct Graph {
+    n: usize,
+    /// The NPUs whose data the trees carry (every NPU for an all-gather, the root for a
+    /// broadcast).
+    roots: Vec<bool>,
+    /// (from, to, bandwidth in bytes per ns) of each link among the group's NPUs.
+    arcs: Vec<(usize, usize, f64)>,
+}
+
+/// k spanning out-trees per root, and the time their loads take.
+#[derive(Clone, Debug)]
+pub struct Packing {
+    /// Trees per root.
+    pub k: usize,
+    /// Each tree's NPUs' parents (`u32::MAX` at the root), in local indices: k per root, the
+    /// roots in order.
+    pub parents: Vec<Vec<u32>>,
+    /// Each tree's root.
+    pub tree_roots: Vec<usize>,
+    /// Trees through each arc (`Graph::arcs`).
+    pub load: Vec<u32>,
+    /// Per byte of one NPU's shard, the time the busiest arc takes with its load (its trees
+    /// each carrying 1/k of a shard): at least `optimal_ns_per_byte`.
+    pub ns_per_byte: f64,
+    /// max_S |S| / B⁺(S): the bound on any all-gather's time per byte of shard.
+    pub optimal_ns_per_byte: f64,
+}
+
+impl Graph {
+    /// The group's NPUs and their links: `None` where the fabric has switches or a link leaves
+    /// the group, or the group does not reach every NPU from every other.
+    fn of(topo: &Topology, group: &[usize], roots: Vec<bool>) -> Option<Graph> {
+        if topo.switches() > 0 {
+            return None;
+        }
+        let mut local = vec![usize::MAX; topo.nodes()];
+        for (i, &v) in group.iter().enumerate() {
+            local[v] = i;
+        }
+        let mut arcs = Vec::new();
+        for l in topo.links() {
+            let (a, b) = (local[l.src], local[l.dst]);
+            if a == usize::MAX || b == usize::MAX || a == b || l.bandwidth_gb_per_s <= 0.0 {
+                continue;
+            }
+            arcs.push((a, b, l.bandwidth_gb_per_s));
+        }
+        Some(Graph { n: group.len(), roots, arcs })
+    }
+
+    /// max_S |S ∩ roots| / B⁺(S) over S with some NPU outside, by Dinkelbach (as `bounds::min_cut`): for a
+    /// ratio λ the set minimizing λ·B⁺(S) − |S| is a minimum cut; `None` if some set has no
+    /// way out.
+    fn optimal_ns_per_byte(&self) -> Option<f64> {
+        let n = self.n;
+        let mut lambda = 0.0f64;
+        let roots = self.roots.iter().filter(|&&r| r).count() as f64;
+        for v in (0..n).filter(|&v| self.roots[v]) {
+            let out: f64 = self.arcs.iter().filter(|a| a.0 == v).map(|a| a.2).sum();
+            if out <= 0.0 {
+                return None;
+            }
+            lambda = lambda.max(1.0 / out);
+        }
+        for _ in 0..64 {
+            // Cuts of s →(1) root, u →(λ·b) w separating s from t, t's predecessors kept on
+            // the source side: each S with some NPU outside exactly once.
+            let mut net = FlowNet::new(n + 1);
+            for &(a, b, bw) in &self.arcs {
+                net.add(a, b, lambda * bw);
+            }
+            let src: Vec<usize> = (0..n).map(|v| net.add(n, v, if self.roots[v] { 1.0 } else { 0.0 })).collect();
+            let (mut best, mut side) = (f64::INFINITY, Vec::new());
+            for (t, &into_t) in src.iter().enumerate() {
+                net.reset();
+                let f = net.max_flow(n, t);
+                if f < best {
+                    best = f;
+                    side = net.source_side(n);
+                }
+                net.set_capacity(into_t, f64::INFINITY);
+            }
+            if roots - best <= 1e-9 * roots {
+                return Some(lambda);
+            }
+            let inside = (0..n).filter(|&v| side[v] && self.roots[v]).count() as f64;
+            let out: f64 = self.arcs.iter().filter(|a| side[a.0] && !side[a.1]).map(|a| a.2).sum();
+            if out <= 0.0 {
+                return None;
+            }
+            let next = inside / out;
+            if next <= lambda * (1.0 + 1e-12) {
+                return Some(lambda);
+            }
+            lambda = next;
+        }
+        None
+    }
+
+    /// Whether k spanning out-trees per root fit capacities `cap` (Edmonds): for every NPU v,
+    /// the flow into v from a source feeding every root k is k times the roots.
+    fn feasible(&self, cap: &[u32], k: usize) -> bool {
+        let n = self.n;
+        let mut net = FlowNet::new(n + 1);
+        for (e, &(a, b, _)) in self.arcs.iter().enumerate() {
+            net.add(a, b, cap[e] as f64);
+        }
+        let mut roots = 0;
+        for v in (0..n).filter(|&v| self.roots[v]) {
+            net.add(n, v, k as f64);
+            roots += 1;
+        }
+        (0..n).all(|v| {
+            net.reset();
+            net.max_flow(n, v) >= (k * roots) as f64 - 0.5
+        })
+    }
+
+    /// Whether the trees still to build (`left[u]` rooted at u) and the one growing over
+    /// `grown` fit `cap`, for every set holding `v`: the max-flow into `v` from a source that
+    /// feeds each NPU its roots' trees, and the growing tree once, anywhere in `grown`.
+    fn still_fits(&self, cap: &[u32], left: &[u32], grown: &[bool], v: usize) -> bool {
+        let n = self.n;
+        let (s, z) = (n, n + 1);
+        let mut net = FlowNet::new(n + 2);
+        for (e, &(a, b, _)) in self.arcs.iter().enumerate() {
+            if cap[e] > 0 {
+                net.add(a, b, cap[e] as f64);
+            }
+        }
+        for (u, &w) in left.iter().enumerate() {
+            if w > 0 {
+                net.add(s, u, w as f64);
+            }
+        }
+        net.add(s, z, 1.0);
+        for (u, &g) in grown.iter().enumerate() {
+            if g {
+                net.add(z, u, f64::INFINITY);
+            }
+        }
+        let demand: u32 = left.iter().sum::<u32>() + 1;
+        net.max_flow(s, v) >= demand as f64 - 0.5
+    }
+}
+
+/// The least time per byte of shard at which k trees per root fit, and the capacities then:
+/// the breakpoints of ⌊τ·k·b(e)⌋ walked up from the bound.
+fn pack(g: &Graph, k: usize, optimal: f64, cancelled: &dyn Fn() -> bool) -> Result<(f64, Vec<u32>), SynthError> {
+    let cap_at = |tau: f64| -> Vec<u32> {
+        g.arcs.iter().map(|a| (tau * k as f64 * a.2 * (1.0 + 1e-12)).floor().min(u32::MAX as f64) as u32).collect()
+    };
+    let mut tau = optimal;
+    for _ in 0..MAX_BREAKPOINTS {
+        if cancelled() {
+            return Err(SynthError::Cancelled);
+        }
+        let cap = cap_at(tau);
+        if g.feasible(&cap, k) {
+            return Ok((tau, cap));
+        }
+        // The next time at which some arc takes one more tree.
+        tau = g.arcs.iter().zip(&cap).map(|(a, &c)| (c as f64 + 1.0) / (k as f64 * a.2)).fold(f64::INFINITY, f64::min);
+    }
+    Err(GreedyError::Unsupported("tree packing: no capacities within its breakpoints").into())
+}
+
+/// The trees, grown one at a time within `cap` (which `feasible` accepted), and the trees
+/// each arc carries.
+type Grown = (Vec<Vec<u32>>, Vec<u32>);
+
+fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) -> Result<Grown, SynthError> {
+    let n = g.n;
+    let mut load = vec![0u32; g.arcs.len()];
+    let mut left: Vec<u32> = g.roots.iter().map(|&r| if r { k as u32 } else { 0 }).collect();
+    let mut trees = Vec::with_capacity(n * k);
+    let mut out_arcs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (e, a) in g.arcs.iter().enumerate() {
+        out_arcs[a.0].push(e);
+    }
+    for root in (0..n).filter(|&r| g.roots[r]) {
+        for _ in 0..k {
+            if cancelled() {
+                return Err(SynthError::Cancelled);
+            }
+            left[root] -= 1;
+            let mut parent = vec![u32::MAX; n];
+            let mut depth = vec![u32::MAX; n];
+            let mut grown = vec![false; n];
+            grown[root] = true;
+            depth[root] = 0;
+            for _ in 1..n {
+                // Arcs out of the tree, nearest the root first, then most capacity left.
+                let mut candidates: Vec<usize> = (0..n)
+                    .filter(|&u| grown[u])
+                    .flat_map(|u| out_arcs[u].iter().copied())
+                    .filter(|&e| cap[e] > 0 && !grown[g.arcs[e].1])
+                    .collect();
+                candidates.sort_by_key(|&e| (depth[g.arcs[e].0], std::cmp::Reverse(cap[e]), e));
+                let mut taken = None;
+                for e in candidates {
+                    let v = g.arcs[e].1;
+                    cap[e] -= 1;
+                    grown[v] = true;
+                    if g.still_fits(&cap, &left, &grown, v) {
+                        taken = Some(e);
+                        break;
+                    }
+                    cap[e] += 1;
+                    grown[v] = false;
+                }
+                let e = taken.ok_or(GreedyError::Unsupported("tree packing: no arc keeps the trees fitting"))?;
+                let (u, v, _) = g.arcs[e];
+                load[e] += 1;
+                parent[v] = u as u32;
+                depth[v] = depth[u] + 1;
+            }
+            trees.push(parent);
+        }
+    }
+    Ok((trees, load))
+}
+
+/// k spanning out-trees per root (`roots[i]`: NPU `group[i]` has data) on `topo`'s links
+/// among the group, packed at the least time their integer loads allow; `None` where the
+/// packing does not serve (switches, a group some root does not reach).
+pub fn packing(
+    topo: &Topology,
+    group: &[usize],
+    roots: &[bool],
+    k: usize,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Option<Packing>, SynthError> {
+    let Some(g) = Graph::of(topo, group, roots.to_vec()) else { return Ok(None) };
+    if g.n < 2 || k == 0 || !roots.contains(&true) {
+        return Ok(None);
+    }
+    let Some(optimal) = g.optimal_ns_per_byte() else { return Ok(None) };
+    let (tau, cap) = pack(&g, k, optimal, cancelled)?;
+    let (parents, load) = grow(&g, k, cap, cancelled)?;
+    let ns_per_byte = g.arcs.iter().zip(&load).map(|(a, &l)| l as f64 / (k as f64 * a.2)).fold(0.0, f64::max);
+    debug_assert!(ns_per_byte <= tau * (1.0 + 1e-9));
+    let tree_roots = (0..g.n).filter(|&r| roots[r]).flat_map(|r| std::iter::repeat_n(r, k)).collect();
+    Ok(Some(Packing { k, parents, tree_roots, load, ns_per_byte, optimal_ns_per_byte: optimal }))
+}
+
+/// Whether `produce` serves `c` on `topo` at `k` trees per root: an all-gather or a broadcast
+/// over direct links (no switches), on up to `MAX_NPUS` NPUs, at most `MAX_TREES_PER_ROOT`
+/// trees per root, no more than a root's chunks, and `MAX_TREES` in all.
+pub fn applies(topo: &Topology, c: &Collective, k: usize) -> bool {
+    let (per_root, roots) = match c.spec.kind {
+        CollectiveKind::AllGather => (c.spec.chunks() as usize, c.group.len()),
+        CollectiveKind::Broadcast => (c.num_chunks, 1),
+        _ => return false,
+    };
+    topo.switches() == 0
+        && (2..=MAX_NPUS).contains(&c.group.len())
+        && (1..=MAX_TREES_PER_ROOT.min(per_root)).contains(&k)
+        && roots * k <= MAX_TREES
+}
+
+/// The all-gather or broadcast `c` down `k` packed spanning trees per root: a root's chunks
+/// dealt to its trees in turn and pipelined down each, every move list-scheduled (`timeline`).
+pub fn produce(
+    topo: &Topology,
+    c: &Collective,
+    k: usize,
+    seed: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<(Schedule, PlanStats), SynthError> {
+    if !applies(topo, c, k) {
+        return Err(GreedyError::Unsupported("tree packing: an all-gather or broadcast over direct links").into());
+    }
+    let group: Vec<usize> = c.group.clone();
+    let mut local = vec![usize::MAX; topo.nodes()];
+    for (i, &v) in group.iter().enumerate() {
+        local[v] = i;
+    }
+    // Each root's chunks, in id order.
+    let mut chunks: Vec<Vec<u32>> = vec![Vec::new(); group.len()];
+    for [v, ch] in c.precondition.iter() {
+        chunks[local[v as usize]].push(ch);
+    }
+    let roots: Vec<bool> = chunks.iter().map(|h| !h.is_empty()).collect();
+    let p = packing(topo, &group, &roots, k, cancelled)?
+        .ok_or(GreedyError::Unsupported("tree packing: a group its roots reach over direct links"))?;
+    // Tree j of a root carries its chunks j, j + k, j + 2k, …
+    let trees: Vec<Tree<'_>> = p
+        .parents
+        .iter()
+        .zip(&p.tree_roots)
+        .enumerate()
+        .map(|(t, (parent, &root))| Tree {
+            root,
+            parent,
+            chunks: chunks[root].iter().skip(t % k).step_by(k).copied().collect(),
+        })
+        .collect();
+    if cancelled() {
+        return Err(SynthError::Cancelled);
+    }
+    let moves = timeline(topo, &group, &trees, c.chunk_size_bytes);
+    let mut s = Schedule::new(topo.clone(), c, "greedy");
+    s.seed = Some(seed);
+    // A step per distinct start: a move reads what landed in an earlier step, and each link
+    // replays its moves in the timeline's order.
+    let mut steps = 0u32;
+    let mut last = f64::NEG_INFINITY;
+    for (i, &(start, src, dst, chunk)) in moves.iter().enumerate() {
+        if i > 0 && start > last {
+            steps += 1;
+        }
+        last = start;
+        s.transfers.push(Transfer::copy(steps, src, dst, ChunkList::One(chunk)));
+    }
+    let steps = steps + 1;
+    let stats = PlanStats {
+        ten_timesteps: steps,
+        phase_timesteps: vec![steps],
+        // A message of one chunk on the fastest link.
+        discretization_ns: topo.links().iter().map(|l| l.time_ns(c.chunk_size_bytes)).fold(f64::INFINITY, f64::min),
+        ..PlanStats::default()
+    };
+    Ok((s, stats))
+}
+
+/// One tree of a packing as the schedule moves it: its root, each NPU's parent (local
+/// indices) and the chunks it carries, in order.
+struct Tree<'a> {
+    root: usize,
+    parent: &'a [u32],
+    chunks: Vec<u32>,
+}
+
+/// The trees' moves (each chunk down its tree) list-scheduled: each in the first gap of its
+/// link after its chunk reaches the parent, by wavefront (a chunk's index in its tree plus the
+/// depth), then nearer the root, then the larger subtree first. Returns (start ns, src, dst,
+/// chunk) by start.
+fn timeline(topo: &Topology, group: &[usize], trees: &[Tree<'_>], chunk_bytes: f64) -> Vec<(f64, usize, usize, u32)> {
+    let n = group.len();
+    let time =
+        |u: usize, v: usize| -> f64 { topo.link(group[u], group[v]).map_or(f64::INFINITY, |l| l.time_ns(chunk_bytes)) };
+    let mut order = Vec::new();
+    for (t, tree) in trees.iter().enumerate() {
+        let depth = depths(tree.parent, tree.root);
+        let mut below = vec![1u32; n];
+        let mut deepest_first: Vec<usize> = (0..n).collect();
+        deepest_first.sort_by_key(|&v| std::cmp::Reverse(depth[v]));
+        for &v in &deepest_first {
+            if tree.parent[v] != u32::MAX {
+                below[tree.parent[v] as usize] += below[v];
+            }
+        }
+        for i in 0..tree.chunks.len() {
+            for v in (0..n).filter(|&v| tree.parent[v] != u32::MAX) {
+                order.push((i as u32 + depth[v], depth[v], std::cmp::Reverse(below[v]), t, i, v));
+            }
+        }
+    }
+    order.sort_unstable();
+    let mut arrival: Vec<Vec<Vec<f64>>> = trees.iter().map(|tr| vec![vec![f64::NAN; n]; tr.chunks.len()]).collect();
+    for (t, tree) in trees.iter().enumerate() {
+        arrival[t].iter_mut().for_each(|a| a[tree.root] = 0.0);
+    }
+    let mut busy: std::collections::HashMap<(usize, usize), Vec<(f64, f64)>> = Default::default();
+    let mut moves = Vec::with_capacity(order.len());
+    for (_, _, _, t, i, v) in order {
+        let u = trees[t].parent[v] as usize;
+        let (ready, dur) = (arrival[t][i][u], time(u, v));
+        let slots = busy.entry((u, v)).or_default();
+        // The first gap at or after `ready` that holds the move.
+        let mut start = ready;
+        let mut at = slots.len();
+        for (j, &(b, e)) in slots.iter().enumerate() {
+            if start + dur <= b {
+                at = j;
+                break;
+            }
+            start = start.max(e);
+        }
+        slots.insert(at, (start, start + dur));
+        arrival[t][i][v] = start + dur;
+        moves.push((start, group[u], group[v], trees[t].chunks[i]));
+    }
+    moves.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+    moves
+}
+
+/// Each NPU's depth in a tree given by `parent`, rooted at `root`.
+fn depths(parent: &[u32], root: usize) -> Vec<u32> {
+    let mut depth = vec![u32::MAX; parent.len()];
+    depth[root] = 0;
+    fn of(v: usize, parent: &[u32], depth: &mut [u32]) -> u32 {
+        if depth[v] == u32::MAX {
+            depth[v] = of(parent[v] as usize, parent, depth) + 1;
+        }
+        depth[v]
+    }
+    for v in 0..parent.len() {
+        of(v, parent, &mut depth);
+    }
+    depth
+}

@@ -1,0 +1,172 @@
+//! The tree packing (`synth::packing`): its rate against the min-cut bound, exactly on small
+//! cases computed by hand and on random graphs against `bounds::min_cut`; the trees spanning and
+//! within their links; its schedules valid and no faster than the bound.
+
+use crate::common::*;
+use ccsynth::bounds::min_cut;
+use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::synth::packing::{Packing, packing, produce};
+use ccsynth::topology::{LinkInput, Topology, TopologyInput};
+use proptest::prelude::*;
+
+fn all(t: &Topology) -> (Vec<usize>, Vec<bool>) {
+    ((0..t.npus()).collect(), vec![true; t.npus()])
+}
+
+/// Every tree spans the group from its root over the topology's links, and no link carries
+/// more trees than its capacity at the packing's time, ⌊τ·k·b⌋.
+fn check_trees(t: &Topology, p: &Packing) {
+    let n = t.npus();
+    let mut on: std::collections::HashMap<(usize, usize), u32> = Default::default();
+    for (parent, &root) in p.parents.iter().zip(&p.tree_roots) {
+        assert_eq!(parent[root], u32::MAX, "the root has no parent");
+        for v in 0..n {
+            let (mut u, mut hops) = (v, 0);
+            while u != root {
+                let w = parent[u] as usize;
+                assert!(t.link(w, u).is_some(), "{w} -> {u} is a link");
+                if u == v {
+                    *on.entry((w, u)).or_default() += 1;
+                }
+                u = w;
+                hops += 1;
+                assert!(hops <= n, "NPU {v} reaches its tree's root");
+            }
+        }
+    }
+    for (&(u, v), &trees) in &on {
+        let cap: f64 = t
+            .links()
+            .iter()
+            .filter(|l| l.src == u && l.dst == v)
+            .map(|l| (p.ns_per_byte * p.k as f64 * l.bandwidth_gb_per_s * (1.0 + 1e-9)).floor())
+            .sum();
+        assert!(trees as f64 <= cap, "{u} -> {v}: {trees} trees over a capacity of {cap}");
+    }
+}
+
+/// By hand, links of 100 GB/s (100 bytes a ns): on ring:8 the seven NPUs but one send it their
+/// shards over its two links, 7/200 ns a byte, and two trees per root fit exactly (seven a
+/// link); on torus:2x2 (a ring of four) 3/200, exactly at two trees per root, while one tree per
+/// root needs two a link (2/100: 1.33× the bound); a broadcast from NPU 0 of torus:4x4 leaves
+/// over its four links, 1/400, exactly at four trees (at three, one a link: 1/300).
+#[test]
+fn the_packing_meets_the_bound_exactly_on_small_cases() {
+    let cases: [(&str, Option<usize>, usize, f64, f64); 5] = [
+        ("ring:8", None, 2, 7.0 / 200.0, 7.0 / 200.0),
+        ("torus:2x2", None, 2, 3.0 / 200.0, 3.0 / 200.0),
+        ("torus:2x2", None, 1, 3.0 / 200.0, 2.0 / 100.0),
+        ("torus:4x4", Some(0), 4, 1.0 / 400.0, 1.0 / 400.0),
+        ("torus:4x4", Some(0), 3, 1.0 / 400.0, 1.0 / 300.0),
+    ];
+    for (spec, root, k, optimal, got) in cases {
+        let t = topo(spec);
+        let (group, mut roots) = all(&t);
+        if let Some(r) = root {
+            roots = (0..t.npus()).map(|v| v == r).collect();
+        }
+        let p = packing(&t, &group, &roots, k, &|| false).unwrap().expect("served");
+        assert!(close(p.optimal_ns_per_byte, optimal), "{spec} k={k}: bound {}", p.optimal_ns_per_byte);
+        assert!(close(p.ns_per_byte, got), "{spec} k={k}: {} against {got}", p.ns_per_byte);
+        assert_eq!(p.parents.len(), k * roots.iter().filter(|&&r| r).count());
+        check_trees(&t, &p);
+    }
+}
+
+/// A switch is not split off yet: a star through one switch is not served.
+#[test]
+fn fabrics_with_switches_are_not_served() {
+    let t = topo("switch:4");
+    let (group, roots) = all(&t);
+    assert!(packing(&t, &group, &roots, 1, &|| false).unwrap().is_none());
+}
+
+/// Its schedules (an all-gather and a broadcast, several trees per root, chunks pipelined down
+/// them) are valid, and none beats its lower bound.
+#[test]
+fn its_schedules_are_valid() {
+    for (spec, kind, chunks, k) in [
+        ("torus:4x4", K::AllGather, 2, 2),
+        ("ring:8", K::AllGather, 4, 3),
+        ("torus:4x4", K::Broadcast, 16, 4),
+        ("mesh:3x3", K::Broadcast, 8, 2),
+    ] {
+        let t = topo(spec);
+        let mut cs = CollectiveSpec::new(kind, 16 << 20).with_chunks_per_npu(chunks);
+        if kind == K::Broadcast {
+            cs = cs.with_root(0);
+        }
+        let c = coll_spec(&t, cs);
+        let (s, _) = produce(&t, &c, k, 0, &|| false).unwrap();
+        let report = ccsynth::validate::validate(&s);
+        assert!(report.valid, "{spec} {kind:?}: {:?}", report.violations);
+        let time = ccsynth::sim::simulate(&s).unwrap().collective_time_ns;
+        let b = ccsynth::bounds::lower_bounds(&t, &c);
+        let bound = [b.ingress_ns, b.latency_ns, b.min_cut_ns].into_iter().flatten().fold(0.0, f64::max);
+        assert!(bound > 0.0);
+        assert!(time >= bound * (1.0 - 1e-9), "{spec} {kind:?}: {time} below {bound}");
+    }
+}
+
+/// Random digraphs of 2–6 NPUs, links of 10–40 GB/s.
+fn arb_fabric() -> impl Strategy<Value = Topology> {
+    (2usize..7).prop_flat_map(|npus| {
+        let pairs: Vec<(usize, usize)> =
+            (0..npus).flat_map(|a| (0..npus).map(move |b| (a, b))).filter(|(a, b)| a != b).collect();
+        let n = pairs.len();
+        (Just(npus), proptest::collection::vec((any::<bool>(), 1u32..5), n), Just(pairs)).prop_map(
+            |(npus, pick, pairs)| {
+                let links = pairs
+                    .iter()
+                    .zip(pick)
+                    .filter(|(_, (on, _))| *on)
+                    .map(|(&(src, dst), (_, bw))| LinkInput {
+                        src,
+                        dst,
+                        latency_ns: Some(1.0),
+                        bandwidth_gb_per_s: Some(bw as f64 * 10.0),
+                        bidirectional: false,
+                    })
+                    .collect();
+                Topology::from_input(TopologyInput { npus, links, ..Default::default() }).unwrap()
+            },
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+    /// The packing's bound is `bounds::min_cut`'s; its trees span within their links; at the
+    /// trees per root that make every link's share whole (the critical cut's bandwidth in
+    /// 10 GB/s units) its rate is the bound exactly, and at one to three trees it is never
+    /// below the bound nor above the bound with each link's share rounded up.
+    #[test]
+    fn the_packed_rate_is_the_max_flow_bound(t in arb_fabric()) {
+        let (group, roots) = all(&t);
+        let n = group.len();
+        let bound = min_cut(&t, &group, n as f64).unwrap();
+        let p1 = packing(&t, &group, &roots, 1, &|| false).unwrap();
+        let (Some(bound), Some(p1)) = (bound, p1) else {
+            prop_assert!(bound.is_none(), "the packing serves every fabric the bound does");
+            return Ok(());
+        };
+        prop_assert!(close(p1.optimal_ns_per_byte, bound), "{} against {bound}", p1.optimal_ns_per_byte);
+        // τ* = |S| / B⁺(S) with B⁺ a multiple of 10: k = B⁺ / 10 makes every share whole.
+        let whole = (1..=n).map(|s| s as f64 / (10.0 * bound)).find(|j| (j - j.round()).abs() < 1e-6);
+        if let Some(k) = whole.map(|j| j.round() as usize).filter(|&k| k <= 12) {
+            let p = packing(&t, &group, &roots, k, &|| false).unwrap().unwrap();
+            prop_assert!(close(p.ns_per_byte, bound), "k={k}: {} against {bound}", p.ns_per_byte);
+            check_trees(&t, &p);
+        }
+        for k in 1..=3usize {
+            let p = packing(&t, &group, &roots, k, &|| false).unwrap().unwrap();
+            let up = t.links().iter().map(|l| {
+                let b = l.bandwidth_gb_per_s;
+                (bound * k as f64 * b - 1e-9).ceil() / (k as f64 * b)
+            }).fold(bound, f64::max);
+            prop_assert!(p.ns_per_byte >= bound * (1.0 - 1e-9) && p.ns_per_byte <= up * (1.0 + 1e-9),
+                "k={k}: {} outside [{bound}, {up}]", p.ns_per_byte);
+            check_trees(&t, &p);
+        }
+    }
+}

@@ -341,12 +341,14 @@ pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
     Offered::of(o.tree_runs.iter().flat_map(|&(variant, g)| o.seeded(variant, Mode::Trees(g))).collect())
 }
 
-/// An all-gather or a broadcast over direct links: spanning trees packed at the min-cut bound
-/// (`synth::packing`), at every chunking and one to `packing::MAX_TREES_PER_ROOT` trees per
-/// root, up to `packing::MAX_NPUS`; at `Effort::Thorough` only, as it won none of the cases
-/// measured (docs/BENCHMARKS.md, "Tree packing"): its trees pay their depth in fill.
+/// A broadcast, or at `Effort::Thorough` an all-gather, over direct links: spanning trees
+/// packed at the min-cut bound (`synth::packing`), at every chunking and one to
+/// `packing::MAX_TREES_PER_ROOT` trees per root, up to `packing::MAX_NPUS`. The all-gather's
+/// won none of the cases measured (docs/BENCHMARKS.md, "At the bound on every fabric"): its
+/// trees pay their depth in fill, where a broadcast's pipeline many chunks.
 pub(super) fn packing(o: &Offer<'_>, _: &[Run]) -> Offered {
-    if !o.open || o.ask.effort != crate::synth::Effort::Thorough {
+    let broadcast = o.ask.variants[0].spec.kind == CollectiveKind::Broadcast;
+    if !o.open || !(broadcast || o.ask.effort == crate::synth::Effort::Thorough) {
         return Offered::default();
     }
     let runs = (0..o.ask.variants.len())

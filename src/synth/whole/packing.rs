@@ -12,10 +12,10 @@
 //! NPU (`feasible`). The least such τ (`pack`, walking the capacities' breakpoints up from the
 //! bound) is the packing's time: the bound itself where k·τ*·b(e) is whole on every link.
 //!
-//! The trees (`grow`): one at a time, each grown arc by arc from its root, an arc kept only if
-//! the trees still to build still fit (a max-flow into the arc's head, `still_fits`); Lovász's
-//! proof says one always does. Arcs are tried nearest the root first, then on the link with
-//! the most capacity left, so trees are shallow and links evenly used.
+//! The trees (`grow`): a root's k at once, each grown an arc in turn, an arc kept only if the
+//! trees still fit (a max-flow into the arc's head, `still_fits`, each growing tree a root set
+//! of its own); Lovász's proof says one always does. Arcs are tried nearest the root first,
+//! then on the link with the most capacity left, so trees are shallow and links evenly used.
 //!
 //! The schedule (`all_gather`): a tree's arc into an NPU at depth d moves at step d − 1, the
 //! arcs of one link and step in one message. Serves direct links between NPUs (no switches),
@@ -157,13 +157,13 @@ impl Graph {
         })
     }
 
-    /// Whether the trees still to build (`left[u]` rooted at u) and the one growing over
-    /// `grown` fit `cap`, for every set holding `v`: the max-flow into `v` from a source that
-    /// feeds each NPU its roots' trees, and the growing tree once, anywhere in `grown`.
-    fn still_fits(&self, cap: &[u32], left: &[u32], grown: &[bool], v: usize) -> bool {
+    /// Whether the trees still to start (`left[u]` rooted at u) and the ones growing (each
+    /// over its `grown` NPUs) fit `cap`, for every set holding `v`: the max-flow into `v` from a
+    /// source that feeds each NPU its roots' trees, and each growing tree once, anywhere in it.
+    fn still_fits(&self, cap: &[u32], left: &[u32], growing: &[&[bool]], v: usize) -> bool {
         let n = self.n;
-        let (s, z) = (n, n + 1);
-        let mut net = FlowNet::new(n + 2);
+        let s = n;
+        let mut net = FlowNet::new(n + 1 + growing.len());
         for (e, &(a, b, _)) in self.arcs.iter().enumerate() {
             if cap[e] > 0 {
                 net.add(a, b, cap[e] as f64);
@@ -174,13 +174,16 @@ impl Graph {
                 net.add(s, u, w as f64);
             }
         }
-        net.add(s, z, 1.0);
-        for (u, &g) in grown.iter().enumerate() {
-            if g {
-                net.add(z, u, f64::INFINITY);
+        for (i, grown) in growing.iter().enumerate() {
+            let z = n + 1 + i;
+            net.add(s, z, 1.0);
+            for (u, &g) in grown.iter().enumerate() {
+                if g {
+                    net.add(z, u, f64::INFINITY);
+                }
             }
         }
-        let demand: u32 = left.iter().sum::<u32>() + 1;
+        let demand = left.iter().sum::<u32>() as usize + growing.len();
         net.max_flow(s, v) >= demand as f64 - 0.5
     }
 }
@@ -206,10 +209,19 @@ fn pack(g: &Graph, k: usize, optimal: f64, cancelled: &dyn Fn() -> bool) -> Resu
     Err(GreedyError::Unsupported("tree packing: no capacities within its breakpoints").into())
 }
 
-/// The trees, grown one at a time within `cap` (which `feasible` accepted), and the trees
-/// each arc carries.
+/// The trees, grown within `cap` (which `feasible` accepted), and the trees each arc carries.
 type Grown = (Vec<Vec<u32>>, Vec<u32>);
 
+/// One tree as it grows: each NPU's parent and depth, and whether it is in yet.
+struct Growing {
+    parent: Vec<u32>,
+    depth: Vec<u32>,
+    grown: Vec<bool>,
+}
+
+/// The trees, a root's k at once, each taking an arc in turn (so none takes the short ones
+/// first): an arc out of a tree is kept only if the trees still fit (`still_fits`), tried
+/// nearest the root first, then on the link with the most capacity left.
 fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) -> Result<Grown, SynthError> {
     let n = g.n;
     let mut load = vec![0u32; g.arcs.len()];
@@ -220,44 +232,49 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
         out_arcs[a.0].push(e);
     }
     for root in (0..n).filter(|&r| g.roots[r]) {
-        for _ in 0..k {
-            if cancelled() {
-                return Err(SynthError::Cancelled);
-            }
-            left[root] -= 1;
-            let mut parent = vec![u32::MAX; n];
-            let mut depth = vec![u32::MAX; n];
-            let mut grown = vec![false; n];
-            grown[root] = true;
-            depth[root] = 0;
-            for _ in 1..n {
-                // Arcs out of the tree, nearest the root first, then most capacity left.
+        left[root] = 0;
+        let mut ts: Vec<Growing> = (0..k)
+            .map(|_| {
+                let mut t = Growing { parent: vec![u32::MAX; n], depth: vec![u32::MAX; n], grown: vec![false; n] };
+                t.grown[root] = true;
+                t.depth[root] = 0;
+                t
+            })
+            .collect();
+        for _ in 1..n {
+            for i in 0..k {
+                if cancelled() {
+                    return Err(SynthError::Cancelled);
+                }
+                let t = &ts[i];
                 let mut candidates: Vec<usize> = (0..n)
-                    .filter(|&u| grown[u])
+                    .filter(|&u| t.grown[u])
                     .flat_map(|u| out_arcs[u].iter().copied())
-                    .filter(|&e| cap[e] > 0 && !grown[g.arcs[e].1])
+                    .filter(|&e| cap[e] > 0 && !t.grown[g.arcs[e].1])
                     .collect();
-                candidates.sort_by_key(|&e| (depth[g.arcs[e].0], std::cmp::Reverse(cap[e]), e));
+                candidates.sort_by_key(|&e| (t.depth[g.arcs[e].0], std::cmp::Reverse(cap[e]), e));
                 let mut taken = None;
                 for e in candidates {
                     let v = g.arcs[e].1;
                     cap[e] -= 1;
-                    grown[v] = true;
-                    if g.still_fits(&cap, &left, &grown, v) {
+                    ts[i].grown[v] = true;
+                    let growing: Vec<&[bool]> = ts.iter().map(|t| t.grown.as_slice()).collect();
+                    if g.still_fits(&cap, &left, &growing, v) {
                         taken = Some(e);
                         break;
                     }
                     cap[e] += 1;
-                    grown[v] = false;
+                    ts[i].grown[v] = false;
                 }
                 let e = taken.ok_or(GreedyError::Unsupported("tree packing: no arc keeps the trees fitting"))?;
                 let (u, v, _) = g.arcs[e];
                 load[e] += 1;
-                parent[v] = u as u32;
-                depth[v] = depth[u] + 1;
+                let t = &mut ts[i];
+                t.parent[v] = u as u32;
+                t.depth[v] = t.depth[u] + 1;
             }
-            trees.push(parent);
         }
+        trees.extend(ts.into_iter().map(|t| t.parent));
     }
     Ok((trees, load))
 }

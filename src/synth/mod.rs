@@ -18,11 +18,11 @@ use phase::{Manner, Planner, movement_core, reduction_roots, roots_for};
 pub use phase::{auto_discretizations, fine_discretizations};
 use planners::entries::multi_core;
 pub use planners::entries::{
-    batched, greedy, greedy_grouped, greedy_multi, greedy_plain, greedy_rarest, greedy_spread, greedy_staged,
-    translated,
+    batched, greedy, greedy_grouped, greedy_multi, greedy_plain, greedy_rarest, greedy_spread, translated,
 };
 use planners::matcher;
 pub use planners::{flood, ilp, translate};
+pub use whole::staged::greedy_staged;
 pub use whole::{doubling, packing, routed, staged, trees};
 
 use crate::collective::Collective;

@@ -2,7 +2,7 @@
 //! planner and manner: the greedy matcher (unequal shares, rarest-first, overlapped phases), the
 //! matcher as it was before those (`greedy_plain`), rarest-first where it does not pick so
 //! (`greedy_rarest`), messages of several chunks
-//! (`greedy_grouped`), spread shares (`greedy_spread`), pipelined stages (`greedy_staged`), the
+//! (`greedy_grouped`), spread shares (`greedy_spread`), the
 //! latency mode (`batched`) and translation on tori (`translated`).
 
 use crate::collective::Collective;
@@ -12,8 +12,7 @@ use crate::synth::phase;
 use crate::synth::phase::{GreedyError, Problem};
 use crate::synth::{Joint, Planner, matcher};
 use crate::synth::{
-    Manner, PlanOptions, PlanStats, SynthError, flood, movement_core, reduction_roots, roots_for, shares, staged,
-    translate,
+    Manner, PlanOptions, PlanStats, SynthError, flood, movement_core, reduction_roots, roots_for, shares, translate,
 };
 use crate::topology::Topology;
 
@@ -78,18 +77,6 @@ pub fn greedy_spread(
     let w: Vec<f64> = c.group.iter().map(|&v| shares::capacity(topo, v)).collect();
     let per_rank = shares::spread(&w, c.num_chunks, shares::SPREAD_SLACK);
     with_roots(topo, c, &shares::roots(c, &per_rank), Some(&per_rank), opts, cancelled)
-}
-
-/// The greedy's all-reduce in `stages` pipelined stages (`staged`): an error where it does not
-/// apply or its timeline is no shorter than its stages in sequence.
-pub fn greedy_staged(
-    topo: &Topology,
-    c: &Collective,
-    stages: u32,
-    opts: &PlanOptions,
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Result<(Schedule, PlanStats), SynthError> {
-    staged::staged(topo, c, stages, opts, cancelled)?.ok_or_else(|| GreedyError::StagesNotShorter.into())
 }
 
 /// The matcher's schedule of `out` (seed recorded), planned as `plan` (the same collective, or

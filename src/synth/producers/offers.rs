@@ -229,10 +229,21 @@ impl<'a> Offer<'a> {
 
 /// The matcher per (chunking, seed, TEN timestep), on the first `matcher_variants` chunkings.
 pub(super) fn matching(o: &Offer<'_>, _: &[Run]) -> Offered {
-    let runs = (0..o.ask.matcher_variants)
-        .flat_map(|variant| (0..o.factors[variant].len()).flat_map(move |f| o.seeded(variant, Mode::Matching(f))))
-        .collect();
-    Offered::of(runs)
+    // Each seed at the automatic timesteps, then the finer ones (the order the first failure is
+    // reported in when every run fails).
+    let base = (0..o.ask.matcher_variants).flat_map(|variant| {
+        (0..o.ask.seeds as u64).flat_map(move |i| {
+            (0..o.base[variant]).map(move |f| Run {
+                variant,
+                seed: o.ask.seed.wrapping_add(i),
+                mode: Mode::Matching(f),
+            })
+        })
+    });
+    let fine = (0..o.ask.matcher_variants).flat_map(|variant| {
+        (o.base[variant]..o.factors[variant].len()).flat_map(move |f| o.seeded(variant, Mode::Matching(f)))
+    });
+    Offered::of(base.chain(fine).collect())
 }
 
 /// One run in `mode` beside each matcher run at the automatic timesteps where `beside` holds.

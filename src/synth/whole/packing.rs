@@ -1,5 +1,5 @@
-//! All-gather by spanning-tree packing (`all_gather`): every NPU's shard split into k chunks,
-//! each broadcast down a spanning out-tree of its own, the trees packed so that every link
+//! All-gather and broadcast by spanning-tree packing (`produce`): every root's data dealt to k
+//! spanning out-trees of its own, the trees packed so that every link
 //! carries its share of them (ForestColl, arXiv 2402.06787, for the idea; the construction here
 //! is Edmonds' branching theorem made constructive, as Lovász proved it).
 //!
@@ -17,9 +17,11 @@
 //! of its own); Lovász's proof says one always does. Arcs are tried nearest the root first,
 //! then on the link with the most capacity left, so trees are shallow and links evenly used.
 //!
-//! The schedule (`all_gather`): a tree's arc into an NPU at depth d moves at step d − 1, the
-//! arcs of one link and step in one message. Serves direct links between NPUs (no switches),
-//! on up to `MAX_NPUS`.
+//! The schedule (`produce`): a root's chunks dealt to its trees in turn, every chunk's move down
+//! every arc list-scheduled into the first gap of its link after the chunk reaches the parent
+//! (`timeline`), one transfer a move and one step per distinct start, so the simulator replays
+//! the timeline. Serves all-gather and broadcast of every live NPU over direct links (no
+//! switches), on up to `MAX_NPUS`.
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::maxflow::FlowNet;
@@ -68,8 +70,8 @@ pub struct Packing {
 }
 
 impl Graph {
-    /// The group's NPUs and their links: `None` where the fabric has switches or a link leaves
-    /// the group, or the group does not reach every NPU from every other.
+    /// The group's NPUs and the links among them: `None` where the fabric has switches (links
+    /// to NPUs outside the group are left out: `applies` asks for every live NPU).
     fn of(topo: &Topology, group: &[usize], roots: Vec<bool>) -> Option<Graph> {
         if topo.switches() > 0 {
             return None;
@@ -303,7 +305,8 @@ pub fn packing(
 }
 
 /// Whether `produce` serves `c` on `topo` at `k` trees per root: an all-gather or a broadcast
-/// over direct links (no switches), on up to `MAX_NPUS` NPUs, at most `MAX_TREES_PER_ROOT`
+/// of every live NPU over direct links (no switches: the trees relay through NPUs of the group
+/// alone), on up to `MAX_NPUS` NPUs, at most `MAX_TREES_PER_ROOT`
 /// trees per root, no more than a root's chunks, and `MAX_TREES` in all.
 pub fn applies(topo: &Topology, c: &Collective, k: usize) -> bool {
     let (per_root, roots) = match c.spec.kind {
@@ -312,6 +315,7 @@ pub fn applies(topo: &Topology, c: &Collective, k: usize) -> bool {
         _ => return false,
     };
     topo.switches() == 0
+        && c.group.len() == topo.live_npus().len()
         && (2..=MAX_NPUS).contains(&c.group.len())
         && (1..=MAX_TREES_PER_ROOT.min(per_root)).contains(&k)
         && roots * k <= MAX_TREES

@@ -150,3 +150,15 @@ pub fn staged(
     s.transfers = transfers;
     Ok(Some((s, stats)))
 }
+
+/// The greedy's all-reduce in `stages` pipelined stages (`staged`): an error where it does not
+/// apply or its timeline is no shorter than its stages in sequence.
+pub fn greedy_staged(
+    topo: &Topology,
+    c: &Collective,
+    stages: u32,
+    opts: &PlanOptions,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Schedule, PlanStats), SynthError> {
+    staged(topo, c, stages, opts, cancelled)?.ok_or_else(|| crate::synth::GreedyError::StagesNotShorter.into())
+}

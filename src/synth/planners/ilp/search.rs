@@ -544,6 +544,7 @@ impl<'a> Search<'a> {
         self.cut_by_time |= out.out_of_time;
         let (build_ms, highs_ms) = (build_ms + out.convert_ms, out.highs_ms);
         tracing::debug!(
+            target: "ccsynth::synth::ilp::search",
             horizon,
             kind,
             variables = model.cols.len(),

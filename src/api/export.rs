@@ -317,9 +317,11 @@ async fn build(
 /// served; per format, so one exporter's change leaves the others' stored exports in use.
 fn exports_version(format: ExportFormat) -> u32 {
     match format {
-        // 2: a pair's messages in the simulator's order through relays.
-        ExportFormat::MscclppJson => 2,
-        ExportFormat::MscclXml | ExportFormat::ChromeTrace | ExportFormat::TimelineSvg | ExportFormat::ChakraEt => 1,
+        // 2: a pair's messages in the simulator's order through relays. 3 (and MSCCL XML's 2): no
+        // landing in place over what a local move of its step reads.
+        ExportFormat::MscclppJson => 3,
+        ExportFormat::MscclXml => 2,
+        ExportFormat::ChromeTrace | ExportFormat::TimelineSvg | ExportFormat::ChakraEt => 1,
     }
 }
 

@@ -200,12 +200,15 @@ impl<'a> Placement<'a> {
             post[layout.rank_of[&v] as usize].push(c);
         }
         post.iter_mut().for_each(|v| v.sort_unstable());
+        // A local move reads after its step's landings (the writers generate it last), so it
+        // counts as read one step later: no landing of its step takes the cell it reads.
         let mut last_read = HashMap::new();
         for t in &s.transfers {
             let Some(&r) = layout.rank_of.get(&t.src) else { continue };
+            let read = if t.src == t.dst { t.step + 1 } else { t.step };
             for &c in t.chunks.iter() {
-                let e = last_read.entry((r, c)).or_insert(t.step);
-                *e = (*e).max(t.step);
+                let e = last_read.entry((r, c)).or_insert(read);
+                *e = (*e).max(read);
             }
         }
         Placement {

@@ -449,30 +449,9 @@ fn max_bytes_zero_is_refused_and_the_range_is_inclusive() {
     msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
 }
 
-/// In place, an all-to-all's output cell of the chunk NPU 0 receives from NPU 1 is the input
-/// cell of the chunk it sends to NPU 1: a local move of that chunk aside in the step the other
-/// lands reads it first (as `mscclpp::a_landing_never_overwrites_what_a_local_move_of_its_step_reads`).
+/// A local move of a chunk aside in the step another lands over its cell in place reads it
+/// first (`common::all_to_all_moved_aside_while_landing`).
 #[test]
 fn a_receive_never_overwrites_what_a_local_move_of_its_step_reads() {
-    let t = topo("fc:2");
-    let c = coll(&t, K::AllToAll, 2 << 20);
-    let moving = |from: u32, to: u32| -> u32 {
-        (0..c.num_chunks as u32)
-            .find(|&ch| c.precondition.iter().any(|p| p == [from, ch]) && c.postcondition.iter().any(|p| p == [to, ch]))
-            .expect("a chunk from one NPU to the other")
-    };
-    let (o, w) = (moving(0, 1), moving(1, 0));
-    let aside = c.num_chunks as u32;
-    let mut s = sched(
-        &t,
-        &c,
-        vec![
-            ccsynth::schedule::Transfer::copy(0, 0, 0, vec![o]).into_slots(vec![aside]),
-            ccsynth::schedule::Transfer::copy(0, 1, 0, vec![w]),
-            ccsynth::schedule::Transfer::copy(1, 0, 1, vec![aside]).into_slots(vec![o]),
-        ],
-    );
-    s.scratch = vec![o];
-    assert!(ccsynth::validate::validate(&s).valid);
-    export_and_replay("all-to-all with a local move beside a receive", &s, None);
+    export_and_replay("all-to-all with a local move beside a receive", &all_to_all_moved_aside_while_landing(), None);
 }

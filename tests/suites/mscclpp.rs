@@ -10,7 +10,7 @@ use crate::msccl::{NAMED, irregular, spec};
 use crate::mscclpp_replay;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclppOptions, registry};
-use ccsynth::schedule::{Schedule, Transfer};
+use ccsynth::schedule::Schedule;
 use serde_json::Value;
 
 fn plan(s: &Schedule, opts: &MscclppOptions) -> Value {
@@ -501,31 +501,9 @@ fn the_fewest_thread_blocks_never_exceed_the_plan_s() {
     assert!(e.to_string().contains("needs at least 142 thread blocks"), "{e}");
 }
 
-/// In place, an all-to-all's output cell of the chunk NPU 0 receives from NPU 1 is the input
-/// cell of the chunk it sends to NPU 1. A local move of that chunk aside (into a scratch slot)
-/// in the step the other lands must read it before the landing overwrites the cell.
+/// A local move of a chunk aside in the step another lands over its cell in place reads it
+/// first (`common::all_to_all_moved_aside_while_landing`).
 #[test]
 fn a_landing_never_overwrites_what_a_local_move_of_its_step_reads() {
-    let t = topo("fc:2");
-    let c = coll(&t, K::AllToAll, 2 << 20);
-    let moving = |from: u32, to: u32| -> u32 {
-        (0..c.num_chunks as u32)
-            .find(|&ch| c.precondition.iter().any(|p| p == [from, ch]) && c.postcondition.iter().any(|p| p == [to, ch]))
-            .expect("a chunk from one NPU to the other")
-    };
-    let (o, w) = (moving(0, 1), moving(1, 0));
-    let aside = c.num_chunks as u32;
-    let mut s = sched(
-        &t,
-        &c,
-        vec![
-            Transfer::copy(0, 0, 0, vec![o]).into_slots(vec![aside]),
-            Transfer::copy(0, 1, 0, vec![w]),
-            Transfer::copy(1, 0, 1, vec![aside]).into_slots(vec![o]),
-        ],
-    );
-    s.scratch = vec![o];
-    let report = ccsynth::validate::validate(&s);
-    assert!(report.valid, "{:?}", report.violations);
-    export_and_replay("all-to-all with a local move beside a landing", &s);
+    export_and_replay("all-to-all with a local move beside a landing", &all_to_all_moved_aside_while_landing());
 }

@@ -161,3 +161,31 @@ pub fn matcher(t: &Topology, spec: CollectiveSpec, seed: u64, switch_model: Swit
     let (schedule, report) = engine::finalize(s).unwrap_or_else(|e| panic!("{what}: {e}"));
     Matched { schedule, report, stats }
 }
+
+/// In place, an all-to-all's output cell of the chunk NPU 0 receives from NPU 1 is the input
+/// cell of the chunk it sends to NPU 1. This valid schedule on fc:2 moves that chunk aside (into
+/// a scratch slot) with a local move in the step the other lands, and sends it on from there: an
+/// export must read it before the landing overwrites the cell.
+pub fn all_to_all_moved_aside_while_landing() -> Schedule {
+    let t = topo("fc:2");
+    let c = coll(&t, CollectiveKind::AllToAll, 2 << 20);
+    let moving = |from: u32, to: u32| -> u32 {
+        (0..c.num_chunks as u32)
+            .find(|&ch| c.precondition.iter().any(|p| p == [from, ch]) && c.postcondition.iter().any(|p| p == [to, ch]))
+            .expect("a chunk from one NPU to the other")
+    };
+    let (o, w) = (moving(0, 1), moving(1, 0));
+    let aside = c.num_chunks as u32;
+    let mut s = sched(
+        &t,
+        &c,
+        vec![
+            Transfer::copy(0, 0, 0, vec![o]).into_slots(vec![aside]),
+            Transfer::copy(0, 1, 0, vec![w]),
+            Transfer::copy(1, 0, 1, vec![aside]).into_slots(vec![o]),
+        ],
+    );
+    s.scratch = vec![o];
+    assert!(ccsynth::validate::validate(&s).valid);
+    s
+}

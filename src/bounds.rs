@@ -364,55 +364,70 @@ fn shortest(topo: &Topology, sources: &[u32], weight: impl Fn(&crate::topology::
 }
 
 /// `(M/N) · max_S |S ∩ V_c| / B⁺(S)` over node sets S with `V_c ⊄ S`, where B⁺(S) is the
-/// bandwidth of the links leaving S. Dinkelbach: for the current ratio λ, find the set
-/// maximizing `|S ∩ V_c| − λ·B⁺(S)` with max-flows; stop when the maximum is 0.
-/// For fixed λ, a set S excluding compute node t is a cut in the network
-/// `s →(1) v ∈ V_c`, `u →(λ·bw) w`, of value `|V_c \ S| + λ·B⁺(S)`; taking t over V_c in
-/// order, with earlier t forced to the source side, covers every S exactly once.
+/// bandwidth of the links leaving S (`data_cut` with every compute node holding data).
 pub fn min_cut(topo: &Topology, group: &[usize], total_bytes: f64) -> Result<Option<f64>, String> {
     let n = group.len();
     if n < 2 {
         return Ok(Some(0.0));
     }
-    let work = n.saturating_mul(topo.nodes() + topo.links().len());
+    Ok(data_cut(topo, group, group)?.map(|lambda| total_bytes / n as f64 * lambda))
+}
+
+/// `max_S |S ∩ H| / B⁺(S)` over node sets S with some node of `group` outside, `H` the
+/// `holders` (of `group`): the least time per byte a holder's data can reach every node of
+/// the group in (the tree packing's rate, `synth::packing`); `None` where some set holding
+/// data has no way out. Dinkelbach: for the current ratio λ, find the set maximizing
+/// `|S ∩ H| − λ·B⁺(S)` with max-flows; stop when the maximum is 0. For fixed λ, a set S
+/// excluding node t of the group is a cut in the network `s →(1) v ∈ H`, `u →(λ·bw) w`, of
+/// value `|H \ S| + λ·B⁺(S)`; taking t over the group in order, with earlier t forced to the
+/// source side, covers every S exactly once.
+pub fn data_cut(topo: &Topology, group: &[usize], holders: &[usize]) -> Result<Option<f64>, String> {
+    let h = holders.len();
+    let work = group.len().saturating_mul(topo.nodes() + topo.links().len());
     if work > limits::MIN_CUT_BUDGET {
-        return Err(format!("min_cut: skipped, {n} max-flows on {} nodes exceed the work budget", topo.nodes()));
+        return Err(format!(
+            "min_cut: skipped, {} max-flows on {} nodes exceed the work budget",
+            group.len(),
+            topo.nodes()
+        ));
     }
+    let mut holds = vec![false; topo.nodes()];
+    holders.iter().for_each(|&v| holds[v] = true);
     let out_bw = |set: &[bool]| -> f64 {
         topo.links().iter().filter(|l| set[l.src] && !set[l.dst]).map(|l| l.bandwidth_gb_per_s).sum()
     };
-    // Start from the best single-NPU set.
+    // Start from the best single-holder set.
     let mut lambda = 0.0f64;
-    for &v in group {
+    for &v in holders {
         let b: f64 = topo.links()[topo.out_links(v)].iter().map(|l| l.bandwidth_gb_per_s).sum();
         if b <= 0.0 {
             return Ok(None);
         }
         lambda = lambda.max(1.0 / b);
     }
-    let eps = 1e-9 * n as f64;
+    let eps = 1e-9 * h as f64;
     for _ in 0..64 {
-        let (best, set) = best_set(topo, group, lambda);
-        let gain = n as f64 - best;
+        let (best, set) = best_set(topo, group, &holds, lambda);
+        let gain = h as f64 - best;
         if gain <= eps {
-            return Ok(Some(total_bytes / n as f64 * lambda));
+            return Ok(Some(lambda));
         }
-        let inside = group.iter().filter(|&&v| set[v]).count() as f64;
+        let inside = holders.iter().filter(|&&v| set[v]).count() as f64;
         let b = out_bw(&set);
         if b <= 0.0 {
             return Ok(None);
         }
         let next = inside / b;
         if next <= lambda * (1.0 + 1e-12) {
-            return Ok(Some(total_bytes / n as f64 * lambda));
+            return Ok(Some(lambda));
         }
         lambda = next;
     }
     Err("min_cut: Dinkelbach iteration did not converge".into())
 }
 
-/// Minimum over S (with some compute node outside) of `|V_c \ S| + λ·B⁺(S)`, and the S.
-fn best_set(topo: &Topology, group: &[usize], lambda: f64) -> (f64, Vec<bool>) {
+/// Minimum over S (with some node of the group outside) of `|H \ S| + λ·B⁺(S)`, and the S.
+fn best_set(topo: &Topology, group: &[usize], holds: &[bool], lambda: f64) -> (f64, Vec<bool>) {
     let nodes = topo.nodes();
     let s = nodes;
     let mut net = crate::maxflow::FlowNet::new(nodes + 1);
@@ -421,7 +436,7 @@ fn best_set(topo: &Topology, group: &[usize], lambda: f64) -> (f64, Vec<bool>) {
     }
     let mut src_edge = Vec::with_capacity(group.len());
     for &v in group {
-        src_edge.push(net.add(s, v, 1.0));
+        src_edge.push(net.add(s, v, if holds[v] { 1.0 } else { 0.0 }));
     }
     let mut best = f64::INFINITY;
     let mut best_side = vec![false; nodes];

@@ -6,6 +6,7 @@
 
 use super::request::{Limits, check_chunks, check_synthesis_pairs};
 use crate::collective::{CollectiveKind, CollectiveSpec, chunk_count};
+use crate::synth::producers::offers::beta_over_alpha;
 use crate::topology::Topology;
 
 /// Chunks per NPU tried for collectives with one block per NPU (all-gather, reduce-scatter,
@@ -18,8 +19,6 @@ const ONE_BUFFER: [u32; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 /// Greedy work above which a larger k is not tried: chunks × NPUs (the greedy's matching is
 /// about linear in both).
 pub const WORK_CAP: usize = 1 << 19;
-
-use crate::synth::producers::offers::beta_over_alpha;
 
 /// The k values to try, smallest first; always at least `[1]`. A k > 1 is kept when a chunk's
 /// transfer time on the fastest link is at least half the smallest link latency (below that

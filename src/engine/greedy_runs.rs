@@ -12,7 +12,7 @@ use super::fastest::{FastestTwo, Least, time};
 use super::{Control, GreedySearch, Reporter, SynthJob, SynthOutput, TreesPolish, base_stats};
 use crate::collective::Collective;
 use crate::schedule::Schedule;
-use crate::synth::producers::Labels;
+use crate::synth::producers::Memo;
 pub use crate::synth::producers::Mode;
 use crate::synth::producers::Run;
 use crate::synth::trees::Resume;
@@ -27,7 +27,7 @@ fn produce(
     variants: &[&Collective],
     tenants: Option<&[Collective]>,
     r: &Run,
-    labels: &Labels,
+    memo: &Memo,
     polled: &(dyn Fn() -> bool + Sync),
 ) -> Produced {
     let opts = crate::synth::PlanOptions {
@@ -49,7 +49,7 @@ fn produce(
         opts,
         effort: req.effort,
         pattern: plan.patterns[r.variant].as_ref(),
-        labels,
+        memo,
     };
     r.mode.produce(&input, polled)
 }
@@ -94,7 +94,7 @@ pub(super) fn synthesize_greedy(
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
     let checking = || reported() || std::time::Instant::now() >= deadline;
     let checking: &(dyn Fn() -> bool + Sync) = &checking;
-    let labels = Labels::new();
+    let memo = Memo::default();
     let incumbent = super::fastest::Incumbent::new(req.incumbent_ns);
     let ranking = Ranking {
         single,
@@ -113,7 +113,7 @@ pub(super) fn synthesize_greedy(
             return Outcome::cut();
         }
         let t0 = std::time::Instant::now();
-        let produced = produce(req, &plan, variants, tenants, r, &labels, polled);
+        let produced = produce(req, &plan, variants, tenants, r, &memo, polled);
         if produced.is_ok() {
             produced_any.store(true, std::sync::atomic::Ordering::Relaxed);
         }

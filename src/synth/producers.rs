@@ -115,9 +115,14 @@ impl Produced {
     }
 }
 
-/// The doubling planners' labelling, searched once for every shape and chunking (runs wait
-/// for the first).
-pub type Labels = std::sync::OnceLock<Result<Vec<usize>, SynthError>>;
+/// What the runs of one synthesis work out once and share (a run waits for the first to):
+/// the doubling planners' labelling, for every shape and chunking, and the tree packing at
+/// each number of trees per root, for every chunking.
+#[derive(Default)]
+pub struct Memo {
+    pub labels: std::sync::OnceLock<Result<Vec<usize>, SynthError>>,
+    pub packings: super::packing::Packings,
+}
 
 /// A translation pattern where it serves (`translate`): the torus, the pattern, and whether
 /// it is optimal among schedules of one chunk per link per step (every NPU receives k(N−1)
@@ -137,7 +142,7 @@ pub struct Input<'a> {
     pub effort: Effort,
     /// The chunking's translation pattern, where translation serves.
     pub pattern: Option<&'a TranslationPattern>,
-    pub labels: &'a Labels,
+    pub memo: &'a Memo,
 }
 
 impl Input<'_> {
@@ -225,7 +230,9 @@ pub const PRODUCERS: &[Producer] = &[
         offers: offers::packing,
         produce: |i, m, polled| {
             let Mode::Packing(k) = m else { unreachable!("the packing row's runs") };
-            super::packing::produce(i.topology, i.collective, k as usize, i.opts.seed, polled).map(Produced::of)
+            let packings = &i.memo.packings;
+            super::packing::produce(i.topology, i.collective, k as usize, i.opts.seed, packings, polled)
+                .map(Produced::of)
         },
     },
     Producer {
@@ -275,8 +282,10 @@ pub const PRODUCERS: &[Producer] = &[
 /// run's shape on it.
 fn doubling(i: &Input<'_>, m: Mode, polled: &Polled<'_>) -> Result<Produced, SynthError> {
     let Mode::Doubling(shape) = m else { unreachable!("the doubling rows' runs") };
-    let at =
-        i.labels.get_or_init(|| super::doubling::labelling(i.topology, i.first, i.switch_model(), i.opts.seed, polled));
+    let at = i
+        .memo
+        .labels
+        .get_or_init(|| super::doubling::labelling(i.topology, i.first, i.switch_model(), i.opts.seed, polled));
     let at = at.clone()?;
     super::doubling::synthesize(i.topology, i.collective, i.switch_model(), shape, &at, i.opts.seed)
         .map(Produced::rounds)

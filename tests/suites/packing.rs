@@ -5,7 +5,7 @@
 use crate::common::*;
 use ccsynth::bounds::min_cut;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
-use ccsynth::synth::packing::{Packing, packing, produce};
+use ccsynth::synth::packing::{Packing, Packings, packing, produce};
 use ccsynth::topology::{LinkInput, Topology, TopologyInput};
 use proptest::prelude::*;
 
@@ -97,7 +97,7 @@ fn its_schedules_are_valid() {
             cs = cs.with_root(0);
         }
         let c = coll_spec(&t, cs);
-        let (s, _) = produce(&t, &c, k, 0, &|| false).unwrap();
+        let (s, _) = produce(&t, &c, k, 0, &Packings::default(), &|| false).unwrap();
         let report = ccsynth::validate::validate(&s);
         assert!(report.valid, "{spec} {kind:?}: {:?}", report.violations);
         let time = ccsynth::sim::simulate(&s).unwrap().collective_time_ns;

@@ -3,9 +3,9 @@
 //! carries its share of them (ForestColl, arXiv 2402.06787, for the idea; the construction here
 //! is Edmonds' branching theorem made constructive, as Lovász proved it).
 //!
-//! The bound (`Packing::optimal_ns_per_byte`): the NPUs of a set S hold |S| shards that every
-//! NPU outside needs, so they leave S over its outgoing bandwidth B⁺(S); a shard's time is at
-//! least max_S |S| / B⁺(S) per byte (the min-cut bound `bounds::min_cut` reports). Give each
+//! The bound (`Packing::optimal_ns_per_byte`, `bounds::data_cut`): the NPUs of a set S hold |S|
+//! shards that every NPU outside needs, so they leave S over its outgoing bandwidth B⁺(S); a
+//! shard's time is at least max_S |S| / B⁺(S) per byte (the min-cut bound). Give each
 //! link e a capacity c(e) = ⌊τ·k·b(e)⌋ trees for a time τ per byte of shard: by Edmonds' theorem
 //! k spanning out-trees per root fit those capacities exactly when every set S takes in
 //! c⁺(S) ≥ k·|V \ S| (every root outside S has k trees to bring in), which is one max-flow per
@@ -37,6 +37,10 @@ pub const MAX_TREES_PER_ROOT: usize = 8;
 /// Trees in all up to which it runs: an all-gather on mesh:8x8 at four trees per root grows
 /// its 256 in about 0.4 s, at eight 0.8 s.
 pub const MAX_TREES: usize = 256;
+/// The packing at each number of trees per root (1 to `MAX_TREES_PER_ROOT`), worked out once
+/// for every chunking of one synthesis (it depends on the fabric, the roots and k alone).
+pub type Packings = [std::sync::OnceLock<Result<Option<Packing>, SynthError>>; MAX_TREES_PER_ROOT];
+
 /// Capacity breakpoints `pack` walks above the bound before it gives up.
 const MAX_BREAKPOINTS: usize = 4096;
 
@@ -89,55 +93,6 @@ impl Graph {
             arcs.push((a, b, l.bandwidth_gb_per_s));
         }
         Some(Graph { n: group.len(), roots, arcs })
-    }
-
-    /// max_S |S ∩ roots| / B⁺(S) over S with some NPU outside, by Dinkelbach (as `bounds::min_cut`): for a
-    /// ratio λ the set minimizing λ·B⁺(S) − |S| is a minimum cut; `None` if some set has no
-    /// way out.
-    fn optimal_ns_per_byte(&self) -> Option<f64> {
-        let n = self.n;
-        let mut lambda = 0.0f64;
-        let roots = self.roots.iter().filter(|&&r| r).count() as f64;
-        for v in (0..n).filter(|&v| self.roots[v]) {
-            let out: f64 = self.arcs.iter().filter(|a| a.0 == v).map(|a| a.2).sum();
-            if out <= 0.0 {
-                return None;
-            }
-            lambda = lambda.max(1.0 / out);
-        }
-        for _ in 0..64 {
-            // Cuts of s →(1) root, u →(λ·b) w separating s from t, t's predecessors kept on
-            // the source side: each S with some NPU outside exactly once.
-            let mut net = FlowNet::new(n + 1);
-            for &(a, b, bw) in &self.arcs {
-                net.add(a, b, lambda * bw);
-            }
-            let src: Vec<usize> = (0..n).map(|v| net.add(n, v, if self.roots[v] { 1.0 } else { 0.0 })).collect();
-            let (mut best, mut side) = (f64::INFINITY, Vec::new());
-            for (t, &into_t) in src.iter().enumerate() {
-                net.reset();
-                let f = net.max_flow(n, t);
-                if f < best {
-                    best = f;
-                    side = net.source_side(n);
-                }
-                net.set_capacity(into_t, f64::INFINITY);
-            }
-            if roots - best <= 1e-9 * roots {
-                return Some(lambda);
-            }
-            let inside = (0..n).filter(|&v| side[v] && self.roots[v]).count() as f64;
-            let out: f64 = self.arcs.iter().filter(|a| side[a.0] && !side[a.1]).map(|a| a.2).sum();
-            if out <= 0.0 {
-                return None;
-            }
-            let next = inside / out;
-            if next <= lambda * (1.0 + 1e-12) {
-                return Some(lambda);
-            }
-            lambda = next;
-        }
-        None
     }
 
     /// Whether k spanning out-trees per root fit capacities `cap` (Edmonds): for every NPU v,
@@ -295,7 +250,8 @@ pub fn packing(
     if g.n < 2 || k == 0 || !roots.contains(&true) {
         return Ok(None);
     }
-    let Some(optimal) = g.optimal_ns_per_byte() else { return Ok(None) };
+    let holders: Vec<usize> = group.iter().zip(roots).filter(|(_, r)| **r).map(|(&v, _)| v).collect();
+    let Ok(Some(optimal)) = crate::bounds::data_cut(topo, group, &holders) else { return Ok(None) };
     let (tau, cap) = pack(&g, k, optimal, cancelled)?;
     let (parents, load) = grow(&g, k, cap, cancelled)?;
     let ns_per_byte = g.arcs.iter().zip(&load).map(|(a, &l)| l as f64 / (k as f64 * a.2)).fold(0.0, f64::max);
@@ -321,13 +277,15 @@ pub fn applies(topo: &Topology, c: &Collective, k: usize) -> bool {
         && roots * k <= MAX_TREES
 }
 
-/// The all-gather or broadcast `c` down `k` packed spanning trees per root: a root's chunks
-/// dealt to its trees in turn and pipelined down each, every move list-scheduled (`timeline`).
+/// The all-gather or broadcast `c` down `k` packed spanning trees per root (taken from
+/// `packings`, or packed there): a root's chunks dealt to its trees in turn and pipelined down
+/// each, every move list-scheduled (`timeline`).
 pub fn produce(
     topo: &Topology,
     c: &Collective,
     k: usize,
     seed: u64,
+    packings: &Packings,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
     if !applies(topo, c, k) {
@@ -344,8 +302,13 @@ pub fn produce(
         chunks[local[v as usize]].push(ch);
     }
     let roots: Vec<bool> = chunks.iter().map(|h| !h.is_empty()).collect();
-    let p = packing(topo, &group, &roots, k, cancelled)?
-        .ok_or(GreedyError::Unsupported("tree packing: a group its roots reach over direct links"))?;
+    let p = match packings[k - 1].get_or_init(|| packing(topo, &group, &roots, k, cancelled)) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            return Err(GreedyError::Unsupported("tree packing: a group its roots reach over direct links").into());
+        }
+        Err(e) => return Err(e.clone()),
+    };
     // Tree j of a root carries its chunks j, j + k, j + 2k, …
     let trees: Vec<Tree<'_>> = p
         .parents

@@ -1,5 +1,6 @@
-//! Dinic's max-flow on f64 capacities (`FlowNet`): the min-cut bound (`bounds::min_cut`) and the
-//! tree packing's feasibility checks (`synth::whole::packing`) both solve on it.
+//! Dinic's max-flow on f64 capacities (`FlowNet`): the min-cut bound (`bounds::min_cut`), the
+//! tree packing's feasibility checks (`synth::whole::packing`) and the translation rounds'
+//! shares (`synth::translate::rounds`) solve on it.
 
 /// Dinic's max-flow on f64 capacities.
 pub struct FlowNet {
@@ -47,6 +48,10 @@ impl FlowNet {
     /// Sets edge `e`'s capacity (an id `add` returned).
     pub fn set_capacity(&mut self, e: usize, c: f64) {
         self.cap[e] = c;
+    }
+    /// The flow on edge `e` (an id `add` returned).
+    pub fn flow(&self, e: usize) -> f64 {
+        self.flow[e]
     }
     fn residual(&self, e: usize) -> f64 {
         self.cap[e] - self.flow[e]

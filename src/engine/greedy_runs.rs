@@ -48,7 +48,7 @@ fn produce(
         first: variants[0],
         opts,
         effort: req.effort,
-        pattern: plan.patterns[r.variant].as_ref(),
+        pattern: plan.pattern(r),
         memo,
     };
     r.mode.produce(&input, polled)

@@ -55,6 +55,9 @@ pub enum Mode {
     /// An all-gather or a broadcast down this many spanning trees per root, packed at the
     /// min-cut bound, chunks pipelined down them (`packing`).
     Packing(u32),
+    /// One broadcast pattern in rounds, several chunks a direction a round sent as one
+    /// message, translated to every source on a torus (`translate::rounds`).
+    Rounds,
 }
 
 /// One greedy run: which chunking (`variant`, an index into the chunkings tried), seed and
@@ -140,7 +143,8 @@ pub struct Input<'a> {
     /// The seed, the switch model, and the TEN timestep of a run of the matcher's family.
     pub opts: PlanOptions,
     pub effort: Effort,
-    /// The chunking's translation pattern, where translation serves.
+    /// The chunking's translation pattern, where translation serves (in rounds for a
+    /// `Mode::Rounds` run).
     pub pattern: Option<&'a TranslationPattern>,
     pub memo: &'a Memo,
 }
@@ -198,6 +202,16 @@ pub const PRODUCERS: &[Producer] = &[
         offers: offers::translation,
         produce: |i, _, polled| {
             let (torus, pattern, _) = i.pattern.expect("a translation run has its pattern");
+            super::translated(i.topology, i.collective, &i.opts, torus, pattern, polled).map(Produced::of)
+        },
+    },
+    Producer {
+        runs: |m| matches!(m, Mode::Rounds),
+        name: "translation_rounds",
+        family: Family::Own,
+        offers: offers::rounds,
+        produce: |i, _, polled| {
+            let (torus, pattern, _) = i.pattern.expect("a rounds run has its pattern");
             super::translated(i.topology, i.collective, &i.opts, torus, pattern, polled).map(Produced::of)
         },
     },
@@ -335,6 +349,7 @@ mod tests {
             (Mode::Batched, "batched", Family::Own),
             (Mode::Contributions, "contributions", Family::Own),
             (Mode::Translation, "translation", Family::Own),
+            (Mode::Rounds, "translation_rounds", Family::Own),
             (Mode::Grouped(2), "matching", Family::Own),
             (Mode::Routed, "routed", Family::Own),
             (Mode::Plain(1), "matching", Family::Matcher),

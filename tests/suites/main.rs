@@ -28,6 +28,7 @@ mod portfolio;
 mod rails;
 mod random_schedules;
 mod reference;
+mod rounds;
 mod sim;
 mod slow_links;
 mod ten;

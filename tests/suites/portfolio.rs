@@ -340,10 +340,11 @@ proptest! {
 }
 
 /// On an intact torus:32x32 at 256 MiB, bucket-bidir (priced at its own time, near the bound)
-/// leads, alone and checked in full; the greedy's one run there, a translation pattern, is then
-/// priced above its time before its million transfers are built, and skipped, and so is
+/// leads, alone and checked in full; the greedy's runs there, translation patterns (in steps
+/// and in rounds), are then priced above its time before their million transfers are built,
+/// and skipped, and so is
 /// bucket (priced at its own time, a latency term twice as long). Its price is a
-/// lower bound on what the greedy gives alone, which is that pattern's schedule.
+/// lower bound on what the greedy gives alone, which is one of those patterns' schedules.
 #[test]
 fn the_lead_baseline_prices_the_greedys_translation_out() {
     let t = topo("torus:32x32");
@@ -362,7 +363,7 @@ fn the_lead_baseline_prices_the_greedys_translation_out() {
     let price = greedy.price_ns.expect("the greedy's price");
     assert!(price > best, "priced {price}, bucket-bidir {best}");
     let alone = run(&t, c, "greedy", generous()).unwrap();
-    assert_eq!(alone.stats.synthesis().unwrap().greedy_mode(), Some("translation"));
+    assert!(alone.stats.synthesis().unwrap().greedy_mode().is_some_and(|m| m.starts_with("translation")));
     let time = alone.schedule.collective_time_ns.unwrap();
     assert!(price <= time * (1.0 + 1e-12), "priced {price}, runs {time}");
 }
@@ -396,7 +397,13 @@ fn only_a_baseline_priced_from_the_bound_up_leads() {
             Some(name) => {
                 assert_eq!(cheapest.algorithm, name);
                 assert!(price >= quick && price <= engine::portfolio::FIRST_WAVE_PRICE * quick, "{price} vs {quick}");
-                assert!(cheapest.valid && cheapest.chosen, "{cheapest:?}");
+                // Validated as it led; chosen, or tied by the greedy's translation in rounds
+                // (the candidate listed first keeps a tie).
+                let best = out.schedule.collective_time_ns.unwrap();
+                assert!(
+                    cheapest.valid && (cheapest.chosen || cheapest.collective_time_ns == Some(best)),
+                    "{cheapest:?}"
+                );
             }
             None => {
                 assert_eq!(cheapest.algorithm, "swing-bandwidth");

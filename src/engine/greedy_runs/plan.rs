@@ -17,6 +17,18 @@ pub(super) struct RunPlan {
     pub(super) factors: Vec<Vec<Option<f64>>>,
     /// Each variant's translation pattern, where translation serves.
     pub(super) patterns: Vec<Option<TranslationPattern>>,
+    /// Each variant's translation pattern in rounds, where it serves.
+    pub(super) rounds: Vec<Option<TranslationPattern>>,
+}
+
+impl RunPlan {
+    /// The pattern a translation run (`Mode::Translation` or `Mode::Rounds`) translates.
+    pub(super) fn pattern(&self, r: &Run) -> Option<&TranslationPattern> {
+        match r.mode {
+            Mode::Rounds => self.rounds[r.variant].as_ref(),
+            _ => self.patterns[r.variant].as_ref(),
+        }
+    }
 }
 
 /// Lays out the greedy's runs over `variants` (the same collective at each chunks-per-NPU
@@ -54,27 +66,27 @@ pub(super) fn plan_runs(
     // translation all-reduce on torus:64x64 is 4 M transfers). Runs of other planners are not
     // priced, so a greedy that has them runs whole, its statistics what it gives alone.
     if let Some(incumbent_ns) = req.incumbent_ns
-        && runs.iter().all(|r| r.mode == Mode::Translation)
-        && let Some(price_ns) = cheapest_pattern(req, variants, &offer.patterns)
+        && runs.iter().all(|r| matches!(r.mode, Mode::Translation | Mode::Rounds))
+        && let Some(price_ns) = cheapest_pattern(req, variants, [&offer.patterns, &offer.rounds])
         && price_ns > incumbent_ns
     {
         return Err(Error::PricedOut { price_ns, incumbent_ns });
     }
-    let Offer { factors, patterns, .. } = offer;
-    Ok(RunPlan { runs, factors, patterns })
+    let Offer { factors, patterns, rounds, .. } = offer;
+    Ok(RunPlan { runs, factors, patterns, rounds })
 }
 
-/// The cheapest translation pattern's price: the busiest link's load of its schedule, a lower
+/// The cheapest translation pattern's price (step or rounds): the busiest link's load of its schedule, a lower
 /// bound on its time (`translate::link_load_ns`).
 fn cheapest_pattern(
     req: &SynthJob<'_>,
     variants: &[&Collective],
-    patterns: &[Option<TranslationPattern>],
+    patterns: [&[Option<TranslationPattern>]; 2],
 ) -> Option<f64> {
     let link = req.topology.links().first()?;
     patterns
-        .iter()
-        .enumerate()
+        .into_iter()
+        .flat_map(|ps| ps.iter().enumerate())
         .filter_map(|(v, p)| p.as_ref().map(|(torus, pattern, _)| (v, torus, pattern)))
         .map(|(v, torus, pattern)| crate::synth::translate::link_load_ns(torus, pattern, variants[v], link))
         .reduce(f64::min)

@@ -213,8 +213,9 @@ pub fn batched(
 }
 
 /// Synthesizes `c` on a torus by translating one broadcast `pattern` (from
-/// `translate::search`) to every source, in every phase: reduce-scatter is the pattern reversed
-/// on the transposed torus, all-reduce that and then the pattern forward.
+/// `translate::search` or `translate::rounds::search`) to every source, in every phase:
+/// reduce-scatter is the pattern reversed on the transposed torus, all-reduce that and then the
+/// pattern forward. A pattern in rounds sends each link's chunks of a round as one message.
 pub fn translated(
     topo: &Topology,
     c: &Collective,
@@ -229,7 +230,7 @@ pub fn translated(
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
-    s.transfers = transfers;
+    s.transfers = if pattern.rounds { flood::batch(&transfers) } else { transfers };
     Ok((s, stats))
 }
 

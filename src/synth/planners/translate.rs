@@ -21,6 +21,8 @@ use crate::synth::SynthError;
 use crate::synth::phase::{GreedyError, Move, Plan, Problem};
 use crate::topology::{Grid, Topology};
 
+pub mod rounds;
+
 /// Pattern searches tried (with consecutive seeds) before the best is kept; the first one has
 /// reached the bound on every torus tried.
 const ATTEMPTS: u64 = 4;
@@ -123,9 +125,17 @@ impl Torus {
 /// schedule it already has. `link` is any of the torus's links (they are all alike).
 pub fn link_load_ns(torus: &Torus, pattern: &Pattern, c: &Collective, link: &crate::topology::Link) -> f64 {
     let dirs = torus.directions();
+    // Chunks and messages per direction (a round's chunks of one direction are one message).
     let mut count = vec![0u64; dirs];
+    let mut messages = vec![0u64; dirs];
+    let mut last_step = vec![u32::MAX; dirs];
     for m in &pattern.moves {
-        count[m.dir as usize] += 1;
+        let d = m.dir as usize;
+        count[d] += 1;
+        if last_step[d] != m.step {
+            last_step[d] = m.step;
+            messages[d] += 1;
+        }
     }
     let opposite = |d: usize| {
         let (dim, sign) = torus.dirs[d];
@@ -137,11 +147,17 @@ pub fn link_load_ns(torus: &Torus, pattern: &Pattern, c: &Collective, link: &cra
         _ => (false, true),
     };
     let copy_ns = link.latency_ns + c.chunk_size_bytes / link.bandwidth_gb_per_s;
-    let reduce_ns = copy_ns + c.spec.gamma_ns_per_byte.unwrap_or(0.0) * c.chunk_size_bytes;
+    let gamma_ns = c.spec.gamma_ns_per_byte.unwrap_or(0.0) * c.chunk_size_bytes;
+    let reduce_ns = copy_ns + gamma_ns;
+    // A message per chunk: the step pattern's figure as it always was; else α per message.
+    let load = |d: usize, per_chunk_ns: f64| match messages[d] == count[d] {
+        true => count[d] as f64 * per_chunk_ns,
+        false => messages[d] as f64 * link.latency_ns + count[d] as f64 * (per_chunk_ns - link.latency_ns),
+    };
     (0..dirs)
         .map(|d| {
-            let f = if forward { count[d] as f64 * copy_ns } else { 0.0 };
-            let r = if reduce { count[opposite(d)] as f64 * reduce_ns } else { 0.0 };
+            let f = if forward { load(d, copy_ns) } else { 0.0 };
+            let r = if reduce { load(opposite(d), reduce_ns) } else { 0.0 };
             f + r
         })
         .fold(0.0, f64::max)
@@ -174,6 +190,9 @@ pub struct Pattern {
     /// The seed of the search that found it.
     pub seed: u64,
     moves: Vec<PatternMove>,
+    /// In rounds (`rounds::search`): a direction may carry several chunks a step, which the
+    /// translated schedule sends as one message per link.
+    pub rounds: bool,
 }
 
 /// The pattern with the fewest steps over `ATTEMPTS` searches (stopping at the bound).
@@ -263,7 +282,7 @@ fn grow(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Res
         }
         step += 1;
     }
-    Ok(Pattern { k, steps: step, seed, moves })
+    Ok(Pattern { k, steps: step, seed, moves, rounds: false })
 }
 
 /// Kuhn's augmenting path from direction `d`: takes a free candidate, or one whose direction

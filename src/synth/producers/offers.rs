@@ -3,6 +3,7 @@
 //! bound each planner, the chunkings, seeds and TEN timesteps they run at, and which runs a
 //! row replaces (`Offered::replaces`).
 
+mod translation;
 mod trees;
 
 use super::{Mode, PRODUCERS, Run, TranslationPattern};
@@ -10,6 +11,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::synth::SynthError;
 use crate::ten::SwitchModel;
 use crate::topology::Topology;
+pub(super) use translation::{rounds, translation};
 pub use trees::beta_over_alpha;
 use trees::tree_runs;
 
@@ -27,6 +29,8 @@ pub struct Offer<'a> {
     base: Vec<usize>,
     /// Each variant's translation pattern, where translation serves.
     pub patterns: Vec<Option<TranslationPattern>>,
+    /// Each variant's translation pattern in rounds (`translate::rounds`), where it serves.
+    pub rounds: Vec<Option<TranslationPattern>>,
     /// The (variant, chunks a message) the trees run at (`trees::tree_runs`).
     tree_runs: Vec<(usize, u32)>,
 }
@@ -113,12 +117,14 @@ impl<'a> Offer<'a> {
             factors: Vec::new(),
             base: Vec::new(),
             patterns: Vec::new(),
+            rounds: Vec::new(),
             tree_runs: Vec::new(),
         };
         o.factors = o.timesteps(ask.trivial)?;
         o.base = o.factors.iter().map(Vec::len).collect();
         o.add_fine_timesteps()?;
         o.patterns = o.translation_patterns(cancelled);
+        o.rounds = o.round_patterns(cancelled);
         // Not where translation is optimal (an intact uniform torus keeps its runs as they
         // were).
         if o.open && !o.patterns.iter().flatten().any(|p| p.2) {
@@ -177,26 +183,6 @@ impl<'a> Offer<'a> {
             }
         }
         Ok(())
-    }
-
-    /// Each variant's translation pattern (`synth::translate`), where it serves.
-    fn translation_patterns(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Vec<Option<TranslationPattern>> {
-        use crate::synth::translate;
-        let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
-        self.ask
-            .variants
-            .iter()
-            .map(|v| {
-                let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
-                let k = v.spec.chunks() as usize;
-                let pattern = translate::search(torus, k, self.ask.seed, cancelled).ok()?;
-                let phases: u32 = if v.spec.kind == CollectiveKind::AllReduce { 2 } else { 1 };
-                let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
-                let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
-                let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
-                Some((torus.clone(), pattern, optimal))
-            })
-            .collect()
     }
 
     /// The groups of chunks a message the matcher and the trees try: none where translation
@@ -313,16 +299,6 @@ pub(super) fn rarest(o: &Offer<'_>, runs: &[Run]) -> Offered {
         })
         .collect();
     Offered::of(runs)
-}
-
-/// Translation on tori: a run per chunking whose pattern serves; where the pattern reaches
-/// the bound of any schedule moving one chunk per link per step, the matcher's family at that
-/// chunking cannot be faster and is replaced.
-pub(super) fn translation(o: &Offer<'_>, _: &[Run]) -> Offered {
-    let served = o.patterns.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|p| (v, p)));
-    let runs = served.clone().map(|(variant, (_, p, _))| Run { variant, seed: p.seed, mode: Mode::Translation });
-    let optimal = served.filter(|(_, p)| p.2).map(|(v, _)| v).collect();
-    Offered { runs: runs.collect(), replaces: Replaces::MatcherFamilyAt(optimal) }
 }
 
 /// An all-reduce or all-gather whose chunks are mostly latency also moves them in groups (at

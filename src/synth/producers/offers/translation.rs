@@ -1,0 +1,76 @@
+//! The translation rows' offers: each chunking's step pattern and rounds pattern on a torus
+//! (searched once per request: it is cheap), and the runs they make of them.
+
+use super::{Offer, Offered, Replaces};
+use crate::collective::CollectiveKind;
+use crate::synth::producers::{Mode, Run, TranslationPattern};
+use crate::synth::translate;
+
+impl Offer<'_> {
+    /// Each variant's translation pattern (`synth::translate`), where it serves.
+    pub(super) fn translation_patterns(
+        &self,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Vec<Option<TranslationPattern>> {
+        let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
+        self.ask
+            .variants
+            .iter()
+            .map(|v| {
+                let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
+                let k = v.spec.chunks() as usize;
+                let pattern = translate::search(torus, k, self.ask.seed, cancelled).ok()?;
+                let phases: u32 = if v.spec.kind == CollectiveKind::AllReduce { 2 } else { 1 };
+                let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
+                let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
+                let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
+                Some((torus.clone(), pattern, optimal))
+            })
+            .collect()
+    }
+
+    /// Each variant's translation pattern in rounds, where translation serves and the torus
+    /// and block are small enough (`translate::rounds::search`). Never called optimal: it
+    /// replaces no run.
+    pub(super) fn round_patterns(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Vec<Option<TranslationPattern>> {
+        let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
+        self.ask
+            .variants
+            .iter()
+            .map(|v| {
+                let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
+                let pattern = translate::rounds::search(torus, v.spec.chunks() as usize, self.ask.seed, cancelled);
+                Some((torus.clone(), pattern.ok()??, false))
+            })
+            .collect()
+    }
+}
+
+/// Translation on tori: a run per chunking whose pattern serves; where the pattern reaches
+/// the bound of any schedule moving one chunk per link per step, the matcher's family at that
+/// chunking cannot be faster and is replaced.
+pub(in crate::synth::producers) fn translation(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let served = o.patterns.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|p| (v, p)));
+    let runs = served.clone().map(|(variant, (_, p, _))| Run { variant, seed: p.seed, mode: Mode::Translation });
+    let optimal = served.filter(|(_, p)| p.2).map(|(v, _)| v).collect();
+    Offered { runs: runs.collect(), replaces: Replaces::MatcherFamilyAt(optimal) }
+}
+
+/// Translation in rounds on tori, beside the step patterns (it pays α once a round where they
+/// pay it once a chunk, and balances finer: on torus:4x4x8 it is the faster from two chunks per
+/// NPU). Not at a chunking whose price (its busiest link's load, a lower bound on its time) is
+/// above another chunking's rounds time worked out from its pattern (`rounds::estimate_ns`, an
+/// upper bound): it cannot win (on torus:16x16 four chunkings cost 0.3 s and two could).
+pub(in crate::synth::producers) fn rounds(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let Some(link) = o.ask.topology.links().first() else { return Offered::default() };
+    let served = o.rounds.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|(t, p, _)| (v, t, p)));
+    let priced: Vec<(usize, u64, f64, f64)> = served
+        .map(|(v, torus, p)| {
+            let c = o.ask.variants[v];
+            (v, p.seed, translate::link_load_ns(torus, p, c, link), translate::rounds::estimate_ns(torus, p, c, link))
+        })
+        .collect();
+    let best = priced.iter().map(|&(.., estimate)| estimate).fold(f64::INFINITY, f64::min);
+    let runs = priced.into_iter().filter(|&(_, _, price, _)| price <= best * (1.0 + 1e-9));
+    Offered::of(runs.map(|(variant, seed, ..)| Run { variant, seed, mode: Mode::Rounds }).collect())
+}

@@ -230,7 +230,10 @@ pub fn translated(
     let (transfers, stats) = movement_core(topo, c, &combining, &roots, Manner::PLAIN, opts, &mut planner)?;
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(opts.seed);
-    s.transfers = if pattern.rounds { flood::batch(&transfers) } else { transfers };
+    s.transfers = match pattern.rounds {
+        true => translate::rounds::batch(torus, &transfers).unwrap_or_else(|| flood::batch(&transfers)),
+        false => transfers,
+    };
     Ok((s, stats))
 }
 

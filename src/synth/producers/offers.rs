@@ -71,13 +71,15 @@ impl Offered {
 }
 
 /// Which runs offered before a row its runs replace: none; the matcher's family at chunkings
-/// where a translation pattern is optimal (it cannot be beaten there); the matcher at one
-/// chunk a message on the first chunking, where the groups run instead; or all of them.
+/// where a translation pattern is optimal (it cannot be beaten there); the step translation at
+/// chunkings a rounds pattern is sure to beat; the matcher at one chunk a message on the first
+/// chunking, where the groups run instead; or all of them.
 #[derive(Default)]
 pub enum Replaces {
     #[default]
     Nothing,
     MatcherFamilyAt(Vec<usize>),
+    TranslationAt(Vec<usize>),
     FirstMatcher,
     All,
 }
@@ -87,6 +89,7 @@ impl Replaces {
         match self {
             Replaces::Nothing => false,
             Replaces::MatcherFamilyAt(variants) => variants.contains(&r.variant) && r.mode.is_matcher(),
+            Replaces::TranslationAt(variants) => variants.contains(&r.variant) && r.mode == Mode::Translation,
             Replaces::FirstMatcher => r.variant == 0 && matches!(r.mode, Mode::Matching(_)),
             Replaces::All => true,
         }
@@ -522,13 +525,16 @@ mod tests {
         assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Plain(_))), 0, "an all-gather does not combine");
     }
 
-    /// Where a translation pattern is optimal it replaces the matcher's family at its chunking;
-    /// an all-to-all on 512 NPUs gets the routed planner alone, on 16 beside the matcher and the
+    /// Where a translation pattern is optimal it replaces the matcher's family at its chunking,
+    /// and the rounds pattern the step pattern priced at or above its rounds (torus:4x4, one
+    /// chunk per NPU: 4 steps of α and a chunk against 4 rounds carrying 4 chunks a link); an
+    /// all-to-all on 512 NPUs gets the routed planner alone, on 16 beside the matcher and the
     /// batched planner.
     #[test]
     fn rows_replace_the_runs_they_beat() {
         let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllGather, 64 << 10, 1);
-        assert_eq!(count(&runs, |r| r.mode == Mode::Translation), 1);
+        assert_eq!(count(&runs, |r| r.mode == Mode::Translation), 0, "{runs:?}");
+        assert_eq!(count(&runs, |r| r.mode == Mode::Rounds), 1, "{runs:?}");
         assert_eq!(count(&runs, |r| r.mode.is_matcher()), 0, "{runs:?}");
         assert!(count(&runs, |r| r.mode == Mode::Batched) == 1);
 

@@ -31,7 +31,7 @@ impl Offer<'_> {
 
     /// Each variant's translation pattern in rounds, where translation serves and the torus
     /// and block are small enough (`translate::rounds::search`). Never called optimal: it
-    /// replaces no run.
+    /// replaces only step patterns it is sure to beat (`rounds`).
     pub(super) fn round_patterns(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Vec<Option<TranslationPattern>> {
         let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
         self.ask
@@ -60,7 +60,9 @@ pub(in crate::synth::producers) fn translation(o: &Offer<'_>, _: &[Run]) -> Offe
 /// pay it once a chunk, and balances finer: on torus:4x4x8 it is the faster from two chunks per
 /// NPU). Not at a chunking whose price (its busiest link's load, a lower bound on its time) is
 /// above another chunking's rounds time worked out from its pattern (`rounds::estimate_ns`, an
-/// upper bound): it cannot win (on torus:16x16 four chunkings cost 0.3 s and two could).
+/// upper bound): it cannot win (on torus:16x16 four chunkings cost 0.3 s and two could). For
+/// the same reason it replaces the step pattern at every chunking priced at or above its best
+/// rounds time: on torus:16x16x16 building both doubled the greedy's 7.6 s and 0.6 GB.
 pub(in crate::synth::producers) fn rounds(o: &Offer<'_>, _: &[Run]) -> Offered {
     let Some(link) = o.ask.topology.links().first() else { return Offered::default() };
     let served = o.rounds.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|(t, p, _)| (v, t, p)));
@@ -72,5 +74,13 @@ pub(in crate::synth::producers) fn rounds(o: &Offer<'_>, _: &[Run]) -> Offered {
         .collect();
     let best = priced.iter().map(|&(.., estimate)| estimate).fold(f64::INFINITY, f64::min);
     let runs = priced.into_iter().filter(|&(_, _, price, _)| price <= best * (1.0 + 1e-9));
-    Offered::of(runs.map(|(variant, seed, ..)| Run { variant, seed, mode: Mode::Rounds }).collect())
+    let beaten = (o.patterns.iter().enumerate())
+        .filter_map(|(v, p)| {
+            p.as_ref().map(|(torus, p, _)| (v, translate::link_load_ns(torus, p, o.ask.variants[v], link)))
+        })
+        .filter(|&(_, price)| price >= best)
+        .map(|(v, _)| v)
+        .collect();
+    let runs = runs.map(|(variant, seed, ..)| Run { variant, seed, mode: Mode::Rounds }).collect();
+    Offered { runs, replaces: Replaces::TranslationAt(beaten) }
 }

@@ -200,20 +200,14 @@ pub const PRODUCERS: &[Producer] = &[
         name: "translation",
         family: Family::Own,
         offers: offers::translation,
-        produce: |i, _, polled| {
-            let (torus, pattern, _) = i.pattern.expect("a translation run has its pattern");
-            super::translated(i.topology, i.collective, &i.opts, torus, pattern, polled).map(Produced::of)
-        },
+        produce: translated,
     },
     Producer {
         runs: |m| matches!(m, Mode::Rounds),
         name: "translation_rounds",
         family: Family::Own,
         offers: offers::rounds,
-        produce: |i, _, polled| {
-            let (torus, pattern, _) = i.pattern.expect("a rounds run has its pattern");
-            super::translated(i.topology, i.collective, &i.opts, torus, pattern, polled).map(Produced::of)
-        },
+        produce: translated,
     },
     Producer {
         runs: |m| matches!(m, Mode::Grouped(_)),
@@ -291,6 +285,13 @@ pub const PRODUCERS: &[Producer] = &[
         produce: doubling,
     },
 ];
+
+/// A translation run, in steps or in rounds: its chunking's pattern (`Input::pattern`)
+/// translated to every source.
+fn translated(i: &Input<'_>, _: Mode, polled: &Polled<'_>) -> Result<Produced, SynthError> {
+    let (torus, pattern, _) = i.pattern.expect("a translation run has its pattern");
+    super::translated(i.topology, i.collective, &i.opts, torus, pattern, polled).map(Produced::of)
+}
 
 /// The doubling planners' run: the labelling searched once (on the first chunking), then the
 /// run's shape on it.

@@ -1,8 +1,8 @@
 //! Translation in rounds (`synth::translate::rounds`, the greedy's `translation_rounds` mode):
 //! a ring of four by hand, the α-β time in closed form on torus:4x4x8 (a link carries the
 //! bound's ⌈k(N−1)/|D|⌉ chunks in as many messages as there are rounds), the schedule's price
-//! known from the pattern, the portfolio's answer on unequal tori at their bound, and a
-//! property test over random tori.
+//! known from the pattern, its indexed merge against the hashed one, the portfolio's answer on
+//! unequal tori at their bound, and a property test over random tori.
 
 use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
@@ -103,6 +103,35 @@ fn a_rounds_pattern_is_priced_at_its_schedules_busiest_link() {
     }
 }
 
+/// The rounds schedule's merge by (step, NPU, direction, operation) index gives what the
+/// hashed merge (`flood::batch`) gives, message for message and in the same order, on the
+/// schedule's transfers cut back into one chunk each (an all-reduce: copies and reductions; a
+/// torus with a side of 2: one direction reaching both neighbours); and it declines a transfer
+/// that is not one chunk between neighbours.
+#[test]
+fn the_indexed_merge_is_the_hashed_one() {
+    use ccsynth::schedule::{Transfer, Transfers};
+    for spec in ["torus:4x4x8", "torus:2x4", "torus:3x5"] {
+        let t = topo(spec);
+        let torus = translate::Torus::of(&t).unwrap();
+        let c = coll_spec(&t, CollectiveSpec::new(K::AllReduce, 1 << 20).with_chunks_per_npu(3));
+        let (s, _) = in_rounds(&t, &c, 1);
+        let single: Transfers = s
+            .transfers
+            .iter()
+            .flat_map(|x| x.chunks.iter().map(move |&ch| Transfer { chunks: vec![ch].into(), ..x.to_owned() }))
+            .collect();
+        let indexed = translate::rounds::batch(&torus, &single).expect("neighbour moves");
+        let hashed = synth::flood::batch(&single);
+        assert_eq!(indexed.len(), s.transfers.len(), "{spec}");
+        assert!(indexed.iter().eq(hashed.iter()), "{spec}");
+    }
+    let t = topo("torus:4x4");
+    let torus = translate::Torus::of(&t).unwrap();
+    let far: Transfers = [Transfer::copy(0, 0, 5, vec![1u32])].into_iter().collect();
+    assert!(translate::rounds::batch(&torus, &far).is_none(), "NPUs 0 and 5 are not neighbours");
+}
+
 /// `auto` on unequal tori, 256 MiB: all-gather and reduce-scatter within 1.02× the min-cut
 /// bound, all-reduce within 1.05× the two-pass bound (issue 63's targets; the step patterns
 /// gave torus:4x4x8 1.064 in each).
@@ -136,11 +165,7 @@ proptest! {
         seed in 0u64..1000,
         gamma in proptest::option::of(0.0f64..0.05),
     ) {
-        let n: usize = dims.iter().product();
-        prop_assume!(n >= 4 && !(dims.len() == 1 && dims[0] < 4));
-        let spec = format!("torus:{}", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x"));
-        let t = topo(&spec);
-        let Some(torus) = translate::Torus::of(&t) else { return Err(TestCaseError::reject("not recognised as a torus")) };
+        let Some((spec, t, torus)) = random_torus(&dims) else { return Err(TestCaseError::reject("too small or not a torus")) };
         let kind = [K::AllGather, K::ReduceScatter, K::AllReduce][kind];
         let mut cs = CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k);
         cs.gamma_ns_per_byte = gamma;
@@ -151,7 +176,7 @@ proptest! {
         let (most, twice) = per_step(&s);
         prop_assert!(!twice);
         let phases = if kind == K::AllReduce { 2 } else { 1 };
-        let bound = (k as usize * (n - 1)).div_ceil(torus.directions());
+        let bound = (k as usize * (torus.npus() - 1)).div_ceil(torus.directions());
         prop_assert_eq!(most.iter().sum::<usize>(), phases * bound, "{} k={} rounds {:?}", spec, k, p.steps);
         // Its time lies between the price (the busiest link's load) and the rounds taken one
         // after another: what the portfolio keeps and drops rounds runs by.

@@ -191,11 +191,7 @@ proptest! {
         k in 1u32..4,
         kind in 0usize..3,
     ) {
-        let n: usize = dims.iter().product();
-        prop_assume!(n >= 4 && !(dims.len() == 1 && dims[0] < 4));
-        let spec = format!("torus:{}", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x"));
-        let t = topo(&spec);
-        let Some(torus) = translate::Torus::of(&t) else { return Err(TestCaseError::reject("not recognised as a torus")) };
+        let Some((spec, t, torus)) = random_torus(&dims) else { return Err(TestCaseError::reject("too small or not a torus")) };
         let kind = [K::AllGather, K::ReduceScatter, K::AllReduce][kind];
         let c = coll_spec(&t, CollectiveSpec::new(kind, 1 << 20).with_chunks_per_npu(k));
         let (s, steps) = translated(&t, &c);

@@ -126,8 +126,7 @@ impl<'a> Offer<'a> {
         o.factors = o.timesteps(ask.trivial)?;
         o.base = o.factors.iter().map(Vec::len).collect();
         o.add_fine_timesteps()?;
-        o.patterns = o.translation_patterns(cancelled);
-        o.rounds = o.round_patterns(cancelled);
+        (o.patterns, o.rounds) = o.translation_patterns(cancelled);
         // Not where translation is optimal (an intact uniform torus keeps its runs as they
         // were).
         if o.open && !o.patterns.iter().flatten().any(|p| p.2) {

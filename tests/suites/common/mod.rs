@@ -13,6 +13,20 @@ pub fn topo(spec: &str) -> Topology {
     parse_spec(spec).unwrap_or_else(|e| panic!("{spec}: {e}"))
 }
 
+/// The torus of these sides, with its spec and its translation view, if it has at least 4
+/// NPUs (a ring at least 4) and is recognised as a torus: the random tori of the translation
+/// property tests.
+pub fn random_torus(dims: &[usize]) -> Option<(String, Topology, synth::translate::Torus)> {
+    let n: usize = dims.iter().product();
+    if n < 4 || (dims.len() == 1 && dims[0] < 4) {
+        return None;
+    }
+    let spec = format!("torus:{}", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x"));
+    let t = topo(&spec);
+    let torus = synth::translate::Torus::of(&t)?;
+    Some((spec, t, torus))
+}
+
 pub fn coll(t: &Topology, kind: CollectiveKind, size: u64) -> Collective {
     Collective::build(&CollectiveSpec::new(kind, size), t).unwrap()
 }

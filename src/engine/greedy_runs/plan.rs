@@ -67,7 +67,7 @@ pub(super) fn plan_runs(
     // priced, so a greedy that has them runs whole, its statistics what it gives alone.
     if let Some(incumbent_ns) = req.incumbent_ns
         && runs.iter().all(|r| matches!(r.mode, Mode::Translation | Mode::Rounds))
-        && let Some(price_ns) = cheapest_pattern(req, variants, [&offer.patterns, &offer.rounds])
+        && let Some(price_ns) = cheapest_pattern(req, variants, &runs, &offer)
         && price_ns > incumbent_ns
     {
         return Err(Error::PricedOut { price_ns, incumbent_ns });
@@ -76,18 +76,16 @@ pub(super) fn plan_runs(
     Ok(RunPlan { runs, factors, patterns, rounds })
 }
 
-/// The cheapest translation pattern's price (step or rounds): the busiest link's load of its schedule, a lower
-/// bound on its time (`translate::link_load_ns`).
-fn cheapest_pattern(
-    req: &SynthJob<'_>,
-    variants: &[&Collective],
-    patterns: [&[Option<TranslationPattern>]; 2],
-) -> Option<f64> {
+/// The cheapest price of the translation runs (in steps or rounds) the greedy would make: the
+/// busiest link's load of each one's schedule, a lower bound on its time
+/// (`translate::link_load_ns`).
+fn cheapest_pattern(req: &SynthJob<'_>, variants: &[&Collective], runs: &[Run], offer: &Offer<'_>) -> Option<f64> {
     let link = req.topology.links().first()?;
-    patterns
-        .into_iter()
-        .flat_map(|ps| ps.iter().enumerate())
-        .filter_map(|(v, p)| p.as_ref().map(|(torus, pattern, _)| (v, torus, pattern)))
-        .map(|(v, torus, pattern)| crate::synth::translate::link_load_ns(torus, pattern, variants[v], link))
+    runs.iter()
+        .filter_map(|r| {
+            let patterns = if r.mode == Mode::Rounds { &offer.rounds } else { &offer.patterns };
+            let (torus, pattern, _) = patterns[r.variant].as_ref()?;
+            Some(crate::synth::translate::link_load_ns(torus, pattern, variants[r.variant], link))
+        })
         .reduce(f64::min)
 }

@@ -118,9 +118,10 @@ impl Torus {
 
 /// The busiest link's busy time in the translation schedule of `c` by `pattern` on `torus`
 /// (what `sim::link_load_bound_ns` gives once it is built), worked out from the pattern alone:
-/// each link in direction d carries one one-chunk transfer per pattern move in direction d in
-/// an all-gather phase, and per move in the opposite direction in a reduction phase (the
-/// pattern reversed on the transposed torus). A lower bound on the schedule's time, known
+/// each link in direction d carries one chunk per pattern move in direction d in an
+/// all-gather phase, and per move in the opposite direction in a reduction phase (the pattern
+/// reversed on the transposed torus), one message per step (a rounds pattern's step may move
+/// several chunks a direction). A lower bound on the schedule's time, known
 /// before its millions of transfers are built: the portfolio skips a pattern priced above a
 /// schedule it already has. `link` is any of the torus's links (they are all alike).
 pub fn link_load_ns(torus: &Torus, pattern: &Pattern, c: &Collective, link: &crate::topology::Link) -> f64 {
@@ -182,7 +183,8 @@ struct PatternMove {
     dir: u8,
 }
 
-/// NPU 0's broadcast of its `k` chunks to every NPU, at most one move per direction per step.
+/// NPU 0's broadcast of its `k` chunks to every NPU: at most one move per direction per step
+/// (`search`), or per round as many as the round gives every direction (`rounds::search`).
 #[derive(Clone, Debug)]
 pub struct Pattern {
     pub k: usize,

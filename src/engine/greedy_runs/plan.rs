@@ -65,26 +65,27 @@ pub(super) fn plan_runs(
     // each is priced above the caller's schedule, the greedy cannot win: none is built (a
     // translation all-reduce on torus:64x64 is 4 M transfers). Runs of other planners are not
     // priced, so a greedy that has them runs whole, its statistics what it gives alone.
+    let Offer { factors, patterns, rounds, .. } = offer;
+    let plan = RunPlan { runs, factors, patterns, rounds };
     if let Some(incumbent_ns) = req.incumbent_ns
-        && runs.iter().all(|r| matches!(r.mode, Mode::Translation | Mode::Rounds))
-        && let Some(price_ns) = cheapest_pattern(req, variants, &runs, &offer)
+        && plan.runs.iter().all(|r| matches!(r.mode, Mode::Translation | Mode::Rounds))
+        && let Some(price_ns) = cheapest_pattern(req, variants, &plan)
         && price_ns > incumbent_ns
     {
         return Err(Error::PricedOut { price_ns, incumbent_ns });
     }
-    let Offer { factors, patterns, rounds, .. } = offer;
-    Ok(RunPlan { runs, factors, patterns, rounds })
+    Ok(plan)
 }
 
 /// The cheapest price of the translation runs (in steps or rounds) the greedy would make: the
 /// busiest link's load of each one's schedule, a lower bound on its time
 /// (`translate::link_load_ns`).
-fn cheapest_pattern(req: &SynthJob<'_>, variants: &[&Collective], runs: &[Run], offer: &Offer<'_>) -> Option<f64> {
+fn cheapest_pattern(req: &SynthJob<'_>, variants: &[&Collective], plan: &RunPlan) -> Option<f64> {
     let link = req.topology.links().first()?;
-    runs.iter()
+    plan.runs
+        .iter()
         .filter_map(|r| {
-            let patterns = if r.mode == Mode::Rounds { &offer.rounds } else { &offer.patterns };
-            let (torus, pattern, _) = patterns[r.variant].as_ref()?;
+            let (torus, pattern, _) = plan.pattern(r)?;
             Some(crate::synth::translate::link_load_ns(torus, pattern, variants[r.variant], link))
         })
         .reduce(f64::min)

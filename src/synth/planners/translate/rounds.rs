@@ -46,7 +46,7 @@ pub fn search(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) 
     let mut best: Option<(usize, Pattern)> = None;
     for attempt in 0..ATTEMPTS {
         let p = grow(torus, k, seed.wrapping_add(attempt), cancelled)?;
-        let carried = busiest_sum(&p, dirs);
+        let carried: usize = busiest_per_round(&p, dirs).iter().sum();
         if best.as_ref().is_none_or(|(c, b)| (carried, p.steps) < (*c, b.steps)) {
             best = Some((carried, p));
         }
@@ -57,13 +57,13 @@ pub fn search(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) 
     Ok(best.map(|(_, p)| p))
 }
 
-/// The chunks of each round's busiest direction, summed: what a link carries at most.
-fn busiest_sum(p: &Pattern, dirs: usize) -> usize {
+/// The chunks of each round's busiest direction (summed, what a link carries at most).
+fn busiest_per_round(p: &Pattern, dirs: usize) -> Vec<usize> {
     let mut per = vec![0usize; p.steps as usize * dirs];
     for m in &p.moves {
         per[m.step as usize * dirs + m.dir as usize] += 1;
     }
-    per.chunks(dirs).map(|r| r.iter().copied().max().unwrap_or(0)).sum()
+    per.chunks(dirs).map(|r| r.iter().copied().max().unwrap_or(0)).collect()
 }
 
 /// One search (see the module doc).
@@ -126,16 +126,10 @@ fn grow(torus: &Torus, k: usize, seed: u64, cancelled: &dyn Fn() -> bool) -> Res
 /// every transfer as soon as its link and chunks are ready, so never later: an upper bound on
 /// the schedule's time, where `translate::link_load_ns` is a lower one.
 pub fn estimate_ns(torus: &Torus, pattern: &Pattern, c: &Collective, link: &Link) -> f64 {
-    let dirs = torus.directions();
-    let mut per = vec![0u64; pattern.steps as usize * dirs];
-    for m in &pattern.moves {
-        per[m.step as usize * dirs + m.dir as usize] += 1;
-    }
+    let busiest = busiest_per_round(pattern, torus.directions());
     let chunk_ns = c.chunk_size_bytes / link.bandwidth_gb_per_s;
     let gamma_ns = c.spec.gamma_ns_per_byte.unwrap_or(0.0) * c.chunk_size_bytes;
-    let phase = |per_chunk_ns: f64| -> f64 {
-        per.chunks(dirs).map(|r| link.latency_ns + *r.iter().max().unwrap_or(&0) as f64 * per_chunk_ns).sum()
-    };
+    let phase = |per_chunk_ns: f64| -> f64 { busiest.iter().map(|&b| link.latency_ns + b as f64 * per_chunk_ns).sum() };
     match c.spec.kind {
         CollectiveKind::AllReduce => phase(chunk_ns + gamma_ns) + phase(chunk_ns),
         CollectiveKind::ReduceScatter => phase(chunk_ns + gamma_ns),
@@ -294,8 +288,14 @@ mod tests {
         // seed 136 all four searches carry 4 (the property test allows up to 2 over).
         let t = torus("torus:3x4");
         let p = search(&t, 1, 136, &|| false).unwrap().unwrap();
-        assert_eq!((busiest_sum(&p, t.directions()), check(&t, &p).iter().sum::<usize>()), (4, 4));
-        assert_eq!(busiest_sum(&search(&t, 1, 0, &|| false).unwrap().unwrap(), t.directions()), 3);
+        assert_eq!(
+            (busiest_per_round(&p, t.directions()).iter().sum::<usize>(), check(&t, &p).iter().sum::<usize>()),
+            (4, 4)
+        );
+        assert_eq!(
+            busiest_per_round(&search(&t, 1, 0, &|| false).unwrap().unwrap(), t.directions()).iter().sum::<usize>(),
+            3
+        );
     }
 
     #[test]

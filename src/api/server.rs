@@ -267,20 +267,24 @@ async fn futures_join(handles: Vec<tokio::task::JoinHandle<()>>) {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    // Both handlers are installed now, before "listening on" is printed: a SIGTERM that came
+    // between that line and the first poll of this future found the default handler and killed
+    // the process without its shutdown (seen under load in the service tests).
+    use tokio::signal::unix::{SignalKind, signal};
+    let (interrupt, terminate) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+    async move {
+        let wait = |s: std::io::Result<tokio::signal::unix::Signal>| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
             }
-            Err(_) => std::future::pending::<()>().await,
+        };
+        tokio::select! {
+            _ = wait(interrupt) => {},
+            _ = wait(terminate) => {},
         }
-    };
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
     }
 }

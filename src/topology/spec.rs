@@ -4,7 +4,6 @@
 use super::{Link, LinkParams, Topology};
 use crate::error::InputError;
 use crate::limits;
-use std::collections::HashSet;
 
 /// Generator names, for help texts and for telling a spec from a file name.
 pub const GENERATORS: &[&str] =
@@ -326,8 +325,10 @@ struct Builder {
     max_links: usize,
     npus: usize,
     switches: usize,
+    /// In the order made; a pair made twice keeps its first (`finish`: `from_links` sorts
+    /// stably and drops later duplicates, as a set of pairs seen did at a quarter of the time
+    /// of `fc:1448`'s 2.1 M links, 2026-12-05).
     links: Vec<Link>,
-    seen: HashSet<(usize, usize)>,
 }
 
 impl Builder {
@@ -338,7 +339,7 @@ impl Builder {
         if npus > max_npus {
             return Err(err(spec, format!("{npus} NPUs: at most {max_npus} are accepted")));
         }
-        Ok(Builder { spec: spec.to_string(), max_links, npus, switches, links: Vec::new(), seen: HashSet::new() })
+        Ok(Builder { spec: spec.to_string(), max_links, npus, switches, links: Vec::new() })
     }
     /// Refuses a generator of about `n` links beyond the cap, before building any.
     fn check_links(&self, n: usize) -> Result<(), InputError> {
@@ -348,7 +349,7 @@ impl Builder {
         Ok(())
     }
     fn uni(&mut self, u: usize, v: usize, p: LinkParams) {
-        if u != v && self.seen.insert((u, v)) {
+        if u != v {
             self.links.push(Link {
                 src: u,
                 dst: v,

@@ -66,6 +66,17 @@ pub(super) fn plan_runs(
     // translation all-reduce on torus:64x64 is 4 M transfers). Runs of other planners are not
     // priced, so a greedy that has them runs whole, its statistics what it gives alone.
     let Offer { factors, patterns, rounds, .. } = offer;
+    // Where an optimal translation pattern replaced the matcher and is itself over its size
+    // (torus:64x128), nothing is left to run.
+    if runs.is_empty() {
+        return Err(Error::Unsupported {
+            by: super::super::error::Refuser::Synthesizer,
+            reason: format!(
+                "its translation pattern is optimal here (the matcher cannot beat it) and would move more than {} chunks, the most it builds; the baselines serve (\"auto\" tries them)",
+                offers::MAX_TRANSLATION_MOVES
+            ),
+        });
+    }
     let plan = RunPlan { runs, factors, patterns, rounds };
     if let Some(incumbent_ns) = req.incumbent_ns
         && plan.runs.iter().all(|r| matches!(r.mode, Mode::Translation | Mode::Rounds))

@@ -11,6 +11,7 @@ use crate::collective::{Collective, CollectiveKind};
 use crate::synth::SynthError;
 use crate::ten::SwitchModel;
 use crate::topology::Topology;
+pub use translation::MAX_TRANSLATION_MOVES;
 pub(super) use translation::{rounds, translation};
 pub use trees::beta_over_alpha;
 use trees::tree_runs;
@@ -542,6 +543,20 @@ mod tests {
         let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllToAll, 4 << 20, 1);
         let names: Vec<&str> = runs.iter().map(|r| r.mode.name()).collect();
         assert_eq!(names, ["matching", "routed", "batched"]);
+    }
+
+    /// Translation is built up to `MAX_TRANSLATION_MOVES` chunk moves: an all-reduce on
+    /// torus:64x64 (2 · 4096 · 4095 moves) gets its rounds run; on torus:64x128 (four times
+    /// as many) no run is left, its optimal step pattern having replaced the matcher.
+    #[test]
+    fn translation_stops_at_its_moves() {
+        let (runs, _, _) = offered("torus:64x64", CollectiveKind::AllReduce, 1 << 30, 1);
+        assert!(2 * 4096 * 4095 <= MAX_TRANSLATION_MOVES);
+        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Translation | Mode::Rounds)), 1, "{runs:?}");
+        let (runs, _, _) = offered("torus:64x128", CollectiveKind::AllReduce, 1 << 30, 1);
+        assert!(runs.is_empty(), "{runs:?}");
+        let (runs, _, _) = offered("torus:64x128", CollectiveKind::AllGather, 1 << 30, 1);
+        assert!(8192 * 8191 > MAX_TRANSLATION_MOVES && runs.is_empty(), "{runs:?}");
     }
 
     /// The tree packing runs at a thorough effort alone, at one to eight trees per root no

@@ -37,12 +37,34 @@ impl Offer<'_> {
     }
 }
 
-/// Translation on tori: a run per chunking whose pattern serves; where the pattern reaches
-/// the bound of any schedule moving one chunk per link per step, the matcher's family at that
-/// chunking cannot be faster and is replaced.
+/// Chunk moves (every chunk to every other NPU, once a phase) up to which translation runs:
+/// its schedules move each chunk in a message of its own or a few, so their build and check
+/// follow the moves. Beyond, on torus:64x128 (an all-reduce of 134 M moves at one chunk per
+/// NPU), the rounds pattern beat bucket-bidir by 1.3% (5464.7 against 5538.0 µs at 1 GiB) for
+/// 72.6 s and 4.7 GB against 12.2 s and 0.5 GB (`bench --suite scale`, 2026-12-05; issue 62's
+/// target there: 30 s and 4 GiB). An all-reduce on torus:64x64 (33.5 M) is within. Beyond, an
+/// optimal step pattern still replaces the matcher (it cannot be faster), so the greedy may be
+/// left with no run.
+pub const MAX_TRANSLATION_MOVES: usize = 1 << 25;
+
+/// Whether `c` on `torus` is within `MAX_TRANSLATION_MOVES`.
+fn within_moves(torus: &translate::Torus, c: &crate::collective::Collective) -> bool {
+    let phases = if c.spec.kind == CollectiveKind::AllReduce { 2 } else { 1 };
+    let n = torus.npus();
+    [phases, c.spec.chunks() as usize, n, n.saturating_sub(1)]
+        .into_iter()
+        .try_fold(1usize, usize::checked_mul)
+        .is_some_and(|moves| moves <= MAX_TRANSLATION_MOVES)
+}
+
+/// Translation on tori: a run per chunking whose pattern serves, within
+/// `MAX_TRANSLATION_MOVES`; where the pattern reaches the bound of any schedule moving one
+/// chunk per link per step, the matcher's family at that chunking cannot be faster and is
+/// replaced.
 pub(in crate::synth::producers) fn translation(o: &Offer<'_>, _: &[Run]) -> Offered {
     let served = o.patterns.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|p| (v, p)));
-    let runs = served.clone().map(|(variant, (_, p, _))| Run { variant, seed: p.seed, mode: Mode::Translation });
+    let built = served.clone().filter(|(v, (torus, ..))| within_moves(torus, o.ask.variants[*v]));
+    let runs = built.map(|(variant, (_, p, _))| Run { variant, seed: p.seed, mode: Mode::Translation });
     let optimal = served.filter(|(_, p)| p.2).map(|(v, _)| v).collect();
     Offered { runs: runs.collect(), replaces: Replaces::MatcherFamilyAt(optimal) }
 }
@@ -57,7 +79,9 @@ pub(in crate::synth::producers) fn translation(o: &Offer<'_>, _: &[Run]) -> Offe
 /// in different orders): on torus:16x16x16 building both doubled the greedy's 7.6 s and 0.6 GB.
 pub(in crate::synth::producers) fn rounds(o: &Offer<'_>, _: &[Run]) -> Offered {
     let Some(link) = o.ask.topology.links().first() else { return Offered::default() };
-    let served = o.rounds.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|(t, p, _)| (v, t, p)));
+    let served = (o.rounds.iter().enumerate())
+        .filter_map(|(v, p)| p.as_ref().map(|(t, p, _)| (v, t, p)))
+        .filter(|&(v, torus, _)| within_moves(torus, o.ask.variants[v]));
     let priced: Vec<(usize, u64, f64, f64)> = served
         .map(|(v, torus, p)| {
             let c = o.ask.variants[v];

@@ -325,7 +325,7 @@ pub(super) fn grouped(o: &Offer<'_>, _: &[Run]) -> Offered {
     Offered { runs, replaces }
 }
 
-/// An all-reduce over links alike both ways: per-chunk trees (`synth::trees`) at every
+/// An all-reduce over direct links both ways: per-chunk trees (`synth::trees`) at every
 /// chunking below a thousand NPUs, and in messages of `tree_groups` on the first.
 pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
     Offered::of(o.tree_runs.iter().flat_map(|&(variant, g)| o.seeded(variant, Mode::Trees(g))).collect())

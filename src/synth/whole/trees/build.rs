@@ -25,7 +25,8 @@ pub(super) struct Trees {
     pub(super) order: Vec<u32>,
     /// `depth[t * n + v]`: NPU v's hops from tree t's root.
     pub(super) depth: Vec<u32>,
-    /// Trees on each undirected edge.
+    /// Timesteps of messages each undirected edge carries either way: its trees, each at the
+    /// edge's cost (`Fabric::cost`; one a tree where every link is alike).
     pub(super) load: Vec<u32>,
 }
 
@@ -91,7 +92,7 @@ fn uproot(f: &Fabric, t: &mut Trees, rooted: &mut [u32], u: usize) {
         let p = t.parent[u * n + v];
         if p != u32::MAX {
             let e = edge_between(f, v as u32, p);
-            t.load[e as usize] -= 1;
+            t.load[e as usize] -= f.cost(e);
         }
     }
 }
@@ -138,17 +139,19 @@ fn grow_tree(f: &Fabric, t: &mut Trees, dist: &mut [u32], u: usize, root: u32, r
     let parent = &mut t.parent[u * n..(u + 1) * n];
     parent[root as usize] = u32::MAX;
     for &y in &order[1..] {
+        // The edge least loaded with this tree on it.
         let mut pick = (u32::MAX, u64::MAX, 0u32, 0u32);
         for &(x, e) in f.neighbours(y) {
             if dist[x as usize] + 1 == dist[y as usize] {
                 let tie = rng.next_u64();
-                if (t.load[e as usize], tie) < (pick.0, pick.1) {
-                    pick = (t.load[e as usize], tie, x, e);
+                let after = t.load[e as usize] + f.cost(e);
+                if (after, tie) < (pick.0, pick.1) {
+                    pick = (after, tie, x, e);
                 }
             }
         }
         parent[y as usize] = pick.2;
-        t.load[pick.3 as usize] += 1;
+        t.load[pick.3 as usize] += f.cost(pick.3);
     }
     for (v, &d) in dist.iter().enumerate() {
         t.depth[u * n + v] = d;
@@ -156,8 +159,9 @@ fn grow_tree(f: &Fabric, t: &mut Trees, dist: &mut [u32], u: usize, root: u32, r
 }
 
 /// Lowers the busiest load by chains of moves `balance` cannot make one at a time: NPU a moves
-/// off the busiest edge onto an edge one tree below it, whose NPU b moves on to another, until
-/// an edge two trees below takes the last (a search over edges, breadth first). Stops when an
+/// off the busiest edge onto another edge, whose NPU b moves on to another, until an edge that
+/// stays under the busiest load with the last takes it (two trees below where every link is
+/// alike; a search over edges, breadth first). Stops when an
 /// edge at the busiest load has no such chain, or after `UNLOAD_WORK` looks at a move.
 fn unload_busiest(f: &Fabric, t: &mut Trees, cancelled: &dyn Fn() -> bool) -> Result<(), SynthError> {
     let (n, units) = (t.n, t.roots.len());
@@ -203,7 +207,8 @@ fn unload_busiest(f: &Fabric, t: &mut Trees, cancelled: &dyn Fn() -> bool) -> Re
                         }
                         seen[e as usize] = stamp;
                         from[e as usize] = (x, job);
-                        if t.load[e as usize] + 2 <= top {
+                        // Its load with the last pair on it still under the busiest.
+                        if t.load[e as usize] + f.cost(e) < top {
                             found = Some(e);
                             break 'search;
                         }
@@ -223,8 +228,8 @@ fn unload_busiest(f: &Fabric, t: &mut Trees, cancelled: &dyn Fn() -> bool) -> Re
                 let at = list.iter().position(|&j| j == job).expect("the pair is on the edge it was reached from");
                 list.swap_remove(at);
                 on[e as usize].push(job);
-                t.load[x as usize] -= 1;
-                t.load[e as usize] += 1;
+                t.load[x as usize] -= f.cost(x);
+                t.load[e as usize] += f.cost(e);
                 let (a, b) = f.ends(e);
                 t.parent[u * n + v as usize] = if a == v { b } else { a };
                 e = x;
@@ -235,7 +240,8 @@ fn unload_busiest(f: &Fabric, t: &mut Trees, cancelled: &dyn Fn() -> bool) -> Re
 
 /// Local search on the trees' parents: an NPU moves to another parent one hop nearer its
 /// tree's root (its subtree comes along; the tree stays a shortest-path tree) when that
-/// parent's edge carries at least two trees fewer, until no NPU moves.
+/// parent's edge with it would carry less than its own edge does now (two trees fewer where
+/// every link is alike), until no NPU moves.
 fn balance(f: &Fabric, t: &mut Trees, cancelled: &dyn Fn() -> bool) -> Result<(), SynthError> {
     let (n, units) = (t.n, t.roots.len());
     for _ in 0..BALANCE_PASSES {
@@ -253,13 +259,13 @@ fn balance(f: &Fabric, t: &mut Trees, cancelled: &dyn Fn() -> bool) -> Result<()
                 let d = t.depth[u * n + v as usize];
                 let mut pick = (t.load[cur as usize], p, cur);
                 for &(x, e) in f.neighbours(v) {
-                    if t.depth[u * n + x as usize] + 1 == d && t.load[e as usize] + 1 < pick.0 {
-                        pick = (t.load[e as usize] + 1, x, e);
+                    if t.depth[u * n + x as usize] + 1 == d && t.load[e as usize] + f.cost(e) < pick.0 {
+                        pick = (t.load[e as usize] + f.cost(e), x, e);
                     }
                 }
                 if pick.1 != p {
-                    t.load[cur as usize] -= 1;
-                    t.load[pick.2 as usize] += 1;
+                    t.load[cur as usize] -= f.cost(cur);
+                    t.load[pick.2 as usize] += f.cost(pick.2);
                     t.parent[u * n + v as usize] = pick.1;
                     moved = true;
                 }

@@ -38,9 +38,12 @@
 //! on two threads, within a larger budget (torus:32x32 less NPU 9 at 64 MiB: 135 timesteps
 //! become 132, for a synthesis five times as long).
 //!
-//! Serves an all-reduce over a group whose links among themselves all have the same latency
-//! and bandwidth in both directions (no switches on the way): there one message a link and
-//! timestep is the whole cost model.
+//! Serves an all-reduce over a group linked directly both ways (no switches on the way). A
+//! timestep is one message on the fastest link; a slower link holds a message for as many
+//! timesteps as it takes there, rounded up (`Fabric::cost`: a link at a quarter of the
+//! bandwidth, four), so its trees carry fewer and the placement keeps it busy that long. An
+//! NPU whose links all run at half speed then relays as little as the trees allow: its own
+//! partial up and the result down is all it has time for.
 
 mod build;
 mod timeline;
@@ -57,6 +60,10 @@ use timeline::{Moves, Timeline, perturbed, timeline};
 /// keys and parents), so this bounds them near 1 GB (torus:64x64 in messages of four chunks:
 /// 8.4 M moves, a synthesis at about 810 MB peak).
 pub const MAX_MOVES: usize = 1 << 24;
+
+/// Timesteps a message may take on an edge (its time over the fastest link's): beyond, a link
+/// so slow is better left out than planned around, and the other producers serve.
+const MAX_EDGE_COST: u32 = 8;
 
 /// Attempts (trees and timeline, each with its own tie-breaks) a run makes: as many as fit in
 /// this many moves, at most `MAX_ATTEMPTS`.
@@ -114,13 +121,18 @@ pub(super) struct Fabric {
     adj_link: Vec<u32>,
     pub(super) edges: usize,
     ends: Vec<(u32, u32)>,
-    /// One message's time on every link.
+    /// One message's time on the fastest link: a timestep.
     step_ns: f64,
+    /// Timesteps a message takes on each edge, either way (its slower direction's time over
+    /// `step_ns`, rounded up): 1 where every link is alike.
+    cost: Vec<u32>,
+    /// Every edge costs one timestep (the placement then takes its shortest ways).
+    pub(super) uniform: bool,
 }
 
 /// Whether `all_reduce` serves `c` on `topo` at `group` chunks a message: an all-reduce whose
-/// every group NPU holds and wants every chunk, over links among the group that all have the
-/// same latency and bandwidth both ways and connect it, within `MAX_MOVES`.
+/// every group NPU holds and wants every chunk, over links among the group that connect it
+/// both ways, none more than `MAX_EDGE_COST` times the fastest's message, within `MAX_MOVES`.
 pub fn applies(topo: &Topology, c: &Collective, group: usize) -> bool {
     fabric(topo, c, group).is_some()
 }
@@ -146,13 +158,16 @@ fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
         local[v] = i as u32;
     }
     let links = topo.links();
-    let first = links.iter().find(|l| local[l.src] != u32::MAX && local[l.dst] != u32::MAX)?;
-    let same = |l: &crate::topology::Link| {
-        l.latency_ns == first.latency_ns && l.bandwidth_gb_per_s == first.bandwidth_gb_per_s
-    };
+    let bytes = c.chunk_size_bytes * group as f64;
+    let within = |l: &&crate::topology::Link| local[l.src] != u32::MAX && local[l.dst] != u32::MAX && l.src != l.dst;
+    let step_ns = links.iter().filter(within).map(|l| l.time_ns(bytes)).reduce(f64::min)?;
+    if !(step_ns > 0.0 && step_ns.is_finite()) {
+        return None;
+    }
     let mut off = vec![0usize; n + 1];
     let mut adj = Vec::new();
     let mut edge_of: std::collections::HashMap<(usize, usize), u32> = std::collections::HashMap::new();
+    let mut slowest: Vec<f64> = Vec::new();
     for (i, &u) in npus.iter().enumerate() {
         for li in topo.out_links(u) {
             let l = &links[li];
@@ -161,12 +176,12 @@ fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
                 continue;
             }
             let back = topo.link(l.dst, u)?;
-            if !same(l) || !same(back) {
-                return None;
-            }
             let key = (u.min(l.dst), u.max(l.dst));
             let next = edge_of.len() as u32;
             let e = *edge_of.entry(key).or_insert(next);
+            if e as usize == slowest.len() {
+                slowest.push(l.time_ns(bytes).max(back.time_ns(bytes)));
+            }
             adj.push((j, e));
         }
         off[i + 1] = adj.len();
@@ -175,8 +190,15 @@ fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
     for (&(a, b), &e) in &edge_of {
         ends[e as usize] = (local[a], local[b]);
     }
-    let step_ns = first.time_ns(c.chunk_size_bytes * group as f64);
-    let mut fabric = Fabric { npus, off, adj, adj_link: Vec::new(), edges: edge_of.len(), ends, step_ns };
+    // A timestep is the fastest link's message; a slower edge holds its link for as many as
+    // its message takes, rounded up (a link at a quarter of the bandwidth: four).
+    let cost: Vec<u32> = slowest.iter().map(|&t| (t / step_ns - 1e-9).ceil().max(1.0) as u32).collect();
+    if cost.iter().any(|&k| k > MAX_EDGE_COST) {
+        return None;
+    }
+    let uniform = cost.iter().all(|&k| k == 1);
+    let edges = edge_of.len();
+    let mut fabric = Fabric { npus, off, adj, adj_link: Vec::new(), edges, ends, step_ns, cost, uniform };
     fabric.adj_link = (0..n as u32)
         .flat_map(|u| fabric.neighbours(u).iter().map(move |&(v, e)| (u, v, e)))
         .map(|(u, v, e)| fabric.link(e, u, v))
@@ -213,6 +235,14 @@ impl Fabric {
     /// The directed link id of edge `e` from `u` to `v`.
     pub(super) fn link(&self, e: u32, u: u32, v: u32) -> u32 {
         2 * e + u32::from(self.npus[u as usize] > self.npus[v as usize])
+    }
+    /// Timesteps a message takes on edge `e`.
+    pub(super) fn cost(&self, e: u32) -> u32 {
+        self.cost[e as usize]
+    }
+    /// Timesteps a message takes on directed link `link` (either way of its edge).
+    pub(super) fn link_cost(&self, link: u32) -> u32 {
+        self.cost[link as usize / 2]
     }
 }
 

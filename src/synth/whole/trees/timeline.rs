@@ -134,7 +134,8 @@ impl<'a> Moves<'a> {
         }
         *self.floor.get_or_init(|| {
             let load = self.t.busiest();
-            if self.count() > LARGE_MOVES { load } else { load.max(jackson_floor(self.f, self.t)) }
+            // Jackson's rule is optimal for moves of one timestep each: not where links differ.
+            if self.count() > LARGE_MOVES || !self.f.uniform { load } else { load.max(jackson_floor(self.f, self.t)) }
         })
     }
 }

@@ -218,15 +218,31 @@ struct Taken {
 }
 
 impl Taken {
-    /// The first timestep from `ready` on that `link` has free, the rows widened until it has one
-    /// (inlined always: it runs for every parent a move weighs, and the loop defeats the hint).
+    /// The first timestep from `ready` on that `link` has free for `cost` timesteps running,
+    /// the rows widened until it has them (inlined always: it runs for every parent a move
+    /// weighs, and the loop defeats the hint).
     #[inline(always)]
-    fn free_from(&mut self, link: u32, ready: u32) -> u32 {
+    fn free_from(&mut self, link: u32, ready: u32, cost: u32) -> u32 {
+        let mut from = ready;
         loop {
-            match first_free(&self.bits[link as usize * self.words..(link as usize + 1) * self.words], ready) {
-                Some(slot) => return slot,
-                None => self.widen(ready),
+            let row = &self.bits[link as usize * self.words..(link as usize + 1) * self.words];
+            match first_free(row, from) {
+                Some(slot) if cost == 1 => return slot,
+                // The run from `slot` is as long as the first taken timestep after it allows.
+                Some(slot) => match first_taken(row, slot, slot + cost) {
+                    None if (slot + cost) as usize <= row.len() * 64 => return slot,
+                    None => self.widen(slot + cost),
+                    Some(taken) => from = taken + 1,
+                },
+                None => self.widen(from),
             }
+        }
+    }
+    /// Marks `cost` timesteps of `link` taken from `slot`.
+    fn take(&mut self, link: u32, slot: u32, cost: u32) {
+        let base = link as usize * self.words;
+        for s in slot..slot + cost {
+            self.bits[base + s as usize / 64] |= 1 << (s % 64);
         }
     }
     /// Every link's row twice as wide (and past `ready`), keeping the timesteps taken.
@@ -335,13 +351,13 @@ impl<'a> Placer<'a> {
             // Its parent in `par` is always a candidate; reaching here is a bug, not an input.
             return Err(SynthError::Greedy(crate::synth::GreedyError::Unsupported("trees: a move has no parent")));
         };
-        let words = self.taken.words;
-        self.taken.bits[c.link as usize * words + c.slot as usize / 64] |= 1 << (c.slot % 64);
+        let cost = self.f.link_cost(c.link);
+        self.taken.take(c.link, c.slot, cost);
         if c.link != c.was_link {
-            self.load[c.was_link as usize] -= 1;
-            self.load[c.link as usize] += 1;
+            self.load[c.was_link as usize] -= self.f.link_cost(c.was_link);
+            self.load[c.link as usize] += cost;
         }
-        self.len = self.len.max(c.slot + 1);
+        self.len = self.len.max(c.slot + cost);
         self.settle(&m, &c);
         Ok(true)
     }
@@ -367,9 +383,10 @@ impl<'a> Placer<'a> {
                 continue;
             }
             let link = if m.up { out } else { out ^ 1 };
+            let cost = f.link_cost(link);
             if p == m.now {
                 was_link = link;
-            } else if self.load[link as usize] >= cap {
+            } else if self.load[link as usize] + cost > cap {
                 continue;
             }
             let ready = if m.reducing {
@@ -385,10 +402,10 @@ impl<'a> Placer<'a> {
             } else {
                 match them.s_bc {
                     u32::MAX => continue,
-                    s => s + 1,
+                    s => s + self.bc_cost(m.u, p),
                 }
             };
-            let slot = self.taken.free_from(link, ready);
+            let slot = self.taken.free_from(link, ready, cost);
             let over = self.rebalance && p == m.now && self.load[link as usize] > cap;
             if (over, slot, p != m.now) < (pick.0, pick.1, pick.2) {
                 pick = (over, slot, p != m.now, p, link);
@@ -396,6 +413,17 @@ impl<'a> Placer<'a> {
         }
         let (_, slot, _, p, link) = pick;
         (p != u32::MAX).then_some(Choice { p, slot, link, was_link })
+    }
+
+    /// Timesteps NPU q's result took to come down to it in tree u, once placed (from its
+    /// broadcasting parent; one where every link is alike).
+    #[inline]
+    fn bc_cost(&self, u: usize, q: u32) -> u32 {
+        if self.f.uniform {
+            return 1;
+        }
+        let from = self.nodes[u * self.n + q as usize].bc;
+        self.f.cost(crate::synth::trees::build::edge_between(self.f, q, from))
     }
 
     /// The move's record as placed, and the moves that waited for it queued: of the reducing
@@ -410,7 +438,7 @@ impl<'a> Placer<'a> {
             tree[m.v as usize].s_red = c.slot;
             tree[m.v as usize].red = c.p;
             let a = &mut tree[c.p as usize].arrived;
-            *a = (*a).max(c.slot + 1);
+            *a = (*a).max(c.slot + self.f.link_cost(c.link));
             // The parent it had no longer waits for it (the new one never counted it).
             let was = &mut tree[now as usize].pending;
             *was -= 1;
@@ -495,8 +523,9 @@ fn count_under(mv: &Moves<'_>, par: &Parents, red: &[u32], nodes: &mut [Node], c
             if a != u32::MAX {
                 // With `cap` 0 no move changes parent: the loads are not needed.
                 if cap > 0 {
-                    load[link_to(v, a) as usize] += 1;
-                    load[(link_to(v, b) ^ 1) as usize] += 1;
+                    let (up, down) = (link_to(v, a), link_to(v, b) ^ 1);
+                    load[up as usize] += f.link_cost(up);
+                    load[down as usize] += f.link_cost(down);
                 }
                 nodes[u * n + red[u * n + v as usize] as usize].pending += 1;
             }
@@ -570,6 +599,12 @@ fn push(queue: &mut Queue, key: &[u32], i: usize) {
     if let Queue::Heap(h) = queue {
         h.push(key[i], i);
     }
+}
+
+/// The first timestep of `from..to` that `bits` has taken, if any (timesteps past its end are
+/// free).
+fn first_taken(bits: &[u64], from: u32, to: u32) -> Option<u32> {
+    (from..to.min((bits.len() * 64) as u32)).find(|&s| bits[s as usize / 64] & (1 << (s % 64)) != 0)
 }
 
 /// The first timestep from `from` on that `bits` has free, if any.

@@ -198,3 +198,101 @@ fn the_ingress_bound_counts_what_each_npu_lacks() {
         assert!(close(b.ingress_ns.unwrap(), chunks_in * c.chunk_size_bytes / 200.0), "{kind:?}: {:?}", b.ingress_ns);
     }
 }
+
+/// An all-reduce over groups that faster links join (issue 63, point 3): on
+/// dragonfly:4:5@bw=400,200 each chunk crosses between the five groups at least 2·4 times
+/// (one-way gossip among them), so the 20 global links of 200 GB/s carry 8 buffers: 1.47× the
+/// NPUs-alone volume bound, which counts the 60 local links of 400 GB/s too. Alike links keep
+/// the NPUs-alone bound; a subgroup has none.
+#[test]
+fn the_all_reduce_bound_counts_crossings_between_groups() {
+    let size = 256u64 << 20;
+    let m = size as f64;
+    let t = topo("dragonfly:4:5@bw=400,200");
+    let b = lower_bounds(&t, &coll(&t, K::AllReduce, size));
+    let groups = 2.0 * 4.0 * m / (20.0 * 200.0);
+    let alone = 2.0 * 19.0 * m / (60.0 * 400.0 + 20.0 * 200.0);
+    assert!(close(b.two_pass_ns.unwrap(), groups), "{:?}", b.two_pass_ns);
+    assert!(groups > 1.46 * alone && close(b.lower_bound_ns.unwrap(), groups));
+    let t = topo("torus:4x4");
+    let b = lower_bounds(&t, &coll(&t, K::AllReduce, size));
+    assert!(close(b.two_pass_ns.unwrap(), 2.0 * 15.0 * m / (16.0 * 4.0 * 100.0)));
+    let sub =
+        coll_spec(&t, CollectiveSpec { group: Some(vec![0, 1, 2, 3]), ..CollectiveSpec::new(K::AllReduce, size) });
+    assert_eq!(lower_bounds(&t, &sub).two_pass_ns, None);
+    // A failed NPU is in no part: 15 NPUs alone over the 56 links left into them.
+    let failed = t.with_failures(&ccsynth::topology::Failures { npus: vec![5], ..Default::default() }).unwrap();
+    let b = lower_bounds(&failed, &coll(&failed, K::AllReduce, size));
+    assert!(close(b.two_pass_ns.unwrap(), 2.0 * 14.0 * m / (56.0 * 100.0)), "{:?}", b.two_pass_ns);
+}
+
+/// Groups of 1–3 NPUs linked all to all inside at one speed, the groups in a ring plus a few
+/// more links at another (either may be the faster).
+fn arb_groups() -> impl Strategy<Value = Topology> {
+    (2usize..5, 1usize..4, 1u32..5, 1u32..5, proptest::collection::vec((0usize..12, 0usize..12), 0..4)).prop_map(
+        |(groups, size, inside, between, extra)| {
+            let n = groups * size;
+            let mut pairs: Vec<(usize, usize, u32)> = Vec::new();
+            for g in 0..groups {
+                for a in 0..size {
+                    for b in 0..size {
+                        if a != b {
+                            pairs.push((g * size + a, g * size + b, inside));
+                        }
+                    }
+                }
+            }
+            let ring = (0..groups).map(|g| (g * size, (g + 1) % groups * size));
+            let more = extra.into_iter().map(|(a, b)| (a % n, b % n));
+            for (a, b) in ring.chain(more) {
+                if a / size != b / size && !pairs.iter().any(|p| (p.0, p.1) == (a, b)) {
+                    pairs.push((a, b, between));
+                    pairs.push((b, a, between));
+                }
+            }
+            let links = pairs
+                .into_iter()
+                .map(|(src, dst, bw)| LinkInput {
+                    src,
+                    dst,
+                    latency_ns: Some(100.0),
+                    bandwidth_gb_per_s: Some(bw as f64 * 50.0),
+                    bidirectional: false,
+                })
+                .collect();
+            Topology::from_input(TopologyInput { npus: n, links, ..Default::default() }).unwrap()
+        },
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    /// No all-reduce beats the bound over groups: the greedy's (every planner it runs) and the
+    /// ring's, on groups joined by links of another speed, at a size where bandwidth counts.
+    #[test]
+    fn no_all_reduce_beats_the_bound_over_groups(t in arb_groups(), mib in 1u64..32) {
+        let spec = CollectiveSpec::new(K::AllReduce, mib << 20);
+        let bound = lower_bounds(&t, &coll_spec(&t, spec.clone())).two_pass_ns.unwrap();
+        for algorithm in ["greedy", "ring"] {
+            let Ok(s) = run_seeded(&t, &spec, algorithm) else { continue };
+            let time = s.collective_time_ns.unwrap();
+            prop_assert!(time >= bound * (1.0 - 1e-9), "{algorithm}: {time} beats {bound}");
+        }
+    }
+}
+
+/// The ILP's all-reduce, optimal in its model, is never below the bound over groups either
+/// (where that bound is the largest: two and three groups of two NPUs, two groups of three).
+#[test]
+fn the_ilp_never_beats_the_bound_over_groups() {
+    for spec in ["dragonfly:2:3@bw=400,200", "dragonfly:2:2@bw=400,100", "dragonfly:3:2@bw=400,100"] {
+        let t = topo(spec);
+        let c = CollectiveSpec::new(K::AllReduce, 64 << 20);
+        let b = lower_bounds(&t, &coll_spec(&t, c.clone()));
+        let npus_alone = 2.0 * (t.npus() - 1) as f64 * (64u64 << 20) as f64
+            / t.links().iter().map(|l| l.bandwidth_gb_per_s).sum::<f64>();
+        assert!(b.two_pass_ns.unwrap() > npus_alone * 1.01, "{spec}: the groups bind");
+        let s = run_seeded(&t, &c, "ilp").unwrap();
+        assert!(s.collective_time_ns.unwrap() >= b.two_pass_ns.unwrap() * (1.0 - 1e-9), "{spec}");
+    }
+}

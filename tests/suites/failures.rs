@@ -376,12 +376,13 @@ fn regeneration_keeps_the_faster_of_repair_and_fresh() {
 
 /// A mesh whose links run at two speeds: its corners (two links) and edges (three) move less
 /// than its middle, so the shares make the corners the roots of every chunk, and each phase on
-/// its own waits for them (in the reduce phase their sends, in the forward phase their
-/// receives). In stages (`synth::staged`) one stage's forward phase runs beside the next
-/// one's reduce phase: the issue's target, within 1.25× the two-pass bound at 256 MiB (in one
-/// stage 1.28×), seed after seed.
+/// its own waits for them. In stages (`synth::staged`) one stage's forward phase runs beside the
+/// next one's reduce phase (1.22–1.24× the two-pass bound at 256 MiB, where one stage took
+/// 1.28×: the issue's 1.25×). Since dd865bd the per-chunk trees serve links of two speeds, and
+/// they do better, seed after seed: no phases, and each link's messages at its own speed
+/// (seeds 0–5: 2.439–2.483 ms, 1.090–1.110×; issue 63's target, 1.05×, is not met).
 #[test]
-fn a_mesh_of_two_speeds_reduces_in_stages() {
+fn a_mesh_of_two_speeds_reduces_within_eleven_percent_of_its_bound() {
     let t = topo("mesh:4x4@bw=50,100;lat=500,1000");
     for seed in [0u64, 1, 2] {
         let spec = RequestSpec {
@@ -392,10 +393,10 @@ fn a_mesh_of_two_speeds_reduces_in_stages() {
         let out = run_request(&t, spec).unwrap();
         assert!(out.report.valid);
         let st = out.stats.synthesis().unwrap();
-        assert!(st.stages.is_some_and(|n| n > 1), "seed {seed}: {st:?}");
+        assert_eq!(st.greedy_mode(), Some("trees"), "seed {seed}: {st:?}");
         let bound = out.report.lower_bounds.as_ref().and_then(|b| b.two_pass_ns).unwrap();
         let time = out.schedule.collective_time_ns.unwrap();
-        assert!(time <= 1.25 * bound, "seed {seed}: {time} ns is {:.3}× the bound {bound} ns", time / bound);
+        assert!(time <= 1.11 * bound, "seed {seed}: {time} ns is {:.3}× the bound {bound} ns", time / bound);
     }
 }
 

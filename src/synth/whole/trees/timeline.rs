@@ -117,6 +117,20 @@ impl<'a> Moves<'a> {
         let v = if k < root { k } else { k + 1 };
         (u, v as u32, up)
     }
+    /// Timesteps move `i` holds its link under `par` (one where every link is alike).
+    fn cost(&self, i: usize, par: &Parents) -> u32 {
+        if self.f.uniform {
+            return 1;
+        }
+        let (u, v, up) = self.decode(i);
+        let p = if up { par.up[u * self.t.n + v as usize] } else { par.down[u * self.t.n + v as usize] };
+        self.f.cost(super::build::edge_between(self.f, v, p))
+    }
+    /// Each move's end under `par` mirrored from `len` (its start in a timeline run backwards
+    /// from there): a key that takes the move that ended last first.
+    fn mirrored(&self, start: &[u32], par: &Parents, len: u32) -> Vec<u32> {
+        start.iter().enumerate().map(|(i, &s)| len - (s + self.cost(i, par))).collect()
+    }
     pub(super) fn id(&self, u: usize, v: u32, up: bool) -> usize {
         let root = self.t.roots[u];
         let k = if v < root { v } else { v - 1 } as usize;
@@ -210,10 +224,9 @@ fn forward_backward(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Timeline, SynthError> {
     let mut par = cur.par.clone();
-    let last = cur.start.iter().copied().max().unwrap_or(0);
-    let key: Vec<u32> = cur.start.iter().map(|&s| last - s).collect();
+    let key = mv.mirrored(&cur.start, &par, cur.len);
     let (back, back_len) = place(mv, &mut par, true, &key, cap, cancelled)?;
-    let key: Vec<u32> = back.iter().map(|&s| back_len - 1 - s).collect();
+    let key = mv.mirrored(&back, &par, back_len);
     let (start, len) = place(mv, &mut par, false, &key, cap, cancelled)?;
     Ok(Timeline { start, len, par, chosen: cur.chosen })
 }
@@ -366,12 +379,14 @@ pub(super) fn perturbed(
         }
         let rebalance = rebalancing && cur.chosen && round % 2 == 0;
         let mut par = cur.par.clone();
-        let last = cur.start.iter().copied().max().unwrap_or(0);
-        let key: Vec<u32> = cur.start.iter().map(|&s| (last - s) * 8 + rng.below(noise) as u32).collect();
+        let noisy = |key: Vec<u32>, rng: &mut crate::rng::Rng| -> Vec<u32> {
+            key.into_iter().map(|k| k * 8 + rng.below(noise) as u32).collect()
+        };
+        let key = noisy(mv.mirrored(&cur.start, &par, cur.len), &mut rng);
         let cap = cur.cap(best.len);
         // Noisy keys need not follow the DAG: the heap's order.
         let (back, back_len) = place_noisy(mv, &mut par, true, &key, cap, rebalance, cancelled)?;
-        let key: Vec<u32> = back.iter().map(|&s| (back_len - 1 - s) * 8 + rng.below(noise) as u32).collect();
+        let key = noisy(mv.mirrored(&back, &par, back_len), &mut rng);
         let (fwd, fwd_len) = place_noisy(mv, &mut par, false, &key, cap, rebalance, cancelled)?;
         let mut next = Timeline { start: fwd, len: fwd_len, par, chosen: cur.chosen };
         for _ in 0..passes {

@@ -33,6 +33,9 @@ pub(super) fn all_reduce_ns(topo: &Topology, c: &Collective) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// Link speeds at most whose joined groups are tried (the fastest, then evenly spread).
+const MAX_SPEEDS: usize = 8;
+
 /// Every live NPU's part (`u32::MAX` for a failed one), per partition: each NPU alone, then, for
 /// each bandwidth its NPU-to-NPU links have, the parts its links that fast or faster join
 /// (both ways; a partition into one part is left out).
@@ -52,6 +55,12 @@ fn partitions(topo: &Topology) -> Vec<Vec<u32>> {
         topo.links().iter().filter(|l| live(l.src) && live(l.dst)).map(|l| l.bandwidth_gb_per_s).collect();
     speeds.sort_by(f64::total_cmp);
     speeds.dedup();
+    // Each speed costs a pass over the links: where links have many (measured) speeds, a few
+    // spread over them (`MAX_SPEEDS`; any partition gives a bound, fewer only a looser one).
+    if speeds.len() > MAX_SPEEDS {
+        let every = speeds.len().div_ceil(MAX_SPEEDS);
+        speeds = speeds.iter().rev().step_by(every).copied().collect();
+    }
     let mut out = vec![alone];
     for &b in &speeds {
         let part = joined(topo, &live, b);
@@ -98,4 +107,32 @@ fn ingress_from_outside(topo: &Topology, part: &[u32]) -> f64 {
         .filter(|l| l.src >= part.len() || part[l.src] != part[l.dst])
         .map(|l| l.bandwidth_gb_per_s)
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{LinkInput, TopologyInput};
+
+    /// A ring of 24 NPUs whose links each run at a speed of their own: at most `MAX_SPEEDS`
+    /// joined partitions beside the NPUs alone, the fastest speed's among them.
+    #[test]
+    fn many_speeds_are_sampled() {
+        let n = 24;
+        let links = (0..n)
+            .flat_map(|v| [(v, (v + 1) % n), ((v + 1) % n, v)].map(|(src, dst)| (src, dst, 10.0 + v as f64)))
+            .map(|(src, dst, bw)| LinkInput {
+                src,
+                dst,
+                latency_ns: Some(100.0),
+                bandwidth_gb_per_s: Some(bw),
+                bidirectional: false,
+            })
+            .collect();
+        let t = Topology::from_input(TopologyInput { npus: n, links, ..Default::default() }).unwrap();
+        let parts = partitions(&t);
+        assert!(parts.len() <= 1 + MAX_SPEEDS && parts.len() > 2, "{}", parts.len());
+        // At the fastest speed (33 GB/s) only NPUs 23 and 0 are joined: 23 parts.
+        assert!(parts.iter().any(|p| p.iter().max() == Some(&22)));
+    }
 }

@@ -380,9 +380,9 @@ fn regeneration_keeps_the_faster_of_repair_and_fresh() {
 /// next one's reduce phase (1.22–1.24× the two-pass bound at 256 MiB, where one stage took
 /// 1.28×: the issue's 1.25×). Since dd865bd the per-chunk trees serve links of two speeds, and
 /// they do better, seed after seed: no phases, and each link's messages at its own speed
-/// (seeds 0–5: 2.439–2.483 ms, 1.090–1.110×; issue 63's target, 1.05×, is not met).
+/// (seeds 0–5: 2.417–2.439 ms, 1.080–1.090×; issue 63's target, 1.05×, is not met).
 #[test]
-fn a_mesh_of_two_speeds_reduces_within_eleven_percent_of_its_bound() {
+fn a_mesh_of_two_speeds_reduces_within_ten_percent_of_its_bound() {
     let t = topo("mesh:4x4@bw=50,100;lat=500,1000");
     for seed in [0u64, 1, 2] {
         let spec = RequestSpec {
@@ -396,7 +396,7 @@ fn a_mesh_of_two_speeds_reduces_within_eleven_percent_of_its_bound() {
         assert_eq!(st.greedy_mode(), Some("trees"), "seed {seed}: {st:?}");
         let bound = out.report.lower_bounds.as_ref().and_then(|b| b.two_pass_ns).unwrap();
         let time = out.schedule.collective_time_ns.unwrap();
-        assert!(time <= 1.11 * bound, "seed {seed}: {time} ns is {:.3}× the bound {bound} ns", time / bound);
+        assert!(time <= 1.10 * bound, "seed {seed}: {time} ns is {:.3}× the bound {bound} ns", time / bound);
     }
 }
 

@@ -69,13 +69,15 @@ pub(super) fn plan_runs(
     // Where an optimal translation pattern replaced the matcher and is itself over its size
     // (torus:64x128), nothing is left to run.
     if runs.is_empty() {
-        return Err(Error::Unsupported {
-            by: super::super::error::Refuser::Synthesizer,
-            reason: format!(
+        let translation = patterns.iter().flatten().any(|p| p.2);
+        let reason = match translation {
+            true => format!(
                 "its translation pattern is optimal here (the matcher cannot beat it) and would move more than {} chunks, the most it builds; the baselines serve (\"auto\" tries them)",
                 offers::MAX_TRANSLATION_MOVES
             ),
-        });
+            false => "no planner of the greedy offers a run for this request".to_string(),
+        };
+        return Err(Error::Unsupported { by: super::super::error::Refuser::Synthesizer, reason });
     }
     let plan = RunPlan { runs, factors, patterns, rounds };
     if let Some(incumbent_ns) = req.incumbent_ns

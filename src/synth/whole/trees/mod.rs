@@ -65,6 +65,10 @@ pub const MAX_MOVES: usize = 1 << 24;
 /// so slow is better left out than planned around, and the other producers serve.
 const MAX_EDGE_COST: u32 = 8;
 
+/// A message up to this share of a timestep over a whole number of them counts as that number
+/// (the simulator times it as it is: the timeline is then a little short, never invalid).
+const COST_SLACK: f64 = 0.02;
+
 /// Attempts (trees and timeline, each with its own tie-breaks) a run makes: as many as fit in
 /// this many moves, at most `MAX_ATTEMPTS`.
 const ATTEMPT_MOVES: usize = 1 << 19;
@@ -191,8 +195,10 @@ fn fabric(topo: &Topology, c: &Collective, group: usize) -> Option<Fabric> {
         ends[e as usize] = (local[a], local[b]);
     }
     // A timestep is the fastest link's message; a slower edge holds its link for as many as
-    // its message takes, rounded up (a link at a quarter of the bandwidth: four).
-    let cost: Vec<u32> = slowest.iter().map(|&t| (t / step_ns - 1e-9).ceil().max(1.0) as u32).collect();
+    // its message takes, rounded up (a link at a quarter of the bandwidth: four), but for a
+    // message within `COST_SLACK` of a whole number of them (a latency a few ns longer is not
+    // twice as slow).
+    let cost: Vec<u32> = slowest.iter().map(|&t| (t / step_ns - COST_SLACK).ceil().max(1.0) as u32).collect();
     if cost.iter().any(|&k| k > MAX_EDGE_COST) {
         return None;
     }

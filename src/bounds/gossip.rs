@@ -25,10 +25,9 @@ pub(super) fn all_reduce_ns(topo: &Topology, c: &Collective) -> Option<f64> {
     let bytes = c.spec.size_bytes as f64;
     partitions(topo)
         .into_iter()
-        .filter_map(|part| {
-            let parts = part.iter().copied().filter(|&k| k != u32::MAX).max()? as usize + 1;
+        .filter_map(|(part, parts)| {
             let into = ingress_from_outside(topo, &part);
-            (parts >= 2 && into > 0.0).then(|| 2.0 * (parts - 1) as f64 * bytes / into)
+            (into > 0.0).then(|| 2.0 * (parts - 1) as f64 * bytes / into)
         })
         .reduce(f64::max)
 }
@@ -36,10 +35,10 @@ pub(super) fn all_reduce_ns(topo: &Topology, c: &Collective) -> Option<f64> {
 /// Link speeds at most whose joined groups are tried (the fastest, then evenly spread).
 const MAX_SPEEDS: usize = 8;
 
-/// Every live NPU's part (`u32::MAX` for a failed one), per partition: each NPU alone, then, for
-/// each bandwidth its NPU-to-NPU links have, the parts its links that fast or faster join
-/// (both ways; a partition into one part is left out).
-fn partitions(topo: &Topology) -> Vec<Vec<u32>> {
+/// Every live NPU's part (`u32::MAX` for a failed one) and the parts, per partition into two
+/// or more: each NPU alone, then, for each bandwidth its NPU-to-NPU links have, the parts its
+/// links that fast or faster join (both ways).
+fn partitions(topo: &Topology) -> Vec<(Vec<u32>, usize)> {
     let live = |v: usize| topo.is_npu(v) && !topo.is_failed(v);
     let alone: Vec<u32> = (0..topo.npus())
         .scan(0u32, |k, v| {
@@ -61,20 +60,20 @@ fn partitions(topo: &Topology) -> Vec<Vec<u32>> {
         let every = speeds.len().div_ceil(MAX_SPEEDS);
         speeds = speeds.iter().rev().step_by(every).copied().collect();
     }
-    let mut out = vec![alone];
+    let live_npus = alone.iter().filter(|&&k| k != u32::MAX).count();
+    let mut out = vec![(alone, live_npus)].into_iter().filter(|&(_, k)| k >= 2).collect::<Vec<_>>();
     for &b in &speeds {
-        let part = joined(topo, &live, b);
-        let parts = part.iter().filter(|&&k| k != u32::MAX).max().map_or(0, |&k| k + 1);
-        if parts >= 2 && !out.contains(&part) {
-            out.push(part);
+        let (part, parts) = joined(topo, &live, b);
+        if parts >= 2 && !out.iter().any(|(p, _)| *p == part) {
+            out.push((part, parts));
         }
     }
     out
 }
 
 /// The parts that NPU-to-NPU links of at least `b` GB/s, both ways, join (components, numbered
-/// by their lowest NPU).
-fn joined(topo: &Topology, live: &dyn Fn(usize) -> bool, b: f64) -> Vec<u32> {
+/// by their lowest NPU), and how many.
+fn joined(topo: &Topology, live: &dyn Fn(usize) -> bool, b: f64) -> (Vec<u32>, usize) {
     let n = topo.npus();
     let mut part = vec![u32::MAX; n];
     let mut next = 0u32;
@@ -96,7 +95,7 @@ fn joined(topo: &Topology, live: &dyn Fn(usize) -> bool, b: f64) -> Vec<u32> {
         }
         next += 1;
     }
-    part
+    (part, next as usize)
 }
 
 /// GB/s over the links into each part's NPUs from outside it (another part, or a switch).
@@ -133,6 +132,6 @@ mod tests {
         let parts = partitions(&t);
         assert!(parts.len() <= 1 + MAX_SPEEDS && parts.len() > 2, "{}", parts.len());
         // At the fastest speed (33 GB/s) only NPUs 23 and 0 are joined: 23 parts.
-        assert!(parts.iter().any(|p| p.iter().max() == Some(&22)));
+        assert!(parts.iter().any(|(p, k)| *k == 23 && p.iter().max() == Some(&22)));
     }
 }

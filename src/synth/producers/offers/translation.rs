@@ -30,7 +30,10 @@ impl Offer<'_> {
                     let optimal = no_gamma && phases * pattern.steps <= per_npu.max(phases * torus.diameter());
                     (torus.clone(), pattern, optimal)
                 });
-                let rounds = translate::rounds::search(torus, k, self.ask.seed, cancelled).ok().flatten();
+                // Beyond the moves translation builds, no rounds run is made: not searched.
+                let rounds = within_moves(torus, v)
+                    .then(|| translate::rounds::search(torus, k, self.ask.seed, cancelled).ok().flatten())
+                    .flatten();
                 (steps, rounds.map(|pattern| (torus.clone(), pattern, false)))
             })
             .unzip()
@@ -69,7 +72,7 @@ pub(in crate::synth::producers) fn translation(o: &Offer<'_>, _: &[Run]) -> Offe
     Offered { runs: runs.collect(), replaces: Replaces::MatcherFamilyAt(optimal) }
 }
 
-/// Translation in rounds on tori, beside the step patterns (it pays α once a round where they
+/// Translation in rounds on tori (searched within `MAX_TRANSLATION_MOVES` only), beside the step patterns (it pays α once a round where they
 /// pay it once a chunk, and balances finer: on torus:4x4x8 it is the faster from two chunks per
 /// NPU). Not at a chunking whose price (its busiest link's load, a lower bound on its time) is
 /// above another chunking's rounds time worked out from its pattern (`rounds::estimate_ns`, an
@@ -79,9 +82,7 @@ pub(in crate::synth::producers) fn translation(o: &Offer<'_>, _: &[Run]) -> Offe
 /// in different orders): on torus:16x16x16 building both doubled the greedy's 7.6 s and 0.6 GB.
 pub(in crate::synth::producers) fn rounds(o: &Offer<'_>, _: &[Run]) -> Offered {
     let Some(link) = o.ask.topology.links().first() else { return Offered::default() };
-    let served = (o.rounds.iter().enumerate())
-        .filter_map(|(v, p)| p.as_ref().map(|(t, p, _)| (v, t, p)))
-        .filter(|&(v, torus, _)| within_moves(torus, o.ask.variants[v]));
+    let served = o.rounds.iter().enumerate().filter_map(|(v, p)| p.as_ref().map(|(t, p, _)| (v, t, p)));
     let priced: Vec<(usize, u64, f64, f64)> = served
         .map(|(v, torus, p)| {
             let c = o.ask.variants[v];

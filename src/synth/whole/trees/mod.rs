@@ -41,9 +41,10 @@
 //! Serves an all-reduce over a group linked directly both ways (no switches on the way). A
 //! timestep is one message on the fastest link; a slower link holds a message for as many
 //! timesteps as it takes there, rounded up (`Fabric::cost`: a link at a quarter of the
-//! bandwidth, four), so its trees carry fewer and the placement keeps it busy that long. An
-//! NPU whose links all run at half speed then relays as little as the trees allow: its own
-//! partial up and the result down is all it has time for.
+//! bandwidth, four), so its trees carry fewer and the placement keeps it busy that long. The
+//! trees stay shortest-path trees by hops: an NPU whose links all run at half speed still
+//! relays for its neighbours on its axes (torus:8x8, NPU 27: 1.58 ms against the matcher's
+//! 1.505).
 
 mod build;
 mod timeline;
@@ -130,7 +131,7 @@ pub(super) struct Fabric {
     /// Timesteps a message takes on each edge, either way (its slower direction's time over
     /// `step_ns`, rounded up): 1 where every link is alike.
     cost: Vec<u32>,
-    /// Every edge costs one timestep (the placement then takes its shortest ways).
+    /// Every edge costs one timestep (Jackson's floor holds, and no cost is looked up).
     pub(super) uniform: bool,
 }
 
@@ -249,6 +250,11 @@ impl Fabric {
     /// Timesteps a message takes on directed link `link` (either way of its edge).
     pub(super) fn link_cost(&self, link: u32) -> u32 {
         self.cost[link as usize / 2]
+    }
+    /// Timesteps a message takes between neighbours `u` and `v` (one where every link is
+    /// alike, without looking the edge up).
+    pub(super) fn cost_between(&self, u: u32, v: u32) -> u32 {
+        if self.uniform { 1 } else { self.cost(build::edge_between(self, u, v)) }
     }
 }
 

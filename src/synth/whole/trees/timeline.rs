@@ -124,7 +124,7 @@ impl<'a> Moves<'a> {
         }
         let (u, v, up) = self.decode(i);
         let p = if up { par.up[u * self.t.n + v as usize] } else { par.down[u * self.t.n + v as usize] };
-        self.f.cost(super::build::edge_between(self.f, v, p))
+        self.f.cost_between(v, p)
     }
     /// Each move's end under `par` mirrored from `len` (its start in a timeline run backwards
     /// from there): a key that takes the move that ended last first.

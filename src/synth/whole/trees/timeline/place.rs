@@ -375,11 +375,7 @@ impl<'a> Placer<'a> {
     /// broadcasting parent; one where every link is alike).
     #[inline]
     fn bc_cost(&self, u: usize, q: u32) -> u32 {
-        if self.f.uniform {
-            return 1;
-        }
-        let from = self.nodes[u * self.n + q as usize].bc;
-        self.f.cost(crate::synth::trees::build::edge_between(self.f, q, from))
+        self.f.cost_between(q, self.nodes[u * self.n + q as usize].bc)
     }
 
     /// The move's record as placed, and the moves that waited for it queued: of the reducing

@@ -345,7 +345,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
     /// With links of other speeds (up to three slowed to 20–90% of their bandwidth, or a mesh
     /// of two): the schedule validates, each timestep holds what it carries (its simulated time
-    /// is within its timesteps of the fastest link's message, since a slow link's message holds
+    /// is within its timesteps of the fastest link's message, 2% slack aside, since a slow link's message holds
     /// its link for its time rounded up to whole timesteps), and the busiest link's messages,
     /// each counted at its timesteps, fit in them.
     #[test]
@@ -376,14 +376,17 @@ proptest! {
         let time_of = |u: u32, v: u32| t.link(u as usize, v as usize).unwrap().time_ns(bytes);
         let step = t.links().iter().map(|l| l.time_ns(bytes)).fold(f64::INFINITY, f64::min);
         prop_assert!((st.discretization_ns - step).abs() <= 1e-9 * step);
-        let cost = |u: u32, v: u32| (time_of(u, v).max(time_of(v, u)) / step - 1e-9).ceil() as u32;
+        // A message within 2% of a whole number of timesteps counts as that number
+        // (`trees::Fabric::cost`), so each may run up to 2% of a timestep late.
+        let slack = 0.02;
+        let cost = |u: u32, v: u32| (time_of(u, v).max(time_of(v, u)) / step - slack).ceil().max(1.0) as u32;
         let mut held: HashMap<(u32, u32), u32> = HashMap::new();
         for m in s.transfers.iter() {
             *held.entry((m.src, m.dst)).or_default() += cost(m.src, m.dst);
         }
         prop_assert!(st.ten_timesteps >= held.into_values().max().unwrap_or(0));
         let time = r.collective_time_ns.unwrap();
-        prop_assert!(time <= st.ten_timesteps as f64 * step * (1.0 + 1e-9), "{} > {} steps of {}", time, st.ten_timesteps, step);
+        prop_assert!(time <= st.ten_timesteps as f64 * step * (1.0 + slack + 1e-9), "{} > {} steps of {}", time, st.ten_timesteps, step);
     }
 }
 

@@ -87,6 +87,11 @@ impl<K: Ord, T> LeastTwo<K, T> {
         LeastTwo { first: won.first, second: won.second.merge(lost.first) }
     }
 
+    /// The least key, if any.
+    pub(super) fn key(&self) -> Option<&K> {
+        self.first.key()
+    }
+
     /// The least item and the runner-up, if any.
     pub(super) fn into_inner(self) -> (Option<T>, Option<T>) {
         (self.first.into_inner(), self.second.into_inner())
@@ -97,6 +102,7 @@ impl<K: Ord, T> LeastTwo<K, T> {
 pub(super) type Time = OrderedFloat<f64>;
 
 /// The fastest item, ties to the smallest `K` (where it stands in the search).
+#[cfg(test)]
 pub(super) type Fastest<K, T> = Least<(Time, K), T>;
 
 /// The fastest two items, ties to the smallest `K`.

@@ -8,7 +8,7 @@ mod reserve;
 use super::check::Gate;
 use super::check::gate_timed_until;
 use super::error::Error;
-use super::fastest::{FastestTwo, Least, time};
+use super::search::{self, Finished, Outcomes, Stop};
 use super::{Control, GreedySearch, Reporter, SynthJob, SynthOutput, TreesPolish, base_stats};
 use crate::collective::Collective;
 use crate::schedule::Schedule;
@@ -56,19 +56,18 @@ fn produce(
 
 /// The greedy on collectives already built on the request's topology: every run of
 /// `plan_runs` on the pool (the request's own with `threads`, else the caller's), the fastest
-/// kept, reporting progress by runs finished. Runs the `deadline` cuts are dropped; if none
+/// kept, reporting progress by runs finished. Runs `stop`'s clock cuts are dropped; if none
 /// finished, the run fails with `Error::TimeLimit`. The request was checked by `Request::new`.
 pub(super) fn synthesize_greedy(
     req: &SynthJob<'_>,
     variants: Variants,
     tenants: Option<&[Collective]>,
     started: std::time::Instant,
-    deadline: std::time::Instant,
+    stop: Stop,
     ctl: Control,
 ) -> Result<SynthOutput, Error> {
-    use rayon::prelude::*;
     let Variants { all: variants, matcher: matcher_variants } = variants;
-    let cancelled = ctl.cancelled;
+    let cancelled = stop.cancel_poll();
     let reporter = Reporter { cancelled, progress: ctl.progress, last: std::sync::Mutex::new(None) };
     let plan = plan_runs(req, variants, matcher_variants, tenants, cancelled)?;
     let runs = &plan.runs;
@@ -78,21 +77,20 @@ pub(super) fn synthesize_greedy(
     // Once a run has a schedule, the others stop early enough to leave the check and the
     // writing of the winner their time within the limit; before, they may take it all (a
     // schedule late beats none). The ranking and the check stop at the limit itself.
+    let deadline = stop.deadline();
     let runs_deadline = deadline - check_reserve(variants, tenants, deadline.saturating_duration_since(started));
     let produced_any = std::sync::atomic::AtomicBool::new(false);
-    let past_deadline = || {
-        let now = std::time::Instant::now();
-        now >= deadline || (now >= runs_deadline && produced_any.load(std::sync::atomic::Ordering::Relaxed))
-    };
+    let runs_stop = stop.with_reserve(runs_deadline, &produced_any);
     let reported = || {
         reporter.poll(&|| {
             let done = finished.load(std::sync::atomic::Ordering::Relaxed);
             (done as f64 / total as f64, format!("greedy: {done} of {total} runs done"))
         })
     };
-    let polled = || reported() || past_deadline();
+    let (runs_polled, check_polled) = (runs_stop.polling(&reported), stop.polling(&reported));
+    let polled = || runs_polled.now();
     let polled: &(dyn Fn() -> bool + Sync) = &polled;
-    let checking = || reported() || std::time::Instant::now() >= deadline;
+    let checking = || check_polled.now();
     let checking: &(dyn Fn() -> bool + Sync) = &checking;
     let memo = Memo::default();
     let incumbent = super::fastest::Incumbent::new(req.incumbent_ns);
@@ -103,14 +101,11 @@ pub(super) fn synthesize_greedy(
         cancelled,
         polled: checking,
     };
-    let run = |(index, r): (usize, &Run)| -> Outcome {
+    let run = |index: usize, r: &Run| -> Outcome {
         // Checked before a run builds anything: a cancel or the deadline skips every run not
         // yet started at once (a run's own first poll comes only after its problem is built).
-        if cancelled() {
-            return Outcome { cancelled: true, ..Outcome::default() };
-        }
-        if past_deadline() {
-            return Outcome::cut();
+        if let Some(why) = runs_stop.why() {
+            return Outcomes::stopped(why);
         }
         let t0 = std::time::Instant::now();
         let produced = produce(req, &plan, variants, tenants, r, &memo, polled);
@@ -121,25 +116,20 @@ pub(super) fn synthesize_greedy(
         finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         ranking.outcome(index, r, produced)
     };
-    // The winner does not depend on the threads (`Outcome::merge`), only the wall time does.
-    let all_runs = || runs.par_iter().enumerate().map(run).reduce(Outcome::default, Outcome::merge);
+    // The winner does not depend on the threads (`Outcomes::merge`), only the wall time does.
+    let all_runs = || search::fold(runs, run);
     let outcome = match req.threads {
-        _ if single => run((0, &runs[0])),
+        _ if single => run(0, &runs[0]),
         // The caller's pool: the process's (one thread per core), a service worker's, or
         // `auto`'s.
         None => all_runs(),
         Some(n) => match rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build() {
             Ok(pool) => pool.install(all_runs),
             // No threads to be had: the same runs, one after another.
-            Err(_) => runs.iter().enumerate().map(run).fold(Outcome::default(), Outcome::merge),
+            Err(_) => search::fold_serial(runs, run),
         },
     };
-    if outcome.cancelled {
-        return Err(Error::Cancelled);
-    }
-    let (Some(best), runner_up) = outcome.best.into_inner() else {
-        return Err(outcome.error.into_inner().unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
-    };
+    let Finished { best, runner_up, cut } = outcome.finish(req.time_limit_s)?;
     let (run, Won { schedule, stats: gst, timing, report, .. }, polish) =
         polish_winners(req.topology, variants, best, runner_up, single, cancelled, polled)?;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -166,7 +156,7 @@ pub(super) fn synthesize_greedy(
             }
             m
         }),
-        runs_cut: outcome.cut,
+        runs_cut: cut,
         polish,
         mirrored_from: None,
     };
@@ -327,7 +317,7 @@ impl Ranking<'_> {
             Ok(crate::synth::producers::Produced { schedule, stats, resume }) if self.deferred => {
                 let checked = super::check::gate_speculative_until(schedule, incumbent, polled);
                 if cancelled() {
-                    return Outcome { cancelled: true, ..Outcome::default() };
+                    return Outcomes::cancelled();
                 }
                 match checked {
                     Ok((schedule, report)) => {
@@ -338,10 +328,10 @@ impl Ranking<'_> {
                             false => (report.timing, None),
                         };
                         let best = Candidate { time_ns, timing, checked, run: *r, schedule, stats, resume };
-                        Outcome::won(best)
+                        won(best)
                     }
-                    Err(Error::Cancelled) => Outcome::cut(),
-                    Err(e) => Outcome { error: Least::of(index, e), ..Outcome::default() },
+                    Err(Error::Cancelled) => Outcomes::cut(),
+                    Err(e) => Outcomes::failed(index, e),
                 }
             }
             Ok(crate::synth::producers::Produced { schedule, stats, resume }) => {
@@ -351,10 +341,8 @@ impl Ranking<'_> {
                     None
                 } else {
                     match crate::sim::simulate_until(&schedule, polled) {
-                        Err(crate::sim::SimError::Stopped) if cancelled() => {
-                            return Outcome { cancelled: true, ..Outcome::default() };
-                        }
-                        Err(crate::sim::SimError::Stopped) => return Outcome::cut(),
+                        Err(crate::sim::SimError::Stopped) if cancelled() => return Outcomes::cancelled(),
+                        Err(crate::sim::SimError::Stopped) => return Outcomes::cut(),
                         t => t.ok(),
                     }
                 };
@@ -367,14 +355,14 @@ impl Ranking<'_> {
                     tracing::debug!(target: "ccsynth::timing", mode = ?r.mode, time_ns, "greedy: run ranked");
                 }
                 let best = Candidate { time_ns, timing, checked: None, run: *r, schedule, stats, resume };
-                Outcome::won(best)
+                won(best)
             }
-            Err(e) if e.is_cancelled() && cancelled() => Outcome { cancelled: true, ..Outcome::default() },
-            Err(e) if e.is_cancelled() => Outcome::cut(),
+            Err(e) if e.is_cancelled() && cancelled() => Outcomes::cancelled(),
+            Err(e) if e.is_cancelled() => Outcomes::cut(),
             // Stages that did not overlap: no candidate (the one-stage run serves), and not the
             // error to report if nothing else finished.
             Err(crate::synth::SynthError::Greedy(crate::synth::GreedyError::StagesNotShorter)) => Outcome::default(),
-            Err(e) => Outcome { error: Least::of(index, e.into()), ..Outcome::default() },
+            Err(e) => Outcomes::failed(index, e.into()),
         }
     }
 }
@@ -382,38 +370,15 @@ impl Ranking<'_> {
 /// What one run produced: a schedule, its planner's statistics and where a polish resumes.
 type Produced = Result<crate::synth::producers::Produced, crate::synth::SynthError>;
 
-/// The runs of a synthesis folded together: the fastest schedule, the first failure (by run
-/// order), how many runs the deadline cut, and whether the caller cancelled. Merging is
-/// associative and picks the same winner whatever order the threads finish in.
-#[derive(Default)]
-struct Outcome {
-    /// The fastest run and the runner-up, ties to the smaller chunks per NPU, then the lower
-    /// seed, then the earlier discretization or planner.
-    best: FastestTwo<(usize, u64, Mode), Candidate>,
-    /// The first run's failure, by run order.
-    error: Least<usize, Error>,
-    cut: usize,
-    cancelled: bool,
-}
+/// The runs of a synthesis folded together (`search::Outcomes`): the fastest run and the
+/// runner-up, ties to the smaller chunks per NPU, then the lower seed, then the earlier
+/// discretization or planner; the first failure by run order; the runs the clock cut.
+type Outcome = Outcomes<(usize, u64, Mode), Candidate>;
 
-impl Outcome {
-    fn cut() -> Outcome {
-        Outcome { cut: 1, ..Outcome::default() }
-    }
-
-    fn won(c: Candidate) -> Outcome {
-        let key = (time(c.time_ns), (c.run.variant, c.run.seed, c.run.mode));
-        Outcome { best: FastestTwo::of(key, c), ..Outcome::default() }
-    }
-
-    fn merge(self, other: Outcome) -> Outcome {
-        Outcome {
-            best: self.best.merge(other.best),
-            error: self.error.merge(other.error),
-            cut: self.cut + other.cut,
-            cancelled: self.cancelled || other.cancelled,
-        }
-    }
+/// A run that finished, as an outcome.
+fn won(c: Candidate) -> Outcome {
+    let key = (c.run.variant, c.run.seed, c.run.mode);
+    Outcomes::won(c.time_ns, key, c)
 }
 
 /// One greedy run of a synthesis: its schedule, simulated time and where it came from.

@@ -2,7 +2,7 @@
 //! TEN timesteps it tries (coarsest first), the fastest kept.
 
 use super::check::gate_until;
-use super::fastest::{Fastest, time};
+use super::search::{Outcomes, Stop};
 use super::{Control, Error, Reporter, SynthJob, SynthOutput, base_stats};
 use crate::collective::Collective;
 
@@ -73,10 +73,11 @@ fn synthesize_ilp(
         collective_time_ns: None,
         reason: Some(reason),
     };
-    let deadline = started + std::time::Duration::from_secs_f64(req.ilp.time_limit_s);
+    let stop =
+        Stop::new(cancelled, started + std::time::Duration::from_secs_f64(req.ilp.time_limit_s), req.time_limit_s);
     let work_limit_s = req.ilp.work_limit_s.unwrap_or(req.ilp.time_limit_s);
     // The fastest grid's schedule, ties to the earlier (coarser) grid.
-    let mut best: Fastest<usize, SynthOutput> = Fastest::default();
+    let mut best: Outcomes<usize, SynthOutput> = Outcomes::default();
     let mut tried = Vec::with_capacity(grids.len());
     // The first grid's wall time and work, and the work spent so far (nominal seconds).
     let mut first_took: Option<(f64, f64)> = None;
@@ -88,10 +89,10 @@ fn synthesize_ilp(
             tried.push(not_run(grid, format!("not run: the model at {f} ns on another time scale"), 0.0));
             continue;
         }
-        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
+        let left = stop.left().as_secs_f64();
         // A finer grid's model is larger than the one before: with (almost) nothing left, the
         // ILP would return its greedy warm start, which the greedy algorithm covers already.
-        if best.key().is_some() && left < 0.05 {
+        if best.any() && left < 0.05 {
             clock_cut = true;
             tried.push(not_run(grid, "not run: the time limit was used up".into(), 0.0));
             continue;
@@ -132,15 +133,16 @@ fn synthesize_ilp(
                     reason: ilp.reason.clone(),
                     wall_ms: took * 1e3,
                 });
-                best.offer((time(out.report.collective_time_ns.unwrap_or(f64::INFINITY)), i), out);
+                best = best.merge(Outcomes::won(out.report.collective_time_ns.unwrap_or(f64::INFINITY), i, out));
             }
             // The first grid's failure is the request's; a finer grid's only loses that grid
             // (a cancel and an invalid schedule, a bug, are never only a grid's).
-            Err(e) if best.key().is_none() || matches!(e, Error::Cancelled | Error::Internal(_)) => return Err(e),
+            Err(e) if !best.any() || matches!(e, Error::Cancelled | Error::Internal(_)) => return Err(e),
             Err(e) => tried.push(not_run(grid, e.to_string(), took * 1e3)),
         }
     }
-    let mut out = best.into_inner().expect("the first grid either succeeds or returns its error");
+    // The first grid either succeeds or returned its error.
+    let mut out = best.finish(req.time_limit_s)?.best;
     out.stats.synthesis_ms = started.elapsed().as_secs_f64() * 1e3 - out.stats.check_ms;
     if let Some(ilp) = &mut out.stats.ilp {
         ilp.grids = tried;

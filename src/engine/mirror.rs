@@ -3,13 +3,13 @@
 //! faster kept.
 
 use super::check::{self, Gate};
-use super::{Algorithm, Collective, Control, Error, Output, Request, RunStats, Target, run_synthesizer_once};
+use super::{Algorithm, Collective, Control, Error, Output, Request, RunStats, Stop, Target, run_synthesizer_once};
 
 /// NPUs up to which the greedy's all-gather or reduce-scatter (broadcast or reduce) also runs
 /// as the other one, mirrored (`synth::inversion::mirrored`): the search runs twice.
 pub const MIRROR_MAX_NPUS: usize = 256;
 
-/// The greedy or the ILP on the request, within `deadline`, its schedule checked as `gate`
+/// The greedy or the ILP on the request, until `stop`, its schedule checked as `gate`
 /// says (`run_synthesizer_once`); the greedy's all-gather or reduce-scatter (broadcast or
 /// reduce) on a fabric of paired links then also runs as the other collective, mirrored, the
 /// faster kept (`stats.mirrored_from` says so): the two searches differ (the reduce-scatter's matcher picks
@@ -19,11 +19,11 @@ pub(super) fn run_synthesizer(
     req: &Request,
     algorithm: &Algorithm,
     ctl: Control,
-    deadline: std::time::Instant,
+    stop: Stop,
     gate: Gate,
     incumbent_ns: Option<f64>,
 ) -> Result<Output, Error> {
-    let out = run_synthesizer_once(req, algorithm, ctl, deadline, gate, incumbent_ns, false)?;
+    let out = run_synthesizer_once(req, algorithm, ctl, stop, gate, incumbent_ns, false)?;
     let Some(dual) = mirror_request(req, algorithm) else { return Ok(out) };
     // Both the search and the mirror's check leave out the lower bounds: only a mirror that
     // wins needs them, and gets them below.
@@ -31,7 +31,7 @@ pub(super) fn run_synthesizer(
         Gate::Full { .. } => Gate::Full { bounds: false },
         Gate::Deferred => Gate::Deferred,
     };
-    let mirror = run_synthesizer_once(&dual, algorithm, ctl, deadline, unbounded, None, true).and_then(|d| {
+    let mirror = run_synthesizer_once(&dual, algorithm, ctl, stop, unbounded, None, true).and_then(|d| {
         let target =
             Collective::build(&d.schedule.collective.clone().with_kind(req.built[0].spec.kind), &req.topology)?;
         let s = crate::synth::inversion::mirrored(&d.schedule, &target)

@@ -18,6 +18,7 @@ pub mod regenerate;
 pub mod registry;
 pub mod request;
 mod rerouted;
+mod search;
 mod source;
 
 pub use check::{CheckReport, EngineError, check, check_within, finalize};
@@ -36,6 +37,7 @@ use ilp::synthesize_ilp_reporting;
 pub use mirror::MIRROR_MAX_NPUS;
 use mirror::run_synthesizer;
 pub use rerouted::REROUTE_MAX_MISSING_LINKS;
+pub use search::Stop;
 
 pub use crate::bounds::LowerBounds;
 pub use crate::export::chakra::ChakraExport;
@@ -366,20 +368,15 @@ pub fn run(req: &Request, ctl: Control) -> Result<Output, Error> {
     let ctl = Control { progress: &forward, ..ctl };
     let started = ctl.since.unwrap_or_else(std::time::Instant::now);
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
-    produce(req, ctl, deadline, None)
+    produce(req, ctl, Stop::new(ctl.cancelled, deadline, req.time_limit_s), None)
 }
 
 /// The request's algorithm by its registry entry: a baseline's construction, or the
-/// synthesizer's `Produce`, within `deadline`; `incumbent_ns` is a time already at hand (a
+/// synthesizer's `Produce`, until `stop`; `incumbent_ns` is a time already at hand (a
 /// regeneration's repair) that the portfolio prices its baselines against.
-fn produce(
-    req: &Request,
-    ctl: Control,
-    deadline: std::time::Instant,
-    incumbent_ns: Option<f64>,
-) -> Result<Output, Error> {
+fn produce(req: &Request, ctl: Control, stop: Stop, incumbent_ns: Option<f64>) -> Result<Output, Error> {
     if let Algorithm::Baseline(name) = &req.algorithm {
-        return run_baseline(req, name, ctl, deadline);
+        return run_baseline(req, name, stop);
     }
     // A request names a table entry (`Request::new` parsed it), unless a caller built an
     // `Algorithm::Registered` by hand for a name never registered.
@@ -390,86 +387,75 @@ fn produce(
         ))
     })?;
     match entry.produce {
-        registry::Produce::Engine(run) => run(req, ctl, deadline, incumbent_ns),
-        registry::Produce::Portfolio => portfolio::run_against(req, ctl, deadline, incumbent_ns),
-        registry::Produce::Plain(make) => run_plain(req, entry.name, make, ctl, deadline),
+        registry::Produce::Engine(run) => run(req, ctl, stop, incumbent_ns),
+        registry::Produce::Portfolio => portfolio::run_against(req, ctl, stop, incumbent_ns),
+        registry::Produce::Plain(make) => run_plain(req, entry.name, make, stop),
     }
 }
 
 /// The greedy's entry in the table.
-fn run_greedy(req: &Request, ctl: Control, deadline: std::time::Instant, _: Option<f64>) -> Result<Output, Error> {
-    run_synthesizer(req, &Algorithm::Greedy, ctl, deadline, Gate::Full { bounds: true }, None)
+fn run_greedy(req: &Request, ctl: Control, stop: Stop, _: Option<f64>) -> Result<Output, Error> {
+    run_synthesizer(req, &Algorithm::Greedy, ctl, stop, Gate::Full { bounds: true }, None)
 }
 
 /// The ILP's entry in the table.
-fn run_ilp(req: &Request, ctl: Control, deadline: std::time::Instant, _: Option<f64>) -> Result<Output, Error> {
-    run_synthesizer(req, &Algorithm::Ilp, ctl, deadline, Gate::Full { bounds: true }, None)
+fn run_ilp(req: &Request, ctl: Control, stop: Stop, _: Option<f64>) -> Result<Output, Error> {
+    run_synthesizer(req, &Algorithm::Ilp, ctl, stop, Gate::Full { bounds: true }, None)
 }
 
 /// A synthesizer from outside the engine (`registry::Produce::Plain`): its schedule of the
-/// request's collective, stopped at `deadline` or on cancel, then the full gate, as a
-/// baseline's. A refusal is `Error::Unsupported`.
-fn run_plain(
-    req: &Request,
-    name: &str,
-    make: registry::MakeSchedule,
-    ctl: Control,
-    deadline: std::time::Instant,
-) -> Result<Output, Error> {
-    let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
-    let s = match make(&req.topology, &req.built[0], &stop) {
+/// request's collective, stopped by `stop`, then the full gate, as a baseline's. A refusal
+/// is `Error::Unsupported`, unless the run was stopped.
+fn run_plain(req: &Request, name: &str, make: registry::MakeSchedule, stop: Stop) -> Result<Output, Error> {
+    let s = match make(&req.topology, &req.built[0], &|| stop.now()) {
         Ok(s) => s,
-        Err(_) if (ctl.cancelled)() => return Err(Error::Cancelled),
-        Err(_) if std::time::Instant::now() >= deadline => return Err(Error::TimeLimit { limit_s: req.time_limit_s }),
-        Err(reason) => return Err(Error::Unsupported { by: Refuser::Synthesizer, reason }),
+        Err(reason) => return Err(stop.halted().unwrap_or(Error::Unsupported { by: Refuser::Synthesizer, reason })),
     };
-    let (schedule, report) = finalize_until(s, true, ctl.cancelled)?;
+    let (schedule, report) = finalize_until(s, true, stop.cancel_poll())?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 
 /// A baseline on the request's collective (the chunks it asks for, or its own minimum).
-/// Its construction stops at `deadline` (`Error::TimeLimit`) or on cancel, and its check on
-/// cancel.
-fn run_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::Instant) -> Result<Output, Error> {
-    if (ctl.cancelled)() {
+/// Its construction stops as `stop` says, and its check on cancel.
+fn run_baseline(req: &Request, name: &str, stop: Stop) -> Result<Output, Error> {
+    if stop.cancelled() {
         return Err(Error::Cancelled);
     }
-    let s = build_baseline(req, name, ctl, deadline)?;
-    let (schedule, report) = finalize_until(s, true, ctl.cancelled)?;
+    let s = build_baseline(req, name, stop)?;
+    let (schedule, report) = finalize_until(s, true, stop.cancel_poll())?;
     Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() })
 }
 
-/// Builds baseline `name` on the request's collective, stopping at `deadline`
-/// (`Error::TimeLimit`) or on cancel (`Error::Cancelled`); not yet validated or timed.
-fn build_baseline(req: &Request, name: &str, ctl: Control, deadline: std::time::Instant) -> Result<Schedule, Error> {
+/// Builds baseline `name` on the request's collective until `stop` (`Error::TimeLimit` or
+/// `Error::Cancelled`, as it says); not yet validated or timed.
+fn build_baseline(req: &Request, name: &str, stop: Stop) -> Result<Schedule, Error> {
     use crate::baselines::BaselineError;
-    let stop = || (ctl.cancelled)() || std::time::Instant::now() >= deadline;
-    let built = match crate::baselines::build_within(name, &req.topology, req.collective(), &stop) {
+    let poll = || stop.now();
+    let built = match crate::baselines::build_within(name, &req.topology, req.collective(), &poll) {
         // Not on this topology: on the whole grid it is one less a few links of, rerouted;
         // not again where the caller holds that (a regeneration's repair of it).
         Err(BaselineError::Unsupported { algorithm, what }) if req.rerouted_in_hand.as_deref() == Some(name) => {
             Err(BaselineError::Unsupported { algorithm, what: format!("{what}; rerouted it is the repair in hand") })
         }
         Err(e @ BaselineError::Unsupported { .. }) => {
-            rerouted::build(name, &req.topology, req.collective(), &stop).unwrap_or(Err(e))
+            rerouted::build(name, &req.topology, req.collective(), &poll).unwrap_or(Err(e))
         }
         other => other,
     };
     match built {
-        Err(BaselineError::Stopped) if (ctl.cancelled)() => Err(Error::Cancelled),
-        Err(BaselineError::Stopped) => Err(Error::TimeLimit { limit_s: req.time_limit_s }),
+        Err(BaselineError::Stopped) => Err(stop.error()),
         other => Ok(other?),
     }
 }
 
-/// The greedy or the ILP on the request, within `deadline`, its schedule checked as `gate`
+/// The greedy or the ILP on the request, until `stop`, its schedule checked as `gate`
 /// says. The greedy with `Chunking::Auto` searches the chunks per NPU `chunking::candidates`
 /// proposes; the ILP takes 1 (its model grows with the chunks).
 fn run_synthesizer_once(
     req: &Request,
     algorithm: &Algorithm,
     ctl: Control,
-    deadline: std::time::Instant,
+    stop: Stop,
     gate: Gate,
     incumbent_ns: Option<f64>,
     mirroring: bool,
@@ -477,7 +463,7 @@ fn run_synthesizer_once(
     if let Target::One(spec) = &req.target {
         request::check_synthesis_pairs(spec, &req.topology, algorithm.name())?;
     }
-    let remaining_s = deadline.saturating_duration_since(std::time::Instant::now()).as_secs_f64();
+    let remaining_s = stop.left().as_secs_f64();
     let sr = SynthJob {
         topology: &req.topology,
         algorithm: algorithm.clone(),
@@ -547,7 +533,7 @@ fn run_synthesizer_once(
             Variants { all: &variants, matcher: 1 + searched.len() },
             tenants,
             started,
-            deadline,
+            stop,
             ctl,
         )?,
     };

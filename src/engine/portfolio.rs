@@ -11,9 +11,10 @@
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
 //! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
 
-use super::fastest::{Fastest, Incumbent, Least, time};
+use super::fastest::Incumbent;
 use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
+use super::search::{self, Outcomes, Stop};
 use super::{Control, Error, Gate, Output, RunStats, SynthStats};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -128,20 +129,20 @@ pub fn candidates(req: &Request) -> Vec<Algorithm> {
 }
 
 /// Runs the portfolio; see the module doc.
-pub fn run(req: &Request, ctl: Control, deadline: Instant) -> Result<Output, Error> {
-    run_against(req, ctl, deadline, None)
+pub fn run(req: &Request, ctl: Control, stop: Stop) -> Result<Output, Error> {
+    run_against(req, ctl, stop, None)
 }
 
 /// `run`, where a schedule of time `incumbent_ns` is already at hand (a repair, when
 /// regenerating): baselines priced above it are skipped unbuilt from the start. A portfolio
 /// whose every candidate was skipped so gives no schedule (the incumbent is the faster).
-pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns: Option<f64>) -> Result<Output, Error> {
-    match run_gated(req, ctl, deadline, incumbent_ns, Gate::Deferred) {
+pub fn run_against(req: &Request, ctl: Control, stop: Stop, incumbent_ns: Option<f64>) -> Result<Output, Error> {
+    match run_gated(req, ctl, stop, incumbent_ns, Gate::Deferred) {
         // The fastest candidate failed the validator (a producer's bug, logged): every
         // candidate again, each validated, so the fastest valid one wins as before.
         Err(Error::Internal(e @ super::EngineError::InvalidSchedule { .. })) => {
             tracing::error!("auto: the fastest candidate is not valid, all are checked again: {e}");
-            run_gated(req, ctl, deadline, incumbent_ns, Gate::Full { bounds: false })
+            run_gated(req, ctl, stop, incumbent_ns, Gate::Full { bounds: false })
         }
         done => done,
     }
@@ -149,13 +150,7 @@ pub fn run_against(req: &Request, ctl: Control, deadline: Instant, incumbent_ns:
 
 /// `run_against`, the candidates checked as `gate` says: deferred, only the winner is
 /// validated (the losers never leave the engine; their entries say they were not validated).
-fn run_gated(
-    req: &Request,
-    ctl: Control,
-    deadline: Instant,
-    incumbent_ns: Option<f64>,
-    gate: Gate,
-) -> Result<Output, Error> {
+fn run_gated(req: &Request, ctl: Control, stop: Stop, incumbent_ns: Option<f64>, gate: Gate) -> Result<Output, Error> {
     let algorithms = candidates(req);
     let n = algorithms.len();
     // Baselines are priced before anything is built (`baselines::lower_bound_ns`): the
@@ -203,14 +198,17 @@ fn run_gated(
         best.offer(t);
     }
     let wave = |indices: &[usize], gate: Gate| -> Acc {
-        use rayon::prelude::*;
         // Whether a schedule at the bound is in hand is decided once a wave, not as its
         // candidates finish beside each other: the same request runs the same candidates.
         let at_floor = best.at_floor();
-        indices
-            .par_iter()
-            .map(|&i| attempt(req, &algorithms[i], i, n, prices[i], ctl, deadline, &best, gate, at_floor))
-            .reduce(Acc::default, Acc::merge)
+        let entries = std::sync::Mutex::new(Vec::new());
+        let one = Candidates { req, algorithms: &algorithms, prices: &prices, ctl, stop, best: &best, gate, at_floor };
+        let outcomes = search::fold(indices, |_, &i| {
+            let (entry, outcome) = one.attempt(i);
+            entries.lock().unwrap_or_else(|e| e.into_inner()).push((i, entry));
+            outcome
+        });
+        Acc { entries: entries.into_inner().unwrap_or_else(|e| e.into_inner()), outcomes }
     };
     let lead_gate = match gate {
         Gate::Deferred => Gate::Full { bounds: false },
@@ -218,24 +216,19 @@ fn run_gated(
     };
     let mut acc = wave(&lead, lead_gate);
     for indices in [&first, &later] {
-        if acc.cancelled {
+        if acc.outcomes.is_cancelled() {
             break;
         }
         acc = acc.merge(wave(indices, gate));
     }
-    if acc.cancelled {
-        return Err(Error::Cancelled);
-    }
     acc.entries.sort_by_key(|(i, _)| *i);
     let mut entries: Vec<PortfolioEntry> = acc.entries.into_iter().map(|(_, e)| e).collect();
-    let Some(mut out) = acc.best.into_inner() else {
-        return Err(acc.first_error.into_inner().unwrap_or(Error::TimeLimit { limit_s: req.time_limit_s }));
-    };
+    let mut out = acc.outcomes.finish(stop.limit_s())?.best;
     if !out.report.valid {
         // Deferred: the winner alone is validated now, with the simulator's report it has, and
         // bounded with the collective the validator builds.
         let t0 = Instant::now();
-        let (schedule, report) = super::finalize_deferred(out.schedule, out.report, true, ctl.cancelled)?;
+        let (schedule, report) = super::finalize_deferred(out.schedule, out.report, true, stop.cancel_poll())?;
         out.schedule = schedule;
         out.report = report;
         tracing::debug!(target: "ccsynth::timing", wall_ms = t0.elapsed().as_secs_f64() * 1e3, "auto: the winner validated");
@@ -276,23 +269,18 @@ fn run_gated(
     Ok(out)
 }
 
-/// Candidates folded together: their entries (by candidate index), the fastest schedule
-/// (ties to the earlier candidate), the greedy's error if it gave none, and whether the caller
-/// cancelled. Merging is associative, so the pool's order does not change the result.
-#[derive(Default)]
+/// The waves so far: every candidate's entry (by candidate index, sorted at the end) and
+/// their outcomes (`search::Outcomes`: the fastest schedule, ties to the earlier candidate;
+/// the greedy's error if it gave none; whether the caller cancelled).
 struct Acc {
     entries: Vec<(usize, PortfolioEntry)>,
-    best: Fastest<usize, Output>,
-    first_error: Least<usize, Error>,
-    cancelled: bool,
+    outcomes: Outcomes<usize, Output>,
 }
 
 impl Acc {
     fn merge(mut self, other: Acc) -> Acc {
         self.entries.extend(other.entries);
-        self.best = self.best.merge(other.best);
-        self.first_error = self.first_error.merge(other.first_error);
-        self.cancelled |= other.cancelled;
+        self.outcomes = self.outcomes.merge(other.outcomes);
         self
     }
 }
@@ -305,12 +293,11 @@ fn baseline_candidate(
     req: &Request,
     name: &str,
     best: &Incumbent,
-    ctl: Control,
-    deadline: Instant,
+    stop: Stop,
     gate: Gate,
 ) -> Result<Result<Output, String>, Error> {
     let t0 = Instant::now();
-    let s = super::build_baseline(req, name, ctl, deadline)?;
+    let s = super::build_baseline(req, name, stop)?;
     tracing::debug!(target: "ccsynth::timing", algorithm = name, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "auto: baseline built");
     let so_far = best.get();
     if let Some(bound) = crate::sim::link_load_bound_ns(&s)
@@ -323,126 +310,133 @@ fn baseline_candidate(
         )));
     }
     // Every candidate serves one collective: its bounds are computed once, at the end.
-    let (schedule, report) = super::gate_until(s, gate, ctl.cancelled)?;
+    let (schedule, report) = super::gate_until(s, gate, stop.cancel_poll())?;
     Ok(Ok(Output { schedule, report, stats: RunStats::Baseline { algorithm: name.to_string() }, lp: Vec::new() }))
 }
 
-/// Runs candidate `i` of `n` (a baseline priced at `price_ns`) within `deadline` and says how it
-/// went.
-#[allow(clippy::too_many_arguments)]
-fn attempt(
-    req: &Request,
-    algorithm: &Algorithm,
-    i: usize,
-    n: usize,
-    price_ns: Option<f64>,
-    ctl: Control,
-    deadline: Instant,
-    best: &Incumbent,
+/// What every candidate of a wave shares: the request, the candidates and their prices, the
+/// door's control, when to stop, the fastest time so far, the gate, and whether a schedule at
+/// the bound was in hand when the wave began.
+struct Candidates<'a> {
+    req: &'a Request,
+    algorithms: &'a [Algorithm],
+    prices: &'a [Option<f64>],
+    ctl: Control<'a>,
+    stop: Stop<'a>,
+    best: &'a Incumbent,
     gate: Gate,
     at_floor: bool,
-) -> Acc {
-    let mut acc = Acc::default();
-    if (ctl.cancelled)() {
-        acc.cancelled = true;
-        return acc;
-    }
-    let mut entry = PortfolioEntry {
-        algorithm: algorithm.name().to_string(),
-        chunks_per_npu: None,
-        greedy_mode: None,
-        seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
-        collective_time_ns: None,
-        valid: false,
-        cut: false,
-        wall_ms: 0.0,
-        price_ns,
-        note: None,
-        chosen: false,
-    };
-    // A price above a schedule already found: it cannot win, nor tie (strictly slower).
-    if let Some(price) = price_ns
-        && price > best.get()
-    {
-        entry.note = Some(format!(
-            "skipped before it was built: its structure alone takes at least {:.3} us, longer than a schedule already found ({:.3} us)",
-            price / 1e3,
-            best.get() / 1e3
-        ));
-        acc.entries.push((i, entry));
-        return acc;
-    }
-    // A schedule at the collective's lower bound already (a lead baseline's, an incumbent's):
-    // a synthesizer could at best tie it, and would take the time limit trying (the greedy
-    // on fc:1024 beside direct's all-gather at the bound: 10 s for nothing).
-    if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) && at_floor {
-        entry.note = Some(format!("{AT_THE_BOUND} ({:.3} us)", best.get() / 1e3));
-        acc.entries.push((i, entry));
-        return acc;
-    }
-    let now = Instant::now();
-    if now >= deadline {
-        entry.cut = true;
-        entry.note = Some("not started: the time limit had run out".into());
-        acc.entries.push((i, entry));
-        return acc;
-    }
-    (ctl.progress)(i as f64 / n as f64, &format!("auto: {}", algorithm.name()));
-    let result = match algorithm {
-        Algorithm::Ilp => {
-            let left = deadline.saturating_duration_since(now).as_secs_f64();
-            let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
-            let mut ilp = req.clone();
-            ilp.seeds = 1;
-            // Its work budget is fixed by the request, not by what the candidates before it
-            // left: the same request gets the same ILP schedule, unless the clock cuts it.
-            ilp.ilp.work_limit_s = Some((req.time_limit_s / 2.0).min(ILP_BUDGET_S));
-            super::run_synthesizer(&ilp, algorithm, ctl, share, gate, None)
+}
+
+impl Candidates<'_> {
+    /// Runs candidate `i` (a baseline priced at `prices[i]`) until `stop`: its entry, and its
+    /// outcome (its schedule, or the greedy's error, or a cancel).
+    fn attempt(&self, i: usize) -> (PortfolioEntry, Outcomes<usize, Output>) {
+        let (req, algorithm, price_ns, best) = (self.req, &self.algorithms[i], self.prices[i], self.best);
+        let mut entry = PortfolioEntry {
+            algorithm: algorithm.name().to_string(),
+            chunks_per_npu: None,
+            greedy_mode: None,
+            seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
+            collective_time_ns: None,
+            valid: false,
+            cut: false,
+            wall_ms: 0.0,
+            price_ns,
+            note: None,
+            chosen: false,
+        };
+        if self.stop.cancelled() {
+            return (entry, Outcomes::cancelled());
         }
-        Algorithm::Baseline(name) => match baseline_candidate(req, name, best, ctl, deadline, gate) {
-            Ok(Ok(out)) => Ok(out),
-            Ok(Err(skipped)) => {
-                entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
-                entry.note = Some(skipped);
-                acc.entries.push((i, entry));
-                return acc;
-            }
-            Err(e) => Err(e),
-        },
-        _ => super::run_synthesizer(req, algorithm, ctl, deadline, gate, Some(best.get()).filter(|t| t.is_finite())),
-    };
-    entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
-    tracing::debug!(target: "ccsynth::timing", algorithm = algorithm.name(), wall_ms = entry.wall_ms, "auto: candidate done");
-    match result {
-        Ok(out) => {
-            // Deferred, a time is offered before its schedule is validated: were the winner
-            // found invalid, `run_against` runs every candidate again, each validated.
-            if out.report.valid || gate == Gate::Deferred {
-                best.offer(out.schedule.collective_time_ns.unwrap_or(f64::INFINITY));
-            }
-            let t = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
-            entry.collective_time_ns = out.schedule.collective_time_ns;
-            entry.chunks_per_npu = Some(out.schedule.collective.chunks());
-            entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode());
-            entry.valid = out.report.valid;
-            entry.cut = out.stats.synthesis().is_some_and(|s| {
-                s.greedy.as_ref().is_some_and(|g| g.runs_cut > 0)
-                    || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
-            });
-            acc.best = Fastest::of((time(t), i), out);
+        let now = Instant::now();
+        if let Some((note, cut)) = self.not_run(algorithm, price_ns, now) {
+            entry.cut = cut;
+            entry.note = Some(note);
+            return (entry, Outcomes::default());
         }
-        Err(Error::Cancelled) => acc.cancelled = true,
-        Err(e) => {
-            entry.cut = matches!(e, Error::TimeLimit { .. });
-            if let Error::PricedOut { price_ns, .. } = e {
-                entry.price_ns = Some(price_ns);
+        (self.ctl.progress)(i as f64 / self.algorithms.len() as f64, &format!("auto: {}", algorithm.name()));
+        let result = match algorithm {
+            Algorithm::Ilp => {
+                let left = self.stop.deadline().saturating_duration_since(now).as_secs_f64();
+                let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
+                let mut ilp = req.clone();
+                ilp.seeds = 1;
+                // Its work budget is fixed by the request, not by what the candidates before it
+                // left: the same request gets the same ILP schedule, unless the clock cuts it.
+                ilp.ilp.work_limit_s = Some((req.time_limit_s / 2.0).min(ILP_BUDGET_S));
+                super::run_synthesizer(&ilp, algorithm, self.ctl, self.stop.until(share), self.gate, None)
             }
-            entry.note = Some(e.to_string());
-            if !entry.cut && *algorithm == Algorithm::Greedy {
-                acc.first_error = Least::of(i, e);
+            Algorithm::Baseline(name) => match baseline_candidate(req, name, best, self.stop, self.gate) {
+                Ok(Ok(out)) => Ok(out),
+                Ok(Err(skipped)) => {
+                    entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+                    entry.note = Some(skipped);
+                    return (entry, Outcomes::default());
+                }
+                Err(e) => Err(e),
+            },
+            _ => {
+                let beat = Some(best.get()).filter(|t| t.is_finite());
+                super::run_synthesizer(req, algorithm, self.ctl, self.stop, self.gate, beat)
             }
-        }
+        };
+        entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
+        tracing::debug!(target: "ccsynth::timing", algorithm = algorithm.name(), wall_ms = entry.wall_ms, "auto: candidate done");
+        let outcome = match result {
+            Ok(out) => {
+                // Deferred, a time is offered before its schedule is validated: were the winner
+                // found invalid, `run_against` runs every candidate again, each validated.
+                let t = out.schedule.collective_time_ns.unwrap_or(f64::INFINITY);
+                if out.report.valid || self.gate == Gate::Deferred {
+                    best.offer(t);
+                }
+                entry.collective_time_ns = out.schedule.collective_time_ns;
+                entry.chunks_per_npu = Some(out.schedule.collective.chunks());
+                entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode());
+                entry.valid = out.report.valid;
+                entry.cut = out.stats.synthesis().is_some_and(|s| {
+                    s.greedy.as_ref().is_some_and(|g| g.runs_cut > 0)
+                        || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
+                });
+                Outcomes::won(t, i, out)
+            }
+            Err(Error::Cancelled) => Outcomes::cancelled(),
+            Err(e) => {
+                entry.cut = matches!(e, Error::TimeLimit { .. });
+                if let Error::PricedOut { price_ns, .. } = e {
+                    entry.price_ns = Some(price_ns);
+                }
+                entry.note = Some(e.to_string());
+                // The greedy's error is the portfolio's where nothing gave a schedule.
+                if !entry.cut && *algorithm == Algorithm::Greedy { Outcomes::failed(i, e) } else { Outcomes::default() }
+            }
+        };
+        (entry, outcome)
     }
-    acc.entries.push((i, entry));
-    acc
+
+    /// Why a candidate is not run at all, if it is not, and whether that was the clock's cut:
+    /// its price above a schedule already found, a synthesizer beside a schedule at the bound,
+    /// or the deadline past at `now`.
+    fn not_run(&self, algorithm: &Algorithm, price_ns: Option<f64>, now: Instant) -> Option<(String, bool)> {
+        let so_far = self.best.get();
+        // A price above a schedule already found: it cannot win, nor tie (strictly slower).
+        if let Some(price) = price_ns
+            && price > so_far
+        {
+            let note = format!(
+                "skipped before it was built: its structure alone takes at least {:.3} us, longer than a schedule already found ({:.3} us)",
+                price / 1e3,
+                so_far / 1e3
+            );
+            return Some((note, false));
+        }
+        // A schedule at the collective's lower bound already (a lead baseline's, an incumbent's):
+        // a synthesizer could at best tie it, and would take the time limit trying (the greedy
+        // on fc:1024 beside direct's all-gather at the bound: 10 s for nothing).
+        if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) && self.at_floor {
+            return Some((format!("{AT_THE_BOUND} ({:.3} us)", so_far / 1e3), false));
+        }
+        (now >= self.stop.deadline()).then(|| ("not started: the time limit had run out".into(), true))
+    }
 }

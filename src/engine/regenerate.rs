@@ -133,6 +133,7 @@ fn serves(previous: &Schedule, req: &Request) -> Result<(), String> {
 pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Output, Error> {
     let started = ctl.since.unwrap_or_else(Instant::now);
     let deadline = started + std::time::Duration::from_secs_f64(req.time_limit_s);
+    let stop = super::Stop::new(ctl.cancelled, deadline, req.time_limit_s);
     let previous_algorithm = previous.algorithm.clone();
     let previous_time = previous.collective_time_ns;
     let degraded_links = req.topology.changed_links(&previous.topology);
@@ -160,7 +161,7 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {
         (ctl.progress)(0.05, "regenerate: a fresh run on the degraded topology");
         let began = Instant::now();
-        let out = super::produce(fresh_req, ctl, deadline, incumbent);
+        let out = super::produce(fresh_req, ctl, stop, incumbent);
         (out, began.elapsed().as_secs_f64() * 1e3)
     };
     // The repair run first, a construction like a baseline, is stopped by a cancel, not by
@@ -168,14 +169,12 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     // alone takes longer than the default minute, and without it there is no schedule at all
     // there. Run after the fresh run (heavy, not vouched for), it gets what is left of the
     // limit, so the regeneration ends within it.
-    let cancelled = || (ctl.cancelled)();
-    let stop = || (ctl.cancelled)() || Instant::now() >= deadline;
     let ((repaired, repair_ms), (fresh, fresh_ms)) = if heavy {
         let fresh = fresh_run(None);
         let beat = fresh.0.as_ref().ok().and_then(|o| o.schedule.collective_time_ns);
-        (repair(&stop, beat), fresh)
+        (repair(&|| stop.now(), beat), fresh)
     } else {
-        let repaired = repair(&cancelled, None);
+        let repaired = repair(ctl.cancelled, None);
         let incumbent = repaired.0.as_ref().ok().and_then(|(o, _)| o.schedule.collective_time_ns);
         (repaired, fresh_run(incumbent))
     };

@@ -12,7 +12,6 @@ use crate::schedule::Schedule;
 use crate::topology::Topology;
 use serde::Serialize;
 use std::sync::RwLock;
-use std::time::Instant;
 
 pub use crate::baselines::BaselineInfo;
 
@@ -112,9 +111,9 @@ pub const PORTFOLIO: &str = "auto";
 /// why it does not serve the case; polls the stop flag.
 pub type MakeSchedule = fn(&Topology, &Collective, &dyn Fn() -> bool) -> Result<Schedule, String>;
 
-/// The engine's own runner: the checked request, the door's control, the run's deadline and
-/// the time a schedule must beat to be worth a full check, if any.
-pub type RunRequest = fn(&Request, Control<'_>, Instant, Option<f64>) -> Result<Output, Error>;
+/// The engine's own runner: the checked request, the door's control, when the run must stop
+/// and the time a schedule must beat to be worth a full check, if any.
+pub type RunRequest = fn(&Request, Control<'_>, super::Stop<'_>, Option<f64>) -> Result<Output, Error>;
 
 /// How a synthesizer produces a schedule.
 #[derive(Clone, Copy)]

@@ -92,7 +92,7 @@ pub(super) async fn enqueue(
         st.store.raise_priority(&twin.id, priority.level()).await?;
         return Ok((twin.id, false));
     }
-    check_room(st, caller, 1, req.time_limit_s).await?;
+    check_room(st, caller, 1, req.options.time_limit_s).await?;
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
     let shared = !force && batch.is_none();
     // Identical requests racing each other: the store keeps one shared active job per key, so
@@ -111,7 +111,7 @@ pub(super) async fn enqueue(
                 algorithm: req.algorithm.name(),
                 topology_id: &req.topology_id,
                 owner: caller.0.as_deref(),
-                budget_s: req.time_limit_s,
+                budget_s: req.options.time_limit_s,
                 shared,
                 priority: priority.level(),
             })
@@ -135,10 +135,13 @@ pub(super) async fn enqueue(
 /// client (without tokens, per service).
 async fn check_interactive(st: &Shared, caller: &Caller, req: &JobRequest) -> Result<(), ApiError> {
     let most_s = st.config.max_interactive_s;
-    if req.time_limit_s > most_s {
+    if req.options.time_limit_s > most_s {
         return Err(InputError::new(
             "options.time_limit_s",
-            format!("{} s: an interactive job may run at most {most_s} s (priority: interactive)", req.time_limit_s),
+            format!(
+                "{} s: an interactive job may run at most {most_s} s (priority: interactive)",
+                req.options.time_limit_s
+            ),
         )
         .into());
     }

@@ -69,35 +69,21 @@ pub struct JobRequest {
     pub topology_digest: String,
     pub collective: CollectiveSpec,
     pub algorithm: engine::Algorithm,
-    pub seed: u64,
-    pub seeds: usize,
-    pub time_limit_s: f64,
-    pub switch_model: crate::engine::SwitchModel,
-    pub discretization: Option<f64>,
-    pub ignore_congestion: bool,
-    pub window: Option<u32>,
+    /// The checked options, every default filled in (the engine's one model of them).
+    #[serde(flatten)]
+    pub options: engine::CheckedOptions,
     /// A regeneration: the schedule it repairs before the fresh run (`engine::regenerate`).
     /// Absent from other requests' JSON, so their cache keys stay as they were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub regenerate_from: Option<String>,
-    /// `options.solve_time_limit_s` (the ILP's cap on one solve). Absent when not given, so the
-    /// cache keys of requests without it stay as they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub solve_time_limit_s: Option<f64>,
-    /// `options.threads`: how many threads run it, not what it gives (the greedy's winner
-    /// does not depend on them), so not part of the cache key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<usize>,
-    /// `options.effort`, where not the default: absent for `standard`, so the cache keys of
-    /// requests without it stay as they were.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effort: Option<engine::Effort>,
 }
 crate::strict::objects_only!(JobRequest, "a job request (an object)", serialize);
 
 impl JobRequest {
     pub(super) fn key(&self) -> String {
-        let keyed = JobRequest { threads: None, ..self.clone() };
+        let mut keyed = self.clone();
+        // How many threads run it, not what it gives: not part of the key.
+        keyed.options.threads = None;
         let text = serde_json::to_string(&keyed).unwrap_or_default();
         format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
     }
@@ -168,17 +154,8 @@ pub(super) async fn normalize(
         topology_digest: row.digest.clone(),
         collective: request.collective().clone(),
         algorithm: request.algorithm.clone(),
-        seed: request.seed,
-        seeds: request.seeds,
-        time_limit_s: request.ilp.time_limit_s,
-        switch_model: request.switch_model,
-        discretization: request.discretization_ns,
-        ignore_congestion: request.ilp.ignore_congestion,
-        window: request.ilp.window,
-        solve_time_limit_s: request.ilp.solve_time_limit_s,
+        options: request.checked_options(),
         regenerate_from: None,
-        threads: request.threads,
-        effort: (request.effort != engine::Effort::default()).then_some(request.effort),
     };
     Ok(Checked { req, topology: pending.then_some(row) })
 }
@@ -197,7 +174,7 @@ pub(super) async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], 
         }
     }
     if batch || unstored {
-        let seconds = items.iter().map(|c| c.req.time_limit_s).sum();
+        let seconds = items.iter().map(|c| c.req.options.time_limit_s).sum();
         check_room(st, caller, items.len(), seconds).await?;
     }
     topologies::check_quota(st, caller, new_digests.len()).await
@@ -262,29 +239,90 @@ impl SynthesisRequest {
 }
 
 impl JobRequest {
-    /// The stored request in the engine's wire form, for the worker. Every field of `Options`
-    /// is named (no `..Default::default()`): a new option does not compile until the stored
-    /// request carries it, so the API cannot drop one silently.
+    /// The stored request in the engine's wire form, for the worker.
     pub(super) fn spec(&self) -> engine::RequestSpec {
         engine::RequestSpec {
             target: engine::Target::One(self.collective.clone()),
             algorithm: self.algorithm.clone(),
-            options: engine::Options {
-                seed: Some(self.seed),
-                seeds: Some(self.seeds),
-                time_limit_s: Some(self.time_limit_s),
-                switch_model: Some(self.switch_model),
-                solve_time_limit_s: self.solve_time_limit_s,
-                discretization: self.discretization,
-                ignore_congestion: Some(self.ignore_congestion),
-                window: self.window,
-                threads: self.threads,
-                effort: self.effort,
-                // In the collective (`collective.chunks_per_npu`), as the checked request left it.
-                chunks_per_npu: None,
-                // The CLI's alone (`--dump-lp`).
-                keep_lp: false,
-            },
+            options: self.options.options(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stored request as the service wrote it before the options were one struct (fields in
+    /// the order the result cache hashes), with `collective` spelled in.
+    fn legacy(collective: &str, tail: &str) -> String {
+        format!(
+            r#"{{"topology_id":"t1","topology_digest":"d1","collective":{collective},"algorithm":"greedy","seed":3,"seeds":2,"time_limit_s":30.0,"switch_model":"unwind:2","discretization":null,"ignore_congestion":false,"window":null{tail}}}"#
+        )
+    }
+
+    fn collective() -> String {
+        let spec = CollectiveSpec::new(crate::collective::CollectiveKind::AllReduce, 1 << 20);
+        serde_json::to_string(&spec).unwrap()
+    }
+
+    /// The stored JSON, and so every cache key, is what it was: read and written again, a
+    /// request without a regeneration is the same text, with and without the later options.
+    #[test]
+    fn a_stored_request_is_written_as_before() {
+        let c = collective();
+        for tail in ["", r#","solve_time_limit_s":5.0"#, r#","solve_time_limit_s":5.0,"threads":4,"effort":"thorough""#]
+        {
+            let text = legacy(&c, tail);
+            let req: JobRequest = serde_json::from_str(&text).unwrap();
+            assert_eq!(serde_json::to_string(&req).unwrap(), text);
+        }
+        // The threads are not part of the key.
+        let with = legacy(&c, r#","threads":4"#);
+        let without = legacy(&c, "");
+        let key = |t: &str| serde_json::from_str::<JobRequest>(t).unwrap().key();
+        assert_eq!(key(&with), key(&without));
+        assert_ne!(key(&legacy(&c, r#","effort":"thorough""#)), key(&without));
+    }
+
+    /// A regeneration stored before (its `regenerate_from` amid the options) reads back whole.
+    #[test]
+    fn a_stored_regeneration_reads_back() {
+        let c = collective();
+        let text = legacy(&c, r#","regenerate_from":"s1","solve_time_limit_s":5.0"#);
+        let req: JobRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(req.regenerate_from.as_deref(), Some("s1"));
+        assert_eq!(req.options.solve_time_limit_s, Some(5.0));
+        assert_eq!(req.options.switch_model, crate::ten::SwitchModel::Unwind { degree: 2 });
+    }
+
+    /// The stored options run the same again: a request checked, stored, and checked again
+    /// from what was stored has the same options.
+    #[test]
+    fn stored_options_check_to_themselves() {
+        let topo = crate::topology::parse_spec("torus:4x4").unwrap();
+        let options = engine::Options {
+            seed: Some(7),
+            seeds: Some(3),
+            threads: Some(2),
+            time_limit_s: Some(12.0),
+            solve_time_limit_s: Some(4.0),
+            window: Some(2),
+            effort: Some(engine::Effort::Thorough),
+            ..engine::Options::default()
+        };
+        let spec = engine::RequestSpec {
+            target: engine::Target::One(CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 20)),
+            algorithm: engine::Algorithm::Greedy,
+            options,
+        };
+        let limits = engine::Limits::default();
+        let first = engine::Request::new(topo.clone(), spec, &limits).unwrap().checked_options();
+        let again = engine::RequestSpec {
+            target: engine::Target::One(CollectiveSpec::new(crate::collective::CollectiveKind::AllGather, 1 << 20)),
+            algorithm: engine::Algorithm::Greedy,
+            options: first.options(),
+        };
+        assert_eq!(engine::Request::new(topo, again, &limits).unwrap().checked_options(), first);
     }
 }

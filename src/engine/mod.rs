@@ -50,7 +50,7 @@ pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use regenerate::{Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target};
 pub use registry::{Algorithm, SYNTHESIZERS};
-pub use request::{Chunking, Limits, Options, Request, RequestSpec, Target};
+pub use request::{CheckedOptions, Chunking, Limits, Options, Request, RequestSpec, Target};
 pub use source::TopologySource;
 
 use crate::collective::Collective;

@@ -328,6 +328,79 @@ fn check_discretization(d: f64, topology: &Topology, built: &[Collective]) -> Re
     Ok(())
 }
 
+/// The options a checked request runs with, every default filled in: what a stored request
+/// keeps (the API's job request flattens it) and runs again (`options`). Serialized in this
+/// field order, which the API's result cache hashes; the `Option`s that are left out when
+/// absent were added later, so requests without them keep their keys.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+pub struct CheckedOptions {
+    /// The first seed.
+    pub seed: u64,
+    /// Seeds tried.
+    pub seeds: usize,
+    /// The run's budget, seconds.
+    pub time_limit_s: f64,
+    /// How switches appear in the TEN.
+    pub switch_model: SwitchModel,
+    /// The TEN timestep, if given.
+    pub discretization: Option<f64>,
+    /// The ILP without its congestion constraint.
+    pub ignore_congestion: bool,
+    /// The ILP's time clustering window, if given.
+    pub window: Option<u32>,
+    /// The ILP's cap on one solve, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solve_time_limit_s: Option<f64>,
+    /// Threads, if given: how many run it, not what it gives (the API's cache key leaves it out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
+    /// How much the greedy searches, where not the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<Effort>,
+}
+
+impl CheckedOptions {
+    /// The request options that run the same again (`Request::new` on them gives these
+    /// options back: the chunks per NPU travel in the collective, as the checked request left
+    /// them). Every field of `Options` is named (no `..`): a new option does not compile until
+    /// the checked options carry it, so no door drops one silently.
+    pub fn options(&self) -> Options {
+        Options {
+            seed: Some(self.seed),
+            seeds: Some(self.seeds),
+            threads: self.threads,
+            chunks_per_npu: None,
+            time_limit_s: Some(self.time_limit_s),
+            solve_time_limit_s: self.solve_time_limit_s,
+            switch_model: Some(self.switch_model),
+            discretization: self.discretization,
+            ignore_congestion: Some(self.ignore_congestion),
+            window: self.window,
+            effort: self.effort,
+            // The CLI's alone (`--dump-lp`).
+            keep_lp: false,
+        }
+    }
+}
+
+impl Request {
+    /// The options this request runs with, every default filled in (`CheckedOptions`).
+    pub fn checked_options(&self) -> CheckedOptions {
+        CheckedOptions {
+            seed: self.seed,
+            seeds: self.seeds,
+            time_limit_s: self.time_limit_s,
+            switch_model: self.switch_model,
+            discretization: self.discretization_ns,
+            ignore_congestion: self.ilp.ignore_congestion,
+            window: self.ilp.window,
+            solve_time_limit_s: self.ilp.solve_time_limit_s,
+            threads: self.threads,
+            effort: (self.effort != Effort::default()).then_some(self.effort),
+        }
+    }
+}
+
 impl Request {
     /// Checks `spec` against `topology` and `limits`: every field once, sizes before anything
     /// is allocated for them. Errors name the request's fields (`algorithm`,

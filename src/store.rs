@@ -13,6 +13,7 @@ use sqlx::any::AnyPoolOptions;
 
 mod body;
 mod derived;
+mod disk;
 mod faults;
 mod outage;
 mod queue;

@@ -69,6 +69,9 @@ pub struct Config {
     /// Topologies one client may hold (without `clients`: the service); storing one more is a
     /// 429 until it deletes some.
     pub max_topologies_per_client: i64,
+    /// `/readyz` says 503 while the SQLite database's filesystem has less than this free
+    /// (bytes; 0: never); a small write may still fit there where a job's result does not.
+    pub min_free_disk_bytes: u64,
 }
 
 /// A client of the service: its name (recorded as the owner of its jobs) and its token.
@@ -155,6 +158,7 @@ impl Config {
             max_auth_failures_per_s: 1.0,
             max_topologies_per_client: 10_000,
             private_metrics: false,
+            min_free_disk_bytes: 64 << 20,
         }
     }
 }

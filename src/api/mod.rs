@@ -218,8 +218,18 @@ pub fn router(state: Shared) -> Router {
 
 async fn readyz(State(st): State<Shared>) -> Response {
     match st.store.ready().await {
-        Ok(()) if !st.shutting_down.load(Ordering::SeqCst) => (StatusCode::OK, "ready\n").into_response(),
-        Ok(()) => ApiError::ShuttingDown.into_response(),
+        Ok(()) if st.shutting_down.load(Ordering::SeqCst) => ApiError::ShuttingDown.into_response(),
+        Ok(()) => match st.store.free_disk_bytes().filter(|&free| free < st.config.min_free_disk_bytes) {
+            Some(free) => {
+                let said = format!(
+                    "disk nearly full: {free} bytes free where the database is, below --min-free-disk {}\n",
+                    st.config.min_free_disk_bytes
+                );
+                tracing::warn!("{}", said.trim_end());
+                (StatusCode::SERVICE_UNAVAILABLE, said).into_response()
+            }
+            None => (StatusCode::OK, "ready\n").into_response(),
+        },
         Err(e) => {
             tracing::error!(error = %e, "database unreachable or not writable");
             (StatusCode::SERVICE_UNAVAILABLE, "database unreachable or not writable\n").into_response()

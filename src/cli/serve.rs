@@ -35,6 +35,7 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         private_metrics,
         max_auth_failures_per_s,
         max_client_topologies,
+        min_free_disk,
     } = a;
     let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
     let clients = match &tokens_file {
@@ -95,6 +96,7 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         return Err(format!("--max-client-topologies {max_client_topologies}: expected at least 1"));
     }
     config.max_topologies_per_client = max_client_topologies;
+    config.min_free_disk_bytes = min_free_disk;
     config.private_metrics = private_metrics;
     config.allowed_hosts = if !allowed_hosts.is_empty() {
         Some(

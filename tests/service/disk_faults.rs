@@ -107,13 +107,14 @@ fn all_served(s: &Server, path: &str, ids: &[String]) {
     }
 }
 
-/// A full disk: writes answer 2xx or 503 (never 500); room made again, the service heals by
-/// itself (the job that ended while the disk was full is recorded), and what it accepted
-/// before, during and after survives a restart.
+/// A full disk: writes answer 2xx or 503 (never 500), `/readyz` says the disk is nearly
+/// full; room made again, the service heals by itself (the job that ended while the disk was
+/// full is recorded), and what it accepted before, during and after survives a restart.
 #[test]
 fn a_full_disk_loses_no_accepted_work_and_the_service_heals() {
     let Some(disk) = SmallDisk::mount(3 * 1024) else { return };
-    let s = start_on(disk.url(), |_| {});
+    // Ready below 1 MiB free no more (the default, 64 MiB, is more than this disk).
+    let s = start_on(disk.url(), |c| c.min_free_disk_bytes = 1 << 20);
     // A job that solves for a second or two and ends while the disk is full: recording its
     // end (a transaction) fails at the commit, which left its connection holding SQLite's
     // write lock, so nothing could be written again until a restart.
@@ -121,11 +122,10 @@ fn a_full_disk_loses_no_accepted_work_and_the_service_heals() {
     let topologies = fill(&s);
     assert!(!topologies.is_empty(), "the first topology did not fit");
     std::thread::sleep(Duration::from_secs(6));
-    // Ready or not is a probe write's verdict, and a small one may still fit (SQLite reuses
-    // its write-ahead log in place): either answer, at once. (A connection left inside a
-    // failed transaction made the probe "succeed" into it.)
-    let ready = call(&s, "GET", "/readyz", None).0;
-    assert!(ready == 200 || ready == 503, "/readyz on a full disk: {ready}");
+    // Not ready: the probe's write fails, or, where a small one still fits (SQLite reuses its
+    // write-ahead log in place), the disk has less than the floor free.
+    let r = raw(s.addr, "GET", "/readyz", None);
+    assert_eq!(r.status, 503, "/readyz on a full disk: {}", r.body);
     // Jobs while full: each accepted one must be stored (none was lost with a connection
     // left inside a failed transaction, as before).
     let mut jobs: Vec<String> = (0..10).filter_map(|n| post(&s, "/v1/syntheses", &synthesis(n))).collect();
@@ -141,7 +141,24 @@ fn a_full_disk_loses_no_accepted_work_and_the_service_heals() {
     }
     let url = disk.url();
     drop(s);
-    let again = start_on(url, |_| {});
+    let again = start_on(url, |c| c.min_free_disk_bytes = 1 << 20);
     all_served(&again, "/v1/topologies", &topologies);
     all_served(&again, "/v1/jobs", &jobs);
+}
+
+/// A disk nearly full that every write still fits on (filled by another file, not by the
+/// service): `/readyz` says 503 naming the disk and the floor, and 200 once there is room.
+#[test]
+fn readyz_says_a_nearly_full_disk_is_not_ready() {
+    let Some(disk) = SmallDisk::mount(8 * 1024) else { return };
+    let s = start_on(disk.url(), |c| c.min_free_disk_bytes = 4 << 20);
+    let filler = disk.dir.join("filler");
+    std::fs::write(&filler, vec![0u8; 5 << 20]).unwrap();
+    let r = raw(s.addr, "GET", "/readyz", None);
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.body.contains("disk nearly full") && r.body.contains("--min-free-disk 4194304"), "{}", r.body);
+    // The service itself still works: the disk is not full.
+    assert!(post(&s, "/v1/topologies", &topology(0)).is_some());
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(call(&s, "GET", "/readyz", None).0, 200);
 }

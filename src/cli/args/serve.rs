@@ -114,4 +114,8 @@ pub struct ServeArgs {
     /// more is a 429 until it deletes some.
     #[arg(long, default_value_t = 10_000)]
     pub max_client_topologies: i64,
+    /// /readyz answers 503 while the SQLite database's filesystem has less than this free
+    /// (`64MiB`, `1GiB`, bytes; 0: never), before writes fail. PostgreSQL's disk is its server's
+    #[arg(long, default_value = "64MiB", value_parser = crate::units::parse_size)]
+    pub min_free_disk: u64,
 }

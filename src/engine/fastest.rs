@@ -92,6 +92,11 @@ impl<K: Ord, T> LeastTwo<K, T> {
         self.first.key()
     }
 
+    /// The least alone (the runner-up dropped).
+    pub(super) fn without_second(self) -> Self {
+        LeastTwo { first: self.first, second: Least::default() }
+    }
+
     /// The least item and the runner-up, if any.
     pub(super) fn into_inner(self) -> (Option<T>, Option<T>) {
         (self.first.into_inner(), self.second.into_inner())

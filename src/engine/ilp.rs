@@ -64,6 +64,10 @@ fn synthesize_ilp(
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Result<SynthOutput, Error> {
     let grids = ilp_grids(req, c, tenants)?;
+    if grids.is_empty() {
+        let reason = "no TEN timestep to run the ILP at".to_string();
+        return Err(Error::Unsupported { by: super::Refuser::Synthesizer, reason });
+    }
     let not_run = |g: Option<f64>, reason: String, wall_ms: f64| crate::synth::ilp::IlpGrid {
         wall_ms,
         discretization_ns: g.unwrap_or(0.0),
@@ -133,7 +137,7 @@ fn synthesize_ilp(
                     reason: ilp.reason.clone(),
                     wall_ms: took * 1e3,
                 });
-                best = best.merge(Outcomes::won(out.report.collective_time_ns.unwrap_or(f64::INFINITY), i, out));
+                best = best.merge(Outcomes::won_alone(out.report.collective_time_ns.unwrap_or(f64::INFINITY), i, out));
             }
             // The first grid's failure is the request's; a finer grid's only loses that grid
             // (a cancel and an invalid schedule, a bug, are never only a grid's).

@@ -399,7 +399,7 @@ impl Candidates<'_> {
                     s.greedy.as_ref().is_some_and(|g| g.runs_cut > 0)
                         || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
                 });
-                Outcomes::won(t, i, out)
+                Outcomes::won_alone(t, i, out)
             }
             Err(Error::Cancelled) => Outcomes::cancelled(),
             Err(e) => {

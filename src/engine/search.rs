@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// Why a run must stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Why {
+pub enum Why {
     /// The caller cancelled.
     Cancelled,
     /// The time limit ran out.
@@ -35,7 +35,7 @@ pub struct Stop<'a> {
 impl<'a> Stop<'a> {
     /// Stops on `cancelled` or at `deadline`; a run the clock stops fails with
     /// `Error::TimeLimit { limit_s }`.
-    pub(super) fn new(cancelled: &'a (dyn Fn() -> bool + Sync), deadline: Instant, limit_s: f64) -> Stop<'a> {
+    pub fn new(cancelled: &'a (dyn Fn() -> bool + Sync), deadline: Instant, limit_s: f64) -> Stop<'a> {
         Stop { cancelled, deadline, limit_s, early: None }
     }
 
@@ -55,7 +55,7 @@ impl<'a> Stop<'a> {
     }
 
     /// Why the run must stop now, if it must: a cancel first.
-    pub(super) fn why(&self) -> Option<Why> {
+    pub fn why(&self) -> Option<Why> {
         if (self.cancelled)() {
             return Some(Why::Cancelled);
         }
@@ -65,7 +65,7 @@ impl<'a> Stop<'a> {
     }
 
     /// Whether the run must stop now (the poll every algorithm beneath the engine takes).
-    pub(super) fn now(&self) -> bool {
+    pub fn now(&self) -> bool {
         self.why().is_some()
     }
 
@@ -97,15 +97,19 @@ impl<'a> Stop<'a> {
     /// The error of a run stopped now: `Cancelled` where the caller cancelled, else the
     /// clock's `TimeLimit` (what a poll that said stop meant).
     pub(super) fn error(&self) -> Error {
-        match self.why() {
-            Some(Why::Cancelled) => Error::Cancelled,
-            _ => Error::TimeLimit { limit_s: self.limit_s },
-        }
+        self.error_for(self.why().unwrap_or(Why::Deadline))
     }
 
-    /// The error of a run that must stop now, if it must.
+    /// The error of a run that must stop now, if it must (the cancel poll asked once).
     pub(super) fn halted(&self) -> Option<Error> {
-        self.why().map(|_| self.error())
+        self.why().map(|why| self.error_for(why))
+    }
+
+    fn error_for(&self, why: Why) -> Error {
+        match why {
+            Why::Cancelled => Error::Cancelled,
+            Why::Deadline => Error::TimeLimit { limit_s: self.limit_s },
+        }
     }
 }
 
@@ -118,11 +122,14 @@ pub(super) struct Outcomes<K, T> {
     error: Least<usize, Error>,
     cut: usize,
     cancelled: bool,
+    /// Whether the runner-up is kept: not where candidates are whole schedules the search never
+    /// looks at again (`auto`'s, the ILP's grids'), so a loser is dropped as soon as it loses.
+    runner_up: bool,
 }
 
 impl<K, T> Default for Outcomes<K, T> {
     fn default() -> Self {
-        Outcomes { best: FastestTwo::default(), error: Least::default(), cut: 0, cancelled: false }
+        Outcomes { best: FastestTwo::default(), error: Least::default(), cut: 0, cancelled: false, runner_up: true }
     }
 }
 
@@ -137,6 +144,11 @@ impl<K: Ord, T> Outcomes<K, T> {
     /// A candidate that finished in `time_ns`.
     pub(super) fn won(time_ns: f64, key: K, item: T) -> Self {
         Outcomes { best: FastestTwo::of((time(time_ns), key), item), ..Outcomes::default() }
+    }
+
+    /// The same, in a search that keeps no runner-up (whatever it is merged with keeps none).
+    pub(super) fn won_alone(time_ns: f64, key: K, item: T) -> Self {
+        Outcomes { runner_up: false, ..Outcomes::won(time_ns, key, item) }
     }
 
     /// Candidate `index` failed with `e`.
@@ -164,11 +176,14 @@ impl<K: Ord, T> Outcomes<K, T> {
 
     /// Both folded together.
     pub(super) fn merge(self, other: Self) -> Self {
+        let runner_up = self.runner_up && other.runner_up;
+        let best = self.best.merge(other.best);
         Outcomes {
-            best: self.best.merge(other.best),
+            best: if runner_up { best } else { best.without_second() },
             error: self.error.merge(other.error),
             cut: self.cut + other.cut,
             cancelled: self.cancelled || other.cancelled,
+            runner_up,
         }
     }
 
@@ -286,6 +301,18 @@ mod tests {
             prop_assert_eq!(said(pooled.finish(7.0)), want.clone());
             prop_assert_eq!(said(serial.finish(7.0)), want);
         }
+    }
+
+    /// A search of candidates that won alone keeps no runner-up, whatever the merges.
+    #[test]
+    fn a_search_alone_keeps_no_runner_up() {
+        let each = |i: usize, &t: &u8| Outcomes::won_alone(t as f64, i, i);
+        for f in [fold(&[3u8, 1, 2], each), fold_serial(&[3u8, 1, 2], each)] {
+            let done = f.finish(1.0).ok().unwrap();
+            assert_eq!((done.best, done.runner_up), (1, None));
+        }
+        let two = fold_serial(&[3u8, 1, 2], |i, &t| Outcomes::won(t as f64, i, i)).finish(1.0).ok().unwrap();
+        assert_eq!((two.best, two.runner_up), (1, Some(2)));
     }
 
     /// A stop says why: the caller's cancel over the clock, the clock once past, the early

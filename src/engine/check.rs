@@ -2,7 +2,7 @@
 //! producer's schedule passes before it leaves the engine) and `Gate`, how `auto`'s candidates
 //! are checked (simulated only, the winner validated after).
 
-use super::fastest::Incumbent;
+use super::search::Incumbent;
 use super::{Error, Limits, request};
 use crate::bounds::{LowerBounds, lower_bounds};
 use crate::collective::Collective;

@@ -2,8 +2,7 @@
 //! winner with (the greedy's runs, the ILP's grids, `auto`'s candidates) and its first error
 //! with. A `Least` keeps the item of the smallest key; a key is the simulated time first, then
 //! the candidate's place in the search, so ties break one way and merging is associative and
-//! commutative: the winner does not depend on the order the pool finishes the runs in. An
-//! `Incumbent` is the fastest time so far, shared by runs while they run.
+//! commutative: the winner does not depend on the order the pool finishes the runs in.
 
 use ordered_float::OrderedFloat;
 
@@ -116,43 +115,6 @@ pub(super) type FastestTwo<K, T> = LeastTwo<(Time, K), T>;
 /// `time_ns` as a key.
 pub(super) fn time(time_ns: f64) -> Time {
     OrderedFloat(time_ns)
-}
-
-/// The fastest time found so far by runs side by side (f64 bits, +∞ at first), shared across
-/// the pool: each run offers its time, and reads it to skip or cut what cannot beat it. It may
-/// know the collective's lower bound (its floor), below which nothing can finish.
-pub(super) struct Incumbent {
-    time_ns: std::sync::atomic::AtomicU64,
-    floor_ns: f64,
-}
-
-impl Incumbent {
-    /// With `ns` (a schedule the caller already has) to beat, or nothing.
-    pub(super) fn new(ns: Option<f64>) -> Incumbent {
-        Incumbent { time_ns: std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits()), floor_ns: 0.0 }
-    }
-
-    /// The same, knowing the collective's lower bound (`None`: not known).
-    pub(super) fn with_floor(self, floor: Option<f64>) -> Incumbent {
-        Incumbent { floor_ns: floor.unwrap_or(0.0), ..self }
-    }
-
-    /// The fastest time offered so far (or given at the start), +∞ when none.
-    pub(super) fn get(&self) -> f64 {
-        f64::from_bits(self.time_ns.load(std::sync::atomic::Ordering::SeqCst))
-    }
-
-    /// Takes `ns` as the best when it beats it (a tie keeps the incumbent); whether it did.
-    pub(super) fn offer(&self, ns: f64) -> bool {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.time_ns.fetch_update(SeqCst, SeqCst, |best| (ns < f64::from_bits(best)).then_some(ns.to_bits())).is_ok()
-    }
-
-    /// Whether a schedule at the lower bound is in hand (within rounding): nothing can be
-    /// faster.
-    pub(super) fn at_floor(&self) -> bool {
-        self.floor_ns > 0.0 && self.get() <= self.floor_ns * (1.0 + 1e-9)
-    }
 }
 
 #[cfg(test)]

@@ -93,7 +93,7 @@ pub(super) fn synthesize_greedy(
     let checking = || check_polled.now();
     let checking: &(dyn Fn() -> bool + Sync) = &checking;
     let memo = Memo::default();
-    let incumbent = super::fastest::Incumbent::new(req.incumbent_ns);
+    let incumbent = super::search::Incumbent::new(req.incumbent_ns);
     let ranking = Ranking {
         single,
         deferred: !single && req.gate == Gate::Deferred,
@@ -302,7 +302,7 @@ pub(super) struct Variants<'a> {
 struct Ranking<'a> {
     single: bool,
     deferred: bool,
-    incumbent: &'a super::fastest::Incumbent,
+    incumbent: &'a super::search::Incumbent,
     cancelled: &'a (dyn Fn() -> bool + Sync),
     polled: &'a (dyn Fn() -> bool + Sync),
 }

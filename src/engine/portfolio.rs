@@ -11,10 +11,9 @@
 //! was cut by the limit (ties go to the earlier candidate: greedy, ilp, then the baselines in
 //! registry order). The candidates run on the rayon pool, keeping only the fastest schedule.
 
-use super::fastest::Incumbent;
 use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
-use super::search::{self, Outcomes, Stop};
+use super::search::{self, Incumbent, Outcomes, Stop};
 use super::{Control, Error, Gate, Output, RunStats, SynthStats};
 use serde::Serialize;
 use std::time::{Duration, Instant};

@@ -2,8 +2,8 @@
 //! candidates of a search fold into one result (`Outcomes`: the fastest and the runner-up,
 //! the first error, how many the clock cut, whether the caller cancelled), side by side on the
 //! pool (`fold`) or one after another. Its clients: the greedy's runs (`greedy_runs`), `auto`'s
-//! candidates (`portfolio`) and the ILP's grids (`ilp`). Beneath it, `fastest` holds the
-//! deterministic merges and the `Incumbent` runs share while they run.
+//! candidates (`portfolio`) and the ILP's grids (`ilp`), with the fastest time so far their
+//! runs share while they run (`Incumbent`). Beneath it, `fastest` holds the deterministic merges.
 
 use super::error::Error;
 use super::fastest::{FastestTwo, Least, time};
@@ -225,6 +225,43 @@ where
 /// `fold`, one after another on this thread.
 pub(super) fn fold_serial<I, K: Ord, T>(items: &[I], each: impl Fn(usize, &I) -> Outcomes<K, T>) -> Outcomes<K, T> {
     items.iter().enumerate().map(|(i, x)| each(i, x)).fold(Outcomes::default(), Outcomes::merge)
+}
+
+/// The fastest time found so far by runs side by side (f64 bits, +∞ at first), shared across
+/// the pool: each run offers its time, and reads it to skip or cut what cannot beat it. It may
+/// know the collective's lower bound (its floor), below which nothing can finish.
+pub(super) struct Incumbent {
+    time_ns: std::sync::atomic::AtomicU64,
+    floor_ns: f64,
+}
+
+impl Incumbent {
+    /// With `ns` (a schedule the caller already has) to beat, or nothing.
+    pub(super) fn new(ns: Option<f64>) -> Incumbent {
+        Incumbent { time_ns: std::sync::atomic::AtomicU64::new(ns.unwrap_or(f64::INFINITY).to_bits()), floor_ns: 0.0 }
+    }
+
+    /// The same, knowing the collective's lower bound (`None`: not known).
+    pub(super) fn with_floor(self, floor: Option<f64>) -> Incumbent {
+        Incumbent { floor_ns: floor.unwrap_or(0.0), ..self }
+    }
+
+    /// The fastest time offered so far (or given at the start), +∞ when none.
+    pub(super) fn get(&self) -> f64 {
+        f64::from_bits(self.time_ns.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Takes `ns` as the best when it beats it (a tie keeps the incumbent); whether it did.
+    pub(super) fn offer(&self, ns: f64) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.time_ns.fetch_update(SeqCst, SeqCst, |best| (ns < f64::from_bits(best)).then_some(ns.to_bits())).is_ok()
+    }
+
+    /// Whether a schedule at the lower bound is in hand (within rounding): nothing can be
+    /// faster.
+    pub(super) fn at_floor(&self) -> bool {
+        self.floor_ns > 0.0 && self.get() <= self.floor_ns * (1.0 + 1e-9)
+    }
 }
 
 #[cfg(test)]

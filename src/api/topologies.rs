@@ -114,17 +114,17 @@ pub fn prepare(max_npus: usize, t: &Topology, parent: Option<(&str, &Failures)>)
 /// The id a prepared row will have once stored: the stored topology's of the same digest, or
 /// its own.
 pub async fn stored_id(st: &Shared, row: &TopologyRow) -> Result<String, ApiError> {
-    Ok(st.store.topology_by_digest(&row.digest).await?.map_or_else(|| row.id.clone(), |e| e.id))
+    Ok(st.store.topology_id_by_digest(&row.digest).await?.map_or_else(|| row.id.clone(), |(id, _)| id))
 }
 
 /// Whether storing `row` for the caller would add to what it holds: a topology not stored yet,
 /// or (with tokens) one the caller does not see yet.
 pub async fn writes(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<bool, ApiError> {
-    Ok(match st.store.topology_by_digest(&row.digest).await? {
+    Ok(match st.store.topology_id_by_digest(&row.digest).await? {
         None => true,
         // Soft-deleted: storing it again brings it back, into the caller's count.
-        Some(existing) if st.store.topology(&existing.id).await?.is_none() => true,
-        Some(existing) => !st.store.topology_visible(&existing.id, caller.0.as_deref()).await?,
+        Some((_, true)) => true,
+        Some((id, false)) => !st.store.topology_visible(&id, caller.0.as_deref()).await?,
     })
 }
 

@@ -293,7 +293,7 @@ mod tests {
         let req: JobRequest = serde_json::from_str(&text).unwrap();
         assert_eq!(req.regenerate_from.as_deref(), Some("s1"));
         assert_eq!(req.options.solve_time_limit_s, Some(5.0));
-        assert_eq!(req.options.switch_model, crate::ten::SwitchModel::Unwind { degree: 2 });
+        assert_eq!(req.options.switch_model, engine::SwitchModel::Unwind { degree: 2 });
     }
 
     /// The stored options run the same again: a request checked, stored, and checked again

@@ -4,6 +4,12 @@
 use super::{Deletion, JobStatus, Store, StoreError, TOPOLOGY_COLS, TopologyRow, now_ms, plausible_id, topology_row};
 use sqlx::Row;
 
+/// `TOPOLOGY_COLS` with an empty body in place of the stored one (a large topology's is
+/// hundreds of MB: read only where it is used).
+fn cols_without_body() -> String {
+    TOPOLOGY_COLS.replace("body", "'' AS body")
+}
+
 impl Store {
     /// Inserts a topology unless one with the same digest exists; returns it and whether it
     /// was created.
@@ -51,7 +57,7 @@ impl Store {
     /// The stored topology of `t`'s digest, if any, with `t`'s body (the same digest, the same
     /// body): its body is not read back (fc:1448's is 140 MB, 0.2 s a read).
     async fn topology_by_digest_as(&self, t: &TopologyRow) -> Result<Option<TopologyRow>, StoreError> {
-        let q = format!("SELECT {} FROM topologies WHERE digest = $1", TOPOLOGY_COLS.replace("body", "'' AS body"));
+        let q = format!("SELECT {} FROM topologies WHERE digest = $1", cols_without_body());
         let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(&t.digest).fetch_optional(&self.pool).await?;
         Ok(row.as_ref().map(topology_row).transpose()?.map(|r| TopologyRow { body: t.body.clone(), ..r }))
     }
@@ -86,7 +92,7 @@ impl Store {
         client: Option<&str>,
     ) -> Result<(Vec<TopologyRow>, i64), StoreError> {
         // Without bodies: a page of 500 large topologies would load gigabytes to show counts.
-        let cols = TOPOLOGY_COLS.replace("body", "'' AS body");
+        let cols = cols_without_body();
         // The client's name is the last parameter of each query.
         let mine = |n: u8| match client {
             Some(_) => format!(" AND id IN (SELECT topology_id FROM topology_clients WHERE client = ${n})"),

@@ -1,10 +1,12 @@
 //! The α-β simulator: replays a schedule's transfers in (step, position) order on the links
-//! they use and reports the collective time, per-link busy time and bytes.
+//! they use, relays stored and forwarded, and reports the collective time, per-link busy time and bytes.
 
 use crate::schedule::{Op, ReplayOrder, Schedule, TransferRef};
-use crate::slots::SlotTable;
 use crate::topology::Topology;
+use ready::{RangeReady, Ready, SlotReady};
 use serde::Serialize;
+
+mod ready;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LinkUsage {
@@ -55,12 +57,15 @@ pub enum SimError {
 }
 
 /// Replays the schedule. Each transfer starts when the source's contents for its chunks are
-/// final (end of the last write into them in an earlier step) and every link on its path is
-/// free; it takes Σ latency over the path + bytes / min bandwidth over the path (+ γ·bytes for
-/// a reduce), keeps every path link busy until it ends, and makes the destination's contents
-/// final at its end. Reads within a step never see writes of the same step. Bytes count each
-/// distinct chunk once (one received chunk may feed several slots); a local move between
-/// slots uses no link and takes only its γ time.
+/// final (end of the last write into them in an earlier step) and the links of its first hop
+/// are free. A path is cut into hops at the NPUs it relays through (a switch is cut through):
+/// each hop takes Σ latency over its links + bytes / min bandwidth over them, keeps its links
+/// busy until it ends, and starts once the hop before it has ended at the relay and its own
+/// links are free (store and forward, as a runtime relays: a receive, then a send); a step's
+/// second hops are booked after all its first hops, and so on (hop-major). The last hop adds γ·bytes for a reduce and makes the destination's contents final at its end. Reads
+/// within a step never see writes of the same step. Bytes count each distinct chunk once (one
+/// received chunk may feed several slots); a local move between slots uses no link and takes
+/// only its γ time.
 pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
     replay(s, None, &|| false)
 }
@@ -136,116 +141,6 @@ fn replay_on(
     Ok(run(s, ready, times, stop)?.expect("a table of slots never gives up"))
 }
 
-/// When each slot's contents are final, as a replay keeps them.
-trait Ready {
-    /// When transfer `i`'s source slots are all final.
-    fn ready(&mut self, s: &Schedule, i: usize) -> f64;
-    /// Transfer `i`'s written slots are final at `end` (unless a later end already stands
-    /// there). `false` when this store gives up (a fragmented row).
-    fn land(&mut self, s: &Schedule, i: usize, end: f64) -> bool;
-}
-
-/// A table cell per (npu, slot).
-struct SlotReady {
-    /// Chunks laid out so that the evenly spaced lists most messages carry sit side by side.
-    pos: Vec<u32>,
-    /// A slot's contents are final when the transfer that wrote them last ends: the table holds
-    /// that transfer (index + 1; 0 for a slot never written, final at time 0) and `ends` its
-    /// end, 4 bytes a slot instead of 8 (bucket on torus:64x64 in 4 parts: 2^26 slots).
-    table: SlotTable<u32>,
-    ends: Vec<f64>,
-}
-
-impl SlotReady {
-    fn new(s: &Schedule) -> SlotReady {
-        let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
-        let pos: Vec<u32> = (0..s.num_chunks as u32)
-            .map(|c| layout.of(c))
-            .chain((0..s.scratch.len() as u32).map(|i| layout.len() as u32 + i))
-            .collect();
-        // Every postcondition pair is written (and every precondition pair read) at least once.
-        let filled = s.precondition.len().max(s.postcondition.len());
-        let table = SlotTable::for_filled(s.topology.npus(), layout.len() + s.scratch.len(), filled);
-        SlotReady { pos, table, ends: vec![0.0f64; s.transfers.len() + 1] }
-    }
-}
-
-impl Ready for SlotReady {
-    fn ready(&mut self, s: &Schedule, i: usize) -> f64 {
-        let t = s.transfers.at(i);
-        let mut start = 0.0f64;
-        for &c in t.chunks {
-            start = start.max(self.ends[*self.table.get(t.src as usize, self.pos[c as usize] as usize) as usize]);
-        }
-        start
-    }
-
-    fn land(&mut self, s: &Schedule, i: usize, end: f64) -> bool {
-        self.ends[i + 1] = end;
-        let t = s.transfers.at(i);
-        for &c in t.written() {
-            let p = self.pos[c as usize] as usize;
-            let old = *self.table.get(t.dst as usize, p);
-            if end > self.ends[old as usize] {
-                self.table.set(t.dst as usize, p, i as u32 + 1);
-            }
-        }
-        true
-    }
-}
-
-/// Each NPU's row of slots as runs of one end time (`runs::Runs`), each transfer's chunks as
-/// ranges of it.
-struct RangeReady {
-    rows: crate::runs::Runs<f64>,
-    ranges: crate::runs::ChunkRanges,
-    pieces: Vec<(u32, u32, f64)>,
-    scratch: (Vec<f64>, Vec<f64>),
-}
-
-impl RangeReady {
-    fn new(s: &Schedule, ranges: crate::runs::ChunkRanges) -> RangeReady {
-        RangeReady {
-            rows: crate::runs::Runs::new(s.topology.npus(), ranges.positions(), 0.0, |_| Vec::new()),
-            ranges,
-            pieces: Vec::new(),
-            scratch: (Vec::new(), Vec::new()),
-        }
-    }
-}
-
-impl Ready for RangeReady {
-    fn ready(&mut self, s: &Schedule, i: usize) -> f64 {
-        let src = s.transfers.at(i).src as usize;
-        self.pieces.clear();
-        if let Some(rs) = self.ranges.of(s, i) {
-            for &(lo, hi) in rs.as_slice() {
-                self.rows.read(src, lo, hi, &mut self.pieces);
-            }
-        }
-        self.pieces.iter().fold(0.0, |a, p| a.max(p.2))
-    }
-
-    fn land(&mut self, s: &Schedule, i: usize, end: f64) -> bool {
-        let dst = s.transfers.at(i).dst as usize;
-        let Some(rs) = self.ranges.of(s, i) else { return true };
-        for &(lo, hi) in rs.as_slice() {
-            self.pieces.clear();
-            self.rows.read(dst, lo, hi, &mut self.pieces);
-            for p in &mut self.pieces {
-                p.2 = p.2.max(end);
-            }
-            let (removed, added) = &mut self.scratch;
-            removed.clear();
-            added.clear();
-            if self.rows.write(dst, lo, hi, &self.pieces, |a, b| a == b, removed, added).is_err() {
-                return false;
-            }
-        }
-        true
-    }
-}
-
 /// The replay on `ready`'s store: `None` when the store gives up.
 fn run(
     s: &Schedule,
@@ -280,13 +175,63 @@ struct Replay<'a> {
     slots: usize,
     /// The highest slot each distinct list names, so a transfer's slots are checked once a list.
     list_max: Vec<u32>,
-    link_free: Vec<f64>,
-    busy: Vec<f64>,
-    bytes_on: Vec<f64>,
-    count: Vec<usize>,
+    tally: Tally,
     path_links: Vec<usize>,
-    /// (transfer, end) of the current step: their writes land after every read of the step.
-    pending: Vec<(usize, f64)>,
+    /// (transfer, start, end) of the current step: their writes land after every read of the step.
+    pending: Vec<(usize, f64, f64)>,
+    /// The current step's relayed transfers past their first hop, and their later hops' links.
+    relayed: Vec<Relayed>,
+    relay_links: Vec<usize>,
+}
+
+/// Per link: when it is next free, and what the result reports of it.
+struct Tally {
+    free: Vec<f64>,
+    busy: Vec<f64>,
+    bytes: Vec<f64>,
+    count: Vec<usize>,
+}
+
+impl Tally {
+    /// Books one hop on `links` from `at` (or once they are all free): Σ latency + bytes / min
+    /// bandwidth over them, plus `extra`. Its (start, end).
+    #[inline]
+    fn book(&mut self, topo: &Topology, links: &[usize], at: f64, bytes: f64, extra: f64) -> (f64, f64) {
+        let (duration, free) = hop_time(topo, links, bytes, &self.free);
+        let (start, duration) = (at.max(free), duration + extra);
+        let end = start + duration;
+        for &l in links {
+            self.free[l] = end;
+            self.busy[l] += duration;
+            self.bytes[l] += bytes;
+            self.count[l] += 1;
+        }
+        (start, end)
+    }
+}
+
+/// When a hop reaches its relay, ordered (times are never NaN).
+#[derive(Clone, Copy, PartialEq, PartialOrd)]
+struct Arrival(f64);
+
+impl Eq for Arrival {}
+
+impl Ord for Arrival {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// A relayed transfer of the current step whose later hops wait for the step's earlier hops:
+/// `pending[slot]`'s, with hops `relay_links[from..to]` left, at the relay since `at`.
+#[derive(Clone, Copy)]
+struct Relayed {
+    slot: usize,
+    from: usize,
+    to: usize,
+    at: f64,
+    bytes: f64,
+    gamma: f64,
 }
 
 impl<'a> Replay<'a> {
@@ -300,17 +245,23 @@ impl<'a> Replay<'a> {
             gamma: s.collective.gamma_ns_per_byte.unwrap_or(0.0),
             slots: s.slots(),
             list_max: s.transfers.lists().map(|l| l.iter().copied().max().unwrap_or(0)).collect(),
-            link_free: vec![0.0f64; topo.links().len()],
-            busy: vec![0.0f64; topo.links().len()],
-            bytes_on: vec![0.0f64; topo.links().len()],
-            count: vec![0usize; topo.links().len()],
+            tally: Tally {
+                free: vec![0.0f64; topo.links().len()],
+                busy: vec![0.0f64; topo.links().len()],
+                bytes: vec![0.0f64; topo.links().len()],
+                count: vec![0usize; topo.links().len()],
+            },
             path_links: Vec::new(),
             pending: Vec::new(),
+            relayed: Vec::new(),
+            relay_links: Vec::new(),
         }
     }
 
     /// One step: every transfer reads, then all their writes land (reads never see the step's
-    /// writes). Its latest end; `None` when the store gives up.
+    /// writes). Relayed transfers are booked hop-major: every first hop in (step, position)
+    /// order, then every second hop, and so on, as a runtime forwards what it has received. Its
+    /// latest end; `None` when the store gives up.
     fn step(
         &mut self,
         ready: &mut impl Ready,
@@ -322,50 +273,73 @@ impl<'a> Replay<'a> {
         self.pending.clear();
         for k in steps {
             let i = order.get(k);
-            let time = self.transfer(ready, i)?;
-            if let Some(times) = times.as_deref_mut() {
-                times[i] = time;
-            }
-            self.pending.push((i, time.end_ns));
-            round_end = round_end.max(time.end_ns);
+            self.transfer(ready, i)?;
         }
-        for &(i, end) in &self.pending {
-            if !ready.land(self.s, i, end) {
+        self.forward();
+        for &(i, start_ns, end_ns) in &self.pending {
+            if let Some(times) = times.as_deref_mut() {
+                times[i] = TransferTime { start_ns, end_ns };
+            }
+            round_end = round_end.max(end_ns);
+            if !ready.land(self.s, i, end_ns) {
                 return Ok(None);
             }
         }
         Ok(Some(round_end))
     }
 
-    /// Times transfer `i` once its sources are final and its path is free, and books the path busy.
+    /// Times transfer `i`'s first hop once its sources are final and the hop's links are free,
+    /// books them busy, and leaves its later hops, if any, to `forward`.
     #[inline]
-    fn transfer(&mut self, ready: &mut impl Ready, i: usize) -> Result<TransferTime, SimError> {
+    fn transfer(&mut self, ready: &mut impl Ready, i: usize) -> Result<(), SimError> {
         let (s, topo) = (self.s, self.topo);
         let t = s.transfers.at(i);
         self.route_checked(i, t)?;
         // On the wire each distinct chunk once; a reduce combines into every slot written.
         let bytes = self.chunk * t.wire_chunks() as f64;
         let combined = self.chunk * t.written().len() as f64;
-        let mut start = ready.ready(s, i);
-        let mut latency = 0.0;
-        let mut min_bw = f64::INFINITY;
-        for &l in &self.path_links {
-            start = start.max(self.link_free[l]);
-            latency += topo.links()[l].latency_ns;
-            min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
+        let gamma = if t.op == Op::Reduce { self.gamma * combined } else { 0.0 };
+        let ready_ns = ready.ready(s, i);
+        if self.path_links.is_empty() {
+            self.pending.push((i, ready_ns, ready_ns + gamma));
+            return Ok(());
         }
-        let mut duration = if self.path_links.is_empty() { 0.0 } else { latency + bytes / min_bw };
-        if t.op == Op::Reduce {
-            duration += self.gamma * combined;
+        let path = &self.path_links;
+        let first = hop_len(topo, path);
+        let last = first == path.len();
+        let (start, end) = self.tally.book(topo, &path[..first], ready_ns, bytes, if last { gamma } else { 0.0 });
+        if !last {
+            let from = self.relay_links.len();
+            self.relay_links.extend_from_slice(&path[first..]);
+            let (slot, to) = (self.pending.len(), self.relay_links.len());
+            self.relayed.push(Relayed { slot, from, to, at: end, bytes, gamma });
         }
-        let end = start + duration;
-        for &l in &self.path_links {
-            self.link_free[l] = end;
-            self.busy[l] += duration;
-            self.bytes_on[l] += bytes;
-            self.count[l] += 1;
+        self.pending.push((i, start, end));
+        Ok(())
+    }
+
+    /// Books the step's relayed transfers' later hops in the order they reach their relays
+    /// (first come, first served on each link; ties in (step, position) order), each from
+    /// when its hop before ended there and its links are free.
+    fn forward(&mut self) {
+        let topo = self.topo;
+        let mut queue: std::collections::BinaryHeap<std::cmp::Reverse<(Arrival, usize)>> =
+            self.relayed.iter().enumerate().map(|(k, r)| std::cmp::Reverse((Arrival(r.at), k))).collect();
+        while let Some(std::cmp::Reverse((_, k))) = queue.pop() {
+            let r = &mut self.relayed[k];
+            let links = &self.relay_links[r.from..r.to];
+            let hop = hop_len(topo, links);
+            let last = hop == links.len();
+            let (_, end) = self.tally.book(topo, &links[..hop], r.at, r.bytes, if last { r.gamma } else { 0.0 });
+            if last {
+                self.pending[r.slot].2 = end;
+            } else {
+                (r.from, r.at) = (r.from + hop, end);
+                queue.push(std::cmp::Reverse((Arrival(end), k)));
+            }
         }
-        Ok(TransferTime { start_ns: start, end_ns: end })
+        self.relayed.clear();
+        self.relay_links.clear();
     }
 
     /// Routes transfer `i` into `path_links` and rejects what the stores cannot index unchecked.
@@ -401,14 +375,15 @@ impl<'a> Replay<'a> {
     fn timing(&self, round_end_ns: Vec<f64>, total: f64) -> Timing {
         let mut links = Vec::new();
         for (i, l) in self.topo.links().iter().enumerate() {
-            if self.count[i] > 0 {
+            let tally = &self.tally;
+            if tally.count[i] > 0 {
                 links.push(LinkUsage {
                     src: l.src,
                     dst: l.dst,
-                    transfers: self.count[i],
-                    bytes: self.bytes_on[i],
-                    busy_ns: self.busy[i],
-                    utilization: if total > 0.0 { self.busy[i] / total } else { 0.0 },
+                    transfers: tally.count[i],
+                    bytes: tally.bytes[i],
+                    busy_ns: tally.busy[i],
+                    utilization: if total > 0.0 { tally.busy[i] / total } else { 0.0 },
                 });
             }
         }
@@ -417,7 +392,7 @@ impl<'a> Replay<'a> {
             collective_time_ns: total,
             rounds: round_end_ns.len(),
             transfers: self.s.transfers.len(),
-            bytes_on_links: self.bytes_on.iter().sum(),
+            bytes_on_links: self.tally.bytes.iter().sum(),
             mean_link_utilization: links.iter().map(|l| l.utilization).sum::<f64>() / used,
             max_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, f64::max),
             round_end_ns,
@@ -427,7 +402,7 @@ impl<'a> Replay<'a> {
 }
 
 /// A lower bound on the simulated time that needs no replay: the busiest link's total busy
-/// time (each transfer keeps every link of its path busy for its whole duration, and a link
+/// time (each hop of a transfer keeps its links busy for the hop's whole duration, and a link
 /// carries one transfer at a time). `None` when a transfer does not route. Linear in the
 /// transfers' path lengths, so the portfolio can drop a candidate that cannot win before
 /// validating and simulating it.
@@ -441,20 +416,49 @@ pub fn link_load_bound_ns(s: &Schedule) -> Option<f64> {
             continue;
         }
         route(topo, i, t.src, t.dst, t.path_nodes(), &mut links).ok()?;
-        let (mut latency, mut min_bw) = (0.0, f64::INFINITY);
-        for &l in &links {
-            latency += topo.links()[l].latency_ns;
-            min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
-        }
-        let mut duration = latency + s.chunk_size_bytes * t.wire_chunks() as f64 / min_bw;
-        if t.op == Op::Reduce {
-            duration += gamma * s.chunk_size_bytes * t.written().len() as f64;
-        }
-        for &l in &links {
-            busy[l] += duration;
-        }
+        let bytes = s.chunk_size_bytes * t.wire_chunks() as f64;
+        for_each_hop(topo, &links, |hop, last| {
+            let mut duration = hop_time(topo, hop, bytes, &busy).0;
+            if last && t.op == Op::Reduce {
+                duration += gamma * s.chunk_size_bytes * t.written().len() as f64;
+            }
+            for &l in hop {
+                busy[l] += duration;
+            }
+        });
     }
     Some(busy.into_iter().fold(0.0, f64::max))
+}
+
+/// Calls `f` on each hop of a path's links, in order, and whether it is the last.
+#[inline]
+fn for_each_hop(topo: &Topology, mut links: &[usize], mut f: impl FnMut(&[usize], bool)) {
+    while !links.is_empty() {
+        let hop = hop_len(topo, links);
+        f(&links[..hop], hop == links.len());
+        links = &links[hop..];
+    }
+}
+
+/// How many of a path's links its first hop takes: up to the first NPU it relays through (a
+/// switch between two links is cut through, an NPU stores and forwards); all of them when it
+/// relays through none.
+#[inline]
+fn hop_len(topo: &Topology, links: &[usize]) -> usize {
+    let npus = topo.npus();
+    links.iter().position(|&l| topo.links()[l].dst < npus).map_or(links.len(), |k| k + 1)
+}
+
+/// One hop's time on its links (Σ latency + bytes / min bandwidth) and when its links are all
+/// free by `free`.
+fn hop_time(topo: &Topology, links: &[usize], bytes: f64, free: &[f64]) -> (f64, f64) {
+    let (mut latency, mut min_bw, mut at) = (0.0, f64::INFINITY, 0.0f64);
+    for &l in links {
+        latency += topo.links()[l].latency_ns;
+        min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
+        at = at.max(free[l]);
+    }
+    (latency + bytes / min_bw, at)
 }
 
 /// The link indices a transfer occupies (none for a local move).

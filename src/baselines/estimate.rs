@@ -3,7 +3,8 @@
 //! of millions of transfers that cannot win.
 //!
 //! Two bounds, both sound for the simulator (each transfer takes at least the latency of one
-//! link plus its bytes over the fastest link, and holds every link of its path that long):
+//! link plus its bytes over the fastest link, and holds each link of its path at least that
+//! long, whether the path is cut through or stored and forwarded at its relays):
 //! - the *chain*: the algorithm's steps depend on each other (a ring's step s forwards what it
 //!   received at step s − 1, a butterfly's step sends what the step before reduced, a binomial
 //!   tree's deepest rank waits for each tree edge above it), so the time is at least the sum

@@ -219,11 +219,11 @@ pub fn build_within(
     Ok(s)
 }
 
-/// Orders the transfers of each step in waves of link-disjoint messages. The simulator takes
-/// a step's transfers in array order and a multi-hop message holds its whole path, so an
-/// unlucky order chains every message of a step behind its neighbour's (a convoy); waves let
-/// disjoint messages run together, as the algorithms' own cost models assume. Steps, and so
-/// the data flow, are unchanged.
+/// Orders the transfers of each step in waves of link-disjoint messages. The simulator books
+/// a step's first hops in array order (later hops as they reach their relays), so an unlucky
+/// order queues messages behind each other's first hops (a convoy); waves let disjoint
+/// messages run together, as the algorithms' own cost models assume. Steps, and so the data
+/// flow, are unchanged.
 pub fn in_waves(transfers: &Transfers) -> Transfers {
     // Index-based throughout: a 64×64 ring has 67 M transfers, so the sorts move indices.
     let n = transfers.len();

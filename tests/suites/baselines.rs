@@ -164,15 +164,19 @@ fn swing_on_7_nodes_serves_the_last_node_directly() {
 }
 
 /// Swing's deficiency model (Table 2): with α negligible, bandwidth-optimal Swing over the
-/// ideal (n/D)·β tends to 1.19 on 2D square tori and 1.03 on 3D ones. Measured here (see
-/// docs/BASELINES.md): 1.195 on 16×16, 1.27 on 32×32, 1.039 on 8×8×8.
+/// ideal (n/D)·β tends to 1.19 on 2D square tori and 1.03 on 3D ones, from links that carry
+/// more than one message a step. Relays stored and forwarded hop-major, the replay meets that
+/// congestion exactly: the time is the busiest link's load. Measured here (see
+/// docs/BASELINES.md): 1.137 on 16×16, 1.169 on 32×32, 1.025 on 8×8×8.
 #[test]
 fn swing_deficiency_matches_the_model() {
     let n = 1u64 << 30;
-    for (spec, dims, lo, hi) in [("torus:16x16@lat=0", 2.0, 1.15, 1.25), ("torus:8x8x8@lat=0", 3.0, 1.0, 1.08)] {
-        let (t, _) = time("swing-bandwidth", spec, CollectiveSpec::new(K::AllReduce, n));
+    for (spec, dims, lo, hi) in [("torus:16x16@lat=0", 2.0, 1.10, 1.19), ("torus:8x8x8@lat=0", 3.0, 1.0, 1.05)] {
+        let (t, s) = time("swing-bandwidth", spec, CollectiveSpec::new(K::AllReduce, n));
         let ratio = t / (n as f64 / dims / BW);
         assert!((lo..hi).contains(&ratio), "{spec}: {ratio}");
+        let load = ccsynth::sim::link_load_bound_ns(&s).unwrap();
+        assert!(close(t, load), "{spec}: {t} against the busiest link's {load}");
     }
 }
 

@@ -64,8 +64,10 @@ fn gamma_is_charged_on_reduces_only() {
 }
 
 /// The committed example: a ring all-reduce on torus:4x4 in row-major order, whose four
-/// row-wrapping hops are routed over two links each (`path`s). No link is shared, so the time is
-/// set by the slowest hop: 2(p−1)(2α + (n/p)β).
+/// row-wrapping hops are routed over two links each (`path`s) through an NPU, which stores and
+/// forwards. No link is shared, and a relay's second hop overlaps the next step's first: the
+/// time is the longest chain of a chunk's hops, 2(p−1) of them, of which a chain starting at a
+/// wrap crosses one 8 times (every fourth hop): (2(p−1) + 8)(α + (n/p)β).
 #[test]
 fn hand_written_torus_example_validates_and_simulates_as_specified() {
     let text =
@@ -73,7 +75,7 @@ fn hand_written_torus_example_validates_and_simulates_as_specified() {
     let s = Schedule::from_json(&text).unwrap();
     let r = engine::check(&s);
     assert!(r.valid, "{:?}", r.violations);
-    let want = 2.0 * 15.0 * (2.0 * ALPHA + 65536.0 / BW);
+    let want = (2.0 * 15.0 + 8.0) * (ALPHA + 65536.0 / BW);
     assert!(close(r.collective_time_ns.unwrap(), want));
     assert_eq!(r.rounds, 30);
     assert!(s.transfers.iter().any(|t| t.path.as_ref().is_some_and(|p| p.len() == 3)));
@@ -84,11 +86,12 @@ fn hand_written_torus_example_validates_and_simulates_as_specified() {
     let order: Vec<usize> = (0..16).collect();
     let built = sched(&t, &c, ring_all_reduce(&order, &path));
     assert_eq!(built.transfers, s.transfers);
-    // The two-link hops keep both links busy for the whole transfer.
+    // A relay's links are each busy for their own hop only: the first link of the 3 → 7 → 4
+    // detour 30 hops of α + (n/p)β, a 30/38 share of the time.
     let timing = r.timing.unwrap();
     let l = timing.links.iter().find(|l| l.src == 3 && l.dst == 7).unwrap();
-    assert!(close(l.busy_ns, 30.0 * (2.0 * ALPHA + 65536.0 / BW)));
-    assert!(close(l.utilization, 1.0));
+    assert!(close(l.busy_ns, 30.0 * (ALPHA + 65536.0 / BW)));
+    assert!(close(l.utilization, 30.0 / 38.0));
     assert_eq!(l.transfers, 30);
 }
 
@@ -132,6 +135,29 @@ fn a_path_pays_every_latency_and_the_slowest_bandwidth() {
     let timing = r.timing.unwrap();
     assert_eq!(timing.links.len(), 4);
     assert!(close(timing.bytes_on_links, 4.0 * 4000.0));
+}
+
+/// A relay through an NPU stores and forwards: on ring:4:uni a broadcast from 0 sends chunk 0
+/// to NPU 2 through NPU 1 (two hops, each α + n/β, one after the other) and chunk 1 to NPU 1
+/// directly, after it in the step: 0 -> 1 carries chunk 0 then chunk 1, and 1 -> 2 carries
+/// chunk 0 from when it arrived. Through a switch the path is cut through (the test above).
+#[test]
+fn a_relay_through_an_npu_stores_and_forwards() {
+    let t = topo("ring:4:uni");
+    let c = coll_spec(&t, CollectiveSpec::new(K::Broadcast, 2000).with_root(0).with_chunks_per_npu(2));
+    let d = ALPHA + 1000.0 / BW;
+    let relayed = Transfer::copy(0, 0, 2, vec![0]).via(vec![0, 1, 2]);
+    let s = sched(&t, &c, vec![relayed.clone(), Transfer::copy(0, 0, 1, vec![1])]);
+    let (timing, times) = ccsynth::sim::simulate_with_times(&s).unwrap();
+    // 0 -> 2: [0, d] on 0 -> 1, then [d, 2d] on 1 -> 2; 0 -> 1 (chunk 1) queues: [d, 2d].
+    assert!(close(times[0].start_ns, 0.0) && close(times[0].end_ns, 2.0 * d), "{:?}", times[0]);
+    assert!(close(times[1].start_ns, d) && close(times[1].end_ns, 2.0 * d), "{:?}", times[1]);
+    assert!(close(timing.collective_time_ns, 2.0 * d));
+    // Each link is busy for its own hop only, and the load bound sees that.
+    let busy: Vec<f64> = timing.links.iter().map(|l| l.busy_ns).collect();
+    assert!(busy.len() == 2 && close(busy[0], 2.0 * d) && close(busy[1], d), "{busy:?}");
+    assert!(close(ccsynth::sim::link_load_bound_ns(&s).unwrap(), 2.0 * d));
+    // Cut through, 0 -> 2 would hold both links for 2α + n/β and chunk 1 end at 3α + 2n/β.
 }
 
 #[test]

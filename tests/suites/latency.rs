@@ -128,6 +128,27 @@ fn recursive_doubling_on_a_torus_finds_the_one_hop_labelling() {
     assert!(!synth::doubling::applies(&coll(&topo("ring:6"), K::AllReduce, 32)));
 }
 
+/// On a mesh line of 4 the Gray order's second partners are 3 hops apart, rank order's 2 (the
+/// same summed distance): the labelling keeps rank order, and recursive doubling at 32 B takes
+/// the diameter's α (3 hops a dimension: the two 2-hop exchanges that share a link pipeline,
+/// relays storing and forwarding), as the recursive-doubling baseline does. On a torus the
+/// Gray order stays (every partner one hop away).
+#[test]
+fn recursive_doubling_on_a_mesh_keeps_rank_order() {
+    let t = topo("mesh:4x4");
+    let c = coll(&t, K::AllReduce, 32);
+    let at = synth::doubling::labelling(&t, &c, Default::default(), 0, &|| false).unwrap();
+    assert_eq!(at, (0..16).collect::<Vec<_>>());
+    let s = shaped(&t, &c, Shape { halving: false, multiport: false });
+    let diameter = 6.0 * 500.0;
+    assert!(time(&s) >= diameter && time(&s) < diameter + 10.0, "{}", time(&s));
+    let rd = baseline("recursive-doubling", &t, CollectiveSpec::new(K::AllReduce, 32)).unwrap().0;
+    assert!(time(&s) <= rd.collective_time_ns.unwrap() * (1.0 + 1e-9));
+    let torus = topo("torus:4x4");
+    let at = synth::doubling::labelling(&torus, &coll(&torus, K::AllReduce, 32), Default::default(), 0, &|| false);
+    assert_ne!(at.unwrap(), (0..16).collect::<Vec<_>>());
+}
+
 #[test]
 fn halving_then_doubling_moves_the_bandwidth_optimal_volume() {
     // torus:4x4, 2 MiB, 4 chunks per NPU: 8 rounds; every NPU sends (p-1)/p of the buffer in

@@ -219,6 +219,8 @@ pub struct Network {
     pub bytes_per_ns: f64,
     pub latency_ns: f64,
     routes: HashMap<(usize, usize), Vec<(usize, usize)>>,
+    /// Per message tag (transfer index), a route that overrides the pair's: the schedule's own.
+    by_tag: HashMap<i128, Vec<(usize, usize)>>,
 }
 
 impl Network {
@@ -263,7 +265,26 @@ impl Network {
                 routes.insert((s, d), hops);
             }
         }
-        Ok(Network { bytes_per_ns: gb * (1u64 << 30) as f64 / 1e9, latency_ns, routes })
+        Ok(Network { bytes_per_ns: gb * (1u64 << 30) as f64 / 1e9, latency_ns, routes, by_tag: HashMap::new() })
+    }
+
+    /// Each message along its transfer's own path in `s` (as ccsynth's simulator routes it),
+    /// as ASTRA-sim does when its network description carries the schedule's routes.
+    pub fn routed_as(mut self, s: &Schedule) -> Result<Network, String> {
+        for i in 0..s.transfers.len() {
+            let links = ccsynth::sim::links_of(s, i).map_err(|e| e.to_string())?;
+            let hops = links.iter().map(|&l| (s.topology.links()[l].src, s.topology.links()[l].dst)).collect();
+            self.by_tag.insert(i as i128, hops);
+        }
+        Ok(self)
+    }
+
+    /// The route message `msg` takes.
+    fn route(&self, msg: &Message) -> Result<&Vec<(usize, usize)>, String> {
+        self.by_tag
+            .get(&msg.tag)
+            .or_else(|| self.routes.get(&(msg.src, msg.dst)))
+            .ok_or(format!("no route {} -> {}", msg.src, msg.dst))
     }
 }
 
@@ -440,7 +461,7 @@ pub fn replay_issuing(
                 }
             }
             Event::Hop(m, h) => {
-                let hops = &net.routes[&(messages[m].src, messages[m].dst)];
+                let hops = net.route(&messages[m])?;
                 if h + 1 < hops.len() {
                     links.start_hop(net, &messages[m], m, h + 1, now, &mut clock)?;
                     continue;
@@ -514,7 +535,7 @@ impl Links {
         now: u64,
         clock: &mut Clock,
     ) -> Result<(), String> {
-        let hops = net.routes.get(&(msg.src, msg.dst)).ok_or(format!("no route {} -> {}", msg.src, msg.dst))?;
+        let hops = net.route(msg)?;
         let link = hops[h];
         let serialize = (msg.size as f64 / net.bytes_per_ns).floor() as u64;
         // A hold of 0 ns schedules the link's release at the current time, and ASTRA-sim's event

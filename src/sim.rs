@@ -1,5 +1,6 @@
 //! The α-β simulator: replays a schedule's transfers in (step, position) order on the links
-//! they use, relays stored and forwarded, and reports the collective time, per-link busy time and bytes.
+//! they use (relays stored and forwarded, hop-major) and reports the collective time, per-link
+//! busy time and bytes.
 
 use crate::schedule::{Op, ReplayOrder, Schedule, TransferRef};
 use crate::topology::Topology;
@@ -62,8 +63,9 @@ pub enum SimError {
 /// each hop takes Σ latency over its links + bytes / min bandwidth over them, keeps its links
 /// busy until it ends, and starts once the hop before it has ended at the relay and its own
 /// links are free (store and forward, as a runtime relays: a receive, then a send); a step's
-/// second hops are booked after all its first hops, and so on (hop-major). The last hop adds γ·bytes for a reduce and makes the destination's contents final at its end. Reads
-/// within a step never see writes of the same step. Bytes count each distinct chunk once (one
+/// second hops are booked after all its first hops, and so on (hop-major). The last hop adds
+/// γ·bytes for a reduce and makes the destination's contents final at its end. Reads within a
+/// step never see writes of the same step. Bytes count each distinct chunk once (one
 /// received chunk may feed several slots); a local move between slots uses no link and takes
 /// only its γ time.
 pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
@@ -210,18 +212,6 @@ impl Tally {
     }
 }
 
-/// When a hop reaches its relay, ordered (times are never NaN).
-#[derive(Clone, Copy, PartialEq, PartialOrd)]
-struct Arrival(f64);
-
-impl Eq for Arrival {}
-
-impl Ord for Arrival {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0)
-    }
-}
-
 /// A relayed transfer of the current step whose later hops wait for the step's earlier hops:
 /// `pending[slot]`'s, with hops `relay_links[from..to]` left, at the relay since `at`.
 #[derive(Clone, Copy)]
@@ -318,27 +308,31 @@ impl<'a> Replay<'a> {
         Ok(())
     }
 
-    /// Books the step's relayed transfers' later hops in the order they reach their relays
-    /// (first come, first served on each link; ties in (step, position) order), each from
-    /// when its hop before ended there and its links are free.
+    /// Books the step's relayed transfers' later hops hop-major: every second hop in (step,
+    /// position) order, then every third, and so on; each from when its hop before ended at the
+    /// relay and its links are free. A static order, so the exports can pin it: a thread block
+    /// that sends a relay's forward and its NPU's own messages over one link sends the step's
+    /// first hops first.
     fn forward(&mut self) {
         let topo = self.topo;
-        let mut queue: std::collections::BinaryHeap<std::cmp::Reverse<(Arrival, usize)>> =
-            self.relayed.iter().enumerate().map(|(k, r)| std::cmp::Reverse((Arrival(r.at), k))).collect();
-        while let Some(std::cmp::Reverse((_, k))) = queue.pop() {
-            let r = &mut self.relayed[k];
-            let links = &self.relay_links[r.from..r.to];
-            let hop = hop_len(topo, links);
-            let last = hop == links.len();
-            let (_, end) = self.tally.book(topo, &links[..hop], r.at, r.bytes, if last { r.gamma } else { 0.0 });
-            if last {
-                self.pending[r.slot].2 = end;
-            } else {
-                (r.from, r.at) = (r.from + hop, end);
-                queue.push(std::cmp::Reverse((Arrival(end), k)));
+        while !self.relayed.is_empty() {
+            let mut kept = 0;
+            for k in 0..self.relayed.len() {
+                let mut r = self.relayed[k];
+                let links = &self.relay_links[r.from..r.to];
+                let hop = hop_len(topo, links);
+                let last = hop == links.len();
+                let (_, end) = self.tally.book(topo, &links[..hop], r.at, r.bytes, if last { r.gamma } else { 0.0 });
+                if last {
+                    self.pending[r.slot].2 = end;
+                } else {
+                    (r.from, r.at) = (r.from + hop, end);
+                    self.relayed[kept] = r;
+                    kept += 1;
+                }
             }
+            self.relayed.truncate(kept);
         }
-        self.relayed.clear();
         self.relay_links.clear();
     }
 

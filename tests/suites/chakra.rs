@@ -328,8 +328,8 @@ fn bad_prefixes_and_invalid_schedules_are_refused() {
 }
 
 /// Issue 66, relays as they run: on schedules whose messages relay through NPUs (dimension-
-/// ordered routes, Swing's distant peers) ccsynth's simulator stores and forwards each hop,
-/// later hops first come first served, as the Chakra replay does over the schedule's own
+/// ordered routes, Swing's distant peers) ccsynth's simulator stores and forwards each hop
+/// (hop-major), as the Chakra replay does (first come, first served) over the schedule's own
 /// routes; the two agree within 0.1% whatever order ready nodes are issued in (under the
 /// cut-through model they did not: swing-latency on torus:8x8 at 1 MiB was 65.6 µs in ccsynth,
 /// 31.2 µs replayed). The issue's all-to-all row (`auto`, torus:4x4, 4 MiB) is now the greedy's,

@@ -29,8 +29,8 @@
 //!   signal or release (which only thread 0 issues), after a wait or acquire and before a data
 //!   op (only thread 0 waited), and between two data ops of a block that touch a common cell.
 //! - Deadlock freedom: items are generated in one global order (the schedule's steps; within
-//!   a step, every send before the receives, or, where the step relays through NPUs, message
-//!   by message, each hop's send then its receive, the landings last) and every wait, in a channel or on a
+//!   a step, every send before the receives, or, where the step relays through NPUs, hop by
+//!   hop, each hop's send then its receive, the landings last) and every wait, in a channel or on a
 //!   semaphore, waits for something generated before it; memory-channel writes and the proxy
 //!   of a port channel never block on the receiver. So the generation order is itself an
 //!   execution, as long as every thread block of a GPU is resident at once (they spin on each

@@ -175,6 +175,46 @@ fn the_ring_all_reduce_on_four_npus_is_two_blocks_of_six_steps_per_gpu() {
     msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
 }
 
+/// Each connection's sends keep the simulator's order through relays (issue 66): in the ring
+/// 0→2→1→3 on ring:4 (0→2 through 1, 1→3 through 2), the link 1→2 carries 1→3's first hop and
+/// 0→2's second in every step; the simulator books a step's first hops first (hop-major), and
+/// so does the file: GPU 1's block sending to GPU 2 sends its own chunk (from its buffers),
+/// then the relayed one (from scratch), on one channel.
+#[test]
+fn a_connections_sends_keep_the_simulators_order_through_relays() {
+    let t = topo("ring:4");
+    let c = coll(&t, K::AllGather, 64 << 10);
+    let order = [0usize, 2, 1, 3];
+    let transfers = (0..3)
+        .flat_map(|s| {
+            (0..4).map(move |i| {
+                let (a, b) = (order[i], order[(i + 1) % 4]);
+                let mut t = Transfer::copy(s as u32, a, b, vec![order[(i + 4 - s) % 4] as u32]);
+                let neighbours = b == (a + 1) % 4 || a == (b + 1) % 4;
+                t.path = (!neighbours).then(|| vec![a as u32, (a as u32 + 1) % 4, b as u32].into());
+                t
+            })
+        })
+        .collect();
+    let s = sched(&t, &c, transfers);
+    assert!(engine::check(&s).valid);
+    let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let gpu1 = doc.root_element().children().find(|n| n.has_tag_name("gpu") && n.attribute("id") == Some("1")).unwrap();
+    let to_2: Vec<_> = gpu1.children().filter(|n| n.has_tag_name("tb") && n.attribute("send") == Some("2")).collect();
+    assert_eq!(to_2.len(), 1, "one block, one channel");
+    let sources: Vec<&str> = to_2[0]
+        .children()
+        .filter(|n| n.has_tag_name("step") && n.attribute("type") == Some("s"))
+        .map(|n| n.attribute("srcbuf").unwrap())
+        .collect();
+    assert_eq!(sources.len(), 6, "{sources:?}");
+    for step in sources.chunks(2) {
+        assert!(step[0] != "s" && step[1] == "s", "{sources:?}");
+    }
+    msccl_replay::replay_all(&xml, None, Executor::Current).unwrap();
+}
+
 /// Recursive doubling on 2 GPUs: the exchange receives and reduces into the cells it has just
 /// sent (2 chunks: the send fits the connection's 2 calls, so the receive reduces straight into
 /// place). The receive's wait for that send is what makes the file correct in place; without

@@ -154,9 +154,10 @@ fn every_collective_a_plan_runs_replays_on_a_ring_a_torus_a_switch_and_an_irregu
 
 /// Each pair's messages leave in the simulator's order, relays included (issue 66): in the ring
 /// 0→2→1→3 on ring:4, 0→2 goes through 1 and 1→3 through 2, so in every step the link 1→2
-/// carries 0→2's second hop (position 0) before 1→3's first (position 2), and the simulator
-/// starts them so. GPU 1's block sending to GPU 2 sends the relayed chunk (from scratch) first,
-/// then its own (from its buffers); the plan still replays.
+/// carries 1→3's first hop and 0→2's second; the simulator books a step's first hops before
+/// its second hops (hop-major), so 1→3's goes first, while 0→2's chunk is still on its way to
+/// GPU 1. GPU 1's block sending to GPU 2 sends its own chunk (from its buffers) first, then the
+/// relayed one (from scratch); the plan still replays. The simulator's time: 2(α + n/β) a step.
 #[test]
 fn a_pairs_messages_keep_the_simulators_order_through_relays() {
     let t = topo("ring:4");
@@ -195,8 +196,13 @@ fn a_pairs_messages_keep_the_simulators_order_through_relays() {
         .collect();
     assert_eq!(sources.len(), 6, "{sources:?}");
     for step in sources.chunks(2) {
-        assert!(step[0] == "s" && step[1] != "s", "{sources:?}");
+        assert!(step[0] != "s" && step[1] == "s", "{sources:?}");
     }
+    // Each step: the first hops [0, d] on 0->1 and 1->2 (and 2->3, 3->0), the second hops
+    // [d, 2d] once they have arrived: 2d a step, 6d in all.
+    let d = 500.0 + (64 << 10) as f64 / 4.0 / 100.0;
+    let time = engine::check(&s).collective_time_ns.unwrap();
+    assert!(close(time, 6.0 * d), "{time} against {}", 6.0 * d);
     export_and_replay("the ring 0-2-1-3 on ring:4, relayed", &s);
 }
 

@@ -192,8 +192,8 @@ impl<'a> Builder<'a> {
     }
 
     /// One step of the schedule: snapshots for local moves whose source this step
-    /// overwrites, then the messages (all sends before the receives where none relays; by
-    /// position, hop by hop, where one does), then the local moves.
+    /// overwrites, then the messages (all sends before the receives where none relays; hop by
+    /// hop, by position within a hop, where one does), then the local moves.
     fn schedule_step(&mut self, step: u32, batch: &[usize]) -> Result<(), MscclppError> {
         let s = self.s;
         let mut hops: Vec<Vec<(Hop, ChanType)>> = Vec::with_capacity(batch.len());
@@ -250,14 +250,17 @@ impl<'a> Builder<'a> {
         }
         let max_hops = hops.iter().map(Vec::len).max().unwrap_or(0);
         if max_hops > 1 {
-            // A step that relays goes message by message (by position), each hop's send then
-            // its receive, and lands every message at the end: a pair that carries one
-            // message's second hop and a later one's first hop then sends them in the
-            // simulator's order, as a runtime running each block in order will. Every hop
-            // lands in fresh scratch, so the step's sends still read the cells as they were.
+            // A step that relays goes hop by hop (hop-major, as the simulator books it): every
+            // message's first hop by position, each send then its receive, then every second
+            // hop, and so on, and lands every message at the end. A block that carries one
+            // message's second hop and another's first hop over one link then sends the first
+            // hop first, in the simulator's order, as a runtime running each block in order
+            // will. Every hop lands in fresh scratch, so the step's sends still read the cells
+            // as they were, and each hop's send waits only for a receive generated before it.
             let mut landings = Vec::new();
-            for (bi, &ti) in batch.iter().enumerate() {
-                for (h, &(hop, _)) in hops[bi].iter().enumerate() {
+            for h in 0..max_hops {
+                for (bi, &ti) in batch.iter().enumerate() {
+                    let Some(&(hop, _)) = hops[bi].get(h) else { continue };
                     let n = at[bi].len() as u32;
                     let (region, signals) = self.send_hop(hop, &at[bi]);
                     let lane = self.receive_hop(hop, region, n, signals);
@@ -267,6 +270,7 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
+            landings.sort_by_key(|l| l.0);
             for (bi, ti, to, lane, region) in landings {
                 self.land_message(ti, to, lane, step, region, &wire[bi]);
             }

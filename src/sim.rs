@@ -37,6 +37,20 @@ pub struct Timing {
     pub links: Vec<LinkUsage>,
 }
 
+/// The simulator's model, bumped when it times a schedule differently: 2 since relays are
+/// stored and forwarded (1: a relayed transfer held its whole path, cut through). Results
+/// timed under another model are not reused (the service's cache keys carry it).
+pub const MODEL: u32 = 2;
+
+/// One hop of a transfer relayed through NPUs, as the replay booked it (a transfer's hops are
+/// logged in hop order).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HopTime {
+    pub transfer: usize,
+    pub start_ns: f64,
+    pub end_ns: f64,
+}
+
 /// When one transfer occupies its path in the replay: from `start_ns` to `end_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct TransferTime {
@@ -81,7 +95,7 @@ pub fn simulate_until(s: &Schedule, stop: &dyn Fn() -> bool) -> Result<Timing, S
 /// for tests that the two agree, and for benchmarks.
 #[doc(hidden)]
 pub fn simulate_on_slots(s: &Schedule) -> Result<Timing, SimError> {
-    replay_on(s, None, &|| false, false)
+    replay_on(s, None, None, &|| false, false)
 }
 
 /// `simulate` on ranges whatever the schedule: `None` when the schedule is not replayed that
@@ -90,7 +104,7 @@ pub fn simulate_on_slots(s: &Schedule) -> Result<Timing, SimError> {
 #[doc(hidden)]
 pub fn simulate_on_ranges(s: &Schedule) -> Option<Result<Timing, SimError>> {
     let ranges = crate::runs::ChunkRanges::new(s)?;
-    run(s, RangeReady::new(s, ranges), None, &|| false).transpose()
+    run(s, RangeReady::new(s, ranges), None, None, &|| false).transpose()
 }
 
 /// `simulate`, with each transfer's start and end (indexed as `s.transfers`). Opt-in: a
@@ -101,14 +115,51 @@ pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), 
     Ok((timing, times))
 }
 
+/// `simulate_with_times`, with the hops of every transfer relayed through NPUs (a link of such
+/// a transfer is busy for its hop only, not for the transfer's whole span): for pictures.
+pub fn simulate_with_hops(s: &Schedule) -> Result<(Timing, Vec<TransferTime>, Vec<HopTime>), SimError> {
+    let mut times = vec![TransferTime { start_ns: 0.0, end_ns: 0.0 }; s.transfers.len()];
+    let mut hops = Vec::new();
+    let timing = replay_on(s, Some(&mut times), Some(&mut hops), &|| false, crate::runs::worth_ranges(s))?;
+    Ok((timing, times, hops))
+}
+
+/// Each link of each transfer's path (`links_of`) with the span it is busy for that transfer:
+/// its hop's (from `simulate_with_hops`), the transfer's own where it relays through no NPU.
+pub fn link_spans(
+    s: &Schedule,
+    times: &[TransferTime],
+    hops: &[HopTime],
+) -> Result<Vec<Vec<(usize, TransferTime)>>, SimError> {
+    let mut of: std::collections::HashMap<usize, Vec<TransferTime>> = std::collections::HashMap::new();
+    for h in hops {
+        of.entry(h.transfer).or_default().push(TransferTime { start_ns: h.start_ns, end_ns: h.end_ns });
+    }
+    (0..s.transfers.len())
+        .map(|i| {
+            let links = links_of(s, i)?;
+            let Some(spans) = of.get(&i) else { return Ok(links.into_iter().map(|l| (l, times[i])).collect()) };
+            let mut out = Vec::with_capacity(links.len());
+            let mut rest = &links[..];
+            for span in spans {
+                let hop = hop_len(&s.topology, rest);
+                out.extend(rest[..hop].iter().map(|&l| (l, *span)));
+                rest = &rest[hop..];
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
 fn replay(s: &Schedule, times: Option<&mut [TransferTime]>, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
-    replay_on(s, times, stop, crate::runs::worth_ranges(s))
+    replay_on(s, times, None, stop, crate::runs::worth_ranges(s))
 }
 
 /// The replay, on ranges first when `ranges` says so.
 fn replay_on(
     s: &Schedule,
     mut times: Option<&mut [TransferTime]>,
+    mut hops: Option<&mut Vec<HopTime>>,
     stop: &dyn Fn() -> bool,
     ranges: bool,
 ) -> Result<Timing, SimError> {
@@ -126,7 +177,7 @@ fn replay_on(
     // chunk moves); on a table of slots otherwise, or when the rows fragment.
     if ranges
         && let Some(ranges) = crate::runs::ChunkRanges::new(s)
-        && let Some(timing) = run(s, RangeReady::new(s, ranges), times.as_deref_mut(), stop)?
+        && let Some(timing) = run(s, RangeReady::new(s, ranges), times.as_deref_mut(), hops.as_deref_mut(), stop)?
     {
         return Ok(timing);
     }
@@ -140,18 +191,21 @@ fn replay_on(
         )));
     }
     let ready = SlotReady::new(s);
-    Ok(run(s, ready, times, stop)?.expect("a table of slots never gives up"))
+    Ok(run(s, ready, times, hops, stop)?.expect("a table of slots never gives up"))
 }
 
-/// The replay on `ready`'s store: `None` when the store gives up.
+/// The replay on `ready`'s store: `None` when the store gives up. `hops`, when given, gets
+/// the relayed transfers' hops.
 fn run(
     s: &Schedule,
     mut ready: impl Ready,
     mut times: Option<&mut [TransferTime]>,
+    hops: Option<&mut Vec<HopTime>>,
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<Timing>, SimError> {
     let mut poll = crate::schedule::StopPoll::new(stop);
     let mut replay = Replay::new(s);
+    replay.hop_log = hops.as_ref().map(|_| Vec::new());
     let order = s.replay_order();
     let mut round_end_ns = Vec::new();
     let mut total = 0.0f64;
@@ -164,6 +218,9 @@ fn run(
         };
         round_end_ns.push(round_end);
         total = total.max(round_end);
+    }
+    if let (Some(out), Some(log)) = (hops, replay.hop_log.take()) {
+        *out = log;
     }
     Ok(Some(replay.timing(round_end_ns, total)))
 }
@@ -184,6 +241,8 @@ struct Replay<'a> {
     /// The current step's relayed transfers past their first hop, and their later hops' links.
     relayed: Vec<Relayed>,
     relay_links: Vec<usize>,
+    /// The relayed transfers' hops, when asked for.
+    hop_log: Option<Vec<HopTime>>,
 }
 
 /// Per link: when it is next free, and what the result reports of it.
@@ -245,6 +304,7 @@ impl<'a> Replay<'a> {
             pending: Vec::new(),
             relayed: Vec::new(),
             relay_links: Vec::new(),
+            hop_log: None,
         }
     }
 
@@ -299,6 +359,9 @@ impl<'a> Replay<'a> {
         let last = first == path.len();
         let (start, end) = self.tally.book(topo, &path[..first], ready_ns, bytes, if last { gamma } else { 0.0 });
         if !last {
+            if let Some(log) = &mut self.hop_log {
+                log.push(HopTime { transfer: i, start_ns: start, end_ns: end });
+            }
             let from = self.relay_links.len();
             self.relay_links.extend_from_slice(&path[first..]);
             let (slot, to) = (self.pending.len(), self.relay_links.len());
@@ -322,7 +385,11 @@ impl<'a> Replay<'a> {
                 let links = &self.relay_links[r.from..r.to];
                 let hop = hop_len(topo, links);
                 let last = hop == links.len();
-                let (_, end) = self.tally.book(topo, &links[..hop], r.at, r.bytes, if last { r.gamma } else { 0.0 });
+                let (start, end) =
+                    self.tally.book(topo, &links[..hop], r.at, r.bytes, if last { r.gamma } else { 0.0 });
+                if let Some(log) = &mut self.hop_log {
+                    log.push(HopTime { transfer: self.pending[r.slot].0, start_ns: start, end_ns: end });
+                }
                 if last {
                     self.pending[r.slot].2 = end;
                 } else {

@@ -85,6 +85,8 @@ impl JobRequest {
         // How many threads run it, not what it gives: not part of the key.
         keyed.options.threads = None;
         let text = serde_json::to_string(&keyed).unwrap_or_default();
+        // The simulator's model too: a result timed under another is not served from the cache.
+        let text = format!("{text}\u{1f}sim {}", crate::sim::MODEL);
         format!("{:x}", sha2::Sha256::digest(text.as_bytes()))
     }
 }

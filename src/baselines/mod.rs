@@ -220,7 +220,7 @@ pub fn build_within(
 }
 
 /// Orders the transfers of each step in waves of link-disjoint messages. The simulator books
-/// a step's first hops in array order (later hops as they reach their relays), so an unlucky
+/// a step's first hops in array order (its later hops after them, hop-major), so an unlucky
 /// order queues messages behind each other's first hops (a convoy); waves let disjoint
 /// messages run together, as the algorithms' own cost models assume. Steps, and so the data
 /// flow, are unchanged.

@@ -113,9 +113,13 @@ pub const MAX_TRACE_SLICES: usize = 2_000_000;
 /// The same for the HTTP service, where one request must not take hundreds of megabytes.
 pub const API_MAX_TRACE_SLICES: usize = 200_000;
 
-/// The replay's per-transfer times and links, for the pictures: refused when the schedule
-/// cannot be simulated or would draw more than `max_slices` slices (estimated first).
-fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::TransferTime>, Vec<Vec<usize>>), Error> {
+/// The replay's per-transfer times and each link of each path with the span it is busy for
+/// it (a relayed transfer's hop's), for the pictures: refused when the schedule cannot be
+/// simulated or would draw more than `max_slices` slices (estimated first).
+fn replayed(
+    s: &Schedule,
+    max_slices: usize,
+) -> Result<(Vec<crate::sim::TransferTime>, crate::export::LinkSpans), Error> {
     let n = crate::export::trace::slices(s);
     if n > max_slices {
         return Err(Error::refused(
@@ -129,9 +133,8 @@ fn replayed(s: &Schedule, max_slices: usize) -> Result<(Vec<crate::sim::Transfer
         return Err(Error::Input(crate::error::InputError::new("schedule", format!("cannot be simulated: {first}"))));
     }
     let internal = |e: crate::sim::SimError| Error::refused(Refuser::Simulator, e);
-    let (_, times) = crate::sim::simulate_with_times(s).map_err(internal)?;
-    let links =
-        (0..s.transfers.len()).map(|i| crate::sim::links_of(s, i)).collect::<Result<_, _>>().map_err(internal)?;
+    let (_, times, hops) = crate::sim::simulate_with_hops(s).map_err(internal)?;
+    let links = crate::sim::link_spans(s, &times, &hops).map_err(internal)?;
     Ok((times, links))
 }
 

@@ -8,3 +8,7 @@ pub mod msccl;
 pub mod mscclpp;
 pub mod plot;
 pub mod trace;
+
+/// Per transfer, each link of its path with the span it is busy for that transfer (a relayed
+/// transfer's hop's; `sim::link_spans`).
+pub type LinkSpans = Vec<Vec<(usize, crate::sim::TransferTime)>>;

@@ -51,7 +51,7 @@ fn decade(v: f64) -> String {
 /// rectangle per transfer on each link of its path, copies blue and reduces orange (a
 /// legend says so), time in µs along the top and the bottom. `times` and `links` are the
 /// replay's.
-pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
+pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<(usize, TransferTime)>]) -> String {
     let total_ns = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
     let mut rows = Rows::assign(s, links);
     // At scale, the busiest rows only (in their order), the others counted.
@@ -77,13 +77,13 @@ struct Rows {
 
 impl Rows {
     /// One row per link that carries something, then one per NPU with local moves.
-    fn assign(s: &Schedule, links: &[Vec<usize>]) -> Rows {
+    fn assign(s: &Schedule, links: &[Vec<(usize, TransferTime)>]) -> Rows {
         let topo = &s.topology;
         // Rows: used links in link order, then NPUs with local moves.
         let mut of_link = vec![None; topo.links().len()];
         let mut of_npu = vec![None; topo.npus()];
         let mut labels: Vec<String> = Vec::new();
-        for l in links.iter().flatten() {
+        for (l, _) in links.iter().flatten() {
             of_link[*l] = Some(0);
         }
         for (l, r) in of_link.iter_mut().enumerate() {
@@ -107,22 +107,22 @@ impl Rows {
         Rows { of_link, of_npu, labels }
     }
 
-    /// The rows a transfer to NPU `dst` is drawn on: those of its `path`'s links, or `dst`'s local row.
-    fn of_transfer(&self, dst: u32, path: &[usize]) -> Vec<usize> {
+    /// The rows a transfer to NPU `dst` is drawn on, each with its span there: those of its
+    /// `path`'s links (each for its hop), or `dst`'s local row for the transfer's `whole` span.
+    fn of_transfer(&self, dst: u32, path: &[(usize, TransferTime)], whole: TransferTime) -> Vec<(usize, TransferTime)> {
         if path.is_empty() {
-            self.of_npu[dst as usize].into_iter().collect()
+            self.of_npu[dst as usize].into_iter().map(|r| (r, whole)).collect()
         } else {
-            path.iter().filter_map(|&l| self.of_link[l]).collect()
+            path.iter().filter_map(|&(l, span)| self.of_link[l].map(|r| (r, span))).collect()
         }
     }
 
     /// Keeps the `MAX_TIMELINE_ROWS` busiest rows (by time carrying data); needs more rows than that.
-    fn keep_busiest(&mut self, s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) {
+    fn keep_busiest(&mut self, s: &Schedule, times: &[TransferTime], links: &[Vec<(usize, TransferTime)>]) {
         let mut busy = vec![0.0f64; self.labels.len()];
         for (i, t) in s.transfers.iter().enumerate() {
-            let d = times[i].end_ns - times[i].start_ns;
-            for r in self.of_transfer(t.dst, &links[i]) {
-                busy[r] += d;
+            for (r, span) in self.of_transfer(t.dst, &links[i], times[i]) {
+                busy[r] += span.end_ns - span.start_ns;
             }
         }
         let mut order: Vec<usize> = (0..self.labels.len()).collect();
@@ -193,17 +193,16 @@ fn timeline_transfers(
     out: &mut String,
     s: &Schedule,
     times: &[TransferTime],
-    links: &[Vec<usize>],
+    links: &[Vec<(usize, TransferTime)>],
     rows: &Rows,
     total_ns: f64,
 ) {
     let _ = writeln!(out, r#"<g class="transfers">"#);
     for (i, t) in s.transfers.iter().enumerate() {
-        let tm = times[i];
-        let x = LEFT + tm.start_ns / total_ns * WIDTH;
-        let w = ((tm.end_ns - tm.start_ns) / total_ns * WIDTH).max(0.5);
         let fill = if t.op == Op::Reduce { "#f28e2b" } else { "#4e79a7" };
-        for r in rows.of_transfer(t.dst, &links[i]) {
+        for (r, tm) in rows.of_transfer(t.dst, &links[i], times[i]) {
+            let x = LEFT + tm.start_ns / total_ns * WIDTH;
+            let w = ((tm.end_ns - tm.start_ns) / total_ns * WIDTH).max(0.5);
             let y = ROWS_TOP + r as f64 * ROW;
             let _ = writeln!(
                 out,

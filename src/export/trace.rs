@@ -1,5 +1,6 @@
 //! Chrome / Perfetto trace of a replayed schedule: one track per link, one complete slice per
-//! transfer on every link of its path (and one track per NPU for local moves), times in µs.
+//! transfer on every link of its path, for the time that link carries it (a relayed transfer's
+//! hop; one track per NPU for local moves), times in µs.
 //! Opens in ui.perfetto.dev and chrome://tracing (the Trace Event Format's JSON object form).
 
 use crate::schedule::{Op, Schedule};
@@ -14,9 +15,9 @@ pub fn slices(s: &Schedule) -> usize {
     s.transfers.iter().map(|t| if t.is_local() { 1 } else { t.path.as_ref().map_or(1, |p| p.len() - 1) }).sum()
 }
 
-/// The trace. `times` and `links` are the replay's (`sim::simulate_with_times`,
-/// `sim::links_of`), indexed as `s.transfers`.
-pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<usize>]) -> String {
+/// The trace. `times` and `links` are the replay's (`sim::simulate_with_hops`,
+/// `sim::link_spans`), indexed as `s.transfers`.
+pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<(usize, TransferTime)>]) -> String {
     const LINKS: u32 = 1;
     const NPUS: u32 = 2;
     let topo = &s.topology;
@@ -61,10 +62,10 @@ pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<us
             t.chunks.len(),
             if t.chunks.len() == 1 { "" } else { "s" }
         );
-        let slice = |pid: u32, tid: usize| {
+        let slice = |pid: u32, tid: usize, span: TransferTime| {
             json!({
                 "ph": "X", "cat": op, "name": name, "pid": pid, "tid": tid,
-                "ts": time.start_ns / 1e3, "dur": (time.end_ns - time.start_ns) / 1e3, "args": args,
+                "ts": span.start_ns / 1e3, "dur": (span.end_ns - span.start_ns) / 1e3, "args": args,
             })
         };
         if links[i].is_empty() {
@@ -75,10 +76,10 @@ pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<us
                     json!({"ph": "M", "pid": NPUS, "tid": npu, "name": "thread_name", "args": {"name": format!("NPU {npu}")}}),
                 );
             }
-            push(slice(NPUS, npu));
+            push(slice(NPUS, npu, time));
             continue;
         }
-        for &l in &links[i] {
+        for &(l, span) in &links[i] {
             if !named_links[l] {
                 named_links[l] = true;
                 let link = &topo.links()[l];
@@ -90,7 +91,7 @@ pub(crate) fn chrome_trace(s: &Schedule, times: &[TransferTime], links: &[Vec<us
                     json!({"ph": "M", "pid": LINKS, "tid": l, "name": "thread_sort_index", "args": {"sort_index": l}}),
                 );
             }
-            push(slice(LINKS, l));
+            push(slice(LINKS, l, span));
         }
     }
     let other = json!({

@@ -328,9 +328,10 @@ fn bad_prefixes_and_invalid_schedules_are_refused() {
 }
 
 /// Issue 66, relays as they run: on schedules whose messages relay through NPUs (dimension-
-/// ordered routes, Swing's distant peers) ccsynth's simulator stores and forwards each hop
-/// (hop-major), as the Chakra replay does (first come, first served) over the schedule's own
-/// routes; the two agree within 0.1% whatever order ready nodes are issued in (under the
+/// ordered routes, Swing's distant peers) ccsynth's simulator stores and forwards each hop, and
+/// so does the Chakra replay over the schedule's own routes (its relays first come, first
+/// served, as ASTRA-sim's; the simulator's hop-major, the same here): the two agree within 0.1%
+/// whatever order ready nodes are issued in (under the
 /// cut-through model they did not: swing-latency on torus:8x8 at 1 MiB was 65.6 µs in ccsynth,
 /// 31.2 µs replayed). The issue's all-to-all row (`auto`, torus:4x4, 4 MiB) is now the greedy's,
 /// hop by hop.
@@ -352,7 +353,9 @@ fn relayed_schedules_take_ccsynths_time_in_the_replay() {
         let (e, files) = export(&s, "r");
         let net = network_of(&s, &e).routed_as(&s).unwrap();
         let ours = s.collective_time_ns.unwrap();
-        for issue in [chakra_replay::Issue::AsReady, chakra_replay::Issue::Shuffled(1), chakra_replay::Issue::Shuffled(2)] {
+        for issue in
+            [chakra_replay::Issue::AsReady, chakra_replay::Issue::Shuffled(1), chakra_replay::Issue::Shuffled(2)]
+        {
             let astra = chakra_replay::replay_issuing(&s, &files, &net, None, issue)
                 .unwrap_or_else(|err| panic!("{what}: {err}"))
                 .finish_ns as f64;

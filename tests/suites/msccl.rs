@@ -184,19 +184,7 @@ fn the_ring_all_reduce_on_four_npus_is_two_blocks_of_six_steps_per_gpu() {
 fn a_connections_sends_keep_the_simulators_order_through_relays() {
     let t = topo("ring:4");
     let c = coll(&t, K::AllGather, 64 << 10);
-    let order = [0usize, 2, 1, 3];
-    let transfers = (0..3)
-        .flat_map(|s| {
-            (0..4).map(move |i| {
-                let (a, b) = (order[i], order[(i + 1) % 4]);
-                let mut t = Transfer::copy(s as u32, a, b, vec![order[(i + 4 - s) % 4] as u32]);
-                let neighbours = b == (a + 1) % 4 || a == (b + 1) % 4;
-                t.path = (!neighbours).then(|| vec![a as u32, (a as u32 + 1) % 4, b as u32].into());
-                t
-            })
-        })
-        .collect();
-    let s = sched(&t, &c, transfers);
+    let s = sched(&t, &c, ring_0213_relayed());
     assert!(engine::check(&s).valid);
     let xml = engine::export_msccl(&s, &MscclOptions::default()).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap();

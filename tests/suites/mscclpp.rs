@@ -162,20 +162,7 @@ fn every_collective_a_plan_runs_replays_on_a_ring_a_torus_a_switch_and_an_irregu
 fn a_pairs_messages_keep_the_simulators_order_through_relays() {
     let t = topo("ring:4");
     let c = coll(&t, K::AllGather, 64 << 10);
-    // Step s, position i: NPU order[i] passes on what it got s steps before (NPU ids are ranks).
-    let order = [0usize, 2, 1, 3];
-    let transfers = (0..3)
-        .flat_map(|s| {
-            (0..4).map(move |i| {
-                let (a, b) = (order[i], order[(i + 1) % 4]);
-                let mut t = ccsynth::schedule::Transfer::copy(s as u32, a, b, vec![order[(i + 4 - s) % 4] as u32]);
-                let neighbours = b == (a + 1) % 4 || a == (b + 1) % 4;
-                t.path = (!neighbours).then(|| vec![a as u32, (a as u32 + 1) % 4, b as u32].into());
-                t
-            })
-        })
-        .collect();
-    let s = sched(&t, &c, transfers);
+    let s = sched(&t, &c, ring_0213_relayed());
     assert!(engine::check(&s).valid);
     let p = plan(&s, &MscclppOptions::default());
     let g = &p["gpus"][1];

@@ -92,12 +92,16 @@ fn check_trace(s: &Schedule, text: &str) {
 #[test]
 fn traces_follow_the_trace_event_format() {
     // A 4x4 torus all-reduce from the greedy, a switch fabric (paths through the switch),
-    // and a latency planner's schedule with scratch slots and local moves.
+    // a latency planner's schedule with scratch slots and local moves, and messages relayed
+    // through NPUs (Swing's distant peers, dimension-ordered routes): each hop drawn on its own
+    // links for its own span, so a link's slices never overlap.
     let cases = [
         run("torus:4x4", CollectiveSpec::new(K::AllReduce, 1 << 20), "greedy"),
         run("switch:6", CollectiveSpec::new(K::AllGather, 1 << 20), "greedy"),
         run("ring:7", CollectiveSpec::new(K::AllReduce, 64), "greedy"),
         run("fc:6", CollectiveSpec::new(K::AllReduce, 6 << 20), "kolmakov-r1"),
+        run("torus:8x8", CollectiveSpec::new(K::AllReduce, 1 << 20), "swing-latency"),
+        run("torus:4x4", CollectiveSpec::new(K::AllToAll, 2 << 20), "dimension-ordered"),
     ];
     for s in &cases {
         check_trace(s, &engine::export_trace(s, engine::MAX_TRACE_SLICES).unwrap());

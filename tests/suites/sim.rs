@@ -160,6 +160,42 @@ fn a_relay_through_an_npu_stores_and_forwards() {
     // Cut through, 0 -> 2 would hold both links for 2α + n/β and chunk 1 end at 3α + 2n/β.
 }
 
+/// A step's later hops are booked after all its first hops (hop-major), a static order the
+/// MSCCL and MSCCL++ exports pin: the relay's forward of chunk 0 (through NPU 1, arrived at d)
+/// waits on link 1 -> 2 behind NPU 1's own first hop of the step, whose chunk only arrives over
+/// the slow link 3 -> 1 at 1500 ns. First come, first served would have sent it at d.
+#[test]
+fn a_steps_later_hops_go_after_its_first_hops() {
+    let t = Topology::from_json(
+        r#"{"npus": 4, "links": [
+            {"src": 0, "dst": 1, "latency_ns": 500, "bandwidth_gb_per_s": 100, "bidirectional": true},
+            {"src": 1, "dst": 2, "latency_ns": 500, "bandwidth_gb_per_s": 100, "bidirectional": true},
+            {"src": 3, "dst": 1, "latency_ns": 500, "bandwidth_gb_per_s": 1, "bidirectional": true}]}"#,
+    )
+    .unwrap();
+    let c = coll(&t, K::AllGather, 4000);
+    let s = sched(
+        &t,
+        &c,
+        vec![
+            Transfer::copy(0, 3, 1, vec![3]),
+            Transfer::copy(1, 0, 2, vec![0]).via(vec![0, 1, 2]),
+            Transfer::copy(1, 1, 2, vec![3]),
+        ],
+    );
+    let (_, times) = ccsynth::sim::simulate_with_times(&s).unwrap();
+    let d = 500.0 + 1000.0 / 100.0;
+    assert!(close(times[0].end_ns, 1500.0), "{:?}", times[0]);
+    assert!(close(times[2].start_ns, 1500.0) && close(times[2].end_ns, 1500.0 + d), "{:?}", times[2]);
+    assert!(close(times[1].start_ns, 0.0) && close(times[1].end_ns, 1500.0 + 2.0 * d), "{:?}", times[1]);
+    // The pictures draw each hop for its own span: [0, d] on 0 -> 1, [1500 + d, 1500 + 2d] on 1 -> 2.
+    let (_, times, hops) = ccsynth::sim::simulate_with_hops(&s).unwrap();
+    let spans = ccsynth::sim::link_spans(&s, &times, &hops).unwrap();
+    let relay: Vec<(f64, f64)> = spans[1].iter().map(|(_, t)| (t.start_ns, t.end_ns)).collect();
+    assert_eq!(relay.len(), 2);
+    assert!(close(relay[0].1, d) && close(relay[1].0, 1500.0 + d), "{relay:?}");
+}
+
 #[test]
 fn a_transfer_waits_for_its_data_and_for_its_link() {
     // Chain 0 -> 1 -> 2 on ring:3:uni: the second hop starts when the first ends.

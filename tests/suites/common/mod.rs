@@ -58,6 +58,24 @@ pub fn ring_all_gather(order: &[usize], k: usize, path_of: &dyn Fn(usize, usize)
     out
 }
 
+/// The all-gather ring 0→2→1→3 on ring:4, one chunk per NPU (chunk v is NPU v's): 0→2 goes
+/// through 1 and 1→3 through 2, so every step the link 1→2 carries 1→3's first hop and 0→2's
+/// second (the relay-order tests of the GPU exports).
+pub fn ring_0213_relayed() -> Vec<Transfer> {
+    let order = [0usize, 2, 1, 3];
+    (0..3)
+        .flat_map(|s| {
+            (0..4).map(move |i| {
+                let (a, b) = (order[i], order[(i + 1) % 4]);
+                let mut t = Transfer::copy(s as u32, a, b, vec![order[(i + 4 - s) % 4] as u32]);
+                let neighbours = b == (a + 1) % 4 || a == (b + 1) % 4;
+                t.path = (!neighbours).then(|| vec![a as u32, (a as u32 + 1) % 4, b as u32].into());
+                t
+            })
+        })
+        .collect()
+}
+
 /// Ring all-reduce along `order`: p−1 reduce steps, then p−1 copy steps. Chunk c belongs to
 /// rank c; rank i ends the reduce-scatter holding chunk i+1 complete.
 pub fn ring_all_reduce(order: &[usize], path_of: &dyn Fn(usize, usize) -> Option<Vec<u32>>) -> Vec<Transfer> {

@@ -698,9 +698,11 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
             .iter()
             .all(|l| (l["src"].as_u64(), l["dst"].as_u64()) != (Some(0), Some(1)))
     );
-    // From stdin, with the fresh run a slow baseline: the repair is kept.
+    // From stdin, with the fresh run a slow baseline: the repair is kept (recursive doubling
+    // 87.9 us against the repair's 53.1; `direct`, relayed, ties the repair since relays store
+    // and forward, and a tie keeps the fresh schedule).
     let text = std::fs::read_to_string(EXAMPLE).unwrap();
-    let o = ccsynth(&["regenerate", "-", "--fail-link", "0-1", "--algo", "direct", "--json"], Some(&text));
+    let o = ccsynth(&["regenerate", "-", "--fail-link", "0-1", "--algo", "recursive-doubling", "--json"], Some(&text));
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(json(&o)["stats"]["regeneration"]["kept"], "repair");
     // The summary puts it beside the previous schedule.

@@ -140,12 +140,11 @@ pub fn link_spans(
             let links = links_of(s, i)?;
             let Some(spans) = of.get(&i) else { return Ok(links.into_iter().map(|l| (l, times[i])).collect()) };
             let mut out = Vec::with_capacity(links.len());
-            let mut rest = &links[..];
-            for span in spans {
-                let hop = hop_len(&s.topology, rest);
-                out.extend(rest[..hop].iter().map(|&l| (l, *span)));
-                rest = &rest[hop..];
-            }
+            let mut spans = spans.iter();
+            for_each_hop(&s.topology, &links, |hop, _| {
+                let span = *spans.next().expect("a relayed transfer's hops are all logged");
+                out.extend(hop.iter().map(|&l| (l, span)));
+            });
             Ok(out)
         })
         .collect()
@@ -258,8 +257,8 @@ impl Tally {
     /// bandwidth over them, plus `extra`. Its (start, end).
     #[inline]
     fn book(&mut self, topo: &Topology, links: &[usize], at: f64, bytes: f64, extra: f64) -> (f64, f64) {
-        let (duration, free) = hop_time(topo, links, bytes, &self.free);
-        let (start, duration) = (at.max(free), duration + extra);
+        let free = links.iter().fold(0.0f64, |a, &l| a.max(self.free[l]));
+        let (start, duration) = (at.max(free), hop_ns(topo, links, bytes) + extra);
         let end = start + duration;
         for &l in links {
             self.free[l] = end;
@@ -479,7 +478,7 @@ pub fn link_load_bound_ns(s: &Schedule) -> Option<f64> {
         route(topo, i, t.src, t.dst, t.path_nodes(), &mut links).ok()?;
         let bytes = s.chunk_size_bytes * t.wire_chunks() as f64;
         for_each_hop(topo, &links, |hop, last| {
-            let mut duration = hop_time(topo, hop, bytes, &busy).0;
+            let mut duration = hop_ns(topo, hop, bytes);
             if last && t.op == Op::Reduce {
                 duration += gamma * s.chunk_size_bytes * t.written().len() as f64;
             }
@@ -510,16 +509,14 @@ fn hop_len(topo: &Topology, links: &[usize]) -> usize {
     links.iter().position(|&l| topo.links()[l].dst < npus).map_or(links.len(), |k| k + 1)
 }
 
-/// One hop's time on its links (Σ latency + bytes / min bandwidth) and when its links are all
-/// free by `free`.
-fn hop_time(topo: &Topology, links: &[usize], bytes: f64, free: &[f64]) -> (f64, f64) {
-    let (mut latency, mut min_bw, mut at) = (0.0, f64::INFINITY, 0.0f64);
+/// One hop's time on its links: Σ latency + bytes / min bandwidth.
+fn hop_ns(topo: &Topology, links: &[usize], bytes: f64) -> f64 {
+    let (mut latency, mut min_bw) = (0.0, f64::INFINITY);
     for &l in links {
         latency += topo.links()[l].latency_ns;
         min_bw = min_bw.min(topo.links()[l].bandwidth_gb_per_s);
-        at = at.max(free[l]);
     }
-    (latency + bytes / min_bw, at)
+    latency + bytes / min_bw
 }
 
 /// The link indices a transfer occupies (none for a local move).

@@ -326,14 +326,7 @@ fn search(
         v
     };
     let mut at = start;
-    let total = |at: &[usize]| -> i64 {
-        (0..p)
-            .flat_map(|x| (0..m).map(move |b| (x, x ^ (1 << b))))
-            .filter(|(x, y)| x < y)
-            .map(|(x, y)| pair(at, x, y))
-            .sum()
-    };
-    let mut cost = total(&at);
+    let mut cost = summed(dist, p, m, &at) as i64;
     let (mut best, mut best_cost) = (at.clone(), cost);
     let mut rng = Rng::new(seed);
     let iterations = (500 * p * m).min(500_000);

@@ -17,6 +17,7 @@ mod failures;
 mod greedy;
 mod ilp;
 mod latency;
+mod link_order;
 mod mirror;
 mod msccl;
 mod msccl_replay;

@@ -6,6 +6,7 @@
 use crate::common::run_seeded as run;
 use crate::common::*;
 use crate::msccl_replay::{self, Executor, Mode};
+use crate::link_order;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclOptions, MscclTarget, registry};
 use ccsynth::schedule::{Schedule, Transfer};
@@ -74,12 +75,18 @@ pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String
         None => s.topology.live_npus(),
     };
     let root = s.collective.root.and_then(|r| ranks.iter().position(|&v| v == r));
-    msccl_replay::replay_ends(&xml, root, Executor::Current).map_err(|e| format!("{what}: {e}"))?;
+    let sent = msccl_replay::replay_ends(&xml, root, Executor::Current).map_err(|e| format!("{what}: {e}"))?;
+    // Each thread block sends in the simulator's order of its link (issue 66).
+    let hops = link_order::hops_by_link(s);
+    link_order::sends_in_order(&hops, &sent).map_err(|e| format!("{what}: MSCCL XML: {e}"))?;
     // For RCCL too: every file written replays under its rules (no fused receives, 64 blocks);
     // what does not fit is refused naming one of its limits.
     let rccl = MscclOptions { target: MscclTarget::Rccl, ..Default::default() };
     match engine::export_msccl(s, &rccl) {
-        Ok(xml) => msccl_replay::replay_ends(&xml, root, Executor::Rccl).map_err(|e| format!("{what} (rccl): {e}"))?,
+        Ok(xml) => {
+            let sent = msccl_replay::replay_ends(&xml, root, Executor::Rccl).map_err(|e| format!("{what} (rccl): {e}"))?;
+            link_order::sends_in_order(&hops, &sent).map_err(|e| format!("{what}: MSCCL XML (rccl): {e}"))?;
+        }
         Err(engine::Error::Unsupported { by: engine::Refuser::MscclXml, reason })
             if ["in the rccl executor", "the rccl executor allows", "signed bits", "XML nodes"]
                 .iter()

@@ -3,6 +3,7 @@
 //! postcondition of each collective. It is written from the format's specification only and
 //! shares no code with ccsynth's exporter, so that a bug in one is not mirrored by the other.
 
+use crate::link_order::{Ranks, Sent};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
@@ -156,6 +157,8 @@ pub struct Replayed {
     pub inplace: bool,
     /// per rank, the output buffer's cells after the run (None = never written)
     pub output: Vec<Vec<Option<Value>>>,
+    /// Every send call executed, in each thread block's order (`link_order`).
+    pub sent: Vec<Sent>,
 }
 
 /// Parses and validates `xml`, then replays it symbolically under `mode`.
@@ -270,14 +273,26 @@ pub fn replay_all(xml: &str, root: Option<usize>, executor: Executor) -> Result<
 /// The modes the conformance suite runs on every file: in place under `WritesFirst` at the
 /// largest declared size (the fewest chunks per call), out of place under a random order at
 /// the smallest. Err names the mode that failed.
-pub fn replay_ends(xml: &str, root: Option<usize>, executor: Executor) -> Result<(), String> {
+/// Returns the sends of the last run (a block's sends do not depend on the order blocks run in).
+pub fn replay_ends(xml: &str, root: Option<usize>, executor: Executor) -> Result<Vec<Sent>, String> {
     let algo = executor.parse(xml)?;
     let (fewest, most) = algo.calls_range();
+    let mut sent = Vec::new();
     for (inplace, policy, chunks_per_call) in [(true, Policy::WritesFirst, fewest), (false, Policy::Random(7), most)] {
         let mode = Mode::of(&algo, executor, inplace, policy, chunks_per_call);
-        run(&algo, mode).and_then(|r| check(&r, root)).map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
+        let r = run(&algo, mode).map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
+        check(&r, root).map_err(|e| format!("{}: {e}", describe_mode(mode)))?;
+        sent = r.sent;
     }
-    Ok(())
+    Ok(sent)
+}
+
+/// The ranks whose data a cell holds, each once, rising.
+fn contributors(ranks: impl Iterator<Item = usize>) -> Ranks {
+    let mut v: Ranks = ranks.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -994,6 +1009,7 @@ struct Machine<'a> {
     next_step: Vec<Vec<usize>>,
     /// Per gpu and tb, the calls of that step already executed.
     next_call: Vec<Vec<usize>>,
+    sent: Vec<Sent>,
 }
 
 fn run(algo: &Algo, mode: Mode) -> Result<Replayed, String> {
@@ -1024,7 +1040,7 @@ impl<'a> Machine<'a> {
         }
         let next_step: Vec<Vec<usize>> = algo.gpus.iter().map(|gpu| vec![0; gpu.tbs.len()]).collect();
         let next_call = next_step.clone();
-        Ok(Machine { algo, mode, layouts, memory, fifos: BTreeMap::new(), next_step, next_call })
+        Ok(Machine { algo, mode, layouts, memory, fifos: BTreeMap::new(), next_step, next_call, sent: Vec::new() })
     }
 
     fn tb(&self, at: TbRef) -> &'a Tb {
@@ -1213,6 +1229,8 @@ impl<'a> Machine<'a> {
             }
             if step.op.sends() {
                 let link = self.send_link(at);
+                let cells = values.iter().map(|v| contributors(v.iter().map(|&(r, _)| r))).collect();
+                self.sent.push(Sent { from: at.gpu, to: link.to, block: at.tb, cells });
                 self.fifos.entry(link).or_default().push_back(values);
             }
         }
@@ -1292,6 +1310,7 @@ impl<'a> Machine<'a> {
             nchunksperloop: self.algo.nchunksperloop,
             inplace: self.mode.inplace,
             output,
+            sent: self.sent,
         }
     }
 }
@@ -1901,6 +1920,7 @@ fn check_reports_wrong_cells_and_unknown_collectives() {
         nchunksperloop: 2,
         inplace: false,
         output: vec![vec![Some(first), Some(vec![(1, 0)])], vec![Some(vec![(0, 0)]), Some(vec![(1, 0)])]],
+        sent: Vec::new(),
     };
     check(&gathered(vec![(0, 0)]), None).unwrap();
     assert_err_contains(check(&gathered(vec![(1, 0)]), None), "rank 0 o[0]");

@@ -8,6 +8,7 @@ use crate::common::run_seeded as run;
 use crate::common::*;
 use crate::msccl::{NAMED, irregular, spec};
 use crate::mscclpp_replay;
+use crate::link_order;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclppOptions, registry};
 use ccsynth::schedule::Schedule;
@@ -21,6 +22,14 @@ fn plan(s: &Schedule, opts: &MscclppOptions) -> Value {
 fn export_and_replay(what: &str, s: &Schedule) {
     let text = engine::export_mscclpp(s, &MscclppOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
     mscclpp_replay::replay_all(&text).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mode = mscclpp_replay::Mode {
+        in_place: false,
+        policy: mscclpp_replay::Policy::Random(7),
+        launches: 1,
+        max_tbs: mscclpp_replay::MAX_TBS,
+    };
+    let sent = mscclpp_replay::replay_logged(&text, mode).unwrap_or_else(|e| panic!("{what}: {e}"));
+    link_order::sends_in_order(&link_order::hops_by_link(s), &sent).unwrap_or_else(|e| panic!("{what}: {e}"));
 }
 
 /// For the conformance body: `Ok(false)` when a plan cannot express the schedule (a collective
@@ -36,9 +45,12 @@ pub fn replays_if_mscclpp_runs_it(what: &str, s: &Schedule) -> Result<bool, Stri
         }
         Err(e) => return Err(format!("{what}: {e}")),
     };
+    let hops = link_order::hops_by_link(s);
     for (in_place, policy) in [(true, mscclpp_replay::Policy::Reverse), (false, mscclpp_replay::Policy::Random(7))] {
         let mode = mscclpp_replay::Mode { in_place, policy, launches: 2, max_tbs: mscclpp_replay::MAX_TBS };
-        mscclpp_replay::replay(&text, mode).map_err(|e| format!("{what} (in place {in_place}): {e}"))?;
+        let sent = mscclpp_replay::replay_logged(&text, mode).map_err(|e| format!("{what} (in place {in_place}): {e}"))?;
+        // Each thread block puts in the simulator's order of its link (issue 66).
+        link_order::sends_in_order(&hops, &sent).map_err(|e| format!("{what}: MSCCL++ plan: {e}"))?;
     }
     Ok(true)
 }

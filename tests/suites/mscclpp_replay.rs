@@ -4,6 +4,7 @@
 //! is written from the format's description and the kernel's semantics only and shares no code
 //! with ccsynth's exporter, so that a bug in one is not mirrored by the other.
 
+use crate::link_order::{Ranks, Sent};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
@@ -47,6 +48,11 @@ pub struct Mode {
 /// races, the per-launch balance of signals and semaphores, deadlock freedom and the
 /// collective's postcondition after every launch.
 pub fn replay(json: &str, mode: Mode) -> Result<(), String> {
+    run(&parse(json, mode.max_tbs)?, mode).map(drop)
+}
+
+/// `replay`, returning every put of the first launch in each thread block's order (`link_order`).
+pub fn replay_logged(json: &str, mode: Mode) -> Result<Vec<Sent>, String> {
     run(&parse(json, mode.max_tbs)?, mode)
 }
 
@@ -771,6 +777,8 @@ struct Machine<'a> {
     finished: Vec<usize>,
     /// Gpus signalled since the scheduler last looked.
     signalled: Vec<usize>,
+    /// The first launch's puts, in each thread block's order.
+    sent: Vec<Sent>,
 }
 
 /// The runnable thread blocks: ordered (for round robin and reverse) and in a list (for a
@@ -807,7 +815,7 @@ impl RunSet {
 // The replay: scheduling, launches and ops
 // ---------------------------------------------------------------------------------------------
 
-fn run(plan: &Plan, mode: Mode) -> Result<(), String> {
+fn run(plan: &Plan, mode: Mode) -> Result<Vec<Sent>, String> {
     if mode.launches == 0 {
         return Err("mode.launches must be at least 1".into());
     }
@@ -850,7 +858,7 @@ fn run(plan: &Plan, mode: Mode) -> Result<(), String> {
     for g in 0..plan.gpus.len() {
         m.check_output(g, mode.launches, "after the last launch")?;
     }
-    Ok(())
+    Ok(m.sent)
 }
 
 impl<'a> Machine<'a> {
@@ -898,7 +906,7 @@ impl<'a> Machine<'a> {
             });
             next_proxy += gpu.peers[PORT].len();
         }
-        Machine { plan, mode, gpus, finished: vec![0; mode.launches + 1], signalled: Vec::new() }
+        Machine { plan, mode, gpus, finished: vec![0; mode.launches + 1], signalled: Vec::new(), sent: Vec::new() }
     }
 
     fn key(&self, (g, buf, index): Loc) -> Key {
@@ -1231,6 +1239,9 @@ impl<'a> Machine<'a> {
             }
             results.push((self.key(e.dst), value));
         }
+        if who.launch == 1 {
+            self.log_puts(g, j, results.iter().map(|((h, _), value)| (*h, value)));
+        }
         for ((h, idx), value) in results {
             self.gpus[h].cells[idx].value = value;
         }
@@ -1261,12 +1272,30 @@ impl<'a> Machine<'a> {
             self.access((h, idx), false, &clock, stamp)?;
             values.push(self.gpus[h].cells[idx].value.clone());
         }
+        if who.launch == 1 {
+            self.log_puts(g, j, values.iter().map(|value| (dst.gpu, value)));
+        }
         for (p, value) in values.into_iter().enumerate() {
             let (h, idx) = self.key(dst.at(p));
             self.access((h, idx), true, &clock, stamp)?;
             self.gpus[h].cells[idx].value = value;
         }
         Ok(())
+    }
+
+    /// Logs what an op of (g, j) wrote into other gpus' memory, one send per peer.
+    fn log_puts<'v>(&mut self, g: usize, j: usize, written: impl Iterator<Item = (usize, &'v Contribs)>) {
+        let mut per_peer: Vec<Sent> = Vec::new();
+        for (h, value) in written.filter(|&(h, _)| h != g) {
+            let mut ranks: Ranks = value.iter().map(|&(_, r, _)| r).collect();
+            ranks.sort_unstable();
+            ranks.dedup();
+            match per_peer.iter_mut().find(|x| x.to == h) {
+                Some(x) => x.cells.push(ranks),
+                None => per_peer.push(Sent { from: g, to: h, block: j, cells: vec![ranks] }),
+            }
+        }
+        self.sent.extend(per_peer);
     }
 
     /// The race check: a write must be ordered after the cell's last write and every read since;

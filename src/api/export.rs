@@ -319,11 +319,12 @@ fn exports_version(format: ExportFormat) -> u32 {
     match format {
         // 2: a pair's messages in the simulator's order through relays. 3 (and MSCCL XML's 2): no
         // landing in place over what a local move of its step reads. 4: relays hop by hop
-        // (hop-major). The pictures' 2: a relayed transfer drawn on each link for its hop.
+        // (hop-major). The pictures' 2: a relayed transfer drawn on each link for its hop. Chakra's
+        // 2: a relayed transfer a SEND and a RECV per hop, hop-major.
         ExportFormat::MscclppJson => 4,
         ExportFormat::MscclXml => 2,
         ExportFormat::ChromeTrace | ExportFormat::TimelineSvg => 2,
-        ExportFormat::ChakraEt => 1,
+        ExportFormat::ChakraEt => 2,
     }
 }
 

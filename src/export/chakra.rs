@@ -16,12 +16,15 @@
 //!   final at the end of their last write. Local moves send nothing: a copy passes its source's
 //!   writers on to the slot it writes, a reduce is a COMP node (or passes its inputs' writers on,
 //!   when it takes 0 µs).
+//! - A path through other NPUs is cut at them, as the simulator cuts it: each hop is a SEND and
+//!   a RECV of its own (tag i too), a relay's SEND waiting for its RECV (store and forward), and
+//!   a step's hops are generated hop-major (every first hop, then every second hop, …), as the
+//!   simulator books them. A hop through switches is one SEND and one RECV that ASTRA-sim routes
+//!   by its own network description.
 //! - Each SEND also waits for the SEND before it out of the same NPU over the same link (its
-//!   path's first hop), in `ctrl_deps` and `data_deps` alike (ASTRA-sim's feeder reads only the
-//!   latter): each link carries its sends in the simulator's order, whatever order a runtime
-//!   issues ready nodes in.
-//! - A path through switches or other NPUs is still one SEND and one RECV: ASTRA-sim routes by
-//!   its own network description, not by the schedule's path (only its first hop is ordered).
+//!   hop's first link), in `ctrl_deps` and `data_deps` alike (ASTRA-sim's feeder reads only the
+//!   latter): each link out of an NPU carries its sends in the simulator's order, relays
+//!   included, whatever order a runtime issues ready nodes in.
 //! - Files are length-delimited protobuf messages (a LEB128 length, then the message): one
 //!   `GlobalMetadata`, then the nodes. The messages are declared here from chakra's
 //!   `et_def.proto` (package `ChakraProtoMsg`), the fields ccsynth writes and reads.
@@ -222,28 +225,59 @@ impl Traces {
         for steps in order.steps(&s.transfers) {
             // Writes take effect at the end of their step: reads in this step see the writers before.
             let mut updates = Writers::new();
+            // Every transfer's first hop, then the relayed ones' later hops, hop-major.
+            let mut relayed: Vec<Relay> = Vec::new();
             for k in steps {
                 let ti = order.get(k);
                 let t = s.transfers.at(ti);
-                if only.is_none_or(|v| t.src == v || t.dst == v) {
-                    traces.transfer(&mut updates, t, ti, s.transfers.step(ti));
+                let visits = npu_visits(s, t);
+                if only.is_none_or(|v| visits.contains(&v)) {
+                    let step = s.transfers.step(ti);
+                    relayed.extend(traces.transfer(&mut updates, t, ti, step, visits));
                 }
+            }
+            while !relayed.is_empty() {
+                relayed = relayed.into_iter().filter_map(|r| traces.forward(&mut updates, s, r)).collect();
             }
             traces.commit(updates);
         }
         traces.files
     }
 
-    /// Adds the nodes of transfer `ti` (in step `step`) and records what it writes in `updates`.
-    fn transfer(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32) {
+    /// Adds the nodes of transfer `ti` (in step `step`), or of its first hop when it relays
+    /// through NPUs (`visits`: the NPUs its path visits, ends included), and records what it
+    /// writes in `updates`; returns the relay still to forward it.
+    fn transfer(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32, visits: Vec<u32>) -> Option<Relay> {
         if t.is_local() {
             match t.op {
                 Op::Copy => self.local_copy(updates, t),
                 Op::Reduce => self.local_reduce(updates, t, ti, step),
             }
-        } else {
-            self.message(updates, t, ti, step);
+            return None;
         }
+        let bytes = ((self.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(self.min_bytes);
+        let deps: Vec<u64> = t.chunks.iter().flat_map(|&c| self.before(t.src, c)).collect();
+        let hop = Hop { ti, step, bytes, from: visits[0], to: visits[1], next: next_node(t, visits[0]) };
+        let recv = self.push_hop(hop, deps);
+        if visits.len() > 2 {
+            return Some(Relay { ti, step, bytes, visits, at: 1, recv });
+        }
+        self.land(updates, t, ti, step, recv);
+        None
+    }
+
+    /// The next hop of a relayed transfer: a SEND at the relay after its RECV there; returns the
+    /// relay still to forward it, or lands it.
+    fn forward(&mut self, updates: &mut Writers, s: &Schedule, r: Relay) -> Option<Relay> {
+        let t = s.transfers.at(r.ti);
+        let (from, to) = (r.visits[r.at], r.visits[r.at + 1]);
+        let hop = Hop { ti: r.ti, step: r.step, bytes: r.bytes, from, to, next: next_node(t, from) };
+        let recv = self.push_hop(hop, vec![r.recv]);
+        if r.at + 2 < r.visits.len() {
+            return Some(Relay { at: r.at + 1, recv, ..r });
+        }
+        self.land(updates, t, r.ti, r.step, recv);
+        None
     }
 
     /// A copy between slots of one NPU sends nothing: each slot it writes takes on its source's writers.
@@ -282,13 +316,17 @@ impl Traces {
         }
     }
 
-    /// A transfer between two NPUs: a SEND at the source, a RECV at the destination and, for a
-    /// reduce that takes time, a COMP after the RECV; the slots written wait for the last of them.
-    fn message(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32) {
+    /// A hop: a SEND at `from` after `deps` and the previous SEND over its first link, and a
+    /// RECV at `to`, whose id it returns.
+    fn push_hop(&mut self, hop: Hop, deps: Vec<u64>) -> u64 {
+        self.push_send(hop, deps);
+        self.push_recv(hop)
+    }
+
+    /// A transfer's last hop has arrived (`recv`): for a reduce that takes time, a COMP after
+    /// the RECV; the slots written wait for the last of them.
+    fn land(&mut self, updates: &mut Writers, t: TransferRef<'_>, ti: usize, step: u32, recv: u64) {
         let b = t.dst;
-        let bytes = ((self.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(self.min_bytes);
-        self.push_send(t, ti, step, bytes);
-        let recv = self.push_recv(t, ti, step, bytes);
         let comp = self.reduce_after_recv(t, ti, step, recv);
         for &w in t.written() {
             let done = updates.entry((b, w)).or_default();
@@ -305,12 +343,10 @@ impl Traces {
         }
     }
 
-    /// Appends the SEND of transfer `ti` at its source, after its chunks' writers and the
-    /// previous SEND over the same first hop.
-    fn push_send(&mut self, t: TransferRef<'_>, ti: usize, step: u32, bytes: i64) {
-        let (a, b) = (t.src, t.dst);
-        let mut deps: Vec<u64> = t.chunks.iter().flat_map(|&c| self.before(a, c)).collect();
-        let hop = t.path_nodes().and_then(|p| p.get(1).copied()).unwrap_or(b);
+    /// Appends the SEND of a hop at its NPU, after `deps` (its chunks' writers, or the RECV
+    /// of the hop before at a relay) and the previous SEND over the same first link.
+    fn push_send(&mut self, h: Hop, mut deps: Vec<u64>) {
+        let (a, b, hop) = (h.from, h.to, h.next);
         // The link's previous SEND: ccsynth's simulator starts a transfer on a link when the
         // one before it there ends (its whole α + n/β), so waiting for it adds no wait the
         // schedule does not have; without it a runtime issues sends that become ready
@@ -319,20 +355,21 @@ impl Traces {
         // src/feeder/et_feeder.cpp).
         let previous = self.last_on_link.get(&(a, hop)).copied();
         deps.extend(previous);
-        let id = push(&mut self.files[a as usize], format!("SEND_s{step}_t{ti}"), COMM_SEND_NODE, deps);
+        let id = push(&mut self.files[a as usize], format!("SEND_s{}_t{}", h.step, h.ti), COMM_SEND_NODE, deps);
         self.last_on_link.insert((a, hop), id);
         let send = self.files[a as usize].last_mut().expect("pushed");
         send.ctrl_deps.extend(previous);
-        send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
+        send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", h.bytes), int32("comm_tag", h.ti as i32)];
     }
 
-    /// Appends the RECV of transfer `ti` at its destination and returns its id; it has no
-    /// dependencies, since ASTRA-sim moves no data and so it may be posted at once.
-    fn push_recv(&mut self, t: TransferRef<'_>, ti: usize, step: u32, bytes: i64) -> u64 {
-        let (a, b) = (t.src, t.dst);
-        let recv = push(&mut self.files[b as usize], format!("RECV_s{step}_t{ti}"), COMM_RECV_NODE, Vec::new());
+    /// Appends the RECV of a hop at its far end and returns its id; it has no dependencies,
+    /// since ASTRA-sim moves no data and so it may be posted at once.
+    fn push_recv(&mut self, h: Hop) -> u64 {
+        let (a, b) = (h.from, h.to);
+        let name = format!("RECV_s{}_t{}", h.step, h.ti);
+        let recv = push(&mut self.files[b as usize], name, COMM_RECV_NODE, Vec::new());
         let node = self.files[b as usize].last_mut().expect("pushed");
-        node.attr = vec![int32("comm_src", a as i32), int64("comm_size", bytes), int32("comm_tag", ti as i32)];
+        node.attr = vec![int32("comm_src", a as i32), int64("comm_size", h.bytes), int32("comm_tag", h.ti as i32)];
         recv
     }
 
@@ -376,6 +413,43 @@ impl Traces {
             self.writers.insert(key, ids);
         }
     }
+}
+
+/// One hop of a transfer (the whole transfer when it relays through no NPU): from NPU `from` to
+/// NPU `to`, its first link towards `next`.
+#[derive(Clone, Copy)]
+struct Hop {
+    ti: usize,
+    step: u32,
+    bytes: i64,
+    from: u32,
+    to: u32,
+    next: u32,
+}
+
+/// A relayed transfer between its hops: it has reached `visits[at]` (by the RECV `recv` there).
+struct Relay {
+    ti: usize,
+    step: u32,
+    bytes: i64,
+    visits: Vec<u32>,
+    at: usize,
+    recv: u64,
+}
+
+/// The NPUs a network transfer's path visits, ends included (switches are cut through); a
+/// local move's one NPU.
+fn npu_visits(s: &Schedule, t: TransferRef<'_>) -> Vec<u32> {
+    match t.path_nodes() {
+        Some(p) if !t.is_local() => p.iter().copied().filter(|&v| s.topology.is_npu(v as usize)).collect(),
+        _ if t.is_local() => vec![t.src],
+        _ => vec![t.src, t.dst],
+    }
+}
+
+/// The node after NPU `v` on `t`'s path (its link out of `v`), or the destination without one.
+fn next_node(t: TransferRef<'_>, v: u32) -> u32 {
+    t.path_nodes().and_then(|p| p.iter().position(|&x| x == v).and_then(|i| p.get(i + 1).copied())).unwrap_or(t.dst)
 }
 
 /// The fewest bytes a message may carry so that ASTRA-sim holds its link at least 1 ns.

@@ -327,19 +327,59 @@ fn bad_prefixes_and_invalid_schedules_are_refused() {
     assert!(e.to_string().contains("not a valid schedule"), "{e}");
 }
 
+/// A relayed transfer is a SEND and a RECV a hop, the relay's SEND after its RECV, and each
+/// link's SENDs in the simulator's hop-major order: in the ring 0→2→1→3 on ring:4 (0→2 through
+/// 1, 1→3 through 2, …), GPU 1 in every step sends 1→3's first hop to 2 and then forwards 0→2
+/// (tag of that transfer) after receiving it from 0, behind its own SEND on the link 1→2. The
+/// replay, by ASTRA-sim's own routes, gives ccsynth's 2(α + n/β) a step.
+#[test]
+fn a_relay_is_a_receive_then_a_send_in_the_links_order() {
+    let t = topo("ring:4");
+    let s = sched(&t, &coll(&t, K::AllGather, 64 << 10), ring_0213_relayed());
+    assert!(engine::check(&s).valid);
+    let (e, files) = export(&s, "r");
+    let tag_of = |step: u32, src: u32| {
+        s.transfers.iter().position(|x| x.step == step && x.src == src).expect("a transfer from src in step") as i128
+    };
+    let f = &files[1];
+    let find = |kind: u64, tag: i128, peer: &str, v: i128| {
+        f.nodes
+            .iter()
+            .find(|n| n.kind == kind && n.attrs["comm_tag"] == tag && n.attrs[peer] == v)
+            .unwrap_or_else(|| panic!("GPU 1: node {kind} tag {tag} {peer} {v}"))
+    };
+    for step in 0..3u32 {
+        let own = find(5, tag_of(step, 1), "comm_dst", 2);
+        let arrived = find(6, tag_of(step, 0), "comm_src", 0);
+        let forward = find(5, tag_of(step, 0), "comm_dst", 2);
+        assert!(arrived.deps.is_empty(), "a RECV is posted at once");
+        assert!(forward.deps.contains(&arrived.id), "step {step}: the relay forwards what it received");
+        assert_eq!(forward.ctrl_deps, vec![own.id], "step {step}: the first hop goes first on 1→2");
+        // 0→2 ends at 2, received from 1.
+        let at_2 = files[2].nodes.iter().find(|n| n.kind == 6 && n.attrs["comm_tag"] == tag_of(step, 0));
+        assert_eq!(at_2.map(|n| n.attrs["comm_src"]), Some(1), "step {step}");
+    }
+    let d = 500.0 + (64 << 10) as f64 / 4.0 / 100.0;
+    let replayed = chakra_replay::replay(&s, &files, &network_of(&s, &e), None).unwrap().finish_ns as f64;
+    assert!((replayed - 6.0 * d).abs() <= 1e-3 * 6.0 * d, "{replayed} against {}", 6.0 * d);
+}
+
 /// Issue 66, relays as they run: on schedules whose messages relay through NPUs (dimension-
 /// ordered routes, Swing's distant peers) ccsynth's simulator stores and forwards each hop, and
-/// so does the Chakra replay over the schedule's own routes (its relays first come, first
-/// served, as ASTRA-sim's; the simulator's hop-major, the same here): the two agree within 0.1%
-/// whatever order ready nodes are issued in (under the
-/// cut-through model they did not: swing-latency on torus:8x8 at 1 MiB was 65.6 µs in ccsynth,
-/// 31.2 µs replayed). The issue's all-to-all row (`auto`, torus:4x4, 4 MiB) is now the greedy's,
-/// hop by hop.
+/// the export writes each hop as a SEND and a RECV between the NPUs it visits, in the links'
+/// hop-major order: the Chakra replay agrees within 0.1% whatever order ready nodes are issued
+/// in, over the schedule's own routes and over the network's (ASTRA-sim's fewest hops), since
+/// every hop is between neighbours (under the cut-through model they did not: swing-latency on
+/// torus:8x8 at 1 MiB was 65.6 µs in ccsynth, 31.2 µs replayed; with relays inside ASTRA-sim's
+/// network, first come first served, `direct` all-to-all on torus:4x4 at 4 MiB took 1.129×
+/// ccsynth's time in ASTRA-sim itself). The issue's all-to-all row (`auto`, torus:4x4, 4 MiB)
+/// is now the greedy's, hop by hop.
 #[test]
 fn relayed_schedules_take_ccsynths_time_in_the_replay() {
-    let cases: [(&str, K, u64, &str); 5] = [
+    let cases: [(&str, K, u64, &str); 6] = [
         ("torus:4x4", K::AllToAll, 4 << 20, registry::PORTFOLIO),
         ("torus:4x4", K::AllToAll, 4 << 20, "dimension-ordered"),
+        ("torus:4x4", K::AllToAll, 4 << 20, "direct"),
         ("torus:8x8", K::AllReduce, 1 << 20, "swing-latency"),
         ("torus:8x8", K::AllReduce, 16 << 20, "swing-bandwidth"),
         ("torus:8x8", K::AllGather, 4 << 20, "swing-bandwidth"),
@@ -351,15 +391,16 @@ fn relayed_schedules_take_ccsynths_time_in_the_replay() {
         let relayed = s.transfers.iter().any(|x| !x.is_local() && t.link(x.src as usize, x.dst as usize).is_none());
         assert!(relayed || alg == registry::PORTFOLIO, "{what}: relays through no NPU");
         let (e, files) = export(&s, "r");
-        let net = network_of(&s, &e).routed_as(&s).unwrap();
         let ours = s.collective_time_ns.unwrap();
-        for issue in
-            [chakra_replay::Issue::AsReady, chakra_replay::Issue::Shuffled(1), chakra_replay::Issue::Shuffled(2)]
-        {
-            let astra = chakra_replay::replay_issuing(&s, &files, &net, None, issue)
-                .unwrap_or_else(|err| panic!("{what}: {err}"))
-                .finish_ns as f64;
-            assert!((astra - ours).abs() <= 1e-3 * ours, "{what}: replay {astra} ns, ccsynth {ours} ns");
+        for net in [network_of(&s, &e).routed_as(&s).unwrap(), network_of(&s, &e)] {
+            for issue in
+                [chakra_replay::Issue::AsReady, chakra_replay::Issue::Shuffled(1), chakra_replay::Issue::Shuffled(2)]
+            {
+                let astra = chakra_replay::replay_issuing(&s, &files, &net, None, issue)
+                    .unwrap_or_else(|err| panic!("{what}: {err}"))
+                    .finish_ns as f64;
+                assert!((astra - ours).abs() <= 1e-3 * ours, "{what}: replay {astra} ns, ccsynth {ours} ns");
+            }
         }
     }
 }

@@ -279,12 +279,19 @@ impl Network {
         Ok(self)
     }
 
-    /// The route message `msg` takes.
-    fn route(&self, msg: &Message) -> Result<&Vec<(usize, usize)>, String> {
-        self.by_tag
-            .get(&msg.tag)
-            .or_else(|| self.routes.get(&(msg.src, msg.dst)))
-            .ok_or(format!("no route {} -> {}", msg.src, msg.dst))
+    /// The route message `msg` takes: with the schedule's routes, the part of its transfer's
+    /// path from the message's source to its destination (a relayed transfer is one message a
+    /// hop between the NPUs it visits).
+    fn route(&self, msg: &Message) -> Result<&[(usize, usize)], String> {
+        if let Some(path) = self.by_tag.get(&msg.tag) {
+            let from = path.iter().position(|l| l.0 == msg.src);
+            let to = path.iter().position(|l| l.1 == msg.dst);
+            return match (from, to) {
+                (Some(a), Some(b)) if a <= b => Ok(&path[a..=b]),
+                _ => Err(format!("message {} -> {} (tag {}) is not on its transfer's path", msg.src, msg.dst, msg.tag)),
+            };
+        }
+        self.routes.get(&(msg.src, msg.dst)).map(|r| &r[..]).ok_or(format!("no route {} -> {}", msg.src, msg.dst))
     }
 }
 

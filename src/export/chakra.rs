@@ -166,8 +166,8 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
 
 /// Rank `rank`'s trace file of `to_chakra`'s export (its name and bytes), the same byte for
 /// byte, for runtimes that load one rank at a time: replayed from the transfers that touch the
-/// rank alone, since a node's id and dependencies, a link's order and a message's tag (its
-/// transfer's index) depend on those only. Not bounded by `MAX_TRANSFERS`, which bounds the
+/// rank alone (from it, to it, or relayed through it), since a node's id and dependencies, a
+/// link's order and a message's tag (its transfer's index) depend on those only. Not bounded by `MAX_TRANSFERS`, which bounds the
 /// whole export's files together (torus:128x128's all-reduce is past it; a rank's trace is a
 /// few thousand nodes).
 pub(crate) fn rank_trace(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), ChakraError> {

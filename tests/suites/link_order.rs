@@ -44,8 +44,9 @@ pub fn hops_by_link(s: &Schedule) -> Hops {
             held.insert((v as usize, c), vec![r]);
         }
     }
-    // (step, hop, replay position) → (link, carried)
-    let mut keyed: Vec<((u32, usize, usize), (usize, usize), Vec<Ranks>)> = Vec::new();
+    // (step, hop, replay position), link, carried
+    type Keyed = ((u32, usize, usize), (usize, usize), Vec<Ranks>);
+    let mut keyed: Vec<Keyed> = Vec::new();
     let order = s.replay_order();
     for steps in order.steps(&s.transfers) {
         let mut writes: Vec<((usize, u32), Ranks, bool)> = Vec::new();
@@ -101,7 +102,8 @@ pub fn sends_in_order(hops: &Hops, sent: &[Sent]) -> Result<(), String> {
     // Per (block, link): the hop the block's last send came from, and what is left of the
     // hops it has used (cells of one hop may be sent by other blocks too, so each block
     // consumes its own copy).
-    let mut at: HashMap<(usize, usize, usize), (usize, BTreeMap<usize, BTreeMap<Ranks, usize>>)> = HashMap::new();
+    type Left = BTreeMap<usize, BTreeMap<Ranks, usize>>;
+    let mut at: HashMap<(usize, usize, usize), (usize, Left)> = HashMap::new();
     for (i, x) in sent.iter().enumerate() {
         let link_hops = hops.get(&(x.from, x.to)).ok_or_else(|| {
             format!("send {i} of rank {} block {} goes to rank {}: no hop of the schedule does", x.from, x.block, x.to)

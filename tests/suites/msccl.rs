@@ -5,8 +5,8 @@
 
 use crate::common::run_seeded as run;
 use crate::common::*;
-use crate::msccl_replay::{self, Executor, Mode};
 use crate::link_order;
+use crate::msccl_replay::{self, Executor, Mode};
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclOptions, MscclTarget, registry};
 use ccsynth::schedule::{Schedule, Transfer};
@@ -84,7 +84,8 @@ pub fn replays_if_msccl_runs_it(what: &str, s: &Schedule) -> Result<bool, String
     let rccl = MscclOptions { target: MscclTarget::Rccl, ..Default::default() };
     match engine::export_msccl(s, &rccl) {
         Ok(xml) => {
-            let sent = msccl_replay::replay_ends(&xml, root, Executor::Rccl).map_err(|e| format!("{what} (rccl): {e}"))?;
+            let sent =
+                msccl_replay::replay_ends(&xml, root, Executor::Rccl).map_err(|e| format!("{what} (rccl): {e}"))?;
             link_order::sends_in_order(&hops, &sent).map_err(|e| format!("{what}: MSCCL XML (rccl): {e}"))?;
         }
         Err(engine::Error::Unsupported { by: engine::Refuser::MscclXml, reason })

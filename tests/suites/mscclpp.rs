@@ -6,9 +6,9 @@
 
 use crate::common::run_seeded as run;
 use crate::common::*;
+use crate::link_order;
 use crate::msccl::{NAMED, irregular, spec};
 use crate::mscclpp_replay;
-use crate::link_order;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, MscclppOptions, registry};
 use ccsynth::schedule::Schedule;
@@ -48,7 +48,8 @@ pub fn replays_if_mscclpp_runs_it(what: &str, s: &Schedule) -> Result<bool, Stri
     let hops = link_order::hops_by_link(s);
     for (in_place, policy) in [(true, mscclpp_replay::Policy::Reverse), (false, mscclpp_replay::Policy::Random(7))] {
         let mode = mscclpp_replay::Mode { in_place, policy, launches: 2, max_tbs: mscclpp_replay::MAX_TBS };
-        let sent = mscclpp_replay::replay_logged(&text, mode).map_err(|e| format!("{what} (in place {in_place}): {e}"))?;
+        let sent =
+            mscclpp_replay::replay_logged(&text, mode).map_err(|e| format!("{what} (in place {in_place}): {e}"))?;
         // Each thread block puts in the simulator's order of its link (issue 66).
         link_order::sends_in_order(&hops, &sent).map_err(|e| format!("{what}: MSCCL++ plan: {e}"))?;
     }

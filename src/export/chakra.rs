@@ -34,7 +34,9 @@ use prost::Message;
 use std::collections::HashMap;
 
 mod proto;
-pub use proto::*;
+pub use proto::{
+    AttributeProto, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata, Node, attribute_proto,
+};
 
 /// The metadata version ASTRA-sim's own generators write.
 pub const VERSION: &str = "0.0.4";

@@ -42,8 +42,8 @@ pub use proto::{
 pub const VERSION: &str = "0.0.4";
 /// ASTRA-sim reduces tags modulo 5·10^8: a transfer index must stay below.
 pub const MAX_TAG: usize = 500_000_000;
-/// Most transfers exported: about 70 bytes of trace each (a SEND and a RECV), so about 300 MB
-/// of files, built in memory.
+/// Most transfers exported, and most hops between NPUs (a relayed transfer is one a hop): about
+/// 70 bytes of trace each (a SEND and a RECV), so about 300 MB of files, built in memory.
 pub const MAX_TRANSFERS: usize = 1 << 22;
 
 /// Why a schedule cannot become Chakra traces.
@@ -53,6 +53,10 @@ pub enum ChakraError {
         "the schedule has {transfers} transfers; the Chakra export writes at most {MAX_TRANSFERS} (about 300 MB of traces)"
     )]
     TooManyTransfers { transfers: usize },
+    #[error(
+        "the schedule's messages make {hops} hops between NPUs (a SEND and a RECV each); the Chakra export writes at most {MAX_TRANSFERS} (about 300 MB of traces)"
+    )]
+    TooManyHops { hops: usize },
     #[error("prefix {prefix:?}: use letters, digits, '-', '_' and '.', at most 64 characters, not starting with '.'")]
     Prefix { prefix: String },
     /// One rank's trace: a message's tag is its transfer's index, below ASTRA-sim's modulus.
@@ -88,6 +92,10 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
     if s.transfers.len() > MAX_TRANSFERS {
         return Err(ChakraError::TooManyTransfers { transfers: s.transfers.len() });
     }
+    let hops: usize = s.transfers.iter().map(|t| npu_visits(s, t).len().saturating_sub(1)).sum();
+    if hops > MAX_TRANSFERS {
+        return Err(ChakraError::TooManyHops { hops });
+    }
     let npus = s.topology.npus();
     let files = Traces::build(s, None);
     let mut out = Vec::with_capacity(2 * npus + 3);
@@ -105,9 +113,9 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
 /// Rank `rank`'s trace file of `to_chakra`'s export (its name and bytes), the same byte for
 /// byte, for runtimes that load one rank at a time: replayed from the transfers that touch the
 /// rank alone (from it, to it, or relayed through it), since a node's id and dependencies, a
-/// link's order and a message's tag (its transfer's index) depend on those only. Not bounded by `MAX_TRANSFERS`, which bounds the
-/// whole export's files together (torus:128x128's all-reduce is past it; a rank's trace is a
-/// few thousand nodes).
+/// link's order and a message's tag (its transfer's index) depend on those only. Not bounded
+/// by `MAX_TRANSFERS`, which bounds the whole export's files together (torus:128x128's
+/// all-reduce is past it; a rank's trace there is a few thousand nodes: it relays nothing).
 pub(crate) fn rank_trace(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), ChakraError> {
     check_prefix(prefix)?;
     rank_fits(s.topology.npus(), s.transfers.len(), rank)?;
@@ -141,15 +149,15 @@ struct Traces {
     min_bytes: i64,
     /// The writers as of the end of the previous step.
     writers: Writers,
-    // The last SEND out of each NPU over each of its links (the first hop of its path): the
+    // The last SEND out of each NPU over each of its links (the first link of its hop): the
     // next one on that link waits for it, so the link carries them in ccsynth's order.
     last_on_link: HashMap<(u32, u32), u64>,
 }
 
 impl Traces {
     /// Replays `s` step by step into one list of nodes per NPU (empty for an idle one); with
-    /// `only`, the transfers that touch that NPU alone (its list is then the whole replay's,
-    /// the others' partial).
+    /// `only`, the transfers whose path visits that NPU alone (its list is then the whole
+    /// replay's, the others' partial).
     fn build(s: &Schedule, only: Option<u32>) -> Vec<Vec<Node>> {
         let mut traces = Traces {
             files: vec![Vec::new(); s.topology.npus()],
@@ -168,10 +176,10 @@ impl Traces {
             for k in steps {
                 let ti = order.get(k);
                 let t = s.transfers.at(ti);
-                let visits = npu_visits(s, t);
-                if only.is_none_or(|v| visits.contains(&v)) {
+                let touches = |v: u32| t.src == v || t.dst == v || t.path_nodes().is_some_and(|p| p.contains(&v));
+                if only.is_none_or(touches) {
                     let step = s.transfers.step(ti);
-                    relayed.extend(traces.transfer(&mut updates, t, ti, step, visits));
+                    relayed.extend(traces.transfer(&mut updates, t, ti, step, npu_visits(s, t)));
                 }
             }
             while !relayed.is_empty() {
@@ -183,15 +191,16 @@ impl Traces {
     }
 
     /// Adds the nodes of transfer `ti` (in step `step`), or of its first hop when it relays
-    /// through NPUs (`visits`: the NPUs its path visits, ends included), and records what it
-    /// writes in `updates`; returns the relay still to forward it.
+    /// through NPUs (`visits`: the NPUs its path visits, ends included, each with the node its
+    /// path goes on to), and records what it writes in `updates`; returns the relay still to
+    /// forward it.
     fn transfer(
         &mut self,
         updates: &mut Writers,
         t: TransferRef<'_>,
         ti: usize,
         step: u32,
-        visits: Vec<u32>,
+        visits: Vec<Visit>,
     ) -> Option<Relay> {
         if t.is_local() {
             match t.op {
@@ -202,10 +211,10 @@ impl Traces {
         }
         let bytes = ((self.chunk_size_bytes * t.wire_chunks() as f64).round() as i64).max(self.min_bytes);
         let deps: Vec<u64> = t.chunks.iter().flat_map(|&c| self.before(t.src, c)).collect();
-        let hop = Hop { ti, step, bytes, from: visits[0], to: visits[1], next: next_node(t, visits[0]) };
+        let hop = Hop { ti, step, bytes, from: visits[0].npu, to: visits[1].npu, next: visits[0].next };
         let recv = self.push_hop(hop, deps);
         if visits.len() > 2 {
-            return Some(Relay { ti, step, bytes, visits, at: 1, recv });
+            return Some(Relay { hop, visits, at: 1, recv });
         }
         self.land(updates, t, ti, step, recv);
         None
@@ -214,14 +223,13 @@ impl Traces {
     /// The next hop of a relayed transfer: a SEND at the relay after its RECV there; returns the
     /// relay still to forward it, or lands it.
     fn forward(&mut self, updates: &mut Writers, s: &Schedule, r: Relay) -> Option<Relay> {
-        let t = s.transfers.at(r.ti);
-        let (from, to) = (r.visits[r.at], r.visits[r.at + 1]);
-        let hop = Hop { ti: r.ti, step: r.step, bytes: r.bytes, from, to, next: next_node(t, from) };
+        let (here, there) = (r.visits[r.at], r.visits[r.at + 1]);
+        let hop = Hop { from: here.npu, to: there.npu, next: here.next, ..r.hop };
         let recv = self.push_hop(hop, vec![r.recv]);
         if r.at + 2 < r.visits.len() {
-            return Some(Relay { at: r.at + 1, recv, ..r });
+            return Some(Relay { hop, at: r.at + 1, recv, ..r });
         }
-        self.land(updates, t, r.ti, r.step, recv);
+        self.land(updates, s.transfers.at(hop.ti), hop.ti, hop.step, recv);
         None
     }
 
@@ -291,17 +299,17 @@ impl Traces {
     /// Appends the SEND of a hop at its NPU, after `deps` (its chunks' writers, or the RECV
     /// of the hop before at a relay) and the previous SEND over the same first link.
     fn push_send(&mut self, h: Hop, mut deps: Vec<u64>) {
-        let (a, b, hop) = (h.from, h.to, h.next);
+        let (a, b, next) = (h.from, h.to, h.next);
         // The link's previous SEND: ccsynth's simulator starts a transfer on a link when the
         // one before it there ends (its whole α + n/β), so waiting for it adds no wait the
         // schedule does not have; without it a runtime issues sends that become ready
         // together in its own order (ASTRA-sim walks them as an unordered set). In
         // `data_deps` too: ASTRA-sim's feeder resolves those alone (chakra 21585d8,
         // src/feeder/et_feeder.cpp).
-        let previous = self.last_on_link.get(&(a, hop)).copied();
+        let previous = self.last_on_link.get(&(a, next)).copied();
         deps.extend(previous);
         let id = push(&mut self.files[a as usize], format!("SEND_s{}_t{}", h.step, h.ti), COMM_SEND_NODE, deps);
-        self.last_on_link.insert((a, hop), id);
+        self.last_on_link.insert((a, next), id);
         let send = self.files[a as usize].last_mut().expect("pushed");
         send.ctrl_deps.extend(previous);
         send.attr = vec![int32("comm_dst", b as i32), int64("comm_size", h.bytes), int32("comm_tag", h.ti as i32)];
@@ -372,29 +380,35 @@ struct Hop {
     next: u32,
 }
 
-/// A relayed transfer between its hops: it has reached `visits[at]` (by the RECV `recv` there).
+/// A relayed transfer between its hops: its last `hop` has reached `visits[at]` (by the RECV
+/// `recv` there).
 struct Relay {
-    ti: usize,
-    step: u32,
-    bytes: i64,
-    visits: Vec<u32>,
+    hop: Hop,
+    visits: Vec<Visit>,
     at: usize,
     recv: u64,
 }
 
-/// The NPUs a network transfer's path visits, ends included (switches are cut through); a
-/// local move's one NPU.
-fn npu_visits(s: &Schedule, t: TransferRef<'_>) -> Vec<u32> {
-    match t.path_nodes() {
-        Some(p) if !t.is_local() => p.iter().copied().filter(|&v| s.topology.is_npu(v as usize)).collect(),
-        _ if t.is_local() => vec![t.src],
-        _ => vec![t.src, t.dst],
-    }
+/// An NPU a transfer's path visits, and the node the path goes on to from it (its link out).
+#[derive(Clone, Copy)]
+struct Visit {
+    npu: u32,
+    next: u32,
 }
 
-/// The node after NPU `v` on `t`'s path (its link out of `v`), or the destination without one.
-fn next_node(t: TransferRef<'_>, v: u32) -> u32 {
-    t.path_nodes().and_then(|p| p.iter().position(|&x| x == v).and_then(|i| p.get(i + 1).copied())).unwrap_or(t.dst)
+/// The NPUs a network transfer's path visits, ends included (switches are cut through); a
+/// local move's one NPU.
+fn npu_visits(s: &Schedule, t: TransferRef<'_>) -> Vec<Visit> {
+    if t.is_local() {
+        return vec![Visit { npu: t.src, next: t.src }];
+    }
+    match t.path_nodes() {
+        Some(p) => (0..p.len())
+            .filter(|&i| s.topology.is_npu(p[i] as usize))
+            .map(|i| Visit { npu: p[i], next: p.get(i + 1).copied().unwrap_or(t.dst) })
+            .collect(),
+        None => vec![Visit { npu: t.src, next: t.dst }, Visit { npu: t.dst, next: t.dst }],
+    }
 }
 
 /// The fewest bytes a message may carry so that ASTRA-sim holds its link at least 1 ns.
@@ -572,3 +586,6 @@ pub fn to_tar(files: &[(String, Vec<u8>)]) -> Vec<u8> {
     }
     b.into_inner().expect("writing to memory")
 }
+
+#[cfg(test)]
+mod tests;

@@ -281,6 +281,15 @@ fn one_ranks_trace_is_that_ranks_file_of_the_whole_export() {
         }
     }
     assert!(compared >= 300, "{compared}");
+    // Relays: a rank's file holds the hops it forwards too.
+    let t = topo("torus:4x4");
+    let s = run(&t, &CollectiveSpec::new(K::AllToAll, 1 << 20), "direct").unwrap();
+    assert!(s.transfers.iter().any(|x| x.path.as_ref().is_some_and(|p| p.len() > 2)), "direct relays on torus:4x4");
+    let whole = engine::export_chakra(&s, "p", None).unwrap();
+    for rank in 0..16u32 {
+        let (name, bytes) = engine::export_chakra_rank(&s, "p", rank).unwrap();
+        assert!(whole.files.iter().any(|(n, b)| *n == name && *b == bytes), "direct all-to-all: rank {rank}");
+    }
     let s = run(&topo("ring:4"), &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
     let e = engine::export_chakra_rank(&s, "p", 4).unwrap_err();
     assert!(matches!(&e, engine::Error::Input(i) if i.errors[0].path == "rank"), "{e:?}");

@@ -8,7 +8,12 @@
 //! A thread block's sends to one peer, read in its order, must take that link's hops in the
 //! simulator's order: each send's cells found among the chunks of a hop no earlier than the
 //! hop the block's previous send came from. A block may carry only some of a link's hops
-//! (another channel's block carries others) and a hop may be cut into several sends.
+//! (another channel's block carries others) and a hop may be cut into several sends; all the
+//! blocks' sends over a link together carry exactly its hops' cells.
+//!
+//! Cells are told apart by contributors only: hops over one link whose chunks have the same
+//! contributor sets (an all-to-all's chunks of one source, an all-gather's chunks of one rank)
+//! are interchangeable to the check, so a swap among them goes unseen.
 
 use ccsynth::schedule::Schedule;
 use std::collections::{BTreeMap, HashMap};
@@ -17,7 +22,8 @@ use std::collections::{BTreeMap, HashMap};
 pub type Ranks = Vec<usize>;
 
 /// One send as a replay executed it: from rank `from`'s block `block` to rank `to`, one entry
-/// of contributors per cell.
+/// of contributors per cell. (A runtime whose whole connection keeps one order, however many
+/// blocks run it in turn, logs its sends in the order they ran under one `block`.)
 #[derive(Clone, Debug)]
 pub struct Sent {
     pub from: usize,
@@ -57,7 +63,7 @@ pub fn hops_by_link(s: &Schedule) -> Hops {
                 chunks.iter().map(|&c| held.get(&(t.src as usize, c)).cloned().unwrap_or_default()).collect();
             let reduce = t.op == ccsynth::schedule::Op::Reduce;
             for (i, &slot) in t.written().iter().enumerate() {
-                writes.push(((t.dst as usize, slot), carried_all[i.min(carried_all.len() - 1)].clone(), reduce));
+                writes.push(((t.dst as usize, slot), carried_all[i].clone(), reduce));
             }
             if t.is_local() {
                 continue;
@@ -70,9 +76,10 @@ pub fn hops_by_link(s: &Schedule) -> Hops {
                 Some(p) => p.iter().map(|&v| v as usize).filter(|&v| s.topology.is_npu(v)).collect(),
                 None => vec![t.src as usize, t.dst as usize],
             };
-            let Some(visits) = visits.iter().map(|v| rank_of.get(v).copied()).collect::<Option<Vec<usize>>>() else {
-                continue;
-            };
+            let visits: Vec<usize> = visits
+                .iter()
+                .map(|v| *rank_of.get(v).unwrap_or_else(|| panic!("NPU {v} on a path is not in the group")))
+                .collect();
             for (h, w) in visits.windows(2).enumerate() {
                 keyed.push(((t.step, h, k), (w[0], w[1]), carried.clone()));
             }
@@ -133,6 +140,22 @@ pub fn sends_in_order(hops: &Hops, sent: &[Sent]) -> Result<(), String> {
         }
         *pos = last;
     }
+    // Nothing left out: each link's sends, all blocks together, carry its hops' cells.
+    let mut logged: HashMap<(usize, usize), BTreeMap<Ranks, usize>> = HashMap::new();
+    for x in sent {
+        let m = logged.entry((x.from, x.to)).or_default();
+        for c in &x.cells {
+            *m.entry(c.clone()).or_insert(0) += 1;
+        }
+    }
+    for (&(a, b), link_hops) in hops {
+        let want = multiset(&link_hops.concat());
+        let got = logged.remove(&(a, b)).unwrap_or_default();
+        if got != want {
+            let (n_got, n_want) = (got.values().sum::<usize>(), want.values().sum::<usize>());
+            return Err(format!("the link {a}→{b}: the sends carry {n_got} cells, its hops {n_want} (or others)"));
+        }
+    }
     Ok(())
 }
 
@@ -150,14 +173,17 @@ fn sent(from: usize, to: usize, block: usize, cells: &[&[usize]]) -> Sent {
 
 /// The check on a link of three hops: in order (whole, cut into pieces, shared between two
 /// blocks) it passes; a block that sends a later hop before an earlier one, a cell no hop has
-/// left, or a link the schedule does not use, it names.
+/// left, a cell never sent, or a link the schedule does not use, it names.
 #[test]
 fn a_block_that_sends_out_of_the_simulators_order_is_named() {
     let hops: Hops = [((0, 1), vec![vec![vec![0]], vec![vec![0, 2], vec![0, 2]], vec![vec![0, 1, 2]]])].into();
     let ok = |log: &[Sent]| sends_in_order(&hops, log);
     ok(&[sent(0, 1, 0, &[&[0]]), sent(0, 1, 0, &[&[0, 2], &[0, 2]]), sent(0, 1, 0, &[&[0, 1, 2]])]).unwrap();
-    ok(&[sent(0, 1, 0, &[&[0]]), sent(0, 1, 0, &[&[0, 2]]), sent(0, 1, 0, &[&[0, 2]])]).unwrap();
-    ok(&[sent(0, 1, 0, &[&[0]]), sent(0, 1, 1, &[&[0, 2]]), sent(0, 1, 0, &[&[0, 1, 2]])]).unwrap();
+    ok(&[sent(0, 1, 0, &[&[0]]), sent(0, 1, 0, &[&[0, 2]]), sent(0, 1, 0, &[&[0, 2]]), sent(0, 1, 0, &[&[0, 1, 2]])])
+        .unwrap();
+    ok(&[sent(0, 1, 0, &[&[0]]), sent(0, 1, 1, &[&[0, 2], &[0, 2]]), sent(0, 1, 0, &[&[0, 1, 2]])]).unwrap();
+    let short = ok(&[sent(0, 1, 0, &[&[0]]), sent(0, 1, 0, &[&[0, 2]]), sent(0, 1, 0, &[&[0, 1, 2]])]).unwrap_err();
+    assert!(short.contains("carry 3 cells, its hops 4"), "{short}");
     let late = ok(&[sent(0, 1, 0, &[&[0, 1, 2]]), sent(0, 1, 0, &[&[0]])]).unwrap_err();
     assert!(late.contains("rank 0 block 0: send 1") && late.contains("out of the simulator's order"), "{late}");
     let twice = ok(&[sent(0, 1, 0, &[&[0, 2], &[0, 2], &[0, 2]])]).unwrap_err();

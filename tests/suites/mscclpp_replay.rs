@@ -1283,8 +1283,10 @@ impl<'a> Machine<'a> {
         Ok(())
     }
 
-    /// Logs what an op of (g, j) wrote into other gpus' memory, one send per peer.
-    fn log_puts<'v>(&mut self, g: usize, j: usize, written: impl Iterator<Item = (usize, &'v Contribs)>) {
+    /// Logs what an op of (g, j) wrote into other gpus' memory, one send per peer, keyed by the
+    /// connection alone: a lane of a plan may run in several thread blocks in turn (chained by
+    /// semaphores), and its order is the connection's.
+    fn log_puts<'v>(&mut self, g: usize, _j: usize, written: impl Iterator<Item = (usize, &'v Contribs)>) {
         let mut per_peer: Vec<Sent> = Vec::new();
         for (h, value) in written.filter(|&(h, _)| h != g) {
             let mut ranks: Ranks = value.iter().map(|&(_, r, _)| r).collect();
@@ -1292,7 +1294,7 @@ impl<'a> Machine<'a> {
             ranks.dedup();
             match per_peer.iter_mut().find(|x| x.to == h) {
                 Some(x) => x.cells.push(ranks),
-                None => per_peer.push(Sent { from: g, to: h, block: j, cells: vec![ranks] }),
+                None => per_peer.push(Sent { from: g, to: h, block: 0, cells: vec![ranks] }),
             }
         }
         self.sent.extend(per_peer);

@@ -10,6 +10,7 @@ use crate::engine;
 use crate::error::InputError;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
+use std::sync::Arc;
 
 /// `POST /v1/syntheses` as clients send it.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -118,7 +119,7 @@ pub(super) async fn normalize(
         let (source, spec, limits, max_npus) =
             (r.topology.take(), r.spec.clone(), st.config.limits(), st.config.max_npus);
         let (within, at_topology) = (path.to_string(), at("topology"));
-        let (t, mut row) = topologies::off_async(move || {
+        let (t, mut row, built) = topologies::off_async(move || {
             let t = match (source, spec) {
                 (Some(v), _) => topologies::topology_from_value(v, &at_topology, &limits)?,
                 // Its errors name `spec` already.
@@ -130,9 +131,13 @@ pub(super) async fn normalize(
                 ApiError::Unprocessable(e) if !within.is_empty() => ApiError::Unprocessable(e.within(&within)),
                 e => e,
             })?;
-            Ok((t, row))
+            let built = (t.links().len() >= super::BUILT_FROM_LINKS).then(|| Arc::new(t.clone()));
+            Ok((t, row, built))
         })
         .await?;
+        if let Some(built) = built {
+            *st.built.lock().unwrap_or_else(|e| e.into_inner()) = Some((row.digest.clone(), built));
+        }
         row.id = topologies::stored_id(st, &row).await?;
         (row, t, true)
     };

@@ -73,6 +73,7 @@ pub async fn serve_on(
         large_bodies: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
         exports: Mutex::new(HashMap::new()),
         export_budget: tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize),
+        built: Mutex::new(None),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(worker::worker(state.clone(), i))).collect();
     compress_old_schedules(state.store.clone());

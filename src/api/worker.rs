@@ -233,9 +233,21 @@ async fn execute(
 ) -> Result<Finished, JobEnd> {
     let req: JobRequest = serde_json::from_str(&job.request)
         .map_err(|e| JobEnd::failed(Internal, format!("unreadable job request: {e}")))?;
-    let row = reading(st, || st.store.topology(&req.topology_id))
-        .await?
-        .ok_or_else(|| JobEnd::failed(ErrorKind::Input, format!("topology {} was deleted", req.topology_id)))?;
+    let deleted = || JobEnd::failed(ErrorKind::Input, format!("topology {} was deleted", req.topology_id));
+    // The topology as a request of this process built it, if it is this job's (by digest,
+    // still stored): its body need not be read or parsed.
+    let built = st.built.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let stored_digest = match &built {
+        Some(_) => reading(st, || st.store.topology_digest(&req.topology_id)).await?,
+        None => None,
+    };
+    let topology = match built {
+        Some((digest, topo)) if stored_digest.as_ref() == Some(&digest) => {
+            st.metrics.topologies_reused.inc();
+            TopologyIn::Built(topo)
+        }
+        _ => TopologyIn::Body(reading(st, || st.store.topology(&req.topology_id)).await?.ok_or_else(deleted)?.body),
+    };
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();
     let topology_id = req.topology_id.clone();
@@ -308,7 +320,7 @@ async fn execute(
         let report = |fraction: f64, message: &str| {
             *progress.lock().unwrap_or_else(|e| e.into_inner()) = Some((fraction, message.to_string()));
         };
-        let solve = || solve(&req, &row.body, previous, &sid, &flag, &limits, &report, claimed);
+        let solve = || solve(&req, topology, previous, &sid, &flag, &limits, &report, claimed);
         match &pool {
             Some(pool) => pool.install(solve),
             None => solve(),
@@ -342,13 +354,19 @@ async fn execute(
     Ok(Finished { schedule_id, topology_id, body, summary, topology_by_ref })
 }
 
+/// A job's topology: its stored body, or as a request of this process built it.
+enum TopologyIn {
+    Body(String),
+    Built(Arc<Topology>),
+}
+
 /// The synthesis itself (blocking): the engine, then the schedule JSON (its topology left out,
 /// the stored topology stands for it: the third value says so; compressed when large) and its
 /// summary JSON.
 #[allow(clippy::too_many_arguments)]
 fn solve(
     req: &JobRequest,
-    topology: &str,
+    topology: TopologyIn,
     previous: Option<crate::store::ScheduleBody>,
     schedule_id: &str,
     flag: &AtomicBool,
@@ -356,7 +374,12 @@ fn solve(
     progress: engine::Progress,
     claimed: std::time::Instant,
 ) -> Result<(crate::store::StoredBody, String, bool), JobEnd> {
-    let topo = Topology::from_json(topology).map_err(|e| JobEnd::failed(Internal, format!("stored topology: {e}")))?;
+    let topo = match topology {
+        TopologyIn::Body(body) => {
+            Topology::from_json(&body).map_err(|e| JobEnd::failed(Internal, format!("stored topology: {e}")))?
+        }
+        TopologyIn::Built(topo) => Arc::unwrap_or_clone(topo),
+    };
     let request =
         engine::Request::new(topo, req.spec(), limits).map_err(|e| JobEnd::failed(ErrorKind::Input, e.to_string()))?;
     let cancelled = || flag.load(Ordering::Relaxed);

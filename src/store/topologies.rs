@@ -74,6 +74,18 @@ impl Store {
         Ok(Some((row.try_get("id")?, deleted.is_some())))
     }
 
+    /// The digest of the topology stored as `id`, unless it is deleted: its body is not read.
+    pub async fn topology_digest(&self, id: &str) -> Result<Option<String>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
+        let row = sqlx::query("SELECT digest FROM topologies WHERE id = $1 AND deleted_at IS NULL")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.try_get("digest")).transpose().map_err(Into::into)
+    }
+
     pub async fn topology(&self, id: &str) -> Result<Option<TopologyRow>, StoreError> {
         if !plausible_id(id) {
             return Ok(None);

@@ -39,6 +39,7 @@ on_both_databases!(
     large_schedules_are_stored_compressed,
     schedules_are_served_compact_and_explicit,
     concurrent_exports_share_one_computation_within_a_memory_budget,
+    a_large_topology_built_for_a_request_is_not_parsed_again,
 );
 
 fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
@@ -2218,4 +2219,44 @@ fn openapi_schemas_match_the_types() {
     assert_eq!(seen, documented(&["Job"]), "a job's keys");
     let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<std::collections::BTreeSet<_>>();
     assert_eq!(keys(&succeeded["summary"]), documented(&["Summary"]), "a summary's keys");
+}
+
+/// A topology a request built (65,536 links or more) is handed to the worker that runs the job
+/// in this process, not parsed again from its stored body (issue 64: fc:1448's 140 MB took a
+/// fifth of a 10 s limit): `ccsynth_topologies_reused` counts it, a small one is not kept, and
+/// the schedule is the one the engine gives on the topology as parsed.
+fn a_large_topology_built_for_a_request_is_not_parsed_again(db: Db) {
+    let s = start(db);
+    let reused = |s: &Server| {
+        let m = raw(s.addr, "GET", "/metrics", None).body;
+        let line =
+            m.lines().find(|l| l.starts_with("ccsynth_topologies_reused_total ")).unwrap_or_else(|| panic!("{m}"));
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    assert_eq!(reused(&s), 0);
+    let small =
+        json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "ring"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(small));
+    assert_eq!(code, 201, "{job}");
+    assert_eq!(reused(&s), 0, "ring:4 is parsed in microseconds: not kept");
+    // fc:257: 65,792 links.
+    let large =
+        json!({"spec": "fc:257", "collective": {"kind": "all_gather", "size_bytes": 1 << 20}, "algorithm": "direct"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(large));
+    assert!(code == 201 || code == 202, "{job}");
+    let job = wait_for_job(&s, job["id"].as_str().unwrap(), &["succeeded"]);
+    assert_eq!(reused(&s), 1);
+    let topo = ccsynth::topology::parse_spec("fc:257").unwrap();
+    let parsed = ccsynth::topology::Topology::from_json(&serde_json::to_string(&topo).unwrap()).unwrap();
+    assert_eq!(parsed, topo, "the stored body parses to the topology built");
+    let collective = ccsynth::collective::CollectiveSpec::new(ccsynth::collective::CollectiveKind::AllGather, 1 << 20);
+    let spec = ccsynth::engine::RequestSpec {
+        algorithm: "direct".parse().unwrap(),
+        ..ccsynth::engine::RequestSpec::new(collective)
+    };
+    let request = ccsynth::engine::Request::new(parsed, spec, &ccsynth::engine::Limits::default()).unwrap();
+    let engine_time =
+        ccsynth::engine::run(&request, ccsynth::engine::Control::none()).unwrap().schedule.collective_time_ns;
+    let (_, schedule) = call(&s, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None);
+    assert_eq!(schedule["collective_time_ns"].as_f64(), engine_time, "{job}");
 }

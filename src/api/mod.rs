@@ -171,7 +171,8 @@ pub struct AppState {
     /// The last large topology a request of this process built (`BUILT_FROM_LINKS` links or
     /// more), by digest: a worker of this process that runs a job on it takes it from here
     /// instead of parsing its stored body (fc:1448's 140 MB: 2.1 s beside 32 loadtest clients,
-    /// a fifth of a 10 s time limit). One, so it holds at most one topology's memory.
+    /// a fifth of a 10 s time limit). One, taken by the job that uses it, so it holds at most
+    /// one topology's memory.
     pub built: Mutex<Option<(String, Arc<crate::topology::Topology>)>>,
 }
 

@@ -236,17 +236,25 @@ async fn execute(
     let deleted = || JobEnd::failed(ErrorKind::Input, format!("topology {} was deleted", req.topology_id));
     // The topology as a request of this process built it, if it is this job's (by digest,
     // still stored): its body need not be read or parsed.
-    let built = st.built.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let stored_digest = match &built {
+    // Taken, not copied, so the memory goes with the job that uses it.
+    let built_digest = st.built.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(d, _)| d.clone());
+    let stored_digest = match &built_digest {
         Some(_) => reading(st, || st.store.topology_digest(&req.topology_id)).await?,
         None => None,
     };
+    let built = match stored_digest {
+        Some(d) => {
+            let mut slot = st.built.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_some_and(|(b, _)| *b == d) { slot.take().map(|(_, t)| t) } else { None }
+        }
+        None => None,
+    };
     let topology = match built {
-        Some((digest, topo)) if stored_digest.as_ref() == Some(&digest) => {
+        Some(topo) => {
             st.metrics.topologies_reused.inc();
             TopologyIn::Built(topo)
         }
-        _ => TopologyIn::Body(reading(st, || st.store.topology(&req.topology_id)).await?.ok_or_else(deleted)?.body),
+        None => TopologyIn::Body(reading(st, || st.store.topology(&req.topology_id)).await?.ok_or_else(deleted)?.body),
     };
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();

@@ -2223,8 +2223,9 @@ fn openapi_schemas_match_the_types() {
 
 /// A topology a request built (65,536 links or more) is handed to the worker that runs the job
 /// in this process, not parsed again from its stored body (issue 64: fc:1448's 140 MB took a
-/// fifth of a 10 s limit): `ccsynth_topologies_reused` counts it, a small one is not kept, and
-/// the schedule is the one the engine gives on the topology as parsed.
+/// fifth of a 10 s limit): `ccsynth_topologies_reused` counts it, a small one is not kept, the
+/// schedule is the one the engine gives on the topology as parsed, and the job takes it (the
+/// next job on the topology parses its body).
 fn a_large_topology_built_for_a_request_is_not_parsed_again(db: Db) {
     let s = start(db);
     let reused = |s: &Server| {
@@ -2259,4 +2260,12 @@ fn a_large_topology_built_for_a_request_is_not_parsed_again(db: Db) {
         ccsynth::engine::run(&request, ccsynth::engine::Control::none()).unwrap().schedule.collective_time_ns;
     let (_, schedule) = call(&s, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None);
     assert_eq!(schedule["collective_time_ns"].as_f64(), engine_time, "{job}");
+    // Taken by the job that used it: the next job on that topology (by its id) parses it.
+    let (_, page) = call(&s, "GET", "/v1/topologies", None);
+    let fc = page["items"].as_array().unwrap().iter().find(|i| i["npus"] == 257).unwrap_or_else(|| panic!("{page}"));
+    let by_id = json!({"topology_id": fc["id"], "collective": {"kind": "all_gather", "size_bytes": 2 << 20}, "algorithm": "direct"});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(by_id));
+    assert!(code == 201 || code == 202, "{job}");
+    wait_for_job(&s, job["id"].as_str().unwrap(), &["succeeded"]);
+    assert_eq!(reused(&s), 1, "parsed from the store");
 }

@@ -234,27 +234,24 @@ async fn execute(
     let req: JobRequest = serde_json::from_str(&job.request)
         .map_err(|e| JobEnd::failed(Internal, format!("unreadable job request: {e}")))?;
     let deleted = || JobEnd::failed(ErrorKind::Input, format!("topology {} was deleted", req.topology_id));
-    // The topology as a request of this process built it, if it is this job's (by digest,
-    // still stored): its body need not be read or parsed.
-    // Taken, not copied, so the memory goes with the job that uses it.
-    let built_digest = st.built.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|(d, _)| d.clone());
-    let stored_digest = match &built_digest {
-        Some(_) => reading(st, || st.store.topology_digest(&req.topology_id)).await?,
-        None => None,
+    // The topology as a request of this process built it, if it is this job's (by the digest
+    // the request recorded) and still stored: its body need not be read or parsed. Taken, not
+    // copied, so the memory goes with the job that uses it.
+    let built = {
+        let mut slot = st.built.lock().unwrap_or_else(|e| e.into_inner());
+        let ours = slot.as_ref().is_some_and(|(digest, _)| *digest == req.topology_digest);
+        if ours { slot.take().map(|(_, topo)| topo) } else { None }
     };
-    let built = match stored_digest {
-        Some(d) => {
-            let mut slot = st.built.lock().unwrap_or_else(|e| e.into_inner());
-            if slot.as_ref().is_some_and(|(b, _)| *b == d) { slot.take().map(|(_, t)| t) } else { None }
-        }
-        None => None,
+    let stored = match &built {
+        Some(_) => reading(st, || st.store.topology_digest(&req.topology_id)).await?.is_some(),
+        None => false,
     };
     let topology = match built {
-        Some(topo) => {
+        Some(topo) if stored => {
             st.metrics.topologies_reused.inc();
             TopologyIn::Built(topo)
         }
-        None => TopologyIn::Body(reading(st, || st.store.topology(&req.topology_id)).await?.ok_or_else(deleted)?.body),
+        _ => TopologyIn::Body(reading(st, || st.store.topology(&req.topology_id)).await?.ok_or_else(deleted)?.body),
     };
     let schedule_id = crate::store::new_id();
     let sid = schedule_id.clone();

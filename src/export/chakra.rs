@@ -26,7 +26,7 @@
 //!   latter): each link out of an NPU carries its sends in the simulator's order, relays
 //!   included, whatever order a runtime issues ready nodes in.
 //! - Files are length-delimited protobuf messages (a LEB128 length, then the message): one
-//!   `GlobalMetadata`, then the nodes. The messages are declared here from chakra's
+//!   `GlobalMetadata`, then the nodes. The messages are declared in `proto` from chakra's
 //!   `et_def.proto` (package `ChakraProtoMsg`), the fields ccsynth writes and reads.
 use crate::collective::CollectiveKind;
 use crate::schedule::{Op, Schedule, TransferRef};

@@ -21,6 +21,14 @@ use std::collections::{BTreeMap, HashMap};
 /// A contributor set, as the ranks (indices in the collective's group) whose data a cell holds.
 pub type Ranks = Vec<usize>;
 
+/// The ranks whose data a cell holds, each once, rising (what the replays log per cell).
+pub fn contributors(ranks: impl Iterator<Item = usize>) -> Ranks {
+    let mut v: Ranks = ranks.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// One send as a replay executed it: from rank `from`'s block `block` to rank `to`, one entry
 /// of contributors per cell. (A runtime whose whole connection keeps one order, however many
 /// blocks run it in turn, logs its sends in the order they ran under one `block`.)

@@ -3,7 +3,7 @@
 //! postcondition of each collective. It is written from the format's specification only and
 //! shares no code with ccsynth's exporter, so that a bug in one is not mirrored by the other.
 
-use crate::link_order::{Ranks, Sent};
+use crate::link_order::{Sent, contributors};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
@@ -285,14 +285,6 @@ pub fn replay_ends(xml: &str, root: Option<usize>, executor: Executor) -> Result
         sent = r.sent;
     }
     Ok(sent)
-}
-
-/// The ranks whose data a cell holds, each once, rising.
-fn contributors(ranks: impl Iterator<Item = usize>) -> Ranks {
-    let mut v: Ranks = ranks.collect();
-    v.sort_unstable();
-    v.dedup();
-    v
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 //! is written from the format's description and the kernel's semantics only and shares no code
 //! with ccsynth's exporter, so that a bug in one is not mirrored by the other.
 
-use crate::link_order::{Ranks, Sent};
+use crate::link_order::{Sent, contributors};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 
@@ -1289,9 +1289,7 @@ impl<'a> Machine<'a> {
     fn log_puts<'v>(&mut self, g: usize, _j: usize, written: impl Iterator<Item = (usize, &'v Contribs)>) {
         let mut per_peer: Vec<Sent> = Vec::new();
         for (h, value) in written.filter(|&(h, _)| h != g) {
-            let mut ranks: Ranks = value.iter().map(|&(_, r, _)| r).collect();
-            ranks.sort_unstable();
-            ranks.dedup();
+            let ranks = contributors(value.iter().map(|&(_, r, _)| r));
             match per_peer.iter_mut().find(|x| x.to == h) {
                 Some(x) => x.cells.push(ranks),
                 None => per_peer.push(Sent { from: g, to: h, block: 0, cells: vec![ranks] }),

@@ -1,10 +1,11 @@
-//! The service on a disk that fills up (issue 64, point 3): SQLite on a small tmpfs this test
-//! mounts. Every request answers 2xx or 503 with Retry-After (never 500), `/readyz` says 200
-//! once writes work again, the service heals without a restart, and every job or topology it
-//! accepted is stored: a restart finds it.
+//! The service on a disk that fills up or turns read-only (issue 64, point 3): SQLite on a
+//! small tmpfs this test mounts, or under a shim that refuses writes as a read-only filesystem
+//! does (`read_only_shim.c`, built with `cc`). Every request answers 2xx or 503 with
+//! Retry-After (never 500), `/readyz` says 200 once writes work again, the service heals
+//! without a restart, and every job or topology it accepted is stored: a restart finds it.
 //!
 //! Mounting needs CAP_SYS_ADMIN (root in the project's CI and development machines); where
-//! the mount is refused the tests say so on stderr and check nothing else.
+//! the mount is refused the full-disk tests say so on stderr and check nothing else.
 
 use super::harness::*;
 use serde_json::{Value, json};
@@ -161,4 +162,108 @@ fn readyz_says_a_nearly_full_disk_is_not_ready() {
     assert!(post(&s, "/v1/topologies", &topology(0)).is_some());
     std::fs::remove_file(&filler).unwrap();
     assert_eq!(call(&s, "GET", "/readyz", None).0, 200);
+}
+
+/// The real binary with `read_only_shim.c` preloaded: its database directory turns read-only
+/// (every write, sync or opening for writing refused with EROFS) while `flag` exists.
+struct ReadOnlyDisk {
+    dir: PathBuf,
+    shim: PathBuf,
+    flag: PathBuf,
+}
+
+impl ReadOnlyDisk {
+    /// Builds the shim with the C compiler every machine the project builds on has (`cc`).
+    fn new() -> ReadOnlyDisk {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("ccsynth-ro-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).unwrap();
+        let source = dir.join("shim.c");
+        std::fs::write(&source, include_str!("read_only_shim.c")).unwrap();
+        let shim = dir.join("shim.so");
+        let st = Command::new("cc").args(["-shared", "-fPIC", "-O1", "-o"]).arg(&shim).arg(&source).arg("-ldl").status();
+        assert!(st.is_ok_and(|s| s.success()), "cc could not build the read-only shim");
+        let flag = dir.join("read-only");
+        ReadOnlyDisk { dir, shim, flag }
+    }
+
+    fn url(&self) -> String {
+        format!("sqlite:{}", self.dir.join("data/ccsynth.db").display())
+    }
+
+    /// The server on this disk, with the shim loaded or (`shimmed` false) without it; killed
+    /// when the first of the pair drops.
+    fn spawn(&self, shimmed: bool) -> (Killed, Server) {
+        let data = format!("{}/", self.dir.join("data").display());
+        let env: Vec<(&str, &std::ffi::OsStr)> = if shimmed {
+            vec![
+                ("LD_PRELOAD", self.shim.as_os_str()),
+                ("CCSYNTH_TEST_READ_ONLY_DIR", std::ffi::OsStr::new(&data)),
+                ("CCSYNTH_TEST_READ_ONLY_FLAG", self.flag.as_os_str()),
+            ]
+        } else {
+            Vec::new()
+        };
+        let (child, addr) = spawn_binary_env(&self.url(), &["--min-free-disk", "0"], &env);
+        (Killed(child), Server { addr, url: self.url(), stop: None, rt: None, owned: None })
+    }
+
+    fn read_only(&self, on: bool) {
+        if on {
+            std::fs::write(&self.flag, b"").unwrap();
+        } else {
+            std::fs::remove_file(&self.flag).unwrap();
+        }
+    }
+}
+
+/// A server process, killed (SIGKILL) on drop, a failed assertion's unwinding included.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for ReadOnlyDisk {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A read-only disk (the issue's `chattr +i` reproducer, where 6 of 30 POSTs answered 202 were
+/// never stored and the service needed a restart): while it lasts every request answers 2xx
+/// or 503 with Retry-After (never 500) and `/readyz` says 503; once writes work again the
+/// service heals by itself (the job that ended while the disk was read-only is recorded), and
+/// everything it accepted, before, during and after, is found by a restart.
+#[test]
+fn a_read_only_disk_loses_no_accepted_work_and_the_service_heals() {
+    let disk = ReadOnlyDisk::new();
+    let (server, s) = disk.spawn(true);
+    let mut topologies: Vec<String> = (0..3).map(|n| post(&s, "/v1/topologies", &topology(n)).unwrap()).collect();
+    let mut jobs = vec![post(&s, "/v1/syntheses", &in_flight()).expect("accepted before the disk turned read-only")];
+    disk.read_only(true);
+    let before = jobs.len() + topologies.len();
+    jobs.extend((0..30).filter_map(|n| post(&s, "/v1/syntheses", &synthesis(n))));
+    topologies.extend((3..13).filter_map(|n| post(&s, "/v1/topologies", &topology(n))));
+    assert_eq!(jobs.len() + topologies.len(), before, "a write was accepted on a read-only disk");
+    wait_until(Duration::from_secs(20), || raw(s.addr, "GET", "/readyz", None).status == 503);
+    // A job that solved on and ended while the disk was read-only (its end waits for it).
+    std::thread::sleep(Duration::from_secs(3));
+    disk.read_only(false);
+    wait_until(Duration::from_secs(20), || call(&s, "GET", "/readyz", None).0 == 200);
+    for n in 30..33 {
+        jobs.push(post(&s, "/v1/syntheses", &synthesis(n)).expect("accepted once the disk takes writes"));
+    }
+    for id in &jobs {
+        let v = wait_for_job(&s, id, &["succeeded", "failed", "cancelled"]);
+        assert_eq!(v["status"], "succeeded", "{v}");
+    }
+    drop(server);
+    let (_server, again) = disk.spawn(false);
+    all_served(&again, "/v1/topologies", &topologies);
+    all_served(&again, "/v1/jobs", &jobs);
 }

@@ -258,11 +258,21 @@ pub(crate) use on_both_databases;
 
 /// Starts the real binary on port 0 with one worker; returns it and the address it printed.
 pub(crate) fn spawn_binary(db: &str, extra: &[&str]) -> (std::process::Child, SocketAddr) {
+    spawn_binary_env(db, extra, &[])
+}
+
+/// `spawn_binary` with these environment variables added.
+pub(crate) fn spawn_binary_env(
+    db: &str,
+    extra: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, SocketAddr) {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
     let mut child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
         .args(["serve", "--addr", "127.0.0.1:0", "--database-url", db, "--workers", "1"])
         .args(extra)
+        .envs(env.iter().copied())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
         .spawn()

@@ -182,7 +182,8 @@ impl ReadOnlyDisk {
         let source = dir.join("shim.c");
         std::fs::write(&source, include_str!("read_only_shim.c")).unwrap();
         let shim = dir.join("shim.so");
-        let st = Command::new("cc").args(["-shared", "-fPIC", "-O1", "-o"]).arg(&shim).arg(&source).arg("-ldl").status();
+        let st =
+            Command::new("cc").args(["-shared", "-fPIC", "-O1", "-o"]).arg(&shim).arg(&source).arg("-ldl").status();
         assert!(st.is_ok_and(|s| s.success()), "cc could not build the read-only shim");
         let flag = dir.join("read-only");
         ReadOnlyDisk { dir, shim, flag }

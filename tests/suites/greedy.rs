@@ -436,6 +436,45 @@ fn all_gather_messages_of_several_chunks_are_valid_everywhere() {
     assert_eq!(checked, topologies.len() * 2 * 2 * 5);
 }
 
+/// A shard a message at a finer chunking (`greedy_grouped` with g = k, as `auto` runs it on an
+/// all-gather) spreads a timestep's chunks over an NPU's free links before any message grows.
+/// On mesh:2x2 (a square) every NPU takes its two neighbours' shards in the first timestep and
+/// the diagonal one in the second, one half over each link: 2α + 1.5·S/β exactly, the min-cut
+/// bound (three shards over two links) plus the two hops' α. Both halves over one link, as
+/// the matcher filled messages before, took 2α + 2·S/β; one chunk per NPU takes that too, and
+/// finer chunks in messages of their own pay more α. `auto` finds it, and the reduce-scatter
+/// (its mirror) takes the same time.
+#[test]
+fn a_shard_a_message_sends_the_last_shard_in_halves_over_both_links() {
+    use ccsynth::collective::Collective;
+    use ccsynth::synth::{PlanOptions, greedy_grouped};
+    let t = topo("mesh:2x2");
+    let size = 256u64 << 20;
+    let shard_ns = (size / 4) as f64 / 100.0; // 100 GB/s: 100 bytes a ns
+    let want = 2.0 * 500.0 + 1.5 * shard_ns;
+    for k in [2u32, 4] {
+        let spec = CollectiveSpec { chunks_per_npu: Some(k), ..CollectiveSpec::new(K::AllGather, size) };
+        let c = Collective::build(&spec, &t).unwrap();
+        for seed in 0..4 {
+            let opts = PlanOptions { seed, switch_model: SwitchModel::Native, discretization_ns: None };
+            let (s, stats) = greedy_grouped(&t, &c, k as usize, &opts, &|| false).unwrap();
+            let r = engine::check(&s);
+            assert!(r.valid, "k={k} seed {seed}: {:?}", r.violations);
+            assert_eq!(stats.chunks_per_message, Some(k));
+            let time = r.collective_time_ns.unwrap();
+            assert!(close(time, want), "k={k} seed {seed}: {time} ns, want {want}");
+            assert_eq!(r.rounds, 2, "k={k} seed {seed}");
+        }
+    }
+    for kind in [K::AllGather, K::ReduceScatter] {
+        let out = run_request(&t, RequestSpec::new(CollectiveSpec::new(kind, size))).unwrap();
+        let time = out.report.collective_time_ns.unwrap();
+        assert!(time <= want * (1.0 + 1e-12), "auto's {kind:?}: {time} ns, want {want}");
+        let bound = out.report.lower_bound_ns.unwrap();
+        assert!(close(bound, 1.5 * shard_ns), "{kind:?}'s bound {bound}");
+    }
+}
+
 /// The all-reduce in groups of chunks where the chunks do not divide into the groups (a failed
 /// NPU leaves 4095 of 4096, or 15 of 16): the last group is short. On every kind of fabric, at
 /// g = 2, 3 and 4: the schedule is valid, every message carries one aligned run of consecutive

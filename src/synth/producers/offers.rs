@@ -195,7 +195,12 @@ impl<'a> Offer<'a> {
     /// link failures: all-reduce 7.6 ms, in groups of four 6.8 ms; all-gather after one: 4.26
     /// ms, eight chunks a message 3.70 ms): the groups run instead.
     fn grouping(&self) -> &[u32] {
-        if self.patterns.first().is_some_and(Option::is_some) { &[] } else { self.ask.grouping }
+        if self.translation_first() { &[] } else { self.ask.grouping }
+    }
+
+    /// Whether a translation pattern serves the first chunking.
+    fn translation_first(&self) -> bool {
+        self.patterns.first().is_some_and(Option::is_some)
     }
 
     /// Each seed's run of `mode` at `variant`.
@@ -311,6 +316,13 @@ pub(super) fn rarest(o: &Offer<'_>, runs: &[Run]) -> Offered {
 /// one or three failed links or less NPU 9, on torus:64x64 at 1 GiB 5.68 against 6.79 ms after
 /// three failed links and 5.71 against 6.55 less NPU 9, each run 9–11 s there).
 pub(super) fn grouped(o: &Offer<'_>, _: &[Run]) -> Offered {
+    let mut offered = groups_at_one_chunk(o);
+    offered.runs.extend(shards_a_message(o));
+    offered
+}
+
+/// The groups of `grouped` at one chunk per NPU.
+fn groups_at_one_chunk(o: &Offer<'_>) -> Offered {
     let grouping = o.grouping();
     if !o.open || grouping.is_empty() {
         return Offered::default();
@@ -323,6 +335,27 @@ pub(super) fn grouped(o: &Offer<'_>, _: &[Run]) -> Offered {
     let runs = grouping.iter().filter(|_| !trees_instead).flat_map(|&g| o.seeded(0, Mode::Grouped(g))).collect();
     let replaces = if o.npus() >= only { Replaces::FirstMatcher } else { Replaces::Nothing };
     Offered { runs, replaces }
+}
+
+/// An all-gather at each finer chunking (k chunks per NPU) also with a shard a message
+/// (`Mode::Grouped(k)`): the TEN's timestep is an NPU's whole shard, as at one chunk per NPU,
+/// and where a timestep is short of work the finer chunks go over more links in smaller
+/// messages (`Timeline::assign` spreads before it fills). Where an NPU's links do not divide
+/// its shards evenly, one chunk per NPU leaves links idle in the last timesteps and the finer
+/// chunkings pay α once a chunk; a shard a message does neither (at 256 MiB: mesh:8x8 1.024 →
+/// 1.012× the bound, rail:4x8 1.045 → 1.029×, torus:4x4x8 less link 0-1 1.048 → 1.028×). On up
+/// to `SHARD_MESSAGES_MAX_NPUS`; not where translation serves the first chunking.
+fn shards_a_message(o: &Offer<'_>) -> Vec<Run> {
+    let c = o.first();
+    if !o.open
+        || c.spec.kind != CollectiveKind::AllGather
+        || c.combining
+        || o.npus() > SHARD_MESSAGES_MAX_NPUS
+        || o.translation_first()
+    {
+        return Vec::new();
+    }
+    (1..o.ask.matcher_variants).flat_map(|v| o.seeded(v, Mode::Grouped(o.ask.variants[v].spec.chunks()))).collect()
 }
 
 /// An all-reduce over direct links both ways: per-chunk trees (`synth::trees`) at every
@@ -418,6 +451,10 @@ pub const PLAIN_MAX_NPUS: usize = 64;
 /// matcher's random pick on collectives that do not combine.
 pub const RAREST_MAX_NPUS: usize = 256;
 
+/// NPUs up to which an all-gather also runs a shard a message at its finer chunkings
+/// (`shards_a_message`).
+pub const SHARD_MESSAGES_MAX_NPUS: usize = 256;
+
 /// NPUs up to which the matcher also runs at finer timesteps where edge times are mixed
 /// (`synth::fine_discretizations`): each run is cheap there (0.1–0.2 s at 64 NPUs).
 pub const FINE_GRID_MAX_NPUS: usize = 64;
@@ -457,121 +494,4 @@ fn latency_mode_pays(topo: &Topology, c: &Collective) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::collective::CollectiveSpec;
-    use crate::topology::parse_spec;
-
-    /// The runs the table offers `kind` of `size` bytes on `spec` at one chunk per NPU, with
-    /// `seeds` seeds and the automatic timesteps; and the offer's facts.
-    fn offered(spec: &str, kind: CollectiveKind, size: u64, seeds: usize) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
-        offered_at(spec, kind, size, seeds, crate::synth::Effort::Standard)
-    }
-
-    fn offered_at(
-        spec: &str,
-        kind: CollectiveKind,
-        size: u64,
-        seeds: usize,
-        effort: crate::synth::Effort,
-    ) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
-        let t = parse_spec(spec).unwrap();
-        let c = Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(1), &t).unwrap();
-        let variants = [&c];
-        let ask = Ask {
-            topology: &t,
-            variants: &variants,
-            matcher_variants: 1,
-            seed: 7,
-            seeds,
-            discretization_ns: None,
-            switch_model: SwitchModel::Native,
-            grouping: &[],
-            mirroring: false,
-            tenants: false,
-            trivial: false,
-            effort,
-        };
-        let o = Offer::new(ask, &|| false).unwrap();
-        let all = o.factors.iter().map(Vec::len).collect();
-        (runs(&o), o.base.clone(), all)
-    }
-
-    fn count(runs: &[Run], f: impl Fn(&Run) -> bool) -> usize {
-        runs.iter().filter(|r| f(r)).count()
-    }
-
-    /// On mixed link times (hier's switch paths beside its FC links) the matcher also runs at
-    /// finer timesteps; the plain matcher and the
-    /// stages go beside the automatic timesteps only, each seed once, and the rarest-first pick
-    /// (a collective that does not combine) beside every timestep.
-    #[test]
-    fn the_runs_beside_the_matcher_keep_their_timesteps() {
-        let hier = "hier:ring2,fc4,switch4";
-        let (runs, base, all) = offered(hier, CollectiveKind::AllReduce, 256 << 20, 2);
-        assert!(all[0] > base[0], "finer timesteps: {all:?} beside {base:?}");
-        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Matching(_))), 2 * all[0]);
-        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Plain(_))), 2 * base[0]);
-        assert!(runs.iter().all(|r| match r.mode {
-            Mode::Plain(f) | Mode::Staged(_, f) | Mode::Spread(f) => f < base[0],
-            _ => true,
-        }));
-        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Rarest(_))), 0, "an all-reduce combines");
-        let seeds: Vec<u64> = runs.iter().filter(|r| r.mode == Mode::Matching(0)).map(|r| r.seed).collect();
-        assert_eq!(seeds, [7, 8]);
-
-        let (runs, _, all) = offered(hier, CollectiveKind::AllGather, 256 << 20, 1);
-        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Rarest(_))), all[0]);
-        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Plain(_))), 0, "an all-gather does not combine");
-    }
-
-    /// Where a translation pattern is optimal it replaces the matcher's family at its chunking,
-    /// and the rounds pattern the step pattern priced at or above its rounds (torus:4x4, one
-    /// chunk per NPU: 4 steps of α and a chunk against 4 rounds carrying 4 chunks a link); an
-    /// all-to-all on 512 NPUs gets the routed planner alone, on 16 beside the matcher and the
-    /// batched planner.
-    #[test]
-    fn rows_replace_the_runs_they_beat() {
-        let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllGather, 64 << 10, 1);
-        assert_eq!(count(&runs, |r| r.mode == Mode::Translation), 0, "{runs:?}");
-        assert_eq!(count(&runs, |r| r.mode == Mode::Rounds), 1, "{runs:?}");
-        assert_eq!(count(&runs, |r| r.mode.is_matcher()), 0, "{runs:?}");
-        assert!(count(&runs, |r| r.mode == Mode::Batched) == 1);
-
-        let (runs, _, _) = offered("torus:8x8x8", CollectiveKind::AllToAll, 16 << 20, 2);
-        assert_eq!(runs.iter().map(|r| (r.variant, r.seed, r.mode)).collect::<Vec<_>>(), [(0, 7, Mode::Routed)]);
-        let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllToAll, 4 << 20, 1);
-        let names: Vec<&str> = runs.iter().map(|r| r.mode.name()).collect();
-        assert_eq!(names, ["matching", "routed", "batched"]);
-    }
-
-    /// Translation is built up to `MAX_TRANSLATION_MOVES` chunk moves: an all-reduce on
-    /// torus:64x64 (2 · 4096 · 4095 moves) gets its rounds run; on torus:64x128 (four times
-    /// as many) no run is left, its optimal step pattern having replaced the matcher.
-    #[test]
-    fn translation_stops_at_its_moves() {
-        let (runs, _, _) = offered("torus:64x64", CollectiveKind::AllReduce, 1 << 30, 1);
-        const { assert!(2 * 4096 * 4095 <= MAX_TRANSLATION_MOVES && 8192 * 8191 > MAX_TRANSLATION_MOVES) };
-        assert_eq!(count(&runs, |r| matches!(r.mode, Mode::Translation | Mode::Rounds)), 1, "{runs:?}");
-        let (runs, _, _) = offered("torus:64x128", CollectiveKind::AllReduce, 1 << 30, 1);
-        assert!(runs.is_empty(), "{runs:?}");
-        let (runs, _, _) = offered("torus:64x128", CollectiveKind::AllGather, 1 << 30, 1);
-        assert!(runs.is_empty(), "{runs:?}");
-    }
-
-    /// The tree packing runs at a thorough effort alone, at one to eight trees per root no
-    /// more than a root's chunks, on direct links.
-    #[test]
-    fn the_packing_runs_when_thorough() {
-        use crate::synth::Effort;
-        let packings = |runs: &[Run]| -> Vec<Mode> {
-            runs.iter().filter(|r| matches!(r.mode, Mode::Packing(_))).map(|r| r.mode).collect()
-        };
-        let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1);
-        assert!(packings(&runs).is_empty());
-        let (runs, _, _) = offered_at("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
-        assert_eq!(packings(&runs), [Mode::Packing(1)], "one chunk per NPU: one tree per root");
-        let (runs, _, _) = offered_at("switch:8", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
-        assert!(packings(&runs).is_empty(), "a switch is not split off yet");
-    }
-}
+mod tests;

@@ -7,7 +7,7 @@
 
 use sqlx::Executor;
 use sqlx::error::DatabaseError;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 /// SQLite's primary result codes of a write the file cannot take now but may later: BUSY (the
 /// write lock held past `busy_timeout`), READONLY (a read-only disk), FULL. Not LOCKED (with no
@@ -74,6 +74,65 @@ pub(super) async fn sqlite_connection_is_clean(conn: &mut sqlx::AnyConnection) -
     clean
 }
 
+/// Connections opened read-only (`sqlite_mark_read_only`) the pool may still hold: while any
+/// may, connections are checked as they are handed out (`sqlite_connection_writes`).
+static OPENED_READ_ONLY: AtomicUsize = AtomicUsize::new(0);
+
+/// The pool's look at an SQLite connection just opened. SQLite opens a database read-only,
+/// silently, when the disk refuses writing at that moment (a read-only disk), and such a
+/// connection refuses every write for as long as it lives, the disk mended or not: the
+/// service would answer 503 to the writes that drew it long after the disk came back. A
+/// write tried inside a transaction that is rolled back tells, writing nothing (a read-only
+/// connection refuses before it locks; the lock is not waited for): such a connection is
+/// marked `query_only`, what it is, and the pool does not hand it out again. Not refused here:
+/// sqlx would try to connect again until the acquire timeout.
+pub(super) async fn sqlite_mark_read_only(conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+    match opened_read_only(conn).await {
+        Ok(true) => {
+            tracing::warn!("a database connection opened read-only (its disk refused writing): not handed out again");
+            conn.execute("PRAGMA query_only = 1").await?;
+            OPENED_READ_ONLY.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(false) => {}
+        // The connection is what its use will show; an error here would only make sqlx retry.
+        Err(e) => tracing::warn!(error = %e, "a new database connection could not be checked for writing"),
+    }
+    Ok(())
+}
+
+/// Whether `conn` refuses a write as opened read-only (see `sqlite_mark_read_only`).
+async fn opened_read_only(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
+    use sqlx::Row;
+    let v: i64 = sqlx::query("PRAGMA user_version").fetch_one(&mut *conn).await?.try_get(0)?;
+    let wait: i64 = sqlx::query("PRAGMA busy_timeout").fetch_one(&mut *conn).await?.try_get(0)?;
+    conn.execute("PRAGMA busy_timeout = 0").await?;
+    conn.execute("BEGIN").await?;
+    let tried = conn.execute(sqlx::AssertSqlSafe(format!("PRAGMA user_version = {v}"))).await;
+    conn.execute("ROLLBACK").await?;
+    conn.execute(sqlx::AssertSqlSafe(format!("PRAGMA busy_timeout = {wait}"))).await?;
+    Ok(matches!(&tried, Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some(SQLITE_READONLY)))
+}
+
+/// The pool's check of an SQLite connection it is about to hand out again: `false` closes one
+/// that was opened read-only (`sqlite_mark_read_only`). Checked only while one may be held.
+pub(super) async fn sqlite_connection_writes(conn: &mut sqlx::AnyConnection) -> bool {
+    if OPENED_READ_ONLY.load(Ordering::Relaxed) == 0 {
+        return true;
+    }
+    match sqlx::query_scalar::<_, i64>("PRAGMA query_only").fetch_one(&mut *conn).await {
+        Ok(0) => true,
+        read_only_or_failed => {
+            if read_only_or_failed.is_ok() {
+                let _ = OPENED_READ_ONLY.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+            false
+        }
+    }
+}
+
+/// SQLite's plain READONLY: a write on a connection opened read-only.
+const SQLITE_READONLY: &str = "8";
+
 /// A write that needs the disk (SQLite): the header's user version set to what it is, which
 /// still appends a page to the write-ahead log, so a full or read-only disk fails it.
 pub(super) async fn sqlite_write_probe(pool: &sqlx::AnyPool) -> Result<(), sqlx::Error> {
@@ -116,6 +175,47 @@ mod tests {
             assert!(fault(e), "a read-only database");
             ro.close().await;
             let _ = std::fs::remove_file(&path);
+        });
+    }
+
+    /// A connection the pool opens while the disk refuses writing is opened read-only by
+    /// SQLite, and would refuse every write after the disk came back: it is marked and not
+    /// handed out again (`sqlite_mark_read_only`). The disk: `chattr +i` on the database file
+    /// (root, on a filesystem that has the flag; elsewhere this says so and checks nothing).
+    /// Every connection is held at once while it lasts, so the pool must open new ones; after,
+    /// the pool hands its connections out in turn, and every write lands (without the mark the
+    /// first write fails: "attempt to write a readonly database").
+    #[test]
+    fn a_connection_opened_while_the_disk_refuses_writing_is_not_kept() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let dir = std::env::temp_dir().join(format!("ccsynth-ro-open-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("s.db");
+            let store = super::super::Store::connect(&format!("sqlite:{}", path.display())).await.unwrap();
+            super::sqlite_write_probe(&store.pool).await.unwrap();
+            let chattr = |flag: &str| {
+                std::process::Command::new("chattr").arg(flag).arg(&path).status().is_ok_and(|s| s.success())
+            };
+            if !chattr("+i") {
+                eprintln!("faults: chattr +i is not available here: not checked");
+                let _ = std::fs::remove_dir_all(&dir);
+                return;
+            }
+            let held: Vec<_> = futures_util::future::join_all((0..4).map(|_| store.pool.acquire())).await;
+            let mut opened_read_only = 0;
+            for c in held {
+                let mut c = c.unwrap();
+                let q: i64 = sqlx::query_scalar("PRAGMA query_only").fetch_one(&mut *c).await.unwrap();
+                opened_read_only += q as usize;
+            }
+            assert!(chattr("-i"));
+            for i in 0..8 {
+                super::sqlite_write_probe(&store.pool).await.unwrap_or_else(|e| panic!("write {i}: {e}"));
+            }
+            assert!(opened_read_only > 0, "the pool opened no connection while the disk refused writing");
+            store.pool.close().await;
+            let _ = std::fs::remove_dir_all(&dir);
         });
     }
 }

@@ -238,8 +238,11 @@ impl Drop for ReadOnlyDisk {
 /// A read-only disk (the issue's `chattr +i` reproducer, where 6 of 30 POSTs answered 202 were
 /// never stored and the service needed a restart): while it lasts every request answers 2xx
 /// or 503 with Retry-After (never 500) and `/readyz` says 503; once writes work again the
-/// service heals by itself (the job that ended while the disk was read-only is recorded), and
-/// everything it accepted, before, during and after, is found by a restart.
+/// service heals by itself (the job that ended while the disk was read-only is recorded, and
+/// every write is accepted: the requests sent sixteen at a time while it was read-only made the
+/// pool open connections, which SQLite opened read-only, and such a connection refused every
+/// write after the disk came back), and everything it accepted, before, during and after, is
+/// found by a restart.
 #[test]
 fn a_read_only_disk_loses_no_accepted_work_and_the_service_heals() {
     let disk = ReadOnlyDisk::new();
@@ -248,15 +251,34 @@ fn a_read_only_disk_loses_no_accepted_work_and_the_service_heals() {
     let mut jobs = vec![post(&s, "/v1/syntheses", &in_flight()).expect("accepted before the disk turned read-only")];
     disk.read_only(true);
     let before = jobs.len() + topologies.len();
-    jobs.extend((0..30).filter_map(|n| post(&s, "/v1/syntheses", &synthesis(n))));
-    topologies.extend((3..13).filter_map(|n| post(&s, "/v1/topologies", &topology(n))));
+    let accepted: Vec<(bool, String)> = std::thread::scope(|scope| {
+        let senders: Vec<_> = (0..16)
+            .map(|i| {
+                let s = &s;
+                scope.spawn(move || {
+                    let mut ids = Vec::new();
+                    for n in (i..40).step_by(16) {
+                        let (path, body) =
+                            if n < 30 { ("/v1/syntheses", synthesis(n)) } else { ("/v1/topologies", topology(n - 27)) };
+                        ids.extend(post(s, path, &body).map(|id| (n < 30, id)));
+                    }
+                    ids
+                })
+            })
+            .collect();
+        senders.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    for (job, id) in accepted {
+        if job { jobs.push(id) } else { topologies.push(id) }
+    }
     assert_eq!(jobs.len() + topologies.len(), before, "a write was accepted on a read-only disk");
     wait_until(Duration::from_secs(20), || raw(s.addr, "GET", "/readyz", None).status == 503);
     // A job that solved on and ended while the disk was read-only (its end waits for it).
     std::thread::sleep(Duration::from_secs(3));
     disk.read_only(false);
     wait_until(Duration::from_secs(20), || call(&s, "GET", "/readyz", None).0 == 200);
-    for n in 30..33 {
+    // One after another: the pool hands its connections out in turn, so every one is tried.
+    for n in 40..48 {
         jobs.push(post(&s, "/v1/syntheses", &synthesis(n)).expect("accepted once the disk takes writes"));
     }
     for id in &jobs {

@@ -308,7 +308,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         algorithm: a.algo.parse().map_err(flags)?,
         options: engine::Options {
             seed: Some(a.seed),
-            seeds: Some(a.seeds),
+            seeds: a.seeds,
             threads: a.threads,
             chunks_per_npu: None,
             time_limit_s: a.time_limit,
@@ -402,7 +402,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
         algorithm: a.algo.parse().map_err(flags)?,
         options: engine::Options {
             seed: Some(a.seed),
-            seeds: Some(a.seeds),
+            seeds: a.seeds,
             threads: a.threads,
             time_limit_s: a.time_limit,
             effort: Some(a.effort),

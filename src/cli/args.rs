@@ -285,9 +285,10 @@ pub struct SynthArgs {
     /// Random seed; the same seed gives the same schedule.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Try seeds seed..seed+N in parallel and keep the best by simulated time.
-    #[arg(long, default_value_t = 1)]
-    pub seeds: usize,
+    /// Try seeds seed..seed+N in parallel and keep the best by simulated time [default: 1;
+    /// the greedy and auto on up to 32 live NPUs: 4].
+    #[arg(long)]
+    pub seeds: Option<usize>,
     /// Threads for the greedy's runs and HiGHS (default: the runs share one pool of a thread
     /// per core, HiGHS takes one; 1: one after another).
     #[arg(long)]
@@ -360,9 +361,9 @@ pub struct RegenerateArgs {
     /// Random seed of the fresh synthesis.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Seeds seed..seed+N for the fresh synthesis, best kept.
-    #[arg(long, default_value_t = 1)]
-    pub seeds: usize,
+    /// Seeds seed..seed+N for the fresh synthesis, best kept (default as for `synth`).
+    #[arg(long)]
+    pub seeds: Option<usize>,
     /// Threads for the fresh synthesis (as for `synth`).
     #[arg(long)]
     pub threads: Option<usize>,

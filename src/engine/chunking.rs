@@ -1,7 +1,6 @@
 //! Granularity: which chunks-per-NPU values the greedy tries when a request leaves
 //! `chunks_per_npu` open (`Chunking::Auto`), chosen from the links' α and β, the size, the
-//! collective and the caller's limits, and how many seeds when it leaves `seeds` out
-//! (`default_seeds`). The engine runs them all and keeps the fastest by
+//! collective and the caller's limits. The engine runs them all and keeps the fastest by
 //! simulated time, so this list only prunes work: a k whose chunks would be mostly latency,
 //! or whose synthesis would be too large to be worth it, is not tried.
 
@@ -97,19 +96,3 @@ pub fn grouping(topology: &Topology, c: &crate::collective::Collective) -> Vec<u
 pub const GROUP_BELOW: f64 = 32.0;
 /// Chunks an all-reduce keeps at least when they are grouped.
 pub const MIN_GROUPED_CHUNKS: usize = 16;
-
-/// Live NPUs up to which the greedy (alone or in `auto`) tries `FEW_NPUS_SEEDS` seeds when a
-/// request leaves `seeds` out: its runs take milliseconds there (a tenth to a few tenths of a
-/// second for all four), and the matcher's random ties decide a timestep now and then
-/// (dragonfly:4:5's all-gather at 256 MiB: 1.030× its bound at seed 0, 1.015× at seed 1).
-pub const FEW_NPUS: usize = 32;
-/// Seeds tried by default on up to `FEW_NPUS` live NPUs (one above).
-pub const FEW_NPUS_SEEDS: usize = 4;
-
-/// The seeds a request that leaves `seeds` out tries with `algorithm` on `topology`.
-pub fn default_seeds(topology: &Topology, algorithm: &super::Algorithm) -> usize {
-    match algorithm {
-        super::Algorithm::Greedy | super::Algorithm::Auto if topology.live_npus().len() <= FEW_NPUS => FEW_NPUS_SEEDS,
-        _ => 1,
-    }
-}

@@ -21,7 +21,7 @@ pub struct Options {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
     /// Seeds `seed..seed+seeds` are tried and the best by simulated time kept (default 1; the
-    /// greedy and `auto` on up to 32 live NPUs 4: `chunking::default_seeds`).
+    /// greedy and `auto` on up to 32 live NPUs 4: `Algorithm::default_seeds`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seeds: Option<usize>,
     /// Threads for the greedy's runs (and HiGHS). Omitted: the runs share the process's
@@ -411,7 +411,7 @@ impl Request {
             spec.checked_options(limits)?;
         check_npus(&topology, limits)?;
         let o = &spec.options;
-        let seeds = if o.seeds.is_some() { seeds } else { super::chunking::default_seeds(&topology, &algorithm) };
+        let seeds = if o.seeds.is_some() { seeds } else { algorithm.default_seeds(&topology) };
         let tenants = matches!(spec.target, Target::Tenants(_));
         let mut targets: Vec<(String, CollectiveSpec)> = match spec.target {
             Target::One(c) => vec![("collective".to_string(), c)],

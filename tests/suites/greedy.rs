@@ -437,7 +437,7 @@ fn all_gather_messages_of_several_chunks_are_valid_everywhere() {
 }
 
 /// A request that leaves `seeds` out tries four with the greedy and `auto` on up to 32 live
-/// NPUs (`chunking::default_seeds`), one above and with the ILP or a baseline; given, they are
+/// NPUs (`Algorithm::default_seeds`), one above and with the ILP or a baseline; given, they are
 /// what it says. On dragonfly:4:5 at 256 MiB the all-gather and the reduce-scatter then take
 /// exactly 19 timesteps of a quarter shard, every NPU's 76 quarter shards over its four links
 /// with none idle: 19 (α + S/4β), 1.015× the bound (seed 0 alone: 38 timesteps of an eighth,

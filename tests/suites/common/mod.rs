@@ -126,10 +126,10 @@ pub fn run_request_with(
     engine::run(&req, engine::Control { cancelled, progress: &|_, _| {}, since: None })
 }
 
-/// `algorithm` through the front door at seed 3 with a 600 s limit: its schedule, or the
+/// `algorithm` through the front door at seed 3 alone with a 600 s limit: its schedule, or the
 /// refusal as text (the export suites run every producer this way).
 pub fn run_seeded(t: &Topology, spec: &CollectiveSpec, algorithm: &str) -> Result<Schedule, String> {
-    let options = Options { seed: Some(3), time_limit_s: Some(600.0), ..Options::default() };
+    let options = Options { seed: Some(3), seeds: Some(1), time_limit_s: Some(600.0), ..Options::default() };
     let rs = RequestSpec {
         target: engine::Target::One(spec.clone()),
         algorithm: algorithm.parse().map_err(|e: ccsynth::error::InputError| e.to_string())?,

@@ -17,13 +17,29 @@ fn offered_at(
     seeds: usize,
     effort: crate::synth::Effort,
 ) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
+    offered_with(spec, kind, size, &[1], seeds, effort)
+}
+
+/// The runs offered at each of `ks` chunks per NPU, every chunking the matcher's; and the
+/// offer's facts.
+fn offered_with(
+    spec: &str,
+    kind: CollectiveKind,
+    size: u64,
+    ks: &[u32],
+    seeds: usize,
+    effort: crate::synth::Effort,
+) -> (Vec<Run>, Vec<usize>, Vec<usize>) {
     let t = parse_spec(spec).unwrap();
-    let c = Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(1), &t).unwrap();
-    let variants = [&c];
+    let built: Vec<Collective> = ks
+        .iter()
+        .map(|&k| Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(k), &t).unwrap())
+        .collect();
+    let variants: Vec<&Collective> = built.iter().collect();
     let ask = Ask {
         topology: &t,
         variants: &variants,
-        matcher_variants: 1,
+        matcher_variants: ks.len(),
         seed: 7,
         seeds,
         discretization_ns: None,
@@ -117,32 +133,6 @@ fn the_packing_runs_when_thorough() {
     assert!(packings(&runs).is_empty(), "a switch is not split off yet");
 }
 
-/// The runs offered `kind` of `size` bytes on `spec` at one, two and four chunks per NPU,
-/// every chunking the matcher's, two seeds.
-fn offered_chunkings(spec: &str, kind: CollectiveKind, size: u64) -> Vec<Run> {
-    let t = parse_spec(spec).unwrap();
-    let built: Vec<Collective> = [1, 2, 4]
-        .iter()
-        .map(|&k| Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(k), &t).unwrap())
-        .collect();
-    let variants: Vec<&Collective> = built.iter().collect();
-    let ask = Ask {
-        topology: &t,
-        variants: &variants,
-        matcher_variants: 3,
-        seed: 7,
-        seeds: 2,
-        discretization_ns: None,
-        switch_model: SwitchModel::Native,
-        grouping: &[],
-        mirroring: false,
-        tenants: false,
-        trivial: false,
-        effort: crate::synth::Effort::Standard,
-    };
-    runs(&Offer::new(ask, &|| false).unwrap())
-}
-
 /// An all-gather runs a shard a message at each finer chunking, each seed (mesh:4x4: two
 /// chunks a message at k = 2, four at k = 4, none at k = 1); not an all-reduce, not where a
 /// translation pattern serves (torus:4x4), not above `SHARD_MESSAGES_MAX_NPUS` (mesh:16x32).
@@ -151,13 +141,15 @@ fn an_all_gather_runs_a_shard_a_message_at_its_finer_chunkings() {
     let shards = |runs: &[Run]| -> Vec<(usize, u64, Mode)> {
         runs.iter().filter(|r| matches!(r.mode, Mode::Grouped(_))).map(|r| (r.variant, r.seed, r.mode)).collect()
     };
-    let runs = offered_chunkings("mesh:4x4", CollectiveKind::AllGather, 64 << 20);
+    let offered_chunkings =
+        |spec, kind| offered_with(spec, kind, 64 << 20, &[1, 2, 4], 2, crate::synth::Effort::Standard).0;
+    let runs = offered_chunkings("mesh:4x4", CollectiveKind::AllGather);
     assert_eq!(
         shards(&runs),
         [(1, 7, Mode::Grouped(2)), (1, 8, Mode::Grouped(2)), (2, 7, Mode::Grouped(4)), (2, 8, Mode::Grouped(4))]
     );
-    assert!(shards(&offered_chunkings("mesh:4x4", CollectiveKind::AllReduce, 64 << 20)).is_empty());
-    assert!(shards(&offered_chunkings("torus:4x4", CollectiveKind::AllGather, 64 << 20)).is_empty());
+    assert!(shards(&offered_chunkings("mesh:4x4", CollectiveKind::AllReduce)).is_empty());
+    assert!(shards(&offered_chunkings("torus:4x4", CollectiveKind::AllGather)).is_empty());
     const { assert!(16 * 32 > SHARD_MESSAGES_MAX_NPUS) };
-    assert!(shards(&offered_chunkings("mesh:16x32", CollectiveKind::AllGather, 64 << 20)).is_empty());
+    assert!(shards(&offered_chunkings("mesh:16x32", CollectiveKind::AllGather)).is_empty());
 }

@@ -347,7 +347,7 @@ impl Store {
                 .after_release(|conn, _| Box::pin(async move { Ok(faults::sqlite_connection_is_clean(conn).await) }));
             // Nor is one handed out that SQLite opened read-only while its disk refused
             // writing (a database opened `mode=ro` on purpose is read-only throughout).
-            if !url.contains("mode=ro") {
+            if !url.split(['?', '&']).any(|kv| kv == "mode=ro") {
                 options =
                     options.after_connect(|conn, _| Box::pin(faults::sqlite_mark_read_only(conn))).before_acquire(
                         |conn, _| Box::pin(async move { Ok(faults::sqlite_connection_writes(conn).await) }),

@@ -112,6 +112,11 @@ pub(super) async fn check_regeneration(
         return Err(InputError::new(at("failed_npus"), format!("NPU {root} is the collective's root")).into());
     }
     if let Some(a) = algorithm {
+        // Seeds the engine chose for the old algorithm follow the new one (the ILP runs one;
+        // `ccsynth regenerate` chooses them afresh too).
+        if req.options.seeds == req.algorithm.default_seeds(&intact) {
+            req.options.seeds = a.default_seeds(&topology);
+        }
         req.algorithm = a;
     }
     // The worker repairs this schedule first and keeps it when it beats the fresh run.

@@ -196,7 +196,7 @@ pub struct Request {
     pub algorithm: Algorithm,
     /// The first seed.
     pub seed: u64,
-    /// Seeds tried (1 for everything but the greedy).
+    /// Seeds tried (1 for everything but the greedy and `auto`: `Algorithm::default_seeds`).
     pub seeds: usize,
     /// Threads for the greedy's runs and HiGHS; `None`: the shared rayon pool (HiGHS: 1).
     pub threads: Option<usize>,

@@ -7,7 +7,7 @@
 
 use sqlx::Executor;
 use sqlx::error::DatabaseError;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 
 /// SQLite's primary result codes of a write the file cannot take now but may later: BUSY (the
 /// write lock held past `busy_timeout`), READONLY (a read-only disk), FULL. Not LOCKED (with no
@@ -74,9 +74,13 @@ pub(super) async fn sqlite_connection_is_clean(conn: &mut sqlx::AnyConnection) -
     clean
 }
 
-/// Connections opened read-only (`sqlite_mark_read_only`) the pool may still hold: while any
-/// may, connections are checked as they are handed out (`sqlite_connection_writes`).
-static OPENED_READ_ONLY: AtomicUsize = AtomicUsize::new(0);
+/// Until when (ms since the epoch) connections are checked as they are handed out
+/// (`sqlite_connection_writes`): `READ_ONLY_FOR_MS` past the last one opened read-only
+/// (`sqlite_mark_read_only`), which the pool may hold until then.
+static READ_ONLY_UNTIL_MS: AtomicI64 = AtomicI64::new(0);
+
+/// How long a connection opened read-only may stay in the pool: sqlx's `max_lifetime`, 30 min.
+const READ_ONLY_FOR_MS: i64 = 30 * 60_000;
 
 /// The pool's look at an SQLite connection just opened. SQLite opens a database read-only,
 /// silently, when the disk refuses writing at that moment (a read-only disk), and such a
@@ -84,50 +88,58 @@ static OPENED_READ_ONLY: AtomicUsize = AtomicUsize::new(0);
 /// service would answer 503 to the writes that drew it long after the disk came back. A
 /// write tried inside a transaction that is rolled back tells, writing nothing (a read-only
 /// connection refuses before it locks; the lock is not waited for): such a connection is
-/// marked `query_only`, what it is, and the pool does not hand it out again. Not refused here:
-/// sqlx would try to connect again until the acquire timeout.
+/// marked `query_only`, what it is, and the pool does not hand it out again. An error is
+/// returned only when the try left the connection unusable (inside its transaction, or not
+/// waiting for locks): sqlx then connects again, until the acquire timeout.
 pub(super) async fn sqlite_mark_read_only(conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
-    match opened_read_only(conn).await {
-        Ok(true) => {
+    match opened_read_only(conn).await? {
+        Some(true) => {
             tracing::warn!("a database connection opened read-only (its disk refused writing): not handed out again");
-            conn.execute("PRAGMA query_only = 1").await?;
-            OPENED_READ_ONLY.fetch_add(1, Ordering::Relaxed);
+            READ_ONLY_UNTIL_MS.fetch_max(super::now_ms() + READ_ONLY_FOR_MS, Ordering::Relaxed);
+            if let Err(e) = conn.execute("PRAGMA query_only = 1").await {
+                tracing::warn!(error = %e, "a read-only database connection could not be marked");
+            }
         }
-        Ok(false) => {}
-        // The connection is what its use will show; an error here would only make sqlx retry.
-        Err(e) => tracing::warn!(error = %e, "a new database connection could not be checked for writing"),
+        Some(false) => {}
+        None => tracing::warn!("a new database connection could not be checked for writing"),
     }
     Ok(())
 }
 
-/// Whether `conn` refuses a write as opened read-only (see `sqlite_mark_read_only`).
-async fn opened_read_only(conn: &mut sqlx::AnyConnection) -> Result<bool, sqlx::Error> {
+/// Whether `conn` refuses a write as opened read-only (see `sqlite_mark_read_only`); `None`
+/// where the try could not be made (the connection as it was); an error where it was made
+/// but its transaction or the connection's busy timeout could not be put back.
+async fn opened_read_only(conn: &mut sqlx::AnyConnection) -> Result<Option<bool>, sqlx::Error> {
     use sqlx::Row;
-    let v: i64 = sqlx::query("PRAGMA user_version").fetch_one(&mut *conn).await?.try_get(0)?;
-    let wait: i64 = sqlx::query("PRAGMA busy_timeout").fetch_one(&mut *conn).await?.try_get(0)?;
-    conn.execute("PRAGMA busy_timeout = 0").await?;
-    conn.execute("BEGIN").await?;
-    let tried = conn.execute(sqlx::AssertSqlSafe(format!("PRAGMA user_version = {v}"))).await;
-    conn.execute("ROLLBACK").await?;
+    let read = async |conn: &mut sqlx::AnyConnection, q: &'static str| -> Option<i64> {
+        sqlx::query(q).fetch_one(&mut *conn).await.ok()?.try_get(0).ok()
+    };
+    let (Some(v), Some(wait)) = (read(conn, "PRAGMA user_version").await, read(conn, "PRAGMA busy_timeout").await)
+    else {
+        return Ok(None);
+    };
+    if conn.execute("PRAGMA busy_timeout = 0").await.is_err() {
+        return Ok(None);
+    }
+    let tried = match conn.execute("BEGIN").await {
+        Ok(_) => {
+            let tried = conn.execute(sqlx::AssertSqlSafe(format!("PRAGMA user_version = {v}"))).await;
+            let rolled_back = conn.execute("ROLLBACK").await;
+            rolled_back.map(|_| Some(tried))
+        }
+        Err(_) => Ok(None),
+    };
     conn.execute(sqlx::AssertSqlSafe(format!("PRAGMA busy_timeout = {wait}"))).await?;
-    Ok(matches!(&tried, Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some(SQLITE_READONLY)))
+    Ok(tried?.map(|t| matches!(&t, Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some(SQLITE_READONLY))))
 }
 
 /// The pool's check of an SQLite connection it is about to hand out again: `false` closes one
 /// that was opened read-only (`sqlite_mark_read_only`). Checked only while one may be held.
 pub(super) async fn sqlite_connection_writes(conn: &mut sqlx::AnyConnection) -> bool {
-    if OPENED_READ_ONLY.load(Ordering::Relaxed) == 0 {
+    if super::now_ms() > READ_ONLY_UNTIL_MS.load(Ordering::Relaxed) {
         return true;
     }
-    match sqlx::query_scalar::<_, i64>("PRAGMA query_only").fetch_one(&mut *conn).await {
-        Ok(0) => true,
-        read_only_or_failed => {
-            if read_only_or_failed.is_ok() {
-                let _ = OPENED_READ_ONLY.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
-            }
-            false
-        }
-    }
+    matches!(sqlx::query_scalar::<_, i64>("PRAGMA query_only").fetch_one(&mut *conn).await, Ok(0))
 }
 
 /// SQLite's plain READONLY: a write on a connection opened read-only.
@@ -202,6 +214,14 @@ mod tests {
                 let _ = std::fs::remove_dir_all(&dir);
                 return;
             }
+            // The file made mutable again even if an assertion below fails.
+            struct Mutable<'a>(&'a std::path::Path);
+            impl Drop for Mutable<'_> {
+                fn drop(&mut self) {
+                    let _ = std::process::Command::new("chattr").arg("-i").arg(self.0).status();
+                }
+            }
+            let guard = Mutable(&path);
             let held: Vec<_> = futures_util::future::join_all((0..4).map(|_| store.pool.acquire())).await;
             let mut opened_read_only = 0;
             for c in held {
@@ -209,7 +229,7 @@ mod tests {
                 let q: i64 = sqlx::query_scalar("PRAGMA query_only").fetch_one(&mut *c).await.unwrap();
                 opened_read_only += q as usize;
             }
-            assert!(chattr("-i"));
+            drop(guard);
             for i in 0..8 {
                 super::sqlite_write_probe(&store.pool).await.unwrap_or_else(|e| panic!("write {i}: {e}"));
             }

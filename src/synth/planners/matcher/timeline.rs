@@ -107,16 +107,23 @@ impl Timeline {
             self.arrivals[at].push(idx);
             self.opened.push((span, e));
         }
-        // Up to `capacity` chunks leave together (one message once merged).
+        let matched = !self.opened.is_empty();
+        // Up to `capacity` chunks leave together (one message once merged); an edge that has
+        // no more to carry drops out.
         for _ in 1..st.p.capacity {
-            for &(span, e) in &self.opened {
-                if let Some(c) = st.pick(e, t, span) {
-                    let idx = st.start_move(e, c, t);
-                    self.arrivals[(t + span) as usize].push(idx);
+            let arrivals = &mut self.arrivals;
+            self.opened.retain(|&(span, e)| match st.pick(e, t, span) {
+                Some(c) => {
+                    arrivals[(t + span) as usize].push(st.start_move(e, c, t));
+                    true
                 }
+                None => false,
+            });
+            if self.opened.is_empty() {
+                break;
             }
         }
-        !self.opened.is_empty()
+        matched
     }
 
     /// Whether every port is free after timestep `t` and no move lands after it.

@@ -343,7 +343,7 @@ fn groups_at_one_chunk(o: &Offer<'_>) -> Offered {
 /// messages (`Timeline::assign` spreads before it fills). Where an NPU's links do not divide
 /// its shards evenly, one chunk per NPU leaves links idle in the last timesteps and the finer
 /// chunkings pay α once a chunk; a shard a message does neither (at 256 MiB: mesh:8x8 1.024 →
-/// 1.012× the bound, rail:4x8 1.045 → 1.029×, torus:4x4x8 less link 0-1 1.048 → 1.028×). On up
+/// 1.012× the bound, rail:4x8 1.045 → 1.012×, torus:4x4x8 less link 0-1 1.048 → 1.028×). On up
 /// to `SHARD_MESSAGES_MAX_NPUS`; not where translation serves the first chunking.
 fn shards_a_message(o: &Offer<'_>) -> Vec<Run> {
     let c = o.first();

@@ -2,8 +2,8 @@
  * EROFS (as a filesystem remounted read-only does) every write, truncate, sync, unlink and
  * opening for writing of a file under $CCSYNTH_TEST_READ_ONLY_DIR, while the file named by
  * $CCSYNTH_TEST_READ_ONLY_FLAG exists. A mounted filesystem with files open for writing cannot
- * be remounted read-only, and `chattr +i` does not stop writes through descriptors already
- * open (SQLite's write-ahead log), so the refusal is made where the kernel would make it. */
+ * be remounted read-only, and on tmpfs `chattr +i` does not stop writes through descriptors
+ * already open (SQLite's write-ahead log), so the refusal is made where the kernel would make it. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>

@@ -88,8 +88,8 @@ pub(super) const BUCKET_BIDIR: Algorithm = Algorithm {
     info: || BaselineInfo {
         name: "bucket-bidir",
         collectives: vec![K::AllReduce, K::ReduceScatter, K::AllGather],
-        topologies: "tori (whole grid as the group), also less up to 64 links (built whole, rerouted)",
-        source: "bucket (Swing paper 2.3.4) with each ring run as two chains, one each way round: half the steps",
+        topologies: "tori of sides 3 or more and meshes (whole grid as the group), also less up to 64 links (built whole, rerouted)",
+        source: "bucket (Swing paper 2.3.4) with each ring run as two chains, one each way round (half the steps); on a mesh each line as two chains toward the owner",
     },
     chunking: BUCKET.chunking,
     build: bucket_bidir,
@@ -106,11 +106,13 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     // On a side of 2 both ways round are one link: a pair's halves would queue there, the
     // later one holding up every message that carries both (bucket on torus:2x4 runs its two
     // parts apart: 425 µs at 64 MiB against 465).
-    let g =
-        ctx.grid.clone().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2)).ok_or(BaselineError::Unsupported {
-            algorithm: "bucket-bidir",
-            what: "topologies that are not a whole torus of sides 3 or more".into(),
-        })?;
+    let g = ctx.grid.clone().filter(chains_apply).ok_or(BaselineError::Unsupported {
+        algorithm: "bucket-bidir",
+        what: "topologies that are not a whole mesh, or a whole torus of sides 3 or more".into(),
+    })?;
+    if on_a_mesh(&g) {
+        return chains_on_mesh(ctx, g);
+    }
     let kind = ctx.c.spec.kind;
     let dims = g.dims.len();
     let p = ctx.p();
@@ -155,6 +157,83 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                                 (0..2)
                                     .filter_map(|x| sends[x].map(|gc| (halves[x], gc)))
                                     .flat_map(|(half, gc)| {
+                                        group(&g, v, done, j, gc)
+                                            .into_iter()
+                                            .flat_map(move |b| sub_block(ctx, b, half, 2 * dims))
+                                    })
+                                    .collect::<Vec<u32>>()
+                                    .into()
+                            })
+                            .clone();
+                        let (w, path) = ctx.route_along(v, j, dir);
+                        out.push(step0 + s as u32, v, w, chunks, if reduce { Op::Reduce } else { Op::Copy }, path);
+                    }
+                }
+            }
+        };
+        for (start, j, done, reduce) in phases(kind, &order, line) {
+            phase(&mut out, start, j, &order[..done], reduce);
+        }
+    }
+    Ok(out.transfers)
+}
+
+/// Where bucket-bidir's chains run: a torus of sides 3 or more, or a mesh.
+pub(super) fn chains_apply(g: &Grid) -> bool {
+    on_a_mesh(g) || g.dims.iter().all(|&n| n > 2)
+}
+
+/// A mesh, or a torus of sides 2 (its wrap-around links are its mesh links: `mesh:2x2x2` is
+/// inferred as one).
+pub(super) fn on_a_mesh(g: &Grid) -> bool {
+    !g.torus || g.dims.iter().all(|&n| n == 2)
+}
+
+/// bucket-bidir on a mesh: each line a chain toward a block's owner from both ends, the +
+/// links carrying the reduction of the NPUs below it, the − links of those above (the
+/// all-gather the same chains backwards). A line of n takes n − 1 steps, each link one message
+/// a step: on link a → a+1 the reduce-scatter's step s carries block n − 1 + a − s, the
+/// all-gather's block a − s, so every message forwards what arrived the step before. A corner
+/// sends its whole share over its d links as a torus NPU does over 2d: bucket on a mesh routes
+/// round the missing wrap links (5.6× the bound on mesh:16x16), these chains reach the min-cut
+/// bound's bytes (a d-dimensional corner's).
+fn chains_on_mesh(ctx: &Ctx, g: Grid) -> Result<Transfers, BaselineError> {
+    let kind = ctx.c.spec.kind;
+    let dims = g.dims.len();
+    let p = ctx.p();
+    let stride = strides(&g);
+    let mut out = Out::new(ctx);
+    let line = g.dims.iter().map(|&d| d - 1).max().unwrap_or(0) as u32;
+    for part in 0..dims {
+        let order: Vec<usize> = (0..dims).map(|i| (part + i) % dims).collect();
+        // Bucket's two parts of this order: one message carries both (the whole block moves
+        // along one chain, toward its owner from either end).
+        let halves = [part, part + dims];
+        let mut lists: [Vec<Option<ChunkList>>; 2] = [vec![None; p], vec![None; p]];
+        let mut phase = |out: &mut Out, step0: u32, j: usize, done: &[usize], reduce: bool| {
+            let n = g.dims[j];
+            for s in 0..n - 1 {
+                lists.iter_mut().flatten().for_each(|l| *l = None);
+                for v in 0..p {
+                    let a = g.coord(v, j);
+                    for (di, dir) in [1i64, -1].into_iter().enumerate() {
+                        // The block coordinate v's message carries at step s, if any.
+                        let (up, last) = (dir > 0, n - 1);
+                        let at = match (reduce, up) {
+                            (true, true) => (a < last && s >= a).then(|| last + a - s),
+                            (true, false) => (a > 0 && s >= last - a).then(|| s - (last - a)),
+                            (false, true) => (a < last && s <= a).then(|| a - s),
+                            (false, false) => (a > 0 && a + s <= last).then(|| a + s),
+                        };
+                        let Some(gc) = at else { continue };
+                        let first = first_of(&g, &stride, v, done, j, gc);
+                        let chunks = lists[di][first]
+                            .get_or_insert_with(|| {
+                                // The first half's run, then the second's, as bucket-bidir's
+                                // on a torus.
+                                halves
+                                    .iter()
+                                    .flat_map(|&half| {
                                         group(&g, v, done, j, gc)
                                             .into_iter()
                                             .flat_map(move |b| sub_block(ctx, b, half, 2 * dims))

@@ -85,8 +85,15 @@ pub fn lower_bound_ns(name: &str, topo: &Topology, spec: &CollectiveSpec, chunks
         "bucket-bidir" if phases > 0.0 => {
             // Pairs of bucket's parts, along a side n a chain of ⌈(n−1)/2⌉ steps: ⌊(n−1)/2⌋
             // carry both halves, the last one of an even side one half.
-            let g = at.whole().filter(|g| g.torus && g.dims.iter().all(|&n| n > 2))?;
+            let g = at.whole().filter(super::bucket::chains_apply)?;
             let half = m / (2 * g.dims.len()) as f64;
+            if super::bucket::on_a_mesh(&g) {
+                // On a mesh a line of n is a chain of n − 1 steps, each carrying both halves.
+                return Some(
+                    phases
+                        * grid_chains(&g, g.dims.len(), |n, reduced| (n - 1) as f64 * at.net.hop(2.0 * half / reduced)),
+                );
+            }
             Some(
                 phases
                     * grid_chains(&g, g.dims.len(), |n, reduced| {

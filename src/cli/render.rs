@@ -118,9 +118,11 @@ fn repair_outcome(repair: &engine::regenerate::RepairOutcome) -> String {
             duration(t),
             st.kept,
             st.rerouted,
-            match st.rebalanced {
-                0 => String::new(),
-                n => format!(" ({n} off slowed links)"),
+            match (st.rebalanced, st.pieces) {
+                (0, 0) => String::new(),
+                (n, 0) => format!(" ({n} off slowed links)"),
+                (0, k) => format!(" (cut into {k} more pieces)"),
+                (n, k) => format!(" ({n} off slowed links; cut into {k} more pieces)"),
             },
             repair.wall_ms
         ),

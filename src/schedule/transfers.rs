@@ -263,38 +263,10 @@ impl Transfers {
         self.flow_stamp.take();
         let i = self.len() as u32;
         let mut flags = if t.op == Op::Reduce { REDUCE } else { 0 };
-        let chunk = match t.chunks {
-            ChunkList::One(c) => c,
-            ChunkList::Many(list) => {
-                flags |= MANY;
-                let spacing = match list[..] {
-                    [a, b, ..] => b.wrapping_sub(a),
-                    _ => 1,
-                };
-                let even = !list.is_empty() && is_progression(&list, spacing);
-                let lists = &mut self.lists;
-                let mut add = |list| {
-                    lists.push(list);
-                    (lists.len() - 1) as u32
-                };
-                if even {
-                    *self.ranges.entry((list[0], list.len() as u32, spacing)).or_insert_with(|| add(list))
-                } else {
-                    let key = content_hash(&list);
-                    match self.uneven.get(&key) {
-                        Some(&id) if *self.lists[id as usize] == *list => id,
-                        seen => {
-                            self.lists.push(list);
-                            let id = (self.lists.len() - 1) as u32;
-                            if seen.is_none() {
-                                self.uneven.insert(key, id);
-                            }
-                            id
-                        }
-                    }
-                }
-            }
-        };
+        let (chunk, many) = self.intern(t.chunks);
+        if many {
+            flags |= MANY;
+        }
         if let Some(p) = t.path {
             flags |= PATH;
             if self.route.is_empty() {
@@ -319,6 +291,56 @@ impl Transfers {
         self.dst.push(t.dst);
         self.chunk.push(chunk);
         self.flags.push(flags);
+    }
+
+    /// The `chunk` column's entry for `chunks`, and whether it indexes `lists`: a list is
+    /// stored once by its range, or by its contents.
+    fn intern(&mut self, chunks: ChunkList) -> (u32, bool) {
+        let list = match chunks {
+            ChunkList::One(c) => return (c, false),
+            ChunkList::Many(list) => list,
+        };
+        let spacing = match list[..] {
+            [a, b, ..] => b.wrapping_sub(a),
+            _ => 1,
+        };
+        let even = !list.is_empty() && is_progression(&list, spacing);
+        let lists = &mut self.lists;
+        let mut add = |list| {
+            lists.push(list);
+            (lists.len() - 1) as u32
+        };
+        let id = if even {
+            *self.ranges.entry((list[0], list.len() as u32, spacing)).or_insert_with(|| add(list))
+        } else {
+            let key = content_hash(&list);
+            match self.uneven.get(&key) {
+                Some(&id) if *self.lists[id as usize] == *list => id,
+                seen => {
+                    self.lists.push(list);
+                    let id = (self.lists.len() - 1) as u32;
+                    if seen.is_none() {
+                        self.uneven.insert(key, id);
+                    }
+                    id
+                }
+            }
+        };
+        (id, true)
+    }
+
+    /// Sets the chunks of transfer `i` (one without destination slots); every other field
+    /// stays. A repair cuts a detoured message into pieces with it, pushing the others.
+    pub fn set_chunks(&mut self, i: usize, chunks: ChunkList) {
+        assert!(self.flags[i] & SLOTS == 0, "set_chunks on a transfer with destination slots");
+        self.flow_stamp.take();
+        let (chunk, many) = self.intern(chunks);
+        self.chunk[i] = chunk;
+        if many {
+            self.flags[i] |= MANY;
+        } else {
+            self.flags[i] &= !MANY;
+        }
     }
 
     /// Sets the step of transfer `i`.

@@ -11,12 +11,14 @@
 //! What a reroute cannot do: serve a collective whose group lost an NPU (its chunks are
 //! another collective's), or move data out of a failed NPU. Those need a fresh synthesis.
 
-use crate::schedule::{Route, Schedule};
+use crate::schedule::{ChunkList, Route, Schedule, Transfer};
 use crate::topology::Topology;
 use serde::Serialize;
 
 /// Detours computed per pair of NPUs whose transfers lost a link.
 const DETOURS_PER_PAIR: usize = 4;
+/// Pieces a detoured message is cut into at most (`Moves::cut`).
+const MAX_PIECES: usize = 16;
 
 #[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum RepairError {
@@ -46,6 +48,10 @@ pub struct RepairStats {
     /// Transfers over a slowed (degraded) link moved to a detour; they count in `rerouted` too.
     #[serde(skip_serializing_if = "is_zero")]
     pub rebalanced: usize,
+    /// Transfers added by cutting detoured messages into pieces that pipeline over the NPUs
+    /// they relay through (`pieces`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pieces: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -216,9 +222,6 @@ impl Moves<'_> {
                     }
                     continue;
                 };
-                for &l in links {
-                    load[l] += b / topo.links()[l].bandwidth_gb_per_s;
-                }
                 self.stats.replaced_hops += had;
                 self.stats.rerouted_hops += links.len();
                 self.stats.rerouted += 1;
@@ -226,11 +229,84 @@ impl Moves<'_> {
                     self.stats.kept -= 1;
                     self.stats.rebalanced += 1;
                 }
-                self.s.transfers.set_path(i, if links.len() == 1 { None } else { Some(route.clone()) });
+                let cut = if optional { None } else { self.cut(i, links, route) };
+                let Some(pieces) = cut else {
+                    for &l in links {
+                        self.load[l] += b / topo.links()[l].bandwidth_gb_per_s;
+                    }
+                    self.s.transfers.set_path(i, if links.len() == 1 { None } else { Some(route.clone()) });
+                    continue;
+                };
+                // Each piece onto the detour whose busiest link it loads least: the pieces
+                // of one message spread over the pair's detours.
+                let template = self.s.transfers.owned(i);
+                let n = pieces.len();
+                for (k, piece) in pieces.into_iter().enumerate() {
+                    let bp = piece.len() as f64 * self.s.chunk_size_bytes;
+                    let load = &mut *self.load;
+                    let busiest = |links: &[usize]| {
+                        links.iter().map(|&l| load[l] + bp / topo.links()[l].bandwidth_gb_per_s).fold(0.0, f64::max)
+                    };
+                    let (links, route) = detours
+                        .iter()
+                        .min_by(|x, y| busiest(&x.0).total_cmp(&busiest(&y.0)).then(x.0.len().cmp(&y.0.len())))
+                        .expect("the whole message had a detour");
+                    for &l in links {
+                        load[l] += bp / topo.links()[l].bandwidth_gb_per_s;
+                    }
+                    let path = if links.len() == 1 { None } else { Some(route.clone()) };
+                    if k == 0 {
+                        self.s.transfers.set_chunks(i, piece);
+                        self.s.transfers.set_path(i, path);
+                    } else {
+                        self.s.transfers.push(Transfer { chunks: piece, path, ..template.clone() });
+                    }
+                }
+                self.stats.pieces += n - 1;
             }
             k = end;
         }
         Ok(())
+    }
+
+    /// Transfer `i`'s chunks cut into the pieces that take a detour `links` soonest, if more
+    /// than one: a relay stores and forwards (`sim`), so a whole message over h hops between
+    /// NPUs takes h message times where m pieces take (m + h − 1) of a piece each, plus a
+    /// latency a piece: m minimises (m + h − 1)(α + B/(mβ)), the detour's largest latency and
+    /// smallest bandwidth, up to `MAX_PIECES` and the message's chunks. None for a transfer
+    /// with destination slots (a piece could not say which slots it writes).
+    fn cut(&self, i: usize, links: &[usize], route: &Route) -> Option<Vec<ChunkList>> {
+        let t = self.s.transfers.at(i);
+        if t.dst_chunks.is_some() || t.chunks.len() < 2 {
+            return None;
+        }
+        let topo = self.topo;
+        let hops = 1 + route[1..route.len() - 1].iter().filter(|&&v| topo.is_npu(v as usize)).count();
+        if hops < 2 {
+            return None;
+        }
+        let alpha = links.iter().map(|&l| topo.links()[l].latency_ns).fold(0.0, f64::max);
+        let beta = links.iter().map(|&l| topo.links()[l].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
+        let wire = t.chunks.len() as f64 * self.s.chunk_size_bytes / beta;
+        let time = |m: usize| (m + hops - 1) as f64 * (alpha + wire / m as f64);
+        let m = (1..=MAX_PIECES.min(t.chunks.len())).min_by(|&a, &b| time(a).total_cmp(&time(b)))?;
+        if m < 2 {
+            return None;
+        }
+        // m runs of consecutive entries, the first ones a chunk longer: runs of a range are
+        // ranges, so the compact form stays compact.
+        let (per, extra) = (t.chunks.len() / m, t.chunks.len() % m);
+        let mut at = 0;
+        Some(
+            (0..m)
+                .map(|k| {
+                    let len = per + usize::from(k < extra);
+                    let piece: ChunkList = t.chunks[at..at + len].to_vec().into();
+                    at += len;
+                    piece
+                })
+                .collect(),
+        )
     }
 
     /// Up to `DETOURS_PER_PAIR` distinct paths from `src` to `dst`, each found on the busy time

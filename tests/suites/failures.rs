@@ -5,7 +5,7 @@
 use crate::common::*;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::engine::{self, Kept, Options, RequestSpec};
-use ccsynth::schedule::Schedule;
+use ccsynth::schedule::{Schedule, Transfer};
 use ccsynth::synth::repair;
 use ccsynth::topology::{Failures, Topology};
 use proptest::prelude::*;
@@ -217,24 +217,40 @@ fn the_repair_keeps_what_the_failure_does_not_touch() {
         let degraded = failed(&t, &[[u, v]]);
         let (new, stats) = repair::reroute(old.clone(), &degraded, &|| false).unwrap();
         let what = format!("{algorithm} {kind:?} on {spec} without {u}-{v}");
-        assert_eq!(new.transfers.len(), old.transfers.len(), "{what}");
+        // A detoured message may be cut into pieces: the first keeps its place, the others
+        // come after every old transfer, with its step, ends and op.
+        assert_eq!(new.transfers.len(), old.transfers.len() + stats.pieces, "{what}");
         let touches = |s: &Schedule, i: usize| {
             hops(s, i).iter().any(|&(a, b)| (a as usize, b as usize) == (u, v) || (a as usize, b as usize) == (v, u))
         };
+        type Key = (u32, u32, u32, bool);
+        let mut moved: std::collections::BTreeMap<Key, (Vec<u32>, Vec<u32>)> = Default::default();
         let mut rerouted = 0;
         for i in 0..old.transfers.len() {
             let (a, b) = (old.transfers.at(i), new.transfers.at(i));
             if touches(&old, i) {
                 rerouted += 1;
-                assert_eq!(
-                    (a.step, a.src, a.dst, a.chunks, a.op),
-                    (b.step, b.src, b.dst, b.chunks, b.op),
-                    "{what}: #{i}"
-                );
+                assert_eq!((a.step, a.src, a.dst, a.op), (b.step, b.src, b.dst, b.op), "{what}: #{i}");
+                let e = moved.entry((a.step, a.src, a.dst, a.op == ccsynth::schedule::Op::Reduce)).or_default();
+                e.0.extend(a.chunks);
+                e.1.extend(b.chunks);
                 assert!(!touches(&new, i), "{what}: #{i} still crosses the failed link");
             } else {
                 assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap(), "{what}: #{i}");
             }
+        }
+        for i in old.transfers.len()..new.transfers.len() {
+            let b = new.transfers.at(i);
+            assert!(!touches(&new, i), "{what}: piece #{i} crosses the failed link");
+            let reduce = b.op == ccsynth::schedule::Op::Reduce;
+            let e =
+                moved.get_mut(&(b.step, b.src, b.dst, reduce)).unwrap_or_else(|| panic!("{what}: #{i} is no piece"));
+            e.1.extend(b.chunks);
+        }
+        for (key, (mut was, mut now)) in moved {
+            was.sort_unstable();
+            now.sort_unstable();
+            assert_eq!(was, now, "{what}: the chunks of {key:?}");
         }
         assert!(rerouted > 0, "{what}: the case needs a schedule over the link");
         assert_eq!((stats.rerouted, stats.kept), (rerouted, old.transfers.len() - rerouted), "{what}");
@@ -243,6 +259,37 @@ fn the_repair_keeps_what_the_failure_does_not_touch() {
         assert!(report.valid, "{what}");
         assert!(repaired.collective_time_ns.unwrap() >= old.collective_time_ns.unwrap() * (1.0 - 1e-9), "{what}");
     }
+}
+
+/// A detoured message is cut into pieces that pipeline over the NPUs it relays through (they
+/// store and forward): a broadcast of 16 chunks along ring:4 whose first link failed goes
+/// 0 → 3 → 2 → 1 as m pieces, the last arriving (m + 2) piece times after the start, not three
+/// whole message times; m minimises that, and each later step is one message as before.
+#[test]
+fn a_detoured_message_pipelines_in_pieces() {
+    let t = topo("ring:4");
+    let c = coll_spec(&t, CollectiveSpec::new(K::Broadcast, 16 * MIB).with_chunks_per_npu(16).with_root(0));
+    let all: Vec<u32> = (0..16).collect();
+    let transfers = vec![
+        Transfer::copy(0, 0, 1, all.clone()),
+        Transfer::copy(1, 1, 2, all.clone()),
+        Transfer::copy(2, 2, 3, all.clone()),
+    ];
+    let old = sched(&t, &c, transfers);
+    let degraded = failed(&t, &[[0, 1]]);
+    let (new, stats) = repair::reroute(old, &degraded, &|| false).unwrap();
+    let (repaired, report) = engine::finalize(new).unwrap();
+    assert!(report.valid, "{:?}", report.violations);
+    let (alpha, message) = (500.0, 16.0 * MIB as f64 / 100.0);
+    let piece_times = |m: usize| (m + 2) as f64 * (alpha + message / m as f64);
+    let m = (1..=16).min_by(|&a, &b| piece_times(a).total_cmp(&piece_times(b))).unwrap();
+    assert!(m > 4, "{m}");
+    assert_eq!((stats.rerouted, stats.pieces), (1, m - 1));
+    let want = piece_times(m) + 2.0 * (alpha + message);
+    let got = repaired.collective_time_ns.unwrap();
+    assert!(close(got, want), "{got} against {want}");
+    // Whole, the detour took three message times.
+    assert!(got < 3.0 * (alpha + message) + 2.0 * (alpha + message) - 10.0 * message / 16.0);
 }
 
 /// A baseline that needs the whole grid serves a torus less a few links: built on the whole

@@ -151,22 +151,11 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
                         let first = first_of(&g, &stride, v, done, j, *key);
                         let chunks = lists[di][first]
                             .get_or_insert_with(|| {
-                                // Half A's chunks, then half B's: each an evenly spaced
-                                // run, so the list is two ranges (sorted together they
-                                // interleave, and torus:64x64's file tripled).
-                                (0..2)
-                                    .filter_map(|x| sends[x].map(|gc| (halves[x], gc)))
-                                    .flat_map(|(half, gc)| {
-                                        group(&g, v, done, j, gc)
-                                            .into_iter()
-                                            .flat_map(move |b| sub_block(ctx, b, half, 2 * dims))
-                                    })
-                                    .collect::<Vec<u32>>()
-                                    .into()
+                                let sent = (0..2).filter_map(|x| sends[x].map(|gc| (halves[x], gc)));
+                                halves_message(ctx, &g, v, done, j, sent)
                             })
                             .clone();
-                        let (w, path) = ctx.route_along(v, j, dir);
-                        out.push(step0 + s as u32, v, w, chunks, if reduce { Op::Reduce } else { Op::Copy }, path);
+                        send(ctx, &mut *out, step0 + s as u32, v, j, dir, chunks, reduce);
                     }
                 }
             }
@@ -176,6 +165,30 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
         }
     }
     Ok(out.transfers)
+}
+
+/// A bucket-bidir message's chunks: for each (half, group coordinate) sent, the group's blocks'
+/// share of that half. Half A's chunks, then half B's: each an evenly spaced run, so the list
+/// is two ranges (sorted together they interleave, and torus:64x64's file tripled).
+fn halves_message(
+    ctx: &Ctx,
+    g: &Grid,
+    v: usize,
+    done: &[usize],
+    j: usize,
+    sent: impl Iterator<Item = (usize, usize)>,
+) -> ChunkList {
+    let parts = 2 * g.dims.len();
+    sent.flat_map(|(half, gc)| group(g, v, done, j, gc).into_iter().flat_map(move |b| sub_block(ctx, b, half, parts)))
+        .collect::<Vec<u32>>()
+        .into()
+}
+
+/// v's message along dimension j, one link `dir`.
+#[allow(clippy::too_many_arguments)]
+fn send(ctx: &Ctx, out: &mut Out, step: u32, v: usize, j: usize, dir: i64, chunks: ChunkList, reduce: bool) {
+    let (w, path) = ctx.route_along(v, j, dir);
+    out.push(step, v, w, chunks, if reduce { Op::Reduce } else { Op::Copy }, path);
 }
 
 /// Where bucket-bidir's chains run: a torus of sides 3 or more, or a mesh.
@@ -229,21 +242,10 @@ fn chains_on_mesh(ctx: &Ctx, g: Grid) -> Result<Transfers, BaselineError> {
                         let first = first_of(&g, &stride, v, done, j, gc);
                         let chunks = lists[di][first]
                             .get_or_insert_with(|| {
-                                // The first half's run, then the second's, as bucket-bidir's
-                                // on a torus.
-                                halves
-                                    .iter()
-                                    .flat_map(|&half| {
-                                        group(&g, v, done, j, gc)
-                                            .into_iter()
-                                            .flat_map(move |b| sub_block(ctx, b, half, 2 * dims))
-                                    })
-                                    .collect::<Vec<u32>>()
-                                    .into()
+                                halves_message(ctx, &g, v, done, j, halves.iter().map(|&half| (half, gc)))
                             })
                             .clone();
-                        let (w, path) = ctx.route_along(v, j, dir);
-                        out.push(step0 + s as u32, v, w, chunks, if reduce { Op::Reduce } else { Op::Copy }, path);
+                        send(ctx, &mut *out, step0 + s as u32, v, j, dir, chunks, reduce);
                     }
                 }
             }

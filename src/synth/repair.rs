@@ -196,9 +196,7 @@ impl Moves<'_> {
             for &(_, _, i, b, had) in &pairs[k..end] {
                 let i = i as usize;
                 let load = &mut *self.load;
-                let busiest = |load: &[f64], links: &[usize]| {
-                    links.iter().map(|&l| load[l] + b / topo.links()[l].bandwidth_gb_per_s).fold(0.0, f64::max)
-                };
+                let busiest = |load: &[f64], links: &[usize]| busiest_with(topo, load, links, b);
                 let own: Option<Vec<usize>> = optional.then(|| {
                     hops_of(self.s, i, &mut hops);
                     hops.iter().filter_map(|&(a, b)| topo.link_index(a as usize, b as usize)).collect()
@@ -208,10 +206,7 @@ impl Moves<'_> {
                         load[l] -= b / topo.links()[l].bandwidth_gb_per_s;
                     }
                 }
-                let best = detours
-                    .iter()
-                    .filter(|(links, _)| own.as_ref() != Some(links))
-                    .min_by(|x, y| busiest(load, &x.0).total_cmp(&busiest(load, &y.0)).then(x.0.len().cmp(&y.0.len())));
+                let best = least_busy(topo, load, detours.iter().filter(|(links, _)| own.as_ref() != Some(links)), b);
                 let best = match (best, &own) {
                     (Some(d), Some(own)) if busiest(load, &d.0) >= busiest(load, own) => None,
                     (d, _) => d,
@@ -244,13 +239,8 @@ impl Moves<'_> {
                 for (k, piece) in pieces.into_iter().enumerate() {
                     let bp = piece.len() as f64 * self.s.chunk_size_bytes;
                     let load = &mut *self.load;
-                    let busiest = |links: &[usize]| {
-                        links.iter().map(|&l| load[l] + bp / topo.links()[l].bandwidth_gb_per_s).fold(0.0, f64::max)
-                    };
-                    let (links, route) = detours
-                        .iter()
-                        .min_by(|x, y| busiest(&x.0).total_cmp(&busiest(&y.0)).then(x.0.len().cmp(&y.0.len())))
-                        .expect("the whole message had a detour");
+                    let (links, route) =
+                        least_busy(topo, load, detours.iter(), bp).expect("the whole message had a detour");
                     for &l in links {
                         load[l] += bp / topo.links()[l].bandwidth_gb_per_s;
                     }
@@ -335,6 +325,22 @@ impl Moves<'_> {
         }
         detours
     }
+}
+
+/// How busy the busiest of `links` would be with `bytes` more on each.
+fn busiest_with(topo: &Topology, load: &[f64], links: &[usize], bytes: f64) -> f64 {
+    links.iter().map(|&l| load[l] + bytes / topo.links()[l].bandwidth_gb_per_s).fold(0.0, f64::max)
+}
+
+/// The detour whose busiest link would be least busy with `bytes` more (the shorter on a tie).
+fn least_busy<'d>(
+    topo: &Topology,
+    load: &[f64],
+    detours: impl Iterator<Item = &'d (Vec<usize>, Route)>,
+    bytes: f64,
+) -> Option<&'d (Vec<usize>, Route)> {
+    let busiest = |links: &[usize]| busiest_with(topo, load, links, bytes);
+    detours.min_by(|x, y| busiest(&x.0).total_cmp(&busiest(&y.0)).then(x.0.len().cmp(&y.0.len())))
 }
 
 /// The links of the cheapest path from `src` to `dst` where a link costs one hop plus its busy

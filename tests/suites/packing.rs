@@ -1,6 +1,7 @@
 //! The tree packing (`synth::packing`): its rate against the min-cut bound, exactly on small
-//! cases computed by hand and on random graphs against `bounds::min_cut`; the trees spanning and
-//! within their links; its schedules valid and no faster than the bound.
+//! cases computed by hand (direct links and through switches) and on random graphs, switches
+//! among them, against `bounds::min_cut`; the trees spanning and within their links; its
+//! schedules valid and no faster than the bound.
 
 use crate::common::*;
 use ccsynth::bounds::min_cut;
@@ -13,22 +14,25 @@ fn all(t: &Topology) -> (Vec<usize>, Vec<bool>) {
     ((0..t.npus()).collect(), vec![true; t.npus()])
 }
 
-/// Every tree spans the group from its root over the topology's links, and no link carries
-/// more trees than its capacity at the packing's time, ⌊τ·k·b⌋.
+/// Every tree spans the group from its root, each NPU's arc in a route from its parent over
+/// the topology's links (through switches alone between its ends), and no link carries more
+/// trees than its capacity at the packing's time, ⌊τ·k·b⌋.
 fn check_trees(t: &Topology, p: &Packing) {
     let n = t.npus();
     let mut on: std::collections::HashMap<(usize, usize), u32> = Default::default();
-    for (parent, &root) in p.parents.iter().zip(&p.tree_roots) {
+    for ((parent, arcs), &root) in p.parents.iter().zip(&p.arcs).zip(&p.tree_roots) {
         assert_eq!(parent[root], u32::MAX, "the root has no parent");
-        for v in 0..n {
+        for v in (0..n).filter(|&v| v != root) {
+            let route = &p.routes[arcs[v] as usize];
+            assert_eq!((route[0], route[route.len() - 1]), (parent[v] as usize, v), "NPU {v}'s arc");
+            assert!(route[1..route.len() - 1].iter().all(|&w| t.is_switch(w)), "{route:?} relays at switches alone");
+            for w in route.windows(2) {
+                assert!(t.link(w[0], w[1]).is_some(), "{} -> {} is a link", w[0], w[1]);
+                *on.entry((w[0], w[1])).or_default() += 1;
+            }
             let (mut u, mut hops) = (v, 0);
             while u != root {
-                let w = parent[u] as usize;
-                assert!(t.link(w, u).is_some(), "{w} -> {u} is a link");
-                if u == v {
-                    *on.entry((w, u)).or_default() += 1;
-                }
-                u = w;
+                u = parent[u] as usize;
                 hops += 1;
                 assert!(hops <= n, "NPU {v} reaches its tree's root");
             }
@@ -73,16 +77,40 @@ fn the_packing_meets_the_bound_exactly_on_small_cases() {
     }
 }
 
-/// A switch is not split off yet: a star through one switch is not served.
+/// By hand, through switches (links of 100 GB/s): on a star of four NPUs round one switch each
+/// NPU takes the other three shards over its one link, 3/100 ns a byte, exactly at one tree per
+/// root (three a link, one to each other NPU); a broadcast from NPU 0 of a star of eight leaves
+/// over the root's one link, 1/100, exactly at one tree (a chain through the switch); on
+/// hier:ring2,fc4,switch4 each NPU takes 31 shards over five links (a pair link, three inside
+/// its group of four, one to its switch), 31/500, exactly at five trees per root, and at one
+/// tree a link's share rounds up to seven trees: 7/100.
 #[test]
-fn fabrics_with_switches_are_not_served() {
-    let t = topo("switch:4");
-    let (group, roots) = all(&t);
-    assert!(packing(&t, &group, &roots, 1, &|| false).unwrap().is_none());
+fn the_packing_meets_the_bound_through_switches() {
+    let cases: [(&str, Option<usize>, usize, f64, f64); 5] = [
+        ("switch:4", None, 1, 3.0 / 100.0, 3.0 / 100.0),
+        ("switch:4", None, 2, 3.0 / 100.0, 3.0 / 100.0),
+        ("switch:8", Some(0), 1, 1.0 / 100.0, 1.0 / 100.0),
+        ("hier:ring2,fc4,switch4", None, 5, 31.0 / 500.0, 31.0 / 500.0),
+        ("hier:ring2,fc4,switch4", None, 1, 31.0 / 500.0, 7.0 / 100.0),
+    ];
+    for (spec, root, k, optimal, got) in cases {
+        let t = topo(spec);
+        assert!(t.switches() > 0);
+        let (group, mut roots) = all(&t);
+        if let Some(r) = root {
+            roots = (0..t.npus()).map(|v| v == r).collect();
+        }
+        let p = packing(&t, &group, &roots, k, &|| false).unwrap().expect("served");
+        assert!(close(p.optimal_ns_per_byte, optimal), "{spec} k={k}: bound {}", p.optimal_ns_per_byte);
+        assert!(close(p.ns_per_byte, got), "{spec} k={k}: {} against {got}", p.ns_per_byte);
+        assert!(p.routes.iter().any(|r| r.len() > 2), "{spec}: some arc crosses a switch");
+        check_trees(&t, &p);
+    }
 }
 
 /// Its schedules (an all-gather and a broadcast, several trees per root, chunks pipelined down
-/// them) are valid, and none beats its lower bound.
+/// them, over direct links and through switches) are valid, none beats its lower bound, and
+/// each passes the conformance body (read back, exported and replayed).
 #[test]
 fn its_schedules_are_valid() {
     for (spec, kind, chunks, k) in [
@@ -90,6 +118,9 @@ fn its_schedules_are_valid() {
         ("ring:8", K::AllGather, 4, 3),
         ("torus:4x4", K::Broadcast, 16, 4),
         ("mesh:3x3", K::Broadcast, 8, 2),
+        ("switch:4", K::AllGather, 2, 1),
+        ("hier:ring2,fc4,switch4", K::AllGather, 5, 5),
+        ("rail:4x8", K::Broadcast, 8, 2),
     ] {
         let t = topo(spec);
         let mut cs = CollectiveSpec::new(kind, 16 << 20).with_chunks_per_npu(chunks);
@@ -105,32 +136,43 @@ fn its_schedules_are_valid() {
         let bound = [b.ingress_ns, b.latency_ns, b.min_cut_ns].into_iter().flatten().fold(0.0, f64::max);
         assert!(bound > 0.0);
         assert!(time >= bound * (1.0 - 1e-9), "{spec} {kind:?}: {time} below {bound}");
+        let mut s = s;
+        s.collective_time_ns = Some(time);
+        crate::conformance::conform(&format!("packing k={k} on {spec}, {kind:?}"), &s);
     }
 }
 
-/// Random digraphs of 2–6 NPUs, links of 10–40 GB/s.
+/// Random digraphs of 2–6 NPUs, links of 10–40 GB/s, and up to two switches, each linked both
+/// ways at one speed to some of the NPUs (a switch's links come in pairs, as every generated
+/// fabric's do) and to the other switch or not.
 fn arb_fabric() -> impl Strategy<Value = Topology> {
-    (2usize..7).prop_flat_map(|npus| {
+    (2usize..7, 0usize..3).prop_flat_map(|(npus, switches)| {
         let pairs: Vec<(usize, usize)> =
             (0..npus).flat_map(|a| (0..npus).map(move |b| (a, b))).filter(|(a, b)| a != b).collect();
         let n = pairs.len();
-        (Just(npus), proptest::collection::vec((any::<bool>(), 1u32..5), n), Just(pairs)).prop_map(
-            |(npus, pick, pairs)| {
-                let links = pairs
-                    .iter()
-                    .zip(pick)
-                    .filter(|(_, (on, _))| *on)
-                    .map(|(&(src, dst), (_, bw))| LinkInput {
-                        src,
-                        dst,
-                        latency_ns: Some(1.0),
-                        bandwidth_gb_per_s: Some(bw as f64 * 10.0),
-                        bidirectional: false,
-                    })
-                    .collect();
-                Topology::from_input(TopologyInput { npus, links, ..Default::default() }).unwrap()
-            },
-        )
+        let ports: Vec<(usize, usize)> = (npus..npus + switches)
+            .flat_map(|w| (0..npus).map(move |v| (v, w)))
+            .chain((switches == 2).then_some((npus, npus + 1)))
+            .collect();
+        let m = ports.len();
+        let links = (proptest::collection::vec((any::<bool>(), 1u32..5), n), proptest::collection::vec((any::<bool>(), 1u32..5), m));
+        (Just((npus, switches)), links, Just((pairs, ports))).prop_filter_map("a switch with no link", |((npus, switches), (pick, port_pick), (pairs, ports))| {
+            let link = |src, dst, bw: u32| LinkInput {
+                src,
+                dst,
+                latency_ns: Some(1.0),
+                bandwidth_gb_per_s: Some(bw as f64 * 10.0),
+                bidirectional: false,
+            };
+            let mut links: Vec<LinkInput> =
+                pairs.iter().zip(pick).filter(|(_, (on, _))| *on).map(|(&(src, dst), (_, bw))| link(src, dst, bw)).collect();
+            for (&(a, b), (on, bw)) in ports.iter().zip(port_pick) {
+                if on {
+                    links.extend([link(a, b, bw), link(b, a, bw)]);
+                }
+            }
+            Topology::from_input(TopologyInput { npus, switches, links, ..Default::default() }).ok()
+        })
     })
 }
 

@@ -17,17 +17,23 @@
 //! of its own); Lovász's proof says one always does. Arcs are tried nearest the root first,
 //! then on the link with the most capacity left, so trees are shallow and links evenly used.
 //!
+//! Switches (`split`): the capacities are packed with the switches as nodes the trees pass
+//! through, then each switch is split off, its links in paired with its links out into arcs
+//! from NPU to NPU through it (ForestColl's switch removal), and the trees grow on those.
+//!
 //! The schedule (`produce`): a root's chunks dealt to its trees in turn, every chunk's move down
-//! every arc list-scheduled into the first gap of its link after the chunk reaches the parent
-//! (`timeline`), one transfer a move and one step per distinct start, so the simulator replays
-//! the timeline. Serves all-gather and broadcast of every live NPU over direct links (no
-//! switches), on up to `MAX_NPUS`.
+//! every arc list-scheduled into the first gap of its route's links after the chunk reaches the
+//! parent (`timeline`), one transfer a move and one step per distinct start, so the simulator
+//! replays the timeline. Serves all-gather and broadcast of every live NPU, on up to
+//! `MAX_NPUS`.
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::maxflow::FlowNet;
-use crate::schedule::{ChunkList, Schedule, Transfer};
+use crate::schedule::{ChunkList, Route, Schedule, Transfer};
 use crate::synth::{GreedyError, PlanStats, SynthError};
 use crate::topology::Topology;
+
+mod split;
 
 /// NPUs up to which the packing runs: it grows n·k trees of n − 1 arcs, each arc one max-flow
 /// on the fabric (mesh:8x8 at one chunk per NPU: about 4,000).
@@ -44,14 +50,19 @@ pub type Packings = [std::sync::OnceLock<Result<Option<Packing>, SynthError>>; M
 /// Capacity breakpoints `pack` walks above the bound before it gives up.
 const MAX_BREAKPOINTS: usize = 4096;
 
-/// The group's NPUs and the links among them, in local indices.
+/// The group's NPUs (local 0..n) and the fabric's switches (n..nodes), and the links among
+/// them; once the switches are split off (`split`), the NPUs alone and arcs among them.
 struct Graph {
     n: usize,
+    nodes: usize,
     /// The NPUs whose data the trees carry (every NPU for an all-gather, the root for a
     /// broadcast).
     roots: Vec<bool>,
-    /// (from, to, bandwidth in bytes per ns) of each link among the group's NPUs.
+    /// (from, to, bandwidth in bytes per ns) of each link (NaN for an arc split off a switch:
+    /// its capacity is what counts).
     arcs: Vec<(usize, usize, f64)>,
+    /// Each local node's id in the topology.
+    global: Vec<usize>,
 }
 
 /// k spanning out-trees per root, and the time their loads take.
@@ -62,9 +73,14 @@ pub struct Packing {
     /// Each tree's NPUs' parents (`u32::MAX` at the root), in local indices: k per root, the
     /// roots in order.
     pub parents: Vec<Vec<u32>>,
+    /// Each tree's arc into each NPU (an index into `routes`; `u32::MAX` at the root).
+    pub arcs: Vec<Vec<u32>>,
+    /// Each arc's nodes in the topology, from the NPU that sends to the NPU that receives: the
+    /// two ends of a link, or the switches between them where a switch was split off.
+    pub routes: Vec<Vec<usize>>,
     /// Each tree's root.
     pub tree_roots: Vec<usize>,
-    /// Trees through each arc (`Graph::arcs`).
+    /// Trees through each arc (`routes`).
     pub load: Vec<u32>,
     /// Per byte of one NPU's shard, the time the busiest arc takes with its load (its trees
     /// each carrying 1/k of a shard): at least `optimal_ns_per_byte`.
@@ -74,14 +90,13 @@ pub struct Packing {
 }
 
 impl Graph {
-    /// The group's NPUs and the links among them: `None` where the fabric has switches (links
-    /// to NPUs outside the group are left out: `applies` asks for every live NPU).
-    fn of(topo: &Topology, group: &[usize], roots: Vec<bool>) -> Option<Graph> {
-        if topo.switches() > 0 {
-            return None;
-        }
+    /// The group's NPUs, the live switches and the links among them (links to NPUs outside
+    /// the group are left out: `applies` asks for every live NPU).
+    fn of(topo: &Topology, group: &[usize], roots: Vec<bool>) -> Graph {
+        let switches = (0..topo.nodes()).filter(|&v| topo.is_switch(v) && !topo.is_failed(v));
+        let global: Vec<usize> = group.iter().copied().chain(switches).collect();
         let mut local = vec![usize::MAX; topo.nodes()];
-        for (i, &v) in group.iter().enumerate() {
+        for (i, &v) in global.iter().enumerate() {
             local[v] = i;
         }
         let mut arcs = Vec::new();
@@ -92,33 +107,35 @@ impl Graph {
             }
             arcs.push((a, b, l.bandwidth_gb_per_s));
         }
-        Some(Graph { n: group.len(), roots, arcs })
+        Graph { n: group.len(), nodes: global.len(), roots, arcs, global }
     }
 
     /// Whether k spanning out-trees per root fit capacities `cap` (Edmonds): for every NPU v,
     /// the flow into v from a source feeding every root k is k times the roots.
     fn feasible(&self, cap: &[u32], k: usize) -> bool {
-        let n = self.n;
-        let mut net = FlowNet::new(n + 1);
+        let (n, s) = (self.n, self.nodes);
+        let mut net = FlowNet::new(s + 1);
         for (e, &(a, b, _)) in self.arcs.iter().enumerate() {
             net.add(a, b, cap[e] as f64);
         }
         let mut roots = 0;
         for v in (0..n).filter(|&v| self.roots[v]) {
-            net.add(n, v, k as f64);
+            net.add(s, v, k as f64);
             roots += 1;
         }
         (0..n).all(|v| {
             net.reset();
-            net.max_flow(n, v) >= (k * roots) as f64 - 0.5
+            net.max_flow(s, v) >= (k * roots) as f64 - 0.5
         })
     }
 
     /// Whether the trees still to start (`left[u]` rooted at u) and the ones growing (each
     /// over its `grown` NPUs) fit `cap`, for every set holding `v`: the max-flow into `v` from a
     /// source that feeds each NPU its roots' trees, and each growing tree once, anywhere in it.
+    /// On NPUs alone (the switches split off).
     fn still_fits(&self, cap: &[u32], left: &[u32], growing: &[&[bool]], v: usize) -> bool {
         let n = self.n;
+        debug_assert_eq!(n, self.nodes, "the switches are split off");
         let s = n;
         let mut net = FlowNet::new(n + 1 + growing.len());
         for (e, &(a, b, _)) in self.arcs.iter().enumerate() {
@@ -166,12 +183,14 @@ fn pack(g: &Graph, k: usize, optimal: f64, cancelled: &dyn Fn() -> bool) -> Resu
     Err(GreedyError::Unsupported("tree packing: no capacities within its breakpoints").into())
 }
 
-/// The trees, grown within `cap` (which `feasible` accepted), and the trees each arc carries.
-type Grown = (Vec<Vec<u32>>, Vec<u32>);
+/// The trees grown within `cap` (which `feasible` accepted): each tree's parents and arcs
+/// (`Packing::parents`, `Packing::arcs`), and the trees each arc carries.
+type Grown = (Vec<Vec<u32>>, Vec<Vec<u32>>, Vec<u32>);
 
-/// One tree as it grows: each NPU's parent and depth, and whether it is in yet.
+/// One tree as it grows: each NPU's parent, arc in and depth, and whether it is in yet.
 struct Growing {
     parent: Vec<u32>,
+    arc: Vec<u32>,
     depth: Vec<u32>,
     grown: Vec<bool>,
 }
@@ -183,7 +202,7 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
     let n = g.n;
     let mut load = vec![0u32; g.arcs.len()];
     let mut left: Vec<u32> = g.roots.iter().map(|&r| if r { k as u32 } else { 0 }).collect();
-    let mut trees = Vec::with_capacity(n * k);
+    let (mut trees, mut arcs) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
     let mut out_arcs: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (e, a) in g.arcs.iter().enumerate() {
         out_arcs[a.0].push(e);
@@ -192,7 +211,8 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
         left[root] = 0;
         let mut ts: Vec<Growing> = (0..k)
             .map(|_| {
-                let mut t = Growing { parent: vec![u32::MAX; n], depth: vec![u32::MAX; n], grown: vec![false; n] };
+                let none = vec![u32::MAX; n];
+                let mut t = Growing { parent: none.clone(), arc: none.clone(), depth: none, grown: vec![false; n] };
                 t.grown[root] = true;
                 t.depth[root] = 0;
                 t
@@ -228,17 +248,22 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
                 load[e] += 1;
                 let t = &mut ts[i];
                 t.parent[v] = u as u32;
+                t.arc[v] = e as u32;
                 t.depth[v] = t.depth[u] + 1;
             }
         }
-        trees.extend(ts.into_iter().map(|t| t.parent));
+        for t in ts {
+            trees.push(t.parent);
+            arcs.push(t.arc);
+        }
     }
-    Ok((trees, load))
+    Ok((trees, arcs, load))
 }
 
 /// k spanning out-trees per root (`roots[i]`: NPU `group[i]` has data) on `topo`'s links
-/// among the group, packed at the least time their integer loads allow; `None` where the
-/// packing does not serve (switches, a group some root does not reach).
+/// among the group and its switches (split off: `split`), packed at the least time their
+/// integer loads allow; `None` where the packing does not serve (a group some root does not
+/// reach, a switch that does not split off).
 pub fn packing(
     topo: &Topology,
     group: &[usize],
@@ -246,23 +271,47 @@ pub fn packing(
     k: usize,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Option<Packing>, SynthError> {
-    let Some(g) = Graph::of(topo, group, roots.to_vec()) else { return Ok(None) };
+    let g = Graph::of(topo, group, roots.to_vec());
     if g.n < 2 || k == 0 || !roots.contains(&true) {
         return Ok(None);
     }
     let holders: Vec<usize> = group.iter().zip(roots).filter(|(_, r)| **r).map(|(&v, _)| v).collect();
     let Ok(Some(optimal)) = crate::bounds::data_cut(topo, group, &holders) else { return Ok(None) };
     let (tau, cap) = pack(&g, k, optimal, cancelled)?;
-    let (parents, load) = grow(&g, k, cap, cancelled)?;
-    let ns_per_byte = g.arcs.iter().zip(&load).map(|(a, &l)| l as f64 / (k as f64 * a.2)).fold(0.0, f64::max);
+    let global = g.global.clone();
+    let (g, cap, routes) = if g.nodes > g.n {
+        match split::split_off(&g, &cap, k, cancelled)? {
+            Some(split) => split,
+            None => return Ok(None),
+        }
+    } else {
+        let routes = g.arcs.iter().map(|a| vec![a.0, a.1]).collect();
+        (g, cap, routes)
+    };
+    let (parents, arcs, load) = grow(&g, k, cap, cancelled)?;
+    let routes: Vec<Vec<usize>> = routes.into_iter().map(|r| r.into_iter().map(|v| global[v]).collect()).collect();
+    let ns_per_byte = busiest_ns_per_byte(topo, &routes, &load, k);
     debug_assert!(ns_per_byte <= tau * (1.0 + 1e-9));
+    tracing::debug!(target: "ccsynth::timing", k, over_bound = ns_per_byte / optimal, arcs = routes.len(), "packing: packed");
     let tree_roots = (0..g.n).filter(|&r| roots[r]).flat_map(|r| std::iter::repeat_n(r, k)).collect();
-    Ok(Some(Packing { k, parents, tree_roots, load, ns_per_byte, optimal_ns_per_byte: optimal }))
+    Ok(Some(Packing { k, parents, arcs, routes, tree_roots, load, ns_per_byte, optimal_ns_per_byte: optimal }))
+}
+
+/// Per byte of a shard, the time the busiest link takes with the trees of every arc whose
+/// route crosses it (each tree carrying 1/k of a shard).
+fn busiest_ns_per_byte(topo: &Topology, routes: &[Vec<usize>], load: &[u32], k: usize) -> f64 {
+    let mut on = vec![0u32; topo.links().len()];
+    for (r, &l) in routes.iter().zip(load) {
+        for w in r.windows(2) {
+            on[topo.link_index(w[0], w[1]).expect("a route follows links")] += l;
+        }
+    }
+    topo.links().iter().zip(&on).map(|(link, &l)| l as f64 / (k as f64 * link.bandwidth_gb_per_s)).fold(0.0, f64::max)
 }
 
 /// Whether `produce` serves `c` on `topo` at `k` trees per root: an all-gather or a broadcast
-/// of every live NPU over direct links (no switches: the trees relay through NPUs of the group
-/// alone), on up to `MAX_NPUS` NPUs, at most `MAX_TREES_PER_ROOT`
+/// of every live NPU (the trees relay through NPUs of the group, and through switches split
+/// off), on up to `MAX_NPUS` NPUs, at most `MAX_TREES_PER_ROOT`
 /// trees per root, no more than a root's chunks, and `MAX_TREES` in all.
 pub fn applies(topo: &Topology, c: &Collective, k: usize) -> bool {
     let (per_root, roots) = match c.spec.kind {
@@ -270,8 +319,7 @@ pub fn applies(topo: &Topology, c: &Collective, k: usize) -> bool {
         CollectiveKind::Broadcast => (c.num_chunks, 1),
         _ => return false,
     };
-    topo.switches() == 0
-        && c.group.len() == topo.live_npus().len()
+    c.group.len() == topo.live_npus().len()
         && (2..=MAX_NPUS).contains(&c.group.len())
         && (1..=MAX_TREES_PER_ROOT.min(per_root)).contains(&k)
         && roots * k <= MAX_TREES
@@ -289,7 +337,7 @@ pub fn produce(
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(Schedule, PlanStats), SynthError> {
     if !applies(topo, c, k) {
-        return Err(GreedyError::Unsupported("tree packing: an all-gather or broadcast over direct links").into());
+        return Err(GreedyError::Unsupported("tree packing: an all-gather or broadcast of every live NPU").into());
     }
     let group: Vec<usize> = c.group.clone();
     let mut local = vec![usize::MAX; topo.nodes()];
@@ -305,7 +353,7 @@ pub fn produce(
     let p = match packings[k - 1].get_or_init(|| packing(topo, &group, &roots, k, cancelled)) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            return Err(GreedyError::Unsupported("tree packing: a group its roots reach over direct links").into());
+            return Err(GreedyError::Unsupported("tree packing: a group its roots reach, switches that split off").into());
         }
         Err(e) => return Err(e.clone()),
     };
@@ -318,25 +366,34 @@ pub fn produce(
         .map(|(t, (parent, &root))| Tree {
             root,
             parent,
+            arc: &p.arcs[t],
             chunks: chunks[root].iter().skip(t % k).step_by(k).copied().collect(),
         })
         .collect();
     if cancelled() {
         return Err(SynthError::Cancelled);
     }
-    let moves = timeline(topo, &group, &trees, c.chunk_size_bytes);
+    let moves = timeline(topo, &p.routes, &trees, c.chunk_size_bytes);
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(seed);
     // A step per distinct start: a move reads what landed in an earlier step, and each link
     // replays its moves in the timeline's order.
     let mut steps = 0u32;
     let mut last = f64::NEG_INFINITY;
-    for (i, &(start, src, dst, chunk)) in moves.iter().enumerate() {
+    let paths: Vec<Option<Route>> = p
+        .routes
+        .iter()
+        .map(|r| (r.len() > 2).then(|| Route::from(r.iter().map(|&v| v as u32).collect::<Vec<u32>>())))
+        .collect();
+    for (i, &(start, arc, chunk)) in moves.iter().enumerate() {
         if i > 0 && start > last {
             steps += 1;
         }
         last = start;
-        s.transfers.push(Transfer::copy(steps, src, dst, ChunkList::One(chunk)));
+        let route = &p.routes[arc];
+        let mut t = Transfer::copy(steps, route[0], route[route.len() - 1], ChunkList::One(chunk));
+        t.path = paths[arc].clone();
+        s.transfers.push(t);
     }
     let steps = steps + 1;
     let stats = PlanStats {
@@ -350,21 +407,33 @@ pub fn produce(
 }
 
 /// One tree of a packing as the schedule moves it: its root, each NPU's parent (local
-/// indices) and the chunks it carries, in order.
+/// indices) and arc in (`Packing::routes`), and the chunks it carries, in order.
 struct Tree<'a> {
     root: usize,
     parent: &'a [u32],
+    arc: &'a [u32],
     chunks: Vec<u32>,
 }
 
-/// The trees' moves (each chunk down its tree) list-scheduled: each in the first gap of its
-/// link after its chunk reaches the parent, by wavefront (a chunk's index in its tree plus the
-/// depth), then nearer the root, then the larger subtree first. Returns (start ns, src, dst,
-/// chunk) by start.
-fn timeline(topo: &Topology, group: &[usize], trees: &[Tree<'_>], chunk_bytes: f64) -> Vec<(f64, usize, usize, u32)> {
-    let n = group.len();
-    let time =
-        |u: usize, v: usize| -> f64 { topo.link(group[u], group[v]).map_or(f64::INFINITY, |l| l.time_ns(chunk_bytes)) };
+/// The trees' moves (each chunk down its tree) list-scheduled: each in the first gap its
+/// route's links share after its chunk reaches the parent, by wavefront (a chunk's index in its
+/// tree plus the depth), then nearer the root, then the larger subtree first. A route through
+/// switches holds all its links at once, for the sum of their latencies and the bytes over the
+/// slowest (cut through, as `sim` times it). Returns (start ns, route, chunk) by start.
+fn timeline(topo: &Topology, routes: &[Vec<usize>], trees: &[Tree<'_>], chunk_bytes: f64) -> Vec<(f64, usize, u32)> {
+    let n = trees.first().map_or(0, |t| t.parent.len());
+    let links: Vec<Vec<usize>> = routes
+        .iter()
+        .map(|r| r.windows(2).map(|w| topo.link_index(w[0], w[1]).expect("a route follows links")).collect())
+        .collect();
+    let time: Vec<f64> = links
+        .iter()
+        .map(|ls| {
+            let alpha: f64 = ls.iter().map(|&l| topo.links()[l].latency_ns).sum();
+            let beta = ls.iter().map(|&l| topo.links()[l].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
+            alpha + chunk_bytes / beta
+        })
+        .collect();
     let mut order = Vec::new();
     for (t, tree) in trees.iter().enumerate() {
         let depth = depths(tree.parent, tree.root);
@@ -387,28 +456,39 @@ fn timeline(topo: &Topology, group: &[usize], trees: &[Tree<'_>], chunk_bytes: f
     for (t, tree) in trees.iter().enumerate() {
         arrival[t].iter_mut().for_each(|a| a[tree.root] = 0.0);
     }
-    let mut busy: std::collections::HashMap<(usize, usize), Vec<(f64, f64)>> = Default::default();
+    let mut busy: Vec<Vec<(f64, f64)>> = vec![Vec::new(); topo.links().len()];
     let mut moves = Vec::with_capacity(order.len());
     for (_, _, _, t, i, v) in order {
-        let u = trees[t].parent[v] as usize;
-        let (ready, dur) = (arrival[t][i][u], time(u, v));
-        let slots = busy.entry((u, v)).or_default();
-        // The first gap at or after `ready` that holds the move.
+        let (u, arc) = (trees[t].parent[v] as usize, trees[t].arc[v] as usize);
+        let (ready, dur) = (arrival[t][i][u], time[arc]);
+        // The first gap at or after `ready` that every link of the route has.
         let mut start = ready;
-        let mut at = slots.len();
-        for (j, &(b, e)) in slots.iter().enumerate() {
-            if start + dur <= b {
-                at = j;
-                break;
-            }
-            start = start.max(e);
+        while let Some(later) = links[arc].iter().map(|&l| first_gap(&busy[l], start, dur)).find(|&s| s > start) {
+            start = later;
         }
-        slots.insert(at, (start, start + dur));
+        for &l in &links[arc] {
+            let at = busy[l].partition_point(|&(b, _)| b < start);
+            busy[l].insert(at, (start, start + dur));
+        }
         arrival[t][i][v] = start + dur;
-        moves.push((start, group[u], group[v], trees[t].chunks[i]));
+        moves.push((start, arc, trees[t].chunks[i]));
     }
-    moves.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+    let ends = |arc: usize| (routes[arc][0], routes[arc][routes[arc].len() - 1], arc);
+    moves.sort_by(|a, b| a.0.total_cmp(&b.0).then((ends(a.1), a.2).cmp(&(ends(b.1), b.2))));
     moves
+}
+
+/// The first start at or after `from` at which `slots` (busy intervals by start, apart) leave
+/// `dur` free.
+fn first_gap(slots: &[(f64, f64)], from: f64, dur: f64) -> f64 {
+    let mut start = from;
+    for &(b, e) in &slots[slots.partition_point(|&(_, e)| e <= from)..] {
+        if start + dur <= b {
+            break;
+        }
+        start = start.max(e);
+    }
+    start
 }
 
 /// Each NPU's depth in a tree given by `parent`, rooted at `root`.

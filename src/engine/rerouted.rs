@@ -1,8 +1,10 @@
-//! Baselines that need a whole mesh or torus, on one less a few links: built on the whole grid
-//! and their transfers over the missing links rerouted (`synth::repair`, the repair a
-//! regeneration applies to a stored schedule). Without it `auto` on a torus after a failure has
-//! only the baselines that route anywhere, at 16,384 NPUs, where the greedy does not run,
-//! kolmakov's 1.138 s against bucket's 5.6 ms before the failure.
+//! Baselines that need a whole mesh or torus, on one less a few links or with a few slower
+//! links: built on the whole grid at its common link speed and their transfers over the missing
+//! links rerouted, those over the slower links where a detour carries them sooner
+//! (`synth::repair`, the repair a regeneration applies to a stored schedule). Without it `auto`
+//! on a torus after a failure has only the baselines that route anywhere, at 16,384 NPUs, where
+//! the greedy does not run, kolmakov's 1.138 s against bucket's 5.6 ms before the failure; after
+//! a slowdown, a grid baseline whose every ring waits on the slow link.
 
 use crate::baselines::BaselineError;
 use crate::schedule::Schedule;
@@ -11,16 +13,17 @@ use crate::topology::Topology;
 
 pub use crate::limits::REROUTE_MAX_MISSING_LINKS;
 
-/// Baseline `name` built on the whole grid `topo` is a mesh or torus less a few links of, and
-/// rerouted onto `topo`; None where `topo` is no such grid, or the baseline does not serve the
-/// whole grid either (the caller keeps its own error then).
+/// Baseline `name` built on the whole grid `topo` is a mesh or torus less a few links (or with
+/// a few slower links) of (`Topology::grid_before_changes`), and rerouted onto `topo`; None
+/// where `topo` is no such grid, or the baseline does not serve the whole grid either (the
+/// caller keeps its own error then).
 pub(super) fn build(
     name: &str,
     topo: &Topology,
     spec: &crate::collective::CollectiveSpec,
     stop: &dyn Fn() -> bool,
 ) -> Option<Result<Schedule, BaselineError>> {
-    let (_, whole) = topo.grid_less_links(REROUTE_MAX_MISSING_LINKS)?;
+    let (_, whole) = topo.grid_before_changes(REROUTE_MAX_MISSING_LINKS)?;
     let s = match crate::baselines::build_within(name, &whole, spec, stop) {
         Ok(s) => s,
         Err(BaselineError::Stopped) => return Some(Err(BaselineError::Stopped)),
@@ -32,7 +35,7 @@ pub(super) fn build(
                 algorithm = name,
                 rerouted = stats.rerouted,
                 kept = stats.kept,
-                "baseline rerouted around failed links"
+                "baseline rerouted around failed or slower links"
             );
             Ok(s)
         }

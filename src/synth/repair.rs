@@ -95,6 +95,7 @@ pub fn reroute(
     let mut broken: Vec<u32> = Vec::new();
     let mut slowed: Vec<u32> = Vec::new();
     let slower = slower_links(&old.topology, topo);
+    let shares = bandwidth_shares(&old.topology, topo);
     let mut hops = Vec::new();
     for i in 0..old.transfers.len() {
         if i % 65_536 == 0 && stop() {
@@ -127,7 +128,8 @@ pub fn reroute(
     // Every transfer that lost a link moves; then those over a slowed link that a detour
     // serves better (their load is on their links already, and comes off while they choose).
     let mean = (load.iter().sum::<f64>() / load.len().max(1) as f64).max(1e-9);
-    let mut moves = Moves { s: &mut s, topo, load: &mut load, mean, stats: &mut stats, stop, slower: &slower };
+    let mut moves =
+        Moves { s: &mut s, topo, load: &mut load, mean, stats: &mut stats, stop, slower: &slower, shares: &shares };
     moves.run(broken, false)?;
     moves.run(slowed, true)?;
     Ok((s, stats))
@@ -136,15 +138,18 @@ pub fn reroute(
 /// Per link of `new`, whether it is slower than the same link of `old` (lower bandwidth or
 /// higher latency).
 fn slower_links(old: &Topology, new: &Topology) -> Vec<bool> {
-    new.links()
-        .iter()
-        .map(|l| {
-            old.link_index(l.src, l.dst).is_some_and(|k| {
-                let was = &old.links()[k];
-                l.bandwidth_gb_per_s < was.bandwidth_gb_per_s || l.latency_ns > was.latency_ns
-            })
-        })
-        .collect()
+    new.links().iter().map(|l| speed_of(old, l).is_some_and(|(bw, lat)| bw < 1.0 || lat)).collect()
+}
+
+/// Per link of `new`, its bandwidth over the same link's of `old` where it is lower (else 1).
+fn bandwidth_shares(old: &Topology, new: &Topology) -> Vec<f64> {
+    new.links().iter().map(|l| speed_of(old, l).map_or(1.0, |(bw, _)| bw.min(1.0))).collect()
+}
+
+/// Link `l`'s bandwidth over the same link's of `old`, and whether its latency is higher.
+fn speed_of(old: &Topology, l: &crate::topology::Link) -> Option<(f64, bool)> {
+    let was = &old.links()[old.link_index(l.src, l.dst)?];
+    Some((l.bandwidth_gb_per_s / was.bandwidth_gb_per_s, l.latency_ns > was.latency_ns))
 }
 
 /// The reroute in progress: the schedule, every link's busy time so far, and the counts.
@@ -158,6 +163,9 @@ struct Moves<'a> {
     /// Per link, whether it runs slower than before: the detours of a transfer that may stay
     /// avoid them (a slow link is its own route's to keep, not a detour's to add).
     slower: &'a [bool],
+    /// Per link, its bandwidth over what it was where lower (else 1): the share of a message
+    /// it carries in the time the whole message took there (`keep_share`).
+    shares: &'a [f64],
 }
 
 impl Moves<'_> {
@@ -205,7 +213,11 @@ impl Moves<'_> {
                     for &l in own {
                         load[l] -= b / topo.links()[l].bandwidth_gb_per_s;
                     }
+                    if self.keep_share(i, own, &detours) {
+                        continue;
+                    }
                 }
+                let load = &mut *self.load;
                 let best = least_busy(topo, load, detours.iter().filter(|(links, _)| own.as_ref() != Some(links)), b);
                 let best = match (best, &own) {
                     (Some(d), Some(own)) if busiest(load, &d.0) >= busiest(load, own) => None,
@@ -259,6 +271,55 @@ impl Moves<'_> {
         Ok(())
     }
 
+    /// Transfer `i` over links `own`, one of them slower in bandwidth than it was: the share of
+    /// its chunks the slowest of them carries in the time the whole message took there stays
+    /// (rounded), the rest goes in pieces (`pieces`), each onto whichever other detour of
+    /// the pair it loads least. Where the stored schedule keeps every link busy, a slow link
+    /// that kept whole messages held every later step back (bucket-bidir on torus:32x32 with
+    /// link 0-1 at a quarter speed: 21.5 ms, against 5.4 ms intact), and one that sent them all
+    /// round loaded its detours as a failure does. False where no chunk would stay or none
+    /// would go (a transfer of one chunk, or with destination slots): the caller then keeps or
+    /// moves the whole transfer.
+    fn keep_share(&mut self, i: usize, own: &[usize], detours: &[(Vec<usize>, Route)]) -> bool {
+        let topo = self.topo;
+        let share = own.iter().map(|&l| self.shares[l]).fold(1.0, f64::min);
+        let t = self.s.transfers.at(i);
+        let keep = (t.chunks.len() as f64 * share).round() as usize;
+        if t.dst_chunks.is_some() || keep == 0 || keep >= t.chunks.len() {
+            return false;
+        }
+        let others: Vec<&(Vec<usize>, Route)> = detours.iter().filter(|d| d.0 != own).collect();
+        let chunk = self.s.chunk_size_bytes;
+        let (kept, moved) = t.chunks.split_at(keep);
+        let (kept, moved) = (kept.to_vec(), moved.to_vec());
+        let Some((links, route)) = least_busy(topo, self.load, others.iter().copied(), moved.len() as f64 * chunk)
+        else {
+            return false;
+        };
+        let pieces = self.pieces(&moved, links, route).unwrap_or_else(|| vec![moved.into()]);
+        for &l in own {
+            self.load[l] += kept.len() as f64 * chunk / topo.links()[l].bandwidth_gb_per_s;
+        }
+        self.s.transfers.set_chunks(i, kept.into());
+        let template = self.s.transfers.owned(i);
+        self.stats.kept -= 1;
+        self.stats.rebalanced += 1;
+        self.stats.rerouted += 1;
+        self.stats.replaced_hops += own.len();
+        self.stats.rerouted_hops += links.len();
+        self.stats.pieces += pieces.len();
+        for piece in pieces {
+            let bytes = piece.len() as f64 * chunk;
+            let (links, route) = least_busy(topo, self.load, others.iter().copied(), bytes).expect("a detour");
+            for &l in links {
+                self.load[l] += bytes / topo.links()[l].bandwidth_gb_per_s;
+            }
+            let path = if links.len() == 1 { None } else { Some(route.clone()) };
+            self.s.transfers.push(Transfer { chunks: piece, path, ..template.clone() });
+        }
+        true
+    }
+
     /// Transfer `i`'s chunks cut into the pieces that take a detour `links` soonest, if more
     /// than one: a relay stores and forwards (`sim`), so a whole message over h hops between
     /// NPUs takes h message times where m pieces take (m + h − 1) of a piece each, plus a
@@ -267,7 +328,16 @@ impl Moves<'_> {
     /// with destination slots (a piece could not say which slots it writes).
     fn cut(&self, i: usize, links: &[usize], route: &Route) -> Option<Vec<ChunkList>> {
         let t = self.s.transfers.at(i);
-        if t.dst_chunks.is_some() || t.chunks.len() < 2 {
+        if t.dst_chunks.is_some() {
+            return None;
+        }
+        self.pieces(t.chunks, links, route)
+    }
+
+    /// `chunks` cut into the pieces that take a detour `links` soonest, if more than one
+    /// (`cut`).
+    fn pieces(&self, chunks: &[u32], links: &[usize], route: &Route) -> Option<Vec<ChunkList>> {
+        if chunks.len() < 2 {
             return None;
         }
         let topo = self.topo;
@@ -277,21 +347,21 @@ impl Moves<'_> {
         }
         let alpha = links.iter().map(|&l| topo.links()[l].latency_ns).fold(0.0, f64::max);
         let beta = links.iter().map(|&l| topo.links()[l].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
-        let wire = t.chunks.len() as f64 * self.s.chunk_size_bytes / beta;
+        let wire = chunks.len() as f64 * self.s.chunk_size_bytes / beta;
         let time = |m: usize| (m + hops - 1) as f64 * (alpha + wire / m as f64);
-        let m = (1..=MAX_PIECES.min(t.chunks.len())).min_by(|&a, &b| time(a).total_cmp(&time(b)))?;
+        let m = (1..=MAX_PIECES.min(chunks.len())).min_by(|&a, &b| time(a).total_cmp(&time(b)))?;
         if m < 2 {
             return None;
         }
         // m runs of consecutive entries, the first ones a chunk longer: runs of a range are
         // ranges, so the compact form stays compact.
-        let (per, extra) = (t.chunks.len() / m, t.chunks.len() % m);
+        let (per, extra) = (chunks.len() / m, chunks.len() % m);
         let mut at = 0;
         Some(
             (0..m)
                 .map(|k| {
                     let len = per + usize::from(k < extra);
-                    let piece: ChunkList = t.chunks[at..at + len].to_vec().into();
+                    let piece: ChunkList = chunks[at..at + len].to_vec().into();
                     at += len;
                     piece
                 })

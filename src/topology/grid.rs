@@ -3,6 +3,10 @@
 
 use super::Topology;
 
+/// Links per slower link at least, for `Topology::grid_before_changes` to take the slower ones
+/// for a slowdown rather than a design (mesh:4x4@bw=50,100 runs half its links at 50).
+const FEW_SLOWER_PER_LINKS: usize = 8;
+
 /// A D-dimensional mesh or torus shape over NPUs `0..npus`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grid {
@@ -110,6 +114,53 @@ impl Topology {
     /// follows where only the cost of reading it depends on them.
     pub fn grid_or_whole(&self) -> Option<Grid> {
         self.infer_grid().or_else(|| self.grid_missing_links(crate::limits::REROUTE_MAX_MISSING_LINKS))
+    }
+
+    /// The mesh or torus this topology is less between none and `max_changed` links and with
+    /// up to `max_changed` links slower than the rest, one way each (lower bandwidth or higher
+    /// latency than the parameters most of its links share), at least one link missing or
+    /// slower; and the whole grid with the missing links put back (as `grid_less_links`) and
+    /// the slower ones at the common parameters: the network before a failure and a slowdown.
+    /// A grid of many speeds by design (a link faster than the common parameters, more than
+    /// `max_changed` slower, or more than one in `FEW_SLOWER_PER_LINKS`) keeps its speeds: it
+    /// is `grid_less_links`' answer. None on an intact grid of one speed or many.
+    pub fn grid_before_changes(&self, max_changed: usize) -> Option<(Grid, Topology)> {
+        let (g, put_back) = match self.infer_grid() {
+            Some(g) => (g, None),
+            None => self.grid_less_links(max_changed).map(|(g, w)| (g, Some(w)))?,
+        };
+        let whole = put_back.as_ref().unwrap_or(self);
+        let key = |l: &super::Link| (l.bandwidth_gb_per_s.to_bits(), l.latency_ns.to_bits());
+        let mut counts: std::collections::HashMap<(u64, u64), usize> = Default::default();
+        for l in whole.links() {
+            *counts.entry(key(l)).or_default() += 1;
+        }
+        let common = counts.iter().max_by_key(|&(k, c)| (*c, std::cmp::Reverse(*k))).map(|(&k, _)| k)?;
+        let (bw, lat) = (f64::from_bits(common.0), f64::from_bits(common.1));
+        let changed: Vec<usize> = (0..whole.links().len()).filter(|&i| key(&whole.links()[i]) != common).collect();
+        let slower = |l: &super::Link| l.bandwidth_gb_per_s <= bw && l.latency_ns >= lat;
+        let few_slower = !changed.is_empty()
+            && changed.len() <= max_changed
+            && changed.len() * FEW_SLOWER_PER_LINKS <= whole.links().len()
+            && changed.iter().all(|&i| slower(&whole.links()[i]));
+        if !few_slower {
+            // Uniform, or links of many speeds by design: `grid_less_links`' answer.
+            return put_back.map(|w| (g, w));
+        }
+        let mut input = super::TopologyInput { npus: whole.npus(), ..Default::default() };
+        input.links = whole
+            .links()
+            .iter()
+            .map(|l| super::LinkInput {
+                src: l.src,
+                dst: l.dst,
+                latency_ns: Some(lat),
+                bandwidth_gb_per_s: Some(bw),
+                bidirectional: false,
+            })
+            .collect();
+        let nominal = Topology::from_input(input).ok()?;
+        Some((g, nominal))
     }
 
     /// The grid `grid_less_links` puts the links back into.

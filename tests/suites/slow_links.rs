@@ -151,10 +151,56 @@ fn crosses(s: &Schedule, i: usize, slowed: &[(u32, u32)]) -> bool {
     hops.iter().any(|h| slowed.contains(h))
 }
 
+/// What a repair after slowed links may change, transfer by transfer: one that does not cross
+/// them stays as it was; one that does stays, or goes whole onto a detour around them, or keeps
+/// `share` of its chunks (rounded; the first ones) on its route and sends the rest round in
+/// pieces pushed after every old transfer (same step, ends and op, every chunk once). Returns
+/// (moved whole, split).
+fn check_slowed_repair(old: &Schedule, new: &Schedule, slowed: &[(u32, u32)], share: f64) -> (usize, usize) {
+    let n = old.transfers.len();
+    let (mut whole, mut split) = (0, 0);
+    let key = |s: &Schedule, i: usize| {
+        let t = s.transfers.at(i);
+        (t.step, t.src, t.dst, format!("{:?}", t.op))
+    };
+    let mut sent: std::collections::BTreeMap<_, Vec<u32>> = Default::default();
+    for i in 0..n {
+        let (a, b) = (old.transfers.at(i), new.transfers.at(i));
+        assert_eq!(key(old, i), key(new, i), "#{i}");
+        sent.entry(key(old, i)).or_default().extend_from_slice(a.chunks);
+        if a.chunks == b.chunks && a.path_nodes() == b.path_nodes() {
+            continue;
+        }
+        assert!(crosses(old, i, slowed), "#{i} did not cross a slowed link, and changed");
+        if a.chunks == b.chunks {
+            whole += 1;
+            assert!(!crosses(new, i, slowed), "#{i} went whole, over a slowed link");
+        } else {
+            split += 1;
+            assert_eq!(a.path_nodes(), b.path_nodes(), "#{i}'s share keeps its route");
+            assert_eq!(b.chunks, &a.chunks[..(a.chunks.len() as f64 * share).round() as usize], "#{i}'s share");
+        }
+    }
+    let mut got: std::collections::BTreeMap<_, Vec<u32>> = Default::default();
+    for i in 0..new.transfers.len() {
+        if i >= n {
+            assert!(!crosses(new, i, slowed), "piece #{i} crosses a slowed link");
+        }
+        got.entry(key(new, i)).or_default().extend_from_slice(new.transfers.at(i).chunks);
+    }
+    for v in sent.values_mut().chain(got.values_mut()) {
+        v.sort_unstable();
+    }
+    assert_eq!(sent, got, "every chunk of every (step, src, dst, op) sent once");
+    (whole, split)
+}
+
 /// Bucket on torus:8x8 keeps every link busy every step, so a link at a quarter speed holds up
-/// every step (4× the intact time as it stands). The repair moves transfers off it onto detours
-/// while their busiest link stays less busy than the slow one: faster than as it stands, valid,
-/// and only routes of transfers over the slow link change. A link slowed by a hair keeps all.
+/// every step (4× the intact time as it stands). The repair keeps on it the quarter of each
+/// message it carries in the time the message took, and sends the rest round in pieces (a
+/// message of one chunk goes whole while a detour's busiest link stays less busy): under half
+/// the time as it stands, valid, and only transfers over the slow link change. A link slowed
+/// by a hair keeps all.
 #[test]
 fn the_repair_moves_off_a_slow_link_what_a_detour_carries_sooner() {
     let t = topo("torus:8x8");
@@ -163,23 +209,17 @@ fn the_repair_moves_off_a_slow_link_what_a_detour_carries_sooner() {
     let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
     assert!(stats.rebalanced > 0, "{stats:?}");
     assert_eq!((stats.rerouted, stats.kept + stats.rerouted), (stats.rebalanced, old.transfers.len()));
-    let slowed = [(9, 10), (10, 9)];
-    let mut moved = 0;
-    for i in 0..old.transfers.len() {
-        let (a, b) = (old.transfers.at(i), new.transfers.at(i));
-        assert_eq!((a.step, a.src, a.dst, a.chunks, a.op), (b.step, b.src, b.dst, b.chunks, b.op), "#{i}");
-        if a.path_nodes() != b.path_nodes() {
-            moved += 1;
-            assert!(crosses(&old, i, &slowed) && !crosses(&new, i, &slowed), "#{i}");
-        }
-    }
-    assert_eq!(moved, stats.rebalanced);
+    let (whole, split) = check_slowed_repair(&old, &new, &[(9, 10), (10, 9)], 0.25);
+    assert!(split > 0, "messages of several chunks keep a share");
+    assert_eq!(whole + split, stats.rebalanced);
+    assert_eq!(new.transfers.len() - old.transfers.len(), stats.pieces);
     let stands = as_it_stands(&old, &d);
     assert!(stands > 3.9 * old.collective_time_ns.unwrap(), "{stands}");
     let (repaired, report) = engine::finalize(new).unwrap();
     assert!(report.valid);
     let time = repaired.collective_time_ns.unwrap();
-    assert!(time < 0.75 * stands, "repair {time} ns, as it stands {stands} ns");
+    assert!(time < 0.5 * stands, "repair {time} ns, as it stands {stands} ns");
+
     // Slowed by a tenth of a percent: no detour is less busy than the link, nothing moves.
     let d = t.with_failures(&degraded(vec![slow([9, 10], Some(99.9), None)])).unwrap();
     let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
@@ -225,8 +265,9 @@ fn after_a_slow_link_the_all_reduce_stays_within_3_5_percent_of_the_intact_one()
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     /// On random tori, any link slowed by any factor (bandwidth, latency or both): the repair
-    /// of a baseline's schedule is valid, changes routes only, and only of transfers over the
-    /// slowed link, each onto a detour around it.
+    /// of a baseline's schedule is valid, and changes only transfers over the slowed link,
+    /// each kept, sent whole round it, or cut into the share the link carries and pieces that
+    /// go round (`check_slowed_repair`).
     #[test]
     fn a_repair_after_a_slow_link_changes_only_routes_over_it(
         sides in prop::sample::select(vec![(3usize, 3usize), (4, 4), (3, 5), (4, 6)]),
@@ -243,15 +284,52 @@ proptest! {
         let Ok((old, _)) = baseline(algorithm, &t, CollectiveSpec::new(kind, 4 * MIB)) else { return Ok(()) };
         let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
         let slowed = [(u as u32, v as u32), (v as u32, u as u32)];
-        for i in 0..old.transfers.len() {
-            let (a, b) = (old.transfers.at(i), new.transfers.at(i));
-            prop_assert_eq!((a.step, a.src, a.dst, a.chunks, a.op), (b.step, b.src, b.dst, b.chunks, b.op));
-            if a.path_nodes() != b.path_nodes() {
-                prop_assert!(crosses(&old, i, &slowed) && !crosses(&new, i, &slowed), "#{}", i);
-            }
-        }
+        let (whole, split) = check_slowed_repair(&old, &new, &slowed, (100.0 * factor / 100.0).min(1.0));
+        prop_assert_eq!(whole + split, stats.rebalanced);
         prop_assert_eq!(stats.kept + stats.rebalanced, old.transfers.len());
         let (_, report) = engine::finalize(new).unwrap();
         prop_assert!(report.valid, "{:?}", report.violations);
     }
+}
+
+/// The grid before the changes (`Topology::grid_before_changes`): a torus with a few slower
+/// links is the torus at its common speed; one less a link is the whole torus (as
+/// `grid_less_links`); an intact torus has nothing before it; a mesh of two speeds by design
+/// (half its links at 50), and slower links beyond the number allowed, keep their speeds.
+#[test]
+fn the_grid_before_a_slowdown_runs_at_the_common_speed() {
+    let t = topo("torus:8x8");
+    assert!(t.grid_before_changes(64).is_none(), "intact");
+    let d = t.with_failures(&degraded(vec![slow([9, 10], Some(25.0), Some(900.0))])).unwrap();
+    let (g, before) = d.grid_before_changes(64).expect("a torus with a slower link");
+    assert_eq!((g.dims.clone(), g.torus), (vec![8, 8], true));
+    assert!(before.links().iter().all(|l| (l.bandwidth_gb_per_s, l.latency_ns) == params(&t, 0, 1)));
+    assert_eq!(before.links().len(), t.links().len());
+    let less = t.with_failures(&Failures { links: vec![[9, 10]], ..Failures::default() }).unwrap();
+    let (_, whole) = less.grid_before_changes(64).expect("a torus less a link");
+    assert_eq!(whole.links().len(), t.links().len());
+    let mixed = topo("mesh:4x4@bw=50,100;lat=500,1000");
+    assert!(mixed.links().iter().any(|l| l.bandwidth_gb_per_s == 50.0));
+    assert!(mixed.grid_before_changes(64).is_none(), "two speeds by design");
+    assert!(d.grid_before_changes(1).is_none(), "two slower links, one allowed");
+}
+
+/// A grid baseline on a torus with a slower link is built on the torus before the slowdown and
+/// repaired (`engine::rerouted`): the intact schedule's repair, to the nanosecond, and under
+/// half the time of the same baseline as it stands, where every ring waits on the slow link
+/// (bucket-bidir on torus:8x8, link 9-10 at a quarter speed, 256 MiB).
+#[test]
+fn a_grid_baseline_after_a_slow_link_is_the_intact_ones_repair() {
+    let t = topo("torus:8x8");
+    let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB);
+    let (intact, _) = baseline("bucket-bidir", &t, spec.clone()).unwrap();
+    let d = t.with_failures(&degraded(vec![slow([9, 10], Some(25.0), None)])).unwrap();
+    let (got, report) = baseline("bucket-bidir", &d, spec).unwrap();
+    assert!(report.valid);
+    let (repaired, _) = repair::reroute(intact.clone(), &d, &|| false).unwrap();
+    let repaired = engine::finalize(repaired).unwrap().0.collective_time_ns.unwrap();
+    let time = got.collective_time_ns.unwrap();
+    assert_eq!(time, repaired);
+    let stands = as_it_stands(&intact, &d);
+    assert!(time < 0.5 * stands, "{time} ns against {stands} ns as it stands");
 }

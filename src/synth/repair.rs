@@ -4,9 +4,10 @@
 //! not change, so the data flow, and with it the validity, is the stored schedule's; the
 //! simulator re-times the result (detours share links with the kept transfers).
 //!
-//! A link that is slower than it was (degraded, not failed) keeps its transfers as long as
-//! that is the faster choice: those whose link would stay busier than a detour's busiest move
-//! to the detour, so the slow link carries what its speed allows and nothing is refused.
+//! A link that is slower than it was (degraded, not failed) keeps about the share of each
+//! message it carries in the time the message took, the rest goes round in pieces; a message
+//! of one chunk moves whole where a detour's busiest link would be less busy than the slow
+//! one. So the slow link carries what its speed allows and nothing is refused.
 //!
 //! What a reroute cannot do: serve a collective whose group lost an NPU (its chunks are
 //! another collective's), or move data out of a failed NPU. Those need a fresh synthesis.
@@ -45,11 +46,13 @@ pub struct RepairStats {
     /// comparison: the detours' extra hops).
     pub rerouted_hops: usize,
     pub replaced_hops: usize,
-    /// Transfers over a slowed (degraded) link moved to a detour; they count in `rerouted` too.
+    /// Transfers over a slowed (degraded) link moved to a detour, whole or but the share the
+    /// link keeps (`keep_share`); they count in `rerouted` too.
     #[serde(skip_serializing_if = "is_zero")]
     pub rebalanced: usize,
     /// Transfers added by cutting detoured messages into pieces that pipeline over the NPUs
-    /// they relay through (`pieces`).
+    /// they relay through (`pieces`), and by sending round the part of a message a slowed link
+    /// does not keep.
     #[serde(skip_serializing_if = "is_zero")]
     pub pieces: usize,
 }

@@ -64,17 +64,24 @@ fn the_packing_meets_the_bound_exactly_on_small_cases() {
         ("torus:4x4", Some(0), 3, 1.0 / 400.0, 1.0 / 300.0),
     ];
     for (spec, root, k, optimal, got) in cases {
-        let t = topo(spec);
-        let (group, mut roots) = all(&t);
-        if let Some(r) = root {
-            roots = (0..t.npus()).map(|v| v == r).collect();
-        }
-        let p = packing(&t, &group, &roots, k, &|| false).unwrap().expect("served");
-        assert!(close(p.optimal_ns_per_byte, optimal), "{spec} k={k}: bound {}", p.optimal_ns_per_byte);
-        assert!(close(p.ns_per_byte, got), "{spec} k={k}: {} against {got}", p.ns_per_byte);
-        assert_eq!(p.parents.len(), k * roots.iter().filter(|&&r| r).count());
-        check_trees(&t, &p);
+        let (t, p) = packed_by_hand(spec, root, k, optimal, got);
+        assert_eq!(p.parents.len(), k * root.map_or(t.npus(), |_| 1));
     }
+}
+
+/// The packing of `spec` (an all-gather, or a broadcast from `root`) at `k` trees per root,
+/// its bound `optimal` and its rate `got` as computed by hand, its trees checked.
+fn packed_by_hand(spec: &str, root: Option<usize>, k: usize, optimal: f64, got: f64) -> (Topology, Packing) {
+    let t = topo(spec);
+    let (group, mut roots) = all(&t);
+    if let Some(r) = root {
+        roots = (0..t.npus()).map(|v| v == r).collect();
+    }
+    let p = packing(&t, &group, &roots, k, &|| false).unwrap().expect("served");
+    assert!(close(p.optimal_ns_per_byte, optimal), "{spec} k={k}: bound {}", p.optimal_ns_per_byte);
+    assert!(close(p.ns_per_byte, got), "{spec} k={k}: {} against {got}", p.ns_per_byte);
+    check_trees(&t, &p);
+    (t, p)
 }
 
 /// By hand, through switches (links of 100 GB/s): on a star of four NPUs round one switch each
@@ -94,17 +101,9 @@ fn the_packing_meets_the_bound_through_switches() {
         ("hier:ring2,fc4,switch4", None, 1, 31.0 / 500.0, 7.0 / 100.0),
     ];
     for (spec, root, k, optimal, got) in cases {
-        let t = topo(spec);
+        let (t, p) = packed_by_hand(spec, root, k, optimal, got);
         assert!(t.switches() > 0);
-        let (group, mut roots) = all(&t);
-        if let Some(r) = root {
-            roots = (0..t.npus()).map(|v| v == r).collect();
-        }
-        let p = packing(&t, &group, &roots, k, &|| false).unwrap().expect("served");
-        assert!(close(p.optimal_ns_per_byte, optimal), "{spec} k={k}: bound {}", p.optimal_ns_per_byte);
-        assert!(close(p.ns_per_byte, got), "{spec} k={k}: {} against {got}", p.ns_per_byte);
         assert!(p.routes.iter().any(|r| r.len() > 2), "{spec}: some arc crosses a switch");
-        check_trees(&t, &p);
     }
 }
 

@@ -32,34 +32,23 @@ pub(super) fn split_off(
     let mut arcs: Vec<Arc> =
         g.arcs.iter().zip(cap).filter(|(_, c)| **c > 0).map(|(&(a, b, _), &c)| (a, b, c, vec![a, b])).collect();
     for w in g.n..g.nodes {
-        // Every pair's fair share at once, checked once: on a symmetric fabric that splits the
-        // switch off whole (rail:4x8's all-gather packed in 0.16 s instead of 2.4 s at eight
-        // trees per root and below).
-        let batch = fair_shares(&arcs, w);
-        if batch.iter().all(|a| a.0 != w && a.1 != w || a.2 == 0) && fits(g, &batch, k) {
-            arcs = batch.into_iter().filter(|a| a.2 > 0).collect();
+        // Every pair's fair share at once, what is left at the switch dropped, checked once:
+        // where the trees still fit, the switch is off in one max-flow per NPU instead of one
+        // per NPU for each pair and halving (hier's eight switches at one tree per root: 4 ms
+        // against 37 ms; rail:4x8's rail switches, not its node switches).
+        let batch: Vec<Arc> = fair_shares(&arcs, w).into_iter().filter(|a| a.0 != w && a.1 != w && a.2 > 0).collect();
+        if fits(g, &batch, k) {
+            arcs = batch;
             continue;
         }
         // Else pair by pair: a fair share first (each tree in over one link spread over the
         // links out), then whatever more still fits: a star's trees then go straight to every
         // NPU.
         for fair in [true, false] {
-            let ins: Vec<usize> = (0..arcs.len()).filter(|&i| arcs[i].1 == w && arcs[i].2 > 0).collect();
-            for i in ins {
-                let outs: Vec<usize> =
-                    (0..arcs.len()).filter(|&o| arcs[o].0 == w && arcs[o].2 > 0 && arcs[o].1 != arcs[i].0).collect();
-                let share = arcs[i].2.div_ceil(outs.len().max(1) as u32);
-                for o in outs {
-                    if cancelled() {
-                        return Err(SynthError::Cancelled);
-                    }
-                    let most = arcs[i].2.min(arcs[o].2).min(if fair { share } else { u32::MAX });
-                    let amount = largest(most, |x| fits(g, &split(&arcs, i, o, x), k));
-                    if amount > 0 {
-                        arcs = split(&arcs, i, o, amount);
-                    }
-                }
-            }
+            arcs = pass(arcs, w, fair, |arcs, i, o, most| match cancelled() {
+                true => Err(SynthError::Cancelled),
+                false => Ok(largest(most, |x| fits(g, &split(arcs, i, o, x), k))),
+            })?;
         }
         // What is left at the switch (a link's trees back to where they came from) goes.
         let rest: Vec<Arc> = arcs.iter().filter(|a| a.0 != w && a.1 != w && a.2 > 0).cloned().collect();
@@ -82,20 +71,35 @@ pub(super) fn split_off(
 /// `arcs` with every pair of an arc into `w` and an arc out of it to another node split by the
 /// in-arc's fair share over its links out (as far as both arcs have trees left), unchecked.
 fn fair_shares(arcs: &[Arc], w: usize) -> Vec<Arc> {
-    let mut out = arcs.to_vec();
+    match pass(arcs.to_vec(), w, true, |_, _, _, most| Ok::<u32, std::convert::Infallible>(most)) {
+        Ok(arcs) => arcs,
+        Err(never) => match never {},
+    }
+}
+
+/// One pass over the pairs at switch `w` (each arc in with each arc out to another node), each
+/// split by `amount(arcs, in, out, most)`, `most` what both arcs have left, capped at the
+/// in-arc's fair share over its links out where `fair`.
+fn pass<E>(
+    mut arcs: Vec<Arc>,
+    w: usize,
+    fair: bool,
+    mut amount: impl FnMut(&[Arc], usize, usize, u32) -> Result<u32, E>,
+) -> Result<Vec<Arc>, E> {
     let ins: Vec<usize> = (0..arcs.len()).filter(|&i| arcs[i].1 == w && arcs[i].2 > 0).collect();
     for i in ins {
         let outs: Vec<usize> =
-            (0..out.len()).filter(|&o| out[o].0 == w && out[o].2 > 0 && out[o].1 != out[i].0).collect();
-        let share = out[i].2.div_ceil(outs.len().max(1) as u32);
+            (0..arcs.len()).filter(|&o| arcs[o].0 == w && arcs[o].2 > 0 && arcs[o].1 != arcs[i].0).collect();
+        let share = arcs[i].2.div_ceil(outs.len().max(1) as u32);
         for o in outs {
-            let amount = out[i].2.min(out[o].2).min(share);
-            if amount > 0 {
-                out = split(&out, i, o, amount);
+            let most = arcs[i].2.min(arcs[o].2).min(if fair { share } else { u32::MAX });
+            let x = amount(&arcs, i, o, most)?;
+            if x > 0 {
+                arcs = split(&arcs, i, o, x);
             }
         }
     }
-    out
+    Ok(arcs)
 }
 
 /// The largest x in 0..=most that `ok` accepts, `ok` monotone (accepts 0).

@@ -20,8 +20,8 @@ fn offered_at(
     offered_with(spec, kind, size, &[1], seeds, effort)
 }
 
-/// The runs offered at each of `ks` chunks per NPU, every chunking the matcher's; and the
-/// offer's facts.
+/// The runs offered at each of `ks` chunks per NPU (a broadcast from NPU 0), every chunking the
+/// matcher's; and the offer's facts.
 fn offered_with(
     spec: &str,
     kind: CollectiveKind,
@@ -33,7 +33,11 @@ fn offered_with(
     let t = parse_spec(spec).unwrap();
     let built: Vec<Collective> = ks
         .iter()
-        .map(|&k| Collective::build(&CollectiveSpec::new(kind, size).with_chunks_per_npu(k), &t).unwrap())
+        .map(|&k| {
+            let cs = CollectiveSpec::new(kind, size).with_chunks_per_npu(k);
+            let cs = if kind == CollectiveKind::Broadcast { cs.with_root(0) } else { cs };
+            Collective::build(&cs, &t).unwrap()
+        })
         .collect();
     let variants: Vec<&Collective> = built.iter().collect();
     let ask = Ask {
@@ -117,8 +121,9 @@ fn translation_stops_at_its_moves() {
     assert!(runs.is_empty(), "{runs:?}");
 }
 
-/// The tree packing runs at a thorough effort alone, at one to eight trees per root no
-/// more than a root's chunks, on direct links.
+/// The tree packing runs on an all-gather at a thorough effort alone, at one to eight trees
+/// per root no more than a root's chunks, on direct links and through switches; on a
+/// broadcast at the standard effort over direct links alone.
 #[test]
 fn the_packing_runs_when_thorough() {
     use crate::synth::Effort;
@@ -130,7 +135,13 @@ fn the_packing_runs_when_thorough() {
     let (runs, _, _) = offered_at("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
     assert_eq!(packings(&runs), [Mode::Packing(1)], "one chunk per NPU: one tree per root");
     let (runs, _, _) = offered_at("switch:8", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
-    assert!(packings(&runs).is_empty(), "a switch is not split off yet");
+    assert_eq!(packings(&runs), [Mode::Packing(1)], "a switch is split off");
+    let (runs, _, _) = offered("torus:4x4", CollectiveKind::Broadcast, 64 << 20, 1);
+    assert_eq!(packings(&runs), [Mode::Packing(1)], "a broadcast of one chunk: one tree");
+    let (runs, _, _) = offered("switch:8", CollectiveKind::Broadcast, 64 << 20, 1);
+    assert!(packings(&runs).is_empty(), "through a switch a broadcast's trees are chains");
+    let (runs, _, _) = offered_at("switch:8", CollectiveKind::Broadcast, 64 << 20, 1, Effort::Thorough);
+    assert_eq!(packings(&runs), [Mode::Packing(1)]);
 }
 
 /// An all-gather runs a shard a message at each finer chunking, each seed (mesh:4x4: two

@@ -154,24 +154,34 @@ fn arb_fabric() -> impl Strategy<Value = Topology> {
             .chain((switches == 2).then_some((npus, npus + 1)))
             .collect();
         let m = ports.len();
-        let links = (proptest::collection::vec((any::<bool>(), 1u32..5), n), proptest::collection::vec((any::<bool>(), 1u32..5), m));
-        (Just((npus, switches)), links, Just((pairs, ports))).prop_filter_map("a switch with no link", |((npus, switches), (pick, port_pick), (pairs, ports))| {
-            let link = |src, dst, bw: u32| LinkInput {
-                src,
-                dst,
-                latency_ns: Some(1.0),
-                bandwidth_gb_per_s: Some(bw as f64 * 10.0),
-                bidirectional: false,
-            };
-            let mut links: Vec<LinkInput> =
-                pairs.iter().zip(pick).filter(|(_, (on, _))| *on).map(|(&(src, dst), (_, bw))| link(src, dst, bw)).collect();
-            for (&(a, b), (on, bw)) in ports.iter().zip(port_pick) {
-                if on {
-                    links.extend([link(a, b, bw), link(b, a, bw)]);
+        let links = (
+            proptest::collection::vec((any::<bool>(), 1u32..5), n),
+            proptest::collection::vec((any::<bool>(), 1u32..5), m),
+        );
+        (Just((npus, switches)), links, Just((pairs, ports))).prop_filter_map(
+            "a switch with no link",
+            |((npus, switches), (pick, port_pick), (pairs, ports))| {
+                let link = |src, dst, bw: u32| LinkInput {
+                    src,
+                    dst,
+                    latency_ns: Some(1.0),
+                    bandwidth_gb_per_s: Some(bw as f64 * 10.0),
+                    bidirectional: false,
+                };
+                let mut links: Vec<LinkInput> = pairs
+                    .iter()
+                    .zip(pick)
+                    .filter(|(_, (on, _))| *on)
+                    .map(|(&(src, dst), (_, bw))| link(src, dst, bw))
+                    .collect();
+                for (&(a, b), (on, bw)) in ports.iter().zip(port_pick) {
+                    if on {
+                        links.extend([link(a, b, bw), link(b, a, bw)]);
+                    }
                 }
-            }
-            Topology::from_input(TopologyInput { npus, switches, links, ..Default::default() }).ok()
-        })
+                Topology::from_input(TopologyInput { npus, switches, links, ..Default::default() }).ok()
+            },
+        )
     })
 }
 

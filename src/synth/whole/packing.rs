@@ -353,7 +353,9 @@ pub fn produce(
     let p = match packings[k - 1].get_or_init(|| packing(topo, &group, &roots, k, cancelled)) {
         Ok(Some(p)) => p,
         Ok(None) => {
-            return Err(GreedyError::Unsupported("tree packing: a group its roots reach, switches that split off").into());
+            return Err(
+                GreedyError::Unsupported("tree packing: a group its roots reach, switches that split off").into()
+            );
         }
         Err(e) => return Err(e.clone()),
     };

@@ -150,12 +150,16 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let mut repair = |stop: &(dyn Fn() -> bool + Sync), beat: Option<f64>| {
         repair_stored(previous.take().expect("repaired once"), req, serving.clone(), ctl, stop, beat)
     };
-    // A stored baseline's repair is that baseline rerouted: `auto` on the degraded grid
-    // would build the same schedule again (bucket on torus:128x128: 45 s).
+    // A stored baseline's repair is that baseline rerouted: `auto` on the degraded grid (less
+    // links, or with slower ones) would build the same schedule again (bucket on
+    // torus:128x128: 45 s; bucket-bidir with link 0-1 at a quarter speed: 58 s).
     let fresh_req = previous_algorithm
         .as_deref()
         .filter(|a| serving.is_ok() && super::registry::baseline_names().contains(a))
-        .filter(|_| req.topology.infer_grid().is_none())
+        .filter(|_| {
+            req.topology.infer_grid().is_none()
+                || req.topology.grid_before_changes(super::REROUTE_MAX_MISSING_LINKS).is_some()
+        })
         .map(|a| Request { rerouted_in_hand: Some(a.to_string()), ..req.clone() });
     let fresh_req = fresh_req.as_ref().unwrap_or(req);
     let fresh_run = |incumbent: Option<f64>| -> (Result<Output, Error>, f64) {

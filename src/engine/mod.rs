@@ -431,22 +431,12 @@ fn run_baseline(req: &Request, name: &str, stop: Stop) -> Result<Output, Error> 
 fn build_baseline(req: &Request, name: &str, stop: Stop) -> Result<Schedule, Error> {
     use crate::baselines::BaselineError;
     let poll = || stop.now();
-    // A grid with every link but a few slower than the rest: built on the grid before the
-    // slowdown and rerouted, the repair moving off the slow links what a detour carries sooner
-    // (bucket-bidir on torus:128x128 with link 0-1 at a quarter speed: 21.6 ms where every ring
-    // waits on the slow link, against 5.5 ms intact); built as it is where that does not serve.
-    // Not again where the caller holds that (a regeneration's repair of it).
+    // A grid with a few slower links: built on the grid before the slowdown and rerouted.
     let in_hand = req.rerouted_in_hand.as_deref() == Some(name);
-    if req.topology.infer_grid().is_some() {
-        if in_hand && req.topology.grid_before_changes(rerouted::REROUTE_MAX_MISSING_LINKS).is_some() {
-            let reason = format!("{name}: a grid with slower links; rerouted it is the repair in hand");
-            return Err(Error::Unsupported { by: error::Refuser::Baseline, reason });
-        }
-        match rerouted::build(name, &req.topology, req.collective(), &poll) {
-            Some(Err(BaselineError::Stopped)) => return Err(stop.error()),
-            Some(Ok(s)) => return Ok(s),
-            Some(Err(_)) | None => {}
-        }
+    match rerouted::on_slowed_grid(name, &req.topology, req.collective(), in_hand, &poll) {
+        Some(Err(Error::Cancelled)) => return Err(stop.error()),
+        Some(built) => return built,
+        None => {}
     }
     let built = match crate::baselines::build_within(name, &req.topology, req.collective(), &poll) {
         // Not on this topology: on the whole grid it is one less a few links of, rerouted;

@@ -46,3 +46,30 @@ pub(super) fn build(
         }
     })
 }
+
+/// Baseline `name` on a grid with every link there but a few slower than the rest
+/// (`Topology::grid_before_changes`): built on the grid before the slowdown and rerouted
+/// (`build`), the repair moving off the slow links what a detour carries sooner (bucket-bidir
+/// on torus:128x128 with link 0-1 at a quarter speed: 21.6 ms as it stands, every ring waiting
+/// on the slow link, against 5.5 ms intact); refused where the caller holds that rerouted
+/// (`in_hand`: a regeneration's repair of it). None where the topology is no such grid or the
+/// baseline does not serve it (it is built as it stands then); a stop is `Error::Cancelled`.
+pub(super) fn on_slowed_grid(
+    name: &str,
+    topo: &Topology,
+    spec: &crate::collective::CollectiveSpec,
+    in_hand: bool,
+    stop: &dyn Fn() -> bool,
+) -> Option<Result<Schedule, super::Error>> {
+    topo.infer_grid()?;
+    if in_hand {
+        topo.grid_before_changes(REROUTE_MAX_MISSING_LINKS)?;
+        let reason = format!("{name}: a grid with slower links; rerouted it is the repair in hand");
+        return Some(Err(super::Error::Unsupported { by: super::error::Refuser::Baseline, reason }));
+    }
+    match build(name, topo, spec, stop)? {
+        Ok(s) => Some(Ok(s)),
+        Err(BaselineError::Stopped) => Some(Err(super::Error::Cancelled)),
+        Err(_) => None,
+    }
+}

@@ -253,13 +253,7 @@ impl Moves<'_> {
                 let n = pieces.len();
                 for (k, piece) in pieces.into_iter().enumerate() {
                     let bp = piece.len() as f64 * self.s.chunk_size_bytes;
-                    let load = &mut *self.load;
-                    let (links, route) =
-                        least_busy(topo, load, detours.iter(), bp).expect("the whole message had a detour");
-                    for &l in links {
-                        load[l] += bp / topo.links()[l].bandwidth_gb_per_s;
-                    }
-                    let path = if links.len() == 1 { None } else { Some(route.clone()) };
+                    let path = self.onto_least_busy(detours.iter(), bp).expect("the whole message had a detour");
                     if k == 0 {
                         self.s.transfers.set_chunks(i, piece);
                         self.s.transfers.set_path(i, path);
@@ -319,15 +313,26 @@ impl Moves<'_> {
         self.stats.rerouted_hops += links.len();
         self.stats.pieces += pieces.len();
         for piece in pieces {
-            let bytes = piece.len() as f64 * chunk;
-            let (links, route) = least_busy(topo, self.load, others.iter().copied(), bytes).expect("a detour");
-            for &l in links {
-                self.load[l] += bytes / topo.links()[l].bandwidth_gb_per_s;
-            }
-            let path = if links.len() == 1 { None } else { Some(route.clone()) };
+            let path = self.onto_least_busy(others.iter().copied(), piece.len() as f64 * chunk).expect("a detour");
             self.s.transfers.push(Transfer { chunks: piece, path, ..template.clone() });
         }
         true
+    }
+
+    /// `bytes` more onto whichever of `detours` they load least (`least_busy`), its links'
+    /// busy time counted: the path a transfer takes there (`None` over one link); `None` where
+    /// there is no detour.
+    fn onto_least_busy<'d>(
+        &mut self,
+        detours: impl Iterator<Item = &'d (Vec<usize>, Route)>,
+        bytes: f64,
+    ) -> Option<Option<Route>> {
+        let topo = self.topo;
+        let (links, route) = least_busy(topo, self.load, detours, bytes)?;
+        for &l in links {
+            self.load[l] += bytes / topo.links()[l].bandwidth_gb_per_s;
+        }
+        Some((links.len() > 1).then(|| route.clone()))
     }
 
     /// Transfer `i`'s chunks cut into the pieces that take a detour `links` soonest, if more

@@ -247,11 +247,12 @@ fn regenerate_by(
 
 /// Issue 63's case: torus:8x8 with link 9-10 at 25 of 100 GB/s, the all-reduce at 256 MiB,
 /// synthesized on the degraded topology and regenerated from the intact schedule; the
-/// regeneration names the slowed links. 1.374 ms against the intact 1.329 ms (bucket-bidir's
-/// time, which the greedy's translation in rounds ties): 1.034×, where the target is 1.03×
-/// (met against the intact's 1.335 ms before).
+/// regeneration names the slowed links. The trees' 64 messages reach their floor of 32
+/// timesteps in a second round (`trees`' `FLOOR_ROUNDS`): 1.358 ms against the intact 1.329 ms
+/// (bucket-bidir's time, which the greedy's translation in rounds ties), 1.022×; the issue's
+/// target is 1.03× (the matcher's 1.374 ms, 1.034×, before).
 #[test]
-fn after_a_slow_link_the_all_reduce_stays_within_3_5_percent_of_the_intact_one() {
+fn after_a_slow_link_the_all_reduce_stays_within_3_percent_of_the_intact_one() {
     let t = topo("torus:8x8");
     let spec = CollectiveSpec::new(K::AllReduce, 256 * MIB);
     let auto = |t: &Topology| run_request(t, RequestSpec::new(spec.clone())).unwrap();
@@ -261,10 +262,10 @@ fn after_a_slow_link_the_all_reduce_stays_within_3_5_percent_of_the_intact_one()
     let fresh = auto(&d);
     assert!(fresh.report.valid);
     let ratio = |s: &Schedule| s.collective_time_ns.unwrap() / intact.collective_time_ns.unwrap();
-    assert!(ratio(&fresh.schedule) <= 1.035, "synthesized: {:.4}x the intact", ratio(&fresh.schedule));
+    assert!(ratio(&fresh.schedule) <= 1.03, "synthesized: {:.4}x the intact", ratio(&fresh.schedule));
     let out = regenerate(&intact, slow_9_10);
     assert!(out.report.valid);
-    assert!(ratio(&out.schedule) <= 1.035, "regenerated: {:.4}x the intact", ratio(&out.schedule));
+    assert!(ratio(&out.schedule) <= 1.03, "regenerated: {:.4}x the intact", ratio(&out.schedule));
     assert_eq!(params(&out.schedule.topology, 9, 10), (25.0, 500.0));
     let r = out.stats.regeneration().unwrap();
     let said: Vec<_> = r.degraded_links.iter().map(|c| (c.src, c.dst, c.bandwidth_gb_per_s)).collect();

@@ -120,6 +120,7 @@ fn its_schedules_are_valid() {
         ("switch:4", K::AllGather, 2, 1),
         ("hier:ring2,fc4,switch4", K::AllGather, 5, 5),
         ("rail:4x8", K::Broadcast, 8, 2),
+        ("dragonfly:8:9", K::AllGather, 1, 1),
     ] {
         let t = topo(spec);
         let mut cs = CollectiveSpec::new(kind, 16 << 20).with_chunks_per_npu(chunks);

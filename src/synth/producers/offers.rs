@@ -367,9 +367,9 @@ pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
 /// A broadcast over direct links, or at `Effort::Thorough` an all-gather or a broadcast on any
 /// fabric (switches split off): spanning trees packed at the min-cut bound
 /// (`synth::packing`), at every chunking and one to `packing::MAX_TREES_PER_ROOT` trees per
-/// root, up to `packing::MAX_NPUS`. The all-gather's won none of the cases measured
-/// (docs/BENCHMARKS.md, "At the bound on every fabric"): its trees pay their depth in fill,
-/// where a broadcast's pipeline many chunks. Through switches a broadcast's trees are chains
+/// root, up to `packing::MAX_NPUS`. The all-gather's won one of the cases measured,
+/// dragonfly:8:9 (docs/BENCHMARKS.md, "At the bound on every fabric"): its trees pay their
+/// depth in fill, where a broadcast's pipeline many chunks. Through switches a broadcast's trees are chains
 /// (the root's one link carries one tree a share): no faster on rail:4x8, rail:8x8 or
 /// hier:ring2,fc4,switch4, and up to four times the synthesis (rail:8x8 0.33 → 1.46 s).
 pub(super) fn packing(o: &Offer<'_>, _: &[Run]) -> Offered {

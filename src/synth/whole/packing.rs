@@ -23,8 +23,8 @@
 //!
 //! The schedule (`produce`): a root's chunks dealt to its trees in turn, every chunk's move down
 //! every arc list-scheduled into the first gap of its route's links after the chunk reaches the
-//! parent (`timeline`), one transfer a move and one step per distinct start, so the simulator
-//! replays the timeline. Serves all-gather and broadcast of every live NPU, on up to
+//! parent, improved forward–backward for many roots (`timeline`), one transfer a move and one
+//! step per distinct start, so the simulator replays the timeline. Serves all-gather and broadcast of every live NPU, on up to
 //! `MAX_NPUS`.
 
 use crate::collective::{Collective, CollectiveKind};
@@ -34,10 +34,15 @@ use crate::synth::{GreedyError, PlanStats, SynthError};
 use crate::topology::Topology;
 
 mod split;
+mod timeline;
+
+use timeline::timeline;
 
 /// NPUs up to which the packing runs: it grows n·k trees of n − 1 arcs, each arc one max-flow
-/// on the fabric (mesh:8x8 at one chunk per NPU: about 4,000).
-pub const MAX_NPUS: usize = 64;
+/// on the fabric (mesh:8x8 at one chunk per NPU: about 4,000). dragonfly:8:9's 72 NPUs are in
+/// (its thorough all-gather at 128 MiB 1.185 → 1.128× the bound, 0.1 → 2.1 s); on 128 NPUs
+/// (torus:4x4x8 less a link) the trees grew in 3 s and lost to the matcher, 1.072 to 1.042×.
+pub const MAX_NPUS: usize = 80;
 /// Trees per root up to which it runs.
 pub const MAX_TREES_PER_ROOT: usize = 8;
 /// Trees in all up to which it runs: an all-gather on mesh:8x8 at four trees per root grows
@@ -359,23 +364,12 @@ pub fn produce(
         }
         Err(e) => return Err(e.clone()),
     };
-    // Tree j of a root carries its chunks j, j + k, j + 2k, …
-    let trees: Vec<Tree<'_>> = p
-        .parents
-        .iter()
-        .zip(&p.tree_roots)
-        .enumerate()
-        .map(|(t, (parent, &root))| Tree {
-            root,
-            parent,
-            arc: &p.arcs[t],
-            chunks: chunks[root].iter().skip(t % k).step_by(k).copied().collect(),
-        })
-        .collect();
+    let trees = trees_of(p, &chunks, k);
     if cancelled() {
         return Err(SynthError::Cancelled);
     }
-    let moves = timeline(topo, &p.routes, &trees, c.chunk_size_bytes);
+    let many_roots = roots.iter().filter(|&&r| r).count() > 1;
+    let moves = timeline(topo, &p.routes, &trees, c.chunk_size_bytes, many_roots);
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(seed);
     // A step per distinct start: a move reads what landed in an earlier step, and each link
@@ -408,6 +402,22 @@ pub fn produce(
     Ok((s, stats))
 }
 
+/// The trees of packing `p` at `k` trees per root, each root's `chunks` dealt to its trees:
+/// tree j of a root carries its chunks j, j + k, j + 2k, …
+fn trees_of<'a>(p: &'a Packing, chunks: &[Vec<u32>], k: usize) -> Vec<Tree<'a>> {
+    p.parents
+        .iter()
+        .zip(&p.tree_roots)
+        .enumerate()
+        .map(|(t, (parent, &root))| Tree {
+            root,
+            parent,
+            arc: &p.arcs[t],
+            chunks: chunks[root].iter().skip(t % k).step_by(k).copied().collect(),
+        })
+        .collect()
+}
+
 /// One tree of a packing as the schedule moves it: its root, each NPU's parent (local
 /// indices) and arc in (`Packing::routes`), and the chunks it carries, in order.
 struct Tree<'a> {
@@ -415,107 +425,4 @@ struct Tree<'a> {
     parent: &'a [u32],
     arc: &'a [u32],
     chunks: Vec<u32>,
-}
-
-/// The trees' moves (each chunk down its tree) list-scheduled: each in the first gap its
-/// route's links share after its chunk reaches the parent, the least slack first: by latest
-/// start in its tree's pipeline (a chunk's index in its tree less the hops below the NPU),
-/// then by earliest start (the index plus the depth), then the larger subtree first. By
-/// earliest start alone (the wavefront) the moves into deep subtrees queued behind shallow
-/// ones: the all-gathers at 256 MiB ended 1.084× their bound on ring:8 and 1.160× on
-/// torus:4x4, by latest start 1.003× and 1.012× (the broadcasts measured the same). A route through
-/// switches holds all its links at once, for the sum of their latencies and the bytes over the
-/// slowest (cut through, as `sim` times it). Returns (start ns, route, chunk) by start.
-fn timeline(topo: &Topology, routes: &[Vec<usize>], trees: &[Tree<'_>], chunk_bytes: f64) -> Vec<(f64, usize, u32)> {
-    let n = trees.first().map_or(0, |t| t.parent.len());
-    let links: Vec<Vec<usize>> = routes
-        .iter()
-        .map(|r| r.windows(2).map(|w| topo.link_index(w[0], w[1]).expect("a route follows links")).collect())
-        .collect();
-    let time: Vec<f64> = links
-        .iter()
-        .map(|ls| {
-            let alpha: f64 = ls.iter().map(|&l| topo.links()[l].latency_ns).sum();
-            let beta = ls.iter().map(|&l| topo.links()[l].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
-            alpha + chunk_bytes / beta
-        })
-        .collect();
-    let mut order = Vec::new();
-    for (t, tree) in trees.iter().enumerate() {
-        let depth = depths(tree.parent, tree.root);
-        let mut below = vec![1u32; n];
-        let mut deepest_first: Vec<usize> = (0..n).collect();
-        deepest_first.sort_by_key(|&v| std::cmp::Reverse(depth[v]));
-        // Each NPU's height: the hops below it to its subtree's deepest leaf.
-        let mut height = vec![0u32; n];
-        for &v in &deepest_first {
-            if tree.parent[v] != u32::MAX {
-                let p = tree.parent[v] as usize;
-                below[p] += below[v];
-                height[p] = height[p].max(height[v] + 1);
-            }
-        }
-        for i in 0..tree.chunks.len() {
-            for v in (0..n).filter(|&v| tree.parent[v] != u32::MAX) {
-                // The latest start a move has in its own tree's pipeline (chunk i, then height
-                // hops below), offset to stay unsigned; then its earliest start.
-                let latest = i as u32 + n as u32 - height[v];
-                order.push((latest, i as u32 + depth[v], std::cmp::Reverse(below[v]), t, i, v));
-            }
-        }
-    }
-    order.sort_unstable();
-    let mut arrival: Vec<Vec<Vec<f64>>> = trees.iter().map(|tr| vec![vec![f64::NAN; n]; tr.chunks.len()]).collect();
-    for (t, tree) in trees.iter().enumerate() {
-        arrival[t].iter_mut().for_each(|a| a[tree.root] = 0.0);
-    }
-    let mut busy: Vec<Vec<(f64, f64)>> = vec![Vec::new(); topo.links().len()];
-    let mut moves = Vec::with_capacity(order.len());
-    for (_, _, _, t, i, v) in order {
-        let (u, arc) = (trees[t].parent[v] as usize, trees[t].arc[v] as usize);
-        let (ready, dur) = (arrival[t][i][u], time[arc]);
-        // The first gap at or after `ready` that every link of the route has.
-        let mut start = ready;
-        while let Some(later) = links[arc].iter().map(|&l| first_gap(&busy[l], start, dur)).find(|&s| s > start) {
-            start = later;
-        }
-        for &l in &links[arc] {
-            let at = busy[l].partition_point(|&(b, _)| b < start);
-            busy[l].insert(at, (start, start + dur));
-        }
-        arrival[t][i][v] = start + dur;
-        moves.push((start, arc, trees[t].chunks[i]));
-    }
-    let ends = |arc: usize| (routes[arc][0], routes[arc][routes[arc].len() - 1], arc);
-    moves.sort_by(|a, b| a.0.total_cmp(&b.0).then((ends(a.1), a.2).cmp(&(ends(b.1), b.2))));
-    moves
-}
-
-/// The first start at or after `from` at which `slots` (busy intervals by start, apart) leave
-/// `dur` free.
-fn first_gap(slots: &[(f64, f64)], from: f64, dur: f64) -> f64 {
-    let mut start = from;
-    for &(b, e) in &slots[slots.partition_point(|&(_, e)| e <= from)..] {
-        if start + dur <= b {
-            break;
-        }
-        start = start.max(e);
-    }
-    start
-}
-
-/// Each NPU's depth in a tree given by `parent`, rooted at `root`.
-fn depths(parent: &[u32], root: usize) -> Vec<u32> {
-    let mut depth = vec![u32::MAX; parent.len()];
-    depth[root] = 0;
-    fn of(v: usize, parent: &[u32], depth: &mut [u32]) -> u32 {
-        if depth[v] == u32::MAX {
-            depth[v] = of(parent[v] as usize, parent, depth) + 1;
-        }
-        depth[v]
-    }
-    for v in 0..parent.len() {
-        of(v, parent, &mut depth);
-    }
-    depth
 }

@@ -364,22 +364,31 @@ pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
     Offered::of(o.tree_runs.iter().flat_map(|&(variant, g)| o.seeded(variant, Mode::Trees(g))).collect())
 }
 
-/// A broadcast over direct links, or at `Effort::Thorough` an all-gather or a broadcast on any
-/// fabric (switches split off): spanning trees packed at the min-cut bound
-/// (`synth::packing`), at every chunking and one to `packing::MAX_TREES_PER_ROOT` trees per
-/// root, up to `packing::MAX_NPUS`. The all-gather's won one of the cases measured,
-/// dragonfly:8:9 (docs/BENCHMARKS.md, "At the bound on every fabric"): its trees pay their
-/// depth in fill, where a broadcast's pipeline many chunks. Through switches a broadcast's trees are chains
-/// (the root's one link carries one tree a share): no faster on rail:4x8, rail:8x8 or
+/// A broadcast over direct links, an all-gather over direct links where no translation pattern
+/// serves (one tree per root, on the first two chunkings), or at `Effort::Thorough` either on
+/// any fabric (switches split off, every chunking, one to `packing::MAX_TREES_PER_ROOT` trees
+/// per root): spanning trees packed at the min-cut bound (`synth::packing`), up to
+/// `packing::MAX_NPUS`. The all-gather wins dragonfly:8:9 (128 MiB: 1.185 → 1.128× the bound,
+/// 0.12 → 0.35 s) and none of the sizes or failures suites' rows, for about 0.1 s a synthesis
+/// on 64 NPUs (docs/BENCHMARKS.md, "At the bound on every fabric"): its trees pay their depth in
+/// fill, where a broadcast's pipeline many chunks (on dragonfly:8:9 every chunking and up to
+/// three trees per root give the same 1.128×, in 2.1 s). Through switches a broadcast's trees are
+/// chains (the root's one link carries one tree a share): no faster on rail:4x8, rail:8x8 or
 /// hier:ring2,fc4,switch4, and up to four times the synthesis (rail:8x8 0.33 → 1.46 s).
 pub(super) fn packing(o: &Offer<'_>, _: &[Run]) -> Offered {
     let broadcast = o.ask.variants[0].spec.kind == CollectiveKind::Broadcast;
     let thorough = o.ask.effort == crate::synth::Effort::Thorough;
-    if !o.open || !(broadcast && o.ask.topology.switches() == 0 || thorough) {
+    let direct = o.ask.topology.switches() == 0;
+    if !o.open || !(direct && (broadcast || !o.translation_first()) || thorough) {
         return Offered::default();
     }
-    let runs = (0..o.ask.variants.len())
-        .flat_map(|v| (1..=crate::synth::packing::MAX_TREES_PER_ROOT as u32).map(move |k| (v, k)))
+    // A standard all-gather: one tree per root on the first two chunkings.
+    let (variants, per_root) = match thorough || broadcast {
+        true => (o.ask.variants.len(), crate::synth::packing::MAX_TREES_PER_ROOT as u32),
+        false => (o.ask.variants.len().min(2), 1),
+    };
+    let runs = (0..variants)
+        .flat_map(|v| (1..=per_root).map(move |k| (v, k)))
         .filter(|&(v, k)| crate::synth::packing::applies(o.ask.topology, o.ask.variants[v], k as usize))
         .map(|(variant, k)| Run { variant, seed: o.ask.seed, mode: Mode::Packing(k) })
         .collect();

@@ -125,13 +125,23 @@ fn translation_stops_at_its_moves() {
 /// per root no more than a root's chunks, on direct links and through switches; on a
 /// broadcast at the standard effort over direct links alone.
 #[test]
-fn the_packing_runs_when_thorough() {
+fn where_the_packing_runs() {
     use crate::synth::Effort;
     let packings = |runs: &[Run]| -> Vec<Mode> {
         runs.iter().filter(|r| matches!(r.mode, Mode::Packing(_))).map(|r| r.mode).collect()
     };
     let (runs, _, _) = offered("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1);
-    assert!(packings(&runs).is_empty());
+    assert!(packings(&runs).is_empty(), "a translation pattern serves");
+    let (runs, _, _) = offered("mesh:4x4", CollectiveKind::AllGather, 64 << 20, 1);
+    assert_eq!(packings(&runs), [Mode::Packing(1)], "standard: one tree per root");
+    let at = |effort| {
+        let runs = offered_with("mesh:4x4", CollectiveKind::AllGather, 64 << 20, &[1, 2, 4], 1, effort).0;
+        runs.iter().filter(|r| matches!(r.mode, Mode::Packing(_))).map(|r| (r.variant, r.mode)).collect::<Vec<_>>()
+    };
+    assert_eq!(at(Effort::Standard), [(0, Mode::Packing(1)), (1, Mode::Packing(1))], "the first two chunkings");
+    assert_eq!(at(Effort::Thorough).len(), 1 + 2 + 4, "every chunking, up to its chunks per root");
+    let (runs, _, _) = offered("switch:8", CollectiveKind::AllGather, 64 << 20, 1);
+    assert!(packings(&runs).is_empty(), "through switches only when thorough");
     let (runs, _, _) = offered_at("torus:4x4", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);
     assert_eq!(packings(&runs), [Mode::Packing(1)], "one chunk per NPU: one tree per root");
     let (runs, _, _) = offered_at("switch:8", CollectiveKind::AllGather, 64 << 20, 1, Effort::Thorough);

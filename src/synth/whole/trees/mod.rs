@@ -32,7 +32,10 @@
 //! timesteps in 256 trees against a busiest link of 128; chosen, 131. Below 1000 NPUs the two
 //! best attempts' timelines are then restarted from noisy priorities a few times, the shorter
 //! kept (the passes stop in a local optimum; the second best attempt may restart shorter than
-//! the best; a small run's spare budget walks again, rebalancing the links). At `Effort::Thorough` the restarts run at any NPU count their budget allows,
+//! the best; a small run's spare budget walks again, rebalancing the links; on links of several
+//! speeds a run one or two timesteps above its floor makes up to eight more rounds of attempts
+//! and restarts, from seeds of their own). At `Effort::Thorough` the restarts run at any NPU
+//! count their budget allows,
 //! after up to four attempts within four times the moves, and the run that wins a synthesis
 //! is then polished (`polish`, from where it stopped: `Resume`): two more walks of restarts,
 //! on two threads, within a larger budget (torus:32x32 less NPU 9 at 64 MiB: 135 timesteps

@@ -224,16 +224,18 @@ proptest! {
 }
 
 /// With default options the all-gather on dragonfly:8:9 at 128 MiB is the packing's (one tree
-/// per root): 1.128× its min-cut bound, where the matcher alone gave 1.185×; the reduce-scatter
-/// mirrors it.
+/// per root, the roots' trees grown an arc each in turn): nine message times of a shard, as the
+/// hierarchical schedule takes (each NPU takes 71 shards over 8 links: 9 on some link), 1.041×
+/// the min-cut bound where the matcher alone gave 1.185× and the trees grown root by root
+/// 1.128×; the reduce-scatter mirrors it.
 #[test]
 fn the_packing_wins_dragonfly_8_9_by_default() {
     let t = topo("dragonfly:8:9");
+    let shard_ns = 500.0 + (128u64 << 20) as f64 / 72.0 / 100.0;
     for kind in [K::AllGather, K::ReduceScatter] {
         let out = run_request(&t, ccsynth::engine::RequestSpec::new(CollectiveSpec::new(kind, 128 << 20))).unwrap();
         assert!(out.report.valid);
-        let ratio =
-            out.schedule.collective_time_ns.unwrap() / out.report.lower_bounds.as_ref().unwrap().min_cut_ns.unwrap();
-        assert!(ratio < 1.13, "{kind:?}: {ratio:.4}x the bound");
+        let time = out.schedule.collective_time_ns.unwrap();
+        assert!((time - 9.0 * shard_ns).abs() < 1e-6 * time, "{kind:?}: {time} ns, {} shards", time / shard_ns);
     }
 }

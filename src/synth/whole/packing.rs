@@ -40,7 +40,7 @@ use timeline::timeline;
 
 /// NPUs up to which the packing runs: it grows n·k trees of n − 1 arcs, each arc one max-flow
 /// on the fabric (mesh:8x8 at one chunk per NPU: about 4,000). dragonfly:8:9's 72 NPUs are in
-/// (its thorough all-gather at 128 MiB 1.185 → 1.128× the bound, 0.1 → 2.1 s); on 128 NPUs
+/// (its all-gather at 128 MiB 1.185 → 1.041× the bound, 0.1 → 0.7 s); on 128 NPUs
 /// (torus:4x4x8 less a link) the trees grew in 3 s and lost to the matcher, 1.072 to 1.042×.
 pub const MAX_NPUS: usize = 80;
 /// Trees per root up to which it runs.
@@ -212,43 +212,31 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
     for (e, a) in g.arcs.iter().enumerate() {
         out_arcs[a.0].push(e);
     }
-    for root in (0..n).filter(|&r| g.roots[r]) {
-        left[root] = 0;
-        let mut ts: Vec<Growing> = (0..k)
-            .map(|_| {
+    // At one tree per root every root's tree grows an arc in turn: grown root by root the first
+    // trees took the links' best arcs and the last went deep (dragonfly:8:9 at 128 MiB: 1.128×
+    // the bound, 10 message times a link; in turn 1.041×, 9, the floor at a shard a message).
+    // From two per root, root by root: every tree growing at once is in every max-flow (mesh:8x8
+    // at k = 1 took 0.1 → 0.6 s).
+    let roots: Vec<usize> = (0..n).filter(|&r| g.roots[r]).collect();
+    let batches: Vec<&[usize]> = if k == 1 { vec![&roots[..]] } else { roots.chunks(1).collect() };
+    for batch in batches {
+        let mut ts: Vec<Growing> = Vec::with_capacity(batch.len() * k);
+        for &root in batch {
+            left[root] = 0;
+            for _ in 0..k {
                 let none = vec![u32::MAX; n];
                 let mut t = Growing { parent: none.clone(), arc: none.clone(), depth: none, grown: vec![false; n] };
                 t.grown[root] = true;
                 t.depth[root] = 0;
-                t
-            })
-            .collect();
+                ts.push(t);
+            }
+        }
         for _ in 1..n {
-            for i in 0..k {
+            for i in 0..ts.len() {
                 if cancelled() {
                     return Err(SynthError::Cancelled);
                 }
-                let t = &ts[i];
-                let mut candidates: Vec<usize> = (0..n)
-                    .filter(|&u| t.grown[u])
-                    .flat_map(|u| out_arcs[u].iter().copied())
-                    .filter(|&e| cap[e] > 0 && !t.grown[g.arcs[e].1])
-                    .collect();
-                candidates.sort_by_key(|&e| (t.depth[g.arcs[e].0], std::cmp::Reverse(cap[e]), e));
-                let mut taken = None;
-                for e in candidates {
-                    let v = g.arcs[e].1;
-                    cap[e] -= 1;
-                    ts[i].grown[v] = true;
-                    let growing: Vec<&[bool]> = ts.iter().map(|t| t.grown.as_slice()).collect();
-                    if g.still_fits(&cap, &left, &growing, v) {
-                        taken = Some(e);
-                        break;
-                    }
-                    cap[e] += 1;
-                    ts[i].grown[v] = false;
-                }
-                let e = taken.ok_or(GreedyError::Unsupported("tree packing: no arc keeps the trees fitting"))?;
+                let e = grow_arc(g, &mut cap, &left, &mut ts, i, &out_arcs)?;
                 let (u, v, _) = g.arcs[e];
                 load[e] += 1;
                 let t = &mut ts[i];
@@ -263,6 +251,37 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
         }
     }
     Ok((trees, arcs, load))
+}
+
+/// The arc tree `i` of `ts` grows by: the first, nearest its root and then with the most
+/// capacity left, that keeps every tree fitting (`Graph::still_fits`); its capacity taken.
+fn grow_arc(
+    g: &Graph,
+    cap: &mut [u32],
+    left: &[u32],
+    ts: &mut [Growing],
+    i: usize,
+    out_arcs: &[Vec<usize>],
+) -> Result<usize, SynthError> {
+    let t = &ts[i];
+    let mut candidates: Vec<usize> = (0..g.n)
+        .filter(|&u| t.grown[u])
+        .flat_map(|u| out_arcs[u].iter().copied())
+        .filter(|&e| cap[e] > 0 && !t.grown[g.arcs[e].1])
+        .collect();
+    candidates.sort_by_key(|&e| (t.depth[g.arcs[e].0], std::cmp::Reverse(cap[e]), e));
+    for e in candidates {
+        let v = g.arcs[e].1;
+        cap[e] -= 1;
+        ts[i].grown[v] = true;
+        let growing: Vec<&[bool]> = ts.iter().map(|t| t.grown.as_slice()).collect();
+        if g.still_fits(cap, left, &growing, v) {
+            return Ok(e);
+        }
+        cap[e] += 1;
+        ts[i].grown[v] = false;
+    }
+    Err(GreedyError::Unsupported("tree packing: no arc keeps the trees fitting").into())
 }
 
 /// k spanning out-trees per root (`roots[i]`: NPU `group[i]` has data) on `topo`'s links

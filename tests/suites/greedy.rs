@@ -322,7 +322,8 @@ fn uneven_links_are_timed_on_a_finer_grid() {
     // On the grid of half that time it spans 3 halves; the greedy tries both and keeps the
     // faster. 9 x links' time is optimal: a corner NPU takes 15 chunks over one x and one y
     // in-link, which deliver ⌊T/x⌋ + ⌊T/1.31x⌋ chunks by T, 8 + 6 = 14 below 9x. The coarse
-    // grid's plan is slower.
+    // grid's plan is slower: the matcher there takes over 9.5x, and the tree packing, which
+    // needs no grid, wins that run with the optimum (a tie goes to the matcher, run first).
     let t = topo("mesh:4x4@bw=100,70;lat=500,500");
     let size = 2u64 << 20;
     let x = 500.0 + (size / 16) as f64 / 100.0;
@@ -334,7 +335,9 @@ fn uneven_links_are_timed_on_a_finer_grid() {
     assert!(close(stats.discretization_ns, x / 2.0), "{}", stats.discretization_ns);
     assert!(stats.greedy.as_ref().unwrap().discretizations_tried > 1);
     let coarse = greedy(&t, spec(), Options { discretization: Some(x), ..one_seed });
-    assert!(coarse.report.collective_time_ns.unwrap() > 9.5 * x, "{:?}", coarse.report.collective_time_ns);
+    let coarse_ns = coarse.report.collective_time_ns.unwrap();
+    let mode = coarse.stats.synthesis().unwrap().greedy_mode();
+    assert!(coarse_ns > 9.5 * x || close(coarse_ns, 9.0 * x) && mode == Some("packing"), "{coarse_ns} ns by {mode:?}");
 }
 
 /// hier:ring2,fc4,switch4 (100 GB/s and 500 ns everywhere): a two-hop switch path carries a

@@ -369,12 +369,13 @@ pub(super) fn trees(o: &Offer<'_>, _: &[Run]) -> Offered {
 /// any fabric (switches split off, every chunking, one to `packing::MAX_TREES_PER_ROOT` trees
 /// per root): spanning trees packed at the min-cut bound (`synth::packing`), up to
 /// `packing::MAX_NPUS`. The all-gather wins dragonfly:8:9 (128 MiB: 1.185 → 1.041× the bound,
-/// 0.12 → 0.69 s) and dragonfly:4:5 at 2 and 32 MiB (8.77 → 7.74 and 88.89 → 86.39 µs), and no
-/// other row of the sizes or failures suites, for about half a second a synthesis on 64 NPUs
-/// (torus:8x8 less a link; docs/BENCHMARKS.md, "At the bound on every fabric"): its trees pay
-/// their depth in fill, where a broadcast's pipeline many chunks. Through switches a
-/// broadcast's trees are chains (the root's one link carries one tree a share): no faster on rail:4x8, rail:8x8 or
-/// hier:ring2,fc4,switch4, and up to four times the synthesis (rail:8x8 0.33 → 1.46 s).
+/// 0.12 → 0.69 s) and dragonfly:4:5 at 2 and 32 MiB (8.77 → 7.74 and 88.89 → 86.39 µs), and
+/// no other row of the sizes or failures suites, for about half a second a synthesis on 64
+/// NPUs (torus:8x8 less a link; docs/BENCHMARKS.md, "At the bound on every fabric"): its trees
+/// pay their depth in fill, where a broadcast's pipeline many chunks. Through switches a
+/// broadcast's trees are chains (the root's one link carries one tree a share): no faster on
+/// rail:4x8, rail:8x8 or hier:ring2,fc4,switch4, and up to four times the synthesis (rail:8x8
+/// 0.33 → 1.46 s).
 pub(super) fn packing(o: &Offer<'_>, _: &[Run]) -> Offered {
     let broadcast = o.ask.variants[0].spec.kind == CollectiveKind::Broadcast;
     let thorough = o.ask.effort == crate::synth::Effort::Thorough;
@@ -383,9 +384,10 @@ pub(super) fn packing(o: &Offer<'_>, _: &[Run]) -> Offered {
         return Offered::default();
     }
     // A standard all-gather: one tree per root on the first two chunkings.
-    let (variants, per_root) = match thorough || broadcast {
-        true => (o.ask.variants.len(), crate::synth::packing::MAX_TREES_PER_ROOT as u32),
-        false => (o.ask.variants.len().min(2), 1),
+    let (variants, per_root) = if thorough || broadcast {
+        (o.ask.variants.len(), crate::synth::packing::MAX_TREES_PER_ROOT as u32)
+    } else {
+        (o.ask.variants.len().min(2), 1)
     };
     let runs = (0..variants)
         .flat_map(|v| (1..=per_root).map(move |k| (v, k)))

@@ -24,8 +24,8 @@
 //! The schedule (`produce`): a root's chunks dealt to its trees in turn, every chunk's move down
 //! every arc list-scheduled into the first gap of its route's links after the chunk reaches the
 //! parent, improved forward–backward for many roots (`timeline`), one transfer a move and one
-//! step per distinct start, so the simulator replays the timeline. Serves all-gather and broadcast of every live NPU, on up to
-//! `MAX_NPUS`.
+//! step per distinct start, so the simulator replays the timeline. Serves all-gather and
+//! broadcast of every live NPU, on up to `MAX_NPUS`.
 
 use crate::collective::{Collective, CollectiveKind};
 use crate::maxflow::FlowNet;
@@ -218,8 +218,8 @@ fn grow(g: &Graph, k: usize, mut cap: Vec<u32>, cancelled: &dyn Fn() -> bool) ->
     // From two per root, root by root: every tree growing at once is in every max-flow (mesh:8x8
     // at k = 1 took 0.1 → 0.6 s).
     let roots: Vec<usize> = (0..n).filter(|&r| g.roots[r]).collect();
-    let batches: Vec<&[usize]> = if k == 1 { vec![&roots[..]] } else { roots.chunks(1).collect() };
-    for batch in batches {
+    let batch = if k == 1 { roots.len().max(1) } else { 1 };
+    for batch in roots.chunks(batch) {
         let mut ts: Vec<Growing> = Vec::with_capacity(batch.len() * k);
         for &root in batch {
             left[root] = 0;

@@ -44,7 +44,8 @@ pub(super) fn timeline(
     for (r, &j) in first.iter().enumerate() {
         rank[j as usize] = r as u32;
     }
-    for _ in 0..if improve { IMPROVE_ROUNDS } else { 0 } {
+    let rounds = if improve { IMPROVE_ROUNDS } else { 0 };
+    for _ in 0..rounds {
         // Backward: the last to end first; forward: by the latest start the backward pass gives.
         // Both keys put a move's predecessors first (a move starts after the move into its
         // parent ends), as `place` needs. Noisy keys (40 restarts, a DAG-ordered heap) found

@@ -11,10 +11,11 @@ pub const MIRROR_MAX_NPUS: usize = 256;
 
 /// The greedy or the ILP on the request, until `stop`, its schedule checked as `gate`
 /// says (`run_synthesizer_once`); the greedy's all-gather or reduce-scatter (broadcast or
-/// reduce) on a fabric of paired links then also runs as the other collective, mirrored, the
-/// faster kept (`stats.mirrored_from` says so): the two searches differ (the reduce-scatter's matcher picks
+/// reduce) then also runs as the other collective on the transposed topology (on paired links,
+/// the same one), mirrored back onto this one, the faster kept (`stats.mirrored_from` says so): the two searches differ (the reduce-scatter's matcher picks
 /// rarest-first, the all-gather has planners of its own), so on torus:16x16 less NPU 100 and
-/// link 3-4 at 128 MiB the reduce-scatter 1.099 → 1.052× its bound, the all-gather's time.
+/// link 3-4 at 128 MiB the reduce-scatter 1.099 → 1.052× its bound, the all-gather's time (and
+/// so with link 9-10 slowed one way only, where the links are no longer paired).
 pub(super) fn run_synthesizer(
     req: &Request,
     algorithm: &Algorithm,
@@ -36,6 +37,8 @@ pub(super) fn run_synthesizer(
             Collective::build(&d.schedule.collective.clone().with_kind(req.built[0].spec.kind), &req.topology)?;
         let s = crate::synth::inversion::mirrored(&d.schedule, &target)
             .map_err(|e| Error::from(crate::error::InputError::new("mirror", e.to_string())))?;
+        // The transposed topology's transpose is this one (links sorted and unique both ways).
+        debug_assert!(s.topology == req.topology, "the mirror lands on the request's topology");
         let (schedule, report) = check::gate_until(s, unbounded, ctl.cancelled)?;
         Ok(Output { schedule, report, ..d })
     });
@@ -61,20 +64,20 @@ pub(super) fn run_synthesizer(
     }
 }
 
-/// The request as the other of all-gather and reduce-scatter (of broadcast and reduce), where
-/// the greedy's schedule of that one mirrors into this one's at its own time: one collective of
-/// every live NPU, on paired links, up to `MIRROR_MAX_NPUS`.
+/// The request as the other of all-gather and reduce-scatter (of broadcast and reduce) on the
+/// transposed topology, where the greedy's schedule of that one mirrors into this one's at its
+/// own time: one collective of every live NPU, up to `MIRROR_MAX_NPUS`.
 fn mirror_request(req: &Request, algorithm: &Algorithm) -> Option<Request> {
     let Target::One(spec) = &req.target else { return None };
     let other = crate::synth::inversion::mirror_kind(spec.kind)?;
     if *algorithm != Algorithm::Greedy
         || req.topology.npus() > MIRROR_MAX_NPUS
         || req.built[0].group != req.topology.live_npus()
-        || !req.topology.is_paired()
     {
         return None;
     }
+    let topology = req.topology.transposed();
     let spec = spec.clone().with_kind(other);
-    let built = vec![Collective::build(&spec, &req.topology).ok()?];
-    Some(Request { target: Target::One(spec), built, ..req.clone() })
+    let built = vec![Collective::build(&spec, &topology).ok()?];
+    Some(Request { topology, target: Target::One(spec), built, rerouted_in_hand: None, ..req.clone() })
 }

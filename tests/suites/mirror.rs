@@ -1,7 +1,7 @@
 //! All-gather and reduce-scatter mirrored into each other (issue 63, point 2): the mirror of a
-//! valid schedule is valid and, on paired links, takes the same simulated time (γ = 0); where it
-//! would not, it is refused; the greedy keeps the faster of a collective's own search and the
-//! other's, mirrored.
+//! valid schedule is valid on the transposed topology (on paired links, the same one) and takes
+//! the same simulated time (γ = 0); where its data flow would not stay valid, it is refused; the
+//! greedy keeps the faster of a collective's own search and the other's, mirrored.
 
 use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
@@ -65,20 +65,6 @@ fn a_mirror_is_refused_where_it_would_not_hold() {
     // Other chunks.
     let rs8 = Collective::build(&CollectiveSpec::new(K::ReduceScatter, 4 * MIB).with_chunks_per_npu(8), &t).unwrap();
     assert_eq!(mirrored(&ag, &rs8).unwrap_err(), MirrorError::NotAPair);
-    // One direction of a link gone: the mirror would cross it the other way.
-    let d = t.with_failures(&Failures { links: vec![[0, 1]], directed: true, ..Failures::default() }).unwrap();
-    let (ag_d, _) = baseline("ring-bidir", &d, CollectiveSpec::new(K::AllGather, 4 * MIB)).unwrap_or_else(|_| {
-        let out = run_request(
-            &d,
-            RequestSpec {
-                algorithm: "greedy".parse().unwrap(),
-                ..RequestSpec::new(CollectiveSpec::new(K::AllGather, 4 * MIB))
-            },
-        )
-        .unwrap();
-        (out.schedule, out.report)
-    });
-    assert_eq!(mirrored(&ag_d, &target_of(&ag_d, &d)).unwrap_err(), MirrorError::Unpaired);
     // A group of some NPUs.
     let mut part = CollectiveSpec::new(K::AllGather, 4 * MIB);
     part.group = Some((0..8).collect());
@@ -94,6 +80,31 @@ fn a_mirror_is_refused_where_it_would_not_hold() {
         mirrored(&twice, &target_of(&twice, &t)).unwrap_err(),
         MirrorError::Delivery { npu: first.dst, chunk: first.chunks.to_vec()[0] }
     );
+}
+
+/// One direction of link 0-1 gone from torus:4x4: the links are no longer paired, and an
+/// all-gather there mirrors onto the transposed topology (link 1 → 0 gone instead), where the
+/// reduce-scatter is valid at the all-gather's time; mirrored again it is back on the
+/// topology it came from.
+#[test]
+fn an_unpaired_fabric_mirrors_onto_its_transpose() {
+    let t = topo("torus:4x4");
+    let d = t.with_failures(&Failures { links: vec![[0, 1]], directed: true, ..Failures::default() }).unwrap();
+    assert!(!d.is_paired());
+    let spec = CollectiveSpec::new(K::AllGather, 4 * MIB);
+    let out = run_request(&d, RequestSpec { algorithm: "greedy".parse().unwrap(), ..RequestSpec::new(spec) }).unwrap();
+    let ag_ns = out.schedule.collective_time_ns.unwrap();
+    assert!(out.schedule.transfers.iter().any(|x| (x.src, x.dst) == (1, 0)), "the all-gather uses link 1 -> 0");
+    let rs = mirrored(&out.schedule, &target_of(&out.schedule, &d)).unwrap();
+    assert_eq!(rs.topology, d.transposed());
+    assert!(rs.topology.link(1, 0).is_none() && rs.topology.link(0, 1).is_some());
+    assert!(rs.transfers.iter().any(|x| (x.src, x.dst) == (0, 1)));
+    let (rs, rs_ns) = time(rs);
+    assert!(close(rs_ns, ag_ns), "{rs_ns} {ag_ns}");
+    let back = mirrored(&rs, &target_of(&rs, &d)).unwrap();
+    assert_eq!(back.topology, d);
+    let (_, back_ns) = time(back);
+    assert!(close(back_ns, ag_ns));
 }
 
 /// With a reduction cost, a reduce-scatter mirrored from an all-gather pays it (never faster
@@ -164,9 +175,10 @@ fn the_greedy_keeps_the_faster_of_a_search_and_its_mirror() {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
-    /// On random paired fabrics (tori, meshes, rails, hierarchies and dragonflies, some with a
-    /// failed link both ways), any greedy all-gather or reduce-scatter (broadcast or reduce,
-    /// from a random root) mirrors into a valid schedule of the other at the same simulated time.
+    /// On random fabrics (tori, meshes, rails, hierarchies and dragonflies, some with a failed
+    /// link both ways or one way), any greedy all-gather or reduce-scatter (broadcast or reduce,
+    /// from a random root) mirrors into a valid schedule of the other at the same simulated
+    /// time, on the transposed topology (the same one where the links are paired).
     #[test]
     fn a_mirror_is_valid_and_as_fast(
         spec in prop::sample::select(vec!["torus:4x4", "mesh:3x5", "rail:2x4", "hier:ring2,fc4", "dragonfly:3:4", "torus:3x3x2", "hypercube:4"]),
@@ -179,13 +191,12 @@ proptest! {
         let mut t = topo(spec);
         if let Some(at) = fail {
             let l = &t.links()[at % t.links().len()];
-            let f = Failures { links: vec![[l.src, l.dst]], ..Failures::default() };
+            let f = Failures { links: vec![[l.src, l.dst]], directed: at % 2 == 1, ..Failures::default() };
             match engine::degraded(&t, None, &f) {
                 Ok(d) => t = d,
                 Err(_) => return Ok(()),
             }
         }
-        prop_assume!(t.is_paired());
         let mut spec = CollectiveSpec::new(kind, size).with_chunks_per_npu(k);
         if matches!(kind, K::Broadcast | K::Reduce) {
             spec = spec.with_root(seed as usize % t.npus());
@@ -199,6 +210,7 @@ proptest! {
             Err(MirrorError::Slots | MirrorError::Delivery { .. }) => return Ok(()),
             Err(e) => return Err(TestCaseError::fail(format!("{e}"))),
         };
+        prop_assert_eq!(&m.topology, &t.transposed());
         let (m, report) = engine::finalize(m).unwrap();
         prop_assert!(report.valid, "{:?}", report.violations);
         let mirror_ns = m.collective_time_ns.unwrap();

@@ -273,6 +273,32 @@ fn after_a_slow_link_the_all_reduce_stays_within_3_percent_of_the_intact_one() {
     assert!(r.repair.collective_time_ns.is_some(), "a slow link is repaired, not refused: {:?}", r.repair.note);
 }
 
+/// A link slowed one way only leaves the links unpaired; the reduce-scatter's search then still
+/// runs as the all-gather on the transposed topology, mirrored back. On dragonfly:4:5 with
+/// 0 -> 1 at 50 of 100 GB/s, 64 MiB: the reduce-scatter's own search gives 1.043× its bound,
+/// the mirror the all-gather's 1.030× (before, the mirror was refused where links were not
+/// paired).
+#[test]
+fn a_link_slowed_one_way_keeps_the_reduce_scatter_at_the_all_gathers_time() {
+    let t = topo("dragonfly:4:5");
+    let f = Failures { directed: true, ..degraded(vec![slow([0, 1], Some(50.0), None)]) };
+    let d = t.with_failures(&f).unwrap();
+    assert!(!d.is_paired());
+    let greedy = |t: &Topology, kind| {
+        let spec = RequestSpec::new(CollectiveSpec::new(kind, 64 * MIB));
+        run_request(t, RequestSpec { algorithm: "greedy".parse().unwrap(), ..spec }).unwrap()
+    };
+    let rs = greedy(&d, K::ReduceScatter);
+    assert!(rs.report.valid);
+    let g = rs.stats.synthesis().unwrap().greedy.as_ref().unwrap();
+    assert_eq!(g.mirrored_from, Some(K::AllGather));
+    let ratio = rs.schedule.collective_time_ns.unwrap() / rs.report.lower_bounds.as_ref().unwrap().min_cut_ns.unwrap();
+    assert!(ratio <= 1.031, "{ratio:.4}x the bound");
+    // The all-gather on the transposed topology: the search the mirror took.
+    let ag = greedy(&d.transposed(), K::AllGather);
+    assert!(close(rs.schedule.collective_time_ns.unwrap(), ag.schedule.collective_time_ns.unwrap()));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     /// On random tori, any link slowed by any factor (bandwidth, latency or both): the repair

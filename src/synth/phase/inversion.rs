@@ -165,8 +165,6 @@ pub enum MirrorError {
         "only an all-gather and a reduce-scatter, or a broadcast and a reduce from the same root, of the same chunks mirror each other"
     )]
     NotAPair,
-    #[error("a link has no link back of the same latency and bandwidth")]
-    Unpaired,
     #[error("the collective's group is not every live NPU")]
     PartialGroup,
     #[error("the schedule moves chunks between slots or through scratch")]
@@ -194,9 +192,12 @@ pub fn mirror_kind(kind: crate::collective::CollectiveKind) -> Option<crate::col
 /// form a tree from its owner, so its mirror reduces up the same tree into the owner; a
 /// reduce-scatter's partials flow up such a tree, so its mirror copies down it. The
 /// simulator's replay is the longest path through each transfer's data and links, both of
-/// which the mirror reverses: on paired links (`Topology::is_paired`) the mirror takes the
-/// same time but for the reduce cost (γ) it adds (to a reduce-scatter) or drops (from an
-/// all-gather). Refused where that would not hold or the data flow would not stay valid.
+/// which the mirror reverses: it runs on the transposed topology (each link reversed, with its
+/// latency and bandwidth; on paired links, `Topology::is_paired`, the same topology), where
+/// each of its transfers crosses the link its source crossed, and takes the same time but for
+/// the reduce cost (γ) it adds (to a reduce-scatter) or drops (from an all-gather). So a
+/// search on the transposed topology mirrors onto this one. Refused where the data flow would
+/// not stay valid.
 pub fn mirrored(
     s: &crate::schedule::Schedule,
     target: &crate::collective::Collective,
@@ -204,9 +205,6 @@ pub fn mirrored(
     let pair = mirror_kind(s.collective.kind) == Some(target.spec.kind) && s.collective.root == target.spec.root;
     if !pair || s.num_chunks != target.num_chunks || s.chunk_size_bytes != target.chunk_size_bytes {
         return Err(MirrorError::NotAPair);
-    }
-    if !s.topology.is_paired() {
-        return Err(MirrorError::Unpaired);
     }
     if target.group != s.topology.live_npus() {
         return Err(MirrorError::PartialGroup);
@@ -249,7 +247,7 @@ pub fn mirrored(
         out.push(m);
     }
     let mut mirror =
-        crate::schedule::Schedule::new(s.topology.clone(), target, s.algorithm.as_deref().unwrap_or("greedy"));
+        crate::schedule::Schedule::new(s.topology.transposed(), target, s.algorithm.as_deref().unwrap_or("greedy"));
     mirror.seed = s.seed;
     mirror.transfers = out;
     Ok(mirror)

@@ -115,6 +115,18 @@ pub fn simulate_with_times(s: &Schedule) -> Result<(Timing, Vec<TransferTime>), 
     Ok((timing, times))
 }
 
+/// `simulate_with_times` on the table of slots (for a caller that has bounded its cells: the
+/// replay on ranges is slower where runs of a few chunks fragment its rows), asking `stop`
+/// every so many transfers; `SimError::Stopped` once it says so.
+pub fn simulate_with_times_on_slots_until(
+    s: &Schedule,
+    stop: &dyn Fn() -> bool,
+) -> Result<(Timing, Vec<TransferTime>), SimError> {
+    let mut times = vec![TransferTime { start_ns: 0.0, end_ns: 0.0 }; s.transfers.len()];
+    let timing = replay_on(s, Some(&mut times), None, stop, false)?;
+    Ok((timing, times))
+}
+
 /// `simulate_with_times`, with the hops of every transfer relayed through NPUs (a link of such
 /// a transfer is busy for its hop only, not for the transfer's whole span): for pictures.
 pub fn simulate_with_hops(s: &Schedule) -> Result<(Timing, Vec<TransferTime>, Vec<HopTime>), SimError> {

@@ -2,6 +2,7 @@
 //! timesteps (`plan`), each run's schedule (`produce`), and the fastest kept
 //! (`synthesize_greedy`).
 
+mod pipelined;
 mod plan;
 mod reserve;
 
@@ -16,6 +17,8 @@ use crate::synth::producers::Memo;
 pub use crate::synth::producers::Mode;
 use crate::synth::producers::Run;
 use crate::synth::trees::Resume;
+pub use pipelined::Pipelining;
+use pipelined::pipeline_winner;
 pub use plan::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, PLAIN_MAX_NPUS};
 use plan::{RunPlan, plan_runs};
 use reserve::check_reserve;
@@ -130,8 +133,12 @@ pub(super) fn synthesize_greedy(
         },
     };
     let Finished { best, runner_up, cut } = outcome.finish(req.time_limit_s)?;
-    let (run, Won { schedule, stats: gst, timing, report, .. }, polish) =
-        polish_winners(req.topology, variants, best, runner_up, single, cancelled, polled)?;
+    let (run, won, polish) = polish_winners(req.topology, variants, best, runner_up, single, cancelled, polled)?;
+    let (won, pipelined) = match tenants {
+        None => pipeline_winner(won, cancelled, polled)?,
+        Some(_) => (won, None),
+    };
+    let Won { schedule, stats: gst, timing, report, .. } = won;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     // A winner nothing has simulated yet (a single run) is validated beside its simulation
@@ -158,6 +165,7 @@ pub(super) fn synthesize_greedy(
         }),
         runs_cut: cut,
         polish,
+        pipelined,
         mirrored_from: None,
     };
     let mut stats = base_stats(req, gst, &schedule, &report, tenants, synthesis_ms, checked);

@@ -30,7 +30,7 @@ pub use export::{
     export_chakra_rank, export_msccl, export_mscclpp, export_trace, msccl_fits, mscclpp_fits, plot_goodput,
     plot_timeline, require_valid, transfer_times,
 };
-pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS};
+pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS, Pipelining};
 use greedy_runs::{Variants, synthesize_greedy};
 pub(crate) use ilp::check_ilp_options;
 use ilp::synthesize_ilp_reporting;
@@ -189,6 +189,9 @@ pub struct GreedySearch {
     /// or until the time limit: `TreesPolish::cut`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub polish: Option<TreesPolish>,
+    /// The winner's critical paths pipelined (`synth::pipeline`), where that was faster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipelined: Option<Pipelining>,
 }
 
 /// What the polish of a winning trees run did.

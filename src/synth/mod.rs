@@ -7,6 +7,7 @@
 //! `synth::{ilp, trees, …}` by the re-exports below.
 
 pub mod phase;
+pub mod pipeline;
 mod planners;
 pub mod producers;
 pub mod repair;

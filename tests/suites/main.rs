@@ -25,6 +25,7 @@ mod mscclpp;
 mod mscclpp_replay;
 mod packing;
 mod pictures;
+mod pipeline;
 mod portfolio;
 mod rails;
 mod random_schedules;

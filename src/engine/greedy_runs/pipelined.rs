@@ -1,0 +1,59 @@
+//! The greedy's winner pipelined (`synth::pipeline`) where the simulator finds that faster, and
+//! what the pass did (`stats.pipelined`).
+
+use super::Won;
+use crate::engine::error::Error;
+use serde::Serialize;
+
+/// What the pipelining of the greedy's winner did, where its schedule was kept.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pipelining {
+    /// The pieces each of the run's chunks was cut into: the schedule's chunks per NPU are
+    /// that many times the run's.
+    pub pieces: u32,
+    /// The run's messages sent piece by piece; the others carry every piece of their chunks.
+    pub split: usize,
+    /// The run's simulated time before the pass.
+    pub before_ns: f64,
+    /// The pass's wall time, its simulations included.
+    pub wall_ms: f64,
+}
+
+/// `won` pipelined where that is faster, with what the pass did; `won` itself where the pass
+/// does not apply, finds nothing faster or is stopped by `polled` (a cancel cancels).
+pub(super) fn pipeline_winner(
+    won: Won,
+    cancelled: &(dyn Fn() -> bool + Sync),
+    polled: &(dyn Fn() -> bool + Sync),
+) -> Result<(Won, Option<Pipelining>), Error> {
+    let t0 = std::time::Instant::now();
+    let stopped = |won: Won| if cancelled() { Err(Error::Cancelled) } else { Ok((won, None)) };
+    let before = match won.known_time_ns() {
+        Some(t) => t,
+        None => match crate::sim::simulate_until(&won.schedule, polled) {
+            Ok(t) => t.collective_time_ns,
+            Err(crate::sim::SimError::Stopped) => return stopped(won),
+            Err(_) => return Ok((won, None)),
+        },
+    };
+    match crate::synth::pipeline::pipeline(&won.schedule, before, polled) {
+        Ok(Some(p)) => {
+            let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
+            tracing::debug!(target: "ccsynth::timing", before, after = p.time_ns, pieces = p.pieces, split = p.split, wall_ms, "greedy: the winner pipelined");
+            let said = Pipelining { pieces: p.pieces, split: p.split, before_ns: before, wall_ms };
+            // Left for the gate to simulate again: beside its validation where that is deferred.
+            let won = Won { schedule: p.schedule, timing: None, report: None, time_ns: Some(p.time_ns), ..won };
+            Ok((won, Some(said)))
+        }
+        Ok(None) => {
+            tracing::debug!(target: "ccsynth::timing", wall_ms = t0.elapsed().as_secs_f64() * 1e3, "greedy: pipelining found nothing faster");
+            Ok((won, None))
+        }
+        Err(crate::sim::SimError::Stopped) => stopped(won),
+        Err(e) => {
+            // The winner simulated before: a failure now is a bug, not an input.
+            tracing::error!(error = %e, "greedy: the pipelining failed");
+            Ok((won, None))
+        }
+    }
+}

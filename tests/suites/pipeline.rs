@@ -1,7 +1,7 @@
 //! The critical paths pipelined (`synth::pipeline`, issue 63): a relay's forward of what it
 //! has just received sent piece by piece, in closed form on a path of three NPUs and on
-//! dragonfly:4:5@bw=400,200; the pipelined schedule valid, faster and timed as the simulator
-//! times it, on random fabrics.
+//! dragonfly:4:5@bw=400,200 (its pieces replayed by every runtime's export); the pipelined
+//! schedule valid, faster and timed as the simulator times it, on random fabrics.
 
 use crate::common::*;
 use ccsynth::collective::{Collective, CollectiveKind as K, CollectiveSpec};
@@ -82,6 +82,15 @@ fn dragonfly_hand_ons_are_pipelined() {
     assert_eq!(ag.schedule.collective.chunks(), 16);
     let json = serde_json::to_value(&ag.stats).unwrap();
     assert_eq!(json["pipelined"]["pieces"], 4, "{json}");
+    // Pieces on one link at one step: every runtime's export replays them in the simulator's
+    // order of the link.
+    for (what, s) in
+        [("all-gather", &ag.schedule), ("its mirror, the reduce-scatter", &greedy(K::ReduceScatter).schedule)]
+    {
+        assert_eq!(crate::msccl::replays_if_msccl_runs_it(what, s), Ok(true));
+        assert_eq!(crate::mscclpp::replays_if_mscclpp_runs_it(what, s), Ok(true));
+        crate::chakra::replays_as_chakra(what, s);
+    }
     let ar = run_request(&t, RequestSpec::new(CollectiveSpec::new(K::AllReduce, 256 * MIB))).unwrap();
     assert!(ar.report.valid);
     let ratio =

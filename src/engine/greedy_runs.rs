@@ -190,6 +190,13 @@ impl Won {
     fn known_time_ns(&self) -> Option<f64> {
         self.time_ns.or(self.timing.as_ref().map(|t| t.collective_time_ns))
     }
+    /// Its simulated time, simulated now (until `polled`) where nothing has yet.
+    fn time_ns_until(&self, polled: &(dyn Fn() -> bool + Sync)) -> Result<f64, crate::sim::SimError> {
+        match self.known_time_ns() {
+            Some(t) => Ok(t),
+            None => crate::sim::simulate_until(&self.schedule, polled).map(|t| t.collective_time_ns),
+        }
+    }
 }
 
 /// A trees run that comes second within this share of the winner's time is polished too, and
@@ -270,13 +277,10 @@ fn polish_trees(
             return Ok((won, None));
         }
     };
-    let before = match won.known_time_ns() {
-        Some(t) => t,
-        None => match crate::sim::simulate_until(&won.schedule, polled) {
-            Ok(t) => t.collective_time_ns,
-            Err(crate::sim::SimError::Stopped) => return stopped(won),
-            Err(_) => return Ok((won, None)),
-        },
+    let before = match won.time_ns_until(polled) {
+        Ok(t) => t,
+        Err(crate::sim::SimError::Stopped) => return stopped(won),
+        Err(_) => return Ok((won, None)),
     };
     let timing = match crate::sim::simulate_until(&schedule, polled) {
         Ok(t) => t,

@@ -28,13 +28,10 @@ pub(super) fn pipeline_winner(
 ) -> Result<(Won, Option<Pipelining>), Error> {
     let t0 = std::time::Instant::now();
     let stopped = |won: Won| if cancelled() { Err(Error::Cancelled) } else { Ok((won, None)) };
-    let before = match won.known_time_ns() {
-        Some(t) => t,
-        None => match crate::sim::simulate_until(&won.schedule, polled) {
-            Ok(t) => t.collective_time_ns,
-            Err(crate::sim::SimError::Stopped) => return stopped(won),
-            Err(_) => return Ok((won, None)),
-        },
+    let before = match won.time_ns_until(polled) {
+        Ok(t) => t,
+        Err(crate::sim::SimError::Stopped) => return stopped(won),
+        Err(_) => return Ok((won, None)),
     };
     match crate::synth::pipeline::pipeline(&won.schedule, before, polled) {
         Ok(Some(p)) => {

@@ -69,6 +69,12 @@ pub fn pipeline(s: &Schedule, before_ns: f64, stop: &dyn Fn() -> bool) -> Result
     }
     let mut best: Option<Pipelined> = None;
     for m in PIECES {
+        // More pieces only where fewer helped: where two gain nothing, four have not either
+        // (torus:8x8x8 less a link, all-gather; hier:ring2,fc4,switch4's all-reduce gains with
+        // two and loses with four, the dragonfly's gains more with four).
+        if m != PIECES[0] && best.is_none() {
+            break;
+        }
         let Some(target) = pieced_collective(s, m) else { continue };
         if s.transfers.len().saturating_mul(m as usize) > MAX_TRANSFERS
             || s.topology.nodes().saturating_mul(target.num_chunks) > MAX_CELLS

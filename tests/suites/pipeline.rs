@@ -54,6 +54,29 @@ fn a_relay_forwards_piece_by_piece() {
     assert!(pipeline(&s, before, &|| false).unwrap().is_none());
 }
 
+/// The pass stops when its poll says so (`SimError::Stopped`), and leaves alone what it does
+/// not follow: the same broadcast sent 0 → 2 in one transfer relayed through NPU 1 (stored and
+/// forwarded hop by hop, which pieces would pipeline too) is not cut.
+#[test]
+fn the_pass_stops_when_told_and_leaves_relays_alone() {
+    let t = topo("mesh:3");
+    let c = Collective::build(&CollectiveSpec::new(K::Broadcast, 4 * MIB).with_root(0), &t).unwrap();
+    let all: Vec<u32> = (0..c.num_chunks as u32).collect();
+    let mut s = Schedule::new(t.clone(), &c, "hand");
+    s.transfers.push(Transfer::copy(0, 0, 1, all.clone()));
+    s.transfers.push(Transfer::copy(1, 1, 2, all.clone()));
+    let (s, _) = engine::finalize(s).unwrap();
+    let before = s.collective_time_ns.unwrap();
+    assert_eq!(pipeline(&s, before, &|| true).unwrap_err(), ccsynth::sim::SimError::Stopped);
+    let mut relayed = Schedule::new(t, &c, "hand");
+    relayed.transfers.push(Transfer::copy(0, 0, 1, all.clone()));
+    relayed.transfers.push(Transfer { path: Some(vec![0u32, 1, 2].into()), ..Transfer::copy(0, 0, 2, all) });
+    let (relayed, report) = engine::finalize(relayed).unwrap();
+    assert!(report.valid, "{:?}", report.violations);
+    let before = relayed.collective_time_ns.unwrap();
+    assert!(pipeline(&relayed, before, &|| false).unwrap().is_none());
+}
+
 /// dragonfly:4:5@bw=400,200 (groups of 4 NPUs at 400 GB/s, one 200 GB/s global link an NPU):
 /// the greedy's all-gather at 4 chunks an NPU sends 16 whole chunks (c = 256 MiB / 80) over
 /// each global link and hands the last on to three groupmates after it:

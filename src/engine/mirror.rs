@@ -12,8 +12,9 @@ pub const MIRROR_MAX_NPUS: usize = 256;
 /// The greedy or the ILP on the request, until `stop`, its schedule checked as `gate`
 /// says (`run_synthesizer_once`); the greedy's all-gather or reduce-scatter (broadcast or
 /// reduce) then also runs as the other collective on the transposed topology (on paired links,
-/// the same one), mirrored back onto this one, the faster kept (`stats.mirrored_from` says so): the two searches differ (the reduce-scatter's matcher picks
-/// rarest-first, the all-gather has planners of its own), so on torus:16x16 less NPU 100 and
+/// the same one), mirrored back onto this one, the faster kept (`stats.mirrored_from` says
+/// so): the two searches differ (the reduce-scatter's matcher picks rarest-first, the
+/// all-gather has planners of its own), so on torus:16x16 less NPU 100 and
 /// link 3-4 at 128 MiB the reduce-scatter 1.099 → 1.052× its bound, the all-gather's time (and
 /// so with link 9-10 slowed one way only, where the links are no longer paired).
 pub(super) fn run_synthesizer(

@@ -22,8 +22,9 @@ pub const PIECES: [u32; 2] = [2, 4];
 const ROUNDS: usize = 8;
 /// The share of the schedule's time within which a path's end counts as the end.
 const NEAR_END: f64 = 0.01;
-/// Transfers of the pieced schedule up to which the pass runs: it simulates that schedule
-/// `ROUNDS + 1` times at each piece count.
+/// The schedule's transfers times the pieces (the most the pieced schedule can have) up to
+/// which the pass runs: it simulates the pieced schedule up to `ROUNDS + 1` times a piece
+/// count.
 pub const MAX_TRANSFERS: usize = 300_000;
 /// (node, slot) cells of the pieced schedule up to which the pass runs: its analysis holds a
 /// writer and a time for each.
@@ -60,9 +61,10 @@ enum Wait {
 }
 
 /// `s` pipelined (the module's doc), when that simulates faster than `before_ns`; `None` where
-/// it does not, or where the pass does not apply: a multi-tenant or custom collective, scratch
-/// slots or moves between them, transfers relayed through NPUs (stored and forwarded hop by
-/// hop, which its analysis does not follow), or a pieced schedule past the size limits.
+/// it does not, or where the pass does not apply: a custom collective, scratch slots or moves
+/// between them, transfers relayed through NPUs (stored and forwarded hop by hop, which its
+/// analysis does not follow), or a pieced schedule past the size limits. (The engine leaves
+/// multi-tenant runs out.)
 pub fn pipeline(s: &Schedule, before_ns: f64, stop: &dyn Fn() -> bool) -> Result<Option<Pipelined>, SimError> {
     if !applies(s) {
         return Ok(None);
@@ -100,7 +102,8 @@ pub fn pipeline(s: &Schedule, before_ns: f64, stop: &dyn Fn() -> bool) -> Result
             }
             last = t;
             let marked = critical(&r, &times, t)?;
-            let mut next = Vec::with_capacity(items.len() + marked.len() * m as usize);
+            let splits = marked.iter().filter(|&&b| b).count();
+            let mut next = Vec::with_capacity(items.len() + splits * (m as usize - 1));
             let mut any = false;
             for (i, item) in items.iter().enumerate() {
                 if marked[i] && item.piece.is_none() {

@@ -359,8 +359,12 @@ mod tests {
             (Mode::Spread(0), "matching", Family::Matcher),
             (Mode::Trees(3), "trees", Family::Own),
             (Mode::Packing(2), "packing", Family::Own),
-            (Mode::Doubling(Shape { halving: true, multiport: false }), "halving_doubling", Family::Own),
-            (Mode::Doubling(Shape { halving: false, multiport: true }), "doubling", Family::Own),
+            (
+                Mode::Doubling(Shape { halving: true, multiport: false, interleaved: false }),
+                "halving_doubling",
+                Family::Own,
+            ),
+            (Mode::Doubling(Shape { halving: false, multiport: true, interleaved: false }), "doubling", Family::Own),
         ];
         for (m, name, family) in modes {
             assert_eq!(PRODUCERS.iter().filter(|p| (p.runs)(m)).count(), 1, "{m:?}");

@@ -1,12 +1,17 @@
 //! Rail fabrics: their recognition (`Topology::infer_rails`), the `pxn` all-to-all against its
 //! closed-form time and the targets, its refusals, and a property test that its
-//! schedules validate and take exactly the time its plan says, on rails of any shape and speeds.
+//! schedules validate and take exactly the time its plan says, on rails of any shape and speeds;
+//! recursive doubling with its groups interleaved over the two uplinks, in closed form and by
+//! default on rail:8x32.
 
 use crate::common::*;
 use ccsynth::baselines;
 use ccsynth::bounds::lower_bounds;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
+use ccsynth::schedule::Schedule;
+use ccsynth::synth::doubling::{self, Shape};
 use ccsynth::topology::Failures;
+use ccsynth::validate::validate;
 use proptest::prelude::*;
 
 const ALPHA: f64 = 500.0;
@@ -157,4 +162,88 @@ proptest! {
         let planned = baselines::pxn_planned_ns_for_tests(&t, k as usize, c.chunk_size_bytes).unwrap();
         prop_assert!(close(time, planned), "{spec}: simulated {time}, planned {planned}");
     }
+}
+
+/// Recursive doubling on `t` at `shape` (the greedy's doubling run, its labelling searched).
+fn doubled(t: &ccsynth::topology::Topology, c: &ccsynth::collective::Collective, shape: Shape) -> Schedule {
+    let at = doubling::labelling(t, c, Default::default(), 0, &|| false).unwrap();
+    doubling::synthesize(t, c, Default::default(), shape, &at, 0).unwrap().0
+}
+
+const INTERLEAVED: Shape = Shape { halving: false, multiport: true, interleaved: true };
+
+/// rail:4x4 (two bits through the node's switch, two through the rail's): the interleaved
+/// groups take turns on the two uplinks, one message each a round, every round a doubling of
+/// the last, so the all-gather is exactly the bound plus one α a round (two links' latency
+/// through a switch), and the all-reduce (halving, then doubling back) the two-pass bound plus
+/// two a round. The rotations put both groups' last rounds on one uplink: slower.
+#[test]
+fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
+    let t = topo("rail:4x4");
+    let size = 16u64 << 20;
+    let through_a_switch = 2.0 * ALPHA;
+    let ag = coll_spec(&t, CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(2));
+    let s = doubled(&t, &ag, INTERLEAVED);
+    assert!(validate(&s).valid);
+    let bound = lower_bounds(&t, &ag).min_cut_ns.unwrap();
+    assert!(close(bound, 7.5 * (size as f64 / 16.0) / BW), "{bound}");
+    assert!(close(time(&s), bound + 4.0 * through_a_switch), "{} vs {bound}", time(&s));
+    // Every round, every NPU sends one message up each of its two links.
+    let rails = t.infer_rails().unwrap();
+    for step in 0..4 {
+        for v in 0..16 {
+            let sent: Vec<usize> = s
+                .transfers
+                .iter()
+                .filter(|x| x.step == step && x.src == v)
+                .map(|x| x.path.as_ref().unwrap()[1] as usize)
+                .collect();
+            assert_eq!(sent.len(), 2, "step {step}, NPU {v}");
+            assert!(
+                sent.iter().any(|&w| rails.node_switches.contains(&w))
+                    && sent.iter().any(|&w| rails.rail_switches.contains(&w)),
+                "step {step}, NPU {v}: {sent:?}"
+            );
+        }
+    }
+    let rotated = doubled(&t, &ag, Shape { interleaved: false, ..INTERLEAVED });
+    assert!(time(&rotated) > time(&s) * 1.05, "rotated {} vs {}", time(&rotated), time(&s));
+
+    let ar = coll_spec(&t, CollectiveSpec::new(K::AllReduce, size).with_chunks_per_npu(2));
+    let mut s = doubled(&t, &ar, Shape { halving: true, ..INTERLEAVED });
+    assert!(validate(&s).valid);
+    let two_pass = lower_bounds(&t, &ar).two_pass_ns.unwrap();
+    assert!(close(two_pass, 2.0 * bound), "{two_pass}");
+    assert!(close(time(&s), two_pass + 8.0 * through_a_switch), "{} vs {two_pass}", time(&s));
+    s.collective_time_ns = Some(time(&s));
+    crate::conformance::conform("interleaved halving-doubling on rail:4x4", &s);
+
+    // One switch: every partner through it, one class, no interleaving to do.
+    let one = topo("switch:8");
+    let c = coll_spec(&one, CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(2));
+    let at = doubling::labelling(&one, &c, Default::default(), 0, &|| false).unwrap();
+    assert!(doubling::synthesize(&one, &c, Default::default(), INTERLEAVED, &at, 0).is_err());
+}
+
+/// The rail fabric of 256 GPUs by default (`auto`): the interleaved doubling takes the
+/// all-gather and the all-reduce at 128 MiB from 1.103× and 1.151× the bound to 1.027×.
+#[test]
+fn auto_on_rail_8x32_is_within_three_percent_of_the_bound() {
+    let t = topo("rail:8x32");
+    for kind in [K::AllGather, K::AllReduce] {
+        let spec = CollectiveSpec::new(kind, 128 << 20);
+        let bound = lower_bounds(&t, &coll(&t, kind, 128 << 20)).lower_bound_ns.unwrap();
+        let auto = ccsynth::engine::RequestSpec {
+            algorithm: "auto".parse().unwrap(),
+            ..ccsynth::engine::RequestSpec::new(spec)
+        };
+        let out = run_request(&t, auto).unwrap();
+        assert!(out.report.valid);
+        let got = out.schedule.collective_time_ns.unwrap();
+        assert!(got <= 1.03 * bound, "{kind:?}: {got} vs {bound} ({:?})", out.schedule.algorithm);
+    }
+}
+
+fn time(s: &Schedule) -> f64 {
+    ccsynth::sim::simulate(s).unwrap().collective_time_ns
 }

@@ -39,13 +39,34 @@ pub struct Shape {
     /// The chunks split into as many groups as an NPU has links (at most m), each taking the
     /// bits in its own rotation; otherwise one group.
     pub multiport: bool,
+    /// With `multiport`: a group per class of link the partners are reached over (`classes`;
+    /// at most the links), each group's bits ordered so that the classes alternate from its
+    /// heaviest round on, the groups in opposite phase (`interleaved_orders`), in place of the
+    /// rotations. A run fails where the partners are all reached over one class.
+    ///
+    /// Why: the rounds double (all-gather) or halve (halving), so the last (first) few carry
+    /// nearly everything, and a rotation of the bits puts them on one class of link in every
+    /// group. On rail:8x32 (five bits through the node's switch, three through the rail's) the
+    /// rotations leave the rail links idle while the node's run and then the other way round,
+    /// 1.10× the bound at 128 MiB; alternated, each class carries half of every heavy round,
+    /// the two groups taking turns.
+    pub interleaved: bool,
 }
 
 impl Shape {
     /// The shapes worth trying for `c`.
     pub fn for_collective(c: &Collective) -> Vec<Shape> {
         let halving: &[bool] = if c.spec.kind == CollectiveKind::AllReduce { &[false, true] } else { &[false] };
-        halving.iter().flat_map(|&h| [false, true].map(|multiport| Shape { halving: h, multiport })).collect()
+        halving
+            .iter()
+            .flat_map(|&h| {
+                [(false, false), (true, false), (true, true)].map(|(multiport, interleaved)| Shape {
+                    halving: h,
+                    multiport,
+                    interleaved,
+                })
+            })
+            .collect()
     }
 }
 
@@ -132,24 +153,40 @@ pub fn synthesize(
     let p = c.group.len();
     let m = p.trailing_zeros() as usize;
     let (_, via) = distances(&ten, c)?;
-    let groups = if shape.multiport { port_groups(&ten, c) } else { 1 };
-    let block = c.num_chunks / p;
+    let all_reduce = c.spec.kind == CollectiveKind::AllReduce;
+    let halving = shape.halving && all_reduce;
     let mut label_of = vec![0usize; p];
     for (x, &r) in at.iter().enumerate() {
         label_of[r] = x;
     }
-    let ex = Exchange { ten: &ten, c, at, via, label_of, p, m, block, groups };
+    let mut ex = Exchange { ten: &ten, c, at, via, label_of, p, m, block: c.num_chunks / p, groups: 1 };
+    let orders: Vec<Vec<usize>> = match (shape.multiport, shape.interleaved) {
+        (false, _) => vec![(0..m).map(|i| 1usize << i).collect()],
+        (true, false) => {
+            let groups = port_groups(&ten, c);
+            (0..groups).map(|g| (0..m).map(|i| 1usize << ((i + g) % m)).collect()).collect()
+        }
+        (true, true) => {
+            let classes = ex.classes();
+            if classes.len() < 2 {
+                return Err(crate::synth::GreedyError::Unsupported(
+                    "interleaved doubling: every partner is reached over one class of link",
+                )
+                .into());
+            }
+            interleaved_orders(&classes, port_groups(&ten, c).min(classes.len()), halving)
+        }
+    };
+    ex.groups = orders.len();
     let mut s = Schedule::new(topo.clone(), c, "greedy");
     s.seed = Some(seed);
-    let all_reduce = c.spec.kind == CollectiveKind::AllReduce;
-    let halving = shape.halving && all_reduce;
-    for g in 0..groups {
+    for (g, bits) in orders.iter().enumerate() {
         let chunks: Vec<usize> = (0..c.num_chunks).filter(|&ch| ex.group_of(ch) == g).collect();
-        let bits: Vec<usize> = (0..m).map(|i| 1usize << ((i + g) % m)).collect();
+        let bits = bits.as_slice();
         if halving {
-            ex.halve_then_double(&mut s, &chunks, &bits);
+            ex.halve_then_double(&mut s, &chunks, bits);
         } else {
-            ex.exchange_whole(&mut s, &chunks, &bits, all_reduce);
+            ex.exchange_whole(&mut s, &chunks, bits, all_reduce);
         }
     }
     let rounds = if halving { 2 * m } else { m };
@@ -175,6 +212,28 @@ impl Exchange<'_> {
         // A chunk's group: its index within its block when blocks have enough chunks (every owner
         // then has data in every group), else its id.
         if self.block >= self.groups { (ch % self.block) % self.groups } else { ch % self.groups }
+    }
+
+    /// The bits by the link their partners are reached over: two bits are of one class where
+    /// every rank reaches both partners through the same first node (a neighbour, or the
+    /// switch both routes enter), each class in bit order, the classes by their lowest bit.
+    fn classes(&self) -> Vec<Vec<usize>> {
+        let first = |x: usize, bit: usize| -> u32 {
+            let (r, to) = (self.at[x], self.at[x ^ bit]);
+            match self.route(r, to) {
+                Some(path) => path[1],
+                None => self.c.group[to] as u32,
+            }
+        };
+        let firsts: Vec<Vec<u32>> = (0..self.m).map(|b| (0..self.p).map(|x| first(x, 1 << b)).collect()).collect();
+        let mut classes: Vec<Vec<usize>> = Vec::new();
+        for b in 0..self.m {
+            match classes.iter_mut().find(|k| firsts[k[0].trailing_zeros() as usize] == firsts[b]) {
+                Some(k) => k.push(1 << b),
+                None => classes.push(vec![1 << b]),
+            }
+        }
+        classes
     }
 
     /// The label chunk `ch` ends at, which decides where halving and doubling send it.
@@ -267,6 +326,33 @@ impl Exchange<'_> {
             }
         }
     }
+}
+
+/// `groups` bit orders over `classes` (`Shape::interleaved`): from the heaviest round on (the
+/// last for doubling, the first for halving), group g's jth round takes a bit of class
+/// (g + j) mod k while that class has bits left, else of the class with the most left. On
+/// rail:8x32 (node bits N, rail bits R) the doubling orders are NNRNRNRN and NNNRNRNR.
+fn interleaved_orders(classes: &[Vec<usize>], groups: usize, halving: bool) -> Vec<Vec<usize>> {
+    let m: usize = classes.iter().map(Vec::len).sum();
+    let k = classes.len();
+    (0..groups)
+        .map(|g| {
+            let mut left: Vec<std::collections::VecDeque<usize>> =
+                classes.iter().map(|c| c.iter().copied().collect()).collect();
+            let mut order = vec![0usize; m];
+            for j in 0..m {
+                let at = if halving { j } else { m - 1 - j };
+                let want = (g + j) % k;
+                let class = if left[want].is_empty() {
+                    (0..k).max_by_key(|&c| (left[c].len(), std::cmp::Reverse(c))).expect("a bit is left")
+                } else {
+                    want
+                };
+                order[at] = left[class].pop_front().expect("the class has a bit left");
+            }
+            order
+        })
+        .collect()
 }
 
 /// A starting labelling for a mesh or torus whose every side is a power of two (the group

@@ -225,22 +225,25 @@ fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
     assert!(doubling::synthesize(&one, &c, Default::default(), INTERLEAVED, &at, 0).is_err());
 }
 
-/// The rail fabric of 256 GPUs by default (`auto`): the interleaved doubling takes the
-/// all-gather and the all-reduce at 128 MiB from 1.103× and 1.151× the bound to 1.027×.
+/// Rail fabrics of 256 and 512 GPUs by default (`auto`): the interleaved doubling takes the
+/// all-gather and the all-reduce at 128 MiB on rail:8x32 from 1.103× and 1.151× the bound to
+/// 1.027×, and rail:64x8's all-gather, beyond the greedy's latency mode, from 1.135× to 1.032×.
 #[test]
-fn auto_on_rail_8x32_is_within_three_percent_of_the_bound() {
-    let t = topo("rail:8x32");
-    for kind in [K::AllGather, K::AllReduce] {
-        let spec = CollectiveSpec::new(kind, 128 << 20);
+fn auto_on_rails_of_256_and_512_gpus_is_within_four_percent_of_the_bound() {
+    for (spec, kind, within) in
+        [("rail:8x32", K::AllGather, 1.03), ("rail:8x32", K::AllReduce, 1.03), ("rail:64x8", K::AllGather, 1.035)]
+    {
+        let t = topo(spec);
+        let collective = CollectiveSpec::new(kind, 128 << 20);
         let bound = lower_bounds(&t, &coll(&t, kind, 128 << 20)).lower_bound_ns.unwrap();
         let auto = ccsynth::engine::RequestSpec {
             algorithm: "auto".parse().unwrap(),
-            ..ccsynth::engine::RequestSpec::new(spec)
+            ..ccsynth::engine::RequestSpec::new(collective)
         };
         let out = run_request(&t, auto).unwrap();
         assert!(out.report.valid);
         let got = out.schedule.collective_time_ns.unwrap();
-        assert!(got <= 1.03 * bound, "{kind:?}: {got} vs {bound} ({:?})", out.schedule.algorithm);
+        assert!(got <= within * bound, "{spec} {kind:?}: {got} vs {bound} ({:?})", out.schedule.algorithm);
     }
 }
 

@@ -435,22 +435,31 @@ pub(super) fn batched(o: &Offer<'_>, _: &[Run]) -> Offered {
 }
 
 /// The doubling patterns (`halving`: the halving-then-doubling shapes, else the others) at
-/// every chunking where they apply: they put every owner's block in every port's group.
+/// every chunking where they apply: they put every owner's block in every port's group. In
+/// the latency mode every shape; beyond it, on fabrics with switches, the interleaved shapes,
+/// which are bandwidth-optimal where an NPU reaches its partners through a few switches
+/// (rail:64x8's all-gather at 128 MiB: the matcher 1.135× the bound, interleaved 1.032×).
 pub(super) fn doubling(o: &Offer<'_>, halving: bool) -> Offered {
-    if !o.latency_mode() {
+    use crate::synth::doubling::{Shape, applies, applies_interleaved};
+    let latency = o.latency_mode();
+    let switched = o.open && !o.routed_only() && o.ask.topology.switches() > 0;
+    if !latency && !switched {
         return Offered::default();
     }
+    let wanted = move |s: &Shape, v: &Collective| {
+        s.halving == halving && if s.interleaved { applies_interleaved(v) } else { latency && applies(v) }
+    };
     let runs = o
         .ask
         .variants
         .iter()
         .enumerate()
-        .filter(|(_, v)| crate::synth::doubling::applies(v))
         .flat_map(|(variant, v)| {
-            crate::synth::doubling::Shape::for_collective(v)
-                .into_iter()
-                .filter(move |s| s.halving == halving)
-                .map(move |shape| Run { variant, seed: o.ask.seed, mode: Mode::Doubling(shape) })
+            Shape::for_collective(v).into_iter().filter(move |s| wanted(s, v)).map(move |shape| Run {
+                variant,
+                seed: o.ask.seed,
+                mode: Mode::Doubling(shape),
+            })
         })
         .collect();
     Offered::of(runs)

@@ -4,7 +4,9 @@
 //! partial, m rounds, every contribution set doubling) or all-gather (exchange everything held,
 //! m rounds) along shortest paths. The chunks are split into as many groups as an NPU has
 //! links (at most m); group g takes the bits in the order g, g+1, …, so in one round the groups
-//! talk to different partners over different links, as multi-port Swing does on a torus.
+//! talk to different partners over different links, as multi-port Swing does on a torus. Or,
+//! interleaved, a group per class of link the partners are reached over, the classes
+//! alternating from each group's heaviest round (`Shape::interleaved`: rail fabrics).
 //!
 //! Where a baseline assumes its topology (rank order on a ring or torus), this finds the
 //! labelling on any graph: on a 4-ring the Gray order puts both partners one hop away.

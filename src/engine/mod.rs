@@ -514,15 +514,12 @@ fn run_synthesizer_once(
         }
         _ => Vec::new(),
     };
-    // The doubling patterns split every block over the ports when k is a multiple of them: that
-    // k joins for the latency-mode planners alone (finer chunks cost them no extra rounds,
-    // unlike the matcher), and for the interleaved shapes on switched fabrics beyond them.
-    let doubled = crate::synth::doubling::applies(&req.built[0])
-        || (crate::synth::doubling::applies_interleaved(&req.built[0]) && req.topology.switches() > 0);
+    // The doubling patterns split every block over their groups when k is a multiple of them:
+    // that k joins for the latency-mode planners and the interleaved doubling alone (finer
+    // chunks cost them no extra rounds, unlike the matcher).
     let even: Vec<Collective> = match (algorithm, req.chunking, &req.target) {
-        (Algorithm::Greedy, Chunking::Auto, Target::One(spec)) if doubled => {
+        (Algorithm::Greedy, Chunking::Auto, Target::One(spec)) => {
             crate::synth::doubling::even_chunks(&req.topology, &req.built[0], req.switch_model)
-                .ok()
                 .filter(|&k| k > 1 && !searched.iter().any(|c| c.spec.chunks() == k))
                 .and_then(|k| {
                     let mut at_k = spec.clone();

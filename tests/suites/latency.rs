@@ -245,7 +245,8 @@ proptest! {
                 match try_shaped(&t, &c, shape) {
                     Ok(s) => schedules.push(("doubling", s)),
                     // Interleaving needs partners reached over two classes of link.
-                    Err(e) => prop_assert!(shape.interleaved, "{shape:?}: {e}"),
+                    Err(synth::SynthError::Greedy(synth::GreedyError::Unsupported(_))) if shape.interleaved => {}
+                    Err(e) => prop_assert!(false, "{shape:?}: {e}"),
                 }
             }
         }

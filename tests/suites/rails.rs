@@ -184,7 +184,8 @@ fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
     let through_a_switch = 2.0 * ALPHA;
     let ag = coll_spec(&t, CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(2));
     let s = doubled(&t, &ag, INTERLEAVED);
-    assert!(validate(&s).valid);
+    let report = validate(&s);
+    assert!(report.valid, "{:?}", report.violations.first());
     let bound = lower_bounds(&t, &ag).min_cut_ns.unwrap();
     assert!(close(bound, 7.5 * (size as f64 / 16.0) / BW), "{bound}");
     assert!(close(time(&s), bound + 4.0 * through_a_switch), "{} vs {bound}", time(&s));
@@ -211,7 +212,8 @@ fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
 
     let ar = coll_spec(&t, CollectiveSpec::new(K::AllReduce, size).with_chunks_per_npu(2));
     let mut s = doubled(&t, &ar, Shape { halving: true, ..INTERLEAVED });
-    assert!(validate(&s).valid);
+    let report = validate(&s);
+    assert!(report.valid, "{:?}", report.violations.first());
     let two_pass = lower_bounds(&t, &ar).two_pass_ns.unwrap();
     assert!(close(two_pass, 2.0 * bound), "{two_pass}");
     assert!(close(time(&s), two_pass + 8.0 * through_a_switch), "{} vs {two_pass}", time(&s));

@@ -436,9 +436,12 @@ pub(super) fn batched(o: &Offer<'_>, _: &[Run]) -> Offered {
 
 /// The doubling patterns (`halving`: the halving-then-doubling shapes, else the others) at
 /// every chunking where they apply: they put every owner's block in every port's group. In
-/// the latency mode every shape; beyond it, on fabrics with switches, the interleaved shapes,
-/// which are bandwidth-optimal where an NPU reaches its partners through a few switches
-/// (rail:64x8's all-gather at 128 MiB: the matcher 1.135× the bound, interleaved 1.032×).
+/// the latency mode every shape, up to `doubling::MAX_GROUP` NPUs; on fabrics with switches
+/// also the bandwidth-optimal interleaved shapes (an all-gather, an all-reduce by halving) up
+/// to `doubling::INTERLEAVED_MAX_GROUP`, in that mode or not: they serve where an NPU reaches
+/// its partners through a few switches (rail:64x8's all-gather at 128 MiB: the matcher 1.135×
+/// the bound, interleaved 1.032×). An all-reduce exchanging the whole partial moves m times
+/// the bytes, which only the latency mode can pay for.
 pub(super) fn doubling(o: &Offer<'_>, halving: bool) -> Offered {
     use crate::synth::doubling::{Shape, applies, applies_interleaved};
     let latency = o.latency_mode();
@@ -447,7 +450,8 @@ pub(super) fn doubling(o: &Offer<'_>, halving: bool) -> Offered {
         return Offered::default();
     }
     let wanted = move |s: &Shape, v: &Collective| {
-        s.halving == halving && if s.interleaved { applies_interleaved(v) } else { latency && applies(v) }
+        let bandwidth = s.interleaved && (s.halving || v.spec.kind != CollectiveKind::AllReduce);
+        s.halving == halving && ((latency && applies(v)) || (switched && bandwidth && applies_interleaved(v)))
     };
     let runs = o
         .ask

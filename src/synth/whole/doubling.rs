@@ -1,4 +1,5 @@
-//! Recursive doubling found on the graph (the greedy's third latency-mode planner): for a
+//! Recursive doubling found on the graph (the greedy's third latency-mode planner; its
+//! interleaved shapes also beyond that mode on fabrics with switches): for a
 //! group of 2^m NPUs, a search for the hypercube labelling of the NPUs whose partners
 //! (labels differing in one bit) are closest, then all-reduce (exchange and reduce the whole
 //! partial, m rounds, every contribution set doubling) or all-gather (exchange everything held,
@@ -16,7 +17,8 @@ use crate::rng::Rng;
 use crate::schedule::{Op, Schedule, Transfer};
 use crate::ten::Ten;
 
-/// Group sizes up to which the labelling search runs (its cost grows as p² log p per pass).
+/// Group sizes up to which every shape runs (the labelling search's cost grows as p² log p per
+/// pass).
 pub const MAX_GROUP: usize = 256;
 /// Group sizes up to which the interleaved shapes run (`Shape::interleaved`; the greedy offers
 /// them beyond its latency mode on fabrics with switches): rail:128x8's all-gather at 128 MiB
@@ -56,8 +58,9 @@ pub struct Shape {
     pub multiport: bool,
     /// With `multiport`: a group per class of link the partners are reached over (`classes`;
     /// at most the links), each group's bits ordered so that the classes alternate from its
-    /// heaviest round on, the groups in opposite phase (`interleaved_orders`), in place of the
-    /// rotations. A run fails where the partners are all reached over one class.
+    /// heaviest round on, each group a class further along (two classes: in opposite phase;
+    /// `interleaved_orders`), in place of the rotations. A run fails where the partners are
+    /// all reached over one class.
     ///
     /// Why: the rounds double (all-gather) or halve (halving), so the last (first) few carry
     /// nearly everything, and a rotation of the bits puts them on one class of link in every
@@ -91,15 +94,23 @@ fn port_groups(ten: &Ten, c: &Collective) -> usize {
     c.group.iter().map(|&v| ten.out_edges(v).len()).max().unwrap_or(1).clamp(1, m.max(1))
 }
 
-/// The chunks per NPU at which the multi-port shapes split every block evenly over the ports
-/// (each rank's block then has a chunk in every group).
-pub fn even_chunks(
-    topo: &crate::topology::Topology,
-    c: &Collective,
-    model: crate::ten::SwitchModel,
-) -> Result<u32, crate::synth::SynthError> {
-    let ten = Ten::build(topo, c.chunk_size_bytes, model, None)?;
-    Ok(port_groups(&ten, c) as u32)
+/// The chunks per NPU at which the multi-port shapes split every block evenly over their
+/// groups (each rank's block then has a chunk in every group), where the greedy runs them:
+/// the ports where every shape runs (`applies`); beyond, on a fabric with switches where only
+/// the interleaved shapes run, an NPU's links (a class is reached over one of them: on a rail
+/// fabric two), not the ports through the switches (a TEN edge to each NPU behind one).
+/// `None` where no doubling runs.
+pub fn even_chunks(topo: &crate::topology::Topology, c: &Collective, model: crate::ten::SwitchModel) -> Option<u32> {
+    let m = c.group.len().trailing_zeros() as usize;
+    if applies(c) {
+        let ten = Ten::build(topo, c.chunk_size_bytes, model, None).ok()?;
+        Some(port_groups(&ten, c) as u32)
+    } else if applies_interleaved(c) && topo.switches() > 0 {
+        let links = c.group.iter().map(|&v| topo.out_links(v).len()).max().unwrap_or(1);
+        Some(links.clamp(1, m.max(1)) as u32)
+    } else {
+        None
+    }
 }
 
 /// Ranks' distances (TEN timesteps at `c`'s chunk size: latency-weighted hops) and each
@@ -222,7 +233,8 @@ struct Exchange<'a> {
 }
 
 impl Exchange<'_> {
-    /// The chunk group (port rotation) of chunk `ch`, so every group spreads over the owners.
+    /// The chunk group (a port's rotation, or a class's order) of chunk `ch`, so every group
+    /// spreads over the owners.
     fn group_of(&self, ch: usize) -> usize {
         // A chunk's group: its index within its block when blocks have enough chunks (every owner
         // then has data in every group), else its id.

@@ -33,12 +33,7 @@ fn doubling(t: &Topology, c: &Collective) -> Schedule {
 }
 
 fn shaped(t: &Topology, c: &Collective, shape: Shape) -> Schedule {
-    try_shaped(t, c, shape).unwrap()
-}
-
-fn try_shaped(t: &Topology, c: &Collective, shape: Shape) -> Result<Schedule, synth::SynthError> {
-    let at = synth::doubling::labelling(t, c, Default::default(), 0, &|| false).unwrap();
-    synth::doubling::synthesize(t, c, Default::default(), shape, &at, 0).map(|(s, _, _)| s)
+    doubled(t, c, shape).unwrap()
 }
 
 fn time(s: &Schedule) -> f64 {
@@ -242,7 +237,7 @@ proptest! {
         }
         if synth::doubling::applies(&c) {
             for shape in Shape::for_collective(&c) {
-                match try_shaped(&t, &c, shape) {
+                match doubled(&t, &c, shape) {
                     Ok(s) => schedules.push(("doubling", s)),
                     // Interleaving needs partners reached over two classes of link.
                     Err(synth::SynthError::Greedy(synth::GreedyError::Unsupported(_))) if shape.interleaved => {}

@@ -9,7 +9,7 @@ use ccsynth::baselines;
 use ccsynth::bounds::lower_bounds;
 use ccsynth::collective::{CollectiveKind as K, CollectiveSpec};
 use ccsynth::schedule::Schedule;
-use ccsynth::synth::doubling::{self, Shape};
+use ccsynth::synth::doubling::Shape;
 use ccsynth::topology::Failures;
 use ccsynth::validate::validate;
 use proptest::prelude::*;
@@ -164,12 +164,6 @@ proptest! {
     }
 }
 
-/// Recursive doubling on `t` at `shape` (the greedy's doubling run, its labelling searched).
-fn doubled(t: &ccsynth::topology::Topology, c: &ccsynth::collective::Collective, shape: Shape) -> Schedule {
-    let at = doubling::labelling(t, c, Default::default(), 0, &|| false).unwrap();
-    doubling::synthesize(t, c, Default::default(), shape, &at, 0).unwrap().0
-}
-
 const INTERLEAVED: Shape = Shape { halving: false, multiport: true, interleaved: true };
 
 /// rail:4x4 (two bits through the node's switch, two through the rail's): the interleaved
@@ -183,7 +177,7 @@ fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
     let size = 16u64 << 20;
     let through_a_switch = 2.0 * ALPHA;
     let ag = coll_spec(&t, CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(2));
-    let s = doubled(&t, &ag, INTERLEAVED);
+    let s = doubled(&t, &ag, INTERLEAVED).unwrap();
     let report = validate(&s);
     assert!(report.valid, "{:?}", report.violations.first());
     let bound = lower_bounds(&t, &ag).min_cut_ns.unwrap();
@@ -207,11 +201,11 @@ fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
             );
         }
     }
-    let rotated = doubled(&t, &ag, Shape { interleaved: false, ..INTERLEAVED });
+    let rotated = doubled(&t, &ag, Shape { interleaved: false, ..INTERLEAVED }).unwrap();
     assert!(time(&rotated) > time(&s) * 1.05, "rotated {} vs {}", time(&rotated), time(&s));
 
     let ar = coll_spec(&t, CollectiveSpec::new(K::AllReduce, size).with_chunks_per_npu(2));
-    let mut s = doubled(&t, &ar, Shape { halving: true, ..INTERLEAVED });
+    let mut s = doubled(&t, &ar, Shape { halving: true, ..INTERLEAVED }).unwrap();
     let report = validate(&s);
     assert!(report.valid, "{:?}", report.violations.first());
     let two_pass = lower_bounds(&t, &ar).two_pass_ns.unwrap();
@@ -223,8 +217,7 @@ fn interleaved_doubling_on_rail_4x4_is_the_bound_plus_an_alpha_a_round() {
     // One switch: every partner through it, one class, no interleaving to do.
     let one = topo("switch:8");
     let c = coll_spec(&one, CollectiveSpec::new(K::AllGather, size).with_chunks_per_npu(2));
-    let at = doubling::labelling(&one, &c, Default::default(), 0, &|| false).unwrap();
-    assert!(doubling::synthesize(&one, &c, Default::default(), INTERLEAVED, &at, 0).is_err());
+    assert!(doubled(&one, &c, INTERLEAVED).is_err());
 }
 
 /// Rail fabrics of 256 and 512 GPUs by default (`auto`): the interleaved doubling takes the

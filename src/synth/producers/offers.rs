@@ -443,15 +443,14 @@ pub(super) fn batched(o: &Offer<'_>, _: &[Run]) -> Offered {
 /// the bound, interleaved 1.032×). An all-reduce exchanging the whole partial moves m times
 /// the bytes, which only the latency mode can pay for.
 pub(super) fn doubling(o: &Offer<'_>, halving: bool) -> Offered {
-    use crate::synth::doubling::{Shape, applies, applies_interleaved};
-    let latency = o.latency_mode();
-    let switched = o.open && !o.routed_only() && o.ask.topology.switches() > 0;
-    if !latency && !switched {
+    use crate::synth::doubling::{Shape, applies, interleaves};
+    if !o.open || o.routed_only() {
         return Offered::default();
     }
+    let (latency, topo) = (o.latency_mode(), o.ask.topology);
     let wanted = move |s: &Shape, v: &Collective| {
         let bandwidth = s.interleaved && (s.halving || v.spec.kind != CollectiveKind::AllReduce);
-        s.halving == halving && ((latency && applies(v)) || (switched && bandwidth && applies_interleaved(v)))
+        s.halving == halving && ((latency && applies(v)) || (bandwidth && interleaves(topo, v)))
     };
     let runs = o
         .ask

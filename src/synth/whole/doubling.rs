@@ -31,9 +31,10 @@ pub fn applies(c: &Collective) -> bool {
     serves(c, MAX_GROUP)
 }
 
-/// `applies`, for the interleaved shapes: up to `INTERLEAVED_MAX_GROUP`.
-pub fn applies_interleaved(c: &Collective) -> bool {
-    serves(c, INTERLEAVED_MAX_GROUP)
+/// Whether the interleaved shapes serve `c` on `topo` beyond the latency mode (where they do
+/// not need it): a fabric with switches, a group up to `INTERLEAVED_MAX_GROUP`.
+pub fn interleaves(topo: &crate::topology::Topology, c: &Collective) -> bool {
+    topo.switches() > 0 && serves(c, INTERLEAVED_MAX_GROUP)
 }
 
 fn serves(c: &Collective, max_group: usize) -> bool {
@@ -105,7 +106,7 @@ pub fn even_chunks(topo: &crate::topology::Topology, c: &Collective, model: crat
     if applies(c) {
         let ten = Ten::build(topo, c.chunk_size_bytes, model, None).ok()?;
         Some(port_groups(&ten, c) as u32)
-    } else if applies_interleaved(c) && topo.switches() > 0 {
+    } else if interleaves(topo, c) {
         let links = c.group.iter().map(|&v| topo.out_links(v).len()).max().unwrap_or(1);
         Some(links.clamp(1, m.max(1)) as u32)
     } else {

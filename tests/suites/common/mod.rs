@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests: small topologies, collectives and schedules, the
-//! engine's front door (`run_request`, `baseline`) and the greedy matcher alone (`matcher`).
+//! engine's front door (`run_request`, `baseline`), the greedy matcher alone (`matcher`) and
+//! the doubling planner alone (`doubled`).
 #![allow(dead_code)]
 
 use ccsynth::collective::{Collective, CollectiveKind, CollectiveSpec};
@@ -220,4 +221,11 @@ pub fn all_to_all_moved_aside_while_landing() -> Schedule {
     s.scratch = vec![o];
     assert!(ccsynth::validate::validate(&s).valid);
     s
+}
+
+/// Recursive doubling on `t` at `shape`, as the greedy's doubling run makes it (its labelling
+/// searched, seed 0).
+pub fn doubled(t: &Topology, c: &Collective, shape: synth::doubling::Shape) -> Result<Schedule, synth::SynthError> {
+    let at = synth::doubling::labelling(t, c, Default::default(), 0, &|| false).unwrap();
+    synth::doubling::synthesize(t, c, Default::default(), shape, &at, 0).map(|(s, _, _)| s)
 }

@@ -214,6 +214,22 @@ fn at_64_mib_the_second_chunking_in_threes_wins_on_torus_16x16_less_three_links(
     assert!(ratio <= 1.12, "{ratio}");
 }
 
+/// Issue 63's all-reduce after a failure at 128 MiB on torus:4x4x8 less link 0-1: the trees
+/// at 96 units (six chunks per NPU in eights), the busiest link's load a whole 32 messages
+/// (`trees_units_by_load`): 463.4 µs, 1.041× the two-pass bound, against 1.061× in units of
+/// 1 MiB (43 timesteps of 42.4 messages' load).
+#[test]
+fn at_128_mib_a_whole_load_of_units_takes_torus_4x4x8_less_a_link_within_5_percent() {
+    let t = topo("torus:4x4x8").with_failures(&Failures { links: vec![[0, 1]], ..Failures::default() }).unwrap();
+    let out = run_request(&t, engine::RequestSpec::new(CollectiveSpec::new(K::AllReduce, 128 * MIB))).unwrap();
+    assert!(out.report.valid);
+    let st = out.stats.synthesis().expect("the greedy wins");
+    assert_eq!(st.greedy_mode(), Some("trees"));
+    assert_eq!((out.schedule.num_chunks.div_ceil(st.chunks_per_message.unwrap_or(1) as usize), st.rounds), (96, 32));
+    let (time, bound) = (out.schedule.collective_time_ns.unwrap(), out.report.lower_bound_ns.unwrap());
+    assert!(time <= 1.05 * bound, "{time} against {bound}");
+}
+
 /// The default door's all-reduce `spec` on the intact `torus`: its time.
 fn intact_ns(torus: &str, spec: &CollectiveSpec) -> f64 {
     run_request(&topo(torus), engine::RequestSpec::new(spec.clone())).unwrap().schedule.collective_time_ns.unwrap()

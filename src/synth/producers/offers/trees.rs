@@ -37,14 +37,15 @@ pub(super) fn tree_runs(topology: &Topology, variants: &[&Collective], grouping:
         .chain(second)
         .filter(|&(variant, g)| crate::synth::trees::applies(topology, variants[variant], g as usize))
         .collect();
-    // Below a thousand NPUs, also the unit count the latency and the fill would pick
-    // (`trees_units_for`), if no run above has it.
+    // Below a thousand NPUs, also the unit counts the latency and the fill would pick
+    // (`trees_units_for`) and the busiest link's whole load (`trees_units_by_load`), where no
+    // run above has them.
     if topology.npus() < GROUPED_ONLY_ALL_REDUCE_NPUS && !runs.is_empty() {
-        let best = trees_units_for(topology, variants);
-        if let Some(pick) = best.filter(|p| !runs.contains(p))
-            && crate::synth::trees::applies(topology, variants[pick.0], pick.1 as usize)
-        {
-            runs.push(pick);
+        let picks = [trees_units_for(topology, variants), trees_units_by_load(topology, variants)];
+        for pick in picks.into_iter().flatten() {
+            if !runs.contains(&pick) && crate::synth::trees::applies(topology, variants[pick.0], pick.1 as usize) {
+                runs.push(pick);
+            }
         }
     }
     runs
@@ -111,6 +112,97 @@ fn trees_units_for(topology: &Topology, variants: &[&Collective]) -> Option<(usi
         .flat_map(|(v, c)| (1..=4u32).map(move |g| (v, g, c.num_chunks.div_ceil(g as usize))))
         .min_by(|a, b| off(a.2).total_cmp(&off(b.2)).then((a.0, a.1).cmp(&(b.0, b.1))))
         .map(|(v, g, _)| (v, g))
+}
+
+/// Chunks a message up to which `trees_units_by_load` looks.
+const LOAD_MAX_GROUP: u32 = 8;
+
+/// The (chunking, chunks a message) among `variants` and one to `LOAD_MAX_GROUP` chunks a
+/// message whose timeline is predicted shortest from the busiest link's load in whole messages:
+/// U units put at least ⌈a·U⌉ messages on some link (a = 2 (n − 1) over the links' capacity in
+/// messages a timestep; a tree moves its unit twice over each of its n − 1 edges), and a fill
+/// of about h² / (2 ⌈a·U⌉) timesteps (h the fabric's diameter in hops: trees about that deep,
+/// their start and end spread over the load) comes on top, each timestep a message's time on
+/// the fastest link. `trees_units_for`'s square root takes the load as a real number; in whole
+/// messages a unit count a little below a multiple of 1/a saves the last, partly empty
+/// timestep. On torus:4x4x8 less link 0-1 at 128 MiB (a ≈ 0.332) it picks 96 units, whose 32
+/// timesteps of 1.33 MiB take 463.4 µs against 472.4 µs for the 43 of 1 MiB the other runs
+/// had (1.041 against 1.061× the bound); on torus:16x16 less NPU 100 and link 3-4, 170 units
+/// in threes (722.0 against 738.8 µs). Its fill is a guess (meshes fill more), so it runs
+/// beside the other pick, not instead.
+fn trees_units_by_load(topology: &Topology, variants: &[&Collective]) -> Option<(usize, u32)> {
+    let c = variants.first()?;
+    let (capacity, depth) = load_shape(topology, c)?;
+    let n = c.group.len() as f64;
+    let per_unit = 2.0 * (n - 1.0) / capacity;
+    let links = topology.links();
+    let inside: Vec<bool> = {
+        let mut v = vec![false; topology.nodes()];
+        c.group.iter().for_each(|&u| v[u] = true);
+        v
+    };
+    let message_ns = |bytes: f64| {
+        links
+            .iter()
+            .filter(|l| inside[l.src] && inside[l.dst] && l.src != l.dst)
+            .map(|l| l.time_ns(bytes))
+            .fold(f64::INFINITY, f64::min)
+    };
+    let predicted = |units: usize, bytes: f64| {
+        let load = (per_unit * units as f64 - 1e-9).ceil().max(1.0);
+        (load + depth * depth / (2.0 * load)) * message_ns(bytes)
+    };
+    variants
+        .iter()
+        .enumerate()
+        .flat_map(|(v, c)| (1..=LOAD_MAX_GROUP).map(move |g| (v, g, c)))
+        .map(|(v, g, c)| (v, g, predicted(c.num_chunks.div_ceil(g as usize), c.chunk_size_bytes * g as f64)))
+        .filter(|p| p.2.is_finite())
+        .min_by(|a, b| a.2.total_cmp(&b.2).then((a.0, a.1).cmp(&(b.0, b.1))))
+        .map(|(v, g, _)| (v, g))
+}
+
+/// The links among `c`'s NPUs in messages a timestep (a link at half the fastest's bandwidth
+/// carries half a message: the trees hold it two timesteps) and their diameter in hops; `None`
+/// where they do not connect them.
+fn load_shape(topology: &Topology, c: &Collective) -> Option<(f64, f64)> {
+    let mut local = vec![usize::MAX; topology.nodes()];
+    for (i, &u) in c.group.iter().enumerate() {
+        local[u] = i;
+    }
+    let n = c.group.len();
+    let within: Vec<&crate::topology::Link> = topology
+        .links()
+        .iter()
+        .filter(|l| local[l.src] != usize::MAX && local[l.dst] != usize::MAX && l.src != l.dst)
+        .collect();
+    let fastest = within.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
+    if n < 2 || fastest <= 0.0 || fastest.is_nan() {
+        return None;
+    }
+    let capacity: f64 = within.iter().map(|l| 1.0 / (fastest / l.bandwidth_gb_per_s - 0.02).ceil().max(1.0)).sum();
+    let mut adj = vec![Vec::new(); n];
+    for l in &within {
+        adj[local[l.src]].push(local[l.dst]);
+    }
+    let mut depth = 0;
+    let mut dist = vec![usize::MAX; n];
+    let mut queue = std::collections::VecDeque::new();
+    for s in 0..n {
+        dist.fill(usize::MAX);
+        dist[s] = 0;
+        queue.push_back(s);
+        while let Some(u) = queue.pop_front() {
+            for &v in &adj[u] {
+                if dist[v] == usize::MAX {
+                    dist[v] = dist[u] + 1;
+                    queue.push_back(v);
+                }
+            }
+        }
+        depth = depth.max(*dist.iter().max()?);
+    }
+    (depth != usize::MAX && capacity > 0.0).then_some((capacity, depth as f64))
 }
 
 /// From a thousand NPUs the trees move four chunks a message instead of two where a chunk's
@@ -188,5 +280,36 @@ mod tests {
             })
             .collect();
         assert_eq!(trees_units_for(&ring, &v.iter().collect::<Vec<_>>()), Some((0, 1)));
+    }
+
+    /// The unit count by the busiest link's whole load (`trees_units_by_load`): on torus:4x4x8
+    /// less link 0-1 (128 NPUs' 254 moves a unit over 766 links, a ≈ 0.3316; diameter 8) at
+    /// 128 MiB, six chunks per NPU in eights: 96 units, ⌈31.83⌉ = 32 messages on the busiest
+    /// link, predicted (32 + 1) · 14.48 µs; the 128 units of the other picks fill 43 of 42.4.
+    /// Where the links divide the units evenly anyway (a ring of 64: a = 1), the fill decides.
+    #[test]
+    fn the_trees_unit_count_by_load_fills_the_last_timestep() {
+        use crate::collective::{CollectiveKind, CollectiveSpec};
+        use crate::topology::{Failures, parse_spec};
+        let at = |t: &Topology, size: u64, ks: &[u32]| -> Vec<Collective> {
+            ks.iter()
+                .map(|&k| {
+                    Collective::build(&CollectiveSpec::new(CollectiveKind::AllReduce, size).with_chunks_per_npu(k), t)
+                        .unwrap()
+                })
+                .collect()
+        };
+        let less = Failures { links: vec![[0, 1]], ..Failures::default() };
+        let t = parse_spec("torus:4x4x8").unwrap().with_failures(&less).unwrap();
+        assert_eq!(load_shape(&t, &at(&t, 1 << 20, &[1])[0]), Some((766.0, 8.0)));
+        let v = at(&t, 128 << 20, &[1, 2, 4, 8, 6]);
+        assert_eq!(trees_units_by_load(&t, &v.iter().collect::<Vec<_>>()), Some((4, 8)));
+        // Without the chunking that gives 96, the nearest whole load: 1024 chunks in sevens,
+        // 147 units on ⌈48.7⌉ = 49.
+        assert_eq!(trees_units_by_load(&t, &v[..4].iter().collect::<Vec<_>>()), Some((3, 7)));
+        // A link at half speed carries half a message a timestep: on mesh:2x2 with the first
+        // axis at 50 GB/s, four directed links of each speed.
+        let slow = parse_spec("mesh:2x2@bw=50,100").unwrap();
+        assert_eq!(load_shape(&slow, &at(&slow, 1 << 20, &[1])[0]), Some((6.0, 2.0)));
     }
 }

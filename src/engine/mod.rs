@@ -514,21 +514,20 @@ fn run_synthesizer_once(
         }
         _ => Vec::new(),
     };
-    // The doubling patterns split every block over their groups when k is a multiple of them:
-    // that k joins for the latency-mode planners and the interleaved doubling alone (finer
-    // chunks cost them no extra rounds, unlike the matcher).
+    // Chunkings for some planners alone (`offers::extra_chunkings`: the doubling's even split
+    // over its groups, an all-gather's whole load on its busiest NPU's links).
     let even: Vec<Collective> = match (algorithm, req.chunking, &req.target) {
         (Algorithm::Greedy, Chunking::Auto, Target::One(spec)) => {
-            crate::synth::doubling::even_chunks(&req.topology, &req.built[0], req.switch_model)
-                .filter(|&k| k > 1 && !searched.iter().any(|c| c.spec.chunks() == k))
-                .and_then(|k| {
+            crate::synth::producers::offers::extra_chunkings(&req.topology, &req.built[0], req.switch_model)
+                .into_iter()
+                .filter(|&k| !searched.iter().any(|c| c.spec.chunks() == k))
+                .filter_map(|k| {
                     let mut at_k = spec.clone();
                     at_k.chunks_per_npu = Some(k);
                     request::check_chunks(&at_k, &req.topology, &req.limits).ok()?;
                     request::check_synthesis_pairs(&at_k, &req.topology, "greedy").ok()?;
                     Collective::build(&at_k, &req.topology).ok()
                 })
-                .into_iter()
                 .collect()
         }
         _ => Vec::new(),

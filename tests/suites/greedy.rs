@@ -643,3 +643,22 @@ fn an_all_gather_picks_as_well_as_a_reduce_scatter() {
     let (s, _) = ccsynth::synth::greedy_rarest(&t, &c, &opts, &|| false).unwrap();
     assert!(engine::finalize(s).unwrap().1.valid);
 }
+
+/// Issue 63's all-gather after a failure at 128 MiB on torus:4x4x8 less link 0-1: NPU 0 takes
+/// 127 shards over five links, 25.4 each. `auto` adds ten chunks per NPU (254 a link,
+/// `whole_load_chunks`) in messages of 26 (ten a link): 271.84 µs, 1.0207× the min-cut bound
+/// (the bound plus ten α and 0.5 µs), against 1.042× in messages of three whole shards (26
+/// shard times on some link). The reduce-scatter, its mirror, takes the same.
+#[test]
+fn a_whole_load_in_few_messages_takes_torus_4x4x8_less_a_link_near_its_bound() {
+    let t = topo("torus:4x4x8").with_failures(&Failures { links: vec![[0, 1]], ..Failures::default() }).unwrap();
+    for kind in [K::AllGather, K::ReduceScatter] {
+        let out = run_request(&t, RequestSpec::new(CollectiveSpec::new(kind, 128 << 20))).unwrap();
+        assert!(out.report.valid, "{kind:?}");
+        let st = out.stats.synthesis().expect("the greedy wins");
+        assert_eq!((out.schedule.num_chunks, st.chunks_per_message), (1280, Some(26)), "{kind:?}");
+        let time = out.schedule.collective_time_ns.unwrap();
+        let bound = out.report.lower_bounds.as_ref().unwrap().min_cut_ns.unwrap();
+        assert!(time <= 1.021 * bound, "{kind:?}: {time} against {bound}");
+    }
+}

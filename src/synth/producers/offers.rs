@@ -3,6 +3,7 @@
 //! bound each planner, the chunkings, seeds and TEN timesteps they run at, and which runs a
 //! row replaces (`Offered::replaces`).
 
+mod messages;
 mod translation;
 mod trees;
 
@@ -318,7 +319,37 @@ pub(super) fn rarest(o: &Offer<'_>, runs: &[Run]) -> Offered {
 pub(super) fn grouped(o: &Offer<'_>, _: &[Run]) -> Offered {
     let mut offered = groups_at_one_chunk(o);
     offered.runs.extend(shards_a_message(o));
+    offered.runs.extend(whole_load_messages(o));
     offered
+}
+
+/// The chunkings beyond the matcher's that the engine adds for some planners alone, above one
+/// chunk per NPU: where the doubling patterns split every block over their groups
+/// (`doubling::even_chunks`: finer chunks cost them no extra rounds, unlike the matcher), and
+/// where an all-gather's busiest NPU takes a whole load on each link
+/// (`messages::whole_load_chunks`, for `whole_load_messages`).
+pub fn extra_chunkings(topo: &Topology, c: &Collective, model: SwitchModel) -> Vec<u32> {
+    let doubling = crate::synth::doubling::even_chunks(topo, c, model);
+    let mut ks: Vec<u32> =
+        doubling.into_iter().chain(messages::whole_load_chunks(topo, c)).filter(|&k| k > 1).collect();
+    ks.dedup();
+    ks
+}
+
+/// An all-gather at `messages::whole_load_chunks` (where the engine added that chunking) in
+/// messages of `messages::whole_load_groups`: the busiest NPU's links each carry a whole load
+/// in a few messages. On up to `SHARD_MESSAGES_MAX_NPUS`; not where translation serves.
+fn whole_load_messages(o: &Offer<'_>) -> Vec<Run> {
+    let (topo, c) = (o.ask.topology, o.first());
+    if !o.open || o.npus() > SHARD_MESSAGES_MAX_NPUS || o.translation_first() {
+        return Vec::new();
+    }
+    let Some(k) = messages::whole_load_chunks(topo, c) else { return Vec::new() };
+    let Some(v) = o.ask.variants.iter().position(|c| c.spec.chunks() == k) else { return Vec::new() };
+    messages::whole_load_groups(topo, o.ask.variants[v])
+        .into_iter()
+        .flat_map(|g| o.seeded(v, Mode::Grouped(g)))
+        .collect()
 }
 
 /// The groups of `grouped` at one chunk per NPU.

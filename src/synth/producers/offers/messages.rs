@@ -1,0 +1,120 @@
+//! An all-gather at its busiest NPU's load in whole messages (`whole_load_chunks`,
+//! `whole_load_groups`): the chunking that deals that NPU's shards evenly over its links, and
+//! messages of several chunks so that it pays its links' latency a few times only.
+//!
+//! Why: after a failure the NPUs that lost a link bind the all-gather (torus:4x4x8 less link
+//! 0-1: NPU 0 takes 127 shards over five links, 25.4 each). At one chunk per NPU some link
+//! carries 26 (2.4% over the bound); at finer chunkings every chunk a message pays α (0.5 µs
+//! against a 1 MiB shard's 10.5 µs). At ten chunks per NPU each link carries exactly 254, and in
+//! messages of 28 chunks ten messages: 271.3 µs, the bound plus ten α (1.019× against 1.042×).
+
+use crate::collective::{Collective, CollectiveKind};
+use crate::topology::{Link, Topology};
+
+/// Chunks per NPU at least: the whole-load chunking is the smallest multiple of the one that
+/// divides the busiest NPU's shards at or above it (finer than the matcher's usual 1 to 8,
+/// so that a message's share of the last one is small).
+const MIN_CHUNKS: usize = 8;
+
+/// How many messages each of the busiest NPU's links carries, about, over √(W / α) (W the time
+/// of its load on one link): fewer pay less α, larger ones fill the start and the end worse
+/// (torus:4x4x8 less link 0-1, W / α ≈ 533: ten messages best; torus:16x16 less NPU 100 and
+/// link 3-4, W / α ≈ 891: about sixteen).
+const MESSAGES_OVER_ROOT: f64 = 0.45;
+
+/// The chunks per NPU at which each link into the all-gather's busiest NPU (the live NPU with
+/// the least bandwidth in, its links all alike) carries a whole number of chunks, where one
+/// chunk per NPU does not: the smallest multiple of d / gcd(n − 1, d) (d its links, n the
+/// NPUs) from `MIN_CHUNKS`. `None` on fabrics with switches (a message through one pays its
+/// latency twice and shares the switch's links), where every NPU has as many links in (an
+/// intact torus: its translation is optimal), for other collectives, and where the shards
+/// divide already.
+pub fn whole_load_chunks(topo: &Topology, c: &Collective) -> Option<u32> {
+    let (links, _) = busiest(topo, c)?;
+    let need = c.group.len() - 1;
+    let k = links / gcd(need, links);
+    (k > 1).then(|| (k * MIN_CHUNKS.div_ceil(k)) as u32)
+}
+
+/// The chunks a message at `c`'s chunking for about 0.8, 1 and 1.25 times
+/// `MESSAGES_OVER_ROOT` · √(W / α) messages on each link into the busiest NPU; empty where it
+/// does not carry a whole number of chunks or its links have no latency.
+pub fn whole_load_groups(topo: &Topology, c: &Collective) -> Vec<u32> {
+    let Some((links, link)) = busiest(topo, c) else { return Vec::new() };
+    let chunks = c.spec.chunks() as usize * (c.group.len() - 1);
+    if !chunks.is_multiple_of(links) || link.latency_ns <= 0.0 {
+        return Vec::new();
+    }
+    let load = chunks / links;
+    let w = load as f64 * c.chunk_size_bytes / link.bandwidth_gb_per_s;
+    let best = MESSAGES_OVER_ROOT * (w / link.latency_ns).sqrt();
+    let mut groups: Vec<u32> = [0.8, 1.0, 1.25]
+        .iter()
+        .map(|f| (best * f).round().max(1.0) as usize)
+        .map(|m| load.div_ceil(m) as u32)
+        .filter(|&g| g > 1)
+        .collect();
+    groups.dedup();
+    groups
+}
+
+/// The busiest NPU's links in and one of them: the live NPU of `c`'s group with the least
+/// bandwidth in from the group, where its links in are all alike; `None` for anything but an
+/// all-gather over direct links.
+fn busiest<'a>(topo: &'a Topology, c: &Collective) -> Option<(usize, &'a Link)> {
+    if topo.switches() > 0 || c.spec.kind != CollectiveKind::AllGather || c.combining || c.group.len() < 3 {
+        return None;
+    }
+    let mut inside = vec![false; topo.nodes()];
+    c.group.iter().for_each(|&u| inside[u] = true);
+    let mut into: Vec<Vec<&Link>> = vec![Vec::new(); topo.nodes()];
+    for l in topo.links().iter().filter(|l| inside[l.src] && inside[l.dst] && l.src != l.dst) {
+        into[l.dst].push(l);
+    }
+    let bandwidth = |u: usize| into[u].iter().map(|l| l.bandwidth_gb_per_s).sum::<f64>();
+    let v = *c.group.iter().min_by(|&&a, &&b| bandwidth(a).total_cmp(&bandwidth(b)).then(a.cmp(&b)))?;
+    if c.group.iter().all(|&u| into[u].len() == into[v].len()) {
+        return None;
+    }
+    let first = *into[v].first()?;
+    let alike =
+        into[v].iter().all(|l| l.bandwidth_gb_per_s == first.bandwidth_gb_per_s && l.latency_ns == first.latency_ns);
+    alike.then_some((into[v].len(), first))
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::CollectiveSpec;
+    use crate::topology::{Failures, parse_spec};
+
+    fn all_gather(t: &Topology, k: u32) -> Collective {
+        Collective::build(&CollectiveSpec::new(CollectiveKind::AllGather, 128 << 20).with_chunks_per_npu(k), t).unwrap()
+    }
+
+    /// torus:4x4x8 less link 0-1: NPU 0's 127 shards over five links want five chunks per NPU,
+    /// ten from eight; 254 chunks a link, each 1.05 µs, W / α ≈ 533: about 8, 10 and 13
+    /// messages, of 32, 26 and 20 chunks. Not on the intact torus (every NPU alike), through
+    /// switches or for an all-reduce.
+    #[test]
+    fn the_busiest_npus_load_in_whole_messages() {
+        let less = Failures { links: vec![[0, 1]], ..Failures::default() };
+        let t = parse_spec("torus:4x4x8").unwrap().with_failures(&less).unwrap();
+        assert_eq!(whole_load_chunks(&t, &all_gather(&t, 1)), Some(10));
+        assert_eq!(whole_load_groups(&t, &all_gather(&t, 10)), vec![32, 26, 20]);
+        assert_eq!(whole_load_groups(&t, &all_gather(&t, 8)), Vec::<u32>::new(), "203.2 chunks a link");
+        let npu = Failures { npus: vec![100], links: vec![[3, 4]], ..Failures::default() };
+        let t = parse_spec("torus:16x16").unwrap().with_failures(&npu).unwrap();
+        assert_eq!(whole_load_chunks(&t, &all_gather(&t, 1)), Some(9), "254 shards over three links");
+        let intact = parse_spec("torus:4x4x8").unwrap();
+        assert_eq!(whole_load_chunks(&intact, &all_gather(&intact, 1)), None, "127 over six, every NPU alike");
+        let rail = parse_spec("rail:4x8").unwrap();
+        assert_eq!(whole_load_chunks(&rail, &all_gather(&rail, 1)), None);
+        let ar = Collective::build(&CollectiveSpec::new(CollectiveKind::AllReduce, 1 << 20), &t).unwrap();
+        assert_eq!(whole_load_chunks(&t, &ar), None);
+    }
+}

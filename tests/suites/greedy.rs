@@ -648,17 +648,26 @@ fn an_all_gather_picks_as_well_as_a_reduce_scatter() {
 /// 127 shards over five links, 25.4 each. `auto` adds ten chunks per NPU (254 a link,
 /// `whole_load_chunks`) in messages of 26 (ten a link): 271.84 µs, 1.0207× the min-cut bound
 /// (the bound plus ten α and 0.5 µs), against 1.042× in messages of three whole shards (26
-/// shard times on some link). The reduce-scatter, its mirror, takes the same.
+/// shard times on some link). The reduce-scatter, its mirror, takes the same. On the
+/// conformance suite's mesh:3x3 with links of 50 and 100 GB/s at 64 MiB a corner's eight
+/// shards go a third and two thirds over its links: nine chunks per NPU, 48 on the fast link
+/// in messages of six, 1.014× (1.040× before).
 #[test]
-fn a_whole_load_in_few_messages_takes_torus_4x4x8_less_a_link_near_its_bound() {
+fn a_whole_load_in_few_messages_takes_the_busiest_npu_near_its_bound() {
     let t = topo("torus:4x4x8").with_failures(&Failures { links: vec![[0, 1]], ..Failures::default() }).unwrap();
-    for kind in [K::AllGather, K::ReduceScatter] {
-        let out = run_request(&t, RequestSpec::new(CollectiveSpec::new(kind, 128 << 20))).unwrap();
+    let mixed = topo("mesh:3x3@bw=50,100;lat=300,700");
+    let cases = [
+        (&t, K::AllGather, 128u64, (1280, Some(26)), 1.021),
+        (&t, K::ReduceScatter, 128, (1280, Some(26)), 1.021),
+        (&mixed, K::AllGather, 64, (81, Some(6)), 1.015),
+    ];
+    for (t, kind, mib, chunks, at_most) in cases {
+        let out = run_request(t, RequestSpec::new(CollectiveSpec::new(kind, mib << 20))).unwrap();
         assert!(out.report.valid, "{kind:?}");
         let st = out.stats.synthesis().expect("the greedy wins");
-        assert_eq!((out.schedule.num_chunks, st.chunks_per_message), (1280, Some(26)), "{kind:?}");
+        assert_eq!((out.schedule.num_chunks, st.chunks_per_message), chunks, "{kind:?}");
         let time = out.schedule.collective_time_ns.unwrap();
         let bound = out.report.lower_bounds.as_ref().unwrap().min_cut_ns.unwrap();
-        assert!(time <= 1.021 * bound, "{kind:?}: {time} against {bound}");
+        assert!(time <= at_most * bound, "{kind:?}: {time} against {bound}");
     }
 }

@@ -23,29 +23,33 @@ const MIN_CHUNKS: usize = 8;
 const MESSAGES_OVER_ROOT: f64 = 0.45;
 
 /// The chunks per NPU at which each link into the all-gather's busiest NPU (the live NPU with
-/// the least bandwidth in, its links all alike) carries a whole number of chunks, where one
-/// chunk per NPU does not: the smallest multiple of d / gcd(n − 1, d) (d its links, n the
-/// NPUs) from `MIN_CHUNKS`. `None` on fabrics with switches (a message through one pays its
-/// latency twice and shares the switch's links), where every NPU has as many links in (an
-/// intact torus: its translation is optimal), for other collectives, and where the shards
-/// divide already.
+/// the least bandwidth in) carries a whole number of chunks at its share of the bandwidth,
+/// where one chunk per NPU does not: the smallest such k0 (up to `MAX_WHOLE`; d / gcd(n − 1,
+/// d) on d links alike, n the NPUs), times the least multiple that reaches `MIN_CHUNKS`.
+/// `None` on fabrics with switches (a message through one pays its latency twice and shares the
+/// switch's links), where every NPU has as many links in (an intact torus: its translation is
+/// optimal), for other collectives, and where the shards divide already.
 pub fn whole_load_chunks(topo: &Topology, c: &Collective) -> Option<u32> {
-    let (links, _) = busiest(topo, c)?;
-    let need = c.group.len() - 1;
-    let k = links / gcd(need, links);
+    let links = busiest(topo, c)?;
+    let k = (1..=MAX_WHOLE).find(|&k| loads(&links, c.group.len() - 1, k).is_some())?;
     (k > 1).then(|| (k * MIN_CHUNKS.div_ceil(k)) as u32)
 }
 
 /// The chunks a message at `c`'s chunking for about 0.8, 1 and 1.25 times
-/// `MESSAGES_OVER_ROOT` · √(W / α) messages on each link into the busiest NPU; empty where it
-/// does not carry a whole number of chunks or its links have no latency.
+/// `MESSAGES_OVER_ROOT` · √(W / α) messages on the fastest link into the busiest NPU (W the
+/// time of its load there, α its latency); empty where the links do not carry whole loads
+/// or have no latency.
 pub fn whole_load_groups(topo: &Topology, c: &Collective) -> Vec<u32> {
-    let Some((links, link)) = busiest(topo, c) else { return Vec::new() };
-    let chunks = c.spec.chunks() as usize * (c.group.len() - 1);
-    if !chunks.is_multiple_of(links) || link.latency_ns <= 0.0 {
+    let Some(links) = busiest(topo, c) else { return Vec::new() };
+    let Some(loads) = loads(&links, c.group.len() - 1, c.spec.chunks() as usize) else { return Vec::new() };
+    let Some((load, link)) =
+        loads.into_iter().zip(&links).max_by(|a, b| a.1.bandwidth_gb_per_s.total_cmp(&b.1.bandwidth_gb_per_s))
+    else {
+        return Vec::new();
+    };
+    if link.latency_ns <= 0.0 {
         return Vec::new();
     }
-    let load = chunks / links;
     let w = load as f64 * c.chunk_size_bytes / link.bandwidth_gb_per_s;
     let best = MESSAGES_OVER_ROOT * (w / link.latency_ns).sqrt();
     let mut groups: Vec<u32> = [0.8, 1.0, 1.25]
@@ -58,10 +62,26 @@ pub fn whole_load_groups(topo: &Topology, c: &Collective) -> Vec<u32> {
     groups
 }
 
-/// The busiest NPU's links in and one of them: the live NPU of `c`'s group with the least
-/// bandwidth in from the group, where its links in are all alike; `None` for anything but an
-/// all-gather over direct links.
-fn busiest<'a>(topo: &'a Topology, c: &Collective) -> Option<(usize, &'a Link)> {
+/// Chunks per NPU up to which `whole_load_chunks` looks for whole loads.
+const MAX_WHOLE: usize = 64;
+
+/// Each link's chunks when the `need` shards at `k` chunks each go over `links` in proportion to
+/// their bandwidth, where every one is whole.
+fn loads(links: &[&Link], need: usize, k: usize) -> Option<Vec<usize>> {
+    let total: f64 = links.iter().map(|l| l.bandwidth_gb_per_s).sum();
+    links
+        .iter()
+        .map(|l| {
+            let x = (k * need) as f64 * l.bandwidth_gb_per_s / total;
+            ((x - x.round()).abs() < 1e-6 * x.max(1.0)).then_some(x.round() as usize)
+        })
+        .collect()
+}
+
+/// The links into the busiest NPU: the live NPU of `c`'s group with the least bandwidth in from
+/// the group; `None` for anything but an all-gather over direct links, or where every NPU has
+/// as many links in.
+fn busiest<'a>(topo: &'a Topology, c: &Collective) -> Option<Vec<&'a Link>> {
     if topo.switches() > 0 || c.spec.kind != CollectiveKind::AllGather || c.combining || c.group.len() < 3 {
         return None;
     }
@@ -73,17 +93,8 @@ fn busiest<'a>(topo: &'a Topology, c: &Collective) -> Option<(usize, &'a Link)> 
     }
     let bandwidth = |u: usize| into[u].iter().map(|l| l.bandwidth_gb_per_s).sum::<f64>();
     let v = *c.group.iter().min_by(|&&a, &&b| bandwidth(a).total_cmp(&bandwidth(b)).then(a.cmp(&b)))?;
-    if c.group.iter().all(|&u| into[u].len() == into[v].len()) {
-        return None;
-    }
-    let first = *into[v].first()?;
-    let alike =
-        into[v].iter().all(|l| l.bandwidth_gb_per_s == first.bandwidth_gb_per_s && l.latency_ns == first.latency_ns);
-    alike.then_some((into[v].len(), first))
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 { a } else { gcd(b, a % b) }
+    let alike = c.group.iter().all(|&u| into[u].len() == into[v].len());
+    (!alike && bandwidth(v) > 0.0).then(|| std::mem::take(&mut into[v]))
 }
 
 #[cfg(test)]
@@ -112,6 +123,13 @@ mod tests {
         assert_eq!(whole_load_chunks(&t, &all_gather(&t, 1)), Some(9), "254 shards over three links");
         let intact = parse_spec("torus:4x4x8").unwrap();
         assert_eq!(whole_load_chunks(&intact, &all_gather(&intact, 1)), None, "127 over six, every NPU alike");
+        // Links of 50 and 100 GB/s into a corner of mesh:3x3: eight shards a third and two
+        // thirds each, whole at three chunks per NPU (8 and 16), nine from eight; 48 chunks of
+        // 1.58 MiB on the fast link, W / α ≈ 1136 (0.7 µs): 12, 15 and 19 messages, of 4, 4
+        // and 3 chunks.
+        let mixed = parse_spec("mesh:3x3@bw=50,100;lat=300,700").unwrap();
+        assert_eq!(whole_load_chunks(&mixed, &all_gather(&mixed, 1)), Some(9));
+        assert_eq!(whole_load_groups(&mixed, &all_gather(&mixed, 9)), vec![4, 3]);
         let rail = parse_spec("rail:4x8").unwrap();
         assert_eq!(whole_load_chunks(&rail, &all_gather(&rail, 1)), None);
         let ar = Collective::build(&CollectiveSpec::new(CollectiveKind::AllReduce, 1 << 20), &t).unwrap();

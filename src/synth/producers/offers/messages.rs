@@ -8,6 +8,7 @@
 //! against a 1 MiB shard's 10.5 µs). At ten chunks per NPU each link carries exactly 254, and in
 //! messages of 28 chunks ten messages: 271.3 µs, the bound plus ten α (1.019× against 1.042×).
 
+use super::SHARD_MESSAGES_MAX_NPUS;
 use crate::collective::{Collective, CollectiveKind};
 use crate::topology::{Link, Topology};
 
@@ -28,8 +29,12 @@ const MESSAGES_OVER_ROOT: f64 = 0.45;
 /// d) on d links alike, n the NPUs), times the least multiple that reaches `MIN_CHUNKS`.
 /// `None` on fabrics with switches (a message through one pays its latency twice and shares the
 /// switch's links), where every NPU has as many links in (an intact torus: its translation is
-/// optimal), for other collectives, and where the shards divide already.
+/// optimal), above `SHARD_MESSAGES_MAX_NPUS` (where its messages do not run), for other
+/// collectives, and where the shards divide already.
 pub fn whole_load_chunks(topo: &Topology, c: &Collective) -> Option<u32> {
+    if c.group.len() > SHARD_MESSAGES_MAX_NPUS {
+        return None;
+    }
     let links = busiest(topo, c)?;
     let k = (1..=MAX_WHOLE).find(|&k| loads(&links, c.group.len() - 1, k).is_some())?;
     (k > 1).then(|| (k * MIN_CHUNKS.div_ceil(k)) as u32)

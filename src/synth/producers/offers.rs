@@ -352,6 +352,13 @@ fn whole_load_messages(o: &Offer<'_>) -> Vec<Run> {
         .collect()
 }
 
+/// The links between two NPUs of `group` (what the trees and the whole loads plan over).
+fn links_among<'a>(topo: &'a Topology, group: &[usize]) -> Vec<&'a crate::topology::Link> {
+    let mut inside = vec![false; topo.nodes()];
+    group.iter().for_each(|&u| inside[u] = true);
+    topo.links().iter().filter(|l| inside[l.src] && inside[l.dst] && l.src != l.dst).collect()
+}
+
 /// The groups of `grouped` at one chunk per NPU.
 fn groups_at_one_chunk(o: &Offer<'_>) -> Offered {
     let grouping = o.grouping();

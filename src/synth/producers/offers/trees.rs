@@ -1,7 +1,7 @@
 //! The trees' runs (`tree_runs`): at which chunkings and chunks a message the per-chunk trees
 //! (`synth::trees`) run, from the NPU count, the latency and the fill.
 
-use super::{GROUPED_ONLY_ALL_REDUCE_NPUS, GROUPED_ONLY_NPUS};
+use super::{GROUPED_ONLY_ALL_REDUCE_NPUS, GROUPED_ONLY_NPUS, links_among};
 use crate::collective::Collective;
 use crate::topology::Topology;
 
@@ -135,19 +135,8 @@ fn trees_units_by_load(topology: &Topology, variants: &[&Collective]) -> Option<
     let (capacity, depth) = load_shape(topology, c)?;
     let n = c.group.len() as f64;
     let per_unit = 2.0 * (n - 1.0) / capacity;
-    let links = topology.links();
-    let inside: Vec<bool> = {
-        let mut v = vec![false; topology.nodes()];
-        c.group.iter().for_each(|&u| v[u] = true);
-        v
-    };
-    let message_ns = |bytes: f64| {
-        links
-            .iter()
-            .filter(|l| inside[l.src] && inside[l.dst] && l.src != l.dst)
-            .map(|l| l.time_ns(bytes))
-            .fold(f64::INFINITY, f64::min)
-    };
+    let within = links_among(topology, &c.group);
+    let message_ns = |bytes: f64| within.iter().map(|l| l.time_ns(bytes)).fold(f64::INFINITY, f64::min);
     let predicted = |units: usize, bytes: f64| {
         let load = (per_unit * units as f64 - 1e-9).ceil().max(1.0);
         (load + depth * depth / (2.0 * load)) * message_ns(bytes)
@@ -171,11 +160,7 @@ fn load_shape(topology: &Topology, c: &Collective) -> Option<(f64, f64)> {
         local[u] = i;
     }
     let n = c.group.len();
-    let within: Vec<&crate::topology::Link> = topology
-        .links()
-        .iter()
-        .filter(|l| local[l.src] != usize::MAX && local[l.dst] != usize::MAX && l.src != l.dst)
-        .collect();
+    let within = links_among(topology, &c.group);
     let fastest = within.iter().map(|l| l.bandwidth_gb_per_s).fold(0.0, f64::max);
     if n < 2 || fastest <= 0.0 || fastest.is_nan() {
         return None;
@@ -185,6 +170,7 @@ fn load_shape(topology: &Topology, c: &Collective) -> Option<(f64, f64)> {
     for l in &within {
         adj[local[l.src]].push(local[l.dst]);
     }
+    // Hops within the group (`Topology::hop_distances` walks every node, switches included).
     let mut depth = 0;
     let mut dist = vec![usize::MAX; n];
     let mut queue = std::collections::VecDeque::new();
@@ -286,7 +272,6 @@ mod tests {
     /// less link 0-1 (128 NPUs' 254 moves a unit over 766 links, a ≈ 0.3316; diameter 8) at
     /// 128 MiB, six chunks per NPU in eights: 96 units, ⌈31.83⌉ = 32 messages on the busiest
     /// link, predicted (32 + 1) · 14.48 µs; the 128 units of the other picks fill 43 of 42.4.
-    /// Where the links divide the units evenly anyway (a ring of 64: a = 1), the fill decides.
     #[test]
     fn the_trees_unit_count_by_load_fills_the_last_timestep() {
         use crate::collective::{CollectiveKind, CollectiveSpec};

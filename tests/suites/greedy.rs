@@ -646,9 +646,10 @@ fn an_all_gather_picks_as_well_as_a_reduce_scatter() {
 
 /// Issue 63's all-gather after a failure at 128 MiB on torus:4x4x8 less link 0-1: NPU 0 takes
 /// 127 shards over five links, 25.4 each. `auto` adds ten chunks per NPU (254 a link,
-/// `whole_load_chunks`) in messages of 26 (ten a link): 271.84 µs, 1.0207× the min-cut bound
-/// (the bound plus ten α and 0.5 µs), against 1.042× in messages of three whole shards (26
-/// shard times on some link). The reduce-scatter, its mirror, takes the same. On the
+/// `whole_load_chunks`) in messages of 28 (ten a link, nine full and one of two chunks):
+/// 271.34 µs, 1.0188× the min-cut bound, within the issue's 1.02 (ten messages of about 26
+/// took 271.84 µs, 1.0207×; messages of three whole shards 1.042×, 26 shard times on some
+/// link). The reduce-scatter, its mirror, takes the same. On the
 /// conformance suite's mesh:3x3 with links of 50 and 100 GB/s at 64 MiB a corner's eight
 /// shards go a third and two thirds over its links: nine chunks per NPU, 48 on the fast link
 /// in messages of six, 1.014× (1.040× before).
@@ -657,8 +658,8 @@ fn a_whole_load_in_few_messages_takes_the_busiest_npu_near_its_bound() {
     let t = topo("torus:4x4x8").with_failures(&Failures { links: vec![[0, 1]], ..Failures::default() }).unwrap();
     let mixed = topo("mesh:3x3@bw=50,100;lat=300,700");
     let cases = [
-        (&t, K::AllGather, 128u64, (1280, Some(26)), 1.021),
-        (&t, K::ReduceScatter, 128, (1280, Some(26)), 1.021),
+        (&t, K::AllGather, 128u64, (1280, Some(28)), 1.019),
+        (&t, K::ReduceScatter, 128, (1280, Some(28)), 1.019),
         (&mixed, K::AllGather, 64, (81, Some(6)), 1.015),
     ];
     for (t, kind, mib, chunks, at_most) in cases {

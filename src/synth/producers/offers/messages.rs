@@ -6,7 +6,7 @@
 //! 0-1: NPU 0 takes 127 shards over five links, 25.4 each). At one chunk per NPU some link
 //! carries 26 (2.4% over the bound); at finer chunkings every chunk a message pays α (0.5 µs
 //! against a 1 MiB shard's 10.5 µs). At ten chunks per NPU each link carries exactly 254, and in
-//! messages of 26 chunks ten messages: 271.8 µs, the bound plus ten α and half a µs (1.021×
+//! ten messages, nine of 28 chunks and one of two: 271.3 µs, the bound plus ten α (1.019×
 //! against 1.042×).
 
 use super::{SHARD_MESSAGES_MAX_NPUS, links_among};
@@ -43,8 +43,11 @@ pub fn whole_load_chunks(topo: &Topology, c: &Collective) -> Option<u32> {
 
 /// The chunks a message at `c`'s chunking for about 0.8, 1 and 1.25 times
 /// `MESSAGES_OVER_ROOT` · √(W / α) messages on the fastest link into the busiest NPU (W the
-/// time of its load there, α its latency); empty where the links do not carry whole loads
-/// or have no latency.
+/// time of its load there, α its latency), split evenly, and the middle count m also in the
+/// largest messages that still make m, the last one least (on torus:4x4x8 less link 0-1 at
+/// 128 MiB, ten messages of 254 chunks: 26 a message take 271.8 µs, 28 take 271.3: nine
+/// full messages and two chunks, the busiest NPU's last arrival a short one); empty where the
+/// links do not carry whole loads or have no latency.
 pub fn whole_load_groups(topo: &Topology, c: &Collective) -> Vec<u32> {
     let Some(links) = busiest(topo, c) else { return Vec::new() };
     let Some(loads) = loads(&links, c.group.len() - 1, c.spec.chunks() as usize) else { return Vec::new() };
@@ -58,13 +61,17 @@ pub fn whole_load_groups(topo: &Topology, c: &Collective) -> Vec<u32> {
     }
     let w = load as f64 * c.chunk_size_bytes / link.bandwidth_gb_per_s;
     let best = MESSAGES_OVER_ROOT * (w / link.latency_ns).sqrt();
-    let mut groups: Vec<u32> = [0.8, 1.0, 1.25]
-        .iter()
-        .map(|f| (best * f).round().max(1.0) as usize)
-        .map(|m| load.div_ceil(m) as u32)
-        .filter(|&g| g > 1)
-        .collect();
-    groups.dedup();
+    let mut groups: Vec<u32> = Vec::new();
+    for (f, m) in [0.8, 1.0, 1.25].iter().map(|&f| (f, (best * f).round().max(1.0) as usize)) {
+        // The even split; at the middle count also the largest messages that still make m.
+        let even = load.div_ceil(m);
+        let last_least = if f == 1.0 && m > 1 { (load - 1) / (m - 1) } else { even };
+        for g in [even, last_least] {
+            if g > 1 && !groups.contains(&(g as u32)) {
+                groups.push(g as u32);
+            }
+        }
+    }
     groups
 }
 
@@ -113,14 +120,14 @@ mod tests {
 
     /// torus:4x4x8 less link 0-1: NPU 0's 127 shards over five links want five chunks per NPU,
     /// ten from eight; 254 chunks a link, each 1.05 µs, W / α ≈ 533: about 8, 10 and 13
-    /// messages, of 32, 26 and 20 chunks. Not on the intact torus (every NPU alike), through
+    /// messages, of 32, 26 and 20 chunks, and ten also of 28 (nine of 28 and one of 2). Not on the intact torus (every NPU alike), through
     /// switches or for an all-reduce.
     #[test]
     fn the_busiest_npus_load_in_whole_messages() {
         let less = Failures { links: vec![[0, 1]], ..Failures::default() };
         let t = parse_spec("torus:4x4x8").unwrap().with_failures(&less).unwrap();
         assert_eq!(whole_load_chunks(&t, &all_gather(&t, 1)), Some(10));
-        assert_eq!(whole_load_groups(&t, &all_gather(&t, 10)), vec![32, 26, 20]);
+        assert_eq!(whole_load_groups(&t, &all_gather(&t, 10)), vec![32, 26, 28, 20]);
         assert_eq!(whole_load_groups(&t, &all_gather(&t, 8)), Vec::<u32>::new(), "203.2 chunks a link");
         let npu = Failures { npus: vec![100], links: vec![[3, 4]], ..Failures::default() };
         let t = parse_spec("torus:16x16").unwrap().with_failures(&npu).unwrap();

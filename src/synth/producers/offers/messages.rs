@@ -62,10 +62,10 @@ pub fn whole_load_groups(topo: &Topology, c: &Collective) -> Vec<u32> {
     let w = load as f64 * c.chunk_size_bytes / link.bandwidth_gb_per_s;
     let best = MESSAGES_OVER_ROOT * (w / link.latency_ns).sqrt();
     let mut groups: Vec<u32> = Vec::new();
-    for (f, m) in [0.8, 1.0, 1.25].iter().map(|&f| (f, (best * f).round().max(1.0) as usize)) {
+    for (i, m) in [0.8, 1.0, 1.25].iter().map(|f| (best * f).round().max(1.0) as usize).enumerate() {
         // The even split; at the middle count also the largest messages that still make m.
         let even = load.div_ceil(m);
-        let last_least = if f == 1.0 && m > 1 { (load - 1) / (m - 1) } else { even };
+        let last_least = if i == 1 && m > 1 { (load - 1) / (m - 1) } else { even };
         for g in [even, last_least] {
             if g > 1 && !groups.contains(&(g as u32)) {
                 groups.push(g as u32);
@@ -120,8 +120,8 @@ mod tests {
 
     /// torus:4x4x8 less link 0-1: NPU 0's 127 shards over five links want five chunks per NPU,
     /// ten from eight; 254 chunks a link, each 1.05 µs, W / α ≈ 533: about 8, 10 and 13
-    /// messages, of 32, 26 and 20 chunks, and ten also of 28 (nine of 28 and one of 2). Not on the intact torus (every NPU alike), through
-    /// switches or for an all-reduce.
+    /// messages, of 32, 26 and 20 chunks, and ten also of 28 (nine of 28 and one of 2). Not on
+    /// the intact torus (every NPU alike), through switches or for an all-reduce.
     #[test]
     fn the_busiest_npus_load_in_whole_messages() {
         let less = Failures { links: vec![[0, 1]], ..Failures::default() };

@@ -165,7 +165,9 @@ fn load_shape(topology: &Topology, c: &Collective) -> Option<(f64, f64)> {
     if n < 2 || fastest <= 0.0 || fastest.is_nan() {
         return None;
     }
-    let capacity: f64 = within.iter().map(|l| 1.0 / (fastest / l.bandwidth_gb_per_s - 0.02).ceil().max(1.0)).sum();
+    // A link's timesteps a message, rounded as the trees round them (`trees::COST_SLACK`).
+    let slack = crate::synth::trees::COST_SLACK;
+    let capacity: f64 = within.iter().map(|l| 1.0 / (fastest / l.bandwidth_gb_per_s - slack).ceil().max(1.0)).sum();
     let mut adj = vec![Vec::new(); n];
     for l in &within {
         adj[local[l.src]].push(local[l.dst]);

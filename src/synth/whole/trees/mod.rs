@@ -71,7 +71,7 @@ const MAX_EDGE_COST: u32 = 8;
 
 /// A message up to this share of a timestep over a whole number of them counts as that number
 /// (the simulator times it as it is: the timeline is then a little short, never invalid).
-const COST_SLACK: f64 = 0.02;
+pub const COST_SLACK: f64 = 0.02;
 
 /// Attempts (trees and timeline, each with its own tie-breaks) a run makes: as many as fit in
 /// this many moves, at most `MAX_ATTEMPTS`.

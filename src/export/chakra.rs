@@ -63,7 +63,7 @@ pub enum ChakraError {
     #[error("the schedule has {transfers} transfers; a message's tag is its transfer's index, below {MAX_TAG}")]
     TooManyTags { transfers: usize },
     /// One rank's trace of a rank the schedule does not have.
-    #[error("{rank}: expected a rank in 0..{npus} (the topology's NPUs)")]
+    #[error("{rank}: expected a rank in {} (the topology's NPUs)", crate::error::ids(*npus))]
     Rank { rank: u32, npus: usize },
 }
 

@@ -126,7 +126,7 @@ pub enum MscclppError {
     InvalidCollective(String),
     #[error("min_bytes {min} is above max_bytes {max} (the largest size this plan's 32-bit offsets reach is {limit})")]
     SizeRange { min: u64, max: u64, limit: u64 },
-    #[error("rank {rank} is not a rank of the plan: its ranks are 0..{ranks}")]
+    #[error("rank {rank} is not a rank of the plan: its ranks are {}", crate::error::ids(*ranks))]
     Rank { rank: u32, ranks: usize },
 }
 

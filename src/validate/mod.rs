@@ -370,7 +370,11 @@ fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Pairs> {
                     None,
                     Some(v),
                     Some(c),
-                    format!("{name}[{i}] = [{v}, {c}]: expected an NPU in 0..{npus} and a chunk in 0..{chunks}"),
+                    format!(
+                        "{name}[{i}] = [{v}, {c}]: expected an NPU in {} and a chunk in {}",
+                        crate::error::ids(npus),
+                        crate::error::ids(chunks)
+                    ),
                 );
                 pre_out_of_range |= name == "precondition";
             }
@@ -404,7 +408,7 @@ fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Pairs> {
                 None,
                 None,
                 Some(c),
-                format!("scratch[{i}] = {c}: expected a chunk in 0..{chunks}"),
+                format!("scratch[{i}] = {c}: expected a chunk in {}", crate::error::ids(chunks)),
             );
         }
     }

@@ -144,7 +144,7 @@ fn schedules_export_as_msccl_xml(db: Db) {
     assert_eq!(view["gpus"][1]["threadblocks"].as_array().map(Vec::len), Some(0));
     assert!(!whole["gpus"][1]["threadblocks"].as_array().unwrap().is_empty());
     for (query, says) in [
-        ("format=mscclpp-json&rank=4", "rank 4 is not a rank of the plan: its ranks are 0..4"),
+        ("format=mscclpp-json&rank=4", "rank 4 is not a rank of the plan: its ranks are 0..=3"),
         ("format=msccl-xml&rank=1", "only format=mscclpp-json and chakra-et have a per-rank view"),
     ] {
         let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
@@ -172,7 +172,7 @@ fn schedules_export_as_msccl_xml(db: Db) {
     assert!(!one.body.is_empty() && r.body.contains(&one.body), "rank 3's trace is the archive's rs.3.et");
     let p =
         assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&rank=4"), None), 422);
-    assert!(p["detail"].as_str().unwrap().contains("4: expected a rank in 0..4"), "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("4: expected a rank in 0..=3"), "{p}");
     let p = assert_problem(
         &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chakra-et&prefix=a/b"), None),
         400,

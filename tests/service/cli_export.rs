@@ -130,7 +130,7 @@ fn export_and_synth_write_mscclpp_plans() {
     assert_eq!((&view["name"], &view["gpus"][1]), (&plan["name"], &plan["gpus"][1]));
     assert_eq!(view["gpus"][0]["threadblocks"].as_array().map(Vec::len), Some(0));
     for (args, says) in [
-        (["--format", "mscclpp-json", "--rank", "9"], "rank 9 is not a rank of the plan: its ranks are 0..4"),
+        (["--format", "mscclpp-json", "--rank", "9"], "rank 9 is not a rank of the plan: its ranks are 0..=3"),
         (
             ["--format", "msccl-xml", "--rank", "1"],
             "--rank 1: only --format mscclpp-json and chakra-et have a per-rank view",
@@ -221,7 +221,7 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
         ccsynth(&["export", "--format", "chakra-et", "--rank", "4", "--out", one.to_str().unwrap(), "-"], Some(&text));
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--rank: 4: expected a rank in 0..4"),
+        String::from_utf8_lossy(&o.stderr).contains("--rank: 4: expected a rank in 0..=3"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -390,7 +390,7 @@ fn a_rank_outside_the_plan_is_the_callers_error_naming_the_ranks() {
     let e = engine::export_mscclpp(&s, &MscclppOptions { rank: Some(4), ..Default::default() }).unwrap_err();
     assert_eq!(e.kind(), engine::ErrorKind::Input, "{e}");
     let text = e.to_string();
-    assert!(text.contains("rank") && text.contains("rank 4 is not a rank of the plan: its ranks are 0..4"), "{text}");
+    assert!(text.contains("rank") && text.contains("rank 4 is not a rank of the plan: its ranks are 0..=3"), "{text}");
 }
 
 /// Each export's cheap first test on an outline (the schedule's fields without its transfer

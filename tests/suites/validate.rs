@@ -546,3 +546,14 @@ fn a_shared_bad_list_is_reported_at_every_transfer_carrying_it() {
     let s = carried(vec![0, 2]);
     assert!(validate(&s).valid, "{:?}", validate(&s).violations);
 }
+
+/// A condition pair out of range names the ids it may take as an inclusive range (as every
+/// error does, `error::ids`): "0..3" read as allowing 3.
+#[test]
+fn an_out_of_range_condition_names_the_ids_inclusively() {
+    let mut s = ag3();
+    s.precondition.edit(|p| p.push([7, 5]));
+    let r = engine::check(&s);
+    let v = r.violations.iter().find(|v| v.kind == V::InvalidCondition).expect("an invalid condition");
+    assert!(v.message.contains("[7, 5]: expected an NPU in 0..=2 and a chunk in 0..=2"), "{}", v.message);
+}

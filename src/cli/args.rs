@@ -220,7 +220,7 @@ pub struct CollectiveArgs {
     #[arg(long, default_value = "auto")]
     pub chunks_per_npu: Chunks,
     /// Root NPU of broadcast, reduce, scatter and gather.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub root: Option<usize>,
     /// Comma-separated NPUs taking part (default: every live NPU).
     #[arg(long, value_delimiter = ',')]
@@ -264,7 +264,7 @@ pub struct BaselineArgs {
     #[arg(long, default_value = "auto")]
     pub chunks_per_npu: Chunks,
     /// Root NPU of broadcast, reduce, scatter and gather.
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub root: Option<usize>,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -283,15 +283,15 @@ pub struct SynthArgs {
     #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Random seed; the same seed gives the same schedule.
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pub seed: u64,
     /// Try seeds seed..seed+N in parallel and keep the best by simulated time [default: 1;
     /// the greedy and auto on up to 32 live NPUs: 4].
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub seeds: Option<usize>,
     /// Threads for the greedy's runs and HiGHS (default: the runs share one pool of a thread
     /// per core, HiGHS takes one; 1: one after another).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub threads: Option<usize>,
     /// native, unwind:D or unwind:bi.
     #[arg(long, default_value = "native", value_parser = crate::engine::SwitchModel::parse)]
@@ -301,7 +301,7 @@ pub struct SynthArgs {
     #[arg(long, default_value = "standard", value_parser = crate::engine::Effort::parse)]
     pub effort: crate::engine::Effort,
     /// TEN timestep in ns (default: the fastest link's time for one chunk).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub discretization: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,
@@ -319,10 +319,10 @@ pub struct SynthArgs {
     /// Overall time budget in seconds: `auto` returns the fastest candidate finished within it
     /// (`stats.portfolio` marks those it cut), the greedy its best finished run, the ilp its
     /// best complete schedule (marked `feasible`). Default 60, 600 with --effort thorough.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SECONDS")]
     pub time_limit: Option<f64>,
     /// ilp: cap on one HiGHS solve in seconds (default: what is left of --time-limit).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SECONDS")]
     pub solve_time_limit: Option<f64>,
     /// ilp: write the last model of each phase in LP format (FILE, or FILE with the phase
     /// name before the extension when a collective has two phases).
@@ -332,7 +332,7 @@ pub struct SynthArgs {
     #[arg(long)]
     pub ignore_congestion: bool,
     /// ilp: time clustering (TACOS V-C), solving windows of W timesteps one after another.
-    #[arg(long, value_name = "W")]
+    #[arg(allow_negative_numbers = true, long, value_name = "W")]
     pub window: Option<u32>,
 }
 
@@ -359,20 +359,20 @@ pub struct RegenerateArgs {
     #[arg(long, default_value = "auto")]
     pub algo: String,
     /// Random seed of the fresh synthesis.
-    #[arg(long, default_value_t = 0)]
+    #[arg(allow_negative_numbers = true, long, default_value_t = 0)]
     pub seed: u64,
     /// Seeds seed..seed+N for the fresh synthesis, best kept (default as for `synth`).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub seeds: Option<usize>,
     /// Threads for the fresh synthesis (as for `synth`).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub threads: Option<usize>,
     /// standard or thorough, for the fresh synthesis (as for `synth`).
     #[arg(long, default_value = "standard", value_parser = crate::engine::Effort::parse)]
     pub effort: crate::engine::Effort,
     /// Overall time budget in seconds, the repair's included. Default 60, 600 with --effort
     /// thorough.
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SECONDS")]
     pub time_limit: Option<f64>,
     #[command(flatten)]
     pub output: OutputArgs,

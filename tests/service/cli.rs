@@ -756,6 +756,14 @@ fn mistakes_are_worded_for_the_terminal() {
     let ag = ["--topology", "ring:4", "--collective", "all_gather", "--size", "1MiB"];
     let e = err(&[&["synth"][..], &ag, &["--time-limit", "0"]].concat());
     assert!(e.starts_with("ccsynth: --time-limit: 0: expected seconds"), "{e}");
+    // A negative number is the flag's value, checked as any other (not "unexpected argument
+    // '-1'" with a tip to write `-- -1`).
+    let e = err(&[&["synth"][..], &ag, &["--time-limit", "-1"]].concat());
+    assert!(e.starts_with("ccsynth: --time-limit: -1: expected seconds in (0, 86400]"), "{e}");
+    let e = err(&[&["synth"][..], &ag, &["--discretization", "-5"]].concat());
+    assert!(e.starts_with("ccsynth: --discretization: -5: expected nanoseconds > 0"), "{e}");
+    let e = err(&[&["synth"][..], &ag, &["--seed", "-3"]].concat());
+    assert!(e.contains("invalid value '-3' for '--seed <SEED>'"), "{e}");
     // A limit too short for any schedule names the flag, not the API's field.
     let ar = ["--topology", "torus:16x16", "--collective", "all_reduce", "--size", "256MiB"];
     // It exits 4 (the time limit), not 2: the request itself was fine.

@@ -84,7 +84,7 @@ pub struct MscclArgs {
     /// loads: every GPU's buffers and channels, R's thread blocks only), for runtimes that
     /// hand each rank its own file; `--format chakra-et`: rank R's trace alone, into --out DIR
     /// (the same file as the whole export's).
-    #[arg(long, value_name = "R")]
+    #[arg(allow_negative_numbers = true, long, value_name = "R")]
     pub rank: Option<u32>,
 }
 

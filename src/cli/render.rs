@@ -32,10 +32,10 @@ pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String 
         };
         let mut what = Vec::new();
         if c.bandwidth_gb_per_s != c.was_bandwidth_gb_per_s {
-            what.push(format!("{} GB/s (was {})", c.bandwidth_gb_per_s, c.was_bandwidth_gb_per_s));
+            what.push(format!("{} GB/s (was {})", number(c.bandwidth_gb_per_s), number(c.was_bandwidth_gb_per_s)));
         }
         if c.latency_ns != c.was_latency_ns {
-            what.push(format!("{} ns (was {})", c.latency_ns, c.was_latency_ns));
+            what.push(format!("{} ns (was {})", number(c.latency_ns), number(c.was_latency_ns)));
         }
         said.push(format!("{ends} at {}", what.join(", ")));
     }
@@ -43,6 +43,12 @@ pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String 
         n if n > SHOWN => format!("{} and {} more", said[..SHOWN].join("; "), n - SHOWN),
         _ => said.join("; "),
     }
+}
+
+/// A link speed for people: as written (`25`, `0.5`) where that is short, in exponent form
+/// past it (`1e-300`, not three hundred digits).
+fn number(x: f64) -> String {
+    if x == 0.0 || (1e-3..1e12).contains(&x.abs()) { format!("{x}") } else { format!("{x:e}") }
 }
 
 /// What `synth` prints for a person: what ran, how fast the schedule is against the bound and
@@ -338,7 +344,24 @@ pub(super) fn counted(n: usize, noun: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::refusals;
+    use super::{degraded_links, refusals};
+
+    #[test]
+    fn degraded_links_are_written_short_whatever_the_speed() {
+        let change = |src, dst, bw: f64, lat: f64| crate::topology::LinkChange {
+            src,
+            dst,
+            bandwidth_gb_per_s: bw,
+            was_bandwidth_gb_per_s: 100.0,
+            latency_ns: lat,
+            was_latency_ns: 500.0,
+        };
+        let both = [change(9, 10, 25.0, 500.0), change(10, 9, 25.0, 500.0)];
+        assert_eq!(degraded_links(&both), "9-10 at 25 GB/s (was 100)");
+        assert_eq!(degraded_links(&[change(9, 10, 1e-300, 500.0)]), "9->10 at 1e-300 GB/s (was 100)");
+        assert_eq!(degraded_links(&[change(9, 10, 100.0, 1e300)]), "9->10 at 1e300 ns (was 500)");
+        assert_eq!(degraded_links(&[change(9, 10, 0.5, 2000.0)]), "9->10 at 0.5 GB/s (was 100), 2000 ns (was 500)");
+    }
 
     #[test]
     fn refusals_for_one_reason_share_a_line() {

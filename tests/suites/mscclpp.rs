@@ -393,6 +393,20 @@ fn a_rank_outside_the_plan_is_the_callers_error_naming_the_ranks() {
     assert!(text.contains("rank") && text.contains("rank 4 is not a rank of the plan: its ranks are 0..=3"), "{text}");
 }
 
+/// A schedule whose transfer has an empty path is the caller's error, named by the validator:
+/// the plan's cheap first test, which runs before the validation, reads no hop of it (it
+/// sliced `path[1..]` and panicked).
+#[test]
+fn an_empty_path_is_refused_not_a_panic() {
+    let t = topo("ring:4");
+    let mut s = run(&t, &CollectiveSpec::new(K::AllGather, 64 << 10), "ring").unwrap();
+    s.transfers.set_path(0, Some(Vec::<u32>::new().into()));
+    use ccsynth::export::mscclpp::{MAX_TBS, fewest_thread_blocks};
+    assert!(fewest_thread_blocks(&s).iter().all(|&(tbs, _)| tbs <= MAX_TBS));
+    let e = engine::export_mscclpp(&s, &MscclppOptions::default()).unwrap_err();
+    assert_eq!(e.kind(), engine::ErrorKind::Input, "{e}");
+}
+
 /// Each export's cheap first test on an outline (the schedule's fields without its transfer
 /// list, and how many transfers it has: what the service reads of a packed schedule before it
 /// decodes it) refuses exactly as the export of the whole schedule does, and lets through what

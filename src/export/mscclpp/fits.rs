@@ -44,7 +44,10 @@ pub fn fewest_thread_blocks(s: &Schedule) -> Vec<(usize, usize)> {
         let ends = [t.src, t.dst];
         let path: &[u32] = t.path.map_or(&ends, |p| &p[..]);
         let mut switched = false;
-        path[1..]
+        // Not validated yet (this runs first, to refuse a plan before it is built): an empty
+        // path has no hops, and the validator names it after.
+        path.get(1..)
+            .unwrap_or_default()
             .iter()
             .filter_map(|&v| {
                 if (v as usize) >= n {

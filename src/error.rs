@@ -63,6 +63,16 @@ impl InputError {
         InputError::new(path, message)
     }
 
+    /// What follows a document read with `serde_path_to_error` straight from `de`: anything but
+    /// whitespace is malformed JSON (`serde_json::from_str` checks this; a deserializer used
+    /// directly does not, so `{...} garbage` and two schedules in one file read as the first).
+    pub fn json_end(de: &mut serde_json::Deserializer<serde_json::de::StrRead<'_>>) -> Result<(), InputError> {
+        de.end().map_err(|e| {
+            let message = strip_position(&e.to_string());
+            InputError::new("", format!("malformed JSON: {message} (line {}, column {})", e.line(), e.column()))
+        })
+    }
+
     /// `from_json` for a document parsed straight from `text`. `serde_json` reports a value of
     /// the wrong type where it expects an enum's name (`"kind": 1`, `"op": null`) as a syntax
     /// error ("expected value"), which read as "malformed JSON" on a well-formed file: where
@@ -144,7 +154,11 @@ impl fmt::Display for InputError {
             if i > 0 {
                 f.write_str("; ")?;
             }
-            write!(f, "{}: {}", clip(&e.path), clip(&e.message))?;
+            // A document's own fault (text after it, a read that failed) has no field to name.
+            match e.path.is_empty() {
+                true => write!(f, "{}", clip(&e.message))?,
+                false => write!(f, "{}: {}", clip(&e.path), clip(&e.message))?,
+            }
         }
         let more = self.errors.len().saturating_sub(SHOWN_FIELD_ERRORS) + self.omitted;
         if more > 0 {

@@ -343,7 +343,9 @@ impl Schedule {
             return Schedule::check_format(s);
         }
         let de = &mut serde_json::Deserializer::from_str(text);
-        Schedule::check_format(serde_path_to_error::deserialize(de).map_err(|e| InputError::from_json_text(e, text))?)
+        let s = serde_path_to_error::deserialize(&mut *de).map_err(|e| InputError::from_json_text(e, text))?;
+        InputError::json_end(de)?;
+        Schedule::check_format(s)
     }
 
     /// Parses a schedule from a reader: read whole, then parsed as `from_json` parses text

@@ -137,8 +137,9 @@ pub(super) fn load_collectives(
     };
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let de = &mut serde_json::Deserializer::from_str(&text);
-    let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(de)
+    let list: Vec<crate::collective::CollectiveSpec> = serde_path_to_error::deserialize(&mut *de)
         .map_err(|e| format!("{}: {}", path.display(), InputError::from_json_text(e, &text)))?;
+    InputError::json_end(de).map_err(|e| format!("{}: {e}", path.display()))?;
     if list.is_empty() {
         return Err(format!("{}: expected a non-empty list", path.display()));
     }

@@ -119,7 +119,8 @@ impl Topology {
     pub fn from_json(text: &str) -> Result<Topology, InputError> {
         let de = &mut serde_json::Deserializer::from_str(text);
         let input: TopologyInput =
-            serde_path_to_error::deserialize(de).map_err(|e| InputError::from_json_text(e, text))?;
+            serde_path_to_error::deserialize(&mut *de).map_err(|e| InputError::from_json_text(e, text))?;
+        InputError::json_end(de)?;
         Topology::from_input(input)
     }
 

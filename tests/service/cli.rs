@@ -815,6 +815,29 @@ fn mistakes_are_worded_for_the_terminal() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(what) && e.contains("ccsynth.schedule.v1"), "{args:?}: {e}");
     }
+    // Text after a document is malformed JSON, in every file a verb reads (a schedule and then
+    // another read as the first; a topology and a tenants list likewise).
+    let made =
+        ccsynth(&["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "4KiB", "--json"], None);
+    let schedule = String::from_utf8_lossy(&made.stdout).into_owned();
+    let topology = String::from_utf8_lossy(&ccsynth(&["topology", "ring:4"], None).stdout).into_owned();
+    let tenants = r#"[{"kind": "all_gather", "size_bytes": 4096}]"#;
+    for (name, text, verb) in [
+        ("twice.json", format!("{schedule}{schedule}"), "validate"),
+        ("tail.json", format!("{schedule} garbage"), "simulate"),
+        ("topology.json", format!("{topology} x"), "topology"),
+        ("tenants.json", format!("{tenants} x"), "synth"),
+    ] {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        let path = file.to_str().unwrap();
+        let args: Vec<&str> = match verb {
+            "synth" => vec!["synth", "--topology", "ring:4", "--tenants", path],
+            v => vec![v, path],
+        };
+        let e = err(&args);
+        assert!(e.contains(&format!("{path}: ")) && e.contains("trailing characters"), "{args:?}: {e}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -57,26 +57,38 @@ fn run(cmd: Command) -> Result<i32, CliError> {
             Ok(topology_cmd(&topology, parse_failures(&fail_link, &fail_npu, &degrade_link, directed)?)?)
         }
         Command::Validate { file } => Ok(validate_cmd(&file)?),
-        Command::Simulate { file, trace, transfers } => simulate_cmd(&file, trace.as_deref(), transfers),
-        Command::Plot { what } => plot_cmd(what),
+        Command::Simulate { file, trace, transfers } => {
+            not_an_input("--trace", trace.as_deref(), &[Some(&file)])?;
+            simulate_cmd(&file, trace.as_deref(), transfers)
+        }
+        Command::Plot { what } => {
+            let (PlotCommand::Timeline { file, out } | PlotCommand::Goodput { file, out }) = &what;
+            not_an_input("--out", out.as_deref(), &[Some(file)])?;
+            plot_cmd(what)
+        }
         Command::Export(a) => {
             if a.format != Format::ChakraEt {
                 check_out(a.out.as_deref())?;
             }
+            not_an_input("--out", a.out.as_deref(), &[Some(&a.file)])?;
             export_cmd(*a)
         }
         Command::Synth(a) => {
             if a.format != Format::ChakraEt {
                 check_out(a.output.out.as_deref())?;
             }
+            let tenants = a.tenants.as_deref().and_then(|p| p.to_str());
+            not_an_input("--out", a.output.out.as_deref(), &[Some(&a.target.topology), tenants])?;
             synth(*a)
         }
         Command::Regenerate(a) => {
             check_out(a.output.out.as_deref())?;
+            not_an_input("--out", a.output.out.as_deref(), &[Some(&a.schedule)])?;
             regenerate_cmd(*a)
         }
         Command::Baseline(a) => {
             check_out(a.output.out.as_deref())?;
+            not_an_input("--out", a.output.out.as_deref(), &[a.topology.as_deref()])?;
             baseline(*a)
         }
         Command::Compare { target, json, with_synth, algos } => {
@@ -561,6 +573,23 @@ fn check_out(out: Option<&std::path::Path>) -> Result<(), String> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     if !dir.is_dir() {
         return Err(format!("--out {}: the directory {} does not exist", path.display(), dir.display()));
+    }
+    Ok(())
+}
+
+/// An output path that names a file the command reads, refused before any work: the output
+/// would replace its own input (`simulate s.json --trace s.json` left a trace where the
+/// schedule was, and `regenerate s.json --out s.json` the only copy of the stored schedule).
+fn not_an_input(flag: &str, out: Option<&std::path::Path>, inputs: &[Option<&str>]) -> Result<(), String> {
+    // An output that is not there yet is no input; nor is stdin (`-`) or a spec.
+    let Some(written) = out.and_then(|o| o.canonicalize().ok()) else { return Ok(()) };
+    for input in inputs.iter().flatten().filter(|i| **i != "-") {
+        if std::path::Path::new(input).canonicalize().is_ok_and(|read| read == written) {
+            let out = out.map_or(String::new(), |o| o.display().to_string());
+            return Err(format!(
+                "{flag} {out}: the same file as the input {input}, which the output would replace; name another file"
+            ));
+        }
     }
     Ok(())
 }

@@ -868,6 +868,34 @@ fn an_output_path_is_checked_before_the_work() {
         assert!(o.stdout.is_empty() && !err.contains("wrote"), "{args:?}: {err}");
     }
     assert!(!dir.join("nodir").exists());
+    // An output that names a file the command reads is refused, and the file left as it was.
+    let input = dir.join("in.json");
+    std::fs::copy(EXAMPLE, &input).unwrap();
+    let before = std::fs::read(&input).unwrap();
+    let same = input.to_str().unwrap();
+    // The same file by another name.
+    let dotted = format!("{}/./in.json", dir.display());
+    let topology = dir.join("t.json");
+    std::fs::write(&topology, ccsynth(&["topology", "ring:4"], None).stdout).unwrap();
+    let t = topology.to_str().unwrap();
+    let ag = ["--collective", "all_gather", "--size", "4KiB"];
+    let cases: [Vec<&str>; 6] = [
+        vec!["simulate", same, "--trace", same],
+        vec!["export", "--format", "msccl-xml", same, "--out", &dotted],
+        vec!["plot", "timeline", same, "--out", same],
+        vec!["regenerate", same, "--fail-link", "0-1", "--out", same],
+        [&["synth", "--topology", t][..], &ag, &["--out", t]].concat(),
+        [&["baseline", "--algo", "ring", "--topology", t][..], &ag, &["--out", t]].concat(),
+    ];
+    for args in cases {
+        let o = ccsynth(&args, None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("the same file as the input") && err.contains("name another file"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+    }
+    assert_eq!(std::fs::read(&input).unwrap(), before);
+    assert!(std::fs::read_to_string(&topology).unwrap().contains("\"npus\""));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -3,11 +3,11 @@
 //! field), and JSON responses.
 
 use super::{ApiError, Shared};
+use crate::strict::strict_value;
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 
 /// Bodies parsed on the blocking pool rather than on an async thread.
 const LARGE_BODY_BYTES: usize = 64 << 10;
@@ -73,98 +73,5 @@ pub fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> Response {
     match serde_json::to_vec(body) {
         Ok(b) => (status, [(header::CONTENT_TYPE, "application/json")], b).into_response(),
         Err(e) => ApiError::Internal(format!("serializing a response: {e}")).into_response(),
-    }
-}
-
-/// A JSON document as a `Value`, refusing an object that gives a key twice: `serde_json` would
-/// keep the last, so `{"algorithm":"ring","algorithm":"ilp"}` would mean what a proxy or a
-/// log that reads the first does not.
-pub(super) fn strict_value(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let v = Strict.deserialize(&mut de)?;
-    de.end()?;
-    Ok(v)
-}
-
-/// Builds a `Value` as `serde_json` does, but fails at a duplicate key.
-struct Strict;
-
-impl<'de> DeserializeSeed<'de> for Strict {
-    type Value = Value;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Strict {
-    type Value = Value;
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(v) = seq.next_element_seed(Strict)? {
-            items.push(v);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = serde_json::Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                let shown: String = key.chars().take(100).collect();
-                return Err(A::Error::custom(format!("the key {shown:?} is given twice in one object")));
-            }
-            let value = map.next_value_seed(Strict)?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::strict_value;
-
-    #[test]
-    fn a_key_given_twice_is_refused_at_any_depth() {
-        assert!(strict_value(br#"{"a": 1, "b": {"c": [1, {"d": 2}]}}"#).is_ok());
-        let e = strict_value(br#"{"algorithm": "ring", "algorithm": "ilp"}"#).unwrap_err().to_string();
-        assert!(e.contains("\"algorithm\" is given twice"), "{e}");
-        assert!(strict_value(br#"{"o": {"x": [ {"k": 1, "k": 1} ]}}"#).is_err());
-        // The same key in two objects is fine.
-        assert!(strict_value(br#"[{"k": 1}, {"k": 2}]"#).is_ok());
-    }
-
-    #[test]
-    fn values_parse_as_serde_json_parses_them() {
-        let text =
-            br#"{"n": -3, "u": 18446744073709551615, "f": 1.5e-300, "s": "\u00e9", "z": null, "t": [true, false]}"#;
-        assert_eq!(strict_value(text).unwrap(), serde_json::from_slice::<serde_json::Value>(text).unwrap());
-        assert!(strict_value(b"{} x").is_err(), "trailing characters");
     }
 }

@@ -274,7 +274,7 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
     // schedule's declared sizes (bounded by `limits` before the validator allocates).
     let report = tokio::task::spawn_blocking(move || -> Result<crate::engine::CheckReport, ApiError> {
         let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-        body::strict_value(text.as_bytes()).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+        crate::strict::strict_value(text.as_bytes()).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let schedule = crate::schedule::Schedule::from_json(text)?;
         Ok(crate::engine::check_within(&schedule, &limits)?)
     })

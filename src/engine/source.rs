@@ -26,7 +26,11 @@ impl TopologySource {
         if !t.starts_with(['{', '[']) {
             return Ok(TopologySource::Spec(t.trim_end().to_string()));
         }
-        serde_json::from_str(t).map(TopologySource::Document).map_err(|e| InputError::new("topology", e.to_string()))
+        // A key given twice is refused, as the API refuses it (`"npus": 2, …, "npus": 3` read
+        // as three NPUs).
+        crate::strict::strict_value(t.as_bytes())
+            .map(TopologySource::Document)
+            .map_err(|e| InputError::new("topology", e.to_string()))
     }
 
     /// The topology; a spec naming more than `limits` allow (`max_npus`, `max_links`) is
@@ -82,5 +86,13 @@ mod tests {
         );
         let e = TopologySource::parse(r#"["torus"]"#).unwrap().build(&limits).unwrap_err();
         assert_ne!(e.errors[0].path, "spec", "{e}");
+        // A key given twice is refused (serde_json keeps the last), at any depth.
+        for text in [
+            r#"{"npus": 2, "links": [{"src": 0, "dst": 1}], "npus": 3}"#,
+            r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "dst": 0}]}"#,
+        ] {
+            let e = TopologySource::parse(text).unwrap_err();
+            assert!(e.errors[0].path == "topology" && e.to_string().contains("is given twice"), "{e}");
+        }
     }
 }

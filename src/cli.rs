@@ -293,16 +293,25 @@ fn compare_cmd(
         Some(list) => engine::registry::check_baselines("--algos", list).map_err(|e| e.to_string())?,
     };
     let (topo, spec) = load_target(target)?;
+    // The request is checked as `synth` checks it, before any baseline is built: a broadcast
+    // without --root was a table of refusals and exit 0.
+    let rs = engine::RequestSpec { algorithm: engine::Algorithm::Auto, ..engine::RequestSpec::new(spec.clone()) };
+    let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(flags)?;
     let synthesized = if with_synth {
-        let rs = engine::RequestSpec { algorithm: engine::Algorithm::Auto, ..engine::RequestSpec::new(spec.clone()) };
-        let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(flags)?;
         let out = with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl))?;
         Some(out.schedule)
     } else {
         None
     };
+    drop(req);
     let extra = synthesized.as_ref().map(|s| (engine::registry::PORTFOLIO, s));
     let cmp = engine::compare_among(&topo, &spec, extra, &names);
+    // The baselines named by --algos, none of which serves the request, are a mistake in the
+    // command, as `baseline --algo mst` for an all-reduce is.
+    if algos.is_some() && cmp.rows.is_empty() {
+        let why: Vec<String> = cmp.refused.iter().map(|(name, e)| format!("{name}: {e}")).collect();
+        return Err(format!("--algos: none of them serves this request ({})", why.join("; ")).into());
+    }
     if json {
         print_json(&cmp)?;
     } else {

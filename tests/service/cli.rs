@@ -764,6 +764,12 @@ fn mistakes_are_worded_for_the_terminal() {
     assert!(e.starts_with("ccsynth: --discretization: -5: expected nanoseconds > 0"), "{e}");
     let e = err(&[&["synth"][..], &ag, &["--seed", "-3"]].concat());
     assert!(e.contains("invalid value '-3' for '--seed <SEED>'"), "{e}");
+    // `compare` checks the request as `synth` does, and --algos none of which serves it is a
+    // mistake in the command (both were a table of refusals and exit 0).
+    let e = err(&["compare", "--topology", "ring:4", "--collective", "broadcast", "--size", "1MiB"]);
+    assert!(e.starts_with("ccsynth: --root: broadcast needs a root NPU"), "{e}");
+    let e = err(&["compare", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB", "--algos", "mst"]);
+    assert!(e.contains("--algos: none of them serves this request (mst: mst does not support all_reduce"), "{e}");
     // A limit too short for any schedule names the flag, not the API's field.
     let ar = ["--topology", "torus:16x16", "--collective", "all_reduce", "--size", "256MiB"];
     // It exits 4 (the time limit), not 2: the request itself was fine.

@@ -72,7 +72,14 @@ pub(super) fn synthesize_greedy(
     let Variants { all: variants, matcher: matcher_variants } = variants;
     let cancelled = stop.cancel_poll();
     let reporter = Reporter { cancelled, progress: ctl.progress, last: std::sync::Mutex::new(None) };
-    let plan = plan_runs(req, variants, matcher_variants, tenants, cancelled)?;
+    // The runs' planning searches the translation patterns (k chunks per NPU: O(k²) on a
+    // ring), so the clock stops it too: 30,000 chunks an NPU on ring:4 took 5 s of a 3 s limit
+    // before, 100,000 over a minute.
+    let planning = || stop.now();
+    let plan = match plan_runs(req, variants, matcher_variants, tenants, &planning) {
+        Err(_) if stop.now() => return Err(stop.error()),
+        other => other?,
+    };
     let runs = &plan.runs;
     let single = runs.len() == 1;
     let finished = std::sync::atomic::AtomicUsize::new(0);

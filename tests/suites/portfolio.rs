@@ -199,6 +199,22 @@ fn the_time_limit_counts_from_when_the_door_says() {
     assert!(engine::run(&req, engine::Control::none()).is_ok());
 }
 
+/// The greedy's planning honours the clock as its runs do: its translation search on ring:4 at
+/// 200,000 chunks an NPU (O(k²): minutes) is stopped by a limit already spent, where it ran
+/// to its end before the runs were skipped (30,000 chunks an NPU took 5 s of a 3 s limit).
+#[test]
+fn the_greedy_s_planning_stops_at_the_time_limit() {
+    let t = topo("ring:4");
+    let spec = CollectiveSpec { chunks_per_npu: Some(200_000), ..CollectiveSpec::new(K::AllReduce, 1 << 20) };
+    let req = request(&t, spec, "greedy", Options { time_limit_s: Some(1.0), ..Options::default() });
+    let spent = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).expect("a clock past 2 s");
+    let t0 = std::time::Instant::now();
+    let out = engine::run(&req, engine::Control { cancelled: &|| false, progress: &|_, _| {}, since: Some(spent) });
+    assert!(matches!(out, Err(engine::Error::TimeLimit { .. })), "{:?}", out.map(|o| o.stats));
+    // Not a timing of the code: the search it stops takes minutes.
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20), "{:?}", t0.elapsed());
+}
+
 /// A broadcast pipelines its buffer: at 256 MiB on torus:4x4 (a chunk of 256 KiB still over half
 /// a latency) the greedy tries 1, 2, 4, … 1024 chunks and its fastest, down packed trees in 256
 /// chunks, is 1.113× the bound (1.265× when the search stopped at 64 chunks); at 64 KiB it

@@ -397,9 +397,11 @@ fn check_fields(spec: &CollectiveSpec, errs: &mut Errors) {
         errs.push("chunks_per_npu", "expected at least 1");
     }
     if let Some(g) = spec.gamma_ns_per_byte
-        && (!g.is_finite() || g < 0.0)
+        && !(0.0..=crate::limits::MAX_GAMMA_NS_PER_BYTE).contains(&g)
     {
-        errs.push("gamma_ns_per_byte", format!("{g} is invalid: expected a finite value >= 0"));
+        let most = crate::limits::MAX_GAMMA_NS_PER_BYTE;
+        let g = crate::units::short(g);
+        errs.push("gamma_ns_per_byte", format!("{g} is invalid: expected a value from 0 to {most:e} ns a byte"));
     }
 }
 

@@ -35,3 +35,12 @@ pub const MAX_SOLVE_TIME_S: f64 = 86_400.0;
 /// the whole grid and rerouted around them (`engine::rerouted`): a few failures, not another
 /// network (each missing link's transfers crowd the links around it).
 pub const REROUTE_MAX_MISSING_LINKS: usize = 64;
+
+/// The largest link latency, ns (a thousand seconds), and the least bandwidth, GB/s (a
+/// kilobyte a second), any door takes: every time the simulator sums stays finite. A latency of
+/// 1e308 summed to infinity and a subnormal bandwidth made every transfer infinite, and the
+/// schedule's time then read `null` with the run reported valid.
+pub const MAX_LATENCY_NS: f64 = 1e12;
+pub const MIN_BANDWIDTH_GB_PER_S: f64 = 1e-6;
+/// The largest reduction cost, ns a byte, for the same reason.
+pub const MAX_GAMMA_NS_PER_BYTE: f64 = 1e6;

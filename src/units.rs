@@ -69,6 +69,12 @@ pub fn format_size(bytes: u64) -> String {
 
 /// Seconds for people: whole seconds from 10 s on, else at most two decimals (`60`, `2.5`,
 /// `0.25`): a limit of 59.99999949 s reads `60`.
+/// A number for a message: as written (`25`, `0.5`) where that is short, in exponent form past
+/// it (`1e-300`, `1e308`: Rust's `Display` writes every digit, three hundred of them).
+pub fn short(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-3..1e12).contains(&x.abs()) { format!("{x}") } else { format!("{x:e}") }
+}
+
 pub fn format_seconds(s: f64) -> String {
     if s >= 10.0 {
         return format!("{s:.0}");

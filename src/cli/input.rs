@@ -95,7 +95,7 @@ pub(super) fn failure_flags(mut e: InputError, f: &Failures) -> String {
         {
             let params: Vec<String> = [("bw", d.bandwidth_gb_per_s), ("lat", d.latency_ns)]
                 .into_iter()
-                .filter_map(|(k, v)| Some(format!("{k}={}", v?)))
+                .filter_map(|(k, v)| Some(format!("{k}={}", crate::units::short(v?))))
                 .collect();
             format!("--degrade-link {}-{}@{}", d.link[0], d.link[1], params.join(";"))
         } else if let Some(i) = rest.strip_prefix(".npus").and_then(index).filter(|&i| i < f.npus.len()) {

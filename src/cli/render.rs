@@ -32,10 +32,18 @@ pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String 
         };
         let mut what = Vec::new();
         if c.bandwidth_gb_per_s != c.was_bandwidth_gb_per_s {
-            what.push(format!("{} GB/s (was {})", number(c.bandwidth_gb_per_s), number(c.was_bandwidth_gb_per_s)));
+            what.push(format!(
+                "{} GB/s (was {})",
+                crate::units::short(c.bandwidth_gb_per_s),
+                crate::units::short(c.was_bandwidth_gb_per_s)
+            ));
         }
         if c.latency_ns != c.was_latency_ns {
-            what.push(format!("{} ns (was {})", number(c.latency_ns), number(c.was_latency_ns)));
+            what.push(format!(
+                "{} ns (was {})",
+                crate::units::short(c.latency_ns),
+                crate::units::short(c.was_latency_ns)
+            ));
         }
         said.push(format!("{ends} at {}", what.join(", ")));
     }
@@ -43,12 +51,6 @@ pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String 
         n if n > SHOWN => format!("{} and {} more", said[..SHOWN].join("; "), n - SHOWN),
         _ => said.join("; "),
     }
-}
-
-/// A link speed for people: as written (`25`, `0.5`) where that is short, in exponent form
-/// past it (`1e-300`, not three hundred digits).
-fn number(x: f64) -> String {
-    if x == 0.0 || (1e-3..1e12).contains(&x.abs()) { format!("{x}") } else { format!("{x:e}") }
 }
 
 /// What `synth` prints for a person: what ran, how fast the schedule is against the bound and

@@ -139,12 +139,19 @@ impl Topology {
                 errs.push(at(""), "neither bandwidth_gb_per_s nor latency_ns: say what the link runs at".to_string());
                 continue;
             }
-            if let Some(bw) = d.bandwidth_gb_per_s.filter(|bw| !(bw.is_finite() && *bw > 0.0)) {
-                errs.push(at(".bandwidth_gb_per_s"), format!("{bw}: expected a finite bandwidth above 0"));
+            let least = crate::limits::MIN_BANDWIDTH_GB_PER_S;
+            if let Some(bw) = d.bandwidth_gb_per_s.filter(|bw| !(bw.is_finite() && *bw >= least)) {
+                let bw = crate::units::short(bw);
+                errs.push(
+                    at(".bandwidth_gb_per_s"),
+                    format!("{bw}: expected a finite bandwidth of at least {least:e}"),
+                );
                 continue;
             }
-            if let Some(lat) = d.latency_ns.filter(|lat| !(lat.is_finite() && *lat >= 0.0)) {
-                errs.push(at(".latency_ns"), format!("{lat}: expected a finite latency of 0 or more"));
+            let most = crate::limits::MAX_LATENCY_NS;
+            if let Some(lat) = d.latency_ns.filter(|lat| !(0.0..=most).contains(lat)) {
+                let lat = crate::units::short(lat);
+                errs.push(at(".latency_ns"), format!("{lat}: expected a latency from 0 to {most:e}"));
                 continue;
             }
             // Both directions (unless directed) or neither: one error per entry, the first found.

@@ -276,14 +276,21 @@ impl Topology {
 
 fn check_params(errs: &mut Errors, p: &str, lat: Option<f64>, bw: Option<f64>) {
     if let Some(lat) = lat
-        && (!lat.is_finite() || lat < 0.0)
+        && !(0.0..=limits::MAX_LATENCY_NS).contains(&lat)
     {
-        errs.push(format!("{p}.latency_ns"), format!("{lat} is invalid: expected a finite latency >= 0 ns"));
+        let most = limits::MAX_LATENCY_NS;
+        let lat = crate::units::short(lat);
+        errs.push(format!("{p}.latency_ns"), format!("{lat} is invalid: expected a latency from 0 to {most:e} ns"));
     }
     if let Some(bw) = bw
-        && (!bw.is_finite() || bw <= 0.0)
+        && !(bw.is_finite() && bw >= limits::MIN_BANDWIDTH_GB_PER_S)
     {
-        errs.push(format!("{p}.bandwidth_gb_per_s"), format!("{bw} is invalid: expected a finite bandwidth > 0 GB/s"));
+        let least = limits::MIN_BANDWIDTH_GB_PER_S;
+        let bw = crate::units::short(bw);
+        errs.push(
+            format!("{p}.bandwidth_gb_per_s"),
+            format!("{bw} is invalid: expected a finite bandwidth of at least {least:e} GB/s"),
+        );
     }
 }
 

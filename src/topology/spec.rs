@@ -432,14 +432,21 @@ fn parse_params(spec: &str, params: Option<&str>) -> Result<(Vec<f64>, Vec<f64>)
             .collect::<Result<_, _>>()?;
         match k.trim() {
             "bw" => {
-                if let Some(x) = vals.iter().find(|x| !x.is_finite() || **x <= 0.0) {
-                    return Err(err(spec, format!("bandwidth {x} is invalid: expected a finite value > 0 GB/s")));
+                let least = crate::limits::MIN_BANDWIDTH_GB_PER_S;
+                if let Some(x) = vals.iter().find(|x| !(x.is_finite() && **x >= least)) {
+                    let x = crate::units::short(*x);
+                    return Err(err(
+                        spec,
+                        format!("bandwidth {x} is invalid: expected a finite value of at least {least:e} GB/s"),
+                    ));
                 }
                 bw = vals;
             }
             "lat" => {
-                if let Some(x) = vals.iter().find(|x| !x.is_finite() || **x < 0.0) {
-                    return Err(err(spec, format!("latency {x} is invalid: expected a finite value >= 0 ns")));
+                let most = crate::limits::MAX_LATENCY_NS;
+                if let Some(x) = vals.iter().find(|x| !(0.0..=most).contains(*x)) {
+                    let x = crate::units::short(*x);
+                    return Err(err(spec, format!("latency {x} is invalid: expected a value from 0 to {most:e} ns")));
                 }
                 lat = vals;
             }

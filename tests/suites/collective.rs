@@ -95,6 +95,11 @@ fn bad_requests_name_the_field() {
             &t,
             "gamma_ns_per_byte",
         ),
+        (
+            CollectiveSpec { gamma_ns_per_byte: Some(1e308), ..CollectiveSpec::new(K::AllReduce, 10) },
+            &t,
+            "gamma_ns_per_byte",
+        ),
         (CollectiveSpec::new(K::AllToAll, 10).with_chunks_per_npu(4_000_000), &t, "chunks_per_npu"),
     ];
     for (spec, topo, path) in cases {

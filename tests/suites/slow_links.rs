@@ -100,9 +100,11 @@ fn a_degradation_that_is_not_one_is_named() {
             "degraded_links[0].latency_ns",
             "100 ns is below 0->1's 500 ns",
         ),
-        (degraded(vec![slow([0, 1], Some(0.0), None)]), "degraded_links[0].bandwidth_gb_per_s", "above 0"),
+        (degraded(vec![slow([0, 1], Some(0.0), None)]), "degraded_links[0].bandwidth_gb_per_s", "at least 1e-6"),
+        (degraded(vec![slow([0, 1], Some(1e-300), None)]), "degraded_links[0].bandwidth_gb_per_s", "1e-300: expected"),
+        (degraded(vec![slow([0, 1], None, Some(1e308))]), "degraded_links[0].latency_ns", "from 0 to 1e12"),
         (degraded(vec![slow([0, 1], Some(f64::INFINITY), None)]), "degraded_links[0].bandwidth_gb_per_s", "finite"),
-        (degraded(vec![slow([0, 1], None, Some(-1.0))]), "degraded_links[0].latency_ns", "0 or more"),
+        (degraded(vec![slow([0, 1], None, Some(-1.0))]), "degraded_links[0].latency_ns", "from 0 to 1e12"),
         (degraded(vec![slow([0, 1], None, None)]), "degraded_links[0]", "neither bandwidth_gb_per_s nor latency_ns"),
         (
             degraded(vec![slow([2, 3], Some(50.0), None), slow([3, 2], Some(40.0), None)]),

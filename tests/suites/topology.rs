@@ -31,17 +31,29 @@ fn rejections_name_the_path_and_what_was_expected() {
         (
             r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 0}]}"#,
             "links[0].bandwidth_gb_per_s",
-            "> 0",
+            "at least 1e-6 GB/s",
         ),
         (
             r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": -3}]}"#,
             "links[0].bandwidth_gb_per_s",
-            "> 0",
+            "at least 1e-6 GB/s",
         ),
         (
             r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": -1, "bandwidth_gb_per_s": 1}]}"#,
             "links[0].latency_ns",
-            ">= 0",
+            "from 0 to 1e12 ns",
+        ),
+        // Values whose times overflow: a latency of 1e308 summed to infinity, a subnormal
+        // bandwidth made every transfer infinite (the schedule's time then read null).
+        (
+            r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": 1e308, "bandwidth_gb_per_s": 1}]}"#,
+            "links[0].latency_ns",
+            "1e308 is invalid: expected a latency from 0 to 1e12 ns",
+        ),
+        (
+            r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 1e-320}]}"#,
+            "links[0].bandwidth_gb_per_s",
+            "1e-320 is invalid: expected a finite bandwidth of at least 1e-6 GB/s",
         ),
         (r#"{"npus": 2, "links": [{"src": 0, "dst": 1}]}"#, "links[0].latency_ns", "default_link"),
         (r#"{"npus": 0}"#, "npus", "at least 1"),
@@ -202,6 +214,8 @@ fn bad_specs_are_rejected_clearly() {
         ("mesh:4x4@bw=1,2,3", "3 bw values for 2 dimensions"),
         ("mesh:4x4@bw=-1", "bandwidth -1 is invalid"),
         ("mesh:4x4@lat=-1", "latency -1 is invalid"),
+        ("ring:4@lat=1e308", "latency 1e308 is invalid: expected a value from 0 to 1e12 ns"),
+        ("ring:4@bw=1e-320", "bandwidth 1e-320 is invalid: expected a finite value of at least 1e-6 GB/s"),
         ("mesh:4x4@speed=1", "unknown parameter"),
         ("torus:1024x1024x2", "more than"),
         ("dragonfly:4", "dragonfly:A:G"),

@@ -41,6 +41,15 @@ impl TopologySource {
             TopologySource::Spec(spec) => super::topology_from_spec(spec, limits),
             TopologySource::Document(v) => match v.get("spec") {
                 Some(spec) => {
+                    // `{"spec": ...}` stands for the spec alone: another field is a mistake, as
+                    // it is in any other object (`{"spec": "ring:4", "npus": 8}` was ring:4).
+                    if let Some(other) = v.as_object().and_then(|o| o.keys().find(|k| *k != "spec")) {
+                        let shown: String = other.chars().take(100).collect();
+                        return Err(InputError::new(
+                            shown.clone(),
+                            format!("unknown field `{shown}`: a document with `spec` has no other field"),
+                        ));
+                    }
                     let spec = spec.as_str().ok_or_else(|| InputError::new("spec", "expected a string"))?;
                     super::topology_from_spec(spec, limits)
                 }
@@ -86,6 +95,9 @@ mod tests {
         );
         let e = TopologySource::parse(r#"["torus"]"#).unwrap().build(&limits).unwrap_err();
         assert_ne!(e.errors[0].path, "spec", "{e}");
+        // `{"spec": ...}` with another field names it.
+        let e = TopologySource::parse(r#"{"spec": "ring:4", "npus": 8}"#).unwrap().build(&limits).unwrap_err();
+        assert!(e.errors[0].path == "npus" && e.to_string().contains("unknown field `npus`"), "{e}");
         // A key given twice is refused (serde_json keeps the last), at any depth.
         for text in [
             r#"{"npus": 2, "links": [{"src": 0, "dst": 1}], "npus": 3}"#,

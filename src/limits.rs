@@ -42,5 +42,13 @@ pub const REROUTE_MAX_MISSING_LINKS: usize = 64;
 /// schedule's time then read `null` with the run reported valid.
 pub const MAX_LATENCY_NS: f64 = 1e12;
 pub const MIN_BANDWIDTH_GB_PER_S: f64 = 1e-6;
+/// Whether a link latency is within `0..=MAX_LATENCY_NS` (NaN is not): every door asks this.
+pub fn latency_ok(ns: f64) -> bool {
+    (0.0..=MAX_LATENCY_NS).contains(&ns)
+}
+/// Whether a link bandwidth is finite and at least `MIN_BANDWIDTH_GB_PER_S`.
+pub fn bandwidth_ok(gb_per_s: f64) -> bool {
+    gb_per_s.is_finite() && gb_per_s >= MIN_BANDWIDTH_GB_PER_S
+}
 /// The largest reduction cost, ns a byte, for the same reason.
 pub const MAX_GAMMA_NS_PER_BYTE: f64 = 1e6;

@@ -140,7 +140,7 @@ impl Topology {
                 continue;
             }
             let least = crate::limits::MIN_BANDWIDTH_GB_PER_S;
-            if let Some(bw) = d.bandwidth_gb_per_s.filter(|bw| !(bw.is_finite() && *bw >= least)) {
+            if let Some(bw) = d.bandwidth_gb_per_s.filter(|&bw| !crate::limits::bandwidth_ok(bw)) {
                 let bw = crate::units::short(bw);
                 errs.push(
                     at(".bandwidth_gb_per_s"),
@@ -149,7 +149,7 @@ impl Topology {
                 continue;
             }
             let most = crate::limits::MAX_LATENCY_NS;
-            if let Some(lat) = d.latency_ns.filter(|lat| !(0.0..=most).contains(lat)) {
+            if let Some(lat) = d.latency_ns.filter(|&lat| !crate::limits::latency_ok(lat)) {
                 let lat = crate::units::short(lat);
                 errs.push(at(".latency_ns"), format!("{lat}: expected a latency from 0 to {most:e}"));
                 continue;

@@ -276,14 +276,14 @@ impl Topology {
 
 fn check_params(errs: &mut Errors, p: &str, lat: Option<f64>, bw: Option<f64>) {
     if let Some(lat) = lat
-        && !(0.0..=limits::MAX_LATENCY_NS).contains(&lat)
+        && !limits::latency_ok(lat)
     {
         let most = limits::MAX_LATENCY_NS;
         let lat = crate::units::short(lat);
         errs.push(format!("{p}.latency_ns"), format!("{lat} is invalid: expected a latency from 0 to {most:e} ns"));
     }
     if let Some(bw) = bw
-        && !(bw.is_finite() && bw >= limits::MIN_BANDWIDTH_GB_PER_S)
+        && !limits::bandwidth_ok(bw)
     {
         let least = limits::MIN_BANDWIDTH_GB_PER_S;
         let bw = crate::units::short(bw);

@@ -433,7 +433,7 @@ fn parse_params(spec: &str, params: Option<&str>) -> Result<(Vec<f64>, Vec<f64>)
         match k.trim() {
             "bw" => {
                 let least = crate::limits::MIN_BANDWIDTH_GB_PER_S;
-                if let Some(x) = vals.iter().find(|x| !(x.is_finite() && **x >= least)) {
+                if let Some(x) = vals.iter().find(|&&x| !crate::limits::bandwidth_ok(x)) {
                     let x = crate::units::short(*x);
                     return Err(err(
                         spec,
@@ -444,7 +444,7 @@ fn parse_params(spec: &str, params: Option<&str>) -> Result<(Vec<f64>, Vec<f64>)
             }
             "lat" => {
                 let most = crate::limits::MAX_LATENCY_NS;
-                if let Some(x) = vals.iter().find(|x| !(0.0..=most).contains(*x)) {
+                if let Some(x) = vals.iter().find(|&&x| !crate::limits::latency_ok(x)) {
                     let x = crate::units::short(*x);
                     return Err(err(spec, format!("latency {x} is invalid: expected a value from 0 to {most:e} ns")));
                 }

@@ -176,9 +176,11 @@ async fn create_batch(
     let batch_id = crate::store::new_id();
     st.store.create_batch(&batch_id, caller.0.as_deref()).await?;
     let mut job_ids = Vec::new();
-    for (req, force) in &accepted {
-        // A cached result is reported by the job that produced it.
+    for (item, (req, force)) in accepted.iter().enumerate() {
+        // A cached result is reported by the job that produced it, which the batch lists
+        // (its own batch_id is the batch that made it, or none).
         let (id, _) = enqueue(&st, req, (*force, Priority::Normal), Some(&batch_id), &rid, &caller).await?;
+        st.store.add_batch_member(&batch_id, item, &id).await?;
         job_ids.push(id);
     }
     let mut resp = json(

@@ -132,9 +132,26 @@ impl Store {
         if !plausible_id(batch_id) {
             return Ok(Vec::new());
         }
-        let q = format!("SELECT {JOB_COLS} FROM jobs WHERE batch_id = $1 ORDER BY created_at, id");
+        // The members' order is the batch's items' (migration 0016); a job that answers two
+        // items is listed twice, as the batch's `job_ids` name it.
+        let q = format!(
+            "SELECT {JOB_COLS} FROM batch_members JOIN jobs ON jobs.id = batch_members.job \
+             WHERE batch_members.batch = $1 ORDER BY batch_members.item"
+        );
         let rows = sqlx::query(sqlx::AssertSqlSafe(q)).bind(batch_id).fetch_all(&self.pool).await?;
         rows.iter().map(job_row).collect()
+    }
+
+    /// Records that item `item` of batch `batch_id` is answered by job `job_id`: a job of
+    /// this batch, or one made before it whose result the item reuses.
+    pub async fn add_batch_member(&self, batch_id: &str, item: usize, job_id: &str) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO batch_members (batch, item, job) VALUES ($1, $2, $3)")
+            .bind(batch_id)
+            .bind(item as i64)
+            .bind(job_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     /// The newest succeeded job with this request key (a cache hit).
@@ -428,4 +445,75 @@ fn queued_claim_sql(lock: &str) -> String {
          ORDER BY j.priority DESC, j.created_at, j.id LIMIT 1{lock}) \
          AND status = $4 RETURNING {JOB_COLS}"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{NewJob, Store, new_id};
+
+    fn job<'a>(id: &'a str, batch_id: Option<&'a str>) -> NewJob<'a> {
+        NewJob {
+            id,
+            batch_id,
+            request_id: None,
+            key: id,
+            request: "{}",
+            algorithm: "greedy",
+            topology_id: "t",
+            owner: None,
+            budget_s: 1.0,
+            shared: false,
+            priority: 0,
+        }
+    }
+
+    /// Migration 0016 fills the members of the batches made before it from `jobs.batch_id`, in
+    /// the order they were listed by (creation, then id); a batch made after lists the jobs its
+    /// items name, a reused job of an earlier batch included.
+    #[test]
+    fn a_batch_lists_its_items_jobs_before_and_after_migration_16() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let path = std::env::temp_dir().join(format!("ccsynth-members-{}.db", std::process::id()));
+            let url = format!("sqlite:{}", path.display());
+            let _ = std::fs::remove_file(&path);
+            let store = Store::connect(&url).await.unwrap();
+            // The database as it was before 0016.
+            for undo in ["DROP TABLE batch_members", "DELETE FROM _sqlx_migrations WHERE version = 16"] {
+                sqlx::query(undo).execute(&store.pool).await.unwrap();
+            }
+            let (old, later) = (new_id(), new_id());
+            store.create_batch(&old, None).await.unwrap();
+            let ids: Vec<String> = (0..3).map(|_| new_id()).collect();
+            // Made in the order 2, 0; job 1 belongs to no batch.
+            for (i, created_at) in [(2, 10), (0, 20), (1, 30)] {
+                let batch = if i == 1 { None } else { Some(old.as_str()) };
+                assert!(store.create_job(job(&ids[i], batch)).await.unwrap());
+                sqlx::query("UPDATE jobs SET created_at = $1 WHERE id = $2")
+                    .bind(created_at as i64)
+                    .bind(&ids[i])
+                    .execute(&store.pool)
+                    .await
+                    .unwrap();
+            }
+            drop(store);
+            let store = Store::connect(&url).await.unwrap();
+            let listed = |rows: Vec<crate::store::JobRow>| rows.into_iter().map(|j| j.id).collect::<Vec<_>>();
+            assert_eq!(listed(store.batch_jobs(&old).await.unwrap()), [ids[2].clone(), ids[0].clone()]);
+            // A later batch whose items reuse jobs 0 (twice) and 1, none of them its own.
+            store.create_batch(&later, None).await.unwrap();
+            for (item, i) in [0, 1, 0].into_iter().enumerate() {
+                store.add_batch_member(&later, item, &ids[i]).await.unwrap();
+            }
+            assert_eq!(
+                listed(store.batch_jobs(&later).await.unwrap()),
+                [ids[0].clone(), ids[1].clone(), ids[0].clone()]
+            );
+            assert_eq!(listed(store.batch_jobs(&old).await.unwrap()), [ids[2].clone(), ids[0].clone()]);
+            drop(store);
+            for end in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{end}", path.display()));
+            }
+        });
+    }
 }

@@ -687,6 +687,23 @@ fn batches_report_aggregate_progress(db: Db) {
     });
     assert_eq!((last["total"].as_i64(), last["progress"]["fraction"].as_f64()), (Some(3), Some(1.0)));
     assert!(last["jobs"].as_array().unwrap().iter().all(|j| j["schedule_id"].is_string()));
+    // The same batch again is answered from the cache: its items name the first batch's jobs,
+    // and its own listing holds them, in its items' order (once they listed none). A batch
+    // that names a request twice lists its job twice, as its job_ids do.
+    let again = json!({"requests": [requests[2], requests[0], requests[1], requests[0]]});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(again.to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let b2 = r.json();
+    let first_ids = b["job_ids"].as_array().unwrap();
+    let want = [&first_ids[2], &first_ids[0], &first_ids[1], &first_ids[0]];
+    assert_eq!(b2["job_ids"].as_array().unwrap().iter().collect::<Vec<_>>(), want, "{b2}");
+    let listed = call(&s, "GET", &format!("/v1/batches/{}", b2["batch_id"].as_str().unwrap()), None).1;
+    assert_eq!((listed["total"].as_i64(), listed["succeeded"].as_i64()), (Some(4), Some(4)), "{listed}");
+    let listed_ids: Vec<&Value> = listed["jobs"].as_array().unwrap().iter().map(|j| &j["id"]).collect();
+    assert_eq!(listed_ids, want, "{listed}");
+    // The first batch's listing is unchanged.
+    let first = call(&s, "GET", &format!("/v1/batches/{bid}"), None).1;
+    assert_eq!(first["total"].as_i64(), Some(3), "{first}");
     // One bad request refuses the whole batch, naming it.
     let bad = json!({"requests": [requests[0], {"spec": "ring:4", "collective": {"kind": "gather", "size_bytes": 8}}]});
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);

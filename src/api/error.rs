@@ -72,6 +72,9 @@ pub enum ApiError {
     /// A query string that does not parse (the reason).
     #[error("bad query string: {0}")]
     BadQuery(String),
+    /// A query value that does not parse, or is out of range: the key and what is wrong.
+    #[error("bad query string: {}: {}", .0.path, .0.message)]
+    BadQueryKey(FieldError),
     #[error("the server is shutting down")]
     ShuttingDown,
     /// Shutting down while a client waited for a job that stays queued (its id).
@@ -141,7 +144,7 @@ impl ApiError {
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::UnparsableRequest => StatusCode::BAD_REQUEST,
             ApiError::HeadTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
+            ApiError::BadQuery(_) | ApiError::BadQueryKey(_) => StatusCode::BAD_REQUEST,
             ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) | ApiError::DatabaseUnavailable(_) => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -170,7 +173,7 @@ impl ApiError {
             ApiError::UriTooLong(_) => "uri-too-long",
             ApiError::UnparsableRequest => "unparsable-request",
             ApiError::HeadTooLarge => "head-too-large",
-            ApiError::BadQuery(_) => "bad-query",
+            ApiError::BadQuery(_) | ApiError::BadQueryKey(_) => "bad-query",
             ApiError::ShuttingDown | ApiError::ShuttingDownWithJob(_) => "shutting-down",
             ApiError::DatabaseUnavailable(_) => "database-unavailable",
             ApiError::Internal(_) => "internal",
@@ -192,6 +195,9 @@ impl ApiError {
                 (self.to_string(), Vec::new())
             }
             ApiError::Unprocessable(e) => bounded_errors(&e.errors, e.omitted),
+            ApiError::BadQueryKey(f) => {
+                (clip(&self.to_string(), MAX_DETAIL_CHARS), bounded_errors(std::slice::from_ref(f), 0).1)
+            }
             other => (clip(&other.to_string(), MAX_DETAIL_CHARS), Vec::new()),
         };
         let body = Problem {

@@ -44,15 +44,32 @@ pub(super) struct ExportQuery {
     rank: Option<u32>,
 }
 
+/// The size range's mistakes, named at their keys before anything is built (the writers
+/// check them too, but their refusal names only the format).
+fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
+    match (q.min_bytes, q.max_bytes) {
+        (_, Some(0)) => Err(InputError::new(
+            "max_bytes",
+            "0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that",
+        )
+        .into()),
+        (Some(min), Some(max)) if min > max => {
+            Err(InputError::new("min_bytes", format!("{min} is above max_bytes {max}")).into())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The stored schedule in another program's format (validated again before it is written).
 pub(super) async fn export(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    q: Result<axum::extract::Query<ExportQuery>, axum::extract::rejection::QueryRejection>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;
-    let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    let q: ExportQuery = super::query::parse(q.as_deref())?;
+    check_sizes(&q)?;
     if q.format == "explicit" {
         return explicit(&st, &id).await;
     }

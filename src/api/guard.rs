@@ -49,7 +49,8 @@ pub(super) async fn known_query(req: Request, next: axum::middleware::Next) -> R
         Some(k) => {
             let takes = if keys.is_empty() { "none".to_string() } else { keys.join(", ") };
             let k: String = k.chars().take(64).collect();
-            ApiError::BadQuery(format!("unknown query key {k:?}: {method} {route} takes {takes}")).into_response()
+            let message = format!("unknown query key: {method} {route} takes {takes}");
+            ApiError::BadQueryKey(crate::error::FieldError { path: k, message }).into_response()
         }
     }
 }

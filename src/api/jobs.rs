@@ -68,13 +68,14 @@ async fn job(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    q: Result<axum::extract::Query<JobQuery>, axum::extract::rejection::QueryRejection>,
+    axum::extract::RawQuery(q): axum::extract::RawQuery,
 ) -> Result<Response, ApiError> {
-    let axum::extract::Query(q) = q.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    let q: JobQuery = super::query::parse(q.as_deref())?;
     let j = own_job(&st, &caller, &id).await?;
     let j = match q.wait_ms {
         Some(w) if w > MAX_WAIT_MS => {
-            return Err(ApiError::BadQuery(format!("wait_ms: {w} ms: at most {MAX_WAIT_MS} are accepted")));
+            let why = format!("{w} ms: at most {MAX_WAIT_MS} are accepted");
+            return Err(ApiError::BadQueryKey(crate::error::FieldError { path: "wait_ms".into(), message: why }));
         }
         Some(w) if w > 0 && !j.status.is_ended() => wait_for_end(&st, &id, w).await?.0,
         _ => j,

@@ -15,6 +15,7 @@ mod export;
 mod guard;
 mod jobs;
 mod owned;
+mod query;
 mod queue;
 mod regenerations;
 mod requests;

@@ -7,7 +7,7 @@ use super::{ApiError, Caller, JsonBody, Shared, json};
 use crate::store::TopologyRow;
 use crate::topology::{Failures, Topology};
 use axum::Router;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -187,9 +187,9 @@ struct Page {
 async fn list(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    page: Result<Query<Page>, axum::extract::rejection::QueryRejection>,
+    axum::extract::RawQuery(page): axum::extract::RawQuery,
 ) -> Result<Response, ApiError> {
-    let Query(p) = page.map_err(|e| ApiError::BadQuery(e.body_text()))?;
+    let p: Page = super::query::parse(page.as_deref())?;
     let offset = p.offset.unwrap_or(0).max(0);
     let limit = p.limit.unwrap_or(50).clamp(1, 500);
     let (rows, total) = st.store.topologies(offset, limit, caller.0.as_deref()).await?;

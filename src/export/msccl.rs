@@ -107,11 +107,13 @@ impl MscclTarget {
 /// NCCL's wire protocol for the algorithm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MscclProtocol {
+    // The lower-case spellings are the CLI's --msccl-proto aliases, taken over HTTP too.
     #[default]
+    #[serde(alias = "simple")]
     Simple,
-    #[serde(rename = "LL")]
+    #[serde(rename = "LL", alias = "ll")]
     Ll,
-    #[serde(rename = "LL128")]
+    #[serde(rename = "LL128", alias = "ll128")]
     Ll128,
 }
 

@@ -111,7 +111,15 @@ fn schedules_export_as_msccl_xml(db: Db) {
         &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&max_bytes=0"), None),
         422,
     );
-    assert!(p["detail"].as_str().unwrap().contains("max_bytes 0"), "{p}");
+    assert_eq!(p["errors"][0]["path"], "max_bytes", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("max_bytes: 0: the executor reads maxBytes = 0 as no upper limit"),
+        "{p}"
+    );
+    // The CLI's lower-case spelling of a protocol is taken here too.
+    let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&protocol=ll128"), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains(r#"proto="LL128""#), "{}", r.body);
     // An MSCCL++ execution plan: every GPU in one JSON document, with its options.
     let r = raw(
         s.addr,
@@ -133,7 +141,7 @@ fn schedules_export_as_msccl_xml(db: Db) {
         ),
         422,
     );
-    assert!(p["detail"].as_str().unwrap().contains("min_bytes 9000 is above max_bytes 8192"), "{p}");
+    assert_eq!(p["errors"][0], json!({"path": "min_bytes", "message": "9000 is above max_bytes 8192"}), "{p}");
     // One rank's view: the whole plan's header and every GPU's channels, that rank's blocks only.
     let whole = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=mscclpp-json"), None).json();
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=mscclpp-json&rank=2"), None);
@@ -183,10 +191,16 @@ fn schedules_export_as_msccl_xml(db: Db) {
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=svg"), None), 422);
     assert_eq!(p["errors"][0]["path"], "format");
     assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&colour=red"), None), 400);
-    assert_problem(
+    let p = assert_problem(
         &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&protocol=fast"), None),
         400,
     );
+    assert_eq!(p["errors"][0]["path"], "protocol", "{p}");
+    let p = assert_problem(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=mscclpp-json&rank=-1"), None),
+        400,
+    );
+    assert_eq!(p["errors"][0], json!({"path": "rank", "message": "\"-1\": expected a non-negative whole number"}));
     assert_problem(&raw(s.addr, "GET", "/v1/schedules/nope/export?format=msccl-xml", None), 404);
     let req = json!({"spec": "ring:4", "collective": {"kind": "scatter", "size_bytes": 4096, "root": 0}, "algorithm": "greedy"});
     let (code, job) = call(&s, "POST", "/v1/syntheses", Some(req));
@@ -611,10 +625,15 @@ fn jobs_can_be_cancelled_while_running(db: Db) {
     assert!(began.elapsed() >= Duration::from_millis(300), "answered after {:?}", began.elapsed());
     // A query key the route does not read, and a wait over the limit, are 400s naming them.
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/jobs/{id}?wait=30000"), None), 400);
+    assert_eq!(p["errors"][0]["path"], "wait", "{p}");
     let said = p["detail"].as_str().unwrap();
-    assert!(said.contains("unknown query key \"wait\"") && said.contains("takes wait_ms"), "{p}");
+    assert!(said.contains("unknown query key") && said.contains("takes wait_ms"), "{p}");
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/jobs/{id}?wait_ms=600001"), None), 400);
+    assert_eq!(p["errors"][0]["path"], "wait_ms", "{p}");
     assert!(p["detail"].as_str().unwrap().contains("at most 600000"), "{p}");
+    // A value that does not parse is named at its key, with the value given.
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/jobs/{id}?wait_ms=-5"), None), 400);
+    assert_eq!(p["errors"][0], json!({"path": "wait_ms", "message": "\"-5\": expected a non-negative whole number"}));
     let p = assert_problem(&raw(s.addr, "GET", "/v1/algorithms?verbose=1", None), 400);
     assert!(p["detail"].as_str().unwrap().contains("GET /v1/algorithms takes none"), "{p}");
     // HEAD reads what GET reads; a method the route does not take is still a 405.
@@ -1295,7 +1314,7 @@ fn http_hygiene_every_error_is_a_problem(db: Db) {
     assert_problem(&raw(s.addr, "PUT", "/v1/syntheses", Some(body.as_bytes())), 405);
     assert_problem(&raw(s.addr, "DELETE", "/v1/algorithms", None), 405);
     let p = assert_problem(&raw(s.addr, "GET", "/v1/topologies?limit=many", None), 400);
-    assert!(p["detail"].as_str().unwrap().contains("limit"), "{p}");
+    assert_eq!(p["errors"][0], json!({"path": "limit", "message": "\"many\": expected a whole number"}), "{p}");
 }
 
 /// A job whose worker keeps stopping without finishing (every lease lapses) is failed after

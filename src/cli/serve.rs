@@ -53,24 +53,27 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     }
     let mut config = crate::api::Config::new(database_url);
     if let Some(w) = workers {
-        config.workers = w.max(1);
+        config.workers = w;
     }
     if let Some(t) = job_threads {
-        config.job_threads = t.max(1);
+        config.job_threads = t;
     }
     config.max_queue = max_queue;
     config.max_body_bytes = max_body_bytes;
     config.max_npus = max_npus;
     config.max_links = max_links;
     config.max_chunks = max_chunks;
+    if !(max_solve_s.is_finite() && max_solve_s > 0.0) {
+        return Err(format!("--max-solve-s {max_solve_s}: expected seconds > 0"));
+    }
     config.max_solve_s = max_solve_s;
     config.lease_ms = lease_ms;
     config.grace_ms = grace_ms;
     config.drain_ms = drain_ms;
-    config.max_attempts = max_attempts.max(1);
+    config.max_attempts = max_attempts;
     config.max_result_bytes = max_result_bytes;
-    config.export_memory_mb = export_memory_mb.max(1);
-    config.max_interactive_per_client = max_interactive_per_client.max(0);
+    config.export_memory_mb = export_memory_mb;
+    config.max_interactive_per_client = max_interactive_per_client;
     if !(max_interactive_s.is_finite() && max_interactive_s > 0.0) {
         return Err(format!("--max-interactive-s {max_interactive_s}: expected seconds > 0"));
     }
@@ -79,7 +82,7 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
     config.body_timeout_ms = body_timeout_ms;
     config.max_connections = max_connections;
     config.clients = clients;
-    config.max_active_per_client = max_active_per_client.max(1);
+    config.max_active_per_client = max_active_per_client;
     if !(max_client_seconds.is_finite() && max_client_seconds > 0.0) {
         return Err(format!("--max-client-seconds {max_client_seconds}: expected seconds > 0"));
     }
@@ -92,9 +95,6 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         return Err(format!("--max-auth-failures-per-s {max_auth_failures_per_s}: expected a number of requests ≥ 0"));
     }
     config.max_auth_failures_per_s = max_auth_failures_per_s;
-    if max_client_topologies < 1 {
-        return Err(format!("--max-client-topologies {max_client_topologies}: expected at least 1"));
-    }
     config.max_topologies_per_client = max_client_topologies;
     config.min_free_disk_bytes = min_free_disk;
     config.private_metrics = private_metrics;

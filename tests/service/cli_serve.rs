@@ -24,6 +24,38 @@ fn serve_refuses_an_open_service_beyond_loopback() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A limit of the service that would refuse every request, or a lease that lapses at once, is
+/// refused at start naming the flag and the range (they were taken, or read as 1, silently);
+/// 0 stays taken where it means something (no interactive jobs).
+#[test]
+fn serve_refuses_a_limit_that_would_serve_nothing() {
+    let dir = std::env::temp_dir().join(format!("ccsynth-serve-limits-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = format!("sqlite:{}", dir.join("limits.db").display());
+    for (flag, value) in [
+        ("--max-body-bytes", "0"),
+        ("--max-npus", "0"),
+        ("--lease-ms", "0"),
+        ("--lease-ms", "-5"),
+        ("--workers", "0"),
+        ("--max-attempts", "0"),
+        ("--max-connections", "0"),
+        ("--max-queue", "-1"),
+    ] {
+        let o = ccsynth(&["serve", "--database-url", &db, "--addr", "127.0.0.1:0", flag, value], None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        assert!(
+            err.contains(flag) && err.contains(&format!("'{value}'")) && err.contains("1.."),
+            "{flag} {value}: {err}"
+        );
+    }
+    let o = ccsynth(&["serve", "--database-url", &db, "--addr", "127.0.0.1:0", "--max-solve-s", "0"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--max-solve-s 0: expected seconds > 0"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Issue 30, rough edge 3: the container's entry point passes the tokens file only when one is
 /// mounted (so `docker run IMAGE serve --allow-open` starts), fits the shutdown into `docker
 /// stop`'s 10 s unless told otherwise, and runs other verbs as they are. The Dockerfile runs

@@ -12,69 +12,69 @@ pub struct ServeArgs {
     #[arg(long, env = "DATABASE_URL", default_value = "sqlite:ccsynth.db")]
     pub database_url: String,
     /// Concurrent solves (default: the number of cores).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub workers: Option<usize>,
     /// Threads of each worker's own pool for its job's parallel runs (default: the number of
     /// cores; a request's options.threads overrides it).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub job_threads: Option<usize>,
     /// Jobs waiting beyond which new ones are refused with 429.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
     pub max_queue: i64,
     /// Request body limit in bytes (413 beyond).
-    #[arg(long, default_value_t = 16 << 20)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 16 << 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_body_bytes: usize,
     /// NPUs per topology.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4096, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_npus: usize,
     /// Links of a generated topology (fc, hyperx and dragonfly grow faster than their NPUs),
     /// estimated from the spec before it is built.
-    #[arg(long, default_value_t = 1 << 21)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1 << 21, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_links: usize,
     /// Chunks per collective.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1 << 20, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_chunks: usize,
     /// Cap on a request's time limit, seconds.
-    #[arg(long, default_value_t = 600.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 600.0)]
     pub max_solve_s: f64,
     /// A running job is run again by another worker when its lease lapses (ms).
-    #[arg(long, default_value_t = 15_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 15_000, value_parser = clap::value_parser!(i64).range(1..))]
     pub lease_ms: i64,
     /// On SIGTERM, time running jobs get before they go back to the queue (ms).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10_000)]
     pub grace_ms: u64,
     /// On SIGTERM, time the server keeps answering 503 to new work and to /readyz before
     /// it closes the listener (ms).
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1_000)]
     pub drain_ms: u64,
     /// Claims of one job before it is failed (its worker keeps stopping without finishing).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_parser = clap::value_parser!(i64).range(1..))]
     pub max_attempts: i64,
     /// Largest schedule stored, counted as its explicit JSON (bytes; default 8 GiB; the compact form GET serves is shorter); a larger result fails its job with the reason. Large schedules are stored packed and compressed, and served as a stream: this bounds what one GET sends, not memory
-    #[arg(long, default_value_t = 8 << 30)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 8 << 30, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_result_bytes: usize,
     /// Memory (MiB) that schedule exports computed at once may use, by their estimates
     /// (a heavier export waits for room; one larger than the budget runs alone).
-    #[arg(long, default_value_t = 2_048)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2_048, value_parser = clap::value_parser!(u32).range(1..))]
     pub export_memory_mb: u32,
     /// Interactive jobs (`"priority": "interactive"`, claimed before normal ones) one client
     /// may have queued or running (without --tokens-file: the whole service).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 2, value_parser = clap::value_parser!(i64).range(0..))]
     pub max_interactive_per_client: i64,
     /// The longest time limit (seconds) an interactive job may ask for.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 60.0)]
     pub max_interactive_s: f64,
     /// A connection that has not sent a whole request head this long after it opened, or
     /// after its last response, is closed (ms).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_ms: u64,
     /// A request body that has not arrived whole this long after its head is answered 408 and
     /// its connection closed (ms).
-    #[arg(long, default_value_t = 30_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub body_timeout_ms: u64,
     /// Open connections at most; one more is closed on accept. Keep it below the process's
     /// file-descriptor limit (`ulimit -n`).
-    #[arg(long, default_value_t = 4_096)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 4_096, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_connections: usize,
     /// Clients and their bearer tokens, one `NAME TOKEN` per line (tokens of 16 characters or
     /// more); with it every /v1/ route needs `Authorization: Bearer TOKEN`, and jobs, batches
@@ -92,15 +92,15 @@ pub struct ServeArgs {
     #[arg(long = "allowed-host", env = "CCSYNTH_ALLOWED_HOSTS", value_delimiter = ',')]
     pub allowed_hosts: Vec<String>,
     /// Queued and running jobs one client may have (429 beyond); with --tokens-file.
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1_000, value_parser = clap::value_parser!(i64).range(1..))]
     pub max_active_per_client: i64,
     /// Seconds of declared solving (the sum of the time limits) one client's queued and
     /// running jobs may add up to (429 beyond); with --tokens-file.
-    #[arg(long, default_value_t = 86_400.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 86_400.0)]
     pub max_client_seconds: f64,
     /// Requests per second one client may make on average, in bursts of as many (429 with
     /// Retry-After beyond; 0: no limit); with --tokens-file.
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 100.0)]
     pub max_requests_per_s: f64,
     /// With --tokens-file, /metrics needs a token too.
     #[arg(long)]
@@ -108,14 +108,14 @@ pub struct ServeArgs {
     /// Requests with a missing or unknown token one address may make per second on average,
     /// in bursts of ten times as many (429 with Retry-After beyond; 0: no limit); with
     /// --tokens-file.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 1.0)]
     pub max_auth_failures_per_s: f64,
     /// Topologies one client may hold (without --tokens-file: the whole service); storing one
     /// more is a 429 until it deletes some.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, allow_negative_numbers = true, default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
     pub max_client_topologies: i64,
     /// /readyz answers 503 while the SQLite database's filesystem has less than this free
     /// (`64MiB`, `1GiB`, bytes; 0: never), before writes fail. PostgreSQL's disk is its server's
-    #[arg(long, default_value = "64MiB", value_parser = crate::units::parse_size)]
+    #[arg(long, allow_negative_numbers = true, default_value = "64MiB", value_parser = crate::units::parse_size)]
     pub min_free_disk: u64,
 }

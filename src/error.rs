@@ -51,10 +51,7 @@ impl InputError {
     pub fn from_json(err: serde_path_to_error::Error<serde_json::Error>) -> Self {
         let path = err.path().to_string();
         let inner = err.into_inner();
-        let message = strip_position(&inner.to_string())
-            .replace("expected usize", "expected a non-negative integer")
-            .replace("expected u32", "expected a non-negative integer")
-            .replace("expected u64", "expected a non-negative integer");
+        let message = integer_out_of_range(&strip_position(&inner.to_string()));
         let message = if inner.is_syntax() || inner.is_eof() {
             format!("malformed JSON: {message} (line {}, column {})", inner.line(), inner.column())
         } else {
@@ -110,6 +107,30 @@ fn value_at(text: &str, line: usize, column: usize) -> Option<String> {
         serde_json::Value::Array(_) => "sequence".to_string(),
         serde_json::Value::Object(_) => "map".to_string(),
     })
+}
+
+/// serde's words for an integer that does not fit its field ("invalid value: integer `-1`,
+/// expected u32"), said as what is wrong: a negative value, or the largest the field takes.
+fn integer_out_of_range(message: &str) -> String {
+    const TYPES: [(&str, u64); 5] = [
+        ("u8", u8::MAX as u64),
+        ("u16", u16::MAX as u64),
+        ("u32", u32::MAX as u64),
+        ("u64", u64::MAX),
+        ("usize", usize::MAX as u64),
+    ];
+    for (name, max) in TYPES {
+        let Some(head) = message.strip_suffix(&format!(", expected {name}")) else { continue };
+        if let Some(n) = head.strip_prefix("invalid value: integer `").and_then(|r| r.strip_suffix('`')) {
+            return if n.starts_with('-') {
+                format!("{n} is negative: expected a non-negative integer")
+            } else {
+                format!("{n} is too large: at most {max}")
+            };
+        }
+        return format!("{head}, expected a non-negative integer");
+    }
+    message.to_string()
 }
 
 fn strip_position(msg: &str) -> String {
@@ -207,6 +228,32 @@ impl Errors {
 #[cfg(test)]
 mod tests {
     use super::InputError;
+
+    /// An integer that does not fit its field says which way it misses, and the largest the
+    /// field takes (it said "expected a non-negative integer" of 2^32 in a u32).
+    #[test]
+    fn an_integer_out_of_range_says_the_range() {
+        #[derive(Debug, serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Doc {
+            step: u32,
+            count: Option<u64>,
+        }
+        let said = |text: &str| {
+            let de = &mut serde_json::Deserializer::from_str(text);
+            let e = serde_path_to_error::deserialize::<_, Doc>(de).unwrap_err();
+            let e = InputError::from_json(e);
+            (e.errors[0].path.clone(), e.errors[0].message.clone())
+        };
+        assert_eq!(
+            said(r#"{"step": 4294967296}"#),
+            ("step".into(), "4294967296 is too large: at most 4294967295".into())
+        );
+        assert_eq!(said(r#"{"step": -1}"#), ("step".into(), "-1 is negative: expected a non-negative integer".into()));
+        assert_eq!(said(r#"{"step": 1, "count": -3}"#).1, "-3 is negative: expected a non-negative integer");
+        assert_eq!(said(r#"{"step": "0"}"#).1, "invalid type: string \"0\", expected a non-negative integer");
+        assert_eq!(said(r#"{"step": 1.5}"#).1, "invalid type: floating point `1.5`, expected a non-negative integer");
+    }
 
     fn parse(text: &str) -> InputError {
         let de = &mut serde_json::Deserializer::from_str(text);

@@ -101,6 +101,11 @@ pub fn deserialize_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D
         fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<u64, E> {
             if v.fract() == 0.0 && v >= 0.0 && v < u64::MAX as f64 {
                 Ok(v as u64)
+            } else if v >= u64::MAX as f64 {
+                // Said as `parse_size` says it of a size string.
+                Err(E::custom(format!("{} is too large (at most {} bytes)", short(v), u64::MAX)))
+            } else if v < 0.0 {
+                Err(E::custom(format!("{} is negative: expected a byte count", short(v))))
             } else {
                 Err(E::custom(format!("{v} is not a whole number of bytes")))
             }
@@ -124,6 +129,23 @@ mod tests {
     }
 
     use super::parse_size;
+
+    /// A JSON byte count past u64 says the largest, as a size string does; a negative or a
+    /// fraction says so.
+    #[test]
+    fn a_json_size_out_of_range_says_the_range() {
+        let said = |text: &str| {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let e = super::deserialize_size(&mut de).unwrap_err().to_string();
+            e.split(" at line ").next().unwrap().to_string()
+        };
+        assert_eq!(said("1e30"), "1e30 is too large (at most 18446744073709551615 bytes)");
+        assert_eq!(said("99999999999999999999"), "1e20 is too large (at most 18446744073709551615 bytes)");
+        assert_eq!(said("-2.0"), "-2 is negative: expected a byte count");
+        assert_eq!(said("-2"), "-2 is negative: expected a byte count");
+        assert_eq!(said("2.5"), "2.5 is not a whole number of bytes");
+        assert!(parse_size("99999999999999999999").unwrap_err().contains("at most 18446744073709551615 bytes"));
+    }
 
     #[test]
     fn sizes() {

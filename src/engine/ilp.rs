@@ -116,7 +116,7 @@ fn synthesize_ilp(
             work = work.min((2.0 * worked).max(1.0));
         }
         let began = std::time::Instant::now();
-        let ran = ilp_at(req, c, tenants, grid, Budget { wall_s: share, work_s: work }, started, cancelled);
+        let ran = ilp_at(req, c, tenants, grid, Budget { wall_s: share, work_s: work }, started, &stop);
         let took = began.elapsed().as_secs_f64();
         let worked = ran.as_ref().ok().and_then(|o| o.stats.ilp.as_ref()).map_or(0.0, |s| s.work_s);
         clock_cut |= match &ran {
@@ -211,12 +211,14 @@ fn ilp_at(
     grid: Option<f64>,
     budget: Budget,
     started: std::time::Instant,
-    cancelled: &(dyn Fn() -> bool + Sync),
+    stop: &Stop<'_>,
 ) -> Result<SynthOutput, Error> {
+    let cancelled = stop.cancel_poll();
     let mut iopts = req.ilp.clone();
     iopts.threads = req.threads.unwrap_or(1).max(1) as u32;
     iopts.time_limit_s = budget.wall_s;
     iopts.work_limit_s = Some(budget.work_s);
+    iopts.warm_start_by = Some(stop.deadline());
     let opts = crate::synth::PlanOptions { seed: req.seed, switch_model: req.switch_model, discretization_ns: grid };
     let produced = match tenants {
         None => crate::synth::ilp(req.topology, c, &opts, &iopts, cancelled),
@@ -224,7 +226,11 @@ fn ilp_at(
             crate::synth::ilp_multi(req.topology, t, &opts, &iopts, cancelled).map(|(j, i)| (j.schedule, j.stats, i))
         }
     };
-    let (schedule, gst, iout) = produced?;
+    // A stop the caller did not ask for is the clock's: the warm start reached the deadline.
+    let (schedule, gst, iout) = produced.map_err(|e| match e {
+        crate::synth::SynthError::Cancelled if !stop.cancelled() => stop.error(),
+        e => Error::from(e),
+    })?;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();
     let (schedule, report) = gate_until(schedule, req.gate, cancelled)?;

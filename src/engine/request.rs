@@ -284,6 +284,7 @@ impl RequestSpec {
             ignore_congestion: o.ignore_congestion.unwrap_or(false),
             window: o.window,
             keep_lp: o.keep_lp,
+            warm_start_by: None,
         };
         super::check_ilp_options(&ilp, limits.max_solve_s)?;
         let switch_model = o.switch_model.unwrap_or_default();

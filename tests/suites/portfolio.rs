@@ -215,6 +215,25 @@ fn the_greedy_s_planning_stops_at_the_time_limit() {
     assert!(t0.elapsed() < std::time::Duration::from_secs(20), "{:?}", t0.elapsed());
 }
 
+/// The ILP's greedy warm start honours the clock too: on ring:4 at 100,000 chunks an NPU it
+/// ran to its end past a limit already spent, and the ILP returned that schedule late (at
+/// 250,000 chunks an NPU, 12 s of a 3 s limit, `auto` as long); now the run fails with the
+/// time limit, as the greedy's does, and a cancel is still said as a cancel.
+#[test]
+fn the_ilp_s_warm_start_stops_at_the_time_limit() {
+    let t = topo("ring:4");
+    let spec = CollectiveSpec { chunks_per_npu: Some(100_000), ..CollectiveSpec::new(K::AllReduce, 1 << 20) };
+    let spent = std::time::Instant::now().checked_sub(std::time::Duration::from_secs(2)).expect("a clock past 2 s");
+    for algo in ["ilp", "auto"] {
+        let req = request(&t, spec.clone(), algo, Options { time_limit_s: Some(1.0), ..Options::default() });
+        let out = engine::run(&req, engine::Control { cancelled: &|| false, progress: &|_, _| {}, since: Some(spent) });
+        assert!(matches!(out, Err(engine::Error::TimeLimit { .. })), "{algo}: {:?}", out.map(|o| o.stats));
+    }
+    let req = request(&t, spec, "ilp", Options { time_limit_s: Some(1.0), ..Options::default() });
+    let out = engine::run(&req, engine::Control { cancelled: &|| true, progress: &|_, _| {}, since: None });
+    assert!(matches!(out, Err(engine::Error::Cancelled)), "{:?}", out.map(|o| o.stats));
+}
+
 /// A broadcast pipelines its buffer: at 256 MiB on torus:4x4 (a chunk of 256 KiB still over half
 /// a latency) the greedy tries 1, 2, 4, … 1024 chunks and its fastest, down packed trees in 256
 /// chunks, is 1.113× the bound (1.265× when the search stopped at 64 chunks); at 64 KiB it

@@ -151,8 +151,9 @@ fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) ->
         return Ok(1);
     };
     if !r.valid {
+        let at_least = if r.violation_count_capped { "at least " } else { "" };
         eprintln!(
-            "ccsynth: warning: the schedule is not valid ({} violations); timing shown anyway",
+            "ccsynth: warning: the schedule is not valid ({at_least}{} violations); timing shown anyway",
             r.violation_count
         );
     }

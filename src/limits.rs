@@ -19,6 +19,10 @@ pub const MAX_CONDITION_PAIRS: usize = 1 << 26;
 pub const MAX_CHECKED_CELLS: usize = 1 << 30;
 /// Violations listed in a report; the total is still counted beyond this.
 pub const MAX_REPORTED_VIOLATIONS: usize = 1000;
+/// Violations counted: the check stops at this many (its report says the count is capped). A
+/// file of a few kilobytes can name hundreds of millions (2,000 transfers sharing one list of a
+/// million chunks none of whose sources hold them: 2^31 violations, 55 s to count).
+pub const MAX_COUNTED_VIOLATIONS: usize = 1 << 24;
 /// Work budget (compute NPUs × (nodes + links)) above which the exact min-cut bound is skipped.
 pub const MIN_CUT_BUDGET: usize = 40_000_000;
 /// Timesteps one TEN edge may span (a finer discretization is refused).

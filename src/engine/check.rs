@@ -18,8 +18,11 @@ pub struct CheckReport {
     pub valid: bool,
     /// The violations found (at most `limits::MAX_REPORTED_VIOLATIONS` listed).
     pub violations: Vec<Violation>,
-    /// Every violation found, listed or not.
+    /// Every violation found, listed or not (at most `limits::MAX_COUNTED_VIOLATIONS`).
     pub violation_count: usize,
+    /// There were more than `violation_count`: the check stopped counting there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub violation_count_capped: bool,
     /// Simulated time; present whenever every transfer names existing nodes and links.
     pub collective_time_ns: Option<f64>,
     /// The largest of the lower bounds.
@@ -117,6 +120,7 @@ fn complete(
         valid: report.valid,
         violations: report.violations,
         violation_count: report.violation_count,
+        violation_count_capped: report.violation_count_capped,
         collective_time_ns: timing.as_ref().map(|t| t.collective_time_ns),
         lower_bound_ns: bounds.as_ref().and_then(|b| b.lower_bound_ns),
         lower_bounds: bounds,
@@ -290,6 +294,7 @@ fn deferred(mut s: Schedule, timing: Timing) -> (Schedule, CheckReport) {
         valid: false,
         violations: Vec::new(),
         violation_count: 0,
+        violation_count_capped: false,
         collective_time_ns: s.collective_time_ns,
         lower_bound_ns: None,
         lower_bounds: None,

@@ -101,7 +101,11 @@ pub fn require_valid(s: &Schedule) -> Result<CheckReport, Error> {
         let first = r.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
         return Err(Error::Input(crate::error::InputError::new(
             "schedule",
-            format!("not a valid schedule ({} violations; the first: {first})", r.violation_count),
+            format!(
+                "not a valid schedule ({}{} violations; the first: {first})",
+                if r.violation_count_capped { "at least " } else { "" },
+                r.violation_count
+            ),
         )));
     }
     Ok(r)

@@ -86,6 +86,9 @@ pub(super) fn replay(
         if poll.stopped(steps.start) {
             return None;
         }
+        if out.full() {
+            break;
+        }
         here.clear();
         here.extend(steps.map(|k| order.get(k)).filter(|&i| touches(i)).map(|i| i as u32));
         if !here.is_empty() {
@@ -121,6 +124,10 @@ impl Replay<'_> {
             let t = s.transfers.at(i);
             let first = self.runs.len();
             for e in self.group.entries(&t) {
+                // Counted as far as the check counts: the replay stops at this step.
+                if out.full() {
+                    break;
+                }
                 let value = self.state.read(t.src as usize, e.local_read as usize);
                 if value == NONE {
                     out.add(
@@ -128,7 +135,7 @@ impl Replay<'_> {
                         Some(At { transfer: i, step }),
                         Some(t.src),
                         Some(e.read),
-                        format!(
+                        format_args!(
                             "transfer {i}: NPU {} does not hold {} at step {step}",
                             t.src,
                             slot_name(e.read, s.num_chunks)
@@ -356,7 +363,7 @@ impl State {
             Some(At { transfer: ws[1].transfer, step }),
             Some(dst),
             Some(chunk),
-            format!(
+            format_args!(
                 "transfers {ids:?} all write {} into NPU {dst} in step {step}; at most one copy, or only reduces, may",
                 slot_name(chunk, self.chunks)
             ),
@@ -396,7 +403,7 @@ impl State {
                             at,
                             Some(dst),
                             Some(chunk),
-                            format!(
+                            format_args!(
                                 "transfer {}: copying {} into NPU {dst} drops contributions {lost:?} it already had",
                                 w.transfer,
                                 what()
@@ -411,7 +418,11 @@ impl State {
                         at,
                         Some(dst),
                         Some(chunk),
-                        format!("transfer {}: NPU {dst} holds no partial of {} to reduce into", w.transfer, what()),
+                        format_args!(
+                            "transfer {}: NPU {dst} holds no partial of {} to reduce into",
+                            w.transfer,
+                            what()
+                        ),
                     );
                     acc = src;
                 }
@@ -423,7 +434,7 @@ impl State {
                             at,
                             Some(dst),
                             Some(chunk),
-                            format!(
+                            format_args!(
                                 "transfer {}: the contribution of NPU {v} to {} would be counted twice at NPU {dst}",
                                 w.transfer,
                                 what()

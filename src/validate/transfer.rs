@@ -26,6 +26,11 @@ pub(super) fn check_transfers(s: &Schedule, out: &mut Sink, poll: &mut crate::sc
             list_good[l as usize] = true;
         }
         ok.push(good);
+        if out.full() {
+            // Counted as far as the check counts: the rest are not replayed either.
+            ok.resize(s.transfers.len(), false);
+            break;
+        }
     }
     Some(ok)
 }
@@ -69,7 +74,7 @@ impl TransferCheck<'_> {
     fn bad(&mut self, kind: ViolationKind, npu: Option<u32>, chunk: Option<u32>, msg: impl fmt::Display) {
         let i = self.i;
         let at = At { transfer: i, step: self.t.step };
-        self.out.add(kind, Some(at), npu, chunk, format!("transfer {i}: {msg}"));
+        self.out.add(kind, Some(at), npu, chunk, format_args!("transfer {i}: {msg}"));
         self.good = false;
     }
 
@@ -83,14 +88,14 @@ impl TransferCheck<'_> {
                     ViolationKind::UnknownNode,
                     Some(v),
                     None,
-                    format!("{role} {v} is not a node (topology has {} nodes)", topo.nodes()),
+                    format_args!("{role} {v} is not a node (topology has {} nodes)", topo.nodes()),
                 );
             } else if !topo.is_npu(v as usize) {
                 self.bad(
                     ViolationKind::NotAnNpu,
                     Some(v),
                     None,
-                    format!("{role} {v} is a switch; transfers run between NPUs"),
+                    format_args!("{role} {v} is a switch; transfers run between NPUs"),
                 );
             }
         }
@@ -128,25 +133,31 @@ impl TransferCheck<'_> {
         let mut seen: Vec<u32> = if written.len() > 1 { written.to_vec() } else { Vec::new() };
         seen.sort_unstable();
         for w in seen.windows(2) {
+            if self.out.full() {
+                return;
+            }
             if w[0] == w[1] {
                 let what = if t.dst_chunks.is_some() { "dst_chunks" } else { "chunks" };
                 self.bad(
                     DuplicateChunk,
                     None,
                     Some(w[0]),
-                    format!("{} appears twice in {what}", slot_name(w[0], s.num_chunks)),
+                    format_args!("{} appears twice in {what}", slot_name(w[0], s.num_chunks)),
                 );
             }
         }
         let slots = s.slots();
         for &c in t.chunks.iter().chain(t.dst_chunks.iter().flat_map(|d| d.iter())) {
+            if self.out.full() {
+                return;
+            }
             if (c as usize) >= slots {
                 let scratch = if s.scratch.is_empty() { "" } else { " (chunks, then scratch slots)" };
                 self.bad(
                     ChunkOutOfRange,
                     None,
                     Some(c),
-                    format!("chunk {c} out of range: expected {}{scratch}", crate::error::ids(slots)),
+                    format_args!("chunk {c} out of range: expected {}{scratch}", crate::error::ids(slots)),
                 );
             }
         }
@@ -163,7 +174,11 @@ impl TransferCheck<'_> {
                 ViolationKind::SlotMismatch,
                 None,
                 None,
-                format!("dst_chunks has {} entries, chunks {}: expected one slot per chunk", d.len(), t.chunks.len()),
+                format_args!(
+                    "dst_chunks has {} entries, chunks {}: expected one slot per chunk",
+                    d.len(),
+                    t.chunks.len()
+                ),
             );
         } else if let Some((&a, &b)) = t.chunks.iter().zip(d.iter()).find(|&(&a, &b)| {
             let (x, y) = (s.chunk_of(a), s.chunk_of(b));
@@ -174,7 +189,7 @@ impl TransferCheck<'_> {
                 ViolationKind::SlotMismatch,
                 None,
                 Some(b),
-                format!(
+                format_args!(
                     "{} is written into {}, a slot of chunk {}: expected a slot of chunk {}",
                     name(a),
                     name(b),
@@ -196,7 +211,7 @@ impl TransferCheck<'_> {
                         ViolationKind::MissingLink,
                         None,
                         None,
-                        format!("no link {}->{} and no path given", t.src, t.dst),
+                        format_args!("no link {}->{} and no path given", t.src, t.dst),
                     );
                 }
             }

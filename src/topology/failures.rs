@@ -71,9 +71,20 @@ impl Topology {
     pub fn with_failures(&self, f: &Failures) -> Result<Topology, InputError> {
         let mut errs = Errors::default();
         let mut removed = vec![false; self.links.len()];
+        // A failure listed twice is refused, as a degraded link or a topology's failed NPU
+        // given twice is: a list of failures that repeats one is likely not the list meant.
+        let mut listed = std::collections::HashSet::new();
         for (i, &[u, v]) in f.links.iter().enumerate() {
             if let Some(x) = [u, v].into_iter().find(|&x| x >= self.nodes()) {
                 errs.push(format!("links[{i}]"), format!("{u}->{v}: {x} is not a node: expected {}", self.node_ids()));
+                continue;
+            }
+            let key = if f.directed { (u, v) } else { (u.min(v), u.max(v)) };
+            if !listed.insert(key) {
+                errs.push(
+                    format!("links[{i}]"),
+                    format!("{u}->{v} is listed twice (a link fails in both directions unless directed)"),
+                );
                 continue;
             }
             let mut found = false;
@@ -91,18 +102,24 @@ impl Topology {
             }
         }
         let mut failed = self.failed_npus.clone();
+        let mut named = std::collections::HashSet::new();
         for (i, &v) in f.npus.iter().enumerate() {
             if v >= self.npus {
                 errs.push(
                     format!("npus[{i}]"),
                     format!("{v} is not an NPU: expected {}", crate::error::ids(self.npus)),
                 );
+            } else if !named.insert(v) {
+                errs.push(format!("npus[{i}]"), format!("{v} is listed twice"));
             } else {
                 failed.push(v);
             }
         }
         failed.sort_unstable();
         failed.dedup();
+        if failed.len() == self.npus && !f.npus.is_empty() {
+            errs.push("npus", format!("every NPU ({}) would fail: at least one must stay", self.npus));
+        }
         let slowed = self.slowed_links(f, &removed, &failed, &mut errs);
         errs.into_result(())?;
         let links = self

@@ -395,6 +395,8 @@ fn check_failed_npus(errs: &mut Errors, input: &TopologyInput) -> Vec<usize> {
     failed.dedup();
     if failed.len() != input.failed_npus.len() {
         errs.push("failed_npus", "an NPU is listed twice");
+    } else if input.npus > 0 && failed.len() == input.npus {
+        errs.push("failed_npus", format!("every NPU ({}) is failed: at least one must be live", input.npus));
     }
     failed
 }

@@ -258,6 +258,19 @@ fn failures_remove_links_and_npus_and_report_connectivity() {
     assert_eq!(e.errors.len(), 2);
     assert_eq!(e.errors[0].path, "links[0]");
     assert_eq!(e.errors[1].path, "npus[0]");
+    // A failure listed twice (a link named from either end, unless directed) is refused, as a
+    // topology file's failed NPU listed twice is; so is failing every NPU, in a file too.
+    let twice =
+        |f: Failures| t.with_failures(&f).unwrap_err().errors.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
+    assert_eq!(twice(Failures { links: vec![[0, 1], [2, 3], [1, 0]], ..Default::default() }), ["links[2]"]);
+    assert_eq!(twice(Failures { npus: vec![3, 3], ..Default::default() }), ["npus[1]"]);
+    let both_ways = Failures { links: vec![[0, 1], [1, 0]], directed: true, ..Default::default() };
+    assert!(t.with_failures(&both_ways).unwrap().link(1, 0).is_none());
+    let all = topo("ring:2").with_failures(&Failures { npus: vec![0, 1], ..Default::default() }).unwrap_err();
+    assert_eq!(all.errors[0].path, "npus");
+    assert!(all.errors[0].message.contains("at least one must stay"), "{all}");
+    let e = Topology::from_json(r#"{"npus": 2, "links": [], "failed_npus": [0, 1]}"#).unwrap_err();
+    assert_eq!(e.errors[0].path, "failed_npus", "{e}");
 }
 
 /// Strong components are found without recursing along paths: a one-way ring of 2^18 NPUs

@@ -422,7 +422,18 @@ fn parse_params(spec: &str, params: Option<&str>) -> Result<(Vec<f64>, Vec<f64>)
     let Some(params) = params else {
         return Ok((bw, lat));
     };
+    if params.trim().trim_matches(';').trim().is_empty() {
+        return Err(err(spec, "nothing after '@': expected bw=GBPS[,..] and/or lat=NS[,..], or no '@'"));
+    }
+    let mut seen: Vec<&str> = Vec::new();
     for part in params.split(';').filter(|p| !p.trim().is_empty()) {
+        if let Some((k, _)) = part.split_once('=') {
+            let k = k.trim();
+            if seen.contains(&k) {
+                return Err(err(spec, format!("{k} is given twice")));
+            }
+            seen.push(k);
+        }
         let (k, v) = part
             .split_once('=')
             .ok_or_else(|| err(spec, format!("parameter {part:?}: expected bw=GBPS[,..] or lat=NS[,..]")))?;
@@ -464,6 +475,7 @@ fn per_dim(spec: &str, n: usize, bw: &[f64], lat: &[f64]) -> Result<Vec<LinkPara
             0 => Ok(default),
             1 => Ok(vals[0]),
             k if k == n => Ok(vals[i]),
+            k if n == 1 => Err(err(spec, format!("{k} {what} values for 1 dimension: expected 1"))),
             k => Err(err(spec, format!("{k} {what} values for {n} dimensions: expected 1 or {n}"))),
         }
     };

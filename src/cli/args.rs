@@ -275,8 +275,8 @@ pub struct SynthArgs {
     #[command(flatten)]
     pub target: CollectiveArgs,
     /// A JSON file with a list of collective objects to synthesize jointly (multi-tenant),
-    /// instead of --collective and --size.
-    #[arg(long, conflicts_with_all = ["collective", "size", "root", "group"])]
+    /// instead of --collective and --size (each tenant gives its own chunks_per_npu).
+    #[arg(long, conflicts_with_all = ["collective", "size", "root", "group", "chunks_per_npu"])]
     pub tenants: Option<std::path::PathBuf>,
     /// `auto` (the portfolio: the fastest of the greedy, the ILP on small topologies and every
     /// applicable baseline), `greedy`, `ilp`, or a baseline's name.

@@ -677,6 +677,12 @@ fn synth_writes_multi_tenant_schedules_from_a_file() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let o = ccsynth(&["validate", out.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(0));
+    // Each tenant gives its own chunks: --chunks-per-npu beside the list is refused (it was
+    // ignored), as --size and --collective are.
+    let o =
+        ccsynth(&["synth", "--topology", "mesh:3x3", "--tenants", f.to_str().unwrap(), "--chunks-per-npu", "3"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("'--tenants <TENANTS>' cannot be used with '--chunks-per-npu"));
 }
 
 #[test]

@@ -22,6 +22,9 @@ pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String 
         (a.bandwidth_gb_per_s, a.was_bandwidth_gb_per_s, a.latency_ns, a.was_latency_ns)
             == (b.bandwidth_gb_per_s, b.was_bandwidth_gb_per_s, b.latency_ns, b.was_latency_ns)
     };
+    if changes.is_empty() {
+        return "no link: each given already runs at that speed".to_string();
+    }
     let mut said = Vec::new();
     for c in changes {
         let back = changes.iter().find(|b| (b.src, b.dst) == (c.dst, c.src) && same(b, c));
@@ -275,7 +278,8 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
             format!("{:.3}", r.collective_time_ns / 1e3),
             format!("{algbw:.2}"),
             format!("{:.2}", algbw * bus_factor),
-            format!("{:.3}", r.ratio_to_best),
+            // NaN where the best time is 0 (a collective with nothing to move): JSON's null.
+            if r.ratio_to_best.is_finite() { format!("{:.3}", r.ratio_to_best) } else { "-".into() },
             r.ratio_to_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
             r.rounds.to_string(),
             if r.best { "*".into() } else { String::new() },
@@ -363,6 +367,8 @@ mod tests {
         assert_eq!(degraded_links(&[change(9, 10, 1e-300, 500.0)]), "9->10 at 1e-300 GB/s (was 100)");
         assert_eq!(degraded_links(&[change(9, 10, 100.0, 1e300)]), "9->10 at 1e300 ns (was 500)");
         assert_eq!(degraded_links(&[change(9, 10, 0.5, 2000.0)]), "9->10 at 0.5 GB/s (was 100), 2000 ns (was 500)");
+        // A degradation to the link's own speed changes nothing, and says so.
+        assert_eq!(degraded_links(&[]), "no link: each given already runs at that speed");
     }
 
     #[test]

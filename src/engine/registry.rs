@@ -356,7 +356,13 @@ pub fn check_baselines<'a>(field: &str, list: &'a [String]) -> Result<Vec<&'a st
                 crate::baselines::KOLMAKOV_VARIANTS
             ),
         )),
-        None => Ok(list.iter().map(|a| a.trim()).collect()),
+        None => {
+            let names: Vec<&str> = list.iter().map(|a| a.trim()).collect();
+            match names.iter().enumerate().find(|(i, a)| names[..*i].contains(a)) {
+                Some((_, a)) => Err(InputError::new(field, format!("{a} is named twice"))),
+                None => Ok(names),
+            }
+        }
     }
 }
 

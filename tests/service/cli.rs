@@ -457,6 +457,22 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let o = ccsynth(&["compare", "--topology", "ring:6", "--tenants", "x.json"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument '--tenants'"));
+    // A baseline named twice is refused (it was two identical rows, both best); a table of
+    // times of 0 (one NPU: nothing to move) says "-" where the ratio is undefined, not NaN.
+    let o = ccsynth(
+        &["compare", "--topology", "ring:6", "--collective", "all_reduce", "--size", "1MiB", "--algos", "ring, ring"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--algos: ring is named twice"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = ccsynth(&["compare", "--topology", "ring:1", "--collective", "all_reduce", "--size", "1MiB"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains(" ring ") && !table.contains("NaN"), "{table}");
     // Every flag and argument of every verb says what it is for (`-h` puts the help on the
     // flag's line or, when some help is long, on the next lines).
     for verb in [

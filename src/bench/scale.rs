@@ -120,6 +120,7 @@ fn run_scale_case(c: &ScaleCase, previous: Option<Schedule>) -> (ScaleRow, Optio
         error: None,
     };
     let path = std::env::temp_dir().join(format!("ccsynth-bench-scale-{}.json", std::process::id()));
+    remove_on_signal(&path);
     let ran = measured(c, previous, &path, &mut r);
     std::fs::remove_file(&path).ok();
     match ran {
@@ -130,6 +131,34 @@ fn run_scale_case(c: &ScaleCase, previous: Option<Schedule>) -> (ScaleRow, Optio
         Err(e) => {
             r.error = Some(e);
             (r, None)
+        }
+    }
+}
+
+/// The row's file, removed if the process is stopped by SIGINT or SIGTERM (Ctrl-C, `timeout`)
+/// while a row runs: it is hundreds of megabytes at 16,384 NPUs, and was left in the temporary
+/// directory. Every row writes the same path, so the handlers are installed once.
+fn remove_on_signal(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    static PATH: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+    extern "C" fn remove_and_stop(signal: libc::c_int) {
+        // Only async-signal-safe calls: unlink, then the signal's default action.
+        if let Some(p) = PATH.get() {
+            // SAFETY: a NUL-terminated path that lives for the whole process.
+            unsafe { libc::unlink(p.as_ptr()) };
+        }
+        // SAFETY: restoring the default disposition and raising the signal again ends the
+        // process as the signal would have.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+    }
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return };
+    if PATH.set(c).is_ok() {
+        for signal in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: installs a handler that makes only async-signal-safe calls.
+            unsafe { libc::signal(signal, remove_and_stop as *const () as libc::sighandler_t) };
         }
     }
 }

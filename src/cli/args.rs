@@ -103,9 +103,9 @@ pub enum Command {
         /// schedule written to a file and checked from it (--quick: a sixteenth the NPUs).
         #[arg(long, default_value = "greedy")]
         suite: String,
-        /// Runs per case; the median synthesis time is reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
+        /// greedy only: runs per case (default 3); the median synthesis time is reported.
+        #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1000))]
+        runs: Option<usize>,
         /// Only the smaller cases.
         #[arg(long)]
         quick: bool,

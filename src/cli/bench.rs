@@ -12,12 +12,15 @@ pub(super) struct FailuresArgs<'a> {
 /// `bench`: runs the greedy or the ilp suite (the cases whose name contains `filter`).
 pub(super) fn bench_cmd(
     suite: &str,
-    runs: usize,
+    runs: Option<usize>,
     quick: bool,
     filter: Option<&str>,
     json: bool,
     failures: FailuresArgs<'_>,
 ) -> Result<i32, String> {
+    if let Some(n) = runs.filter(|_| suite != "greedy") {
+        return Err(format!("--runs {n}: only the greedy suite runs a case more than once, not --suite {suite:?}"));
+    }
     if suite != "failures" {
         if let Some(size) = failures.size {
             return Err(format!("--size {size:?}: only the failures suite takes a size, not --suite {suite:?}"));
@@ -31,11 +34,19 @@ pub(super) fn bench_cmd(
     }
     match suite {
         "ilp" => bench_ilp(quick, filter, json),
-        "greedy" => bench_greedy(runs, quick, filter, json),
+        "greedy" => bench_greedy(runs.unwrap_or(3), quick, filter, json),
         "sizes" => bench_sizes(quick, filter, json),
         "failures" => bench_failures(quick, filter, json, failures),
         "scale" => bench_scale(quick, filter, json),
         other => Err(format!("--suite {other:?}: expected greedy, ilp, sizes, failures or scale")),
+    }
+}
+
+/// `--filter` that names no case of the suite: a mistake, not an empty table.
+fn matched<T>(rows: Vec<T>, filter: Option<&str>, suite: &str) -> Result<Vec<T>, String> {
+    match filter {
+        Some(f) if rows.is_empty() => Err(format!("--filter {f:?}: no case of the {suite} suite has it in its name")),
+        _ => Ok(rows),
     }
 }
 
@@ -45,6 +56,7 @@ fn bench_scale(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
         .into_iter()
         .filter(|c| filter.is_none_or(|f| format!("{} {}", c.topology, c.collective.name()).contains(f)))
         .collect();
+    let cases = matched(cases, filter, "scale")?;
     let rows = scale::run_scale_suite(&cases, &mut |r| {
         eprintln!(
             "ccsynth bench: {} {} ({} failed links): {} us, x{} {}, {:.1} s, {} MiB, file {} MiB, validate {} s, met {} {}",
@@ -95,6 +107,7 @@ fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresA
             )
         }));
     }
+    let rows = matched(rows, filter, "failures")?;
     if json {
         print_json(&rows)?;
     } else {
@@ -121,6 +134,7 @@ fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Strin
         );
         rows.push(r);
     }
+    let rows = matched(rows, filter, "ilp")?;
     if json {
         print_json(&rows)?;
     } else {
@@ -146,6 +160,7 @@ fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
         );
         rows.push(r);
     }
+    let rows = matched(rows, filter, "sizes")?;
     if json {
         print_json(&rows)?;
     } else {
@@ -186,6 +201,7 @@ fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> R
         );
         results.push(r);
     }
+    let mut results = matched(results, filter, "greedy")?;
     crate::bench::judge_growth(&mut results);
     if json {
         print_json(&results)?;

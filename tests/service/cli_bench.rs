@@ -138,3 +138,38 @@ fn bench_scale_writes_checks_and_judges_every_row() {
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("| torus:16x16 | all_reduce | 64 MiB |") && table.lines().count() == 3, "{table}");
 }
+
+/// A scale row's file (hundreds of megabytes at 16,384 NPUs) is removed when the run is
+/// stopped by SIGTERM or SIGINT while it exists (it was left in the temporary directory); the
+/// suites' own flags are refused elsewhere, and a filter that names no case is an error.
+#[test]
+fn bench_cleans_up_when_stopped_and_refuses_flags_it_would_ignore() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let child = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+            .args(["bench", "--suite", "scale", "--quick", "--filter", "torus:32x32"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let file = std::env::temp_dir().join(format!("ccsynth-bench-scale-{}.json", child.id()));
+        let began = std::time::Instant::now();
+        while !file.exists() && began.elapsed() < std::time::Duration::from_secs(120) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(file.exists(), "the row's file was never seen");
+        // SAFETY: a signal to the child this test started.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        let out = child.wait_with_output().unwrap();
+        assert!(!out.status.success());
+        assert!(!file.exists(), "signal {signal}: {} left behind", file.display());
+    }
+    for (args, says) in [
+        (&["bench", "--suite", "ilp", "--runs", "2"][..], "--runs 2: only the greedy suite"),
+        (&["bench", "--suite", "greedy", "--filter", "no such case"][..], "no case of the greedy suite"),
+        (&["bench", "--runs", "0"][..], "0 is not in 1..=1000"),
+    ] {
+        let o = ccsynth(args, None);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}

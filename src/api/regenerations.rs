@@ -30,6 +30,10 @@ struct RegenerateIn {
     /// Links that still work, slower: `{"link": [9, 10], "bandwidth_gb_per_s": 25}`.
     #[serde(default)]
     degraded_links: Vec<DegradedLink>,
+    /// Each failed and degraded link `[u, v]` is the direction u -> v only (as the CLI's
+    /// `--directed` and a topology's failures take it).
+    #[serde(default)]
+    directed: bool,
     #[serde(default)]
     algorithm: Option<engine::Algorithm>,
     #[serde(default)]
@@ -52,6 +56,8 @@ pub(super) struct RegenerationItem {
     #[serde(default)]
     pub(super) degraded_links: Vec<DegradedLink>,
     #[serde(default)]
+    pub(super) directed: bool,
+    #[serde(default)]
     pub(super) algorithm: Option<engine::Algorithm>,
     #[serde(default)]
     pub(super) force: bool,
@@ -61,17 +67,13 @@ crate::strict::objects_only!(RegenerationItem, "a regeneration (an object)");
 impl RegenerationItem {
     /// What failed and what runs slower, as the topology reads it.
     pub(super) fn failures(&mut self) -> Failures {
-        failures(
-            std::mem::take(&mut self.failed_links),
-            std::mem::take(&mut self.failed_npus),
-            std::mem::take(&mut self.degraded_links),
-        )
+        Failures {
+            links: std::mem::take(&mut self.failed_links),
+            npus: std::mem::take(&mut self.failed_npus),
+            degraded_links: std::mem::take(&mut self.degraded_links),
+            directed: self.directed,
+        }
     }
-}
-
-/// A regeneration's failures: both directions of every link.
-fn failures(links: Vec<[usize; 2]>, npus: Vec<usize>, degraded_links: Vec<DegradedLink>) -> Failures {
-    Failures { links, npus, degraded_links, directed: false }
 }
 
 /// Checks a regeneration of the caller's schedule `id` (its stored request on the topology
@@ -147,7 +149,8 @@ async fn regenerate(
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let priority = r.priority;
-    let failures = failures(r.failed_links, r.failed_npus, r.degraded_links);
+    let failures =
+        Failures { links: r.failed_links, npus: r.failed_npus, degraded_links: r.degraded_links, directed: r.directed };
     let checked = check_regeneration(&st, &caller, &id, failures, r.algorithm, "").await?;
     make_room(&st, &caller, &[&checked], false).await?;
     let req = commit(&st, &caller, checked).await?;

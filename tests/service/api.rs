@@ -897,6 +897,24 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     )
     .unwrap();
     assert!(new.transfers.iter().all(|t| t.src != 5 && t.dst != 5));
+    // One direction only (`directed`, as the CLI's --directed): 0->1 fails, 1->0 stays, alone
+    // and in a batch.
+    let (code, job) = call(
+        &s,
+        "POST",
+        &format!("/v1/schedules/{sid}/regenerate"),
+        Some(json!({"failed_links": [[0, 1]], "directed": true, "wait_ms": 30000})),
+    );
+    assert_eq!((code, job["status"].as_str()), (201, Some("succeeded")), "{job}");
+    let one_way = ccsynth::schedule::Schedule::from_json(
+        &raw(s.addr, "GET", &format!("/v1/schedules/{}", job["schedule_id"].as_str().unwrap()), None).body,
+    )
+    .unwrap();
+    assert!(one_way.topology.link(0, 1).is_none() && one_way.topology.link(1, 0).is_some());
+    assert!(ccsynth::engine::check(&one_way).valid);
+    let batch = json!({"regenerations": [{"schedule_id": sid, "failed_links": [[1, 0]], "directed": true}]});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(batch.to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
     // Bad failures are named by the request's own fields, with what the topology has.
     let p = assert_problem(
         &raw(s.addr, "POST", &format!("/v1/schedules/{sid}/regenerate"), Some(br#"{"failed_links": [[0, 9]]}"#)),

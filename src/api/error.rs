@@ -19,6 +19,11 @@ pub enum ApiError {
     BodyTimeout(u64),
     #[error("no {0} with id {1:?}")]
     NotFound(&'static str, String),
+    /// A path no route serves (the path, cut short).
+    #[error(
+        "no route serves the path {0:?} (the routes are in openapi.yaml; a trailing slash or another case is another path)"
+    )]
+    NoRoute(String),
     /// Parses, but cannot be served: wrong fields, unknown NPU, unsupported algorithm, …
     #[error("{0}")]
     Unprocessable(InputError),
@@ -128,7 +133,7 @@ impl ApiError {
             ApiError::MalformedJson(_) => StatusCode::BAD_REQUEST,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            ApiError::NotFound(..) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(..) | ApiError::NoRoute(_) => StatusCode::NOT_FOUND,
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InUse(..) => StatusCode::CONFLICT,
             ApiError::BadHost(_) | ApiError::HostHeaders(_) => StatusCode::BAD_REQUEST,
@@ -157,7 +162,7 @@ impl ApiError {
             ApiError::MalformedJson(_) => "malformed-json",
             ApiError::TooLarge(_) => "body-too-large",
             ApiError::BodyTimeout(_) => "body-timeout",
-            ApiError::NotFound(..) => "not-found",
+            ApiError::NotFound(..) | ApiError::NoRoute(_) => "not-found",
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::InUse(..) => "in-use",
             ApiError::BadHost(_) | ApiError::HostHeaders(_) => "bad-host",

@@ -236,7 +236,7 @@ pub fn router(state: Shared) -> Router {
         .merge(jobs::router())
         .merge(export::router())
         .merge(regenerations::router())
-        .fallback(|| async { ApiError::NotFound("route", String::new()) })
+        .fallback(|uri: axum::http::Uri| async move { ApiError::NoRoute(uri.path().chars().take(200).collect()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(axum::middleware::from_fn(guard::known_query))
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))

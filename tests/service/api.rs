@@ -728,6 +728,9 @@ fn batches_report_aggregate_progress(db: Db) {
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
     assert!(p["errors"][0]["path"].as_str().unwrap().starts_with("requests[1]"), "{p}");
     assert_problem(&raw(s.addr, "GET", "/v1/batches/unknown", None), 404);
+    // A path no route serves says which (it said `no route with id ""`).
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/batches/{bid}/"), None), 404);
+    assert!(p["detail"].as_str().unwrap().contains(&format!("no route serves the path \"/v1/batches/{bid}/\"")), "{p}");
 }
 
 /// Issue 63, point 4: `degraded_links` in a regeneration (alone and in a batch) and in a

@@ -271,16 +271,31 @@ async fn algorithms() -> Response {
 
 async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Response, ApiError> {
     let limits = st.config.limits();
+    // The check stops once nobody waits for it: when the client leaves, hyper drops this
+    // future, and `left` with it (a check of seconds kept both cores busy for minutes after
+    // its client gave up), or when the server stops.
+    struct Left(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Left {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let left = Left(Default::default());
+    let (gone, stopping) = (left.0.clone(), st.stopping.subscribe());
     // Parsing and checking are linear in the body (bounded by `max_body_bytes`) and the
     // schedule's declared sizes (bounded by `limits` before the validator allocates).
-    let report = tokio::task::spawn_blocking(move || -> Result<crate::engine::CheckReport, ApiError> {
+    let report = tokio::task::spawn_blocking(move || -> Result<Option<crate::engine::CheckReport>, ApiError> {
         let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         crate::strict::strict_value(text.as_bytes()).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let schedule = crate::schedule::Schedule::from_json(text)?;
-        Ok(crate::engine::check_within(&schedule, &limits)?)
+        let stop = || gone.load(std::sync::atomic::Ordering::Relaxed) || *stopping.borrow();
+        Ok(crate::engine::check_within_until(&schedule, &limits, &stop)?)
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
+    drop(left);
+    // Stopped: the client has left (nobody reads this) or the server is stopping.
+    let report = report.ok_or(ApiError::ShuttingDown)?;
     Ok(json(StatusCode::OK, &report))
 }
 

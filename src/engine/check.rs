@@ -134,6 +134,16 @@ fn complete(
 /// collective's chunks, and the (npu, slot) cells its declared chunks and scratch make for the
 /// validator and the simulator), estimated before either allocates for it.
 pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate::error::InputError> {
+    Ok(check_within_until(s, limits, &|| false)?.expect("never stopped"))
+}
+
+/// `check_within`, asking `stop` as the check runs: `Ok(None)` once it says so (the service
+/// stops a check whose client has left).
+pub fn check_within_until(
+    s: &Schedule,
+    limits: &Limits,
+    stop: &(dyn Fn() -> bool + Sync),
+) -> Result<Option<CheckReport>, crate::error::InputError> {
     request::check_npus(&s.topology, limits)?;
     request::check_chunk_count(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
     let cells = s.topology.npus().checked_mul(s.slots());
@@ -153,7 +163,7 @@ pub fn check_within(s: &Schedule, limits: &Limits) -> Result<CheckReport, crate:
             ),
         ));
     }
-    Ok(check(s))
+    Ok(check_until(s, true, stop))
 }
 
 /// A failure of the engine itself (never the caller's fault).

@@ -263,11 +263,14 @@ fn failures_remove_links_and_npus_and_report_connectivity() {
     assert_eq!(e.errors.len(), 2);
     assert_eq!(e.errors[0].path, "links[0]");
     assert_eq!(e.errors[1].path, "npus[0]");
-    // A failure listed twice (a link named from either end, unless directed) is refused, as a
-    // topology file's failed NPU listed twice is; so is failing every NPU, in a file too.
+    // A failure listed twice is refused, as a topology file's failed NPU listed twice is (a link
+    // named from both ends is not twice: many write a link that fails both ways so); so is
+    // failing every NPU, in a file too.
     let twice =
         |f: Failures| t.with_failures(&f).unwrap_err().errors.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
-    assert_eq!(twice(Failures { links: vec![[0, 1], [2, 3], [1, 0]], ..Default::default() }), ["links[2]"]);
+    assert_eq!(twice(Failures { links: vec![[0, 1], [2, 3], [0, 1]], ..Default::default() }), ["links[2]"]);
+    let ends = t.with_failures(&Failures { links: vec![[0, 1], [1, 0]], ..Default::default() }).unwrap();
+    assert!(ends.link(0, 1).is_none() && ends.link(1, 0).is_none());
     assert_eq!(twice(Failures { npus: vec![3, 3], ..Default::default() }), ["npus[1]"]);
     let both_ways = Failures { links: vec![[0, 1], [1, 0]], directed: true, ..Default::default() };
     assert!(t.with_failures(&both_ways).unwrap().link(1, 0).is_none());

@@ -25,6 +25,11 @@ pub const MAX_REPORTED_VIOLATIONS: usize = 1000;
 pub const MAX_COUNTED_VIOLATIONS: usize = 1 << 24;
 /// Work budget (compute NPUs × (nodes + links)) above which the exact min-cut bound is skipped.
 pub const MIN_CUT_BUDGET: usize = 40_000_000;
+/// Edges the min-cut bound's max-flows may scan (`maxflow::FlowNet::work`) before it is skipped:
+/// past the work budget above, the flow's paths' lengths decide its cost (a line of 1,024 NPUs
+/// pushes every holder's flow along the line: 14 s), and counting scans stops it at the same
+/// point on every machine: about 5 s (mesh:2x512 takes 1.6 G scans, 3.2 s).
+pub const MIN_CUT_SCANS: u64 = 1 << 31;
 /// Timesteps one TEN edge may span (a finer discretization is refused).
 pub const MAX_TEN_SPAN: usize = 1 << 16;
 /// Timesteps the greedy may plan over before it gives up (memory and time stay bounded).

@@ -11,6 +11,8 @@ pub struct FlowNet {
     flow: Vec<f64>,
     level: Vec<i32>,
     iter: Vec<usize>,
+    /// Edges scanned so far (`work`).
+    scans: u64,
 }
 
 const NONE: usize = usize::MAX;
@@ -27,6 +29,7 @@ impl FlowNet {
             flow: vec![],
             level: vec![0; n],
             iter: vec![0; n],
+            scans: 0,
         }
     }
     /// Adds the edge `u → v` of capacity `c` (and its residual twin); returns its id.
@@ -64,6 +67,7 @@ impl FlowNet {
         while let Some(u) = q.pop_front() {
             let mut e = self.head[u];
             while e != NONE {
+                self.scans += 1;
                 let v = self.to[e];
                 if self.level[v] < 0 && self.residual(e) > EPS {
                     self.level[v] = self.level[u] + 1;
@@ -79,6 +83,7 @@ impl FlowNet {
             return pushed;
         }
         while self.iter[u] != NONE {
+            self.scans += 1;
             let e = self.iter[u];
             let v = self.to[e];
             if self.level[v] == self.level[u] + 1 && self.residual(e) > EPS {
@@ -107,6 +112,11 @@ impl FlowNet {
             }
         }
         total
+    }
+    /// Edges the searches have scanned since the network was made: a measure of the work done
+    /// that does not depend on the machine (a caller's budget).
+    pub fn work(&self) -> u64 {
+        self.scans
     }
     /// The nodes `s` reaches in the residual network: after `max_flow`, a minimum cut's side.
     pub fn source_side(&self, s: usize) -> Vec<bool> {

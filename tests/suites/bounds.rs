@@ -139,6 +139,22 @@ proptest! {
     }
 }
 
+/// On a whole torus of one bandwidth the min-cut bound takes one max-flow an iteration, not
+/// one per NPU (its translations map every set onto one leaving out NPU 0): the same value as
+/// every set tried, on rings and tori of two and three dimensions, sides 2 to 5 (the oracle's
+/// 2^16 sets), and at half speed; a torus of two speeds is searched in full.
+#[test]
+fn a_torus_min_cut_from_one_npu_is_every_set_s() {
+    for spec in ["ring:3", "ring:8", "torus:3x4", "torus:4x4", "torus:2x3x2", "torus:4x4@bw=50", "torus:4x4@bw=50,100"]
+    {
+        let t = topo(spec);
+        let group: Vec<usize> = (0..t.npus()).collect();
+        let got = min_cut(&t, &group, 1e6).unwrap().unwrap();
+        let want = brute_force(&t, &group, 1e6).unwrap();
+        assert!(close(got, want), "{spec}: got {got}, want {want}");
+    }
+}
+
 #[test]
 fn rooted_collectives_have_bounds_too() {
     let t = topo("mesh:3x3");

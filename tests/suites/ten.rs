@@ -87,6 +87,20 @@ fn distances_and_diameter() {
     assert_eq!(ten.diameter(&(0..16).collect::<Vec<_>>()), 4);
 }
 
+/// A link that would span more timesteps than a TEN edge may is left out, the rest kept: link
+/// 0-1 of torus:4x4 at 100 ms of latency beside 500 ns (2·10^5 timesteps of the fastest edge).
+#[test]
+fn a_link_too_slow_for_the_ten_is_left_out() {
+    use ccsynth::topology::{DegradedLink, Failures};
+    let slow = DegradedLink { link: [0, 1], bandwidth_gb_per_s: None, latency_ns: Some(1e8) };
+    let t = topo("torus:4x4").with_failures(&Failures { degraded_links: vec![slow], ..Failures::default() }).unwrap();
+    let ten = Ten::build(&t, 1000.0, SwitchModel::Native, None).unwrap();
+    let pairs: Vec<(u32, u32)> = ten.edges.iter().map(|e| (e.src, e.dst)).collect();
+    assert_eq!(pairs.len(), t.links().len() - 2);
+    assert!(!pairs.contains(&(0, 1)) && !pairs.contains(&(1, 0)));
+    assert_eq!(ten.distances_from(&[0])[1], 3, "around the slow link");
+}
+
 #[test]
 fn a_discretization_too_fine_is_refused() {
     let t = topo("ring:4");

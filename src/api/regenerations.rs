@@ -96,7 +96,9 @@ pub(super) async fn check_regeneration(
     if let Some(g) = &mut req.collective.group {
         g.retain(|v| !failures.npus.contains(v));
     }
-    let (_, intact) = topologies::load(st, &Caller(None), &req.topology_id).await?;
+    // Hidden or not: a schedule keeps the topology it ran on (its regeneration was a 404 once
+    // the topology was deleted, though the schedule and its exports were served).
+    let intact = topologies::load_kept(st, &req.topology_id).await?;
     // Named by the request's own fields: `failed_links[0]`, not the `Failures` document's
     // `links[0]`; a split of the group by what failed (links when any were given).
     let split_by = if failures.links.is_empty() { "failed_npus" } else { "failed_links" };

@@ -248,6 +248,16 @@ pub async fn load(st: &Shared, caller: &Caller, id: &str) -> Result<(TopologyRow
     Ok((row, t))
 }
 
+/// The topology a caller's stored schedule ran on, hidden or not (deleting a topology that
+/// stored schedules use hides it and keeps it for them, docs/HTTP.md): what a regeneration of
+/// the schedule degrades.
+pub async fn load_kept(st: &Shared, id: &str) -> Result<Topology, ApiError> {
+    let row = st.store.topology_kept(id).await?.ok_or_else(|| ApiError::NotFound("topology", id.to_string()))?;
+    let (body, id) = (row.body, id.to_string());
+    off_async(move || Topology::from_json(&body).map_err(|e| ApiError::Internal(format!("stored topology {id}: {e}"))))
+        .await
+}
+
 /// The degraded topology: stored with its parent and the failures.
 pub async fn degrade(
     st: &Shared,

@@ -95,6 +95,17 @@ impl Store {
         Ok(row.as_ref().map(topology_row).transpose()?)
     }
 
+    /// `topology`, hidden or not: a topology deleted while stored schedules use it is kept for
+    /// them (their regeneration reads it).
+    pub async fn topology_kept(&self, id: &str) -> Result<Option<TopologyRow>, StoreError> {
+        if !plausible_id(id) {
+            return Ok(None);
+        }
+        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1");
+        let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
+        Ok(row.as_ref().map(topology_row).transpose()?)
+    }
+
     /// Topologies by creation, `limit` after `offset`, and the total count: those `client` may
     /// see (every one when `None`, a service without tokens).
     pub async fn topologies(

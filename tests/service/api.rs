@@ -437,6 +437,22 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
     let kept = ccsynth::schedule::Schedule::from_json(&kept.body).unwrap();
     assert_eq!(kept.topology, ccsynth::topology::parse_topology("torus:4x4@bw=50").unwrap());
     assert!(ccsynth::engine::check(&kept).valid);
+    // So is its regeneration, by itself and in a batch (a 404 "no topology" and a 422 "no
+    // schedule" while the schedule itself was served).
+    let (code, job) = call(
+        &s,
+        "POST",
+        &format!("/v1/schedules/{sid}/regenerate"),
+        Some(json!({"failed_links": [[0, 1]], "wait_ms": 30000})),
+    );
+    assert_eq!((code, job["status"].as_str()), (201, Some("succeeded")), "{job}");
+    let (code, batch) = call(
+        &s,
+        "POST",
+        "/v1/batches",
+        Some(json!({"regenerations": [{"schedule_id": sid, "failed_links": [[1, 2]]}]})),
+    );
+    assert!(code == 201 || code == 202, "{code}: {batch}");
     let (_, again) = call(&s, "POST", "/v1/topologies", Some(json!({"spec": "torus:4x4@bw=50"})));
     assert_eq!(again["id"], tid.as_str());
     assert_eq!(raw(s.addr, "GET", &format!("/v1/topologies/{tid}"), None).status, 200);

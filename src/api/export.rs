@@ -71,6 +71,15 @@ pub(super) async fn export(
     let q: ExportQuery = super::query::parse(q.as_deref())?;
     check_sizes(&q)?;
     if q.format == "explicit" {
+        // Refused as with every format without a per-rank view (it was ignored: the whole
+        // schedule came back).
+        if let Some(r) = q.rank {
+            return Err(InputError::new(
+                "rank",
+                format!("{r}: only format=mscclpp-json and chakra-et have a per-rank view"),
+            )
+            .into());
+        }
         return explicit(&st, &id).await;
     }
     let (format, media) = match q.format.as_str() {
@@ -195,7 +204,7 @@ pub struct Pending {
 #[derive(Clone, Debug)]
 enum ExportFail {
     NotFound(String),
-    BadQuery(String),
+    BadQuery(crate::error::FieldError),
     Internal(String),
     Unprocessable(InputError),
     ShuttingDown,
@@ -205,7 +214,7 @@ impl ExportFail {
     fn into_api(self) -> ApiError {
         match self {
             ExportFail::NotFound(id) => ApiError::NotFound("schedule", id),
-            ExportFail::BadQuery(m) => ApiError::BadQuery(m),
+            ExportFail::BadQuery(f) => ApiError::BadQueryKey(f),
             ExportFail::Internal(m) => ApiError::Internal(m),
             ExportFail::Unprocessable(e) => ApiError::Unprocessable(e),
             ExportFail::ShuttingDown => ApiError::ShuttingDown,
@@ -309,8 +318,9 @@ async fn build(
         out.map(Arc::new).map_err(|e| match e {
             // The prefix is the caller's; anything else about a stored schedule passed the
             // validator when it was stored.
-            engine::Error::Input(e) if e.errors.iter().all(|f| f.path == "prefix") => {
-                ExportFail::BadQuery(e.to_string())
+            // Named at its key, as every other key's error is (`errors` was empty).
+            engine::Error::Input(mut e) if !e.errors.is_empty() && e.errors.iter().all(|f| f.path == "prefix") => {
+                ExportFail::BadQuery(e.errors.swap_remove(0))
             }
             // A rank outside the plan (its size is known only once the plan is laid out).
             engine::Error::Input(e) if e.errors.iter().all(|f| f.path == "rank") => ExportFail::Unprocessable(e),

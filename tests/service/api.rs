@@ -154,6 +154,7 @@ fn schedules_export_as_msccl_xml(db: Db) {
     for (query, says) in [
         ("format=mscclpp-json&rank=4", "rank 4 is not a rank of the plan: its ranks are 0..=3"),
         ("format=msccl-xml&rank=1", "only format=mscclpp-json and chakra-et have a per-rank view"),
+        ("format=explicit&rank=3", "only format=mscclpp-json and chakra-et have a per-rank view"),
     ] {
         let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
         assert!(p["detail"].as_str().unwrap().contains(says), "{query}: {p}");
@@ -186,6 +187,7 @@ fn schedules_export_as_msccl_xml(db: Db) {
         400,
     );
     assert!(p["detail"].as_str().unwrap().contains("prefix"), "{p}");
+    assert_eq!(p["errors"][0]["path"], "prefix", "named at its key: {p}");
     // Bad queries are problems: an unknown format (422), an unknown parameter or value (400),
     // an unknown schedule (404), a collective MSCCL cannot run (422 naming it).
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=svg"), None), 422);

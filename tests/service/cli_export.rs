@@ -67,6 +67,19 @@ fn export_and_synth_write_msccl_xml() {
     assert_eq!(o.status.code(), Some(0));
     assert!(o.stdout.is_empty());
     assert!(std::fs::read_to_string(&out).unwrap().starts_with("<algo "));
+    // Sizes the API refuses, refused here too, whatever the format: --max-bytes 0 (an MSCCL++
+    // plan read it as no upper limit) and a minimum above the maximum.
+    for (format, sizes, says) in [
+        ("mscclpp-json", vec!["--max-bytes", "0"], "--max-bytes 0"),
+        ("json", vec!["--min-bytes", "1MiB", "--max-bytes", "1KiB"], "--min-bytes 1048576 is above --max-bytes 1024"),
+    ] {
+        let mut args = vec!["export", "--format", format];
+        args.extend(sizes);
+        args.push("-");
+        let o = ccsynth(&args, Some(&text));
+        assert_eq!(o.status.code(), Some(2), "{format}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     // --format json re-emits the validated schedule.
     let o = ccsynth(&["export", "--format", "json", "-"], Some(&text));
     assert_eq!(o.status.code(), Some(0));

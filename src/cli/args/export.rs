@@ -93,6 +93,19 @@ impl MscclArgs {
         let size = |flag: &str, v: &Option<String>| {
             v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
         };
+        let (min_bytes, max_bytes) = (size("--min-bytes", &self.min_bytes)?, size("--max-bytes", &self.max_bytes)?);
+        // As the API refuses them, for every format (`--max-bytes 0` was written into an
+        // MSCCL++ plan, which reads it as no upper limit).
+        match (min_bytes, max_bytes) {
+            (_, Some(0)) => {
+                return Err(
+                    "--max-bytes 0: the executor reads maxBytes = 0 as no upper limit; leave --max-bytes out for that"
+                        .into(),
+                );
+            }
+            (Some(min), Some(max)) if min > max => return Err(format!("--min-bytes {min} is above --max-bytes {max}")),
+            _ => {}
+        }
         Ok(engine::MscclOptions {
             target: match self.msccl_target {
                 MscclTargetArg::Current => engine::MscclTarget::Current,
@@ -105,8 +118,8 @@ impl MscclArgs {
                 MscclProtoArg::Ll128 => engine::MscclProtocol::Ll128,
             },
             name: self.msccl_name.clone(),
-            min_bytes: size("--min-bytes", &self.min_bytes)?,
-            max_bytes: size("--max-bytes", &self.max_bytes)?,
+            min_bytes,
+            max_bytes,
         })
     }
 

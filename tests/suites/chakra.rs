@@ -334,6 +334,16 @@ fn bad_prefixes_and_invalid_schedules_are_refused() {
     broken.transfers.edit(|ts| ts.pop());
     let e = engine::export_chakra(&broken, "x", None).unwrap_err();
     assert!(e.to_string().contains("not a valid schedule"), "{e}");
+    // A size comm_size cannot hold, refused (every comm_size was written as i64::MAX): a
+    // broadcast of 2^64 - 1 bytes, the whole trace and one rank's.
+    let spec = CollectiveSpec::new(K::Broadcast, u64::MAX).with_root(0).with_chunks_per_npu(1);
+    let huge = run(&t, &spec, "direct").unwrap();
+    for e in
+        [engine::export_chakra(&huge, "x", None).unwrap_err(), engine::export_chakra_rank(&huge, "x", 1).unwrap_err()]
+    {
+        assert_eq!(e.kind(), engine::ErrorKind::Refused, "{e}");
+        assert!(e.to_string().contains("more than a trace's comm_size holds"), "{e}");
+    }
 }
 
 /// A relayed transfer is a SEND and a RECV a hop, the relay's SEND after its RECV, and each

@@ -313,7 +313,15 @@ fn compare_cmd(
     // command, as `baseline --algo mst` for an all-reduce is.
     if algos.is_some() && cmp.rows.is_empty() {
         let why: Vec<String> = cmp.refused.iter().map(|(name, e)| format!("{name}: {e}")).collect();
-        return Err(format!("--algos: none of them serves this request ({})", why.join("; ")).into());
+        let message = format!("--algos: none of them serves this request ({})", why.join("; "));
+        // Every one serving the collective but refusing the topology exits as `baseline` does
+        // then (3: it was 2); one not made for the collective is a mistake in the command.
+        let serve = names.iter().all(|n| engine::registry::baseline_supports(n, spec.kind));
+        let exit = match serve && cmp.refused_kinds.iter().all(|&k| k == engine::ErrorKind::Refused) {
+            true => error::Exit::Refused,
+            false => error::Exit::BadInput,
+        };
+        return Err(CliError { exit, message });
     }
     if json {
         print_json(&cmp)?;

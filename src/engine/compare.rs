@@ -43,6 +43,9 @@ pub struct Comparison {
     pub rows: Vec<ComparisonRow>,
     /// Baselines that refused the case, with their reasons.
     pub refused: Vec<(String, String)>,
+    /// Each refusal's kind, in `refused`'s order (a door's exit code or status reads it).
+    #[serde(skip)]
+    pub refused_kinds: Vec<super::ErrorKind>,
     /// The best baseline's time over the synthesized schedule's, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup_over_best_baseline: Option<f64>,
@@ -94,6 +97,7 @@ pub fn compare_until(
     };
     let mut rows = Vec::new();
     let mut refused = Vec::new();
+    let mut refused_kinds = Vec::new();
     // Every baseline on the caller's pool (they are independent), kept in `names` order. The
     // bound is computed once below, not per row.
     let built: Vec<Result<ComparisonRow, Error>> = {
@@ -116,7 +120,10 @@ pub fn compare_until(
         match result {
             Ok(r) => rows.push(r),
             Err(Error::Cancelled) => return Err(Error::Cancelled),
-            Err(e) => refused.push((name.to_string(), e.to_string())),
+            Err(e) => {
+                refused_kinds.push(e.kind());
+                refused.push((name.to_string(), e.to_string()));
+            }
         }
     }
     let best_baseline = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
@@ -146,6 +153,7 @@ pub fn compare_until(
         lower_bound_ns: bound,
         rows,
         refused,
+        refused_kinds,
         speedup_over_best_baseline: speedup,
     })
 }

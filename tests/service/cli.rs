@@ -792,6 +792,11 @@ fn mistakes_are_worded_for_the_terminal() {
     assert!(e.starts_with("ccsynth: --root: broadcast needs a root NPU"), "{e}");
     let e = err(&["compare", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB", "--algos", "mst"]);
     assert!(e.contains("--algos: none of them serves this request (mst: mst does not support all_reduce"), "{e}");
+    // Every one refusing the topology exits 3, as `baseline --algo pxn` does there (it was 2).
+    let pxn = ["compare", "--topology", "torus:4x4", "--collective", "all_to_all", "--size", "1MiB", "--algos", "pxn"];
+    let o = ccsynth(&pxn, None);
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("pxn does not support this topology"));
     // A limit too short for any schedule names the flag, not the API's field.
     let ar = ["--topology", "torus:16x16", "--collective", "all_reduce", "--size", "256MiB"];
     // It exits 4 (the time limit), not 2: the request itself was fine.

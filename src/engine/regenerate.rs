@@ -365,6 +365,17 @@ pub fn degraded(
     Ok(after)
 }
 
+/// Every NPU of `previous`'s group failed: named at `path` (the failed NPUs), not at the
+/// group the caller never gave (it said "--group: expected at least one live NPU").
+fn group_gone(previous: &Schedule, path: &str) -> crate::error::InputError {
+    let group = previous.collective.group.as_deref().unwrap_or_default();
+    let ids: Vec<String> = group.iter().map(|v| v.to_string()).collect();
+    crate::error::InputError::new(
+        path,
+        format!("every NPU of the collective's group ({}) fails: none is left to regenerate it for", ids.join(", ")),
+    )
+}
+
 /// What a regeneration of `previous` after `failures` runs on: the degraded topology, and the
 /// same collective (kind, size, root, reduction cost) on the survivors, its group without the
 /// failed NPUs and its chunks per NPU left open for the fresh run. An error where the failures
@@ -378,6 +389,9 @@ pub fn regeneration_target(
     spec.chunks_per_npu = None;
     if let Some(g) = &mut spec.group {
         g.retain(|v| !failures.npus.contains(v));
+        if g.is_empty() {
+            return Err(group_gone(previous, "failures.npus"));
+        }
     }
     let topo = degraded(&previous.topology, spec.group.as_deref(), failures).map_err(|e| e.within("failures"))?;
     if let Some(root) = spec.root

@@ -955,6 +955,23 @@ fn regeneration_avoids_the_failed_link(db: Db) {
     );
     assert_eq!(p["errors"][0]["path"], "failed_npus[1]", "{p}");
     assert!(p["errors"][0]["message"].as_str().unwrap().contains("99 is not an NPU: expected 0..=15"), "{p}");
+    // Every NPU of a subgroup's collective failing is named as the failed NPUs (it was
+    // `collective.group`, a field the request did not have).
+    let (code, sub) = call(
+        &s,
+        "POST",
+        "/v1/syntheses",
+        Some(
+            json!({"spec": "torus:4x4", "collective": {"kind": "all_gather", "size_bytes": 1048576, "group": [0, 1, 5]}}),
+        ),
+    );
+    assert_eq!(code, 201, "{sub}");
+    let sub = sub["schedule_id"].as_str().unwrap();
+    let p = assert_problem(
+        &raw(s.addr, "POST", &format!("/v1/schedules/{sub}/regenerate"), Some(br#"{"failed_npus": [0, 1, 5]}"#)),
+        422,
+    );
+    assert_eq!(p["errors"][0]["path"], "failed_npus", "{p}");
     assert_problem(&raw(s.addr, "POST", "/v1/schedules/unknown/regenerate", Some(b"{}")), 404);
     // Failures that cut NPU 0 off: the collective cannot run on what is left, a 422, and the
     // degraded topology is not stored.

@@ -735,6 +735,15 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-9"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no link 0->9"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Failing every NPU of a subgroup's collective is named as the failed NPUs (it said
+    // "--group: expected at least one live NPU", a flag regenerate does not have).
+    let group =
+        ["synth", "--topology", "torus:4x4", "--collective", "all_gather", "--size", "1MiB", "--group", "0,1,5"];
+    let text = String::from_utf8(ccsynth(&[&group[..], &["--json"]].concat(), None).stdout).unwrap();
+    let o = ccsynth(&["regenerate", "-", "--fail-npu", "0", "--fail-npu", "1", "--fail-npu", "5"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("--fail-npu: every NPU of the collective's group (0, 1, 5) fails"), "{said}");
     // Failures that cut NPU 0 off are named as the failures, with the NPU they cut off.
     let cut = ["--fail-link", "0-1", "--fail-link", "0-3", "--fail-link", "0-4", "--fail-link", "0-12"];
     let o = ccsynth(&[&["regenerate", EXAMPLE][..], &cut[..]].concat(), None);

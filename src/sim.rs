@@ -464,8 +464,10 @@ impl<'a> Replay<'a> {
             collective_time_ns: total,
             rounds: round_end_ns.len(),
             transfers: self.s.transfers.len(),
-            bytes_on_links: self.tally.bytes.iter().sum(),
-            mean_link_utilization: links.iter().map(|l| l.utilization).sum::<f64>() / used,
+            // Folded from +0.0: an empty float sum is -0.0, printed so for a schedule of no
+            // transfers.
+            bytes_on_links: self.tally.bytes.iter().fold(0.0, |a, b| a + b),
+            mean_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, |a, b| a + b) / used,
             max_link_utilization: links.iter().map(|l| l.utilization).fold(0.0, f64::max),
             round_end_ns,
             links,

@@ -92,7 +92,7 @@ pub(super) const DIMENSION_ORDERED: Algorithm = Algorithm {
         let Some(g) = ctx.grid.clone() else {
             return Err(BaselineError::Unsupported {
                 algorithm: "dimension-ordered",
-                what: "this topology: it needs a whole mesh or torus in id order".into(),
+                what: "this topology: it needs a whole mesh or torus of 4 NPUs or more in id order".into(),
             });
         };
         too_many(ctx, "dimension-ordered")?;

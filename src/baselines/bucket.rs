@@ -26,7 +26,7 @@ pub(super) const BUCKET: Algorithm = Algorithm {
 fn bucket(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     let g = ctx.grid.clone().ok_or(BaselineError::Unsupported {
         algorithm: "bucket",
-        what: "topologies that are not a whole mesh or torus".into(),
+        what: "topologies that are not a whole mesh or torus of 4 NPUs or more".into(),
     })?;
     let kind = ctx.c.spec.kind;
     let dims = g.dims.len();
@@ -108,7 +108,7 @@ fn bucket_bidir(ctx: &Ctx) -> Result<Transfers, BaselineError> {
     // parts apart: 425 µs at 64 MiB against 465).
     let g = ctx.grid.clone().filter(chains_apply).ok_or(BaselineError::Unsupported {
         algorithm: "bucket-bidir",
-        what: "topologies that are not a whole mesh, or a whole torus of sides 3 or more".into(),
+        what: "topologies that are not a whole mesh, or a whole torus of sides 3 or more, of 4 NPUs or more".into(),
     })?;
     if on_a_mesh(&g) {
         return chains_on_mesh(ctx, g);

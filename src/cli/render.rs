@@ -152,14 +152,19 @@ fn fresh_outcome(fresh: &engine::regenerate::FreshOutcome) -> String {
 }
 
 /// The `collective` line: its kind and size, the NPUs it runs on (of the live ones) and its chunks.
+/// "1 NPU", "16 NPUs".
+fn npus(n: usize) -> String {
+    if n == 1 { "1 NPU".into() } else { format!("{n} NPUs") }
+}
+
 fn collective_line(s: &crate::schedule::Schedule) -> String {
     let live = s.topology.live_npus().len();
     let npus = match &s.collective.group {
-        Some(g) if g.len() < live => format!("{} of {live}", g.len()),
-        _ => live.to_string(),
+        Some(g) if g.len() < live => format!("{} of {live} NPUs", g.len()),
+        _ => npus(live),
     };
     format!(
-        "collective      {} of {} on {npus} NPUs, {} chunk(s) per NPU",
+        "collective      {} of {} on {npus}, {} chunk(s) per NPU",
         s.collective.kind.name(),
         crate::units::format_size(s.collective.size_bytes),
         s.collective.chunks()
@@ -272,12 +277,13 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
     ]);
     for r in &c.rows {
         // Bytes per ns are GB/s.
-        let algbw = if r.collective_time_ns > 0.0 { c.size_bytes as f64 / r.collective_time_ns } else { 0.0 };
+        // No bandwidth where nothing took time (one NPU): "-", not 0.00.
+        let algbw = (r.collective_time_ns > 0.0).then(|| c.size_bytes as f64 / r.collective_time_ns);
         table.add_row([
             r.algorithm.clone(),
             format!("{:.3}", r.collective_time_ns / 1e3),
-            format!("{algbw:.2}"),
-            format!("{:.2}", algbw * bus_factor),
+            algbw.map_or_else(|| "-".into(), |b| format!("{b:.2}")),
+            algbw.map_or_else(|| "-".into(), |b| format!("{:.2}", b * bus_factor)),
             // NaN where the best time is 0 (a collective with nothing to move): JSON's null.
             if r.ratio_to_best.is_finite() { format!("{:.3}", r.ratio_to_best) } else { "-".into() },
             r.ratio_to_bound.map(|x| format!("{x:.3}")).unwrap_or_else(|| "-".into()),
@@ -290,7 +296,7 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    let mut out = format!("{} of {} on {} NPUs\n", c.collective, crate::units::format_size(c.size_bytes), c.npus);
+    let mut out = format!("{} of {} on {}\n", c.collective, crate::units::format_size(c.size_bytes), npus(c.npus));
     out.extend(table.lines().map(|l| l.trim_end().to_string() + "\n"));
     if let Some(b) = c.lower_bound_ns {
         out += &format!("lower bound: {:.3} µs\n", b / 1e3);

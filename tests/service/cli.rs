@@ -473,6 +473,14 @@ fn people_get_a_summary_and_every_flag_has_help() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains(" ring ") && !table.contains("NaN"), "{table}");
+    // One NPU, not "1 NPUs"; no bandwidth where nothing took time ("-", not 0.00); and a
+    // schedule of no transfers moved 0 bytes, not -0.
+    assert!(table.starts_with("all_reduce of 1 MiB on 1 NPU\n") && !table.contains("0.00 "), "{table}");
+    let one = ["--topology", "ring:1", "--collective", "all_reduce", "--size", "1MiB"];
+    let o = ccsynth(&[&["synth"][..], &one, &["--json"]].concat(), None);
+    let t = ccsynth(&["simulate", "-"], Some(&String::from_utf8_lossy(&o.stdout)));
+    let said = String::from_utf8_lossy(&t.stdout);
+    assert!(said.contains("\"bytes_on_links\": 0.0") && !said.contains("-0.0"), "{said}");
     // Every flag and argument of every verb says what it is for (`-h` puts the help on the
     // flag's line or, when some help is long, on the next lines).
     for verb in [

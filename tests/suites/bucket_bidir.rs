@@ -86,6 +86,12 @@ fn refused_off_a_grid_and_rerouted_round_missing_links() {
         let e = baseline("bucket-bidir", &topo(spec), CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
         assert!(e.to_string().contains("not a whole mesh, or a whole torus of sides 3 or more"), "{spec}: {e}");
     }
+    // Grids of fewer than 4 NPUs are not taken for grids, and the refusal says so (it called
+    // mesh:3 not a whole mesh).
+    for (algorithm, spec) in [("bucket", "mesh:3"), ("bucket-bidir", "ring:3"), ("bucket", "mesh:2x1")] {
+        let e = baseline(algorithm, &topo(spec), CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
+        assert!(e.to_string().contains("of 4 NPUs or more"), "{spec}: {e}");
+    }
     let less_a_link = |spec: &str| {
         topo(spec)
             .with_failures(&ccsynth::topology::Failures { links: vec![[0, 1], [1, 0]], ..Default::default() })

@@ -87,21 +87,20 @@ impl Store {
     }
 
     pub async fn topology(&self, id: &str) -> Result<Option<TopologyRow>, StoreError> {
-        if !plausible_id(id) {
-            return Ok(None);
-        }
-        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1 AND deleted_at IS NULL");
-        let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
-        Ok(row.as_ref().map(topology_row).transpose()?)
+        self.topology_where(id, " AND deleted_at IS NULL").await
     }
 
     /// `topology`, hidden or not: a topology deleted while stored schedules use it is kept for
     /// them (their regeneration reads it).
     pub async fn topology_kept(&self, id: &str) -> Result<Option<TopologyRow>, StoreError> {
+        self.topology_where(id, "").await
+    }
+
+    async fn topology_where(&self, id: &str, and: &'static str) -> Result<Option<TopologyRow>, StoreError> {
         if !plausible_id(id) {
             return Ok(None);
         }
-        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1");
+        let q = format!("SELECT {TOPOLOGY_COLS} FROM topologies WHERE id = $1{and}");
         let row = sqlx::query(sqlx::AssertSqlSafe(q)).bind(id).fetch_optional(&self.pool).await?;
         Ok(row.as_ref().map(topology_row).transpose()?)
     }

@@ -108,7 +108,7 @@ pub fn compare_until(
                 // Built as `synth --algo` builds it (a grid's baselines rerouted around its
                 // failed and slower links): the two doors gave ring on torus:4x4 with one slow
                 // link 158.3 us and 35.4 us.
-                let built = super::baseline_on(name, topology, spec, false, cancelled)?;
+                let built = super::rerouted::baseline_on(name, topology, spec, false, cancelled)?;
                 check::finalize_until(built, false, cancelled).map(|(s, r)| row(name, &s, r.rounds))
             })
             .collect()

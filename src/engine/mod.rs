@@ -434,38 +434,9 @@ fn run_baseline(req: &Request, name: &str, stop: Stop) -> Result<Output, Error> 
 fn build_baseline(req: &Request, name: &str, stop: Stop) -> Result<Schedule, Error> {
     let poll = || stop.now();
     let in_hand = req.rerouted_in_hand.as_deref() == Some(name);
-    match baseline_on(name, &req.topology, req.collective(), in_hand, &poll) {
+    match rerouted::baseline_on(name, &req.topology, req.collective(), in_hand, &poll) {
         Err(Error::Cancelled) => Err(stop.error()),
         built => built,
-    }
-}
-
-/// Baseline `name` as every door builds it (`synth --algo`, `baseline`, `compare`, `auto`):
-/// on a grid with a few slower links, built on the grid before the slowdown and rerouted; not
-/// on this topology but on the whole grid it is one less a few links of, built there and
-/// rerouted (not again where the caller holds that: `in_hand`, a regeneration's repair of it).
-/// `Error::Cancelled` once `poll` says stop.
-pub(crate) fn baseline_on(
-    name: &str,
-    topo: &crate::topology::Topology,
-    spec: &crate::collective::CollectiveSpec,
-    in_hand: bool,
-    poll: &dyn Fn() -> bool,
-) -> Result<Schedule, Error> {
-    use crate::baselines::BaselineError;
-    if let Some(built) = rerouted::on_slowed_grid(name, topo, spec, in_hand, poll) {
-        return built;
-    }
-    let built = match crate::baselines::build_within(name, topo, spec, poll) {
-        Err(BaselineError::Unsupported { algorithm, what }) if in_hand => {
-            Err(BaselineError::Unsupported { algorithm, what: format!("{what}; rerouted it is the repair in hand") })
-        }
-        Err(e @ BaselineError::Unsupported { .. }) => rerouted::build(name, topo, spec, poll).unwrap_or(Err(e)),
-        other => other,
-    };
-    match built {
-        Err(BaselineError::Stopped) => Err(Error::Cancelled),
-        other => Ok(other?),
     }
 }
 

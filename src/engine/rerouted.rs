@@ -13,6 +13,34 @@ use crate::topology::Topology;
 
 pub use crate::limits::REROUTE_MAX_MISSING_LINKS;
 
+/// Baseline `name` as every door builds it (`synth --algo`, `baseline`, `compare`, `auto`):
+/// on a grid with a few slower links, built on the grid before the slowdown and rerouted; not
+/// on this topology but on the whole grid it is one less a few links of, built there and
+/// rerouted (not again where the caller holds that: `in_hand`, a regeneration's repair of it).
+/// `Error::Cancelled` once `poll` says stop.
+pub(super) fn baseline_on(
+    name: &str,
+    topo: &crate::topology::Topology,
+    spec: &crate::collective::CollectiveSpec,
+    in_hand: bool,
+    poll: &dyn Fn() -> bool,
+) -> Result<Schedule, super::Error> {
+    if let Some(built) = on_slowed_grid(name, topo, spec, in_hand, poll) {
+        return built;
+    }
+    let built = match crate::baselines::build_within(name, topo, spec, poll) {
+        Err(BaselineError::Unsupported { algorithm, what }) if in_hand => {
+            Err(BaselineError::Unsupported { algorithm, what: format!("{what}; rerouted it is the repair in hand") })
+        }
+        Err(e @ BaselineError::Unsupported { .. }) => build(name, topo, spec, poll).unwrap_or(Err(e)),
+        other => other,
+    };
+    match built {
+        Err(BaselineError::Stopped) => Err(super::Error::Cancelled),
+        other => Ok(other?),
+    }
+}
+
 /// Baseline `name` built on the whole grid `topo` is a mesh or torus less a few links (or with
 /// a few slower links) of (`Topology::grid_before_changes`), and rerouted onto `topo`; None
 /// where `topo` is no such grid, or the baseline does not serve the whole grid either (the

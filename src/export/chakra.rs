@@ -65,13 +65,11 @@ pub enum ChakraError {
     /// One rank's trace of a rank the schedule does not have.
     #[error("{rank}: expected a rank in {} (the topology's NPUs)", crate::error::ids(*npus))]
     Rank { rank: u32, npus: usize },
-    /// A size `comm_size` (signed 64 bits) cannot hold: it was written as i64::MAX, half the data.
     #[error("the collective's {bytes} bytes are more than a trace's comm_size holds ({})", i64::MAX)]
     TooLarge { bytes: u64 },
 }
 
-/// The collective's size, and so every message's (none carries more than every slot once),
-/// within `comm_size`.
+/// Sizes within `comm_size` (i64; they were written saturated): the collective's, every message's.
 fn sizes_fit(s: &Schedule) -> Result<(), ChakraError> {
     let most = (s.chunk_size_bytes * (s.num_chunks + s.scratch.len()) as f64).max(s.collective.size_bytes as f64);
     (most < i64::MAX as f64).then_some(()).ok_or(ChakraError::TooLarge { bytes: s.collective.size_bytes })
@@ -129,8 +127,7 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
 /// all-reduce is past it; a rank's trace there is a few thousand nodes: it relays nothing).
 pub(crate) fn rank_trace(s: &Schedule, prefix: &str, rank: u32) -> Result<(String, Vec<u8>), ChakraError> {
     check_prefix(prefix)?;
-    rank_fits(s.topology.npus(), s.transfers.len(), rank)?;
-    sizes_fit(s)?;
+    rank_fits(s.topology.npus(), s.transfers.len(), rank).and_then(|()| sizes_fit(s))?;
     let mut files = Traces::build(s, Some(rank));
     Ok((format!("{prefix}.{rank}.et"), trace_bytes(std::mem::take(&mut files[rank as usize]))))
 }

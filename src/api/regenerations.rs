@@ -94,15 +94,7 @@ pub(super) async fn check_regeneration(
     // The schedule is the caller's, and so is the topology it ran on, whoever else sees it.
     // The same collective on the survivors: failed NPUs leave its group and cannot be its root.
     if let Some(g) = &mut req.collective.group {
-        g.retain(|v| !failures.npus.contains(v));
-        if g.is_empty() {
-            let ids: Vec<String> = failures.npus.iter().map(|v| v.to_string()).collect();
-            let why = format!(
-                "every NPU of the collective's group fails ({}): none is left to regenerate it for",
-                ids.join(", ")
-            );
-            return Err(InputError::new(at("failed_npus"), why).into());
-        }
+        engine::surviving_group(g, &failures.npus, &at("failed_npus"))?;
     }
     // Hidden or not: a schedule keeps the topology it ran on (its regeneration was a 404 once
     // the topology was deleted, though the schedule and its exports were served).

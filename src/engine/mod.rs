@@ -48,7 +48,9 @@ pub use crate::synth::Effort;
 pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
-pub use regenerate::{Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target};
+pub use regenerate::{
+    Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target, surviving_group,
+};
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{CheckedOptions, Chunking, Limits, Options, Request, RequestSpec, Target};
 pub use source::TopologySource;

@@ -365,15 +365,22 @@ pub fn degraded(
     Ok(after)
 }
 
-/// Every NPU of `previous`'s group failed: named at `path` (the failed NPUs), not at the
-/// group the caller never gave (it said "--group: expected at least one live NPU").
-fn group_gone(previous: &Schedule, path: &str) -> crate::error::InputError {
-    let group = previous.collective.group.as_deref().unwrap_or_default();
+/// A regenerated collective's group: `group` without the `failed` NPUs. Every NPU of it failing
+/// is named at `path` (the failed NPUs), not at the group the caller never gave (the CLI said
+/// "--group: expected at least one live NPU", the API `collective.group`).
+pub fn surviving_group(group: &mut Vec<usize>, failed: &[usize], path: &str) -> Result<(), crate::error::InputError> {
     let ids: Vec<String> = group.iter().map(|v| v.to_string()).collect();
-    crate::error::InputError::new(
-        path,
-        format!("every NPU of the collective's group ({}) fails: none is left to regenerate it for", ids.join(", ")),
-    )
+    group.retain(|v| !failed.contains(v));
+    match group.is_empty() {
+        true => Err(crate::error::InputError::new(
+            path,
+            format!(
+                "every NPU of the collective's group ({}) fails: none is left to regenerate it for",
+                ids.join(", ")
+            ),
+        )),
+        false => Ok(()),
+    }
 }
 
 /// What a regeneration of `previous` after `failures` runs on: the degraded topology, and the
@@ -388,10 +395,7 @@ pub fn regeneration_target(
     let mut spec = previous.collective.clone();
     spec.chunks_per_npu = None;
     if let Some(g) = &mut spec.group {
-        g.retain(|v| !failures.npus.contains(v));
-        if g.is_empty() {
-            return Err(group_gone(previous, "failures.npus"));
-        }
+        surviving_group(g, &failures.npus, "failures.npus")?;
     }
     let topo = degraded(&previous.topology, spec.group.as_deref(), failures).map_err(|e| e.within("failures"))?;
     if let Some(root) = spec.root

@@ -17,6 +17,9 @@ pub const MAX_CONDITION_PAIRS: usize = 1 << 26;
 /// validator 8 per cell of the groups of chunks it replays at once. Bucket's all-reduce on
 /// 16,384 NPUs (4 chunks per NPU) has 2^30.
 pub const MAX_CHECKED_CELLS: usize = 1 << 30;
+/// Bytes of slot tables the validator's chunk replay holds at once: groups of chunks replay
+/// side by side on the pool's threads only as far as their tables fit this together.
+pub const REPLAY_BYTES: u64 = 1 << 30;
 /// Violations listed in a report; the total is still counted beyond this.
 pub const MAX_REPORTED_VIOLATIONS: usize = 1000;
 /// Violations counted: the check stops at this many (its report says the count is capped). A

@@ -86,6 +86,24 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
     replay(s, None, &|| false)
 }
 
+/// About the bytes the simulator's table of slots comes to for `s`, before it is allocated:
+/// an upper bound, since the replay on ranges (schedules whose messages carry long chunk lists)
+/// holds runs instead and falls back on the table only when its rows fragment.
+pub fn table_bytes(s: &Schedule) -> u64 {
+    let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
+    let filled = s.precondition.len().max(s.postcondition.len());
+    let npus = s.topology.npus();
+    let positions = layout.len() + s.scratch.len();
+    // Past the cell limit the table is refused, never allocated.
+    let table = match npus.checked_mul(positions) {
+        Some(cells) if cells <= crate::limits::MAX_CHECKED_CELLS => {
+            crate::slots::table_bytes(npus, positions, filled, 4)
+        }
+        _ => 0,
+    };
+    table + 8 * s.transfers.len() as u64 + 4 * s.slots() as u64
+}
+
 /// `simulate`, asking `stop` every so many transfers; `SimError::Stopped` once it says so.
 pub fn simulate_until(s: &Schedule, stop: &dyn Fn() -> bool) -> Result<Timing, SimError> {
     replay(s, None, stop)

@@ -34,9 +34,9 @@ impl<T: Clone + Default> SlotTable<T> {
     /// 16 a hashed entry, and every access a hash). An all-reduce writes every cell (bucket's on
     /// 8,192 NPUs in 4 parts: 2^28); an all-to-all one per chunk and hop.
     pub fn for_filled(npus: usize, chunks: usize, filled: usize) -> SlotTable<T> {
-        match npus.checked_mul(chunks) {
-            Some(n) if n <= DENSE_SLOTS || n / 4 <= filled => SlotTable::Dense { chunks, v: written(n) },
-            _ => SlotTable::Sparse { chunks, m: HashMap::default(), default: T::default() },
+        match dense_cells(npus, chunks, filled) {
+            Some(n) => SlotTable::Dense { chunks, v: written(n) },
+            None => SlotTable::Sparse { chunks, m: HashMap::default(), default: T::default() },
         }
     }
 
@@ -97,6 +97,21 @@ impl SlotOrder {
 
     pub fn is_empty(&self) -> bool {
         self.chunks == 0
+    }
+}
+
+/// The cells of a dense table, when `SlotTable::for_filled` makes one.
+fn dense_cells(npus: usize, chunks: usize, filled: usize) -> Option<usize> {
+    npus.checked_mul(chunks).filter(|&n| n <= DENSE_SLOTS || n / 4 <= filled)
+}
+
+/// About the bytes `SlotTable::for_filled(npus, chunks, filled)` comes to once filled, for
+/// cells of `cell` bytes: every cell when dense, `filled` hashed entries (key, value and the
+/// map's spare room) otherwise. For estimates made before the table is allocated.
+pub fn table_bytes(npus: usize, chunks: usize, filled: usize, cell: usize) -> u64 {
+    match dense_cells(npus, chunks, filled) {
+        Some(n) => n as u64 * cell as u64,
+        None => filled as u64 * 2 * (8 + cell as u64),
     }
 }
 

@@ -48,7 +48,8 @@ pub struct Config {
     pub clients: Vec<Client>,
     /// Queued and running jobs one client may have (429 beyond); only with `clients`.
     pub max_active_per_client: i64,
-    /// Memory (MiB) that schedule exports computed at once may use, by their estimates.
+    /// Memory (MiB) that schedule exports computed and schedules validated at once may use, by
+    /// their estimates.
     pub export_memory_mb: u32,
     /// Interactive jobs one client (the service, without tokens) may have queued or running.
     pub max_interactive_per_client: i64,

@@ -144,6 +144,18 @@ pub fn check_within_until(
     limits: &Limits,
     stop: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<CheckReport>, crate::error::InputError> {
+    admit(s, limits)?;
+    Ok(check_until(s, true, stop))
+}
+
+/// The limits `check_within_until` checks `s` against before it allocates anything; `Ok` with
+/// `check_peak_bytes(s)` when it is within them.
+pub fn check_cost_within(s: &Schedule, limits: &Limits) -> Result<u64, crate::error::InputError> {
+    admit(s, limits)?;
+    Ok(check_peak_bytes(s))
+}
+
+fn admit(s: &Schedule, limits: &Limits) -> Result<(), crate::error::InputError> {
     request::check_npus(&s.topology, limits)?;
     request::check_chunk_count(&s.collective, &s.topology, limits).map_err(|e| e.within("collective"))?;
     let cells = s.topology.npus().checked_mul(s.slots());
@@ -163,7 +175,15 @@ pub fn check_within_until(
             ),
         ));
     }
-    Ok(check_until(s, true, stop))
+    Ok(())
+}
+
+/// About the most memory `check_within_until(s, ..)` holds beyond the schedule itself, in
+/// bytes, worked out before it allocates: the validator's replay tables side by side with the
+/// simulator's (an upper bound: schedules settled on ranges hold far less). For callers that
+/// admit checks by their cost, as the service does.
+fn check_peak_bytes(s: &Schedule) -> u64 {
+    crate::validate::replay_peak_bytes(s) + crate::sim::table_bytes(s)
 }
 
 /// A failure of the engine itself (never the caller's fault).

@@ -21,7 +21,7 @@ mod rerouted;
 mod search;
 mod source;
 
-pub use check::{CheckReport, EngineError, check, check_within, check_within_until, finalize};
+pub use check::{CheckReport, EngineError, check, check_cost_within, check_within, check_within_until, finalize};
 use check::{Gate, finalize_deferred, finalize_until, gate_until};
 pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_until};
 pub use error::{Error, ErrorKind, Refuser};

@@ -116,6 +116,25 @@ impl Group {
         (pairs * self.chunks.len() as u128 / self.num_chunks.max(1) as u128) as usize
     }
 
+    /// About the bytes of the slot and stamp tables this group's replay holds (4 bytes a cell
+    /// each); its contributor sets are not counted (one set unless the collective reduces).
+    pub(super) fn table_bytes(&self, s: &Schedule) -> u64 {
+        2 * crate::slots::table_bytes(s.topology.npus(), self.slots, self.filled(s), 4)
+    }
+
+    /// `table_bytes` of the largest group `Group::split(s, Group::count(s))` makes, worked out
+    /// without making them (they hold a few bytes a chunk and a slot).
+    pub(super) fn largest_table_bytes(s: &Schedule) -> u64 {
+        let count = Self::count(s).max(1);
+        let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
+        let per = layout.len().div_ceil(count).max(1);
+        // At most every scratch slot in one group; a chunk's share of either condition.
+        let slots = per + s.scratch.len();
+        let pairs = s.precondition.len().max(s.postcondition.len()) as u128;
+        let filled = (pairs * per.min(s.num_chunks) as u128 / s.num_chunks.max(1) as u128) as usize;
+        2 * crate::slots::table_bytes(s.topology.npus(), slots, filled, 4)
+    }
+
     /// The pairs of `pairs` whose chunk is this group's, in order, with the chunk's local
     /// slot: `(npu, chunk, local)`. An every-pair set gives the group's chunks at each of its
     /// NPUs without reading the other groups' (a 16,384-NPU all-reduce has 2^28 pairs per

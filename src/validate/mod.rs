@@ -300,8 +300,8 @@ fn validate_grouped(
     // transfer) was replayed group after group for six minutes though the count was capped in
     // the first. Which groups run depends on their counts alone: the report is the same run
     // to run.
-    let wave = 4 * rayon::current_num_threads().max(1);
-    for groups in groups.chunks(wave) {
+    let each = groups.iter().map(|g| g.table_bytes(s)).max().unwrap_or(0);
+    for groups in groups.chunks(wave(each)) {
         let sinks: Vec<Option<Sink>> = groups
             .par_iter()
             .map(|g| {
@@ -324,6 +324,28 @@ fn validate_grouped(
         s.transfers.stamp_flow(d);
     }
     Some((report, built.ok()))
+}
+
+/// Groups replayed in one wave, when each holds tables of `each` bytes: four per thread of the
+/// pool, or only as many as fit `limits::REPLAY_BYTES` side by side (at least one), so the
+/// replay's peak does not grow with the machine's cores (1,024 NPUs of 1,024 chunks each in
+/// 8 groups of 1 GB: 2 GB on two threads, 8 GB on eight).
+fn wave(each: u64) -> usize {
+    let threads = rayon::current_num_threads().max(1);
+    match (limits::REPLAY_BYTES / each.max(1)) as usize {
+        fit if fit < threads => fit.max(1),
+        _ => 4 * threads,
+    }
+}
+
+/// About the most memory the chunk replay of `s` holds at once, in bytes (the tables of the
+/// groups of a wave), before anything is allocated: for callers that admit a check by its
+/// cost. The replay on ranges, which settles most valid schedules with long lists first,
+/// holds far less.
+pub fn replay_peak_bytes(s: &Schedule) -> u64 {
+    let each = Group::largest_table_bytes(s);
+    let side_by_side = wave(each).min(rayon::current_num_threads().max(1)).min(Group::count(s).max(1));
+    side_by_side as u64 * each
 }
 
 /// `num_chunks`, `chunk_size_bytes`, `combining` and the conditions as declared, against the

@@ -537,6 +537,40 @@ fn a_declared_chunk_count_above_the_collective_is_a_mismatch_not_a_crash() {
     let e = engine::check_within(&over, &engine::Limits::default()).unwrap_err();
     assert_eq!(e.errors[0].path, "num_chunks");
     assert!(e.errors[0].message.contains(&ccsynth::limits::MAX_CHECKED_CELLS.to_string()), "{e}");
+    // The cost estimate refuses it the same way, before anything is sized by it.
+    let e2 = engine::check_cost_within(&over, &engine::Limits::default()).unwrap_err();
+    assert_eq!(e2.to_string(), e.to_string());
+}
+
+/// The check's cost is estimated from the schedule's sizes before it allocates: on a ring of
+/// 256 NPUs with 256 chunks each (2^24 cells, every one written by the postcondition) the
+/// simulator's table is 4 bytes a cell, the validator's replay two tables of 4 bytes a cell
+/// per group of its 8, of which at least one and at most all run side by side.
+#[test]
+fn the_check_s_cost_is_its_tables_estimated_before_they_are_built() {
+    let n = 256u32;
+    let links: Vec<String> = (0..n)
+        .flat_map(|v| [(v, (v + 1) % n), ((v + 1) % n, v)])
+        .map(|(a, b)| format!(r#"{{"src": {a}, "dst": {b}, "latency_ns": 500.0, "bandwidth_gb_per_s": 100.0}}"#))
+        .collect();
+    let text = format!(
+        r#"{{"format": "ccsynth.schedule.v1", "topology": {{"npus": {n}, "switches": 0, "links": [{}]}},
+        "collective": {{"kind": "all_gather", "size_bytes": 1073741824, "chunks_per_npu": 256}},
+        "num_chunks": 65536, "chunk_size_bytes": 16384.0, "combining": false,
+        "transfers": [[0, 0, 1, [[0, 256, 1]], "copy"]]}}"#,
+        links.join(",")
+    );
+    let s = Schedule::from_json(&text).unwrap();
+    let cost = engine::check_cost_within(&s, &engine::Limits::default()).unwrap();
+    let (sim, group) = (4u64 << 24, 2 * 4 * (1u64 << 24) / 8);
+    // The simulator's table, its per-transfer ends and its slot positions; then the groups.
+    let fixed = sim + 8 + 4 * 65536;
+    assert!(cost >= fixed + group && cost <= fixed + 8 * group, "{cost}");
+    assert_eq!((cost - fixed) % group, 0, "{cost}: whole groups");
+    // Within a server's narrower limits it is refused as the check itself would be.
+    let narrow = engine::Limits { max_npus: 128, ..engine::Limits::default() };
+    let e = engine::check_cost_within(&s, &narrow).unwrap_err();
+    assert_eq!(e.to_string(), engine::check_within(&s, &narrow).unwrap_err().to_string());
 }
 
 /// A chunk list's own rules are checked once per distinct list; a list that breaks them is

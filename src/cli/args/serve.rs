@@ -53,8 +53,8 @@ pub struct ServeArgs {
     /// Largest schedule stored, counted as its explicit JSON (bytes; default 8 GiB; the compact form GET serves is shorter); a larger result fails its job with the reason. Large schedules are stored packed and compressed, and served as a stream: this bounds what one GET sends, not memory
     #[arg(long, allow_negative_numbers = true, default_value_t = 8 << 30, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_result_bytes: usize,
-    /// Memory (MiB) that schedule exports computed at once may use, by their estimates
-    /// (a heavier export waits for room; one larger than the budget runs alone).
+    /// Memory (MiB) that schedule exports and `/v1/validate` checks computed at once may use,
+    /// by their estimates (a heavier one waits for room; one larger than the budget runs alone).
     #[arg(long, allow_negative_numbers = true, default_value_t = 2_048, value_parser = clap::value_parser!(u32).range(1..))]
     pub export_memory_mb: u32,
     /// Interactive jobs (`"priority": "interactive"`, claimed before normal ones) one client

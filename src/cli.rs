@@ -202,7 +202,7 @@ fn plot_cmd(what: PlotCommand) -> Result<i32, CliError> {
 /// `export`: validates the schedule and writes it in `--format`.
 fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
     let opts = a.msccl.options()?;
-    a.msccl.check_rank(a.format)?;
+    a.msccl.check_format(a.format, &a.chakra, a.out.as_deref())?;
     let s = load_schedule(&a.file)?;
     let text = match a.format {
         Format::Json | Format::Explicit => {
@@ -224,7 +224,7 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
             engine::export_mscclpp(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))? + "\n"
         }
         Format::ChakraEt => {
-            write_chakra(&s, a.out.as_deref(), &a.chakra.prefix, a.msccl.rank).map_err(|e| e.context(&a.file))?;
+            write_chakra(&s, a.out.as_deref(), a.chakra.prefix(), a.msccl.rank).map_err(|e| e.context(&a.file))?;
             return Ok(0);
         }
     };
@@ -333,7 +333,7 @@ fn compare_cmd(
 
 fn synth(a: SynthArgs) -> Result<i32, CliError> {
     let msccl = a.msccl.options()?;
-    a.msccl.check_rank(a.format)?;
+    a.msccl.check_format(a.format, &a.chakra, a.output.out.as_deref())?;
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
         target: load_collectives(&a.target, a.tenants.as_deref())?,
@@ -369,7 +369,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if a.format == Format::ChakraEt {
-        write_chakra(&out.schedule, a.output.out.as_deref(), &a.chakra.prefix, a.msccl.rank)?;
+        write_chakra(&out.schedule, a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
         return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))

@@ -60,6 +60,38 @@ fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
     }
 }
 
+/// A key the format does not read, refused at that key (each was ignored: `protocol=LL` on an
+/// MSCCL++ plan changed nothing and said nothing). An unknown format is named by the format's
+/// own check.
+fn check_applies(q: &ExportQuery) -> Result<(), ApiError> {
+    const FORMATS: [&str; 6] = ["explicit", "msccl-xml", "mscclpp-json", "chrome-trace", "timeline-svg", "chakra-et"];
+    if !FORMATS.contains(&q.format.as_str()) {
+        return Ok(());
+    }
+    let given: [(&str, Option<String>, &[&str], &str); 8] = [
+        ("rank", q.rank.map(|r| r.to_string()), &["mscclpp-json", "chakra-et"], "have a per-rank view"),
+        ("msccl_target", q.msccl_target.map(spelled), &["msccl-xml"], "names an executor"),
+        ("protocol", q.protocol.map(spelled), &["msccl-xml"], "names a protocol"),
+        ("name", q.name.clone(), &["msccl-xml", "mscclpp-json"], "name the algorithm"),
+        ("min_bytes", q.min_bytes.map(|b| b.to_string()), &["msccl-xml", "mscclpp-json"], "carry a size range"),
+        ("max_bytes", q.max_bytes.map(|b| b.to_string()), &["msccl-xml", "mscclpp-json"], "carry a size range"),
+        ("in_place", q.in_place.map(|b| b.to_string()), &["mscclpp-json"], "marks in-place calls"),
+        ("prefix", q.prefix.clone(), &["chakra-et"], "names its files"),
+    ];
+    for (key, value, formats, what) in given {
+        if let Some(v) = value.filter(|_| !formats.contains(&q.format.as_str())) {
+            let message = format!("{v}: only format={} {what}", formats.join(" and "));
+            return Err(InputError::new(key, message).into());
+        }
+    }
+    Ok(())
+}
+
+/// A value as its query spells it.
+fn spelled(v: impl serde::Serialize) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
 /// The stored schedule in another program's format (validated again before it is written).
 pub(super) async fn export(
     State(st): State<Shared>,
@@ -70,16 +102,8 @@ pub(super) async fn export(
     own_schedule(&st, &caller, &id).await?;
     let q: ExportQuery = super::query::parse(q.as_deref())?;
     check_sizes(&q)?;
+    check_applies(&q)?;
     if q.format == "explicit" {
-        // Refused as with every format without a per-rank view (it was ignored: the whole
-        // schedule came back).
-        if let Some(r) = q.rank {
-            return Err(InputError::new(
-                "rank",
-                format!("{r}: only format=mscclpp-json and chakra-et have a per-rank view"),
-            )
-            .into());
-        }
         return explicit(&st, &id).await;
     }
     let (format, media) = match q.format.as_str() {
@@ -98,13 +122,6 @@ pub(super) async fn export(
             .into());
         }
     };
-    if let Some(r) = q.rank.filter(|_| !matches!(format, ExportFormat::MscclppJson | ExportFormat::ChakraEt)) {
-        return Err(InputError::new(
-            "rank",
-            format!("{r}: only format=mscclpp-json and chakra-et have a per-rank view"),
-        )
-        .into());
-    }
     let q_rank = q.rank;
     // One rank's Chakra trace is one file, not an archive.
     let media = match (format, q.rank) {

@@ -161,6 +161,26 @@ fn schedules_export_as_msccl_xml(db: Db) {
         assert!(p["detail"].as_str().unwrap().contains(says), "{query}: {p}");
         assert!(p.to_string().contains("rank"), "{query}: {p}");
     }
+    // Every key a format does not read is refused at that key (each was ignored).
+    for (query, key, says) in [
+        ("format=mscclpp-json&protocol=ll", "protocol", "LL: only format=msccl-xml names a protocol"),
+        ("format=chakra-et&msccl_target=rccl", "msccl_target", "rccl: only format=msccl-xml names an executor"),
+        ("format=msccl-xml&in_place=true", "in_place", "true: only format=mscclpp-json marks in-place calls"),
+        ("format=mscclpp-json&prefix=x", "prefix", "x: only format=chakra-et names its files"),
+        ("format=explicit&name=a", "name", "a: only format=msccl-xml and mscclpp-json name the algorithm"),
+        (
+            "format=timeline-svg&max_bytes=8",
+            "max_bytes",
+            "8: only format=msccl-xml and mscclpp-json carry a size range",
+        ),
+    ] {
+        let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
+        assert_eq!(p["errors"][0], json!({"path": key, "message": says}), "{query}: {p}");
+    }
+    // An unknown format is named first.
+    let p =
+        assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=xml&protocol=LL"), None), 422);
+    assert_eq!(p["errors"][0]["path"], "format", "{p}");
     // Pictures of the replay.
     let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=chrome-trace"), None);
     assert_eq!((r.status, r.header("content-type")), (200, Some("application/json")), "{}", r.body);

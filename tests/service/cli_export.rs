@@ -148,12 +148,34 @@ fn export_and_synth_write_mscclpp_plans() {
             ["--format", "msccl-xml", "--rank", "1"],
             "--rank 1: only --format mscclpp-json and chakra-et have a per-rank view",
         ),
+        // A flag the format does not read is refused (each was ignored).
+        (
+            ["--format", "mscclpp-json", "--msccl-proto", "ll"],
+            "--msccl-proto LL: only --format msccl-xml names a protocol",
+        ),
+        (
+            ["--format", "explicit", "--msccl-target", "rccl"],
+            "--msccl-target rccl: only --format msccl-xml names an executor",
+        ),
+        (["--format", "json", "--prefix", "p"], "--prefix p: only --format chakra-et names its files"),
+        (
+            ["--format", "json", "--msccl-name", "x"],
+            "--msccl-name x: only --format msccl-xml and mscclpp-json name the algorithm",
+        ),
     ] {
         let o = ccsynth(&[&["export"][..], &args[..], &["-"][..]].concat(), Some(&text));
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    let o = ccsynth(&["export", "--format", "mscclpp-json", "--in-place", "--msccl-proto", "LL", "-"], Some(&text));
+    assert_eq!(o.status.code(), Some(2));
+    // Chakra traces without their directory are refused before the schedule is read (it was
+    // refused only after a check of the whole schedule).
+    let o = ccsynth(&["export", "--format", "chakra-et", "-"], Some("not a schedule"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("name their directory with --out DIR"), "{err}");
     let o = ccsynth(
         &[
             "synth",

@@ -26,8 +26,15 @@ pub enum Format {
 #[derive(clap::Args, Clone, Debug)]
 pub struct ChakraArgs {
     /// The files' prefix: `PREFIX.<npu>.et`, `PREFIX.workload.<npu>.et`, `PREFIX.system.json`, ...
-    #[arg(long, default_value = "ccsynth")]
-    pub prefix: String,
+    /// (default: ccsynth).
+    #[arg(long)]
+    pub prefix: Option<String>,
+}
+
+impl ChakraArgs {
+    pub(in crate::cli) fn prefix(&self) -> &str {
+        self.prefix.as_deref().unwrap_or("ccsynth")
+    }
 }
 
 /// The executor an MSCCL file is for.
@@ -58,12 +65,13 @@ pub enum MscclProtoArg {
 /// `mscclpp-json`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct MscclArgs {
-    /// The executor the file is for (its step limit and spelling).
-    #[arg(long, value_enum, default_value_t = MscclTargetArg::Current)]
-    pub msccl_target: MscclTargetArg,
-    /// NCCL protocol the executor runs the algorithm with.
-    #[arg(long, value_enum, default_value_t = MscclProtoArg::Simple)]
-    pub msccl_proto: MscclProtoArg,
+    /// `--format msccl-xml`: the executor the file is for (its step limit and spelling;
+    /// default: current).
+    #[arg(long, value_enum)]
+    pub msccl_target: Option<MscclTargetArg>,
+    /// `--format msccl-xml`: NCCL protocol the executor runs the algorithm with (default: Simple).
+    #[arg(long, value_enum)]
+    pub msccl_proto: Option<MscclProtoArg>,
     /// The algorithm's name in the file (default: ccsynth-<algorithm>), or the MSCCL++ plan's
     /// name (default: ccsynth-<algorithm>-<collective>-<ranks>gpus-<digest of the plan>).
     #[arg(long, value_name = "NAME")]
@@ -107,12 +115,12 @@ impl MscclArgs {
             _ => {}
         }
         Ok(engine::MscclOptions {
-            target: match self.msccl_target {
+            target: match self.msccl_target.unwrap_or_default() {
                 MscclTargetArg::Current => engine::MscclTarget::Current,
                 MscclTargetArg::Legacy => engine::MscclTarget::Legacy,
                 MscclTargetArg::Rccl => engine::MscclTarget::Rccl,
             },
-            protocol: match self.msccl_proto {
+            protocol: match self.msccl_proto.unwrap_or_default() {
                 MscclProtoArg::Simple => engine::MscclProtocol::Simple,
                 MscclProtoArg::Ll => engine::MscclProtocol::Ll,
                 MscclProtoArg::Ll128 => engine::MscclProtocol::Ll128,
@@ -134,17 +142,45 @@ impl MscclArgs {
         })
     }
 
-    /// Refuses `--rank` with a format that has no per-rank view (before any work is done).
-    pub(in crate::cli) fn check_rank(&self, format: Format) -> Result<(), String> {
-        match self.rank {
-            Some(r) if !matches!(format, Format::MscclppJson | Format::ChakraEt) => {
-                Err(format!("--rank {r}: only --format mscclpp-json and chakra-et have a per-rank view"))
+    /// Refuses, before any work is done, a flag `format` does not read (each was ignored: an
+    /// `--msccl-proto LL` on an MSCCL++ plan changed nothing and said nothing), and a Chakra
+    /// export without the directory it writes into (it was refused only once the schedule was
+    /// validated, or synthesized).
+    pub(in crate::cli) fn check_format(
+        &self,
+        format: Format,
+        chakra: &ChakraArgs,
+        out: Option<&std::path::Path>,
+    ) -> Result<(), String> {
+        use Format::*;
+        let given: [(&str, Option<String>, &[Format], &str); 8] = [
+            ("--rank", self.rank.map(|r| r.to_string()), &[MscclppJson, ChakraEt], "have a per-rank view"),
+            ("--msccl-target", self.msccl_target.map(value_name), &[MscclXml], "names an executor"),
+            ("--msccl-proto", self.msccl_proto.map(value_name), &[MscclXml], "names a protocol"),
+            ("--msccl-name", self.msccl_name.clone(), &[MscclXml, MscclppJson], "name the algorithm"),
+            ("--min-bytes", self.min_bytes.clone(), &[MscclXml, MscclppJson], "carry a size range"),
+            ("--max-bytes", self.max_bytes.clone(), &[MscclXml, MscclppJson], "carry a size range"),
+            ("--in-place", self.in_place.then(String::new), &[MscclppJson], "marks in-place calls"),
+            ("--prefix", chakra.prefix.clone(), &[ChakraEt], "names its files"),
+        ];
+        for (flag, value, formats, what) in given {
+            if let Some(v) = value.filter(|_| !formats.contains(&format)) {
+                let names: Vec<String> = formats.iter().map(|&f| value_name(f)).collect();
+                let flag = if v.is_empty() { flag.to_string() } else { format!("{flag} {v}") };
+                return Err(format!("{flag}: only --format {} {what}", names.join(" and ")));
             }
-            _ => Ok(()),
         }
+        if format == ChakraEt && out.is_none() {
+            return Err("--format chakra-et writes several files: name their directory with --out DIR".into());
+        }
+        Ok(())
     }
 }
 
+/// A value as its flag spells it.
+fn value_name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
+}
 /// `ccsynth export`'s flags.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {

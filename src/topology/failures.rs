@@ -109,6 +109,10 @@ impl Topology {
                 );
             } else if !named.insert(v) {
                 errs.push(format!("npus[{i}]"), format!("{v} is listed twice"));
+            } else if self.failed_npus.contains(&v) {
+                // As a link already gone is ("no link"): failing it again changes nothing, so
+                // the list is likely not the one meant.
+                errs.push(format!("npus[{i}]"), format!("{v} has failed already in this topology"));
             } else {
                 failed.push(v);
             }

@@ -584,3 +584,22 @@ fn failures_that_split_the_group_are_named_as_such() {
     let e = engine::regeneration_target(&previous, &two_breaks).unwrap_err();
     assert_eq!(e.errors[0].path, "failures", "{e}");
 }
+
+/// A failure that changes nothing is refused, naming it: an NPU that has failed already, as a
+/// link already gone is (both were a list of failures other than the one meant; the NPU was
+/// accepted silently).
+#[test]
+fn failing_what_has_failed_already_is_refused() {
+    let t =
+        topo("ring:4").with_failures(&Failures { npus: vec![3], links: vec![[0, 1]], ..Default::default() }).unwrap();
+    let e = t.with_failures(&Failures { npus: vec![1, 3], ..Default::default() }).unwrap_err();
+    assert_eq!(e.errors.len(), 1, "{e}");
+    assert_eq!(
+        (e.errors[0].path.as_str(), e.errors[0].message.as_str()),
+        ("npus[1]", "3 has failed already in this topology")
+    );
+    let e = t.with_failures(&Failures { links: vec![[0, 1]], ..Default::default() }).unwrap_err();
+    assert_eq!(e.errors[0].path, "links[0]", "{e}");
+    assert!(e.errors[0].message.starts_with("no link 0->1"), "{e}");
+    assert!(t.with_failures(&Failures { npus: vec![1], ..Default::default() }).is_ok());
+}

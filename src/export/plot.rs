@@ -407,7 +407,11 @@ fn chart_frame(out: &mut String, chart: &GoodputChart, scale: &Scale) {
 fn busbw_axis(out: &mut String, chart: &GoodputChart, scale: &Scale) {
     // The busbw axis: whole decades of bus bandwidth within the goodput axis's span, each at
     // the goodput it stands for (busbw / factor), with a tick.
-    if let Some(f) = chart.bus_factor.filter(|f| *f > 0.0 && f.is_finite()) {
+    // No busbw at all where the factor is 0 (one NPU moves nothing over a bus: "× 0" was drawn).
+    let Some(f) = chart.bus_factor.filter(|f| *f > 0.0 && f.is_finite()) else {
+        return;
+    };
+    {
         let (blo, bhi) = ((scale.dlo + f.log10() - 1e-9).ceil() as i32, (scale.dhi + f.log10() + 1e-9).floor() as i32);
         for d in blo..=bhi {
             let b = 10f64.powi(d);
@@ -423,7 +427,7 @@ fn busbw_axis(out: &mut String, chart: &GoodputChart, scale: &Scale) {
             );
         }
     }
-    if let Some(f) = chart.bus_factor {
+    {
         let (x, y) = (scale.left + CHART_W + 56.0, scale.top + CHART_H / 2.0);
         let _ = writeln!(
             out,

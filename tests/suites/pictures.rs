@@ -335,4 +335,10 @@ fn goodput_charts_form_a_grid_with_a_busbw_axis() {
     let at = labels("a", Some("busbw"))[0].1;
     let want = y1 - (10.0f64 / ar).log10() * (y1 - y10);
     assert!((at - want).abs() < 0.02, "busbw 10 at y {at}, want {want}");
+    // One NPU's factor is 0: no busbw axis at all (its title read "busbw (GB/s, × 0)").
+    assert!(svg.contains("busbw (GB/s, × 1.75)"), "{svg}");
+    let zero = ccsynth::collective::CollectiveKind::AllReduce.bus_factor(1);
+    assert_eq!(zero, 0.0);
+    let lone = engine::plot_goodput(&[chart("one", Some(zero))]);
+    assert!(!lone.contains("busbw"), "{lone}");
 }

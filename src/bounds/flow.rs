@@ -21,11 +21,23 @@ const SHADE: f64 = 1e-6;
 /// skipped or the solver gave no optimum.
 pub(super) fn flow(topo: &Topology, d: &Demand) -> Result<Option<f64>, String> {
     // Demands per holder: needer -> chunks (chunks with one holder; others are left out, which
-    // only weakens the bound).
+    // only weakens the bound). A chunk several NPUs need is copied where its routes part, so
+    // its bytes on a link serve them all: it stands for one route only, to its needer farthest
+    // in hops, which its delivery contains whatever tree it takes (counted once per needer, the
+    // bound overstated a custom all-gather's twofold, above the schedules that meet it).
     let mut by_holder: BTreeMap<u32, BTreeMap<u32, f64>> = BTreeMap::new();
+    let mut hops: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
     for (h, n) in d.chunks() {
         if let [u] = h {
-            for &v in n.iter().filter(|&&v| v != *u) {
+            let mut others = n.iter().copied().filter(|&v| v != *u);
+            let far = match n.len() {
+                0 | 1 => others.next(),
+                _ => {
+                    let dist = hops.entry(*u).or_insert_with(|| super::shortest(topo, &[*u], |_| 1.0));
+                    others.max_by(|&a, &b| dist[a as usize].total_cmp(&dist[b as usize]).then(b.cmp(&a)))
+                }
+            };
+            if let Some(v) = far {
                 *by_holder.entry(*u).or_default().entry(v).or_default() += 1.0;
             }
         }

@@ -5,7 +5,7 @@
 
 use crate::collective::Holders;
 use crate::topology::Topology;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// Work (chunk entries scanned) the cut bound may spend over all its candidate sets; beyond,
 /// fewer sets are tried (the bound stays sound: a maximum over fewer sets).
@@ -43,7 +43,9 @@ pub(super) fn distance(topo: &Topology, d: &Demand) -> Result<Option<f64>, Strin
     if links == 0 {
         return Ok(None);
     }
-    let mut groups: HashMap<&[u32], Vec<&[u32]>> = HashMap::new();
+    // In holder order, so the sum rounds the same way every run (a hash map's order is the
+    // process's: the bound differed in its last bits run to run).
+    let mut groups: BTreeMap<&[u32], Vec<&[u32]>> = BTreeMap::new();
     for (h, n) in d.chunks() {
         groups.entry(h).or_default().push(n);
     }

@@ -28,7 +28,7 @@ use input::{
 };
 use outputs::{check_out, not_an_input};
 pub use render::comparison_table;
-use render::{counted, degraded_links, duration, summary};
+use render::{counted, degraded_links, duration, summary, summary_of_baseline};
 use serve::serve_cmd;
 
 /// Runs the CLI and returns the process exit code.
@@ -522,7 +522,7 @@ fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
         write_json_file(path, &out.schedule, o.pretty)?;
     }
     if o.summary || (std::io::stdout().is_terminal() && !o.json && !o.pretty) {
-        print!("{}", summary(&out, None, o.out.as_deref()));
+        print!("{}", summary_of_baseline(&out, o.out.as_deref()));
     } else if o.out.is_none() {
         write_json_stdout(&out.schedule, o.pretty)?;
     }

@@ -63,6 +63,22 @@ pub(super) fn summary(
     comparison: Option<&engine::Comparison>,
     written: Option<&std::path::Path>,
 ) -> String {
+    summary_at(out, comparison, written, "add --compare to build them")
+}
+
+/// `summary` for a door whose way to the baselines is `compare` (the `baseline` verb has no
+/// `--compare`, and its summary said to add it).
+pub(super) fn summary_of_baseline(out: &engine::Output, written: Option<&std::path::Path>) -> String {
+    summary_at(out, None, written, "`ccsynth compare` builds them")
+}
+
+/// The summary; `to_compare` says how this door builds the baselines.
+fn summary_at(
+    out: &engine::Output,
+    comparison: Option<&engine::Comparison>,
+    written: Option<&std::path::Path>,
+    to_compare: &str,
+) -> String {
     let s = &out.schedule;
     let time = s.collective_time_ns.unwrap_or(0.0);
     let algorithm = s.algorithm.as_deref().unwrap_or("?");
@@ -82,7 +98,7 @@ pub(super) fn summary(
     if let Some(ilp) = out.stats.synthesis().and_then(|st| st.ilp.as_ref()) {
         lines.push(format!("ilp             {}", ilp_line(ilp)));
     }
-    lines.push(baseline_line(comparison, portfolio, time));
+    lines.push(baseline_line(comparison, portfolio, time, to_compare));
     lines.push(written_line(written));
     let mut text = lines.join("\n") + "\n";
     if let Some(c) = comparison {
@@ -185,6 +201,7 @@ fn baseline_line(
     comparison: Option<&engine::Comparison>,
     portfolio: Option<&engine::PortfolioStats>,
     time: f64,
+    to_compare: &str,
 ) -> String {
     match fastest_baseline(comparison, portfolio) {
         Some((name, t)) if time > 0.0 => format!("best baseline   {name}, {}: {}", duration(t), verdict(t, time)),
@@ -192,7 +209,7 @@ fn baseline_line(
         // "skipped") because a bound on its time, its price or its busiest link's load, was
         // already above a schedule found. Say so, and the lowest price above this schedule (a
         // lower bound of that baseline's, not the best baseline's time).
-        _ => no_baseline_line(portfolio, time),
+        _ => no_baseline_line(portfolio, time, to_compare),
     }
 }
 
@@ -228,22 +245,21 @@ fn verdict(t: f64, time: f64) -> String {
 }
 
 /// The `best baseline` line when none was timed: whether `auto` skipped each, and the lowest price.
-fn no_baseline_line(portfolio: Option<&engine::PortfolioStats>, time: f64) -> String {
+fn no_baseline_line(portfolio: Option<&engine::PortfolioStats>, time: f64, to_compare: &str) -> String {
     let baselines = || portfolio.into_iter().flat_map(|p| p.baselines());
     let skipped = baselines().any(|c| c.note.as_deref().is_some_and(|n| n.starts_with("skipped")));
     let lowest = baselines()
         .filter_map(|c| c.price_ns.filter(|&p| p > time).map(|p| (c.algorithm.as_str(), p)))
         .min_by(|a, b| a.1.total_cmp(&b.1));
     match (skipped, lowest) {
-        (false, _) => "best baseline   (add --compare to run them)".to_string(),
+        (false, _) => format!("best baseline   ({to_compare})"),
         (true, Some((name, price))) if time > 0.0 => format!(
-            "best baseline   none built: each bounded above this schedule before it ran (the lowest price, {name}'s {}, is {:.2}× this schedule's time); add --compare to build them",
+            "best baseline   none built: each bounded above this schedule before it ran (the lowest price, {name}'s {}, is {:.2}× this schedule's time); {to_compare}",
             duration(price),
             price / time
         ),
         (true, _) => {
-            "best baseline   none built: each bounded above this schedule before it ran; add --compare to build them"
-                .to_string()
+            format!("best baseline   none built: each bounded above this schedule before it ran; {to_compare}")
         }
     }
 }

@@ -364,7 +364,10 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let ring = ["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_gather", "--size", "4KiB"];
     let o = ccsynth(&[&ring[..], &["--summary"]].concat(), None);
     let text = String::from_utf8(o.stdout).unwrap();
-    assert!(text.starts_with("algorithm       ring\n") && text.contains("add --compare"), "{text}");
+    // `baseline` has no --compare: its summary points at `compare` (it said to add --compare,
+    // which `baseline` refuses).
+    assert!(text.starts_with("algorithm       ring\n") && text.contains("(`ccsynth compare` builds them)"), "{text}");
+    assert!(!text.contains("--compare"), "{text}");
     assert!(text.contains("steps           3 rounds, 12 transfers"), "{text}");
     // One of a thing is one, not "1 rounds" (issue 66, rough edge 10).
     let direct = ["baseline", "--algo", "direct", "--topology", "fc:4", "--collective", "all_gather", "--size", "4KiB"];

@@ -185,7 +185,7 @@ impl<V: Copy> Runs<V> {
 }
 
 mod layout;
-pub use layout::{ChunkRanges, RANGES_FROM_CHUNKS_PER_TRANSFER, Ranges, RowLayout, worth_ranges};
+pub use layout::{ChunkRanges, RANGES_FROM_CHUNKS_PER_TRANSFER, Ranges, RowLayout, chunk_moves, worth_ranges};
 
 #[cfg(test)]
 mod tests {

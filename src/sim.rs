@@ -91,7 +91,7 @@ pub fn simulate(s: &Schedule) -> Result<Timing, SimError> {
 /// holds runs instead and falls back on the table only when its rows fragment.
 pub fn table_bytes(s: &Schedule) -> u64 {
     let layout = crate::slots::SlotOrder::new(s.num_chunks, s.transfers.dominant_spacing());
-    let filled = s.precondition.len().max(s.postcondition.len());
+    let filled = ready::filled(s);
     let npus = s.topology.npus();
     let positions = layout.len() + s.scratch.len();
     // Past the cell limit the table is refused, never allocated.

@@ -301,8 +301,8 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
     .map_err(|e| ApiError::Internal(e.to_string()))??;
     drop(parsing);
     // The check holds its estimated peak of the memory budget exports hold theirs from, so
-    // concurrent heavy checks (1,024 NPUs of 1,024 chunks each: 2 GB for 3 s) wait for room
-    // instead of allocating side by side.
+    // concurrent heavy checks (dense tables of 2^30 cells: 4 GB and more) wait for room instead
+    // of allocating side by side.
     let budget = st.config.export_memory_mb.max(1);
     let mib = peak.div_ceil(1 << 20).clamp(1, budget as u64) as u32;
     if st.export_budget.available_permits() < mib as usize {

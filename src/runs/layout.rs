@@ -355,13 +355,17 @@ pub fn worth_ranges(s: &Schedule) -> bool {
     if n == 0 || cells < 1 << 20 || s.transfers.has_dst_slots() {
         return false;
     }
-    let moves: usize = (0..n)
+    chunk_moves(s) >= RANGES_FROM_CHUNKS_PER_TRANSFER * n
+}
+
+/// The chunk moves of `s`'s transfers: the (npu, slot) cells its replay writes, at most.
+pub fn chunk_moves(s: &Schedule) -> usize {
+    (0..s.transfers.len())
         .map(|i| match s.transfers.list_index(i) {
             Some(l) => s.transfers.list_len(l),
             None => 1,
         })
-        .sum();
-    moves >= RANGES_FROM_CHUNKS_PER_TRANSFER * n
+        .sum()
 }
 
 #[cfg(test)]

@@ -31,11 +31,16 @@ impl SlotReady {
             .map(|c| layout.of(c))
             .chain((0..s.scratch.len() as u32).map(|i| layout.len() as u32 + i))
             .collect();
-        // Every postcondition pair is written (and every precondition pair read) at least once.
-        let filled = s.precondition.len().max(s.postcondition.len());
-        let table = SlotTable::for_filled(s.topology.npus(), layout.len() + s.scratch.len(), filled);
+        let table = SlotTable::for_filled(s.topology.npus(), layout.len() + s.scratch.len(), filled(s));
         SlotReady { pos, table, ends: vec![0.0f64; s.transfers.len() + 1] }
     }
+}
+
+/// About how many cells of the table a replay of `s` writes: every postcondition pair (and
+/// every precondition pair is read) once a schedule is valid, but never more than its chunk
+/// moves (a 50 kB file declaring 2^30 cells and no transfer had a dense table of 4 GiB).
+pub(super) fn filled(s: &Schedule) -> usize {
+    s.precondition.len().max(s.postcondition.len()).min(crate::runs::chunk_moves(s))
 }
 
 impl Ready for SlotReady {

@@ -24,6 +24,8 @@ pub(super) struct Group {
     pub(super) num_chunks: usize,
     /// The group's chunks, rising.
     chunks: Vec<u32>,
+    /// `Group::written` of the schedule, worked out once for every group.
+    written: usize,
 }
 
 const NOT_HERE: u32 = u32::MAX;
@@ -82,6 +84,7 @@ impl Group {
             });
         }
         let place: Arc<[(u32, u32)]> = place.into();
+        let written = Self::written(s);
         let groups = chunks
             .into_iter()
             .enumerate()
@@ -92,6 +95,7 @@ impl Group {
                 slots: next[g] as usize,
                 num_chunks: s.num_chunks,
                 chunks,
+                written,
             })
             .collect();
         (groups, group_of)
@@ -111,15 +115,24 @@ impl Group {
 
     /// About how many of the group's (npu, slot) cells the replay writes: its share of the
     /// larger condition (every postcondition pair is written, every precondition pair held).
-    pub(super) fn filled(&self, s: &Schedule) -> usize {
-        let pairs = s.precondition.len().max(s.postcondition.len()) as u128;
+    pub(super) fn filled(&self) -> usize {
+        let pairs = self.written as u128;
         (pairs * self.chunks.len() as u128 / self.num_chunks.max(1) as u128) as usize
     }
 
     /// About the bytes of the slot and stamp tables this group's replay holds (4 bytes a cell
     /// each); its contributor sets are not counted (one set unless the collective reduces).
     pub(super) fn table_bytes(&self, s: &Schedule) -> u64 {
-        2 * crate::slots::table_bytes(s.topology.npus(), self.slots, self.filled(s), 4)
+        2 * crate::slots::table_bytes(s.topology.npus(), self.slots, self.filled(), 4)
+    }
+
+    /// The (npu, slot) cells the whole replay writes, about: the precondition's pairs, then one
+    /// a chunk move, which a valid schedule makes for every postcondition pair it lacks; never
+    /// more than the larger condition (one transfer of 1,024 chunks on 1,024 NPUs wrote 1 GB
+    /// of dense tables for a postcondition of 2^30 pairs it never reaches).
+    fn written(s: &Schedule) -> usize {
+        let pre = s.precondition.len();
+        pre.max(s.postcondition.len()).min(pre.saturating_add(crate::runs::chunk_moves(s)))
     }
 
     /// `table_bytes` of the largest group `Group::split(s, Group::count(s))` makes, worked out
@@ -130,7 +143,7 @@ impl Group {
         let per = layout.len().div_ceil(count).max(1);
         // At most every scratch slot in one group; a chunk's share of either condition.
         let slots = per + s.scratch.len();
-        let pairs = s.precondition.len().max(s.postcondition.len()) as u128;
+        let pairs = Self::written(s) as u128;
         let filled = (pairs * per.min(s.num_chunks) as u128 / s.num_chunks.max(1) as u128) as usize;
         2 * crate::slots::table_bytes(s.topology.npus(), slots, filled, 4)
     }

@@ -59,11 +59,11 @@ pub(super) fn replay(
         state: State::new(
             s.combining,
             npus,
-            (group.slots, group.filled(s)),
+            (group.slots, group.filled()),
             s.num_chunks,
             group.pairs_here(pre).map(|(v, _, l)| (v, l)),
         ),
-        stamps: SlotTable::for_filled(npus, group.slots, group.filled(s)),
+        stamps: SlotTable::for_filled(npus, group.slots, group.filled()),
         ordinal: 0,
         runs: Vec::new(),
         starts: Vec::new(),

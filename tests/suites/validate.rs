@@ -542,35 +542,55 @@ fn a_declared_chunk_count_above_the_collective_is_a_mismatch_not_a_crash() {
     assert_eq!(e2.to_string(), e.to_string());
 }
 
-/// The check's cost is estimated from the schedule's sizes before it allocates: on a ring of
-/// 256 NPUs with 256 chunks each (2^24 cells, every one written by the postcondition) the
-/// simulator's table is 4 bytes a cell, the validator's replay two tables of 4 bytes a cell
-/// per group of its 8, of which at least one and at most all run side by side.
-#[test]
-fn the_check_s_cost_is_its_tables_estimated_before_they_are_built() {
-    let n = 256u32;
+/// A schedule on a ring of `n` NPUs: an all-gather of `k` chunks each, `transfers` as JSON rows.
+fn ring_of(n: u32, k: u64, transfers: &[String]) -> Schedule {
     let links: Vec<String> = (0..n)
         .flat_map(|v| [(v, (v + 1) % n), ((v + 1) % n, v)])
         .map(|(a, b)| format!(r#"{{"src": {a}, "dst": {b}, "latency_ns": 500.0, "bandwidth_gb_per_s": 100.0}}"#))
         .collect();
+    let chunks = n as u64 * k;
     let text = format!(
         r#"{{"format": "ccsynth.schedule.v1", "topology": {{"npus": {n}, "switches": 0, "links": [{}]}},
-        "collective": {{"kind": "all_gather", "size_bytes": 1073741824, "chunks_per_npu": 256}},
-        "num_chunks": 65536, "chunk_size_bytes": 16384.0, "combining": false,
-        "transfers": [[0, 0, 1, [[0, 256, 1]], "copy"]]}}"#,
-        links.join(",")
+        "collective": {{"kind": "all_gather", "size_bytes": 1073741824, "chunks_per_npu": {k}}},
+        "num_chunks": {chunks}, "chunk_size_bytes": {}, "combining": false, "transfers": [{}]}}"#,
+        links.join(","),
+        (1u64 << 30) as f64 / chunks as f64,
+        transfers.join(",")
     );
-    let s = Schedule::from_json(&text).unwrap();
+    Schedule::from_json(&text).unwrap()
+}
+
+/// The check's cost is estimated from the schedule's sizes before it allocates: on a ring of
+/// 256 NPUs with 256 chunks each (2^24 cells), 255 messages of every chunk writing all but
+/// 2^16 of them, the simulator's table is 4 bytes a cell, the validator's replay two tables of
+/// 4 bytes a cell per group of its 8, of which at least one and at most all run side by side.
+#[test]
+fn the_check_s_cost_is_its_tables_estimated_before_they_are_built() {
+    let every = |n: u32, chunks: u64| -> Vec<String> {
+        (0..n - 1).map(|v| format!(r#"[0, {v}, {}, [[0, {chunks}, 1]], "copy"]"#, v + 1)).collect()
+    };
+    let s = ring_of(256, 256, &every(256, 65536));
     let cost = engine::check_cost_within(&s, &engine::Limits::default()).unwrap();
     let (sim, group) = (4u64 << 24, 2 * 4 * (1u64 << 24) / 8);
     // The simulator's table, its per-transfer ends and its slot positions; then the groups.
-    let fixed = sim + 8 + 4 * 65536;
+    let fixed = sim + 8 * 255 + 4 * 65536;
     assert!(cost >= fixed + group && cost <= fixed + 8 * group, "{cost}");
     assert_eq!((cost - fixed) % group, 0, "{cost}: whole groups");
     // Within a server's narrower limits it is refused as the check itself would be.
     let narrow = engine::Limits { max_npus: 128, ..engine::Limits::default() };
     let e = engine::check_cost_within(&s, &narrow).unwrap_err();
     assert_eq!(e.to_string(), engine::check_within(&s, &narrow).unwrap_err().to_string());
+    // A postcondition the transfers never reach sizes nothing: 1,024 NPUs of 1,024 chunks each
+    // (2^30 cells) and one message of 1,024 chunks write 2^20 + 1,024 cells, hashed (the tables
+    // were sized by the postcondition's 2^30 pairs: 5 GB estimated, 2.1 GB held, 4 GiB for the
+    // simulator's alone with no message at all).
+    for transfers in [vec![], vec![r#"[0, 0, 1, [[0, 1024, 1]], "copy"]"#.to_string()]] {
+        let big = ring_of(1024, 1024, &transfers);
+        let cost = engine::check_cost_within(&big, &engine::Limits::default()).unwrap();
+        assert!(cost < 128 << 20, "{} transfers: {cost}", transfers.len());
+        let r = engine::check(&big);
+        assert!(!r.valid && r.violation_count >= ccsynth::limits::MAX_COUNTED_VIOLATIONS, "{}", r.violation_count);
+    }
 }
 
 /// A chunk list's own rules are checked once per distinct list; a list that breaks them is

@@ -44,9 +44,13 @@ pub(super) struct ExportQuery {
     rank: Option<u32>,
 }
 
-/// The size range's mistakes, named at their keys before anything is built (the writers
-/// check them too, but their refusal names only the format).
+/// An empty name and the size range's mistakes, named at their keys before anything is built
+/// (the writers check the sizes too, but their refusal names only the format).
 fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
+    // As the CLI refuses `--msccl-name ''`: the executors tell plans apart by name.
+    if q.name.as_deref() == Some("") {
+        return Err(InputError::new("name", "empty: name the algorithm, or leave name out for the default").into());
+    }
     match (q.min_bytes, q.max_bytes) {
         (_, Some(0)) => Err(InputError::new(
             "max_bytes",

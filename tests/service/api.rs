@@ -177,6 +177,10 @@ fn schedules_export_as_msccl_xml(db: Db) {
         let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
         assert_eq!(p["errors"][0], json!({"path": key, "message": says}), "{query}: {p}");
     }
+    // An empty name names nothing (the executors tell plans apart by name).
+    let p =
+        assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&name="), None), 422);
+    assert_eq!(p["errors"][0]["path"], "name", "{p}");
     // An unknown format is named first.
     let p =
         assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=xml&protocol=LL"), None), 422);

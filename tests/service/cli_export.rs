@@ -158,6 +158,7 @@ fn export_and_synth_write_mscclpp_plans() {
             "--msccl-target rccl: only --format msccl-xml names an executor",
         ),
         (["--format", "json", "--prefix", "p"], "--prefix p: only --format chakra-et names its files"),
+        (["--format", "mscclpp-json", "--msccl-name", ""], "--msccl-name '': name the algorithm"),
         (
             ["--format", "json", "--msccl-name", "x"],
             "--msccl-name x: only --format msccl-xml and mscclpp-json name the algorithm",

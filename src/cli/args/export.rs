@@ -102,6 +102,11 @@ impl MscclArgs {
             v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
         };
         let (min_bytes, max_bytes) = (size("--min-bytes", &self.min_bytes)?, size("--max-bytes", &self.max_bytes)?);
+        // The executors tell plans apart by name (MSCCL++ reuses one's context for another of
+        // the same name): an empty one names nothing.
+        if self.msccl_name.as_deref() == Some("") {
+            return Err("--msccl-name '': name the algorithm, or leave --msccl-name out for the default".into());
+        }
         // As the API refuses them, for every format (`--max-bytes 0` was written into an
         // MSCCL++ plan, which reads it as no upper limit).
         match (min_bytes, max_bytes) {

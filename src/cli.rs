@@ -224,7 +224,7 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
             engine::export_mscclpp(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))? + "\n"
         }
         Format::ChakraEt => {
-            write_chakra(&s, a.out.as_deref(), a.chakra.prefix(), a.msccl.rank).map_err(|e| e.context(&a.file))?;
+            write_chakra(&s, Some(&a.file), a.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
             return Ok(0);
         }
     };
@@ -234,21 +234,36 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
 
 /// `--format chakra-et`: writes the traces, workload and configuration files into the
 /// directory `out` (created if missing), then prints what ASTRA-sim needs to run them; with
-/// `--rank R`, rank R's trace alone.
-fn write_chakra(s: &Schedule, out: Option<&std::path::Path>, prefix: &str, rank: Option<u32>) -> Result<(), CliError> {
+/// `--rank R`, rank R's trace alone. The writer's refusals name `file`, the schedule's (when it
+/// came from one); the directory's name `--out`.
+fn write_chakra(
+    s: &Schedule,
+    file: Option<&str>,
+    out: Option<&std::path::Path>,
+    prefix: &str,
+    rank: Option<u32>,
+) -> Result<(), CliError> {
     let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
+    let of_file = |e: engine::Error| match file {
+        Some(f) => CliError::from(e).context(f),
+        None => CliError::from(e),
+    };
     // One rank's trace is built before its directory is made: a refused rank leaves none.
-    let one = rank.map(|r| engine::export_chakra_rank(s, prefix, r).map(|file| (r, file))).transpose()?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let abs = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let one =
+        rank.map(|r| engine::export_chakra_rank(s, prefix, r).map(|file| (r, file))).transpose().map_err(of_file)?;
+    // An --out that is a file, or a directory that cannot be made, is named as the flag (it
+    // read "ar.json: afile: File exists", as if the schedule were at fault).
+    let at_out = |e: std::io::Error| format!("--out {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(at_out)?;
+    let abs = std::fs::canonicalize(dir).map_err(at_out)?;
     if let Some((rank, (name, bytes))) = one {
         let path = abs.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("ccsynth: wrote rank {rank}'s trace to {}", path.display());
         return Ok(());
     }
-    let abs_text = abs.to_str().ok_or_else(|| format!("{}: not a UTF-8 path", abs.display()))?;
-    let export = engine::export_chakra(s, prefix, Some(abs_text))?;
+    let abs_text = abs.to_str().ok_or_else(|| format!("--out {}: not a UTF-8 path", abs.display()))?;
+    let export = engine::export_chakra(s, prefix, Some(abs_text)).map_err(of_file)?;
     for (name, bytes) in &export.files {
         let path = abs.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -369,7 +384,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if a.format == Format::ChakraEt {
-        write_chakra(&out.schedule, a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
+        write_chakra(&out.schedule, None, a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
         return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))

@@ -285,6 +285,13 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
     let o = ccsynth(&["export", "--format", "chakra-et", "-"], Some(&text));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--out DIR"), "{}", String::from_utf8_lossy(&o.stderr));
+    // An --out that is a file is named as the flag, not blamed on the schedule.
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let o = ccsynth(&["export", "--format", "chakra-et", "--out", file.to_str().unwrap(), "-"], Some(&text));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.starts_with(&format!("ccsynth: --out {}: ", file.display())), "{err}");
     let o = ccsynth(
         &["export", "--format", "chakra-et", "--prefix", "../up", "--out", out.to_str().unwrap(), "-"],
         Some(&text),

@@ -154,8 +154,12 @@ pub fn load_topology(arg: &str) -> Result<Topology, String> {
     let limits = engine::Limits::default();
     if path.is_file() {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{arg}: {e}"))?;
-        let source = engine::TopologySource::parse(&text).map_err(|e| format!("{arg}: {e}"))?;
-        return source.build(&limits).map_err(|e| format!("{arg}: {e}"));
+        let named = |e: InputError| match not_a_topology(&text) {
+            Some(what) => format!("{arg}: {what}"),
+            None => format!("{arg}: {e}"),
+        };
+        let source = engine::TopologySource::parse(&text).map_err(named)?;
+        return source.build(&limits).map_err(named);
     }
     if arg.contains(':') || arg.trim_start().starts_with('{') {
         let source = engine::TopologySource::parse(arg).map_err(|e: InputError| e.to_string())?;
@@ -173,6 +177,15 @@ pub(super) fn load_schedule(arg: &str) -> Result<Schedule, String> {
     Schedule::from_json(&text).map_err(|e| match not_a_schedule(&text) {
         Some(what) => format!("{arg}: {what}"),
         None => format!("{arg}: {e}"),
+    })
+}
+
+/// A schedule where a topology goes, for the message (it read "algorithm: unknown field"):
+/// its `topology` is one, which `ccsynth topology` can write out.
+fn not_a_topology(text: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    (v.get("format").and_then(|f| f.as_str()) == Some(crate::schedule::FORMAT_V1)).then(|| {
+        "this is a schedule, not a topology: a topology has \"npus\" and \"links\" (the schedule's own is its \"topology\" field)".to_string()
     })
 }
 

@@ -873,6 +873,12 @@ fn mistakes_are_worded_for_the_terminal() {
     let made =
         ccsynth(&["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "4KiB", "--json"], None);
     let schedule = String::from_utf8_lossy(&made.stdout).into_owned();
+    // And the reverse: a schedule where a topology goes (it read "algorithm: unknown field").
+    let as_topology = dir.join("schedule.json");
+    std::fs::write(&as_topology, &schedule).unwrap();
+    let e =
+        err(&["synth", "--topology", as_topology.to_str().unwrap(), "--collective", "all_gather", "--size", "1MiB"]);
+    assert!(e.contains("schedule.json: this is a schedule, not a topology"), "{e}");
     let topology = String::from_utf8_lossy(&ccsynth(&["topology", "ring:4"], None).stdout).into_owned();
     let tenants = r#"[{"kind": "all_gather", "size_bytes": 4096}]"#;
     for (name, text, verb) in [

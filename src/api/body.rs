@@ -49,6 +49,13 @@ impl axum::extract::FromRequest<Shared> for RawBody {
         if essence != "application/json" && !(essence.starts_with("application/") && essence.ends_with("+json")) {
             return Err(ApiError::UnsupportedMediaType(media.to_string()));
         }
+        // No content coding is decoded: an encoded body is refused, not parsed as its bytes.
+        if let Some(coding) = req.headers().get(header::CONTENT_ENCODING) {
+            let coding = String::from_utf8_lossy(coding.as_bytes()).trim().to_ascii_lowercase();
+            if !coding.is_empty() && coding != "identity" {
+                return Err(ApiError::UnsupportedEncoding(coding.chars().take(100).collect()));
+            }
+        }
         let limit = st.config.max_body_bytes;
         let ms = st.config.body_timeout_ms;
         let read = axum::body::to_bytes(req.into_body(), limit);

@@ -63,6 +63,10 @@ pub enum ApiError {
     /// A body that is not `application/json` (the media type given).
     #[error("the body must be application/json, not {0:?}")]
     UnsupportedMediaType(String),
+    /// A body in a content coding the service does not decode (it was read as plain bytes:
+    /// gzip's a 400 "invalid utf-8").
+    #[error("the body must not be encoded (Content-Encoding: {0:?}): send it as plain application/json")]
+    UnsupportedEncoding(String),
     #[error("this route does not take that method")]
     MethodNotAllowed,
     /// A request target longer than the limit (bytes).
@@ -144,7 +148,7 @@ impl ApiError {
             | ApiError::TopologyQuota(..)
             | ApiError::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::UnsupportedMediaType(_) | ApiError::UnsupportedEncoding(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             ApiError::UnparsableRequest => StatusCode::BAD_REQUEST,
@@ -174,6 +178,7 @@ impl ApiError {
             ApiError::RateLimited(_) => "rate-limited",
             ApiError::QueueFull(_) => "queue-full",
             ApiError::UnsupportedMediaType(_) => "unsupported-media-type",
+            ApiError::UnsupportedEncoding(_) => "unsupported-encoding",
             ApiError::MethodNotAllowed => "method-not-allowed",
             ApiError::UriTooLong(_) => "uri-too-long",
             ApiError::UnparsableRequest => "unparsable-request",

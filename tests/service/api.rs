@@ -1379,8 +1379,8 @@ fn identical_requests_in_flight_share_one_job(db: Db) {
     }
 }
 
-/// Only JSON bodies are read (415 otherwise: a text/plain or form POST is what another site's
-/// page can send unasked); a wrong method and a bad query string are problems too.
+/// Only JSON bodies are read, unencoded (415 otherwise: a text/plain or form POST is what
+/// another site's page can send unasked); a wrong method and a bad query string are problems too.
 fn http_hygiene_every_error_is_a_problem(db: Db) {
     let s = start(db);
     let body = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}}).to_string();
@@ -1392,6 +1392,15 @@ fn http_hygiene_every_error_is_a_problem(db: Db) {
     }
     let r = raw_typed(s.addr, "POST", "/v1/syntheses", Some(body.as_bytes()), "application/json; charset=utf-8");
     assert_eq!(r.status, 201, "{}", r.body);
+    // An encoded body is refused naming its coding (no coding is decoded: gzip was read as its
+    // bytes, a 400 "invalid utf-8", and a plain body labelled gzip was taken).
+    for coding in ["gzip", "br"] {
+        let headers = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Content-Encoding", coding)];
+        let p = assert_problem(&raw_headers(s.addr, "POST", "/v1/validate", Some(body.as_bytes()), &headers), 415);
+        assert!(p["detail"].as_str().unwrap().contains(coding), "{p}");
+    }
+    let identity = [("Host", "127.0.0.1"), ("Content-Type", "application/json"), ("Content-Encoding", "identity")];
+    assert_eq!(raw_headers(s.addr, "POST", "/v1/syntheses", Some(body.as_bytes()), &identity).status, 201);
     assert_problem(&raw(s.addr, "PUT", "/v1/syntheses", Some(body.as_bytes())), 405);
     assert_problem(&raw(s.addr, "DELETE", "/v1/algorithms", None), 405);
     let p = assert_problem(&raw(s.addr, "GET", "/v1/topologies?limit=many", None), 400);

@@ -349,6 +349,19 @@ fn compare_cmd(
 fn synth(a: SynthArgs) -> Result<i32, CliError> {
     let msccl = a.msccl.options()?;
     a.msccl.check_format(a.format, &a.chakra, a.output.out.as_deref())?;
+    // An executor's file or traces are written alone: the flags that shape schedule v1's output
+    // (and its comparison) were ignored with them.
+    if !matches!(a.format, Format::Json | Format::Explicit) {
+        let shaping = [
+            ("--compare", a.compare),
+            ("--json", a.output.json),
+            ("--pretty", a.output.pretty),
+            ("--summary", a.output.summary),
+        ];
+        if let Some((flag, _)) = shaping.into_iter().find(|&(_, on)| on) {
+            return Err(format!("{flag}: only --format json and explicit write schedule v1, which it shapes; --format {} writes its own file alone", a.format.name()).into());
+        }
+    }
     let topo = load_topology_with_failures(&a.target)?;
     let spec = engine::RequestSpec {
         target: load_collectives(&a.target, a.tenants.as_deref())?,

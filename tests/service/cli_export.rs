@@ -171,6 +171,26 @@ fn export_and_synth_write_mscclpp_plans() {
     }
     let o = ccsynth(&["export", "--format", "mscclpp-json", "--in-place", "--msccl-proto", "LL", "-"], Some(&text));
     assert_eq!(o.status.code(), Some(2));
+    // synth's flags that shape schedule v1 and its comparison go with the formats that write it
+    // (with an executor's file they were ignored).
+    for flag in ["--compare", "--json", "--pretty", "--summary"] {
+        let args = [
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_reduce",
+            "--size",
+            "1MiB",
+            "--format",
+            "msccl-xml",
+            flag,
+        ];
+        let o = ccsynth(&args, None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.contains(&format!("{flag}: only --format json and explicit write schedule v1")), "{err}");
+    }
     // Chakra traces without their directory are refused before the schedule is read (it was
     // refused only after a check of the whole schedule).
     let o = ccsynth(&["export", "--format", "chakra-et", "-"], Some("not a schedule"));

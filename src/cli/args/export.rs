@@ -22,6 +22,13 @@ pub enum Format {
     ChakraEt,
 }
 
+impl Format {
+    /// The format as its flag spells it.
+    pub fn name(self) -> String {
+        value_name(self)
+    }
+}
+
 /// How `--format chakra-et` names its files.
 #[derive(clap::Args, Clone, Debug)]
 pub struct ChakraArgs {

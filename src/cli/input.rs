@@ -26,6 +26,10 @@ pub(super) fn parse_failures(
     degraded: &[String],
     directed: bool,
 ) -> Result<Failures, String> {
+    // It says which way the links fail or slow: with none named it would say nothing.
+    if directed && links.is_empty() && degraded.is_empty() {
+        return Err("--directed: no --fail-link or --degrade-link for it to apply to".into());
+    }
     let mut f = Failures { npus: npus.to_vec(), directed, ..Failures::default() };
     for (i, s) in links.iter().enumerate() {
         match link_ends(s) {

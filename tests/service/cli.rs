@@ -873,6 +873,25 @@ fn mistakes_are_worded_for_the_terminal() {
     let made =
         ccsynth(&["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "4KiB", "--json"], None);
     let schedule = String::from_utf8_lossy(&made.stdout).into_owned();
+    // --directed with no link to direct says so (it was ignored).
+    for verb in [
+        &["topology", "ring:4", "--directed"][..],
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "all_gather",
+            "--size",
+            "4KiB",
+            "--fail-npu",
+            "1",
+            "--directed",
+        ][..],
+    ] {
+        let e = err(verb);
+        assert!(e.contains("--directed: no --fail-link or --degrade-link for it to apply to"), "{verb:?}: {e}");
+    }
     // And the reverse: a schedule where a topology goes (it read "algorithm: unknown field").
     let as_topology = dir.join("schedule.json");
     std::fs::write(&as_topology, &schedule).unwrap();

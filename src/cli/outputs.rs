@@ -1,5 +1,10 @@
 //! Where a command writes, checked before any work is done for it: an `--out` whose directory
-//! exists, that is no directory, and that is not a file the command reads.
+//! exists, that is no directory, and that is not a file the command reads; and the directory of
+//! Chakra traces it writes.
+
+use super::CliError;
+use crate::engine;
+use crate::schedule::Schedule;
 
 /// An output file's path, checked before any work is done for it: its directory exists and it
 /// is not a directory itself (a 600 s run is not lost to a typo in `--out`).
@@ -29,5 +34,57 @@ pub(super) fn not_an_input(flag: &str, out: Option<&std::path::Path>, inputs: &[
             ));
         }
     }
+    Ok(())
+}
+
+/// `--format chakra-et`: writes the traces, workload and configuration files into the
+/// directory `out` (created if missing), then prints what ASTRA-sim needs to run them; with
+/// `--rank R`, rank R's trace alone. The writer's refusals name `file`, the schedule's (when it
+/// came from one); the directory's name `--out`.
+pub(super) fn write_chakra(
+    s: &Schedule,
+    file: Option<&str>,
+    out: Option<&std::path::Path>,
+    prefix: &str,
+    rank: Option<u32>,
+) -> Result<(), CliError> {
+    let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
+    let of_file = |e: engine::Error| match file {
+        Some(f) => CliError::from(e).context(f),
+        None => CliError::from(e),
+    };
+    // One rank's trace is built before its directory is made: a refused rank leaves none.
+    let one =
+        rank.map(|r| engine::export_chakra_rank(s, prefix, r).map(|file| (r, file))).transpose().map_err(of_file)?;
+    // An --out that is a file, or a directory that cannot be made, is named as the flag (it
+    // read "ar.json: afile: File exists", as if the schedule were at fault).
+    let at_out = |e: std::io::Error| format!("--out {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(at_out)?;
+    let abs = std::fs::canonicalize(dir).map_err(at_out)?;
+    if let Some((rank, (name, bytes))) = one {
+        let path = abs.join(name);
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("ccsynth: wrote rank {rank}'s trace to {}", path.display());
+        return Ok(());
+    }
+    let abs_text = abs.to_str().ok_or_else(|| format!("--out {}: not a UTF-8 path", abs.display()))?;
+    let export = engine::export_chakra(s, prefix, Some(abs_text)).map_err(of_file)?;
+    for (name, bytes) in &export.files {
+        let path = abs.join(name);
+        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    eprintln!("ccsynth: wrote {} files to {}", export.files.len(), abs.display());
+    let network = match &export.network {
+        Ok(name) => format!("network: {name}"),
+        Err(why) => format!("network: none written: {why}"),
+    };
+    println!(
+        "system configuration: {}
+{network}
+run, in {}: {}",
+        export.system_key,
+        abs.display(),
+        export.command
+    );
     Ok(())
 }

@@ -227,6 +227,7 @@ const FLAGS: &[(&str, &str)] = &[
     ("options.chunks_per_npu", "--chunks-per-npu"),
     ("options.seeds", "--seeds"),
     ("options.seed", "--seed"),
+    ("prefix", "--prefix"),
     ("options.threads", "--threads"),
     ("options.time_limit_s", "--time-limit"),
     ("options.solve_time_limit_s", "--solve-time-limit"),

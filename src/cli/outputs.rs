@@ -49,9 +49,13 @@ pub(super) fn write_chakra(
     rank: Option<u32>,
 ) -> Result<(), CliError> {
     let dir = out.ok_or("--format chakra-et writes several files: name their directory with --out DIR")?;
-    let of_file = |e: engine::Error| match file {
-        Some(f) => CliError::from(e).context(f),
-        None => CliError::from(e),
+    let of_file = |e: engine::Error| match (e, file) {
+        // The prefix is the flag's, not the schedule's: named as --prefix.
+        (engine::Error::Input(e), _) if !e.errors.is_empty() && e.errors.iter().all(|f| f.path == "prefix") => {
+            CliError::from(super::input::flags(e))
+        }
+        (e, Some(f)) => CliError::from(e).context(f),
+        (e, None) => CliError::from(e),
     };
     // One rank's trace is built before its directory is made: a refused rank leaves none.
     let one =

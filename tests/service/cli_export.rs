@@ -317,6 +317,9 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
         Some(&text),
     );
     assert_eq!(o.status.code(), Some(2));
+    // Named as the flag (it read "-: prefix: ...", as if the schedule were at fault).
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.starts_with("ccsynth: --prefix: prefix \"../up\""), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -113,8 +113,8 @@ impl Group {
         self.place.get(c as usize).filter(|p| p.0 == self.index).map(|p| p.1)
     }
 
-    /// About how many of the group's (npu, slot) cells the replay writes: its share of the
-    /// larger condition (every postcondition pair is written, every precondition pair held).
+    /// About how many of the group's (npu, slot) cells the replay writes: its share of
+    /// `Group::written`.
     pub(super) fn filled(&self) -> usize {
         let pairs = self.written as u128;
         (pairs * self.chunks.len() as u128 / self.num_chunks.max(1) as u128) as usize

@@ -193,6 +193,7 @@ impl MscclArgs {
 fn value_name(v: impl clap::ValueEnum) -> String {
     v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
 }
+
 /// `ccsynth export`'s flags.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ExportArgs {

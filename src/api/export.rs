@@ -47,48 +47,53 @@ pub(super) struct ExportQuery {
 /// An empty name and the size range's mistakes, named at their keys before anything is built
 /// (the writers check the sizes too, but their refusal names only the format).
 fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
-    // As the CLI refuses `--msccl-name ''`: the executors tell plans apart by name.
-    if q.name.as_deref() == Some("") {
-        return Err(InputError::new("name", "empty: name the algorithm, or leave name out for the default").into());
-    }
-    match (q.min_bytes, q.max_bytes) {
-        (_, Some(0)) => Err(InputError::new(
+    use engine::ExportOptionError::*;
+    let (key, message) = match engine::check_export_options(q.name.as_deref(), q.min_bytes, q.max_bytes) {
+        Ok(()) => return Ok(()),
+        Err(EmptyName) => ("name", "empty: name the algorithm, or leave name out for the default".to_string()),
+        Err(MaxBytesZero) => (
             "max_bytes",
-            "0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that",
-        )
-        .into()),
-        (Some(min), Some(max)) if min > max => {
-            Err(InputError::new("min_bytes", format!("{min} is above max_bytes {max}")).into())
-        }
-        _ => Ok(()),
-    }
+            "0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that".to_string(),
+        ),
+        Err(MinAboveMax { min, max }) => ("min_bytes", format!("{min} is above max_bytes {max}")),
+    };
+    Err(InputError::new(key, message).into())
 }
+
+/// The formats as `format=` spells them, with the engine's writer of each.
+const FORMATS: [(&str, engine::Writer); 6] = [
+    ("explicit", engine::Writer::Explicit),
+    ("msccl-xml", engine::Writer::MscclXml),
+    ("mscclpp-json", engine::Writer::MscclppJson),
+    ("chrome-trace", engine::Writer::ChromeTrace),
+    ("timeline-svg", engine::Writer::TimelineSvg),
+    ("chakra-et", engine::Writer::ChakraEt),
+];
 
 /// A key the format does not read, refused at that key (each was ignored: `protocol=LL` on an
 /// MSCCL++ plan changed nothing and said nothing). An unknown format is named by the format's
 /// own check.
 fn check_applies(q: &ExportQuery) -> Result<(), ApiError> {
-    const FORMATS: [&str; 6] = ["explicit", "msccl-xml", "mscclpp-json", "chrome-trace", "timeline-svg", "chakra-et"];
-    if !FORMATS.contains(&q.format.as_str()) {
+    let Some(&(_, writer)) = FORMATS.iter().find(|(name, _)| *name == q.format) else {
         return Ok(());
-    }
-    let given: [(&str, Option<String>, &[&str], &str); 8] = [
-        ("rank", q.rank.map(|r| r.to_string()), &["mscclpp-json", "chakra-et"], "have a per-rank view"),
-        ("msccl_target", q.msccl_target.map(spelled), &["msccl-xml"], "names an executor"),
-        ("protocol", q.protocol.map(spelled), &["msccl-xml"], "names a protocol"),
-        ("name", q.name.clone(), &["msccl-xml", "mscclpp-json"], "name the algorithm"),
-        ("min_bytes", q.min_bytes.map(|b| b.to_string()), &["msccl-xml", "mscclpp-json"], "carry a size range"),
-        ("max_bytes", q.max_bytes.map(|b| b.to_string()), &["msccl-xml", "mscclpp-json"], "carry a size range"),
-        ("in_place", q.in_place.map(|b| b.to_string()), &["mscclpp-json"], "marks in-place calls"),
-        ("prefix", q.prefix.clone(), &["chakra-et"], "names its files"),
-    ];
-    for (key, value, formats, what) in given {
-        if let Some(v) = value.filter(|_| !formats.contains(&q.format.as_str())) {
-            let message = format!("{v}: only format={} {what}", formats.join(" and "));
-            return Err(InputError::new(key, message).into());
-        }
-    }
-    Ok(())
+    };
+    use engine::ExportOption as O;
+    let unread = engine::unread_option(writer, |o| match o {
+        O::Rank => q.rank.map(|r| ("rank", r.to_string())),
+        O::MscclTarget => q.msccl_target.map(|t| ("msccl_target", spelled(t))),
+        O::Protocol => q.protocol.map(|p| ("protocol", spelled(p))),
+        O::Name => q.name.clone().map(|n| ("name", n)),
+        O::MinBytes => q.min_bytes.map(|b| ("min_bytes", b.to_string())),
+        O::MaxBytes => q.max_bytes.map(|b| ("max_bytes", b.to_string())),
+        O::InPlace => q.in_place.map(|b| ("in_place", b.to_string())),
+        O::Prefix => q.prefix.clone().map(|p| ("prefix", p)),
+    });
+    let Some((option, (key, value))) = unread else {
+        return Ok(());
+    };
+    let (writers, what) = option.read_by();
+    let names: Vec<&str> = FORMATS.iter().filter(|(_, w)| writers.contains(w)).map(|(name, _)| *name).collect();
+    Err(InputError::new(key, format!("{value}: only format={} {what}", names.join(" and "))).into())
 }
 
 /// A value as its query spells it.

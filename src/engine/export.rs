@@ -166,3 +166,116 @@ pub fn plot_timeline(s: &Schedule) -> Result<String, Error> {
 pub fn plot_goodput(charts: &[GoodputChart]) -> String {
     crate::export::plot::goodput_svg(charts)
 }
+
+/// What a caller can ask to be written, at either door (the CLI's `--format`, the API's
+/// `format=`): each door spells these its own way and maps them here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writer {
+    /// Schedule v1 JSON, compact.
+    Json,
+    /// Schedule v1 JSON, explicit.
+    Explicit,
+    /// MSCCL XML.
+    MscclXml,
+    /// An MSCCL++ execution plan.
+    MscclppJson,
+    /// A Chrome/Perfetto trace of the replay.
+    ChromeTrace,
+    /// An SVG timeline of the replay.
+    TimelineSvg,
+    /// Chakra execution traces.
+    ChakraEt,
+}
+
+/// An option of the export writers, as both doors take it (a flag, a query key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportOption {
+    /// One rank's view.
+    Rank,
+    /// The MSCCL executor the file is for.
+    MscclTarget,
+    /// NCCL's protocol named in an MSCCL file.
+    Protocol,
+    /// The algorithm's or plan's name.
+    Name,
+    /// The smallest message size the executor picks the algorithm for.
+    MinBytes,
+    /// The largest.
+    MaxBytes,
+    /// An MSCCL++ plan marked for in-place calls.
+    InPlace,
+    /// The Chakra files' prefix.
+    Prefix,
+}
+
+impl ExportOption {
+    /// Every option, in the order the doors check them (the first that does not apply is named).
+    pub const ALL: [ExportOption; 8] = [
+        Self::Rank,
+        Self::MscclTarget,
+        Self::Protocol,
+        Self::Name,
+        Self::MinBytes,
+        Self::MaxBytes,
+        Self::InPlace,
+        Self::Prefix,
+    ];
+
+    /// The writers that read the option, and what it does for them, as the end of "only
+    /// <writers> ...". The one table both doors refuse by: an option a writer does not read was
+    /// ignored, silently (`--msccl-proto LL` on an MSCCL++ plan changed nothing).
+    pub fn read_by(self) -> (&'static [Writer], &'static str) {
+        use Writer::*;
+        match self {
+            Self::Rank => (&[MscclppJson, ChakraEt], "have a per-rank view"),
+            Self::MscclTarget => (&[MscclXml], "names an executor"),
+            Self::Protocol => (&[MscclXml], "names a protocol"),
+            Self::Name => (&[MscclXml, MscclppJson], "name the algorithm"),
+            Self::MinBytes | Self::MaxBytes => (&[MscclXml, MscclppJson], "carry a size range"),
+            Self::InPlace => (&[MscclppJson], "marks in-place calls"),
+            Self::Prefix => (&[ChakraEt], "names its files"),
+        }
+    }
+}
+
+/// The first of the options given (in `ExportOption::ALL`'s order) that `writer` does not read,
+/// with its value as the caller spelled it.
+pub fn unread_option<V>(writer: Writer, mut given: impl FnMut(ExportOption) -> Option<V>) -> Option<(ExportOption, V)> {
+    ExportOption::ALL.into_iter().filter(|o| !o.read_by().0.contains(&writer)).find_map(|o| given(o).map(|v| (o, v)))
+}
+
+/// A mistake in an export's size range or name, found before anything is built (the writers
+/// check the sizes too, but their refusal names only the format). Each door names the option
+/// its own way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportOptionError {
+    /// An empty name: the executors tell plans apart by name (MSCCL++ reuses one's context for
+    /// another of the same name).
+    EmptyName,
+    /// `max_bytes = 0`, which the executors read as no upper limit.
+    MaxBytesZero,
+    /// A range that holds no size.
+    MinAboveMax {
+        /// The smallest size given, in bytes.
+        min: u64,
+        /// The largest, in bytes.
+        max: u64,
+    },
+}
+
+/// `ExportOptionError`'s checks, for every format (`--max-bytes 0` was written into an MSCCL++
+/// plan, which reads it as no upper limit).
+pub fn check_export_options(
+    name: Option<&str>,
+    min_bytes: Option<u64>,
+    max_bytes: Option<u64>,
+) -> Result<(), ExportOptionError> {
+    if name == Some("") {
+        return Err(ExportOptionError::EmptyName);
+    }
+    match (min_bytes, max_bytes) {
+        (_, Some(0)) => Err(ExportOptionError::MaxBytesZero),
+        (Some(min), Some(max)) if min > max => Err(ExportOptionError::MinAboveMax { min, max }),
+        _ => Ok(()),
+    }
+}

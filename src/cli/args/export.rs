@@ -1,6 +1,7 @@
 //! The flags that choose what a schedule is written as (`synth --format`, `export`): the
 //! formats, and the MSCCL and Chakra writers' options.
 use crate::engine;
+use clap::ValueEnum;
 
 /// What `synth --format` and `export --format` write.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -26,6 +27,17 @@ impl Format {
     /// The format as its flag spells it.
     pub fn name(self) -> String {
         value_name(self)
+    }
+
+    /// The engine's name for the writer.
+    pub(in crate::cli) fn writer(self) -> engine::Writer {
+        match self {
+            Format::Json => engine::Writer::Json,
+            Format::Explicit => engine::Writer::Explicit,
+            Format::MscclXml => engine::Writer::MscclXml,
+            Format::MscclppJson => engine::Writer::MscclppJson,
+            Format::ChakraEt => engine::Writer::ChakraEt,
+        }
     }
 }
 
@@ -109,22 +121,19 @@ impl MscclArgs {
             v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
         };
         let (min_bytes, max_bytes) = (size("--min-bytes", &self.min_bytes)?, size("--max-bytes", &self.max_bytes)?);
-        // The executors tell plans apart by name (MSCCL++ reuses one's context for another of
-        // the same name): an empty one names nothing.
-        if self.msccl_name.as_deref() == Some("") {
-            return Err("--msccl-name '': name the algorithm, or leave --msccl-name out for the default".into());
-        }
-        // As the API refuses them, for every format (`--max-bytes 0` was written into an
-        // MSCCL++ plan, which reads it as no upper limit).
-        match (min_bytes, max_bytes) {
-            (_, Some(0)) => {
+        use engine::ExportOptionError::*;
+        match engine::check_export_options(self.msccl_name.as_deref(), min_bytes, max_bytes) {
+            Ok(()) => {}
+            Err(EmptyName) => {
+                return Err("--msccl-name '': name the algorithm, or leave --msccl-name out for the default".into());
+            }
+            Err(MaxBytesZero) => {
                 return Err(
                     "--max-bytes 0: the executor reads maxBytes = 0 as no upper limit; leave --max-bytes out for that"
                         .into(),
                 );
             }
-            (Some(min), Some(max)) if min > max => return Err(format!("--min-bytes {min} is above --max-bytes {max}")),
-            _ => {}
+            Err(MinAboveMax { min, max }) => return Err(format!("--min-bytes {min} is above --max-bytes {max}")),
         }
         Ok(engine::MscclOptions {
             target: match self.msccl_target.unwrap_or_default() {
@@ -164,25 +173,29 @@ impl MscclArgs {
         chakra: &ChakraArgs,
         out: Option<&std::path::Path>,
     ) -> Result<(), String> {
-        use Format::*;
-        let given: [(&str, Option<String>, &[Format], &str); 8] = [
-            ("--rank", self.rank.map(|r| r.to_string()), &[MscclppJson, ChakraEt], "have a per-rank view"),
-            ("--msccl-target", self.msccl_target.map(value_name), &[MscclXml], "names an executor"),
-            ("--msccl-proto", self.msccl_proto.map(value_name), &[MscclXml], "names a protocol"),
-            ("--msccl-name", self.msccl_name.clone(), &[MscclXml, MscclppJson], "name the algorithm"),
-            ("--min-bytes", self.min_bytes.clone(), &[MscclXml, MscclppJson], "carry a size range"),
-            ("--max-bytes", self.max_bytes.clone(), &[MscclXml, MscclppJson], "carry a size range"),
-            ("--in-place", self.in_place.then(String::new), &[MscclppJson], "marks in-place calls"),
-            ("--prefix", chakra.prefix.clone(), &[ChakraEt], "names its files"),
-        ];
-        for (flag, value, formats, what) in given {
-            if let Some(v) = value.filter(|_| !formats.contains(&format)) {
-                let names: Vec<String> = formats.iter().map(|&f| value_name(f)).collect();
-                let flag = if v.is_empty() { flag.to_string() } else { format!("{flag} {v}") };
-                return Err(format!("{flag}: only --format {} {what}", names.join(" and ")));
+        use engine::ExportOption as O;
+        let unread = engine::unread_option(format.writer(), |o| match o {
+            O::Rank => self.rank.map(|r| format!("--rank {r}")),
+            O::MscclTarget => self.msccl_target.map(|t| format!("--msccl-target {}", value_name(t))),
+            O::Protocol => self.msccl_proto.map(|p| format!("--msccl-proto {}", value_name(p))),
+            O::Name => {
+                self.msccl_name.as_ref().map(|n| format!("--msccl-name {}", if n.is_empty() { "''" } else { n }))
             }
+            O::MinBytes => self.min_bytes.as_ref().map(|b| format!("--min-bytes {b}")),
+            O::MaxBytes => self.max_bytes.as_ref().map(|b| format!("--max-bytes {b}")),
+            O::InPlace => self.in_place.then(|| "--in-place".to_string()),
+            O::Prefix => chakra.prefix.as_ref().map(|p| format!("--prefix {p}")),
+        });
+        if let Some((option, given)) = unread {
+            let (writers, what) = option.read_by();
+            let names: Vec<String> = Format::value_variants()
+                .iter()
+                .filter(|f| writers.contains(&f.writer()))
+                .map(|&f| value_name(f))
+                .collect();
+            return Err(format!("{given}: only --format {} {what}", names.join(" and ")));
         }
-        if format == ChakraEt && out.is_none() {
+        if format == Format::ChakraEt && out.is_none() {
             return Err("--format chakra-et writes several files: name their directory with --out DIR".into());
         }
         Ok(())

@@ -47,15 +47,15 @@ pub(super) struct ExportQuery {
 /// An empty name and the size range's mistakes, named at their keys before anything is built
 /// (the writers check the sizes too, but their refusal names only the format).
 fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
-    use engine::ExportOptionError::*;
+    use engine::ExportOptionError as E;
     let (key, message) = match engine::check_export_options(q.name.as_deref(), q.min_bytes, q.max_bytes) {
         Ok(()) => return Ok(()),
-        Err(EmptyName) => ("name", "empty: name the algorithm, or leave name out for the default".to_string()),
-        Err(MaxBytesZero) => (
+        Err(E::EmptyName) => ("name", "empty: name the algorithm, or leave name out for the default".to_string()),
+        Err(E::MaxBytesZero) => (
             "max_bytes",
             "0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that".to_string(),
         ),
-        Err(MinAboveMax { min, max }) => ("min_bytes", format!("{min} is above max_bytes {max}")),
+        Err(E::MinAboveMax { min, max }) => ("min_bytes", format!("{min} is above max_bytes {max}")),
     };
     Err(InputError::new(key, message).into())
 }

@@ -121,19 +121,19 @@ impl MscclArgs {
             v.as_deref().map(|s| crate::units::parse_size(s).map_err(|e| format!("{flag}: {e}"))).transpose()
         };
         let (min_bytes, max_bytes) = (size("--min-bytes", &self.min_bytes)?, size("--max-bytes", &self.max_bytes)?);
-        use engine::ExportOptionError::*;
+        use engine::ExportOptionError as E;
         match engine::check_export_options(self.msccl_name.as_deref(), min_bytes, max_bytes) {
             Ok(()) => {}
-            Err(EmptyName) => {
+            Err(E::EmptyName) => {
                 return Err("--msccl-name '': name the algorithm, or leave --msccl-name out for the default".into());
             }
-            Err(MaxBytesZero) => {
+            Err(E::MaxBytesZero) => {
                 return Err(
                     "--max-bytes 0: the executor reads maxBytes = 0 as no upper limit; leave --max-bytes out for that"
                         .into(),
                 );
             }
-            Err(MinAboveMax { min, max }) => return Err(format!("--min-bytes {min} is above --max-bytes {max}")),
+            Err(E::MinAboveMax { min, max }) => return Err(format!("--min-bytes {min} is above --max-bytes {max}")),
         }
         Ok(engine::MscclOptions {
             target: match self.msccl_target.unwrap_or_default() {

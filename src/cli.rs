@@ -60,11 +60,13 @@ fn run(cmd: Command) -> Result<i32, CliError> {
         }
         Command::Validate { file } => Ok(validate_cmd(&file)?),
         Command::Simulate { file, trace, transfers } => {
+            outputs::check_written("--trace", trace.as_deref())?;
             not_an_input("--trace", trace.as_deref(), &[Some(&file)])?;
             simulate_cmd(&file, trace.as_deref(), transfers)
         }
         Command::Plot { what } => {
             let (PlotCommand::Timeline { file, out } | PlotCommand::Goodput { file, out }) = &what;
+            check_out(out.as_deref())?;
             not_an_input("--out", out.as_deref(), &[Some(file)])?;
             plot_cmd(what)
         }
@@ -153,8 +155,9 @@ fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) ->
     if !r.valid {
         let at_least = if r.violation_count_capped { "at least " } else { "" };
         eprintln!(
-            "ccsynth: warning: the schedule is not valid ({at_least}{} violations); timing shown anyway",
-            r.violation_count
+            "ccsynth: warning: the schedule is not valid ({at_least}{} violation{}); timing shown anyway",
+            r.violation_count,
+            if r.violation_count == 1 && !r.violation_count_capped { "" } else { "s" }
         );
     }
     if let Some(path) = trace {

@@ -9,13 +9,18 @@ use crate::schedule::Schedule;
 /// An output file's path, checked before any work is done for it: its directory exists and it
 /// is not a directory itself (a 600 s run is not lost to a typo in `--out`).
 pub(super) fn check_out(out: Option<&std::path::Path>) -> Result<(), String> {
+    check_written("--out", out)
+}
+
+/// `check_out` for the file flag `flag` names (`simulate --trace`'s error named no flag).
+pub(super) fn check_written(flag: &str, out: Option<&std::path::Path>) -> Result<(), String> {
     let Some(path) = out else { return Ok(()) };
     if path.is_dir() {
-        return Err(format!("--out {}: a directory; name a file to write", path.display()));
+        return Err(format!("{flag} {}: a directory; name a file to write", path.display()));
     }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     if !dir.is_dir() {
-        return Err(format!("--out {}: the directory {} does not exist", path.display(), dir.display()));
+        return Err(format!("{flag} {}: the directory {} does not exist", path.display(), dir.display()));
     }
     Ok(())
 }
@@ -25,9 +30,9 @@ pub(super) fn check_out(out: Option<&std::path::Path>) -> Result<(), String> {
 /// schedule was, and `regenerate s.json --out s.json` the only copy of the stored schedule).
 pub(super) fn not_an_input(flag: &str, out: Option<&std::path::Path>, inputs: &[Option<&str>]) -> Result<(), String> {
     // An output that is not there yet is no input; nor is stdin (`-`) or a spec.
-    let Some(written) = out.and_then(|o| o.canonicalize().ok()) else { return Ok(()) };
+    let Some(written) = out.filter(|o| o.exists()) else { return Ok(()) };
     for input in inputs.iter().flatten().filter(|i| **i != "-") {
-        if std::path::Path::new(input).canonicalize().is_ok_and(|read| read == written) {
+        if same_file(std::path::Path::new(input), written) {
             let out = out.map_or(String::new(), |o| o.display().to_string());
             return Err(format!(
                 "{flag} {out}: the same file as the input {input}, which the output would replace; name another file"
@@ -35,6 +40,24 @@ pub(super) fn not_an_input(flag: &str, out: Option<&std::path::Path>, inputs: &[
         }
     }
     Ok(())
+}
+
+/// Whether two paths name one file: one device and inode where the platform has them (a hard
+/// link is another path to the same file, which canonical paths do not see), else one
+/// canonical path.
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return a.dev() == b.dev() && a.ino() == b.ino();
+        }
+        false
+    }
+    #[cfg(not(unix))]
+    {
+        matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+    }
 }
 
 /// `--format chakra-et`: writes the traces, workload and configuration files into the

@@ -852,11 +852,15 @@ fn mistakes_are_worded_for_the_terminal() {
     std::fs::write(&cmp_file, &cmp.stdout).unwrap();
     let bench_file = dir.join("bench.json");
     std::fs::write(&bench_file, r#"[{"case": "torus:8x8", "wall_s": 1.0}]"#).unwrap();
+    // An array of no objects is no command's output (it read "benchmark output").
+    let array_file = dir.join("array.json");
+    std::fs::write(&array_file, "[1, 2]").unwrap();
     let svg = dir.join("t.svg");
     for (verb, file, what) in [
         (&["simulate"][..], &cmp_file, "this is a comparison (`compare --json`), not a schedule"),
         (&["validate"][..], &cmp_file, "this is a comparison (`compare --json`), not a schedule"),
         (&["plot", "timeline"][..], &bench_file, "this is benchmark output (`bench --json`), not a schedule"),
+        (&["validate"][..], &array_file, "this is a JSON array, not a schedule"),
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push(file.to_str().unwrap());
@@ -928,7 +932,7 @@ fn an_output_path_is_checked_before_the_work() {
     let missing = dir.join("nodir").join("x.json");
     let missing = missing.to_str().unwrap();
     let target = ["--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB"];
-    let cases: [(Vec<&str>, String); 4] = [
+    let cases: [(Vec<&str>, String); 6] = [
         (
             [&["synth"][..], &target, &["--out", missing]].concat(),
             format!("the directory {}", dir.join("nodir").display()),
@@ -936,12 +940,15 @@ fn an_output_path_is_checked_before_the_work() {
         ([&["baseline", "--algo", "ring"][..], &target, &["--out", missing]].concat(), "does not exist".into()),
         ([&["synth"][..], &target, &["--out", dir.to_str().unwrap()]].concat(), "a directory; name a file".into()),
         (vec!["export", "--format", "msccl-xml", EXAMPLE, "--out", missing], "does not exist".into()),
+        (vec!["simulate", EXAMPLE, "--trace", missing], "--trace".into()),
+        (vec!["plot", "timeline", EXAMPLE, "--out", missing], "does not exist".into()),
     ];
     for (args, says) in cases {
         let o = ccsynth(&args, None);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains("--out") && err.contains(&says), "{args:?}: {err}");
+        let flag = if args.contains(&"--trace") { "--trace" } else { "--out" };
+        assert!(err.contains(flag) && err.contains(&says), "{args:?}: {err}");
         // Refused before the run: no progress, no summary, nothing on stdout.
         assert!(o.stdout.is_empty() && !err.contains("wrote"), "{args:?}: {err}");
     }
@@ -956,9 +963,16 @@ fn an_output_path_is_checked_before_the_work() {
     let topology = dir.join("t.json");
     std::fs::write(&topology, ccsynth(&["topology", "ring:4"], None).stdout).unwrap();
     let t = topology.to_str().unwrap();
+    // And by a hard link, which has a path of its own (it overwrote the input).
+    let linked = dir.join("linked.json");
+    std::fs::hard_link(&input, &linked).unwrap();
+    let linked = linked.to_str().unwrap();
     let ag = ["--collective", "all_gather", "--size", "4KiB"];
-    let cases: [Vec<&str>; 6] = [
+    let cases: [Vec<&str>; 9] = [
         vec!["simulate", same, "--trace", same],
+        vec!["simulate", same, "--trace", linked],
+        vec!["plot", "timeline", same, "--out", linked],
+        vec!["regenerate", linked, "--fail-link", "0-1", "--out", same],
         vec!["export", "--format", "msccl-xml", same, "--out", &dotted],
         vec!["plot", "timeline", same, "--out", same],
         vec!["regenerate", same, "--fail-link", "0-1", "--out", same],

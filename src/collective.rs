@@ -30,12 +30,17 @@ pub enum CollectiveKind {
 impl CollectiveKind {
     /// Bus bandwidth over algorithm bandwidth on `p` NPUs, as nccl-tests computes busbw (what
     /// each link would carry in the best ring schedule): 2(p−1)/p for all-reduce, (p−1)/p for
-    /// all-gather, reduce-scatter and all-to-all, 1 for the rest.
+    /// all-gather, reduce-scatter, all-to-all, gather and scatter (nccl-tests' `GatherGetBw` and
+    /// `ScatterGetBw`), 1 for broadcast, reduce and custom collectives.
     pub fn bus_factor(self, p: usize) -> f64 {
         let p = p.max(1) as f64;
         match self {
             CollectiveKind::AllReduce => 2.0 * (p - 1.0) / p,
-            CollectiveKind::AllGather | CollectiveKind::ReduceScatter | CollectiveKind::AllToAll => (p - 1.0) / p,
+            CollectiveKind::AllGather
+            | CollectiveKind::ReduceScatter
+            | CollectiveKind::AllToAll
+            | CollectiveKind::Gather
+            | CollectiveKind::Scatter => (p - 1.0) / p,
             _ => 1.0,
         }
     }
@@ -453,4 +458,28 @@ fn count_chunks(spec: &CollectiveSpec, p: usize, k: usize) -> Result<usize, Inpu
         }
     };
     Ok(num_chunks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CollectiveKind;
+
+    /// nccl-tests' busbw factors (`*GetBw` in its sources) on 4 ranks: gather and scatter are
+    /// (p − 1)/p there too (they read as 1, busbw = algbw).
+    #[test]
+    fn bus_factors_are_nccl_tests_own() {
+        let want = [
+            (CollectiveKind::AllReduce, 1.5),
+            (CollectiveKind::AllGather, 0.75),
+            (CollectiveKind::ReduceScatter, 0.75),
+            (CollectiveKind::AllToAll, 0.75),
+            (CollectiveKind::Gather, 0.75),
+            (CollectiveKind::Scatter, 0.75),
+            (CollectiveKind::Broadcast, 1.0),
+            (CollectiveKind::Reduce, 1.0),
+        ];
+        for (kind, factor) in want {
+            assert_eq!(kind.bus_factor(4), factor, "{kind:?}");
+        }
+    }
 }

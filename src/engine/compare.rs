@@ -37,6 +37,9 @@ pub struct Comparison {
     pub size_bytes: u64,
     /// The live NPUs of the topology.
     pub npus: usize,
+    /// The first 16 hex digits of the SHA-256 of the topology's canonical JSON (what `ccsynth
+    /// topology` prints): comparisons on two fabrics of one NPU count are not one chart's points.
+    pub topology_digest: String,
     /// The collective's lower bound.
     pub lower_bound_ns: Option<f64>,
     /// Fastest first.
@@ -157,10 +160,19 @@ pub fn compare_until(
         collective: spec.kind.name(),
         size_bytes: spec.size_bytes,
         npus: topology.live_npus().len(),
+        topology_digest: topology_digest(topology),
         lower_bound_ns: bound,
         rows,
         refused,
         refused_kinds,
         speedup_over_best_baseline: speedup,
     })
+}
+
+/// `Comparison::topology_digest` of `topology`.
+fn topology_digest(topology: &crate::topology::Topology) -> String {
+    use sha2::Digest;
+    let json = serde_json::to_vec(topology).unwrap_or_default();
+    let digest = sha2::Sha256::digest(&json);
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }

@@ -372,6 +372,23 @@ fn simulate_traces_and_plot_draws() {
     for name in ["ring", "direct", "bound"] {
         assert!(text.contains(&format!(r#"class="series" data-name="{name}""#)), "{name}");
     }
+    // Runs on two fabrics of one NPU count are two charts, told apart by the topology (they
+    // were one line with two points at each size).
+    let mut runs = String::new();
+    for topology in ["ring:4", "fc:4@bw=400"] {
+        let args = ["compare", "--topology", topology, "--collective", "all_reduce", "--size", "1MiB", "--json"];
+        runs += &String::from_utf8(ccsynth(&args, None).stdout).unwrap();
+    }
+    let p = ccsynth(&["plot", "goodput", "-"], Some(&runs));
+    assert_eq!(p.status.code(), Some(0), "{}", String::from_utf8_lossy(&p.stderr));
+    let text = String::from_utf8(p.stdout).unwrap();
+    assert_eq!(text.matches(r#"data-title="all_reduce on 4 NPUs, topology "#).count(), 2, "{text}");
+    // A run on one NPU takes no time: no goodput, refused rather than drawn at 0.
+    let args = ["compare", "--topology", "switch:1", "--collective", "all_reduce", "--size", "1MiB", "--json"];
+    let one = String::from_utf8(ccsynth(&args, None).stdout).unwrap();
+    let p = ccsynth(&["plot", "goodput", "-"], Some(&one));
+    assert_eq!(p.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&p.stderr).contains("no goodput to draw"));
     let bad = ccsynth(&["plot", "goodput", "-"], Some("{}"));
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("bench --suite sizes --json"));

@@ -119,6 +119,13 @@ impl Topology {
         }
         failed.sort_unstable();
         failed.dedup();
+        // A link of an NPU that fails too changes nothing (the NPU takes it), as a degraded
+        // one there is refused: the list is likely not the one meant.
+        for (i, &[u, v]) in f.links.iter().enumerate() {
+            if let Some(x) = [u, v].into_iter().find(|x| named.contains(x) && failed.binary_search(x).is_ok()) {
+                errs.push(format!("links[{i}]"), format!("{u}->{v}: NPU {x} fails too, with all its links"));
+            }
+        }
         if failed.len() == self.npus && !f.npus.is_empty() {
             errs.push("npus", format!("every NPU ({}) would fail: at least one must stay", self.npus));
         }

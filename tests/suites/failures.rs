@@ -586,8 +586,8 @@ fn failures_that_split_the_group_are_named_as_such() {
 }
 
 /// A failure that changes nothing is refused, naming it: an NPU that has failed already, as a
-/// link already gone is (both were a list of failures other than the one meant; the NPU was
-/// accepted silently).
+/// link already gone is, and a link of an NPU that fails too (each was a list of failures other
+/// than the one meant; the NPU and the link were accepted silently).
 #[test]
 fn failing_what_has_failed_already_is_refused() {
     let t =
@@ -602,4 +602,13 @@ fn failing_what_has_failed_already_is_refused() {
     assert_eq!(e.errors[0].path, "links[0]", "{e}");
     assert!(e.errors[0].message.starts_with("no link 0->1"), "{e}");
     assert!(t.with_failures(&Failures { npus: vec![1], ..Default::default() }).is_ok());
+    // A link of an NPU failing in the same list: the NPU takes it (it was accepted silently).
+    let e = topo("ring:4").with_failures(&Failures { npus: vec![0], links: vec![[0, 1]], ..Default::default() });
+    let e = e.unwrap_err();
+    assert_eq!(
+        (e.errors[0].path.as_str(), e.errors[0].message.as_str()),
+        ("links[0]", "0->1: NPU 0 fails too, with all its links")
+    );
+    let other = Failures { npus: vec![0], links: vec![[1, 2]], ..Default::default() };
+    assert!(topo("ring:4").with_failures(&other).is_ok());
 }

@@ -85,6 +85,11 @@ fn bench_scale(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
 fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresArgs<'_>) -> Result<i32, String> {
     use crate::bench::failures;
     let size = args.size.map(crate::units::parse_size).transpose().map_err(|e| format!("--size: {e}"))?;
+    // As `synth` refuses it, before any case runs (every row failed, naming a field of the
+    // request, and the suite exited 0).
+    if size == Some(0) {
+        return Err("--size: expected a size of at least 1 byte".into());
+    }
     let effort = args.effort.unwrap_or_default();
     let mut rows = Vec::new();
     for c in failures::failures_suite(quick, size) {

@@ -70,6 +70,7 @@ fn bench_failures_takes_a_size_and_an_effort() {
         (&["bench", "--suite", "sizes", "--size", "4MiB"][..], "--size"),
         (&["bench", "--suite", "greedy", "--effort", "thorough"][..], "--effort"),
         (&["bench", "--suite", "failures", "--size", "4XB"][..], "--size"),
+        (&["bench", "--suite", "failures", "--size", "0"][..], "--size"),
         (&["bench", "--suite", "failures", "--effort", "quick"][..], "--effort"),
     ] {
         let o = ccsynth(args, None);

@@ -109,9 +109,13 @@ fn serves(previous: &Schedule, req: &Request) -> Result<(), String> {
         return Err("several collectives at once are regenerated fresh".into());
     };
     let p = &previous.collective;
+    // Tenants' schedules are stored as one custom collective: "not the stored schedule's
+    // collective" read as if the caller had asked for another.
+    if p.kind == crate::collective::CollectiveKind::Custom {
+        return Err("a custom collective (several tenants' schedules too) is synthesized afresh, not repaired".into());
+    }
     if (p.kind, p.size_bytes, p.root, p.gamma_ns_per_byte)
         != (spec.kind, spec.size_bytes, spec.root, spec.gamma_ns_per_byte)
-        || p.kind == crate::collective::CollectiveKind::Custom
     {
         return Err("the request is not the stored schedule's collective".into());
     }

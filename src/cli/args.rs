@@ -225,7 +225,7 @@ pub struct CollectiveArgs {
     /// Comma-separated NPUs taking part (default: every live NPU).
     #[arg(long, value_delimiter = ',')]
     pub group: Option<Vec<usize>>,
-    /// Remove the link U-V before synthesizing (both directions). Repeatable.
+    /// Remove the link U-V before synthesizing (both directions unless --directed). Repeatable.
     #[arg(long = "fail-link", value_name = "U-V")]
     pub fail_link: Vec<String>,
     /// Remove NPU V before synthesizing. Repeatable.

@@ -199,8 +199,11 @@ fn not_a_schedule(text: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let looks = if v.get("rows").is_some() && v.get("refused").is_some() {
         "a comparison (`compare --json`)"
-    } else if v.is_array() || v.get("rows").is_some() {
+    } else if v.get("rows").is_some() || v.as_array().is_some_and(|a| a.first().is_some_and(|r| r.is_object())) {
         "benchmark output (`bench --json`)"
+    } else if v.is_array() {
+        // `[1, 2]` or `[]` is no command's output (it read "benchmark output").
+        "a JSON array"
     } else if v.get("npus").is_some() && v.get("links").is_some() {
         "a topology"
     } else if v.get("schedule_id").is_some() {

@@ -397,7 +397,15 @@ fn grid(b: &mut Builder, dims: &[usize], p: &[LinkParams], wrap: bool) {
 }
 
 fn count(spec: &str, s: &str, min: usize) -> Result<usize, InputError> {
-    let n: usize = s.trim().parse().map_err(|_| err(spec, format!("{s:?} is not a count: expected a whole number")))?;
+    let t = s.trim();
+    let n: usize = t.parse().map_err(|_| {
+        // A whole number past usize is a count, too large ("is not a count" read as a typo).
+        if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            err(spec, format!("{t} exceeds the limit of {} nodes", limits::MAX_NODES))
+        } else {
+            err(spec, format!("{s:?} is not a count: expected a whole number"))
+        }
+    })?;
     if n < min {
         return Err(err(spec, format!("{n} is too small: expected at least {min}")));
     }

@@ -210,6 +210,8 @@ fn bad_specs_are_rejected_clearly() {
         ("blob:4", "unknown generator"),
         ("ring:0", "at least 1"),
         ("ring:x", "not a count"),
+        // A whole number too large for a count is too large, not "not a count".
+        ("ring:99999999999999999999", "99999999999999999999 exceeds the limit of"),
         ("ring:4:both", "unknown ring option"),
         ("mesh:4x4@bw=1,2,3", "3 bw values for 2 dimensions"),
         ("mesh:4x4@bw=-1", "bandwidth -1 is invalid"),

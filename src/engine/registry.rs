@@ -59,6 +59,23 @@ impl Algorithm {
         synthesizers().into_iter().find(|s| s.name == self.name() && self.is_synthesizer())
     }
 
+    /// The `options` fields it reads: a synthesizer's table entry's, a baseline's chunking, time
+    /// limit and threads (it is built, checked and stopped like any run, and has no search).
+    pub fn options(&self) -> &'static [OptionName] {
+        const BASELINE: &[OptionName] = &[OptionName::Threads, OptionName::ChunksPerNpu, OptionName::TimeLimitS];
+        match self.synthesizer() {
+            Some(s) => s.options,
+            None => BASELINE,
+        }
+    }
+
+    /// Of the options `given`, those it does not read, in `given`'s order (a door says so: they
+    /// were ignored silently, `--window 3` with `--algo ring`).
+    pub fn unread(&self, given: &[OptionName]) -> Vec<OptionName> {
+        let reads = self.options();
+        given.iter().copied().filter(|o| !reads.contains(o)).collect()
+    }
+
     /// Whether it synthesizes (rather than builds a fixed pattern): the portfolio counts, as
     /// it serves several collectives at once through its synthesizers.
     pub fn is_synthesizer(&self) -> bool {

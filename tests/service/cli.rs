@@ -291,6 +291,25 @@ fn synth_writes_the_same_schedule_to_a_pipe_a_file_and_out() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A search flag the algorithm does not read is named in a note (it was ignored without a
+/// word), and the schedule is written as before.
+#[test]
+fn synth_notes_the_flags_its_algorithm_does_not_read() {
+    let target = ["synth", "--topology", "ring:4", "--collective", "all_gather", "--size", "1MiB", "--json"];
+    let run = |extra: &[&str]| {
+        let o = ccsynth(&[&target[..], extra].concat(), None);
+        assert_eq!(o.status.code(), Some(0), "{extra:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let said = run(&["--algo", "ring", "--window", "3", "--seeds", "2", "--threads", "1"]);
+    assert!(said.contains("note: --algo ring does not read --seeds, --window: ignored"), "{said}");
+    let said = run(&["--algo", "greedy", "--window", "3", "--seeds", "2"]);
+    assert!(said.contains("note: --algo greedy does not read --window: ignored"), "{said}");
+    // `auto` reads every one of them.
+    let said = run(&["--window", "3", "--seeds", "2", "--effort", "thorough", "--time-limit", "30"]);
+    assert!(!said.contains("does not read"), "{said}");
+}
+
 #[test]
 fn synth_compare_adds_the_baseline_table() {
     let o = ccsynth(

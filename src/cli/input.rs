@@ -55,9 +55,15 @@ fn degraded_link(s: &str) -> Result<crate::topology::DegradedLink, String> {
     let (ends, params) = s.split_once('@').ok_or_else(|| format!("no @ before the link's parameters: {FORM}"))?;
     let link = link_ends(ends).ok_or_else(|| format!("{ends:?} is not of the form U-V (two node ids)"))?;
     let mut d = crate::topology::DegradedLink { link, ..Default::default() };
+    // A trailing separator is taken, as a generator's `@bw=5;` is (it was refused here alone).
+    let params = params.trim_end().strip_suffix([';', ',']).unwrap_or(params);
     for param in params.split([';', ',']).map(str::trim) {
         let (key, value) = param.split_once('=').ok_or_else(|| format!("{param:?} is not KEY=VALUE: {FORM}"))?;
         let number = value.trim().parse::<f64>().map_err(|_| format!("{key}={value:?} is not a number: {FORM}"))?;
+        // `1e400` parses as infinity, which the topology's check then echoed as `inf`.
+        if number.is_infinite() {
+            return Err(format!("{key}={}: too large: expected a finite number", value.trim()));
+        }
         let slot = match key.trim() {
             "bw" => &mut d.bandwidth_gb_per_s,
             "lat" => &mut d.latency_ns,

@@ -82,12 +82,18 @@ fn slow_links_at_every_verb() {
     let links = json(&o)["links"].as_array().unwrap().clone();
     let at = |u: u64, v: u64| links.iter().find(|l| l["src"] == u && l["dst"] == v).unwrap().clone();
     assert_eq!((at(0, 1)["latency_ns"].as_f64(), at(1, 0)["latency_ns"].as_f64()), (Some(900.0), Some(500.0)));
+    // A trailing separator is taken, as a generator's `@bw=5;` is.
+    let o = ccsynth(&["topology", "ring:4", "--degrade-link", "0-1@bw=5;"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     for (flag, says) in [
         ("0-1", "--degrade-link #1: \"0-1\": no @ before the link's parameters"),
         ("0-1@bw", "\"bw\" is not KEY=VALUE"),
         ("0-1@speed=3", "\"speed\" is not bw or lat"),
         ("0-1@bw=fast", "bw=\"fast\" is not a number"),
         ("0-1@bw=3,bw=4", "bw is given twice"),
+        // Past f64 it parsed as infinity and was echoed as `inf`.
+        ("0-1@bw=1e400", "bw=1e400: too large: expected a finite number"),
+        ("0-1@;", "\"\" is not KEY=VALUE"),
         ("0-2@bw=3", "--degrade-link 0-2@bw=3: no link 0->2 in the topology; 0 links to 1 and 3"),
         ("0-1@bw=300", "--degrade-link 0-1@bw=300: 300 GB/s is above 0->1's 100 GB/s: a degraded link cannot speed up"),
     ] {

@@ -155,7 +155,12 @@ impl Topology {
     }
 
     /// Builds the indices; `links` must already satisfy the invariants.
-    pub(crate) fn from_sorted(npus: usize, switches: usize, links: Vec<Link>, failed_npus: Vec<usize>) -> Topology {
+    pub(crate) fn from_sorted(npus: usize, switches: usize, mut links: Vec<Link>, failed_npus: Vec<usize>) -> Topology {
+        // A latency of -0 is 0 (it was written back as `-0.0`, so one topology had two canonical
+        // forms and two digests).
+        for l in &mut links {
+            l.latency_ns += 0.0;
+        }
         let nodes = npus + switches;
         let mut out_start = vec![0usize; nodes + 1];
         let mut in_start = vec![0usize; nodes + 1];

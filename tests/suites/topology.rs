@@ -133,6 +133,10 @@ fn conveniences_expand_into_the_canonical_form() {
     let back = Topology::from_json(&v.to_string()).unwrap();
     assert_eq!(back, t);
     assert_eq!(parse_topology(&v.to_string()).unwrap(), t);
+    // A latency of -0 is written as 0: one topology, one canonical form.
+    let neg = r#"{"npus": 2, "links": [{"src": 0, "dst": 1, "latency_ns": -0.0, "bandwidth_gb_per_s": 1}]}"#;
+    let json = serde_json::to_string(&Topology::from_json(neg).unwrap()).unwrap();
+    assert!(json.contains(r#""latency_ns":0.0"#), "{json}");
 }
 
 fn degree_stats(t: &Topology) -> (usize, usize) {

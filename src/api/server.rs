@@ -70,7 +70,7 @@ pub async fn serve_on(
         allowance: Mutex::new(HashMap::new()),
         auth_failures: Mutex::new(HashMap::new()),
         stopping: tokio::sync::watch::Sender::new(false),
-        large_bodies: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
+        large_bodies: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)),
         exports: Mutex::new(HashMap::new()),
         export_budget: tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize),
         built: Mutex::new(None),

@@ -323,3 +323,37 @@ impl<'de> Deserialize<'de> for Transfers {
         d.deserialize_seq(Seq)
     }
 }
+
+/// At most how many chunk ids a schedule document's distinct chunk lists expand to once read
+/// (what `Transfers` counts against `limits::MAX_LIST_ENTRIES`), from its JSON before it is
+/// decoded: a few bytes of ranges (`[0, 67108864, 1]`) expand to hundreds of megabytes, so a
+/// service sizes the read from this first. Lists written alike count once, as the reader keeps
+/// them once; a range counts its whole `count`, malformed entries one (the reader refuses them).
+pub fn declared_list_ids(doc: &serde_json::Value) -> u64 {
+    use serde_json::Value;
+    let Some(transfers) = doc.get("transfers").and_then(Value::as_array) else { return 0 };
+    // Lists by a hash of their text: two lists alike in a hash are counted once, an estimate.
+    let hasher = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default();
+    let mut seen = std::collections::HashSet::new();
+    let mut ids = 0u64;
+    for t in transfers {
+        let lists = match t {
+            Value::Array(row) => vec![row.get(3)],
+            Value::Object(o) => vec![o.get("chunks"), o.get("dst_chunks")],
+            _ => continue,
+        };
+        for list in lists.into_iter().flatten().filter_map(Value::as_array) {
+            let text = serde_json::to_string(list).unwrap_or_default();
+            if !seen.insert(std::hash::BuildHasher::hash_one(&hasher, &text)) {
+                continue;
+            }
+            let count = |e: &Value| match e {
+                Value::Array(r) => r.get(1).and_then(Value::as_u64).unwrap_or(1),
+                Value::Object(r) => r.get("count").and_then(Value::as_u64).unwrap_or(1),
+                _ => 1,
+            };
+            ids = list.iter().map(count).fold(ids, u64::saturating_add);
+        }
+    }
+    ids
+}

@@ -2279,7 +2279,8 @@ fn concurrent_exports_share_one_computation_within_a_memory_budget(db: Db) {
 
 /// The validate route holds its check's estimated peak of the memory budget exports hold
 /// theirs from: two heavy checks fired together run one after the other. Without it a
-/// 155 kB body (1,024 NPUs of 1,024 chunks each) held 2 GB per request, side by side.
+/// 155 kB body (1,024 NPUs of 1,024 chunks each) held 2 GB per request, side by side. So do
+/// the lists a body's ranges expand to, while they are read.
 fn concurrent_validations_wait_for_the_memory_budget(db: Db) {
     let s = start_with(db, |c| c.export_memory_mb = 1);
     // A ring of 256 NPUs, an all-gather of 256 chunks each, one transfer: 2^24 (npu, slot)
@@ -2328,6 +2329,49 @@ fn concurrent_validations_wait_for_the_memory_budget(db: Db) {
         rounds += 1;
     }
     assert!(metric() > waits, "no check waited for the budget in {rounds} rounds");
+    // A few bytes of ranges that expand to many ids: the lists are held from the budget while
+    // they are read, sized from the document first. Each body's 4 × 2^20 ids (16 MiB of lists)
+    // take a budget of 16 MiB whole, so two wait for each other. Before, a check this small
+    // took 1 MiB of it, and two bodies of 1 kB read 1 GiB of lists each side by side.
+    let s = start_with(db, |c| c.export_memory_mb = 16);
+    let ring: Vec<Value> = (0..4u32)
+        .flat_map(|v| [(v, (v + 1) % 4), ((v + 1) % 4, v)])
+        .map(|(a, b)| json!({"src": a, "dst": b, "latency_ns": 500.0, "bandwidth_gb_per_s": 100.0}))
+        .collect();
+    let rows: Vec<Value> = (0..4u64).map(|k| json!([0, 0, 1, [[k, 1u64 << 20, 1]], "copy"])).collect();
+    let doc = json!({"format": "ccsynth.schedule.v1", "topology": {"npus": 4, "switches": 0, "links": ring},
+        "collective": {"kind": "all_gather", "size_bytes": 4096, "chunks_per_npu": 1},
+        "num_chunks": 4, "chunk_size_bytes": 1024.0, "combining": false, "transfers": rows})
+    .to_string();
+    assert!(doc.len() < 1024, "{}", doc.len());
+    let metric = || -> u64 {
+        let m = raw(s.addr, "GET", "/metrics", None).body;
+        let line = m.lines().find(|l| l.starts_with("ccsynth_export_budget_waits_total ")).expect("the metric");
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let waits = metric();
+    let mut rounds = 0;
+    while metric() == waits && rounds < 5 {
+        let barrier = std::sync::Barrier::new(2);
+        let answers: Vec<Resp> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    let (barrier, doc) = (&barrier, &doc);
+                    scope.spawn(move || {
+                        barrier.wait();
+                        raw(s.addr, "POST", "/v1/validate", Some(doc.as_bytes()))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in answers {
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert_eq!(r.json()["valid"], false);
+        }
+        rounds += 1;
+    }
+    assert!(metric() > waits, "no read of ranges waited for the budget in {rounds} rounds");
 }
 
 /// A failure as a worker records it (a refusal).

@@ -171,6 +171,31 @@ fn long_runs_are_written_as_ranges_and_read_back() {
     }
 }
 
+/// The ids a document's lists expand to, read from its JSON before it is decoded (what the
+/// service holds from its budget while reading), are at least what the read lists hold: in
+/// every form, and for a few bytes of ranges that expand to many.
+#[test]
+fn a_document_s_lists_are_sized_before_they_are_read() {
+    use ccsynth::schedule::wire::declared_list_ids;
+    for (what, s) in long_runs() {
+        let held = s.transfers.list_entries() as u64;
+        for text in [serde_json::to_string(&s).unwrap(), serde_json::to_string(&s.written(Form::Explicit)).unwrap()] {
+            let v: Value = serde_json::from_str(&text).unwrap();
+            let declared = declared_list_ids(&v);
+            let read = Schedule::from_json(&text).unwrap().transfers.list_entries() as u64;
+            assert!(declared >= read && read == held, "{what}: declared {declared}, read {read}, held {held}");
+        }
+    }
+    // Four rows of one range of 2^26 ids each (a body of 1 kB, 1 GiB of lists), and a list
+    // written twice counted once; ranges as arrays and as objects.
+    let rows: Vec<Value> = (0..4u64)
+        .map(|k| json!([0, 0, 1, [[k, 1u64 << 26, 1]], "copy"]))
+        .chain([json!([1, 0, 1, [[0, 1u64 << 26, 1]], "copy"])])
+        .chain([json!({"step": 2, "src": 0, "dst": 1, "chunks": [{"start": 0, "count": 5, "stride": 2}, 99]})])
+        .collect();
+    assert_eq!(declared_list_ids(&json!({"transfers": rows})), 4 * (1 << 26) + 6);
+}
+
 /// Applies `f` to the `at`-th range object in `v`'s transfers (in order), returning whether there
 /// was one.
 fn edit_range(v: &mut Value, mut at: usize, f: &dyn Fn(&mut Vec<Value>, usize)) -> bool {

@@ -51,6 +51,9 @@ fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
     let (key, message) = match engine::check_export_options(q.name.as_deref(), q.min_bytes, q.max_bytes) {
         Ok(()) => return Ok(()),
         Err(E::EmptyName) => ("name", "empty: name the algorithm, or leave name out for the default".to_string()),
+        Err(E::NameControl { code }) => {
+            ("name", format!("holds the control character U+{code:04X}: name the algorithm in printable characters"))
+        }
         Err(E::MaxBytesZero) => (
             "max_bytes",
             "0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that".to_string(),

@@ -253,6 +253,12 @@ pub enum ExportOptionError {
     /// An empty name: the executors tell plans apart by name (MSCCL++ reuses one's context for
     /// another of the same name).
     EmptyName,
+    /// A name with a control character (XML 1.0 allows none but tab, line feed and carriage
+    /// return, escaped or not: an MSCCL file with one is not well-formed).
+    NameControl {
+        /// The character's code point.
+        code: u32,
+    },
     /// `max_bytes = 0`, which the executors read as no upper limit.
     MaxBytesZero,
     /// A range that holds no size.
@@ -273,6 +279,10 @@ pub fn check_export_options(
 ) -> Result<(), ExportOptionError> {
     if name == Some("") {
         return Err(ExportOptionError::EmptyName);
+    }
+    // Refused for every format, tab and line breaks too: a name is one line of text.
+    if let Some(c) = name.and_then(|n| n.chars().find(|c| c.is_control())) {
+        return Err(ExportOptionError::NameControl { code: c as u32 });
     }
     match (min_bytes, max_bytes) {
         (_, Some(0)) => Err(ExportOptionError::MaxBytesZero),

@@ -181,6 +181,12 @@ fn schedules_export_as_msccl_xml(db: Db) {
     let p =
         assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&name="), None), 422);
     assert_eq!(p["errors"][0]["path"], "name", "{p}");
+    // Nor does one with a control character (XML 1.0 allows none: the MSCCL file was not
+    // well-formed).
+    let query = "format=msccl-xml&name=a%0Bb%00c";
+    let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
+    assert_eq!(p["errors"][0]["path"], "name", "{p}");
+    assert!(p["errors"][0]["message"].as_str().unwrap().contains("U+000B"), "{p}");
     // An unknown format is named first.
     let p =
         assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=xml&protocol=LL"), None), 422);

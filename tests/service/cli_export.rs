@@ -159,6 +159,8 @@ fn export_and_synth_write_mscclpp_plans() {
         ),
         (["--format", "json", "--prefix", "p"], "--prefix p: only --format chakra-et names its files"),
         (["--format", "mscclpp-json", "--msccl-name", ""], "--msccl-name '': name the algorithm"),
+        // XML 1.0 allows no control character: the file was not well-formed.
+        (["--format", "msccl-xml", "--msccl-name", "a\u{b}b"], "--msccl-name: holds the control character U+000B"),
         (
             ["--format", "json", "--msccl-name", "x"],
             "--msccl-name x: only --format msccl-xml and mscclpp-json name the algorithm",

@@ -127,6 +127,11 @@ impl MscclArgs {
             Err(E::EmptyName) => {
                 return Err("--msccl-name '': name the algorithm, or leave --msccl-name out for the default".into());
             }
+            Err(E::NameControl { code }) => {
+                return Err(format!(
+                    "--msccl-name: holds the control character U+{code:04X}: name the algorithm in printable characters"
+                ));
+            }
             Err(E::MaxBytesZero) => {
                 return Err(
                     "--max-bytes 0: the executor reads maxBytes = 0 as no upper limit; leave --max-bytes out for that"

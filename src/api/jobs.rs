@@ -136,6 +136,11 @@ async fn create_batch(
             let why = "interactive: a batch's jobs are normal; send a synthesis that needs an answer now on its own";
             return Err(InputError::new(format!("requests[{i}].priority"), why).into());
         }
+        // A batch answers at once, whatever an item says (it was read and ignored).
+        if let Some(ms) = r.wait_ms {
+            let why = format!("{ms}: a batch waits for none of its jobs; poll GET /v1/batches/{{id}}");
+            return Err(InputError::new(format!("requests[{i}].wait_ms"), why).into());
+        }
         r.precheck(&st, &format!("requests[{i}]"))?;
     }
     for (i, g) in b.regenerations.iter().enumerate() {
@@ -177,10 +182,20 @@ async fn create_batch(
     let batch_id = crate::store::new_id();
     st.store.create_batch(&batch_id, caller.0.as_deref()).await?;
     let mut job_ids = Vec::new();
+    // Two identical items (neither forced) name one job twice, as openapi.yaml says: each made
+    // a job of its own, solving the same request twice.
+    let mut twins: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for (item, (req, force)) in accepted.iter().enumerate() {
         // A cached result is reported by the job that produced it, which the batch lists
         // (its own batch_id is the batch that made it, or none).
-        let (id, _) = enqueue(&st, req, (*force, Priority::Normal), Some(&batch_id), &rid, &caller).await?;
+        let key = (!*force).then(|| req.key());
+        let id = match key.as_ref().and_then(|k| twins.get(k)) {
+            Some(id) => id.clone(),
+            None => enqueue(&st, req, (*force, Priority::Normal), Some(&batch_id), &rid, &caller).await?.0,
+        };
+        if let Some(k) = key {
+            twins.entry(k).or_insert_with(|| id.clone());
+        }
         st.store.add_batch_member(&batch_id, item, &id).await?;
         job_ids.push(id);
     }

@@ -772,6 +772,23 @@ fn batches_report_aggregate_progress(db: Db) {
     // The first batch's listing is unchanged.
     let first = call(&s, "GET", &format!("/v1/batches/{bid}"), None).1;
     assert_eq!(first["total"].as_i64(), Some(3), "{first}");
+    // Two identical new items (not yet solved) name one job twice: each made a job of its own.
+    let new = json!({"spec": "ring:11", "collective": {"kind": "all_gather", "size_bytes": 11264}});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [new, requests[0], new]}).to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let ids = r.json()["job_ids"].as_array().unwrap().clone();
+    assert_eq!((&ids[0], &ids[1]), (&ids[2], &first_ids[0]), "{ids:?}");
+    // A forced item is solved again all the same.
+    let forced = json!({"spec": "ring:11", "collective": {"kind": "all_gather", "size_bytes": 11264}, "force": true});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [forced, forced]}).to_string().as_bytes()));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let ids = r.json()["job_ids"].as_array().unwrap().clone();
+    assert_ne!(ids[0], ids[1], "{ids:?}");
+    // An item's wait_ms is refused, as its interactive priority is (it was read and ignored).
+    let waiting = json!({"spec": "ring:10", "collective": {"kind": "all_gather", "size_bytes": 10240}, "wait_ms": 60000});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [waiting]}).to_string().as_bytes()));
+    let p = assert_problem(&r, 422);
+    assert_eq!(p["errors"][0]["path"], "requests[0].wait_ms", "{p}");
     // One bad request refuses the whole batch, naming it.
     let bad = json!({"requests": [requests[0], {"spec": "ring:4", "collective": {"kind": "gather", "size_bytes": 8}}]});
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);

@@ -423,17 +423,23 @@ impl Request {
             if let Some(k) = o.chunks_per_npu {
                 c.chunks_per_npu = Some(k);
             }
-            check_chunks(c, &topology, limits).map_err(|e| e.within(path))?;
+            // The chunking `options.chunks_per_npu` gave is named there (its errors named the
+            // collective's field, which the request did not set).
+            let at = |e: InputError| match o.chunks_per_npu {
+                Some(_) => e.within(path).renamed(&format!("{path}.chunks_per_npu"), "options.chunks_per_npu"),
+                None => e.within(path),
+            };
+            check_chunks(c, &topology, limits).map_err(at)?;
             // The greedy and the ILP asked for by name hold every pair: refused here, before
             // the request is queued (`auto` tries the baselines instead and says why).
             if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
-                check_synthesis_pairs(c, &topology, algorithm.name()).map_err(|e| e.within(path))?;
+                check_synthesis_pairs(c, &topology, algorithm.name()).map_err(at)?;
             }
             // Without a group given, the collective's NPUs are the topology's live ones: a
             // split is then the request's `topology`, not a group the caller did not write.
             built.push(Collective::build(c, &topology).map_err(|e| match &c.group {
-                Some(_) => e.within(path),
-                None => e.within(path).renamed(&format!("{path}.group"), "topology"),
+                Some(_) => at(e),
+                None => at(e).renamed(&format!("{path}.group"), "topology"),
             })?);
         }
         if let Some(entry) = algorithm.synthesizer().filter(|_| matches!(algorithm, Algorithm::Registered(_))) {

@@ -1178,6 +1178,14 @@ fn oversized_requests_are_refused_before_they_are_built(db: Db) {
         ),
     );
     assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("collective.chunks_per_npu")), "{v}");
+    // The same chunking given by `options.chunks_per_npu` is named there (it named the
+    // collective's field, which the request did not set); so is a chunking of 0.
+    for k in [1024, 0] {
+        let body = json!({"spec": "ring:64", "collective": {"kind": "all_to_all", "size_bytes": 4096},
+            "options": {"chunks_per_npu": k}});
+        let (code, v) = call(&s, "POST", "/v1/syntheses", Some(body));
+        assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("options.chunks_per_npu")), "{k}: {v}");
+    }
     // The validate route's body limit is the server's, answered as a problem.
     let big = vec![b' '; 70_000];
     assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(&big)), 413);

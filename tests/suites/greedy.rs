@@ -579,7 +579,8 @@ fn limits_at_scale_name_what_each_consumer_allocates() {
     match run_request(&t, greedy(4)) {
         Err(engine::Error::Input(e)) => {
             let (path, msg) = (&e.errors[0].path, &e.errors[0].message);
-            assert_eq!(path, "collective.chunks_per_npu", "{e}");
+            // Named where the request set it (options), not at the collective's field.
+            assert_eq!(path, "options.chunks_per_npu", "{e}");
             assert!(
                 msg.contains("32768 chunks on 8192 NPUs") && msg.contains("67108864") && msg.contains("greedy"),
                 "{e}"

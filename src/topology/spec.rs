@@ -10,7 +10,15 @@ pub const GENERATORS: &[&str] =
     &["ring", "mesh", "torus", "fc", "switch", "hypercube", "hyperx", "dragonfly", "hammingmesh", "hier", "rail"];
 
 fn err(spec: &str, msg: impl std::fmt::Display) -> InputError {
-    InputError::new("spec", format!("{spec:?}: {msg}"))
+    // A long spec is echoed in part, so the reason after it is not clipped away with it (a
+    // spec of 877 characters filled the message's 300 and named nothing).
+    const ECHOED: usize = 80;
+    match spec.char_indices().nth(ECHOED) {
+        None => InputError::new("spec", format!("{spec:?}: {msg}")),
+        Some((at, _)) => {
+            InputError::new("spec", format!("{:?}… ({} characters): {msg}", &spec[..at], spec.chars().count()))
+        }
+    }
 }
 
 /// Parses a generator spec `NAME:ARGS[@bw=B0,B1,..;lat=L0,L1,..]`.

@@ -235,6 +235,10 @@ fn bad_specs_are_rejected_clearly() {
         let e = parse_spec(spec).unwrap_err().to_string();
         assert!(e.contains(msg), "{spec}: {e}");
     }
+    // A long spec is echoed in part: the reason is still said (the echo filled the message).
+    let long = format!("hier:{},bogus7", vec!["switch1"; 100].join(","));
+    let e = parse_spec(&long).unwrap_err().to_string();
+    assert!(e.contains("(811 characters)") && e.contains("\"bogus7\": expected ringN"), "{e}");
 }
 
 #[test]

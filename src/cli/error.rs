@@ -61,6 +61,7 @@ impl From<engine::Error> for CliError {
         let message = match e {
             engine::Error::Input(e) => flags(e),
             engine::Error::TimeLimit { limit_s } => {
+                let limit_s = crate::units::short(limit_s);
                 format!("the time limit of {limit_s} s ran out before any schedule was found; raise --time-limit")
             }
             e @ engine::Error::Internal(_) => format!("internal error (a bug in ccsynth; please report it): {e}"),

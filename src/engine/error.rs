@@ -26,7 +26,10 @@ pub enum Error {
     #[error("cancelled")]
     Cancelled,
     /// The time limit ran out before the algorithm had any schedule.
-    #[error("the time limit of {limit_s} s ran out before any schedule was found; raise options.time_limit_s")]
+    #[error(
+        "the time limit of {} s ran out before any schedule was found; raise options.time_limit_s",
+        crate::units::short(*limit_s)
+    )]
     TimeLimit {
         /// The limit, seconds.
         limit_s: f64,

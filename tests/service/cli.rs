@@ -850,6 +850,10 @@ fn mistakes_are_worded_for_the_terminal() {
     let e = String::from_utf8_lossy(&o.stderr).into_owned();
     assert!(e.contains("ran out before any schedule was found; raise --time-limit"), "{e}");
     assert!(!e.contains("options.time_limit_s"), "{e}");
+    // A tiny limit is written short (1e-300 was 300 digits).
+    let o = ccsynth(&[&["synth"][..], &ar, &["--algo", "greedy", "--time-limit", "1e-300"]].concat(), None);
+    let e = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(e.contains("the time limit of 1e-300 s ran out"), "{e}");
     let e = err(&["synth", "--topology", "ring:4", "--collective", "broadcast", "--size", "1MiB"]);
     assert!(e.starts_with("ccsynth: --root: broadcast needs a root NPU"), "{e}");
     let e = err(&[&["synth"][..], &ag, &["--seeds", "0"]].concat());

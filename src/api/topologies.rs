@@ -142,10 +142,14 @@ pub async fn check_quota(st: &Shared, caller: &Caller, more: usize) -> Result<()
 }
 
 /// Stores a prepared row (or finds the one of its digest) and lets the caller see it.
+/// With tokens, `true` beside it means new to the caller, whoever stored it first: a 200 for a
+/// topology another client had stored told the caller so (an existence oracle across clients).
 pub async fn store_row(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<(TopologyRow, bool), ApiError> {
     let (row, new) = st.store.put_topology(row).await?;
     if let Some(me) = &caller.0 {
+        let had = !new && st.store.topology_visible(&row.id, Some(me)).await?;
         st.store.grant_topology(&row.id, me).await?;
+        return Ok((row, !had));
     }
     Ok((row, new))
 }

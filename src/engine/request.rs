@@ -11,9 +11,8 @@ use crate::ten::SwitchModel;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 
-/// The options of a request, as the API's `options` object names them. Every field is
-/// optional; `Request::new` fills in the defaults. Options that an algorithm does not use are
-/// ignored by it (`window` means nothing to the greedy).
+/// The options of a request, as the API's `options` object names them, each optional (`Request::new`
+/// fills in the defaults). An algorithm ignores those it does not read (`Algorithm::unread`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, remote = "Self")]
 pub struct Options {
@@ -423,15 +422,13 @@ impl Request {
             if let Some(k) = o.chunks_per_npu {
                 c.chunks_per_npu = Some(k);
             }
-            // The chunking `options.chunks_per_npu` gave is named there (its errors named the
-            // collective's field, which the request did not set).
+            // A chunking from `options.chunks_per_npu` is named there, not at the collective.
             let at = |e: InputError| match o.chunks_per_npu {
                 Some(_) => e.within(path).renamed(&format!("{path}.chunks_per_npu"), "options.chunks_per_npu"),
                 None => e.within(path),
             };
             check_chunks(c, &topology, limits).map_err(at)?;
-            // The greedy and the ILP asked for by name hold every pair: refused here, before
-            // the request is queued (`auto` tries the baselines instead and says why).
+            // The greedy and the ILP by name hold every pair: refused before the request is queued.
             if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
                 check_synthesis_pairs(c, &topology, algorithm.name()).map_err(at)?;
             }

@@ -774,7 +774,8 @@ fn batches_report_aggregate_progress(db: Db) {
     assert_eq!(first["total"].as_i64(), Some(3), "{first}");
     // Two identical new items (not yet solved) name one job twice: each made a job of its own.
     let new = json!({"spec": "ring:11", "collective": {"kind": "all_gather", "size_bytes": 11264}});
-    let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [new, requests[0], new]}).to_string().as_bytes()));
+    let r =
+        raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [new, requests[0], new]}).to_string().as_bytes()));
     assert_eq!(r.status, 201, "{}", r.body);
     let ids = r.json()["job_ids"].as_array().unwrap().clone();
     assert_eq!((&ids[0], &ids[1]), (&ids[2], &first_ids[0]), "{ids:?}");
@@ -785,7 +786,8 @@ fn batches_report_aggregate_progress(db: Db) {
     let ids = r.json()["job_ids"].as_array().unwrap().clone();
     assert_ne!(ids[0], ids[1], "{ids:?}");
     // An item's wait_ms is refused, as its interactive priority is (it was read and ignored).
-    let waiting = json!({"spec": "ring:10", "collective": {"kind": "all_gather", "size_bytes": 10240}, "wait_ms": 60000});
+    let waiting =
+        json!({"spec": "ring:10", "collective": {"kind": "all_gather", "size_bytes": 10240}, "wait_ms": 60000});
     let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [waiting]}).to_string().as_bytes()));
     let p = assert_problem(&r, 422);
     assert_eq!(p["errors"][0]["path"], "requests[0].wait_ms", "{p}");

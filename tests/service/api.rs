@@ -2335,26 +2335,8 @@ fn concurrent_validations_wait_for_the_memory_budget(db: Db) {
         "num_chunks": 65536, "chunk_size_bytes": 16384.0, "combining": false,
         "transfers": [[0, 0, 1, [[0, 256, 1]], "copy"]]})
     .to_string();
-    let metric = || -> u64 {
-        let m = raw(s.addr, "GET", "/metrics", None).body;
-        let line = m.lines().find(|l| l.starts_with("ccsynth_export_budget_waits_total ")).expect("the metric");
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
-    let fire = || -> Vec<Resp> {
-        let barrier = std::sync::Barrier::new(2);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..2)
-                .map(|_| {
-                    let (barrier, doc) = (&barrier, &doc);
-                    scope.spawn(move || {
-                        barrier.wait();
-                        raw(s.addr, "POST", "/v1/validate", Some(doc.as_bytes()))
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        })
-    };
+    let metric = || budget_waits(s.addr);
+    let fire = || validate_twice(s.addr, &doc);
     // As with the exports above: a pair may reach the budget one at a time by chance, so it
     // is fired again until one waits; a budget that never makes a check wait fails every round.
     let waits = metric();
@@ -2384,34 +2366,41 @@ fn concurrent_validations_wait_for_the_memory_budget(db: Db) {
         "num_chunks": 4, "chunk_size_bytes": 1024.0, "combining": false, "transfers": rows})
     .to_string();
     assert!(doc.len() < 1024, "{}", doc.len());
-    let metric = || -> u64 {
-        let m = raw(s.addr, "GET", "/metrics", None).body;
-        let line = m.lines().find(|l| l.starts_with("ccsynth_export_budget_waits_total ")).expect("the metric");
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
-    };
+    let metric = || budget_waits(s.addr);
     let waits = metric();
     let mut rounds = 0;
     while metric() == waits && rounds < 5 {
-        let barrier = std::sync::Barrier::new(2);
-        let answers: Vec<Resp> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..2)
-                .map(|_| {
-                    let (barrier, doc) = (&barrier, &doc);
-                    scope.spawn(move || {
-                        barrier.wait();
-                        raw(s.addr, "POST", "/v1/validate", Some(doc.as_bytes()))
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        for r in answers {
+        for r in validate_twice(s.addr, &doc) {
             assert_eq!(r.status, 200, "{}", r.body);
             assert_eq!(r.json()["valid"], false);
         }
         rounds += 1;
     }
     assert!(metric() > waits, "no read of ranges waited for the budget in {rounds} rounds");
+}
+
+/// `ccsynth_export_budget_waits_total` of the server at `addr`.
+fn budget_waits(addr: std::net::SocketAddr) -> u64 {
+    let m = raw(addr, "GET", "/metrics", None).body;
+    let line = m.lines().find(|l| l.starts_with("ccsynth_export_budget_waits_total ")).expect("the metric");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// `doc` validated twice at once (released together by a barrier).
+fn validate_twice(addr: std::net::SocketAddr, doc: &str) -> Vec<Resp> {
+    let barrier = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    raw(addr, "POST", "/v1/validate", Some(doc.as_bytes()))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }
 
 /// A failure as a worker records it (a refusal).

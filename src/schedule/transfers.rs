@@ -184,6 +184,11 @@ impl Transfers {
         self.lists.iter().map(|l| l.len()).sum()
     }
 
+    /// Chunk ids held in the transfers' destination slots (each transfer's own list).
+    pub fn slot_entries(&self) -> usize {
+        self.slots.iter().map(|(_, l)| l.len()).sum()
+    }
+
     /// The length of distinct list `l` (as `list_index` gives it).
     #[inline]
     pub fn list_len(&self, l: u32) -> usize {

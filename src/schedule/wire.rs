@@ -305,16 +305,17 @@ impl<'de> Deserialize<'de> for Transfers {
                 let mut entries = 0usize;
                 while let Some(t) = seq.next_element::<super::Transfer>()? {
                     let lists = out.lists.len();
+                    // Destination slots are kept per transfer: each counts (they were not
+                    // counted, so ten of 2^26 ids read 2.5 GiB).
+                    entries += t.dst_chunks.as_ref().map_or(0, |d| d.len());
                     out.push(t);
-                    if let Some(new) = out.lists.get(lists) {
-                        entries += new.len();
-                        if entries > crate::limits::MAX_LIST_ENTRIES {
-                            return Err(serde::de::Error::custom(format_args!(
-                                "transfer {}: the distinct chunk lists hold more than {} chunk ids",
-                                out.len() - 1,
-                                crate::limits::MAX_LIST_ENTRIES
-                            )));
-                        }
+                    entries += out.lists.get(lists).map_or(0, |new| new.len());
+                    if entries > crate::limits::MAX_LIST_ENTRIES {
+                        return Err(serde::de::Error::custom(format_args!(
+                            "transfer {}: the chunk lists (distinct lists and destination slots) hold more than {} chunk ids",
+                            out.len() - 1,
+                            crate::limits::MAX_LIST_ENTRIES
+                        )));
                     }
                 }
                 Ok(out)
@@ -324,35 +325,39 @@ impl<'de> Deserialize<'de> for Transfers {
     }
 }
 
-/// At most how many chunk ids a schedule document's distinct chunk lists expand to once read
-/// (what `Transfers` counts against `limits::MAX_LIST_ENTRIES`), from its JSON before it is
-/// decoded: a few bytes of ranges (`[0, 67108864, 1]`) expand to hundreds of megabytes, so a
-/// service sizes the read from this first. Lists written alike count once, as the reader keeps
-/// them once; a range counts its whole `count`, malformed entries one (the reader refuses them).
+/// At most how many chunk ids a schedule document's chunk lists expand to once read (what
+/// `Transfers` counts against `limits::MAX_LIST_ENTRIES`), from its JSON before it is decoded:
+/// a few bytes of ranges (`[0, 67108864, 1]`) expand to hundreds of megabytes, so a service
+/// sizes the read from this first. `chunks` written alike count once, as the reader keeps them
+/// once; every `dst_chunks` counts, as the reader keeps each; a range counts its whole
+/// `count`, a malformed entry one (the reader refuses it).
 pub fn declared_list_ids(doc: &serde_json::Value) -> u64 {
     use serde_json::Value;
     let Some(transfers) = doc.get("transfers").and_then(Value::as_array) else { return 0 };
-    // Lists by a hash of their text: two lists alike in a hash are counted once, an estimate.
-    let hasher = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default();
+    let ids_of = |list: &[Value]| {
+        let count = |e: &Value| match e {
+            Value::Array(r) => r.get(1).and_then(Value::as_u64).unwrap_or(1),
+            Value::Object(r) => r.get("count").and_then(Value::as_u64).unwrap_or(1),
+            _ => 1,
+        };
+        list.iter().map(count).fold(0u64, u64::saturating_add)
+    };
+    // By their text, not a hash of it: lists made to collide would be counted once.
     let mut seen = std::collections::HashSet::new();
     let mut ids = 0u64;
     for t in transfers {
-        let lists = match t {
-            Value::Array(row) => vec![row.get(3)],
-            Value::Object(o) => vec![o.get("chunks"), o.get("dst_chunks")],
+        let (chunks, slots) = match t {
+            Value::Array(row) => (row.get(3), None),
+            Value::Object(o) => (o.get("chunks"), o.get("dst_chunks")),
             _ => continue,
         };
-        for list in lists.into_iter().flatten().filter_map(Value::as_array) {
-            let text = serde_json::to_string(list).unwrap_or_default();
-            if !seen.insert(std::hash::BuildHasher::hash_one(&hasher, &text)) {
-                continue;
-            }
-            let count = |e: &Value| match e {
-                Value::Array(r) => r.get(1).and_then(Value::as_u64).unwrap_or(1),
-                Value::Object(r) => r.get("count").and_then(Value::as_u64).unwrap_or(1),
-                _ => 1,
-            };
-            ids = list.iter().map(count).fold(ids, u64::saturating_add);
+        if let Some(list) = chunks.and_then(Value::as_array)
+            && seen.insert(serde_json::to_string(list).unwrap_or_default())
+        {
+            ids = ids.saturating_add(ids_of(list));
+        }
+        if let Some(list) = slots.and_then(Value::as_array) {
+            ids = ids.saturating_add(ids_of(list));
         }
     }
     ids

@@ -194,6 +194,10 @@ fn a_document_s_lists_are_sized_before_they_are_read() {
         .chain([json!({"step": 2, "src": 0, "dst": 1, "chunks": [{"start": 0, "count": 5, "stride": 2}, 99]})])
         .collect();
     assert_eq!(declared_list_ids(&json!({"transfers": rows})), 4 * (1 << 26) + 6);
+    // Destination slots are kept per transfer, so each counts, alike or not (ten of 2^26 were
+    // counted as one, and read 2.5 GiB).
+    let slots = json!({"step": 0, "src": 0, "dst": 1, "chunks": [0], "dst_chunks": [[0, 1u64 << 26, 1]]});
+    assert_eq!(declared_list_ids(&json!({"transfers": vec![slots; 10]})), 10 * (1 << 26) + 1);
 }
 
 /// Applies `f` to the `at`-th range object in `v`'s transfers (in order), returning whether there

@@ -160,9 +160,8 @@ pub struct AppState {
     /// Set at the end of the shutdown's grace: comparisons and exports still computing give up
     /// (503), as the running jobs do.
     pub stopping: tokio::sync::watch::Sender<bool>,
-    /// Large request bodies parsed at once (one per core, at least two; a validation holds one
-    /// through its check): each is parsed on the blocking pool, and their parsed forms are many
-    /// times their size.
+    /// Large request bodies parsed at once (one per core): each is parsed on the blocking pool,
+    /// and their parsed forms are many times their size.
     pub large_bodies: tokio::sync::Semaphore,
     /// Exports being computed, by schedule, format and options: concurrent identical requests
     /// wait for one computation.
@@ -170,7 +169,9 @@ pub struct AppState {
     /// The export memory budget, in MiB: each export and each `/v1/validate` check holds its
     /// estimated peak while it is computed, so concurrent heavy ones wait instead of allocating
     /// in parallel.
-    pub export_budget: tokio::sync::Semaphore,
+    pub export_budget: std::sync::Arc<tokio::sync::Semaphore>,
+    /// `POST /v1/validate`s read or checked at once (one per core, at least two).
+    pub validations: std::sync::Arc<tokio::sync::Semaphore>,
     /// The last large topology a request of this process built (`BUILT_FROM_LINKS` links or
     /// more), by digest: a worker of this process that runs a job on it takes it from here
     /// instead of parsing its stored body (fc:1448's 140 MB: 2.1 s beside 32 loadtest clients,
@@ -284,25 +285,25 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
     }
     let left = Left(Default::default());
     let (gone, stopping) = (left.0.clone(), st.stopping.subscribe());
-    // Parsed and checked as large bodies are, one per core: a few bytes of ranges may expand
-    // to lists of up to `MAX_LIST_ENTRIES` ids (1 GiB from a 1 kB body), which the schedule holds
-    // until its check ends. Holding the permit that long bounds what validations hold at once
-    // to one such schedule per core (it was released after the parse, and parsed schedules
-    // queued for the budget held 1 GiB each: 3.5 GB for four requests of 1 kB). The schedule's
-    // declared sizes are checked against `limits` and the check's tables sized from them
-    // before they are allocated.
-    let parsing =
-        until_stopped(&st, st.large_bodies.acquire()).await?.map_err(|e| ApiError::Internal(e.to_string()))?;
+    // Validations run one per core at once (at least two), each holding its schedule until its
+    // check ends: a few bytes of ranges may expand to lists of up to `MAX_LIST_ENTRIES` ids
+    // (1 GiB from a 1 kB body). Their own permits, so large bodies of other routes do not wait
+    // behind a long check. Every permit moves into the blocking work it covers and is given
+    // back when that work ends: a client that leaves drops this future, and the permits went
+    // with it while its read still ran.
+    let slot = until_stopped(&st, st.validations.clone().acquire_owned())
+        .await?
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
     let budget = st.config.export_memory_mb.max(1);
     let mib_of = |bytes: u64| bytes.div_ceil(1 << 20).clamp(1, budget as u64) as u32;
     // What the lists will hold once read, from the document before it is decoded: held from
     // the budget while they are read.
-    let (body, declared) = tokio::task::spawn_blocking(move || -> Result<_, ApiError> {
+    let (body, declared, slot) = tokio::task::spawn_blocking(move || -> Result<_, ApiError> {
         let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let doc = crate::strict::strict_value(text.as_bytes()).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let ids = crate::schedule::wire::declared_list_ids(&doc);
         drop(doc);
-        Ok((body, ids))
+        Ok((body, ids, slot))
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
@@ -310,19 +311,20 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
     if st.export_budget.available_permits() < reading as usize {
         st.metrics.export_budget_waits.inc();
     }
-    let room = until_stopped(&st, st.export_budget.acquire_many(reading))
+    let room = until_stopped(&st, st.export_budget.clone().acquire_many_owned(reading))
         .await?
         .map_err(|e| ApiError::Internal(e.to_string()))?;
     let limits_ = limits.clone();
-    let (schedule, peak) = tokio::task::spawn_blocking(move || -> Result<_, ApiError> {
+    let (schedule, peak, room, slot) = tokio::task::spawn_blocking(move || -> Result<_, ApiError> {
         let limits = limits_;
         // Valid UTF-8 and strict JSON: the first read said so.
         let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
         let schedule = crate::schedule::Schedule::from_json(text)?;
         // The lists the schedule holds count as the check's own tables do.
-        let held = 4 * schedule.transfers.list_entries() as u64 + schedule.transfers.heap_bytes() as u64;
+        let t = &schedule.transfers;
+        let held = 4 * (t.list_entries() + t.slot_entries()) as u64 + t.heap_bytes() as u64;
         let peak = crate::engine::check_cost_within(&schedule, &limits)? + held;
-        Ok((schedule, peak))
+        Ok((schedule, peak, room, slot))
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
@@ -333,22 +335,25 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
     // not, it is given back before the whole estimate is taken, so that no two checks each
     // hold a part while waiting for the rest.
     let mib = mib_of(peak);
-    let _room = if mib <= reading {
+    let room = if mib <= reading {
         room
     } else {
         drop(room);
         if st.export_budget.available_permits() < mib as usize {
             st.metrics.export_budget_waits.inc();
         }
-        until_stopped(&st, st.export_budget.acquire_many(mib)).await?.map_err(|e| ApiError::Internal(e.to_string()))?
+        until_stopped(&st, st.export_budget.clone().acquire_many_owned(mib))
+            .await?
+            .map_err(|e| ApiError::Internal(e.to_string()))?
     };
     let report = tokio::task::spawn_blocking(move || {
+        let _held = (room, slot);
         let stop = || gone.load(std::sync::atomic::Ordering::Relaxed) || *stopping.borrow();
         crate::engine::check_within_until(&schedule, &limits, &stop)
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;
-    drop((left, parsing));
+    drop(left);
     // Stopped: the client has left (nobody reads this) or the server is stopping.
     let report = report.ok_or(ApiError::ShuttingDown)?;
     Ok(json(StatusCode::OK, &report))

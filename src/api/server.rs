@@ -70,9 +70,12 @@ pub async fn serve_on(
         allowance: Mutex::new(HashMap::new()),
         auth_failures: Mutex::new(HashMap::new()),
         stopping: tokio::sync::watch::Sender::new(false),
-        large_bodies: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)),
+        large_bodies: tokio::sync::Semaphore::new(std::thread::available_parallelism().map_or(2, |n| n.get())),
+        validations: std::sync::Arc::new(tokio::sync::Semaphore::new(
+            std::thread::available_parallelism().map_or(2, |n| n.get()).max(2),
+        )),
         exports: Mutex::new(HashMap::new()),
-        export_budget: tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize),
+        export_budget: std::sync::Arc::new(tokio::sync::Semaphore::new(config.export_memory_mb.max(1) as usize)),
         built: Mutex::new(None),
     });
     let workers: Vec<_> = (0..config.workers.max(1)).map(|i| tokio::spawn(worker::worker(state.clone(), i))).collect();

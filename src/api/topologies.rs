@@ -12,7 +12,6 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
-use sha2::Digest;
 
 pub fn router() -> Router<Shared> {
     Router::new()
@@ -96,7 +95,7 @@ pub fn prepare(max_npus: usize, t: &Topology, parent: Option<(&str, &Failures)>)
         .into());
     }
     let body = serde_json::to_string(t).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let digest = format!("{:x}", sha2::Sha256::digest(body.as_bytes()));
+    let digest = crate::topology::json_digest(&body);
     Ok(TopologyRow {
         id: crate::store::new_id(),
         digest,
@@ -147,9 +146,9 @@ pub async fn check_quota(st: &Shared, caller: &Caller, more: usize) -> Result<()
 pub async fn store_row(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<(TopologyRow, bool), ApiError> {
     let (row, new) = st.store.put_topology(row).await?;
     if let Some(me) = &caller.0 {
-        let had = !new && st.store.topology_visible(&row.id, Some(me)).await?;
-        st.store.grant_topology(&row.id, me).await?;
-        return Ok((row, !had));
+        // Whether this store gave it to the caller (one insert, so two stores at once are one 201).
+        let granted = st.store.grant_topology(&row.id, me).await?;
+        return Ok((row, granted));
     }
     Ok((row, new))
 }

@@ -160,19 +160,11 @@ pub fn compare_until(
         collective: spec.kind.name(),
         size_bytes: spec.size_bytes,
         npus: topology.live_npus().len(),
-        topology_digest: topology_digest(topology),
+        topology_digest: topology.digest()[..16].to_string(),
         lower_bound_ns: bound,
         rows,
         refused,
         refused_kinds,
         speedup_over_best_baseline: speedup,
     })
-}
-
-/// `Comparison::topology_digest` of `topology`.
-fn topology_digest(topology: &crate::topology::Topology) -> String {
-    use sha2::Digest;
-    let json = serde_json::to_vec(topology).unwrap_or_default();
-    let digest = sha2::Sha256::digest(&json);
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }

@@ -138,14 +138,15 @@ impl Store {
         Ok((rows.iter().map(topology_row).collect::<Result<_, _>>()?, total))
     }
 
-    /// Lets `client` see topology `id` (again: granting twice is one grant).
-    pub async fn grant_topology(&self, id: &str, client: &str) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO topology_clients (topology_id, client) VALUES ($1, $2) ON CONFLICT DO NOTHING")
-            .bind(id)
-            .bind(client)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    /// Lets `client` see topology `id` (again: granting twice is one grant); whether it was new.
+    pub async fn grant_topology(&self, id: &str, client: &str) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("INSERT INTO topology_clients (topology_id, client) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                .bind(id)
+                .bind(client)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// The topologies `client` holds (not deleted); `None`, a service without tokens: all of

@@ -189,6 +189,12 @@ impl Topology {
         Topology::from_sorted(npus, switches, links, failed)
     }
 
+    /// The SHA-256 of the canonical JSON (what `ccsynth topology` prints), in hex: the store's
+    /// key for a topology, and what tells two comparisons' fabrics apart.
+    pub fn digest(&self) -> String {
+        json_digest(&serde_json::to_string(self).unwrap_or_default())
+    }
+
     pub fn npus(&self) -> usize {
         self.npus
     }
@@ -421,4 +427,10 @@ fn check_links_avoid_failed(errs: &mut Errors, links: &[(usize, Link)], failed: 
 pub fn parse_topology(text_or_spec: &str) -> Result<Topology, InputError> {
     let t = text_or_spec.trim_start();
     if t.starts_with('{') { Topology::from_json(t) } else { parse_spec(t) }
+}
+
+/// `Topology::digest` of a topology's canonical JSON already written out.
+pub fn json_digest(canonical: &str) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(canonical.as_bytes()))
 }

@@ -225,12 +225,13 @@ fn each_client_holds_at_most_its_topology_quota(db: Db) {
         raw_headers(s.addr, "POST", "/v1/topologies", Some(body.as_bytes()), &headers)
     };
     assert_eq!(bob("ring:6").status, 201);
-    assert_eq!(bob("ring:4").status, 200);
+    // Alice's ring:4 is new to him: a 201 (a 200 told him alice had stored it).
+    assert_eq!(bob("ring:4").status, 201);
     assert_problem(&bob("ring:7"), 429);
     // Deleting makes room.
     let five = five.json()["id"].as_str().unwrap().to_string();
     assert_eq!(as_alice(&s, "DELETE", &format!("/v1/topologies/{five}"), None).status, 204);
-    assert_eq!(store("ring:6").status, 200, "bob's ring:6, now alice's too");
+    assert_eq!(store("ring:6").status, 201, "bob's ring:6, new to alice");
 }
 
 /// At SIGTERM (here the in-process server's stop), a client long-polling a queued job gets a

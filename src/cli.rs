@@ -155,9 +155,8 @@ fn simulate_cmd(file: &str, trace: Option<&std::path::Path>, transfers: bool) ->
     if !r.valid {
         let at_least = if r.violation_count_capped { "at least " } else { "" };
         eprintln!(
-            "ccsynth: warning: the schedule is not valid ({at_least}{} violation{}); timing shown anyway",
-            r.violation_count,
-            if r.violation_count == 1 && !r.violation_count_capped { "" } else { "s" }
+            "ccsynth: warning: the schedule is not valid ({at_least}{}); timing shown anyway",
+            counted(r.violation_count, "violation")
         );
     }
     if let Some(path) = trace {

@@ -75,6 +75,11 @@ pub fn short(x: f64) -> String {
     if x == 0.0 || !x.is_finite() || (1e-3..1e12).contains(&x.abs()) { format!("{x}") } else { format!("{x:e}") }
 }
 
+/// "1 round", "2 rounds": a count and its noun, plural where it is not one.
+pub fn counted(n: usize, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+}
+
 pub fn format_seconds(s: f64) -> String {
     if s >= 10.0 {
         return format!("{s:.0}");

@@ -365,10 +365,7 @@ fn ilp_line(ilp: &engine::IlpStats) -> String {
     parts.join("; ")
 }
 
-/// "1 round", "2 rounds": a count and its noun, plural where it is not one.
-pub(super) fn counted(n: usize, noun: &str) -> String {
-    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
-}
+pub(super) use crate::units::counted;
 
 #[cfg(test)]
 mod tests {

@@ -102,10 +102,9 @@ pub fn require_valid(s: &Schedule) -> Result<CheckReport, Error> {
         return Err(Error::Input(crate::error::InputError::new(
             "schedule",
             format!(
-                "not a valid schedule ({}{} violation{}; the first: {first})",
+                "not a valid schedule ({}{}; the first: {first})",
                 if r.violation_count_capped { "at least " } else { "" },
-                r.violation_count,
-                if r.violation_count == 1 && !r.violation_count_capped { "" } else { "s" }
+                crate::units::counted(r.violation_count, "violation")
             ),
         )));
     }

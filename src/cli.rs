@@ -226,7 +226,7 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
             engine::export_mscclpp(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))? + "\n"
         }
         Format::ChakraEt => {
-            write_chakra(&s, Some(&a.file), a.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
+            write_chakra(&s, (Some(&a.file), &[Some(&a.file)]), a.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
             return Ok(0);
         }
     };
@@ -348,7 +348,8 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if a.format == Format::ChakraEt {
-        write_chakra(&out.schedule, None, a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
+        let inputs = [Some(a.target.topology.as_str()), a.tenants.as_deref().and_then(|p| p.to_str())];
+        write_chakra(&out.schedule, (None, &inputs), a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
         return Ok(0);
     }
     let comparison = (a.compare && matches!(req.target, engine::Target::One(_)))

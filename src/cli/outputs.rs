@@ -66,7 +66,7 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
 /// came from one); the directory's name `--out`.
 pub(super) fn write_chakra(
     s: &Schedule,
-    file: Option<&str>,
+    (file, inputs): (Option<&str>, &[Option<&str>]),
     out: Option<&std::path::Path>,
     prefix: &str,
     rank: Option<u32>,
@@ -88,7 +88,11 @@ pub(super) fn write_chakra(
     let at_out = |e: std::io::Error| format!("--out {}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(at_out)?;
     let abs = std::fs::canonicalize(dir).map_err(at_out)?;
+    // A file the command reads may sit in the directory under a name the export writes
+    // (`ar.system.json`): refused before any is written, as an `--out` naming an input is.
+    let no_input = |name: &str| not_an_input("--out", Some(&abs.join(name)), inputs);
     if let Some((rank, (name, bytes))) = one {
+        no_input(&name)?;
         let path = abs.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
         eprintln!("ccsynth: wrote rank {rank}'s trace to {}", path.display());
@@ -96,6 +100,7 @@ pub(super) fn write_chakra(
     }
     let abs_text = abs.to_str().ok_or_else(|| format!("--out {}: not a UTF-8 path", abs.display()))?;
     let export = engine::export_chakra(s, prefix, Some(abs_text)).map_err(of_file)?;
+    export.files.iter().try_for_each(|(name, _)| no_input(name))?;
     for (name, bytes) in &export.files {
         let path = abs.join(name);
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -322,6 +322,22 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
     // Named as the flag (it read "-: prefix: ...", as if the schedule were at fault).
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with("ccsynth: --prefix: prefix \"../up\""), "{err}");
+    // The schedule read, in the directory under a name the export writes (`ag.system.json`,
+    // `ag.1.et`): refused before any file is written (it was replaced by the configuration).
+    for name in ["ag.system.json", "ag.1.et"] {
+        let input = out.join(name);
+        std::fs::write(&input, &text).unwrap();
+        let mut args = vec!["export", "--format", "chakra-et", "--prefix", "ag", "--out", out.to_str().unwrap()];
+        if name.ends_with(".et") {
+            args.extend(["--rank", "1"]);
+        }
+        args.push(input.to_str().unwrap());
+        let o = ccsynth(&args, None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(err.contains("the same file as the input") && err.contains(name), "{err}");
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), text, "{name}: the input is kept");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

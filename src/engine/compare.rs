@@ -35,7 +35,8 @@ pub struct Comparison {
     pub collective: &'static str,
     /// Its size in bytes.
     pub size_bytes: u64,
-    /// The live NPUs of the topology.
+    /// The NPUs the collective runs on: its group's, else the topology's live ones (busbw's
+    /// factor is the group's: 4 of 8 NPUs were counted as 8).
     pub npus: usize,
     /// The first 16 hex digits of the SHA-256 of the topology's canonical JSON (what `ccsynth
     /// topology` prints): comparisons on two fabrics of one NPU count are not one chart's points.
@@ -159,7 +160,7 @@ pub fn compare_until(
     Ok(Comparison {
         collective: spec.kind.name(),
         size_bytes: spec.size_bytes,
-        npus: topology.live_npus().len(),
+        npus: spec.group.as_ref().map_or_else(|| topology.live_npus().len(), Vec::len),
         topology_digest: topology.digest()[..16].to_string(),
         lower_bound_ns: bound,
         rows,

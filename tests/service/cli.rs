@@ -714,6 +714,17 @@ fn baseline_and_compare_verbs() {
     let o = ccsynth(&[&some[..], &["--algos", "bucket,fastest"]].concat(), None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown baseline \"fastest\""));
+    // A group's comparison counts the group's NPUs, in the header, the JSON and busbw's
+    // 2(p − 1)/p (4 of ring:8's NPUs were counted as 8: busbw × 1.75 instead of × 1.5).
+    let grouped = ["compare", "--topology", "ring:8", "--collective", "all_reduce", "--size", "1MiB"];
+    let grouped = [&grouped[..], &["--group", "0,1,2,3", "--algos", "direct"]].concat();
+    let o = ccsynth(&grouped, None);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().next(), Some("all_reduce of 1 MiB on 4 NPUs"), "{text}");
+    let row = text.lines().find(|l| l.trim_start().starts_with("direct")).expect("a direct row");
+    let cells: Vec<f64> = row.split_whitespace().skip(2).take(2).map(|c| c.parse().unwrap()).collect();
+    assert!((cells[1] / cells[0] - 1.5).abs() < 0.01, "busbw = algbw × 1.5: {row}");
+    assert_eq!(json(&ccsynth(&[&grouped[..], &["--json"]].concat(), None))["npus"], 4);
 }
 
 #[test]

@@ -30,9 +30,8 @@ pub fn parse_spec(spec: &str) -> Result<Topology, InputError> {
     parse_spec_capped(spec, limits::MAX_NODES, limits::MAX_LINKS)
 }
 
-/// `parse_spec`, refusing a generator of more than `max_npus` NPUs or (for the generators whose
-/// links grow faster than their NPUs: fc, hyperx, dragonfly, hier) `max_links` links from its
-/// arguments alone, before anything is built (a server's limits: `hypercube:20` is a million
+/// `parse_spec`, refusing a generator of more than `max_npus` NPUs or `max_links` links from
+/// its arguments alone, before anything is built (a server's limits: `hypercube:20` is a million
 /// nodes, `fc:4096` 16.8 million links).
 pub fn parse_spec_capped(spec: &str, max_npus: usize, max_links: usize) -> Result<Topology, InputError> {
     let spec = spec.trim();
@@ -111,6 +110,7 @@ fn mesh_torus(cx: &GenCtx, args: &str, wrap: bool) -> Result<Builder, InputError
     let dims = dims_list(cx.spec, args)?;
     let p = cx.dims(dims.len())?;
     let mut b = cx.builder(product(cx.spec, &dims)?, 0)?;
+    b.check_links(grid_links(&dims, wrap))?;
     grid(&mut b, &dims, &p, wrap);
     Ok(b)
 }
@@ -124,6 +124,7 @@ fn hypercube(cx: &GenCtx, args: &str) -> Result<Builder, InputError> {
     let dims = vec![2; d];
     let p = cx.dims(d.max(1))?;
     let mut b = cx.builder(1 << d, 0)?;
+    b.check_links(grid_links(&dims, false))?;
     grid(&mut b, &dims, &p, false);
     Ok(b)
 }
@@ -393,6 +394,18 @@ fn for_each_line(dims: &[usize], mut f: impl FnMut(usize, &[usize])) {
     }
 }
 
+/// The directed links `grid` makes: each line of side n has n − 1 pairs, one more wrapped
+/// when n > 2 (`hypercube:20` and `torus:4x..x4` of ten sides made 21 M, past the cap, and
+/// their own output could not be read back).
+fn grid_links(dims: &[usize], wrap: bool) -> usize {
+    let npus = dims.iter().fold(1usize, |a, &n| a.saturating_mul(n));
+    let pairs = |n: usize| if wrap && n > 2 { n } else { n.saturating_sub(1) };
+    dims.iter()
+        .filter(|&&n| n > 0)
+        .map(|&n| (npus / n).saturating_mul(pairs(n)).saturating_mul(2))
+        .fold(0, usize::saturating_add)
+}
+
 fn grid(b: &mut Builder, dims: &[usize], p: &[LinkParams], wrap: bool) {
     for_each_line(dims, |d, m| {
         for w in m.windows(2) {
@@ -504,4 +517,26 @@ fn per_dim(spec: &str, n: usize, bw: &[f64], lat: &[f64]) -> Result<Vec<LinkPara
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_s_links_are_counted_before_it_is_built() {
+        for (spec, wrap) in [("mesh:2x3", false), ("torus:2x3", true), ("torus:3x4x5", true), ("mesh:7", false)] {
+            let dims = dims_list(spec, spec.split_once(':').unwrap().1).unwrap();
+            assert_eq!(grid_links(&dims, wrap), parse_spec(spec).unwrap().links().len(), "{spec}");
+        }
+        assert_eq!(grid_links(&[2; 5], false), parse_spec("hypercube:5").unwrap().links().len());
+        // At the cap and one past it; then the generators that made 21 M links.
+        assert!(parse_spec_capped("torus:4x4", 64, 64).is_ok());
+        let e = parse_spec_capped("torus:4x4", 64, 63).unwrap_err().to_string();
+        assert!(e.contains("about 64 links: at most 63 are accepted"), "{e}");
+        for spec in ["hypercube:20", "torus:4x4x4x4x4x4x4x4x4x4"] {
+            let e = parse_spec(spec).unwrap_err().to_string();
+            assert!(e.contains("about 20971520 links: at most 16777216 are accepted"), "{spec}: {e}");
+        }
+    }
 }

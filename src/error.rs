@@ -77,10 +77,17 @@ impl InputError {
     /// through a `Value`, as the API's are, get serde's own "invalid type" message.)
     pub fn from_json_text(err: serde_path_to_error::Error<serde_json::Error>, text: &str) -> Self {
         let inner = err.inner();
-        let misread = inner.is_syntax()
-            && inner.to_string().starts_with("expected value")
-            && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok();
-        if !misread {
+        let said = inner.to_string();
+        let misread = |words: &str| {
+            inner.is_syntax() && said.starts_with(words) && serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+        };
+        // An array longer than a fixed-length field (`[0, 0, 0]` for a pair) is reported
+        // where its extra element starts, as "trailing characters".
+        if misread("trailing characters") {
+            let why = "invalid length: an array of more elements than expected".to_string();
+            return InputError::new(err.path().to_string(), why);
+        }
+        if !misread("expected value") {
             return InputError::from_json(err);
         }
         let found = value_at(text, inner.line(), inner.column()).map_or(String::new(), |v| format!(": {v}"));

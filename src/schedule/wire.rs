@@ -235,6 +235,7 @@ pub(super) struct Read {
     topology: crate::topology::Topology,
     collective: crate::collective::CollectiveSpec,
     num_chunks: usize,
+    #[serde(deserialize_with = "a_size")]
     chunk_size_bytes: f64,
     combining: bool,
     #[serde(default)]
@@ -246,6 +247,16 @@ pub(super) struct Read {
     transfers: Transfers,
     #[serde(default)]
     collective_time_ns: Option<f64>,
+}
+
+/// `chunk_size_bytes`: a finite size of at least 0 (1e308 was simulated as `null` and
+/// validated against no time, −262144 simulated in 0 ns).
+fn a_size<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let x = f64::deserialize(d)?;
+    if x.is_finite() && x >= 0.0 && x <= u64::MAX as f64 {
+        return Ok(x);
+    }
+    Err(serde::de::Error::custom(format_args!("{x}: expected a size in bytes, from 0 to 2^64")))
 }
 
 impl Read {

@@ -390,6 +390,24 @@ fn unknown_fields_and_bad_formats_are_parse_errors() {
         let e = Schedule::from_json(&v.to_string()).unwrap_err();
         assert!(e.errors[0].path.starts_with(path), "{path}: got {e}");
     }
+    // A size that is no size is refused as it is read (1e308 simulated as null, −262144 in
+    // 0 ns); a pair of three is too long, not malformed JSON.
+    let said = |field: &str, value: serde_json::Value| {
+        let mut v = good.clone();
+        v[field] = value;
+        let e = Schedule::from_json(&v.to_string()).unwrap_err();
+        (e.errors[0].path.clone(), e.errors[0].message.clone())
+    };
+    for size in [serde_json::json!(1e308), serde_json::json!(-262144)] {
+        let (path, message) = said("chunk_size_bytes", size.clone());
+        assert_eq!(path, "chunk_size_bytes", "{size}");
+        assert!(message.ends_with("expected a size in bytes, from 0 to 2^64"), "{size}: {message}");
+    }
+    let (path, message) = said("precondition", serde_json::json!([[0, 0, 0]]));
+    assert_eq!(
+        (path.as_str(), message.as_str()),
+        ("precondition[0]", "invalid length: an array of more elements than expected")
+    );
 }
 
 #[test]

@@ -312,7 +312,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
             return Err(format!("{flag}: only --format json and explicit write schedule v1, which it shapes; --format {} writes its own file alone", a.format.name()).into());
         }
     }
-    let topo = load_topology_with_failures(&a.target)?;
+    let topo = load_topology_with_failures(&a.target, a.tenants.as_deref())?;
     let spec = engine::RequestSpec {
         target: load_collectives(&a.target, a.tenants.as_deref())?,
         algorithm: a.algo.parse().map_err(flags)?,

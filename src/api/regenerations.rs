@@ -102,7 +102,7 @@ pub(super) async fn check_regeneration(
     // Named by the request's own fields: `failed_links[0]`, not the `Failures` document's
     // `links[0]`; a split of the group by what failed (links when any were given).
     let split_by = if failures.links.is_empty() { "failed_npus" } else { "failed_links" };
-    let topology = engine::degraded(&intact, req.collective.group.as_deref(), &failures).map_err(|e| {
+    let topology = engine::degraded(&intact, std::slice::from_ref(&req.collective), &failures).map_err(|e| {
         ApiError::Unprocessable(
             e.renamed("links", &at("failed_links"))
                 .renamed("npus", &at("failed_npus"))

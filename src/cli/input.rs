@@ -76,14 +76,23 @@ fn degraded_link(s: &str) -> Result<crate::topology::DegradedLink, String> {
     Ok(d)
 }
 
-pub(super) fn load_topology_with_failures(a: &CollectiveArgs) -> Result<Topology, String> {
+pub(super) fn load_topology_with_failures(
+    a: &CollectiveArgs,
+    tenants: Option<&std::path::Path>,
+) -> Result<Topology, String> {
     let topo = load_topology(&a.topology)?;
     let f = parse_failures(&a.fail_link, &a.fail_npu, &a.degrade_link, a.directed)?;
     if f.is_empty() {
         return Ok(topo);
     }
-    // Refused where the failures cut the collective's group (`--group`, or every survivor) apart.
-    let after = engine::degraded(&topo, a.group.as_deref(), &f).map_err(|e| failure_flags(e.within("failures"), &f))?;
+    // Refused where the failures cut a collective apart where it needs to reach (each tenant's
+    // on its own); a collective the flags do not name yet is refused later, by its own check.
+    let runs = match load_collectives(a, tenants) {
+        Ok(engine::Target::One(c)) => vec![c],
+        Ok(engine::Target::Tenants(list)) => list,
+        Err(_) => Vec::new(),
+    };
+    let after = engine::degraded(&topo, &runs, &f).map_err(|e| failure_flags(e.within("failures"), &f))?;
     if !f.degraded_links.is_empty() {
         eprintln!("ccsynth: degraded {}", super::degraded_links(&after.changed_links(&topo)));
     }
@@ -121,7 +130,7 @@ pub(super) fn failure_flags(mut e: InputError, f: &Failures) -> String {
 
 /// The topology and collective a synthesis or baseline command names.
 pub(super) fn load_target(a: &CollectiveArgs) -> Result<(Topology, crate::collective::CollectiveSpec), String> {
-    let topo = load_topology_with_failures(a)?;
+    let topo = load_topology_with_failures(a, None)?;
     Ok((topo, collective_spec(a)?))
 }
 

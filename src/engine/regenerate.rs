@@ -343,27 +343,44 @@ fn finalize_repair(out: Output, ctl: Control) -> Result<Output, Error> {
 }
 
 /// `topo` after `failures`, refused (on the failures, named from their root) where they cut
-/// `group` (a collective's group; every live NPU when `None`) apart: every link of an NPU, a
-/// ring broken twice. The group is not the user's fault there, so the error names the
-/// failures, not the group. Its failed NPUs leave it, and ids that are no NPU are left to the
-/// collective's own check.
+/// a collective of `runs` apart: its group (every live NPU when it has none; every live NPU
+/// when `runs` is empty) falls into parts and the collective cannot reach where it needs to
+/// (every link of an NPU, a ring broken twice). A split it does not need is no error: a
+/// broadcast from a root that still reaches every NPU runs, as it does on the same topology
+/// read from a file (the flags refused it). The group is not the user's fault there, so the
+/// error names the failures, not the group. Its failed NPUs leave it, and ids that are no
+/// NPU are left to the collective's own check.
 pub fn degraded(
     topo: &crate::topology::Topology,
-    group: Option<&[usize]>,
+    runs: &[crate::collective::CollectiveSpec],
     failures: &crate::topology::Failures,
 ) -> Result<crate::topology::Topology, crate::error::InputError> {
+    use crate::collective::Collective;
     let after = topo.with_failures(failures)?;
     let live = |v: &usize| after.is_npu(*v) && !after.is_failed(*v);
-    let group: Vec<usize> = group.map_or_else(|| after.live_npus(), |g| g.iter().copied().filter(live).collect());
-    let parts = |t: &crate::topology::Topology| t.parts_of(&group);
-    let split = parts(&after);
-    if split.len() >= 2 && parts(topo).len() < 2 {
+    let every = [None];
+    let specs: Vec<Option<&crate::collective::CollectiveSpec>> =
+        if runs.is_empty() { every.to_vec() } else { runs.iter().map(Some).collect() };
+    for (i, spec) in specs.iter().enumerate() {
+        let given = spec.and_then(|s| s.group.as_deref());
+        let group: Vec<usize> = given.map_or_else(|| after.live_npus(), |g| g.iter().copied().filter(live).collect());
+        let split = after.parts_of(&group);
+        if split.len() < 2 || topo.parts_of(&group).len() >= 2 {
+            continue;
+        }
+        // Whether the collective still reaches where it needs to; one that cannot be built
+        // (a failed root, say) is left to its own check.
+        let reaches = spec.is_some_and(|s| {
+            let survivors = crate::collective::CollectiveSpec { group: given.map(|_| group.clone()), ..s.clone() };
+            Collective::build_unchecked(&survivors, &after).map_or(true, |c| c.check_reachable(&after).is_ok())
+        });
+        if reaches {
+            continue;
+        }
+        let whose = if specs.len() > 1 { format!("tenants[{i}]'s group") } else { "the collective's group".into() };
         return Err(crate::error::InputError::new(
             "",
-            format!(
-                "they split the collective's group: {}; fail the NPUs cut off too",
-                crate::collective::describe_parts(&split)
-            ),
+            format!("they split {whose}: {}; fail the NPUs cut off too", crate::collective::describe_parts(&split)),
         ));
     }
     Ok(after)
@@ -401,7 +418,7 @@ pub fn regeneration_target(
     if let Some(g) = &mut spec.group {
         surviving_group(g, &failures.npus, "failures.npus")?;
     }
-    let topo = degraded(&previous.topology, spec.group.as_deref(), failures).map_err(|e| e.within("failures"))?;
+    let topo = degraded(&previous.topology, std::slice::from_ref(&spec), failures).map_err(|e| e.within("failures"))?;
     if let Some(root) = spec.root
         && failures.npus.contains(&root)
     {

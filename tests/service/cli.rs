@@ -812,6 +812,13 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--fail-link: they split the collective's group"));
     let o = ccsynth(&[&synth[..], &cut[..], &["--group", "1,2,5", "--json"][..]].concat(), None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    // A split the collective does not need runs, as the same topology read from a file does:
+    // the switch no longer sends to NPU 0, and a broadcast from 0 still reaches every NPU.
+    let one_way = ["synth", "--topology", "switch:4", "--fail-link", "4-0", "--directed", "--size", "1MiB", "--json"];
+    let o = ccsynth(&[&one_way[..], &["--collective", "broadcast", "--root", "0"][..]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(&[&one_way[..], &["--collective", "all_gather"][..]].concat(), None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--fail-link: they split the collective's group"));
     // A group naming no NPU: the group's own error, not a panic.
     let o = ccsynth(&[&synth[..], &["--fail-link", "0-1", "--group", "1,2,99"][..]].concat(), None);
     assert_eq!(o.status.code(), Some(2));

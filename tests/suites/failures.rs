@@ -559,18 +559,37 @@ fn a_failed_npus_neighbours_share_their_roots() {
 fn failures_that_split_the_group_are_named_as_such() {
     let ring = topo("ring:6");
     let two_breaks = Failures { links: vec![[0, 1], [3, 4]], ..Failures::default() };
-    let e = engine::degraded(&ring, None, &two_breaks).unwrap_err();
+    let e = engine::degraded(&ring, &[], &two_breaks).unwrap_err();
     assert_eq!(e.errors[0].path, "", "{e}");
     assert!(e.errors[0].message.contains("it falls into 2 parts (NPUs [0, 4, 5]; NPUs [1, 2, 3])"), "{e}");
+    let gather = |g: &[usize]| CollectiveSpec { group: Some(g.to_vec()), ..CollectiveSpec::new(K::AllGather, MIB) };
+    let e = engine::degraded(&ring, &[CollectiveSpec::new(K::AllGather, MIB)], &two_breaks).unwrap_err();
+    assert!(e.errors[0].message.starts_with("they split the collective's group: it falls into 2 parts"), "{e}");
     // A group inside one half is not split.
-    assert!(engine::degraded(&ring, Some(&[1, 2, 3]), &two_breaks).is_ok());
+    assert!(engine::degraded(&ring, &[gather(&[1, 2, 3])], &two_breaks).is_ok());
     // A failed NPU leaves the group (it is no part of its own), and an id that is no NPU is
     // left to the collective's check (not a panic).
     let npu_and_link = Failures { links: vec![[3, 4]], npus: vec![0], ..Failures::default() };
-    assert!(engine::degraded(&ring, Some(&[0, 1, 2, 3]), &npu_and_link).is_ok());
-    assert!(engine::degraded(&ring, Some(&[1, 2, 3, 99]), &two_breaks).is_ok());
+    assert!(engine::degraded(&ring, &[gather(&[0, 1, 2, 3])], &npu_and_link).is_ok());
+    assert!(engine::degraded(&ring, &[gather(&[1, 2, 3, 99])], &two_breaks).is_ok());
     // One break leaves a line: connected.
-    assert!(engine::degraded(&ring, None, &Failures { links: vec![[0, 1]], ..Failures::default() }).is_ok());
+    assert!(engine::degraded(&ring, &[], &Failures { links: vec![[0, 1]], ..Failures::default() }).is_ok());
+    // Each tenant on its own: two halves of ring:8, each still a line, run; the halves as one
+    // group (or every NPU) are cut.
+    let ring8 = topo("ring:8");
+    let halves = Failures { links: vec![[3, 4], [7, 0]], ..Failures::default() };
+    assert!(engine::degraded(&ring8, &[gather(&[0, 1, 2, 3]), gather(&[4, 5, 6, 7])], &halves).is_ok());
+    let e = engine::degraded(&ring8, &[gather(&[0, 1, 2, 3]), gather(&[2, 3, 4, 5])], &halves).unwrap_err();
+    assert!(e.errors[0].message.starts_with("they split tenants[1]'s group: "), "{e}");
+    // A split the collective does not need: the switch no longer sends to NPU 0, but a
+    // broadcast from 0 still reaches every NPU (refused by the flags, run from a file);
+    // an all-gather, which must reach NPU 0, is refused.
+    let switch = topo("switch:4");
+    let into_0 = Failures { links: vec![[4, 0]], directed: true, ..Failures::default() };
+    let from_0 = CollectiveSpec::new(K::Broadcast, MIB).with_root(0);
+    let after = engine::degraded(&switch, std::slice::from_ref(&from_0), &into_0).unwrap();
+    assert!(ccsynth::collective::Collective::build(&from_0, &after).is_ok());
+    assert!(engine::degraded(&switch, &[CollectiveSpec::new(K::AllGather, MIB)], &into_0).is_err());
     // A star pointing out of NPU 0 is in four parts already; failing a link does not refuse.
     let star = Topology::from_json(
         r#"{"npus": 4, "default_link": {"latency_ns": 1, "bandwidth_gb_per_s": 1},
@@ -578,7 +597,7 @@ fn failures_that_split_the_group_are_named_as_such() {
     )
     .unwrap();
     let one_way = Failures { links: vec![[0, 3]], directed: true, ..Failures::default() };
-    assert!(engine::degraded(&star, None, &one_way).is_ok());
+    assert!(engine::degraded(&star, &[], &one_way).is_ok());
     // Through regeneration: the failures, by name.
     let previous = greedy_at(&ring, CollectiveSpec::new(K::AllReduce, MIB)).schedule;
     let e = engine::regeneration_target(&previous, &two_breaks).unwrap_err();

@@ -192,7 +192,7 @@ proptest! {
         if let Some(at) = fail {
             let l = &t.links()[at % t.links().len()];
             let f = Failures { links: vec![[l.src, l.dst]], directed: at % 2 == 1, ..Failures::default() };
-            match engine::degraded(&t, None, &f) {
+            match engine::degraded(&t, &[], &f) {
                 Ok(d) => t = d,
                 Err(_) => return Ok(()),
             }

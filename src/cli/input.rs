@@ -32,10 +32,7 @@ pub(super) fn parse_failures(
     }
     let mut f = Failures { npus: npus.to_vec(), directed, ..Failures::default() };
     for (i, s) in links.iter().enumerate() {
-        match link_ends(s) {
-            Some(l) => f.links.push(l),
-            None => return Err(format!("--fail-link #{}: {s:?} is not of the form U-V (two node ids)", i + 1)),
-        }
+        f.links.push(link_ends(s).map_err(|why| format!("--fail-link #{}: {why}", i + 1))?);
     }
     for (i, s) in degraded.iter().enumerate() {
         f.degraded_links.push(degraded_link(s).map_err(|why| format!("--degrade-link #{}: {s:?}: {why}", i + 1))?);
@@ -43,9 +40,19 @@ pub(super) fn parse_failures(
     Ok(f)
 }
 
-/// `U-V` as two node ids.
-fn link_ends(s: &str) -> Option<[usize; 2]> {
-    s.split_once('-').and_then(|(a, b)| Some([a.trim().parse().ok()?, b.trim().parse().ok()?]))
+/// `U-V` as two node ids; an id of digits past the largest is too large (it read "not of
+/// the form U-V", where `--fail-npu` said "number too large").
+fn link_ends(s: &str) -> Result<[usize; 2], String> {
+    let form = || format!("{s:?} is not of the form U-V (two node ids)");
+    let (a, b) = s.split_once('-').ok_or_else(form)?;
+    let id = |t: &str| {
+        let t = t.trim();
+        t.parse::<usize>().map_err(|_| match !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+            true => format!("{s:?}: node id {t} is too large (at most {})", engine::Limits::default().max_npus - 1),
+            false => form(),
+        })
+    };
+    Ok([id(a)?, id(b)?])
 }
 
 /// `U-V@bw=X`, `U-V@lat=Y` or `U-V@bw=X;lat=Y` (`,` also separates): a link's new bandwidth
@@ -53,7 +60,7 @@ fn link_ends(s: &str) -> Option<[usize; 2]> {
 fn degraded_link(s: &str) -> Result<crate::topology::DegradedLink, String> {
     const FORM: &str = "expected U-V@bw=GBPS, U-V@lat=NS or U-V@bw=GBPS;lat=NS";
     let (ends, params) = s.split_once('@').ok_or_else(|| format!("no @ before the link's parameters: {FORM}"))?;
-    let link = link_ends(ends).ok_or_else(|| format!("{ends:?} is not of the form U-V (two node ids)"))?;
+    let link = link_ends(ends)?;
     let mut d = crate::topology::DegradedLink { link, ..Default::default() };
     // A trailing separator is taken, as a generator's `@bw=5;` is (it was refused here alone).
     let params = params.trim_end().strip_suffix([';', ',']).unwrap_or(params);
@@ -62,7 +69,8 @@ fn degraded_link(s: &str) -> Result<crate::topology::DegradedLink, String> {
         let number = value.trim().parse::<f64>().map_err(|_| format!("{key}={value:?} is not a number: {FORM}"))?;
         // `1e400` parses as infinity, which the topology's check then echoed as `inf`.
         if number.is_infinite() {
-            return Err(format!("{key}={}: too large: expected a finite number", value.trim()));
+            let what = if number > 0.0 { "too large" } else { "negative" };
+            return Err(format!("{key}={}: {what}: expected a finite number", value.trim()));
         }
         let slot = match key.trim() {
             "bw" => &mut d.bandwidth_gb_per_s,
@@ -180,12 +188,15 @@ pub fn load_topology(arg: &str) -> Result<Topology, String> {
         let source = engine::TopologySource::parse(&text).map_err(named)?;
         return source.build(&limits).map_err(named);
     }
-    if arg.contains(':') || arg.trim_start().starts_with('{') {
+    // A spec holds no `/` and ends in no `.json`: such a name is a missing file, also with a
+    // `:` in it (`runs/10:00/topo.json` read as an unknown generator).
+    let looks_like_a_path = !arg.trim_start().starts_with('{') && (arg.contains('/') || arg.ends_with(".json"));
+    if !looks_like_a_path && (arg.contains(':') || arg.trim_start().starts_with('{')) {
         let source = engine::TopologySource::parse(arg).map_err(|e: InputError| e.to_string())?;
         return source.build(&limits).map_err(|e| e.to_string());
     }
     // A name that looks like a file is a missing file, not a malformed spec.
-    if arg.contains('/') || arg.contains('.') {
+    if looks_like_a_path || arg.contains('.') {
         return Err(format!("{arg}: no such file (a topology is a JSON file or a spec such as torus:4x4)"));
     }
     Err(format!("{arg:?} is neither a topology file nor a spec such as torus:4x4"))

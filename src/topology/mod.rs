@@ -405,7 +405,11 @@ fn check_failed_npus(errs: &mut Errors, input: &TopologyInput) -> Vec<usize> {
     failed.sort_unstable();
     failed.dedup();
     if failed.len() != input.failed_npus.len() {
-        errs.push("failed_npus", "an NPU is listed twice");
+        // Named at its second listing, as a group's repeat is (`group[3]: NPU 2 is listed twice`).
+        let mut seen = std::collections::HashSet::new();
+        if let Some((i, v)) = input.failed_npus.iter().enumerate().find(|(_, v)| !seen.insert(**v)) {
+            errs.push(format!("failed_npus[{i}]"), format!("NPU {v} is listed twice"));
+        }
     } else if input.npus > 0 && failed.len() == input.npus {
         errs.push("failed_npus", format!("every NPU ({}) is failed: at least one must be live", input.npus));
     }

@@ -64,6 +64,19 @@ fn topology_applies_failures_and_reports_connectivity() {
     assert!(said.contains("--fail-npu 7: 7 is not an NPU: expected 0..=3"), "{said}");
     let o = ccsynth(&["topology", "ring:4", "--fail-link", "zero-one"], None);
     assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("\"zero-one\" is not of the form U-V"));
+    // An id past the largest is too large, as --fail-npu's is (it read "not of the form U-V").
+    let o = ccsynth(&["topology", "ring:4", "--fail-link", "0-99999999999999999999"], None);
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("--fail-link #1: \"0-99999999999999999999\": node id 99999999999999999999 is too large"),
+        "{said}"
+    );
+    // A missing file whose name holds a `:` is a missing file, not an unknown generator.
+    let o = ccsynth(&["topology", "runs/2024-01-01T10:00/topo.json"], None);
+    assert_eq!(o.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("runs/2024-01-01T10:00/topo.json: no such file"), "{said}");
 }
 
 /// Issue 63, point 4: `--degrade-link U-V@bw=X[;lat=Y]` at `topology`, `synth` and
@@ -93,6 +106,8 @@ fn slow_links_at_every_verb() {
         ("0-1@bw=3,bw=4", "bw is given twice"),
         // Past f64 it parsed as infinity and was echoed as `inf`.
         ("0-1@bw=1e400", "bw=1e400: too large: expected a finite number"),
+        ("0-1@bw=-inf", "bw=-inf: negative: expected a finite number"),
+        ("0-99999999999999999999@bw=1", "node id 99999999999999999999 is too large (at most 1048575)"),
         ("0-1@;", "\"\" is not KEY=VALUE"),
         ("0-2@bw=3", "--degrade-link 0-2@bw=3: no link 0->2 in the topology; 0 links to 1 and 3"),
         ("0-1@bw=300", "--degrade-link 0-1@bw=300: 300 GB/s is above 0->1's 100 GB/s: a degraded link cannot speed up"),

@@ -70,6 +70,7 @@ fn rejections_name_the_path_and_what_was_expected() {
             "malformed JSON",
         ),
         (r#"{"npus": 2, "failed_npus": [2]}"#, "failed_npus[0]", "not an NPU"),
+        (r#"{"npus": 4, "failed_npus": [3, 1, 3]}"#, "failed_npus[2]", "NPU 3 is listed twice"),
         (
             r#"{"npus": 2, "failed_npus": [1], "links": [{"src": 0, "dst": 1, "latency_ns": 1, "bandwidth_gb_per_s": 1}]}"#,
             "links[0]",

@@ -40,11 +40,12 @@ async fn create(
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let (wait, force, priority) = (r.wait_ms.unwrap_or(1000), r.force, r.priority);
+    let ignored = r.algorithm.unread(&r.options.named());
     let checked = normalize(&st, &caller, r, "").await?;
     make_room(&st, &caller, &[&checked], false).await?;
     let req = commit(&st, &caller, checked).await?;
     let (id, cached) = enqueue(&st, &req, (force, priority), None, &rid, &caller).await?;
-    answer(&st, &id, wait, cached).await
+    answer(&st, &id, (wait, cached), &ignored).await
 }
 
 /// A job the caller may see (another client's is a 404, as a missing one is).
@@ -118,6 +119,9 @@ async fn create_batch(
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
     let count = b.requests.len() + b.regenerations.len();
+    // Each request's options its algorithm does not read, in the requests' order.
+    let ignored: Vec<Vec<engine::registry::OptionName>> =
+        b.requests.iter().map(|r| r.algorithm.unread(&r.options.named())).collect();
     if count == 0 || count > 10_000 {
         return Err(InputError::new(
             "requests",
@@ -199,10 +203,12 @@ async fn create_batch(
         st.store.add_batch_member(&batch_id, item, &id).await?;
         job_ids.push(id);
     }
-    let mut resp = json(
-        StatusCode::CREATED,
-        &serde_json::json!({ "batch_id": batch_id, "job_ids": job_ids, "url": format!("/v1/batches/{batch_id}") }),
-    );
+    let mut body =
+        serde_json::json!({ "batch_id": batch_id, "job_ids": job_ids, "url": format!("/v1/batches/{batch_id}") });
+    if ignored.iter().any(|i| !i.is_empty()) {
+        body["ignored_options"] = serde_json::json!(ignored);
+    }
+    let mut resp = json(StatusCode::CREATED, &body);
     if let Ok(v) = format!("/v1/batches/{batch_id}").parse() {
         resp.headers_mut().insert(header::LOCATION, v);
     }

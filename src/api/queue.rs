@@ -159,7 +159,14 @@ async fn check_interactive(st: &Shared, caller: &Caller, req: &JobRequest) -> Re
 /// an end or, as a safety net, every 2 s. On SQLite, where only this process ends jobs but a
 /// second process could share the file, it polls every 10 ms at first, backing off to every
 /// 250 ms, so many waiters do not keep the database busy.
-pub(super) async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) -> Result<Response, ApiError> {
+/// `ignored` names the request's options its algorithm does not read (`ignored_options`, left
+/// out when none: `window` on the greedy was ignored without a word).
+pub(super) async fn answer(
+    st: &Shared,
+    id: &str,
+    (wait_ms, cached): (u64, bool),
+    ignored: &[crate::engine::registry::OptionName],
+) -> Result<Response, ApiError> {
     let (j, cut_short) = wait_for_end(st, id, wait_ms).await?;
     let ended = j.status.is_ended();
     if cut_short {
@@ -167,6 +174,9 @@ pub(super) async fn answer(st: &Shared, id: &str, wait_ms: u64, cached: bool) ->
     }
     let mut body = serde_json::to_value(job_out(&j)).map_err(|e| ApiError::Internal(e.to_string()))?;
     body["cached"] = serde_json::Value::Bool(cached);
+    if !ignored.is_empty() {
+        body["ignored_options"] = serde_json::to_value(ignored).map_err(|e| ApiError::Internal(e.to_string()))?;
+    }
     if let Some(sid) = &j.schedule_id
         && let Some(summary) = st.store.schedule_summary(sid).await?
     {

@@ -157,5 +157,5 @@ async fn regenerate(
     make_room(&st, &caller, &[&checked], false).await?;
     let req = commit(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
-    answer(&st, &job_id, r.wait_ms.unwrap_or(1000), cached).await
+    answer(&st, &job_id, (r.wait_ms.unwrap_or(1000), cached), &[]).await
 }

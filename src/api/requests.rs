@@ -83,7 +83,9 @@ crate::strict::objects_only!(JobRequest, "a job request (an object)", serialize)
 impl JobRequest {
     pub(super) fn key(&self) -> String {
         let mut keyed = self.clone();
-        // How many threads run it, not what it gives: not part of the key.
+        // How many threads run it, not what it gives: not part of the key; nor is an option
+        // its algorithm does not read.
+        keyed.options = keyed.algorithm.read_options(&keyed.options);
         keyed.options.threads = None;
         let text = serde_json::to_string(&keyed).unwrap_or_default();
         // The simulator's model too: a result timed under another is not served from the cache.

@@ -76,6 +76,43 @@ impl Algorithm {
         given.iter().copied().filter(|o| !reads.contains(o)).collect()
     }
 
+    /// `options` as far as they can change what it gives: those it does not read at their
+    /// defaults, so requests that differ only there are one request (the API's result cache:
+    /// `seed` on a ring, `window` on the greedy solved again). The time limit and the chunking
+    /// are kept (every built-in algorithm reads them).
+    pub fn read_options(&self, options: &super::CheckedOptions) -> super::CheckedOptions {
+        let reads = |o: OptionName| self.options().contains(&o);
+        let mut o = options.clone();
+        if !reads(OptionName::Seed) {
+            o.seed = 0;
+        }
+        if !reads(OptionName::Seeds) {
+            o.seeds = 1;
+        }
+        if !reads(OptionName::Threads) {
+            o.threads = None;
+        }
+        if !reads(OptionName::SolveTimeLimitS) {
+            o.solve_time_limit_s = None;
+        }
+        if !reads(OptionName::SwitchModel) {
+            o.switch_model = Default::default();
+        }
+        if !reads(OptionName::Discretization) {
+            o.discretization = None;
+        }
+        if !reads(OptionName::IgnoreCongestion) {
+            o.ignore_congestion = false;
+        }
+        if !reads(OptionName::Window) {
+            o.window = None;
+        }
+        if !reads(OptionName::Effort) {
+            o.effort = None;
+        }
+        o
+    }
+
     /// Whether it synthesizes (rather than builds a fixed pattern): the portfolio counts, as
     /// it serves several collectives at once through its synthesizers.
     pub fn is_synthesizer(&self) -> bool {

@@ -405,6 +405,18 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
         (code, cached["cached"].as_bool(), cached["schedule_id"].as_str()),
         (201, Some(true), Some(sid.as_str()))
     );
+    assert!(first["ignored_options"].is_null(), "{first}");
+    // An option the greedy does not read is named, and is no other request: the cached
+    // schedule (it was solved again, and said nothing).
+    let mut unread = req.clone();
+    unread["options"]["window"] = json!(3);
+    unread["options"]["ignore_congestion"] = json!(true);
+    let (code, cached) = call(&s, "POST", "/v1/syntheses", Some(unread));
+    assert_eq!(
+        (code, cached["cached"].as_bool(), cached["schedule_id"].as_str()),
+        (201, Some(true), Some(sid.as_str()))
+    );
+    assert_eq!(cached["ignored_options"], json!(["ignore_congestion", "window"]), "{cached}");
     let mut forced = req.clone();
     forced["force"] = json!(true);
     let (code, again) = call(&s, "POST", "/v1/syntheses", Some(forced));
@@ -765,6 +777,15 @@ fn batches_report_aggregate_progress(db: Db) {
     let first_ids = b["job_ids"].as_array().unwrap();
     let want = [&first_ids[2], &first_ids[0], &first_ids[1], &first_ids[0]];
     assert_eq!(b2["job_ids"].as_array().unwrap().iter().collect::<Vec<_>>(), want, "{b2}");
+    assert!(b["ignored_options"].is_null() && b2["ignored_options"].is_null(), "none ignored: {b2}");
+    // The options an item's algorithm does not read are named, in the requests' order.
+    let mut unread = requests[0].clone();
+    unread["algorithm"] = json!("ring");
+    unread["options"] = json!({"window": 3, "seeds": 2});
+    let r = raw(s.addr, "POST", "/v1/batches", Some(json!({"requests": [requests[1], unread]}).to_string().as_bytes()));
+    let b3 = r.json();
+    assert_eq!(b3["ignored_options"], json!([[], ["seeds", "window"]]), "{b3}");
+    assert_eq!(b3["job_ids"][0], first_ids[1], "{b3}");
     let listed = call(&s, "GET", &format!("/v1/batches/{}", b2["batch_id"].as_str().unwrap()), None).1;
     assert_eq!((listed["total"].as_i64(), listed["succeeded"].as_i64()), (Some(4), Some(4)), "{listed}");
     let listed_ids: Vec<&Value> = listed["jobs"].as_array().unwrap().iter().map(|j| &j["id"]).collect();

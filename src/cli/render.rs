@@ -124,6 +124,9 @@ fn regeneration_lines(r: &engine::RegenerationStats) -> Vec<String> {
     };
     let slower = r.slower_than_previous.map(|x| format!(", {x:.2}× its time")).unwrap_or_default();
     let mut lines = vec![format!("regenerated     from {prev}{slower}")];
+    if !r.failed_links.is_empty() || !r.failed_npus.is_empty() {
+        lines.push(format!("failed          {}", failed(&r.failed_links, &r.failed_npus)));
+    }
     if !r.degraded_links.is_empty() {
         lines.push(format!("degraded        {}", degraded_links(&r.degraded_links)));
     }
@@ -135,6 +138,37 @@ fn regeneration_lines(r: &engine::RegenerationStats) -> Vec<String> {
     lines.push(format!("fresh           {}", fresh_outcome(&r.fresh)));
     lines.push(format!("kept            the {kept} schedule"));
     lines
+}
+
+/// What failed, short: a link down both ways as `0-1`, one way as `0->1`, then the NPUs; the
+/// first eight of each, then how many more.
+fn failed(links: &[[usize; 2]], npus: &[usize]) -> String {
+    const SHOWN: usize = 8;
+    let listed = |items: Vec<String>| {
+        let more = items.len().saturating_sub(SHOWN);
+        let mut text = items.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            text += &format!(" and {more} more");
+        }
+        text
+    };
+    let mut parts = Vec::new();
+    let pairs: Vec<String> = links
+        .iter()
+        .filter_map(|&[u, v]| match links.contains(&[v, u]) {
+            true if u < v => Some(format!("{u}-{v}")),
+            true => None,
+            false => Some(format!("{u}->{v}")),
+        })
+        .collect();
+    if !pairs.is_empty() {
+        parts.push(format!("{} {}", if pairs.len() == 1 { "link" } else { "links" }, listed(pairs)));
+    }
+    if !npus.is_empty() {
+        let word = if npus.len() == 1 { "NPU" } else { "NPUs" };
+        parts.push(format!("{word} {}", listed(npus.iter().map(|v| v.to_string()).collect())));
+    }
+    parts.join("; ")
 }
 
 /// The repair's outcome: its time with the transfers it kept and rerouted, or why it gave none.
@@ -370,6 +404,16 @@ pub(super) use crate::units::counted;
 #[cfg(test)]
 mod tests {
     use super::{degraded_links, refusals};
+
+    #[test]
+    fn failures_are_written_short() {
+        use super::failed;
+        assert_eq!(failed(&[[0, 1], [1, 0], [5, 4]], &[]), "links 0-1, 5->4");
+        assert_eq!(failed(&[[1, 0]], &[7]), "link 1->0; NPU 7");
+        assert_eq!(failed(&[], &[3, 9]), "NPUs 3, 9");
+        let many: Vec<[usize; 2]> = (0..10).map(|i| [2 * i, 2 * i + 1]).collect();
+        assert_eq!(failed(&many, &[]), "links 0->1, 2->3, 4->5, 6->7, 8->9, 10->11, 12->13, 14->15 and 2 more");
+    }
 
     #[test]
     fn degraded_links_are_written_short_whatever_the_speed() {

@@ -77,6 +77,13 @@ pub struct RegenerationStats {
     /// direction with its parameters before and after.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub degraded_links: Vec<crate::topology::LinkChange>,
+    /// The directed links of the previous schedule's topology that failed (`[src, dst]`; those
+    /// of a failed NPU go with it, in `failed_npus`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_links: Vec<[usize; 2]>,
+    /// The NPUs that failed since the previous schedule's topology.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_npus: Vec<usize>,
 }
 
 /// The statistics of a regeneration: the kept schedule's producer, both attempts, and the
@@ -141,6 +148,9 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     let previous_algorithm = previous.algorithm.clone();
     let previous_time = previous.collective_time_ns;
     let degraded_links = req.topology.changed_links(&previous.topology);
+    let failed_links = req.topology.removed_links(&previous.topology);
+    let failed_npus: Vec<usize> =
+        req.topology.failed_npus().iter().copied().filter(|&v| !previous.topology.is_failed(v)).collect();
     // The repair is a pass over the transfers and a few shortest paths, then the gate, whose
     // check is as long as the schedule's chunk moves: first where that is cheap (its time then
     // prices `auto`'s baselines), after the fresh run where it is not (a 4096-NPU bucket
@@ -231,6 +241,8 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
             repair: repair_outcome,
             fresh: fresh_outcome,
             degraded_links,
+            failed_links,
+            failed_npus,
         },
         fresh: fresh_stats,
     }));

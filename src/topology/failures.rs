@@ -250,6 +250,18 @@ impl Topology {
             .collect()
     }
 
+    /// The directed links of `before` gone from this topology, as `[src, dst]`, but those of
+    /// an NPU failed here and not there (they go with it): what a regeneration found failed.
+    pub fn removed_links(&self, before: &Topology) -> Vec<[usize; 2]> {
+        let newly_failed = |v: usize| self.is_failed(v) && !before.is_failed(v);
+        before
+            .links
+            .iter()
+            .filter(|l| !newly_failed(l.src) && !newly_failed(l.dst) && self.link_index(l.src, l.dst).is_none())
+            .map(|l| [l.src, l.dst])
+            .collect()
+    }
+
     /// The node ids as a message writes them: `0..=15 (16 NPUs)`, `0..=19 (16 NPUs + 4 switches)`.
     fn node_ids(&self) -> String {
         match self.switches {

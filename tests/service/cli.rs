@@ -798,6 +798,19 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     let o = ccsynth(&["regenerate", EXAMPLE, "--fail-npu", "5", "--summary"], None);
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.contains("regenerated     from") && said.contains("NPU 5"), "{said}");
+    // And names what failed (it named only what was slowed): NPU 5's links go with it.
+    assert!(said.contains("\nfailed          NPU 5\n"), "{said}");
+    let both = ["regenerate", EXAMPLE, "--fail-npu", "5", "--fail-link", "0-1", "--fail-link", "2-3", "--json"];
+    let r = &json(&ccsynth(&both, None))["stats"]["regeneration"];
+    assert_eq!(
+        (&r["failed_links"], &r["failed_npus"]),
+        (&serde_json::json!([[0, 1], [1, 0], [2, 3], [3, 2]]), &serde_json::json!([5])),
+        "{r}"
+    );
+    let mut one_way = both.to_vec();
+    one_way.splice(6.., ["--directed", "--summary"]);
+    let said = String::from_utf8_lossy(&ccsynth(&one_way, None).stdout).into_owned();
+    assert!(said.contains("\nfailed          link 0->1; NPU 5\n"), "{said}");
     // Bad input: a link the topology lacks, an unreadable file, an invalid schedule: exit 2.
     let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-9"], None);
     assert_eq!(o.status.code(), Some(2));

@@ -63,21 +63,49 @@ fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
     Err(InputError::new(key, message).into())
 }
 
-/// The formats as `format=` spells them, with the engine's writer of each.
-const FORMATS: [(&str, engine::Writer); 6] = [
-    ("explicit", engine::Writer::Explicit),
-    ("msccl-xml", engine::Writer::MscclXml),
-    ("mscclpp-json", engine::Writer::MscclppJson),
-    ("chrome-trace", engine::Writer::ChromeTrace),
-    ("timeline-svg", engine::Writer::TimelineSvg),
-    ("chakra-et", engine::Writer::ChakraEt),
+/// A format as `format=` spells it: the engine's writer of it, and what this route builds it
+/// as with its media type (`None` for `explicit`, streamed from the stored schedule instead).
+struct Format {
+    name: &'static str,
+    writer: engine::Writer,
+    built: Option<(ExportFormat, &'static str)>,
+}
+
+/// Every format of the route, once: its options' check, its writer and its media type.
+const FORMATS: [Format; 6] = [
+    Format { name: "explicit", writer: engine::Writer::Explicit, built: None },
+    Format {
+        name: "msccl-xml",
+        writer: engine::Writer::MscclXml,
+        built: Some((ExportFormat::MscclXml, "application/xml")),
+    },
+    Format {
+        name: "mscclpp-json",
+        writer: engine::Writer::MscclppJson,
+        built: Some((ExportFormat::MscclppJson, "application/json")),
+    },
+    Format {
+        name: "chrome-trace",
+        writer: engine::Writer::ChromeTrace,
+        built: Some((ExportFormat::ChromeTrace, "application/json")),
+    },
+    Format {
+        name: "timeline-svg",
+        writer: engine::Writer::TimelineSvg,
+        built: Some((ExportFormat::TimelineSvg, "image/svg+xml")),
+    },
+    Format {
+        name: "chakra-et",
+        writer: engine::Writer::ChakraEt,
+        built: Some((ExportFormat::ChakraEt, "application/x-tar")),
+    },
 ];
 
 /// A key the format does not read, refused at that key (each was ignored: `protocol=LL` on an
 /// MSCCL++ plan changed nothing and said nothing). An unknown format is named by the format's
 /// own check.
 fn check_applies(q: &ExportQuery) -> Result<(), ApiError> {
-    let Some(&(_, writer)) = FORMATS.iter().find(|(name, _)| *name == q.format) else {
+    let Some(writer) = FORMATS.iter().find(|f| f.name == q.format).map(|f| f.writer) else {
         return Ok(());
     };
     use engine::ExportOption as O;
@@ -95,7 +123,7 @@ fn check_applies(q: &ExportQuery) -> Result<(), ApiError> {
         return Ok(());
     };
     let (writers, what) = option.read_by();
-    let names: Vec<&str> = FORMATS.iter().filter(|(_, w)| writers.contains(w)).map(|(name, _)| *name).collect();
+    let names: Vec<&str> = FORMATS.iter().filter(|f| writers.contains(&f.writer)).map(|f| f.name).collect();
     Err(InputError::new(key, format!("{value}: only format={} {what}", names.join(" and "))).into())
 }
 
@@ -115,24 +143,14 @@ pub(super) async fn export(
     let q: ExportQuery = super::query::parse(q.as_deref())?;
     check_sizes(&q)?;
     check_applies(&q)?;
-    if q.format == "explicit" {
+    let Some(found) = FORMATS.iter().find(|f| f.name == q.format) else {
+        let names: Vec<&str> = FORMATS.iter().map(|f| f.name).collect();
+        let (last, rest) = names.split_last().unwrap_or((&"", &[]));
+        let why = format!("{:?}: expected {} or {last}", q.format, rest.join(", "));
+        return Err(InputError::new("format", why).into());
+    };
+    let Some((format, media)) = found.built else {
         return explicit(&st, &id).await;
-    }
-    let (format, media) = match q.format.as_str() {
-        "msccl-xml" => (ExportFormat::MscclXml, "application/xml"),
-        "mscclpp-json" => (ExportFormat::MscclppJson, "application/json"),
-        "chrome-trace" => (ExportFormat::ChromeTrace, "application/json"),
-        "timeline-svg" => (ExportFormat::TimelineSvg, "image/svg+xml"),
-        "chakra-et" => (ExportFormat::ChakraEt, "application/x-tar"),
-        other => {
-            return Err(InputError::new(
-                "format",
-                format!(
-                    "{other:?}: expected explicit, msccl-xml, mscclpp-json, chrome-trace, timeline-svg or chakra-et"
-                ),
-            )
-            .into());
-        }
     };
     let q_rank = q.rank;
     // One rank's Chakra trace is one file, not an archive.

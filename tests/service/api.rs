@@ -223,6 +223,8 @@ fn schedules_export_as_msccl_xml(db: Db) {
     // an unknown schedule (404), a collective MSCCL cannot run (422 naming it).
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=svg"), None), 422);
     assert_eq!(p["errors"][0]["path"], "format");
+    let listed = "\"svg\": expected explicit, msccl-xml, mscclpp-json, chrome-trace, timeline-svg or chakra-et";
+    assert!(p["detail"].as_str().unwrap().contains(listed), "{p}");
     assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&colour=red"), None), 400);
     let p = assert_problem(
         &raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&protocol=fast"), None),

@@ -429,21 +429,47 @@ fn check_conditions(s: &Schedule, out: &mut Sink) -> Option<Pairs> {
         if all_in_range(list) {
             continue;
         }
-        for (i, p @ [v, c]) in list.iter().enumerate() {
-            if !in_range(&p) {
-                out.add(
-                    InvalidCondition,
-                    None,
-                    Some(v),
-                    Some(c),
-                    format_args!(
-                        "{name}[{i}] = [{v}, {c}]: expected an NPU in {} and a chunk in {}",
-                        crate::error::ids(npus),
-                        crate::error::ids(chunks)
-                    ),
-                );
-                pre_out_of_range |= name == "precondition";
-            }
+        // Every chunk at every NPU of a set (a condition the collective implies, most often,
+        // left out of the file): one violation, not one a pair (a `collective` naming more
+        // chunks than `num_chunks` listed 32 beside the 2 `collective_mismatch` they follow from).
+        if let Some((vs, k)) = list.as_every() {
+            out.add(
+                InvalidCondition,
+                None,
+                None,
+                None,
+                format_args!(
+                    "{name}: every chunk of {} at each of {}: expected NPUs in {} and chunks in {}",
+                    crate::error::ids(k),
+                    crate::units::counted(vs.len(), "NPU"),
+                    crate::error::ids(npus),
+                    crate::error::ids(chunks)
+                ),
+            );
+            pre_out_of_range |= name == "precondition";
+            continue;
+        }
+        // The first pair out of range, with how many more: a condition is one violation.
+        let mut outside = list.iter().enumerate().filter(|(_, p)| !in_range(p));
+        if let Some((i, [v, c])) = outside.next() {
+            let more = outside.count();
+            let more = if more > 0 {
+                format!("; {} out of range too", crate::units::counted(more, "more pair"))
+            } else {
+                String::new()
+            };
+            out.add(
+                InvalidCondition,
+                None,
+                Some(v),
+                Some(c),
+                format_args!(
+                    "{name}[{i}] = [{v}, {c}]: expected an NPU in {} and a chunk in {}{more}",
+                    crate::error::ids(npus),
+                    crate::error::ids(chunks)
+                ),
+            );
+            pre_out_of_range |= name == "precondition";
         }
     }
     // Every producer's precondition is in range and canonical: it is used as it is.

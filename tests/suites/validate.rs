@@ -647,3 +647,25 @@ fn an_out_of_range_condition_names_the_ids_inclusively() {
     let v = r.violations.iter().find(|v| v.kind == V::InvalidCondition).expect("an invalid condition");
     assert!(v.message.contains("[7, 5]: expected an NPU in 0..=2 and a chunk in 0..=2"), "{}", v.message);
 }
+
+/// A condition out of range is one violation, naming its first pair and counting the rest:
+/// conditions left out of a file are the collective's own, and where `collective` names more
+/// chunks than `num_chunks` one a pair (32) drowned the 2 `collective_mismatch` they follow from.
+#[test]
+fn implied_conditions_out_of_range_are_one_violation_each() {
+    let mut v = serde_json::to_value(ag3().written(ccsynth::schedule::Form::Compact)).unwrap();
+    assert!(v.get("precondition").is_none(), "the compact form leaves them out: {v}");
+    v["collective"]["chunks_per_npu"] = 4.into();
+    let r = validate(&Schedule::from_json(&v.to_string()).unwrap());
+    let of = |k: V| r.violations.iter().filter(|x| x.kind == k).collect::<Vec<_>>();
+    assert_eq!(of(V::InvalidCondition).len(), 2, "{:?}", r.violations);
+    assert!(!of(V::CollectiveMismatch).is_empty(), "{:?}", r.violations);
+    let pre = &of(V::InvalidCondition)[0].message;
+    let want = "precondition[3] = [0, 3]: expected an NPU in 0..=2 and a chunk in 0..=2; 8 more pairs out of range too";
+    assert_eq!(pre, want);
+    let post = &of(V::InvalidCondition)[1].message;
+    assert_eq!(
+        post,
+        "postcondition: every chunk of 0..=11 at each of 3 NPUs: expected NPUs in 0..=2 and chunks in 0..=2"
+    );
+}

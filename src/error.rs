@@ -135,6 +135,13 @@ fn integer_out_of_range(message: &str) -> String {
                 format!("{n} is too large: at most {max}")
             };
         }
+        // A whole number past 2^64 is read as a float (`"dst": 18446744073709551616`):
+        // too large, not of the wrong type.
+        if let Some(x) = head.strip_prefix("invalid type: floating point `").and_then(|r| r.strip_suffix('`'))
+            && x.parse::<f64>().is_ok_and(|x| x >= 18446744073709551615.0)
+        {
+            return format!("{x} is too large: at most {max}");
+        }
         return format!("{head}, expected a non-negative integer");
     }
     message.to_string()
@@ -260,6 +267,11 @@ mod tests {
         assert_eq!(said(r#"{"step": 1, "count": -3}"#).1, "-3 is negative: expected a non-negative integer");
         assert_eq!(said(r#"{"step": "0"}"#).1, "invalid type: string \"0\", expected a non-negative integer");
         assert_eq!(said(r#"{"step": 1.5}"#).1, "invalid type: floating point `1.5`, expected a non-negative integer");
+        // Past 2^64 serde reads a float: too large, as 2^64 − 1 + 1 in a u64 is.
+        let past = "18446744073709551616";
+        let huge = said(&format!(r#"{{"step": 1, "count": {past}}}"#)).1;
+        assert_eq!(huge, "1.8446744073709552e+19 is too large: at most 18446744073709551615");
+        assert_eq!(said(r#"{"step": 1e30}"#).1, "1e+30 is too large: at most 4294967295");
     }
 
     fn parse(text: &str) -> InputError {

@@ -465,8 +465,7 @@ fn note_unread_flags(a: &SynthArgs, algorithm: &engine::Algorithm) {
         (a.discretization.is_some(), O::Discretization, "--discretization"),
         (a.ignore_congestion, O::IgnoreCongestion, "--ignore-congestion"),
         (a.window.is_some(), O::Window, "--window"),
-        // Without --time-limit, --effort sets every algorithm's default one (600 s thorough).
-        (a.effort != engine::Effort::default() && a.time_limit.is_some(), O::Effort, "--effort"),
+        (a.effort != engine::Effort::default(), O::Effort, "--effort"),
     ];
     let set: Vec<O> = given.iter().filter(|g| g.0).map(|g| g.1).collect();
     let unread = algorithm.unread(&set);

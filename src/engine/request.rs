@@ -170,7 +170,8 @@ pub const DEFAULT_TIME_LIMIT_S: f64 = 60.0;
 pub const THOROUGH_TIME_LIMIT_S: f64 = 600.0;
 
 /// A request's budget, seconds, where `options.time_limit_s` leaves it open (before the
-/// caller's `Limits::max_solve_s`).
+/// caller's `Limits::max_solve_s`). Only an algorithm that reads `effort` takes its default (a
+/// ring with `effort: thorough` ran, was keyed and was charged for 600 s, its effort ignored).
 pub fn default_time_limit_s(effort: Effort) -> f64 {
     if effort == Effort::Thorough { THOROUGH_TIME_LIMIT_S } else { DEFAULT_TIME_LIMIT_S }
 }
@@ -271,15 +272,14 @@ impl RequestSpec {
         {
             return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
         }
-        let threads = o.threads;
-        let effort = o.effort.unwrap_or_default();
+        let effort = o.effort.filter(|_| algorithm.options().contains(&OptionName::Effort)).unwrap_or_default();
         let default_s = default_time_limit_s(effort);
         let time_limit_s = o.time_limit_s.unwrap_or(default_s.min(limits.max_solve_s));
         let ilp = IlpOptions {
             time_limit_s,
             work_limit_s: None,
             solve_time_limit_s: o.solve_time_limit_s,
-            threads: threads.unwrap_or(1) as u32,
+            threads: o.threads.unwrap_or(1) as u32,
             ignore_congestion: o.ignore_congestion.unwrap_or(false),
             window: o.window,
             keep_lp: o.keep_lp,
@@ -292,7 +292,7 @@ impl RequestSpec {
         {
             return Err(InputError::new("options.discretization", format!("{d}: expected nanoseconds > 0")));
         }
-        Ok(Checked { algorithm, seeds, threads, time_limit_s, ilp, switch_model, effort })
+        Ok(Checked { algorithm, seeds, threads: o.threads, time_limit_s, ilp, switch_model, effort })
     }
 }
 

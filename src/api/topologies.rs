@@ -161,13 +161,27 @@ pub async fn own_topology(st: &Shared, caller: &Caller, id: &str) -> Result<Topo
     }
 }
 
-fn created(row: &TopologyRow, new: bool) -> Response {
+/// What `caller` sees of `row`: its lineage (the topology it was derived from and the
+/// failures that made it) only where the caller sees that parent too. A graph is stored once
+/// for every client that stores it, with the first deriver's lineage: another client saw that
+/// client's topology id and its failure scenario.
+async fn seen_by(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<TopologyOut, ApiError> {
+    let mut out = TopologyOut::from(row);
+    if let Some(parent) = &row.parent_id
+        && !st.store.topology_visible(parent, caller.0.as_deref()).await?
+    {
+        (out.parent_id, out.failures) = (None, None);
+    }
+    Ok(out)
+}
+
+async fn created(st: &Shared, caller: &Caller, row: &TopologyRow, new: bool) -> Result<Response, ApiError> {
     let status = if new { StatusCode::CREATED } else { StatusCode::OK };
-    let mut resp = json(status, &TopologyOut::from(row));
+    let mut resp = json(status, &seen_by(st, caller, row).await?);
     if let Ok(v) = format!("/v1/topologies/{}", row.id).parse() {
         resp.headers_mut().insert(header::LOCATION, v);
     }
-    resp
+    Ok(resp)
 }
 
 async fn create(
@@ -178,7 +192,7 @@ async fn create(
     let (limits, max_npus) = (st.config.limits(), st.config.max_npus);
     let row = off_async(move || prepare(max_npus, &topology_from_value(v, "", &limits)?, None)).await?;
     let (row, new) = store_topology(&st, &caller, row).await?;
-    Ok(created(&row, new))
+    created(&st, &caller, &row, new).await
 }
 
 #[derive(Deserialize)]
@@ -196,7 +210,10 @@ async fn list(
     let offset = p.offset.unwrap_or(0).max(0);
     let limit = p.limit.unwrap_or(50).clamp(1, 500);
     let (rows, total) = st.store.topologies(offset, limit, caller.0.as_deref()).await?;
-    let items: Vec<TopologyOut> = rows.iter().map(TopologyOut::from).collect();
+    let mut items = Vec::with_capacity(rows.len());
+    for row in &rows {
+        items.push(seen_by(&st, &caller, row).await?);
+    }
     Ok(json(StatusCode::OK, &serde_json::json!({ "items": items, "offset": offset, "limit": limit, "total": total })))
 }
 
@@ -207,7 +224,8 @@ async fn fetch(
 ) -> Result<Response, ApiError> {
     let row = own_topology(&st, &caller, &id).await?;
     let topology: serde_json::Value = serde_json::from_str(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let mut out = serde_json::to_value(TopologyOut::from(&row)).map_err(|e| ApiError::Internal(e.to_string()))?;
+    let seen = seen_by(&st, &caller, &row).await?;
+    let mut out = serde_json::to_value(seen).map_err(|e| ApiError::Internal(e.to_string()))?;
     out["topology"] = topology;
     Ok(json(StatusCode::OK, &out))
 }
@@ -282,5 +300,5 @@ async fn fail(
     JsonBody(f): JsonBody<Failures>,
 ) -> Result<Response, ApiError> {
     let (row, new) = degrade(&st, &caller, &id, &f).await?;
-    Ok(created(&row, new))
+    created(&st, &caller, &row, new).await
 }

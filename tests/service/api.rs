@@ -1781,6 +1781,18 @@ fn topologies_belong_to_the_clients_that_stored_them(db: Db) {
     assert_eq!(r.status, 201, "{}", r.body);
     let degraded = r.json()["id"].as_str().unwrap().to_string();
     assert_problem(&as_("bob", "GET", &format!("/v1/topologies/{degraded}"), None), 404);
+    // Bob stores the degraded graph as plain JSON: the same row, without alice's lineage (her
+    // topology's id, a 404 to him, and her failures were in his answer, his GET and his list).
+    let graph = as_("alice", "GET", &format!("/v1/topologies/{degraded}"), None).json();
+    assert_eq!((graph["parent_id"].as_str(), &graph["failures"]["links"]), (Some(id.as_str()), &json!([[0, 1]])));
+    let r = as_("bob", "POST", "/v1/topologies", Some(graph["topology"].clone()));
+    let seen = [r.json(), as_("bob", "GET", &format!("/v1/topologies/{degraded}"), None).json()];
+    let listed_row = as_("bob", "GET", "/v1/topologies", None).json()["items"][0].clone();
+    for v in seen.iter().chain([&listed_row]) {
+        assert_eq!(v["id"].as_str(), Some(degraded.as_str()), "{v}");
+        assert!(v.get("parent_id").is_none() && v.get("failures").is_none(), "{v}");
+    }
+    assert_eq!(as_("bob", "DELETE", &format!("/v1/topologies/{degraded}"), None).status, 204);
     // Bob stores the same topology: the same id, now his too, and created for him (a 200 told
     // him another client had stored it); stored again, a 200.
     let r = as_("bob", "POST", "/v1/topologies", Some(ring.clone()));

@@ -5,7 +5,9 @@
 //! `api::worker`.
 
 use super::owned::{own_schedule, visible};
-use super::queue::{JobOut, MAX_WAIT_MS, answer, enqueue, job_out, refuse_if_stopping, wait_for_end};
+use super::queue::{
+    JobOut, MAX_WAIT_MS, answer, check_interactive_first, enqueue, job_out, refuse_if_stopping, wait_for_end,
+};
 use super::regenerations::{RegenerationItem, check_regeneration};
 use super::requests::{Checked, Priority, SynthesisRequest, check_room, commit, make_room, normalize};
 use super::streamed::streamed_json;
@@ -43,6 +45,7 @@ async fn create(
     let ignored = r.algorithm.unread(&r.options.named());
     let checked = normalize(&st, &caller, r, "").await?;
     make_room(&st, &caller, &[&checked], false).await?;
+    check_interactive_first(&st, &caller, &checked.req, (force, priority)).await?;
     let req = commit(&st, &caller, checked).await?;
     let (id, cached) = enqueue(&st, &req, (force, priority), None, &rid, &caller).await?;
     answer(&st, &id, (wait, cached), &ignored).await

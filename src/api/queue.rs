@@ -72,11 +72,7 @@ pub(super) async fn enqueue(
     request_id: &RequestId,
     caller: &Caller,
 ) -> Result<(String, bool), ApiError> {
-    // With tokens the cache and in-flight sharing are per client: the client is in the key.
-    let key = match &caller.0 {
-        Some(owner) => format!("{owner}\u{1f}{}", req.key()),
-        None => req.key(),
-    };
+    let key = job_key(caller, req);
     if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
         return Ok((hit.id, true));
     }
@@ -129,6 +125,32 @@ pub(super) async fn enqueue(
         }
     }
     Err(ApiError::Internal(format!("request key {key:?}: no job could be created or joined")))
+}
+
+/// A request's key in the store: with tokens the cache and in-flight sharing are per client,
+/// so the client is in it.
+fn job_key(caller: &Caller, req: &JobRequest) -> String {
+    match &caller.0 {
+        Some(owner) => format!("{owner}\u{1f}{}", req.key()),
+        None => req.key(),
+    }
+}
+
+/// `check_interactive` before a request is committed (its topology stored), so that a request
+/// refused for them stores nothing, as every other refusal does (a 422 or 429 there left the
+/// inline topology stored and counted). A cached result is no job: not held to them.
+pub(super) async fn check_interactive_first(
+    st: &Shared,
+    caller: &Caller,
+    req: &JobRequest,
+    (force, priority): (bool, Priority),
+) -> Result<(), ApiError> {
+    if priority != Priority::Interactive
+        || (!force && st.store.succeeded_with_key(&job_key(caller, req)).await?.is_some())
+    {
+        return Ok(());
+    }
+    check_interactive(st, caller, req).await
 }
 
 /// An interactive job's limits: a short time limit (it jumps the queue) and a few active per

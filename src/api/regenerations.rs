@@ -3,7 +3,7 @@
 //! queued with `regenerate_from` so the worker repairs the schedule before the fresh run.
 
 use super::owned::own_schedule;
-use super::queue::{answer, enqueue, refuse_if_stopping};
+use super::queue::{answer, check_interactive_first, enqueue, refuse_if_stopping};
 use super::requests::{Checked, JobRequest, Priority, commit, make_room};
 use super::topologies;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared};
@@ -153,8 +153,16 @@ async fn regenerate(
     let priority = r.priority;
     let failures =
         Failures { links: r.failed_links, npus: r.failed_npus, degraded_links: r.degraded_links, directed: r.directed };
-    let checked = check_regeneration(&st, &caller, &id, failures, r.algorithm, "").await?;
+    let mut checked = check_regeneration(&st, &caller, &id, failures, r.algorithm, "").await?;
+    // An interactive regeneration runs within the interactive limit: the stored request's time
+    // limit (600 s for a thorough one) is capped, as a synthesis's default is; it was refused
+    // at `options.time_limit_s`, a field this route does not take.
+    if priority == Priority::Interactive {
+        let limit = &mut checked.req.options.time_limit_s;
+        *limit = limit.min(st.config.max_interactive_s);
+    }
     make_room(&st, &caller, &[&checked], false).await?;
+    check_interactive_first(&st, &caller, &checked.req, (false, priority)).await?;
     let req = commit(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
     answer(&st, &job_id, (r.wait_ms.unwrap_or(1000), cached), &[]).await

@@ -1902,11 +1902,15 @@ fn interactive_jobs_are_claimed_first_within_their_limits(db: Db) {
     let mut quick = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring",
                            "options": {"time_limit_s": 5}, "priority": "interactive", "wait_ms": 0});
     let interactive = queue(quick.clone());
-    // One interactive job at a time here: a second is refused, naming the limit.
+    // One interactive job at a time here: a second is refused, naming the limit, and stores
+    // nothing (its new topology was kept and counted).
+    let stored = || call(&s, "GET", "/v1/topologies", None).1["total"].as_i64().unwrap();
+    let before = stored();
     quick["spec"] = json!("ring:6");
     let r = raw(s.addr, "POST", "/v1/syntheses", Some(quick.to_string().as_bytes()));
     let p = assert_problem(&r, 429);
     assert!(p["detail"].as_str().unwrap().contains("interactive jobs, the limit per client is 1"), "{p}");
+    assert_eq!(stored(), before);
     // The worker frees up: the interactive job runs before the normal one queued earlier.
     assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{first}"), None).status, 200);
     let done = wait_for_job(&s, &interactive, &["succeeded"]);
@@ -1919,12 +1923,24 @@ fn interactive_jobs_are_claimed_first_within_their_limits(db: Db) {
     let mut long = slow(3);
     long["priority"] = json!("interactive");
     long["options"]["time_limit_s"] = json!(120);
+    long["spec"] = json!("ring:7");
     let p = assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(long.to_string().as_bytes())), 422);
     assert!(p["detail"].as_str().unwrap().contains("at most 60 s"), "{p}");
+    assert_eq!(stored(), before);
     let batch = json!({"requests": [{"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "priority": "interactive"}]});
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(batch.to_string().as_bytes())), 422);
     assert_eq!(p["errors"][0]["path"], "requests[0].priority", "{p}");
     assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{normal}"), None).status, 200);
+    // A schedule whose request ran 600 s (thorough) regenerates interactively within the
+    // interactive limit (it was a 422 at options.time_limit_s, which the route does not take).
+    let thorough = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "greedy",
+                          "options": {"effort": "thorough"}, "wait_ms": 60000});
+    let (code, v) = call(&s, "POST", "/v1/syntheses", Some(thorough));
+    assert_eq!(code, 201, "{v}");
+    let again = json!({"failed_links": [[0, 1]], "priority": "interactive", "wait_ms": 60000});
+    let (code, v) =
+        call(&s, "POST", &format!("/v1/schedules/{}/regenerate", v["schedule_id"].as_str().unwrap()), Some(again));
+    assert_eq!((code, v["status"].as_str()), (201, Some("succeeded")), "{v}");
 }
 
 fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {

@@ -6,7 +6,8 @@
 
 use super::owned::{own_schedule, visible};
 use super::queue::{
-    JobOut, MAX_WAIT_MS, answer, check_interactive_first, enqueue, job_out, refuse_if_stopping, wait_for_end,
+    JobOut, MAX_WAIT_MS, answer, check_interactive_first, check_wait, enqueue, job_out, refuse_if_stopping,
+    wait_for_end,
 };
 use super::regenerations::{RegenerationItem, check_regeneration};
 use super::requests::{Checked, Priority, SynthesisRequest, check_room, commit, make_room, normalize};
@@ -41,7 +42,7 @@ async fn create(
     JsonBody(r): JsonBody<SynthesisRequest>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
-    let (wait, force, priority) = (r.wait_ms.unwrap_or(1000), r.force, r.priority);
+    let (wait, force, priority) = (check_wait(r.wait_ms)?, r.force, r.priority);
     let ignored = r.algorithm.unread(&r.options.named());
     let checked = normalize(&st, &caller, r, "").await?;
     make_room(&st, &caller, &[&checked], false).await?;

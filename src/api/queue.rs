@@ -219,6 +219,17 @@ pub(super) async fn answer(
 /// The longest wait a request may ask for (`wait_ms`), milliseconds.
 pub const MAX_WAIT_MS: u64 = 600_000;
 
+/// A body's `wait_ms` within `MAX_WAIT_MS`, refused at that field beyond (it was capped without
+/// a word, where `GET /v1/jobs/{id}?wait_ms=` refused it).
+pub(super) fn check_wait(wait_ms: Option<u64>) -> Result<u64, ApiError> {
+    match wait_ms {
+        Some(w) if w > MAX_WAIT_MS => {
+            Err(InputError::new("wait_ms", format!("{w} ms: at most {MAX_WAIT_MS} are accepted")).into())
+        }
+        w => Ok(w.unwrap_or(1000)),
+    }
+}
+
 /// The job `id` once it has ended or `wait_ms` has passed (see `answer` for how the wait
 /// hears of an end); `true` beside it when the wait was cut short because this process is
 /// shutting down and the job has not ended.

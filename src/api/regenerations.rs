@@ -3,7 +3,7 @@
 //! queued with `regenerate_from` so the worker repairs the schedule before the fresh run.
 
 use super::owned::own_schedule;
-use super::queue::{answer, check_interactive_first, enqueue, refuse_if_stopping};
+use super::queue::{answer, check_interactive_first, check_wait, enqueue, refuse_if_stopping};
 use super::requests::{Checked, JobRequest, Priority, commit, make_room};
 use super::topologies;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared};
@@ -150,7 +150,7 @@ async fn regenerate(
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
-    let priority = r.priority;
+    let (priority, wait) = (r.priority, check_wait(r.wait_ms)?);
     let failures =
         Failures { links: r.failed_links, npus: r.failed_npus, degraded_links: r.degraded_links, directed: r.directed };
     let mut checked = check_regeneration(&st, &caller, &id, failures, r.algorithm, "").await?;
@@ -165,5 +165,5 @@ async fn regenerate(
     check_interactive_first(&st, &caller, &checked.req, (false, priority)).await?;
     let req = commit(&st, &caller, checked).await?;
     let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
-    answer(&st, &job_id, (r.wait_ms.unwrap_or(1000), cached), &[]).await
+    answer(&st, &job_id, (wait, cached), &[]).await
 }

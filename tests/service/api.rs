@@ -562,6 +562,13 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
     let body = json!({"topology_id": "a\u{0}b", "collective": {"kind": "all_gather", "size_bytes": 64}});
     let r = raw(s.addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes()));
     assert_eq!(assert_problem(&r, 422)["errors"][0]["path"], "topology_id");
+    // A wait past the longest is refused at wait_ms, as the job route's is (it was capped).
+    let body = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 64}, "wait_ms": 600_001});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes())), 422);
+    assert_eq!(
+        (p["errors"][0]["path"].as_str(), p["detail"].as_str()),
+        (Some("wait_ms"), Some("wait_ms: 600001 ms: at most 600000 are accepted"))
+    );
 }
 
 fn errors_are_problems_with_the_right_status(db: Db) {

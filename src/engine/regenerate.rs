@@ -380,11 +380,20 @@ pub fn degraded(
         if split.len() < 2 || topo.parts_of(&group).len() >= 2 {
             continue;
         }
-        // Whether the collective still reaches where it needs to; one that cannot be built
-        // (a failed root, say) is left to its own check.
-        let reaches = spec.is_some_and(|s| {
-            let survivors = crate::collective::CollectiveSpec { group: given.map(|_| group.clone()), ..s.clone() };
-            Collective::build_unchecked(&survivors, &after).map_or(true, |c| c.check_reachable(&after).is_ok())
+        // Whether the collective still reaches where it needs to: a rooted one from or to its
+        // root (a search of the links, not its conditions, which a large all-gather's are not
+        // cheap to list before its limits are checked), a custom one by its listed conditions;
+        // the others need every NPU of the group to reach every other. A root that is no live
+        // NPU is left to the collective's own check.
+        use crate::collective::CollectiveKind as K;
+        let reaches = spec.is_some_and(|s| match (s.kind, s.root) {
+            (K::Broadcast | K::Scatter, Some(r)) => root_reaches(&after, r, &group, false),
+            (K::Reduce | K::Gather, Some(r)) => root_reaches(&after, r, &group, true),
+            (K::Custom, _) => {
+                let survivors = crate::collective::CollectiveSpec { group: given.map(|_| group.clone()), ..s.clone() };
+                Collective::build_unchecked(&survivors, &after).map_or(true, |c| c.check_reachable(&after).is_ok())
+            }
+            _ => false,
         });
         if reaches {
             continue;
@@ -396,6 +405,29 @@ pub fn degraded(
         ));
     }
     Ok(after)
+}
+
+/// Whether `root` reaches every NPU of `group` over `t`'s links (`inward`: whether every one
+/// reaches it); a root that is no node of `t` is left to the collective's own check.
+fn root_reaches(t: &crate::topology::Topology, root: usize, group: &[usize], inward: bool) -> bool {
+    if root >= t.nodes() || t.is_failed(root) {
+        return true;
+    }
+    let mut next = vec![Vec::new(); t.nodes()];
+    for l in t.links() {
+        let (from, to) = if inward { (l.dst, l.src) } else { (l.src, l.dst) };
+        next[from].push(to);
+    }
+    let (mut seen, mut stack) = (vec![false; t.nodes()], vec![root]);
+    seen[root] = true;
+    while let Some(u) = stack.pop() {
+        for &v in &next[u] {
+            if !std::mem::replace(&mut seen[v], true) {
+                stack.push(v);
+            }
+        }
+    }
+    group.iter().all(|&v| v >= t.nodes() || seen[v])
 }
 
 /// A regenerated collective's group: `group` without the `failed` NPUs. Every NPU of it failing

@@ -133,6 +133,17 @@ async fn create_batch(
         )
         .into());
     }
+    // A batch larger than the queue, or (with tokens) than a client may have active, can never
+    // be queued: a 422 naming the limit, not a 429 whose "wait" no retry ever satisfies.
+    let (queue, own) = (st.config.max_queue, st.config.max_active_per_client);
+    let (most, what) = match caller.0 {
+        Some(_) if own < queue => (own, "a client's active jobs"),
+        _ => (queue, "this server's queue"),
+    };
+    if count as i64 > most {
+        let why = format!("{count} requests and regenerations: at most {most} fit in {what}; split the batch");
+        return Err(InputError::new("requests", why).into());
+    }
     // Room in the queue and in the client's quota first: they need only the count, and a batch
     // that cannot be queued should not cost the CPU of checking its items (issue 28: 10,000
     // heavy items were hours of checking before the refusal). Checked again before queueing.

@@ -660,6 +660,21 @@ fn a_full_queue_is_a_429(db: Db) {
     let p = assert_problem(&r, 429);
     assert!(p["detail"].as_str().unwrap().contains("queue"));
     assert_eq!(r.header("retry-after"), Some("5"), "a 429 says when to come back");
+    // A batch the queue can never hold is a 422 naming the limit (it was a 429 saying to wait).
+    let items: Vec<Value> = [slow(4), slow(5)]
+        .into_iter()
+        .map(|mut r| {
+            r.as_object_mut().unwrap().remove("wait_ms");
+            r
+        })
+        .collect();
+    let two = json!({ "requests": items });
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(two.to_string().as_bytes())), 422);
+    assert_eq!(p["errors"][0]["path"], "requests", "{p}");
+    assert!(
+        p["detail"].as_str().unwrap().contains("2 requests and regenerations: at most 1 fit in this server's queue"),
+        "{p}"
+    );
     for j in [&running, &queued] {
         assert_eq!(raw(s.addr, "DELETE", &format!("/v1/jobs/{}", j["id"].as_str().unwrap()), None).status, 200);
     }

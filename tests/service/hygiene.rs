@@ -181,6 +181,10 @@ fn refused_requests_leave_no_topology_behind(db: Db) {
     assert_problem(&as_alice(&s, "POST", &regenerate, Some(json!({"failed_links": [[0, 1]]}))), 429);
     let batch = json!({"requests": [{"spec": "ring:5", "collective": {"kind": "all_gather", "size_bytes": 4096}}],
                        "regenerations": [{"schedule_id": schedule, "failed_links": [[2, 3]]}]});
+    // Two items never fit the client's one active job: a 422, not a 429 to wait on.
+    let p = assert_problem(&as_alice(&s, "POST", "/v1/batches", Some(batch)), 422);
+    assert!(p["detail"].as_str().unwrap().contains("at most 1 fit in a client's active jobs"), "{p}");
+    let batch = json!({"regenerations": [{"schedule_id": schedule, "failed_links": [[2, 3]]}]});
     assert_problem(&as_alice(&s, "POST", "/v1/batches", Some(batch)), 429);
     assert_eq!(topologies_held(&s), held, "refused requests stored nothing");
     // Once there is room, the same regeneration is accepted and stores its topology.

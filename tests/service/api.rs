@@ -2018,12 +2018,12 @@ fn tokens_authenticate_and_jobs_belong_to_their_client(db: Db) {
     assert!(p["detail"].as_str().unwrap().contains("limit per client is 2"), "{p}");
     assert!(r.header("retry-after").is_some());
     // A batch beyond the quota is refused before its items are checked: heavy ones (4096 NPUs)
-    // cost no CPU (issue 28).
+    // cost no CPU (issue 28). Five never fit two active jobs: a 422 naming the limit.
     let heavy = json!({"spec": "torus:64x64", "collective": {"kind": "all_reduce", "size_bytes": 1u64 << 30}});
     let t = Instant::now();
     let r = as_(Some("bob"), "POST", "/v1/batches", Some(json!({"requests": vec![heavy; 5]})));
-    let p = assert_problem(&r, 429);
-    assert!(p["detail"].as_str().unwrap().contains("limit per client is 2"), "{p}");
+    let p = assert_problem(&r, 422);
+    assert!(p["detail"].as_str().unwrap().contains("at most 2 fit in a client's active jobs"), "{p}");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     let theirs = id_of(queue("bob", 4003));
     // Its owner cancels it; then alice has room again.

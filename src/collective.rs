@@ -11,7 +11,8 @@ mod prepost;
 
 pub use holders::Holders;
 pub use pairs::Pairs;
-use prepost::{check_sources, conditions, every_pair_sides, reachable_from};
+pub(crate) use prepost::reachable_from;
+use prepost::{check_sources, conditions, every_pair_sides};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -150,10 +150,7 @@ pub(super) async fn normalize(
     // budget open, that caps the default (600 s at `options.effort` thorough) rather than
     // refusing a limit the caller never gave.
     if r.priority == Priority::Interactive && spec.options.time_limit_s.is_none() {
-        // The effort counts only where the algorithm reads it, as in `engine::Request::new`.
-        let reads = r.algorithm.options().contains(&engine::registry::OptionName::Effort);
-        let default_s =
-            engine::request::default_time_limit_s(spec.options.effort.filter(|_| reads).unwrap_or_default());
+        let default_s = r.algorithm.default_time_limit_s(spec.options.effort);
         spec.options.time_limit_s = Some(default_s.min(st.config.max_interactive_s));
     }
     let limits = st.config.limits();

@@ -152,7 +152,8 @@ pub(super) fn check_sources(pre: &[[u32; 2]], post: &[[u32; 2]], num_chunks: usi
     }
 }
 
-pub(super) fn reachable_from(topo: &Topology, sources: &[u32]) -> Vec<bool> {
+/// The nodes `sources` reach over `topo`'s links.
+pub(crate) fn reachable_from(topo: &Topology, sources: &[u32]) -> Vec<bool> {
     let mut seen = vec![false; topo.nodes()];
     let mut q: VecDeque<usize> = VecDeque::new();
     for &s in sources {

@@ -413,20 +413,12 @@ fn root_reaches(t: &crate::topology::Topology, root: usize, group: &[usize], inw
     if root >= t.nodes() || t.is_failed(root) {
         return true;
     }
-    let mut next = vec![Vec::new(); t.nodes()];
-    for l in t.links() {
-        let (from, to) = if inward { (l.dst, l.src) } else { (l.src, l.dst) };
-        next[from].push(to);
-    }
-    let (mut seen, mut stack) = (vec![false; t.nodes()], vec![root]);
-    seen[root] = true;
-    while let Some(u) = stack.pop() {
-        for &v in &next[u] {
-            if !std::mem::replace(&mut seen[v], true) {
-                stack.push(v);
-            }
-        }
-    }
+    let from = [root as u32];
+    let seen = if inward {
+        crate::collective::reachable_from(&t.transposed(), &from)
+    } else {
+        crate::collective::reachable_from(t, &from)
+    };
     group.iter().all(|&v| v >= t.nodes() || seen[v])
 }
 

@@ -76,6 +76,13 @@ impl Algorithm {
         given.iter().copied().filter(|o| !reads.contains(o)).collect()
     }
 
+    /// Its budget, seconds, where `options.time_limit_s` leaves it open: the `effort`'s default
+    /// where it reads `effort`, the standard one where it does not (`default_time_limit_s`).
+    pub fn default_time_limit_s(&self, effort: Option<crate::synth::Effort>) -> f64 {
+        let reads = self.options().contains(&OptionName::Effort);
+        super::request::default_time_limit_s(effort.filter(|_| reads).unwrap_or_default())
+    }
+
     /// `options` as far as they can change what it gives: those it does not read at their
     /// defaults, so requests that differ only there are one request (the API's result cache:
     /// `seed` on a ring, `window` on the greedy solved again). The time limit and the chunking

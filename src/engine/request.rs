@@ -273,7 +273,7 @@ impl RequestSpec {
             return Err(InputError::new("options.threads", format!("{threads}: expected 1..={}", limits.max_threads)));
         }
         let effort = o.effort.filter(|_| algorithm.options().contains(&OptionName::Effort)).unwrap_or_default();
-        let default_s = default_time_limit_s(effort);
+        let default_s = algorithm.default_time_limit_s(o.effort);
         let time_limit_s = o.time_limit_s.unwrap_or(default_s.min(limits.max_solve_s));
         let ilp = IlpOptions {
             time_limit_s,

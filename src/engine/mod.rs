@@ -52,7 +52,7 @@ pub use regenerate::{
     Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target, surviving_group,
 };
 pub use registry::{Algorithm, SYNTHESIZERS};
-pub use request::{CheckedOptions, Chunking, Limits, Options, Request, RequestSpec, Target};
+pub use request::{CheckedOptions, Chunking, Limits, Options, Request, RequestSpec, Target, default_time_limit_s};
 pub use source::TopologySource;
 
 use crate::collective::Collective;

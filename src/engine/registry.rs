@@ -80,7 +80,7 @@ impl Algorithm {
     /// where it reads `effort`, the standard one where it does not (`default_time_limit_s`).
     pub fn default_time_limit_s(&self, effort: Option<crate::synth::Effort>) -> f64 {
         let reads = self.options().contains(&OptionName::Effort);
-        super::request::default_time_limit_s(effort.filter(|_| reads).unwrap_or_default())
+        super::default_time_limit_s(effort.filter(|_| reads).unwrap_or_default())
     }
 
     /// `options` as far as they can change what it gives: those it does not read at their

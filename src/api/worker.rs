@@ -96,7 +96,6 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
             (JobStatus::Failed, ended.await)
         }
     };
-    st.job_ended.notify_waiters();
     match result {
         Ok(true) if status != JobStatus::Queued => st.metrics.synthesis(&job.algorithm, status, seconds),
         Ok(true) => {}
@@ -105,6 +104,9 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
         Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
     }
+    // Waiters are woken after the job is counted: a client that saw its job end and then reads
+    // /metrics finds it there (woken first, it could read the count before the increment).
+    st.job_ended.notify_waiters();
 }
 
 /// How long a write refused as a storage fault (a full or read-only disk) is tried again before

@@ -294,6 +294,11 @@ fn health_metadata_and_metrics(db: Db) {
     assert_eq!(summary["best_baseline"]["collective_time_ns"], t, "{summary}");
     let speedup = t / summary["collective_time_ns"].as_f64().unwrap();
     assert!((summary["best_baseline"]["speedup"].as_f64().unwrap() - speedup).abs() < 1e-12, "{summary}");
+    // The worker counts a job just after storing its end; on PostgreSQL the commit's
+    // notification can wake the waiter (and answer this client) before that, so the scrape
+    // waits for the count rather than racing it.
+    let counted = "ccsynth_syntheses_total{algorithm=\"auto\",outcome=\"succeeded\"} 1";
+    wait_until(Duration::from_secs(5), || raw(s.addr, "GET", "/metrics", None).body.contains(counted));
     let m = raw(s.addr, "GET", "/metrics", None);
     assert_eq!(m.status, 200);
     assert!(
@@ -301,7 +306,7 @@ fn health_metadata_and_metrics(db: Db) {
         "{}",
         m.body
     );
-    assert!(m.body.contains("ccsynth_syntheses_total{algorithm=\"auto\",outcome=\"succeeded\"} 1"));
+    assert!(m.body.contains(counted));
     assert!(m.body.contains("ccsynth_solve_seconds_count 1"));
     assert!(m.body.contains("ccsynth_queue_depth 0"));
     // The OpenMetrics text format (prometheus-client), which Prometheus scrapes.

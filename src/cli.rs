@@ -38,7 +38,9 @@ pub fn main() -> i32 {
         Err(e) => {
             let code = e.exit_code();
             let _ = e.print();
-            if let Some(hint) = size_hint(&std::env::args().collect::<Vec<_>>()) {
+            // `args_os`: an argument that is not UTF-8 (a file name) is clap's error, not a panic.
+            let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+            if let Some(hint) = size_hint(&args) {
                 eprintln!("{hint}");
             }
             return code;
@@ -75,6 +77,9 @@ fn run(cmd: Command) -> Result<i32, CliError> {
                 check_out(a.out.as_deref())?;
             }
             not_an_input("--out", a.out.as_deref(), &[Some(&a.file)])?;
+            if a.format == Format::ChakraEt {
+                outputs::check_chakra_dir(a.out.as_deref(), a.chakra.prefix(), a.msccl.rank, &[Some(&a.file)])?;
+            }
             export_cmd(*a)
         }
         Command::Synth(a) => {
@@ -82,7 +87,12 @@ fn run(cmd: Command) -> Result<i32, CliError> {
                 check_out(a.output.out.as_deref())?;
             }
             let tenants = a.tenants.as_deref().and_then(|p| p.to_str());
-            not_an_input("--out", a.output.out.as_deref(), &[Some(&a.target.topology), tenants])?;
+            let inputs = [Some(a.target.topology.as_str()), tenants];
+            not_an_input("--out", a.output.out.as_deref(), &inputs)?;
+            if a.format == Format::ChakraEt {
+                // Before the synthesis, which may run for minutes.
+                outputs::check_chakra_dir(a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank, &inputs)?;
+            }
             synth(*a)
         }
         Command::Regenerate(a) => {

@@ -60,6 +60,52 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
+/// Whether `name` is a file `--format chakra-et` writes with `prefix`: the configuration and
+/// the traces of every rank, or with `rank` that rank's trace alone.
+fn chakra_writes(name: &str, prefix: &str, rank: Option<u32>) -> bool {
+    let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) else { return false };
+    let trace = |r: &str| {
+        r.strip_suffix(".et").is_some_and(|n| {
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && rank.is_none_or(|k| n == k.to_string())
+        })
+    };
+    match rank {
+        Some(_) => trace(rest),
+        None => {
+            matches!(rest, "system.json" | "memory.json" | "network.yml")
+                || trace(rest)
+                || rest.strip_prefix("workload.").is_some_and(trace)
+        }
+    }
+}
+
+/// `check_out` and `not_an_input` for the directory `--format chakra-et` writes into, before
+/// the schedule is read or synthesized: an `--out` that is a file, and an input in the
+/// directory under a name the export would write, are refused (`write_chakra` checks the names
+/// it writes again, exactly).
+pub(super) fn check_chakra_dir(
+    dir: Option<&std::path::Path>,
+    prefix: &str,
+    rank: Option<u32>,
+    inputs: &[Option<&str>],
+) -> Result<(), String> {
+    // (Found by the directory's creation, it read "File exists", as if the export would not
+    // overwrite.)
+    if let Some(file) = dir.filter(|d| d.exists() && !d.is_dir()) {
+        let why = "--format chakra-et writes several files into the directory --out names";
+        return Err(format!("--out {}: a file, not a directory: {why}", file.display()));
+    }
+    // A directory still to be made holds no input.
+    let Some(dir) = dir.filter(|d| d.is_dir()) else { return Ok(()) };
+    for input in inputs.iter().flatten() {
+        let name = std::path::Path::new(input).file_name().and_then(|n| n.to_str());
+        if let Some(name) = name.filter(|n| chakra_writes(n, prefix, rank)) {
+            not_an_input("--out", Some(&dir.join(name)), inputs)?;
+        }
+    }
+    Ok(())
+}
+
 /// `--format chakra-et`: writes the traces, workload and configuration files into the
 /// directory `out` (created if missing), then prints what ASTRA-sim needs to run them; with
 /// `--rank R`, rank R's trace alone. The writer's refusals name `file`, the schedule's (when it

@@ -173,7 +173,7 @@ pub enum MscclError {
     TooManyCells { ranks: usize, slots: usize, max: usize },
     #[error("the collective does not build: {0}")]
     InvalidCollective(String),
-    #[error("min_bytes {min} is above max_bytes {max}")]
+    #[error("min_bytes {min} is above max_bytes {max}{}", if *.max == MAX_BYTES { " (the largest size the file states, 2^63 − 1)" } else { "" })]
     SizeRange { min: u64, max: u64 },
     #[error("max_bytes 0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that")]
     ZeroMaxBytes,
@@ -194,6 +194,10 @@ pub enum MscclError {
     DependencyIds { gpu: u32, waited: usize },
 }
 
+/// The largest `maxBytes` written, and the default (docs/FORMAT.md): a larger `max_bytes` is
+/// stated as this.
+pub(crate) const MAX_BYTES: u64 = i64::MAX as u64;
+
 /// Writes `s` as MSCCL XML. Crate-private: `s` must be valid (it reads where every chunk is),
 /// and `engine::export_msccl`, the door, validates it first.
 pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclError> {
@@ -205,9 +209,9 @@ pub(crate) fn to_xml(s: &Schedule, opts: &MscclOptions) -> Result<String, MscclE
     if opts.max_bytes == Some(0) {
         return Err(MscclError::ZeroMaxBytes);
     }
-    if let (Some(min), Some(max)) = (opts.min_bytes, opts.max_bytes)
-        && min > max
-    {
+    // Compared as written: a minimum past the cap on the maximum made a file no size selects.
+    let max = opts.max_bytes.unwrap_or(MAX_BYTES).min(MAX_BYTES);
+    if let Some(min) = opts.min_bytes.filter(|&min| min > max) {
         return Err(MscclError::SizeRange { min, max });
     }
     let mut b = Builder::new(s, &layout, opts.target);

@@ -198,6 +198,17 @@ fn validate_exit_codes() {
     let o = ccsynth(&["validate", "/no/such/file.json"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such/file.json"));
+    // A file name that is not UTF-8 (legal on Linux) is clap's error, exit 2: it panicked (101)
+    // on the way to the hint about sizes.
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let name = std::ffi::OsStr::from_bytes(b"r4\xff.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_ccsynth")).arg("validate").arg(name).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("invalid UTF-8") && !err.contains("panicked"), "{err}");
+    }
 }
 
 #[test]

@@ -313,7 +313,7 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
     let o = ccsynth(&["export", "--format", "chakra-et", "--out", file.to_str().unwrap(), "-"], Some(&text));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.starts_with(&format!("ccsynth: --out {}: ", file.display())), "{err}");
+    assert!(err.starts_with(&format!("ccsynth: --out {}: a file, not a directory", file.display())), "{err}");
     let o = ccsynth(
         &["export", "--format", "chakra-et", "--prefix", "../up", "--out", out.to_str().unwrap(), "-"],
         Some(&text),
@@ -338,6 +338,35 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
         assert!(err.contains("the same file as the input") && err.contains(name), "{err}");
         assert_eq!(std::fs::read_to_string(&input).unwrap(), text, "{name}: the input is kept");
     }
+    // synth's topology file there under such a name is refused before anything else is read
+    // (an unknown --algo would be named first), not after a synthesis of minutes.
+    let topology = out.join("ag.network.yml");
+    let t = ccsynth(&["topology", "ring:4"], None);
+    std::fs::write(&topology, &t.stdout).unwrap();
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            topology.to_str().unwrap(),
+            "--collective",
+            "all_gather",
+            "--size",
+            "1MiB",
+            "--algo",
+            "no-such-algorithm",
+            "--format",
+            "chakra-et",
+            "--prefix",
+            "ag",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("the same file as the input") && err.contains("ag.network.yml"), "{err}");
+    assert_eq!(std::fs::read(&topology).unwrap(), t.stdout, "the topology is kept");
     std::fs::remove_dir_all(&dir).ok();
 }
 

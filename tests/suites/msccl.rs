@@ -277,6 +277,13 @@ fn options_name_the_algorithm_its_protocol_and_size_range() {
     let bad = MscclOptions { min_bytes: Some(10), max_bytes: Some(5), ..Default::default() };
     let e = refused(engine::export_msccl(&s, &bad)).to_string();
     assert!(e.contains("min_bytes 10 is above max_bytes 5"), "{e}");
+    // Past the largest maximum the file states (2^63 − 1, the default), given or not: it wrote
+    // minBytes="9223372036854775808" maxBytes="9223372036854775807", a file no size selects.
+    for max_bytes in [None, Some(u64::MAX)] {
+        let bad = MscclOptions { min_bytes: Some(1 << 63), max_bytes, ..Default::default() };
+        let e = refused(engine::export_msccl(&s, &bad)).to_string();
+        assert!(e.contains("min_bytes 9223372036854775808 is above max_bytes 9223372036854775807 (the largest"), "{e}");
+    }
 }
 
 #[test]

@@ -90,7 +90,7 @@ impl Builder<'_> {
             opts.name.clone().unwrap_or_else(|| format!("ccsynth-{}", s.algorithm.as_deref().unwrap_or("schedule")));
         let n = self.layout.i_chunks.max(self.layout.o_chunks);
         let min = opts.min_bytes.unwrap_or(0);
-        let max = opts.max_bytes.unwrap_or(i64::MAX as u64).min(i64::MAX as u64);
+        let max = opts.max_bytes.unwrap_or(super::super::MAX_BYTES).min(super::super::MAX_BYTES);
 
         let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
         let mut algo = BytesStart::new("algo");

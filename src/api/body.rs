@@ -57,13 +57,38 @@ impl axum::extract::FromRequest<Shared> for RawBody {
             }
         }
         let limit = st.config.max_body_bytes;
+        // A declared length over the limit is refused from the head, before the body is read
+        // (`Expect: 100-continue` was answered "100 Continue", then 413 after 16 MiB read).
+        let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return Err(ApiError::TooLarge(limit));
+        }
         let ms = st.config.body_timeout_ms;
         let read = axum::body::to_bytes(req.into_body(), limit);
         match tokio::time::timeout(std::time::Duration::from_millis(ms.max(1)), read).await {
-            Ok(body) => body.map(RawBody).map_err(|_| ApiError::TooLarge(limit)),
+            Ok(Ok(body)) => Ok(RawBody(body)),
+            // Over the limit is a 413; a body that broke off or whose chunked coding does not
+            // parse is not HTTP/1.1 that parses (it was a 413 "exceeds 16777216 bytes" too).
+            Ok(Err(e)) if over_limit(&e) => Err(ApiError::TooLarge(limit)),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "reading a request body failed");
+                Err(ApiError::UnparsableRequest)
+            }
             Err(_) => Err(ApiError::BodyTimeout(ms)),
         }
     }
+}
+
+/// Whether reading a body failed on the length limit (anywhere in the error's chain).
+fn over_limit(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {

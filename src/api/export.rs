@@ -1,13 +1,14 @@
 //! `GET /v1/schedules/{id}/export`: a stored schedule in another program's format (MSCCL XML,
 //! MSCCL++ plans, Chakra traces as a tar), as a picture of its replay (Chrome trace, SVG
 //! timeline), or as its own JSON in the explicit form (streamed, not stored).
+use super::id::Id;
 use super::owned::own_schedule;
 use super::streamed::streamed_json;
 use super::{ApiError, Caller, Shared};
 use crate::engine;
 use crate::error::InputError;
 use axum::Router;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -136,7 +137,7 @@ fn spelled(v: impl serde::Serialize) -> String {
 pub(super) async fn export(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
     axum::extract::RawQuery(q): axum::extract::RawQuery,
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;

@@ -4,6 +4,7 @@
 //! regenerations `api::regenerations`, exports `api::export`, the workers that run jobs
 //! `api::worker`.
 
+use super::id::Id;
 use super::owned::{own_schedule, visible};
 use super::queue::{
     JobOut, MAX_WAIT_MS, answer, check_interactive_first, check_wait, enqueue, job_out, refuse_if_stopping,
@@ -17,7 +18,7 @@ use crate::engine;
 use crate::error::InputError;
 use crate::store::JobStatus;
 use axum::Router;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -61,7 +62,7 @@ async fn own_job(st: &Shared, caller: &Caller, id: &str) -> Result<crate::store:
 }
 
 /// `GET /v1/jobs/{id}`'s query: `wait_ms` long-polls (the job as it is once it has ended or the
-/// wait has passed; shutting down, as it is then).
+/// wait has passed; shutting down before it ends, a 503 naming it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct JobQuery {
@@ -72,7 +73,7 @@ struct JobQuery {
 async fn job(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
     axum::extract::RawQuery(q): axum::extract::RawQuery,
 ) -> Result<Response, ApiError> {
     let q: JobQuery = super::query::parse(q.as_deref())?;
@@ -82,7 +83,12 @@ async fn job(
             let why = format!("{w} ms: at most {MAX_WAIT_MS} are accepted");
             return Err(ApiError::BadQueryKey(crate::error::FieldError { path: "wait_ms".into(), message: why }));
         }
-        Some(w) if w > 0 && !j.status.is_ended() => wait_for_end(&st, &id, w).await?.0,
+        Some(w) if w > 0 && !j.status.is_ended() => match wait_for_end(&st, &id, w).await? {
+            // As POST /v1/syntheses answers it: a 503 naming the job to ask for again (on
+            // another replica, or after the restart), not a 200 that reads as "still queued".
+            (j, true) => return Err(ApiError::ShuttingDownWithJob(j.id)),
+            (j, false) => j,
+        },
         _ => j,
     };
     Ok(json(StatusCode::OK, &job_out(&j)))
@@ -91,7 +97,7 @@ async fn job(
 async fn cancel(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     let j = own_job(&st, &caller, &id).await?;
     if let Some(flag) = st.cancels.lock().unwrap().get(&id) {
@@ -233,7 +239,7 @@ async fn create_batch(
 async fn batch(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     match st.store.batch_owner(&id).await? {
         Some(owner) if visible(&caller, owner.as_deref()) => {}
@@ -258,7 +264,7 @@ async fn batch(
 async fn schedule(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;
     let (body, _) = st.store.schedule_body(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
@@ -272,7 +278,7 @@ async fn schedule(
 async fn summary(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;
     let s = st.store.schedule_summary(&id).await?.ok_or(ApiError::NotFound("schedule", id))?;
@@ -284,7 +290,7 @@ async fn summary(
 async fn comparison(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     own_schedule(&st, &caller, &id).await?;
     let stored = |body: String| ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();

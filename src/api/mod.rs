@@ -13,6 +13,7 @@ mod conn;
 pub mod error;
 mod export;
 mod guard;
+mod id;
 mod jobs;
 mod owned;
 mod query;

@@ -2,6 +2,7 @@
 //! request checked on its topology without the failures (nothing stored until accepted),
 //! queued with `regenerate_from` so the worker repairs the schedule before the fresh run.
 
+use super::id::Id;
 use super::owned::own_schedule;
 use super::queue::{answer, check_interactive_first, check_wait, enqueue, refuse_if_stopping};
 use super::requests::{Checked, JobRequest, Priority, commit, make_room};
@@ -11,7 +12,7 @@ use crate::engine;
 use crate::error::InputError;
 use crate::topology::{DegradedLink, Failures};
 use axum::Router;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::response::Response;
 use axum::routing::post;
 use serde::Deserialize;
@@ -146,7 +147,7 @@ async fn regenerate(
     State(st): State<Shared>,
     Extension(rid): Extension<RequestId>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
     JsonBody(r): JsonBody<RegenerateIn>,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;

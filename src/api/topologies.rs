@@ -3,11 +3,12 @@
 //! topologies it stored (or derived, or named inline in a synthesis) and no other: another
 //! client's is a 404, as a missing one is.
 
+use super::id::Id;
 use super::{ApiError, Caller, JsonBody, Shared, json};
 use crate::store::TopologyRow;
 use crate::topology::{Failures, Topology};
 use axum::Router;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -220,7 +221,7 @@ async fn list(
 async fn fetch(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     let row = own_topology(&st, &caller, &id).await?;
     let topology: serde_json::Value = serde_json::from_str(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
@@ -236,7 +237,7 @@ async fn fetch(
 async fn remove(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
 ) -> Result<Response, ApiError> {
     own_topology(&st, &caller, &id).await?;
     if let Some(me) = &caller.0
@@ -296,7 +297,7 @@ pub async fn degrade(
 async fn fail(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
-    Path(id): Path<String>,
+    Id(id): Id,
     JsonBody(f): JsonBody<Failures>,
 ) -> Result<Response, ApiError> {
     let (row, new) = degrade(&st, &caller, &id, &f).await?;

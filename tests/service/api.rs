@@ -561,9 +561,15 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
         ("GET", "/v1/schedules/a%00b/comparison"),
     ] {
         assert_problem(&raw(s.addr, m, path, None), 404);
+        // Nor is a percent-encoding that is not UTF-8 (it was axum's text/plain 400).
+        let p = assert_problem(&raw(s.addr, m, &path.replace("a%00b", "%FF"), None), 404);
+        assert!(p["detail"].as_str().unwrap().contains("with id \"%FF\""), "{p}");
     }
-    assert_problem(&raw(s.addr, "POST", "/v1/topologies/a%00b/failures", Some(b"{}")), 404);
-    assert_problem(&raw(s.addr, "POST", "/v1/schedules/a%00b/regenerate", Some(b"{}")), 404);
+    assert_problem(&raw(s.addr, "GET", "/v1/schedules/%C3%28/export?format=json", None), 404);
+    for id in ["a%00b", "%FF"] {
+        assert_problem(&raw(s.addr, "POST", &format!("/v1/topologies/{id}/failures"), Some(b"{}")), 404);
+        assert_problem(&raw(s.addr, "POST", &format!("/v1/schedules/{id}/regenerate"), Some(b"{}")), 404);
+    }
     let body = json!({"topology_id": "a\u{0}b", "collective": {"kind": "all_gather", "size_bytes": 64}});
     let r = raw(s.addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes()));
     assert_eq!(assert_problem(&r, 422)["errors"][0]["path"], "topology_id");
@@ -2128,6 +2134,37 @@ fn raw_exchange(s: &mut TcpStream, head: &[u8]) -> (String, String, serde_json::
             }
         }
         assert!(n > 0, "closed before a whole response: {}", String::from_utf8_lossy(&got));
+    }
+}
+
+/// A body is judged by its head where it can be: a declared length over the limit is a 413 at
+/// once, even to a client that asks `Expect: 100-continue` (it was told "100 Continue", then
+/// refused after 16 MiB). A body that breaks off, or whose chunked coding does not parse, is a
+/// 400, not a 413 saying a 17-byte body exceeds the limit.
+#[test]
+fn a_body_is_refused_from_its_head_and_a_broken_one_is_a_400() {
+    let s = start_with(Db::Sqlite, |c| c.max_body_bytes = 4096);
+    let head = |extra: &str| {
+        format!("POST /v1/topologies HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{extra}\r\n")
+    };
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let (status, kind, body) = raw_exchange(&mut c, head("Expect: 100-continue\r\nContent-Length: 100000\r\n").as_bytes());
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    assert_eq!((kind.as_str(), &body["status"]), ("application/problem+json", &json!(413)), "{body}");
+    let broken = [
+        // A chunk size that is no hex number.
+        format!("{}zz\r\n{{\"spec\":\"ring:4\"}}\r\n0\r\n\r\n", head("Transfer-Encoding: chunked\r\n")),
+        // 7 of the 100 bytes declared, then the client stops sending.
+        format!("{}{{\"spec\"", head("Content-Length: 100\r\n")),
+    ];
+    for request in broken {
+        let mut c = TcpStream::connect(s.addr).unwrap();
+        c.write_all(request.as_bytes()).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let (status, kind, body) = raw_exchange(&mut c, b"");
+        assert!(status.starts_with("HTTP/1.1 400"), "{request:?}: {status}");
+        assert_eq!(kind, "application/problem+json", "{status}");
+        assert_eq!(body["type"], "https://ccsynth.dev/problems/unparsable-request", "{body}");
     }
 }
 

@@ -73,26 +73,14 @@ fn run(cmd: Command) -> Result<i32, CliError> {
             plot_cmd(what)
         }
         Command::Export(a) => {
-            if a.format != Format::ChakraEt {
-                check_out(a.out.as_deref())?;
-            }
-            not_an_input("--out", a.out.as_deref(), &[Some(&a.file)])?;
-            if a.format == Format::ChakraEt {
-                outputs::check_chakra_dir(a.out.as_deref(), a.chakra.prefix(), a.msccl.rank, &[Some(&a.file)])?;
-            }
+            let chakra = (a.format == Format::ChakraEt).then(|| (a.chakra.prefix(), a.msccl.rank));
+            outputs::check_written_by(chakra, a.out.as_deref(), &[Some(&a.file)])?;
             export_cmd(*a)
         }
         Command::Synth(a) => {
-            if a.format != Format::ChakraEt {
-                check_out(a.output.out.as_deref())?;
-            }
             let tenants = a.tenants.as_deref().and_then(|p| p.to_str());
-            let inputs = [Some(a.target.topology.as_str()), tenants];
-            not_an_input("--out", a.output.out.as_deref(), &inputs)?;
-            if a.format == Format::ChakraEt {
-                // Before the synthesis, which may run for minutes.
-                outputs::check_chakra_dir(a.output.out.as_deref(), a.chakra.prefix(), a.msccl.rank, &inputs)?;
-            }
+            let chakra = (a.format == Format::ChakraEt).then(|| (a.chakra.prefix(), a.msccl.rank));
+            outputs::check_written_by(chakra, a.output.out.as_deref(), &[Some(&a.target.topology), tenants])?;
             synth(*a)
         }
         Command::Regenerate(a) => {

@@ -79,11 +79,25 @@ fn chakra_writes(name: &str, prefix: &str, rank: Option<u32>) -> bool {
     }
 }
 
+/// `--out` of a command that writes a file, or with `chakra` (its prefix and rank) the
+/// directory of Chakra traces, checked before any work (a synthesis may run for minutes).
+pub(super) fn check_written_by(
+    chakra: Option<(&str, Option<u32>)>,
+    out: Option<&std::path::Path>,
+    inputs: &[Option<&str>],
+) -> Result<(), String> {
+    if chakra.is_none() {
+        check_out(out)?;
+    }
+    not_an_input("--out", out, inputs)?;
+    chakra.map_or(Ok(()), |(prefix, rank)| check_chakra_dir(out, prefix, rank, inputs))
+}
+
 /// `check_out` and `not_an_input` for the directory `--format chakra-et` writes into, before
 /// the schedule is read or synthesized: an `--out` that is a file, and an input in the
 /// directory under a name the export would write, are refused (`write_chakra` checks the names
 /// it writes again, exactly).
-pub(super) fn check_chakra_dir(
+fn check_chakra_dir(
     dir: Option<&std::path::Path>,
     prefix: &str,
     rank: Option<u32>,

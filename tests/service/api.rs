@@ -2148,7 +2148,8 @@ fn a_body_is_refused_from_its_head_and_a_broken_one_is_a_400() {
         format!("POST /v1/topologies HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{extra}\r\n")
     };
     let mut c = TcpStream::connect(s.addr).unwrap();
-    let (status, kind, body) = raw_exchange(&mut c, head("Expect: 100-continue\r\nContent-Length: 100000\r\n").as_bytes());
+    let (status, kind, body) =
+        raw_exchange(&mut c, head("Expect: 100-continue\r\nContent-Length: 100000\r\n").as_bytes());
     assert!(status.starts_with("HTTP/1.1 413"), "{status}");
     assert_eq!((kind.as_str(), &body["status"]), ("application/problem+json", &json!(413)), "{body}");
     let broken = [

@@ -296,7 +296,10 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
     // It was a 200 with the job still queued, which read as "poll again" to a server going away.
     let (r, id) = polling.join().unwrap();
     let v = assert_problem(&r, 503);
-    assert_eq!((v["job_id"].as_str(), r.header("location")), (Some(id.as_str()), Some(format!("/v1/jobs/{id}").as_str())));
+    assert_eq!(
+        (v["job_id"].as_str(), r.header("location")),
+        (Some(id.as_str()), Some(format!("/v1/jobs/{id}").as_str()))
+    );
     let r = comparing.join().unwrap();
     let v = assert_problem(&r, 503);
     assert_eq!(v["type"], "https://ccsynth.dev/problems/shutting-down");

@@ -174,6 +174,11 @@ fn failed(links: &[[usize; 2]], npus: &[usize]) -> String {
 /// The repair's outcome: its time with the transfers it kept and rerouted, or why it gave none.
 fn repair_outcome(repair: &engine::regenerate::RepairOutcome) -> String {
     match (repair.collective_time_ns, &repair.stats, &repair.note) {
+        (Some(t), Some(st), _) if st.as_stored => format!(
+            "{} (the schedule as it stands: no reroute round the slowed links was faster, {:.0} ms)",
+            duration(t),
+            repair.wall_ms
+        ),
         (Some(t), Some(st), _) => format!(
             "{} ({} transfers kept, {} rerouted{}, {:.0} ms)",
             duration(t),

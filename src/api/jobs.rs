@@ -246,7 +246,11 @@ async fn batch(
         _ => return Err(ApiError::NotFound("batch", id)),
     }
     let jobs = st.store.batch_jobs(&id).await?;
-    let fraction = if jobs.is_empty() { 1.0 } else { jobs.iter().map(|j| j.progress).sum::<f64>() / jobs.len() as f64 };
+    // An ended job (cancelled or failed part way too) has no more to do: it counts as done, so
+    // a batch with nothing left to run reads 1 (a cancelled job's partial progress kept it
+    // below, and a client polling for 1 never stopped).
+    let done = |j: &crate::store::JobRow| if j.status.is_ended() { 1.0 } else { j.progress };
+    let fraction = if jobs.is_empty() { 1.0 } else { jobs.iter().map(done).sum::<f64>() / jobs.len() as f64 };
     let outs: Vec<JobOut> = jobs.iter().map(job_out).collect();
     let mut body = serde_json::json!({
         "batch_id": id,

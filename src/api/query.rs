@@ -19,6 +19,11 @@ pub(super) fn parse<T: DeserializeOwned>(query: Option<&str>) -> Result<T, ApiEr
         if let Some(missing) = inner.strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
             return ApiError::BadQueryKey(FieldError { path: missing.to_string(), message: "required".to_string() });
         }
+        // So has a key given twice (it was named at path ".").
+        if let Some(twice) = inner.strip_prefix("duplicate field `").and_then(|r| r.strip_suffix('`')) {
+            let message = "given twice: give it once".to_string();
+            return ApiError::BadQueryKey(FieldError { path: twice.to_string(), message });
+        }
         let key = e.path().to_string();
         let value = form_urlencoded::parse(query.as_bytes()).find(|(k, _)| *k == key).map(|(_, v)| v.into_owned());
         ApiError::BadQueryKey(FieldError { message: what_is_wrong(&inner, value.as_deref()), path: key })
@@ -84,6 +89,7 @@ mod tests {
             ("rank".into(), "\"4294967296\": a whole number out of the range this key takes".into())
         );
         assert_eq!(refusal("flag=yes"), ("flag".into(), "\"yes\": expected true or false".into()));
+        assert_eq!(refusal("rank=1&rank=2"), ("rank".into(), "given twice: give it once".into()));
         match parse::<Needs>(Some("")) {
             Err(ApiError::BadQueryKey(f)) => assert_eq!((f.path.as_str(), f.message.as_str()), ("format", "required")),
             other => panic!("{other:?}"),

@@ -233,7 +233,8 @@ async fn fetch(
 
 /// Deletes a topology for the caller. With tokens, one that other clients also see is only
 /// taken away from the caller (it stays theirs); the last client's delete removes it, unless
-/// queued or running jobs need it (409).
+/// queued or running jobs need it (409; with tokens, only the caller's own jobs are a 409:
+/// another client's keep it for themselves).
 async fn remove(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
@@ -245,12 +246,20 @@ async fn remove(
     {
         return Ok(StatusCode::NO_CONTENT.into_response()); // other clients still see it
     }
-    let outcome = st.store.delete_topology(&id).await?;
+    let mut outcome = st.store.delete_topology(&id).await?;
     if let Some(me) = &caller.0
-        && !matches!(outcome, crate::store::Deletion::Deleted)
+        && let crate::store::Deletion::InUse(_) = outcome
     {
-        // Not deleted (jobs still need it): it stays the caller's.
-        st.store.grant_topology(&id, me).await?;
+        // Needed by jobs: by the caller's, it stays the caller's (409 counting those); by
+        // other clients' alone, it is kept for them and gone for the caller (the 409 counted
+        // them and said to cancel jobs that are a 404 to the caller).
+        outcome = match st.store.topology_users_of(&id, me).await? {
+            0 => crate::store::Deletion::Deleted,
+            mine => {
+                st.store.grant_topology(&id, me).await?;
+                crate::store::Deletion::InUse(mine)
+            }
+        };
     }
     match outcome {
         crate::store::Deletion::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),

@@ -198,6 +198,18 @@ impl Store {
             .await?)
     }
 
+    /// The queued or running jobs of `owner` that use topology `id`.
+    pub async fn topology_users_of(&self, id: &str, owner: &str) -> Result<i64, StoreError> {
+        let q = "SELECT COUNT(*) FROM jobs WHERE topology_id = $1 AND owner = $2 AND status IN ($3, $4)";
+        Ok(sqlx::query_scalar(q)
+            .bind(id)
+            .bind(owner)
+            .bind(JobStatus::Queued.as_str())
+            .bind(JobStatus::Running.as_str())
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     /// Deletes a topology unless a queued or running job needs it (each statement checks, so a
     /// job cannot slip in between). One that stored schedules refer to is soft-deleted: hidden
     /// from every route, kept for those schedules' bodies.

@@ -802,6 +802,21 @@ fn batches_report_aggregate_progress(db: Db) {
     });
     assert_eq!((last["total"].as_i64(), last["progress"]["fraction"].as_f64()), (Some(3), Some(1.0)));
     assert!(last["jobs"].as_array().unwrap().iter().all(|j| j["schedule_id"].is_string()));
+    // A job cancelled part way is done too: a batch with nothing left to run reads 1 (it read
+    // the cancelled job's partial progress, and a client polling for 1 never stopped).
+    let mut long = long_job();
+    long.as_object_mut().unwrap().remove("wait_ms");
+    let quick = json!({"spec": "ring:5", "collective": {"kind": "all_gather", "size_bytes": 5120}});
+    let (code, cut) = call(&s, "POST", "/v1/batches", Some(json!({"requests": [long, quick]})));
+    assert_eq!(code, 201, "{cut}");
+    let (code, _) = call(&s, "DELETE", &format!("/v1/jobs/{}", cut["job_ids"][0].as_str().unwrap()), None);
+    assert_eq!(code, 200);
+    let path = format!("/v1/batches/{}", cut["batch_id"].as_str().unwrap());
+    wait_until(Duration::from_secs(60), || {
+        last = call(&s, "GET", &path, None).1;
+        last["succeeded"] == 1
+    });
+    assert_eq!((last["cancelled"].as_i64(), last["progress"]["fraction"].as_f64()), (Some(1), Some(1.0)), "{last}");
     // The same batch again is answered from the cache: its items name the first batch's jobs,
     // and its own listing holds them, in its items' order (once they listed none). A batch
     // that names a request twice lists its job twice, as its job_ids do.
@@ -1845,6 +1860,22 @@ fn topologies_belong_to_the_clients_that_stored_them(db: Db) {
     assert_problem(&as_("bob", "GET", &path, None), 404);
     // What he holds still: the degraded topology he derived.
     assert_eq!(listed("bob"), vec![degraded]);
+    // A topology both hold, which alice's running job uses: her delete takes it from her; bob's,
+    // the last, is a 204 (it stays for her job). It was a 409 counting her job and telling him
+    // to cancel it, a job that is a 404 to him.
+    let r = as_("alice", "POST", "/v1/syntheses", Some(long_job()));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let job = r.json()["id"].as_str().unwrap().to_string();
+    let r = as_("bob", "POST", "/v1/topologies", Some(json!({"spec": long_job()["spec"]})));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mesh = format!("/v1/topologies/{}", r.json()["id"].as_str().unwrap());
+    assert_eq!(as_("alice", "DELETE", &mesh, None).status, 204);
+    let r = as_("bob", "DELETE", &mesh, None);
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_problem(&as_("bob", "GET", &mesh, None), 404);
+    let status = as_("alice", "GET", &format!("/v1/jobs/{job}"), None).json()["status"].clone();
+    assert!(status == "queued" || status == "running", "{status}");
+    assert_eq!(as_("alice", "DELETE", &format!("/v1/jobs/{job}"), None).status, 200);
 }
 
 /// With tokens the queue is fair between clients (issue 28, reproducer 4): with one worker,

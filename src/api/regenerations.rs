@@ -111,11 +111,7 @@ pub(super) async fn check_regeneration(
                 .renamed("", &at(split_by)),
         )
     })?;
-    if let Some(root) = req.collective.root
-        && failures.npus.contains(&root)
-    {
-        return Err(InputError::new(at("failed_npus"), format!("NPU {root} is the collective's root")).into());
-    }
+    engine::survivors_serve(&req.collective, &failures.npus).map_err(|why| InputError::new(at("failed_npus"), why))?;
     if let Some(a) = algorithm {
         // Seeds the engine chose for the old algorithm follow the new one (the ILP runs one;
         // `ccsynth regenerate` chooses them afresh too).

@@ -50,6 +50,7 @@ pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use regenerate::{
     Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target, surviving_group,
+    survivors_serve,
 };
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{CheckedOptions, Chunking, Limits, Options, Request, RequestSpec, Target, default_time_limit_s};

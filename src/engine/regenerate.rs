@@ -427,9 +427,18 @@ pub fn degraded(
             continue;
         }
         let whose = if specs.len() > 1 { format!("tenants[{i}]'s group") } else { "the collective's group".into() };
+        // A rooted collective's advice is about its root: failing the NPUs of the root's part
+        // would fail the root itself, where the root is cut off alone.
+        let advice = match spec.and_then(|s| s.root) {
+            Some(r) if split.iter().any(|p| p.as_slice() == [r]) => {
+                format!("its root, NPU {r}, is cut off from every other NPU of it, so the collective cannot run")
+            }
+            Some(r) => format!("fail the NPUs cut off from its root, NPU {r}, too"),
+            None => "fail the NPUs cut off too".to_string(),
+        };
         return Err(crate::error::InputError::new(
             "",
-            format!("they split {whose}: {}; fail the NPUs cut off too", crate::collective::describe_parts(&split)),
+            format!("they split {whose}: {}; {advice}", crate::collective::describe_parts(&split)),
         ));
     }
     Ok(after)
@@ -483,10 +492,23 @@ pub fn regeneration_target(
         surviving_group(g, &failures.npus, "failures.npus")?;
     }
     let topo = degraded(&previous.topology, std::slice::from_ref(&spec), failures).map_err(|e| e.within("failures"))?;
-    if let Some(root) = spec.root
-        && failures.npus.contains(&root)
-    {
-        return Err(InputError::new("failures.npus", format!("NPU {root} is the collective's root")));
-    }
+    survivors_serve(&spec, &failures.npus).map_err(|why| InputError::new("failures.npus", why))?;
     Ok((topo, spec))
+}
+
+/// Why failing `failed_npus` leaves the stored collective `spec` nothing to regenerate, said of
+/// the failed NPUs (the caller names the field): its root failed, or a failed NPU is named in
+/// a custom collective's conditions (tenants' too), which a regeneration keeps as the caller
+/// gave them (it was named at `collective.postcondition[1]`, a field the request has not).
+pub fn survivors_serve(spec: &crate::collective::CollectiveSpec, failed_npus: &[usize]) -> Result<(), String> {
+    if let Some(root) = spec.root.filter(|r| failed_npus.contains(r)) {
+        return Err(format!("NPU {root} is the collective's root"));
+    }
+    let named = spec.precondition.iter().chain(&spec.postcondition).flatten().map(|p| p[0] as usize);
+    match named.filter(|v| failed_npus.contains(v)).min() {
+        Some(v) => Err(format!(
+            "NPU {v} holds or wants chunks of the stored custom collective, whose conditions a regeneration keeps: synthesize the collective without it"
+        )),
+        None => Ok(()),
+    }
 }

@@ -1093,6 +1093,18 @@ fn regeneration_avoids_the_failed_link(db: Db) {
         422,
     );
     assert_eq!(p["errors"][0]["path"], "failed_npus", "{p}");
+    // So is a failed NPU a custom collective's conditions name (it was named at
+    // `collective.postcondition[1]`).
+    let custom = json!({"kind": "custom", "size_bytes": 4096, "num_chunks": 2,
+                        "precondition": [[0, 0], [1, 1]], "postcondition": [[2, 0], [3, 1], [0, 0], [1, 1]]});
+    let (code, own) =
+        call(&s, "POST", "/v1/syntheses", Some(json!({"spec": "ring:4", "collective": custom, "algorithm": "greedy"})));
+    assert_eq!(code, 201, "{own}");
+    let own = own["schedule_id"].as_str().unwrap();
+    let r = raw(s.addr, "POST", &format!("/v1/schedules/{own}/regenerate"), Some(br#"{"failed_npus": [3]}"#));
+    let p = assert_problem(&r, 422);
+    assert_eq!(p["errors"][0]["path"], "failed_npus", "{p}");
+    assert!(p["errors"][0]["message"].as_str().unwrap().contains("NPU 3 holds or wants chunks"), "{p}");
     assert_problem(&raw(s.addr, "POST", "/v1/schedules/unknown/regenerate", Some(b"{}")), 404);
     // Failures that cut NPU 0 off: the collective cannot run on what is left, a 422, and the
     // degraded topology is not stored.

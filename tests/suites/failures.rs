@@ -590,6 +590,20 @@ fn failures_that_split_the_group_are_named_as_such() {
     let after = engine::degraded(&switch, std::slice::from_ref(&from_0), &into_0).unwrap();
     assert!(ccsynth::collective::Collective::build(&from_0, &after).is_ok());
     assert!(engine::degraded(&switch, &[CollectiveSpec::new(K::AllGather, MIB)], &into_0).is_err());
+    // A root whose links out are all cut is told so (it was told to fail the NPUs cut off,
+    // and failing the root then was refused); a root cut from some NPUs, to fail those.
+    let ring4 = topo("ring:4");
+    let from_3 = [CollectiveSpec::new(K::Broadcast, MIB).with_root(3)];
+    let mute = Failures { links: vec![[3, 0], [3, 2]], directed: true, ..Failures::default() };
+    let e = engine::degraded(&ring4, &from_3, &mute).unwrap_err();
+    assert!(
+        e.errors[0]
+            .message
+            .ends_with("its root, NPU 3, is cut off from every other NPU of it, so the collective cannot run"),
+        "{e}"
+    );
+    let e = engine::degraded(&ring, &[CollectiveSpec::new(K::Broadcast, MIB).with_root(0)], &two_breaks).unwrap_err();
+    assert!(e.errors[0].message.ends_with("fail the NPUs cut off from its root, NPU 0, too"), "{e}");
     // A star pointing out of NPU 0 is in four parts already; failing a link does not refuse.
     let star = Topology::from_json(
         r#"{"npus": 4, "default_link": {"latency_ns": 1, "bandwidth_gb_per_s": 1},

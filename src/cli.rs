@@ -407,6 +407,10 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     let failures = parse_failures(&a.fail_link, &a.fail_npu, &a.degrade_link, a.directed)?;
     let (topo, collective) =
         engine::regeneration_target(&previous, &failures).map_err(|e| failure_flags(e, &failures))?;
+    if !failures.degraded_links.is_empty() {
+        // As `synth` and `topology` say it (a degradation that changed nothing was silent here).
+        eprintln!("ccsynth: degraded {}", degraded_links(&topo.changed_links(&previous.topology)));
+    }
     let spec = engine::RequestSpec {
         target: engine::Target::One(collective),
         algorithm: a.algo.parse().map_err(flags)?,

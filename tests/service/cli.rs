@@ -150,6 +150,12 @@ fn slow_links_at_every_verb() {
     let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--summary"], None);
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.contains("degraded        0-1 at 20 GB/s (was 100)"), "{said}");
+    // On stderr as `synth` says it, a degradation that changes nothing too (it was silent).
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ccsynth: degraded 0-1 at 20 GB/s (was 100)"));
+    let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=100"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("ccsynth: degraded no link: each given already runs at that speed"), "{said}");
     let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--fail-link", "0-1"], None);
     assert_eq!(o.status.code(), Some(2));
     let said = String::from_utf8_lossy(&o.stderr);

@@ -83,7 +83,10 @@ fn summary_at(
     let time = s.collective_time_ns.unwrap_or(0.0);
     let algorithm = s.algorithm.as_deref().unwrap_or("?");
     let portfolio = out.stats.portfolio();
-    let mut lines = vec![algorithm_line(algorithm, portfolio)];
+    // A kept repair was not chosen from the fresh run's candidates ("repair (auto's fastest of
+    // 12 candidates)" said it was).
+    let repaired = out.stats.regeneration().is_some_and(|r| r.kept == engine::Kept::Repair);
+    let mut lines = vec![algorithm_line(algorithm, portfolio.filter(|_| !repaired))];
     if let Some(r) = out.stats.regeneration() {
         lines.extend(regeneration_lines(r));
     }

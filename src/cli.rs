@@ -28,7 +28,7 @@ use input::{
 };
 use outputs::{check_out, not_an_input, write_chakra};
 pub use render::comparison_table;
-use render::{counted, degraded_links, duration, summary, summary_of_baseline};
+use render::{counted, duration, note_degraded, summary, summary_of_baseline};
 use serve::serve_cmd;
 
 /// Runs the CLI and returns the process exit code.
@@ -84,13 +84,11 @@ fn run(cmd: Command) -> Result<i32, CliError> {
             synth(*a)
         }
         Command::Regenerate(a) => {
-            check_out(a.output.out.as_deref())?;
-            not_an_input("--out", a.output.out.as_deref(), &[Some(&a.schedule)])?;
+            outputs::check_written_by(None, a.output.out.as_deref(), &[Some(&a.schedule)])?;
             regenerate_cmd(*a)
         }
         Command::Baseline(a) => {
-            check_out(a.output.out.as_deref())?;
-            not_an_input("--out", a.output.out.as_deref(), &[a.topology.as_deref()])?;
+            outputs::check_written_by(None, a.output.out.as_deref(), &[a.topology.as_deref()])?;
             baseline(*a)
         }
         Command::Compare { target, json, with_synth, algos } => {
@@ -111,9 +109,7 @@ fn topology_cmd(topology: &str, f: Failures) -> Result<i32, String> {
         topo
     } else {
         let t = topo.with_failures(&f).map_err(|e| failure_flags(e.within("failures"), &f))?;
-        if !f.degraded_links.is_empty() {
-            eprintln!("ccsynth: degraded {}", degraded_links(&t.changed_links(&topo)));
-        }
+        note_degraded(&f, &t, &topo);
         let live = t.live_npus();
         let parts = t.parts_of(&live);
         eprintln!(
@@ -407,10 +403,8 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
     let failures = parse_failures(&a.fail_link, &a.fail_npu, &a.degrade_link, a.directed)?;
     let (topo, collective) =
         engine::regeneration_target(&previous, &failures).map_err(|e| failure_flags(e, &failures))?;
-    if !failures.degraded_links.is_empty() {
-        // As `synth` and `topology` say it (a degradation that changed nothing was silent here).
-        eprintln!("ccsynth: degraded {}", degraded_links(&topo.changed_links(&previous.topology)));
-    }
+    // As `synth` and `topology` say it (a degradation that changed nothing was silent here).
+    note_degraded(&failures, &topo, &previous.topology);
     let spec = engine::RequestSpec {
         target: engine::Target::One(collective),
         algorithm: a.algo.parse().map_err(flags)?,

@@ -234,7 +234,7 @@ async fn fetch(
 /// Deletes a topology for the caller. With tokens, one that other clients also see is only
 /// taken away from the caller (it stays theirs); the last client's delete removes it, unless
 /// queued or running jobs need it (409; with tokens, only the caller's own jobs are a 409:
-/// another client's keep it for themselves).
+/// another client's jobs keep it for their clients, who hold it again).
 async fn remove(
     State(st): State<Shared>,
     Extension(caller): Extension<Caller>,
@@ -251,10 +251,18 @@ async fn remove(
         && let crate::store::Deletion::InUse(_) = outcome
     {
         // Needed by jobs: by the caller's, it stays the caller's (409 counting those); by
-        // other clients' alone, it is kept for them and gone for the caller (the 409 counted
-        // them and said to cancel jobs that are a 404 to the caller).
+        // other clients' alone, it goes to those clients and is gone for the caller (the 409
+        // counted them and said to cancel jobs that are a 404 to the caller). Were those jobs
+        // to have ended meanwhile, it is deleted after all, not left a row no client holds.
         outcome = match st.store.topology_users_of(&id, me).await? {
-            0 => crate::store::Deletion::Deleted,
+            0 if st.store.grant_topology_to_users(&id).await? > 0 => crate::store::Deletion::Deleted,
+            0 => match st.store.delete_topology(&id).await? {
+                crate::store::Deletion::InUse(_) => {
+                    st.store.grant_topology_to_users(&id).await?;
+                    crate::store::Deletion::Deleted
+                }
+                done => done,
+            },
             mine => {
                 st.store.grant_topology(&id, me).await?;
                 crate::store::Deletion::InUse(mine)

@@ -104,8 +104,9 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
         Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
     }
-    // Waiters are woken after the job is counted: a client that saw its job end and then reads
-    // /metrics finds it there (woken first, it could read the count before the increment).
+    // Waiters woken here are woken after the job is counted. A waiter that reads the end on its
+    // own (a poll, a replica's notification, a plain GET) may still read /metrics just before
+    // the count: the count follows the stored end, and scrapes are not ordered with it.
     st.job_ended.notify_waiters();
 }
 

@@ -101,9 +101,7 @@ pub(super) fn load_topology_with_failures(
         Err(_) => Vec::new(),
     };
     let after = engine::degraded(&topo, &runs, &f).map_err(|e| failure_flags(e.within("failures"), &f))?;
-    if !f.degraded_links.is_empty() {
-        eprintln!("ccsynth: degraded {}", super::degraded_links(&after.changed_links(&topo)));
-    }
+    super::render::note_degraded(&f, &after, &topo);
     Ok(after)
 }
 

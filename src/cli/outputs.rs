@@ -60,8 +60,10 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     }
 }
 
-/// Whether `name` is a file `--format chakra-et` writes with `prefix`: the configuration and
-/// the traces of every rank, or with `rank` that rank's trace alone.
+/// Whether `name` is a file `--format chakra-et` may write with `prefix`: the configuration,
+/// the network file (written only where the backend has the topology) and a trace of any rank
+/// number, or with `rank` that rank's trace alone. A superset of what it writes: the check
+/// before the work errs on the side of the input.
 fn chakra_writes(name: &str, prefix: &str, rank: Option<u32>) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('.')) else { return false };
     let trace = |r: &str| {

@@ -16,6 +16,18 @@ pub(super) fn duration(ns: f64) -> String {
 
 /// Slowed links for people: `9->10 and 10->9 at 25 GB/s (was 100)`, a pair of directions
 /// changed alike written once as `9-10`; the first four, then how many more.
+/// Says on stderr which links `--degrade-link` changed from `before` to `after` (or that none
+/// changed), when `f` slows any: every verb that takes the flag says it so.
+pub(super) fn note_degraded(
+    f: &crate::topology::Failures,
+    after: &crate::topology::Topology,
+    before: &crate::topology::Topology,
+) {
+    if !f.degraded_links.is_empty() {
+        eprintln!("ccsynth: degraded {}", degraded_links(&after.changed_links(before)));
+    }
+}
+
 pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String {
     const SHOWN: usize = 4;
     let same = |a: &crate::topology::LinkChange, b: &crate::topology::LinkChange| {

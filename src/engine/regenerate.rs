@@ -158,12 +158,12 @@ pub fn regenerate(previous: Schedule, req: &Request, ctl: Control) -> Result<Out
     // schedule whose data flow this process found valid (its stamp: checked by `synth` or
     // `require_valid`, not read from a store) is cheap at any size: the repair changes routes
     // only, so its check replays nothing (`validate::flow_vouched`).
-    let heavy = chunk_moves(&previous) > REPAIR_FIRST_MAX_MOVES && !crate::validate::flow_vouched(&previous);
+    let moves = chunk_moves(&previous);
+    let heavy = moves > REPAIR_FIRST_MAX_MOVES && !crate::validate::flow_vouched(&previous);
     let serving = serves(&previous, req);
     // Links slowed, none failed: the stored schedule as it stands is a candidate too (where
     // its check is cheap: it is a second simulation).
-    let as_stored = failed_links.is_empty() && failed_npus.is_empty() && !heavy;
-    let as_stored = as_stored && chunk_moves(&previous) <= REPAIR_FIRST_MAX_MOVES;
+    let as_stored = failed_links.is_empty() && failed_npus.is_empty() && moves <= REPAIR_FIRST_MAX_MOVES;
     let mut previous = Some(previous);
     let mut repair = |stop: &(dyn Fn() -> bool + Sync), beat: Option<f64>| {
         let serving = (serving.clone(), as_stored);
@@ -319,10 +319,10 @@ fn repair_stored(
     let began = Instant::now();
     // Where nothing failed (links only slowed) the stored schedule still runs as it is: it is
     // simulated beside the reroute and kept where the reroute is no faster (a link at 90 of
-    // 100 GB/s: bucket on torus:8x8 rerouted 1.676 ms, as it was 1.476 ms).
-    let stored = as_stored.then(|| previous.clone());
+    // 100 GB/s: the greedy's all-reduce on torus:8x8 rerouted 1.676 ms, as it was 1.476 ms).
     let out = serving.and_then(|()| {
         (ctl.progress)(0.0, "regenerate: repairing the stored schedule");
+        let stored = as_stored.then(|| previous.clone());
         let (mut s, stats) = repair::reroute(previous, &req.topology, stop).map_err(|e| match e {
             RepairError::Stopped => "stopped: cancelled, or the time limit ran out".to_string(),
             e => e.to_string(),

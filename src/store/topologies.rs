@@ -210,6 +210,25 @@ impl Store {
             .await?)
     }
 
+    /// Gives topology `id` to the clients whose queued or running jobs use it (a topology the
+    /// last holder deleted while they did: it stays theirs, not a row no client holds); how
+    /// many clients hold it then.
+    pub async fn grant_topology_to_users(&self, id: &str) -> Result<i64, StoreError> {
+        sqlx::query(
+            "INSERT INTO topology_clients (topology_id, client) SELECT DISTINCT topology_id, owner FROM jobs \
+             WHERE topology_id = $1 AND owner IS NOT NULL AND status IN ($2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(id)
+        .bind(JobStatus::Queued.as_str())
+        .bind(JobStatus::Running.as_str())
+        .execute(&self.pool)
+        .await?;
+        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM topology_clients WHERE topology_id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
     /// Deletes a topology unless a queued or running job needs it (each statement checks, so a
     /// job cannot slip in between). One that stored schedules refer to is soft-deleted: hidden
     /// from every route, kept for those schedules' bodies.

@@ -103,7 +103,7 @@ pub fn reroute(
     let mut slowed: Vec<u32> = Vec::new();
     let slower = slower_links(&old.topology, topo);
     let shares = bandwidth_shares(&old.topology, topo);
-    let rises = latency_rises(&old.topology, topo);
+    let was = old_params(&old.topology, topo);
     let mut hops = Vec::new();
     for i in 0..old.transfers.len() {
         if i % 65_536 == 0 && stop() {
@@ -145,7 +145,7 @@ pub fn reroute(
         stop,
         slower: &slower,
         shares: &shares,
-        rises: &rises,
+        was: &was,
     };
     moves.run(broken, false)?;
     moves.run(slowed, true)?;
@@ -163,12 +163,19 @@ fn bandwidth_shares(old: &Topology, new: &Topology) -> Vec<f64> {
     new.links().iter().map(|l| speed_of(old, l).map_or(1.0, |(bw, _)| bw.min(1.0))).collect()
 }
 
-/// Per link of `new`, how much longer its latency is than the same link's of `old` (else 0).
-fn latency_rises(old: &Topology, new: &Topology) -> Vec<f64> {
-    let rise = |l: &crate::topology::Link| {
-        old.link_index(l.src, l.dst).map_or(0.0, |i| (l.latency_ns - old.links()[i].latency_ns).max(0.0))
+/// How much link `l`'s latency rose over `was` (ns; 0 where it did not).
+fn rise(topo: &Topology, was: &[(f64, f64)], l: usize) -> f64 {
+    (topo.links()[l].latency_ns - was[l].0).max(0.0)
+}
+
+/// Per link of `new`, the same link's (latency, bandwidth) in `old` (its own where `old` has
+/// no such link).
+fn old_params(old: &Topology, new: &Topology) -> Vec<(f64, f64)> {
+    let was = |l: &crate::topology::Link| {
+        let o = old.link_index(l.src, l.dst).map_or(l, |i| &old.links()[i]);
+        (o.latency_ns, o.bandwidth_gb_per_s)
     };
-    new.links().iter().map(rise).collect()
+    new.links().iter().map(was).collect()
 }
 
 /// Link `l`'s bandwidth over the same link's of `old`, and whether its latency is higher.
@@ -191,9 +198,10 @@ struct Moves<'a> {
     /// Per link, its bandwidth over what it was where lower (else 1): the share of a message
     /// it carries in the time the whole message took there (`keep_share`).
     shares: &'a [f64],
-    /// Per link, how much its latency rose (ns): a message over it takes that much longer
-    /// whatever the link's load (a link at 1 ms was kept: busy time alone does not see it).
-    rises: &'a [f64],
+    /// Per link, its (latency, bandwidth) before: a message over a link whose latency rose
+    /// takes that much longer whatever the link's load (a link at 1 ms was kept: busy time
+    /// alone does not see it).
+    was: &'a [(f64, f64)],
 }
 
 impl Moves<'_> {
@@ -251,7 +259,8 @@ impl Moves<'_> {
                 // as a failed link does: for the best detour, in pieces (kept, each message
                 // waited the rise: a link at 1 ms held bucket on torus:8x8 at 17.3 ms).
                 // Busy time, which the comparison below weighs, does not see latency.
-                let rise = |own: &[usize]| own.iter().map(|&l| self.rises[l]).sum::<f64>();
+                let was = self.was;
+                let rise = |own: &[usize]| own.iter().map(|&l| rise(topo, was, l)).sum::<f64>();
                 let by_latency = own.as_deref().is_some_and(|own| {
                     let slowest = own.iter().map(|&l| topo.links()[l].bandwidth_gb_per_s).fold(f64::INFINITY, f64::min);
                     rise(own) > b / slowest
@@ -302,7 +311,7 @@ impl Moves<'_> {
         Ok(())
     }
 
-    /// Transfer `i` over links `own`, one of them slower in bandwidth than it was: about the
+    /// Transfer `i` over links `own`, one of them slower than it was: about the
     /// share of its chunks the slowest of them carries in the time the whole message took there
     /// stays (a little more, as its detours are busy too; rounded), the rest goes in pieces (`pieces`), each onto whichever other detour of
     /// the pair it loads least. Where the stored schedule keeps every link busy, a slow link
@@ -319,13 +328,12 @@ impl Moves<'_> {
         // x with α' + x b / β' = α + b / β (x = β' / β where only the bandwidth fell; none
         // where the latency alone is longer than the whole message took).
         let share_of = |l: usize| {
-            let (rise, link) = (self.rises[l], &topo.links()[l]);
-            if rise == 0.0 {
+            let (link, (alpha_was, beta_was)) = (&topo.links()[l], self.was[l]);
+            if rise(topo, self.was, l) == 0.0 {
                 return self.shares[l];
             }
             let (alpha, beta) = (link.latency_ns, link.bandwidth_gb_per_s);
-            let before = alpha - rise + b * self.shares[l] / beta;
-            ((before - alpha) * beta / b).clamp(0.0, 1.0)
+            ((alpha_was + b / beta_was - alpha) * beta / b).clamp(0.0, 1.0)
         };
         let share = own.iter().map(|&l| share_of(l)).fold(1.0, f64::min);
         let others: Vec<&(Vec<usize>, Route)> = detours.iter().filter(|d| d.0 != own).collect();

@@ -1885,6 +1885,9 @@ fn topologies_belong_to_the_clients_that_stored_them(db: Db) {
     let r = as_("bob", "DELETE", &mesh, None);
     assert_eq!(r.status, 204, "{}", r.body);
     assert_problem(&as_("bob", "GET", &mesh, None), 404);
+    // It is alice's again, as if she had deleted it last (a 409 for her): not a row no client
+    // holds, which nobody could delete.
+    assert_eq!(as_("alice", "GET", &mesh, None).status, 200);
     let status = as_("alice", "GET", &format!("/v1/jobs/{job}"), None).json()["status"].clone();
     assert!(status == "queued" || status == "running", "{status}");
     assert_eq!(as_("alice", "DELETE", &format!("/v1/jobs/{job}"), None).status, 200);
@@ -2201,6 +2204,13 @@ fn a_body_is_refused_from_its_head_and_a_broken_one_is_a_400() {
         // 7 of the 100 bytes declared, then the client stops sending.
         format!("{}{{\"spec\"", head("Content-Length: 100\r\n")),
     ];
+    // Over the limit in chunks, with no length declared: still a 413 (read up to the limit).
+    let chunk = format!("{:x}\r\n{}\r\n", 5000, "x".repeat(5000));
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    let (status, _, body) =
+        raw_exchange(&mut c, format!("{}{chunk}0\r\n\r\n", head("Transfer-Encoding: chunked\r\n")).as_bytes());
+    assert!(status.starts_with("HTTP/1.1 413"), "{status}");
+    assert_eq!(body["status"], 413, "{body}");
     for request in broken {
         let mut c = TcpStream::connect(s.addr).unwrap();
         c.write_all(request.as_bytes()).unwrap();

@@ -270,13 +270,16 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
         let body = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 64}, "wait_ms": 120000});
         raw(addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes()))
     });
-    // A long poll of a queued job (the ring's above, once queued) is answered as the POST is.
-    let polling = std::thread::spawn(move || {
-        let body = json!({"spec": "ring:6", "collective": {"kind": "all_gather", "size_bytes": 64}, "wait_ms": 0});
-        let queued = raw(addr, "POST", "/v1/syntheses", Some(body.to_string().as_bytes())).json();
-        let id = queued["id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_string();
-        (raw(addr, "GET", &format!("/v1/jobs/{id}?wait_ms=120000"), None), id)
-    });
+    // A long poll of a queued job (queued before the signal, behind the running one) is
+    // answered as the POST is.
+    let body = json!({"spec": "ring:6", "collective": {"kind": "all_gather", "size_bytes": 64}, "wait_ms": 0});
+    let (code, queued) = call(&s, "POST", "/v1/syntheses", Some(body));
+    assert_eq!(code, 202, "{queued}");
+    let id = queued["id"].as_str().unwrap().to_string();
+    let polling = {
+        let path = format!("/v1/jobs/{id}?wait_ms=120000");
+        std::thread::spawn(move || raw(addr, "GET", &path, None))
+    };
     let comparing = {
         let path = format!("/v1/schedules/{schedule}/comparison");
         std::thread::spawn(move || raw(addr, "GET", &path, None))
@@ -294,7 +297,7 @@ fn long_polls_and_comparisons_answer_503_at_shutdown() {
     assert_eq!(r.header("location"), Some(format!("/v1/jobs/{job}").as_str()));
     assert!(v["detail"].as_str().unwrap().contains("stays queued"), "{v}");
     // It was a 200 with the job still queued, which read as "poll again" to a server going away.
-    let (r, id) = polling.join().unwrap();
+    let r = polling.join().unwrap();
     let v = assert_problem(&r, 503);
     assert_eq!(
         (v["job_id"].as_str(), r.header("location")),

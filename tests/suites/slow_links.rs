@@ -154,11 +154,17 @@ fn crosses(s: &Schedule, i: usize, slowed: &[(u32, u32)]) -> bool {
 }
 
 /// What a repair after slowed links may change, transfer by transfer: one that does not cross
-/// them stays as it was; one that does stays, or goes whole onto a detour around them, or keeps
+/// them stays as it was; one that does stays, or goes whole (or in pieces, the first in its
+/// place) onto a detour around them, or keeps
 /// at least `share` of its chunks (rounded down; the first ones) on its route and sends the rest round in
 /// pieces pushed after every old transfer (same step, ends and op, every chunk once). Returns
 /// (moved whole, split).
-fn check_slowed_repair(old: &Schedule, new: &Schedule, slowed: &[(u32, u32)], share: f64) -> (usize, usize) {
+fn check_slowed_repair(
+    old: &Schedule,
+    new: &Schedule,
+    slowed: &[(u32, u32)],
+    share: impl Fn(f64) -> f64,
+) -> (usize, usize) {
     let n = old.transfers.len();
     let (mut whole, mut split) = (0, 0);
     let key = |s: &Schedule, i: usize| {
@@ -174,13 +180,17 @@ fn check_slowed_repair(old: &Schedule, new: &Schedule, slowed: &[(u32, u32)], sh
             continue;
         }
         assert!(crosses(old, i, slowed), "#{i} did not cross a slowed link, and changed");
-        if a.chunks == b.chunks {
+        if a.chunks == b.chunks || a.path_nodes() != b.path_nodes() {
+            // Whole onto a detour, or (a link slowed by its latency, as a failed one) its
+            // first piece on one, the others pushed after.
             whole += 1;
-            assert!(!crosses(new, i, slowed), "#{i} went whole, over a slowed link");
+            assert!(!crosses(new, i, slowed), "#{i} went round, over a slowed link");
+            assert_eq!(b.chunks, &a.chunks[..b.chunks.len()], "#{i} keeps its first chunks");
         } else {
             split += 1;
             assert_eq!(a.path_nodes(), b.path_nodes(), "#{i}'s share keeps its route");
-            let at_least = (a.chunks.len() as f64 * share).floor() as usize;
+            let at_least =
+                (a.chunks.len() as f64 * share(a.chunks.len() as f64 * old.chunk_size_bytes)).floor() as usize;
             assert!(b.chunks.len() >= at_least.max(1) && b.chunks.len() < a.chunks.len(), "#{i}'s share");
             assert_eq!(b.chunks, &a.chunks[..b.chunks.len()], "#{i} keeps its first chunks");
         }
@@ -213,7 +223,7 @@ fn the_repair_moves_off_a_slow_link_what_a_detour_carries_sooner() {
     let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
     assert!(stats.rebalanced > 0, "{stats:?}");
     assert_eq!((stats.rerouted, stats.kept + stats.rerouted), (stats.rebalanced, old.transfers.len()));
-    let (whole, split) = check_slowed_repair(&old, &new, &[(9, 10), (10, 9)], 0.25);
+    let (whole, split) = check_slowed_repair(&old, &new, &[(9, 10), (10, 9)], |_| 0.25);
     assert!(split > 0, "messages of several chunks keep a share");
     assert_eq!(whole + split, stats.rebalanced);
     assert_eq!(new.transfers.len() - old.transfers.len(), stats.pieces);
@@ -374,10 +384,10 @@ proptest! {
         let Ok((old, _)) = baseline(algorithm, &t, CollectiveSpec::new(kind, 4 * MIB)) else { return Ok(()) };
         let (new, stats) = repair::reroute(old.clone(), &d, &|| false).unwrap();
         let slowed = [(u as u32, v as u32), (v as u32, u as u32)];
-        // With the latency risen, a message's share is what the link sends in the time the
-        // whole message took (less than the bandwidth's, by the message's size): at least one
-        // chunk is all that is checked then.
-        let share = if latency.is_some_and(|l| l > 500.0) { 0.0 } else { factor.min(1.0) };
+        // A message of b bytes keeps x with α' + x b / β' = α + b / β: what the link sends in
+        // the time the whole message took (x = β' / β where only the bandwidth fell).
+        let (alpha, beta) = (latency.unwrap_or(500.0), 100.0 * factor);
+        let share = |b: f64| if alpha > 500.0 { ((500.0 + b / 100.0 - alpha) * beta / b).clamp(0.0, 1.0) } else { factor.min(1.0) };
         let (whole, split) = check_slowed_repair(&old, &new, &slowed, share);
         prop_assert_eq!(whole + split, stats.rebalanced);
         prop_assert_eq!(stats.kept + stats.rebalanced, old.transfers.len());

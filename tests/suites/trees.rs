@@ -270,8 +270,9 @@ fn groups_move_as_one_message() {
     assert_eq!(reduces * 2, s.transfers.len());
 }
 
-/// Where it does not serve: another collective, switches, a link more than eight times slower
-/// than the fastest (a quarter of the bandwidth serves: four timesteps a message).
+/// Where it does not serve: another collective, switches; a link more than eight times slower
+/// than the fastest is left out (a quarter of the bandwidth is planned around: four timesteps
+/// a message), and refuses the trees only where the rest does not connect the group.
 #[test]
 fn it_serves_an_all_reduce_over_direct_links_up_to_eight_times_slower() {
     let ar = CollectiveSpec::new(K::AllReduce, 16 * MIB);
@@ -295,7 +296,16 @@ fn it_serves_an_all_reduce_over_direct_links_up_to_eight_times_slower() {
     };
     // 16 MiB on 16 NPUs: a chunk is 1 MiB, 10.99 µs at 100 GB/s; 42.4 µs at 25, 105.4 at 10.
     assert!(slowed(25.0));
-    assert!(!slowed(10.0));
+    // Left out: the torus without it still connects (the trees were refused outright).
+    assert!(slowed(10.0));
+    let line = topo("mesh:4x1")
+        .with_failures(&Failures {
+            degraded_links: vec![DegradedLink { link: [0, 1], bandwidth_gb_per_s: Some(10.0), latency_ns: None }],
+            ..Failures::default()
+        })
+        .unwrap();
+    let c = Collective::build(&ar, &line).unwrap();
+    assert!(!trees::applies(&line, &c, 1), "NPU 0's only link left out: the line is cut");
     let t = topo("torus:4x4");
     let c = Collective::build(&ar, &t).unwrap();
     assert!(

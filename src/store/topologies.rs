@@ -192,6 +192,11 @@ impl Store {
             .bind(client)
             .execute(&self.pool)
             .await?;
+        self.topology_holders(id).await
+    }
+
+    /// How many clients hold topology `id`.
+    async fn topology_holders(&self, id: &str) -> Result<i64, StoreError> {
         Ok(sqlx::query_scalar("SELECT COUNT(*) FROM topology_clients WHERE topology_id = $1")
             .bind(id)
             .fetch_one(&self.pool)
@@ -223,10 +228,7 @@ impl Store {
         .bind(JobStatus::Running.as_str())
         .execute(&self.pool)
         .await?;
-        Ok(sqlx::query_scalar("SELECT COUNT(*) FROM topology_clients WHERE topology_id = $1")
-            .bind(id)
-            .fetch_one(&self.pool)
-            .await?)
+        self.topology_holders(id).await
     }
 
     /// Deletes a topology unless a queued or running job needs it (each statement checks, so a

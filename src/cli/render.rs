@@ -14,8 +14,6 @@ pub(super) fn duration(ns: f64) -> String {
     }
 }
 
-/// Slowed links for people: `9->10 and 10->9 at 25 GB/s (was 100)`, a pair of directions
-/// changed alike written once as `9-10`; the first four, then how many more.
 /// Says on stderr which links `--degrade-link` changed from `before` to `after` (or that none
 /// changed), when `f` slows any: every verb that takes the flag says it so.
 pub(super) fn note_degraded(
@@ -28,6 +26,8 @@ pub(super) fn note_degraded(
     }
 }
 
+/// Slowed links for people: `9->10 and 10->9 at 25 GB/s (was 100)`, a pair of directions
+/// changed alike written once as `9-10`; the first four, then how many more.
 pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String {
     const SHOWN: usize = 4;
     let same = |a: &crate::topology::LinkChange, b: &crate::topology::LinkChange| {

@@ -101,9 +101,8 @@ pub fn reroute(
     let mut load = vec![0.0f64; topo.links().len()];
     let mut broken: Vec<u32> = Vec::new();
     let mut slowed: Vec<u32> = Vec::new();
-    let slower = slower_links(&old.topology, topo);
-    let shares = bandwidth_shares(&old.topology, topo);
     let was = old_params(&old.topology, topo);
+    let (slower, shares) = (slower_links(topo, &was), bandwidth_shares(topo, &was));
     let mut hops = Vec::new();
     for i in 0..old.transfers.len() {
         if i % 65_536 == 0 && stop() {
@@ -152,15 +151,17 @@ pub fn reroute(
     Ok((s, stats))
 }
 
-/// Per link of `new`, whether it is slower than the same link of `old` (lower bandwidth or
-/// higher latency).
-fn slower_links(old: &Topology, new: &Topology) -> Vec<bool> {
-    new.links().iter().map(|l| speed_of(old, l).is_some_and(|(bw, lat)| bw < 1.0 || lat)).collect()
+/// Per link of `new`, whether it is slower than it `was` (lower bandwidth or higher latency).
+fn slower_links(new: &Topology, was: &[(f64, f64)]) -> Vec<bool> {
+    let slower = |(l, &(alpha, beta)): (&crate::topology::Link, &(f64, f64))| {
+        l.bandwidth_gb_per_s / beta < 1.0 || l.latency_ns > alpha
+    };
+    new.links().iter().zip(was).map(slower).collect()
 }
 
-/// Per link of `new`, its bandwidth over the same link's of `old` where it is lower (else 1).
-fn bandwidth_shares(old: &Topology, new: &Topology) -> Vec<f64> {
-    new.links().iter().map(|l| speed_of(old, l).map_or(1.0, |(bw, _)| bw.min(1.0))).collect()
+/// Per link of `new`, its bandwidth over what it `was` where lower (else 1).
+fn bandwidth_shares(new: &Topology, was: &[(f64, f64)]) -> Vec<f64> {
+    new.links().iter().zip(was).map(|(l, &(_, beta))| (l.bandwidth_gb_per_s / beta).min(1.0)).collect()
 }
 
 /// How much link `l`'s latency rose over `was` (ns; 0 where it did not).
@@ -176,12 +177,6 @@ fn old_params(old: &Topology, new: &Topology) -> Vec<(f64, f64)> {
         (o.latency_ns, o.bandwidth_gb_per_s)
     };
     new.links().iter().map(was).collect()
-}
-
-/// Link `l`'s bandwidth over the same link's of `old`, and whether its latency is higher.
-fn speed_of(old: &Topology, l: &crate::topology::Link) -> Option<(f64, bool)> {
-    let was = &old.links()[old.link_index(l.src, l.dst)?];
-    Some((l.bandwidth_gb_per_s / was.bandwidth_gb_per_s, l.latency_ns > was.latency_ns))
 }
 
 /// The reroute in progress: the schedule, every link's busy time so far, and the counts.

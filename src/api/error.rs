@@ -38,6 +38,10 @@ pub enum ApiError {
     HostHeaders(usize),
     #[error("this route needs `Authorization: Bearer TOKEN` with a token the server knows")]
     Unauthorized,
+    /// More than one `Authorization` header: which client is asking is ambiguous (a proxy may
+    /// have added one), so none is taken.
+    #[error("the request has {0} Authorization headers; send one, `Authorization: Bearer TOKEN`")]
+    AuthorizationHeaders(usize),
     /// The caller's request allowance is spent: seconds until the next request is allowed.
     #[error("too many requests from this client; retry in {0:.1} s")]
     RateLimited(f64),
@@ -141,7 +145,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::InUse(..) => StatusCode::CONFLICT,
             ApiError::BadHost(_) | ApiError::HostHeaders(_) => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized | ApiError::AuthorizationHeaders(_) => StatusCode::UNAUTHORIZED,
             ApiError::ClientQuota(..)
             | ApiError::ClientSeconds(..)
             | ApiError::InteractiveQuota(..)
@@ -170,7 +174,7 @@ impl ApiError {
             ApiError::Unprocessable(_) => "unprocessable",
             ApiError::InUse(..) => "in-use",
             ApiError::BadHost(_) | ApiError::HostHeaders(_) => "bad-host",
-            ApiError::Unauthorized => "unauthorized",
+            ApiError::Unauthorized | ApiError::AuthorizationHeaders(_) => "unauthorized",
             ApiError::ClientQuota(..)
             | ApiError::ClientSeconds(..)
             | ApiError::InteractiveQuota(..)
@@ -284,7 +288,7 @@ impl IntoResponse for ApiError {
                     resp.headers_mut().insert(header::LOCATION, v);
                 }
             }
-            ApiError::Unauthorized => {
+            ApiError::Unauthorized | ApiError::AuthorizationHeaders(_) => {
                 resp.headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"ccsynth\""));
             }

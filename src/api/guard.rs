@@ -112,6 +112,10 @@ pub(super) async fn guard(State(st): State<Shared>, mut req: Request, next: axum
     let caller = if st.config.clients.is_empty() || !guarded {
         Caller(None)
     } else {
+        let headers = req.headers().get_all(header::AUTHORIZATION).iter().count();
+        if headers > 1 {
+            return ApiError::AuthorizationHeaders(headers).into_response();
+        }
         // The scheme is case-insensitive (RFC 9110 §11.1): `bearer`, `BEARER`.
         let given = req
             .headers()

@@ -113,11 +113,10 @@ pub(super) async fn check_regeneration(
     })?;
     engine::survivors_serve(&req.collective, &failures.npus).map_err(|why| InputError::new(at("failed_npus"), why))?;
     if let Some(a) = algorithm {
-        // Seeds the engine chose for the old algorithm follow the new one (the ILP runs one;
-        // `ccsynth regenerate` chooses them afresh too).
-        if req.options.seeds == req.algorithm.default_seeds(&intact) {
-            req.options.seeds = a.default_seeds(&topology);
-        }
+        // Seeds and a time limit the engine chose for the old algorithm follow the new one (the
+        // ILP runs one seed; `ccsynth regenerate` chooses them afresh too).
+        let caps = [st.config.limits().max_solve_s, st.config.max_interactive_s];
+        engine::options_for_algorithm(&mut req.options, (&req.algorithm, &a), (&intact, &topology), caps);
         req.algorithm = a;
     }
     // The worker repairs this schedule first and keeps it when it beats the fresh run.

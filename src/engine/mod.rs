@@ -49,8 +49,8 @@ pub use crate::synth::ilp::{IlpStats, IlpStatus, PhaseLp};
 pub use crate::ten::SwitchModel;
 pub use portfolio::{PortfolioEntry, PortfolioRun, PortfolioStats};
 pub use regenerate::{
-    Kept, RegenerationRun, RegenerationStats, degraded, regenerate, regeneration_target, surviving_group,
-    survivors_serve,
+    Kept, RegenerationRun, RegenerationStats, degraded, options_for_algorithm, regenerate, regeneration_target,
+    surviving_group, survivors_serve,
 };
 pub use registry::{Algorithm, SYNTHESIZERS};
 pub use request::{CheckedOptions, Chunking, Limits, Options, Request, RequestSpec, Target, default_time_limit_s};

@@ -512,3 +512,66 @@ pub fn survivors_serve(spec: &crate::collective::CollectiveSpec, failed_npus: &[
         None => Ok(()),
     }
 }
+
+/// A stored request's `o`ptions for a run by `to` where `from` ran it: seeds and a time limit
+/// that were `from`'s defaults on the `intact` topology become `to`'s on the `degraded` one (a
+/// thorough greedy's 600 s kept by the ILP, which does not read `effort`, ran ten times its
+/// default), as a new request by `to` would have them. `caps`: the server's limits a default
+/// time was cut to when stored (its `max_solve_s`, then an interactive job's).
+pub fn options_for_algorithm(
+    o: &mut super::CheckedOptions,
+    (from, to): (&super::Algorithm, &super::Algorithm),
+    (intact, degraded): (&crate::topology::Topology, &crate::topology::Topology),
+    caps: [f64; 2],
+) {
+    if o.seeds == from.default_seeds(intact) {
+        o.seeds = to.default_seeds(degraded);
+    }
+    let default_s = |a: &super::Algorithm| a.default_time_limit_s(o.effort).min(caps[0]);
+    let was = default_s(from);
+    if o.time_limit_s == was || o.time_limit_s == was.min(caps[1]) {
+        o.time_limit_s = default_s(to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Algorithm, Effort, Options, Request, RequestSpec, Target};
+    use crate::collective::{CollectiveKind, CollectiveSpec};
+
+    /// What a request by `algorithm` stores, given `effort` and maybe a time limit.
+    fn stored(algorithm: &str, effort: Effort, time_limit_s: Option<f64>) -> super::super::CheckedOptions {
+        let topo = crate::topology::parse_spec("torus:4x4").unwrap();
+        let spec = RequestSpec {
+            target: Target::One(CollectiveSpec::new(CollectiveKind::AllReduce, 1 << 20)),
+            algorithm: algorithm.parse().unwrap(),
+            options: Options { effort: Some(effort), time_limit_s, ..Options::default() },
+        };
+        Request::new(topo, spec, &Default::default()).unwrap().checked_options()
+    }
+
+    #[test]
+    fn defaults_follow_the_algorithm_a_regeneration_changes_to() {
+        let topo = crate::topology::parse_spec("torus:4x4").unwrap();
+        let moved = |mut o, from: &str, to: &str, caps| {
+            let (from, to): (Algorithm, Algorithm) = (from.parse().unwrap(), to.parse().unwrap());
+            super::options_for_algorithm(&mut o, (&from, &to), (&topo, &topo), caps);
+            o
+        };
+        let thorough = stored("auto", Effort::Thorough, None);
+        assert_eq!((thorough.seeds, thorough.time_limit_s), (4, 600.0));
+        let o = moved(thorough.clone(), "auto", "ilp", [3600.0, 60.0]);
+        assert_eq!((o.seeds, o.time_limit_s), (1, 60.0));
+        assert_eq!(moved(thorough.clone(), "auto", "greedy", [3600.0, 60.0]).time_limit_s, 600.0);
+        // Cut to the interactive limit when stored, it is a default still.
+        let capped = super::super::CheckedOptions { time_limit_s: 60.0, ..thorough.clone() };
+        assert_eq!(moved(capped, "greedy", "ring", [3600.0, 30.0]).time_limit_s, 60.0);
+        let capped = super::super::CheckedOptions { time_limit_s: 30.0, ..thorough };
+        assert_eq!(moved(capped, "greedy", "ring", [3600.0, 30.0]).time_limit_s, 60.0);
+        // The caller's own time and seeds stay.
+        let given = stored("greedy", Effort::Thorough, Some(600.0));
+        let given = super::super::CheckedOptions { seeds: 3, time_limit_s: 123.0, ..given };
+        let o = moved(given, "greedy", "ilp", [3600.0, 60.0]);
+        assert_eq!((o.seeds, o.time_limit_s), (3, 123.0));
+    }
+}

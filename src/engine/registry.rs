@@ -331,6 +331,15 @@ pub fn register(s: Synthesizer) -> Result<(), String> {
     if BUILT_IN.iter().chain(all.iter()).any(|r| r.name == s.name) || crate::baselines::is_known(s.name) {
         return Err(format!("{:?} names an algorithm already", s.name));
     }
+    // Every run is chunked as its request says and stopped at its time limit (`Produce::Plain`
+    // is given the built collective and the stop), so both are read whatever the entry lists
+    // (a door called them ignored). Registration is once a name, so the slice is leaked once.
+    let engine_reads = [O::ChunksPerNpu, O::TimeLimitS];
+    let mut s = s;
+    if engine_reads.iter().any(|o| !s.options.contains(o)) {
+        let extra = engine_reads.into_iter().filter(|o| !s.options.contains(o));
+        s.options = Box::leak(s.options.iter().copied().chain(extra).collect::<Vec<_>>().into_boxed_slice());
+    }
     all.push(s);
     Ok(())
 }
@@ -514,6 +523,9 @@ mod tests {
         assert!(register(Synthesizer { name: "ring", ..entry }).is_err());
         assert!(register(Synthesizer { name: "greedy", ..entry }).is_err());
         assert_eq!("unit-test-nothing".parse::<Algorithm>().unwrap(), Algorithm::Registered("unit-test-nothing"));
+        // It lists no option, yet its runs are chunked and stopped as requested.
+        let given = [O::Seed, O::ChunksPerNpu, O::TimeLimitS];
+        assert_eq!(Algorithm::Registered("unit-test-nothing").unread(&given), [O::Seed]);
         assert!(listing().synthesizers.iter().any(|s| s.name == "unit-test-nothing"));
         let topo = crate::topology::parse_spec("ring:4").unwrap();
         let request = |kind| {

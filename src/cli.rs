@@ -326,7 +326,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         },
     };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
-    note_unread_flags(&a, &req.algorithm);
+    input::note_unread_flags(&input::synth_flags(&a), &req.algorithm);
     let out = with_progress(&format!("ccsynth synth --algo {}", req.algorithm.name()), |ctl| engine::run(&req, ctl))?;
     if let Some(path) = &a.dump_lp {
         write_lp(path, &out.lp)?;
@@ -418,6 +418,7 @@ fn regenerate_cmd(a: RegenerateArgs) -> Result<i32, CliError> {
         },
     };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
+    input::note_unread_flags(&input::regenerate_flags(&a), &req.algorithm);
     let out = with_progress("ccsynth regenerate", |ctl| engine::regenerate(previous, &req, ctl))?;
     Ok(emit(&out, None, &a.output, Form::Compact)?)
 }
@@ -444,31 +445,6 @@ fn with_progress<T>(what: &str, f: impl FnOnce(engine::Control) -> T) -> T {
     let out = f(engine::Control { cancelled: &|| false, progress: &report, since: None });
     bar.finish_and_clear();
     out
-}
-
-/// Says which of the search's flags given the algorithm does not read (`--window 3` with
-/// `--algo ring` was ignored without a word). A note, not a refusal: scripts that pass one set
-/// of flags to every algorithm keep working, as requests over HTTP do.
-fn note_unread_flags(a: &SynthArgs, algorithm: &engine::Algorithm) {
-    use engine::registry::OptionName as O;
-    let given = [
-        (a.seed != 0, O::Seed, "--seed"),
-        (a.seeds.is_some(), O::Seeds, "--seeds"),
-        (a.threads.is_some(), O::Threads, "--threads"),
-        (a.time_limit.is_some(), O::TimeLimitS, "--time-limit"),
-        (a.solve_time_limit.is_some(), O::SolveTimeLimitS, "--solve-time-limit"),
-        (a.switch_model != engine::SwitchModel::default(), O::SwitchModel, "--switch-model"),
-        (a.discretization.is_some(), O::Discretization, "--discretization"),
-        (a.ignore_congestion, O::IgnoreCongestion, "--ignore-congestion"),
-        (a.window.is_some(), O::Window, "--window"),
-        (a.effort != engine::Effort::default(), O::Effort, "--effort"),
-    ];
-    let set: Vec<O> = given.iter().filter(|g| g.0).map(|g| g.1).collect();
-    let unread = algorithm.unread(&set);
-    if !unread.is_empty() {
-        let names: Vec<&str> = given.iter().filter(|g| unread.contains(&g.1)).map(|g| g.2).collect();
-        eprintln!("ccsynth: note: --algo {} does not read {}: ignored", algorithm.name(), names.join(", "));
-    }
 }
 
 /// Writes each phase's LP text: to `path` when there is one, else to `stem.PHASE.ext`.

@@ -280,3 +280,47 @@ pub(super) fn flags(mut e: InputError) -> String {
     }
     e.to_string()
 }
+
+/// A search flag: whether it was given, the option it sets, its name.
+pub(super) type Given = (bool, engine::registry::OptionName, &'static str);
+
+/// `synth`'s search flags.
+pub(super) fn synth_flags(a: &super::SynthArgs) -> Vec<Given> {
+    use engine::registry::OptionName as O;
+    vec![
+        (a.seed != 0, O::Seed, "--seed"),
+        (a.seeds.is_some(), O::Seeds, "--seeds"),
+        (a.threads.is_some(), O::Threads, "--threads"),
+        (a.time_limit.is_some(), O::TimeLimitS, "--time-limit"),
+        (a.solve_time_limit.is_some(), O::SolveTimeLimitS, "--solve-time-limit"),
+        (a.switch_model != engine::SwitchModel::default(), O::SwitchModel, "--switch-model"),
+        (a.discretization.is_some(), O::Discretization, "--discretization"),
+        (a.ignore_congestion, O::IgnoreCongestion, "--ignore-congestion"),
+        (a.window.is_some(), O::Window, "--window"),
+        (a.effort != engine::Effort::default(), O::Effort, "--effort"),
+    ]
+}
+
+/// `regenerate`'s search flags (its fresh run's).
+pub(super) fn regenerate_flags(a: &super::RegenerateArgs) -> Vec<Given> {
+    use engine::registry::OptionName as O;
+    vec![
+        (a.seed != 0, O::Seed, "--seed"),
+        (a.seeds.is_some(), O::Seeds, "--seeds"),
+        (a.threads.is_some(), O::Threads, "--threads"),
+        (a.time_limit.is_some(), O::TimeLimitS, "--time-limit"),
+        (a.effort != engine::Effort::default(), O::Effort, "--effort"),
+    ]
+}
+
+/// Says which of the search's flags `given` the algorithm does not read (`--window 3` with
+/// `--algo ring` was ignored without a word). A note, not a refusal: scripts that pass one set
+/// of flags to every algorithm keep working, as requests over HTTP do.
+pub(super) fn note_unread_flags(given: &[Given], algorithm: &engine::Algorithm) {
+    let set: Vec<_> = given.iter().filter(|g| g.0).map(|g| g.1).collect();
+    let unread = algorithm.unread(&set);
+    if !unread.is_empty() {
+        let names: Vec<&str> = given.iter().filter(|g| g.0 && unread.contains(&g.1)).map(|g| g.2).collect();
+        eprintln!("ccsynth: note: --algo {} does not read {}: ignored", algorithm.name(), names.join(", "));
+    }
+}

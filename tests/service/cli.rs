@@ -352,6 +352,18 @@ fn synth_notes_the_flags_its_algorithm_does_not_read() {
     // `auto` reads every one of them.
     let said = run(&["--window", "3", "--seeds", "2", "--effort", "thorough", "--time-limit", "30"]);
     assert!(!said.contains("does not read"), "{said}");
+    // `regenerate`'s fresh run says so too (it was silent).
+    let dir = std::env::temp_dir().join(format!("ccsynth-unread-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stored = dir.join("s.json");
+    let o = ccsynth(&[&target[..], &["--algo", "ring", "--out", stored.to_str().unwrap()][..]].concat(), None);
+    assert_eq!(o.status.code(), Some(0));
+    let again = ["regenerate", stored.to_str().unwrap(), "--fail-link", "0-1", "--summary", "--algo", "ring"];
+    let o = ccsynth(&[&again[..], &["--effort", "thorough", "--seeds", "2"][..]].concat(), None);
+    assert_eq!(o.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("note: --algo ring does not read --seeds, --effort: ignored"), "{said}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -29,11 +29,17 @@ pub(super) fn check_written(flag: &str, out: Option<&std::path::Path>) -> Result
 /// would replace its own input (`simulate s.json --trace s.json` left a trace where the
 /// schedule was, and `regenerate s.json --out s.json` the only copy of the stored schedule).
 pub(super) fn not_an_input(flag: &str, out: Option<&std::path::Path>, inputs: &[Option<&str>]) -> Result<(), String> {
-    // An output that is not there yet is no input; nor is stdin (`-`) or a spec.
+    // An output that is not there yet is no input; nor is a spec. Stdin (`-`) is when it is
+    // that file redirected (`simulate - --trace s.json < s.json`).
     let Some(written) = out.filter(|o| o.exists()) else { return Ok(()) };
-    for input in inputs.iter().flatten().filter(|i| **i != "-") {
-        if same_file(std::path::Path::new(input), written) {
+    for input in inputs.iter().flatten() {
+        let same = match *input {
+            "-" => stdin_is(written),
+            path => same_file(std::path::Path::new(path), written),
+        };
+        if same {
             let out = out.map_or(String::new(), |o| o.display().to_string());
+            let input = if *input == "-" { "on stdin" } else { input };
             return Err(format!(
                 "{flag} {out}: the same file as the input {input}, which the output would replace; name another file"
             ));
@@ -57,6 +63,25 @@ fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
     #[cfg(not(unix))]
     {
         matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+    }
+}
+
+/// Whether stdin is the file at `path` (redirected from it; a pipe or a terminal is not).
+fn stdin_is(path: &std::path::Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        use std::os::unix::fs::MetadataExt;
+        let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned() else { return false };
+        match (std::fs::File::from(fd).metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.is_file() && a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
     }
 }
 

@@ -1109,6 +1109,17 @@ fn an_output_path_is_checked_before_the_work() {
         assert!(err.contains("the same file as the input") && err.contains("name another file"), "{args:?}: {err}");
         assert!(o.stdout.is_empty(), "{args:?}");
     }
+    // Stdin redirected from the file is that file (`simulate - --trace in.json < in.json`).
+    for args in [vec!["simulate", "-", "--trace", same], vec!["regenerate", "-", "--fail-link", "0-1", "--out", linked]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
+            .args(&args)
+            .stdin(std::fs::File::open(&input).unwrap())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("the same file as the input on stdin"), "{args:?}: {err}");
+    }
     assert_eq!(std::fs::read(&input).unwrap(), before);
     assert!(std::fs::read_to_string(&topology).unwrap().contains("\"npus\""));
     let _ = std::fs::remove_dir_all(&dir);

@@ -397,10 +397,10 @@ fn resolve_group(spec: &CollectiveSpec, topo: &Topology, errs: &mut Errors) -> V
 /// Reports a zero size or chunks per NPU and an invalid reduction cost.
 fn check_fields(spec: &CollectiveSpec, errs: &mut Errors) {
     if spec.size_bytes == 0 {
-        errs.push("size_bytes", "expected a size of at least 1 byte");
+        errs.push("size_bytes", "0: expected a size of at least 1 byte");
     }
     if spec.chunks_per_npu == Some(0) {
-        errs.push("chunks_per_npu", "expected at least 1");
+        errs.push("chunks_per_npu", "0: expected at least 1");
     }
     if let Some(g) = spec.gamma_ns_per_byte
         && !(0.0..=crate::limits::MAX_GAMMA_NS_PER_BYTE).contains(&g)

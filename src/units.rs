@@ -5,6 +5,9 @@
 /// Units are case-insensitive. The result must be a whole number of bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
+    if t.starts_with('-') {
+        return Err(format!("invalid size {text:?}: a size cannot be negative"));
+    }
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim();
@@ -172,6 +175,7 @@ mod tests {
         for bad in ["", "KiB", "12XB", "0.3B", "1e3", "-5", "99999999999999999999", "18446744073709551616"] {
             assert!(parse_size(bad).is_err(), "{bad} should be rejected");
         }
+        assert!(parse_size(" -5KiB").unwrap_err().contains("cannot be negative"));
         for huge in ["18446744073709551616", "18446744073709551616.0", "16777216TiB"] {
             assert!(parse_size(huge).unwrap_err().contains("too large"), "{huge}");
         }

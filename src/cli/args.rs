@@ -117,7 +117,7 @@ pub enum Command {
         json: bool,
         /// failures only: every case at this size instead of the suite's (256 MiB, 1 GiB on
         /// 64x64): 64MiB, 128MiB, ...
-        #[arg(long)]
+        #[arg(allow_negative_numbers = true, long)]
         size: Option<String>,
         /// failures only: the regenerations' effort, standard or thorough (the intact
         /// schedule, the targets' yardstick, at the default).
@@ -213,11 +213,11 @@ pub struct CollectiveArgs {
     #[arg(long, value_enum, ignore_case = true)]
     pub collective: Option<CollectiveArg>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ... (required with --collective).
-    #[arg(long)]
+    #[arg(allow_negative_numbers = true, long)]
     pub size: Option<String>,
     /// Chunks each NPU's share is cut into: a number, or `auto` (the greedy and `auto` search
     /// a few from the links' costs and the size; the ILP takes 1, a baseline its minimum).
-    #[arg(long, default_value = "auto")]
+    #[arg(allow_negative_numbers = true, long, default_value = "auto")]
     pub chunks_per_npu: Chunks,
     /// Root NPU of broadcast, reduce, scatter and gather.
     #[arg(allow_negative_numbers = true, long)]
@@ -257,11 +257,11 @@ pub struct BaselineArgs {
     #[arg(long, value_enum, ignore_case = true, required_unless_present = "list")]
     pub collective: Option<CollectiveArg>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ...
-    #[arg(long, required_unless_present = "list")]
+    #[arg(allow_negative_numbers = true, long, required_unless_present = "list")]
     pub size: Option<String>,
     /// Chunks per NPU: a number (a minimum: some baselines need more), or `auto` (the
     /// baseline's own minimum).
-    #[arg(long, default_value = "auto")]
+    #[arg(allow_negative_numbers = true, long, default_value = "auto")]
     pub chunks_per_npu: Chunks,
     /// Root NPU of broadcast, reduce, scatter and gather.
     #[arg(allow_negative_numbers = true, long)]

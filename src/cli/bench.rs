@@ -88,7 +88,7 @@ fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresA
     // As `synth` refuses it, before any case runs (every row failed, naming a field of the
     // request, and the suite exited 0).
     if size == Some(0) {
-        return Err("--size: expected a size of at least 1 byte".into());
+        return Err("--size: 0: expected a size of at least 1 byte".into());
     }
     let effort = args.effort.unwrap_or_default();
     let mut rows = Vec::new();

@@ -629,6 +629,19 @@ fn synth_refuses_bad_requests_with_exit_2() {
         assert!(!o.stderr.is_empty());
         assert!(o.stdout.is_empty());
     }
+    // Each names its flag and the value given (`--size 0` said only what it expected, and
+    // `--size -5` was clap's "unexpected argument '-5'").
+    let ag = ["synth", "--topology", "ring:4", "--collective", "all_gather"];
+    for (extra, said) in [
+        (&["--size", "0"][..], "--size: 0: expected a size of at least 1 byte"),
+        (&["--size", "-5"], "--size: invalid size \"-5\": a size cannot be negative"),
+        (&["--size", "1KiB", "--chunks-per-npu", "0"], "--chunks-per-npu: 0: expected at least 1"),
+        (&["--size", "1KiB", "--chunks-per-npu", "-1"], "'--chunks-per-npu <CHUNKS_PER_NPU>': \"-1\""),
+    ] {
+        let o = ccsynth(&[&ag[..], extra].concat(), None);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(String::from_utf8_lossy(&o.stderr).contains(said), "{extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
 }
 
 /// Issue 66, rough edges 6 and 7: a topology file whose NPUs fall apart is named as the

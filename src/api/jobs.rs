@@ -153,7 +153,7 @@ async fn create_batch(
     // Room in the queue and in the client's quota first: they need only the count, and a batch
     // that cannot be queued should not cost the CPU of checking its items (issue 28: 10,000
     // heavy items were hours of checking before the refusal). Checked again before queueing.
-    check_room(&st, &caller, count, 0.0).await?;
+    check_room(&st, &caller, (count, 0.0), "requests").await?;
     // The checks that build nothing first, on every item: an invalid last item of a heavy
     // batch is refused before the others are built (issue 28).
     for (i, r) in b.requests.iter().enumerate() {

@@ -184,15 +184,31 @@ pub(super) async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], 
     }
     if batch || unstored {
         let seconds = items.iter().map(|c| c.req.options.time_limit_s).sum();
-        check_room(st, caller, items.len(), seconds).await?;
+        let path = if batch { "requests" } else { "options.time_limit_s" };
+        check_room(st, caller, (items.len(), seconds), path).await?;
     }
     topologies::check_quota(st, caller, new_digests.len()).await
 }
 
 /// Room for `count` more jobs declaring `seconds` of solving together: in the queue (429
 /// `QueueFull`) and in the caller's quotas of active jobs and their seconds (429
-/// `ClientQuota`, `ClientSeconds`).
-pub(super) async fn check_room(st: &Shared, caller: &Caller, count: usize, seconds: f64) -> Result<(), ApiError> {
+/// `ClientQuota`, `ClientSeconds`; a 422 at `path` where they alone are over the seconds, which
+/// no job's end makes room for).
+pub(super) async fn check_room(
+    st: &Shared,
+    caller: &Caller,
+    (count, seconds): (usize, f64),
+    path: &str,
+) -> Result<(), ApiError> {
+    let most_s = st.config.max_active_seconds_per_client;
+    if caller.0.is_some() && seconds > most_s {
+        let why = format!(
+            "{} s of solving declared (the time limits), over the {} s a client may have queued or running; lower the time limit",
+            crate::units::short(seconds),
+            crate::units::short(most_s)
+        );
+        return Err(InputError::new(path, why).into());
+    }
     let depth = st.store.queued_count().await?;
     if depth + count as i64 > st.config.max_queue {
         return Err(ApiError::QueueFull(depth));

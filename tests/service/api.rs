@@ -1940,6 +1940,18 @@ fn a_heavy_client_does_not_starve_a_light_one(db: Db) {
         "{p}"
     );
     assert_eq!(r.header("retry-after"), Some("5"));
+    // A request over the 50 s alone can never be queued: a 422 at its time limit, not a 429
+    // that no wait satisfies; a batch over it, at `requests`.
+    let mut alone = slow(4);
+    alone["options"]["time_limit_s"] = json!(51);
+    let p = assert_problem(&as_("bob", "POST", "/v1/syntheses", Some(alone.clone())), 422);
+    assert_eq!(p["errors"][0]["path"], "options.time_limit_s", "{p}");
+    assert!(p["detail"].as_str().unwrap().contains("51 s of solving declared"), "{p}");
+    alone.as_object_mut().unwrap().remove("wait_ms");
+    let mut other = alone.clone();
+    other["options"]["seed"] = json!(5);
+    let p = assert_problem(&as_("bob", "POST", "/v1/batches", Some(json!({"requests": [alone, other]}))), 422);
+    assert_eq!(p["errors"][0]["path"], "requests", "{p}");
     // Bob's quick job, queued after alice's second.
     let quick = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 65536}, "algorithm": "ring",
                        "options": {"time_limit_s": 5}, "wait_ms": 0});

@@ -43,7 +43,7 @@ pub enum ApiError {
     #[error("the request has {0} Authorization headers; send one, `Authorization: Bearer TOKEN`")]
     AuthorizationHeaders(usize),
     /// The caller's request allowance is spent: seconds until the next request is allowed.
-    #[error("too many requests from this client; retry in {0:.1} s")]
+    #[error("too many requests from this client; retry in {} s (Retry-After)", (.0.ceil() as u64).max(1))]
     RateLimited(f64),
     /// The caller's queued and running jobs, and its limit.
     #[error("you have {0} queued or running jobs, the limit per client is {1}; wait for some to end")]

@@ -92,7 +92,9 @@ fn the_bearer_scheme_is_case_insensitive_and_failed_tokens_are_rate_limited() {
     let r = with("Bearer guess-x");
     let v = assert_problem(&r, 429);
     assert_eq!(v["type"], "https://ccsynth.dev/problems/rate-limited");
-    assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
+    let after = r.header("retry-after").unwrap_or_else(|| panic!("{:?}", r.headers));
+    // The detail says the header's seconds (it said "retry in 0.0 s" beside a `Retry-After: 1`).
+    assert!(v["detail"].as_str().unwrap().contains(&format!("retry in {after} s")), "{v} {after}");
     assert_problem(&with("Basic YWxpY2U6eA=="), 429);
     // A client with its token is not held up by someone else's guesses.
     assert_eq!(with("Bearer alice-token-0123456789").status, 200);

@@ -101,6 +101,10 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
         Ok(true) => {}
         // Cancelled meanwhile, or the lease lapsed and another worker owns the job now: its
         // result (or its cancellation) stands, this one is dropped.
+        // A client's cancel ends the job before its run does: routine, not a warning.
+        Ok(false) if status == JobStatus::Cancelled && flag.load(Ordering::SeqCst) => {
+            tracing::debug!("the job was cancelled by its client; its run stopped")
+        }
         Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
         Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
     }

@@ -129,7 +129,7 @@ pub(super) async fn check_regeneration(
     let mut row = topologies::off_async(move || {
         let checked = engine::Request::new(topology, spec, &limits)
             .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?;
-        topologies::prepare(max_npus, &checked.topology, Some((&parent, &failures)))
+        topologies::prepare(max_npus, &checked.topology, Some((&parent, &failures)), "topology.npus")
     })
     .await?;
     row.id = topologies::stored_id(st, &row).await?;

@@ -121,6 +121,7 @@ pub(super) async fn normalize(
         let (source, spec, limits, max_npus) =
             (r.topology.take(), r.spec.clone(), st.config.limits(), st.config.max_npus);
         let (within, at_topology) = (path.to_string(), at("topology"));
+        let over = if source.is_some() { "topology.npus" } else { "spec" };
         let (t, mut row, built) = topologies::off_async(move || {
             let t = match (source, spec) {
                 (Some(v), _) => topologies::topology_from_value(v, &at_topology, &limits)?,
@@ -129,7 +130,7 @@ pub(super) async fn normalize(
                     .map_err(|e| if within.is_empty() { e } else { e.within(&within) })?,
                 _ => unreachable!("one source was checked above"),
             };
-            let row = topologies::prepare(max_npus, &t, None).map_err(|e| match e {
+            let row = topologies::prepare(max_npus, &t, None, over).map_err(|e| match e {
                 ApiError::Unprocessable(e) if !within.is_empty() => ApiError::Unprocessable(e.within(&within)),
                 e => e,
             })?;

@@ -87,10 +87,16 @@ pub async fn off_async<T: Send + 'static>(
 /// The row `t` would be stored as (a fresh id, its canonical JSON and digest), storing
 /// nothing: a request is checked whole before its topology is kept. Run it off the async
 /// threads.
-pub fn prepare(max_npus: usize, t: &Topology, parent: Option<(&str, &Failures)>) -> Result<TopologyRow, ApiError> {
+/// `at`: the field a topology over `max_npus` is refused at (`npus` of a document, or `spec`).
+pub fn prepare(
+    max_npus: usize,
+    t: &Topology,
+    parent: Option<(&str, &Failures)>,
+    at: &str,
+) -> Result<TopologyRow, ApiError> {
     if t.npus() > max_npus {
         return Err(crate::error::InputError::new(
-            "topology.npus",
+            at,
             format!("{} NPUs: this server accepts at most {max_npus}", t.npus()),
         )
         .into());
@@ -191,7 +197,9 @@ async fn create(
     JsonBody(v): JsonBody<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let (limits, max_npus) = (st.config.limits(), st.config.max_npus);
-    let row = off_async(move || prepare(max_npus, &topology_from_value(v, "", &limits)?, None)).await?;
+    // Over the NPU limit: named where the body said it.
+    let at = if v.get("spec").is_some() { "spec" } else { "npus" };
+    let row = off_async(move || prepare(max_npus, &topology_from_value(v, "", &limits)?, None, at)).await?;
     let (row, new) = store_topology(&st, &caller, row).await?;
     created(&st, &caller, &row, new).await
 }
@@ -307,7 +315,7 @@ pub async fn degrade(
     let (_, intact) = load(st, caller, parent_id).await?;
     let degraded = intact.with_failures(f)?;
     let (max_npus, parent, f) = (st.config.max_npus, parent_id.to_string(), f.clone());
-    let row = off_async(move || prepare(max_npus, &degraded, Some((&parent, &f)))).await?;
+    let row = off_async(move || prepare(max_npus, &degraded, Some((&parent, &f)), "topology.npus")).await?;
     store_topology(st, caller, row).await
 }
 

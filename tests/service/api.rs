@@ -1238,6 +1238,14 @@ fn oversized_requests_are_refused_before_they_are_built(db: Db) {
         assert_eq!(code, 422, "{spec}");
     }
     assert!(t.elapsed() < Duration::from_secs(20), "refusals took {:?}", t.elapsed());
+    // A document over the limit is named at its own `npus` (it was `topology.npus` on a route
+    // whose body is the topology).
+    let document = json!({"npus": 65, "links": []});
+    let (code, v) = call(&s, "POST", "/v1/topologies", Some(document.clone()));
+    assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("npus")), "{v}");
+    let inline = json!({"topology": document, "collective": {"kind": "all_gather", "size_bytes": 4096}});
+    let (code, v) = call(&s, "POST", "/v1/syntheses", Some(inline));
+    assert_eq!((code, v["errors"][0]["path"].as_str()), (422, Some("topology.npus")), "{v}");
     // Within the NPU limit but not the link limit (issue 28: fc:4096, 16.8 million links, was
     // built on the request thread): measured from the spec.
     // hier's fc dimensions too (issue 64: `hier:fc2048` was stored with 4.19 M links, and a

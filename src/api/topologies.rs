@@ -325,6 +325,13 @@ async fn fail(
     Id(id): Id,
     JsonBody(f): JsonBody<Failures>,
 ) -> Result<Response, ApiError> {
+    // Nothing failed: the answer was the parent itself, a 200 as if derived before (an
+    // unknown id is a 404 first).
+    own_topology(&st, &caller, &id).await?;
+    if f.links.is_empty() && f.npus.is_empty() && f.degraded_links.is_empty() {
+        let why = "no failed link, failed NPU or degraded link given: nothing to derive the topology by";
+        return Err(crate::error::InputError::new("links", why).into());
+    }
     let (row, new) = degrade(&st, &caller, &id, &f).await?;
     created(&st, &caller, &row, new).await
 }

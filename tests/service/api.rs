@@ -354,6 +354,9 @@ fn topologies_are_idempotent_paginated_and_deletable(db: Db) {
     assert_eq!(code, 201, "{degraded}");
     assert_eq!(degraded["parent_id"].as_str(), Some(id.as_str()));
     assert_eq!(degraded["links"].as_i64(), Some(62));
+    // Nothing failed: a 422, not the parent itself as a degraded topology found again.
+    let p = assert_problem(&raw(s.addr, "POST", &format!("/v1/topologies/{id}/failures"), Some(b"{}")), 422);
+    assert!(p["detail"].as_str().unwrap().contains("nothing to derive"), "{p}");
     let bad = raw(s.addr, "POST", &format!("/v1/topologies/{id}/failures"), Some(br#"{"links": [[0, 5]]}"#));
     let p = assert_problem(&bad, 422);
     assert!(p["errors"][0]["path"].as_str().unwrap().contains("links"), "{p}");

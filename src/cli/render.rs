@@ -149,7 +149,10 @@ fn regeneration_lines(r: &engine::RegenerationStats) -> Vec<String> {
         engine::Kept::Repair => "repair",
         engine::Kept::Fresh => "fresh",
     };
-    lines.push(format!("repair          {}", repair_outcome(&r.repair)));
+    if r.failed_links.is_empty() && r.failed_npus.is_empty() && r.degraded_links.is_empty() {
+        lines.push("failed          nothing: the same topology, synthesized afresh".into());
+    }
+    lines.push(format!("repair          {}", repair_outcome(&r.repair, !r.degraded_links.is_empty())));
     lines.push(format!("fresh           {}", fresh_outcome(&r.fresh)));
     lines.push(format!("kept            the {kept} schedule"));
     lines
@@ -187,11 +190,13 @@ fn failed(links: &[[usize; 2]], npus: &[usize]) -> String {
 }
 
 /// The repair's outcome: its time with the transfers it kept and rerouted, or why it gave none.
-fn repair_outcome(repair: &engine::regenerate::RepairOutcome) -> String {
+/// `slowed`: some link was degraded (a regeneration may change nothing at all).
+fn repair_outcome(repair: &engine::regenerate::RepairOutcome, slowed: bool) -> String {
     match (repair.collective_time_ns, &repair.stats, &repair.note) {
         (Some(t), Some(st), _) if st.as_stored => format!(
-            "{} (the schedule as it stands: no reroute round the slowed links was faster, {:.0} ms)",
+            "{} (the schedule as it stands: {}, {:.0} ms)",
             duration(t),
+            if slowed { "no reroute round the slowed links was faster" } else { "nothing to reroute round" },
             repair.wall_ms
         ),
         (Some(t), Some(st), _) => format!(

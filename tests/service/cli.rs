@@ -813,6 +813,12 @@ fn synth_writes_multi_tenant_schedules_from_a_file() {
 
 #[test]
 fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
+    // Nothing failed: synthesized afresh, and the summary says so (it spoke of slowed links).
+    let o = ccsynth(&["regenerate", EXAMPLE, "--summary"], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("failed          nothing: the same topology, synthesized afresh"), "{said}");
+    assert!(said.contains("(the schedule as it stands: nothing to reroute round,") && !said.contains("slowed"), "{said}");
     // The example: a ring all-reduce on a 4x4 torus. Link 0-1 fails.
     let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-1", "--json"], None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));

@@ -303,23 +303,28 @@ fn verdict(t: f64, time: f64) -> String {
     }
 }
 
-/// The `best baseline` line when none was timed: whether `auto` skipped each, and the lowest price.
+/// The `best baseline` line when none was timed: whether `auto` skipped each, and the lowest
+/// bound one was skipped by (its structure's price before it was built, or its busiest link's
+/// busy time once built: "none built" was said of baselines built and dropped).
 fn no_baseline_line(portfolio: Option<&engine::PortfolioStats>, time: f64, to_compare: &str) -> String {
     let baselines = || portfolio.into_iter().flat_map(|p| p.baselines());
     let skipped = baselines().any(|c| c.note.as_deref().is_some_and(|n| n.starts_with("skipped")));
+    let bound = |c: &engine::PortfolioEntry| match c.busiest_link_ns {
+        Some(busy) => Some((busy, "busiest link alone")),
+        None => c.price_ns.map(|p| (p, "structure alone")),
+    };
     let lowest = baselines()
-        .filter_map(|c| c.price_ns.filter(|&p| p > time).map(|p| (c.algorithm.as_str(), p)))
-        .min_by(|a, b| a.1.total_cmp(&b.1));
+        .filter_map(|c| bound(c).filter(|b| b.0 > time).map(|b| (c.algorithm.as_str(), b)))
+        .min_by(|a, b| a.1.0.total_cmp(&b.1.0));
+    let said = "best baseline   none simulated: each bounded above this schedule first";
     match (skipped, lowest) {
         (false, _) => format!("best baseline   ({to_compare})"),
-        (true, Some((name, price))) if time > 0.0 => format!(
-            "best baseline   none built: each bounded above this schedule before it ran (the lowest price, {name}'s {}, is {:.2}× this schedule's time); {to_compare}",
-            duration(price),
-            price / time
+        (true, Some((name, (t, what)))) if time > 0.0 => format!(
+            "{said} (the lowest bound, {name}'s {what} at {}, is {:.2}× this schedule's time); {to_compare}",
+            duration(t),
+            t / time
         ),
-        (true, _) => {
-            format!("best baseline   none built: each bounded above this schedule before it ran; {to_compare}")
-        }
+        (true, _) => format!("{said}; {to_compare}"),
     }
 }
 

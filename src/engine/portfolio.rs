@@ -62,6 +62,10 @@ pub struct PortfolioEntry {
     /// had was priced so above a schedule already found (a translation pattern's busiest link).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub price_ns: Option<f64>,
+    /// A baseline built, then dropped before its simulation because its busiest link alone is
+    /// busy longer than a schedule already found: that busy time (its `skipped:` note's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_link_ns: Option<f64>,
     /// Why it gave no schedule (it does not serve this case, it ran out of time, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -294,7 +298,7 @@ fn baseline_candidate(
     best: &Incumbent,
     stop: Stop,
     gate: Gate,
-) -> Result<Result<Output, String>, Error> {
+) -> Result<Result<Output, (String, f64)>, Error> {
     let t0 = Instant::now();
     let s = super::build_baseline(req, name, stop)?;
     tracing::debug!(target: "ccsynth::timing", algorithm = name, wall_ms = t0.elapsed().as_secs_f64() * 1e3, "auto: baseline built");
@@ -302,11 +306,12 @@ fn baseline_candidate(
     if let Some(bound) = crate::sim::link_load_bound_ns(&s)
         && bound > so_far
     {
-        return Ok(Err(format!(
+        let note = format!(
             "skipped: its busiest link alone is busy {:.3} us, longer than a schedule already found ({:.3} us)",
             bound / 1e3,
             so_far / 1e3
-        )));
+        );
+        return Ok(Err((note, bound)));
     }
     // Every candidate serves one collective: its bounds are computed once, at the end.
     let (schedule, report) = super::gate_until(s, gate, stop.cancel_poll())?;
@@ -342,6 +347,7 @@ impl Candidates<'_> {
             cut: false,
             wall_ms: 0.0,
             price_ns,
+            busiest_link_ns: None,
             note: None,
             chosen: false,
         };
@@ -368,9 +374,10 @@ impl Candidates<'_> {
             }
             Algorithm::Baseline(name) => match baseline_candidate(req, name, best, self.stop, self.gate) {
                 Ok(Ok(out)) => Ok(out),
-                Ok(Err(skipped)) => {
+                Ok(Err((skipped, busiest_ns))) => {
                     entry.wall_ms = now.elapsed().as_secs_f64() * 1e3;
                     entry.note = Some(skipped);
+                    entry.busiest_link_ns = Some(busiest_ns);
                     return (entry, Outcomes::default());
                 }
                 Err(e) => Err(e),

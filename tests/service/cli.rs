@@ -518,7 +518,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let line = text.lines().find(|l| l.starts_with("best baseline")).unwrap();
     assert!(
         line.starts_with(
-            "best baseline   none built: each bounded above this schedule before it ran (the lowest price, "
+            "best baseline   none simulated: each bounded above this schedule first (the lowest bound, "
         ),
         "{text}"
     );

@@ -491,6 +491,7 @@ fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
     if engine::Algorithm::parse(name).is_some_and(|alg| alg.is_synthesizer()) {
         return Err(format!("--algo {name:?} is a synthesizer; run it with `ccsynth synth --algo {name}`").into());
     }
+    engine::registry::check_baseline("--algo", name, collective.kind).map_err(flags)?;
     let spec = engine::RequestSpec { algorithm: name.parse().map_err(flags)?, ..engine::RequestSpec::new(collective) };
     let req = engine::Request::new(topo, spec, &engine::Limits::default()).map_err(flags)?;
     let out = engine::run(&req, engine::Control::none())?;

@@ -415,6 +415,26 @@ pub fn serving(kind: CollectiveKind) -> Vec<&'static str> {
     v
 }
 
+/// Checks that the baseline `name` serves `kind` (`ccsynth baseline --algo`): an unknown name,
+/// or one that does not serve it, is refused at `field` listing the baselines that do (the
+/// synthesizers, which that verb refuses, were listed as choices).
+pub fn check_baseline(field: &str, name: &str, kind: CollectiveKind) -> Result<(), InputError> {
+    let serving: Vec<&str> = serving(kind).into_iter().filter(|n| crate::baselines::is_known(n)).collect();
+    let variants = match kind {
+        CollectiveKind::AllReduce => format!(", {}", crate::baselines::KOLMAKOV_VARIANTS),
+        _ => String::new(),
+    };
+    if !crate::baselines::is_known(name) {
+        let why = format!("{name:?}: expected a baseline serving {}: {}{variants}", kind.name(), serving.join(", "));
+        return Err(InputError::new(field, why));
+    }
+    if !baseline_supports(name, kind) {
+        let why = format!("{name} does not support {}; these baselines do: {}{variants}", kind.name(), serving.join(", "));
+        return Err(InputError::new(field, why));
+    }
+    Ok(())
+}
+
 /// Checks a list of baseline names (`compare --algos`); the error names `field`.
 pub fn check_baselines<'a>(field: &str, list: &'a [String]) -> Result<Vec<&'a str>, InputError> {
     match list.iter().find(|a| !crate::baselines::is_known(a.trim())) {

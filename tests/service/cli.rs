@@ -674,18 +674,21 @@ fn refusals_name_what_the_command_said() {
         ccsynth(&["synth", "--topology", f, "--collective", "all_gather", "--size", "1MiB", "--group", "2,3"], None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::remove_dir_all(&dir).ok();
-    for verb in ["baseline", "synth"] {
+    // `baseline` lists the baselines only (it refuses the synthesizers it listed as choices).
+    for (verb, algo, listed) in [
+        ("synth", "mst", "--algo: mst does not support all_reduce; these serve all_reduce: auto, greedy"),
+        ("baseline", "mst", "--algo: mst does not support all_reduce; these baselines do: ring, "),
+        ("baseline", "nope", "--algo: \"nope\": expected a baseline serving all_reduce: ring, "),
+    ] {
         let o = ccsynth(
-            &[verb, "--algo", "mst", "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB"],
+            &[verb, "--algo", algo, "--topology", "ring:4", "--collective", "all_reduce", "--size", "1MiB"],
             None,
         );
         assert_eq!(o.status.code(), Some(2), "{verb}");
         let said = String::from_utf8_lossy(&o.stderr);
-        assert!(
-            said.contains("--algo: mst does not support all_reduce; these serve all_reduce: auto, greedy"),
-            "{said}"
-        );
-        assert!(said.contains(", ring,") && said.contains("bucket") && !said.contains(" mst,"), "{said}");
+        assert!(said.contains(listed), "{said}");
+        assert!(said.contains(", ring-bidir,") && said.contains("bucket") && !said.contains(" mst,"), "{said}");
+        assert_eq!(verb == "synth", said.contains("greedy"), "{said}");
     }
     // The README's table gives this refusal exit 2, by name.
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();

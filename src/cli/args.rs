@@ -208,8 +208,8 @@ pub struct CollectiveArgs {
     /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
     #[arg(long)]
     pub topology: String,
-    /// The collective (required unless `synth --tenants` gives a list; `custom` ones only
-    /// there).
+    /// The collective (required; `synth --tenants` may give a list instead, and `custom`
+    /// ones only there).
     #[arg(long, value_enum, ignore_case = true)]
     pub collective: Option<CollectiveArg>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ... (required with --collective).
@@ -225,13 +225,14 @@ pub struct CollectiveArgs {
     /// Comma-separated NPUs taking part (default: every live NPU).
     #[arg(long, value_delimiter = ',')]
     pub group: Option<Vec<usize>>,
-    /// Remove the link U-V before synthesizing (both directions unless --directed). Repeatable.
+    /// Remove the link U-V from the topology first (both directions unless --directed).
+    /// Repeatable.
     #[arg(long = "fail-link", value_name = "U-V")]
     pub fail_link: Vec<String>,
-    /// Remove NPU V before synthesizing. Repeatable.
+    /// Remove NPU V from the topology first. Repeatable.
     #[arg(long = "fail-npu", value_name = "V")]
     pub fail_npu: Vec<usize>,
-    /// Slow the link U-V down before synthesizing (both directions unless --directed):
+    /// Slow the link U-V down first (both directions unless --directed):
     /// `9-10@bw=25`, `9-10@lat=2000`, `9-10@bw=25;lat=2000` (GB/s, ns). Repeatable.
     #[arg(long = "degrade-link", value_name = "U-V@bw=X[;lat=Y]")]
     pub degrade_link: Vec<String>,

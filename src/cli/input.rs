@@ -208,39 +208,60 @@ pub(super) fn load_schedule(arg: &str) -> Result<Schedule, String> {
     })
 }
 
-/// A schedule where a topology goes, for the message (it read "algorithm: unknown field"):
-/// its `topology` is one, which `ccsynth topology` can write out.
+/// What a document given where a topology goes looks like, for the message (a schedule read
+/// "algorithm: unknown field"): a schedule's `topology` is one, which `ccsynth topology` can
+/// write out.
 fn not_a_topology(text: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    (v.get("format").and_then(|f| f.as_str()) == Some(crate::schedule::FORMAT_V1)).then(|| {
-        "this is a schedule, not a topology: a topology has \"npus\" and \"links\" (the schedule's own is its \"topology\" field)".to_string()
-    })
+    match looks_like(text)? {
+        "a topology" => None,
+        "a schedule" => Some(
+            "this is a schedule, not a topology: a topology has \"npus\" and \"links\" (the schedule's own is its \"topology\" field)".into(),
+        ),
+        looks => Some(format!("this is {looks}, not a topology: a topology has \"npus\" and \"links\"")),
+    }
 }
 
-/// What a JSON document that is not a schedule looks like, for the message: the outputs of
-/// other commands that people pass where a schedule goes.
+/// What a document that is not a schedule looks like, for the message: the outputs of other
+/// commands that people pass where a schedule goes.
 fn not_a_schedule(text: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(text).ok()?;
-    let looks = if v.get("rows").is_some() && v.get("refused").is_some() {
-        "a comparison (`compare --json`)"
-    } else if v.get("rows").is_some() || v.as_array().is_some_and(|a| a.first().is_some_and(|r| r.is_object())) {
-        "benchmark output (`bench --json`)"
-    } else if v.is_array() {
-        // `[1, 2]` or `[]` is no command's output (it read "benchmark output").
-        "a JSON array"
-    } else if v.get("npus").is_some() && v.get("links").is_some() {
-        "a topology"
-    } else if v.get("schedule_id").is_some() {
-        "a job or a summary from the HTTP API (GET /v1/schedules/ID gives the schedule)"
-    } else if v.get("format").is_none() {
-        "JSON without a \"format\" field"
-    } else {
-        return None;
-    };
+    let looks = looks_like(text).filter(|l| *l != "a schedule")?;
     Some(format!(
         "this is {looks}, not a schedule: a schedule has \"format\": \"{}\" (what `synth`, `baseline` and `regenerate` write)",
         crate::schedule::FORMAT_V1
     ))
+}
+
+/// What a document looks like, by the fields of each command's output (an export, a trace, a
+/// comparison, a benchmark, an API answer), where it is JSON or XML.
+fn looks_like(text: &str) -> Option<&'static str> {
+    if text.trim_start().starts_with('<') {
+        // An export's MSCCL XML read "malformed JSON: expected value".
+        return Some("XML (an MSCCL algorithm file, `export --format msccl-xml`?)");
+    }
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let has = |k: &str| v.get(k).is_some();
+    Some(if has("format") && v["format"].as_str() == Some(crate::schedule::FORMAT_V1) {
+        "a schedule"
+    } else if has("rows") && has("refused") {
+        "a comparison (`compare --json`)"
+    } else if has("rows") || v.as_array().is_some_and(|a| a.first().is_some_and(|r| r.is_object())) {
+        "benchmark output (`bench --json`)"
+    } else if v.is_array() {
+        // `[1, 2]` or `[]` is no command's output (it read "benchmark output").
+        "a JSON array"
+    } else if has("npus") && has("links") {
+        "a topology"
+    } else if has("gpus") && has("num_threads_per_block") {
+        "an MSCCL++ execution plan (`export --format mscclpp-json`)"
+    } else if has("traceEvents") {
+        "a Chrome trace (`simulate --trace`)"
+    } else if has("schedule_id") {
+        "a job or a summary from the HTTP API (GET /v1/schedules/ID gives the schedule)"
+    } else if !has("format") {
+        "JSON without a \"format\" field"
+    } else {
+        return None;
+    })
 }
 
 /// The flag a request field comes from at the CLI (`options.time_limit_s` is `--time-limit`).

@@ -429,7 +429,8 @@ pub fn check_baseline(field: &str, name: &str, kind: CollectiveKind) -> Result<(
         return Err(InputError::new(field, why));
     }
     if !baseline_supports(name, kind) {
-        let why = format!("{name} does not support {}; these baselines do: {}{variants}", kind.name(), serving.join(", "));
+        let why =
+            format!("{name} does not support {}; these baselines do: {}{variants}", kind.name(), serving.join(", "));
         return Err(InputError::new(field, why));
     }
     Ok(())

@@ -517,9 +517,7 @@ fn people_get_a_summary_and_every_flag_has_help() {
     let text = String::from_utf8(o.stdout).unwrap();
     let line = text.lines().find(|l| l.starts_with("best baseline")).unwrap();
     assert!(
-        line.starts_with(
-            "best baseline   none simulated: each bounded above this schedule first (the lowest bound, "
-        ),
+        line.starts_with("best baseline   none simulated: each bounded above this schedule first (the lowest bound, "),
         "{text}"
     );
     // --summary with --json is refused by the parser.
@@ -821,7 +819,10 @@ fn regenerate_repairs_a_schedule_file_and_runs_it_afresh() {
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.contains("failed          nothing: the same topology, synthesized afresh"), "{said}");
-    assert!(said.contains("(the schedule as it stands: nothing to reroute round,") && !said.contains("slowed"), "{said}");
+    assert!(
+        said.contains("(the schedule as it stands: nothing to reroute round,") && !said.contains("slowed"),
+        "{said}"
+    );
     // The example: a ring all-reduce on a 4x4 torus. Link 0-1 fails.
     let o = ccsynth(&["regenerate", EXAMPLE, "--fail-link", "0-1", "--json"], None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1001,11 +1002,32 @@ fn mistakes_are_worded_for_the_terminal() {
     let array_file = dir.join("array.json");
     std::fs::write(&array_file, "[1, 2]").unwrap();
     let svg = dir.join("t.svg");
+    // The exports and the trace (a JSON or XML error named none of them).
+    let [plan, xml, trace] = ["plan.json", "a.xml", "trace.json"].map(|f| dir.join(f));
+    for (args, file) in
+        [(&["export", "--format", "mscclpp-json"][..], &plan), (&["export", "--format", "msccl-xml"], &xml)]
+    {
+        let o = ccsynth(&[args, &[EXAMPLE, "--out", file.to_str().unwrap()]].concat(), None);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = ccsynth(&["simulate", EXAMPLE, "--trace", trace.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     for (verb, file, what) in [
         (&["simulate"][..], &cmp_file, "this is a comparison (`compare --json`), not a schedule"),
         (&["validate"][..], &cmp_file, "this is a comparison (`compare --json`), not a schedule"),
         (&["plot", "timeline"][..], &bench_file, "this is benchmark output (`bench --json`), not a schedule"),
         (&["validate"][..], &array_file, "this is a JSON array, not a schedule"),
+        (
+            &["validate"][..],
+            &plan,
+            "this is an MSCCL++ execution plan (`export --format mscclpp-json`), not a schedule",
+        ),
+        (
+            &["simulate"][..],
+            &xml,
+            "this is XML (an MSCCL algorithm file, `export --format msccl-xml`?), not a schedule",
+        ),
+        (&["validate"][..], &trace, "this is a Chrome trace (`simulate --trace`), not a schedule"),
     ] {
         let mut args: Vec<&str> = verb.to_vec();
         args.push(file.to_str().unwrap());
@@ -1016,6 +1038,13 @@ fn mistakes_are_worded_for_the_terminal() {
         assert_ne!(o.status.code(), Some(0), "{args:?}");
         let e = String::from_utf8_lossy(&o.stderr);
         assert!(e.contains(what) && e.contains("ccsynth.schedule.v1"), "{args:?}: {e}");
+    }
+    // And where a topology goes (a comparison read "collective: unknown field").
+    for file in [&cmp_file, &plan] {
+        let o = ccsynth(&["topology", file.to_str().unwrap()], None);
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("not a topology: a topology has \"npus\" and \"links\""), "{e}");
     }
     // Text after a document is malformed JSON, in every file a verb reads (a schedule and then
     // another read as the first; a topology and a tenants list likewise).
@@ -1132,7 +1161,8 @@ fn an_output_path_is_checked_before_the_work() {
         assert!(o.stdout.is_empty(), "{args:?}");
     }
     // Stdin redirected from the file is that file (`simulate - --trace in.json < in.json`).
-    for args in [vec!["simulate", "-", "--trace", same], vec!["regenerate", "-", "--fail-link", "0-1", "--out", linked]] {
+    for args in [vec!["simulate", "-", "--trace", same], vec!["regenerate", "-", "--fail-link", "0-1", "--out", linked]]
+    {
         let o = Command::new(env!("CARGO_BIN_EXE_ccsynth"))
             .args(&args)
             .stdin(std::fs::File::open(&input).unwrap())

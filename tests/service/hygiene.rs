@@ -100,7 +100,9 @@ fn the_bearer_scheme_is_case_insensitive_and_failed_tokens_are_rate_limited() {
     assert_eq!(with("Bearer alice-token-0123456789").status, 200);
     // Two Authorization headers name no one client, whichever comes first.
     let alice = ("Authorization", "Bearer alice-token-0123456789");
-    for pair in [[alice, ("Authorization", "Bearer guess-y")], [("Authorization", "Bearer guess-y"), alice], [alice, alice]] {
+    for pair in
+        [[alice, ("Authorization", "Bearer guess-y")], [("Authorization", "Bearer guess-y"), alice], [alice, alice]]
+    {
         let r = raw_headers(s.addr, "GET", "/v1/algorithms", None, &[("Host", "127.0.0.1"), pair[0], pair[1]]);
         let v = assert_problem(&r, 401);
         assert!(v["detail"].as_str().unwrap().contains("2 Authorization headers"), "{v}");

@@ -260,13 +260,6 @@ impl RequestSpec {
         if seeds == 0 || seeds > limits.max_seeds {
             return Err(InputError::new("options.seeds", format!("{seeds}: expected 1..={}", limits.max_seeds)));
         }
-        if seeds > 1 && algorithm == Algorithm::Ilp {
-            // Refused rather than ignored: the seed only picks the ILP's warm start.
-            return Err(InputError::new(
-                "options.seeds",
-                format!("{seeds}: the ilp runs one seed (its greedy warm start); give seeds only with greedy"),
-            ));
-        }
         if let Some(threads) = o.threads
             && (threads == 0 || threads > limits.max_threads)
         {
@@ -411,7 +404,11 @@ impl Request {
             spec.checked_options(limits)?;
         check_npus(&topology, limits)?;
         let o = &spec.options;
-        let seeds = if o.seeds.is_some() { seeds } else { algorithm.default_seeds(&topology) };
+        // Seeds given to an algorithm that runs one (the ILP: the seed picks its greedy warm
+        // start) are ignored and named, as every option it does not read is (they were a 422,
+        // though `GET /v1/algorithms` does not list `seeds` for it).
+        let reads = algorithm.options().contains(&OptionName::Seeds);
+        let seeds = if o.seeds.is_some() && reads { seeds } else { algorithm.default_seeds(&topology) };
         let tenants = matches!(spec.target, Target::Tenants(_));
         let mut targets: Vec<(String, CollectiveSpec)> = match spec.target {
             Target::One(c) => vec![("collective".to_string(), c)],

@@ -427,6 +427,12 @@ fn syntheses_wait_cache_and_serve_schedules(db: Db) {
         (201, Some(true), Some(sid.as_str()))
     );
     assert_eq!(cached["ignored_options"], json!(["ignore_congestion", "window"]), "{cached}");
+    // Seeds for the ILP, which runs one, likewise (they were a 422).
+    let ilp = json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 4096}, "algorithm": "ilp",
+                     "options": {"seeds": 3}, "wait_ms": 60000});
+    let (code, v) = call(&s, "POST", "/v1/syntheses", Some(ilp));
+    assert_eq!((code, v["status"].as_str()), (201, Some("succeeded")), "{v}");
+    assert_eq!(v["ignored_options"], json!(["seeds"]), "{v}");
     let mut forced = req.clone();
     forced["force"] = json!(true);
     let (code, again) = call(&s, "POST", "/v1/syntheses", Some(forced));

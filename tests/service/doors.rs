@@ -190,10 +190,6 @@ fn cases() -> Vec<Case> {
     c.options.time_limit_s = Some(0.0);
     c.error_at = Some("options.time_limit_s");
     v.push(c);
-    let mut c = base("seeds for the ilp", "ring:4", CollectiveKind::AllGather, "ilp");
-    c.options.seeds = Some(3);
-    c.error_at = Some("options.seeds");
-    v.push(c);
     // The 130-byte request that used to crash the server: 2^25 chunks at 4096 NPUs.
     let mut c = base("broadcast of 2^25 chunks on 4096 NPUs", "ring:4096", CollectiveKind::Broadcast, "greedy");
     c.root = Some(0);

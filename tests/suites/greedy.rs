@@ -460,6 +460,8 @@ fn small_fabrics_try_four_seeds_by_default() {
     assert_eq!(seeds_of("mesh:4x8", "auto", None), 4);
     assert_eq!(seeds_of("mesh:8x8", "auto", None), 1);
     assert_eq!(seeds_of("dragonfly:4:5", "ilp", None), 1);
+    // The ILP runs one seed: more are ignored (and named at the doors), not refused.
+    assert_eq!(seeds_of("ring:4", "ilp", Some(3)), 1);
     assert_eq!(seeds_of("dragonfly:4:5", "ring", None), 1);
     assert_eq!(seeds_of("dragonfly:4:5", "greedy", Some(1)), 1);
     assert_eq!(seeds_of("mesh:8x8", "greedy", Some(3)), 3);

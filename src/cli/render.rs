@@ -124,8 +124,15 @@ fn summary_at(
 }
 
 /// The `algorithm` line: the schedule's producer, and for `auto` how many candidates it was chosen from.
+/// Where the time limit cut some, says so: another run (or a longer limit) may choose otherwise.
 fn algorithm_line(algorithm: &str, portfolio: Option<&engine::PortfolioStats>) -> String {
     match portfolio {
+        Some(p) if p.cut => format!(
+            "algorithm       {algorithm} (auto's fastest of {} candidates; the time limit, {} s, cut {}: a longer one may find a faster schedule)",
+            p.candidates.len(),
+            crate::units::short(p.time_limit_s),
+            counted(p.candidates.iter().filter(|c| c.cut).count(), "candidate"),
+        ),
         Some(p) => format!("algorithm       {algorithm} (auto's fastest of {} candidates)", p.candidates.len()),
         None => format!("algorithm       {algorithm}"),
     }

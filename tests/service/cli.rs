@@ -409,6 +409,22 @@ fn synth_defaults_to_auto_and_says_which_candidate_won() {
     );
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("auto"));
+    // The summary says when the time limit cut candidates (only the JSON said so). Whether
+    // 0.1 s cuts the greedy's all-to-all depends on the machine: the line follows the file.
+    let dir = std::env::temp_dir().join(format!("ccsynth-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("cut.json");
+    let a2a = ["--topology", "torus:8x8", "--collective", "all_to_all", "--size", "64MiB", "--time-limit", "0.1"];
+    let o = ccsynth(&[&["synth"][..], &a2a, &["--summary", "--out", out.to_str().unwrap()]].concat(), None);
+    if o.status.code() == Some(0) {
+        let cut = serde_json::from_slice::<serde_json::Value>(&std::fs::read(&out).unwrap()).unwrap()["stats"]
+            ["portfolio"]["cut"]
+            .as_bool()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(said.contains("the time limit, 0.1 s, cut "), cut, "{said}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -429,7 +429,9 @@ fn with_progress<T>(what: &str, f: impl FnOnce(engine::Control) -> T) -> T {
     if !std::io::stderr().is_terminal() {
         return f(engine::Control::none());
     }
-    let bar = indicatif::ProgressBar::with_draw_target(Some(1000), indicatif::ProgressDrawTarget::stderr());
+    // Hidden until the first report after a second: drawn at once, a quick run flashed an
+    // empty bar and cleared it.
+    let bar = indicatif::ProgressBar::with_draw_target(Some(1000), indicatif::ProgressDrawTarget::hidden());
     bar.set_style(
         indicatif::ProgressStyle::with_template("{prefix} [{elapsed}] {wide_bar} {msg}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -438,6 +440,9 @@ fn with_progress<T>(what: &str, f: impl FnOnce(engine::Control) -> T) -> T {
     let started = std::time::Instant::now();
     let report = |fraction: f64, message: &str| {
         if started.elapsed() >= std::time::Duration::from_secs(1) {
+            if bar.is_hidden() {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
             bar.set_position((fraction * 1000.0) as u64);
             bar.set_message(message.to_string());
         }

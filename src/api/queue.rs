@@ -88,7 +88,7 @@ pub(super) async fn enqueue(
         st.store.raise_priority(&twin.id, priority.level()).await?;
         return Ok((twin.id, false));
     }
-    check_room(st, caller, (1, req.options.time_limit_s), "options.time_limit_s").await?;
+    check_room(st, caller, (1, req.options.time_limit_s), super::requests::seconds_path(req)).await?;
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
     let shared = !force && batch.is_none();
     // Identical requests racing each other: the store keeps one shared active job per key, so

@@ -185,7 +185,7 @@ pub(super) async fn make_room(st: &Shared, caller: &Caller, items: &[&Checked], 
     }
     if batch || unstored {
         let seconds = items.iter().map(|c| c.req.options.time_limit_s).sum();
-        let path = if batch { "requests" } else { "options.time_limit_s" };
+        let path = if batch { "requests" } else { seconds_path(&items[0].req) };
         check_room(st, caller, (items.len(), seconds), path).await?;
     }
     topologies::check_quota(st, caller, new_digests.len()).await
@@ -204,9 +204,10 @@ pub(super) async fn check_room(
     let most_s = st.config.max_active_seconds_per_client;
     if caller.0.is_some() && seconds > most_s {
         let why = format!(
-            "{} s of solving declared (the time limits), over the {} s a client may have queued or running; lower the time limit",
+            "{} s of solving declared (the time limits; a regeneration's is its stored request's), over the {} s a client may have queued or running; lower the time limit, or send it as interactive (capped at {} s)",
             crate::units::short(seconds),
-            crate::units::short(most_s)
+            crate::units::short(most_s),
+            crate::units::short(st.config.max_interactive_s)
         );
         return Err(InputError::new(path, why).into());
     }
@@ -225,6 +226,13 @@ pub(super) async fn check_room(
         }
     }
     Ok(())
+}
+
+/// Where one request alone over the client's seconds is refused: a synthesis at its time
+/// limit; a regeneration, whose limit is its stored request's and which takes no `options`, at
+/// `priority` (interactive caps the limit).
+pub(super) fn seconds_path(req: &JobRequest) -> &'static str {
+    if req.regenerate_from.is_some() { "priority" } else { "options.time_limit_s" }
 }
 
 /// Stores an accepted request's topology (if it brought one) and returns the job request that

@@ -99,12 +99,13 @@ async fn run_job(st: &Shared, job: crate::store::JobRow, pool: Option<Arc<rayon:
     match result {
         Ok(true) if status != JobStatus::Queued => st.metrics.synthesis(&job.algorithm, status, seconds),
         Ok(true) => {}
-        // Cancelled meanwhile, or the lease lapsed and another worker owns the job now: its
-        // result (or its cancellation) stands, this one is dropped.
-        // A client's cancel ends the job before its run does: routine, not a warning.
-        Ok(false) if status == JobStatus::Cancelled && flag.load(Ordering::SeqCst) => {
+        // A client's cancel ends the job before its run does: routine, not a warning (the
+        // flag is also raised when the lease is lost, so the store says which).
+        Ok(false) if matches!(st.store.job(&job.id).await, Ok(Some(j)) if j.status == JobStatus::Cancelled) => {
             tracing::debug!("the job was cancelled by its client; its run stopped")
         }
+        // The lease lapsed and another worker owns the job now: its result stands, this one
+        // is dropped.
         Ok(false) => tracing::warn!(outcome = %status, "the job is no longer this worker's; its outcome is dropped"),
         Err(e) => tracing::error!(error = %e, "recording a job's end failed"),
     }

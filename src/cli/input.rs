@@ -213,7 +213,9 @@ pub(super) fn load_schedule(arg: &str) -> Result<Schedule, String> {
 /// write out.
 fn not_a_topology(text: &str) -> Option<String> {
     match looks_like(text)? {
-        "a topology" => None,
+        // A topology with a field wrong, or a `{"spec": …}` document: the parser's error
+        // names it (a missing `links` read "JSON without a format field").
+        "a topology" | "JSON without a \"format\" field" => None,
         "a schedule" => Some(
             "this is a schedule, not a topology: a topology has \"npus\" and \"links\" (the schedule's own is its \"topology\" field)".into(),
         ),

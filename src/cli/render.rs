@@ -271,10 +271,10 @@ fn baseline_line(
 ) -> String {
     match fastest_baseline(comparison, portfolio) {
         Some((name, t)) if time > 0.0 => format!("best baseline   {name}, {}: {}", duration(t), verdict(t, time)),
-        // No baseline built: `auto` skipped each that applies (portfolio.rs's notes start
+        // No baseline simulated: `auto` skipped each that applies (portfolio.rs's notes start
         // "skipped") because a bound on its time, its price or its busiest link's load, was
-        // already above a schedule found. Say so, and the lowest price above this schedule (a
-        // lower bound of that baseline's, not the best baseline's time).
+        // already above a schedule found. Say so, and the lowest such bound (a lower bound of
+        // that baseline's time, not the best baseline's time).
         _ => no_baseline_line(portfolio, time, to_compare),
     }
 }
@@ -469,6 +469,40 @@ mod tests {
         assert_eq!(degraded_links(&[change(9, 10, 0.5, 2000.0)]), "9->10 at 0.5 GB/s (was 100), 2000 ns (was 500)");
         // A degradation to the link's own speed changes nothing, and says so.
         assert_eq!(degraded_links(&[]), "no link: each given already runs at that speed");
+    }
+
+    /// The `algorithm` line says how many of `auto`'s candidates the time limit cut, and only
+    /// where it cut some (the summary was silent; `stats.portfolio.cut` alone said so).
+    #[test]
+    fn the_algorithm_line_says_when_the_time_limit_cut_candidates() {
+        let entry = |algorithm: &str, cut| crate::engine::PortfolioEntry {
+            algorithm: algorithm.into(),
+            chunks_per_npu: None,
+            greedy_mode: None,
+            seeds: None,
+            collective_time_ns: Some(1.0),
+            valid: true,
+            cut,
+            wall_ms: 1.0,
+            price_ns: None,
+            busiest_link_ns: None,
+            note: None,
+            chosen: false,
+        };
+        let stats = |cut| crate::engine::PortfolioStats {
+            chosen_by: "auto",
+            time_limit_s: 0.1,
+            cut,
+            candidates: vec![entry("greedy", cut), entry("ring", false)],
+        };
+        assert_eq!(
+            super::algorithm_line("ring", Some(&stats(true))),
+            "algorithm       ring (auto's fastest of 2 candidates; the time limit, 0.1 s, cut 1 candidate: a longer one may find a faster schedule)"
+        );
+        assert_eq!(
+            super::algorithm_line("ring", Some(&stats(false))),
+            "algorithm       ring (auto's fastest of 2 candidates)"
+        );
     }
 
     #[test]

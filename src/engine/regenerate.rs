@@ -563,11 +563,12 @@ mod tests {
         let o = moved(thorough.clone(), "auto", "ilp", [3600.0, 60.0]);
         assert_eq!((o.seeds, o.time_limit_s), (1, 60.0));
         assert_eq!(moved(thorough.clone(), "auto", "greedy", [3600.0, 60.0]).time_limit_s, 600.0);
-        // Cut to the interactive limit when stored, it is a default still.
-        let capped = super::super::CheckedOptions { time_limit_s: 60.0, ..thorough.clone() };
-        assert_eq!(moved(capped, "greedy", "ring", [3600.0, 30.0]).time_limit_s, 60.0);
-        let capped = super::super::CheckedOptions { time_limit_s: 30.0, ..thorough };
-        assert_eq!(moved(capped, "greedy", "ring", [3600.0, 30.0]).time_limit_s, 60.0);
+        // Cut to the interactive limit when stored (30 s here), it is a default still; a time
+        // that is neither default nor cut is the caller's.
+        let capped = super::super::CheckedOptions { time_limit_s: 30.0, ..thorough.clone() };
+        assert_eq!(moved(capped, "greedy", "ilp", [3600.0, 30.0]).time_limit_s, 60.0);
+        let own = super::super::CheckedOptions { time_limit_s: 45.0, ..thorough };
+        assert_eq!(moved(own, "greedy", "ilp", [3600.0, 30.0]).time_limit_s, 45.0);
         // The caller's own time and seeds stay.
         let given = stored("greedy", Effort::Thorough, Some(600.0));
         let given = super::super::CheckedOptions { seeds: 3, time_limit_s: 123.0, ..given };

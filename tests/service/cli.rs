@@ -174,6 +174,14 @@ fn topology_reads_files_and_names_bad_input() {
     let o = ccsynth(&["topology", f.to_str().unwrap()], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("links[0].dst"));
+    // A field missing or misspelled, or a spec document's own error, is the parser's to name.
+    for (text, said) in [(r#"{"npus": 2, "link": []}"#, "link"), (r#"{"spec": "ring:1x"}"#, "ring:1x")] {
+        std::fs::write(&f, text).unwrap();
+        let o = ccsynth(&["topology", f.to_str().unwrap()], None);
+        assert_eq!(o.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains(said) && !e.contains("not a topology"), "{e}");
+    }
     let o = ccsynth(&["topology", "no-such-file"], None);
     assert_eq!(o.status.code(), Some(2));
 }

@@ -97,11 +97,11 @@ pub struct MscclArgs {
     pub msccl_name: Option<String>,
     /// Smallest message size, in bytes or as 64KiB, the executor picks the algorithm for
     /// (default 0).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SIZE")]
     pub min_bytes: Option<String>,
     /// Largest message size the executor picks the algorithm for, inclusive (default: none;
     /// for an MSCCL++ plan, what its 32-bit offsets reach).
-    #[arg(long, value_name = "SIZE")]
+    #[arg(allow_negative_numbers = true, long, value_name = "SIZE")]
     pub max_bytes: Option<String>,
     /// `--format mscclpp-json`: mark the plan for in-place calls (the NCCL shim then selects
     /// it only for those; the plan is correct either way).

@@ -245,11 +245,17 @@ fn collective_line(s: &crate::schedule::Schedule) -> String {
         Some(g) if g.len() < live => format!("{} of {live} NPUs", g.len()),
         _ => npus(live),
     };
+    // A broadcast's or reduce's chunks are the root's buffer's, a custom collective's (and
+    // tenants') as its conditions say: "per NPU" read k there, or 1.
+    use crate::collective::CollectiveKind as K;
+    let chunks = match s.collective.kind {
+        K::Broadcast | K::Reduce | K::Custom => counted(s.num_chunks, "chunk"),
+        _ => format!("{} chunk(s) per NPU", s.collective.chunks()),
+    };
     format!(
-        "collective      {} of {} on {npus}, {} chunk(s) per NPU",
+        "collective      {} of {} on {npus}, {chunks}",
         s.collective.kind.name(),
         crate::units::format_size(s.collective.size_bytes),
-        s.collective.chunks()
     )
 }
 

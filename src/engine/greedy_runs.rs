@@ -143,7 +143,7 @@ pub(super) fn synthesize_greedy(
     let (run, won, polish) = polish_winners(req.topology, variants, best, runner_up, single, cancelled, polled)?;
     let (won, pipelined) = match tenants {
         None => pipeline_winner(won, cancelled, polled)?,
-        Some(_) => (won, None),
+        Some(_) => (pipelined::merge_winner(won, cancelled, polled)?, None),
     };
     let Won { schedule, stats: gst, timing, report, .. } = won;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -29,9 +29,10 @@ pub(super) fn baseline_on(
         return built;
     }
     let built = match crate::baselines::build_within(name, topo, spec, poll) {
-        Err(BaselineError::Unsupported { algorithm, what }) if in_hand => {
-            Err(BaselineError::Unsupported { algorithm, what: format!("{what}; rerouted it is the repair in hand") })
-        }
+        Err(BaselineError::Unsupported { algorithm, what }) if in_hand => Err(BaselineError::Unsupported {
+            algorithm,
+            what: format!("{what} (not built again: on the whole grid, rerouted, it is the repair in hand)"),
+        }),
         Err(e @ BaselineError::Unsupported { .. }) => build(name, topo, spec, poll).unwrap_or(Err(e)),
         other => other,
     };
@@ -93,7 +94,9 @@ pub(super) fn on_slowed_grid(
     topo.infer_grid()?;
     if in_hand {
         topo.grid_before_changes(REROUTE_MAX_MISSING_LINKS)?;
-        let reason = format!("{name}: a grid with slower links; rerouted it is the repair in hand");
+        let reason = format!(
+            "{name}: a grid with slower links (not built again: on the grid before them, rerouted, it is the repair in hand)"
+        );
         return Some(Err(super::Error::Unsupported { by: super::error::Refuser::Baseline, reason }));
     }
     let rerouted = match build(name, topo, spec, stop)? {

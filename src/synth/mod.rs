@@ -6,6 +6,7 @@
 //! (`producers`) and the reroute after failures (`repair`). Paths outside stay
 //! `synth::{ilp, trees, …}` by the re-exports below.
 
+pub mod merge;
 pub mod phase;
 pub mod pipeline;
 mod planners;

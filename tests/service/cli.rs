@@ -437,6 +437,26 @@ fn synth_defaults_to_auto_and_says_which_candidate_won() {
 
 #[test]
 fn people_get_a_summary_and_every_flag_has_help() {
+    // A broadcast's chunks are the root's buffer's: counted, not "per NPU".
+    let o = ccsynth(
+        &[
+            "synth",
+            "--topology",
+            "ring:4",
+            "--collective",
+            "broadcast",
+            "--root",
+            "0",
+            "--size",
+            "1MiB",
+            "--chunks-per-npu",
+            "4",
+            "--summary",
+        ],
+        None,
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("collective      broadcast of 1 MiB on 4 NPUs, 4 chunks\n"), "{text}");
     // The summary (forced here: stdout is a pipe in tests; at a terminal it is the default).
     let o = ccsynth(
         &["synth", "--topology", "torus:4x4", "--collective", "all_reduce", "--size", "1MiB", "--summary"],

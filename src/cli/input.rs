@@ -307,33 +307,41 @@ pub(super) fn flags(mut e: InputError) -> String {
 /// A search flag: whether it was given, the option it sets, its name.
 pub(super) type Given = (bool, engine::registry::OptionName, &'static str);
 
+/// The search flags `synth` and `regenerate` share, in the note's order: seed, seeds, threads
+/// and time limit first, effort last (`between`: `synth`'s own flags).
+fn shared_flags(
+    (seed, seeds, threads): (u64, Option<usize>, Option<usize>),
+    (time_limit, effort): (Option<f64>, engine::Effort),
+    between: impl IntoIterator<Item = Given>,
+) -> Vec<Given> {
+    use engine::registry::OptionName as O;
+    let mut given = vec![
+        (seed != 0, O::Seed, "--seed"),
+        (seeds.is_some(), O::Seeds, "--seeds"),
+        (threads.is_some(), O::Threads, "--threads"),
+        (time_limit.is_some(), O::TimeLimitS, "--time-limit"),
+    ];
+    given.extend(between);
+    given.push((effort != engine::Effort::default(), O::Effort, "--effort"));
+    given
+}
+
 /// `synth`'s search flags.
 pub(super) fn synth_flags(a: &super::SynthArgs) -> Vec<Given> {
     use engine::registry::OptionName as O;
-    vec![
-        (a.seed != 0, O::Seed, "--seed"),
-        (a.seeds.is_some(), O::Seeds, "--seeds"),
-        (a.threads.is_some(), O::Threads, "--threads"),
-        (a.time_limit.is_some(), O::TimeLimitS, "--time-limit"),
+    let own = [
         (a.solve_time_limit.is_some(), O::SolveTimeLimitS, "--solve-time-limit"),
         (a.switch_model != engine::SwitchModel::default(), O::SwitchModel, "--switch-model"),
         (a.discretization.is_some(), O::Discretization, "--discretization"),
         (a.ignore_congestion, O::IgnoreCongestion, "--ignore-congestion"),
         (a.window.is_some(), O::Window, "--window"),
-        (a.effort != engine::Effort::default(), O::Effort, "--effort"),
-    ]
+    ];
+    shared_flags((a.seed, a.seeds, a.threads), (a.time_limit, a.effort), own)
 }
 
 /// `regenerate`'s search flags (its fresh run's).
 pub(super) fn regenerate_flags(a: &super::RegenerateArgs) -> Vec<Given> {
-    use engine::registry::OptionName as O;
-    vec![
-        (a.seed != 0, O::Seed, "--seed"),
-        (a.seeds.is_some(), O::Seeds, "--seeds"),
-        (a.threads.is_some(), O::Threads, "--threads"),
-        (a.time_limit.is_some(), O::TimeLimitS, "--time-limit"),
-        (a.effort != engine::Effort::default(), O::Effort, "--effort"),
-    ]
+    shared_flags((a.seed, a.seeds, a.threads), (a.time_limit, a.effort), [])
 }
 
 /// Says which of the search's flags `given` the algorithm does not read (`--window 3` with

@@ -69,16 +69,17 @@ pub(super) fn merge_winner(
         Err(_) => return Ok(won),
     };
     let Some(merged) = crate::synth::merge::merge(&won.schedule) else { return Ok(won) };
-    let after = match crate::sim::simulate_until(&merged, polled) {
-        Ok(timing) => timing.collective_time_ns,
+    let timing = match crate::sim::simulate_until(&merged, polled) {
+        Ok(timing) => timing,
         Err(crate::sim::SimError::Stopped) if cancelled() => return Err(Error::Cancelled),
         Err(_) => return Ok(won),
     };
     // Checked here, not only at the gate: a merge the validator refuses leaves the run's own
-    // schedule, which it passed.
+    // schedule, which it passed. Its replay goes on to the gate, which need not run it again.
+    let after = timing.collective_time_ns;
     if after >= before * (1.0 - 1e-9) || !crate::validate::validate(&merged).valid {
         return Ok(won);
     }
     tracing::debug!(target: "ccsynth::timing", before, after, "greedy: the tenants' messages merged");
-    Ok(Won { schedule: merged, timing: None, report: None, time_ns: Some(after), ..won })
+    Ok(Won { schedule: merged, timing: Some(timing), report: None, time_ns: Some(after), ..won })
 }

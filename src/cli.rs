@@ -184,7 +184,11 @@ fn plot_cmd(what: PlotCommand) -> Result<i32, CliError> {
     let (svg, out) = match what {
         PlotCommand::Timeline { file, out } => {
             let s = load_schedule(&file)?;
-            (engine::plot_timeline(&s).map_err(|e| CliError::from(e).context(&file))?, out)
+            let t = engine::plot_timeline(&s).map_err(|e| CliError::from(e).context(&file))?;
+            if let Some(why) = &t.invalid {
+                eprintln!("ccsynth: warning: the schedule is {why}; drawn as it replays");
+            }
+            (t.svg, out)
         }
         PlotCommand::Goodput { file, out } => {
             let text = read_input(&file)?;

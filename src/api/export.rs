@@ -355,7 +355,7 @@ async fn build(
             ExportFormat::MscclXml => engine::export_msccl(&s, &opts).map(String::into_bytes),
             ExportFormat::MscclppJson => engine::export_mscclpp(&s, &plan_opts).map(String::into_bytes),
             ExportFormat::ChromeTrace => engine::export_trace(&s, engine::API_MAX_TRACE_SLICES).map(String::into_bytes),
-            ExportFormat::TimelineSvg => engine::plot_timeline(&s).map(String::into_bytes),
+            ExportFormat::TimelineSvg => engine::plot_timeline(&s).map(|t| t.svg.into_bytes()),
             // The system configuration names the traces by the bare prefix: run ASTRA-sim in
             // the directory the archive is unpacked in.
             ExportFormat::ChakraEt => match rank {

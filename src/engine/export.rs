@@ -156,10 +156,31 @@ pub fn export_trace(s: &Schedule, max_slices: usize) -> Result<String, Error> {
     Ok(crate::export::trace::chrome_trace(s, &times, &links))
 }
 
-/// The schedule's replay as an SVG timeline of link use.
-pub fn plot_timeline(s: &Schedule) -> Result<String, Error> {
+/// An SVG timeline, and what is wrong with the schedule it draws.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    pub svg: String,
+    /// Where the schedule is not valid: how many violations, and the first (the picture says
+    /// the same in red under its title).
+    pub invalid: Option<String>,
+}
+
+/// The schedule's replay as an SVG timeline of link use. An invalid schedule that can be
+/// simulated is drawn too (that is when one looks), saying so under the title.
+pub fn plot_timeline(s: &Schedule) -> Result<Timeline, Error> {
     let (times, links) = replayed(s, crate::export::plot::MAX_TIMELINE_SLICES)?;
-    Ok(crate::export::plot::timeline_svg(s, &times, &links))
+    // Cheap beside the replay: a drawable schedule has at most `MAX_TIMELINE_SLICES` bars.
+    let report = crate::validate::validate(s);
+    let invalid = (!report.valid).then(|| {
+        let at_least = if report.violation_count_capped { "at least " } else { "" };
+        let first = report.violations.first().map(|v| v.message.as_str()).unwrap_or("unknown");
+        format!(
+            "not valid: {at_least}{}, the first: {first}",
+            crate::units::counted(report.violation_count, "violation")
+        )
+    });
+    let svg = crate::export::plot::timeline_svg(s, &times, &links, invalid.as_deref());
+    Ok(Timeline { svg, invalid })
 }
 
 /// Goodput against message size as SVG, one chart per entry.

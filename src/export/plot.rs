@@ -50,8 +50,14 @@ fn decade(v: f64) -> String {
 /// moves), at most `MAX_TIMELINE_ROWS` (the busiest, the rest counted in a note), one
 /// rectangle per transfer on each link of its path, copies blue and reduces orange (a
 /// legend says so), time in µs along the top and the bottom. `times` and `links` are the
-/// replay's.
-pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<(usize, TransferTime)>]) -> String {
+/// replay's; `warning`, where given, is written in red under the title (an invalid schedule
+/// is drawn as it replays, and the picture says it is not valid).
+pub(crate) fn timeline_svg(
+    s: &Schedule,
+    times: &[TransferTime],
+    links: &[Vec<(usize, TransferTime)>],
+    warning: Option<&str>,
+) -> String {
     let total_ns = times.iter().map(|t| t.end_ns).fold(0.0, f64::max).max(1e-9);
     let mut rows = Rows::assign(s, links);
     // At scale, the busiest rows only (in their order), the others counted.
@@ -60,7 +66,7 @@ pub(crate) fn timeline_svg(s: &Schedule, times: &[TransferTime], links: &[Vec<(u
         rows.keep_busiest(s, times, links);
     }
     let mut out = String::new();
-    timeline_header(&mut out, s, total_ns, rows.labels.len(), hidden);
+    timeline_header(&mut out, s, total_ns, rows.labels.len(), hidden, warning);
     timeline_row_bands(&mut out, &rows.labels);
     timeline_transfers(&mut out, s, times, links, &rows, total_ns);
     timeline_time_axis(&mut out, total_ns, rows.labels.len());
@@ -140,8 +146,9 @@ impl Rows {
     }
 }
 
-/// The timeline's opening tag, its title, the legend, and the note counting `hidden` rows.
-fn timeline_header(out: &mut String, s: &Schedule, total_ns: f64, n_rows: usize, hidden: usize) {
+/// The timeline's opening tag, its title, the legend, and under the title the `warning` and
+/// the note counting `hidden` rows.
+fn timeline_header(out: &mut String, s: &Schedule, total_ns: f64, n_rows: usize, hidden: usize, warning: Option<&str>) {
     let height = TOP + 16.0 + n_rows as f64 * ROW + 50.0;
     let _ = writeln!(
         out,
@@ -163,13 +170,22 @@ fn timeline_header(out: &mut String, s: &Schedule, total_ns: f64, n_rows: usize,
         let _ = writeln!(out, r##"<rect x="{x}" y="10" width="12" height="10" fill="{fill}"/>"##);
         let _ = writeln!(out, r#"<text x="{}" y="19">{name}</text>"#, x + 16.0);
     }
+    // One line under the title: the warning in red first, then the note on hidden rows.
+    let mut line = String::new();
+    if let Some(w) = warning {
+        let _ = write!(line, r##"<tspan fill="#c00">{}</tspan>"##, escape(w));
+    }
     if hidden > 0 {
-        let _ = writeln!(
-            out,
-            r#"<text x="{LEFT}" y="34" font-size="11">the {} busiest of {} rows; {hidden} less busy rows not drawn</text>"#,
+        let sep = if line.is_empty() { "" } else { "; " };
+        let _ = write!(
+            line,
+            "{sep}the {} busiest of {} rows; {hidden} less busy rows not drawn",
             MAX_TIMELINE_ROWS,
             MAX_TIMELINE_ROWS + hidden
         );
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, r#"<text x="{LEFT}" y="34" font-size="11">{line}</text>"#);
     }
 }
 

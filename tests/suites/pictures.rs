@@ -120,7 +120,9 @@ fn a_trace_beyond_its_slice_limit_is_refused_before_the_replay() {
 #[test]
 fn the_timeline_draws_one_bar_per_transfer_and_link() {
     let s = run("torus:4x4", CollectiveSpec::new(K::AllReduce, 1 << 20), "greedy");
-    let svg = engine::plot_timeline(&s).unwrap();
+    let t = engine::plot_timeline(&s).unwrap();
+    assert!(t.invalid.is_none() && !t.svg.contains("not valid"));
+    let svg = t.svg;
     let doc = roxmltree::Document::parse(&svg).expect("the timeline is XML");
     assert_eq!(doc.root_element().tag_name().name(), "svg");
     let bars = doc
@@ -145,12 +147,33 @@ fn the_timeline_draws_one_bar_per_transfer_and_link() {
     assert!(e.to_string().contains("cannot be simulated"), "{e}");
 }
 
+/// A schedule that simulates but is not valid is drawn as it replays (that is when one looks),
+/// and the picture says so in red under its title, counting the violations.
+#[test]
+fn an_invalid_timeline_is_drawn_and_says_so() {
+    let mut s = run("ring:4", CollectiveSpec::new(K::AllGather, 1 << 20), "ring");
+    // The first transfer dropped: chunks it carried never reach their NPUs.
+    s.transfers.edit(|ts| {
+        ts.remove(0);
+    });
+    let report = ccsynth::validate::validate(&s);
+    assert!(!report.valid);
+    let t = engine::plot_timeline(&s).unwrap();
+    let why = t.invalid.expect("the timeline says the schedule is not valid");
+    let count = ccsynth::units::counted(report.violation_count, "violation");
+    assert!(why.starts_with(&format!("not valid: {count}, the first: ")), "{why}");
+    let doc = roxmltree::Document::parse(&t.svg).expect("the timeline is XML");
+    let red =
+        doc.descendants().find(|n| n.has_tag_name("tspan") && n.attribute("fill") == Some("#c00")).expect("a red note");
+    assert_eq!(red.text(), Some(why.as_str()));
+}
+
 /// At scale (issue 30, rough edge 6) the timeline draws the busiest rows only and says how many
 /// it left out; it has a legend, the time axis at the top and the bottom, and human sizes.
 #[test]
 fn a_large_timeline_keeps_its_busiest_rows_and_says_so() {
     let s = run("torus:8x8x8", CollectiveSpec::new(K::AllGather, 1 << 30), "bucket");
-    let svg = engine::plot_timeline(&s).unwrap();
+    let svg = engine::plot_timeline(&s).unwrap().svg;
     let doc = roxmltree::Document::parse(&svg).expect("the timeline is XML");
     let texts: Vec<&str> = doc.descendants().filter(|n| n.has_tag_name("text")).filter_map(|n| n.text()).collect();
     let rows = texts.iter().filter(|t| t.starts_with("link ")).count();

@@ -199,6 +199,18 @@ fn plot_cmd(what: PlotCommand) -> Result<i32, CliError> {
     Ok(0)
 }
 
+/// An MSCCL++ plan of `s`, with a note on stderr where the plan's 32-bit offsets cut
+/// `--max-bytes` (the plan says the value written, in `max_message_size`).
+fn mscclpp_plan(s: &crate::schedule::Schedule, opts: &engine::MscclppOptions) -> Result<String, CliError> {
+    let (plan, written) = engine::export_mscclpp_reached(s, opts)?;
+    if let Some(asked) = opts.max_bytes.filter(|&asked| asked > written) {
+        eprintln!(
+            "ccsynth: note: --max-bytes {asked} is beyond what this plan's 32-bit offsets reach; written as {written} (max_message_size)"
+        );
+    }
+    Ok(plan)
+}
+
 /// `export`: validates the schedule and writes it in `--format`.
 fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
     let opts = a.msccl.options()?;
@@ -221,7 +233,7 @@ fn export_cmd(a: ExportArgs) -> Result<i32, CliError> {
         Format::MscclXml => engine::export_msccl(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))?,
         Format::MscclppJson => {
             let opts = a.msccl.mscclpp_options()?;
-            engine::export_mscclpp(&s, &opts).map_err(|e| CliError::from(e).context(&a.file))? + "\n"
+            mscclpp_plan(&s, &opts).map_err(|e| e.context(&a.file))? + "\n"
         }
         Format::ChakraEt => {
             write_chakra(&s, (Some(&a.file), &[Some(&a.file)]), a.out.as_deref(), a.chakra.prefix(), a.msccl.rank)?;
@@ -341,7 +353,7 @@ fn synth(a: SynthArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if a.format == Format::MscclppJson {
-        let plan = engine::export_mscclpp(&out.schedule, &a.msccl.mscclpp_options()?)?;
+        let plan = mscclpp_plan(&out.schedule, &a.msccl.mscclpp_options()?)?;
         write_text(a.output.out.as_deref(), &(plan + "\n"))?;
         return Ok(0);
     }

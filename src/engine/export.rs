@@ -21,6 +21,13 @@ pub fn export_msccl(s: &Schedule, opts: &MscclOptions) -> Result<String, Error> 
 /// `rank`): refused when it cannot fit the executor's limits (a cheap estimate first), when it
 /// is not valid, or when the plan would break a limit (each error names it).
 pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Error> {
+    export_mscclpp_reached(s, opts).map(|(plan, _)| plan)
+}
+
+/// `export_mscclpp`, with the largest message size the plan was written for: `max_bytes`
+/// where the plan's 32-bit offsets reach it, what they reach otherwise (the CLI says so when
+/// that cut `--max-bytes`).
+pub fn export_mscclpp_reached(s: &Schedule, opts: &MscclppOptions) -> Result<(String, u64), Error> {
     use crate::export::mscclpp;
     mscclpp::fits(s).map_err(|e| Error::refused(Refuser::MscclppPlan, e))?;
     require_valid(s)?;

@@ -27,8 +27,9 @@ pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_unt
 pub use error::{Error, ErrorKind, Refuser};
 pub use export::{
     API_MAX_TRACE_SLICES, ExportOption, ExportOptionError, MAX_TRACE_SLICES, Writer, chakra_fits, chakra_rank_fits,
-    chakra_tar, check_export_options, export_chakra, export_chakra_rank, export_msccl, export_mscclpp, export_trace,
-    msccl_fits, mscclpp_fits, plot_goodput, plot_timeline, require_valid, transfer_times, unread_option,
+    chakra_tar, check_export_options, export_chakra, export_chakra_rank, export_msccl, export_mscclpp,
+    export_mscclpp_reached, export_trace, msccl_fits, mscclpp_fits, plot_goodput, plot_timeline, require_valid,
+    transfer_times, unread_option,
 };
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS, Pipelining};
 use greedy_runs::{Variants, synthesize_greedy};

@@ -146,9 +146,11 @@ impl ChanType {
     }
 }
 
-/// Writes `s` as an MSCCL++ plan (JSON). Crate-private: `s` must be valid (it reads where
-/// every chunk is), and `engine::export_mscclpp`, the door, validates it first.
-pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, MscclppError> {
+/// Writes `s` as an MSCCL++ plan (JSON), with the plan's `max_message_size`: `opts.max_bytes`
+/// cut to what the plan's 32-bit offsets reach, or that reach where none was asked.
+/// Crate-private: `s` must be valid (it reads where every chunk is), and
+/// `engine::export_mscclpp`, the door, validates it first.
+pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<(String, u64), MscclppError> {
     fits(s)?;
     let collective = Collective::build_unchecked(&s.collective, &s.topology)
         .map_err(|e| MscclppError::InvalidCollective(e.to_string()))?;
@@ -219,7 +221,7 @@ pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<String, Msc
         max_message_size: max,
         gpus,
     };
-    Ok(serde_json::to_string(&plan).expect("a plan serializes"))
+    Ok((serde_json::to_string(&plan).expect("a plan serializes"), max))
 }
 
 #[derive(Serialize)]

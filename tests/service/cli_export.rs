@@ -80,6 +80,24 @@ fn export_and_synth_write_msccl_xml() {
         assert_eq!(o.status.code(), Some(2), "{format}");
         assert!(String::from_utf8_lossy(&o.stderr).contains(says), "{}", String::from_utf8_lossy(&o.stderr));
     }
+    // An MSCCL++ plan's 32-bit offsets reach so far: a --max-bytes beyond is written as that
+    // reach, and a note says so; one within is written as asked, without a note.
+    for (asked, cut) in [(1u64 << 40, true), (1 << 20, false)] {
+        let asked_s = asked.to_string();
+        let o = ccsynth(&["export", "--format", "mscclpp-json", "--max-bytes", &asked_s, "-"], Some(&text));
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        let written = json(&o)["max_message_size"].as_u64().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if cut {
+            assert!(written < asked, "{written}");
+            let note =
+                format!("--max-bytes {asked} is beyond what this plan's 32-bit offsets reach; written as {written}");
+            assert!(err.contains(&note), "{err}");
+        } else {
+            assert_eq!(written, asked);
+            assert!(!err.contains("note"), "{err}");
+        }
+    }
     // --format json re-emits the validated schedule.
     let o = ccsynth(&["export", "--format", "json", "-"], Some(&text));
     assert_eq!(o.status.code(), Some(0));

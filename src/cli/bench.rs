@@ -79,6 +79,7 @@ fn bench_scale(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
     } else {
         print!("{}", scale::scale_markdown(&rows));
     }
+    every_row_ran(&rows)?;
     Ok(0)
 }
 
@@ -118,6 +119,7 @@ fn bench_failures(quick: bool, filter: Option<&str>, json: bool, args: FailuresA
     } else {
         print!("{}", failures::failures_markdown(&rows));
     }
+    every_row_ran(&rows)?;
     Ok(0)
 }
 
@@ -145,6 +147,7 @@ fn bench_ilp(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Strin
     } else {
         print!("{}", crate::bench::ilp_markdown(&rows));
     }
+    every_row_ran(&rows)?;
     Ok(0)
 }
 
@@ -175,16 +178,48 @@ fn bench_sizes(quick: bool, filter: Option<&str>, json: bool) -> Result<i32, Str
     Ok(0)
 }
 
-/// A row that could not run is a failed sweep (exit 2, naming the rows), not a table with a gap.
-fn every_row_ran(rows: &[crate::bench::SizeRow]) -> Result<(), String> {
-    let failed: Vec<String> = rows
-        .iter()
-        .filter_map(|r| {
-            r.error
-                .as_ref()
-                .map(|e| format!("{} {:?} {} B: {e}", r.case.topology, r.case.collective, r.case.size_bytes))
-        })
-        .collect();
+/// A suite's row that may have failed to run: its name in an error, and the reason.
+trait Ran {
+    fn failure(&self) -> Option<String>;
+}
+
+impl Ran for crate::bench::SizeRow {
+    fn failure(&self) -> Option<String> {
+        let c = &self.case;
+        self.error.as_ref().map(|e| format!("{} {:?} {} B: {e}", c.topology, c.collective, c.size_bytes))
+    }
+}
+
+impl Ran for crate::bench::failures::FailureRow {
+    fn failure(&self) -> Option<String> {
+        let r = self;
+        r.error.as_ref().map(|e| format!("{} {:?} {} B {}: {e}", r.topology, r.collective, r.size_bytes, r.scenario))
+    }
+}
+
+impl Ran for crate::bench::scale::ScaleRow {
+    fn failure(&self) -> Option<String> {
+        let c = &self.case;
+        self.error.as_ref().map(|e| format!("{} {:?} {} B: {e}", c.topology, c.collective, c.size_bytes))
+    }
+}
+
+impl Ran for crate::bench::IlpRow {
+    fn failure(&self) -> Option<String> {
+        self.error.as_ref().map(|e| format!("{}: {e}", self.case.name))
+    }
+}
+
+impl Ran for crate::bench::BenchResult {
+    fn failure(&self) -> Option<String> {
+        self.error.as_ref().map(|e| format!("{}: {e}", self.case.name))
+    }
+}
+
+/// A row that could not run is a failed sweep (exit 2, naming the rows, after the table),
+/// not a table with a gap: in every suite.
+fn every_row_ran<R: Ran>(rows: &[R]) -> Result<(), String> {
+    let failed: Vec<String> = rows.iter().filter_map(Ran::failure).collect();
     if !failed.is_empty() {
         return Err(format!("{} of {} rows failed: {}", failed.len(), rows.len(), failed.join("; ")));
     }
@@ -213,6 +248,7 @@ fn bench_greedy(runs: usize, quick: bool, filter: Option<&str>, json: bool) -> R
     } else {
         print!("{}", crate::bench::markdown(&results));
     }
+    every_row_ran(&results)?;
     Ok(0)
 }
 
@@ -247,5 +283,21 @@ mod tests {
         super::every_row_ran(std::slice::from_ref(&ran)).unwrap();
         let e = super::every_row_ran(&[ran, broken]).unwrap_err();
         assert!(e.starts_with("1 of 2 rows failed: ring:zero AllGather 32768 B: "), "{e}");
+    }
+
+    /// The failures suite too (its rows that could not run exited 0 before): a case whose
+    /// topology does not build fails, naming the case and its row.
+    #[test]
+    fn a_failures_row_that_could_not_run_fails_the_suite() {
+        use crate::bench::failures::{FailureCase, run_failure_case};
+        let case = FailureCase {
+            topology: "torus:zero".into(),
+            collective: CollectiveKind::AllReduce,
+            size_bytes: 1 << 20,
+            scenarios: Vec::new(),
+        };
+        let rows = run_failure_case(&case, Default::default(), &mut |_| {});
+        let e = super::every_row_ran(&rows).unwrap_err();
+        assert!(e.starts_with("1 of 1 rows failed: torus:zero AllReduce 1048576 B intact: "), "{e}");
     }
 }

@@ -413,12 +413,14 @@ fn refusals(refused: &[(String, String)]) -> String {
     lines.iter().map(|(reason, names)| format!("not applicable: {}: {reason}\n", names.join(", "))).collect()
 }
 
-/// The ILP's outcome in a line: `optimal`, or `feasible` with the gaps it left and the reason
-/// it stopped.
+/// The ILP's outcome in a line: `optimal` in its model, or `feasible` with the gaps it left and
+/// the reason it stopped.
 fn ilp_line(ilp: &engine::IlpStats) -> String {
     use engine::IlpStatus;
     let mut parts = vec![match ilp.status {
-        IlpStatus::Optimal => "optimal".to_string(),
+        // Proven within its model only: a finer time grid, another chunking or another
+        // algorithm (`auto`'s candidates) may be faster in the simulator.
+        IlpStatus::Optimal => "optimal in its model (its time-expanded network at this chunking)".to_string(),
         IlpStatus::Feasible => "feasible (not proven optimal)".to_string(),
     }];
     if ilp.status == IlpStatus::Feasible || ilp.horizon > ilp.horizon_lower_bound {

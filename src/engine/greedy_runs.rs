@@ -142,7 +142,10 @@ pub(super) fn synthesize_greedy(
     let Finished { best, runner_up, cut } = outcome.finish(req.time_limit_s)?;
     let (run, won, polish) = polish_winners(req.topology, variants, best, runner_up, single, cancelled, polled)?;
     let (won, pipelined) = match tenants {
-        None => pipeline_winner(won, cancelled, polled)?,
+        None => {
+            let (won, pipelined) = pipeline_winner(won, cancelled, polled)?;
+            (pipelined::merge_winner(won, cancelled, polled)?, pipelined)
+        }
         Some(_) => (pipelined::merge_winner(won, cancelled, polled)?, None),
     };
     let Won { schedule, stats: gst, timing, report, .. } = won;

@@ -526,3 +526,28 @@ fn the_trees_leave_out_a_link_too_slow_to_plan_around() {
     let (slowed, mode) = run("fc:6", degraded(vec![slow([0, 1], Some(10.0), None)]), 4 * MIB);
     assert!(slowed < 21_000.0, "{slowed} ns ({mode:?})");
 }
+
+/// A link of very high latency (NPU 0's only way in: 7 -> 0 at 1 ms and half speed, 1 -> 0
+/// failed): the greedy sends its chunks one a message, each paying the millisecond (3.29 ms);
+/// its winner's messages on that route are merged (`synth::merge`), so the chunks cross in
+/// one message and the all-gather pays the latency once (1.42 ms, against 1.04 + 0.29 ms of
+/// bound for that one message alone).
+#[test]
+fn messages_over_a_link_of_long_latency_are_merged() {
+    let f = Failures {
+        links: vec![[1, 0]],
+        degraded_links: vec![slow([7, 0], Some(50.0), Some(1e6))],
+        directed: true,
+        ..Failures::default()
+    };
+    let t = topo("ring:8").with_failures(&f).unwrap();
+    let s = run_seeded(&t, &CollectiveSpec::new(K::AllGather, 16 * MIB), "greedy").unwrap();
+    let into_0: Vec<_> = s.transfers.iter().filter(|m| m.dst == 0).collect();
+    assert!(into_0.iter().all(|m| m.src == 7));
+    assert_eq!(into_0.len(), 1, "one message carries NPU 0's seven chunks");
+    let time = ccsynth::sim::simulate(&s).unwrap().collective_time_ns;
+    // One latency of the slow link and its seven chunks' wire time, then less than one more
+    // millisecond: a second message over 7 -> 0 would pay the latency again.
+    let one_message = 1e6 + (7 * 2 * MIB) as f64 / 50.0;
+    assert!(time > one_message && time < one_message + 1e6, "{time}");
+}

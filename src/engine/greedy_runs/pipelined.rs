@@ -1,6 +1,6 @@
 //! The greedy's winner pipelined (`synth::pipeline`) where the simulator finds that faster, and
-//! what the pass did (`stats.pipelined`); a multi-tenant winner's messages merged
-//! (`synth::merge`) likewise.
+//! what the pass did (`stats.pipelined`); the winner's messages merged (`synth::merge`)
+//! likewise, after the pipelining (a multi-tenant winner: merged only).
 
 use super::Won;
 use crate::engine::error::Error;
@@ -56,8 +56,9 @@ pub(super) fn pipeline_winner(
     }
 }
 
-/// A multi-tenant `won` with its messages merged (`synth::merge`: the joint matcher sends a
-/// chunk a message) where the result is valid and simulates faster; `won` itself otherwise.
+/// `won` with its messages merged (`synth::merge`: the matcher sends a chunk a message, which
+/// pays a multi-tenant run's α, or a long latency, once a chunk) where the result is valid and
+/// simulates faster; `won` itself otherwise.
 pub(super) fn merge_winner(
     won: Won,
     cancelled: &(dyn Fn() -> bool + Sync),

@@ -11,6 +11,7 @@ use sqlx::AnyPool;
 use sqlx::Row;
 use sqlx::any::AnyPoolOptions;
 
+mod batches;
 mod body;
 mod derived;
 mod disk;
@@ -19,6 +20,7 @@ mod outage;
 mod queue;
 mod topologies;
 
+pub use batches::{BatchItem, Room};
 pub use body::{COMPRESS_FROM_BYTES, STORED_MAX_BYTES, ScheduleBody, StoredBody, TOPOLOGY_BY_REF};
 
 #[derive(Debug, thiserror::Error)]
@@ -425,6 +427,8 @@ impl Store {
         }
     }
 
+    /// A batch with no jobs (tests; a batch is made with its jobs by `create_batch_jobs`).
+    #[cfg(test)]
     pub async fn create_batch(&self, id: &str, owner: Option<&str>) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO batches (id, created_at, owner) VALUES ($1, $2, $3)")
             .bind(id)

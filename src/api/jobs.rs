@@ -7,11 +7,11 @@
 use super::id::Id;
 use super::owned::{own_schedule, visible};
 use super::queue::{
-    JobOut, MAX_WAIT_MS, answer, check_interactive_first, check_wait, enqueue, job_out, refuse_if_stopping,
+    JobOut, MAX_WAIT_MS, answer, check_interactive_first, check_wait, enqueue, job_key, job_out, refuse_if_stopping,
     wait_for_end,
 };
 use super::regenerations::{RegenerationItem, check_regeneration};
-use super::requests::{Checked, Priority, SynthesisRequest, check_room, commit, make_room, normalize};
+use super::requests::{Checked, JobRequest, Priority, SynthesisRequest, check_room, commit, make_room, normalize};
 use super::streamed::streamed_json;
 use super::{ApiError, Caller, JsonBody, RequestId, Shared, json};
 use crate::engine;
@@ -49,7 +49,7 @@ async fn create(
     make_room(&st, &caller, &[&checked], false).await?;
     check_interactive_first(&st, &caller, &checked.req, (force, priority)).await?;
     let req = commit(&st, &caller, checked).await?;
-    let (id, cached) = enqueue(&st, &req, (force, priority), None, &rid, &caller).await?;
+    let (id, cached) = enqueue(&st, &req, (force, priority), &rid, &caller).await?;
     answer(&st, &id, (wait, cached), &ignored).await
 }
 
@@ -205,25 +205,7 @@ async fn create_batch(
         accepted.push((commit(&st, &caller, c).await?, force));
     }
     let batch_id = crate::store::new_id();
-    st.store.create_batch(&batch_id, caller.0.as_deref()).await?;
-    let mut job_ids = Vec::new();
-    // Two identical items (neither forced) name one job twice, as openapi.yaml says: each made
-    // a job of its own, solving the same request twice.
-    let mut twins: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    for (item, (req, force)) in accepted.iter().enumerate() {
-        // A cached result is reported by the job that produced it, which the batch lists
-        // (its own batch_id is the batch that made it, or none).
-        let key = (!*force).then(|| req.key());
-        let id = match key.as_ref().and_then(|k| twins.get(k)) {
-            Some(id) => id.clone(),
-            None => enqueue(&st, req, (*force, Priority::Normal), Some(&batch_id), &rid, &caller).await?.0,
-        };
-        if let Some(k) = key {
-            twins.entry(k).or_insert_with(|| id.clone());
-        }
-        st.store.add_batch_member(&batch_id, item, &id).await?;
-        job_ids.push(id);
-    }
+    let job_ids = queue_batch(&st, &caller, &batch_id, &rid, &accepted).await?;
     let mut body =
         serde_json::json!({ "batch_id": batch_id, "job_ids": job_ids, "url": format!("/v1/batches/{batch_id}") });
     if ignored.iter().any(|i| !i.is_empty()) {
@@ -234,6 +216,48 @@ async fn create_batch(
         resp.headers_mut().insert(header::LOCATION, v);
     }
     Ok(resp)
+}
+
+/// Queues a batch's accepted requests, whole or not at all (`Store::create_batch_jobs`): the
+/// job id of each item. The room in the queue and the client's quotas, checked before the
+/// items were built, is checked again with the jobs in (a concurrent batch may have taken it):
+/// a 429 then stores nothing. No job is claimed before all are in.
+async fn queue_batch(
+    st: &Shared,
+    caller: &Caller,
+    batch_id: &str,
+    rid: &RequestId,
+    accepted: &[(JobRequest, bool)],
+) -> Result<Vec<String>, ApiError> {
+    let mut items = Vec::with_capacity(accepted.len());
+    for (req, force) in accepted {
+        items.push(crate::store::BatchItem {
+            key: job_key(caller, req),
+            request: serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?,
+            algorithm: req.algorithm.name().to_string(),
+            topology_id: req.topology_id.clone(),
+            budget_s: req.options.time_limit_s,
+            force: *force,
+        });
+    }
+    let config = &st.config;
+    let room = |r: crate::store::Room| {
+        if r.queued > config.max_queue {
+            return Err(ApiError::QueueFull(r.queued - r.new_jobs));
+        }
+        if let Some((active, seconds)) = r.owner_active {
+            if active > config.max_active_per_client {
+                return Err(ApiError::ClientQuota(active - r.new_jobs, config.max_active_per_client));
+            }
+            if seconds > config.max_active_seconds_per_client {
+                return Err(ApiError::ClientSeconds(seconds, config.max_active_seconds_per_client));
+            }
+        }
+        Ok(())
+    };
+    let ids = st.store.create_batch_jobs((batch_id, caller.0.as_deref(), &rid.0), &items, room).await??;
+    st.queued.notify_waiters();
+    Ok(ids)
 }
 
 async fn batch(

@@ -68,7 +68,6 @@ pub(super) async fn enqueue(
     st: &Shared,
     req: &JobRequest,
     (force, priority): (bool, Priority),
-    batch: Option<&str>,
     request_id: &RequestId,
     caller: &Caller,
 ) -> Result<(String, bool), ApiError> {
@@ -76,21 +75,18 @@ pub(super) async fn enqueue(
     if !force && let Some(hit) = st.store.succeeded_with_key(&key).await? {
         return Ok((hit.id, true));
     }
-    // The same request already queued or running (outside a batch, whose jobs each report
-    // on their own): wait for that job rather than solve it twice.
+    // The same request already queued or running: wait for that job rather than solve it
+    // twice. (A batch's jobs are queued by `jobs::queue_batch`, each reporting on its own.)
     if priority == Priority::Interactive {
         check_interactive(st, caller, req).await?;
     }
-    if !force
-        && batch.is_none()
-        && let Some(twin) = st.store.active_with_key(&key).await?
-    {
+    if !force && let Some(twin) = st.store.active_with_key(&key).await? {
         st.store.raise_priority(&twin.id, priority.level()).await?;
         return Ok((twin.id, false));
     }
     check_room(st, caller, (1, req.options.time_limit_s), super::requests::seconds_path(req)).await?;
     let body = serde_json::to_string(req).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let shared = !force && batch.is_none();
+    let shared = !force;
     // Identical requests racing each other: the store keeps one shared active job per key, so
     // a request that loses the race joins the winner's job (or, if it ended meanwhile, its
     // result).
@@ -100,7 +96,7 @@ pub(super) async fn enqueue(
             .store
             .create_job(crate::store::NewJob {
                 id: &id,
-                batch_id: batch,
+                batch_id: None,
                 request_id: Some(&request_id.0),
                 key: &key,
                 request: &body,
@@ -129,7 +125,7 @@ pub(super) async fn enqueue(
 
 /// A request's key in the store: with tokens the cache and in-flight sharing are per client,
 /// so the client is in it.
-fn job_key(caller: &Caller, req: &JobRequest) -> String {
+pub(super) fn job_key(caller: &Caller, req: &JobRequest) -> String {
     match &caller.0 {
         Some(owner) => format!("{owner}\u{1f}{}", req.key()),
         None => req.key(),

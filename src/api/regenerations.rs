@@ -160,6 +160,6 @@ async fn regenerate(
     make_room(&st, &caller, &[&checked], false).await?;
     check_interactive_first(&st, &caller, &checked.req, (false, priority)).await?;
     let req = commit(&st, &caller, checked).await?;
-    let (job_id, cached) = enqueue(&st, &req, (false, priority), None, &rid, &caller).await?;
+    let (job_id, cached) = enqueue(&st, &req, (false, priority), &rid, &caller).await?;
     answer(&st, &job_id, (wait, cached), &[]).await
 }

@@ -144,6 +144,7 @@ impl Store {
 
     /// Records that item `item` of batch `batch_id` is answered by job `job_id`: a job of
     /// this batch, or one made before it whose result the item reuses.
+    #[cfg(test)]
     pub async fn add_batch_member(&self, batch_id: &str, item: usize, job_id: &str) -> Result<(), StoreError> {
         sqlx::query("INSERT INTO batch_members (batch, item, job) VALUES ($1, $2, $3)")
             .bind(batch_id)

@@ -15,6 +15,7 @@ use super::registry::{self, Algorithm};
 use super::request::{Request, Target};
 use super::search::{self, Incumbent, Outcomes, Stop};
 use super::{Control, Error, Gate, Output, RunStats, SynthStats};
+use crate::synth::ilp::IlpStatus;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -66,7 +67,8 @@ pub struct PortfolioEntry {
     /// busy longer than a schedule already found: that busy time (its `skipped:` note's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busiest_link_ns: Option<f64>,
-    /// Why it gave no schedule (it does not serve this case, it ran out of time, …).
+    /// Why it gave no schedule (it does not serve this case, it ran out of time, …), or what
+    /// to know of the one it gave (not validated, being slower; the ILP stopped by auto's cap).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// It won.
@@ -237,7 +239,10 @@ fn run_gated(req: &Request, ctl: Control, stop: Stop, incumbent_ns: Option<f64>,
         tracing::debug!(target: "ccsynth::timing", wall_ms = t0.elapsed().as_secs_f64() * 1e3, "auto: the winner validated");
     }
     for e in entries.iter_mut().filter(|e| e.collective_time_ns.is_some() && !e.valid) {
-        e.note.get_or_insert_with(|| NOT_VALIDATED.to_string());
+        match &mut e.note {
+            Some(note) => *note = format!("{note}; {NOT_VALIDATED}"),
+            None => e.note = Some(NOT_VALIDATED.to_string()),
+        }
     }
     if out.report.lower_bounds.is_none()
         && let Ok(c) = crate::collective::Collective::build_unchecked(&out.schedule.collective, &out.schedule.topology)
@@ -361,9 +366,13 @@ impl Candidates<'_> {
             return (entry, Outcomes::default());
         }
         (self.ctl.progress)(i as f64 / self.algorithms.len() as f64, &format!("auto: {}", algorithm.name()));
+        // The ILP candidate stopped by its own cap, not by the time limit (a longer limit
+        // would not run it longer).
+        let mut own_cap = false;
         let result = match algorithm {
             Algorithm::Ilp => {
                 let left = self.stop.deadline().saturating_duration_since(now).as_secs_f64();
+                own_cap = left / 2.0 >= ILP_BUDGET_S && req.time_limit_s / 2.0 >= ILP_BUDGET_S;
                 let share = now + Duration::from_secs_f64((left / 2.0).min(ILP_BUDGET_S));
                 let mut ilp = req.clone();
                 ilp.seeds = 1;
@@ -401,10 +410,16 @@ impl Candidates<'_> {
                 entry.chunks_per_npu = Some(out.schedule.collective.chunks());
                 entry.greedy_mode = out.stats.synthesis().and_then(|s| s.greedy_mode());
                 entry.valid = out.report.valid;
-                entry.cut = out.stats.synthesis().is_some_and(|s| {
-                    s.greedy.as_ref().is_some_and(|g| g.runs_cut > 0)
-                        || s.ilp.as_ref().is_some_and(|i| i.status == crate::synth::ilp::IlpStatus::Feasible)
-                });
+                let unproven =
+                    out.stats.synthesis().and_then(|s| s.ilp.as_ref()).is_some_and(|i| i.status == IlpStatus::Feasible);
+                entry.cut = out.stats.synthesis().and_then(|s| s.greedy.as_ref()).is_some_and(|g| g.runs_cut > 0)
+                    || (unproven && !own_cap);
+                if unproven && own_cap {
+                    entry.note = Some(format!(
+                        "not proven optimal: stopped by auto's cap on the ILP candidate ({} s), not by the time limit; `--algo ilp` runs it within the time limit",
+                        crate::units::short(ILP_BUDGET_S)
+                    ));
+                }
                 Outcomes::won_alone(t, i, out)
             }
             Err(Error::Cancelled) => Outcomes::cancelled(),

@@ -424,7 +424,7 @@ impl Candidates<'_> {
             }
             Err(Error::Cancelled) => Outcomes::cancelled(),
             Err(e) => {
-                entry.cut = matches!(e, Error::TimeLimit { .. });
+                entry.cut = matches!(e, Error::TimeLimit { .. }) && !own_cap;
                 if let Error::PricedOut { price_ns, .. } = e {
                     entry.price_ns = Some(price_ns);
                 }

@@ -148,6 +148,28 @@ fn auto_on_small_topologies_includes_the_ilp() {
     assert!(big.stats.portfolio().unwrap().candidates.iter().all(|e| e.algorithm != "ilp"));
 }
 
+/// The ILP candidate runs within auto's own cap (10 s of work at most): stopped there, with a
+/// long time limit, it is not cut by the time limit (a longer one would not run it longer: the
+/// summary said to raise it), and its note says what stopped it.
+#[test]
+fn the_ilp_candidate_stopped_by_its_own_cap_is_not_cut_by_the_time_limit() {
+    let f = ccsynth::topology::Failures {
+        degraded_links: vec![ccsynth::topology::DegradedLink {
+            link: [0, 8],
+            bandwidth_gb_per_s: Some(25.0),
+            latency_ns: None,
+        }],
+        ..Default::default()
+    };
+    let t = topo("switch:8").with_failures(&f).unwrap();
+    let out = run(&t, CollectiveSpec::new(K::AllReduce, 1 << 20), registry::PORTFOLIO, generous()).unwrap();
+    let p = out.stats.portfolio().unwrap();
+    let ilp = p.candidates.iter().find(|e| e.algorithm == "ilp").expect("an ILP candidate");
+    let note = ilp.note.as_deref().unwrap_or_default();
+    assert!(note.starts_with("not proven optimal: stopped by auto's cap on the ILP candidate (10 s)"), "{ilp:?}");
+    assert!(!ilp.cut && !p.cut, "{p:?}");
+}
+
 #[test]
 fn auto_is_deterministic_and_ties_go_to_the_earlier_candidate() {
     let t = topo("hypercube:3");

@@ -33,12 +33,35 @@ pub(super) fn baseline_on(
             algorithm,
             what: format!("{what} (not built again: on the whole grid, rerouted, it is the repair in hand)"),
         }),
-        Err(e @ BaselineError::Unsupported { .. }) => build(name, topo, spec, poll).unwrap_or(Err(e)),
+        Err(e @ BaselineError::Unsupported { .. }) => {
+            build(name, topo, spec, poll).unwrap_or_else(|| Err(not_rerouted(e, topo)))
+        }
         other => other,
     };
     match built {
         Err(BaselineError::Stopped) => Err(super::Error::Cancelled),
         other => Ok(other?),
+    }
+}
+
+/// `e` (a baseline that does not serve `topo`) with why it was not built on a whole grid and
+/// rerouted either, where `topo` lost what no reroute goes round: an NPU, or more links than
+/// `REROUTE_MAX_MISSING_LINKS` (the refusal named neither, on a 16×16 torus less 33 links).
+fn not_rerouted(e: BaselineError, topo: &Topology) -> BaselineError {
+    let BaselineError::Unsupported { algorithm, what } = e else { return e };
+    let failed = topo.failed_npus();
+    let why = if !failed.is_empty() {
+        let list: Vec<String> = failed.iter().map(usize::to_string).collect();
+        let npus = if failed.len() == 1 { "NPU" } else { "NPUs" };
+        Some(format!("{npus} {} failed: a baseline is rerouted round failed links, not NPUs", list.join(", ")))
+    } else {
+        topo.grid_missing_link_count().filter(|&m| m > REROUTE_MAX_MISSING_LINKS).map(|m| {
+            format!("a mesh or torus less {m} directed links: a baseline is rerouted round at most {REROUTE_MAX_MISSING_LINKS}")
+        })
+    };
+    match why {
+        Some(why) => BaselineError::Unsupported { algorithm, what: format!("{what} ({why})") },
+        None => BaselineError::Unsupported { algorithm, what },
     }
 }
 

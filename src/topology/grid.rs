@@ -164,6 +164,13 @@ impl Topology {
     }
 
     /// The grid `grid_less_links` puts the links back into.
+    /// The directed links this topology lacks of the fewest-missing mesh or torus it is part
+    /// of (none where it is whole or no such grid): what an error says when that is too many
+    /// to reroute round.
+    pub fn grid_missing_link_count(&self) -> Option<usize> {
+        self.grid_missing_links(usize::MAX).map(|g| g.link_count() - self.links().len())
+    }
+
     fn grid_missing_links(&self, max_missing: usize) -> Option<Grid> {
         if self.links().is_empty() {
             return None;

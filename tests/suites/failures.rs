@@ -645,3 +645,21 @@ fn failing_what_has_failed_already_is_refused() {
     let other = Failures { npus: vec![0], links: vec![[1, 2]], ..Default::default() };
     assert!(topo("ring:4").with_failures(&other).is_ok());
 }
+
+/// A grid baseline refused where no reroute goes round what failed says why (it said only that
+/// the topology was no whole mesh or torus): a failed NPU, or more missing links than the
+/// reroute's limit (33 links of torus:16x16, 66 directed); at the limit it is rerouted.
+#[test]
+fn a_grid_baseline_that_is_not_rerouted_says_why() {
+    let spec = CollectiveSpec::new(K::AllReduce, 16 << 20);
+    let less_npu = topo("torus:4x4").with_failures(&Failures { npus: vec![5], ..Failures::default() }).unwrap();
+    let e = run_seeded(&less_npu, &spec, "bucket").unwrap_err();
+    assert!(e.ends_with("(NPU 5 failed: a baseline is rerouted round failed links, not NPUs)"), "{e}");
+    // Links between columns 1-2, 5-6 and 9-10 of rows 0..11: no row is cut off.
+    let links: Vec<[usize; 2]> = (0..11).flat_map(|r| [1, 5, 9].map(|c| [r * 16 + c, r * 16 + c + 1])).collect();
+    let many = failed(&topo("torus:16x16"), &links);
+    let e = run_seeded(&many, &spec, "bucket").unwrap_err();
+    assert!(e.ends_with("(a mesh or torus less 66 directed links: a baseline is rerouted round at most 64)"), "{e}");
+    let at_limit = failed(&topo("torus:16x16"), &links[..32]);
+    assert!(run_seeded(&at_limit, &spec, "bucket").is_ok());
+}

@@ -142,12 +142,10 @@ pub(super) fn synthesize_greedy(
     let Finished { best, runner_up, cut } = outcome.finish(req.time_limit_s)?;
     let (run, won, polish) = polish_winners(req.topology, variants, best, runner_up, single, cancelled, polled)?;
     let (won, pipelined) = match tenants {
-        None => {
-            let (won, pipelined) = pipeline_winner(won, cancelled, polled)?;
-            (pipelined::merge_winner(won, cancelled, polled)?, pipelined)
-        }
-        Some(_) => (pipelined::merge_winner(won, cancelled, polled)?, None),
+        None => pipeline_winner(won, cancelled, polled)?,
+        Some(_) => (won, None),
     };
+    let won = pipelined::merge_winner(won, cancelled, polled)?;
     let Won { schedule, stats: gst, timing, report, .. } = won;
     let synthesis_ms = started.elapsed().as_secs_f64() * 1e3;
     let checked = std::time::Instant::now();

@@ -5,8 +5,8 @@
 //! while its last were still being written, so a batch refused part way (a concurrent batch
 //! filled the queue: 429) or cut off by its client left jobs that ran under a batch nobody was
 //! told of; and each job's own commit made a batch of 2,000 items take 20 s to accept.
-use super::{Backend, JobEvent, JobStatus, Store, StoreError, new_id, now_ms};
-use sqlx::Row;
+use super::queue::{active_of_on, insert_job_on, queued_count_on, succeeded_with_key_on};
+use super::{Backend, JobEvent, NewJob, Store, StoreError, new_id, now_ms};
 
 /// One item of a batch, normalized: its job's request and key, or (unless forced) the
 /// succeeded job of its key, or the job of an identical item before it.
@@ -73,13 +73,27 @@ impl Store {
                     true => None,
                     false => match seen.get(it.key.as_str()) {
                         Some(id) => Some(id.clone()),
-                        None => succeeded_with_key(&mut tx, &it.key).await?,
+                        None => succeeded_with_key_on(&mut *tx, &it.key).await?.map(|j| j.id),
                     },
                 };
                 let id = match reused {
                     Some(id) => id,
                     None => {
-                        insert_job(&mut tx, (&fresh, batch_id, request_id, owner, now), it).await?;
+                        // Not shared: identical requests outside the batch do not join it.
+                        let job = NewJob {
+                            id: &fresh,
+                            batch_id: Some(batch_id),
+                            request_id: Some(request_id),
+                            key: &it.key,
+                            request: &it.request,
+                            algorithm: &it.algorithm,
+                            topology_id: &it.topology_id,
+                            owner,
+                            budget_s: it.budget_s,
+                            shared: false,
+                            priority: 0,
+                        };
+                        insert_job_on(&mut *tx, &job, now).await?;
                         new_jobs += 1;
                         fresh
                     }
@@ -95,13 +109,9 @@ impl Store {
                     .await?;
                 ids.push(id);
             }
-            let queued: i64 = sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = $1")
-                .bind(JobStatus::Queued.as_str())
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("n")?;
+            let queued = queued_count_on(&mut *tx).await?;
             let owner_active = match owner {
-                Some(o) => Some(active_of(&mut tx, o).await?),
+                Some(o) => Some(active_of_on(&mut *tx, o).await?),
                 None => None,
             };
             if let Err(e) = room(Room { queued, owner_active, new_jobs }) {
@@ -122,61 +132,6 @@ impl Store {
         // Noted: a batch refused for a full disk makes `/readyz` probe until writes work again.
         self.noting_write(done)
     }
-}
-
-type Tx<'c> = sqlx::Transaction<'c, sqlx::Any>;
-
-/// The newest succeeded job of `key` (a cache hit), as `Store::succeeded_with_key`.
-async fn succeeded_with_key(tx: &mut Tx<'_>, key: &str) -> Result<Option<String>, StoreError> {
-    let row =
-        sqlx::query("SELECT id FROM jobs WHERE request_key = $1 AND status = $2 ORDER BY finished_at DESC LIMIT 1")
-            .bind(key)
-            .bind(JobStatus::Succeeded.as_str())
-            .fetch_optional(&mut **tx)
-            .await?;
-    Ok(match row {
-        Some(r) => Some(r.try_get("id")?),
-        None => None,
-    })
-}
-
-/// A batch's job, queued at normal priority and not shared (identical requests outside the
-/// batch do not join it).
-async fn insert_job(
-    tx: &mut Tx<'_>,
-    (id, batch_id, request_id, owner, now): (&str, &str, &str, Option<&str>, i64),
-    it: &BatchItem,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s, shared, priority) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, 0, 0)",
-    )
-    .bind(id)
-    .bind(batch_id)
-    .bind(request_id)
-    .bind(&it.key)
-    .bind(&it.request)
-    .bind(&it.algorithm)
-    .bind(JobStatus::Queued.as_str())
-    .bind(now)
-    .bind(&it.topology_id)
-    .bind(owner.map(str::to_string))
-    .bind(it.budget_s)
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-/// A client's queued and running jobs and their declared seconds, as `Store::active_of`.
-async fn active_of(tx: &mut Tx<'_>, owner: &str) -> Result<(i64, f64), StoreError> {
-    let q = "SELECT COUNT(*) AS n, COALESCE(SUM(budget_s), 0.0) AS s FROM jobs WHERE owner = $1 AND status IN ($2, $3)";
-    let row = sqlx::query(q)
-        .bind(owner)
-        .bind(JobStatus::Queued.as_str())
-        .bind(JobStatus::Running.as_str())
-        .fetch_one(&mut **tx)
-        .await?;
-    Ok((row.try_get("n")?, row.try_get("s")?))
 }
 
 #[cfg(test)]

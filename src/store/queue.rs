@@ -18,39 +18,7 @@ impl Store {
     }
 
     async fn insert_job(&self, job: NewJob<'_>) -> Result<bool, StoreError> {
-        let NewJob {
-            id,
-            batch_id,
-            request_id,
-            key,
-            request,
-            algorithm,
-            topology_id,
-            owner,
-            budget_s,
-            shared,
-            priority,
-        } = job;
-        let inserted = sqlx::query(
-            "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s, shared, priority) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
-        )
-        .bind(id)
-        .bind(batch_id.map(str::to_string))
-        .bind(request_id.map(str::to_string))
-        .bind(key)
-        .bind(request)
-        .bind(algorithm)
-        .bind(JobStatus::Queued.as_str())
-        .bind(now_ms())
-        .bind(topology_id)
-        .bind(owner.map(str::to_string))
-        .bind(budget_s)
-        .bind(i32::from(shared))
-        .bind(priority)
-        .execute(&self.pool)
-        .await?;
-        if inserted.rows_affected() == 0 {
+        if !insert_job_on(&self.pool, &job, now_ms()).await? {
             return Ok(false);
         }
         self.announce(&self.pool, JobEvent::Queued).await?;
@@ -84,15 +52,7 @@ impl Store {
     /// Queued and running jobs of one client and their declared solve time in seconds (its
     /// quotas), in one query.
     pub async fn active_of(&self, owner: &str) -> Result<(i64, f64), StoreError> {
-        let q =
-            "SELECT COUNT(*) AS n, COALESCE(SUM(budget_s), 0.0) AS s FROM jobs WHERE owner = $1 AND status IN ($2, $3)";
-        let row = sqlx::query(q)
-            .bind(owner)
-            .bind(JobStatus::Queued.as_str())
-            .bind(JobStatus::Running.as_str())
-            .fetch_one(&self.pool)
-            .await?;
-        Ok((row.try_get("n")?, row.try_get("s")?))
+        active_of_on(&self.pool, owner).await
     }
 
     pub async fn job(&self, id: &str) -> Result<Option<JobRow>, StoreError> {
@@ -157,15 +117,7 @@ impl Store {
 
     /// The newest succeeded job with this request key (a cache hit).
     pub async fn succeeded_with_key(&self, key: &str) -> Result<Option<JobRow>, StoreError> {
-        let q = format!(
-            "SELECT {JOB_COLS} FROM jobs WHERE request_key = $1 AND status = $2 ORDER BY finished_at DESC LIMIT 1"
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(q))
-            .bind(key)
-            .bind(JobStatus::Succeeded.as_str())
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(job_row).transpose()
+        succeeded_with_key_on(&self.pool, key).await
     }
 
     /// The oldest queued or running job with this request key: an identical request in flight,
@@ -184,11 +136,7 @@ impl Store {
     }
 
     pub async fn queued_count(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = $1")
-            .bind(JobStatus::Queued.as_str())
-            .fetch_one(&self.pool)
-            .await?
-            .try_get("n")?)
+        queued_count_on(&self.pool).await
     }
 
     /// Claims the oldest queued job, or a running one whose lease lapsed (its worker died),
@@ -426,6 +374,73 @@ impl Store {
 
 /// The claim of a queued job (`claim_job`), `lock` its row lock (`FOR UPDATE SKIP LOCKED` on
 /// PostgreSQL): the parameters are $1 now, $2 the lease's end, $3 `running`, $4 `queued`.
+/// Inserts `job` as queued at `now`, on the pool or in a transaction (`create_batch_jobs`);
+/// `false` where a shared job of its key is active already (the unique index).
+pub(super) async fn insert_job_on<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+    on: E,
+    job: &NewJob<'_>,
+    now: i64,
+) -> Result<bool, StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO jobs (id, batch_id, request_id, request_key, request, algorithm, status, progress, created_at, topology_id, owner, budget_s, shared, priority) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING",
+    )
+    .bind(job.id)
+    .bind(job.batch_id.map(str::to_string))
+    .bind(job.request_id.map(str::to_string))
+    .bind(job.key)
+    .bind(job.request)
+    .bind(job.algorithm)
+    .bind(JobStatus::Queued.as_str())
+    .bind(now)
+    .bind(job.topology_id)
+    .bind(job.owner.map(str::to_string))
+    .bind(job.budget_s)
+    .bind(i32::from(job.shared))
+    .bind(job.priority)
+    .execute(on)
+    .await?;
+    Ok(inserted.rows_affected() > 0)
+}
+
+/// The newest succeeded job with this request key (a cache hit), on the pool or in a
+/// transaction.
+pub(super) async fn succeeded_with_key_on<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+    on: E,
+    key: &str,
+) -> Result<Option<JobRow>, StoreError> {
+    let q =
+        format!("SELECT {JOB_COLS} FROM jobs WHERE request_key = $1 AND status = $2 ORDER BY finished_at DESC LIMIT 1");
+    let row =
+        sqlx::query(sqlx::AssertSqlSafe(q)).bind(key).bind(JobStatus::Succeeded.as_str()).fetch_optional(on).await?;
+    row.as_ref().map(job_row).transpose()
+}
+
+/// Jobs queued, on the pool or in a transaction.
+pub(super) async fn queued_count_on<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(on: E) -> Result<i64, StoreError> {
+    Ok(sqlx::query("SELECT COUNT(*) AS n FROM jobs WHERE status = $1")
+        .bind(JobStatus::Queued.as_str())
+        .fetch_one(on)
+        .await?
+        .try_get("n")?)
+}
+
+/// A client's queued and running jobs and their declared seconds, on the pool or in a
+/// transaction.
+pub(super) async fn active_of_on<'e, E: sqlx::Executor<'e, Database = sqlx::Any>>(
+    on: E,
+    owner: &str,
+) -> Result<(i64, f64), StoreError> {
+    let q = "SELECT COUNT(*) AS n, COALESCE(SUM(budget_s), 0.0) AS s FROM jobs WHERE owner = $1 AND status IN ($2, $3)";
+    let row = sqlx::query(q)
+        .bind(owner)
+        .bind(JobStatus::Queued.as_str())
+        .bind(JobStatus::Running.as_str())
+        .fetch_one(on)
+        .await?;
+    Ok((row.try_get("n")?, row.try_get("s")?))
+}
+
 fn queued_claim_sql(lock: &str) -> String {
     // A queued job, fair between clients: the client with the highest-priority job
     // (interactive before normal), then the fewest jobs running, then the one whose last

@@ -64,12 +64,14 @@ pub(super) fn merge_winner(
     cancelled: &(dyn Fn() -> bool + Sync),
     polled: &(dyn Fn() -> bool + Sync),
 ) -> Result<Won, Error> {
+    // Merged first: on most winners nothing merges (the pass ends before its tables), and the
+    // winner is then not simulated here for a time nothing compares.
+    let Some(merged) = crate::synth::merge::merge(&won.schedule) else { return Ok(won) };
     let before = match won.time_ns_until(polled) {
         Ok(t) => t,
         Err(crate::sim::SimError::Stopped) if cancelled() => return Err(Error::Cancelled),
         Err(_) => return Ok(won),
     };
-    let Some(merged) = crate::synth::merge::merge(&won.schedule) else { return Ok(won) };
     let timing = match crate::sim::simulate_until(&merged, polled) {
         Ok(timing) => timing,
         Err(crate::sim::SimError::Stopped) if cancelled() => return Err(Error::Cancelled),
@@ -81,6 +83,6 @@ pub(super) fn merge_winner(
     if after >= before * (1.0 - 1e-9) || !crate::validate::validate(&merged).valid {
         return Ok(won);
     }
-    tracing::debug!(target: "ccsynth::timing", before, after, "greedy: the tenants' messages merged");
+    tracing::debug!(target: "ccsynth::timing", before, after, "greedy: the winner's messages merged");
     Ok(Won { schedule: merged, timing: Some(timing), report: None, time_ns: Some(after), ..won })
 }

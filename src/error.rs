@@ -230,6 +230,13 @@ impl Errors {
             Err(InputError { errors: self.list, omitted })
         }
     }
+    /// Every error of `e`, counted as `e` counted them (its omitted ones too).
+    pub fn push_all(&mut self, e: InputError) {
+        self.total += e.omitted;
+        for f in e.errors {
+            self.push(f.path, f.message);
+        }
+    }
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }

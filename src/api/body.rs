@@ -21,17 +21,24 @@ impl<T: DeserializeOwned + Send + 'static> axum::extract::FromRequest<Shared> fo
 
     async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
         let RawBody(bytes) = RawBody::from_request(req, st).await?;
-        // A large body (up to `--max-body-bytes`) is parsed off the async threads, which must
-        // keep answering meanwhile.
-        if bytes.len() > LARGE_BODY_BYTES {
-            let _permit = st.large_bodies.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
-            return tokio::task::spawn_blocking(move || parse_json(&bytes))
-                .await
-                .map_err(|e| ApiError::Internal(e.to_string()))?
-                .map(JsonBody);
-        }
-        parse_json(&bytes).map(JsonBody)
+        parse_body(st, bytes, parse_json).await.map(JsonBody)
     }
+}
+
+/// `parse(bytes)`, off the async threads for a large body (up to `--max-body-bytes`): they
+/// must keep answering meanwhile.
+pub async fn parse_body<T: Send + 'static>(
+    st: &Shared,
+    bytes: axum::body::Bytes,
+    parse: impl FnOnce(&[u8]) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    if bytes.len() > LARGE_BODY_BYTES {
+        let _permit = st.large_bodies.acquire().await.map_err(|e| ApiError::Internal(e.to_string()))?;
+        return tokio::task::spawn_blocking(move || parse(&bytes))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))?;
+    }
+    parse(&bytes)
 }
 
 /// A JSON request body of at most `max_body_bytes` (413 problem+json beyond), unparsed; any

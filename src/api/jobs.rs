@@ -4,6 +4,7 @@
 //! regenerations `api::regenerations`, exports `api::export`, the workers that run jobs
 //! `api::worker`.
 
+use super::body::parse_body;
 use super::id::Id;
 use super::owned::{own_schedule, visible};
 use super::queue::{
@@ -13,9 +14,9 @@ use super::queue::{
 use super::regenerations::{RegenerationItem, check_regeneration};
 use super::requests::{Checked, JobRequest, Priority, SynthesisRequest, check_room, commit, make_room, normalize};
 use super::streamed::streamed_json;
-use super::{ApiError, Caller, JsonBody, RequestId, Shared, json};
+use super::{ApiError, Caller, JsonBody, RawBody, RequestId, Shared, json, parse_json};
 use crate::engine;
-use crate::error::InputError;
+use crate::error::{Errors, InputError};
 use crate::store::JobStatus;
 use axum::Router;
 use axum::extract::{Extension, State};
@@ -125,20 +126,23 @@ async fn create_batch(
     State(st): State<Shared>,
     Extension(rid): Extension<RequestId>,
     Extension(caller): Extension<Caller>,
-    JsonBody(b): JsonBody<BatchIn>,
+    RawBody(bytes): RawBody,
 ) -> Result<Response, ApiError> {
     refuse_if_stopping(&st)?;
+    // The items are counted before any is built: 16 MiB of small items took 450 MB to parse
+    // before the count refused them.
+    let b: BatchIn = parse_body(&st, bytes, |bytes| {
+        if let Some(count) = batch_items(bytes) {
+            refuse_batch_size(count)?;
+        }
+        parse_json(bytes)
+    })
+    .await?;
     let count = b.requests.len() + b.regenerations.len();
+    refuse_batch_size(count)?;
     // Each request's options its algorithm does not read, in the requests' order.
     let ignored: Vec<Vec<engine::registry::OptionName>> =
         b.requests.iter().map(|r| r.algorithm.unread(&r.options.named())).collect();
-    if count == 0 || count > 10_000 {
-        return Err(InputError::new(
-            "requests",
-            format!("{count} requests and regenerations: expected 1 to 10000 together"),
-        )
-        .into());
-    }
     // A batch larger than the queue, or (with tokens) than a client may have active, can never
     // be queued: a 422 naming the limit, not a 429 whose "wait" no retry ever satisfies.
     let (queue, own) = (st.config.max_queue, st.config.max_active_per_client);
@@ -155,49 +159,43 @@ async fn create_batch(
     // heavy items were hours of checking before the refusal). Checked again before queueing.
     check_room(&st, &caller, (count, 0.0), "requests").await?;
     // The checks that build nothing first, on every item: an invalid last item of a heavy
-    // batch is refused before the others are built (issue 28).
+    // batch is refused before the others are built (issue 28). Every invalid item is named,
+    // not the first only: a client fixing a batch should not learn of its errors one a POST.
+    let mut errors = Errors::default();
     for (i, r) in b.requests.iter().enumerate() {
         if r.priority == Priority::Interactive {
             let why = "interactive: a batch's jobs are normal; send a synthesis that needs an answer now on its own";
-            return Err(InputError::new(format!("requests[{i}].priority"), why).into());
+            errors.push(format!("requests[{i}].priority"), why);
         }
         // A batch answers at once, whatever an item says (it was read and ignored).
         if let Some(ms) = r.wait_ms {
             let why = format!("{ms}: a batch waits for none of its jobs; poll GET /v1/batches/{{id}}");
-            return Err(InputError::new(format!("requests[{i}].wait_ms"), why).into());
+            errors.push(format!("requests[{i}].wait_ms"), why);
         }
-        r.precheck(&st, &format!("requests[{i}]"))?;
+        gather(&mut errors, r.precheck(&st, &format!("requests[{i}]")))?;
     }
     for (i, g) in b.regenerations.iter().enumerate() {
-        match own_schedule(&st, &caller, &g.schedule_id).await {
-            Err(ApiError::NotFound(..)) => {
-                let why = format!("no schedule {:?}", g.schedule_id);
-                return Err(InputError::new(format!("regenerations[{i}].schedule_id"), why).into());
-            }
-            other => other?,
-        }
+        let found = own_schedule(&st, &caller, &g.schedule_id).await.map(|_| ());
+        gather(&mut errors, no_schedule(found, &format!("regenerations[{i}]"), &g.schedule_id))?;
     }
+    std::mem::take(&mut errors).into_result(())?;
     // Every request is checked before any is queued: a batch is accepted whole or not at all.
     let mut normalized = Vec::with_capacity(count);
     for (i, r) in b.requests.into_iter().enumerate() {
         let force = r.force;
-        normalized.push((normalize(&st, &caller, r, &format!("requests[{i}]")).await?, force));
+        if let Some(c) = gather(&mut errors, normalize(&st, &caller, r, &format!("requests[{i}]")).await)? {
+            normalized.push((c, force));
+        }
     }
-    let mut regenerations = Vec::with_capacity(b.regenerations.len());
     for (i, mut g) in b.regenerations.into_iter().enumerate() {
         let path = format!("regenerations[{i}]");
         let failures = g.failures();
-        let found = check_regeneration(&st, &caller, &g.schedule_id, failures, g.algorithm, &path).await.map_err(
-            |e| match e {
-                ApiError::NotFound(..) => {
-                    InputError::new(format!("{path}.schedule_id"), format!("no schedule {:?}", g.schedule_id)).into()
-                }
-                e => e,
-            },
-        )?;
-        regenerations.push((found, g.force));
+        let found = check_regeneration(&st, &caller, &g.schedule_id, failures, g.algorithm, &path).await;
+        if let Some(found) = gather(&mut errors, no_schedule(found, &path, &g.schedule_id))? {
+            normalized.push((found, g.force));
+        }
     }
-    normalized.extend(regenerations);
+    errors.into_result(())?;
     let items: Vec<&Checked> = normalized.iter().map(|(c, _)| c).collect();
     make_room(&st, &caller, &items, true).await?;
     let mut accepted = Vec::with_capacity(count);
@@ -216,6 +214,72 @@ async fn create_batch(
         resp.headers_mut().insert(header::LOCATION, v);
     }
     Ok(resp)
+}
+
+/// The most items (requests and regenerations together) a batch takes.
+const MAX_BATCH_ITEMS: usize = 10_000;
+
+fn refuse_batch_size(count: usize) -> Result<(), ApiError> {
+    if count == 0 || count > MAX_BATCH_ITEMS {
+        let why = format!("{count} requests and regenerations: expected 1 to {MAX_BATCH_ITEMS} together");
+        return Err(InputError::new("requests", why).into());
+    }
+    Ok(())
+}
+
+/// How many requests and regenerations a batch body holds, counted without building any
+/// (`None` where it is not a batch that parses: the strict parse then says why).
+fn batch_items(bytes: &[u8]) -> Option<usize> {
+    struct Count(usize);
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Items;
+            impl<'de> serde::de::Visitor<'de> for Items {
+                type Value = Count;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a list")
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                    let mut n = 0;
+                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                        n += 1;
+                    }
+                    Ok(Count(n))
+                }
+            }
+            d.deserialize_seq(Items)
+        }
+    }
+    #[derive(Deserialize)]
+    struct Counted {
+        #[serde(default)]
+        requests: Option<Count>,
+        #[serde(default)]
+        regenerations: Option<Count>,
+    }
+    let c: Counted = serde_json::from_slice(bytes).ok()?;
+    Some(c.requests.map_or(0, |c| c.0) + c.regenerations.map_or(0, |c| c.0))
+}
+
+/// Keeps an item's field errors in `errors` (so that every invalid item is named) and passes
+/// any other error on.
+fn gather<T>(errors: &mut Errors, r: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(ApiError::Unprocessable(e)) => {
+            errors.push_all(e);
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A regeneration's unknown schedule, named at its item's `schedule_id`.
+fn no_schedule<T>(r: Result<T, ApiError>, path: &str, id: &str) -> Result<T, ApiError> {
+    r.map_err(|e| match e {
+        ApiError::NotFound(..) => InputError::new(format!("{path}.schedule_id"), format!("no schedule {id:?}")).into(),
+        e => e,
+    })
 }
 
 /// Queues a batch's accepted requests, whole or not at all (`Store::create_batch_jobs`): the

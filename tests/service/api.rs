@@ -875,6 +875,31 @@ fn batches_report_aggregate_progress(db: Db) {
     let bad = json!({"requests": [requests[0], {"spec": "ring:4", "collective": {"kind": "gather", "size_bytes": 8}}]});
     let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
     assert!(p["errors"][0]["path"].as_str().unwrap().starts_with("requests[1]"), "{p}");
+    // Every bad item is named, not the first alone (a client learnt of them one a POST).
+    let mut urgent = requests[1].clone();
+    urgent["priority"] = json!("interactive");
+    let bad = json!({"requests": [waiting, requests[0], urgent], "regenerations": [{"schedule_id": "nope"}]});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
+    let paths: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["requests[0].wait_ms", "requests[2].priority", "regenerations[0].schedule_id"], "{p}");
+    // So is every item whose topology is not there (found when the items are built).
+    let lost = json!({"topology_id": "nope", "collective": {"kind": "all_gather", "size_bytes": 8}});
+    let bad = json!({"requests": [lost, requests[0], lost]});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(bad.to_string().as_bytes())), 422);
+    let paths: Vec<&str> = p["errors"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["requests[0].topology_id", "requests[2].topology_id"], "{p}");
+    // The items are counted before any is read: 10,001 of them are refused for their number,
+    // not for what the first says (a 16 MiB batch of small items took 450 MB to read first).
+    let many = format!("{{\"requests\": [{}]}}", vec!["{\"bogus\": 1}"; 10_001].join(","));
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/batches", Some(many.as_bytes())), 422);
+    assert_eq!(p["errors"][0]["path"], "requests", "{p}");
+    assert!(
+        p["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("10001 requests and regenerations: expected 1 to 10000"),
+        "{p}"
+    );
     assert_problem(&raw(s.addr, "GET", "/v1/batches/unknown", None), 404);
     // A path no route serves says which (it said `no route with id ""`).
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/batches/{bid}/"), None), 404);

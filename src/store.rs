@@ -15,6 +15,7 @@ mod batches;
 mod body;
 mod derived;
 mod disk;
+pub use disk::sqlite_in_memory;
 mod faults;
 mod outage;
 mod queue;
@@ -31,6 +32,11 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("unsupported database URL {0:?}: expected sqlite:… or postgres://…")]
     Url(String),
+    #[error(
+        "{0:?}: an SQLite database in memory is opened anew by each of the pool's connections (the tables \
+         would be on one of them): name a file, such as sqlite:ccsynth.db"
+    )]
+    InMemory(String),
     #[error("jobs table: {0}")]
     Status(#[from] UnknownJobStatus),
     /// Rows that contradict each other (a bug, or a hand-edited database).
@@ -327,6 +333,9 @@ impl Store {
     /// Connects (creating an SQLite file if needed) and runs the embedded migrations.
     pub async fn connect(url: &str) -> Result<Store, StoreError> {
         sqlx::any::install_default_drivers();
+        if disk::sqlite_in_memory(url) {
+            return Err(StoreError::InMemory(url.to_string()));
+        }
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {

@@ -37,7 +37,12 @@ pub(super) fn serve_cmd(a: ServeArgs) -> Result<i32, String> {
         max_client_topologies,
         min_free_disk,
     } = a;
-    let addr: std::net::SocketAddr = addr.parse().map_err(|e| format!("--addr {addr:?}: {e}"))?;
+    let addr: std::net::SocketAddr = addr
+        .parse()
+        .map_err(|e| format!("--addr {addr:?}: {e}: expected an IP address and port, as 127.0.0.1:8080"))?;
+    if crate::store::sqlite_in_memory(&database_url) {
+        return Err(format!("--database-url {}", crate::store::StoreError::InMemory(database_url)));
+    }
     let clients = match &tokens_file {
         Some(path) => {
             let text = std::fs::read_to_string(path).map_err(|e| unreadable_tokens(path, &e, process_uid()))?;

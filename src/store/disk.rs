@@ -13,6 +13,13 @@ impl Store {
     }
 }
 
+/// Whether `url` names an SQLite database in memory (`sqlite::memory:`, `sqlite:`,
+/// `mode=memory`): each of the pool's connections would open a database of its own, so the
+/// migrations reached one and every request on the others failed (`no such table`).
+pub fn sqlite_in_memory(url: &str) -> bool {
+    url.starts_with("sqlite:") && sqlite_dir(url).is_none()
+}
+
 /// The directory of the file an `sqlite:` URL names (`sqlite:PATH` or `sqlite://PATH`, with
 /// or without `?options`); `None` for a database in memory or another scheme.
 fn sqlite_dir(url: &str) -> Option<PathBuf> {
@@ -46,6 +53,10 @@ mod tests {
         assert_eq!(sqlite_dir("sqlite::memory:"), None);
         assert_eq!(sqlite_dir("sqlite:shared.db?mode=memory&cache=shared"), None);
         assert_eq!(sqlite_dir("postgres://u@h/db"), None);
+        for memory in ["sqlite::memory:", "sqlite:", "sqlite://", "sqlite:x.db?mode=memory"] {
+            assert!(sqlite_in_memory(memory), "{memory}");
+        }
+        assert!(!sqlite_in_memory("sqlite:x.db") && !sqlite_in_memory("postgres://u@h/db"));
     }
 
     #[test]

@@ -45,10 +45,40 @@ fn serve_refuses_a_limit_that_would_serve_nothing() {
         let o = ccsynth(&["serve", "--database-url", &db, "--addr", "127.0.0.1:0", flag, value], None);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{flag} {value}: {err}");
+        // In words, not the type's bounds ("0 is not in 1..18446744073709551615").
+        let said =
+            if flag == "--max-body-bytes" { "expected at least 1 byte" } else { "expected a whole number ≥ 1" };
         assert!(
-            err.contains(flag) && err.contains(&format!("'{value}'")) && err.contains("1.."),
+            err.contains(flag) && err.contains(&format!("'{value}'")) && err.contains(said),
             "{flag} {value}: {err}"
         );
+        assert!(!err.contains("..") && !err.contains("u64"), "{err}");
+    }
+    // Byte limits take sizes, as --min-free-disk does.
+    let o = ccsynth(
+        &[
+            "serve",
+            "--database-url",
+            &db,
+            "--max-body-bytes",
+            "1MiB",
+            "--max-result-bytes",
+            "2GB",
+            "--addr",
+            "localhost:1",
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--addr \"localhost:1\"") && err.contains("as 127.0.0.1:8080"), "{err}");
+    // An SQLite database in memory is one a connection: the service answered ready, then 500 to
+    // every request (its other connections had no tables).
+    for memory in ["sqlite::memory:", "sqlite:", "sqlite:x.db?mode=memory"] {
+        let o = ccsynth(&["serve", "--database-url", memory, "--addr", "127.0.0.1:0"], None);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{memory}: {err}");
+        assert!(err.contains("--database-url") && err.contains("in memory") && err.contains("name a file"), "{err}");
     }
     let o = ccsynth(&["serve", "--database-url", &db, "--addr", "127.0.0.1:0", "--max-solve-s", "0"], None);
     assert_eq!(o.status.code(), Some(2));

@@ -168,23 +168,35 @@ pub async fn own_topology(st: &Shared, caller: &Caller, id: &str) -> Result<Topo
     }
 }
 
-/// What `caller` sees of `row`: its lineage (the topology it was derived from and the
-/// failures that made it) only where the caller sees that parent too. A graph is stored once
-/// for every client that stores it, with the first deriver's lineage: another client saw that
-/// client's topology id and its failure scenario.
-async fn seen_by(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<TopologyOut, ApiError> {
-    let mut out = TopologyOut::from(row);
-    if let Some(parent) = &row.parent_id
-        && !st.store.topology_visible(parent, caller.0.as_deref()).await?
-    {
-        (out.parent_id, out.failures) = (None, None);
-    }
-    Ok(out)
+/// What `caller` sees of `rows`: each one's lineage (the topology it was derived from and the
+/// failures that made it) only where that parent is still stored and the caller sees it too
+/// (a deleted parent was still named). A graph is stored once for every client that stores
+/// it, with the first deriver's lineage: another client saw that client's topology id and its
+/// failure scenario. One query for a page of rows.
+async fn seen_by(st: &Shared, caller: &Caller, rows: &[TopologyRow]) -> Result<Vec<TopologyOut>, ApiError> {
+    let parents: Vec<&str> = rows.iter().filter_map(|r| r.parent_id.as_deref()).collect();
+    let seen = st.store.topologies_seen(&parents, caller.0.as_deref()).await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let mut out = TopologyOut::from(row);
+            if out.parent_id.as_ref().is_some_and(|p| !seen.contains(p)) {
+                (out.parent_id, out.failures) = (None, None);
+            }
+            out
+        })
+        .collect())
+}
+
+/// `seen_by` of one row.
+async fn seen_one(st: &Shared, caller: &Caller, row: &TopologyRow) -> Result<TopologyOut, ApiError> {
+    let mut outs = seen_by(st, caller, std::slice::from_ref(row)).await?;
+    outs.pop().ok_or_else(|| ApiError::Internal("a row went missing".into()))
 }
 
 async fn created(st: &Shared, caller: &Caller, row: &TopologyRow, new: bool) -> Result<Response, ApiError> {
     let status = if new { StatusCode::CREATED } else { StatusCode::OK };
-    let mut resp = json(status, &seen_by(st, caller, row).await?);
+    let mut resp = json(status, &seen_one(st, caller, row).await?);
     if let Ok(v) = format!("/v1/topologies/{}", row.id).parse() {
         resp.headers_mut().insert(header::LOCATION, v);
     }
@@ -219,10 +231,7 @@ async fn list(
     let offset = p.offset.unwrap_or(0).max(0);
     let limit = p.limit.unwrap_or(50).clamp(1, 500);
     let (rows, total) = st.store.topologies(offset, limit, caller.0.as_deref()).await?;
-    let mut items = Vec::with_capacity(rows.len());
-    for row in &rows {
-        items.push(seen_by(&st, &caller, row).await?);
-    }
+    let items = seen_by(&st, &caller, &rows).await?;
     Ok(json(StatusCode::OK, &serde_json::json!({ "items": items, "offset": offset, "limit": limit, "total": total })))
 }
 
@@ -233,7 +242,7 @@ async fn fetch(
 ) -> Result<Response, ApiError> {
     let row = own_topology(&st, &caller, &id).await?;
     let topology: serde_json::Value = serde_json::from_str(&row.body).map_err(|e| ApiError::Internal(e.to_string()))?;
-    let seen = seen_by(&st, &caller, &row).await?;
+    let seen = seen_one(&st, &caller, &row).await?;
     let mut out = serde_json::to_value(seen).map_err(|e| ApiError::Internal(e.to_string()))?;
     out["topology"] = topology;
     Ok(json(StatusCode::OK, &out))

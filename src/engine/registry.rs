@@ -252,9 +252,10 @@ pub struct Synthesizer {
     pub produce: Produce,
 }
 
-/// Every collective kind but `custom`: what the built-in synthesizers serve.
+/// Every collective kind, `custom` too: what the built-in synthesizers serve (leaving `custom`
+/// out made `GET /v1/algorithms` say none did, and a baseline refused for it listed no choice).
 fn every_kind() -> Vec<CollectiveKind> {
-    CollectiveKind::ALL.iter().copied().filter(|k| *k != CollectiveKind::Custom).collect()
+    CollectiveKind::ALL.to_vec()
 }
 
 use OptionName as O;

@@ -138,6 +138,35 @@ impl Store {
         Ok((rows.iter().map(topology_row).collect::<Result<_, _>>()?, total))
     }
 
+    /// Of `ids`, those stored, not deleted, and seen by `client` (by anyone, without one), in
+    /// one query: a page of topologies' parents, which a deleted parent must not be.
+    pub async fn topologies_seen(
+        &self,
+        ids: &[&str],
+        client: Option<&str>,
+    ) -> Result<std::collections::HashSet<String>, StoreError> {
+        let ids: Vec<&str> = ids.iter().copied().filter(|id| plausible_id(id)).collect();
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let marks: Vec<String> = (1..=ids.len()).map(|i| format!("${i}")).collect();
+        let mine = match client {
+            Some(_) => {
+                format!(" AND id IN (SELECT topology_id FROM topology_clients WHERE client = ${})", ids.len() + 1)
+            }
+            None => String::new(),
+        };
+        let q = format!("SELECT id FROM topologies WHERE deleted_at IS NULL AND id IN ({}){mine}", marks.join(", "));
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(q));
+        for id in &ids {
+            query = query.bind(*id);
+        }
+        if client.is_some() {
+            query = query.bind(client);
+        }
+        Ok(query.fetch_all(&self.pool).await?.into_iter().collect())
+    }
+
     /// Lets `client` see topology `id` (again: granting twice is one grant); whether it was new.
     pub async fn grant_topology(&self, id: &str, client: &str) -> Result<bool, StoreError> {
         let done =

@@ -268,6 +268,22 @@ fn health_metadata_and_metrics(db: Db) {
     assert_eq!(names, ["auto", "greedy", "ilp"]);
     assert_eq!(algos["synthesizers"][0]["kind"], "portfolio");
     assert!(algos["baselines"].as_array().unwrap().iter().any(|b| b["name"] == "ring"));
+    // Each synthesizer lists `custom`, which each serves (the list left it out).
+    for a in algos["synthesizers"].as_array().unwrap() {
+        assert!(a["collectives"].as_array().unwrap().iter().any(|k| k == "custom"), "{a}");
+    }
+    let custom = json!({"kind": "custom", "size_bytes": 4096, "num_chunks": 2, "precondition": [[0, 0], [1, 1]],
+                        "postcondition": [[2, 0], [3, 1], [0, 0], [1, 1]]});
+    let p = assert_problem(
+        &raw(
+            s.addr,
+            "POST",
+            "/v1/syntheses",
+            Some(json!({"spec": "ring:4", "collective": custom, "algorithm": "ring"}).to_string().as_bytes()),
+        ),
+        422,
+    );
+    assert!(p["detail"].as_str().unwrap().contains("these serve custom: auto, greedy, ilp"), "{p}");
     // Without `algorithm` the portfolio runs; without `chunks_per_npu` the engine picks k.
     let (code, job) = call(
         &s,
@@ -382,9 +398,23 @@ fn topologies_are_idempotent_paginated_and_deletable(db: Db) {
     let r = raw(s.addr, "POST", "/v1/topologies", Some(long.to_string().as_bytes()));
     assert_problem(&r, 422);
     assert!(r.body.len() < 8000, "{} bytes: {}", r.body.len(), &r.body[..300]);
+    // The list names the lineage as the topology's own page does.
+    let did = degraded["id"].as_str().unwrap();
+    let listed = |page: &Value| page["items"].as_array().unwrap().iter().find(|t| t["id"] == did).cloned().unwrap();
+    let (_, page) = call(&s, "GET", "/v1/topologies", None);
+    assert_eq!(
+        (listed(&page)["parent_id"].as_str(), &listed(&page)["failures"]["links"]),
+        (Some(id.as_str()), &json!([[0, 1]]))
+    );
     assert_eq!(raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None).status, 204);
     assert_problem(&raw(s.addr, "GET", &format!("/v1/topologies/{id}"), None), 404);
     assert_problem(&raw(s.addr, "DELETE", &format!("/v1/topologies/{id}"), None), 404);
+    // A deleted parent is no longer named, on the page or in the list (it was, without tokens).
+    let (_, child) = call(&s, "GET", &format!("/v1/topologies/{did}"), None);
+    let (_, page) = call(&s, "GET", "/v1/topologies", None);
+    for t in [&child, &listed(&page)] {
+        assert!(t.get("parent_id").is_none() && t.get("failures").is_none(), "{t}");
+    }
 }
 
 fn syntheses_wait_cache_and_serve_schedules(db: Db) {

@@ -133,9 +133,22 @@ pub fn compare_until(
     let best_baseline = rows.iter().map(|r| r.collective_time_ns).fold(f64::INFINITY, f64::min);
     let mut speedup = None;
     if let Some((name, s)) = extra {
-        let r = row(name, s, s.rounds());
+        let mut r = row(name, s, s.rounds());
         if best_baseline.is_finite() {
             speedup = Some(best_baseline / r.collective_time_ns);
+        }
+        // A baseline's own schedule (`synth --algo ring --compare`) was listed twice under one
+        // name: the baseline's row is dropped where it is the same schedule, and the schedule's
+        // row is told apart where it is not (another chunking).
+        let same = |b: &ComparisonRow| {
+            b.algorithm == r.algorithm
+                && (b.collective_time_ns, b.transfers, b.chunks_per_npu)
+                    == (r.collective_time_ns, r.transfers, r.chunks_per_npu)
+        };
+        if let Some(i) = rows.iter().position(same) {
+            rows.remove(i);
+        } else if rows.iter().any(|b| b.algorithm == r.algorithm) {
+            r.algorithm = format!("{name} (this schedule)");
         }
         rows.push(r);
     }

@@ -245,6 +245,23 @@ fn compare_ranks_every_applicable_baseline() {
     assert!(c.refused.iter().any(|(n, _)| n == "mst"));
 }
 
+/// A baseline's own schedule compared (`synth --algo ring --compare`) is one row, not two of
+/// one name; at a chunking of its own it is told apart from the baseline's row.
+#[test]
+fn a_baseline_s_own_schedule_is_one_row_of_its_comparison() {
+    let t = topo("ring:8");
+    let spec = CollectiveSpec::new(K::AllGather, 1 << 20);
+    let (_, own) = time("ring", "ring:8", spec.clone());
+    let c = engine::compare(&t, &spec, Some(("ring", &own)));
+    let named = |c: &engine::Comparison, n: &str| c.rows.iter().filter(|r| r.algorithm == n).count();
+    assert_eq!(named(&c, "ring"), 1, "{:?}", c.rows);
+    assert_eq!(c.rows.len(), engine::compare(&t, &spec, None).rows.len());
+    let finer = CollectiveSpec { chunks_per_npu: Some(4), ..spec.clone() };
+    let (_, other) = time("ring-bidir", "ring:8", finer);
+    let c = engine::compare(&t, &spec, Some(("ring-bidir", &other)));
+    assert_eq!((named(&c, "ring-bidir"), named(&c, "ring-bidir (this schedule)")), (1, 1), "{:?}", c.rows);
+}
+
 /// The comparison's bound holds for every row, whatever its chunking: a broadcast's latency
 /// bound carries one chunk over the farthest path, so it is taken at the finest chunking among
 /// the rows (at one chunk an NPU it was 43.9 µs on torus:4x4, above `auto`'s valid 21.7 µs in

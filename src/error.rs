@@ -49,9 +49,14 @@ impl InputError {
 
     /// Turns a serde_path_to_error failure into a field error.
     pub fn from_json(err: serde_path_to_error::Error<serde_json::Error>) -> Self {
-        let path = err.path().to_string();
+        let mut path = err.path().to_string();
         let inner = err.into_inner();
         let message = integer_out_of_range(&strip_position(&inner.to_string()));
+        // A missing field is reported at the object holding it: named at its own path
+        // (`collective.kind`, not `collective`).
+        if let Some(missing) = message.strip_prefix("missing field `").and_then(|r| r.strip_suffix('`')) {
+            path = if path.is_empty() || path == "." { missing.to_string() } else { format!("{path}.{missing}") };
+        }
         let message = if inner.is_syntax() || inner.is_eof() {
             format!("malformed JSON: {message} (line {}, column {})", inner.line(), inner.column())
         } else {
@@ -143,6 +148,12 @@ fn integer_out_of_range(message: &str) -> String {
             return format!("{x} is too large: at most {max}");
         }
         return format!("{head}, expected a non-negative integer");
+    }
+    // The other number types by what they take, not by Rust's name.
+    for (name, words) in [("i64", "an integer"), ("i32", "an integer"), ("f64", "a number"), ("f32", "a number")] {
+        if let Some(head) = message.strip_suffix(&format!(", expected {name}")) {
+            return format!("{head}, expected {words}");
+        }
     }
     message.to_string()
 }

@@ -101,10 +101,9 @@ fn over_limit(e: &axum::Error) -> bool {
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Syntax first: broken JSON is a 400, a well-formed document of the wrong shape a 422.
     let value = strict_value(bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        ApiError::Unprocessable(crate::error::InputError::new(path, e.into_inner().to_string()))
-    })
+    // Named as the CLI's reader names it: a missing field at its own path, a number's type in
+    // words ("expected u64" was sent).
+    serde_path_to_error::deserialize(value).map_err(|e| ApiError::Unprocessable(crate::error::InputError::from_json(e)))
 }
 
 /// A JSON response with a status.

@@ -79,6 +79,29 @@ fn sizes_may_be_written_as_the_cli_writes_them(db: Db) {
         assert_eq!(p["errors"][0]["path"], at, "{p}");
         assert!(p["errors"][0]["message"].as_str().unwrap().contains("invalid type: sequence, expected a"), "{p}");
     }
+    // A missing field is named at its own path, and a number's type in words, as the CLI says
+    // them (`collective` "missing field `kind`"; "expected u64", "expected f64").
+    for (req, at, says) in [
+        (json!({"spec": "ring:4", "collective": {"size_bytes": 8}}), "collective.kind", "missing field `kind`"),
+        (json!({"spec": "ring:4"}), "collective", "missing field `collective`"),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 8}, "wait_ms": -1}),
+            "wait_ms",
+            "-1 is negative: expected a non-negative integer",
+        ),
+        (
+            json!({"spec": "ring:4", "collective": {"kind": "all_gather", "size_bytes": 8}, "options": {"time_limit_s": "60"}}),
+            "options.time_limit_s",
+            "invalid type: string \"60\", expected a number",
+        ),
+    ] {
+        let p = assert_problem(&raw(s.addr, "POST", "/v1/syntheses", Some(req.to_string().as_bytes())), 422);
+        assert_eq!(
+            (p["errors"][0]["path"].as_str(), p["errors"][0]["message"].as_str()),
+            (Some(at), Some(says)),
+            "{p}"
+        );
+    }
 }
 
 fn schedules_export_as_msccl_xml(db: Db) {

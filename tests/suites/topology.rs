@@ -58,7 +58,7 @@ fn rejections_name_the_path_and_what_was_expected() {
         (r#"{"npus": 2, "links": [{"src": 0, "dst": 1}]}"#, "links[0].latency_ns", "default_link"),
         (r#"{"npus": 0}"#, "npus", "at least 1"),
         (r#"{"npus": -4}"#, "npus", "non-negative integer"),
-        (r#"{"switches": 1}"#, ".", "missing field `npus`"),
+        (r#"{"switches": 1}"#, "npus", "missing field `npus`"),
         (
             r#"{"npus": 2, "default_link": {"latency_ns": 1, "bandwidth_gb_per_s": 1e400}}"#,
             "default_link.bandwidth_gb_per_s",

@@ -129,13 +129,13 @@ pub const API_MAX_TRACE_SLICES: usize = 200_000;
 /// simulated or would draw more than `max_slices` slices (estimated first).
 fn replayed(
     s: &Schedule,
-    max_slices: usize,
+    (max_slices, what): (usize, &str),
 ) -> Result<(Vec<crate::sim::TransferTime>, crate::export::LinkSpans), Error> {
     let n = crate::export::trace::slices(s);
     if n > max_slices {
         return Err(Error::refused(
             Refuser::Picture,
-            format!("the picture would hold {n} slices (one per transfer and link of its path); at most {max_slices}"),
+            format!("the {what} would hold {n} slices (one per transfer and link of its path); at most {max_slices}"),
         ));
     }
     let r = check_bounded(s, false);
@@ -159,7 +159,7 @@ pub fn transfer_times(s: &Schedule) -> Result<Vec<crate::sim::TransferTime>, Err
 /// (`MAX_TRACE_SLICES` for the CLI, `API_MAX_TRACE_SLICES` for the service). Invalid but simulatable schedules are
 /// drawn too (that is when one looks).
 pub fn export_trace(s: &Schedule, max_slices: usize) -> Result<String, Error> {
-    let (times, links) = replayed(s, max_slices)?;
+    let (times, links) = replayed(s, (max_slices, "trace"))?;
     Ok(crate::export::trace::chrome_trace(s, &times, &links))
 }
 
@@ -175,7 +175,7 @@ pub struct Timeline {
 /// The schedule's replay as an SVG timeline of link use. An invalid schedule that can be
 /// simulated is drawn too (that is when one looks), saying so under the title.
 pub fn plot_timeline(s: &Schedule) -> Result<Timeline, Error> {
-    let (times, links) = replayed(s, crate::export::plot::MAX_TIMELINE_SLICES)?;
+    let (times, links) = replayed(s, (crate::export::plot::MAX_TIMELINE_SLICES, "picture"))?;
     // Cheap beside the replay: a drawable schedule has at most `MAX_TIMELINE_SLICES` bars.
     let report = crate::validate::validate(s);
     let invalid = (!report.valid).then(|| {

@@ -145,9 +145,9 @@ pub struct MscclOptions {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum MscclError {
     #[error(
-        "MSCCL has no collective for {kind} in the {target} executor: it runs allreduce, allgather, reducescatter, alltoall{extra}"
+        "MSCCL has no collective for {kind} in the {target} executor: this export writes allreduce, allgather, reducescatter and alltoall"
     )]
-    UnsupportedCollective { kind: &'static str, target: &'static str, extra: &'static str },
+    UnsupportedCollective { kind: &'static str, target: &'static str },
     #[error(
         "transfer {transfer} uses NPU {npu}, which is not a rank of the collective's group: MSCCL runs on the communicator's ranks only"
     )]
@@ -238,11 +238,9 @@ fn collective_name(c: &Collective, target: MscclTarget) -> Result<&'static str, 
             return Err(MscclError::RootNotBound { kind: kind.name(), root });
         }
         _ => {
-            return Err(MscclError::UnsupportedCollective {
-                kind: kind.name(),
-                target: target.name(),
-                extra: if legacy { "" } else { ", broadcast and reduce" },
-            });
+            // The current executor's broadcast and reduce are refused above, so they are not
+            // listed as written (the message said the executor ran them).
+            return Err(MscclError::UnsupportedCollective { kind: kind.name(), target: target.name() });
         }
     })
 }

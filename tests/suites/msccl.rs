@@ -295,6 +295,8 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
         let e = refused(engine::export_msccl(&s, &MscclOptions::default()));
         assert!(matches!(e, engine::Error::Unsupported { by: engine::Refuser::MscclXml, .. }), "{e:?}");
         assert!(e.to_string().contains(&format!("MSCCL has no collective for {}", kind.name())), "{e}");
+        // What it lists is what the export writes (it listed broadcast and reduce, refused too).
+        assert!(e.to_string().ends_with("writes allreduce, allgather, reducescatter and alltoall"), "{e}");
     }
     // A subgroup whose schedule forwards through an NPU outside it.
     let line = topo("ring:6");

@@ -114,7 +114,11 @@ fn a_trace_beyond_its_slice_limit_is_refused_before_the_replay() {
     let n = ccsynth::export::trace::slices(&s);
     assert!(engine::export_trace(&s, n).is_ok());
     let e = engine::export_trace(&s, n - 1).unwrap_err().to_string();
-    assert!(e.contains(&format!("would hold {n} slices")) && e.contains(&format!("at most {}", n - 1)), "{e}");
+    // A trace is named as one, not as a picture.
+    assert!(
+        e.contains(&format!("the trace would hold {n} slices")) && e.contains(&format!("at most {}", n - 1)),
+        "{e}"
+    );
 }
 
 #[test]

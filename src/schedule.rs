@@ -7,6 +7,7 @@ use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+pub mod looks;
 pub mod packed;
 mod transfers;
 pub mod wire;

@@ -320,7 +320,13 @@ async fn validate(State(st): State<Shared>, RawBody(body): RawBody) -> Result<Re
         let limits = limits_;
         // Valid UTF-8 and strict JSON: the first read said so.
         let text = std::str::from_utf8(&body).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-        let schedule = crate::schedule::Schedule::from_json(text)?;
+        // Another command's output is named for what it is, as the CLI names it.
+        let schedule = crate::schedule::Schedule::from_json(text).map_err(|e| {
+            match crate::schedule::looks::not_a_schedule(text) {
+                Some(what) => crate::error::InputError::new(".", what),
+                None => e,
+            }
+        })?;
         // The lists the schedule holds count as the check's own tables do.
         let t = &schedule.transfers;
         let held = 4 * (t.list_entries() + t.slot_entries()) as u64 + t.heap_bytes() as u64;

@@ -1295,6 +1295,17 @@ fn the_validate_route_reports_both_verdicts(db: Db) {
     assert!(v["violation_count"].as_u64().unwrap() >= 1);
     assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(b"[1, 2")), 400);
     assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(br#"{"format": "other"}"#)), 422);
+    // Another command's output is named for what it is, as the CLI names it (a comparison read
+    // "collective: invalid type: string").
+    let comparison = json!({"collective": "all_gather", "size_bytes": 8, "rows": [], "refused": []});
+    let p = assert_problem(&raw(s.addr, "POST", "/v1/validate", Some(comparison.to_string().as_bytes())), 422);
+    assert!(
+        p["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("this is a comparison (`compare --json`), not a schedule"),
+        "{p}"
+    );
     // The crash of the hostile-requests issue: a broadcast of 2^25 chunks on 4096 NPUs is
     // refused from its parameters, before the validator allocates its tables.
     let mut huge: Value = serde_json::from_str(&body).unwrap();

@@ -209,6 +209,12 @@ fn validate_exit_codes() {
     let o = ccsynth(&["validate", "-"], Some("{\"format\": 3"));
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("format"));
+    // Empty input says so, naming standard input (it said "-: .: malformed JSON: EOF while
+    // parsing a value (line 1, column 0)").
+    let o = ccsynth(&["validate", "-"], Some(""));
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("standard input: empty: expected a schedule"), "{err}");
     let o = ccsynth(&["validate", "/no/such/file.json"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such/file.json"));

@@ -492,7 +492,17 @@ fn write_lp(path: &std::path::Path, models: &[engine::PhaseLp]) -> Result<(), St
 
 fn baseline(a: BaselineArgs) -> Result<i32, CliError> {
     if a.list {
-        print_json(&engine::registry::baselines())?;
+        // With --algo, that baseline's entry alone (the flag was ignored: all were listed).
+        let mut all = engine::registry::baselines();
+        if let Some(name) = &a.algo {
+            let known = matches!(engine::Algorithm::parse(name), Some(engine::Algorithm::Baseline(_)));
+            if !known {
+                return Err(format!("--algo: {name:?} is not a baseline; --list alone lists them").into());
+            }
+            let variant = !all.iter().any(|b| b.name == name.as_str());
+            all.retain(|b| if variant { b.name.contains("<R>") } else { b.name == name.as_str() });
+        }
+        print_json(&all)?;
         return Ok(0);
     }
     let target = CollectiveArgs {

@@ -128,7 +128,8 @@ impl Algorithm {
 
     /// Why `name` is no algorithm, in the words every door uses (the field is `algorithm`).
     fn unknown(name: &str) -> String {
-        format!("{name:?}: expected one of {}", names().join(", "))
+        crate::baselines::not_a_variant(name)
+            .unwrap_or_else(|| format!("{name:?}: expected one of {}", names().join(", ")))
     }
 }
 
@@ -426,7 +427,9 @@ pub fn check_baseline(field: &str, name: &str, kind: CollectiveKind) -> Result<(
         _ => String::new(),
     };
     if !crate::baselines::is_known(name) {
-        let why = format!("{name:?}: expected a baseline serving {}: {}{variants}", kind.name(), serving.join(", "));
+        let why = crate::baselines::not_a_variant(name).unwrap_or_else(|| {
+            format!("{name:?}: expected a baseline serving {}: {}{variants}", kind.name(), serving.join(", "))
+        });
         return Err(InputError::new(field, why));
     }
     if !baseline_supports(name, kind) {

@@ -765,6 +765,22 @@ fn baseline_and_compare_verbs() {
     ] {
         assert!(names.iter().any(|n| n == want), "{want} missing from {names:?}");
     }
+    // With --algo, that entry alone (the flag was ignored); a synthesizer is refused.
+    for (algo, want) in [("ring", "ring"), ("kolmakov-r2", "kolmakov-r<R>")] {
+        let o = ccsynth(&["baseline", "--list", "--algo", algo], None);
+        let listed: Vec<serde_json::Value> = json(&o).as_array().unwrap().clone();
+        assert_eq!((listed.len(), listed[0]["name"].as_str()), (1, Some(want)), "{algo}");
+    }
+    let o = ccsynth(&["baseline", "--list", "--algo", "greedy"], None);
+    assert_eq!(o.status.code(), Some(2));
+    // kolmakov-r0 is kolmakov: said so, as kolmakov-r64 gets its range (it got "expected a
+    // baseline serving …").
+    let o = ccsynth(
+        &["baseline", "--algo", "kolmakov-r0", "--topology", "ring:8", "--collective", "all_reduce", "--size", "4KiB"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("kolmakov-r0 is R = 0, which is kolmakov itself"));
     let o = ccsynth(
         &["baseline", "--algo", "ring", "--topology", "ring:4", "--collective", "all_reduce", "--size", "4KiB"],
         None,

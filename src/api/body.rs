@@ -56,6 +56,17 @@ impl axum::extract::FromRequest<Shared> for RawBody {
         if essence != "application/json" && !(essence.starts_with("application/") && essence.ends_with("+json")) {
             return Err(ApiError::UnsupportedMediaType(media.to_string()));
         }
+        // JSON is read as UTF-8: a body declared in another charset (UTF-16) was read as UTF-8.
+        let charset = media
+            .split(';')
+            .skip(1)
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"));
+        if let Some((_, cs)) = charset
+            && !matches!(cs.trim().trim_matches('"').to_ascii_lowercase().as_str(), "utf-8" | "utf8")
+        {
+            return Err(ApiError::UnsupportedMediaType(media.to_string()));
+        }
         // No content coding is decoded: an encoded body is refused, not parsed as its bytes.
         if let Some(coding) = req.headers().get(header::CONTENT_ENCODING) {
             let coding = String::from_utf8_lossy(coding.as_bytes()).trim().to_ascii_lowercase();

@@ -65,7 +65,7 @@ pub enum ApiError {
     #[error("the job queue is full ({0} queued)")]
     QueueFull(i64),
     /// A body that is not `application/json` (the media type given).
-    #[error("the body must be application/json, not {0:?}")]
+    #[error("the body must be application/json in UTF-8, not {0:?}")]
     UnsupportedMediaType(String),
     /// A body in a content coding the service does not decode (it was read as plain bytes:
     /// gzip's a 400 "invalid utf-8").

@@ -1614,6 +1614,12 @@ fn http_hygiene_every_error_is_a_problem(db: Db) {
     }
     let r = raw_typed(s.addr, "POST", "/v1/syntheses", Some(body.as_bytes()), "application/json; charset=utf-8");
     assert_eq!(r.status, 201, "{}", r.body);
+    // Another charset is refused, not read as UTF-8.
+    for media in ["application/json; charset=utf-16", "application/json;charset=\"latin1\""] {
+        let p =
+            assert_problem(&raw_typed(s.addr, "POST", "/v1/topologies", Some(br#"{"spec": "ring:4"}"#), media), 415);
+        assert!(p["detail"].as_str().unwrap().contains("charset"), "{p}");
+    }
     // An encoded body is refused naming its coding (no coding is decoded: gzip was read as its
     // bytes, a 400 "invalid utf-8", and a plain body labelled gzip was taken).
     for coding in ["gzip", "br"] {

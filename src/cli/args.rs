@@ -208,8 +208,8 @@ pub struct CollectiveArgs {
     /// A spec such as `torus:8x8@bw=50` or a topology JSON file.
     #[arg(long)]
     pub topology: String,
-    /// The collective (required; `synth --tenants` may give a list instead, and `custom`
-    /// ones only there).
+    /// The collective (required, except with `synth --tenants`, whose list may hold `custom`
+    /// collectives too).
     #[arg(long, value_enum, ignore_case = true)]
     pub collective: Option<CollectiveArg>,
     /// Result buffer size at one NPU: 4096, 64KiB, 1GiB, 1GB, ... (required with --collective).
@@ -233,7 +233,8 @@ pub struct CollectiveArgs {
     #[arg(long = "fail-npu", value_name = "V")]
     pub fail_npu: Vec<usize>,
     /// Slow the link U-V down first (both directions unless --directed):
-    /// `9-10@bw=25`, `9-10@lat=2000`, `9-10@bw=25;lat=2000` (GB/s, ns). Repeatable.
+    /// `9-10@bw=25`, `9-10@lat=2000`, `9-10@bw=25,lat=2000` (GB/s, ns; `;` between the two
+    /// works too, quoted from the shell). Repeatable.
     #[arg(long = "degrade-link", value_name = "U-V@bw=X[;lat=Y]")]
     pub degrade_link: Vec<String>,
     /// Fail or slow only the direction U->V of each --fail-link and --degrade-link.

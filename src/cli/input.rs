@@ -89,7 +89,11 @@ pub(super) fn load_topology_with_failures(
     a: &CollectiveArgs,
     tenants: Option<&std::path::Path>,
 ) -> Result<Topology, String> {
-    let topo = load_topology(&a.topology)?;
+    // A spec's mistakes are the flag's ("spec: \"rng:8\": unknown generator" named no flag).
+    let topo = load_topology(&a.topology).map_err(|e| match e.strip_prefix("spec: ") {
+        Some(rest) => format!("--topology: {rest}"),
+        None => e,
+    })?;
     let f = parse_failures(&a.fail_link, &a.fail_npu, &a.degrade_link, a.directed)?;
     if f.is_empty() {
         return Ok(topo);

@@ -77,6 +77,13 @@ fn topology_applies_failures_and_reports_connectivity() {
     assert_eq!(o.status.code(), Some(2));
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(said.contains("runs/2024-01-01T10:00/topo.json: no such file"), "{said}");
+    // A spec's mistake is named by the flag that gave it (it said `spec:`).
+    for verb in [&["synth"][..], &["compare"], &["baseline", "--algo", "ring"]] {
+        let args = [verb, &["--topology", "rng:8", "--collective", "all_gather", "--size", "1MiB"]].concat();
+        let o = ccsynth(&args, None);
+        let said = String::from_utf8_lossy(&o.stderr);
+        assert!(said.starts_with("ccsynth: --topology: \"rng:8\": unknown generator"), "{verb:?}: {said}");
+    }
 }
 
 /// Issue 63, point 4: `--degrade-link U-V@bw=X[;lat=Y]` at `topology`, `synth` and

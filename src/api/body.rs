@@ -56,14 +56,18 @@ impl axum::extract::FromRequest<Shared> for RawBody {
         if essence != "application/json" && !(essence.starts_with("application/") && essence.ends_with("+json")) {
             return Err(ApiError::UnsupportedMediaType(media.to_string()));
         }
-        // JSON is read as UTF-8: a body declared in another charset (UTF-16) was read as UTF-8.
+        // JSON is read as UTF-8 (ASCII is UTF-8): a body declared in another charset (UTF-16) was
+        // read as UTF-8.
         let charset = media
             .split(';')
             .skip(1)
             .filter_map(|p| p.split_once('='))
             .find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"));
         if let Some((_, cs)) = charset
-            && !matches!(cs.trim().trim_matches('"').to_ascii_lowercase().as_str(), "utf-8" | "utf8")
+            && !matches!(
+                cs.trim().trim_matches('"').to_ascii_lowercase().as_str(),
+                "utf-8" | "utf8" | "us-ascii" | "ascii"
+            )
         {
             return Err(ApiError::UnsupportedMediaType(media.to_string()));
         }

@@ -74,22 +74,6 @@ fn variant(name: &str) -> Option<(&'static str, u32)> {
     r.parse().ok().map(|r| (KOLMAKOV_VARIANTS, r))
 }
 
-/// Why a name that reads as a Kolmakov variant is none (`kolmakov-r0` is `kolmakov`; R is
-/// written without leading zeros), for the message refusing it: it got the generic "expected
-/// a baseline" where `kolmakov-r64` got the precise range.
-pub fn not_a_variant(name: &str) -> Option<String> {
-    let r = name.strip_prefix("kolmakov-r")?;
-    if r.is_empty() || !r.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let digits = r.trim_start_matches('0');
-    Some(if digits.is_empty() {
-        format!("{name} is R = 0, which is kolmakov itself: name it kolmakov")
-    } else {
-        format!("{name}: write R without leading zeros (kolmakov-r{digits})")
-    })
-}
-
 /// Whether a variant's parameter fits a group of `ranks` NPUs (`kolmakov-r<R>`: R below its
 /// reduction's round count); other names always do. The reason when it does not.
 pub fn check_variant(name: &str, ranks: usize) -> Result<(), String> {

@@ -128,8 +128,7 @@ impl Algorithm {
 
     /// Why `name` is no algorithm, in the words every door uses (the field is `algorithm`).
     fn unknown(name: &str) -> String {
-        crate::baselines::not_a_variant(name)
-            .unwrap_or_else(|| format!("{name:?}: expected one of {}", names().join(", ")))
+        not_a_variant(name).unwrap_or_else(|| format!("{name:?}: expected one of {}", names().join(", ")))
     }
 }
 
@@ -417,6 +416,22 @@ pub fn serving(kind: CollectiveKind) -> Vec<&'static str> {
     v
 }
 
+/// Why a name that reads as a Kolmakov variant is none (`kolmakov-r0` is `kolmakov`; R is
+/// written without leading zeros), for the message refusing it: it got the generic "expected
+/// a baseline" where `kolmakov-r64` got the precise range.
+fn not_a_variant(name: &str) -> Option<String> {
+    let r = name.strip_prefix("kolmakov-r")?;
+    let digits = r.trim_start_matches('0');
+    if r.is_empty() || !r.bytes().all(|b| b.is_ascii_digit()) || !r.starts_with('0') {
+        return None;
+    }
+    Some(if digits.is_empty() {
+        format!("{name} is R = 0, which is kolmakov itself: name it kolmakov")
+    } else {
+        format!("{name}: write R without leading zeros (kolmakov-r{digits})")
+    })
+}
+
 /// Checks that the baseline `name` serves `kind` (`ccsynth baseline --algo`): an unknown name,
 /// or one that does not serve it, is refused at `field` listing the baselines that do (the
 /// synthesizers, which that verb refuses, were listed as choices).
@@ -427,7 +442,7 @@ pub fn check_baseline(field: &str, name: &str, kind: CollectiveKind) -> Result<(
         _ => String::new(),
     };
     if !crate::baselines::is_known(name) {
-        let why = crate::baselines::not_a_variant(name).unwrap_or_else(|| {
+        let why = not_a_variant(name).unwrap_or_else(|| {
             format!("{name:?}: expected a baseline serving {}: {}{variants}", kind.name(), serving.join(", "))
         });
         return Err(InputError::new(field, why));

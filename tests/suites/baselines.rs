@@ -202,8 +202,10 @@ fn refusals_are_clear() {
         ("kolmakov-r3", "fc:8", "1 ≤ R < ⌈log₂P⌉ = 3"),
         ("kolmakov-r3", "fc:7", "1 ≤ R < ⌈log₂P⌉ = 3"),
         // Not names of the family: refused by `Request::new` as unknown algorithms.
-        ("kolmakov-r0", "fc:8", "\"kolmakov-r0\": expected one of"), // CHECK: Request::new's text
-        ("kolmakov-rx", "fc:8", "\"kolmakov-rx\": expected one of"), // CHECK: Request::new's text
+        ("kolmakov-r0", "fc:8", "kolmakov-r0 is R = 0, which is kolmakov itself: name it kolmakov"),
+        ("kolmakov-r02", "fc:8", "kolmakov-r02: write R without leading zeros (kolmakov-r2)"),
+        ("kolmakov-r99999999999", "fc:8", "\"kolmakov-r99999999999\": expected one of"), // CHECK: Request::new's text
+        ("kolmakov-rx", "fc:8", "\"kolmakov-rx\": expected one of"),                     // CHECK: Request::new's text
     ] {
         let e = baseline(name, &topo(p), CollectiveSpec::new(K::AllReduce, 1 << 20)).unwrap_err();
         assert!(e.to_string().contains(why), "{name}: {e}");

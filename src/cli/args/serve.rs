@@ -50,7 +50,7 @@ pub struct ServeArgs {
     /// Claims of one job before it is failed (its worker keeps stopping without finishing).
     #[arg(long, allow_negative_numbers = true, default_value_t = 3, value_parser = whole::<i64, 1>)]
     pub max_attempts: i64,
-    /// Largest schedule stored, counted as its explicit JSON (bytes; default 8 GiB; the compact form GET serves is shorter); a larger result fails its job with the reason. Large schedules are stored packed and compressed, and served as a stream: this bounds what one GET sends, not memory
+    /// Largest schedule stored, counted as its explicit JSON (`8GiB`, `500MB`, bytes; default 8 GiB; the compact form GET serves is shorter); a larger result fails its job with the reason. Large schedules are stored packed and compressed, and served as a stream: this bounds what one GET sends, not memory
     #[arg(long, allow_negative_numbers = true, default_value = "8GiB", value_parser = bytes_at_least_one)]
     pub max_result_bytes: usize,
     /// Memory (MiB) that schedule exports and `/v1/validate` checks computed at once may use,
@@ -124,18 +124,16 @@ pub struct ServeArgs {
 /// type's bounds: "0 is not in 1..18446744073709551615").
 fn whole<T: TryFrom<u64>, const MIN: u64>(text: &str) -> Result<T, String> {
     let expected = || format!("expected a whole number ≥ {MIN}");
+    let too_large = || format!("{}: too large", expected());
     let n: u64 = match text.trim().parse() {
         Ok(n) => n,
-        Err(_) if text.trim().starts_with('-') && text.trim()[1..].bytes().all(|b| b.is_ascii_digit()) => {
-            return Err(expected());
-        }
-        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => return Err(format!("{}: too large", expected())),
+        Err(e) if *e.kind() == std::num::IntErrorKind::PosOverflow => return Err(too_large()),
         Err(_) => return Err(expected()),
     };
     if n < MIN {
         return Err(expected());
     }
-    T::try_from(n).map_err(|_| format!("{}: too large", expected()))
+    T::try_from(n).map_err(|_| too_large())
 }
 
 /// A byte count of at least one (`16MiB`, `1MB`, bytes) that fits this machine's `usize`.

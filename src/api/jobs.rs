@@ -231,35 +231,16 @@ fn refuse_batch_size(count: usize) -> Result<(), ApiError> {
 /// How many requests and regenerations a batch body holds, counted without building any
 /// (`None` where it is not a batch that parses: the strict parse then says why).
 fn batch_items(bytes: &[u8]) -> Option<usize> {
-    struct Count(usize);
-    impl<'de> Deserialize<'de> for Count {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct Items;
-            impl<'de> serde::de::Visitor<'de> for Items {
-                type Value = Count;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a list")
-                }
-                fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
-                    let mut n = 0;
-                    while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
-                        n += 1;
-                    }
-                    Ok(Count(n))
-                }
-            }
-            d.deserialize_seq(Items)
-        }
-    }
+    // `IgnoredAny` is zero-sized: a list of them counts its items and holds no memory.
     #[derive(Deserialize)]
     struct Counted {
         #[serde(default)]
-        requests: Option<Count>,
+        requests: Option<Vec<serde::de::IgnoredAny>>,
         #[serde(default)]
-        regenerations: Option<Count>,
+        regenerations: Option<Vec<serde::de::IgnoredAny>>,
     }
     let c: Counted = serde_json::from_slice(bytes).ok()?;
-    Some(c.requests.map_or(0, |c| c.0) + c.regenerations.map_or(0, |c| c.0))
+    Some(c.requests.map_or(0, |v| v.len()) + c.regenerations.map_or(0, |v| v.len()))
 }
 
 /// Keeps an item's field errors in `errors` (so that every invalid item is named) and passes

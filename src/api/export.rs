@@ -55,6 +55,10 @@ fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
         Err(E::NameControl { code }) => {
             ("name", format!("holds the control character U+{code:04X}: name the algorithm in printable characters"))
         }
+        Err(E::NameTooLong { bytes }) => (
+            "name",
+            format!("{bytes} bytes: at most {} (the MSCCL executor's attribute buffer)", engine::MAX_NAME_BYTES),
+        ),
         Err(E::MaxBytesZero) => (
             "max_bytes",
             "0: the executor reads maxBytes = 0 as no upper limit; leave max_bytes out for that".to_string(),
@@ -283,6 +287,20 @@ fn peak_per_byte(format: ExportFormat) -> u64 {
     }
 }
 
+/// Peak memory of an export per (NPU, slot) cell of its schedule, where that is more than its
+/// bytes say (a compact schedule's ranges are a few bytes for millions of chunk moves):
+/// measured on bucket's torus:32x32 all-reduce (2^22 cells, a 16 MB schedule) as MSCCL XML 1.2
+/// GB, an MSCCL++ plan 3.5 GB, Chakra traces 1.18 GB; one rank's trace replays the transfers
+/// that touch it alone.
+fn peak_per_cell(format: ExportFormat, rank: Option<u32>) -> u64 {
+    match (format, rank) {
+        (ExportFormat::MscclXml, _) => 290,
+        (ExportFormat::MscclppJson, _) => 840,
+        (ExportFormat::ChakraEt, None) => 290,
+        (ExportFormat::ChakraEt, Some(_)) | (ExportFormat::ChromeTrace | ExportFormat::TimelineSvg, _) => 0,
+    }
+}
+
 /// Computes one export on the blocking pool, within the export memory budget: it takes its
 /// estimated peak (at least 1 MiB, at most the whole budget, so that one larger than the
 /// budget still runs, alone) before it builds anything, and gives it back when done.
@@ -317,22 +335,28 @@ async fn build(
     // decoded (the same error the export gives): torus:128x128's all-reduce decodes to 1.6 GB
     // in seconds only for its 33 M transfers to be past what a plan holds.
     let outlined = tokio::task::spawn_blocking(move || {
-        let fits = body.outline().map(|(outline, transfers)| match format {
-            ExportFormat::MscclXml => engine::msccl_fits(&outline, transfers),
-            ExportFormat::MscclppJson => engine::mscclpp_fits(&outline, transfers),
-            // One rank's trace is small at any size: its rank and tags are what can refuse it.
-            ExportFormat::ChakraEt => match rank {
-                Some(r) => engine::chakra_rank_fits(&outline, transfers, r),
-                None => engine::chakra_fits(transfers),
-            },
-            ExportFormat::ChromeTrace | ExportFormat::TimelineSvg => Ok(()),
+        let fits = body.outline().map(|(outline, transfers)| {
+            let cells = (outline.topology.npus() as u64).saturating_mul(outline.slots() as u64);
+            let fits = match format {
+                ExportFormat::MscclXml => engine::msccl_fits(&outline, transfers),
+                ExportFormat::MscclppJson => engine::mscclpp_fits(&outline, transfers),
+                // One rank's trace is small at any size: its rank and tags are what can refuse it.
+                ExportFormat::ChakraEt => match rank {
+                    Some(r) => engine::chakra_rank_fits(&outline, transfers, r),
+                    None => engine::chakra_fits(&outline, transfers),
+                },
+                ExportFormat::ChromeTrace | ExportFormat::TimelineSvg => Ok(()),
+            };
+            (cells, fits)
         });
         (body, fits)
     });
-    let (body, fits) = super::until_stopped(st, outlined)
+    let (body, outlined) = super::until_stopped(st, outlined)
         .await
         .map_err(|_| ExportFail::ShuttingDown)?
         .map_err(|e| ExportFail::Internal(e.to_string()))?;
+    let cells = outlined.as_ref().map_or(0, |(cells, _)| *cells);
+    let fits = outlined.map(|(_, fits)| fits);
     match fits {
         // A rank the schedule does not have, named.
         Some(Err(engine::Error::Input(e))) => return Err(ExportFail::Unprocessable(e)),
@@ -340,7 +364,8 @@ async fn build(
         _ => {}
     }
     let budget = st.config.export_memory_mb.max(1);
-    let mib = (body.json_len() as u64 * peak_per_byte(format)).div_ceil(1 << 20).clamp(1, budget as u64) as u32;
+    let peak = (body.json_len() as u64 * peak_per_byte(format)).max(cells.saturating_mul(peak_per_cell(format, rank)));
+    let mib = peak.div_ceil(1 << 20).clamp(1, budget as u64) as u32;
     if st.export_budget.available_permits() < mib as usize {
         st.metrics.export_budget_waits.inc();
     }

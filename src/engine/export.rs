@@ -24,6 +24,10 @@ pub fn export_mscclpp(s: &Schedule, opts: &MscclppOptions) -> Result<String, Err
     export_mscclpp_reached(s, opts).map(|(plan, _)| plan)
 }
 
+/// The largest `maxBytes` an MSCCL XML states (2^63 − 1): a larger `max_bytes` is written as
+/// this (the CLI says so).
+pub const MSCCL_MAX_BYTES: u64 = crate::export::msccl::MAX_BYTES;
+
 /// `export_mscclpp`, with the largest message size the plan was written for: `max_bytes`
 /// where the plan's 32-bit offsets reach it, what they reach otherwise (the CLI says so when
 /// that cut `--max-bytes`).
@@ -43,7 +47,7 @@ pub fn export_mscclpp_reached(s: &Schedule, opts: &MscclppOptions) -> Result<(St
 /// the system configuration (without it, the bare prefix). A bad prefix is the caller's error
 /// (field `prefix`).
 pub fn export_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, Error> {
-    chakra_fits(s.transfers.len())?;
+    chakra_fits(s, s.transfers.len())?;
     require_valid(s)?;
     crate::export::chakra::to_chakra(s, prefix, dir).map_err(chakra_error)
 }
@@ -86,13 +90,9 @@ pub fn mscclpp_fits(s: &Schedule, transfers: usize) -> Result<(), Error> {
     crate::export::mscclpp::fits_outline(s, transfers).map_err(|e| Error::refused(Refuser::MscclppPlan, e))
 }
 
-/// `msccl_fits` for `export_chakra`: its only limit known before the schedule is read.
-pub fn chakra_fits(transfers: usize) -> Result<(), Error> {
-    use crate::export::chakra::{ChakraError, MAX_TRANSFERS};
-    if transfers > MAX_TRANSFERS {
-        return Err(Error::refused(Refuser::ChakraEt, ChakraError::TooManyTransfers { transfers }));
-    }
-    Ok(())
+/// `msccl_fits` for `export_chakra`'s whole export: its transfers and its (NPU, slot) cells.
+pub fn chakra_fits(s: &Schedule, transfers: usize) -> Result<(), Error> {
+    crate::export::chakra::fits(s, transfers).map_err(|e| Error::refused(Refuser::ChakraEt, e))
 }
 
 /// The files of a Chakra export as one tar archive.
@@ -272,6 +272,10 @@ pub fn unread_option<V>(writer: Writer, mut given: impl FnMut(ExportOption) -> O
     ExportOption::ALL.into_iter().filter(|o| !o.read_by().0.contains(&writer)).find_map(|o| given(o).map(|v| (o, v)))
 }
 
+/// The longest export name taken, in bytes: what the MSCCL executor's 256-byte attribute
+/// buffer holds with its terminating zero (every format, as the other checks of a name).
+pub const MAX_NAME_BYTES: usize = crate::export::MAX_NAME_BYTES;
+
 /// A mistake in an export's size range or name, found before anything is built (the writers
 /// check the sizes too, but their refusal names only the format). Each door names the option
 /// its own way.
@@ -285,6 +289,13 @@ pub enum ExportOptionError {
     NameControl {
         /// The character's code point.
         code: u32,
+    },
+    /// A name longer than `MAX_NAME_BYTES` bytes: the MSCCL executor reads an attribute into
+    /// a buffer of 256 bytes, copied to the closing quote without a bound (its
+    /// `mscclXmlGetValue`), so a longer one overruns it in the NCCL process.
+    NameTooLong {
+        /// The name's length in bytes (UTF-8).
+        bytes: usize,
     },
     /// `max_bytes = 0`, which the executors read as no upper limit.
     MaxBytesZero,
@@ -310,6 +321,9 @@ pub fn check_export_options(
     // Refused for every format, tab and line breaks too: a name is one line of text.
     if let Some(c) = name.and_then(|n| n.chars().find(|c| c.is_control())) {
         return Err(ExportOptionError::NameControl { code: c as u32 });
+    }
+    if let Some(bytes) = name.map(str::len).filter(|&b| b > MAX_NAME_BYTES) {
+        return Err(ExportOptionError::NameTooLong { bytes });
     }
     match (min_bytes, max_bytes) {
         (_, Some(0)) => Err(ExportOptionError::MaxBytesZero),

@@ -26,10 +26,10 @@ use check::{Gate, finalize_deferred, finalize_until, gate_until};
 pub use compare::{Comparison, ComparisonRow, compare, compare_among, compare_until};
 pub use error::{Error, ErrorKind, Refuser};
 pub use export::{
-    API_MAX_TRACE_SLICES, ExportOption, ExportOptionError, MAX_TRACE_SLICES, Writer, chakra_fits, chakra_rank_fits,
-    chakra_tar, check_export_options, export_chakra, export_chakra_rank, export_msccl, export_mscclpp,
-    export_mscclpp_reached, export_trace, msccl_fits, mscclpp_fits, plot_goodput, plot_timeline, require_valid,
-    transfer_times, unread_option,
+    API_MAX_TRACE_SLICES, ExportOption, ExportOptionError, MAX_NAME_BYTES, MAX_TRACE_SLICES, MSCCL_MAX_BYTES, Writer,
+    chakra_fits, chakra_rank_fits, chakra_tar, check_export_options, export_chakra, export_chakra_rank, export_msccl,
+    export_mscclpp, export_mscclpp_reached, export_trace, msccl_fits, mscclpp_fits, plot_goodput, plot_timeline,
+    require_valid, transfer_times, unread_option,
 };
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS, Pipelining};
 use greedy_runs::{Variants, synthesize_greedy};
@@ -124,7 +124,8 @@ pub struct SynthStats {
     pub transfers: usize,
     /// Distinct steps of the kept schedule.
     pub rounds: usize,
-    /// Chunks per NPU tried (the request's, or those the engine chose to search).
+    /// Chunks per NPU tried (the request's, or those the engine chose to search). A pipelined
+    /// winner's schedule has `pipelined.pieces` times its run's (`pipelined.chunks_per_npu`).
     pub chunks_per_npu_tried: Vec<u32>,
     /// Multi-tenant runs: each tenant's kind and its chunk ids `[start, end)`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -457,7 +458,8 @@ fn run_synthesizer_once(
     mirroring: bool,
 ) -> Result<Output, Error> {
     if let Target::One(spec) = &req.target {
-        request::check_synthesis_pairs(spec, &req.topology, algorithm.name())?;
+        request::check_synthesis_pairs(spec, &req.topology, algorithm.name())
+            .map_err(|e| if spec.group.is_some() { e } else { e.renamed("group", "topology") })?;
     }
     let remaining_s = stop.left().as_secs_f64();
     let sr = SynthJob {

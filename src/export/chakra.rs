@@ -33,7 +33,10 @@ use crate::schedule::{Op, Schedule, TransferRef};
 use prost::Message;
 use std::collections::HashMap;
 
+mod network;
 mod proto;
+use network::network_yaml;
+pub use network::{ROUNDING_NS, to_tar};
 pub use proto::{
     AttributeProto, COMM_COLL_NODE, COMM_RECV_NODE, COMM_SEND_NODE, COMP_NODE, GlobalMetadata, Node, attribute_proto,
 };
@@ -46,6 +49,12 @@ pub const MAX_TAG: usize = 500_000_000;
 /// 70 bytes of trace each (a SEND and a RECV), so about 300 MB of files, built in memory.
 pub const MAX_TRANSFERS: usize = 1 << 22;
 
+/// Most (NPU, slot) cells the whole export replays: it keeps the nodes that last wrote each, about
+/// 290 bytes a cell at its peak (ring:16 at 4,096 chunks per NPU, 2^20 cells: 183 MB; bucket's
+/// torus:32x32 all-reduce, 2^22: 1.18 GB), so at most about 1.2 GB. One rank's trace replays the
+/// transfers that touch it alone, and is not bounded by this.
+pub const MAX_CELLS: usize = 1 << 22;
+
 /// Why a schedule cannot become Chakra traces.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ChakraError {
@@ -57,6 +66,10 @@ pub enum ChakraError {
         "the schedule's messages make {hops} hops between NPUs (a SEND and a RECV each); the Chakra export writes at most {MAX_TRANSFERS} (about 300 MB of traces)"
     )]
     TooManyHops { hops: usize },
+    #[error(
+        "{npus} NPUs × {slots} chunk slots is more than the {MAX_CELLS} (NPU, slot) cells the whole export replays (about 1.2 GB); one rank's trace at a time is not bounded by them"
+    )]
+    TooManyCells { npus: usize, slots: usize },
     #[error("prefix {prefix:?}: use letters, digits, '-', '_' and '.', at most 64 characters, not starting with '.'")]
     Prefix { prefix: String },
     /// One rank's trace: a message's tag is its transfer's index, below ASTRA-sim's modulus.
@@ -97,10 +110,7 @@ pub struct ChakraExport {
 pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, ChakraError> {
     check_prefix(prefix)?;
     sizes_fit(s)?;
-    // (Also keeps every tag below ASTRA-sim's modulus, MAX_TAG.)
-    if s.transfers.len() > MAX_TRANSFERS {
-        return Err(ChakraError::TooManyTransfers { transfers: s.transfers.len() });
-    }
+    fits(s, s.transfers.len())?;
     let hops: usize = s.transfers.iter().map(|t| npu_visits(s, t).len().saturating_sub(1)).sum();
     if hops > MAX_TRANSFERS {
         return Err(ChakraError::TooManyHops { hops });
@@ -117,6 +127,22 @@ pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result
         network.as_deref().unwrap_or("NETWORK.yml")
     );
     Ok(ChakraExport { files: out, system_key, network, command })
+}
+
+/// Whether the whole export of a schedule like `s` (its header: topology and chunks) of
+/// `transfers` transfers is within the limits its counts decide, checked before anything is
+/// built: its transfers (which also keep every tag below ASTRA-sim's modulus, `MAX_TAG`) and its
+/// (NPU, slot) cells (ring:64 at 8,192 chunks per NPU, 2^25 cells, took 2.9 GB and brought the
+/// service down).
+pub(crate) fn fits(s: &Schedule, transfers: usize) -> Result<(), ChakraError> {
+    if transfers > MAX_TRANSFERS {
+        return Err(ChakraError::TooManyTransfers { transfers });
+    }
+    let (npus, slots) = (s.topology.npus(), s.slots());
+    if npus.saturating_mul(slots) > MAX_CELLS {
+        return Err(ChakraError::TooManyCells { npus, slots });
+    }
+    Ok(())
 }
 
 /// Rank `rank`'s trace file of `to_chakra`'s export (its name and bytes), the same byte for
@@ -538,62 +564,6 @@ fn encode(nodes: &[Node]) -> Vec<u8> {
 
 fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
-}
-
-/// Added to the exported latency: ASTRA-sim floors each hop's time to a whole ns.
-pub const ROUNDING_NS: f64 = 0.5;
-
-/// ASTRA-sim's congestion-aware network for the schedule's topology, when it has one: a ring
-/// (NPU i to i ± 1), a fully connected graph or one switch, every link with the same bandwidth
-/// and latency and no failed NPU. Bandwidth in ASTRA-sim's GB/s (2^30 B/s); ccsynth's is 10^9.
-fn network_yaml(s: &Schedule) -> Result<String, String> {
-    let t = &s.topology;
-    let n = t.npus();
-    let links = t.links();
-    let first = links.first().ok_or("the topology has no links")?;
-    if links.iter().any(|l| l.latency_ns != first.latency_ns || l.bandwidth_gb_per_s != first.bandwidth_gb_per_s) {
-        return Err("its links differ in bandwidth or latency; ASTRA-sim's congestion-aware backend has one of each per dimension".into());
-    }
-    if !t.failed_npus().is_empty() {
-        return Err("it has failed NPUs, which ASTRA-sim's stock networks do not".into());
-    }
-    let has = |a: usize, b: usize| t.link(a, b).is_some();
-    let shape = if t.switches() == 0 && n >= 2 && links.len() == n * (n - 1) {
-        "FullyConnected"
-    } else if t.switches() == 0
-        && n >= 3
-        && links.len() == 2 * n
-        && (0..n).all(|i| has(i, (i + 1) % n) && has((i + 1) % n, i))
-    {
-        "Ring"
-    } else if t.switches() == 1 && links.len() == 2 * n && (0..n).all(|i| has(i, n) && has(n, i)) {
-        "Switch"
-    } else {
-        return Err("it is not a ring, a fully connected graph or one switch, the single-dimension networks of ASTRA-sim's congestion-aware backend".into());
-    };
-    let bw = first.bandwidth_gb_per_s * 1e9 / (1u64 << 30) as f64;
-    // ASTRA-sim delivers a hop floor(latency + bytes/bw) after it starts: half a nanosecond more
-    // latency makes that the nearest whole ns instead of the one below (at 64 KiB on `ring:4`
-    // the floor alone lost 0.127%).
-    Ok(format!(
-        "# ccsynth's {} GB/s (10^9 B/s) in ASTRA-sim's GB/s (2^30 B/s); ccsynth's latency of {} ns + {ROUNDING_NS} ns, so ASTRA-sim's whole-ns hops round instead of flooring\ntopology: [ {shape} ]\nnpus_count: [ {n} ]\nbandwidth: [ {bw} ]\nlatency: [ {} ]\n",
-        first.bandwidth_gb_per_s,
-        first.latency_ns,
-        first.latency_ns + ROUNDING_NS
-    ))
-}
-
-/// The files as one uncompressed tar archive (what the service sends).
-pub fn to_tar(files: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut b = tar::Builder::new(Vec::new());
-    for (name, bytes) in files {
-        let mut h = tar::Header::new_ustar();
-        h.set_size(bytes.len() as u64);
-        h.set_mode(0o644);
-        h.set_mtime(0);
-        b.append_data(&mut h, name, bytes.as_slice()).expect("writing to memory");
-    }
-    b.into_inner().expect("writing to memory")
 }
 
 #[cfg(test)]

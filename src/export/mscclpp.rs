@@ -198,7 +198,8 @@ pub(crate) fn to_plan(s: &Schedule, opts: &MscclppOptions) -> Result<(String, u6
         let mut hasher = sha2::Sha256::new();
         serde_json::to_writer(&mut hasher, &(&gpus, opts.in_place, min, max)).expect("a plan serializes");
         let digest = format!("{:x}", hasher.finalize());
-        let algorithm = s.algorithm.as_deref().unwrap_or("schedule");
+        // Printable and within MAX_NAME_BYTES whatever the schedule's `algorithm` holds.
+        let algorithm = super::printable(s.algorithm.as_deref().unwrap_or("schedule"), 128);
         format!("ccsynth-{algorithm}-{coll}-{}gpus-{}", layout.p, &digest[..12])
     });
     // One rank's view: the other GPUs keep what the executor reads of every GPU.

@@ -210,6 +210,18 @@ fn schedules_export_as_msccl_xml(db: Db) {
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?{query}"), None), 422);
     assert_eq!(p["errors"][0]["path"], "name", "{p}");
     assert!(p["errors"][0]["message"].as_str().unwrap().contains("U+000B"), "{p}");
+    // Nor one longer than the executor's attribute buffer (256 bytes with its zero, read without
+    // a bound): 255 bytes are taken, 256 are not.
+    let named = |n: usize| {
+        raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&name={}", "é".repeat(n)), None)
+    };
+    assert_eq!(named(127).status, 200);
+    let p = assert_problem(&named(128), 422);
+    assert_eq!(
+        p["errors"][0],
+        json!({"path": "name", "message": "256 bytes: at most 255 (the MSCCL executor's attribute buffer)"}),
+        "{p}"
+    );
     // An unknown format is named first.
     let p =
         assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=xml&protocol=LL"), None), 422);
@@ -273,6 +285,26 @@ fn schedules_export_as_msccl_xml(db: Db) {
     let sid = job["schedule_id"].as_str().unwrap();
     let p = assert_problem(&raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml"), None), 422);
     assert!(p["detail"].as_str().unwrap().contains("would run for every root"), "{p}");
+    // A schedule of a few kilobytes whose exports would replay millions of (NPU, slot) cells:
+    // refused from its counts before anything is built (ring:64 at 8,192 chunks per NPU took
+    // the server to 2.9 GB for its Chakra traces, and down). ring:16 at 16,385: 2^22 + 256.
+    let req = json!({"spec": "ring:16", "algorithm": "ring",
+        "collective": {"kind": "all_reduce", "size_bytes": 1u64 << 30, "chunks_per_npu": 16385}});
+    let (code, job) = call(&s, "POST", "/v1/syntheses", Some(req));
+    assert_eq!(code, 201, "{job}");
+    let sid = job["schedule_id"].as_str().unwrap();
+    for (format, says) in [
+        (
+            "chakra-et",
+            "16 NPUs × 262160 chunk slots is more than the 4194304 (NPU, slot) cells the whole export replays",
+        ),
+        ("msccl-xml", "16 ranks × 262160 chunk slots is more than the 4194304 (rank, slot) cells"),
+        ("mscclpp-json", "16 ranks × 262160 chunk slots is more than the 4194304 (rank, slot) cells"),
+    ] {
+        let r = raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format={format}"), None);
+        let p = assert_problem(&r, 422);
+        assert!(p["detail"].as_str().unwrap().contains(says), "{format}: {p}");
+    }
 }
 
 fn health_metadata_and_metrics(db: Db) {

@@ -98,6 +98,18 @@ fn export_and_synth_write_msccl_xml() {
             assert!(!err.contains("note"), "{err}");
         }
     }
+    // An MSCCL XML states at most 2^63 − 1: a --max-bytes beyond is written as that, and a
+    // note says so (it was cut silently); 2^63 − 1 itself without a note.
+    for (asked, cut) in [(u64::MAX, true), (i64::MAX as u64, false)] {
+        let asked_s = asked.to_string();
+        let o = ccsynth(&["export", "--format", "msccl-xml", "--max-bytes", &asked_s, "-"], Some(&text));
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains(&format!(r#"maxBytes="{}""#, i64::MAX)));
+        let err = String::from_utf8_lossy(&o.stderr);
+        let note =
+            format!("--max-bytes {asked} is beyond the largest size an MSCCL XML states; written as {}", i64::MAX);
+        assert_eq!(err.contains(&note), cut, "{err}");
+    }
     // --format json re-emits the validated schedule.
     let o = ccsynth(&["export", "--format", "json", "-"], Some(&text));
     assert_eq!(o.status.code(), Some(0));

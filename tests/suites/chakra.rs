@@ -346,6 +346,28 @@ fn bad_prefixes_and_invalid_schedules_are_refused() {
     }
 }
 
+/// The whole export replays what last wrote every (NPU, slot) cell: past `MAX_CELLS` it is
+/// refused from the schedule's counts, before anything is built (ring:64 at 8,192 chunks per NPU,
+/// 2^25 cells, took 2.9 GB and brought the service down); one rank's trace is not bounded by
+/// them. At the limit exactly the export is allowed.
+#[test]
+fn the_whole_export_is_bounded_by_its_cells() {
+    use ccsynth::export::chakra::MAX_CELLS;
+    let t = topo("ring:16");
+    let at = |k: u32| run(&t, &CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(k), "ring").unwrap();
+    let over = at(16385);
+    assert_eq!(16 * over.slots(), MAX_CELLS + 256);
+    let e = engine::export_chakra(&over, "x", None).unwrap_err();
+    assert_eq!(e.kind(), engine::ErrorKind::Refused, "{e}");
+    let says = "16 NPUs × 262160 chunk slots is more than the 4194304 (NPU, slot) cells the whole export replays";
+    assert!(e.to_string().contains(says), "{e}");
+    assert!(engine::chakra_fits(&over, over.transfers.len()).is_err());
+    assert!(engine::chakra_rank_fits(&over, over.transfers.len(), 3).is_ok());
+    let exact = at(16384);
+    assert_eq!(16 * exact.slots(), MAX_CELLS);
+    assert!(engine::chakra_fits(&exact, exact.transfers.len()).is_ok());
+}
+
 /// A relayed transfer is a SEND and a RECV a hop, the relay's SEND after its RECV, and each
 /// link's SENDs in the simulator's hop-major order: in the ring 0→2→1→3 on ring:4 (0→2 through
 /// 1, 1→3 through 2, …), GPU 1 in every step sends 1→3's first hop to 2 and then forwards 0→2

@@ -284,6 +284,19 @@ fn options_name_the_algorithm_its_protocol_and_size_range() {
         let e = refused(engine::export_msccl(&s, &bad)).to_string();
         assert!(e.contains("min_bytes 9223372036854775808 is above max_bytes 9223372036854775807 (the largest"), "{e}");
     }
+    // The default name comes from the schedule's `algorithm`, any text a file holds: its control
+    // characters (a raw U+0001 made the file not well-formed) written as `?`, and cut to what
+    // the executor's 256-byte attribute buffer holds (a longer name overruns it).
+    let mut odd = s.clone();
+    odd.algorithm = Some(format!("a\"b<\n\u{1}c{}", "é".repeat(200)));
+    let xml = engine::export_msccl(&odd, &MscclOptions::default()).unwrap();
+    let name = roxmltree::Document::parse(&xml).unwrap().root_element().attribute("name").unwrap().to_string();
+    assert!(name.starts_with("ccsynth-a\"b<??c") && name.len() <= engine::MAX_NAME_BYTES, "{name}");
+    assert_eq!(name.len(), 8 + 7 + 2 * 120, "cut on a character boundary");
+    let plan: serde_json::Value =
+        serde_json::from_str(&engine::export_mscclpp(&odd, &engine::MscclppOptions::default()).unwrap()).unwrap();
+    let name = plan["name"].as_str().unwrap();
+    assert!(name.starts_with("ccsynth-a\"b<??c") && name.len() <= engine::MAX_NAME_BYTES, "{name}");
 }
 
 #[test]
@@ -317,7 +330,7 @@ fn what_msccl_cannot_run_is_refused_with_the_limit_named() {
     let mut huge = run(&t, &CollectiveSpec::new(K::AllGather, 1 << 20), "ring").unwrap();
     huge.num_chunks = 1 << 23;
     let e = refused(engine::export_msccl(&huge, &MscclOptions::default())).to_string();
-    assert!(e.contains("4 ranks × 8388608 chunk slots is more than the 16777216 (rank, slot) cells"), "{e}");
+    assert!(e.contains("4 ranks × 8388608 chunk slots is more than the 4194304 (rank, slot) cells"), "{e}");
     // More messages on one link than the blocks RCCL allows can carry: an all-gather on two
     // GPUs sending 2,000 chunks each way one per step, at most 64 thread blocks per GPU of 64
     // steps each.

@@ -430,7 +430,10 @@ fn an_outline_is_refused_as_the_whole_schedule_is() {
         let tests = [
             (cheap(engine::msccl_fits(&outline, n)), message(engine::export_msccl(&s, &Default::default()))),
             (cheap(engine::mscclpp_fits(&outline, n)), message(engine::export_mscclpp(&s, &MscclppOptions::default()))),
-            (cheap(engine::chakra_fits(n)), message(engine::export_chakra(&s, "p", None).map(|_| String::new()))),
+            (
+                cheap(engine::chakra_fits(&outline, n)),
+                message(engine::export_chakra(&s, "p", None).map(|_| String::new())),
+            ),
         ];
         for (i, (cheap, whole)) in tests.into_iter().enumerate() {
             if let Some(refusal) = cheap {

@@ -132,6 +132,12 @@ impl MscclArgs {
                     "--msccl-name: holds the control character U+{code:04X}: name the algorithm in printable characters"
                 ));
             }
+            Err(E::NameTooLong { bytes }) => {
+                return Err(format!(
+                    "--msccl-name: {bytes} bytes: at most {} (the MSCCL executor's attribute buffer)",
+                    engine::MAX_NAME_BYTES
+                ));
+            }
             Err(E::MaxBytesZero) => {
                 return Err(
                     "--max-bytes 0: the executor reads maxBytes = 0 as no upper limit; leave --max-bytes out for that"
@@ -171,7 +177,8 @@ impl MscclArgs {
     /// Refuses, before any work is done, a flag `format` does not read (each was ignored: an
     /// `--msccl-proto LL` on an MSCCL++ plan changed nothing and said nothing), and a Chakra
     /// export without the directory it writes into (it was refused only once the schedule was
-    /// validated, or synthesized).
+    /// validated, or synthesized). Notes on stderr a `--max-bytes` past what an MSCCL XML
+    /// states, as the MSCCL++ plan's writer notes its own cut (it was cut silently).
     pub(in crate::cli) fn check_format(
         &self,
         format: Format,
@@ -199,6 +206,13 @@ impl MscclArgs {
                 .map(|&f| value_name(f))
                 .collect();
             return Err(format!("{given}: only --format {} {what}", names.join(" and ")));
+        }
+        let max_bytes = self.max_bytes.as_deref().and_then(|b| crate::units::parse_size(b).ok());
+        if let Some(asked) = max_bytes.filter(|&b| format == Format::MscclXml && b > engine::MSCCL_MAX_BYTES) {
+            let max = engine::MSCCL_MAX_BYTES;
+            eprintln!(
+                "ccsynth: note: --max-bytes {asked} is beyond the largest size an MSCCL XML states; written as {max} (maxBytes)"
+            );
         }
         if format == Format::ChakraEt && out.is_none() {
             return Err("--format chakra-et writes several files: name their directory with --out DIR".into());

@@ -86,8 +86,11 @@ impl Builder<'_> {
             })
             .collect();
         let nchannels = self.tbs.iter().map(|t| t.chan + 1).max().unwrap_or(1);
-        let name =
-            opts.name.clone().unwrap_or_else(|| format!("ccsynth-{}", s.algorithm.as_deref().unwrap_or("schedule")));
+        // The default within MAX_NAME_BYTES and printable, whatever the schedule's `algorithm`.
+        let algorithm = s.algorithm.as_deref().unwrap_or("schedule");
+        let name = opts.name.clone().unwrap_or_else(|| {
+            format!("ccsynth-{}", crate::export::printable(algorithm, crate::export::MAX_NAME_BYTES - 8))
+        });
         let n = self.layout.i_chunks.max(self.layout.o_chunks);
         let min = opts.min_bytes.unwrap_or(0);
         let max = opts.max_bytes.unwrap_or(super::super::MAX_BYTES).min(super::super::MAX_BYTES);

@@ -91,8 +91,8 @@ fn run(cmd: Command) -> Result<i32, CliError> {
             outputs::check_written_by(None, a.output.out.as_deref(), &[a.topology.as_deref()])?;
             baseline(*a)
         }
-        Command::Compare { target, json, with_synth, algos } => {
-            compare_cmd(&target, json, with_synth, algos.as_deref())
+        Command::Compare { target, json, with_synth, seed, algos } => {
+            compare_cmd(&target, json, with_synth.then_some(seed), algos.as_deref())
         }
         Command::Serve(a) => Ok(serve_cmd(*a)?),
         Command::Bench { suite, runs, quick, filter, json, size, effort } => {
@@ -263,7 +263,7 @@ fn write_text(out: Option<&std::path::Path>, text: &str) -> Result<(), String> {
 fn compare_cmd(
     target: &CollectiveArgs,
     json: bool,
-    with_synth: bool,
+    with_synth: Option<u64>,
     algos: Option<&[String]>,
 ) -> Result<i32, CliError> {
     let names: Vec<&str> = match algos {
@@ -273,9 +273,11 @@ fn compare_cmd(
     let (topo, spec) = load_target(target)?;
     // The request is checked as `synth` checks it, before any baseline is built: a broadcast
     // without --root was a table of refusals and exit 0.
-    let rs = engine::RequestSpec { algorithm: engine::Algorithm::Auto, ..engine::RequestSpec::new(spec.clone()) };
+    let options = engine::Options { seed: with_synth, ..Default::default() };
+    let rs =
+        engine::RequestSpec { algorithm: engine::Algorithm::Auto, options, ..engine::RequestSpec::new(spec.clone()) };
     let req = engine::Request::new(topo.clone(), rs, &engine::Limits::default()).map_err(flags)?;
-    let synthesized = if with_synth {
+    let synthesized = if with_synth.is_some() {
         let out = with_progress("ccsynth compare --with-synth", |ctl| engine::run(&req, ctl))?;
         Some(out.schedule)
     } else {
@@ -283,7 +285,7 @@ fn compare_cmd(
     };
     drop(req);
     let extra = synthesized.as_ref().map(|s| (engine::registry::PORTFOLIO, s));
-    let cmp = engine::compare_among(&topo, &spec, extra, &names);
+    let cmp = engine::Comparison { seed: with_synth, ..engine::compare_among(&topo, &spec, extra, &names) };
     // The baselines named by --algos, none of which serves the request, are a mistake in the
     // command, as `baseline --algo mst` for an all-reduce is.
     if algos.is_some() && cmp.rows.is_empty() {

@@ -86,6 +86,10 @@ pub enum Command {
         /// small topologies and the baselines).
         #[arg(long)]
         with_synth: bool,
+        /// Random seed of the synthesizer's row (with --with-synth): the same seed gives the
+        /// same row, and the output echoes it.
+        #[arg(long, default_value_t = 0, requires = "with_synth")]
+        seed: u64,
         /// Only these baselines, comma-separated (default: every one; see `baseline --list`).
         #[arg(long, value_delimiter = ',', value_name = "NAMES")]
         algos: Option<Vec<String>>,

@@ -106,6 +106,7 @@ pub(super) fn load_topology_with_failures(
         Err(_) => Vec::new(),
     };
     let after = engine::degraded(&topo, &runs, &f).map_err(|e| failure_flags(e.within("failures"), &f))?;
+    super::render::note_failed(&f);
     super::render::note_degraded(&f, &after, &topo);
     Ok(after)
 }

@@ -26,6 +26,20 @@ pub(super) fn note_degraded(
     }
 }
 
+/// Says on stderr which links and NPUs `--fail-link` and `--fail-npu` took out, as
+/// `note_degraded` says what slowed (`synth`, `compare`, `baseline`: their output says nothing
+/// of the topology's changes; a regeneration's summary has its own line).
+pub(super) fn note_failed(f: &crate::topology::Failures) {
+    if f.links.is_empty() && f.npus.is_empty() {
+        return;
+    }
+    let both = f.links.iter().flat_map(|&[u, v]| [[u, v], [v, u]]);
+    let mut links: Vec<[usize; 2]> = if f.directed { f.links.clone() } else { both.collect() };
+    links.sort_unstable();
+    links.dedup();
+    eprintln!("ccsynth: failed {}", failed(&links, &f.npus));
+}
+
 /// Slowed links for people: `9->10 and 10->9 at 25 GB/s (was 100)`, a pair of directions
 /// changed alike written once as `9-10`; the first four, then how many more.
 pub(super) fn degraded_links(changes: &[crate::topology::LinkChange]) -> String {
@@ -396,6 +410,9 @@ pub fn comparison_table(c: &engine::Comparison) -> String {
     if let Some(b) = c.lower_bound_ns {
         out += &format!("lower bound: {:.3} µs\n", b / 1e3);
     }
+    if let Some(seed) = c.seed {
+        out += &format!("auto's row: seed {seed}\n");
+    }
     out += &refusals(&c.refused);
     out
 }
@@ -489,6 +506,7 @@ mod tests {
             algorithm: algorithm.into(),
             chunks_per_npu: None,
             greedy_mode: None,
+            seed: None,
             seeds: None,
             collective_time_ns: Some(1.0),
             valid: true,

@@ -53,6 +53,10 @@ pub struct Comparison {
     /// The best baseline's time over the synthesized schedule's, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup_over_best_baseline: Option<f64>,
+    /// The seed the synthesized row's run took, where a door ran one for the comparison
+    /// (`compare --with-synth --seed N`): the same seed gives the same row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// Runs every baseline that supports the collective; `extra` rows (a synthesized schedule)
@@ -180,5 +184,6 @@ pub fn compare_until(
         refused,
         refused_kinds,
         speedup_over_best_baseline: speedup,
+        seed: None,
     })
 }

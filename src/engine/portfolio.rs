@@ -45,6 +45,10 @@ pub struct PortfolioEntry {
     /// The greedy's planner that made its schedule (`matching`, `batched`, `contributions`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub greedy_mode: Option<&'static str>,
+    /// The first seed it ran from (the greedy only): echoed whichever candidate wins, since the
+    /// greedy's time decided which baselines were built and which won.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     /// Seeds it ran (the greedy only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seeds: Option<usize>,
@@ -346,6 +350,7 @@ impl Candidates<'_> {
             algorithm: algorithm.name().to_string(),
             chunks_per_npu: None,
             greedy_mode: None,
+            seed: (*algorithm == Algorithm::Greedy).then_some(req.seed),
             seeds: (*algorithm == Algorithm::Greedy).then_some(req.seeds),
             collective_time_ns: None,
             valid: false,

@@ -420,21 +420,20 @@ impl Request {
                 c.chunks_per_npu = Some(k);
             }
             // A chunking from `options.chunks_per_npu` is named there, not at the collective.
-            let at = |e: InputError| match o.chunks_per_npu {
-                Some(_) => e.within(path).renamed(&format!("{path}.chunks_per_npu"), "options.chunks_per_npu"),
-                None => e.within(path),
+            let own = format!("{path}.chunks_per_npu");
+            let chunking = if o.chunks_per_npu.is_some() { "options.chunks_per_npu" } else { own.as_str() };
+            // Without a group given, the NPUs are the topology's live ones: a split, or too many
+            // for the least chunking, is the request's `topology`, not a group never written.
+            let at = |e: InputError| {
+                let e = e.within(path).renamed(&format!("{path}.chunks_per_npu"), chunking);
+                if c.group.is_some() { e } else { e.renamed(&format!("{path}.group"), "topology") }
             };
             check_chunks(c, &topology, limits).map_err(at)?;
             // The greedy and the ILP by name hold every pair: refused before the request is queued.
             if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
                 check_synthesis_pairs(c, &topology, algorithm.name()).map_err(at)?;
             }
-            // Without a group given, the collective's NPUs are the topology's live ones: a
-            // split is then the request's `topology`, not a group the caller did not write.
-            built.push(Collective::build(c, &topology).map_err(|e| match &c.group {
-                Some(_) => at(e),
-                None => at(e).renamed(&format!("{path}.group"), "topology"),
-            })?);
+            built.push(Collective::build(c, &topology).map_err(at)?);
         }
         if let Some(entry) = algorithm.synthesizer().filter(|_| matches!(algorithm, Algorithm::Registered(_))) {
             let kind = targets[0].1.kind;
@@ -535,15 +534,26 @@ pub(crate) fn check_synthesis_pairs(
         .and_then(|n| crate::collective::condition_pairs(c.kind, p, n).map(|pairs| (n, pairs)));
     match pairs {
         Some((_, pairs)) if pairs <= crate::limits::MAX_CONDITION_PAIRS => Ok(()),
-        _ => Err(InputError::new(
-            "chunks_per_npu",
+        _ => Err(chunking_refused(
+            c,
+            p,
             format!(
-                "{k}: {} chunks on {p} NPUs make more than {} (npu, chunk) pairs for the {algorithm} to track; \
+                "{} chunks on {p} NPUs make more than {} (npu, chunk) pairs for the {algorithm} to track; \
                  the baselines (\"auto\" tries them) take more",
                 pairs.map_or_else(|| "more than 2^64".to_string(), |(n, _)| n.to_string()),
                 crate::limits::MAX_CONDITION_PAIRS
             ),
         )),
+    }
+}
+
+/// A chunking over a limit, named where the caller can change it: the `chunks_per_npu` given;
+/// where none was, the group (the callers rename it `topology` where none was given either): too
+/// many NPUs at the least chunking (the refusal named a `chunks_per_npu` the caller never wrote).
+fn chunking_refused(c: &CollectiveSpec, p: usize, why: String) -> InputError {
+    match c.chunks_per_npu {
+        Some(k) => InputError::new("chunks_per_npu", format!("{k}: {why}")),
+        None => InputError::new("group", format!("{p} NPUs: at one chunk per NPU (the least), {why}")),
     }
 }
 
@@ -556,14 +566,11 @@ pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Lim
     if n.checked_mul(npus).is_some_and(|cells| cells <= crate::limits::MAX_CHECKED_CELLS) {
         return Ok(());
     }
-    Err(InputError::new(
-        "chunks_per_npu",
-        format!(
-            "{}: {n} chunks on {npus} NPUs make more than {} (npu, chunk) cells for the check of a schedule to track",
-            c.chunks(),
-            crate::limits::MAX_CHECKED_CELLS
-        ),
-    ))
+    let why = format!(
+        "{n} chunks on {npus} NPUs make more than {} (npu, chunk) cells for the check of a schedule to track",
+        crate::limits::MAX_CHECKED_CELLS
+    );
+    Err(chunking_refused(c, npus, why))
 }
 
 /// Refuses a collective of more chunks than `limits` accept; gives the chunk count (`None` for
@@ -585,13 +592,9 @@ pub(crate) fn check_chunk_count(
     let k = c.chunks() as usize;
     match crate::collective::chunk_count(c.kind, p, k) {
         Some(n) if n <= limits.max_chunks => Ok(Some(n)),
-        n => Err(InputError::new(
-            "chunks_per_npu",
-            format!(
-                "{k}: {} chunks on {p} NPUs; at most {} are accepted",
-                n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string()),
-                limits.max_chunks
-            ),
-        )),
+        n => {
+            let n = n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
+            Err(chunking_refused(c, p, format!("{n} chunks; at most {} are accepted", limits.max_chunks)))
+        }
     }
 }

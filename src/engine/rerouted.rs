@@ -29,10 +29,15 @@ pub(super) fn baseline_on(
         return built;
     }
     let built = match crate::baselines::build_within(name, topo, spec, poll) {
-        Err(BaselineError::Unsupported { algorithm, what }) if in_hand => Err(BaselineError::Unsupported {
-            algorithm,
-            what: format!("{what} (not built again: on the whole grid, rerouted, it is the repair in hand)"),
-        }),
+        // Only where it is a grid's: on a rail the note spoke of "the whole grid".
+        Err(BaselineError::Unsupported { algorithm, what })
+            if in_hand && topo.grid_before_changes(REROUTE_MAX_MISSING_LINKS).is_some() =>
+        {
+            Err(BaselineError::Unsupported {
+                algorithm,
+                what: format!("{what} (not built again: on the whole grid, rerouted, it is the repair in hand)"),
+            })
+        }
         Err(e @ BaselineError::Unsupported { .. }) => {
             build(name, topo, spec, poll).unwrap_or_else(|| Err(not_rerouted(e, topo)))
         }

@@ -134,6 +134,16 @@ fn slow_links_at_every_verb() {
     assert_eq!(l["bandwidth_gb_per_s"].as_f64(), Some(10.0));
     let said = String::from_utf8_lossy(&o.stderr);
     assert!(said.contains("ccsynth: degraded 5-6 at 10 GB/s (was 100)"), "{said}");
+    assert!(!said.contains("ccsynth: failed"), "{said}");
+    // What failed is said as what slowed is (it was not said at all); a link named both ways
+    // once, a directed one with its arrow.
+    let failing = ["--fail-link", "0-1", "--fail-link", "1-0", "--fail-npu", "10", "--fail-link", "5-6"];
+    let o = ccsynth(&[&synth[..], &failing[..]].concat(), None);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("ccsynth: failed links 0-1, 5-6; NPU 10\n"), "{said}");
+    let o = ccsynth(&[&synth[..], &["--fail-link", "5-6", "--directed"][..]].concat(), None);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ccsynth: failed link 5->6\n"));
     // regenerate: a slow link is repaired (not refused), and both forms say which links.
     let o = ccsynth(&["regenerate", EXAMPLE, "--degrade-link", "0-1@bw=20", "--json"], None);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
@@ -587,6 +597,19 @@ fn people_get_a_summary_and_every_flag_has_help() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(json(&o)["rows"].as_array().unwrap().iter().any(|r| r["algorithm"] == "auto"));
+    assert_eq!(json(&o)["seed"], 0, "the row's seed is echoed");
+    // --seed takes the row's seed (it had none), echoed in JSON and in the table; without
+    // --with-synth there is no row for it to seed.
+    let ring6 = ["compare", "--topology", "ring:6", "--collective", "all_reduce", "--size", "1MiB"];
+    let o = ccsynth(&[&ring6[..], &["--with-synth", "--seed", "5", "--json"]].concat(), None);
+    assert_eq!(json(&o)["seed"], 5, "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(&[&ring6[..], &["--with-synth", "--seed", "5"]].concat(), None);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("auto's row: seed 5\n"));
+    let o = ccsynth(&[&ring6[..], &["--seed", "5"]].concat(), None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--with-synth"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ccsynth(&ring6, None);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("seed"));
     let o = ccsynth(&["compare", "--topology", "ring:6", "--tenants", "x.json"], None);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unexpected argument '--tenants'"));

@@ -350,6 +350,16 @@ fn a_regeneration_does_not_reroute_its_stored_baseline_twice() {
     let (ring, _) = baseline("ring", &t, spec).unwrap();
     let (time, note) = fresh_bucket(&ring);
     assert!(time.is_some() || note.as_deref().is_some_and(|n| n.starts_with("skipped")), "{note:?}");
+    // Off a grid the refusal is the baseline's own: pxn's rail less a link is not "the whole
+    // grid" (the note said so on rail:2x4).
+    let rail = topo("rail:2x4");
+    let (pxn, _) = baseline("pxn", &rail, CollectiveSpec::new(K::AllToAll, MIB)).unwrap();
+    let out = regenerate(&pxn, Failures { links: vec![[0, 8]], ..Failures::default() }, "auto");
+    let engine::RunStats::Regeneration(run) = &out.stats else { panic!("a regeneration") };
+    let Some(engine::RunStats::Portfolio(p)) = &run.fresh else { panic!("auto ran afresh") };
+    let c = p.portfolio.candidates.iter().find(|c| c.algorithm == "pxn").expect("pxn is a candidate");
+    let note = c.note.as_deref().unwrap_or_default();
+    assert!(note.contains("rail") && !note.contains("grid"), "{note}");
 }
 
 /// A failed NPU of the collective's group makes another collective (its chunks are gone): the

@@ -617,8 +617,21 @@ fn limits_at_scale_name_what_each_consumer_allocates() {
         ..RequestSpec::new(CollectiveSpec::new(K::AllReduce, 1 << 30).with_chunks_per_npu(4))
     };
     assert!(engine::Request::new(big.clone(), four("auto"), &engine::Limits::default()).is_ok());
-    let e = engine::Request::new(big, four("greedy"), &engine::Limits::default()).err().unwrap();
+    let e = engine::Request::new(big.clone(), four("greedy"), &engine::Limits::default()).err().unwrap();
     assert_eq!(e.errors[0].path, "collective.chunks_per_npu", "{e}");
+    // With no chunking given the least, one chunk per NPU, is over the limit: the NPUs are
+    // named (the topology's, or the group given), not a `chunks_per_npu` the caller never set.
+    let open = |group: Option<Vec<usize>>| RequestSpec {
+        algorithm: "greedy".parse().unwrap(),
+        ..RequestSpec::new(CollectiveSpec { group, ..CollectiveSpec::new(K::AllReduce, 1 << 30) })
+    };
+    let e = engine::Request::new(big.clone(), open(None), &engine::Limits::default()).err().unwrap();
+    assert_eq!(e.errors[0].path, "topology", "{e}");
+    let says = "16384 NPUs: at one chunk per NPU (the least), 16384 chunks on 16384 NPUs make more than 67108864";
+    assert!(e.errors[0].message.starts_with(says), "{e}");
+    let e = engine::Request::new(big, open(Some((0..9000).collect())), &engine::Limits::default()).err().unwrap();
+    assert_eq!(e.errors[0].path, "collective.group", "{e}");
+    assert!(e.errors[0].message.starts_with("9000 NPUs: at one chunk per NPU (the least)"), "{e}");
 }
 
 /// Issue 63, point 2: an all-gather's matcher picks at random, a reduce-scatter's rarest first

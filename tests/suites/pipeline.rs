@@ -105,6 +105,10 @@ fn dragonfly_hand_ons_are_pipelined() {
     assert_eq!(ag.schedule.collective.chunks(), 16);
     let json = serde_json::to_value(&ag.stats).unwrap();
     assert_eq!(json["pipelined"]["pieces"], 4, "{json}");
+    // The run's chunking is one of those tried; the schedule's (16) is not.
+    assert_eq!(json["pipelined"]["chunks_per_npu"], 4, "{json}");
+    let tried = &ag.stats.synthesis().unwrap().chunks_per_npu_tried;
+    assert!(tried.contains(&p.chunks_per_npu) && !tried.contains(&16), "{tried:?}");
     // Pieces on one link at one step: every runtime's export replays them in the simulator's
     // order of the link.
     for (what, s) in

@@ -546,3 +546,22 @@ fn a_baseline_at_the_bound_is_built_before_the_greedy_takes_the_limit() {
     let bound = out.report.lower_bounds.as_ref().unwrap().lower_bound_ns.unwrap();
     assert!((time - bound).abs() <= 1e-9 * bound, "{time} against the bound {bound}");
 }
+
+/// The requested seed is echoed in the greedy's entry whichever candidate wins: it decided the
+/// greedy's schedule, and so which baselines were built (bucket-bidir winning on torus:16x16
+/// left it echoed nowhere; the schedule's own `seed` is the winner's, absent for a baseline).
+#[test]
+fn the_seed_is_echoed_whichever_candidate_wins() {
+    let t = topo("torus:16x16");
+    let c = CollectiveSpec::new(K::AllReduce, 1 << 30);
+    let out = run(&t, c, registry::PORTFOLIO, Options { seed: Some(7), ..generous() }).unwrap();
+    assert_eq!(out.schedule.algorithm.as_deref(), Some("bucket-bidir"));
+    assert_eq!(out.schedule.seed, None);
+    let p = out.stats.portfolio().unwrap();
+    let greedy = p.candidates.iter().find(|e| e.algorithm == "greedy").unwrap();
+    assert_eq!((greedy.seed, greedy.seeds), (Some(7), Some(1)), "{greedy:?}");
+    let json = serde_json::to_value(&out.stats).unwrap();
+    let entries = json["portfolio"]["candidates"].as_array().unwrap();
+    assert_eq!(entries.iter().filter(|e| e.get("seed").is_some()).count(), 1, "{json}");
+    assert_eq!(entries[0]["seed"], 7, "{json}");
+}

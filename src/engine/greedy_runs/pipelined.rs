@@ -12,6 +12,9 @@ pub struct Pipelining {
     /// The pieces each of the run's chunks was cut into: the schedule's chunks per NPU are
     /// that many times the run's.
     pub pieces: u32,
+    /// The run's chunks per NPU, one of `chunks_per_npu_tried` (the schedule's are `pieces`
+    /// times this: 16 from a run at 4, which the list of those tried does not hold).
+    pub chunks_per_npu: u32,
     /// The run's messages sent piece by piece; the others carry every piece of their chunks.
     pub split: usize,
     /// The run's simulated time before the pass.
@@ -38,7 +41,8 @@ pub(super) fn pipeline_winner(
         Ok(Some(p)) => {
             let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
             tracing::debug!(target: "ccsynth::timing", before, after = p.time_ns, pieces = p.pieces, split = p.split, wall_ms, "greedy: the winner pipelined");
-            let said = Pipelining { pieces: p.pieces, split: p.split, before_ns: before, wall_ms };
+            let chunks_per_npu = won.schedule.collective.chunks();
+            let said = Pipelining { pieces: p.pieces, chunks_per_npu, split: p.split, before_ns: before, wall_ms };
             // Left for the gate to simulate again: beside its validation where that is deferred.
             let won = Won { schedule: p.schedule, timing: None, report: None, time_ns: Some(p.time_ns), ..won };
             Ok((won, Some(said)))

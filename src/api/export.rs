@@ -52,12 +52,19 @@ fn check_sizes(q: &ExportQuery) -> Result<(), ApiError> {
     let (key, message) = match engine::check_export_options(q.name.as_deref(), q.min_bytes, q.max_bytes) {
         Ok(()) => return Ok(()),
         Err(E::EmptyName) => ("name", "empty: name the algorithm, or leave name out for the default".to_string()),
-        Err(E::NameControl { code }) => {
-            ("name", format!("holds the control character U+{code:04X}: name the algorithm in printable characters"))
-        }
+        Err(E::NameControl { code }) => (
+            "name",
+            format!(
+                "holds the {} U+{code:04X}: name the algorithm in printable characters",
+                engine::unwritable_kind(code)
+            ),
+        ),
         Err(E::NameTooLong { bytes }) => (
             "name",
-            format!("{bytes} bytes: at most {} (the MSCCL executor's attribute buffer)", engine::MAX_NAME_BYTES),
+            format!(
+                "{bytes} bytes as an XML attribute writes it: at most {} (the MSCCL executor's buffer)",
+                engine::MAX_NAME_BYTES
+            ),
         ),
         Err(E::MaxBytesZero) => (
             "max_bytes",
@@ -364,7 +371,9 @@ async fn build(
         _ => {}
     }
     let budget = st.config.export_memory_mb.max(1);
-    let peak = (body.json_len() as u64 * peak_per_byte(format)).max(cells.saturating_mul(peak_per_cell(format, rank)));
+    let peak = (body.json_len() as u64)
+        .saturating_mul(peak_per_byte(format))
+        .max(cells.saturating_mul(peak_per_cell(format, rank)));
     let mib = peak.div_ceil(1 << 20).clamp(1, budget as u64) as u32;
     if st.export_budget.available_permits() < mib as usize {
         st.metrics.export_budget_waits.inc();

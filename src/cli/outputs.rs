@@ -170,6 +170,10 @@ pub(super) fn write_chakra(
     // One rank's trace is built before its directory is made: a refused rank leaves none.
     let one =
         rank.map(|r| engine::export_chakra_rank(s, prefix, r).map(|file| (r, file))).transpose().map_err(of_file)?;
+    // So is the whole export's refusal from its counts (an invalid schedule's is later).
+    if rank.is_none() {
+        engine::chakra_fits(s, s.transfers.len()).map_err(of_file)?;
+    }
     // An --out that is a file, or a directory that cannot be made, is named as the flag (it
     // read "ar.json: afile: File exists", as if the schedule were at fault).
     let at_out = |e: std::io::Error| format!("--out {}: {e}", dir.display());

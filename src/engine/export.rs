@@ -272,6 +272,11 @@ pub fn unread_option<V>(writer: Writer, mut given: impl FnMut(ExportOption) -> O
     ExportOption::ALL.into_iter().filter(|o| !o.read_by().0.contains(&writer)).find_map(|o| given(o).map(|v| (o, v)))
 }
 
+/// What a name's unwritable character (`ExportOptionError::NameControl`) is, in words.
+pub fn unwritable_kind(code: u32) -> &'static str {
+    if char::from_u32(code).is_some_and(char::is_control) { "control character" } else { "non-character" }
+}
+
 /// The longest export name taken, in bytes: what the MSCCL executor's 256-byte attribute
 /// buffer holds with its terminating zero (every format, as the other checks of a name).
 pub const MAX_NAME_BYTES: usize = crate::export::MAX_NAME_BYTES;
@@ -285,16 +290,16 @@ pub enum ExportOptionError {
     /// another of the same name).
     EmptyName,
     /// A name with a control character (XML 1.0 allows none but tab, line feed and carriage
-    /// return, escaped or not: an MSCCL file with one is not well-formed).
+    /// return, escaped or not: an MSCCL file with one is not well-formed), or U+FFFE or U+FFFF.
     NameControl {
         /// The character's code point.
         code: u32,
     },
-    /// A name longer than `MAX_NAME_BYTES` bytes: the MSCCL executor reads an attribute into
-    /// a buffer of 256 bytes, copied to the closing quote without a bound (its
-    /// `mscclXmlGetValue`), so a longer one overruns it in the NCCL process.
+    /// A name longer than `MAX_NAME_BYTES` bytes as an XML attribute writes it (`&` is `&amp;`):
+    /// the MSCCL executor copies an attribute, undecoded, into a buffer of 256 bytes up to the
+    /// closing quote without a bound (its `mscclXmlGetValue`), so a longer one overruns it.
     NameTooLong {
-        /// The name's length in bytes (UTF-8).
+        /// The name's length in bytes, escaped.
         bytes: usize,
     },
     /// `max_bytes = 0`, which the executors read as no upper limit.
@@ -319,10 +324,10 @@ pub fn check_export_options(
         return Err(ExportOptionError::EmptyName);
     }
     // Refused for every format, tab and line breaks too: a name is one line of text.
-    if let Some(c) = name.and_then(|n| n.chars().find(|c| c.is_control())) {
+    if let Some(c) = name.and_then(|n| n.chars().find(|&c| crate::export::unwritable(c))) {
         return Err(ExportOptionError::NameControl { code: c as u32 });
     }
-    if let Some(bytes) = name.map(str::len).filter(|&b| b > MAX_NAME_BYTES) {
+    if let Some(bytes) = name.map(crate::export::escaped_len).filter(|&b| b > MAX_NAME_BYTES) {
         return Err(ExportOptionError::NameTooLong { bytes });
     }
     match (min_bytes, max_bytes) {

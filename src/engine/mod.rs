@@ -29,7 +29,7 @@ pub use export::{
     API_MAX_TRACE_SLICES, ExportOption, ExportOptionError, MAX_NAME_BYTES, MAX_TRACE_SLICES, MSCCL_MAX_BYTES, Writer,
     chakra_fits, chakra_rank_fits, chakra_tar, check_export_options, export_chakra, export_chakra_rank, export_msccl,
     export_mscclpp, export_mscclpp_reached, export_trace, msccl_fits, mscclpp_fits, plot_goodput, plot_timeline,
-    require_valid, transfer_times, unread_option,
+    require_valid, transfer_times, unread_option, unwritable_kind,
 };
 pub use greedy_runs::{GROUPED_ONLY_NPUS, LATENCY_MODE_MAX_NPUS, Mode, PLAIN_MAX_NPUS, Pipelining};
 use greedy_runs::{Variants, synthesize_greedy};

@@ -536,7 +536,6 @@ pub(crate) fn check_synthesis_pairs(
         Some((_, pairs)) if pairs <= crate::limits::MAX_CONDITION_PAIRS => Ok(()),
         _ => Err(chunking_refused(
             c,
-            p,
             format!(
                 "{} chunks on {p} NPUs make more than {} (npu, chunk) pairs for the {algorithm} to track; \
                  the baselines (\"auto\" tries them) take more",
@@ -550,10 +549,10 @@ pub(crate) fn check_synthesis_pairs(
 /// A chunking over a limit, named where the caller can change it: the `chunks_per_npu` given;
 /// where none was, the group (the callers rename it `topology` where none was given either): too
 /// many NPUs at the least chunking (the refusal named a `chunks_per_npu` the caller never wrote).
-fn chunking_refused(c: &CollectiveSpec, p: usize, why: String) -> InputError {
+fn chunking_refused(c: &CollectiveSpec, why: String) -> InputError {
     match c.chunks_per_npu {
         Some(k) => InputError::new("chunks_per_npu", format!("{k}: {why}")),
-        None => InputError::new("group", format!("{p} NPUs: at one chunk per NPU (the least), {why}")),
+        None => InputError::new("group", format!("at one chunk per NPU (the least), {why}")),
     }
 }
 
@@ -570,7 +569,7 @@ pub(crate) fn check_chunks(c: &CollectiveSpec, topology: &Topology, limits: &Lim
         "{n} chunks on {npus} NPUs make more than {} (npu, chunk) cells for the check of a schedule to track",
         crate::limits::MAX_CHECKED_CELLS
     );
-    Err(chunking_refused(c, npus, why))
+    Err(chunking_refused(c, why))
 }
 
 /// Refuses a collective of more chunks than `limits` accept; gives the chunk count (`None` for
@@ -594,7 +593,7 @@ pub(crate) fn check_chunk_count(
         Some(n) if n <= limits.max_chunks => Ok(Some(n)),
         n => {
             let n = n.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string());
-            Err(chunking_refused(c, p, format!("{n} chunks; at most {} are accepted", limits.max_chunks)))
+            Err(chunking_refused(c, format!("{n} chunks on {p} NPUs; at most {} are accepted", limits.max_chunks)))
         }
     }
 }

@@ -110,11 +110,12 @@ pub struct ChakraExport {
 pub(crate) fn to_chakra(s: &Schedule, prefix: &str, dir: Option<&str>) -> Result<ChakraExport, ChakraError> {
     check_prefix(prefix)?;
     sizes_fit(s)?;
-    fits(s, s.transfers.len())?;
+    // The hops first: the door's cheap test (`fits`) has checked the counts, not the paths.
     let hops: usize = s.transfers.iter().map(|t| npu_visits(s, t).len().saturating_sub(1)).sum();
     if hops > MAX_TRANSFERS {
         return Err(ChakraError::TooManyHops { hops });
     }
+    fits(s, s.transfers.len())?;
     let npus = s.topology.npus();
     let files = Traces::build(s, None);
     let mut out = Vec::with_capacity(2 * npus + 3);

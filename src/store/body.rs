@@ -103,10 +103,16 @@ impl ScheduleBody {
     /// A packed body's schedule without its conditions and transfers, and how many transfers
     /// it holds, read without decoding them (`schedule::packed::outline`): what an export's
     /// cheap test needs before the whole is decoded (torus:128x128's all-reduce decodes to
-    /// 1.6 GB in seconds). `None` for a JSON body (small: read it whole) or a damaged one
-    /// (decoding it whole says why).
+    /// 1.6 GB in seconds). A JSON body stored small (under `COMPRESS_FROM_BYTES`) is read
+    /// whole: a few kilobytes of ranges can be millions of (NPU, slot) cells, which the
+    /// export's budget counts. `None` for a larger JSON body (rows from before packing) or a
+    /// damaged one (decoding it whole says why).
     pub fn outline(&self) -> Option<(Schedule, usize)> {
         match self {
+            ScheduleBody::Json(s) if s.len() < COMPRESS_FROM_BYTES => Schedule::from_json(s).ok().map(|s| {
+                let n = s.transfers.len();
+                (s, n)
+            }),
             ScheduleBody::Json(_) => None,
             ScheduleBody::Packed { bytes, topology } => {
                 crate::schedule::packed::outline(bytes, |header| with_topology(header, topology)).ok()

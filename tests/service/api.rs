@@ -216,10 +216,15 @@ fn schedules_export_as_msccl_xml(db: Db) {
         raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&name={}", "é".repeat(n)), None)
     };
     assert_eq!(named(127).status, 200);
+    // Counted as written: 52 '&' are 260 bytes of `&amp;`, which the executor copies undecoded.
+    let amps =
+        raw(s.addr, "GET", &format!("/v1/schedules/{sid}/export?format=msccl-xml&name={}", "%26".repeat(52)), None);
+    let p = assert_problem(&amps, 422);
+    assert!(p["errors"][0]["message"].as_str().unwrap().starts_with("260 bytes as an XML attribute"), "{p}");
     let p = assert_problem(&named(128), 422);
     assert_eq!(
         p["errors"][0],
-        json!({"path": "name", "message": "256 bytes: at most 255 (the MSCCL executor's attribute buffer)"}),
+        json!({"path": "name", "message": "256 bytes as an XML attribute writes it: at most 255 (the MSCCL executor's buffer)"}),
         "{p}"
     );
     // An unknown format is named first.

@@ -295,6 +295,19 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
     let v: serde_json::Value = serde_json::from_str(&system).unwrap();
     assert_eq!(v["preferred-dataset-splits"], 1);
     assert_eq!(v["all-gather-implementation-custom"][0], format!("{}/ag", abs.display()));
+    // Past the whole export's cells (ring:16 at 16,385 chunks per NPU: 2^22 + 256) it is
+    // refused from the counts, and no directory is made for it.
+    let many = ["baseline", "--algo", "ring", "--topology", "ring:16", "--collective", "all_reduce", "--size", "1GiB"];
+    let big = ccsynth(&[&many[..], &["--chunks-per-npu", "16385", "--json"]].concat(), None);
+    assert_eq!(big.status.code(), Some(0), "{}", String::from_utf8_lossy(&big.stderr));
+    let refused = dir.join("refused");
+    let o = ccsynth(
+        &["export", "--format", "chakra-et", "--out", refused.to_str().unwrap(), "-"],
+        Some(&String::from_utf8_lossy(&big.stdout)),
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("(NPU, slot) cells the whole export replays"));
+    assert!(!refused.exists());
     // `--rank R`: rank R's trace alone, the same file.
     let one = dir.join("one");
     let o = ccsynth(

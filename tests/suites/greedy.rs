@@ -627,11 +627,11 @@ fn limits_at_scale_name_what_each_consumer_allocates() {
     };
     let e = engine::Request::new(big.clone(), open(None), &engine::Limits::default()).err().unwrap();
     assert_eq!(e.errors[0].path, "topology", "{e}");
-    let says = "16384 NPUs: at one chunk per NPU (the least), 16384 chunks on 16384 NPUs make more than 67108864";
+    let says = "at one chunk per NPU (the least), 16384 chunks on 16384 NPUs make more than 67108864";
     assert!(e.errors[0].message.starts_with(says), "{e}");
     let e = engine::Request::new(big, open(Some((0..9000).collect())), &engine::Limits::default()).err().unwrap();
     assert_eq!(e.errors[0].path, "collective.group", "{e}");
-    assert!(e.errors[0].message.starts_with("9000 NPUs: at one chunk per NPU (the least)"), "{e}");
+    assert!(e.errors[0].message.starts_with("at one chunk per NPU (the least), 9000 chunks on 9000 NPUs"), "{e}");
 }
 
 /// Issue 63, point 2: an all-gather's matcher picks at random, a reduce-scatter's rarest first

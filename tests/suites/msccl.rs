@@ -291,12 +291,19 @@ fn options_name_the_algorithm_its_protocol_and_size_range() {
     odd.algorithm = Some(format!("a\"b<\n\u{1}c{}", "é".repeat(200)));
     let xml = engine::export_msccl(&odd, &MscclOptions::default()).unwrap();
     let name = roxmltree::Document::parse(&xml).unwrap().root_element().attribute("name").unwrap().to_string();
-    assert!(name.starts_with("ccsynth-a\"b<??c") && name.len() <= engine::MAX_NAME_BYTES, "{name}");
-    assert_eq!(name.len(), 8 + 7 + 2 * 120, "cut on a character boundary");
+    assert!(name.starts_with("ccsynth-a\"b<??c"), "{name}");
+    // Counted as the file holds it, escapes and all (the executor copies it undecoded): `"` is
+    // `&quot;` and `<` `&lt;`, so 8 + 15 + 2 × 116 bytes, the next é past 255.
+    let written = xml.split("name=\"").nth(1).unwrap().split('"').next().unwrap();
+    assert!(written.starts_with("ccsynth-a&quot;b&lt;??c"), "{written}");
+    assert_eq!(written.len(), 8 + 15 + 2 * 116, "{written}");
     let plan: serde_json::Value =
         serde_json::from_str(&engine::export_mscclpp(&odd, &engine::MscclppOptions::default()).unwrap()).unwrap();
     let name = plan["name"].as_str().unwrap();
-    assert!(name.starts_with("ccsynth-a\"b<??c") && name.len() <= engine::MAX_NAME_BYTES, "{name}");
+    assert!(
+        name.starts_with("ccsynth-a\"b<??c") && ccsynth::export::escaped_len(name) <= engine::MAX_NAME_BYTES,
+        "{name}"
+    );
 }
 
 #[test]

@@ -129,12 +129,13 @@ impl MscclArgs {
             }
             Err(E::NameControl { code }) => {
                 return Err(format!(
-                    "--msccl-name: holds the control character U+{code:04X}: name the algorithm in printable characters"
+                    "--msccl-name: holds the {} U+{code:04X}: name the algorithm in printable characters",
+                    engine::unwritable_kind(code)
                 ));
             }
             Err(E::NameTooLong { bytes }) => {
                 return Err(format!(
-                    "--msccl-name: {bytes} bytes: at most {} (the MSCCL executor's attribute buffer)",
+                    "--msccl-name: {bytes} bytes as an XML attribute writes it: at most {} (the MSCCL executor's buffer)",
                     engine::MAX_NAME_BYTES
                 ));
             }

@@ -197,6 +197,7 @@ pub(super) fn write_chakra(
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     eprintln!("ccsynth: wrote {} files to {}", export.files.len(), abs.display());
+    warn_of_older_files(&abs, prefix, &export.files);
     let network = match &export.network {
         Ok(name) => format!("network: {name}"),
         Err(why) => format!("network: none written: {why}"),
@@ -210,4 +211,28 @@ run, in {}: {}",
         export.command
     );
     Ok(())
+}
+
+/// Warns of files of the export's prefix in `dir` that it did not write (an earlier export's
+/// `NAME.network.yml`, or traces of ranks this topology lacks): ASTRA-sim, or a launcher that
+/// globs the directory, would read them beside these. Not removed: they are the user's.
+fn warn_of_older_files(dir: &std::path::Path, prefix: &str, written: &[(String, Vec<u8>)]) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut older: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('.')))
+        .filter(|n| [".et", ".yml", ".json"].iter().any(|ext| n.ends_with(ext)))
+        .filter(|n| !written.iter().any(|(w, _)| w == n))
+        .collect();
+    if older.is_empty() {
+        return;
+    }
+    older.sort();
+    let more = older.len().saturating_sub(3);
+    let shown = older.iter().take(3).cloned().collect::<Vec<_>>().join(", ");
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    eprintln!(
+        "ccsynth: warning: {} also holds {shown}{more} of prefix {prefix}, which this export did not write (an earlier one's?)",
+        dir.display()
+    );
 }

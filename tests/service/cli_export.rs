@@ -326,6 +326,18 @@ fn export_and_synth_write_chakra_traces_into_a_directory() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Into the same directory again: nothing older of the prefix, no warning; then a mesh's
+    // export, which has no network file, is warned of the ring's it did not write.
+    let export_ag = ["export", "--format", "chakra-et", "--prefix", "ag", "--out", out.to_str().unwrap(), "-"];
+    let o = ccsynth(&export_ag, Some(&text));
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("warning"), "{}", String::from_utf8_lossy(&o.stderr));
+    let mesh =
+        ["baseline", "--algo", "ring", "--topology", "mesh:2x3", "--collective", "all_gather", "--size", "64KiB"];
+    let o = ccsynth(&export_ag, Some(&String::from_utf8(ccsynth(&mesh, None).stdout).unwrap()));
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("also holds ag.network.yml of prefix ag, which this export did not write"), "{said}");
     // synth --format chakra-et, and the directory is required.
     let out2 = dir.join("ar");
     let o = ccsynth(

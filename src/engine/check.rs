@@ -157,10 +157,8 @@ pub fn check_cost_within(s: &Schedule, limits: &Limits) -> Result<u64, crate::er
 
 fn admit(s: &Schedule, limits: &Limits) -> Result<(), crate::error::InputError> {
     request::check_npus(&s.topology, limits)?;
-    request::check_chunk_count(&s.collective, &s.topology, limits).map_err(|e| {
-        let e = e.within("collective");
-        if s.collective.group.is_some() { e } else { e.renamed("collective.group", "topology") }
-    })?;
+    request::check_chunk_count(&s.collective, &s.topology, limits)
+        .map_err(|e| request::npus_named(e.within("collective"), &s.collective, "collective.group"))?;
     let cells = s.topology.npus().checked_mul(s.slots());
     // Past the limit only a schedule the replays take on ranges is checked: they hold runs,
     // not a cell per (npu, slot) (the simulator refuses a table past it; the validator's

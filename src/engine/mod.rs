@@ -459,7 +459,7 @@ fn run_synthesizer_once(
 ) -> Result<Output, Error> {
     if let Target::One(spec) = &req.target {
         request::check_synthesis_pairs(spec, &req.topology, algorithm.name())
-            .map_err(|e| if spec.group.is_some() { e } else { e.renamed("group", "topology") })?;
+            .map_err(|e| request::npus_named(e, spec, "group"))?;
     }
     let remaining_s = stop.left().as_secs_f64();
     let sr = SynthJob {

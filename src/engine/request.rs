@@ -422,12 +422,8 @@ impl Request {
             // A chunking from `options.chunks_per_npu` is named there, not at the collective.
             let own = format!("{path}.chunks_per_npu");
             let chunking = if o.chunks_per_npu.is_some() { "options.chunks_per_npu" } else { own.as_str() };
-            // Without a group given, the NPUs are the topology's live ones: a split, or too many
-            // for the least chunking, is the request's `topology`, not a group never written.
-            let at = |e: InputError| {
-                let e = e.within(path).renamed(&format!("{path}.chunks_per_npu"), chunking);
-                if c.group.is_some() { e } else { e.renamed(&format!("{path}.group"), "topology") }
-            };
+            let group = format!("{path}.group");
+            let at = |e: InputError| npus_named(e.within(path).renamed(&own, chunking), c, &group);
             check_chunks(c, &topology, limits).map_err(at)?;
             // The greedy and the ILP by name hold every pair: refused before the request is queued.
             if matches!(algorithm, Algorithm::Greedy | Algorithm::Ilp) {
@@ -506,6 +502,12 @@ fn served_by(kind: CollectiveKind) -> String {
     format!("these serve {}: {}", kind.name(), super::registry::serving(kind).join(", "))
 }
 
+/// `e` of collective `c` with its errors at `group` named at the request's `topology` where no group
+/// was given: its NPUs are the topology's live ones (a split, or too many, is not a group's).
+pub(crate) fn npus_named(e: InputError, c: &CollectiveSpec, group: &str) -> InputError {
+    if c.group.is_some() { e } else { e.renamed(group, "topology") }
+}
+
 /// Refuses a topology of more NPUs than the limit.
 pub(crate) fn check_npus(topology: &Topology, limits: &Limits) -> Result<(), InputError> {
     if topology.npus() > limits.max_npus {
@@ -546,9 +548,8 @@ pub(crate) fn check_synthesis_pairs(
     }
 }
 
-/// A chunking over a limit, named where the caller can change it: the `chunks_per_npu` given;
-/// where none was, the group (the callers rename it `topology` where none was given either): too
-/// many NPUs at the least chunking (the refusal named a `chunks_per_npu` the caller never wrote).
+/// A chunking over a limit, named where the caller can change it: the `chunks_per_npu` given, else
+/// the group (`npus_named`): too many NPUs at the least chunking (it named an unwritten field).
 fn chunking_refused(c: &CollectiveSpec, why: String) -> InputError {
     match c.chunks_per_npu {
         Some(k) => InputError::new("chunks_per_npu", format!("{k}: {why}")),

@@ -89,7 +89,8 @@ impl Builder<'_> {
         // The default within MAX_NAME_BYTES and printable, whatever the schedule's `algorithm`.
         let algorithm = s.algorithm.as_deref().unwrap_or("schedule");
         let name = opts.name.clone().unwrap_or_else(|| {
-            format!("ccsynth-{}", crate::export::printable(algorithm, crate::export::MAX_NAME_BYTES - 8))
+            let prefix = "ccsynth-";
+            format!("{prefix}{}", crate::export::printable(algorithm, crate::export::MAX_NAME_BYTES - prefix.len()))
         });
         let n = self.layout.i_chunks.max(self.layout.o_chunks);
         let min = opts.min_bytes.unwrap_or(0);
